@@ -1,0 +1,891 @@
+/* client.c — librkv: connections, GET by one-sided read, writes by RPC.
+ *
+ * A handle holds one connection ("shard") per server URI. Per shard it keeps
+ * the HELLO answer, a validated copy of the region header (the geometry a
+ * lookup needs), a location cache (key hash → slot word, so a repeated GET is
+ * one READ), and a buffer of access hints that ride on the next RPC so the
+ * server's eviction knows what clients read.
+ *
+ * GET runs common/lookup.c over the shard's transport. Writes build requests
+ * straight into the transport's send buffers (inline when they fit, a
+ * rendezvous descriptor when the value is larger than a message), post a
+ * whole batch with one send(), then collect the replies in order.
+ *
+ * Failure model: a transport error marks the shard down and returns
+ * RKV_CONNECTION. The next call reconnects, with exponential backoff, and a
+ * new HELLO; a changed region generation drops the location cache, so no
+ * location from the old region is ever used.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "lookup.h"
+#include "protocol.h"
+#include "rkv.h"
+#include "shard.h"
+#include "transport.h"
+#include "util.h"
+
+#define MAX_SHARDS      64
+#define MAX_HINTS       32        /* hints carried by one RPC */
+#define LOOKUP_OPS      1024      /* read ops one lookup round may post */
+#define MGET_CHUNK      128       /* keys per lookup batch */
+#define DEFAULT_TIMEOUT 5000
+#define DEFAULT_CACHE   4096
+#define DEFAULT_RETRIES 64
+#define DEFAULT_BACKOFF 1000
+#define LOCAL_BUF_SIZE  (4u << 20)
+
+struct loc_entry {
+    uint64_t key_hash;   /* rkv_shard_hash of the key; 0 = empty */
+    uint64_t slot;       /* slot word the key was last found through */
+};
+
+struct shard {
+    char uri[256];
+    const struct rkv_client_transport *ops;
+    struct rkv_ctrans *t;            /* NULL while down */
+    const char *addr;                /* into uri, after "scheme://" */
+    struct rkv_hello hello;
+    struct rkv_region_header geom;   /* validated copy */
+    struct rkv_lookup_ctx lctx;
+    struct rkv_read_op *read_ops;    /* LOOKUP_OPS */
+    uint64_t generation;             /* of the region last connected to */
+    uint32_t next_req_id;             /* never 0: 0 means "any reply" */
+    unsigned outstanding;            /* requests sent, replies not yet consumed */
+    uint64_t clock_base;             /* server clock at clock_local_ns */
+    uint64_t clock_local_ns;
+    uint64_t next_attempt_ns;        /* reconnect backoff */
+    unsigned backoff_ms;
+    rkv_hint hints[MAX_HINTS];
+    unsigned nhints;
+};
+
+struct rkv_client {
+    struct rkv_options opts;
+    char secret[RKV_MAX_SECRET + 1];
+    unsigned nshards;
+    struct shard *shards;
+    struct loc_entry *cache;         /* location cache, shared by shards */
+    unsigned cache_mask;             /* entries - 1; cache NULL when off */
+    struct rkv_trans_counters tc;    /* bumped by the transports */
+    struct rkv_counters c;           /* the rest, bumped here */
+    char last_error[512];
+};
+
+static const char *const status_names[RKV_STATUS_COUNT] = {
+    [RKV_OK] = "ok",
+    [RKV_NOT_FOUND] = "not found",
+    [RKV_EXISTS] = "key exists",
+    [RKV_NOT_STORED] = "not stored: key absent",
+    [RKV_CAS_MISMATCH] = "cas mismatch: the item changed",
+    [RKV_OUT_OF_MEMORY] = "server out of memory",
+    [RKV_TOO_LARGE] = "key or value too large",
+    [RKV_BUFFER_TOO_SMALL] = "buffer too small for the value",
+    [RKV_INVALID] = "invalid argument",
+    [RKV_NOT_NUMBER] = "value is not a decimal number",
+    [RKV_PROTOCOL] = "protocol error",
+    [RKV_VERSION_MISMATCH] = "protocol version mismatch",
+    [RKV_AUTH] = "authentication failed",
+    [RKV_CONNECTION] = "connection failed",
+    [RKV_TIMEOUT] = "timed out",
+    [RKV_RETRY_EXHAUSTED] = "item kept changing during the read",
+    [RKV_SERVER_BUSY] = "server busy",
+    [RKV_NO_MEMORY] = "out of local memory",
+    [RKV_INTERNAL] = "internal error",
+};
+
+const char *rkv_strerror(rkv_status s)
+{
+    return (unsigned)s < RKV_STATUS_COUNT ? status_names[s] : "unknown status";
+}
+
+const char *rkv_last_error(const rkv_client *c)
+{
+    return c ? c->last_error : "no handle";
+}
+
+static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->last_error, sizeof c->last_error, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* ------------------------------------------------------------ connection */
+
+static const struct rkv_client_transport *transport_for(const char *scheme)
+{
+    if (strcmp(scheme, "shm") == 0)
+        return &rkv_shm_client_transport;
+    if (strcmp(scheme, "rdma") == 0)
+        return &rkv_rdma_client_transport;
+    return NULL;
+}
+
+static void shard_down(struct shard *s)
+{
+    if (s->t)
+        s->ops->close(s->t);
+    s->t = NULL;
+    s->outstanding = 0;
+    s->nhints = 0;
+}
+
+static rkv_status lookup_read(void *ctx, const struct rkv_read_op *ops, unsigned n)
+{
+    struct shard *s = ctx;
+    return s->ops->read(s->t, ops, n);
+}
+
+static uint32_t shard_now(const struct shard *s)
+{
+    uint64_t elapsed = (rkv_now_ns() - s->clock_local_ns) / 1000000000ull;
+    return (uint32_t)(s->clock_base + elapsed);
+}
+
+static void shard_clock(struct shard *s, uint64_t server_clock)
+{
+    if (server_clock == 0)
+        return;
+    s->clock_base = server_clock;
+    s->clock_local_ns = rkv_now_ns();
+}
+
+/* Wait for the reply to req_id, consuming (and dropping) earlier replies,
+ * which are fire-and-forget HINTS; req_id 0 consumes any one reply. The
+ * reply is copied to *resp and payload when they are not NULL. */
+static uint32_t shard_next_id(struct shard *s)
+{
+    if (++s->next_req_id == 0)
+        s->next_req_id = 1;
+    return s->next_req_id;
+}
+
+static rkv_status shard_wait(rkv_client *c, struct shard *s, uint32_t req_id,
+                             struct rkv_resp *resp, void *payload, size_t payload_cap,
+                             size_t *payload_len)
+{
+    for (;;) {
+        const void *msg;
+        size_t len;
+        const struct rkv_resp *h;
+        const uint8_t *p;
+        rkv_status st = s->ops->recv(s->t, &msg, &len, c->opts.timeout_ms);
+        if (st != RKV_OK) {
+            shard_down(s);
+            return fail(c, st, "%s: no reply: %s", s->uri, rkv_strerror(st));
+        }
+        st = rkv_resp_parse(msg, len, &h, &p);
+        if (st != RKV_OK) {
+            s->ops->recv_done(s->t);
+            shard_down(s);
+            return fail(c, st, "%s: malformed reply (%zu bytes); dropping the connection", s->uri, len);
+        }
+        s->outstanding--;
+        shard_clock(s, h->clock);
+        if (h->req_id == req_id || req_id == 0) {
+            if (resp)
+                *resp = *h;
+            size_t n = RKV_MIN((size_t)h->payload_len, payload_cap);
+            if (n)
+                memcpy(payload, p, n);
+            if (payload_len)
+                *payload_len = h->payload_len;
+            s->ops->recv_done(s->t);
+            return RKV_OK;
+        }
+        s->ops->recv_done(s->t);
+        if (s->outstanding == 0) {
+            shard_down(s);
+            return fail(c, RKV_PROTOCOL, "%s: reply for request %llu never came", s->uri,
+                        (unsigned long long)req_id);
+        }
+    }
+}
+
+/* Take the hints that fit in a request with `room` spare bytes. */
+static size_t take_hints(struct shard *s, size_t room, const rkv_hint **hints)
+{
+    size_t n = RKV_MIN((size_t)s->nhints, room / sizeof(rkv_hint));
+    *hints = s->hints + s->nhints - n;
+    s->nhints -= (unsigned)n;
+    return n;
+}
+
+static rkv_status shard_hello(rkv_client *c, struct shard *s)
+{
+    struct rkv_req req = { .opcode = RKV_OP_HELLO, .key_len = (uint16_t)strlen(c->secret),
+                           .req_id = shard_next_id(s), .arg = RKV_PROTO_VERSION };
+    uint32_t len = (uint32_t)rkv_req_build(s->ops->send_buf(s->t, 0), &req, c->secret, NULL, 0, NULL, 0);
+    rkv_status st = s->ops->send(s->t, &len, 1);
+    if (st != RKV_OK)
+        return fail(c, st, "%s: cannot send HELLO: %s", s->uri, rkv_strerror(st));
+    s->outstanding = 1;
+
+    struct rkv_resp resp;
+    uint8_t payload[sizeof(struct rkv_hello)];
+    size_t plen;
+    st = shard_wait(c, s, req.req_id, &resp, payload, sizeof payload, &plen);
+    if (st != RKV_OK)
+        return st;
+    if (resp.status == RKV_AUTH)
+        return fail(c, RKV_AUTH, "%s: the server refused our shared secret; set the secret it is "
+                    "configured with (rkv_options.auth_secret, --auth)", s->uri);
+    if (resp.status != RKV_OK)
+        return fail(c, (rkv_status)resp.status, "%s: HELLO refused: %s", s->uri,
+                    rkv_strerror((rkv_status)resp.status));
+    st = plen == sizeof payload ? rkv_hello_parse(payload, plen, &s->hello) : RKV_PROTOCOL;
+    if (st == RKV_VERSION_MISMATCH)
+        return fail(c, st, "%s: server speaks protocol %u, this client %u; upgrade the older side",
+                    s->uri, s->hello.proto_version, RKV_PROTO_VERSION);
+    if (st != RKV_OK)
+        return fail(c, st, "%s: malformed HELLO reply", s->uri);
+    return RKV_OK;
+}
+
+/* Read and validate the region header; set up the lookup context. */
+static rkv_status shard_geometry(rkv_client *c, struct shard *s)
+{
+    size_t local_len;
+    uint8_t *local = s->ops->local_buf(s->t, &local_len);
+    struct rkv_read_op op = { .offset = 0, .len = RKV_HEADER_SIZE, .dst = local };
+    rkv_status st = s->ops->read(s->t, &op, 1);
+    if (st != RKV_OK)
+        return fail(c, st, "%s: cannot read the region header: %s", s->uri, rkv_strerror(st));
+    memcpy(&s->geom, local, sizeof s->geom);
+    if (!rkv_header_valid(&s->geom, s->hello.region_size) ||
+        s->geom.generation != s->hello.generation)
+        return fail(c, RKV_PROTOCOL, "%s: the region header is invalid or from another server "
+                    "generation; is the server version compatible?", s->uri);
+    if (local_len < rkv_lookup_scratch_need(&s->geom, 1))
+        return fail(c, RKV_INTERNAL, "%s: local buffer (%zu bytes) smaller than the largest item",
+                    s->uri, local_len);
+    s->lctx = (struct rkv_lookup_ctx){
+        .geom = &s->geom, .read = lookup_read, .read_ctx = s,
+        .scratch = local, .scratch_len = local_len,
+        .ops = s->read_ops, .ops_cap = LOOKUP_OPS,
+        .max_retries = c->opts.max_get_retries,
+    };
+    return RKV_OK;
+}
+
+static void cache_clear(rkv_client *c)
+{
+    if (c->cache)
+        memset(c->cache, 0, (size_t)(c->cache_mask + 1) * sizeof *c->cache);
+}
+
+static rkv_status shard_connect(rkv_client *c, struct shard *s)
+{
+    char err[256] = "";
+    struct rkv_ctrans_params p = { .local_buf_size = LOCAL_BUF_SIZE,
+                                   .timeout_ms = c->opts.timeout_ms,
+                                   .device = c->opts.rdma_device };
+    rkv_status st = s->ops->connect(s->addr, &p, &c->tc, &s->t, err, sizeof err);
+    if (st != RKV_OK) {
+        s->t = NULL;
+        return fail(c, st, "%s: %s", s->uri, err[0] ? err : rkv_strerror(st));
+    }
+    st = shard_hello(c, s);
+    if (st == RKV_OK) {
+        err[0] = '\0';
+        st = s->ops->set_region(s->t, &s->hello, err, sizeof err);
+        if (st != RKV_OK)
+            fail(c, st, "%s: %s", s->uri, err);
+    }
+    if (st == RKV_OK)
+        st = shard_geometry(c, s);
+    if (st != RKV_OK) {
+        shard_down(s);
+        return st;
+    }
+    if (s->generation != s->hello.generation) {
+        if (s->generation != 0)
+            cache_clear(c); /* a new server: every cached location is void */
+        s->generation = s->hello.generation;
+    }
+    shard_clock(s, s->hello.clock);
+    s->backoff_ms = 0;
+    return RKV_OK;
+}
+
+/* Make sure the shard is connected, reconnecting with backoff. */
+static rkv_status shard_ready(rkv_client *c, struct shard *s)
+{
+    if (RKV_LIKELY(s->t != NULL))
+        return RKV_OK;
+    uint64_t now = rkv_now_ns();
+    if (now < s->next_attempt_ns)
+        return fail(c, RKV_CONNECTION, "%s: server unreachable; next reconnect attempt in %llu ms",
+                    s->uri, (unsigned long long)((s->next_attempt_ns - now) / 1000000));
+    rkv_status st = shard_connect(c, s);
+    if (st == RKV_OK) {
+        c->c.reconnects++;
+        return RKV_OK;
+    }
+    s->backoff_ms = s->backoff_ms ? RKV_MIN(s->backoff_ms * 2, c->opts.reconnect_ms) : 10;
+    s->next_attempt_ns = rkv_now_ns() + (uint64_t)s->backoff_ms * 1000000ull;
+    return st;
+}
+
+static rkv_status parse_uris(rkv_client *c, const char *uris)
+{
+    const char *p = uris;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (c->nshards == MAX_SHARDS)
+            return fail(c, RKV_INVALID, "too many server URIs (at most %d)", MAX_SHARDS);
+        struct shard *s = &c->shards[c->nshards];
+        char scheme[8];
+        if (len == 0 || len >= sizeof s->uri)
+            return fail(c, RKV_INVALID, "empty or overlong server URI in \"%s\"", uris);
+        memcpy(s->uri, p, len);
+        s->uri[len] = '\0';
+        if (!rkv_uri_split(s->uri, scheme, sizeof scheme, &s->addr) || s->addr[0] == '\0' ||
+            (s->ops = transport_for(scheme)) == NULL)
+            return fail(c, RKV_INVALID, "bad server URI \"%s\": use rdma://HOST:PORT or shm://PATH",
+                        s->uri);
+        s->read_ops = calloc(LOOKUP_OPS, sizeof *s->read_ops);
+        if (s->read_ops == NULL)
+            return fail(c, RKV_NO_MEMORY, "out of memory");
+        c->nshards++;
+        p += len + (end != NULL);
+    }
+    return c->nshards ? RKV_OK : fail(c, RKV_INVALID, "no server URI given");
+}
+
+static void apply_defaults(struct rkv_options *o)
+{
+    if (o->timeout_ms == 0)
+        o->timeout_ms = DEFAULT_TIMEOUT;
+    if (o->location_cache == 0)
+        o->location_cache = DEFAULT_CACHE;
+    if (o->max_get_retries == 0)
+        o->max_get_retries = DEFAULT_RETRIES;
+    if (o->reconnect_ms == 0)
+        o->reconnect_ms = DEFAULT_BACKOFF;
+}
+
+rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_client **out)
+{
+    rkv_status st = RKV_NO_MEMORY;
+    rkv_client *c = calloc(1, sizeof *c);
+    *out = NULL;
+    if (c == NULL)
+        return RKV_NO_MEMORY;
+    if (opts)
+        c->opts = *opts;
+    apply_defaults(&c->opts);
+    if (c->opts.auth_secret) {
+        if (strlen(c->opts.auth_secret) > RKV_MAX_SECRET) {
+            st = fail(c, RKV_INVALID, "auth secret longer than %u bytes", RKV_MAX_SECRET);
+            goto fail;
+        }
+        strcpy(c->secret, c->opts.auth_secret);
+        c->opts.auth_secret = NULL; /* our copy is c->secret */
+    }
+    c->shards = calloc(MAX_SHARDS, sizeof *c->shards);
+    if (c->shards == NULL)
+        goto fail;
+    if (c->opts.location_cache != (unsigned)-1) {
+        unsigned n = 1;
+        while (n < c->opts.location_cache && n < (1u << 24))
+            n <<= 1;
+        c->cache = calloc(n, sizeof *c->cache);
+        if (c->cache == NULL)
+            goto fail;
+        c->cache_mask = n - 1;
+    }
+    st = parse_uris(c, uris ? uris : "");
+    for (unsigned i = 0; st == RKV_OK && i < c->nshards; i++)
+        st = shard_connect(c, &c->shards[i]);
+    if (st != RKV_OK)
+        goto fail;
+    *out = c;
+    return RKV_OK;
+fail:
+    if (c->last_error[0] == '\0')
+        fail(c, st, "%s", rkv_strerror(st));
+    /* keep the message visible to callers that only have stderr */
+    if (getenv("RKV_DEBUG"))
+        fprintf(stderr, "rkv_connect: %s\n", c->last_error);
+    rkv_close(c);
+    return st;
+}
+
+void rkv_close(rkv_client *c)
+{
+    if (c == NULL)
+        return;
+    for (unsigned i = 0; c->shards && i < c->nshards; i++) {
+        shard_down(&c->shards[i]);
+        free(c->shards[i].read_ops);
+    }
+    free(c->shards);
+    free(c->cache);
+    free(c);
+}
+
+/* ------------------------------------------------------------ GET */
+
+static struct shard *shard_for(rkv_client *c, uint64_t key_hash)
+{
+    return &c->shards[c->nshards == 1 ? 0 : rkv_jump_hash(key_hash, c->nshards)];
+}
+
+static struct loc_entry *cache_slot(rkv_client *c, uint64_t key_hash)
+{
+    return c->cache ? &c->cache[key_hash & c->cache_mask] : NULL;
+}
+
+/* Send the buffered hints on their own, without waiting for the reply
+ * (shard_wait drops it later). Costs one doorbell per MAX_HINTS GET hits. */
+static void hints_flush(rkv_client *c, struct shard *s)
+{
+    if (s->outstanding >= s->hello.credits &&
+        shard_wait(c, s, 0, NULL, NULL, 0, NULL) != RKV_OK)
+        return;
+    struct rkv_req h = { .opcode = RKV_OP_HINTS, .req_id = shard_next_id(s),
+                         .hint_count = (uint16_t)s->nhints };
+    uint32_t len = (uint32_t)rkv_req_build(s->ops->send_buf(s->t, 0), &h, NULL, NULL, 0,
+                                           s->hints, s->nhints);
+    s->nhints = 0;
+    if (s->ops->send(s->t, &len, 1) != RKV_OK) {
+        shard_down(s);
+        return;
+    }
+    s->outstanding++;
+}
+
+static void note_hint(rkv_client *c, struct shard *s, uint64_t slot)
+{
+    if (!(s->hello.features & RKV_FEATURE_HINTS))
+        return;
+    s->hints[s->nhints++] = slot;
+    if (s->nhints == MAX_HINTS)
+        hints_flush(c, s);
+}
+
+/* Fold one finished lookup into counters, cache and hints. */
+static void lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup *l, uint64_t key_hash)
+{
+    struct loc_entry *e = cache_slot(c, key_hash);
+    c->c.gets++;
+    if (l->status == RKV_OK || l->status == RKV_BUFFER_TOO_SMALL) {
+        c->c.get_hits++;
+        c->c.cache_hits += (uint64_t)l->cache_used;
+        if (e) {
+            e->key_hash = key_hash;
+            e->slot = l->slot;
+        }
+        note_hint(c, s, l->slot);
+    } else {
+        c->c.get_misses += l->status == RKV_NOT_FOUND;
+        if (e && e->key_hash == key_hash)
+            e->key_hash = 0;
+    }
+}
+
+static void prepare_lookup(rkv_client *c, struct rkv_lookup *l, const void *key, size_t key_len,
+                           void *buf, size_t buf_len, uint64_t key_hash)
+{
+    struct loc_entry *e = cache_slot(c, key_hash);
+    l->key = key;
+    l->key_len = key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)key_len;
+    l->buf = buf;
+    l->buf_len = buf_len;
+    l->cached_slot = e && e->key_hash == key_hash ? e->slot : 0;
+}
+
+static rkv_status run_lookups(rkv_client *c, struct shard *s, struct rkv_lookup *ls, unsigned n)
+{
+    s->lctx.now = shard_now(s);
+    uint64_t before = s->lctx.retries;
+    rkv_status st = rkv_lookup_batch(&s->lctx, ls, n);
+    c->c.verify_retries += s->lctx.retries - before;
+    if (st != RKV_OK) {
+        shard_down(s);
+        return fail(c, st, "%s: read failed: %s", s->uri, rkv_strerror(st));
+    }
+    return RKV_OK;
+}
+
+rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, size_t buf_len,
+                   size_t *value_len, struct rkv_item_info *info)
+{
+    if (RKV_UNLIKELY(key == NULL || key_len == 0 || (buf == NULL && buf_len != 0)))
+        return fail(c, RKV_INVALID, "get: key must be non-empty and buf non-NULL");
+    uint64_t kh = rkv_shard_hash(key, key_len);
+    struct shard *s = shard_for(c, kh);
+    rkv_status st = shard_ready(c, s);
+    if (RKV_UNLIKELY(st != RKV_OK))
+        return st;
+
+    struct rkv_lookup l;
+    prepare_lookup(c, &l, key, key_len, buf, buf_len, kh);
+    st = run_lookups(c, s, &l, 1);
+    if (RKV_UNLIKELY(st != RKV_OK))
+        return st;
+    lookup_done(c, s, &l, kh);
+    if (value_len)
+        *value_len = l.value_len;
+    if (info && (l.status == RKV_OK || l.status == RKV_BUFFER_TOO_SMALL)) {
+        uint32_t now = shard_now(s);
+        info->version = l.version;
+        info->user_flags = l.user_flags;
+        info->ttl_left = l.expire_at == 0 ? 0 : (l.expire_at > now ? l.expire_at - now : 1);
+    }
+    if (l.status == RKV_RETRY_EXHAUSTED)
+        return fail(c, l.status, "get: the item changed under %u consecutive reads; retry",
+                    c->opts.max_get_retries);
+    return l.status;
+}
+
+rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n)
+{
+    struct rkv_lookup ls[MGET_CHUNK];
+    uint64_t khs[MGET_CHUNK];
+    size_t idx[MGET_CHUNK];
+
+    for (size_t i = 0; i < n; i++)
+        ops[i].status = RKV_INTERNAL;
+    /* one pass per shard; within it, chunks of MGET_CHUNK keys */
+    for (unsigned sh = 0; sh < c->nshards; sh++) {
+        struct shard *s = &c->shards[sh];
+        size_t i = 0;
+        while (i < n) {
+            unsigned k = 0;
+            for (; i < n && k < MGET_CHUNK; i++) {
+                struct rkv_get_op *op = &ops[i];
+                if (op->key == NULL || op->key_len == 0) {
+                    op->status = RKV_INVALID;
+                    continue;
+                }
+                uint64_t kh = rkv_shard_hash(op->key, op->key_len);
+                if (shard_for(c, kh) != s)
+                    continue;
+                khs[k] = kh;
+                idx[k] = i;
+                prepare_lookup(c, &ls[k], op->key, op->key_len, op->buf, op->buf_len, kh);
+                k++;
+            }
+            if (k == 0)
+                continue;
+            rkv_status st = shard_ready(c, s);
+            if (st == RKV_OK) {
+                unsigned fit = (unsigned)RKV_MIN((size_t)k, (s->lctx.scratch_len -
+                    rkv_lookup_scratch_need(&s->geom, 0)) / (2 * sizeof(struct rkv_bucket)));
+                for (unsigned done = 0; st == RKV_OK && done < k; done += fit)
+                    st = run_lookups(c, s, ls + done, RKV_MIN(fit, k - done));
+            }
+            if (st != RKV_OK)
+                return st;
+            for (unsigned j = 0; j < k; j++) {
+                lookup_done(c, s, &ls[j], khs[j]);
+                ops[idx[j]].status = ls[j].status;
+                ops[idx[j]].value_len = ls[j].value_len;
+            }
+        }
+    }
+    return RKV_OK;
+}
+
+/* ------------------------------------------------------------ writes */
+
+/* One request of a write batch, as the batching code sees it. */
+struct write_req {
+    uint8_t opcode;
+    const void *key; size_t key_len;
+    const void *value; size_t value_len;
+    const struct rkv_put_options *opts;   /* PUT only; may be NULL */
+    uint64_t arg;                         /* INCR delta */
+    rkv_status status;                    /* out */
+    uint64_t value_out;                   /* out: version or incr result */
+};
+
+static bool needs_staging(const struct shard *s, const struct write_req *w)
+{
+    return rkv_req_size(w->key_len, w->value_len, 0, s->hello.max_msg) == 0;
+}
+
+/* Build one request into send buffer `i`; a value too large for a message
+ * goes through the staging buffer (rendezvous). Spare room carries hints. */
+static uint32_t build_req(struct shard *s, unsigned i, const struct write_req *w, uint32_t req_id)
+{
+    const struct rkv_put_options *o = w->opts;
+    struct rkv_req h = { .opcode = w->opcode, .key_len = (uint16_t)w->key_len,
+                         .value_len = (uint32_t)w->value_len, .req_id = req_id, .arg = w->arg };
+    if (o) {
+        h.flags = (uint8_t)(o->mode & RKV_PUT_MODE_MASK);
+        h.ttl = o->ttl;
+        h.arg = o->cas;
+        h.user_flags = o->user_flags;
+    }
+    const void *value = w->value;
+    size_t inline_len = w->value_len;
+    struct rkv_remote_buf rb;
+    if (needs_staging(s, w)) {
+        size_t cap;
+        void *stage = s->ops->staging(s->t, &cap, &rb);
+        memcpy(stage, w->value, w->value_len);
+        rb.len = (uint32_t)w->value_len;
+        h.flags |= RKV_REQ_REMOTE_VALUE;
+        value = &rb;
+        inline_len = sizeof rb;
+    }
+    const rkv_hint *hints;
+    h.hint_count = (uint16_t)take_hints(s, s->hello.max_msg - sizeof h - w->key_len - inline_len,
+                                        &hints);
+    return (uint32_t)rkv_req_build(s->ops->send_buf(s->t, i), &h, w->key, value, inline_len,
+                                   hints, h.hint_count);
+}
+
+static rkv_status check_write(rkv_client *c, const struct shard *s, const struct write_req *w)
+{
+    size_t stage_cap = 0;
+    if (w->key == NULL || w->key_len == 0 || (w->value == NULL && w->value_len != 0))
+        return fail(c, RKV_INVALID, "key must be non-empty and value non-NULL");
+    if (w->key_len > s->geom.max_key_len)
+        return fail(c, RKV_TOO_LARGE, "key of %zu bytes is longer than the server's limit of %u",
+                    w->key_len, s->geom.max_key_len);
+    if (w->value_len > s->geom.max_value_len)
+        return fail(c, RKV_TOO_LARGE, "value of %zu bytes is longer than the server's limit of %u",
+                    w->value_len, s->geom.max_value_len);
+    if (needs_staging(s, w)) {
+        struct rkv_remote_buf rb;
+        s->ops->staging(s->t, &stage_cap, &rb);
+        if (w->value_len > stage_cap)
+            return fail(c, RKV_TOO_LARGE, "value of %zu bytes is larger than the client's "
+                        "staging buffer (%zu bytes)", w->value_len, stage_cap);
+    }
+    return RKV_OK;
+}
+
+/* Send ws[0..n-1] (all owned by shard s) in as few batches as credits allow
+ * (one doorbell each) and collect every reply into its write_req. A value
+ * that needs the staging buffer travels in a batch of its own. */
+static rkv_status shard_write_batch(rkv_client *c, struct shard *s, struct write_req **ws, size_t n)
+{
+    struct write_req *sent[256];
+    uint32_t lens[256];
+    size_t i = 0;
+    rkv_status st = shard_ready(c, s);
+
+    while (st == RKV_OK && i < n) {
+        unsigned room = RKV_MIN(s->hello.credits - s->outstanding, (unsigned)RKV_ARRAY_SIZE(lens));
+        uint32_t ids[256];
+        unsigned k = 0;
+        for (; i < n && k < room; i++) {
+            struct write_req *w = ws[i];
+            if ((w->status = check_write(c, s, w)) != RKV_OK)
+                continue;
+            bool staged = needs_staging(s, w);
+            if (staged && k > 0)
+                break;
+            sent[k] = w;
+            ids[k] = shard_next_id(s);
+            lens[k] = build_req(s, k, w, ids[k]);
+            k++;
+            if (staged) {
+                i++;
+                break;
+            }
+        }
+        if (k == 0)
+            continue;
+        st = s->ops->send(s->t, lens, k);
+        if (st != RKV_OK) {
+            shard_down(s);
+            return fail(c, st, "%s: send failed: %s", s->uri, rkv_strerror(st));
+        }
+        s->outstanding += k;
+        for (unsigned r = 0; st == RKV_OK && r < k; r++) {
+            struct rkv_resp resp;
+            st = shard_wait(c, s, ids[r], &resp, NULL, 0, NULL);
+            if (st == RKV_OK) {
+                sent[r]->status = (rkv_status)resp.status;
+                sent[r]->value_out = resp.value;
+            }
+        }
+    }
+    return st;
+}
+
+/* Forget where a key was: a write moved it. */
+static void cache_forget(rkv_client *c, uint64_t key_hash)
+{
+    struct loc_entry *e = cache_slot(c, key_hash);
+    if (e && e->key_hash == key_hash)
+        e->key_hash = 0;
+}
+
+/* One write to the key's owner; returns its status. */
+static rkv_status write_one(rkv_client *c, struct write_req *w)
+{
+    if (w->key == NULL || w->key_len == 0)
+        return fail(c, RKV_INVALID, "key must be non-empty");
+    uint64_t kh = rkv_shard_hash(w->key, w->key_len);
+    struct write_req *p = w;
+    w->status = RKV_INTERNAL;
+    rkv_status st = shard_write_batch(c, shard_for(c, kh), &p, 1);
+    cache_forget(c, kh);
+    return st != RKV_OK ? st : w->status;
+}
+
+rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len, const void *value,
+                   size_t value_len, const struct rkv_put_options *opts, uint64_t *new_version)
+{
+    struct write_req w = { .opcode = RKV_OP_PUT, .key = key, .key_len = key_len,
+                           .value = value, .value_len = value_len, .opts = opts };
+    c->c.puts++;
+    rkv_status st = write_one(c, &w);
+    if (st == RKV_OK && new_version)
+        *new_version = w.value_out;
+    return st;
+}
+
+rkv_status rkv_delete(rkv_client *c, const void *key, size_t key_len)
+{
+    struct write_req w = { .opcode = RKV_OP_DELETE, .key = key, .key_len = key_len };
+    c->c.deletes++;
+    return write_one(c, &w);
+}
+
+rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len, int64_t delta, uint64_t *result)
+{
+    struct write_req w = { .opcode = RKV_OP_INCR, .key = key, .key_len = key_len,
+                           .arg = (uint64_t)delta };
+    c->c.other_rpcs++;
+    rkv_status st = write_one(c, &w);
+    if (st == RKV_OK && result)
+        *result = w.value_out;
+    return st;
+}
+
+rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
+{
+    struct write_req ws[MGET_CHUNK];
+    struct write_req *wp[MGET_CHUNK];
+
+    for (unsigned sh = 0; sh < c->nshards; sh++) {
+        struct shard *s = &c->shards[sh];
+        size_t i = 0;
+        while (i < n) {
+            unsigned k = 0;
+            for (; i < n && k < MGET_CHUNK; i++) {
+                struct rkv_put_op *op = &ops[i];
+                if (op->key == NULL || op->key_len == 0) {
+                    op->status = RKV_INVALID;
+                    continue;
+                }
+                uint64_t kh = rkv_shard_hash(op->key, op->key_len);
+                if (shard_for(c, kh) != s)
+                    continue;
+                cache_forget(c, kh);
+                ws[k] = (struct write_req){ .opcode = RKV_OP_PUT, .key = op->key,
+                    .key_len = op->key_len, .value = op->value, .value_len = op->value_len,
+                    .opts = op->opts, .status = RKV_INTERNAL, .arg = (uint64_t)i };
+                wp[k] = &ws[k];
+                k++;
+            }
+            if (k == 0)
+                continue;
+            c->c.puts += k;
+            rkv_status st = shard_write_batch(c, s, wp, k);
+            if (st != RKV_OK)
+                return st;
+            for (unsigned j = 0; j < k; j++) {
+                struct rkv_put_op *op = &ops[ws[j].arg];
+                op->status = ws[j].status;
+                op->version = ws[j].value_out;
+            }
+        }
+    }
+    return RKV_OK;
+}
+
+/* ------------------------------------------------------------ control */
+
+/* A control RPC without key or value to shard s; the payload is copied out. */
+static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t opcode, void *payload,
+                              size_t cap, size_t *len)
+{
+    rkv_status st = shard_ready(c, s);
+    if (st != RKV_OK)
+        return st;
+    struct rkv_req h = { .opcode = opcode, .req_id = shard_next_id(s) };
+    const rkv_hint *hints;
+    h.hint_count = (uint16_t)take_hints(s, s->hello.max_msg - sizeof h, &hints);
+    uint32_t mlen = (uint32_t)rkv_req_build(s->ops->send_buf(s->t, 0), &h, NULL, NULL, 0,
+                                            hints, h.hint_count);
+    st = s->ops->send(s->t, &mlen, 1);
+    if (st != RKV_OK) {
+        shard_down(s);
+        return fail(c, st, "%s: send failed: %s", s->uri, rkv_strerror(st));
+    }
+    s->outstanding++;
+    c->c.other_rpcs++;
+    struct rkv_resp resp;
+    st = shard_wait(c, s, h.req_id, &resp, payload, cap, len);
+    return st != RKV_OK ? st : (rkv_status)resp.status;
+}
+
+rkv_status rkv_ping(rkv_client *c)
+{
+    for (unsigned i = 0; i < c->nshards; i++) {
+        rkv_status st = control_rpc(c, &c->shards[i], RKV_OP_PING, NULL, 0, NULL);
+        if (st != RKV_OK)
+            return st;
+    }
+    return RKV_OK;
+}
+
+rkv_status rkv_stats(rkv_client *c, unsigned shard, char *buf, size_t buf_len, size_t *len)
+{
+    size_t n = 0;
+    if (shard >= c->nshards || (buf == NULL && buf_len))
+        return fail(c, RKV_INVALID, "stats: no shard %u (have %u)", shard, c->nshards);
+    rkv_status st = control_rpc(c, &c->shards[shard], RKV_OP_STATS, buf, buf_len, &n);
+    if (len)
+        *len = n;
+    if (st == RKV_OK && n >= buf_len)
+        return RKV_BUFFER_TOO_SMALL;
+    if (st == RKV_OK)
+        buf[n] = '\0';
+    return st;
+}
+
+void rkv_get_counters(const rkv_client *c, struct rkv_counters *out)
+{
+    *out = c->c;
+    out->reads = c->tc.reads;
+    out->read_round_trips = c->tc.read_round_trips;
+    out->doorbells = c->tc.doorbells;
+    out->sends = c->tc.sends;
+    out->inline_sends = c->tc.inline_sends;
+}
+
+void rkv_reset_counters(rkv_client *c)
+{
+    memset(&c->c, 0, sizeof c->c);
+    memset(&c->tc, 0, sizeof c->tc);
+}
+
+unsigned rkv_shard_count(const rkv_client *c)
+{
+    return c->nshards;
+}
+
+unsigned rkv_shard_of(const rkv_client *c, const void *key, size_t key_len)
+{
+    return c->nshards == 1 ? 0 : rkv_jump_hash(rkv_shard_hash(key, key_len), c->nshards);
+}

@@ -1,0 +1,177 @@
+/* rkv.h — the rkv client library (librkv).
+ *
+ * rkv is a remote-memory key-value cache. A GET reads the server's table
+ * directly (one-sided RDMA READ, or a read-only shared-memory mapping on the
+ * same host): the server's CPU never sees it. PUT, DELETE and the other
+ * writes are small RPCs to the server.
+ *
+ * Quick start:
+ *
+ *     rkv_client *c;
+ *     if (rkv_connect("shm:///run/rkv/rkv.sock", NULL, &c) != RKV_OK) ...
+ *     rkv_put(c, "k", 1, "v", 1, NULL);
+ *     char buf[64]; size_t n;
+ *     if (rkv_get(c, "k", 1, buf, sizeof buf, &n, NULL) == RKV_OK) ...
+ *     rkv_close(c);
+ *
+ * URIs: "rdma://HOST:PORT" (RDMA verbs over rdma_cm) and "shm://PATH" (a unix
+ * socket of a server on this host). Several URIs separated by commas shard
+ * keys across servers with jump consistent hashing.
+ *
+ * Threading: a handle is not thread-safe. Use one handle per thread; handles
+ * are independent and may talk to the same servers concurrently.
+ *
+ * Errors: every call returns an rkv_status. rkv_strerror() names a status;
+ * rkv_last_error() gives the handle's last detailed message (which server,
+ * what was wrong, what to do).
+ *
+ * Keys are binary-safe, 1..250 bytes. Values are 0..max_value_len bytes (the
+ * server's configuration; 1 MiB less the item header by default).
+ */
+#ifndef RKV_H
+#define RKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RKV_VERSION_STRING "0.1.0"
+
+typedef enum rkv_status {
+    RKV_OK = 0,
+    RKV_NOT_FOUND,        /* no such key (or it expired) */
+    RKV_EXISTS,           /* add: the key is already present */
+    RKV_NOT_STORED,       /* replace/cas: the key is absent */
+    RKV_CAS_MISMATCH,     /* cas: the item's version is not the one given */
+    RKV_OUT_OF_MEMORY,    /* the server's region is full and eviction is off */
+    RKV_TOO_LARGE,        /* key or value longer than the server accepts */
+    RKV_BUFFER_TOO_SMALL, /* get: *value_len tells the size needed */
+    RKV_INVALID,          /* a bad argument (NULL key, zero length, bad URI...) */
+    RKV_NOT_NUMBER,       /* incr/decr on a value that is not a decimal u64 */
+    RKV_PROTOCOL,         /* the peer sent something malformed */
+    RKV_VERSION_MISMATCH, /* client and server speak different protocol versions */
+    RKV_AUTH,             /* the server refused our shared secret */
+    RKV_CONNECTION,       /* cannot connect, or the connection broke */
+    RKV_TIMEOUT,          /* no reply within the handle's timeout */
+    RKV_RETRY_EXHAUSTED,  /* get: the item kept changing under the read; retry */
+    RKV_SERVER_BUSY,      /* the server refused the request for now */
+    RKV_NO_MEMORY,        /* a local allocation failed */
+    RKV_INTERNAL,         /* a bug: please report it */
+    RKV_STATUS_COUNT
+} rkv_status;
+
+typedef struct rkv_client rkv_client;
+
+/* Options for rkv_connect_opts(); zero-initialise and set what you need. */
+struct rkv_options {
+    const char *auth_secret;    /* shared secret the server expects, or NULL */
+    unsigned timeout_ms;        /* per-operation timeout; 0 = 5000 */
+    unsigned location_cache;    /* entries in the key→item location cache; 0 = 4096, (unsigned)-1 = off */
+    unsigned max_get_retries;   /* verification retries before RKV_RETRY_EXHAUSTED; 0 = 64 */
+    unsigned reconnect_ms;      /* longest backoff between reconnect attempts; 0 = 1000 */
+    const char *rdma_device;    /* RDMA device name, or NULL for rdma_cm's choice */
+};
+
+/* Connect to one server, or to several separated by commas (sharded). */
+rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_client **out);
+
+/* Read a value into buf. On RKV_OK, *value_len is its length. On
+ * RKV_BUFFER_TOO_SMALL nothing is copied and *value_len is the length needed.
+ * `info` (may be NULL) receives the item's version (for rkv_cas) and flags. */
+struct rkv_item_info {
+    uint64_t version;      /* CAS token */
+    uint32_t user_flags;   /* what the writer stored */
+    uint32_t ttl_left;     /* seconds to expiry; 0 = no expiry */
+};
+rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len,
+                   void *buf, size_t buf_len, size_t *value_len,
+                   struct rkv_item_info *info);
+
+/* How a write treats an existing item. */
+typedef enum rkv_put_mode {
+    RKV_SET = 0,      /* store unconditionally */
+    RKV_ADD,          /* only if absent, else RKV_EXISTS */
+    RKV_REPLACE,      /* only if present, else RKV_NOT_STORED */
+    RKV_CAS,          /* only if present with version == cas, else RKV_CAS_MISMATCH / RKV_NOT_STORED */
+} rkv_put_mode;
+
+struct rkv_put_options {
+    rkv_put_mode mode;
+    uint32_t ttl;          /* seconds to live; 0 = the server's default */
+    uint64_t cas;          /* the version that RKV_CAS requires */
+    uint32_t user_flags;   /* stored with the item, returned by get */
+};
+
+/* Store a value. opts may be NULL (RKV_SET, default TTL). `new_version`
+ * (may be NULL) receives the stored item's version. */
+rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len,
+                   const void *value, size_t value_len,
+                   const struct rkv_put_options *opts, uint64_t *new_version);
+
+rkv_status rkv_delete(rkv_client *c, const void *key, size_t key_len);
+
+/* Add delta (negative: subtract, saturating at 0) to a decimal value; the
+ * result goes to *result. RKV_NOT_FOUND if absent. */
+rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len,
+                    int64_t delta, uint64_t *result);
+
+/* Batched operations: all requests go out with one doorbell per server and
+ * batch; each op gets its own status. The call returns RKV_OK when every op
+ * was attempted (look at each op's status), else the connection error. */
+struct rkv_get_op {
+    const void *key; size_t key_len;
+    void *buf; size_t buf_len;
+    size_t value_len;        /* out */
+    rkv_status status;       /* out */
+};
+rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n);
+
+struct rkv_put_op {
+    const void *key; size_t key_len;
+    const void *value; size_t value_len;
+    const struct rkv_put_options *opts; /* may be NULL */
+    uint64_t version;        /* out */
+    rkv_status status;       /* out */
+};
+rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n);
+
+/* Round trip to each server; RKV_OK when all answered. */
+rkv_status rkv_ping(rkv_client *c);
+
+/* Server statistics as text, one "name value" line each, for server `shard`
+ * (0 for a single server). *len is the text length (NUL-terminated when it fits). */
+rkv_status rkv_stats(rkv_client *c, unsigned shard, char *buf, size_t buf_len, size_t *len);
+
+/* What this handle did on the wire, summed over its servers. These counters
+ * are hardware-independent: they show the shape of each operation. */
+struct rkv_counters {
+    uint64_t gets, get_hits, get_misses;
+    uint64_t puts, deletes, other_rpcs;
+    uint64_t reads;             /* one-sided READs issued (bucket pairs count 2) */
+    uint64_t read_round_trips;  /* waits for a batch of READs */
+    uint64_t doorbells;         /* post calls: each ibv_post_send or ring publish */
+    uint64_t sends;             /* request messages sent */
+    uint64_t inline_sends;      /* of which went inline */
+    uint64_t verify_retries;    /* reads that failed verification and were redone */
+    uint64_t cache_hits;        /* GETs served through the location cache */
+    uint64_t reconnects;        /* times the handle re-established a connection */
+};
+void rkv_get_counters(const rkv_client *c, struct rkv_counters *out);
+void rkv_reset_counters(rkv_client *c);
+
+/* Number of servers this handle shards over, and the one that owns a key. */
+unsigned rkv_shard_count(const rkv_client *c);
+unsigned rkv_shard_of(const rkv_client *c, const void *key, size_t key_len);
+
+const char *rkv_strerror(rkv_status s);
+const char *rkv_last_error(const rkv_client *c);
+
+void rkv_close(rkv_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,120 @@
+/* layout.h — the byte layout of the table region that server and clients share.
+ *
+ * The server owns one contiguous region and registers it once for remote READ.
+ * Clients read it one-sidedly (RDMA READ, or memcpy from a read-only shm
+ * mapping), so every structure here is a wire format: fixed-width, little
+ * endian (rkv runs on little-endian hosts only; see RKV_STATIC_ASSERTs), and
+ * never re-laid out without bumping RKV_FORMAT_VERSION.
+ *
+ *   +----------------------+ 0
+ *   | rkv_region_header    |  one 4 KiB page: magic, geometry, clock
+ *   +----------------------+ index_offset
+ *   | bucket[bucket_count] |  64-byte buckets: version word + 7 slots
+ *   +----------------------+ heap_offset
+ *   | item heap            |  slab pages, each carved into one size class
+ *   +----------------------+ region_size
+ *
+ * A slot is one 8-byte word: fingerprint | size class | item offset. It is
+ * the only thing a writer publishes with a single atomic store; everything a
+ * reader gets through it is verified (checksum, key, obsolete flag), so a
+ * reader racing a writer either sees a complete item or retries.
+ */
+#ifndef RKV_LAYOUT_H
+#define RKV_LAYOUT_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+
+#define RKV_STATIC_ASSERT(c, m) _Static_assert(c, m)
+
+#define RKV_REGION_MAGIC    0x314e4745524b5652ull /* "RKVREGN1" */
+#define RKV_FORMAT_VERSION  1u
+#define RKV_HEADER_SIZE     4096u
+#define RKV_CACHELINE       64u
+
+#define RKV_SLOTS_PER_BUCKET 7u   /* 7 slots + 1 version word = 64 bytes */
+#define RKV_MAX_CLASSES      64u  /* size classes; class id fits 8 bits */
+#define RKV_ITEM_ALIGN       64u  /* items start on 64-byte boundaries */
+#define RKV_MAX_KEY_LEN      250u /* memcached's limit; keys are binary-safe */
+
+/* The first page of the region. Written once at start (geometry) except for
+ * `clock`, which the server refreshes every second so clients can judge TTL
+ * expiry without asking the server. */
+struct rkv_region_header {
+    uint64_t magic;            /* RKV_REGION_MAGIC */
+    uint32_t format_version;   /* RKV_FORMAT_VERSION */
+    uint32_t header_size;      /* RKV_HEADER_SIZE */
+    uint64_t generation;       /* random per server start; a restart changes it */
+    uint64_t region_size;      /* bytes in the whole region */
+    uint64_t index_offset;     /* first bucket, from the region start */
+    uint64_t bucket_count;     /* power of two */
+    uint64_t heap_offset;      /* first slab page */
+    uint64_t heap_size;        /* bytes of heap (a multiple of slab_page_size) */
+    uint32_t slab_page_size;   /* bytes per slab page; the largest item */
+    uint32_t class_count;      /* entries used in class_size[] */
+    uint32_t max_key_len;      /* longest key the server accepts */
+    uint32_t max_value_len;    /* longest value the server accepts */
+    uint64_t hash_seed;        /* XXH3 seed for key hashing */
+    volatile uint64_t clock;   /* server clock, seconds since server start + 1 */
+    uint32_t class_size[RKV_MAX_CLASSES]; /* bytes of an item slot in class i */
+};
+RKV_STATIC_ASSERT(sizeof(struct rkv_region_header) <= RKV_HEADER_SIZE, "header fits its page");
+
+/* A bucket: one cache line. `version` is a seqlock word: odd while the server
+ * is changing the bucket's slots, bumped by 2 per completed change. A reader
+ * that finds no match re-reads both buckets and trusts the miss only if both
+ * versions are even and unchanged (design-notes invariant 4). */
+struct rkv_bucket {
+    volatile uint64_t version;
+    volatile uint64_t slot[RKV_SLOTS_PER_BUCKET];
+};
+RKV_STATIC_ASSERT(sizeof(struct rkv_bucket) == RKV_CACHELINE, "bucket is one cache line");
+
+/* Slot word: bits 0-15 fingerprint (never 0), 16-23 size class,
+ * 24-63 item offset from the region start in 64-byte units. 0 = empty. */
+#define RKV_SLOT_FP_BITS     16
+#define RKV_SLOT_CLASS_SHIFT 16
+#define RKV_SLOT_OFF_SHIFT   24
+
+static inline uint64_t rkv_slot_make(uint16_t fp, unsigned cls, uint64_t offset)
+{
+    return (uint64_t)fp | ((uint64_t)(cls & 0xff) << RKV_SLOT_CLASS_SHIFT) |
+           ((offset / RKV_ITEM_ALIGN) << RKV_SLOT_OFF_SHIFT);
+}
+static inline uint16_t rkv_slot_fp(uint64_t s)     { return (uint16_t)(s & 0xffff); }
+static inline unsigned rkv_slot_class(uint64_t s)  { return (unsigned)((s >> RKV_SLOT_CLASS_SHIFT) & 0xff); }
+static inline uint64_t rkv_slot_offset(uint64_t s) { return (s >> RKV_SLOT_OFF_SHIFT) * RKV_ITEM_ALIGN; }
+
+/* An item in the heap. The checksum covers everything from `version` to the
+ * last value byte; it excludes itself and `state`, which the server changes
+ * in place (marking an item obsolete) without rewriting the item. */
+struct rkv_item {
+    uint64_t checksum;          /* XXH3-64(seed = hash_seed) over bytes [16, 40+key_len+value_len) */
+    volatile uint64_t state;    /* RKV_ITEM_* flags below; written with one 8-byte store */
+    uint64_t version;           /* unique, increasing per server: CAS token */
+    uint32_t key_len;           /* 1..max_key_len */
+    uint32_t value_len;         /* 0..max_value_len */
+    uint32_t expire_at;         /* server clock second it expires at; 0 = never */
+    uint32_t user_flags;        /* opaque to rkv, returned with the value */
+    uint8_t  data[];            /* key bytes, then value bytes */
+};
+#define RKV_ITEM_HEADER_SIZE 40u
+RKV_STATIC_ASSERT(sizeof(struct rkv_item) == RKV_ITEM_HEADER_SIZE, "item header is 40 bytes");
+
+#define RKV_ITEM_OBSOLETE 1ull  /* superseded or deleted: never return it */
+
+/* The checksum of an item whose header fields and data are already in place. */
+uint64_t rkv_item_checksum(const struct rkv_item *it, uint64_t seed);
+
+static inline size_t rkv_item_size(uint32_t key_len, uint32_t value_len)
+{
+    return RKV_ITEM_HEADER_SIZE + (size_t)key_len + value_len;
+}
+
+/* Geometry checks a client runs on a header it read from the network: false
+ * when any field is out of range, so a hostile or corrupt header cannot make
+ * a client read outside the region. */
+bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len);
+
+#endif

@@ -1,0 +1,339 @@
+/* lookup.c — the client's GET, against an abstract one-round-trip reader.
+ *
+ * See lookup.h for the algorithm. Every key of a batch is a small state
+ * machine; each loop iteration gathers the reads all pending keys need into
+ * one round trip, then advances every key on what came back. Nothing read is
+ * trusted: slot words are range-checked before they become read addresses,
+ * items are checked for bounds, checksum, key, obsolete flag and expiry.
+ */
+#include <string.h>
+
+#include "hash.h"
+#include "lookup.h"
+#include "transport.h"
+#include "util.h"
+
+enum lookup_phase { PHASE_CACHE, PHASE_BUCKETS, PHASE_ITEMS, PHASE_RECHECK, PHASE_DONE };
+
+#define BUCKET_PAIR_BYTES (2 * sizeof(struct rkv_bucket))
+
+bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len)
+{
+    if (h->magic != RKV_REGION_MAGIC || h->format_version != RKV_FORMAT_VERSION ||
+        h->header_size != RKV_HEADER_SIZE || h->region_size != region_len)
+        return false;
+    if (h->bucket_count == 0 || (h->bucket_count & (h->bucket_count - 1)) != 0 ||
+        h->bucket_count > region_len / sizeof(struct rkv_bucket))
+        return false;
+    if (h->index_offset < RKV_HEADER_SIZE || h->index_offset % RKV_CACHELINE != 0 ||
+        h->index_offset + h->bucket_count * sizeof(struct rkv_bucket) > h->heap_offset)
+        return false;
+    if (h->heap_offset % RKV_ITEM_ALIGN != 0 || h->heap_size > region_len ||
+        h->heap_offset > region_len - h->heap_size)
+        return false;
+    if (h->class_count == 0 || h->class_count > RKV_MAX_CLASSES ||
+        h->slab_page_size < RKV_ITEM_ALIGN || h->max_key_len == 0 ||
+        h->max_key_len > RKV_MAX_KEY_LEN ||
+        (uint64_t)h->max_value_len + h->max_key_len + RKV_ITEM_HEADER_SIZE > h->slab_page_size)
+        return false;
+    for (unsigned i = 0; i < h->class_count; i++) {
+        uint32_t sz = h->class_size[i];
+        if (sz < RKV_ITEM_ALIGN || sz % RKV_ITEM_ALIGN != 0 || sz > h->slab_page_size ||
+            (i > 0 && sz <= h->class_size[i - 1]))
+            return false;
+    }
+    return true;
+}
+
+bool rkv_slot_valid(const struct rkv_region_header *geom, uint64_t slot,
+                    uint64_t *offset, uint32_t *len)
+{
+    unsigned cls = rkv_slot_class(slot);
+    uint64_t off = rkv_slot_offset(slot);
+    if (slot == 0 || cls >= geom->class_count || off < geom->heap_offset)
+        return false;
+    uint32_t sz = geom->class_size[cls];
+    if (off - geom->heap_offset > geom->heap_size - sz)
+        return false;
+    *offset = off;
+    *len = sz;
+    return true;
+}
+
+enum rkv_verify rkv_item_verify(const struct rkv_item *it, size_t len, const void *key,
+                                uint32_t key_len, uint64_t seed, uint32_t now)
+{
+    if (len < RKV_ITEM_HEADER_SIZE ||
+        (uint64_t)it->key_len + it->value_len > len - RKV_ITEM_HEADER_SIZE)
+        return RKV_VERIFY_TORN;
+    if (rkv_item_checksum(it, seed) != it->checksum)
+        return RKV_VERIFY_TORN;
+    if (it->key_len != key_len || memcmp(it->data, key, key_len) != 0)
+        return RKV_VERIFY_OTHER_KEY;
+    if (it->state & RKV_ITEM_OBSOLETE)
+        return RKV_VERIFY_OBSOLETE;
+    if (it->expire_at != 0 && now != 0 && it->expire_at <= now)
+        return RKV_VERIFY_EXPIRED;
+    return RKV_VERIFY_OK;
+}
+
+size_t rkv_lookup_scratch_need(const struct rkv_region_header *geom, unsigned n)
+{
+    return (size_t)n * BUCKET_PAIR_BYTES + geom->class_size[geom->class_count - 1];
+}
+
+/* ------------------------------------------------------------ per round */
+
+struct round {
+    struct rkv_lookup_ctx *ctx;
+    unsigned nops;
+    size_t used;       /* bytes of scratch handed out this round */
+};
+
+/* Reserve scratch and an op for reading [offset, offset+len); NULL when the
+ * round is full (the key then waits for the next round). */
+static void *round_add(struct round *r, uint64_t offset, uint32_t len)
+{
+    struct rkv_lookup_ctx *ctx = r->ctx;
+    size_t at = RKV_ALIGN_UP(r->used, 8);
+    if (r->nops == ctx->ops_cap || at + len > ctx->scratch_len)
+        return NULL;
+    struct rkv_read_op *op = &ctx->ops[r->nops++];
+    op->offset = offset;
+    op->len = len;
+    op->dst = ctx->scratch + at;
+    r->used = at + len;
+    return op->dst;
+}
+
+static uint64_t bucket_offset(const struct rkv_region_header *g, uint64_t b)
+{
+    return g->index_offset + b * sizeof(struct rkv_bucket);
+}
+
+/* Plan this key's reads for the round; nread = 0 if they did not fit (the
+ * key then waits for the next round). */
+static void plan_key(struct round *r, struct rkv_lookup *l)
+{
+    const struct rkv_region_header *g = r->ctx->geom;
+    unsigned ops_before = r->nops;
+    size_t used_before = r->used;
+    uint64_t off = 0;
+    uint32_t len = 0;
+
+    l->nread = 0;
+    switch (l->phase) {
+    case PHASE_CACHE:
+        rkv_slot_valid(g, l->cached_slot, &off, &len); /* checked at start */
+        l->land = round_add(r, off, len);
+        l->nread = 1;
+        break;
+    case PHASE_BUCKETS:
+    case PHASE_RECHECK:
+        l->land = round_add(r, bucket_offset(g, l->bucket[0]), sizeof(struct rkv_bucket));
+        if (l->land && !round_add(r, bucket_offset(g, l->bucket[1]), sizeof(struct rkv_bucket)))
+            l->land = NULL;
+        l->nread = 2;
+        break;
+    case PHASE_ITEMS:
+        /* as many candidates as fit; at least one always fits an empty round */
+        l->land = NULL;
+        for (unsigned i = l->next_cand; i < l->ncand; i++) {
+            rkv_slot_valid(g, l->cand[i], &off, &len); /* checked when collected */
+            uint8_t *p = round_add(r, off, len);
+            if (p == NULL)
+                break;
+            if (l->land == NULL)
+                l->land = p;
+            l->nread++;
+        }
+        break;
+    default:
+        return;
+    }
+    if (l->land == NULL) {
+        r->nops = ops_before;
+        r->used = used_before;
+        l->nread = 0;
+    }
+}
+
+static void finish(struct rkv_lookup *l, rkv_status st)
+{
+    l->status = st;
+    l->phase = PHASE_DONE;
+}
+
+/* A read failed verification in a way a re-read can fix. */
+static void retry(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
+{
+    ctx->retries++;
+    if (++l->tries > ctx->max_retries)
+        finish(l, RKV_RETRY_EXHAUSTED);
+    else
+        l->phase = PHASE_BUCKETS;
+}
+
+static void deliver(struct rkv_lookup *l, const struct rkv_item *it, uint64_t slot)
+{
+    l->value_len = it->value_len;
+    l->version = it->version;
+    l->user_flags = it->user_flags;
+    l->expire_at = it->expire_at;
+    l->slot = slot;
+    if (it->value_len > l->buf_len) {
+        finish(l, RKV_BUFFER_TOO_SMALL);
+        return;
+    }
+    if (it->value_len)
+        memcpy(l->buf, it->data + it->key_len, it->value_len);
+    finish(l, RKV_OK);
+}
+
+static void collect_candidates(const struct rkv_region_header *g, struct rkv_lookup *l,
+                               const struct rkv_bucket *b, uint16_t fp)
+{
+    l->ncand = 0;
+    l->next_cand = 0;
+    for (unsigned i = 0; i < 2; i++) {
+        for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
+            uint64_t slot = b[i].slot[s], off;
+            uint32_t len;
+            if (slot == 0 || rkv_slot_fp(slot) != fp || !rkv_slot_valid(g, slot, &off, &len))
+                continue;
+            bool dup = false;
+            for (unsigned k = 0; k < l->ncand; k++)
+                dup |= l->cand[k] == slot;
+            if (!dup)
+                l->cand[l->ncand++] = slot;
+        }
+    }
+}
+
+static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
+{
+    const struct rkv_region_header *g = ctx->geom;
+    const struct rkv_bucket *b = (const struct rkv_bucket *)(const void *)l->land;
+    uint64_t off = 0;
+    uint32_t len = 0;
+
+    switch (l->phase) {
+    case PHASE_CACHE: {
+        rkv_slot_valid(g, l->cached_slot, &off, &len);
+        const struct rkv_item *it = (const struct rkv_item *)(const void *)l->land;
+        if (rkv_item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now) == RKV_VERIFY_OK) {
+            l->cache_used = 1;
+            deliver(l, it, l->cached_slot);
+        } else {
+            l->phase = PHASE_BUCKETS; /* stale location: fall back to the index */
+        }
+        break;
+    }
+    case PHASE_BUCKETS:
+        if ((b[0].version | b[1].version) & 1) {
+            retry(ctx, l); /* the server is changing a bucket right now */
+            break;
+        }
+        l->bucket_version[0] = b[0].version;
+        l->bucket_version[1] = b[1].version;
+        collect_candidates(g, l, b, l->fp);
+        l->phase = l->ncand ? PHASE_ITEMS : PHASE_RECHECK;
+        break;
+    case PHASE_ITEMS: {
+        const uint8_t *p = l->land;
+        bool torn = false;
+        for (unsigned i = 0; i < l->nread; i++) {
+            uint64_t slot = l->cand[l->next_cand + i];
+            rkv_slot_valid(g, slot, &off, &len);
+            p = (const uint8_t *)RKV_ALIGN_UP((uintptr_t)p, 8);
+            const struct rkv_item *it = (const struct rkv_item *)(const void *)p;
+            switch (rkv_item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now)) {
+            case RKV_VERIFY_OK:
+                deliver(l, it, slot);
+                return;
+            case RKV_VERIFY_EXPIRED:
+                finish(l, RKV_NOT_FOUND);
+                return;
+            case RKV_VERIFY_OTHER_KEY:
+                break;
+            case RKV_VERIFY_OBSOLETE:
+            case RKV_VERIFY_TORN:
+                torn = true;
+                break;
+            }
+            p += len;
+        }
+        l->next_cand = (uint8_t)(l->next_cand + l->nread);
+        if (torn)
+            retry(ctx, l);
+        else if (l->next_cand == l->ncand)
+            l->phase = PHASE_RECHECK; /* only other keys: confirm the miss */
+        break;
+    }
+    case PHASE_RECHECK:
+        if (b[0].version == l->bucket_version[0] && b[1].version == l->bucket_version[1])
+            finish(l, RKV_NOT_FOUND);
+        else
+            retry(ctx, l); /* something moved between our reads: look again */
+        break;
+    default:
+        break;
+    }
+}
+
+static void start_key(const struct rkv_region_header *g, struct rkv_lookup *l)
+{
+    uint64_t off = 0;
+    uint32_t len = 0;
+    l->status = RKV_INTERNAL;
+    l->value_len = 0;
+    l->version = 0;
+    l->user_flags = 0;
+    l->expire_at = 0;
+    l->slot = 0;
+    l->cache_used = 0;
+    l->tries = 0;
+    if (l->key_len != 0) {
+        struct rkv_key_hash kh;
+        rkv_hash_key(l->key, l->key_len, g->hash_seed, g->bucket_count, &kh);
+        l->fp = kh.fp;
+        l->bucket[0] = kh.bucket[0];
+        l->bucket[1] = kh.bucket[1];
+    }
+    if (l->key_len == 0 || l->key_len > g->max_key_len)
+        finish(l, l->key_len ? RKV_TOO_LARGE : RKV_INVALID);
+    else if (l->cached_slot && rkv_slot_valid(g, l->cached_slot, &off, &len))
+        l->phase = PHASE_CACHE;
+    else
+        l->phase = PHASE_BUCKETS;
+}
+
+rkv_status rkv_lookup_batch(struct rkv_lookup_ctx *ctx, struct rkv_lookup *ls, unsigned n)
+{
+    const struct rkv_region_header *g = ctx->geom;
+    unsigned pending = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        start_key(g, &ls[i]);
+        pending += ls[i].phase != PHASE_DONE;
+    }
+    while (pending) {
+        struct round r = { .ctx = ctx };
+        for (unsigned i = 0; i < n; i++)
+            if (ls[i].phase != PHASE_DONE)
+                plan_key(&r, &ls[i]);
+        if (r.nops == 0)
+            return RKV_INTERNAL; /* scratch too small for even one key */
+        rkv_status st = ctx->read(ctx->read_ctx, ctx->ops, r.nops);
+        if (st != RKV_OK)
+            return st;
+        pending = 0;
+        for (unsigned i = 0; i < n; i++) {
+            struct rkv_lookup *l = &ls[i];
+            if (l->phase != PHASE_DONE && l->nread)
+                advance_key(ctx, l);
+            pending += l->phase != PHASE_DONE;
+        }
+    }
+    return RKV_OK;
+}

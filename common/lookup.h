@@ -1,0 +1,93 @@
+/* lookup.h — the GET algorithm, written once against "read these bytes".
+ *
+ * A lookup never trusts what it reads: the region may be changing under the
+ * read (RDMA READ or shm memcpy races the server's writes). Per key:
+ *
+ *   cached location?  ── 1 READ of the item ── verified → hit
+ *        │ (stale, obsolete, other key, torn)
+ *        ▼
+ *   READ both candidate buckets (one round trip) → slots with our fingerprint
+ *   READ those items (one round trip) → verify checksum, key, obsolete, expiry
+ *   nothing matched → re-READ both buckets; a miss is reported only when both
+ *   bucket versions are even and unchanged (no concurrent move), else retry.
+ *
+ * A verified value is copied to the caller's buffer before the next round
+ * reuses the scratch memory. Torn or obsolete reads retry, at most
+ * max_retries times per key, and are counted. Many keys run in lockstep so a
+ * batch costs the same round trips as one key. The hot path allocates nothing.
+ */
+#ifndef RKV_LOOKUP_H
+#define RKV_LOOKUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "rkv.h"
+
+struct rkv_read_op;
+
+/* Read ops[0..n-1] in one round trip; RKV_OK or a transport error. */
+typedef rkv_status (*rkv_read_fn)(void *ctx, const struct rkv_read_op *ops, unsigned n);
+
+#define RKV_LOOKUP_MAX_CAND (2 * RKV_SLOTS_PER_BUCKET)
+
+struct rkv_lookup_ctx {
+    const struct rkv_region_header *geom; /* validated with rkv_header_valid() */
+    rkv_read_fn read;
+    void *read_ctx;
+    uint8_t *scratch;       /* where reads land (the transport's local buffer) */
+    size_t scratch_len;     /* >= rkv_lookup_scratch_need(geom, 1) */
+    struct rkv_read_op *ops;/* room for ops_cap read ops */
+    unsigned ops_cap;       /* >= RKV_LOOKUP_MAX_CAND */
+    unsigned max_retries;   /* per key */
+    uint32_t now;           /* server clock for expiry; 0 = ignore expiry */
+    uint64_t retries;       /* out: verification retries, accumulated */
+};
+
+/* One key of a lookup batch. Fields after `status` are the lookup's own. */
+struct rkv_lookup {
+    const void *key;                /* in */
+    uint32_t key_len;               /* in */
+    uint64_t cached_slot;           /* in: a location to try first, or 0 */
+    void *buf;                      /* in: where the value goes (may be NULL if buf_len 0) */
+    size_t buf_len;                 /* in */
+    rkv_status status;              /* out: OK, NOT_FOUND, BUFFER_TOO_SMALL, RETRY_EXHAUSTED */
+    size_t value_len;               /* out: value length (also on BUFFER_TOO_SMALL) */
+    uint64_t version;               /* out: item version (CAS token) */
+    uint32_t user_flags;            /* out */
+    uint32_t expire_at;             /* out: server clock second, 0 = never */
+    uint64_t slot;                  /* out: slot word it was found through (caches, hints) */
+    int cache_used;                 /* out: 1 when served through cached_slot */
+
+    /* lookup-private state */
+    uint8_t phase;
+    uint8_t ncand, next_cand;
+    unsigned tries;
+    uint16_t fp;                    /* the key's fingerprint */
+    uint64_t bucket[2];             /* the key's candidate buckets */
+    uint64_t bucket_version[2];
+    uint64_t cand[RKV_LOOKUP_MAX_CAND];
+    uint8_t *land;                  /* this round's landing area in scratch */
+    unsigned nread;                 /* reads this round */
+};
+
+/* Bytes of scratch a batch of n keys needs at least to make progress. */
+size_t rkv_lookup_scratch_need(const struct rkv_region_header *geom, unsigned n);
+
+/* Look up ls[0..n-1]. Returns RKV_OK when every key has a status, or the
+ * transport error that stopped the batch. */
+rkv_status rkv_lookup_batch(struct rkv_lookup_ctx *ctx, struct rkv_lookup *ls, unsigned n);
+
+/* What a copy of an item read for `key` (len = bytes read) turned out to be. */
+enum rkv_verify { RKV_VERIFY_OK, RKV_VERIFY_OTHER_KEY, RKV_VERIFY_EXPIRED,
+                  RKV_VERIFY_OBSOLETE, RKV_VERIFY_TORN };
+enum rkv_verify rkv_item_verify(const struct rkv_item *it, size_t len, const void *key,
+                                uint32_t key_len, uint64_t seed, uint32_t now);
+
+/* Whether a slot word points at a plausible item of this region; on success
+ * *offset and *len give the range to read. */
+bool rkv_slot_valid(const struct rkv_region_header *geom, uint64_t slot,
+                    uint64_t *offset, uint32_t *len);
+
+#endif

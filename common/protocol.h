@@ -1,0 +1,129 @@
+/* protocol.h — the RPC messages that carry writes and control.
+ *
+ * GETs never appear here: they are one-sided reads of the region. Everything
+ * that changes the table (PUT, DELETE, INCR) and control (HELLO, PING, STATS,
+ * access HINTS) travels as one message per request, each fitting one receive
+ * buffer of `max_msg` bytes (agreed at HELLO). Every transport delivers whole
+ * messages with their byte count; the parsers below check every length
+ * against that count before anything is used.
+ *
+ * Request:  rkv_req (32 B) | key[key_len] | value or rendezvous | hints[hint_count]
+ * Response: rkv_resp (32 B) | payload[payload_len]
+ *
+ * A value that does not fit inline travels by rendezvous: the request carries
+ * an rkv_remote_buf describing a buffer the client registered, and the server
+ * pulls it (RDMA READ, or a copy out of the client's shared staging memfd).
+ */
+#ifndef RKV_PROTOCOL_H
+#define RKV_PROTOCOL_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "layout.h"
+#include "rkv.h"
+
+#define RKV_PROTO_VERSION 1u
+#define RKV_MIN_MSG       512u     /* smallest receive buffer either side accepts */
+#define RKV_MAX_MSG       (1u << 20)
+#define RKV_MAX_SECRET    64u
+
+enum rkv_opcode {
+    RKV_OP_HELLO = 1,   /* key = shared secret (may be empty); arg = proto version */
+    RKV_OP_PUT,         /* flags: RKV_PUT_MODE_MASK, RKV_REQ_REMOTE_VALUE; arg = cas */
+    RKV_OP_DELETE,
+    RKV_OP_INCR,        /* arg = delta as int64 */
+    RKV_OP_PING,
+    RKV_OP_STATS,       /* reply payload: "name value\n" lines */
+    RKV_OP_HINTS,       /* no key: only access hints */
+    RKV_OP_MAX
+};
+
+#define RKV_PUT_MODE_MASK     0x03u  /* rkv_put_mode */
+#define RKV_REQ_REMOTE_VALUE  0x04u  /* value travels by rendezvous */
+#define RKV_REQ_FLAGS_ALL     0x07u
+
+struct rkv_req {
+    uint8_t  opcode;       /* enum rkv_opcode */
+    uint8_t  flags;        /* RKV_REQ_* / put mode */
+    uint16_t key_len;      /* bytes of key after the header */
+    uint32_t value_len;    /* inline value bytes, or the rendezvous length */
+    uint32_t ttl;          /* seconds; 0 = server default */
+    uint16_t hint_count;   /* 8-byte access hints after key and value */
+    uint16_t reserved;     /* 0 */
+    uint32_t req_id;       /* echoed in the response */
+    uint32_t user_flags;   /* PUT: stored with the item; else 0 */
+    uint64_t arg;          /* cas version, incr delta, or hello protocol version */
+};
+RKV_STATIC_ASSERT(sizeof(struct rkv_req) == 32, "request header is 32 bytes");
+
+/* A client buffer the server may pull a large value from. */
+struct rkv_remote_buf {
+    uint64_t addr;         /* rdma: virtual address; shm: offset in the staging memfd */
+    uint32_t rkey;         /* rdma: the buffer's rkey; shm: 0 */
+    uint32_t len;          /* must equal the request's value_len */
+};
+
+/* An access hint: the slot word the client found an item through. The server
+ * uses hints as recency information for eviction (it never sees GETs). */
+typedef uint64_t rkv_hint;
+
+struct rkv_resp {
+    uint8_t  opcode;       /* the request's opcode */
+    uint8_t  status;       /* rkv_status */
+    uint16_t reserved;     /* 0 */
+    uint32_t payload_len;  /* bytes after the header */
+    uint32_t req_id;       /* the request's req_id */
+    uint32_t reserved2;    /* 0 */
+    uint64_t value;        /* new item version (PUT), incr result, or 0 */
+    uint64_t clock;        /* the server clock when it replied */
+};
+RKV_STATIC_ASSERT(sizeof(struct rkv_resp) == 32, "response header is 32 bytes");
+
+/* The HELLO reply payload: where the region is and how to talk to the server. */
+struct rkv_hello {
+    uint32_t proto_version;
+    uint32_t credits;       /* requests the client may have outstanding */
+    uint32_t max_msg;       /* bytes per request message, header included */
+    uint32_t rkey;          /* rdma: the region's rkey; shm: 0 */
+    uint64_t region_addr;   /* rdma: remote address of byte 0; shm: 0 */
+    uint64_t region_size;   /* bytes */
+    uint64_t generation;    /* must match the region header's */
+    uint64_t clock;         /* server clock now */
+    uint32_t features;      /* RKV_FEATURE_* the server wants */
+    uint32_t reserved;      /* 0 */
+};
+
+#define RKV_FEATURE_HINTS 1u /* send access hints: the server evicts by recency */
+
+/* A request that passed rkv_req_parse(): pointers into the message. */
+struct rkv_req_view {
+    const struct rkv_req *hdr;
+    const uint8_t *key;               /* hdr->key_len bytes */
+    const uint8_t *value;             /* inline value, or NULL with remote set */
+    const struct rkv_remote_buf *remote; /* rendezvous descriptor, or NULL */
+    const uint8_t *hints;             /* hint_count * 8 bytes, unaligned */
+};
+
+/* Validate a received request of `len` bytes against the server's limits.
+ * Returns RKV_OK and fills `v`, or the status to answer with (RKV_PROTOCOL for
+ * a malformed message, RKV_TOO_LARGE for a key/value over the limits). */
+rkv_status rkv_req_parse(const void *msg, size_t len, uint32_t max_key_len,
+                         uint32_t max_value_len, struct rkv_req_view *v);
+
+/* Validate a received response of `len` bytes. Returns RKV_OK or RKV_PROTOCOL. */
+rkv_status rkv_resp_parse(const void *msg, size_t len, const struct rkv_resp **hdr,
+                          const uint8_t **payload);
+
+/* Validate a HELLO payload. Returns RKV_OK, RKV_PROTOCOL or RKV_VERSION_MISMATCH. */
+rkv_status rkv_hello_parse(const uint8_t *payload, size_t len, struct rkv_hello *out);
+
+/* Bytes a request with these parts needs; 0 if it would not fit in max_msg. */
+size_t rkv_req_size(size_t key_len, size_t inline_value_len, size_t hint_count, size_t max_msg);
+
+/* Build a request into buf (which has room for rkv_req_size() bytes); returns its length. */
+size_t rkv_req_build(void *buf, const struct rkv_req *hdr, const void *key,
+                     const void *value, size_t inline_len,
+                     const rkv_hint *hints, size_t hint_count);
+
+#endif

@@ -1,0 +1,222 @@
+/* rdma_util.h — what the rdma client and server transports share.
+ *
+ * client/rdma_client.c and server/rdma_server.c are two ends of the same RC
+ * connection and need the same pieces: turning verbs/rdma_cm failures into
+ * messages that say what is wrong and what to do, the environment checks
+ * (device present, /dev/infiniband permissions, port ACTIVE, GID index,
+ * RLIMIT_MEMLOCK), registered buffers, RC queue-pair creation, and the
+ * send-queue bookkeeping behind selective signaling and doorbell batching.
+ *
+ * The message and accounting helpers are plain C with no device behind them,
+ * so tests/test_rdma_util.c checks them on any machine.
+ */
+#ifndef RKV_RDMA_UTIL_H
+#define RKV_RDMA_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "rkv.h"
+
+/* Defaults and limits both ends agree on. */
+#define RKV_RDMA_DEFAULT_INLINE    256u     /* requested max_inline_data */
+#define RKV_RDMA_DEFAULT_SIGNAL    16u      /* signal one send in N */
+#define RKV_RDMA_MAX_SIGNAL        64u
+#define RKV_RDMA_STAGING_SIZE      ((1u << 20) + (64u << 10)) /* largest rendezvous value */
+#define RKV_RDMA_BOOT_MSG          4096u    /* HELLO buffers before max_msg is known */
+#define RKV_RDMA_CM_TIMEOUT_MS     2000u    /* address / route resolution */
+
+/* Private data of an rdma_reject(): why the server refused a connection. */
+#define RKV_RDMA_REJECT_MAGIC      0x524a4b52u /* "RKJR" */
+enum rkv_rdma_reject_reason {
+    RKV_REJECT_TOO_MANY = 1,    /* the server is at max_conns */
+    RKV_REJECT_WRONG_DEVICE,    /* arrived on a device the region is not registered on */
+    RKV_REJECT_RESOURCES,       /* could not create the QP / buffers */
+};
+struct rkv_rdma_reject {
+    uint32_t magic;             /* RKV_RDMA_REJECT_MAGIC */
+    uint32_t reason;            /* enum rkv_rdma_reject_reason */
+};
+
+/* ------------------------------------------------------------ messages */
+
+/* "IBV_WC_REM_ACCESS_ERR" for a status; "IBV_WC_<unknown>" past the enum. */
+const char *rkv_rdma_wc_status_name(enum ibv_wc_status s);
+/* What the status usually means and what to do about it. */
+const char *rkv_rdma_wc_status_hint(enum ibv_wc_status s);
+/* "<what> failed: IBV_WC_RETRY_EXC_ERR (...hint...)" into err. */
+void rkv_rdma_wc_error(enum ibv_wc_status s, const char *what, char *err, size_t err_len);
+
+/* "ACTIVE", "DOWN", ... for ibv_port_state. */
+const char *rkv_rdma_port_state_name(enum ibv_port_state s);
+
+/* A failed rdma_cm step: `ev` is the event that arrived instead of the one
+ * wanted (status and private data as the event carried them), `peer` the
+ * address for the message. */
+void rkv_rdma_cm_error(enum rdma_cm_event_type ev, int status,
+                       const void *private_data, uint8_t private_len,
+                       const char *peer, char *err, size_t err_len);
+
+/* An errno from opening or using the verbs stack, explained: EACCES/EPERM
+ * (permissions on /dev/infiniband), ENODEV/ENOENT (no device), ENOMEM on
+ * registration (memlock) ... `what` names the call that failed. */
+void rkv_rdma_errno_error(int errnum, const char *what, char *err, size_t err_len);
+
+/* ------------------------------------------------------------ checks */
+
+/* Whether pinning `need` bytes fits under a RLIMIT_MEMLOCK of `limit` bytes
+ * (RLIM_INFINITY: always). With CAP_IPC_LOCK the limit does not apply. On
+ * false, err says how far off it is and how to raise it. */
+bool rkv_rdma_memlock_ok(uint64_t limit, uint64_t need, bool cap_ipc_lock,
+                         const char *what, char *err, size_t err_len);
+/* Whether a /proc/PID/status text shows CAP_IPC_LOCK in CapEff. */
+bool rkv_rdma_status_has_ipc_lock(const char *proc_status);
+/* rkv_rdma_memlock_ok() for this process (getrlimit + /proc/self/status). */
+rkv_status rkv_rdma_check_memlock(uint64_t need, const char *what, char *err, size_t err_len);
+
+/* Fail unless port `port` of `ctx` is ACTIVE; port 0 means "any port". */
+rkv_status rkv_rdma_check_port(struct ibv_context *ctx, uint8_t port, char *err, size_t err_len);
+/* Fail unless GID `gid_index` exists and is set on the port. */
+rkv_status rkv_rdma_check_gid(struct ibv_context *ctx, uint8_t port, int gid_index,
+                              char *err, size_t err_len);
+
+/* rdma_cm's own context for device `name` (so PDs and QPs made on it match
+ * cm ids), or, with name NULL, the only device there is. */
+rkv_status rkv_rdma_find_device(const char *name, struct ibv_context **out,
+                                char *err, size_t err_len);
+const char *rkv_rdma_device_name(const struct ibv_context *ctx);
+
+/* rdma_create_event_channel() with its fd non-blocking, or NULL with err set. */
+struct rdma_event_channel *rkv_rdma_open_channel(char *err, size_t err_len);
+
+/* "HOST:PORT" (IPv6 as "[addr]:port"; HOST may be a name) to a socket
+ * address. `passive` resolves for bind (a wildcard host is allowed). */
+rkv_status rkv_rdma_parse_addr(const char *addr, bool passive, struct sockaddr_storage *out,
+                               char *err, size_t err_len);
+/* Whether the address is 0.0.0.0 / ::. */
+bool rkv_rdma_addr_is_wildcard(const struct sockaddr *sa);
+/* "192.0.2.1:7471" / "[::1]:7471". */
+void rkv_rdma_format_addr(const struct sockaddr *sa, char *buf, size_t len);
+
+/* ------------------------------------------------------------ resources */
+
+/* One registered, page-aligned allocation. */
+struct rkv_rdma_buf {
+    uint8_t *mem;               /* page-aligned, zeroed */
+    size_t size;                /* bytes */
+    struct ibv_mr *mr;          /* its registration */
+};
+rkv_status rkv_rdma_buf_alloc(struct ibv_pd *pd, size_t size, int access, const char *what,
+                              struct rkv_rdma_buf *b, char *err, size_t err_len);
+void rkv_rdma_buf_free(struct rkv_rdma_buf *b);
+
+/* ibv_reg_mr() with IBV_ACCESS_RELAXED_ORDERING added, retried without it
+ * when the device refuses it (EINVAL / EOPNOTSUPP). *relaxed says which. */
+struct ibv_mr *rkv_rdma_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access,
+                               bool *relaxed, const char *what, char *err, size_t err_len);
+
+/* A ring of equal-sized slots in one registered buffer; slot i of the next
+ * batch is (head + i) % count. */
+struct rkv_rdma_ring {
+    struct rkv_rdma_buf buf;
+    uint32_t stride;            /* bytes per slot */
+    uint32_t count;             /* slots */
+    uint32_t head;              /* first slot of the next batch */
+};
+static inline uint8_t *rkv_rdma_ring_slot(const struct rkv_rdma_ring *r, unsigned i)
+{
+    return r->buf.mem + (size_t)((r->head + i) % r->count) * r->stride;
+}
+
+/* The device limits a connection is sized against. */
+struct rkv_rdma_caps {
+    uint32_t max_qp_wr;         /* work requests per queue */
+    uint32_t max_cqe;           /* completions per CQ */
+    uint8_t max_rd_atom;        /* READs this side can serve at once (responder) */
+    uint8_t max_init_rd_atom;   /* READs this side can have in flight (initiator) */
+};
+rkv_status rkv_rdma_query_caps(struct ibv_context *ctx, struct rkv_rdma_caps *caps,
+                               char *err, size_t err_len);
+
+/* Create the RC QP of `id` on `pd` with its own send and receive CQs.
+ * `*max_inline` is the requested inline size on entry and what the QP
+ * granted on return (halved until the device accepts it). */
+rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
+                              struct ibv_cq *send_cq, struct ibv_cq *recv_cq,
+                              uint32_t send_wr, uint32_t recv_wr, uint32_t *max_inline,
+                              char *err, size_t err_len);
+
+/* ------------------------------------------------------------ send queue */
+
+/* Bookkeeping for one send queue under selective signaling. Only signaled
+ * work requests produce completions; each carries in its wr_id how many
+ * slots it frees (itself and the unsignaled ones before it: RC completes in
+ * order). Rules that keep waits finite:
+ *   - one WR in `interval` is signaled;
+ *   - the last WR of a batch is signaled when more than `keep` would stay
+ *     outstanding, so a wait for room always has a completion coming;
+ *   - callers wait for room before posting and, for send batches whose
+ *     buffers are reused round-robin, until at most `keep` are outstanding. */
+struct rkv_rdma_sq {
+    uint32_t depth;             /* slots in the send queue */
+    uint32_t keep;              /* most WRs left outstanding after a batch */
+    uint32_t interval;          /* signal one WR in this many (>= 1) */
+    uint32_t outstanding;       /* posted, completion not yet seen */
+    uint32_t unsignaled;        /* posted since the last signaled WR */
+    uint32_t seq;               /* signaled WRs posted so far */
+};
+
+void rkv_rdma_sq_init(struct rkv_rdma_sq *sq, uint32_t depth, uint32_t keep, uint32_t interval);
+
+/* Account one WR about to be posted; returns its wr_id and whether to set
+ * IBV_SEND_SIGNALED. `last`: the last WR of its batch; `force`: signal it
+ * regardless (a READ the caller waits for). */
+static inline uint64_t rkv_rdma_sq_take(struct rkv_rdma_sq *sq, bool last, bool force,
+                                        bool *signaled)
+{
+    sq->outstanding++;
+    sq->unsignaled++;
+    if (force || sq->unsignaled >= sq->interval || (last && sq->outstanding > sq->keep)) {
+        uint64_t wr_id = ((uint64_t)++sq->seq << 32) | sq->unsignaled;
+        sq->unsignaled = 0;
+        *signaled = true;
+        return wr_id;
+    }
+    *signaled = false;
+    return (uint64_t)sq->seq << 32;
+}
+
+/* A successful completion of a signaled WR came back. */
+static inline void rkv_rdma_sq_done(struct rkv_rdma_sq *sq, uint64_t wr_id)
+{
+    uint32_t freed = (uint32_t)wr_id;
+    sq->outstanding = freed > sq->outstanding ? 0 : sq->outstanding - freed;
+}
+
+/* Poll `cq` (the send CQ) until at most `limit` WRs are outstanding or
+ * `deadline_ns` (rkv_now_ns clock) passes. Returns 0, -ETIMEDOUT, -EIO with
+ * *bad set to the failed status, or -EDEADLK if no completion can come. */
+int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit,
+                     uint64_t deadline_ns, enum ibv_wc_status *bad);
+
+/* Post lens[0..n-1] bytes from slots 0..n-1 of `ring` as one chained SEND
+ * list (one ibv_post_send): inline when len <= max_inline, signaled per the
+ * sq rules, the ring head advanced by n. `wrs`/`sges` are scratch arrays of
+ * n entries. The caller waited for room. Returns 0 or an errno; *inlined
+ * counts the inline sends. */
+int rkv_rdma_post_sends(struct ibv_qp *qp, struct rkv_rdma_sq *sq, struct rkv_rdma_ring *ring,
+                        const uint32_t *lens, unsigned n, uint32_t max_inline,
+                        struct ibv_send_wr *wrs, struct ibv_sge *sges, unsigned *inlined);
+
+/* Post receive buffers idx[0..n-1] (slot i at buf->mem + i*stride, wr_id = i)
+ * as one chained list. Returns 0 or an errno. */
+int rkv_rdma_post_recvs(struct ibv_qp *qp, const struct rkv_rdma_buf *buf, uint32_t stride,
+                        const uint32_t *idx, unsigned n,
+                        struct ibv_recv_wr *wrs, struct ibv_sge *sges);
+
+#endif

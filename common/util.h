@@ -1,0 +1,41 @@
+/* util.h — small helpers both sides share: sizes, numbers, URIs, clocks. */
+#ifndef RKV_UTIL_H
+#define RKV_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define RKV_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define RKV_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define RKV_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define RKV_ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+#define RKV_LIKELY(x) __builtin_expect(!!(x), 1)
+#define RKV_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* "4096", "64K", "256M", "4G", "1T" (binary units, optional "iB"/"B").
+ * Returns false on anything else, on 0, or on overflow. */
+bool rkv_parse_size(const char *s, uint64_t *out);
+
+/* A whole decimal number in [min, max]; false on junk, sign errors or range. */
+bool rkv_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/* "1.5 GiB" style text for messages. */
+const char *rkv_format_size(uint64_t bytes, char *buf, size_t len);
+
+/* Split "scheme://rest". Returns false when there is no "://" or the scheme
+ * is longer than scheme_len-1. */
+bool rkv_uri_split(const char *uri, char *scheme, size_t scheme_len, const char **rest);
+
+/* Split "host:port" (IPv6 as "[addr]:port"); false when malformed. */
+bool rkv_host_port(const char *s, char *host, size_t host_len, uint16_t *port);
+
+static inline uint64_t rkv_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#endif

@@ -1,0 +1,188 @@
+/* region.c — the memfd-backed, hugepage-preferring table region (region.h).
+ *
+ * Why a memfd: the shm transport hands the same memory to local clients with
+ * SCM_RIGHTS, as a read-only descriptor they cannot map writable; the rdma
+ * transport registers the mapping once. Why populate at creation: hugetlb
+ * pages are a fixed pool, and a region that was merely reserved would fault
+ * them in on first write — a shortage would then surface as SIGBUS inside a
+ * PUT. fallocate() takes every page now and fails with ENOSPC instead.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "region.h"
+#include "util.h"
+
+#ifndef MFD_HUGETLB
+#define MFD_HUGETLB 0x0004u
+#endif
+#ifndef MFD_HUGE_SHIFT
+#define MFD_HUGE_SHIFT 26
+#endif
+#ifndef MFD_HUGE_2MB
+#define MFD_HUGE_2MB (21u << MFD_HUGE_SHIFT)
+#endif
+#ifndef MFD_HUGE_1GB
+#define MFD_HUGE_1GB (30u << MFD_HUGE_SHIFT)
+#endif
+
+#define SIZE_2M (2ull << 20)
+#define SIZE_1G (1ull << 30)
+
+/* One attempt's page kind: memfd flags and the size it rounds to. */
+struct page_kind {
+    const char *name;    /* for messages */
+    unsigned mfd_flags;  /* MFD_HUGETLB | MFD_HUGE_*, or 0 */
+    uint64_t page;       /* bytes per page; the region rounds up to it */
+};
+
+/* memfd_create with sealing where the kernel allows it (hugetlb memfds
+ * accept MFD_ALLOW_SEALING only since Linux 4.16). */
+static int region_memfd(unsigned kind_flags)
+{
+    int fd = memfd_create("rkv-region", MFD_CLOEXEC | MFD_ALLOW_SEALING | kind_flags);
+    if (fd < 0 && errno == EINVAL)
+        fd = memfd_create("rkv-region", MFD_CLOEXEC | kind_flags);
+    return fd;
+}
+
+/* Size the memfd, take every page now and map it. Returns 0 or an errno. */
+static int region_map(int fd, uint64_t size, void **base)
+{
+    if (ftruncate(fd, (off_t)size) != 0)
+        return errno;
+    /* Reserve the pages: ENOSPC here when the hugepage pool is short. A
+     * filesystem without fallocate still gets MAP_POPULATE below. */
+    if (fallocate(fd, 0, 0, (off_t)size) != 0 && errno != EOPNOTSUPP)
+        return errno;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED)
+        return errno;
+    /* The size never changes again; a sealed memfd cannot be truncated under
+     * a client's mapping. Kernels without sealing simply skip this. */
+    (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+    *base = p;
+    return 0;
+}
+
+/* Free / total 2 MiB hugepages from sysfs, 0/0 when unknown. */
+static void hugepages_2m(uint64_t *free_pages, uint64_t *total_pages)
+{
+    static const char *const files[2] = {
+        "/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages",
+        "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages",
+    };
+    uint64_t *outs[2] = { free_pages, total_pages };
+    for (int i = 0; i < 2; i++) {
+        *outs[i] = 0;
+        FILE *f = fopen(files[i], "re");
+        if (f == NULL)
+            continue;
+        unsigned long long v;
+        if (fscanf(f, "%llu", &v) == 1)
+            *outs[i] = v;
+        fclose(f);
+    }
+}
+
+/* Try one page kind; 0 and a filled region, or the errno of the step that
+ * failed (the caller falls through to the next kind). */
+static int region_try(const struct page_kind *k, uint64_t size, struct rkv_region *out)
+{
+    uint64_t rounded = RKV_ALIGN_UP(size, k->page);
+    int fd = region_memfd(k->mfd_flags);
+    if (fd < 0)
+        return errno;
+    void *base;
+    int e = region_map(fd, rounded, &base);
+    if (e != 0) {
+        close(fd);
+        return e;
+    }
+    out->base = base;
+    out->size = rounded;
+    out->fd = fd;
+    out->hugepages = k->mfd_flags != 0;
+    return 0;
+}
+
+rkv_status rkv_region_create(uint64_t size, struct rkv_region *out, char *err, size_t err_len)
+{
+    static const struct page_kind kinds[] = {
+        { "1 GiB hugepages", MFD_HUGETLB | MFD_HUGE_1GB, SIZE_1G },
+        { "2 MiB hugepages", MFD_HUGETLB | MFD_HUGE_2MB, SIZE_2M },
+        { "normal pages", 0, 4096 },
+    };
+    char sz[32];
+    int huge_err = 0;
+
+    memset(out, 0, sizeof(*out));
+    out->fd = -1;
+    if (size == 0 || size > (uint64_t)SIZE_MAX / 2) {
+        snprintf(err, err_len, "region size %llu is out of range; give a size between 4 KiB and the machine's memory",
+                 (unsigned long long)size);
+        return RKV_INVALID;
+    }
+    rkv_format_size(size, sz, sizeof(sz));
+    for (size_t i = 0; i < RKV_ARRAY_SIZE(kinds); i++) {
+        const struct page_kind *k = &kinds[i];
+        if (k->page == SIZE_1G && size % SIZE_1G != 0)
+            continue;
+        int e = region_try(k, size, out);
+        if (e == 0) {
+            if (out->hugepages) {
+                RKV_INFO("region: %s on %s", sz, k->name);
+            } else if (huge_err != 0) {
+                uint64_t free_pages, total_pages;
+                uint64_t need = RKV_ALIGN_UP(size, SIZE_2M) / SIZE_2M;
+                hugepages_2m(&free_pages, &total_pages);
+                uint64_t want = total_pages + (need > free_pages ? need - free_pages : 0);
+                RKV_WARN("region: %s uses normal 4 KiB pages because 2 MiB hugepages are short "
+                         "(%llu free, %llu needed: %s); for fewer TLB misses and faster RDMA "
+                         "registration reserve them with `echo %llu > /proc/sys/vm/nr_hugepages` "
+                         "(or vm.nr_hugepages in sysctl.conf) and restart",
+                         sz, (unsigned long long)free_pages, (unsigned long long)need,
+                         strerror(huge_err), (unsigned long long)want);
+            }
+            return RKV_OK;
+        }
+        if (k->mfd_flags == 0) {
+            snprintf(err, err_len, "cannot allocate the %s region (%s); lower the configured memory "
+                     "size or free memory on this host", sz, strerror(e));
+            return RKV_NO_MEMORY;
+        }
+        huge_err = e;
+        RKV_DEBUG("region: %s not available for %s: %s", k->name, sz, strerror(e));
+    }
+    snprintf(err, err_len, "no page kind could back the %s region", sz);
+    return RKV_INTERNAL;
+}
+
+void rkv_region_destroy(struct rkv_region *r)
+{
+    if (r->base == NULL)   /* zeroed, failed or already destroyed */
+        return;
+    munmap(r->base, r->size);
+    if (r->fd >= 0)
+        close(r->fd);
+    r->base = NULL;
+    r->size = 0;
+    r->fd = -1;
+    r->hugepages = false;
+}
+
+int rkv_region_readonly_fd(const struct rkv_region *r)
+{
+    char path[64];
+    if (r->fd < 0) {
+        errno = EBADF;
+        return -1;
+    }
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", r->fd);
+    return open(path, O_RDONLY | O_CLOEXEC);
+}

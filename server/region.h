@@ -1,0 +1,37 @@
+/* region.h — the one block of memory the server lays its table out in.
+ *
+ * The region is a memfd so that the shm transport can pass it to local
+ * clients (read-only) and the rdma transport can register it once. It is
+ * backed by hugepages when the system has them (fewer TLB misses for the
+ * server, fewer page-table entries for the NIC to walk), and fully populated
+ * at creation: running out of hugepages is reported here, as an error or a
+ * fallback with one warning, never later as a SIGBUS in the middle of a PUT.
+ */
+#ifndef RKV_REGION_H
+#define RKV_REGION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rkv.h"
+#include "transport.h"
+
+/* Create a region of at least `size` bytes, zero-filled, mapped read-write
+ * and shared. Tries, in order:
+ *   1. 1 GiB hugepages, when size is a multiple of 1 GiB;
+ *   2. 2 MiB hugepages, size rounded up to a multiple of 2 MiB;
+ *   3. normal pages, with one warning that says how to reserve hugepages.
+ * out->size is the mapped size (>= size); out->hugepages tells which kind it
+ * got. The memfd is sealed against growing and shrinking. Returns RKV_OK,
+ * RKV_INVALID (size 0) or RKV_NO_MEMORY with a message in err. */
+rkv_status rkv_region_create(uint64_t size, struct rkv_region *out, char *err, size_t err_len);
+
+/* Unmap and close; safe on a zeroed or already destroyed region. */
+void rkv_region_destroy(struct rkv_region *r);
+
+/* A new O_RDONLY|O_CLOEXEC descriptor for the region's memfd, which a peer
+ * can map only PROT_READ. The caller closes it. Returns -1 (errno set) when
+ * the region has no memfd or /proc is not mounted. */
+int rkv_region_readonly_fd(const struct rkv_region *r);
+
+#endif

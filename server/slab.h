@@ -1,0 +1,120 @@
+/* slab.h — the item heap allocator inside the table region.
+ *
+ * The heap (layout.h) is cut into equal slab pages. A page is given to one
+ * size class the first time that class needs memory and then holds items of
+ * that class only. Classes start at 64 bytes (RKV_ITEM_ALIGN) and grow by the
+ * configured factor up to the page size, so the largest item fills a page.
+ *
+ * Memory a client may still be reading is never handed out early: a freed
+ * item goes into a per-class limbo and becomes reusable only grace_ms later
+ * (design-notes invariant 3). The allocator never writes to the heap — not
+ * even to freed items, whose OBSOLETE state word the table set — and keeps
+ * all its bookkeeping (free/limbo queues, page table, per-item words) in
+ * server-private memory allocated when a page is assigned, never per call.
+ *
+ * Offsets are from the region start, as slot words carry them; 0 never names
+ * an item (the region header is there), so it means "none".
+ *
+ * Thread-safe: one mutex per class, one for page assignment (taken inside a
+ * class mutex). rkv_slab_valid() and rkv_slab_meta() take no lock.
+ */
+#ifndef RKV_SLAB_H
+#define RKV_SLAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "rkv.h"
+
+#define RKV_SLAB_MAX_GRACE_MS 60000u  /* longest grace period the limbo clock can time */
+
+struct rkv_slab;
+
+struct rkv_slab_config {
+    uint8_t *region;        /* region start; every offset is relative to it */
+    uint64_t heap_offset;   /* first slab page, a multiple of RKV_ITEM_ALIGN */
+    uint64_t heap_size;     /* bytes of heap, a multiple of page_size */
+    uint32_t page_size;     /* bytes per slab page, a multiple of RKV_ITEM_ALIGN */
+    double growth_factor;   /* class size growth, > 1.0 */
+    uint32_t grace_ms;      /* a freed item is reused only this long after, <= RKV_SLAB_MAX_GRACE_MS */
+    bool item_meta;         /* keep one private uint32 per item (rkv_slab_meta) */
+};
+
+/* The class table for a page size and growth factor: sizes in bytes,
+ * increasing multiples of RKV_ITEM_ALIGN from 64, the last equal to
+ * page_size. RKV_INVALID (message in err) when it would need more than
+ * RKV_MAX_CLASSES classes or the arguments are out of range. */
+rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor,
+                            uint32_t class_size[RKV_MAX_CLASSES], uint32_t *class_count,
+                            char *err, size_t err_len);
+
+rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **out,
+                           char *err, size_t err_len);
+void rkv_slab_destroy(struct rkv_slab *s);
+
+unsigned rkv_slab_class_count(const struct rkv_slab *s);
+uint32_t rkv_slab_class_size(const struct rkv_slab *s, unsigned cls);
+/* The smallest class whose items hold `bytes`, or -1 when none does. */
+int rkv_slab_class_for(const struct rkv_slab *s, size_t bytes);
+
+/* An item of class cls, as a region offset; 0 when the class has nothing
+ * reusable now and no unassigned page is left (or cls is out of range).
+ * Reuse order: the oldest limbo item whose grace has passed, then never-used
+ * items of the class's newest page, then a new page. */
+uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls);
+
+/* Put an item into limbo. Its bytes stay untouched; it is handed out again
+ * no earlier than grace_ms from now. */
+void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off);
+
+/* True when `off` starts an item of class cls in a page of that class that
+ * the allocator has handed out at least once. Safe on any input: this is
+ * how untrusted slot words (client hints) are checked before use. */
+bool rkv_slab_valid(const struct rkv_slab *s, uint64_t off, unsigned cls);
+
+/* The private per-item word for a valid item (rkv_slab_valid), else NULL;
+ * NULL always when the slab was created without item_meta. It persists
+ * across reuse of the item's memory; the caller decides what it means. */
+uint32_t *rkv_slab_meta(struct rkv_slab *s, uint64_t off, unsigned cls);
+
+/* A uniformly chosen item of class cls that was handed out at least once
+ * (live, in limbo or free: the caller checks), from the random bits `rnd`;
+ * 0 when the class has none. */
+uint64_t rkv_slab_sample(struct rkv_slab *s, unsigned cls, uint64_t rnd);
+
+/* Milliseconds until the oldest limbo item of cls becomes reusable: 0 when
+ * one is reusable now, -1 when the class's limbo is empty. */
+int rkv_slab_limbo_wait_ms(struct rkv_slab *s, unsigned cls);
+
+/* Where one class's memory is. */
+struct rkv_slab_class_stats {
+    uint32_t size;      /* bytes per item */
+    uint32_t per_page;  /* items per page */
+    uint64_t pages;     /* pages assigned to the class */
+    uint64_t used;      /* items handed out and not freed */
+    uint64_t limbo;     /* freed, still inside the grace period */
+    uint64_t ready;     /* freed, grace period over: reusable now */
+    uint64_t fresh;     /* never handed out, in the class's newest page */
+};
+void rkv_slab_class_stats(struct rkv_slab *s, unsigned cls, struct rkv_slab_class_stats *out);
+
+/* The whole heap, in bytes. used + limbo + ready + fresh + unassigned + tail = heap. */
+struct rkv_slab_stats {
+    uint64_t heap;        /* heap_size */
+    uint64_t pages, pages_unassigned;
+    uint64_t used;        /* class bytes of items handed out */
+    uint64_t limbo;       /* class bytes waiting out the grace period */
+    uint64_t ready;       /* class bytes reusable now */
+    uint64_t fresh;       /* never-used items in assigned pages */
+    uint64_t unassigned;  /* bytes of pages no class has yet */
+    uint64_t tail;        /* page ends too short for one more item of the page's class */
+};
+void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out);
+
+/* Bytes that rkv_slab_alloc() could still hand out for class cls without
+ * waiting: ready + fresh items of the class plus unassigned pages. */
+uint64_t rkv_slab_available(struct rkv_slab *s, unsigned cls);
+
+#endif

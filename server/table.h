@@ -1,0 +1,92 @@
+/* table.h — the server's hash table inside the shared region.
+ *
+ * The table lays out the region (common/layout.h), keeps the index (two
+ * candidate buckets per key, cuckoo displacement), and owns the item heap
+ * through the slab allocator (server/slab.h). It is the only code that
+ * writes the region. Writes follow the out-of-place protocol that lets
+ * clients read without locks:
+ *
+ *   1. allocate a new item, write header + key + value + checksum;
+ *   2. publish its slot with one atomic 8-byte store (bucket version odd/even
+ *      around the change);
+ *   3. mark the old item RKV_ITEM_OBSOLETE;
+ *   4. free the old item into the allocator's grace-period limbo;
+ *   5. only then may the caller reply to the client.
+ *
+ * Concurrency: any number of threads may call the table. Building the new
+ * item (allocation, copying the value, checksum) happens outside the index
+ * lock; publishing, displacement and obsoleting happen under one index mutex,
+ * which is held for a few hundred nanoseconds per write.
+ */
+#ifndef RKV_TABLE_H
+#define RKV_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "rkv.h"
+
+struct rkv_table;
+
+enum rkv_evict_policy { RKV_EVICT_NONE, RKV_EVICT_LRU, RKV_EVICT_RANDOM };
+
+struct rkv_table_config {
+    uint32_t slab_page_size;   /* bytes per slab page = largest item (default 1 MiB) */
+    uint32_t max_key_len;      /* <= RKV_MAX_KEY_LEN (default 250) */
+    uint32_t max_value_len;    /* default: slab_page_size - header - max_key_len */
+    double   index_share;      /* fraction of the region for buckets (default: sized for ~1 item per 96 heap bytes) */
+    double   growth_factor;    /* size class growth (default 1.25) */
+    uint32_t grace_ms;         /* freed memory is reused only after this long (default 100) */
+    uint32_t default_ttl;      /* seconds applied when a PUT gives 0; 0 = never expire */
+    enum rkv_evict_policy evict;
+};
+
+/* Where a value comes from: inline bytes, or a pull callback (rendezvous)
+ * that writes exactly `len` bytes to dst. */
+struct rkv_value_src {
+    const void *data;                                  /* or NULL with pull */
+    rkv_status (*pull)(void *ctx, void *dst, uint32_t len);
+    void *ctx;
+    uint32_t len;
+};
+
+struct rkv_table_stats {
+    uint64_t items, bytes_used, bytes_free, heap_bytes;
+    uint64_t buckets, slots, evictions, expirations, displacements;
+    uint64_t puts, deletes, incrs, insert_failures;
+};
+
+/* Lay out a table in `base` (size bytes, zeroed or not) and initialise the
+ * header with a random generation and hash seed. */
+rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_config *cfg,
+                            struct rkv_table **out, char *err, size_t err_len);
+void rkv_table_destroy(struct rkv_table *t);
+
+const struct rkv_region_header *rkv_table_header(const struct rkv_table *t);
+
+/* Store key → value. mode/cas as in rkv_put_mode; ttl 0 = default.
+ * *version receives the new item's version. */
+rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
+                         const struct rkv_value_src *val, rkv_put_mode mode,
+                         uint64_t cas, uint32_t ttl, uint32_t user_flags,
+                         uint64_t *version);
+rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_len);
+rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len,
+                          int64_t delta, uint64_t *result);
+
+/* Server-side lookup (tests, incr): copies nothing, returns the live item. */
+const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint32_t key_len);
+
+/* Recency hint from a client: the slot word it found an item through. */
+void rkv_table_hint(struct rkv_table *t, uint64_t slot);
+
+/* Advance the clock (call about once a second): updates the header clock,
+ * reclaims expired items, releases grace-period memory. */
+void rkv_table_tick(struct rkv_table *t);
+uint32_t rkv_table_clock(const struct rkv_table *t);
+
+void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out);
+
+#endif
