@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "layout.h"
+#include "protocol.h"
 #include "rkv.h"
 
 #define RKV_SHM_MAGIC          0x314d48535652ull  /* "RVSHM1" */
@@ -173,6 +174,16 @@ const void *rkv_shm_ring_peek(const struct rkv_shm_ring *r, unsigned i, uint32_t
 void rkv_shm_ring_release(struct rkv_shm_ring *r, unsigned n);
 
 /* ----------------------------------------------------------- sleep / wake */
+
+/* A hint to the CPU inside a busy-poll loop. */
+static inline void rkv_shm_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 /* Sleeper: announce "about to block" (store + full fence). Re-check the ring
  * after this and before blocking. */

@@ -113,8 +113,8 @@ struct rkv_slab_stats {
 };
 void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out);
 
-/* Bytes that rkv_slab_alloc() could still hand out for class cls without
- * waiting: ready + fresh items of the class plus unassigned pages. */
+/* Items of class cls that rkv_slab_alloc() could hand out now without
+ * waiting: ready + fresh items of the class plus what unassigned pages hold. */
 uint64_t rkv_slab_available(struct rkv_slab *s, unsigned cls);
 
 #endif

@@ -1,0 +1,260 @@
+/* main.c — rkv-server: start up, accept connections, tick, shut down.
+ *
+ * Start-up order matters for clear failures: configuration (exit 2 on a bad
+ * value), then the region (hugepages, memory), the table in it, the
+ * listeners (which register the region with each RDMA device), and only
+ * then the workers. The main thread then waits in poll() on the listeners,
+ * a 1-second timer (server clock, expiry, grace periods) and a signalfd.
+ * SIGINT/SIGTERM stop accepting, let workers answer what has arrived, close
+ * every connection, free everything and exit 0.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "region.h"
+#include "server.h"
+#include "util.h"
+
+static const struct rkv_server_transport *transport_for(const char *scheme)
+{
+    if (strcmp(scheme, "shm") == 0)
+        return &rkv_shm_server_transport;
+    if (strcmp(scheme, "rdma") == 0)
+        return &rkv_rdma_server_transport;
+    return NULL;
+}
+
+static int open_listeners(struct rkv_server *srv)
+{
+    const struct rkv_server_config *cfg = &srv->cfg;
+    struct rkv_strans_params p = {
+        .credits = cfg->credits, .max_msg = cfg->max_msg, .max_conns = cfg->max_conns,
+        .device = cfg->rdma_device[0] ? cfg->rdma_device : NULL, .cq_size = cfg->cq_size,
+        .max_inline = cfg->max_inline, .signal_interval = cfg->signal_interval,
+        .tos = cfg->tos, .gid_index = cfg->gid_index,
+    };
+    for (unsigned i = 0; i < cfg->listen_count; i++) {
+        struct rkv_listen_ep *ep = &srv->listeners[srv->nlisteners];
+        char scheme[8], err[512] = "";
+        const char *addr;
+        memcpy(ep->uri, cfg->listen[i].uri, sizeof ep->uri);
+        ep->uri[sizeof ep->uri - 1] = '\0';
+        if (!rkv_uri_split(ep->uri, scheme, sizeof scheme, &addr) ||
+            (ep->ops = transport_for(scheme)) == NULL) {
+            RKV_ERROR("cannot listen on %s: unknown transport; use rdma://HOST:PORT or shm://PATH",
+                      ep->uri);
+            return -1;
+        }
+        rkv_status st = ep->ops->listen(addr, &srv->region, &p, &ep->l, err, sizeof err);
+        if (st != RKV_OK) {
+            RKV_ERROR("cannot listen on %s: %s", ep->uri, err[0] ? err : rkv_strerror(st));
+            return -1;
+        }
+        srv->nlisteners++;
+        RKV_INFO("listening on %s", ep->uri);
+    }
+    return 0;
+}
+
+/* Accept everything pending on one listener; hand each to a worker. */
+static void accept_all(struct rkv_server *srv, struct rkv_listen_ep *ep, unsigned *next_worker)
+{
+    for (;;) {
+        struct rkv_sconn *conn = NULL;
+        rkv_status st = ep->ops->accept(ep->l, &conn);
+        if (st != RKV_OK || conn == NULL)
+            return;
+        struct rkv_wconn *wc = calloc(1, sizeof *wc);
+        struct rkv_worker *w = &srv->workers[(*next_worker)++ % srv->nworkers];
+        uint64_t open = 0;
+        for (unsigned i = 0; i < srv->nworkers; i++)
+            open += atomic_load_explicit(&srv->workers[i].stats.conns, memory_order_relaxed);
+        if (wc == NULL || open >= srv->cfg.max_conns) {
+            RKV_WARN("%s: refusing %s: %s", ep->uri, ep->ops->peer(conn),
+                     wc ? "max_conns reached (raise [rpc] max_conns)" : "out of memory");
+            atomic_fetch_add(&srv->conns_rejected, 1);
+            ep->ops->close(conn);
+            free(wc);
+            continue;
+        }
+        *wc = (struct rkv_wconn){ .ops = ep->ops, .conn = conn, .ep = ep };
+        atomic_fetch_add_explicit(&w->stats.conns, 1, memory_order_relaxed);
+        RKV_INFO("%s: connection %s accepted by worker %u", ep->uri, ep->ops->peer(conn), w->id);
+        if (!rkv_worker_give(w, wc)) {
+            RKV_WARN("%s: worker %u inbox full; dropping %s", ep->uri, w->id, ep->ops->peer(conn));
+            atomic_fetch_sub_explicit(&w->stats.conns, 1, memory_order_relaxed);
+            atomic_fetch_add(&srv->conns_rejected, 1);
+            ep->ops->close(conn);
+            free(wc);
+            continue;
+        }
+        atomic_fetch_add(&srv->conns_total, 1);
+    }
+}
+
+static int make_signalfd(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* inherited by every worker */
+    sigdelset(&set, SIGPIPE);
+    return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+static int make_ticker(void)
+{
+    int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    struct itimerspec its = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
+    if (fd >= 0 && timerfd_settime(fd, 0, &its, NULL) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void serve_until_signal(struct rkv_server *srv, int sigfd, int tickfd)
+{
+    struct pollfd pfd[RKV_MAX_LISTENERS + 2];
+    unsigned next_worker = 0;
+    for (;;) {
+        unsigned n = 0;
+        pfd[n++] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
+        pfd[n++] = (struct pollfd){ .fd = tickfd, .events = POLLIN };
+        for (unsigned i = 0; i < srv->nlisteners; i++)
+            pfd[n++] = (struct pollfd){
+                .fd = srv->listeners[i].ops->listener_fd(srv->listeners[i].l), .events = POLLIN };
+        if (poll(pfd, n, 1000) < 0 && errno != EINTR) {
+            RKV_ERROR("poll: %s", strerror(errno));
+            return;
+        }
+        if (pfd[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                RKV_INFO("signal %u: shutting down", si.ssi_signo);
+                return;
+            }
+        }
+        if (pfd[1].revents & POLLIN) {
+            uint64_t ticks;
+            if (read(tickfd, &ticks, sizeof ticks) > 0)
+                rkv_table_tick(srv->table);
+        }
+        for (unsigned i = 0; i < srv->nlisteners; i++)
+            if (pfd[2 + i].revents)
+                accept_all(srv, &srv->listeners[i], &next_worker);
+        if (atomic_load(&srv->stop))
+            return; /* a worker failed to start */
+    }
+}
+
+static int start_workers(struct rkv_server *srv)
+{
+    for (unsigned i = 0; i < srv->cfg.workers; i++) {
+        int rc = rkv_worker_start(srv, &srv->workers[i], i);
+        if (rc != 0) {
+            RKV_ERROR("cannot start worker %u: %s", i, strerror(-rc));
+            return -1;
+        }
+        srv->nworkers++;
+    }
+    return 0;
+}
+
+static int setup_table(struct rkv_server *srv)
+{
+    char err[512] = "", sz[32];
+    const struct rkv_server_config *cfg = &srv->cfg;
+    rkv_status st = rkv_region_create(cfg->memory, &srv->region, err, sizeof err);
+    if (st != RKV_OK) {
+        RKV_ERROR("cannot allocate the %s region: %s", rkv_format_size(cfg->memory, sz, sizeof sz), err);
+        return -1;
+    }
+    if (cfg->hugepages_required && !srv->region.hugepages) {
+        RKV_ERROR("hugepages_required is set but the region got normal pages; reserve hugepages "
+                  "(echo N > /proc/sys/vm/nr_hugepages) or unset it");
+        return -1;
+    }
+    struct rkv_table_config tc = {
+        .slab_page_size = cfg->slab_page_size, .max_key_len = RKV_MAX_KEY_LEN,
+        .max_value_len = cfg->max_value_len, .grace_ms = cfg->grace_ms,
+        .default_ttl = cfg->default_ttl, .evict = (enum rkv_evict_policy)cfg->evict,
+    };
+    st = rkv_table_create(srv->region.base, srv->region.size, &tc, &srv->table, err, sizeof err);
+    if (st != RKV_OK) {
+        RKV_ERROR("cannot lay out the table: %s", err);
+        return -1;
+    }
+    const struct rkv_region_header *h = rkv_table_header(srv->table);
+    RKV_INFO("region %s (%s), %llu buckets, heap %s, largest value %u bytes",
+             rkv_format_size(srv->region.size, sz, sizeof sz),
+             srv->region.hugepages ? "hugepages" : "normal pages",
+             (unsigned long long)h->bucket_count, rkv_format_size(h->heap_size, err, sizeof err),
+             h->max_value_len);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct rkv_server srv; /* large; and zeroed */
+    int sigfd = -1, tickfd = -1, rc = 1;
+
+    rkv_server_config_defaults(&srv.cfg);
+    switch (rkv_server_config_load(&srv.cfg, argc, argv)) {
+    case RKV_CONFIG_OK: break;
+    case RKV_CONFIG_EXIT: return 0;
+    default: return 2;
+    }
+    rkv_log_set_level((enum rkv_log_level)srv.cfg.log_level);
+    if (srv.cfg.log_file[0] && rkv_log_open(srv.cfg.log_file) != 0) {
+        fprintf(stderr, "rkv-server: cannot open log file %s: %s\n", srv.cfg.log_file, strerror(errno));
+        return 2;
+    }
+    srv.start_ns = rkv_now_ns();
+    srv.region.fd = -1;
+    sigfd = make_signalfd();
+    tickfd = make_ticker();
+    if (sigfd < 0 || tickfd < 0) {
+        RKV_ERROR("cannot create signal/timer fds: %s", strerror(errno));
+        goto out;
+    }
+    if (setup_table(&srv) != 0 || open_listeners(&srv) != 0 || start_workers(&srv) != 0)
+        goto out;
+    RKV_INFO("rkv-server %s ready: %u worker(s), %s mode", RKV_VERSION_STRING, srv.nworkers,
+             srv.cfg.event_mode ? "event" : "busy-poll");
+    serve_until_signal(&srv, sigfd, tickfd);
+    rc = 0;
+out:
+    /* we no longer accept; workers answer what arrived and close their
+     * connections before the listeners (and their registrations) go */
+    atomic_store(&srv.stop, true);
+    for (unsigned i = 0; i < srv.nworkers; i++) {
+        rkv_worker_wake(&srv.workers[i]);
+        pthread_join(srv.workers[i].thread, NULL);
+        close(srv.workers[i].wake_fd);
+        pthread_mutex_destroy(&srv.workers[i].inbox_lock);
+    }
+    for (unsigned i = 0; i < srv.nlisteners; i++)
+        srv.listeners[i].ops->close_listener(srv.listeners[i].l);
+    if (srv.table)
+        rkv_table_destroy(srv.table);
+    if (srv.region.base)
+        rkv_region_destroy(&srv.region);
+    if (sigfd >= 0)
+        close(sigfd);
+    if (tickfd >= 0)
+        close(tickfd);
+    if (rc == 0)
+        RKV_INFO("stopped cleanly");
+    return rc;
+}

@@ -1,0 +1,92 @@
+/* server.h — the running server: its region, table, listeners and workers.
+ *
+ * The main thread owns the listeners (accepting connections), the 1-second
+ * tick (clock, expiry, grace periods) and signals. Each worker thread owns a
+ * set of connections and serves their requests; a new connection is handed
+ * to a worker through that worker's inbox. GETs never reach any of this.
+ */
+#ifndef RKV_SERVER_H
+#define RKV_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "table.h"
+#include "transport.h"
+
+#define RKV_MAX_LISTENERS 8
+#define RKV_MAX_WORKERS   64
+#define RKV_INBOX_SIZE    64
+
+struct rkv_server;
+
+struct rkv_listen_ep {
+    const struct rkv_server_transport *ops;
+    struct rkv_listener *l;
+    char uri[256];
+};
+
+/* Per-worker counters: written by the worker only, read by anyone (relaxed). */
+struct rkv_worker_stats {
+    _Atomic uint64_t requests[8];            /* by opcode (index = enum rkv_opcode) */
+    _Atomic uint64_t errors[RKV_STATUS_COUNT];/* replies by non-OK status */
+    _Atomic uint64_t batches;                /* reply batches posted (doorbells) */
+    _Atomic uint64_t hints;                  /* access hints applied */
+    _Atomic uint64_t conns;                  /* connections currently owned */
+    _Atomic uint64_t closed_bad;             /* connections closed for protocol violations */
+};
+
+struct rkv_worker {
+    struct rkv_server *srv;
+    unsigned id;
+    pthread_t thread;
+    int cpu;                                 /* pinned CPU, or -1 */
+    pthread_mutex_t inbox_lock;
+    struct rkv_wconn *inbox[RKV_INBOX_SIZE]; /* connections handed over by main */
+    unsigned inbox_count;
+    int wake_fd;                             /* eventfd: main → worker */
+    struct rkv_worker_stats stats;
+};
+
+struct rkv_server {
+    struct rkv_server_config cfg;
+    struct rkv_region region;
+    struct rkv_table *table;
+    struct rkv_listen_ep listeners[RKV_MAX_LISTENERS];
+    unsigned nlisteners;
+    struct rkv_worker workers[RKV_MAX_WORKERS];
+    unsigned nworkers;
+    atomic_bool stop;
+    _Atomic uint64_t conns_total;            /* connections accepted since start */
+    _Atomic uint64_t conns_rejected;         /* refused: over max_conns or inbox full */
+    uint64_t start_ns;
+};
+
+/* One connection as its worker sees it. */
+struct rkv_wconn {
+    const struct rkv_server_transport *ops;
+    struct rkv_sconn *conn;
+    struct rkv_listen_ep *ep;
+    bool authed;                             /* HELLO with the right secret seen */
+    bool closing;                            /* close after this batch (auth failure) */
+};
+
+/* worker.c */
+int rkv_worker_start(struct rkv_server *srv, struct rkv_worker *w, unsigned id);
+/* Hand a connection to a worker; false if its inbox is full. */
+bool rkv_worker_give(struct rkv_worker *w, struct rkv_wconn *wc);
+void rkv_worker_wake(struct rkv_worker *w);
+
+/* request.c: answer one request message into reply buffer `out` (max_msg
+ * bytes). Returns the reply length. */
+uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct rkv_wconn *wc,
+                            const struct rkv_msg *m, void *out);
+
+/* stats.c: "name value\n" lines of everything the server counts; returns the
+ * length written (truncated at cap, always NUL-terminated when cap > 0). */
+size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap);
+
+#endif

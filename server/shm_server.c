@@ -1,0 +1,678 @@
+/* shm_server.c — the server side of the shm transport (rkv_shm_server_transport).
+ *
+ * Same host, no NIC. The listener is a SOCK_SEQPACKET unix socket. A client
+ * connects and sends an rkv_shm_connect_msg; the server answers with an
+ * rkv_shm_accept_msg and two descriptors (SCM_RIGHTS): the table region
+ * reopened O_RDONLY (the client can map it PROT_READ only, so a GET is a
+ * one-sided memcpy the server CPU never sees) and a per-connection memfd with
+ * the control block, the two rings and the staging area (common/shm_ring.h).
+ * The connection's unix socket then carries only 1-byte wake-ups and, by
+ * hanging up, the news that the peer died.
+ *
+ * Trust (design invariant 5): the connection memfd is writable by the client
+ * at any moment. The server keeps its ring positions privately, reads each
+ * peer-owned word once and validates it, copies every request into private
+ * memory before handing it out, bounds-checks rendezvous descriptors, and
+ * seals the memfd so the client cannot shrink it under the server (SIGBUS).
+ * Any violation marks the connection dead; the worker then closes it.
+ *
+ * Never blocking on a client: the listener handles handshakes through an
+ * epoll set of half-open sockets (a peer that connects and stays silent only
+ * occupies a pending slot until it times out), and all socket I/O uses
+ * MSG_DONTWAIT | MSG_NOSIGNAL, which no flag the client sets on its own end
+ * can change.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "region.h"
+#include "shm_ring.h"
+#include "transport.h"
+#include "util.h"
+
+#define SHM_DEFAULT_CREDITS   64u
+#define SHM_DEFAULT_MAX_MSG   4096u
+#define SHM_DEFAULT_MAX_CONNS 1024u
+#define SHM_DEFAULT_STAGING   (1u << 20)
+#define SHM_MAX_PENDING       64u            /* half-open handshakes at once */
+#define SHM_HANDSHAKE_NS      (2ull * 1000000000ull)
+#define SHM_ALIVE_CHECK_NS    (5ull * 1000000ull)
+#define SHM_BACKLOG           128
+
+/* Live-connection count shared by a listener and the connections it made,
+ * so a connection may outlive its listener. */
+struct shm_quota {
+    _Atomic unsigned refs;   /* the listener + each connection */
+    _Atomic unsigned live;   /* connections not yet closed */
+    unsigned max;            /* max_conns */
+};
+
+/* A connected socket that has not sent its connect message yet. */
+struct shm_pending {
+    int fd;
+    uint64_t deadline_ns;    /* dropped when still silent at this time */
+};
+
+struct rkv_listener {
+    int sock;                        /* listening unix socket */
+    int epfd;                        /* sock + pending sockets; listener_fd() */
+    int region_fd;                   /* O_RDONLY region descriptor handed to clients */
+    uint64_t region_size;            /* bytes clients map */
+    struct rkv_shm_layout layout;    /* every connection memfd's layout */
+    struct shm_quota *quota;
+    struct shm_pending pending[SHM_MAX_PENDING];
+    unsigned npending;
+    dev_t sock_dev;                  /* identity of the socket file we created, */
+    ino_t sock_ino;                  /*   so close only unlinks our own */
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+struct rkv_sconn {
+    int sock;                        /* wake-ups both ways; HUP = peer died */
+    struct shm_quota *quota;
+    void *area;                      /* connection memfd mapping (hostile memory) */
+    struct rkv_shm_ctrl *ctrl;       /* = area */
+    struct rkv_shm_layout layout;
+    struct rkv_shm_ring req;         /* consumer side; req.pos is private */
+    struct rkv_shm_ring rep;         /* producer side; rep.pos is private */
+    uint8_t *copies;                 /* private copy of each polled request, one slot_stride each */
+    unsigned owed;                   /* requests polled and not yet replied */
+    bool dead;                       /* peer gone or broke the protocol */
+    uint64_t next_alive_check_ns;    /* rate limit for the socket HUP check */
+    char peer[64];                   /* "shm pid N uid N" */
+};
+
+/* ------------------------------------------------------------- quota */
+
+static void quota_put(struct shm_quota *q)
+{
+    if (atomic_fetch_sub(&q->refs, 1) == 1)
+        free(q);
+}
+
+/* -------------------------------------------------------- connections */
+
+static void conn_mark_dead(struct rkv_sconn *c, const char *why)
+{
+    if (!c->dead)
+        RKV_WARN("shm: dropping connection %s: %s", c->peer, why);
+    c->dead = true;
+}
+
+static void shm_conn_close(struct rkv_sconn *c)
+{
+    if (c == NULL)
+        return;
+    if (c->area != NULL)
+        munmap(c->area, c->layout.total);
+    if (c->sock >= 0)
+        close(c->sock);
+    free(c->copies);
+    atomic_fetch_sub(&c->quota->live, 1);
+    quota_put(c->quota);
+    free(c);
+}
+
+/* A sealed memfd of `size` bytes: the client can neither shrink it (which
+ * would SIGBUS the server) nor grow it. */
+static int conn_memfd(size_t size)
+{
+    int fd = memfd_create("rkv-shm-conn", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -1;
+    if (ftruncate(fd, (off_t)size) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+static void refuse(int fd, rkv_status st, const char *reason)
+{
+    struct rkv_shm_accept_msg m;
+    memset(&m, 0, sizeof m);
+    m.magic = RKV_SHM_MAGIC;
+    m.version = RKV_SHM_VERSION;
+    m.status = st;
+    snprintf(m.reason, sizeof m.reason, "%s", reason);
+    (void)rkv_shm_send_fds(fd, &m, sizeof m, NULL, 0);
+}
+
+/* Build a connection for socket `fd` (whose connect message was valid) and
+ * send the client its descriptors. Takes ownership of fd either way. */
+static struct rkv_sconn *conn_create(struct rkv_listener *l, int fd)
+{
+    struct rkv_sconn *c = NULL;
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    int memfd = -1;
+    char reason[RKV_SHM_REASON_LEN];
+
+    if (atomic_fetch_add(&l->quota->live, 1) >= l->quota->max) {
+        atomic_fetch_sub(&l->quota->live, 1);
+        snprintf(reason, sizeof reason, "server has its maximum of %u shm connections; "
+                 "retry later or raise max_conns", l->quota->max);
+        refuse(fd, RKV_SERVER_BUSY, reason);
+        RKV_WARN("shm: refused a client: %s", reason);
+        close(fd);
+        return NULL;
+    }
+    c = calloc(1, sizeof *c);
+    if (c == NULL)
+        goto fail;
+    c->sock = fd;
+    c->quota = l->quota;
+    atomic_fetch_add(&l->quota->refs, 1);
+    c->layout = l->layout;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
+        snprintf(c->peer, sizeof c->peer, "shm pid %d uid %u", (int)cred.pid, (unsigned)cred.uid);
+    else
+        snprintf(c->peer, sizeof c->peer, "shm pid ?");
+
+    c->copies = aligned_alloc(RKV_CACHELINE, c->layout.slot_stride * c->layout.credits);
+    memfd = conn_memfd(c->layout.total);
+    if (c->copies == NULL || memfd < 0)
+        goto fail;
+    c->area = mmap(NULL, c->layout.total, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (c->area == MAP_FAILED) {
+        c->area = NULL;
+        goto fail;
+    }
+    c->ctrl = rkv_shm_ctrl_of(c->area);
+    rkv_shm_ring_init(&c->req, c->area, &c->layout, RKV_SHM_REQUESTS);
+    rkv_shm_ring_init(&c->rep, c->area, &c->layout, RKV_SHM_REPLIES);
+
+    struct rkv_shm_accept_msg m;
+    memset(&m, 0, sizeof m);
+    m.magic = RKV_SHM_MAGIC;
+    m.version = RKV_SHM_VERSION;
+    m.status = RKV_OK;
+    m.credits = c->layout.credits;
+    m.max_msg = c->layout.max_msg;
+    m.region_size = l->region_size;
+    m.staging_size = c->layout.staging_size;
+    m.conn_size = c->layout.total;
+    int fds[RKV_SHM_CONN_FDS] = { l->region_fd, memfd };
+    int rc = rkv_shm_send_fds(fd, &m, sizeof m, fds, RKV_SHM_CONN_FDS);
+    if (rc != 0) {
+        errno = -rc;
+        goto fail;
+    }
+    close(memfd);   /* the mapping and the client's copy keep it alive */
+    c->next_alive_check_ns = rkv_now_ns() + SHM_ALIVE_CHECK_NS;
+    RKV_INFO("shm: accepted %s (%u credits, %u-byte messages)", c->peer,
+             c->layout.credits, c->layout.max_msg);
+    return c;
+
+fail:
+    RKV_WARN("shm: could not set up a connection for %s: %s",
+             c != NULL ? c->peer : "a client", strerror(errno));
+    if (memfd >= 0)
+        close(memfd);
+    if (c != NULL) {
+        shm_conn_close(c);          /* closes fd, gives the quota back */
+    } else {
+        atomic_fetch_sub(&l->quota->live, 1);
+        close(fd);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------- listener */
+
+static void pending_remove(struct rkv_listener *l, unsigned i, bool close_fd)
+{
+    epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->pending[i].fd, NULL);
+    if (close_fd)
+        close(l->pending[i].fd);
+    l->pending[i] = l->pending[--l->npending];
+}
+
+static int pending_find(const struct rkv_listener *l, int fd)
+{
+    for (unsigned i = 0; i < l->npending; i++)
+        if (l->pending[i].fd == fd)
+            return (int)i;
+    return -1;
+}
+
+static void accept_new(struct rkv_listener *l)
+{
+    for (;;) {
+        int fd = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                RKV_WARN("shm: accept on %s failed: %s", l->path, strerror(errno));
+            return;
+        }
+        struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = fd };
+        if (l->npending == SHM_MAX_PENDING) {
+            refuse(fd, RKV_SERVER_BUSY, "too many shm handshakes in progress; retry");
+            close(fd);
+            continue;
+        }
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            RKV_WARN("shm: epoll_ctl for a new client failed: %s", strerror(errno));
+            close(fd);
+            continue;
+        }
+        l->pending[l->npending].fd = fd;
+        l->pending[l->npending].deadline_ns = rkv_now_ns() + SHM_HANDSHAKE_NS;
+        l->npending++;
+    }
+}
+
+/* Advance pending handshake i. Returns a connection, or NULL when it is
+ * still waiting or was dropped. */
+static struct rkv_sconn *handshake(struct rkv_listener *l, unsigned i)
+{
+    int fd = l->pending[i].fd;
+    struct rkv_shm_connect_msg m;
+    size_t got;
+    unsigned nfds;
+    int unused_fds[1];
+
+    int rc = rkv_shm_recv_fds(fd, &m, sizeof m, &got, unused_fds, 0, &nfds);
+    if (rc == -EAGAIN || rc == -EWOULDBLOCK)
+        return NULL;
+    pending_remove(l, i, false);
+    if (rc != 0 || got != sizeof m || m.magic != RKV_SHM_MAGIC) {
+        RKV_WARN("shm: dropped a client on %s that sent no valid connect message", l->path);
+        close(fd);
+        return NULL;
+    }
+    if (m.version != RKV_SHM_VERSION) {
+        char reason[RKV_SHM_REASON_LEN];
+        snprintf(reason, sizeof reason, "shm transport version %u, server speaks %u; "
+                 "use matching rkv client and server builds", m.version, RKV_SHM_VERSION);
+        refuse(fd, RKV_VERSION_MISMATCH, reason);
+        close(fd);
+        return NULL;
+    }
+    return conn_create(l, fd);
+}
+
+static void expire_pending(struct rkv_listener *l)
+{
+    uint64_t now = rkv_now_ns();
+    for (unsigned i = 0; i < l->npending;) {
+        if (now >= l->pending[i].deadline_ns) {
+            RKV_WARN("shm: dropped a client on %s that sent no connect message in time", l->path);
+            pending_remove(l, i, true);
+        } else {
+            i++;
+        }
+    }
+}
+
+static rkv_status shm_accept(struct rkv_listener *l, struct rkv_sconn **out)
+{
+    struct epoll_event ev[16];
+
+    *out = NULL;
+    expire_pending(l);
+    int n = epoll_wait(l->epfd, ev, (int)RKV_ARRAY_SIZE(ev), 0);
+    for (int e = 0; e < n; e++) {
+        if (ev[e].data.fd == l->sock) {
+            accept_new(l);
+            continue;
+        }
+        int i = pending_find(l, ev[e].data.fd);
+        if (i < 0)
+            continue;
+        /* One connection per call; the level-triggered epoll set keeps the
+         * rest readable for the next call. */
+        *out = handshake(l, (unsigned)i);
+        if (*out != NULL)
+            return RKV_OK;
+    }
+    return RKV_OK;
+}
+
+/* Staging must hold the largest value: one slab page per the region header,
+ * and at least 1 MiB (a region without a valid header yet gets 1 MiB). */
+static uint64_t staging_size_for(const struct rkv_region *region)
+{
+    uint64_t size = SHM_DEFAULT_STAGING;
+    if (region->size >= sizeof(struct rkv_region_header)) {
+        const struct rkv_region_header *h = region->base;
+        if (h->magic == RKV_REGION_MAGIC && h->slab_page_size <= RKV_SHM_MAX_STAGING)
+            size = RKV_MAX(size, (uint64_t)h->slab_page_size);
+    }
+    return size;
+}
+
+/* Make `path` free for bind(): fine if absent; a socket nobody listens on is
+ * a leftover of a dead server and is removed; anything else is an error. */
+static rkv_status clear_stale_socket(const char *path, const struct sockaddr_un *sa,
+                                     socklen_t salen, char *err, size_t err_len)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return RKV_OK;
+    if (!S_ISSOCK(st.st_mode)) {
+        snprintf(err, err_len, "shm://%s exists and is not a socket; remove it or choose "
+                 "another path", path);
+        return RKV_INVALID;
+    }
+    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (probe < 0) {
+        snprintf(err, err_len, "socket(AF_UNIX): %s", strerror(errno));
+        return RKV_INTERNAL;
+    }
+    int rc = connect(probe, (const struct sockaddr *)sa, salen);
+    int e = errno;
+    close(probe);
+    if (rc == 0 || e == EAGAIN || e == EINPROGRESS) {
+        snprintf(err, err_len, "another server is already listening on shm://%s; stop it or "
+                 "choose another path", path);
+        return RKV_INVALID;
+    }
+    if (e != ECONNREFUSED) {
+        snprintf(err, err_len, "cannot probe the existing socket shm://%s (%s); remove it if "
+                 "no server uses it", path, strerror(e));
+        return RKV_INVALID;
+    }
+    if (unlink(path) != 0 && errno != ENOENT) {
+        snprintf(err, err_len, "cannot remove the stale socket shm://%s: %s", path,
+                 strerror(errno));
+        return RKV_INVALID;
+    }
+    RKV_INFO("shm: removed the stale socket %s of a previous server", path);
+    return RKV_OK;
+}
+
+static void shm_close_listener(struct rkv_listener *l)
+{
+    struct stat st;
+    if (l == NULL)
+        return;
+    while (l->npending > 0)
+        pending_remove(l, 0, true);
+    if (l->sock >= 0) {
+        /* Unlink only the socket file we created, not a successor's. */
+        if (l->path[0] != '\0' && lstat(l->path, &st) == 0 &&
+            st.st_dev == l->sock_dev && st.st_ino == l->sock_ino)
+            unlink(l->path);
+        close(l->sock);
+    }
+    if (l->epfd >= 0)
+        close(l->epfd);
+    if (l->region_fd >= 0)
+        close(l->region_fd);
+    if (l->quota != NULL)
+        quota_put(l->quota);
+    free(l);
+}
+
+static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
+                             const struct rkv_strans_params *p,
+                             struct rkv_listener **out, char *err, size_t err_len)
+{
+    struct rkv_listener *l = NULL;
+    struct sockaddr_un sa;
+    struct stat st;
+    rkv_status st_rc = RKV_INVALID;
+    size_t plen = addr != NULL ? strlen(addr) : 0;
+
+    *out = NULL;
+    if (plen == 0 || plen >= sizeof sa.sun_path) {
+        snprintf(err, err_len, "shm listen address must be a socket path of 1..%zu bytes, "
+                 "got %zu", sizeof sa.sun_path - 1, plen);
+        return RKV_INVALID;
+    }
+    if (region == NULL || region->fd < 0 || region->base == NULL || region->size == 0) {
+        snprintf(err, err_len, "the shm transport needs a memfd-backed region "
+                 "(create it with rkv_region_create)");
+        return RKV_INVALID;
+    }
+    l = calloc(1, sizeof *l);
+    if (l == NULL) {
+        snprintf(err, err_len, "out of memory for the shm listener");
+        return RKV_NO_MEMORY;
+    }
+    l->sock = l->epfd = l->region_fd = -1;
+    l->quota = calloc(1, sizeof *l->quota);
+    if (l->quota == NULL) {
+        snprintf(err, err_len, "out of memory for the shm listener");
+        st_rc = RKV_NO_MEMORY;
+        goto fail;
+    }
+    atomic_init(&l->quota->refs, 1);
+    atomic_init(&l->quota->live, 0);
+    l->quota->max = p != NULL && p->max_conns ? p->max_conns : SHM_DEFAULT_MAX_CONNS;
+    unsigned credits = p != NULL && p->credits ? p->credits : SHM_DEFAULT_CREDITS;
+    uint32_t max_msg = p != NULL && p->max_msg ? p->max_msg : SHM_DEFAULT_MAX_MSG;
+    st_rc = rkv_shm_layout_init(&l->layout, credits, max_msg, staging_size_for(region),
+                                err, err_len);
+    if (st_rc != RKV_OK)
+        goto fail;
+
+    l->region_fd = rkv_region_readonly_fd(region);
+    if (l->region_fd < 0 || fstat(l->region_fd, &st) != 0 || (uint64_t)st.st_size < region->size) {
+        snprintf(err, err_len, "cannot reopen the region memfd read-only via /proc/self/fd "
+                 "(%s); is /proc mounted?", strerror(errno));
+        st_rc = RKV_INTERNAL;
+        goto fail;
+    }
+    l->region_size = region->size;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, addr, plen + 1);
+    memcpy(l->path, addr, plen + 1);
+    socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + plen + 1);
+    st_rc = clear_stale_socket(addr, &sa, salen, err, err_len);
+    if (st_rc != RKV_OK)
+        goto fail;
+
+    st_rc = RKV_INVALID;
+    l->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (l->sock < 0) {
+        snprintf(err, err_len, "socket(AF_UNIX, SOCK_SEQPACKET): %s", strerror(errno));
+        goto fail;
+    }
+    if (bind(l->sock, (struct sockaddr *)&sa, salen) != 0) {
+        snprintf(err, err_len, "cannot bind shm://%s: %s%s", addr, strerror(errno),
+                 errno == ENOENT ? "; create its directory first" :
+                 errno == EACCES ? "; the server needs write access to its directory" : "");
+        goto fail;
+    }
+    /* 0660: the server's user and group may connect. Put clients in the
+     * server's group (or the socket in a group-owned directory) to grant
+     * access; they get the region read-only and every request is validated,
+     * but anyone who connects can write to the cache. */
+    if (chmod(addr, 0660) != 0 || lstat(addr, &st) != 0) {
+        snprintf(err, err_len, "cannot set the mode of shm://%s: %s", addr, strerror(errno));
+        unlink(addr);
+        goto fail;
+    }
+    l->sock_dev = st.st_dev;
+    l->sock_ino = st.st_ino;
+    if (listen(l->sock, SHM_BACKLOG) != 0) {
+        snprintf(err, err_len, "listen on shm://%s: %s", addr, strerror(errno));
+        goto fail;
+    }
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = { .events = EPOLLIN, .data.fd = l->sock };
+    if (l->epfd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev) != 0) {
+        snprintf(err, err_len, "epoll setup for shm://%s: %s", addr, strerror(errno));
+        goto fail;
+    }
+    char sz[32];
+    RKV_INFO("shm: listening on %s (%u credits, %u-byte messages, %s staging per connection)",
+             addr, l->layout.credits, l->layout.max_msg,
+             rkv_format_size(l->layout.staging_size, sz, sizeof sz));
+    *out = l;
+    return RKV_OK;
+
+fail:
+    shm_close_listener(l);
+    return st_rc;
+}
+
+static int shm_listener_fd(struct rkv_listener *l)
+{
+    return l->epfd;
+}
+
+static void shm_region_desc(struct rkv_listener *l, uint32_t *rkey, uint64_t *addr)
+{
+    (void)l;
+    *rkey = 0;      /* shm clients map the region; offsets are from its start */
+    *addr = 0;
+}
+
+/* ------------------------------------------------------ request path */
+
+static unsigned shm_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max)
+{
+    if (c->dead)
+        return 0;
+    int ready = rkv_shm_ring_ready(&c->req);
+    if (ready <= 0) {
+        if (ready < 0)
+            conn_mark_dead(c, "request ring tail out of range");
+        return 0;
+    }
+    /* Take only requests whose replies are sure to fit: a client that does
+     * not drain its replies stalls itself, never the server. */
+    int space = rkv_shm_ring_space(&c->rep);
+    if (space < 0) {
+        conn_mark_dead(c, "reply ring head out of range");
+        return 0;
+    }
+    unsigned room = (unsigned)space > c->owed ? (unsigned)space - c->owed : 0;
+    unsigned n = RKV_MIN(RKV_MIN((unsigned)ready, max), room);
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t len;
+        const void *src = rkv_shm_ring_peek(&c->req, i, &len);
+        if (src == NULL) {
+            conn_mark_dead(c, "request longer than max_msg");
+            return 0;
+        }
+        /* Private copy: the client may rewrite the slot while we parse. */
+        uint8_t *dst = c->copies + ((c->req.pos + i) % c->layout.credits) * c->layout.slot_stride;
+        memcpy(dst, src, len);
+        msgs[i].data = dst;
+        msgs[i].len = len;
+    }
+    rkv_shm_ring_release(&c->req, n);
+    c->owed += n;
+    return n;
+}
+
+static void *shm_reply_buf(struct rkv_sconn *c, unsigned i)
+{
+    if (i >= c->layout.credits)
+        return NULL;
+    return rkv_shm_ring_slot(&c->rep, i);
+}
+
+static rkv_status shm_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned n)
+{
+    if (c->dead)
+        return RKV_CONNECTION;
+    if (n > c->owed) {
+        RKV_ERROR("shm: %u replies for %u outstanding requests on %s (worker bug)",
+                  n, c->owed, c->peer);
+        return RKV_INTERNAL;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (lens[i] > c->layout.max_msg) {
+            RKV_ERROR("shm: reply of %u bytes exceeds max_msg %u on %s (worker bug)",
+                      lens[i], c->layout.max_msg, c->peer);
+            return RKV_INTERNAL;
+        }
+    }
+    rkv_shm_ring_publish(&c->rep, lens, n);
+    c->owed -= n;
+    if (rkv_shm_peer_sleeping(&c->ctrl->client_sleeping) && rkv_shm_wake(c->sock) != 0) {
+        conn_mark_dead(c, "peer closed its socket");
+        return RKV_CONNECTION;
+    }
+    return RKV_OK;
+}
+
+static rkv_status shm_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst)
+{
+    struct rkv_remote_buf d;
+    memcpy(&d, rb, sizeof d);   /* read the descriptor once; it may be unaligned */
+    if (c->dead)
+        return RKV_CONNECTION;
+    if (d.rkey != 0 || d.addr > c->layout.staging_size ||
+        d.len > c->layout.staging_size - d.addr) {
+        conn_mark_dead(c, "rendezvous descriptor outside the staging area");
+        return RKV_PROTOCOL;
+    }
+    memcpy(dst, (const uint8_t *)c->area + c->layout.staging_off + d.addr, d.len);
+    return RKV_OK;
+}
+
+static bool shm_alive(struct rkv_sconn *c)
+{
+    if (c->dead)
+        return false;
+    uint64_t now = rkv_now_ns();
+    if (now < c->next_alive_check_ns)
+        return true;
+    c->next_alive_check_ns = now + SHM_ALIVE_CHECK_NS;
+    struct pollfd pfd = { .fd = c->sock, .events = POLLRDHUP };
+    if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)))
+        conn_mark_dead(c, "peer closed its socket");
+    return !c->dead;
+}
+
+static int shm_event_fd(struct rkv_sconn *c)
+{
+    return c->sock;     /* readable on a wake-up byte, and on hang-up */
+}
+
+static void shm_arm(struct rkv_sconn *c)
+{
+    if (!rkv_shm_drain(c->sock)) {
+        conn_mark_dead(c, "peer closed its socket");
+        return;
+    }
+    rkv_shm_sleep_announce(&c->ctrl->server_sleeping);
+}
+
+static const char *shm_peer(struct rkv_sconn *c)
+{
+    return c->peer;
+}
+
+const struct rkv_server_transport rkv_shm_server_transport = {
+    .scheme = "shm",
+    .listen = shm_listen,
+    .listener_fd = shm_listener_fd,
+    .accept = shm_accept,
+    .region_desc = shm_region_desc,
+    .close_listener = shm_close_listener,
+    .poll = shm_poll,
+    .reply_buf = shm_reply_buf,
+    .reply = shm_reply,
+    .pull = shm_pull,
+    .alive = shm_alive,
+    .event_fd = shm_event_fd,
+    .arm = shm_arm,
+    .peer = shm_peer,
+    .close = shm_conn_close,
+};

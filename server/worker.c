@@ -1,0 +1,210 @@
+/* worker.c — a worker thread: the server's request loop.
+ *
+ * Each worker owns its connections outright (no locks on the request path):
+ * it polls each one for a batch of requests, answers the batch into the
+ * transport's reply buffers and posts all replies with one doorbell. When
+ * nothing arrives for a short spin, it arms every connection's wake-up and
+ * sleeps in epoll (hybrid polling), so an idle server burns no CPU; with
+ * event_mode off it busy-polls forever for the lowest latency.
+ *
+ * New connections arrive through the inbox (main thread → worker). A
+ * connection that dies, or that broke the protocol, is closed here and all
+ * of its resources go with it (invariant 6).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "server.h"
+#include "util.h"
+
+#define BATCH          32        /* requests taken from one connection per pass */
+#define SPIN_NS        50000     /* idle time before sleeping (hybrid mode) */
+#define SLEEP_MS       100       /* longest sleep: re-check liveness and stop */
+#define ALIVE_EVERY    1024      /* passes between liveness checks while busy */
+
+struct worker_conns {
+    struct rkv_wconn **v;
+    unsigned n, cap;
+};
+
+bool rkv_worker_give(struct rkv_worker *w, struct rkv_wconn *wc)
+{
+    bool ok;
+    pthread_mutex_lock(&w->inbox_lock);
+    ok = w->inbox_count < RKV_INBOX_SIZE;
+    if (ok)
+        w->inbox[w->inbox_count++] = wc;
+    pthread_mutex_unlock(&w->inbox_lock);
+    if (ok)
+        rkv_worker_wake(w);
+    return ok;
+}
+
+void rkv_worker_wake(struct rkv_worker *w)
+{
+    uint64_t one = 1;
+    ssize_t r = write(w->wake_fd, &one, sizeof one);
+    (void)r;
+}
+
+static void conn_close(struct rkv_worker *w, struct rkv_wconn *wc, const char *why)
+{
+    RKV_INFO("%s: connection %s closed (%s)", wc->ep->uri, wc->ops->peer(wc->conn), why);
+    wc->ops->close(wc->conn);
+    free(wc);
+    atomic_fetch_sub_explicit(&w->stats.conns, 1, memory_order_relaxed);
+}
+
+static void take_inbox(struct rkv_worker *w, struct worker_conns *cs, int epfd)
+{
+    pthread_mutex_lock(&w->inbox_lock);
+    for (unsigned i = 0; i < w->inbox_count; i++) {
+        struct rkv_wconn *wc = w->inbox[i];
+        if (cs->n == cs->cap) {
+            conn_close(w, wc, "worker connection limit reached");
+            continue;
+        }
+        int fd = wc->ops->event_fd ? wc->ops->event_fd(wc->conn) : -1;
+        if (fd >= 0) {
+            struct epoll_event ev = { .events = EPOLLIN, .data.ptr = wc };
+            if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+                RKV_WARN("worker %u: epoll_ctl: %s; connection served by polling only",
+                         w->id, strerror(errno));
+        }
+        cs->v[cs->n++] = wc;
+    }
+    w->inbox_count = 0;
+    pthread_mutex_unlock(&w->inbox_lock);
+}
+
+/* Serve one batch on one connection; returns requests served. */
+static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc)
+{
+    struct rkv_msg msgs[BATCH];
+    uint32_t lens[BATCH];
+    unsigned n = wc->ops->poll(wc->conn, msgs, BATCH);
+    if (n == 0)
+        return 0;
+    for (unsigned i = 0; i < n; i++)
+        lens[i] = rkv_handle_request(w->srv, w, wc, &msgs[i], wc->ops->reply_buf(wc->conn, i));
+    if (wc->ops->reply(wc->conn, lens, n) != RKV_OK)
+        wc->closing = true;
+    atomic_fetch_add_explicit(&w->stats.batches, 1, memory_order_relaxed);
+    return n;
+}
+
+/* One pass over every connection; drops the dead. Returns requests served. */
+static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool check_alive)
+{
+    unsigned work = 0;
+    for (unsigned i = 0; i < cs->n;) {
+        struct rkv_wconn *wc = cs->v[i];
+        work += serve(w, wc);
+        if (wc->closing)
+            atomic_fetch_add_explicit(&w->stats.closed_bad, 1, memory_order_relaxed);
+        if (wc->closing || (check_alive && !wc->ops->alive(wc->conn))) {
+            conn_close(w, wc, wc->closing ? "protocol error or refused" : "peer gone");
+            cs->v[i] = cs->v[--cs->n];
+            continue;
+        }
+        i++;
+    }
+    return work;
+}
+
+static void sleep_until_work(struct rkv_worker *w, struct worker_conns *cs, int epfd)
+{
+    struct epoll_event evs[16];
+    for (unsigned i = 0; i < cs->n; i++)
+        if (cs->v[i]->ops->arm)
+            cs->v[i]->ops->arm(cs->v[i]->conn);
+    if (serve_all(w, cs, true) != 0)
+        return; /* work arrived while arming */
+    int n = epoll_wait(epfd, evs, (int)RKV_ARRAY_SIZE(evs), SLEEP_MS);
+    for (int i = 0; i < n; i++) {
+        if (evs[i].data.ptr == NULL) {
+            uint64_t v;
+            ssize_t r = read(w->wake_fd, &v, sizeof v);
+            (void)r;
+        }
+    }
+}
+
+static void pin(struct rkv_worker *w)
+{
+    if (w->cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(w->cpu, &set);
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (rc != 0)
+        RKV_WARN("worker %u: cannot pin to CPU %d: %s; check the [server] cpus list",
+                 w->id, w->cpu, strerror(rc));
+}
+
+static void *worker_main(void *arg)
+{
+    struct rkv_worker *w = arg;
+    struct rkv_server *srv = w->srv;
+    struct worker_conns cs = { .cap = srv->cfg.max_conns };
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+
+    pin(w);
+    cs.v = calloc(cs.cap, sizeof *cs.v);
+    if (cs.v == NULL || epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) != 0) {
+        RKV_ERROR("worker %u: cannot start (out of memory or file descriptors)", w->id);
+        atomic_store(&srv->stop, true);
+        goto out;
+    }
+    uint64_t idle_since = 0;
+    unsigned passes = 0;
+    while (!atomic_load_explicit(&srv->stop, memory_order_relaxed)) {
+        if (__atomic_load_n(&w->inbox_count, __ATOMIC_RELAXED))
+            take_inbox(w, &cs, epfd);
+        unsigned work = serve_all(w, &cs, ++passes % ALIVE_EVERY == 0);
+        if (work || (!srv->cfg.event_mode && cs.n > 0)) {
+            idle_since = 0;
+            continue;
+        }
+        uint64_t now = rkv_now_ns();
+        if (idle_since == 0)
+            idle_since = now;
+        else if (now - idle_since > SPIN_NS)
+            sleep_until_work(w, &cs, epfd);
+    }
+    /* stopping: answer what already arrived, then close everything */
+    take_inbox(w, &cs, epfd);
+    serve_all(w, &cs, false);
+    while (cs.n)
+        conn_close(w, cs.v[--cs.n], "server shutting down");
+out:
+    free(cs.v);
+    if (epfd >= 0)
+        close(epfd);
+    return NULL;
+}
+
+int rkv_worker_start(struct rkv_server *srv, struct rkv_worker *w, unsigned id)
+{
+    w->srv = srv;
+    w->id = id;
+    w->cpu = srv->cfg.cpu_count ? srv->cfg.cpus[id % srv->cfg.cpu_count] : -1;
+    pthread_mutex_init(&w->inbox_lock, NULL);
+    w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (w->wake_fd < 0)
+        return -errno;
+    int rc = pthread_create(&w->thread, NULL, worker_main, w);
+    if (rc != 0) {
+        close(w->wake_fd);
+        return -rc;
+    }
+    return 0;
+}
