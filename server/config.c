@@ -441,7 +441,7 @@ static bool set_secret_file(struct rkv_server_config *c, const struct setting *s
     char buf[RKV_MAX_SECRET + 3];
     struct stat st;
     ssize_t n = -1;
-    int fd = open(v, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int fd = open(v, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         problem_set(p, "cannot be opened", "%s; create it (e.g. `openssl rand -hex 32 > FILE; "
                     "chmod 600 FILE`) or fix the path", strerror(errno));
@@ -671,6 +671,14 @@ static void ini_fail(struct ini_state *st, const char *fmt, ...)
     st->err_line = st->lineno;
 }
 
+static bool known_section(const char *name, size_t len)
+{
+    for (size_t i = 0; i < RKV_ARRAY_SIZE(sections); i++)
+        if (strlen(sections[i]) == len && memcmp(name, sections[i], len) == 0)
+            return true;
+    return false;
+}
+
 /* fgets-style reader for inih over st->text, one line per call, counting
  * lines so messages can name them. Stops at the first error: a NUL byte, or
  * a line longer than inih's buffer (which it would otherwise split). */
@@ -695,6 +703,23 @@ static char *ini_read_line(char *str, int num, void *stream)
     memcpy(str, start, n);
     str[n] = '\0';
     st->pos += n;
+    /* inih reports a section only through the keys under it; check the
+     * header itself so an empty misspelt section is refused too. */
+    const char *q = str;
+    if (st->lineno == 1 && strncmp(q, "\xef\xbb\xbf", 3) == 0)
+        q += 3;
+    while (*q == ' ' || *q == '\t')
+        q++;
+    const char *close = q[0] == '[' ? strchr(q, ']') : NULL;
+    if (close != NULL && !known_section(q + 1, (size_t)(close - q - 1))) {
+        char name[SHOW_MAX + 8], copy[SHOW_MAX + 8];
+        size_t len = RKV_MIN((size_t)(close - q - 1), sizeof copy - 1);
+        memcpy(copy, q + 1, len);
+        copy[len] = '\0';
+        ini_fail(st, "[%s] is not a section; sections are [server], [table], [rpc], [rdma], "
+                 "[security] and [stats]", shown(copy, name, sizeof name));
+        return NULL;
+    }
     return str;
 }
 
@@ -713,12 +738,9 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
     struct ini_state *st = user;
     char v[SHOW_MAX + 8], keys[256];
     struct problem p;
-    bool known_section = false;
     if (st->err_line != 0)
         return 0;
-    for (size_t i = 0; i < RKV_ARRAY_SIZE(sections); i++)
-        known_section |= strcmp(section, sections[i]) == 0;
-    if (!known_section) {
+    if (!known_section(section, strlen(section))) {
         if (section[0] == '\0')
             ini_fail(st, "%s = %s comes before any [section]; put it under [server], [table], "
                      "[rpc], [rdma], [security] or [stats]", shown(name, keys, sizeof keys),
@@ -791,7 +813,7 @@ static int read_whole_file(const char *path, char **out, size_t *out_len, FILE *
     struct stat st;
     char *buf = NULL;
     size_t got = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         say(err, "cannot open config file %s: %s; pass an existing file to --config", path,
             strerror(errno));
@@ -961,6 +983,9 @@ int rkv_server_config_load_to(struct rkv_server_config *c, int argc, char **argv
                 bad = shortbuf;
             if (opt == ':')
                 say(err, "%s needs a value; see %s --help", shown(bad, v, sizeof v), argv0);
+            else if (optopt != 0 && strncmp(bad, "--", 2) == 0)
+                say(err, "%s: this flag takes no value; leave out the =VALUE",
+                    shown(bad, v, sizeof v));
             else
                 say(err, "%s is not an option; see %s --help", shown(bad, v, sizeof v), argv0);
             return RKV_CONFIG_BAD;

@@ -366,11 +366,9 @@ void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out)
     out->unassigned = out->pages_unassigned * s->page_size;
 }
 
-uint64_t rkv_slab_available(struct rkv_slab *s, unsigned cls)
+uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s)
 {
-    struct rkv_slab_class_stats cs;
-    rkv_slab_class_stats(s, cls, &cs);
-    return cs.ready + cs.fresh + pages_unassigned(s) * cs.per_page;
+    return pages_unassigned(s);
 }
 
 unsigned rkv_slab_class_count(const struct rkv_slab *s)
@@ -420,8 +418,10 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
                  cfg->grace_ms, RKV_SLAB_MAX_GRACE_MS);
         return RKV_INVALID;
     }
-    if ((s = calloc(1, sizeof(*s))) == NULL)
+    /* aligned: the class array is cache-line aligned against false sharing */
+    if ((s = aligned_alloc(RKV_CACHELINE, sizeof(*s))) == NULL)
         goto nomem;
+    memset(s, 0, sizeof(*s));
     s->region = cfg->region;
     s->heap_offset = cfg->heap_offset;
     s->heap_size = cfg->heap_size;

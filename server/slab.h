@@ -113,8 +113,7 @@ struct rkv_slab_stats {
 };
 void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out);
 
-/* Items of class cls that rkv_slab_alloc() could hand out now without
- * waiting: ready + fresh items of the class plus what unassigned pages hold. */
-uint64_t rkv_slab_available(struct rkv_slab *s, unsigned cls);
+/* Slab pages no class has taken yet. */
+uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s);
 
 #endif

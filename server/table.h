@@ -56,6 +56,12 @@ struct rkv_table_stats {
     uint64_t items, bytes_used, bytes_free, heap_bytes;
     uint64_t buckets, slots, evictions, expirations, displacements;
     uint64_t puts, deletes, incrs, insert_failures;
+    /* Fragmentation and hints (see server/slab.c for what each kind means). */
+    uint64_t item_bytes;     /* exact header+key+value bytes of live items; bytes_used - item_bytes is class rounding */
+    uint64_t limbo_bytes;    /* freed, waiting out grace_ms before reuse */
+    uint64_t tail_bytes;     /* page ends too short for another item of the page's class */
+    uint64_t pages_unassigned; /* slab pages no size class has taken yet */
+    uint64_t hints, hints_ignored; /* client hints applied / rejected as invalid */
 };
 
 /* Lay out a table in `base` (size bytes, zeroed or not) and initialise the

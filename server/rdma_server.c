@@ -1,0 +1,787 @@
+/* rdma_server.c — the rdma server transport (libibverbs + librdmacm, RC QPs).
+ *
+ * One listener per address. At listen() the table region is registered ONCE
+ * as a single memory region with LOCAL_WRITE | REMOTE_READ (never remote
+ * write; relaxed ordering when the device takes it); clients read it with
+ * one-sided RDMA READs using the rkey/address region_desc() reports, and the
+ * server CPU never sees a GET. Everything else travels as SEND/RECV:
+ *
+ *   client ── SEND request ──► recv slot (credits × max_msg, pre-posted)
+ *          ◄── SEND reply ───  reply ring (inline when small, one doorbell per
+ *                              batch, one WR in signal_interval signaled)
+ *   server ── RDMA READ ─────► client staging buffer (rendezvous pull)
+ *
+ * Device choice: a listener bound to a specific IP uses the device rdma_cm
+ * binds that IP to. A wildcard listener (0.0.0.0 / ::) has no device until a
+ * request arrives, but the region must be registered on exactly one device
+ * (region_desc() reports one rkey), so it uses params->device, or the only
+ * RDMA device of the host; with several devices and none named, listen()
+ * fails and says so. Connect requests that arrive on another device are
+ * rejected with a reason the client prints.
+ *
+ * Threads: the listener thread runs accept(), which handles every rdma_cm
+ * event (connection setup and teardown). A connection handed to a worker is
+ * then touched by the listener only while it holds an unacknowledged event
+ * for it: it sets the atomic `dead` flag and, under `close_lock`, moves the
+ * QP to the error state so an event-mode worker wakes up. The worker's
+ * close() blocks in rdma_destroy_id() until that event is acknowledged, so
+ * the listener never sees freed memory. PD, region MR and the event channel
+ * are shared (refcounted) by the listener and its connections, so either
+ * may be closed first.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "rdma_util.h"
+#include "transport.h"
+#include "util.h"
+
+#define DEFAULT_CREDITS   64u
+#define DEFAULT_MAX_MSG   4096u
+#define DEFAULT_MAX_CONNS 1024u
+#define MAX_CREDITS       4096u
+#define LISTEN_BACKLOG    128
+#define PULL_TIMEOUT_MS   10000u
+#define REPLY_TIMEOUT_MS  10000u
+
+/* What the listener and all its connections share; freed with the last reference. */
+struct srv_shared {
+    atomic_uint refs;               /* the listener + each live connection */
+    atomic_uint conns;              /* connections set up or handed out */
+    struct rdma_event_channel *channel; /* all cm events of the listener and its connections */
+    struct ibv_context *verbs;      /* rdma_cm's context of the device the region is on */
+    struct ibv_pd *pd;
+    struct ibv_mr *region_mr;       /* the whole table region, REMOTE_READ */
+    uint8_t *region_base;
+    size_t region_size;
+    struct rkv_rdma_caps caps;      /* device limits */
+    uint32_t credits;               /* receive slots per connection */
+    uint32_t max_msg;               /* bytes per receive / reply slot */
+    uint32_t max_conns;
+    uint32_t max_inline;            /* requested inline size */
+    uint32_t interval;              /* signal one send in N */
+    uint32_t cq_size;               /* 0: 2x the queue it serves */
+};
+
+struct rkv_listener {
+    struct srv_shared *sh;
+    struct rdma_cm_id *id;          /* the listening id */
+    struct rkv_sconn *setup;        /* accepted, not yet ESTABLISHED: owned by the listener */
+    char addr[80];                  /* for logs */
+};
+
+struct rkv_sconn {
+    struct srv_shared *sh;
+    struct rdma_cm_id *id;
+    struct ibv_comp_channel *comp;  /* wakes an event-mode worker on requests */
+    struct ibv_cq *send_cq;         /* replies and pulls */
+    struct ibv_cq *recv_cq;         /* requests */
+    struct rkv_rdma_sq sq;
+    uint32_t max_inline;            /* what the QP granted */
+    struct rkv_rdma_buf recvs;      /* credits slots of max_msg, wr_id = slot */
+    struct rkv_rdma_ring replies;   /* credits + 2*interval slots of max_msg */
+    struct rkv_rdma_buf bounce;     /* pull target when dst is outside the region (lazy) */
+    uint32_t *polled;               /* FIFO of slots poll() returned and reply() has not answered */
+    unsigned polled_head;
+    unsigned polled_count;
+    uint32_t *repost;               /* scratch: slots to give back */
+    struct ibv_wc *wcs;             /* scratch: credits completions */
+    struct ibv_send_wr *swr;        /* scratch: credits send WRs */
+    struct ibv_sge *ssge;
+    struct ibv_recv_wr *rwr;        /* scratch: credits recv WRs */
+    struct ibv_sge *rsge;
+    unsigned cq_events;             /* completion events taken, not yet acked */
+    bool armed;                     /* worker: arm() asked for a completion event */
+    bool established;               /* listener: handed to a worker */
+    bool reported;                  /* worker: the failure was logged */
+    bool closing;                   /* under close_lock: the worker is tearing the QP down */
+    atomic_bool dead;               /* peer gone or broke the protocol */
+    pthread_mutex_t close_lock;     /* listener's disconnect vs worker's close */
+    struct rkv_sconn *next;         /* listener's setup list */
+    char peer[80];                  /* "rdma 192.0.2.1:40000" */
+};
+
+/* ------------------------------------------------------------ shared state */
+
+static void shared_put(struct srv_shared *sh)
+{
+    if (atomic_fetch_sub(&sh->refs, 1) != 1)
+        return;
+    if (sh->region_mr != NULL)
+        ibv_dereg_mr(sh->region_mr);
+    if (sh->pd != NULL)
+        ibv_dealloc_pd(sh->pd);
+    if (sh->channel != NULL)
+        rdma_destroy_event_channel(sh->channel);
+    free(sh);
+}
+
+/* ------------------------------------------------------------ connections */
+
+static void conn_fail(struct rkv_sconn *c, const char *msg)
+{
+    atomic_store(&c->dead, true);
+    if (!c->reported) {
+        c->reported = true;
+        RKV_WARN("%s: %s; closing the connection", c->peer, msg);
+    }
+}
+
+static void conn_wc_fail(struct rkv_sconn *c, enum ibv_wc_status st, const char *what)
+{
+    char msg[400];
+
+    if (st == IBV_WC_WR_FLUSH_ERR) {  /* the peer left; nothing to explain */
+        atomic_store(&c->dead, true);
+        return;
+    }
+    rkv_rdma_wc_error(st, what, msg, sizeof msg);
+    conn_fail(c, msg);
+}
+
+static void free_scratch(struct rkv_sconn *c)
+{
+    free(c->polled);
+    free(c->repost);
+    free(c->wcs);
+    free(c->swr);
+    free(c->ssge);
+    free(c->rwr);
+    free(c->rsge);
+}
+
+static void conn_destroy(struct rkv_sconn *c)
+{
+    struct srv_shared *sh = c->sh;
+
+    pthread_mutex_lock(&c->close_lock);
+    c->closing = true;
+    pthread_mutex_unlock(&c->close_lock);
+    if (c->id != NULL && c->id->qp != NULL) {
+        rdma_disconnect(c->id);
+        rdma_destroy_qp(c->id);
+    }
+    if (c->cq_events)
+        ibv_ack_cq_events(c->recv_cq, c->cq_events);
+    if (c->send_cq != NULL)
+        ibv_destroy_cq(c->send_cq);
+    if (c->recv_cq != NULL)
+        ibv_destroy_cq(c->recv_cq);
+    if (c->comp != NULL)
+        ibv_destroy_comp_channel(c->comp);
+    rkv_rdma_buf_free(&c->recvs);
+    rkv_rdma_buf_free(&c->replies.buf);
+    rkv_rdma_buf_free(&c->bounce);
+    /* Waits until the listener acknowledged every event it took for this id. */
+    if (c->id != NULL)
+        rdma_destroy_id(c->id);
+    pthread_mutex_destroy(&c->close_lock);
+    free_scratch(c);
+    free(c);
+    atomic_fetch_sub(&sh->conns, 1);
+    shared_put(sh);
+}
+
+/* Everything a connection needs before rdma_accept(): CQs, QP, buffers, the
+ * receive slots posted. */
+static struct rkv_sconn *conn_create(struct srv_shared *sh, struct rdma_cm_id *id,
+                                     char *err, size_t err_len)
+{
+    const uint32_t credits = sh->credits;
+    const uint32_t ring = credits + 2 * sh->interval;
+    const uint32_t send_depth = ring + 1;   /* replies + one pull */
+    uint32_t send_cqe, recv_cqe;
+    struct rkv_sconn *c = calloc(1, sizeof *c);
+    int flags;
+
+    if (c == NULL)
+        goto oom;
+    c->polled = calloc(credits, sizeof *c->polled);
+    c->repost = calloc(credits, sizeof *c->repost);
+    c->wcs = calloc(credits, sizeof *c->wcs);
+    c->swr = calloc(credits, sizeof *c->swr);
+    c->ssge = calloc(credits, sizeof *c->ssge);
+    c->rwr = calloc(credits, sizeof *c->rwr);
+    c->rsge = calloc(credits, sizeof *c->rsge);
+    if (!c->polled || !c->repost || !c->wcs || !c->swr || !c->ssge || !c->rwr || !c->rsge) {
+        free_scratch(c);
+        free(c);
+        goto oom;
+    }
+    pthread_mutex_init(&c->close_lock, NULL);
+    c->sh = sh;
+    c->id = id;
+    atomic_init(&c->dead, false);
+    atomic_fetch_add(&sh->refs, 1);
+    atomic_fetch_add(&sh->conns, 1);
+    rkv_rdma_format_addr(rdma_get_peer_addr(id), c->peer + 5, sizeof c->peer - 5);
+    memcpy(c->peer, "rdma ", 5);
+
+    c->comp = ibv_create_comp_channel(sh->verbs);
+    if (c->comp == NULL) {
+        rkv_rdma_errno_error(errno, "ibv_create_comp_channel", err, err_len);
+        goto fail;
+    }
+    flags = fcntl(c->comp->fd, F_GETFL);
+    if (flags < 0 || fcntl(c->comp->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        rkv_rdma_errno_error(errno, "fcntl(completion channel)", err, err_len);
+        goto fail;
+    }
+    send_cqe = RKV_MIN(RKV_MAX(sh->cq_size, 2 * send_depth), sh->caps.max_cqe);
+    recv_cqe = RKV_MIN(RKV_MAX(sh->cq_size, 2 * credits), sh->caps.max_cqe);
+    c->send_cq = ibv_create_cq(sh->verbs, (int)send_cqe, c, NULL, 0);
+    c->recv_cq = ibv_create_cq(sh->verbs, (int)recv_cqe, c, c->comp, 0);
+    if (c->send_cq == NULL || c->recv_cq == NULL) {
+        rkv_rdma_errno_error(errno, "ibv_create_cq", err, err_len);
+        goto fail;
+    }
+    c->max_inline = sh->max_inline;
+    if (rkv_rdma_create_qp(id, sh->pd, c->send_cq, c->recv_cq, send_depth, credits,
+                           &c->max_inline, err, err_len) != RKV_OK)
+        goto fail;
+    if (rkv_rdma_buf_alloc(sh->pd, (size_t)credits * sh->max_msg, IBV_ACCESS_LOCAL_WRITE,
+                           "receive buffers", &c->recvs, err, err_len) != RKV_OK ||
+        rkv_rdma_buf_alloc(sh->pd, (size_t)ring * sh->max_msg, IBV_ACCESS_LOCAL_WRITE,
+                           "reply buffers", &c->replies.buf, err, err_len) != RKV_OK)
+        goto fail;
+    c->replies.stride = sh->max_msg;
+    c->replies.count = ring;
+    rkv_rdma_sq_init(&c->sq, send_depth, 2 * sh->interval, sh->interval);
+    for (uint32_t i = 0; i < credits; i++)
+        c->repost[i] = i;
+    errno = rkv_rdma_post_recvs(id->qp, &c->recvs, sh->max_msg, c->repost, credits, c->rwr, c->rsge);
+    if (errno != 0) {
+        rkv_rdma_errno_error(errno, "ibv_post_recv", err, err_len);
+        goto fail;
+    }
+    id->context = c;
+    return c;
+
+fail:
+    id->context = NULL;
+    if (id->qp != NULL)
+        rdma_destroy_qp(id);
+    c->id = NULL;           /* the caller rejects and destroys the id */
+    conn_destroy(c);
+    return NULL;
+oom:
+    snprintf(err, err_len, "out of memory for a connection");
+    return NULL;
+}
+
+/* ------------------------------------------------------------ listener */
+
+static rkv_status rdma_listen(const char *addr, const struct rkv_region *region,
+                              const struct rkv_strans_params *p,
+                              struct rkv_listener **out, char *err, size_t err_len)
+{
+    struct rkv_strans_params defaults = { .gid_index = -1 };
+    struct sockaddr_storage ss;
+    struct srv_shared *sh = NULL;
+    struct rkv_listener *l = NULL;
+    uint8_t port;
+    bool relaxed = false;
+    char size_text[32];
+    rkv_status st = RKV_INVALID;
+
+    *out = NULL;
+    if (p == NULL)
+        p = &defaults;
+    if (region == NULL || region->base == NULL || region->size == 0) {
+        snprintf(err, err_len, "rdma listen: no region to export");
+        return RKV_INVALID;
+    }
+    if (rkv_rdma_parse_addr(addr, true, &ss, err, err_len) != RKV_OK)
+        return RKV_INVALID;
+
+    sh = calloc(1, sizeof *sh);
+    l = calloc(1, sizeof *l);
+    if (sh == NULL || l == NULL) {
+        free(sh);
+        free(l);
+        snprintf(err, err_len, "out of memory");
+        return RKV_NO_MEMORY;
+    }
+    atomic_init(&sh->refs, 1);
+    atomic_init(&sh->conns, 0);
+    l->sh = sh;
+    sh->region_base = region->base;
+    sh->region_size = region->size;
+    sh->credits = p->credits ? p->credits : DEFAULT_CREDITS;
+    sh->max_msg = p->max_msg ? p->max_msg : DEFAULT_MAX_MSG;
+    sh->max_conns = p->max_conns ? p->max_conns : DEFAULT_MAX_CONNS;
+    sh->max_inline = p->max_inline ? p->max_inline : RKV_RDMA_DEFAULT_INLINE;
+    sh->interval = p->signal_interval ? p->signal_interval : RKV_RDMA_DEFAULT_SIGNAL;
+    sh->cq_size = p->cq_size;
+    rkv_rdma_format_addr((struct sockaddr *)&ss, l->addr, sizeof l->addr);
+    if (sh->credits > MAX_CREDITS || sh->max_msg < RKV_MIN_MSG || sh->max_msg > RKV_MAX_MSG ||
+        sh->interval > RKV_RDMA_MAX_SIGNAL) {
+        snprintf(err, err_len,
+                 "rdma listen %s: credits %u (1..%u), max_msg %u (%u..%u) or signal_interval %u (1..%u) out of range",
+                 l->addr, sh->credits, MAX_CREDITS, sh->max_msg, RKV_MIN_MSG, RKV_MAX_MSG,
+                 sh->interval, RKV_RDMA_MAX_SIGNAL);
+        goto fail;
+    }
+
+    st = RKV_CONNECTION;
+    sh->channel = rkv_rdma_open_channel(err, err_len);
+    if (sh->channel == NULL)
+        goto fail;
+    if (rdma_create_id(sh->channel, &l->id, l, RDMA_PS_TCP) != 0) {
+        rkv_rdma_errno_error(errno, "rdma_create_id", err, err_len);
+        goto fail;
+    }
+    if (p->tos != 0 && rdma_set_option(l->id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS,
+                                       (void *)&p->tos, sizeof p->tos) != 0)
+        RKV_WARN("rdma listen %s: cannot set ToS %u: %s", l->addr, p->tos, strerror(errno));
+    if (rdma_bind_addr(l->id, (struct sockaddr *)&ss) != 0) {
+        char what[128];
+        if (errno == ENODEV || errno == EADDRNOTAVAIL) {
+            snprintf(err, err_len,
+                     "rdma listen %s: that address is not on an RDMA-capable interface "
+                     "(`rdma link show`, `ibv_devices`): use the IP of the RDMA netdev, or 0.0.0.0", l->addr);
+        } else {
+            snprintf(what, sizeof what, "rdma_bind_addr(%s)", l->addr);
+            rkv_rdma_errno_error(errno, what, err, err_len);
+        }
+        goto fail;
+    }
+    if (l->id->verbs != NULL) {
+        if (p->device != NULL && strcmp(p->device, rkv_rdma_device_name(l->id->verbs)) != 0) {
+            snprintf(err, err_len, "rdma listen %s: that address is on device %s, but rdma_device is %s",
+                     l->addr, rkv_rdma_device_name(l->id->verbs), p->device);
+            st = RKV_INVALID;
+            goto fail;
+        }
+        sh->verbs = l->id->verbs;
+        port = l->id->port_num;
+    } else {
+        st = rkv_rdma_find_device(p->device, &sh->verbs, err, err_len);
+        if (st != RKV_OK)
+            goto fail;
+        st = RKV_CONNECTION;
+        port = 0;   /* any ACTIVE port */
+    }
+    if (rkv_rdma_check_port(sh->verbs, port, err, err_len) != RKV_OK)
+        goto fail;
+    st = rkv_rdma_check_gid(sh->verbs, port, p->gid_index, err, err_len);
+    if (st != RKV_OK)
+        goto fail;
+    st = rkv_rdma_query_caps(sh->verbs, &sh->caps, err, err_len);
+    if (st != RKV_OK)
+        goto fail;
+    if (sh->credits + 2 * sh->interval + 1 > sh->caps.max_qp_wr) {
+        snprintf(err, err_len, "rdma listen %s: credits %u need %u send WRs but %s allows %u per QP; lower credits",
+                 l->addr, sh->credits, sh->credits + 2 * sh->interval + 1,
+                 rkv_rdma_device_name(sh->verbs), sh->caps.max_qp_wr);
+        st = RKV_INVALID;
+        goto fail;
+    }
+    st = rkv_rdma_check_memlock(region->size, "region", err, err_len);
+    if (st != RKV_OK)
+        goto fail;
+    st = RKV_CONNECTION;
+    sh->pd = ibv_alloc_pd(sh->verbs);
+    if (sh->pd == NULL) {
+        rkv_rdma_errno_error(errno, "ibv_alloc_pd", err, err_len);
+        goto fail;
+    }
+    /* Remote peers may read the region and nothing else: no REMOTE_WRITE. */
+    sh->region_mr = rkv_rdma_reg_mr(sh->pd, region->base, region->size,
+                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
+                                    &relaxed, "table region", err, err_len);
+    if (sh->region_mr == NULL)
+        goto fail;
+    if (rdma_listen(l->id, LISTEN_BACKLOG) != 0) {
+        rkv_rdma_errno_error(errno, "rdma_listen", err, err_len);
+        goto fail;
+    }
+    RKV_INFO("rdma: listening on %s (device %s), %s region registered, rkey 0x%x, relaxed ordering %s",
+             l->addr, rkv_rdma_device_name(sh->verbs),
+             rkv_format_size(region->size, size_text, sizeof size_text),
+             sh->region_mr->rkey, relaxed ? "on" : "off");
+    *out = l;
+    return RKV_OK;
+
+fail:
+    if (l->id != NULL)
+        rdma_destroy_id(l->id);
+    shared_put(sh);
+    free(l);
+    return st;
+}
+
+static int rdma_listener_fd(struct rkv_listener *l)
+{
+    return l->sh->channel->fd;
+}
+
+static void rdma_region_desc(struct rkv_listener *l, uint32_t *rkey, uint64_t *addr)
+{
+    *rkey = l->sh->region_mr->rkey;
+    *addr = (uint64_t)(uintptr_t)l->sh->region_base;
+}
+
+static void setup_unlink(struct rkv_listener *l, struct rkv_sconn *c)
+{
+    for (struct rkv_sconn **pp = &l->setup; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            c->next = NULL;
+            return;
+        }
+    }
+}
+
+/* Refuse a connect request, telling the client why. Acks the event. */
+static void reject_request(struct rdma_cm_event *ev, enum rkv_rdma_reject_reason reason)
+{
+    struct rdma_cm_id *id = ev->id;
+    struct rkv_rdma_reject rej = { .magic = RKV_RDMA_REJECT_MAGIC, .reason = reason };
+
+    rdma_reject(id, &rej, sizeof rej);
+    rdma_ack_cm_event(ev);
+    rdma_destroy_id(id);
+}
+
+static void on_connect_request(struct rkv_listener *l, struct rdma_cm_event *ev)
+{
+    struct srv_shared *sh = l->sh;
+    struct rdma_cm_id *id = ev->id;
+    struct rdma_conn_param cp = { 0 };
+    struct rkv_sconn *c;
+    char peer[80], err[400];
+
+    rkv_rdma_format_addr(rdma_get_peer_addr(id), peer, sizeof peer);
+    if (id->verbs != sh->verbs) {
+        RKV_WARN("rdma %s: rejecting %s: it arrived on %s, the region is registered on %s",
+                 l->addr, peer, rkv_rdma_device_name(id->verbs), rkv_rdma_device_name(sh->verbs));
+        reject_request(ev, RKV_REJECT_WRONG_DEVICE);
+        return;
+    }
+    if (atomic_load(&sh->conns) >= sh->max_conns) {
+        RKV_WARN("rdma %s: rejecting %s: %u connections is the limit (max_conns)", l->addr, peer,
+                 sh->max_conns);
+        reject_request(ev, RKV_REJECT_TOO_MANY);
+        return;
+    }
+    c = conn_create(sh, id, err, sizeof err);
+    if (c == NULL) {
+        RKV_ERROR("rdma %s: rejecting %s: %s", l->addr, peer, err);
+        reject_request(ev, RKV_REJECT_RESOURCES);
+        return;
+    }
+    /* Let the client keep as many READs in flight as the device serves, and
+     * let our pulls do the same against the client. */
+    cp.responder_resources = RKV_MIN(ev->param.conn.initiator_depth, sh->caps.max_rd_atom);
+    cp.initiator_depth = RKV_MIN(ev->param.conn.responder_resources, sh->caps.max_init_rd_atom);
+    cp.rnr_retry_count = 7;   /* retry forever: a reply waits for a re-posted receive */
+    if (rdma_accept(id, &cp) != 0) {
+        RKV_WARN("rdma %s: rdma_accept for %s failed: %s", l->addr, peer, strerror(errno));
+        rdma_ack_cm_event(ev);
+        conn_destroy(c);
+        return;
+    }
+    c->next = l->setup;
+    l->setup = c;
+    rdma_ack_cm_event(ev);
+}
+
+/* A connection's teardown event. Returns after acking ev. */
+static void on_conn_gone(struct rkv_listener *l, struct rdma_cm_event *ev)
+{
+    struct rkv_sconn *c = ev->id->context;
+
+    if (c == NULL) {
+        rdma_ack_cm_event(ev);
+        return;
+    }
+    if (!c->established) {          /* still ours: tear it down */
+        RKV_DEBUG("rdma %s: %s went away during setup (%s)", l->addr, c->peer, rdma_event_str(ev->event));
+        setup_unlink(l, c);
+        rdma_ack_cm_event(ev);
+        conn_destroy(c);
+        return;
+    }
+    /* A worker owns it; the unacked event keeps it alive until the ack. */
+    atomic_store(&c->dead, true);
+    pthread_mutex_lock(&c->close_lock);
+    if (!c->closing)
+        rdma_disconnect(c->id);     /* QP to error: flushes wake an event-mode worker */
+    pthread_mutex_unlock(&c->close_lock);
+    rdma_ack_cm_event(ev);
+}
+
+static rkv_status rdma_accept_conn(struct rkv_listener *l, struct rkv_sconn **out)
+{
+    struct rdma_cm_event *ev;
+
+    *out = NULL;
+    for (;;) {
+        if (rdma_get_cm_event(l->sh->channel, &ev) != 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return RKV_OK;
+            RKV_ERROR("rdma %s: rdma_get_cm_event: %s", l->addr, strerror(errno));
+            return RKV_CONNECTION;
+        }
+        if (ev->id == l->id) {
+            if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
+                RKV_ERROR("rdma %s: the RDMA device %s was removed; restart the server",
+                          l->addr, rkv_rdma_device_name(l->sh->verbs));
+            rdma_ack_cm_event(ev);
+            continue;
+        }
+        switch (ev->event) {
+        case RDMA_CM_EVENT_CONNECT_REQUEST:
+            on_connect_request(l, ev);
+            break;
+        case RDMA_CM_EVENT_ESTABLISHED: {
+            struct rkv_sconn *c = ev->id->context;
+            rdma_ack_cm_event(ev);
+            if (c != NULL && !c->established) {
+                setup_unlink(l, c);
+                c->established = true;
+                RKV_DEBUG("rdma %s: %s connected (inline %u)", l->addr, c->peer, c->max_inline);
+                *out = c;
+                return RKV_OK;
+            }
+            break;
+        }
+        case RDMA_CM_EVENT_DISCONNECTED:
+        case RDMA_CM_EVENT_REJECTED:
+        case RDMA_CM_EVENT_CONNECT_ERROR:
+        case RDMA_CM_EVENT_UNREACHABLE:
+        case RDMA_CM_EVENT_DEVICE_REMOVAL:
+            on_conn_gone(l, ev);
+            break;
+        default:  /* TIMEWAIT_EXIT, ADDR_CHANGE, ...: nothing to do */
+            rdma_ack_cm_event(ev);
+            break;
+        }
+    }
+}
+
+static void rdma_close_listener(struct rkv_listener *l)
+{
+    while (l->setup != NULL) {
+        struct rkv_sconn *c = l->setup;
+        l->setup = c->next;
+        conn_destroy(c);
+    }
+    rdma_destroy_id(l->id);
+    shared_put(l->sh);
+    free(l);
+}
+
+/* ------------------------------------------------------------ per connection */
+
+/* After arm(), completion events queue on the channel; take and ack them. */
+static void drain_cq_events(struct rkv_sconn *c)
+{
+    struct ibv_cq *cq;
+    void *ctx;
+
+    while (ibv_get_cq_event(c->comp, &cq, &ctx) == 0)
+        c->cq_events++;
+    if (c->cq_events >= 64) {
+        ibv_ack_cq_events(c->recv_cq, c->cq_events);
+        c->cq_events = 0;
+    }
+}
+
+static unsigned rdma_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max)
+{
+    const uint32_t credits = c->sh->credits;
+    unsigned room = credits - c->polled_count, got = 0;
+    int n;
+
+    if (RKV_UNLIKELY(c->armed)) {
+        c->armed = false;
+        drain_cq_events(c);
+    }
+    if (RKV_UNLIKELY(atomic_load_explicit(&c->dead, memory_order_relaxed)))
+        return 0;
+    max = RKV_MIN(max, room);
+    if (max == 0)
+        return 0;
+    n = ibv_poll_cq(c->recv_cq, (int)max, c->wcs);
+    if (RKV_UNLIKELY(n < 0)) {
+        conn_fail(c, "ibv_poll_cq failed on the receive queue");
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        const struct ibv_wc *wc = &c->wcs[i];
+        if (RKV_UNLIKELY(wc->status != IBV_WC_SUCCESS)) {
+            conn_wc_fail(c, wc->status, "receiving a request");
+            break;
+        }
+        if (RKV_UNLIKELY(wc->opcode != IBV_WC_RECV || wc->wr_id >= credits)) {
+            conn_fail(c, "unexpected receive completion");
+            break;
+        }
+        uint32_t slot = (uint32_t)wc->wr_id;
+        msgs[got].data = c->recvs.mem + (size_t)slot * c->sh->max_msg;
+        msgs[got].len = wc->byte_len;
+        c->polled[(c->polled_head + c->polled_count) % credits] = slot;
+        c->polled_count++;
+        got++;
+    }
+    return got;
+}
+
+static void *rdma_reply_buf(struct rkv_sconn *c, unsigned i)
+{
+    return rkv_rdma_ring_slot(&c->replies, i);
+}
+
+static rkv_status sq_wait(struct rkv_sconn *c, uint32_t limit, unsigned timeout_ms, const char *what)
+{
+    enum ibv_wc_status bad = IBV_WC_SUCCESS;
+    int rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, limit, rkv_now_ns() + timeout_ms * 1000000ull, &bad);
+
+    if (RKV_LIKELY(rc == 0))
+        return RKV_OK;
+    if (rc == -EIO)
+        conn_wc_fail(c, bad, what);
+    else if (rc == -ETIMEDOUT)
+        conn_fail(c, "the peer did not complete a transfer in time");
+    else
+        conn_fail(c, "send queue accounting error (a bug: please report it)");
+    return RKV_CONNECTION;
+}
+
+static rkv_status rdma_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned n)
+{
+    const uint32_t credits = c->sh->credits;
+    unsigned inlined;
+    int rc;
+
+    if (RKV_UNLIKELY(atomic_load_explicit(&c->dead, memory_order_relaxed)))
+        return RKV_CONNECTION;
+    if (n == 0)
+        return RKV_OK;
+    if (RKV_UNLIKELY(n > c->polled_count))
+        return RKV_INVALID;
+    for (unsigned i = 0; i < n; i++)
+        if (RKV_UNLIKELY(lens[i] > c->sh->max_msg))
+            return RKV_INVALID;
+    /* Give the request slots back first: the client may send its next
+     * request the moment it sees a reply. */
+    for (unsigned i = 0; i < n; i++)
+        c->repost[i] = c->polled[(c->polled_head + i) % credits];
+    c->polled_head = (c->polled_head + n) % credits;
+    c->polled_count -= n;
+    rc = rkv_rdma_post_recvs(c->id->qp, &c->recvs, c->sh->max_msg, c->repost, n, c->rwr, c->rsge);
+    if (RKV_UNLIKELY(rc != 0)) {
+        conn_fail(c, "ibv_post_recv failed");
+        return RKV_CONNECTION;
+    }
+    if (RKV_UNLIKELY(sq_wait(c, c->sq.depth - n, REPLY_TIMEOUT_MS, "sending a reply") != RKV_OK))
+        return RKV_CONNECTION;
+    rc = rkv_rdma_post_sends(c->id->qp, &c->sq, &c->replies, lens, n, c->max_inline,
+                             c->swr, c->ssge, &inlined);
+    if (RKV_UNLIKELY(rc != 0)) {
+        conn_fail(c, "ibv_post_send failed");
+        return RKV_CONNECTION;
+    }
+    /* The reply ring's next slots must be free before the worker writes them. */
+    return sq_wait(c, c->sq.keep, REPLY_TIMEOUT_MS, "sending a reply");
+}
+
+static rkv_status rdma_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst)
+{
+    struct srv_shared *sh = c->sh;
+    uint8_t *d = dst, *land = dst;
+    uint32_t lkey = sh->region_mr->lkey;
+    bool signaled;
+    char err[256];
+
+    if (atomic_load(&c->dead))
+        return RKV_CONNECTION;
+    if (rb->len == 0 || rb->len > RKV_RDMA_STAGING_SIZE || rb->addr + rb->len < rb->addr)
+        return RKV_PROTOCOL;
+    if (d < sh->region_base || d + rb->len > sh->region_base + sh->region_size) {
+        if (c->bounce.mem == NULL &&
+            rkv_rdma_buf_alloc(sh->pd, RKV_RDMA_STAGING_SIZE, IBV_ACCESS_LOCAL_WRITE, "pull bounce buffer",
+                               &c->bounce, err, sizeof err) != RKV_OK) {
+            RKV_ERROR("%s: %s", c->peer, err);
+            return RKV_NO_MEMORY;
+        }
+        land = c->bounce.mem;
+        lkey = c->bounce.mr->lkey;
+    }
+    if (sq_wait(c, c->sq.depth - 1, PULL_TIMEOUT_MS, "pulling a value") != RKV_OK)
+        return RKV_CONNECTION;
+    struct ibv_sge sge = { .addr = (uintptr_t)land, .length = rb->len, .lkey = lkey };
+    struct ibv_send_wr wr = {
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = IBV_WR_RDMA_READ,
+        .send_flags = IBV_SEND_SIGNALED,
+        .wr.rdma = { .remote_addr = rb->addr, .rkey = rb->rkey },
+    }, *bad = NULL;
+    wr.wr_id = rkv_rdma_sq_take(&c->sq, true, true, &signaled);
+    if (ibv_post_send(c->id->qp, &wr, &bad) != 0) {
+        conn_fail(c, "ibv_post_send (RDMA READ) failed");
+        return RKV_CONNECTION;
+    }
+    if (sq_wait(c, 0, PULL_TIMEOUT_MS, "RDMA READ of the client's staged value") != RKV_OK)
+        return RKV_CONNECTION;
+    if (land != d)
+        memcpy(d, land, rb->len);
+    return RKV_OK;
+}
+
+static bool rdma_alive(struct rkv_sconn *c)
+{
+    return !atomic_load_explicit(&c->dead, memory_order_relaxed);
+}
+
+static int rdma_event_fd(struct rkv_sconn *c)
+{
+    return c->comp->fd;
+}
+
+/* Ask for a completion event on the next request. The worker polls once
+ * more after arming (a request that arrived just before is not signaled)
+ * and sleeps on event_fd() only if that poll finds nothing. */
+static void rdma_arm(struct rkv_sconn *c)
+{
+    if (ibv_req_notify_cq(c->recv_cq, 0) != 0)
+        conn_fail(c, "ibv_req_notify_cq failed");
+    c->armed = true;
+}
+
+static const char *rdma_peer(struct rkv_sconn *c)
+{
+    return c->peer;
+}
+
+static void rdma_close(struct rkv_sconn *c)
+{
+    conn_destroy(c);
+}
+
+const struct rkv_server_transport rkv_rdma_server_transport = {
+    .scheme = "rdma",
+    .listen = rdma_listen,
+    .listener_fd = rdma_listener_fd,
+    .accept = rdma_accept_conn,
+    .region_desc = rdma_region_desc,
+    .close_listener = rdma_close_listener,
+    .poll = rdma_poll,
+    .reply_buf = rdma_reply_buf,
+    .reply = rdma_reply,
+    .pull = rdma_pull,
+    .alive = rdma_alive,
+    .event_fd = rdma_event_fd,
+    .arm = rdma_arm,
+    .peer = rdma_peer,
+    .close = rdma_close,
+};

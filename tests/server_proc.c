@@ -1,0 +1,105 @@
+/* server_proc.c — see server_proc.h. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server_proc.h"
+#include "util.h"
+
+void test_uri(char *buf, size_t len, unsigned n)
+{
+    const char *rdma = getenv("RKV_TEST_LISTEN");
+    char host[128];
+    uint16_t port;
+    if (rdma && strncmp(rdma, "rdma://", 7) == 0 && rkv_host_port(rdma + 7, host, sizeof host, &port))
+        snprintf(buf, len, "rdma://%s:%u", host, (unsigned)(port + n));
+    else
+        snprintf(buf, len, "shm:///tmp/rkv-test-%d-%u.sock", (int)getpid(), n);
+}
+
+rkv_client *connect_retry(const char *uri, const struct rkv_options *o, unsigned timeout_ms)
+{
+    uint64_t deadline = rkv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    rkv_client *c = NULL;
+    while (rkv_connect(uri, o, &c) != RKV_OK) {
+        if (rkv_now_ns() > deadline)
+            return NULL;
+        usleep(20000);
+    }
+    return c;
+}
+
+int server_start(struct server_proc *sp, const char *binary, const char *uri,
+                 const char *const *extra)
+{
+    const char *argv[64];
+    unsigned n = 0;
+    argv[n++] = binary;
+    argv[n++] = "--listen";
+    argv[n++] = uri;
+    argv[n++] = "--log-level";
+    argv[n++] = getenv("RKV_TEST_SERVER_LOG") ? getenv("RKV_TEST_SERVER_LOG") : "warn";
+    for (unsigned i = 0; extra && extra[i] && n < 62; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    snprintf(sp->uri, sizeof sp->uri, "%s", uri);
+
+    sp->pid = fork();
+    if (sp->pid < 0)
+        return -1;
+    if (sp->pid == 0) {
+        execv(binary, (char *const *)argv);
+        fprintf(stderr, "exec %s: %s\n", binary, strerror(errno));
+        _exit(127);
+    }
+    /* ready when a client gets through HELLO */
+    for (int i = 0; i < 1500; i++) {
+        int status;
+        if (waitpid(sp->pid, &status, WNOHANG) == sp->pid) {
+            fprintf(stderr, "rkv-server exited early (status %d)\n",
+                    WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+            sp->pid = 0;
+            return -1;
+        }
+        rkv_client *c;
+        if (rkv_connect(uri, NULL, &c) == RKV_OK) {
+            rkv_close(c);
+            return 0;
+        }
+        usleep(20000);
+    }
+    server_kill(sp);
+    return -1;
+}
+
+int server_stop(struct server_proc *sp)
+{
+    int status = 0;
+    if (sp->pid <= 0)
+        return -1;
+    kill(sp->pid, SIGTERM);
+    for (int i = 0; i < 1000; i++) {
+        if (waitpid(sp->pid, &status, WNOHANG) == sp->pid) {
+            sp->pid = 0;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        usleep(10000);
+    }
+    fprintf(stderr, "rkv-server did not stop within 10 s of SIGTERM\n");
+    server_kill(sp);
+    return -1;
+}
+
+void server_kill(struct server_proc *sp)
+{
+    if (sp->pid > 0) {
+        kill(sp->pid, SIGKILL);
+        waitpid(sp->pid, NULL, 0);
+    }
+    sp->pid = 0;
+}

@@ -1,0 +1,37 @@
+/* server_proc.h — start and stop a real rkv-server process from a test.
+ *
+ * Integration tests run the real binary: server_start() forks and execs it
+ * with the given flags plus --listen URI, then waits until a client can
+ * connect (or the process dies, which fails the test with its exit status).
+ * server_stop() sends SIGTERM and returns the exit status, so a test can
+ * require a clean shutdown.
+ */
+#ifndef RKV_TEST_SERVER_PROC_H
+#define RKV_TEST_SERVER_PROC_H
+
+#include <sys/types.h>
+
+#include "rkv.h"
+
+struct server_proc {
+    pid_t pid;
+    char uri[256];
+};
+
+/* argv: extra flags, NULL-terminated. Returns 0 when the server answers. */
+int server_start(struct server_proc *sp, const char *binary, const char *uri,
+                 const char *const *extra_args);
+/* SIGTERM, wait; returns the exit status (or 128+signal). */
+int server_stop(struct server_proc *sp);
+/* SIGKILL, wait. */
+void server_kill(struct server_proc *sp);
+
+/* A fresh URI for this test: shm:///tmp/rkv-test-PID-N.sock, or, when the
+ * environment sets RKV_TEST_LISTEN=rdma://IP:PORT, that address with the
+ * port advanced by n (so restarted servers do not collide). */
+void test_uri(char *buf, size_t len, unsigned n);
+
+/* Connect with retries for up to timeout_ms; NULL on failure. */
+rkv_client *connect_retry(const char *uri, const struct rkv_options *o, unsigned timeout_ms);
+
+#endif

@@ -1,0 +1,457 @@
+/* test_integration.c — a real rkv-server and real client processes.
+ *
+ * Runs over shm by default; over rdma when RKV_TEST_LISTEN=rdma://IP:PORT
+ * (tests/verbs/run.sh does that inside the Soft-RoCE VM). Every test starts
+ * its own server process, checks values (not just "no crash"), and requires
+ * a clean exit 0 on SIGTERM.
+ *
+ * Usage: test_integration PATH/TO/rkv-server
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rkv.h"
+#include "server_proc.h"
+
+static const char *server_bin;
+static unsigned uri_seq;
+static bool over_rdma;
+
+struct fixture {
+    struct server_proc sp;
+    rkv_client *c;
+};
+
+static int start_with(void **state, const char *const *extra)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    char uri[256];
+    test_uri(uri, sizeof uri, uri_seq++);
+    if (f == NULL || server_start(&f->sp, server_bin, uri, extra) != 0)
+        return -1;
+    f->c = connect_retry(f->sp.uri, NULL, 5000);
+    *state = f;
+    return f->c ? 0 : -1;
+}
+
+static int setup(void **state)
+{
+    static const char *const extra[] = { "--memory", "64M", "--event-mode", NULL };
+    return start_with(state, extra);
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    if (f == NULL)
+        return 0;
+    rkv_close(f->c);
+    int rc = server_stop(&f->sp);
+    free(f);
+    if (rc != 0)
+        fprintf(stderr, "rkv-server exit status %d on SIGTERM (want 0)\n", rc);
+    return rc == 0 ? 0 : -1;
+}
+
+/* A value that names its key and version, so any read can be checked. */
+static size_t make_value(char *buf, size_t cap, const char *key, unsigned version, size_t pad)
+{
+    int n = snprintf(buf, cap, "%s#%u#", key, version);
+    size_t len = (size_t)n + pad;
+    for (size_t i = (size_t)n; i < len && i < cap; i++)
+        buf[i] = (char)('a' + (i * 7 + version) % 26);
+    return len < cap ? len : cap;
+}
+
+static void test_put_get_delete(void **state)
+{
+    struct fixture *f = *state;
+    rkv_client *c = f->c;
+    char buf[256];
+    size_t n;
+
+    assert_int_equal(rkv_get(c, "nope", 4, buf, sizeof buf, &n, NULL), RKV_NOT_FOUND);
+    assert_int_equal(rkv_put(c, "k1", 2, "hello", 5, NULL, NULL), RKV_OK);
+    assert_int_equal(rkv_get(c, "k1", 2, buf, sizeof buf, &n, NULL), RKV_OK);
+    assert_int_equal(n, 5);
+    assert_memory_equal(buf, "hello", 5);
+    /* overwrite, then read through the (now stale) location cache */
+    assert_int_equal(rkv_put(c, "k1", 2, "world!", 6, NULL, NULL), RKV_OK);
+    assert_int_equal(rkv_get(c, "k1", 2, buf, sizeof buf, &n, NULL), RKV_OK);
+    assert_int_equal(n, 6);
+    assert_memory_equal(buf, "world!", 6);
+    /* zero-length value and a binary key */
+    const char bkey[4] = { 0, 1, 0, (char)0xff };
+    assert_int_equal(rkv_put(c, bkey, 4, "", 0, NULL, NULL), RKV_OK);
+    assert_int_equal(rkv_get(c, bkey, 4, buf, sizeof buf, &n, NULL), RKV_OK);
+    assert_int_equal(n, 0);
+    /* buffer too small says how much is needed and copies nothing */
+    assert_int_equal(rkv_get(c, "k1", 2, buf, 3, &n, NULL), RKV_BUFFER_TOO_SMALL);
+    assert_int_equal(n, 6);
+    assert_int_equal(rkv_delete(c, "k1", 2), RKV_OK);
+    assert_int_equal(rkv_get(c, "k1", 2, buf, sizeof buf, &n, NULL), RKV_NOT_FOUND);
+    assert_int_equal(rkv_delete(c, "k1", 2), RKV_NOT_FOUND);
+    /* limits */
+    char longkey[300];
+    memset(longkey, 'k', sizeof longkey);
+    assert_int_equal(rkv_put(c, longkey, 251, "v", 1, NULL, NULL), RKV_TOO_LARGE);
+    assert_int_equal(rkv_put(c, longkey, 250, "v", 1, NULL, NULL), RKV_OK);
+    assert_int_equal(rkv_get(c, longkey, 250, buf, sizeof buf, &n, NULL), RKV_OK);
+    assert_int_equal(rkv_put(c, NULL, 0, "v", 1, NULL, NULL), RKV_INVALID);
+}
+
+static void test_conditional_writes(void **state)
+{
+    struct fixture *f = *state;
+    rkv_client *c = f->c;
+    struct rkv_put_options add = { .mode = RKV_ADD }, rep = { .mode = RKV_REPLACE };
+    struct rkv_item_info info;
+    uint64_t v1, v2, r;
+    char buf[64];
+    size_t n;
+
+    assert_int_equal(rkv_put(c, "a", 1, "1", 1, &rep, NULL), RKV_NOT_STORED);
+    assert_int_equal(rkv_put(c, "a", 1, "1", 1, &add, &v1), RKV_OK);
+    assert_int_equal(rkv_put(c, "a", 1, "2", 1, &add, NULL), RKV_EXISTS);
+    assert_int_equal(rkv_get(c, "a", 1, buf, sizeof buf, &n, &info), RKV_OK);
+    assert_int_equal(info.version, v1);
+    struct rkv_put_options cas = { .mode = RKV_CAS, .cas = v1, .user_flags = 42 };
+    assert_int_equal(rkv_put(c, "a", 1, "3", 1, &cas, &v2), RKV_OK);
+    assert_true(v2 > v1);
+    assert_int_equal(rkv_put(c, "a", 1, "4", 1, &cas, NULL), RKV_CAS_MISMATCH);
+    assert_int_equal(rkv_get(c, "a", 1, buf, sizeof buf, &n, &info), RKV_OK);
+    assert_memory_equal(buf, "3", 1);
+    assert_int_equal(info.user_flags, 42);
+    assert_int_equal(rkv_put(c, "a", 1, "3", 1, &rep, NULL), RKV_OK);
+
+    assert_int_equal(rkv_incr(c, "ctr", 3, 1, &r), RKV_NOT_FOUND);
+    assert_int_equal(rkv_put(c, "ctr", 3, "41", 2, NULL, NULL), RKV_OK);
+    assert_int_equal(rkv_incr(c, "ctr", 3, 1, &r), RKV_OK);
+    assert_int_equal(r, 42);
+    assert_int_equal(rkv_incr(c, "ctr", 3, -50, &r), RKV_OK);
+    assert_int_equal(r, 0);
+    assert_int_equal(rkv_get(c, "ctr", 3, buf, sizeof buf, &n, NULL), RKV_OK);
+    assert_memory_equal(buf, "0", n);
+    assert_int_equal(rkv_incr(c, "a", 1, 1, &r), RKV_OK); /* "3" is a number */
+    assert_int_equal(rkv_put(c, "s", 1, "abc", 3, NULL, NULL), RKV_OK);
+    assert_int_equal(rkv_incr(c, "s", 1, 1, &r), RKV_NOT_NUMBER);
+}
+
+static void test_large_values(void **state)
+{
+    struct fixture *f = *state;
+    rkv_client *c = f->c;
+    size_t sizes[] = { 3000, 4096, 5000, 64 * 1024, 500 * 1024 };
+    size_t cap = 600 * 1024;
+    char *val = malloc(cap), *buf = malloc(cap);
+    assert_non_null(val);
+    assert_non_null(buf);
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char key[32];
+        size_t n;
+        snprintf(key, sizeof key, "big%u", i);
+        size_t len = make_value(val, cap, key, i, sizes[i]);
+        assert_int_equal(rkv_put(c, key, strlen(key), val, len, NULL, NULL), RKV_OK);
+        assert_int_equal(rkv_get(c, key, strlen(key), buf, cap, &n, NULL), RKV_OK);
+        assert_int_equal(n, len);
+        assert_memory_equal(buf, val, len);
+    }
+    free(val);
+    free(buf);
+}
+
+static void test_counters_shape(void **state)
+{
+    struct fixture *f = *state;
+    rkv_client *c = f->c;
+    struct rkv_counters k;
+    char buf[64];
+    size_t n;
+
+    assert_int_equal(rkv_put(c, "shape", 5, "v", 1, NULL, NULL), RKV_OK);
+    /* first GET: 2 bucket READs in one round trip, then 1 item READ */
+    rkv_reset_counters(c);
+    assert_int_equal(rkv_get(c, "shape", 5, buf, sizeof buf, &n, NULL), RKV_OK);
+    rkv_get_counters(c, &k);
+    assert_int_equal(k.reads, 3);
+    assert_int_equal(k.read_round_trips, 2);
+    assert_int_equal(k.sends, 0);      /* the server never sees a GET */
+    /* repeated GET: one READ through the location cache */
+    rkv_reset_counters(c);
+    assert_int_equal(rkv_get(c, "shape", 5, buf, sizeof buf, &n, NULL), RKV_OK);
+    rkv_get_counters(c, &k);
+    assert_int_equal(k.reads, 1);
+    assert_int_equal(k.read_round_trips, 1);
+    assert_int_equal(k.cache_hits, 1);
+    /* a batch of 32 PUTs is one post call */
+    struct rkv_put_op ops[32];
+    char keys[32][16];
+    for (unsigned i = 0; i < 32; i++) {
+        snprintf(keys[i], sizeof keys[i], "b%u", i);
+        ops[i] = (struct rkv_put_op){ .key = keys[i], .key_len = strlen(keys[i]),
+                                      .value = keys[i], .value_len = strlen(keys[i]) };
+    }
+    rkv_reset_counters(c);
+    assert_int_equal(rkv_mput(c, ops, 32), RKV_OK);
+    rkv_get_counters(c, &k);
+    for (unsigned i = 0; i < 32; i++)
+        assert_int_equal(ops[i].status, RKV_OK);
+    assert_int_equal(k.doorbells, 1);
+    assert_int_equal(k.sends, 32);
+    if (over_rdma)
+        assert_int_equal(k.inline_sends, 32); /* small requests go inline */
+    /* a batch of 32 GETs costs the round trips of one */
+    struct rkv_get_op gops[32];
+    char bufs[32][16];
+    for (unsigned i = 0; i < 32; i++)
+        gops[i] = (struct rkv_get_op){ .key = keys[i], .key_len = strlen(keys[i]),
+                                       .buf = bufs[i], .buf_len = sizeof bufs[i] };
+    rkv_reset_counters(c);
+    assert_int_equal(rkv_mget(c, gops, 32), RKV_OK);
+    rkv_get_counters(c, &k);
+    for (unsigned i = 0; i < 32; i++) {
+        assert_int_equal(gops[i].status, RKV_OK);
+        assert_memory_equal(bufs[i], keys[i], gops[i].value_len);
+    }
+    assert_true(k.read_round_trips <= 2);
+}
+
+static void test_mget_mixed(void **state)
+{
+    struct fixture *f = *state;
+    rkv_client *c = f->c;
+    char bufs[8][32];
+    const char *keys[8] = { "m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7" };
+    for (unsigned i = 0; i < 8; i += 2)
+        assert_int_equal(rkv_put(c, keys[i], 2, keys[i], 2, NULL, NULL), RKV_OK);
+    struct rkv_get_op ops[8];
+    for (unsigned i = 0; i < 8; i++)
+        ops[i] = (struct rkv_get_op){ .key = keys[i], .key_len = 2, .buf = bufs[i],
+                                      .buf_len = i == 4 ? 1 : sizeof bufs[i] };
+    assert_int_equal(rkv_mget(c, ops, 8), RKV_OK);
+    for (unsigned i = 0; i < 8; i++) {
+        if (i % 2)
+            assert_int_equal(ops[i].status, RKV_NOT_FOUND);
+        else if (i == 4)
+            assert_int_equal(ops[i].status, RKV_BUFFER_TOO_SMALL);
+        else {
+            assert_int_equal(ops[i].status, RKV_OK);
+            assert_memory_equal(bufs[i], keys[i], 2);
+        }
+    }
+}
+
+static void test_ttl(void **state)
+{
+    struct fixture *f = *state;
+    rkv_client *c = f->c;
+    struct rkv_put_options o = { .ttl = 1 };
+    struct rkv_item_info info;
+    char buf[16];
+    size_t n;
+    assert_int_equal(rkv_put(c, "ttl", 3, "x", 1, &o, NULL), RKV_OK);
+    assert_int_equal(rkv_get(c, "ttl", 3, buf, sizeof buf, &n, &info), RKV_OK);
+    assert_true(info.ttl_left >= 1 && info.ttl_left <= 2);
+    sleep(3);
+    /* expired: a miss judged by the client from the server clock */
+    assert_int_equal(rkv_get(c, "ttl", 3, buf, sizeof buf, &n, NULL), RKV_NOT_FOUND);
+    char stats[4096];
+    size_t len;
+    assert_int_equal(rkv_ping(c), RKV_OK);
+    assert_int_equal(rkv_stats(c, 0, stats, sizeof stats, &len), RKV_OK);
+    assert_non_null(strstr(stats, "items "));
+    assert_non_null(strstr(stats, "expirations "));
+    assert_non_null(strstr(stats, "connections "));
+}
+
+/* Several client processes hammer shared keys; every value read must be one
+ * that some writer wrote for that key. */
+static void test_concurrent_processes(void **state)
+{
+    struct fixture *f = *state;
+    enum { PROCS = 4, KEYS = 64, ROUNDS = 400 };
+    pid_t pids[PROCS];
+    for (int p = 0; p < PROCS; p++) {
+        pids[p] = fork();
+        assert_true(pids[p] >= 0);
+        if (pids[p] > 0)
+            continue;
+        rkv_client *c = connect_retry(f->sp.uri, NULL, 5000);
+        int bad = c == NULL;
+        for (unsigned r = 0; !bad && r < ROUNDS; r++) {
+            char key[16], val[512], buf[512];
+            size_t n;
+            snprintf(key, sizeof key, "shared%u", (r * 7 + (unsigned)p) % KEYS);
+            if ((r + (unsigned)p) % 3 == 0) {
+                size_t len = make_value(val, sizeof val, key, r * PROCS + (unsigned)p, r % 300);
+                bad |= rkv_put(c, key, strlen(key), val, len, NULL, NULL) != RKV_OK;
+            } else {
+                rkv_status st = rkv_get(c, key, strlen(key), buf, sizeof buf, &n, NULL);
+                if (st == RKV_OK) {
+                    /* parse "key#version#" and regenerate the whole value */
+                    unsigned ver;
+                    char k2[16];
+                    buf[n < sizeof buf ? n : sizeof buf - 1] = '\0';
+                    if (sscanf(buf, "%15[^#]#%u#", k2, &ver) != 2 || strcmp(k2, key) != 0) {
+                        bad = 1;
+                        break;
+                    }
+                    size_t pad = n - (strlen(key) + (size_t)snprintf(NULL, 0, "#%u#", ver));
+                    size_t len = make_value(val, sizeof val, key, ver, pad);
+                    bad |= len != n || memcmp(val, buf, n) != 0;
+                } else {
+                    bad |= st != RKV_NOT_FOUND;
+                }
+            }
+        }
+        rkv_close(c);
+        _exit(bad);
+    }
+    for (int p = 0; p < PROCS; p++) {
+        int status;
+        assert_int_equal(waitpid(pids[p], &status, 0), pids[p]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+}
+
+/* A client killed in the middle of a batch must not hurt the server. */
+static void test_client_killed_mid_batch(void **state)
+{
+    struct fixture *f = *state;
+    for (int round = 0; round < 5; round++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            rkv_client *c = connect_retry(f->sp.uri, NULL, 5000);
+            struct rkv_put_op ops[64];
+            char keys[64][16];
+            for (;;) {
+                for (unsigned i = 0; i < 64; i++) {
+                    snprintf(keys[i], sizeof keys[i], "kill%u", i);
+                    ops[i] = (struct rkv_put_op){ .key = keys[i], .key_len = strlen(keys[i]),
+                                                  .value = keys[i], .value_len = strlen(keys[i]) };
+                }
+                if (c == NULL || rkv_mput(c, ops, 64) != RKV_OK)
+                    _exit(1);
+            }
+        }
+        usleep(50000 + (useconds_t)round * 20000);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    /* the server still serves, and has dropped the dead connections */
+    char buf[64], stats[4096];
+    size_t n;
+    assert_int_equal(rkv_put(f->c, "alive", 5, "yes", 3, NULL, NULL), RKV_OK);
+    assert_int_equal(rkv_get(f->c, "alive", 5, buf, sizeof buf, &n, NULL), RKV_OK);
+    unsigned long long conns = 99;
+    for (int i = 0; i < 100 && conns != 1; i++) {
+        assert_int_equal(rkv_stats(f->c, 0, stats, sizeof stats, &n), RKV_OK);
+        const char *p = strstr(stats, "\nconnections ");
+        assert_non_null(p);
+        conns = strtoull(p + 13, NULL, 10);
+        if (conns != 1)
+            usleep(50000);
+    }
+    assert_int_equal(conns, 1);
+}
+
+static void test_auth(void **state)
+{
+    (void)state;
+    static const char *const extra[] = { "--memory", "16M", "--auth-secret", "s3cret", "--event-mode", NULL };
+    struct server_proc sp;
+    char uri[256];
+    test_uri(uri, sizeof uri, uri_seq++);
+    /* server_start's readiness probe has no secret: start, expect refusal */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const char *argv[16] = { server_bin, "--listen", uri, "--log-level", "error" };
+        unsigned n = 5;
+        for (unsigned i = 0; extra[i]; i++)
+            argv[n++] = extra[i];
+        argv[n] = NULL;
+        execv(server_bin, (char *const *)argv);
+        _exit(127);
+    }
+    sp.pid = pid;
+    snprintf(sp.uri, sizeof sp.uri, "%s", uri);
+    struct rkv_options good = { .auth_secret = "s3cret" }, bad = { .auth_secret = "wrong" };
+    rkv_client *c = connect_retry(uri, &good, 5000);
+    assert_non_null(c);
+    assert_int_equal(rkv_put(c, "k", 1, "v", 1, NULL, NULL), RKV_OK);
+    rkv_client *c2 = NULL;
+    assert_int_equal(rkv_connect(uri, &bad, &c2), RKV_AUTH);
+    assert_int_equal(rkv_connect(uri, NULL, &c2), RKV_AUTH);
+    assert_null(c2);
+    assert_int_equal(rkv_ping(c), RKV_OK);
+    rkv_close(c);
+    assert_int_equal(server_stop(&sp), 0);
+}
+
+/* A restarted server has a new region: clients get a clear error, then
+ * reconnect and never serve a location from the old region. */
+static void test_server_restart(void **state)
+{
+    (void)state;
+    static const char *const extra[] = { "--memory", "16M", "--event-mode", NULL };
+    struct server_proc sp;
+    char uri[256], buf[64];
+    size_t n;
+    test_uri(uri, sizeof uri, uri_seq++);
+    assert_int_equal(server_start(&sp, server_bin, uri, extra), 0);
+    struct rkv_options o = { .reconnect_ms = 50, .timeout_ms = 1000 };
+    rkv_client *c = connect_retry(uri, &o, 5000);
+    assert_non_null(c);
+    assert_int_equal(rkv_put(c, "gen", 3, "old", 3, NULL, NULL), RKV_OK);
+    assert_int_equal(rkv_get(c, "gen", 3, buf, sizeof buf, &n, NULL), RKV_OK); /* cached */
+    server_kill(&sp);
+    assert_int_equal(server_start(&sp, server_bin, uri, extra), 0);
+    rkv_status st = rkv_put(c, "other", 5, "x", 1, NULL, NULL);
+    assert_true(st == RKV_CONNECTION || st == RKV_TIMEOUT || st == RKV_OK);
+    for (int i = 0; i < 100 && (st = rkv_ping(c)) != RKV_OK; i++)
+        usleep(20000);
+    assert_int_equal(st, RKV_OK);
+    /* the new server has never seen "gen" */
+    assert_int_equal(rkv_get(c, "gen", 3, buf, sizeof buf, &n, NULL), RKV_NOT_FOUND);
+    struct rkv_counters k;
+    rkv_get_counters(c, &k);
+    assert_true(k.reconnects >= 1);
+    rkv_close(c);
+    assert_int_equal(server_stop(&sp), 0);
+}
+
+int main(int argc, char **argv)
+{
+    server_bin = argc > 1 ? argv[1] : getenv("RKV_SERVER_BIN");
+    if (server_bin == NULL) {
+        fprintf(stderr, "usage: %s PATH/TO/rkv-server\n", argv[0]);
+        return 2;
+    }
+    const char *l = getenv("RKV_TEST_LISTEN");
+    over_rdma = l && strncmp(l, "rdma://", 7) == 0;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_put_get_delete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conditional_writes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_counters_shape, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mget_mixed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ttl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_processes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_client_killed_mid_batch, setup, teardown),
+        cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_server_restart),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

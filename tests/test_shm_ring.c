@@ -1,0 +1,1049 @@
+/* test_shm_ring.c — the shm transport's rings, and its server side under attack.
+ *
+ * Part 1 exercises common/shm_ring.c directly on plain memory: batch publish
+ * and consume, wrap-around, a full ring, positions and lengths a hostile
+ * producer or consumer could write, and two threads streaming messages
+ * through one ring (every byte checked, in order), with and without the
+ * sleep/wake handshake.
+ *
+ * Part 2 runs the real shm server transport against a hand-made client that
+ * speaks the handshake itself and then misbehaves: it jumps the ring tail,
+ * writes over-long lengths, hands out rendezvous descriptors outside its
+ * staging area, tries to shrink the shared memfd or write the region, stays
+ * silent after connecting, or dies. The server must drop that connection
+ * (alive() false) and keep serving everyone else (design invariant 5).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "layout.h"
+#include "region.h"
+#include "shm_ring.h"
+#include "transport.h"
+#include "util.h"
+
+/* ===================================================== part 1: the rings */
+
+/* A connection area in plain memory with both ends of the request ring. */
+struct ring_fixture {
+    struct rkv_shm_layout l;
+    void *area;
+    struct rkv_shm_ring prod, cons;
+};
+
+static void ring_setup(struct ring_fixture *f, uint32_t credits, uint32_t max_msg)
+{
+    char err[256];
+    assert_int_equal(RKV_OK, rkv_shm_layout_init(&f->l, credits, max_msg, 4096, err, sizeof err));
+    f->area = aligned_alloc(4096, f->l.total);
+    assert_non_null(f->area);
+    memset(f->area, 0, f->l.total);
+    rkv_shm_ring_init(&f->prod, f->area, &f->l, RKV_SHM_REQUESTS);
+    rkv_shm_ring_init(&f->cons, f->area, &f->l, RKV_SHM_REQUESTS);
+}
+
+static void ring_teardown(struct ring_fixture *f)
+{
+    free(f->area);
+}
+
+/* Message `seq`: a length and bytes that both derive from seq. */
+static uint32_t msg_len(uint64_t seq, uint32_t max_msg)
+{
+    return (uint32_t)((seq * 2654435761u) % (max_msg + 1));
+}
+
+static uint8_t msg_byte(uint64_t seq, uint32_t i)
+{
+    return (uint8_t)(seq * 31 + i * 7 + (seq >> 8));
+}
+
+static void msg_fill(void *buf, uint64_t seq, uint32_t len)
+{
+    uint8_t *p = buf;
+    for (uint32_t i = 0; i < len; i++)
+        p[i] = msg_byte(seq, i);
+}
+
+static bool msg_check(const void *buf, uint64_t seq, uint32_t len)
+{
+    const uint8_t *p = buf;
+    for (uint32_t i = 0; i < len; i++)
+        if (p[i] != msg_byte(seq, i))
+            return false;
+    return true;
+}
+
+static void test_layout(void **state)
+{
+    (void)state;
+    struct rkv_shm_layout l;
+    char err[256];
+
+    assert_int_equal(RKV_OK, rkv_shm_layout_init(&l, 64, 4096, 1 << 20, err, sizeof err));
+    assert_int_equal(l.slot_stride % RKV_CACHELINE, 0);
+    assert_true(l.slot_stride >= 4096 + RKV_SHM_SLOT_HDR);
+    assert_true(l.req_off >= sizeof(struct rkv_shm_ctrl));
+    assert_int_equal(l.rep_off, l.req_off + 64 * l.slot_stride);
+    assert_true(l.staging_off >= l.rep_off + 64 * l.slot_stride);
+    assert_int_equal(l.staging_off % 4096, 0);
+    assert_int_equal(l.total, l.staging_off + (1 << 20));
+    assert_int_equal(l.total % 4096, 0);
+    /* each control word on its own cache line */
+    assert_int_equal(offsetof(struct rkv_shm_ctrl, req_head) - offsetof(struct rkv_shm_ctrl, req_tail),
+                     RKV_CACHELINE);
+    assert_int_equal(offsetof(struct rkv_shm_ctrl, client_sleeping), 5 * RKV_CACHELINE);
+
+    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 0, 4096, 1 << 20, err, sizeof err));
+    assert_non_null(strstr(err, "credits"));
+    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, RKV_SHM_MAX_CREDITS + 1, 4096, 1 << 20,
+                                                      err, sizeof err));
+    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 64, RKV_MIN_MSG - 1, 1 << 20, err, sizeof err));
+    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 64, RKV_MAX_MSG + 1, 1 << 20, err, sizeof err));
+    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 64, 4096, 100, err, sizeof err));
+    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 4096, RKV_MAX_MSG, 1 << 20, err, sizeof err));
+    assert_non_null(strstr(err, "lower"));
+}
+
+static void test_batch(void **state)
+{
+    (void)state;
+    struct ring_fixture f;
+    ring_setup(&f, 8, 512);
+    uint32_t lens[5] = { 0, 1, 100, 511, 512 };
+
+    assert_int_equal(8, rkv_shm_ring_space(&f.prod));
+    assert_int_equal(0, rkv_shm_ring_ready(&f.cons));
+    for (unsigned i = 0; i < 5; i++) {
+        void *b = rkv_shm_ring_slot(&f.prod, i);
+        assert_int_equal((uintptr_t)b % 8, 0);
+        msg_fill(b, i, lens[i]);
+    }
+    /* nothing is visible before the publish */
+    assert_int_equal(0, rkv_shm_ring_ready(&f.cons));
+    rkv_shm_ring_publish(&f.prod, lens, 5);
+    assert_int_equal(5, rkv_shm_ring_ready(&f.cons));
+    assert_int_equal(3, rkv_shm_ring_space(&f.prod));
+    for (unsigned i = 0; i < 5; i++) {
+        uint32_t len;
+        const void *m = rkv_shm_ring_peek(&f.cons, i, &len);
+        assert_non_null(m);
+        assert_int_equal(len, lens[i]);
+        assert_true(msg_check(m, i, len));
+    }
+    rkv_shm_ring_release(&f.cons, 2);
+    assert_int_equal(3, rkv_shm_ring_ready(&f.cons));
+    assert_int_equal(5, rkv_shm_ring_space(&f.prod));
+    rkv_shm_ring_release(&f.cons, 3);
+    assert_int_equal(0, rkv_shm_ring_ready(&f.cons));
+    assert_int_equal(8, rkv_shm_ring_space(&f.prod));
+    ring_teardown(&f);
+}
+
+static void test_wraparound(void **state)
+{
+    (void)state;
+    struct ring_fixture f;
+    ring_setup(&f, 4, 512);
+    uint64_t sent = 0, got = 0;
+
+    for (unsigned round = 0; round < 1000; round++) {
+        unsigned n = 1 + round % 4;
+        uint32_t lens[4];
+        assert_int_equal(4, rkv_shm_ring_space(&f.prod));
+        for (unsigned i = 0; i < n; i++) {
+            lens[i] = msg_len(sent + i, 512);
+            msg_fill(rkv_shm_ring_slot(&f.prod, i), sent + i, lens[i]);
+        }
+        rkv_shm_ring_publish(&f.prod, lens, n);
+        sent += n;
+        assert_int_equal((int)n, rkv_shm_ring_ready(&f.cons));
+        for (unsigned i = 0; i < n; i++) {
+            uint32_t len;
+            const void *m = rkv_shm_ring_peek(&f.cons, i, &len);
+            assert_non_null(m);
+            assert_int_equal(len, msg_len(got, 512));
+            assert_true(msg_check(m, got, len));
+            got++;
+        }
+        rkv_shm_ring_release(&f.cons, n);
+    }
+    assert_int_equal(sent, got);
+    assert_true(sent > 4 * 100);   /* wrapped many times */
+    ring_teardown(&f);
+}
+
+static void test_full_ring(void **state)
+{
+    (void)state;
+    struct ring_fixture f;
+    ring_setup(&f, 4, 512);
+    uint32_t lens[4] = { 10, 20, 30, 40 };
+
+    rkv_shm_ring_publish(&f.prod, lens, 4);
+    assert_int_equal(0, rkv_shm_ring_space(&f.prod));
+    assert_int_equal(4, rkv_shm_ring_ready(&f.cons));
+    rkv_shm_ring_release(&f.cons, 1);
+    assert_int_equal(1, rkv_shm_ring_space(&f.prod));
+    /* the freed slot is the oldest one: it is reused, the others are intact */
+    memset(rkv_shm_ring_slot(&f.prod, 0), 0xAB, 50);
+    uint32_t l5 = 50;
+    rkv_shm_ring_publish(&f.prod, &l5, 1);
+    assert_int_equal(4, rkv_shm_ring_ready(&f.cons));
+    uint32_t len;
+    assert_non_null(rkv_shm_ring_peek(&f.cons, 0, &len));
+    assert_int_equal(20, len);
+    const uint8_t *m = rkv_shm_ring_peek(&f.cons, 3, &len);
+    assert_int_equal(50, len);
+    assert_int_equal(0xAB, m[49]);
+    ring_teardown(&f);
+}
+
+static void test_hostile_positions(void **state)
+{
+    (void)state;
+    struct ring_fixture f;
+    ring_setup(&f, 8, 512);
+    struct rkv_shm_ctrl *ctrl = rkv_shm_ctrl_of(f.area);
+    uint32_t lens[3] = { 1, 2, 3 };
+
+    rkv_shm_ring_publish(&f.prod, lens, 3);
+    rkv_shm_ring_release(&f.cons, 3);
+
+    /* a producer claiming more than a ring's worth */
+    atomic_store(&ctrl->req_tail, 3 + 9);
+    assert_int_equal(-1, rkv_shm_ring_ready(&f.cons));
+    atomic_store(&ctrl->req_tail, 3 + 8);
+    assert_int_equal(8, rkv_shm_ring_ready(&f.cons));
+    /* a producer moving its tail backwards (wraps to a huge count) */
+    atomic_store(&ctrl->req_tail, 2);
+    assert_int_equal(-1, rkv_shm_ring_ready(&f.cons));
+    atomic_store(&ctrl->req_tail, UINT64_MAX);
+    assert_int_equal(-1, rkv_shm_ring_ready(&f.cons));
+
+    /* a length over max_msg, and max_msg itself */
+    atomic_store(&ctrl->req_tail, 4);
+    uint8_t *slot = (uint8_t *)f.area + f.l.req_off + 3 * f.l.slot_stride;
+    uint32_t bad = 513;
+    memcpy(slot, &bad, 4);
+    uint32_t len = 77;
+    assert_null(rkv_shm_ring_peek(&f.cons, 0, &len));
+    assert_int_equal(77, len);     /* untouched on failure */
+    bad = UINT32_MAX;
+    memcpy(slot, &bad, 4);
+    assert_null(rkv_shm_ring_peek(&f.cons, 0, &len));
+    bad = 512;
+    memcpy(slot, &bad, 4);
+    assert_non_null(rkv_shm_ring_peek(&f.cons, 0, &len));
+    assert_int_equal(512, len);
+
+    /* a consumer claiming to have consumed more than was published */
+    atomic_store(&ctrl->req_head, 10);
+    assert_int_equal(-1, rkv_shm_ring_space(&f.prod));
+    atomic_store(&ctrl->req_head, 0);
+    assert_int_equal(5, rkv_shm_ring_space(&f.prod));
+    ring_teardown(&f);
+}
+
+/* --- two threads: every message arrives once, whole, in order */
+
+struct stress {
+    struct ring_fixture f;
+    uint64_t count;          /* messages to send */
+    bool sleepy;             /* consumer sleeps on a socket when idle */
+    int sv[2];               /* socketpair: [0] consumer side, [1] producer side */
+    uint64_t bad;            /* consumer: messages that did not match */
+    uint64_t lost_wakeups;   /* consumer: sleeps that timed out with work pending */
+    uint64_t sleeps;         /* consumer: times it blocked */
+    uint64_t batches;        /* producer: publishes */
+};
+
+static void *stress_producer(void *arg)
+{
+    struct stress *s = arg;
+    uint64_t seq = 0;
+    unsigned rnd = 12345;
+    uint32_t lens[16];
+
+    while (seq < s->count) {
+        int space = rkv_shm_ring_space(&s->f.prod);
+        if (space <= 0) {
+            if (space < 0)
+                return NULL;
+            sched_yield();
+            continue;
+        }
+        rnd = rnd * 1103515245u + 12345u;
+        unsigned n = 1 + (rnd >> 16) % (unsigned)space;
+        n = (unsigned)RKV_MIN((uint64_t)n, s->count - seq);
+        for (unsigned i = 0; i < n; i++) {
+            lens[i] = msg_len(seq + i, s->f.l.max_msg);
+            msg_fill(rkv_shm_ring_slot(&s->f.prod, i), seq + i, lens[i]);
+        }
+        rkv_shm_ring_publish(&s->f.prod, lens, n);
+        s->batches++;
+        seq += n;
+        if (s->sleepy && rkv_shm_peer_sleeping(&rkv_shm_ctrl_of(s->f.area)->server_sleeping))
+            assert_int_equal(0, rkv_shm_wake(s->sv[1]));
+        if (s->sleepy && (rnd & 0x300) == 0)
+            usleep(20);       /* let the consumer fall asleep now and then */
+    }
+    return NULL;
+}
+
+static void *stress_consumer(void *arg)
+{
+    struct stress *s = arg;
+    _Atomic uint32_t *flag = &rkv_shm_ctrl_of(s->f.area)->server_sleeping;
+    uint64_t seq = 0;
+    unsigned idle = 0;
+
+    while (seq < s->count) {
+        int ready = rkv_shm_ring_ready(&s->f.cons);
+        if (ready < 0) {
+            s->bad++;
+            return NULL;
+        }
+        if (ready == 0) {
+            if (!s->sleepy || ++idle < 64) {
+                sched_yield();
+                continue;
+            }
+            idle = 0;
+            rkv_shm_sleep_announce(flag);
+            if (rkv_shm_ring_ready(&s->f.cons) == 0) {
+                struct pollfd pfd = { .fd = s->sv[0], .events = POLLIN };
+                s->sleeps++;
+                if (poll(&pfd, 1, 2000) == 0 && rkv_shm_ring_ready(&s->f.cons) > 0)
+                    s->lost_wakeups++;
+                rkv_shm_drain(s->sv[0]);
+            }
+            rkv_shm_sleep_cancel(flag);
+            continue;
+        }
+        for (int i = 0; i < ready; i++) {
+            uint32_t len;
+            const void *m = rkv_shm_ring_peek(&s->f.cons, (unsigned)i, &len);
+            if (m == NULL || len != msg_len(seq, s->f.l.max_msg) || !msg_check(m, seq, len))
+                s->bad++;
+            seq++;
+        }
+        rkv_shm_ring_release(&s->f.cons, (unsigned)ready);
+    }
+    return NULL;
+}
+
+static void run_stress(uint64_t count, bool sleepy)
+{
+    struct stress s;
+    pthread_t p, c;
+
+    memset(&s, 0, sizeof s);
+    ring_setup(&s.f, 16, 512);
+    s.count = count;
+    s.sleepy = sleepy;
+    assert_int_equal(0, socketpair(AF_UNIX, SOCK_SEQPACKET, 0, s.sv));
+    assert_int_equal(0, pthread_create(&c, NULL, stress_consumer, &s));
+    assert_int_equal(0, pthread_create(&p, NULL, stress_producer, &s));
+    pthread_join(p, NULL);
+    pthread_join(c, NULL);
+    assert_int_equal(0, s.bad);
+    assert_int_equal(0, s.lost_wakeups);
+    assert_int_equal(count, rkv_shm_ring_ctl_pos(&s.f.cons));
+    assert_true(s.batches < count);           /* messages really went in batches */
+    if (sleepy)
+        assert_true(s.sleeps > 0);            /* the sleep path was exercised */
+    close(s.sv[0]);
+    close(s.sv[1]);
+    ring_teardown(&s.f);
+}
+
+static void test_spsc_stress(void **state)
+{
+    (void)state;
+    run_stress(300000, false);
+}
+
+static void test_spsc_sleep_wake(void **state)
+{
+    (void)state;
+    run_stress(30000, true);
+}
+
+/* ===================================== part 2: the server against attack */
+
+#define SRV_CREDITS 8u
+#define SRV_MAX_MSG 1024u
+
+struct srv_fixture {
+    char dir[64];
+    char path[128];
+    struct rkv_region region;
+    struct rkv_listener *l;
+};
+
+static const struct rkv_server_transport *st = &rkv_shm_server_transport;
+
+static void srv_setup(struct srv_fixture *f, unsigned max_conns)
+{
+    char err[256];
+    snprintf(f->dir, sizeof f->dir, "/tmp/rkv-shm-test-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->path, sizeof f->path, "%s/s.sock", f->dir);
+    assert_int_equal(RKV_OK, rkv_region_create(4 << 20, &f->region, err, sizeof err));
+    memset(f->region.base, 0x5A, f->region.size);
+    struct rkv_strans_params p = { .credits = SRV_CREDITS, .max_msg = SRV_MAX_MSG,
+                                   .max_conns = max_conns };
+    rkv_status rc = st->listen(f->path, &f->region, &p, &f->l, err, sizeof err);
+    if (rc != RKV_OK)
+        fail_msg("listen: %s", err);
+}
+
+static void srv_teardown(struct srv_fixture *f)
+{
+    st->close_listener(f->l);
+    struct stat sb;
+    assert_int_equal(-1, lstat(f->path, &sb));   /* the socket file is gone */
+    rkv_region_destroy(&f->region);
+    rmdir(f->dir);
+}
+
+/* accept() until a connection appears (the client side is already
+ * connected and has sent its message), or fail after 2 s. */
+static struct rkv_sconn *srv_accept_one(struct srv_fixture *f)
+{
+    for (int i = 0; i < 2000; i++) {
+        struct rkv_sconn *c;
+        assert_int_equal(RKV_OK, st->accept(f->l, &c));
+        if (c != NULL)
+            return c;
+        struct pollfd pfd = { .fd = st->listener_fd(f->l), .events = POLLIN };
+        poll(&pfd, 1, 1);
+    }
+    fail_msg("no connection accepted");
+    return NULL;
+}
+
+/* A hand-made client: the raw handshake, then direct access to everything
+ * the server shares. */
+struct raw_client {
+    int sock;
+    int region_fd, conn_fd;
+    struct rkv_shm_accept_msg m;
+    struct rkv_shm_layout l;
+    uint8_t *area;
+    struct rkv_shm_ctrl *ctrl;
+};
+
+static int raw_connect_only(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    assert_true(s >= 0);
+    assert_int_equal(0, connect(s, (struct sockaddr *)&sa, sizeof sa));
+    return s;
+}
+
+static void raw_connect(struct srv_fixture *f, struct raw_client *rc, struct rkv_sconn **c)
+{
+    char err[256];
+    struct rkv_shm_connect_msg hello = { RKV_SHM_MAGIC, RKV_SHM_VERSION, (uint32_t)getpid() };
+    int fds[2];
+    unsigned nfds;
+    size_t got;
+
+    rc->sock = raw_connect_only(f->path);
+    assert_int_equal(0, rkv_shm_send_fds(rc->sock, &hello, sizeof hello, NULL, 0));
+    *c = srv_accept_one(f);
+    assert_int_equal(0, rkv_shm_recv_fds(rc->sock, &rc->m, sizeof rc->m, &got, fds, 2, &nfds));
+    assert_int_equal(sizeof rc->m, got);
+    assert_int_equal(RKV_OK, rc->m.status);
+    assert_int_equal(2, nfds);
+    rc->region_fd = fds[0];
+    rc->conn_fd = fds[1];
+    assert_int_equal(RKV_OK, rkv_shm_layout_init(&rc->l, rc->m.credits, rc->m.max_msg,
+                                                 rc->m.staging_size, err, sizeof err));
+    assert_int_equal(rc->l.total, rc->m.conn_size);
+    rc->area = mmap(NULL, rc->l.total, PROT_READ | PROT_WRITE, MAP_SHARED, rc->conn_fd, 0);
+    assert_true(rc->area != MAP_FAILED);
+    rc->ctrl = rkv_shm_ctrl_of(rc->area);
+    assert_true(st->alive(*c));
+}
+
+static void raw_close(struct raw_client *rc)
+{
+    munmap(rc->area, rc->l.total);
+    close(rc->conn_fd);
+    close(rc->region_fd);
+    close(rc->sock);
+}
+
+/* The server notices a dead peer within its rate-limited check. */
+static bool eventually_dead(struct rkv_sconn *c)
+{
+    for (int i = 0; i < 200; i++) {
+        if (!st->alive(c))
+            return true;
+        usleep(1000);
+    }
+    return false;
+}
+
+static void test_server_valid_exchange(void **state)
+{
+    (void)state;
+    struct srv_fixture f;
+    struct raw_client rc;
+    struct rkv_sconn *c;
+    struct rkv_msg msgs[SRV_CREDITS];
+
+    srv_setup(&f, 0);
+    raw_connect(&f, &rc, &c);
+    assert_int_equal(SRV_CREDITS, rc.m.credits);
+    assert_int_equal(SRV_MAX_MSG, rc.m.max_msg);
+    assert_int_equal(f.region.size, rc.m.region_size);
+    assert_true(rc.m.staging_size >= (1u << 20));
+    assert_non_null(strstr(st->peer(c), "shm pid"));
+
+    /* a well-behaved client, by hand: two requests, one publish */
+    struct rkv_shm_ring req;
+    rkv_shm_ring_init(&req, rc.area, &rc.l, RKV_SHM_REQUESTS);
+    uint32_t lens[2] = { 5, SRV_MAX_MSG };
+    msg_fill(rkv_shm_ring_slot(&req, 0), 1, 5);
+    msg_fill(rkv_shm_ring_slot(&req, 1), 2, SRV_MAX_MSG);
+    rkv_shm_ring_publish(&req, lens, 2);
+    assert_int_equal(2, st->poll(c, msgs, SRV_CREDITS));
+    /* the server hands out private copies, not the shared slots */
+    for (unsigned i = 0; i < 2; i++) {
+        const uint8_t *d = msgs[i].data;
+        assert_true(d < rc.area || d >= rc.area + rc.l.total);
+        assert_int_equal(0, (uintptr_t)d % 8);
+    }
+    memset(rkv_shm_ring_slot(&req, (unsigned)-2), 0, 5);  /* client scribbles afterwards */
+    assert_int_equal(5, msgs[0].len);
+    assert_true(msg_check(msgs[0].data, 1, 5));
+    assert_true(msg_check(msgs[1].data, 2, SRV_MAX_MSG));
+    assert_int_equal(2, atomic_load(&rc.ctrl->req_head));
+
+    /* replies land in the reply ring with one publish */
+    memcpy(st->reply_buf(c, 0), "ok", 2);
+    memcpy(st->reply_buf(c, 1), "fine", 4);
+    uint32_t rl[2] = { 2, 4 };
+    assert_int_equal(RKV_OK, st->reply(c, rl, 2));
+    assert_int_equal(2, atomic_load(&rc.ctrl->rep_tail));
+    assert_memory_equal(rc.area + rc.l.rep_off + RKV_SHM_SLOT_HDR, "ok", 2);
+    assert_memory_equal(rc.area + rc.l.rep_off + rc.l.slot_stride + RKV_SHM_SLOT_HDR, "fine", 4);
+    /* more replies than requests is a worker bug, refused */
+    assert_int_equal(RKV_INTERNAL, st->reply(c, rl, 1));
+
+    /* a valid rendezvous pull, at an offset */
+    uint8_t *staging = rc.area + rc.l.staging_off;
+    msg_fill(staging + 4096, 77, 100000);
+    uint8_t *dst = malloc(100000);
+    struct rkv_remote_buf rb = { .addr = 4096, .rkey = 0, .len = 100000 };
+    assert_int_equal(RKV_OK, st->pull(c, &rb, dst));
+    assert_true(msg_check(dst, 77, 100000));
+    rb.addr = rc.m.staging_size - 10;
+    rb.len = 10;
+    assert_int_equal(RKV_OK, st->pull(c, &rb, dst));   /* the very end is fine */
+    free(dst);
+    assert_true(st->alive(c));
+
+    /* event mode: arm, then a publish from a client wakes the event fd */
+    st->arm(c);
+    assert_int_equal(1, atomic_load(&rc.ctrl->server_sleeping));
+    struct pollfd pfd = { .fd = st->event_fd(c), .events = POLLIN };
+    assert_int_equal(0, poll(&pfd, 1, 0));
+    assert_true(rkv_shm_peer_sleeping(&rc.ctrl->server_sleeping));
+    assert_int_equal(0, rkv_shm_wake(rc.sock));
+    assert_int_equal(1, poll(&pfd, 1, 1000));
+    st->arm(c);                                        /* drains the wake-up */
+    assert_int_equal(0, poll(&pfd, 1, 0));
+    assert_true(st->alive(c));
+
+    /* the client dies: the event fd reports it and alive() turns false */
+    raw_close(&rc);
+    assert_int_equal(1, poll(&pfd, 1, 1000));
+    assert_true(eventually_dead(c));
+    st->close(c);
+    srv_teardown(&f);
+}
+
+static void test_server_tail_jump(void **state)
+{
+    (void)state;
+    struct srv_fixture f;
+    struct raw_client rc;
+    struct rkv_sconn *c;
+    struct rkv_msg msgs[SRV_CREDITS];
+
+    srv_setup(&f, 0);
+    raw_connect(&f, &rc, &c);
+    atomic_store(&rc.ctrl->req_tail, SRV_CREDITS + 5);
+    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
+    assert_false(st->alive(c));
+    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
+    assert_int_equal(RKV_CONNECTION, st->reply(c, NULL, 0));
+    st->close(c);
+
+    /* the listener keeps serving: a second client is fine */
+    raw_close(&rc);
+    raw_connect(&f, &rc, &c);
+    assert_true(st->alive(c));
+    /* ... until it moves its tail backwards after a valid request */
+    struct rkv_shm_ring req;
+    rkv_shm_ring_init(&req, rc.area, &rc.l, RKV_SHM_REQUESTS);
+    uint32_t len = 8;
+    rkv_shm_ring_publish(&req, &len, 1);
+    assert_int_equal(1, st->poll(c, msgs, SRV_CREDITS));
+    atomic_store(&rc.ctrl->req_tail, 0);
+    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
+    assert_false(st->alive(c));
+    st->close(c);
+    raw_close(&rc);
+    srv_teardown(&f);
+}
+
+static void test_server_bad_len(void **state)
+{
+    (void)state;
+    struct srv_fixture f;
+    struct raw_client rc;
+    struct rkv_sconn *c;
+    struct rkv_msg msgs[SRV_CREDITS];
+
+    srv_setup(&f, 0);
+    raw_connect(&f, &rc, &c);
+    uint32_t bad = SRV_MAX_MSG + 1;
+    memcpy(rc.area + rc.l.req_off, &bad, 4);
+    atomic_store(&rc.ctrl->req_tail, 1);
+    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
+    assert_false(st->alive(c));
+    st->close(c);
+    raw_close(&rc);
+    srv_teardown(&f);
+}
+
+static void test_server_bad_reply_head(void **state)
+{
+    (void)state;
+    struct srv_fixture f;
+    struct raw_client rc;
+    struct rkv_sconn *c;
+    struct rkv_msg msgs[SRV_CREDITS];
+
+    srv_setup(&f, 0);
+    raw_connect(&f, &rc, &c);
+    /* the client claims to have consumed replies that were never sent */
+    atomic_store(&rc.ctrl->rep_head, 3);
+    struct rkv_shm_ring req;
+    rkv_shm_ring_init(&req, rc.area, &rc.l, RKV_SHM_REQUESTS);
+    uint32_t len = 8;
+    rkv_shm_ring_publish(&req, &len, 1);
+    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
+    assert_false(st->alive(c));
+    st->close(c);
+    raw_close(&rc);
+    srv_teardown(&f);
+}
+
+/* A client that never drains its replies stalls only itself. */
+static void test_server_backpressure(void **state)
+{
+    (void)state;
+    struct srv_fixture f;
+    struct raw_client rc;
+    struct rkv_sconn *c;
+    struct rkv_msg msgs[SRV_CREDITS];
+    uint32_t lens[SRV_CREDITS];
+
+    srv_setup(&f, 0);
+    raw_connect(&f, &rc, &c);
+    struct rkv_shm_ring req;
+    rkv_shm_ring_init(&req, rc.area, &rc.l, RKV_SHM_REQUESTS);
+    for (unsigned i = 0; i < SRV_CREDITS; i++)
+        lens[i] = 16;
+    rkv_shm_ring_publish(&req, lens, SRV_CREDITS);
+    assert_int_equal(SRV_CREDITS, st->poll(c, msgs, SRV_CREDITS));
+    assert_int_equal(RKV_OK, st->reply(c, lens, SRV_CREDITS));
+    /* request ring is free again, reply ring full and never consumed */
+    rkv_shm_ring_publish(&req, lens, 3);
+    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
+    assert_true(st->alive(c));
+    /* the client consumes two replies: exactly two requests are taken */
+    atomic_store(&rc.ctrl->rep_head, 2);
+    assert_int_equal(2, st->poll(c, msgs, SRV_CREDITS));
+    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
+    assert_int_equal(RKV_OK, st->reply(c, lens, 2));
+    st->close(c);
+    raw_close(&rc);
+    srv_teardown(&f);
+}
+
+static void test_server_bad_pull(void **state)
+{
+    (void)state;
+    struct srv_fixture f;
+    struct raw_client rc;
+    struct rkv_sconn *c;
+    uint8_t dst[64];
+    const struct rkv_remote_buf bad[] = {
+        { .addr = 0, .rkey = 0, .len = 0 },              /* placeholder, replaced below */
+        { .addr = UINT64_MAX - 8, .rkey = 0, .len = 16 },/* overflowing */
+        { .addr = 0, .rkey = 7, .len = 16 },             /* an rkey on shm */
+    };
+
+    srv_setup(&f, 0);
+    for (unsigned i = 0; i < RKV_ARRAY_SIZE(bad); i++) {
+        struct rkv_remote_buf rb = bad[i];
+        raw_connect(&f, &rc, &c);
+        if (i == 0) {
+            rb.addr = rc.m.staging_size - 10;   /* runs 1 byte past the end */
+            rb.len = 11;
+        }
+        assert_int_equal(RKV_PROTOCOL, st->pull(c, &rb, dst));
+        assert_false(st->alive(c));
+        st->close(c);
+        raw_close(&rc);
+    }
+    srv_teardown(&f);
+}
+
+static void test_server_shared_memory_is_safe(void **state)
+{
+    (void)state;
+    struct srv_fixture f;
+    struct raw_client rc;
+    struct rkv_sconn *c;
+
+    srv_setup(&f, 0);
+    raw_connect(&f, &rc, &c);
+    /* the connection memfd is sealed: no SIGBUS for the server */
+    assert_int_equal(-1, ftruncate(rc.conn_fd, 4096));
+    assert_int_equal(EPERM, errno);
+    /* the region is read-only to the client */
+    assert_true(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, rc.region_fd, 0) == MAP_FAILED);
+    assert_int_equal(-1, write(rc.region_fd, "x", 1));
+    assert_int_equal(-1, ftruncate(rc.region_fd, 0));
+    void *ro = mmap(NULL, rc.m.region_size, PROT_READ, MAP_SHARED, rc.region_fd, 0);
+    assert_true(ro != MAP_FAILED);
+    assert_int_equal(0x5A, ((uint8_t *)ro)[rc.m.region_size - 1]);
+    ((uint8_t *)f.region.base)[0] = 0x11;          /* server writes are visible */
+    assert_int_equal(0x11, ((uint8_t *)ro)[0]);
+    assert_int_equal(-1, mprotect(ro, 4096, PROT_READ | PROT_WRITE));
+    munmap(ro, rc.m.region_size);
+    st->close(c);
+    raw_close(&rc);
+    srv_teardown(&f);
+}
+
+/* Silent peers, bad connect messages and version mismatches never block or
+ * break the listener. */
+static void test_listener_handshakes(void **state)
+{
+    (void)state;
+    struct srv_fixture f;
+    struct raw_client rc;
+    struct rkv_sconn *c;
+
+    srv_setup(&f, 0);
+    int silent = raw_connect_only(f.path);
+    int garbage = raw_connect_only(f.path);
+    assert_int_equal(3, send(garbage, "abc", 3, 0));
+    int old = raw_connect_only(f.path);
+    struct rkv_shm_connect_msg m = { RKV_SHM_MAGIC, RKV_SHM_VERSION + 1, 1 };
+    assert_int_equal(sizeof m, send(old, &m, sizeof m, 0));
+
+    uint64_t t0 = rkv_now_ns();
+    raw_connect(&f, &rc, &c);                 /* accepted despite the three */
+    assert_true(rkv_now_ns() - t0 < 1000000000ull);
+
+    /* the garbage sender was hung up on; the old version got a reason */
+    char buf[16];
+    assert_int_equal(0, recv(garbage, buf, sizeof buf, 0));
+    struct rkv_shm_accept_msg am;
+    assert_int_equal(sizeof am, recv(old, &am, sizeof am, 0));
+    assert_int_equal(RKV_VERSION_MISMATCH, am.status);
+    assert_non_null(strstr(am.reason, "version"));
+    /* the silent one is dropped after its handshake deadline */
+    struct rkv_sconn *none;
+    for (int i = 0; i < 40; i++) {
+        assert_int_equal(RKV_OK, st->accept(f.l, &none));
+        assert_null(none);
+        usleep(100000);
+    }
+    assert_int_equal(0, recv(silent, buf, sizeof buf, MSG_DONTWAIT));
+    close(silent);
+    close(garbage);
+    close(old);
+    st->close(c);
+    raw_close(&rc);
+    srv_teardown(&f);
+}
+
+static void test_listener_max_conns(void **state)
+{
+    (void)state;
+    struct srv_fixture f;
+    struct raw_client rc;
+    struct rkv_sconn *c;
+
+    srv_setup(&f, 1);
+    raw_connect(&f, &rc, &c);
+    int s = raw_connect_only(f.path);
+    struct rkv_shm_connect_msg m = { RKV_SHM_MAGIC, RKV_SHM_VERSION, 1 };
+    assert_int_equal(sizeof m, send(s, &m, sizeof m, 0));
+    struct rkv_sconn *none;
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(RKV_OK, st->accept(f.l, &none));
+        assert_null(none);
+        usleep(1000);
+    }
+    struct rkv_shm_accept_msg am;
+    assert_int_equal(sizeof am, recv(s, &am, sizeof am, 0));
+    assert_int_equal(RKV_SERVER_BUSY, am.status);
+    assert_non_null(strstr(am.reason, "max_conns"));
+    close(s);
+    /* closing the first frees its place; a connection may outlive its listener */
+    st->close(c);
+    raw_close(&rc);
+    raw_connect(&f, &rc, &c);
+    st->close_listener(f.l);
+    f.l = NULL;
+    assert_true(st->alive(c));
+    st->close(c);
+    raw_close(&rc);
+    rkv_region_destroy(&f.region);
+    unlink(f.path);
+    rmdir(f.dir);
+}
+
+static void test_listener_socket_path(void **state)
+{
+    (void)state;
+    struct srv_fixture f;
+    struct rkv_listener *l2;
+    char err[256];
+
+    srv_setup(&f, 0);
+    /* a second server on a live socket is refused, the first keeps it */
+    assert_int_equal(RKV_INVALID, st->listen(f.path, &f.region, NULL, &l2, err, sizeof err));
+    assert_non_null(strstr(err, "already listening"));
+    struct stat sb;
+    assert_int_equal(0, lstat(f.path, &sb));
+    assert_int_equal(0660, sb.st_mode & 0777);
+    st->close_listener(f.l);
+
+    /* a stale socket (its server died without unlinking) is replaced */
+    int s = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", f.path);
+    assert_int_equal(0, bind(s, (struct sockaddr *)&sa, sizeof sa));
+    close(s);
+    assert_int_equal(RKV_OK, st->listen(f.path, &f.region, NULL, &f.l, err, sizeof err));
+    st->close_listener(f.l);
+
+    /* a regular file is never removed */
+    FILE *fp = fopen(f.path, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    assert_int_equal(RKV_INVALID, st->listen(f.path, &f.region, NULL, &l2, err, sizeof err));
+    assert_non_null(strstr(err, "not a socket"));
+    unlink(f.path);
+
+    /* a missing directory and a region without a memfd are explained */
+    char bad[192];
+    snprintf(bad, sizeof bad, "%s/nodir/s.sock", f.dir);
+    assert_int_equal(RKV_INVALID, st->listen(bad, &f.region, NULL, &l2, err, sizeof err));
+    assert_non_null(strstr(err, "directory"));
+    struct rkv_region anon = f.region;
+    anon.fd = -1;
+    assert_int_equal(RKV_INVALID, st->listen(f.path, &anon, NULL, &l2, err, sizeof err));
+    assert_non_null(strstr(err, "memfd"));
+    struct rkv_strans_params p = { .credits = 100000 };
+    assert_int_equal(RKV_INVALID, st->listen(f.path, &f.region, &p, &l2, err, sizeof err));
+    assert_non_null(strstr(err, "credits"));
+    rkv_region_destroy(&f.region);
+    rmdir(f.dir);
+}
+
+/* ==================================== part 3: the client against a server */
+
+struct client_fixture {
+    struct srv_fixture f;
+    struct rkv_ctrans *t;
+    struct rkv_sconn *c;
+    struct rkv_trans_counters counters;
+};
+
+static void *connect_thread(void *arg)
+{
+    struct client_fixture *cf = arg;
+    char err[256];
+    struct rkv_ctrans_params p = { .timeout_ms = 3000, .local_buf_size = 1 << 16 };
+    if (rkv_shm_client_transport.connect(cf->f.path, &p, &cf->counters, &cf->t, err,
+                                         sizeof err) != RKV_OK)
+        cf->t = NULL;
+    return NULL;
+}
+
+static void client_setup(struct client_fixture *cf)
+{
+    pthread_t th;
+    memset(cf, 0, sizeof *cf);
+    srv_setup(&cf->f, 0);
+    assert_int_equal(0, pthread_create(&th, NULL, connect_thread, cf));
+    cf->c = srv_accept_one(&cf->f);
+    pthread_join(th, NULL);
+    assert_non_null(cf->t);
+}
+
+static void client_teardown(struct client_fixture *cf)
+{
+    rkv_shm_client_transport.close(cf->t);
+    st->close(cf->c);
+    srv_teardown(&cf->f);
+}
+
+static void test_client_checks(void **state)
+{
+    (void)state;
+    const struct rkv_client_transport *ct = &rkv_shm_client_transport;
+    struct client_fixture cf;
+    char err[256];
+    client_setup(&cf);
+
+    /* set_region insists on the region the memfd really has */
+    struct rkv_hello h = { .proto_version = RKV_PROTO_VERSION, .credits = SRV_CREDITS,
+                           .max_msg = SRV_MAX_MSG, .region_size = cf.f.region.size };
+    assert_int_equal(RKV_OK, ct->set_region(cf.t, &h, err, sizeof err));
+    h.region_size += 4096;
+    assert_int_equal(RKV_PROTOCOL, ct->set_region(cf.t, &h, err, sizeof err));
+    assert_non_null(strstr(err, "region"));
+    h.region_size = cf.f.region.size;
+    h.credits = SRV_CREDITS * 2;
+    assert_int_equal(RKV_PROTOCOL, ct->set_region(cf.t, &h, err, sizeof err));
+
+    /* reads stay inside the region and land inside the local buffer */
+    size_t cap;
+    uint8_t *lb = ct->local_buf(cf.t, &cap);
+    assert_true(cap >= (1 << 16));
+    struct rkv_read_op op = { .offset = cf.f.region.size - 8, .len = 8, .dst = lb };
+    assert_int_equal(RKV_OK, ct->read(cf.t, &op, 1));
+    op.len = 9;
+    assert_int_equal(RKV_INVALID, ct->read(cf.t, &op, 1));
+    op.offset = UINT64_MAX - 2;
+    op.len = 8;
+    assert_int_equal(RKV_INVALID, ct->read(cf.t, &op, 1));
+    op.offset = 0;
+    op.dst = lb + cap - 4;
+    assert_int_equal(RKV_INVALID, ct->read(cf.t, &op, 1));
+    uint8_t outside[8];
+    op.dst = outside;
+    assert_int_equal(RKV_INVALID, ct->read(cf.t, &op, 1));
+    assert_int_equal(1, cf.counters.reads);
+    assert_int_equal(0, cf.counters.doorbells);
+
+    /* sends beyond the credits are refused; an over-long message too */
+    uint32_t lens[SRV_CREDITS + 1];
+    for (unsigned i = 0; i <= SRV_CREDITS; i++)
+        lens[i] = 8;
+    assert_null(ct->send_buf(cf.t, SRV_CREDITS));
+    assert_int_equal(RKV_INVALID, ct->send(cf.t, lens, SRV_CREDITS + 1));
+    lens[0] = SRV_MAX_MSG + 1;
+    assert_int_equal(RKV_INVALID, ct->send(cf.t, lens, 1));
+    lens[0] = 8;
+    assert_int_equal(RKV_OK, ct->send(cf.t, lens, SRV_CREDITS));
+    assert_int_equal(RKV_INVALID, ct->send(cf.t, lens, 1));
+    assert_int_equal(1, cf.counters.doorbells);
+    assert_int_equal(SRV_CREDITS, cf.counters.sends);
+
+    /* nothing answered yet: a bounded wait times out */
+    const void *msg;
+    size_t len;
+    uint64_t t0 = rkv_now_ns();
+    assert_int_equal(RKV_TIMEOUT, ct->recv(cf.t, &msg, &len, 30));
+    uint64_t waited = rkv_now_ns() - t0;
+    assert_true(waited >= 29000000ull && waited < 1000000000ull);
+
+    /* a server that scribbles its reply tail is caught */
+    struct rkv_msg msgs[SRV_CREDITS];
+    assert_int_equal(SRV_CREDITS, st->poll(cf.c, msgs, SRV_CREDITS));
+    atomic_store(&((struct rkv_shm_ctrl *)cf.c ? &rkv_shm_ctrl_of(
+        *(void **)((uint8_t *)cf.c + offsetof(struct { int s; void *q; void *a; }, a)))->rep_tail
+        : NULL), SRV_CREDITS + 3);
+    assert_int_equal(RKV_PROTOCOL, ct->recv(cf.t, &msg, &len, 10));
+    assert_int_equal(RKV_CONNECTION, ct->send(cf.t, lens, 1));
+    client_teardown(&cf);
+}
+
+/* The client learns that the server went away while it waits. */
+static void test_client_server_death(void **state)
+{
+    (void)state;
+    const struct rkv_client_transport *ct = &rkv_shm_client_transport;
+    struct client_fixture cf;
+    client_setup(&cf);
+
+    uint32_t len = 8;
+    assert_int_equal(RKV_OK, ct->send(cf.t, &len, 1));
+    struct rkv_msg msgs[1];
+    assert_int_equal(1, st->poll(cf.c, msgs, 1));
+    /* one reply, then the server drops the connection */
+    memcpy(st->reply_buf(cf.c, 0), "lastword", 8);
+    assert_int_equal(RKV_OK, st->reply(cf.c, &len, 1));
+    st->close(cf.c);
+    cf.c = NULL;
+
+    const void *msg;
+    size_t got;
+    assert_int_equal(RKV_OK, ct->recv(cf.t, &msg, &got, 1000));
+    assert_int_equal(8, got);
+    assert_memory_equal(msg, "lastword", 8);
+    ct->recv_done(cf.t);
+    uint64_t t0 = rkv_now_ns();
+    assert_int_equal(RKV_CONNECTION, ct->recv(cf.t, &msg, &got, 5000));
+    assert_true(rkv_now_ns() - t0 < 1000000000ull);   /* hang-up, not the timeout */
+    ct->close(cf.t);
+    srv_teardown(&cf.f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_wraparound),
+        cmocka_unit_test(test_full_ring),
+        cmocka_unit_test(test_hostile_positions),
+        cmocka_unit_test(test_spsc_stress),
+        cmocka_unit_test(test_spsc_sleep_wake),
+        cmocka_unit_test(test_server_valid_exchange),
+        cmocka_unit_test(test_server_tail_jump),
+        cmocka_unit_test(test_server_bad_len),
+        cmocka_unit_test(test_server_bad_reply_head),
+        cmocka_unit_test(test_server_backpressure),
+        cmocka_unit_test(test_server_bad_pull),
+        cmocka_unit_test(test_server_shared_memory_is_safe),
+        cmocka_unit_test(test_listener_handshakes),
+        cmocka_unit_test(test_listener_max_conns),
+        cmocka_unit_test(test_listener_socket_path),
+        cmocka_unit_test(test_client_checks),
+        cmocka_unit_test(test_client_server_death),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,339 @@
+/* bench_report.c — see bench_report.h. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_report.h"
+#include "json.h"
+#include "util.h"
+
+static const char *const op_names[BENCH_OP_COUNT] = { "get", "put", "delete", "rmw" };
+static const char *const op_labels[BENCH_OP_COUNT] = { "GET", "PUT", "DELETE", "RMW" };
+
+void bench_results_init(struct bench_results *r)
+{
+    memset(r, 0, sizeof *r);
+    for (unsigned i = 0; i < BENCH_OP_COUNT; i++)
+        hist_init(&r->lat[i]);
+}
+
+static void counters_add(struct rkv_counters *d, const struct rkv_counters *s)
+{
+    d->gets += s->gets;
+    d->get_hits += s->get_hits;
+    d->get_misses += s->get_misses;
+    d->puts += s->puts;
+    d->deletes += s->deletes;
+    d->other_rpcs += s->other_rpcs;
+    d->reads += s->reads;
+    d->read_round_trips += s->read_round_trips;
+    d->doorbells += s->doorbells;
+    d->sends += s->sends;
+    d->inline_sends += s->inline_sends;
+    d->verify_retries += s->verify_retries;
+    d->cache_hits += s->cache_hits;
+    d->reconnects += s->reconnects;
+}
+
+void bench_results_merge(struct bench_results *dst, const struct bench_results *src)
+{
+    for (unsigned i = 0; i < BENCH_OP_COUNT; i++)
+        hist_merge(&dst->lat[i], &src->lat[i]);
+    dst->get_hits += src->get_hits;
+    dst->get_misses += src->get_misses;
+    dst->delete_misses += src->delete_misses;
+    dst->rmw_conflicts += src->rmw_conflicts;
+    for (unsigned i = 0; i < RKV_STATUS_COUNT; i++)
+        dst->errors[i] += src->errors[i];
+    dst->verify_failures += src->verify_failures;
+    counters_add(&dst->counters, &src->counters);
+    if (src->duration_s > dst->duration_s)
+        dst->duration_s = src->duration_s;
+}
+
+uint64_t bench_results_ops(const struct bench_results *r)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < BENCH_OP_COUNT; i++)
+        n += r->lat[i].count;
+    return n;
+}
+
+uint64_t bench_results_errors(const struct bench_results *r)
+{
+    uint64_t n = r->verify_failures;
+    for (unsigned i = 0; i < RKV_STATUS_COUNT; i++)
+        n += r->errors[i];
+    return n;
+}
+
+static double ratio(uint64_t num, uint64_t den)
+{
+    return den ? (double)num / (double)den : 0.0;
+}
+
+void bench_ratios_of(const struct rkv_counters *c, struct bench_ratios *out)
+{
+    uint64_t requests = c->gets + c->puts + c->deletes + c->other_rpcs;
+    out->reads_per_get = ratio(c->reads, c->gets);
+    out->round_trips_per_get = ratio(c->read_round_trips, c->gets);
+    out->doorbells_per_request = ratio(c->doorbells, requests);
+    out->inline_share = ratio(c->inline_sends, c->sends);
+    out->cache_hits_per_get = ratio(c->cache_hits, c->gets);
+}
+
+const char *bench_status_id(rkv_status s)
+{
+    static const char *const ids[RKV_STATUS_COUNT] = {
+        [RKV_OK] = "ok",
+        [RKV_NOT_FOUND] = "not_found",
+        [RKV_EXISTS] = "exists",
+        [RKV_NOT_STORED] = "not_stored",
+        [RKV_CAS_MISMATCH] = "cas_mismatch",
+        [RKV_OUT_OF_MEMORY] = "out_of_memory",
+        [RKV_TOO_LARGE] = "too_large",
+        [RKV_BUFFER_TOO_SMALL] = "buffer_too_small",
+        [RKV_INVALID] = "invalid",
+        [RKV_NOT_NUMBER] = "not_number",
+        [RKV_PROTOCOL] = "protocol",
+        [RKV_VERSION_MISMATCH] = "version_mismatch",
+        [RKV_AUTH] = "auth",
+        [RKV_CONNECTION] = "connection",
+        [RKV_TIMEOUT] = "timeout",
+        [RKV_RETRY_EXHAUSTED] = "retry_exhausted",
+        [RKV_SERVER_BUSY] = "server_busy",
+        [RKV_NO_MEMORY] = "no_memory",
+        [RKV_INTERNAL] = "internal",
+    };
+    if ((unsigned)s >= RKV_STATUS_COUNT || ids[s] == NULL)
+        return "unknown";
+    return ids[s];
+}
+
+static double us(uint64_t ns)
+{
+    return (double)ns / 1000.0;
+}
+
+/* ---- text ---- */
+
+static void text_row(FILE *out, const char *label, const struct histogram *h, double secs,
+                     const char *hits, const char *misses)
+{
+    fprintf(out, "%-7s %12.1f %12llu %10s %10s", label, secs > 0 ? (double)h->count / secs : 0.0,
+            (unsigned long long)h->count, hits, misses);
+    if (h->count == 0) {
+        fprintf(out, " %9s %9s %9s %9s %9s %9s\n", "-", "-", "-", "-", "-", "-");
+        return;
+    }
+    fprintf(out, " %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", us(h->min),
+            us(hist_percentile(h, 50)), us(hist_percentile(h, 90)), us(hist_percentile(h, 99)),
+            us(hist_percentile(h, 99.9)), us(h->max));
+}
+
+void bench_report_text(FILE *out, const struct bench_config *cfg, const struct bench_results *r)
+{
+    char dist[32];
+    struct bench_mix mix;
+    struct bench_ratios q;
+    bench_mix_of(cfg, &mix);
+    bench_ratios_of(&r->counters, &q);
+
+    fprintf(out, "\nrkv-bench %s: %u thread%s x window %u, %u server%s: %s\n", RKV_VERSION_STRING,
+            cfg->threads, cfg->threads == 1 ? "" : "s", cfg->window, cfg->server_count,
+            cfg->server_count == 1 ? "" : "s", cfg->servers);
+    fprintf(out, "keys %llu x %u", (unsigned long long)cfg->keys, cfg->key_size.min);
+    if (cfg->key_size.max != cfg->key_size.min)
+        fprintf(out, "-%u", cfg->key_size.max);
+    fprintf(out, " B, values %u", cfg->value_size.min);
+    if (cfg->value_size.max != cfg->value_size.min)
+        fprintf(out, "-%u", cfg->value_size.max);
+    fprintf(out, " B, %s", bench_dist_string(cfg, dist, sizeof dist));
+    if (cfg->workload)
+        fprintf(out, ", YCSB workload %c", cfg->workload);
+    fprintf(out, "; mix get %.0f%%", mix.get * 100);
+    if (mix.put > 0)    fprintf(out, " put %.0f%%", mix.put * 100);
+    if (mix.insert > 0) fprintf(out, " insert %.0f%%", mix.insert * 100);
+    if (mix.rmw > 0)    fprintf(out, " rmw %.0f%%", mix.rmw * 100);
+    if (mix.del > 0)    fprintf(out, " delete %.0f%%", mix.del * 100);
+    fprintf(out, "; %.2f s measured%s\n\n", r->duration_s, cfg->verify ? ", values verified" : "");
+
+    fprintf(out, "%-7s %12s %12s %10s %10s %9s %9s %9s %9s %9s %9s\n", "Type", "Ops/sec", "Ops",
+            "Hits", "Misses", "Min(us)", "p50(us)", "p90(us)", "p99(us)", "p99.9(us)", "Max(us)");
+    struct histogram *total = malloc(sizeof *total);
+    if (total != NULL)
+        hist_init(total);
+    for (unsigned i = 0; i < BENCH_OP_COUNT; i++) {
+        const struct histogram *h = &r->lat[i];
+        if (total != NULL)
+            hist_merge(total, h);
+        if (h->count == 0 && i != BENCH_OP_GET)
+            continue;
+        char hits[24] = "-", misses[24] = "-";
+        if (i == BENCH_OP_GET) {
+            snprintf(hits, sizeof hits, "%llu", (unsigned long long)r->get_hits);
+            snprintf(misses, sizeof misses, "%llu", (unsigned long long)r->get_misses);
+        } else if (i == BENCH_OP_DELETE) {
+            snprintf(misses, sizeof misses, "%llu", (unsigned long long)r->delete_misses);
+        }
+        text_row(out, op_labels[i], h, r->duration_s, hits, misses);
+    }
+    if (total != NULL) {
+        text_row(out, "TOTAL", total, r->duration_s, "-", "-");
+        free(total);
+    }
+
+    uint64_t errors = bench_results_errors(r);
+    if (errors == 0) {
+        fprintf(out, "\nErrors: none");
+    } else {
+        fprintf(out, "\nErrors: %llu (", (unsigned long long)errors);
+        const char *sep = "";
+        for (unsigned s = 0; s < RKV_STATUS_COUNT; s++) {
+            if (r->errors[s] == 0)
+                continue;
+            fprintf(out, "%s%s %llu", sep, bench_status_id((rkv_status)s), (unsigned long long)r->errors[s]);
+            sep = ", ";
+        }
+        if (r->verify_failures)
+            fprintf(out, "%sverification failed %llu", sep, (unsigned long long)r->verify_failures);
+        fprintf(out, ")");
+    }
+    if (r->rmw_conflicts)
+        fprintf(out, "; RMW CAS conflicts retried: %llu", (unsigned long long)r->rmw_conflicts);
+    fprintf(out, "\n");
+
+    const struct rkv_counters *c = &r->counters;
+    fprintf(out, "Transport: %.2f READs/GET, %.2f round trips/GET, %.3f doorbells/request, "
+            "%.1f%% sends inline\n", q.reads_per_get, q.round_trips_per_get,
+            q.doorbells_per_request, q.inline_share * 100);
+    fprintf(out, "           %llu verification retries, %llu location-cache hits (%.1f%% of GETs), "
+            "%llu reconnects\n", (unsigned long long)c->verify_retries,
+            (unsigned long long)c->cache_hits, q.cache_hits_per_get * 100,
+            (unsigned long long)c->reconnects);
+}
+
+/* ---- JSON ---- */
+
+static void json_op(struct json_writer *w, const struct bench_results *r, enum bench_op op)
+{
+    const struct histogram *h = &r->lat[op];
+    json_object_begin(w, op_names[op]);
+    json_u64(w, "ops", h->count);
+    json_double(w, "ops_per_sec", r->duration_s > 0 ? (double)h->count / r->duration_s : 0.0);
+    if (h->count == 0) {
+        /* No latency without operations: null, never a made-up 0. */
+        static const char *const none[] = { "mean_us", "min_us", "p50_us", "p90_us", "p99_us",
+                                            "p999_us", "max_us" };
+        for (size_t i = 0; i < RKV_ARRAY_SIZE(none); i++)
+            json_double(w, none[i], (double)NAN);
+    } else {
+        json_double(w, "mean_us", hist_mean(h) / 1000.0);
+        json_double(w, "min_us", us(h->min));
+        json_double(w, "p50_us", us(hist_percentile(h, 50)));
+        json_double(w, "p90_us", us(hist_percentile(h, 90)));
+        json_double(w, "p99_us", us(hist_percentile(h, 99)));
+        json_double(w, "p999_us", us(hist_percentile(h, 99.9)));
+        json_double(w, "max_us", us(h->max));
+    }
+    if (op == BENCH_OP_GET) {
+        json_u64(w, "hits", r->get_hits);
+        json_u64(w, "misses", r->get_misses);
+    } else if (op == BENCH_OP_DELETE) {
+        json_u64(w, "misses", r->delete_misses);
+    } else if (op == BENCH_OP_RMW) {
+        json_u64(w, "conflicts", r->rmw_conflicts);
+    }
+    json_object_end(w);
+}
+
+static void json_counters(struct json_writer *w, const struct rkv_counters *c)
+{
+    json_object_begin(w, "counters");
+    json_u64(w, "gets", c->gets);
+    json_u64(w, "get_hits", c->get_hits);
+    json_u64(w, "get_misses", c->get_misses);
+    json_u64(w, "puts", c->puts);
+    json_u64(w, "deletes", c->deletes);
+    json_u64(w, "other_rpcs", c->other_rpcs);
+    json_u64(w, "reads", c->reads);
+    json_u64(w, "read_round_trips", c->read_round_trips);
+    json_u64(w, "doorbells", c->doorbells);
+    json_u64(w, "sends", c->sends);
+    json_u64(w, "inline_sends", c->inline_sends);
+    json_u64(w, "verify_retries", c->verify_retries);
+    json_u64(w, "cache_hits", c->cache_hits);
+    json_u64(w, "reconnects", c->reconnects);
+    json_object_end(w);
+}
+
+int bench_report_json(FILE *out, const struct bench_config *cfg, const struct bench_results *r)
+{
+    struct json_writer w;
+    struct bench_mix mix;
+    struct bench_ratios q;
+    char dist[32];
+    char workload[2] = { cfg->workload, '\0' };
+    uint64_t ops = bench_results_ops(r);
+
+    bench_mix_of(cfg, &mix);
+    bench_ratios_of(&r->counters, &q);
+    json_init(&w, out);
+    json_object_begin(&w, NULL);
+    json_string(&w, "tool", "rkv-bench");
+    json_string(&w, "version", RKV_VERSION_STRING);
+
+    json_array_begin(&w, "servers");
+    for (const char *p = cfg->servers; p != NULL && *p != '\0';) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        json_string_n(&w, NULL, p, n);
+        p = comma ? comma + 1 : NULL;
+    }
+    json_array_end(&w);
+    json_u64(&w, "threads", cfg->threads);
+    json_u64(&w, "window", cfg->window);
+    json_double(&w, "duration_s", r->duration_s);
+    json_u64(&w, "ops", ops);
+    json_double(&w, "ops_per_sec", r->duration_s > 0 ? (double)ops / r->duration_s : 0.0);
+    json_u64(&w, "errors", bench_results_errors(r));
+    json_object_begin(&w, "errors_by_status");
+    for (unsigned s = 0; s < RKV_STATUS_COUNT; s++)
+        if (r->errors[s] != 0)
+            json_u64(&w, bench_status_id((rkv_status)s), r->errors[s]);
+    json_object_end(&w);
+    json_u64(&w, "verify_failures", r->verify_failures);
+
+    json_u64(&w, "keys", cfg->keys);
+    json_u64(&w, "key_size", cfg->key_size.min);
+    json_u64(&w, "key_size_max", cfg->key_size.max);
+    json_u64(&w, "value_size", cfg->value_size.min);
+    json_u64(&w, "value_size_max", cfg->value_size.max);
+    json_string(&w, "dist", bench_dist_string(cfg, dist, sizeof dist));
+    json_string(&w, "workload", cfg->workload ? workload : NULL);
+    json_object_begin(&w, "mix");
+    json_double(&w, "get", mix.get);
+    json_double(&w, "put", mix.put);
+    json_double(&w, "insert", mix.insert);
+    json_double(&w, "rmw", mix.rmw);
+    json_double(&w, "delete", mix.del);
+    json_object_end(&w);
+    json_bool(&w, "preload", cfg->preload);
+    json_bool(&w, "verify", cfg->verify);
+    json_u64(&w, "seed", cfg->seed);
+
+    for (unsigned i = 0; i < BENCH_OP_COUNT; i++)
+        json_op(&w, r, (enum bench_op)i);
+
+    json_double(&w, "reads_per_get", q.reads_per_get);
+    json_double(&w, "round_trips_per_get", q.round_trips_per_get);
+    json_double(&w, "doorbells_per_request", q.doorbells_per_request);
+    json_double(&w, "inline_share", q.inline_share);
+    json_u64(&w, "verify_retries", r->counters.verify_retries);
+    json_u64(&w, "cache_hits", r->counters.cache_hits);
+    json_double(&w, "cache_hits_per_get", q.cache_hits_per_get);
+    json_u64(&w, "reconnects", r->counters.reconnects);
+    json_counters(&w, &r->counters);
+    json_object_end(&w);
+    return json_finish(&w);
+}
