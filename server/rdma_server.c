@@ -277,7 +277,7 @@ oom:
 
 /* ------------------------------------------------------------ listener */
 
-static rkv_status rdma_listen(const char *addr, const struct rkv_region *region,
+static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
                               const struct rkv_strans_params *p,
                               struct rkv_listener **out, char *err, size_t err_len)
 {
@@ -417,12 +417,12 @@ fail:
     return st;
 }
 
-static int rdma_listener_fd(struct rkv_listener *l)
+static int srv_listener_fd(struct rkv_listener *l)
 {
     return l->sh->channel->fd;
 }
 
-static void rdma_region_desc(struct rkv_listener *l, uint32_t *rkey, uint64_t *addr)
+static void srv_region_desc(struct rkv_listener *l, uint32_t *rkey, uint64_t *addr)
 {
     *rkey = l->sh->region_mr->rkey;
     *addr = (uint64_t)(uintptr_t)l->sh->region_base;
@@ -518,7 +518,7 @@ static void on_conn_gone(struct rkv_listener *l, struct rdma_cm_event *ev)
     rdma_ack_cm_event(ev);
 }
 
-static rkv_status rdma_accept_conn(struct rkv_listener *l, struct rkv_sconn **out)
+static rkv_status srv_accept_conn(struct rkv_listener *l, struct rkv_sconn **out)
 {
     struct rdma_cm_event *ev;
 
@@ -567,7 +567,7 @@ static rkv_status rdma_accept_conn(struct rkv_listener *l, struct rkv_sconn **ou
     }
 }
 
-static void rdma_close_listener(struct rkv_listener *l)
+static void srv_close_listener(struct rkv_listener *l)
 {
     while (l->setup != NULL) {
         struct rkv_sconn *c = l->setup;
@@ -595,7 +595,7 @@ static void drain_cq_events(struct rkv_sconn *c)
     }
 }
 
-static unsigned rdma_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max)
+static unsigned srv_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max)
 {
     const uint32_t credits = c->sh->credits;
     unsigned room = credits - c->polled_count, got = 0;
@@ -635,7 +635,7 @@ static unsigned rdma_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned ma
     return got;
 }
 
-static void *rdma_reply_buf(struct rkv_sconn *c, unsigned i)
+static void *srv_reply_buf(struct rkv_sconn *c, unsigned i)
 {
     return rkv_rdma_ring_slot(&c->replies, i);
 }
@@ -656,7 +656,7 @@ static rkv_status sq_wait(struct rkv_sconn *c, uint32_t limit, unsigned timeout_
     return RKV_CONNECTION;
 }
 
-static rkv_status rdma_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned n)
+static rkv_status srv_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned n)
 {
     const uint32_t credits = c->sh->credits;
     unsigned inlined;
@@ -694,7 +694,7 @@ static rkv_status rdma_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned
     return sq_wait(c, c->sq.keep, REPLY_TIMEOUT_MS, "sending a reply");
 }
 
-static rkv_status rdma_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst)
+static rkv_status srv_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst)
 {
     struct srv_shared *sh = c->sh;
     uint8_t *d = dst, *land = dst;
@@ -738,12 +738,12 @@ static rkv_status rdma_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb
     return RKV_OK;
 }
 
-static bool rdma_alive(struct rkv_sconn *c)
+static bool srv_alive(struct rkv_sconn *c)
 {
     return !atomic_load_explicit(&c->dead, memory_order_relaxed);
 }
 
-static int rdma_event_fd(struct rkv_sconn *c)
+static int srv_event_fd(struct rkv_sconn *c)
 {
     return c->comp->fd;
 }
@@ -751,37 +751,37 @@ static int rdma_event_fd(struct rkv_sconn *c)
 /* Ask for a completion event on the next request. The worker polls once
  * more after arming (a request that arrived just before is not signaled)
  * and sleeps on event_fd() only if that poll finds nothing. */
-static void rdma_arm(struct rkv_sconn *c)
+static void srv_arm(struct rkv_sconn *c)
 {
     if (ibv_req_notify_cq(c->recv_cq, 0) != 0)
         conn_fail(c, "ibv_req_notify_cq failed");
     c->armed = true;
 }
 
-static const char *rdma_peer(struct rkv_sconn *c)
+static const char *srv_peer(struct rkv_sconn *c)
 {
     return c->peer;
 }
 
-static void rdma_close(struct rkv_sconn *c)
+static void srv_close(struct rkv_sconn *c)
 {
     conn_destroy(c);
 }
 
 const struct rkv_server_transport rkv_rdma_server_transport = {
     .scheme = "rdma",
-    .listen = rdma_listen,
-    .listener_fd = rdma_listener_fd,
-    .accept = rdma_accept_conn,
-    .region_desc = rdma_region_desc,
-    .close_listener = rdma_close_listener,
-    .poll = rdma_poll,
-    .reply_buf = rdma_reply_buf,
-    .reply = rdma_reply,
-    .pull = rdma_pull,
-    .alive = rdma_alive,
-    .event_fd = rdma_event_fd,
-    .arm = rdma_arm,
-    .peer = rdma_peer,
-    .close = rdma_close,
+    .listen = srv_listen,
+    .listener_fd = srv_listener_fd,
+    .accept = srv_accept_conn,
+    .region_desc = srv_region_desc,
+    .close_listener = srv_close_listener,
+    .poll = srv_poll,
+    .reply_buf = srv_reply_buf,
+    .reply = srv_reply,
+    .pull = srv_pull,
+    .alive = srv_alive,
+    .event_fd = srv_event_fd,
+    .arm = srv_arm,
+    .peer = srv_peer,
+    .close = srv_close,
 };

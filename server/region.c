@@ -98,7 +98,7 @@ static int region_try(const struct page_kind *k, uint64_t size, struct rkv_regio
     int fd = region_memfd(k->mfd_flags);
     if (fd < 0)
         return errno;
-    void *base;
+    void *base = NULL;
     int e = region_map(fd, rounded, &base);
     if (e != 0) {
         close(fd);

@@ -313,6 +313,17 @@ static void test_secret_file(void **state)
     assert_non_null(strstr(cap.err, "does not hold a usable secret"));
     capture_free(&cap);
     unlink(secret);
+
+    /* A FIFO is refused without blocking on it. */
+    char dir[] = "/tmp/rkv-test-fifo-XXXXXX", fifo[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/secret", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(load_args(&c, &cap, "--auth-secret-file", fifo, NULL), RKV_CONFIG_BAD);
+    assert_non_null(strstr(cap.err, "is not a regular file"));
+    capture_free(&cap);
+    unlink(fifo);
+    rmdir(dir);
 }
 
 static void test_cpu_list(void **state)

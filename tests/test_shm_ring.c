@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "layout.h"
+#include "log.h"
 #include "region.h"
 #include "shm_ring.h"
 #include "transport.h"
@@ -362,7 +363,7 @@ static void run_stress(uint64_t count, bool sleepy)
     pthread_join(c, NULL);
     assert_int_equal(0, s.bad);
     assert_int_equal(0, s.lost_wakeups);
-    assert_int_equal(count, rkv_shm_ring_ctl_pos(&s.f.cons));
+    assert_int_equal(count, s.f.cons.pos);
     assert_true(s.batches < count);           /* messages really went in batches */
     if (sleepy)
         assert_true(s.sleeps > 0);            /* the sleep path was exercised */
@@ -390,7 +391,7 @@ static void test_spsc_sleep_wake(void **state)
 
 struct srv_fixture {
     char dir[64];
-    char path[128];
+    char path[100];
     struct rkv_region region;
     struct rkv_listener *l;
 };
@@ -533,7 +534,7 @@ static void test_server_valid_exchange(void **state)
         assert_true(d < rc.area || d >= rc.area + rc.l.total);
         assert_int_equal(0, (uintptr_t)d % 8);
     }
-    memset(rkv_shm_ring_slot(&req, (unsigned)-2), 0, 5);  /* client scribbles afterwards */
+    memset(rc.area + rc.l.req_off + RKV_SHM_SLOT_HDR, 0, 5);  /* the client scribbles afterwards */
     assert_int_equal(5, msgs[0].len);
     assert_true(msg_check(msgs[0].data, 1, 5));
     assert_true(msg_check(msgs[1].data, 2, SRV_MAX_MSG));
@@ -781,7 +782,8 @@ static void test_listener_handshakes(void **state)
     assert_non_null(strstr(am.reason, "version"));
     /* the silent one is dropped after its handshake deadline */
     struct rkv_sconn *none;
-    for (int i = 0; i < 40; i++) {
+    struct pollfd spfd = { .fd = silent, .events = POLLIN };
+    for (int i = 0; i < 50 && poll(&spfd, 1, 0) == 0; i++) {
         assert_int_equal(RKV_OK, st->accept(f.l, &none));
         assert_null(none);
         usleep(100000);
@@ -980,14 +982,26 @@ static void test_client_checks(void **state)
     uint64_t waited = rkv_now_ns() - t0;
     assert_true(waited >= 29000000ull && waited < 1000000000ull);
 
-    /* a server that scribbles its reply tail is caught */
+    /* the real server answers all of them */
     struct rkv_msg msgs[SRV_CREDITS];
     assert_int_equal(SRV_CREDITS, st->poll(cf.c, msgs, SRV_CREDITS));
-    atomic_store(&((struct rkv_shm_ctrl *)cf.c ? &rkv_shm_ctrl_of(
-        *(void **)((uint8_t *)cf.c + offsetof(struct { int s; void *q; void *a; }, a)))->rep_tail
-        : NULL), SRV_CREDITS + 3);
-    assert_int_equal(RKV_PROTOCOL, ct->recv(cf.t, &msg, &len, 10));
-    assert_int_equal(RKV_CONNECTION, ct->send(cf.t, lens, 1));
+    for (unsigned i = 0; i < SRV_CREDITS; i++)
+        msg_fill(st->reply_buf(cf.c, i), 1000 + i, i + 1);
+    uint32_t rl[SRV_CREDITS];
+    for (unsigned i = 0; i < SRV_CREDITS; i++)
+        rl[i] = i + 1;
+    assert_int_equal(RKV_OK, st->reply(cf.c, rl, SRV_CREDITS));
+    for (unsigned i = 0; i < SRV_CREDITS; i++) {
+        assert_int_equal(RKV_OK, ct->recv(cf.t, &msg, &len, 1000));
+        assert_int_equal(i + 1, len);
+        assert_int_equal(0, (uintptr_t)msg % 8);
+        assert_true(msg_check(msg, 1000 + i, (uint32_t)len));
+        /* a held reply keeps its credit until recv_done() */
+        assert_int_equal(RKV_INVALID, ct->send(cf.t, lens, 1));
+    }
+    ct->recv_done(cf.t);
+    assert_int_equal(RKV_OK, ct->send(cf.t, lens, SRV_CREDITS));
+    assert_int_equal(2, cf.counters.doorbells);
     client_teardown(&cf);
 }
 
@@ -1022,8 +1036,147 @@ static void test_client_server_death(void **state)
     srv_teardown(&cf.f);
 }
 
+
+/* A fake server for the client's own defences: it speaks the handshake by
+ * hand and then writes whatever the test wants into the shared memory. */
+struct fake_server {
+    char dir[64], path[100];
+    int lsock;                  /* listening socket */
+    int region_fd;              /* a plain memfd standing in for the region */
+    uint64_t region_size;
+    uint64_t claimed_region;    /* region_size put in the accept message */
+    unsigned send_fds;          /* descriptors to send (normally 2) */
+    int sock;                   /* the accepted connection */
+    struct rkv_shm_layout l;
+    uint8_t *area;              /* the connection memory */
+};
+
+static void *fake_server_thread(void *arg)
+{
+    struct fake_server *fs = arg;
+    char err[256];
+    struct rkv_shm_connect_msg hello;
+    size_t got;
+    unsigned nfds;
+    int none[1];
+
+    fs->sock = accept4(fs->lsock, NULL, NULL, SOCK_CLOEXEC);
+    if (fs->sock < 0)
+        return NULL;
+    struct pollfd pfd = { .fd = fs->sock, .events = POLLIN };
+    poll(&pfd, 1, 2000);
+    if (rkv_shm_recv_fds(fs->sock, &hello, sizeof hello, &got, none, 0, &nfds) != 0)
+        return NULL;
+    rkv_shm_layout_init(&fs->l, SRV_CREDITS, SRV_MAX_MSG, 4096, err, sizeof err);
+    int memfd = memfd_create("fake-conn", MFD_CLOEXEC);
+    if (ftruncate(memfd, (off_t)fs->l.total) != 0)
+        return NULL;
+    fs->area = mmap(NULL, fs->l.total, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    struct rkv_shm_accept_msg m = {
+        .magic = RKV_SHM_MAGIC, .version = RKV_SHM_VERSION, .status = RKV_OK,
+        .credits = SRV_CREDITS, .max_msg = SRV_MAX_MSG, .region_size = fs->claimed_region,
+        .staging_size = 4096, .conn_size = fs->l.total,
+    };
+    int fds[2] = { fs->region_fd, memfd };
+    rkv_shm_send_fds(fs->sock, &m, sizeof m, fds, fs->send_fds);
+    close(memfd);
+    return NULL;
+}
+
+/* Connect the real client to a fake server; returns the connect status. */
+static rkv_status fake_connect(struct fake_server *fs, uint64_t claimed_region, unsigned send_fds,
+                               struct rkv_ctrans **t, char *err, size_t err_len)
+{
+    pthread_t th;
+    memset(fs, 0, sizeof *fs);
+    snprintf(fs->dir, sizeof fs->dir, "/tmp/rkv-shm-test-XXXXXX");
+    assert_non_null(mkdtemp(fs->dir));
+    snprintf(fs->path, sizeof fs->path, "%s/fake.sock", fs->dir);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", fs->path);
+    fs->lsock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    assert_int_equal(0, bind(fs->lsock, (struct sockaddr *)&sa, sizeof sa));
+    assert_int_equal(0, listen(fs->lsock, 4));
+    fs->region_size = 1 << 20;
+    fs->region_fd = memfd_create("fake-region", MFD_CLOEXEC);
+    assert_int_equal(0, ftruncate(fs->region_fd, (off_t)fs->region_size));
+    fs->claimed_region = claimed_region ? claimed_region : fs->region_size;
+    fs->send_fds = send_fds;
+    fs->sock = -1;
+    assert_int_equal(0, pthread_create(&th, NULL, fake_server_thread, fs));
+    struct rkv_ctrans_params p = { .timeout_ms = 2000 };
+    rkv_status rc = rkv_shm_client_transport.connect(fs->path, &p, NULL, t, err, err_len);
+    pthread_join(th, NULL);
+    return rc;
+}
+
+static void fake_close(struct fake_server *fs)
+{
+    if (fs->area != NULL)
+        munmap(fs->area, fs->l.total);
+    if (fs->sock >= 0)
+        close(fs->sock);
+    close(fs->lsock);
+    close(fs->region_fd);
+    unlink(fs->path);
+    rmdir(fs->dir);
+}
+
+static void test_client_hostile_server(void **state)
+{
+    (void)state;
+    const struct rkv_client_transport *ct = &rkv_shm_client_transport;
+    struct fake_server fs;
+    struct rkv_ctrans *t;
+    char err[256];
+    const void *msg;
+    size_t len;
+
+    /* a region bigger than the memfd behind it */
+    assert_int_equal(RKV_PROTOCOL, fake_connect(&fs, 2 << 20, 2, &t, err, sizeof err));
+    assert_non_null(strstr(err, "region"));
+    fake_close(&fs);
+    /* a missing descriptor */
+    assert_int_equal(RKV_PROTOCOL, fake_connect(&fs, 0, 1, &t, err, sizeof err));
+    assert_non_null(strstr(err, "descriptors"));
+    fake_close(&fs);
+
+    /* a reply tail jumping past the ring */
+    assert_int_equal(RKV_OK, fake_connect(&fs, 0, 2, &t, err, sizeof err));
+    atomic_store(&rkv_shm_ctrl_of(fs.area)->rep_tail, SRV_CREDITS + 1);
+    assert_int_equal(RKV_PROTOCOL, ct->recv(t, &msg, &len, 10));
+    uint32_t one = 8;
+    assert_int_equal(RKV_CONNECTION, ct->send(t, &one, 1));
+    ct->close(t);
+    fake_close(&fs);
+
+    /* a reply longer than max_msg */
+    assert_int_equal(RKV_OK, fake_connect(&fs, 0, 2, &t, err, sizeof err));
+    uint32_t bad = SRV_MAX_MSG + 1;
+    memcpy(fs.area + fs.l.rep_off, &bad, 4);
+    atomic_store(&rkv_shm_ctrl_of(fs.area)->rep_tail, 1);
+    assert_int_equal(RKV_PROTOCOL, ct->recv(t, &msg, &len, 10));
+    ct->close(t);
+    fake_close(&fs);
+
+    /* a server that never consumes requests yet answers them */
+    assert_int_equal(RKV_OK, fake_connect(&fs, 0, 2, &t, err, sizeof err));
+    assert_int_equal(RKV_OK, ct->send(t, &one, 1));
+    memcpy(fs.area + fs.l.rep_off, &one, 4);
+    atomic_store(&rkv_shm_ctrl_of(fs.area)->rep_tail, 1);
+    assert_int_equal(RKV_OK, ct->recv(t, &msg, &len, 10));
+    ct->recv_done(t);
+    uint32_t full[SRV_CREDITS];
+    for (unsigned i = 0; i < SRV_CREDITS; i++)
+        full[i] = 8;
+    assert_int_equal(RKV_PROTOCOL, ct->send(t, full, SRV_CREDITS));
+    ct->close(t);
+    fake_close(&fs);
+}
+
 int main(void)
 {
+    rkv_log_set_level(RKV_LOG_ERROR);   /* the drops below are expected */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_batch),
@@ -1044,6 +1197,7 @@ int main(void)
         cmocka_unit_test(test_listener_socket_path),
         cmocka_unit_test(test_client_checks),
         cmocka_unit_test(test_client_server_death),
+        cmocka_unit_test(test_client_hostile_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

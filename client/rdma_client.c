@@ -1,0 +1,643 @@
+/* rdma_client.c — the rdma client transport (libibverbs + librdmacm, RC QP).
+ *
+ * One connection to one server, used by one thread. What it does on the wire:
+ *
+ *   read()   n RDMA READs of the server's region as ONE chained work-request
+ *            list (one ibv_post_send, one doorbell); only the last is
+ *            signaled (RC completes in order, and an error always produces a
+ *            completion), and the call busy-polls until it arrives.
+ *   send()   a batch of requests as one chained SEND list: inline when the
+ *            message fits the QP's max_inline_data, one WR in signal_interval
+ *            signaled; the receive slots freed by recv_done() are re-posted
+ *            (one chained ibv_post_recv) just before, so every request in
+ *            flight has a receive waiting for its reply.
+ *   recv()   busy-polls the receive CQ for the next reply (yielding the CPU
+ *            after a millisecond) and watches rdma_cm for a disconnect.
+ *   staging  a REMOTE_READ buffer a large value is copied into for the
+ *            server to pull with its own RDMA READ (rendezvous).
+ *
+ * Before HELLO the client does not know the server's credits and message
+ * size, so connect() registers one bootstrap send and receive buffer of
+ * RKV_RDMA_BOOT_MSG bytes for HELLO and its reply; set_region() then
+ * registers credits × max_msg receive slots and the send ring. The QP is sized
+ * at connect for up to MAX_CREDITS credits.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "rdma_util.h"
+#include "transport.h"
+#include "util.h"
+
+#define MAX_CREDITS        256u     /* largest credit count a server may grant us */
+#define MAX_READS          64u      /* READs per doorbell; larger read() calls are split */
+#define DEFAULT_LOCAL_BUF  (2u << 20)
+#define DEFAULT_TIMEOUT_MS 5000u
+#define BOOT_WR_ID         UINT64_MAX
+#define NO_SLOT            UINT32_MAX
+#define SPIN_NS            1000000ull  /* busy-poll this long before yielding the CPU */
+
+struct rkv_ctrans {
+    struct rdma_event_channel *channel; /* cm events: connect, then disconnect */
+    struct rdma_cm_id *id;
+    struct ibv_pd *pd;
+    struct ibv_cq *send_cq;         /* sends and reads */
+    struct ibv_cq *recv_cq;         /* replies */
+    struct rkv_rdma_sq sq;
+    struct rkv_trans_counters *ctr; /* the caller's counters */
+    struct rkv_trans_counters own_ctr; /* used when the caller passes none */
+    unsigned timeout_ms;            /* connect and wait limit */
+    uint32_t max_inline;            /* what the QP granted */
+    uint32_t interval;              /* signal one send in N */
+    bool have_region;               /* set_region() done */
+    bool dead;                      /* the connection failed; every call fails */
+    uint32_t rkey;                  /* the region's, from HELLO */
+    uint64_t region_addr;           /* remote address of region byte 0 */
+    uint64_t region_size;
+    uint32_t credits;               /* requests in flight at most (1 before HELLO) */
+    uint32_t max_msg;               /* bytes per message */
+    struct rkv_rdma_buf local;      /* reads land here (LOCAL_WRITE) */
+    struct rkv_rdma_buf staging;    /* rendezvous values (REMOTE_READ) */
+    struct rkv_rdma_ring boot;      /* 1 send slot + the bootstrap receive behind it */
+    struct rkv_rdma_ring sends;     /* credits + 2*interval slots of max_msg */
+    struct rkv_rdma_buf recvs;      /* credits slots of max_msg */
+    uint32_t *repost;               /* receive slots released, to post with the next send */
+    unsigned repost_count;
+    uint32_t cur_slot;              /* slot recv() handed out, NO_SLOT if none */
+    bool cur_boot;                  /* ... or the bootstrap receive */
+    bool boot_posted;               /* the bootstrap receive is posted */
+    struct ibv_wc wcs[16];          /* receive completions polled, not yet returned */
+    unsigned wc_next, wc_count;
+    struct ibv_send_wr *swr;        /* scratch: MAX_CREDITS WRs (also reads) */
+    struct ibv_sge *ssge;
+    struct ibv_recv_wr *rwr;        /* scratch: MAX_CREDITS receive WRs */
+    struct ibv_sge *rsge;
+    char peer[80];                  /* "192.0.2.1:7471" */
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static void fail(struct rkv_ctrans *t, const char *msg)
+{
+    if (!t->dead)
+        RKV_WARN("rdma %s: %s", t->peer, msg);
+    t->dead = true;
+}
+
+static rkv_status sq_wait(struct rkv_ctrans *t, uint32_t limit, const char *what)
+{
+    enum ibv_wc_status bad = IBV_WC_SUCCESS;
+    char msg[400];
+    int rc = rkv_rdma_sq_wait(&t->sq, t->send_cq, limit,
+                              rkv_now_ns() + t->timeout_ms * 1000000ull, &bad);
+
+    if (RKV_LIKELY(rc == 0))
+        return RKV_OK;
+    if (rc == -ETIMEDOUT) {
+        snprintf(msg, sizeof msg, "%s: no completion within %u ms", what, t->timeout_ms);
+        fail(t, msg);
+        return RKV_TIMEOUT;
+    }
+    if (rc == -EIO)
+        rkv_rdma_wc_error(bad, what, msg, sizeof msg);
+    else
+        snprintf(msg, sizeof msg, "%s: send queue accounting error (a bug: please report it)", what);
+    fail(t, msg);
+    return RKV_CONNECTION;
+}
+
+/* Wait for the next cm event; RKV_OK if it is `want`, else err explains. */
+static rkv_status wait_cm(struct rkv_ctrans *t, enum rdma_cm_event_type want, uint64_t deadline,
+                          char *err, size_t err_len)
+{
+    struct rdma_cm_event *ev;
+    struct pollfd pfd = { .fd = t->channel->fd, .events = POLLIN };
+
+    for (;;) {
+        if (rdma_get_cm_event(t->channel, &ev) == 0)
+            break;
+        if (errno != EAGAIN && errno != EINTR) {
+            rkv_rdma_errno_error(errno, "rdma_get_cm_event", err, err_len);
+            return RKV_CONNECTION;
+        }
+        uint64_t now = rkv_now_ns();
+        if (now >= deadline) {
+            snprintf(err, err_len, "timed out after %u ms waiting for %s from %s: is the server up and reachable?",
+                     t->timeout_ms, rdma_event_str(want), t->peer);
+            return RKV_TIMEOUT;
+        }
+        poll(&pfd, 1, (int)((deadline - now) / 1000000u) + 1);
+    }
+    if (ev->event == want) {
+        rdma_ack_cm_event(ev);
+        return RKV_OK;
+    }
+    rkv_rdma_cm_error(ev->event, ev->status, ev->param.conn.private_data,
+                      ev->param.conn.private_data_len, t->peer, err, err_len);
+    rdma_ack_cm_event(ev);
+    return ev->event == RDMA_CM_EVENT_REJECTED ? RKV_SERVER_BUSY : RKV_CONNECTION;
+}
+
+/* Non-blocking look at cm events after connect: a disconnect kills the connection. */
+static void check_cm(struct rkv_ctrans *t)
+{
+    struct rdma_cm_event *ev;
+    char msg[300];
+
+    while (rdma_get_cm_event(t->channel, &ev) == 0) {
+        if (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+            rkv_rdma_cm_error(ev->event, ev->status, NULL, 0, t->peer, msg, sizeof msg);
+            fail(t, msg);
+        }
+        rdma_ack_cm_event(ev);
+    }
+}
+
+static rkv_status post_boot_recv(struct rkv_ctrans *t)
+{
+    struct ibv_sge sge = {
+        .addr = (uintptr_t)(t->boot.buf.mem + RKV_RDMA_BOOT_MSG),
+        .length = RKV_RDMA_BOOT_MSG,
+        .lkey = t->boot.buf.mr->lkey,
+    };
+    struct ibv_recv_wr wr = { .wr_id = BOOT_WR_ID, .sg_list = &sge, .num_sge = 1 }, *bad = NULL;
+
+    if (ibv_post_recv(t->id->qp, &wr, &bad) != 0)
+        return RKV_CONNECTION;
+    t->boot_posted = true;
+    return RKV_OK;
+}
+
+static void cli_close(struct rkv_ctrans *t)
+{
+    if (t == NULL)
+        return;
+    if (t->id != NULL && t->id->qp != NULL) {
+        rdma_disconnect(t->id);
+        rdma_destroy_qp(t->id);
+    }
+    rkv_rdma_buf_free(&t->local);
+    rkv_rdma_buf_free(&t->staging);
+    rkv_rdma_buf_free(&t->boot.buf);
+    rkv_rdma_buf_free(&t->sends.buf);
+    rkv_rdma_buf_free(&t->recvs);
+    if (t->send_cq != NULL)
+        ibv_destroy_cq(t->send_cq);
+    if (t->recv_cq != NULL)
+        ibv_destroy_cq(t->recv_cq);
+    if (t->pd != NULL)
+        ibv_dealloc_pd(t->pd);
+    if (t->id != NULL)
+        rdma_destroy_id(t->id);
+    if (t->channel != NULL)
+        rdma_destroy_event_channel(t->channel);
+    free(t->repost);
+    free(t->swr);
+    free(t->ssge);
+    free(t->rwr);
+    free(t->rsge);
+    free(t);
+}
+
+/* ------------------------------------------------------------ connect */
+
+/* Resolve address and route, checking the device and port on the way. */
+static rkv_status resolve(struct rkv_ctrans *t, const struct sockaddr *dst, const char *device,
+                          uint64_t deadline, char *err, size_t err_len)
+{
+    unsigned step_ms = RKV_MIN(t->timeout_ms, RKV_RDMA_CM_TIMEOUT_MS);
+    rkv_status st;
+
+    if (rdma_resolve_addr(t->id, NULL, (struct sockaddr *)(uintptr_t)dst, (int)step_ms) != 0) {
+        rkv_rdma_errno_error(errno, "rdma_resolve_addr", err, err_len);
+        return RKV_CONNECTION;
+    }
+    st = wait_cm(t, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, err, err_len);
+    if (st != RKV_OK)
+        return st;
+    if (device != NULL && strcmp(device, rkv_rdma_device_name(t->id->verbs)) != 0) {
+        snprintf(err, err_len, "%s is reached through RDMA device %s, not %s (rdma_device)",
+                 t->peer, rkv_rdma_device_name(t->id->verbs), device);
+        return RKV_INVALID;
+    }
+    st = rkv_rdma_check_port(t->id->verbs, t->id->port_num, err, err_len);
+    if (st != RKV_OK)
+        return st;
+    if (rdma_resolve_route(t->id, (int)step_ms) != 0) {
+        rkv_rdma_errno_error(errno, "rdma_resolve_route", err, err_len);
+        return RKV_CONNECTION;
+    }
+    return wait_cm(t, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, err, err_len);
+}
+
+/* PD, CQs, QP and the buffers needed before HELLO. */
+static rkv_status setup_qp(struct rkv_ctrans *t, size_t local_size, char *err, size_t err_len)
+{
+    struct rkv_rdma_caps caps;
+    uint32_t send_depth, recv_depth;
+    rkv_status st;
+
+    st = rkv_rdma_query_caps(t->id->verbs, &caps, err, err_len);
+    if (st != RKV_OK)
+        return st;
+    send_depth = RKV_MIN(MAX_CREDITS + MAX_READS + 2 * t->interval, caps.max_qp_wr);
+    recv_depth = RKV_MIN(MAX_CREDITS + 1, caps.max_qp_wr);
+    if (send_depth < MAX_READS + 2 * t->interval + 1) {
+        snprintf(err, err_len, "RDMA device %s allows only %u work requests per queue",
+                 rkv_rdma_device_name(t->id->verbs), caps.max_qp_wr);
+        return RKV_CONNECTION;
+    }
+    st = rkv_rdma_check_memlock(local_size + RKV_RDMA_STAGING_SIZE + 2 * RKV_RDMA_BOOT_MSG,
+                                "client's read and staging buffers", err, err_len);
+    if (st != RKV_OK)
+        return st;
+    t->pd = ibv_alloc_pd(t->id->verbs);
+    if (t->pd == NULL) {
+        rkv_rdma_errno_error(errno, "ibv_alloc_pd", err, err_len);
+        return RKV_CONNECTION;
+    }
+    t->send_cq = ibv_create_cq(t->id->verbs, (int)RKV_MIN(2 * send_depth, caps.max_cqe), NULL, NULL, 0);
+    t->recv_cq = ibv_create_cq(t->id->verbs, (int)RKV_MIN(2 * recv_depth, caps.max_cqe), NULL, NULL, 0);
+    if (t->send_cq == NULL || t->recv_cq == NULL) {
+        rkv_rdma_errno_error(errno, "ibv_create_cq", err, err_len);
+        return RKV_CONNECTION;
+    }
+    t->max_inline = RKV_RDMA_DEFAULT_INLINE;
+    st = rkv_rdma_create_qp(t->id, t->pd, t->send_cq, t->recv_cq, send_depth, recv_depth,
+                            &t->max_inline, err, err_len);
+    if (st != RKV_OK)
+        return st;
+    /* Before HELLO: one request at a time, always signaled (keep 0), so the
+     * single bootstrap send slot is free again when send() returns. */
+    rkv_rdma_sq_init(&t->sq, send_depth, 0, t->interval);
+    if (rkv_rdma_buf_alloc(t->pd, local_size, IBV_ACCESS_LOCAL_WRITE, "read buffer",
+                           &t->local, err, err_len) != RKV_OK ||
+        rkv_rdma_buf_alloc(t->pd, RKV_RDMA_STAGING_SIZE, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
+                           "staging buffer", &t->staging, err, err_len) != RKV_OK ||
+        rkv_rdma_buf_alloc(t->pd, 2 * RKV_RDMA_BOOT_MSG, IBV_ACCESS_LOCAL_WRITE, "bootstrap buffers",
+                           &t->boot.buf, err, err_len) != RKV_OK)
+        return RKV_NO_MEMORY;
+    t->local.size = local_size;  /* what the caller asked for, within the page-rounded allocation */
+    t->boot.stride = RKV_RDMA_BOOT_MSG;
+    t->boot.count = 1;
+    if (post_boot_recv(t) != RKV_OK) {
+        rkv_rdma_errno_error(errno, "ibv_post_recv", err, err_len);
+        return RKV_CONNECTION;
+    }
+    return RKV_OK;
+}
+
+static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_params *p,
+                                  struct rkv_trans_counters *counters,
+                                  struct rkv_ctrans **out, char *err, size_t err_len)
+{
+    struct rkv_ctrans_params defaults = { 0 };
+    struct sockaddr_storage dst;
+    struct rkv_ctrans *t;
+    struct rkv_rdma_caps caps;
+    struct rdma_conn_param cp = { 0 };
+    uint64_t deadline;
+    rkv_status st;
+
+    *out = NULL;
+    if (p == NULL)
+        p = &defaults;
+    st = rkv_rdma_parse_addr(addr, false, &dst, err, err_len);
+    if (st != RKV_OK)
+        return st;
+    if (rkv_rdma_addr_is_wildcard((struct sockaddr *)&dst)) {
+        snprintf(err, err_len, "cannot connect to the wildcard address %s: name the server's IP", addr);
+        return RKV_INVALID;
+    }
+    t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        snprintf(err, err_len, "out of memory");
+        return RKV_NO_MEMORY;
+    }
+    t->ctr = counters ? counters : &t->own_ctr;
+    t->timeout_ms = p->timeout_ms ? p->timeout_ms : DEFAULT_TIMEOUT_MS;
+    t->interval = p->signal_interval ? RKV_MIN(p->signal_interval, RKV_RDMA_MAX_SIGNAL) : RKV_RDMA_DEFAULT_SIGNAL;
+    t->credits = 1;
+    t->max_msg = RKV_RDMA_BOOT_MSG;
+    t->cur_slot = NO_SLOT;
+    rkv_rdma_format_addr((struct sockaddr *)&dst, t->peer, sizeof t->peer);
+    deadline = rkv_now_ns() + t->timeout_ms * 1000000ull;
+
+    t->repost = calloc(MAX_CREDITS, sizeof *t->repost);
+    t->swr = calloc(RKV_MAX(MAX_CREDITS, MAX_READS), sizeof *t->swr);
+    t->ssge = calloc(RKV_MAX(MAX_CREDITS, MAX_READS), sizeof *t->ssge);
+    t->rwr = calloc(MAX_CREDITS, sizeof *t->rwr);
+    t->rsge = calloc(MAX_CREDITS, sizeof *t->rsge);
+    if (!t->repost || !t->swr || !t->ssge || !t->rwr || !t->rsge) {
+        snprintf(err, err_len, "out of memory");
+        st = RKV_NO_MEMORY;
+        goto fail;
+    }
+    st = RKV_CONNECTION;
+    t->channel = rkv_rdma_open_channel(err, err_len);
+    if (t->channel == NULL)
+        goto fail;
+    if (rdma_create_id(t->channel, &t->id, t, RDMA_PS_TCP) != 0) {
+        rkv_rdma_errno_error(errno, "rdma_create_id", err, err_len);
+        goto fail;
+    }
+    st = resolve(t, (struct sockaddr *)&dst, p->device, deadline, err, err_len);
+    if (st != RKV_OK)
+        goto fail;
+    st = setup_qp(t, p->local_buf_size ? p->local_buf_size : DEFAULT_LOCAL_BUF, err, err_len);
+    if (st != RKV_OK)
+        goto fail;
+    st = rkv_rdma_query_caps(t->id->verbs, &caps, err, err_len);
+    if (st != RKV_OK)
+        goto fail;
+    /* As many READs in flight as the device allows, both ways: ours to the
+     * region, the server's pulls from our staging buffer. */
+    cp.initiator_depth = caps.max_init_rd_atom;
+    cp.responder_resources = caps.max_rd_atom;
+    cp.retry_count = 7;
+    cp.rnr_retry_count = 7;
+    if (rdma_connect(t->id, &cp) != 0) {
+        rkv_rdma_errno_error(errno, "rdma_connect", err, err_len);
+        st = RKV_CONNECTION;
+        goto fail;
+    }
+    st = wait_cm(t, RDMA_CM_EVENT_ESTABLISHED, deadline, err, err_len);
+    if (st != RKV_OK)
+        goto fail;
+    RKV_DEBUG("rdma: connected to %s via %s (inline %u)", t->peer,
+              rkv_rdma_device_name(t->id->verbs), t->max_inline);
+    *out = t;
+    return RKV_OK;
+
+fail:
+    cli_close(t);
+    return st;
+}
+
+static rkv_status cli_set_region(struct rkv_ctrans *t, const struct rkv_hello *h,
+                                  char *err, size_t err_len)
+{
+    const uint32_t ring = h->credits + 2 * t->interval;
+    rkv_status st;
+
+    if (t->have_region) {
+        snprintf(err, err_len, "set_region called twice");
+        return RKV_INVALID;
+    }
+    if (h->credits == 0 || h->credits > MAX_CREDITS ||
+        h->max_msg < RKV_MIN_MSG || h->max_msg > RKV_MAX_MSG) {
+        snprintf(err, err_len, "server %s offers %u credits of %u-byte messages; this client supports "
+                 "1..%u credits of %u..%u bytes", t->peer, h->credits, h->max_msg, MAX_CREDITS,
+                 RKV_MIN_MSG, RKV_MAX_MSG);
+        return RKV_PROTOCOL;
+    }
+    if (h->region_size == 0 || h->region_addr + h->region_size < h->region_addr) {
+        snprintf(err, err_len, "server %s reports a bad region (address 0x%llx, %llu bytes)", t->peer,
+                 (unsigned long long)h->region_addr, (unsigned long long)h->region_size);
+        return RKV_PROTOCOL;
+    }
+    st = rkv_rdma_check_memlock(t->local.size + RKV_RDMA_STAGING_SIZE +
+                                (uint64_t)(h->credits + ring) * h->max_msg,
+                                "client's buffers", err, err_len);
+    if (st != RKV_OK)
+        return st;
+    if (rkv_rdma_buf_alloc(t->pd, (size_t)h->credits * h->max_msg, IBV_ACCESS_LOCAL_WRITE,
+                           "receive buffers", &t->recvs, err, err_len) != RKV_OK ||
+        rkv_rdma_buf_alloc(t->pd, (size_t)ring * h->max_msg, IBV_ACCESS_LOCAL_WRITE,
+                           "send buffers", &t->sends.buf, err, err_len) != RKV_OK) {
+        rkv_rdma_buf_free(&t->recvs);
+        rkv_rdma_buf_free(&t->sends.buf);
+        return RKV_NO_MEMORY;
+    }
+    t->sends.stride = h->max_msg;
+    t->sends.count = ring;
+    t->sends.head = 0;
+    for (uint32_t i = 0; i < h->credits; i++)
+        t->repost[i] = i;
+    if (rkv_rdma_post_recvs(t->id->qp, &t->recvs, h->max_msg, t->repost, h->credits,
+                            t->rwr, t->rsge) != 0) {
+        rkv_rdma_errno_error(errno, "ibv_post_recv", err, err_len);
+        return RKV_CONNECTION;
+    }
+    t->repost_count = 0;
+    t->rkey = h->rkey;
+    t->region_addr = h->region_addr;
+    t->region_size = h->region_size;
+    t->credits = h->credits;
+    t->max_msg = h->max_msg;
+    t->sq.keep = 2 * t->interval;
+    t->have_region = true;
+    return RKV_OK;
+}
+
+/* ------------------------------------------------------------ data path */
+
+static void *cli_local_buf(struct rkv_ctrans *t, size_t *len)
+{
+    *len = t->local.size;
+    return t->local.mem;
+}
+
+/* Post ops[0..n-1] (n <= MAX_READS) as one chain and wait for the last. */
+static rkv_status read_chunk(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n)
+{
+    struct ibv_send_wr *bad = NULL;
+    const uint8_t *lo = t->local.mem, *hi = t->local.mem + t->local.size;
+    rkv_status st;
+
+    for (unsigned i = 0; i < n; i++) {
+        const struct rkv_read_op *op = &ops[i];
+        const uint8_t *d = op->dst;
+        bool signaled;
+        if (RKV_UNLIKELY(op->len == 0 || op->offset > t->region_size ||
+                         op->len > t->region_size - op->offset ||
+                         d < lo || d > hi || op->len > (size_t)(hi - d)))
+            return RKV_INVALID;
+        t->ssge[i] = (struct ibv_sge){ .addr = (uintptr_t)d, .length = op->len, .lkey = t->local.mr->lkey };
+        t->swr[i] = (struct ibv_send_wr){
+            .next = i + 1 < n ? &t->swr[i + 1] : NULL,
+            .sg_list = &t->ssge[i],
+            .num_sge = 1,
+            .opcode = IBV_WR_RDMA_READ,
+            .wr.rdma = { .remote_addr = t->region_addr + op->offset, .rkey = t->rkey },
+        };
+        t->swr[i].wr_id = rkv_rdma_sq_take(&t->sq, i + 1 == n, i + 1 == n, &signaled);
+        if (signaled)
+            t->swr[i].send_flags = IBV_SEND_SIGNALED;
+    }
+    if (RKV_UNLIKELY(ibv_post_send(t->id->qp, t->swr, &bad) != 0)) {
+        fail(t, "ibv_post_send (RDMA READ) failed");
+        return RKV_CONNECTION;
+    }
+    t->ctr->doorbells++;
+    t->ctr->reads += n;
+    t->ctr->read_round_trips++;
+    st = sq_wait(t, 0, "RDMA READ of the server's region");
+    return st;
+}
+
+static rkv_status cli_read(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n)
+{
+    if (RKV_UNLIKELY(t->dead))
+        return RKV_CONNECTION;
+    if (RKV_UNLIKELY(!t->have_region))
+        return RKV_INVALID;
+    while (n > 0) {
+        unsigned m = RKV_MIN(n, MAX_READS);
+        rkv_status st = sq_wait(t, t->sq.depth - m, "waiting for send queue room");
+        if (st == RKV_OK)
+            st = read_chunk(t, ops, m);
+        if (st != RKV_OK)
+            return st;
+        ops += m;
+        n -= m;
+    }
+    return RKV_OK;
+}
+
+static void *cli_send_buf(struct rkv_ctrans *t, unsigned i)
+{
+    if (!t->have_region)
+        return i == 0 ? rkv_rdma_ring_slot(&t->boot, 0) : NULL;
+    return i < t->credits ? rkv_rdma_ring_slot(&t->sends, i) : NULL;
+}
+
+static rkv_status cli_send(struct rkv_ctrans *t, const uint32_t *lens, unsigned n)
+{
+    struct rkv_rdma_ring *ring = t->have_region ? &t->sends : &t->boot;
+    unsigned inlined;
+    rkv_status st;
+
+    if (RKV_UNLIKELY(t->dead))
+        return RKV_CONNECTION;
+    if (RKV_UNLIKELY(n > t->credits))
+        return RKV_INVALID;
+    for (unsigned i = 0; i < n; i++)
+        if (RKV_UNLIKELY(lens[i] > ring->stride))
+            return RKV_INVALID;
+    if (!t->have_region && !t->boot_posted && post_boot_recv(t) != RKV_OK) {
+        fail(t, "ibv_post_recv failed");
+        return RKV_CONNECTION;
+    }
+    if (t->repost_count > 0) {
+        if (RKV_UNLIKELY(rkv_rdma_post_recvs(t->id->qp, &t->recvs, t->max_msg, t->repost,
+                                             t->repost_count, t->rwr, t->rsge) != 0)) {
+            fail(t, "ibv_post_recv failed");
+            return RKV_CONNECTION;
+        }
+        t->repost_count = 0;
+    }
+    st = sq_wait(t, t->sq.depth - n, "waiting for send queue room");
+    if (RKV_UNLIKELY(st != RKV_OK))
+        return st;
+    if (RKV_UNLIKELY(rkv_rdma_post_sends(t->id->qp, &t->sq, ring, lens, n, t->max_inline,
+                                         t->swr, t->ssge, &inlined) != 0)) {
+        fail(t, "ibv_post_send failed");
+        return RKV_CONNECTION;
+    }
+    t->ctr->doorbells++;
+    t->ctr->sends += n;
+    t->ctr->inline_sends += inlined;
+    /* The ring's next slots must be free before the caller writes them. */
+    return sq_wait(t, t->sq.keep, "sending requests");
+}
+
+/* Release the message recv() handed out (also done implicitly by the next recv()). */
+static void cli_recv_done(struct rkv_ctrans *t)
+{
+    if (t->cur_boot) {
+        t->cur_boot = false;    /* send() re-posts it if another bootstrap message comes */
+    } else if (t->cur_slot != NO_SLOT) {
+        t->repost[t->repost_count++] = t->cur_slot;
+        t->cur_slot = NO_SLOT;
+    }
+}
+
+static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, unsigned timeout_ms)
+{
+    uint64_t start = 0, deadline = 0, next_cm = 0;
+    unsigned idle = 0;
+
+    cli_recv_done(t);
+    for (;;) {
+        if (RKV_UNLIKELY(t->dead))
+            return RKV_CONNECTION;
+        if (t->wc_count > 0) {
+            const struct ibv_wc *wc = &t->wcs[t->wc_next];
+            t->wc_next++;
+            t->wc_count--;
+            if (RKV_UNLIKELY(wc->status != IBV_WC_SUCCESS)) {
+                char m[400];
+                rkv_rdma_wc_error(wc->status, "receiving a reply", m, sizeof m);
+                fail(t, m);
+                return RKV_CONNECTION;
+            }
+            if (wc->wr_id == BOOT_WR_ID) {
+                t->boot_posted = false;
+                t->cur_boot = true;
+                *msg = t->boot.buf.mem + RKV_RDMA_BOOT_MSG;
+            } else if (RKV_LIKELY(wc->wr_id < t->credits && t->have_region)) {
+                t->cur_slot = (uint32_t)wc->wr_id;
+                *msg = t->recvs.mem + (size_t)t->cur_slot * t->max_msg;
+            } else {
+                fail(t, "unexpected receive completion");
+                return RKV_CONNECTION;
+            }
+            *len = wc->byte_len;
+            return RKV_OK;
+        }
+        int n = ibv_poll_cq(t->recv_cq, (int)RKV_ARRAY_SIZE(t->wcs), t->wcs);
+        if (RKV_UNLIKELY(n < 0)) {
+            fail(t, "ibv_poll_cq failed");
+            return RKV_CONNECTION;
+        }
+        if (n > 0) {
+            t->wc_next = 0;
+            t->wc_count = (unsigned)n;
+            continue;
+        }
+        if ((++idle & 127u) != 0)
+            continue;
+        uint64_t now = rkv_now_ns();
+        if (start == 0) {
+            start = now;
+            deadline = now + timeout_ms * 1000000ull;
+        }
+        if (now >= deadline)
+            return RKV_TIMEOUT;
+        if (now >= next_cm) {          /* a closed connection should not look like a timeout */
+            check_cm(t);
+            next_cm = now + 1000000ull;
+        }
+        if (now - start > SPIN_NS)
+            sched_yield();
+    }
+}
+
+static void *cli_staging(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_buf *desc)
+{
+    *cap = RKV_RDMA_STAGING_SIZE;
+    desc->addr = (uint64_t)(uintptr_t)t->staging.mem;
+    desc->rkey = t->staging.mr->rkey;
+    desc->len = 0;
+    return t->staging.mem;
+}
+
+const struct rkv_client_transport rkv_rdma_client_transport = {
+    .scheme = "rdma",
+    .connect = cli_connect_to,
+    .set_region = cli_set_region,
+    .local_buf = cli_local_buf,
+    .read = cli_read,
+    .send_buf = cli_send_buf,
+    .send = cli_send,
+    .recv = cli_recv,
+    .recv_done = cli_recv_done,
+    .staging = cli_staging,
+    .close = cli_close,
+};
