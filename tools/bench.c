@@ -1,0 +1,781 @@
+/* bench.c — rkv-bench, the load generator for rkv.
+ *
+ * Drives one or more rkv servers through the public client API (rkv.h) the
+ * way an application would: N threads, each with its own handle, each
+ * issuing batches of `--window` operations (rkv_mget for the GETs of a
+ * batch, rkv_mput for its PUTs; plain rkv_get/rkv_put when the window is 1).
+ * Keys follow a uniform, scrambled-zipfian or read-latest distribution; the
+ * mix and presets follow YCSB where they fit a cache.
+ *
+ * Latency: every operation is timed from the start to the end of the call
+ * that carried it, so with --window N each op of a batch is recorded with
+ * that batch's completion time (a histogram counts operations, not batches).
+ * A read-modify-write (YCSB F) is timed as a whole, get to final put.
+ *
+ * Phases: connect → preload (every key written once, unless --no-preload)
+ * → warmup (the workload, not recorded) → measure (recorded; ends after
+ * --duration, after --requests, or on SIGINT) → report. Counters from
+ * rkv_get_counters are reset when a thread starts measuring, so the
+ * per-operation transport figures cover exactly the measured operations.
+ *
+ * The hot loop allocates nothing: every buffer is sized at start.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_args.h"
+#include "bench_report.h"
+#include "histogram.h"
+#include "rkv.h"
+#include "util.h"
+#include "workload.h"
+
+#define KEY_STRIDE        256u    /* bytes per key slot in a batch buffer (keys <= 250) */
+#define PRELOAD_BATCH     32u     /* keys per rkv_mput while preloading */
+#define PRELOAD_BYTES     (4u << 20)
+#define RMW_ATTEMPTS      16u     /* CAS races tolerated before an RMW counts as failed */
+#define BAD_VALUE_REPORTS 5u      /* --verify failures described per thread */
+#define TICK_NS           (10 * 1000 * 1000ull)
+
+enum phase { PHASE_PRELOAD, PHASE_WARMUP, PHASE_MEASURE, PHASE_STOP };
+
+/* Operation kinds a batch slot can draw, in the order of the cut points. */
+enum draw { DRAW_GET, DRAW_PUT, DRAW_INSERT, DRAW_RMW, DRAW_DELETE, DRAW_COUNT };
+
+/* Read-only after start, except the atomics. */
+struct shared {
+    const struct bench_config *cfg;
+    double cut[DRAW_COUNT];       /* cumulative shares; the last used kind's is 2 */
+    struct wl_zipf zipf;          /* zipf / latest ranks over cfg->keys */
+    struct wl_perm perm;          /* scrambles zipf ranks over the key space */
+    int phase;                    /* enum phase, atomic */
+    uint64_t next_insert;         /* next new key index (workload D), atomic */
+    unsigned finished;            /* threads done measuring, atomic */
+    pthread_barrier_t preloaded;  /* workers + main: preload done */
+    pthread_barrier_t go;         /* workers + main: phase set, start */
+};
+
+/* One RMW or DELETE waiting in a batch (they go one by one). */
+struct single_op {
+    enum draw kind;
+    uint64_t idx;
+    const char *key;
+    unsigned key_len;
+};
+
+struct worker {
+    unsigned id;                  /* 0..threads-1 */
+    pthread_t thread;
+    struct shared *sh;
+    rkv_client *client;           /* this thread's own handle */
+    struct wl_rng rng;
+    uint64_t quota;               /* ops to measure; UINT64_MAX = until stopped */
+    uint64_t version_seq;         /* per-thread part of value versions */
+    unsigned batch_cap;           /* slots in the buffers below */
+    size_t get_buf_len;           /* bytes per GET buffer */
+    char *keys;                   /* batch_cap * KEY_STRIDE */
+    char *get_bufs;               /* batch_cap * get_buf_len */
+    char *put_bufs;               /* batch_cap * value max (--verify values) */
+    const char *pattern;          /* value bytes without --verify (shared) */
+    struct rkv_get_op *gops;
+    uint64_t *gidx;               /* key index of each gops entry */
+    struct rkv_put_op *pops;
+    struct single_op *singles;
+    struct bench_results *res;    /* recorded while measuring (verify failures always) */
+    uint64_t ops_done;            /* measured ops so far, single-writer atomic */
+    uint64_t errors_seen;         /* failed ops so far, single-writer atomic */
+    uint64_t end_ns;              /* when this thread stopped */
+    unsigned bad_reports;         /* --verify failures described so far */
+    rkv_status preload_status;    /* first preload failure, RKV_OK if none */
+    char preload_msg[384];        /* its description */
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static inline void bump(uint64_t *c, uint64_t n)
+{
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t next_version(struct worker *w)
+{
+    return ((uint64_t)(w->id + 1) << 44) | ++w->version_seq;
+}
+
+static uint64_t pick_key(struct worker *w)
+{
+    const struct shared *sh = w->sh;
+    uint64_t count = __atomic_load_n(&sh->next_insert, __ATOMIC_RELAXED);
+    switch (sh->cfg->dist) {
+    case BENCH_DIST_ZIPF:
+        return wl_perm_apply(&sh->perm, wl_zipf_next(&sh->zipf, &w->rng));
+    case BENCH_DIST_LATEST:
+        /* count - 1 is the newest key; rank r < keys <= count. */
+        return count - 1 - wl_zipf_next(&sh->zipf, &w->rng);
+    case BENCH_DIST_UNIFORM:
+        break;
+    }
+    return wl_rng_below(&w->rng, count);
+}
+
+static unsigned format_key(const struct bench_config *cfg, char *buf, uint64_t idx)
+{
+    unsigned len = wl_key_len(idx, cfg->key_size.min, cfg->key_size.max);
+    return wl_format_key(buf, idx, len);
+}
+
+/* Points op at a value for (idx, a new version): a filled buffer with
+ * --verify, else the shared pattern. */
+static void make_value(struct worker *w, unsigned slot, uint64_t idx,
+                       const void **value, size_t *value_len)
+{
+    const struct bench_config *cfg = w->sh->cfg;
+    uint64_t version = next_version(w);
+    uint32_t len = wl_value_len(idx, version, cfg->value_size.min, cfg->value_size.max);
+    if (cfg->verify) {
+        char *buf = w->put_bufs + (size_t)slot * cfg->value_size.max;
+        wl_value_fill(buf, len, idx, version);
+        *value = buf;
+    } else {
+        *value = w->pattern;
+    }
+    *value_len = len;
+}
+
+static void count_error(struct worker *w, rkv_status st, uint64_t n, bool measuring)
+{
+    if (measuring)
+        w->res->errors[st] += n;
+    bump(&w->errors_seen, n);
+}
+
+/* --verify: check a value read for key idx; failures always count. */
+static void check_value(struct worker *w, uint64_t idx, const char *key, unsigned key_len,
+                        const void *value, size_t len)
+{
+    const struct bench_config *cfg = w->sh->cfg;
+    uint64_t version;
+    enum wl_check c = wl_value_check(value, len, idx, cfg->value_size.min, cfg->value_size.max,
+                                     &version);
+    if (c == WL_VALUE_OK)
+        return;
+    w->res->verify_failures++;
+    bump(&w->errors_seen, 1);
+    if (w->bad_reports++ < BAD_VALUE_REPORTS)
+        fprintf(stderr, "rkv-bench: --verify: thread %u: key %.*s: %zu-byte value %s "
+                "(claims key index %llu version %#llx)\n", w->id, (int)key_len, key, len,
+                wl_check_name(c), len >= 8 ? (unsigned long long)(((const uint8_t *)value)[0] |
+                (uint64_t)((const uint8_t *)value)[1] << 8 | (uint64_t)((const uint8_t *)value)[2] << 16 |
+                (uint64_t)((const uint8_t *)value)[3] << 24) : 0ull, (unsigned long long)version);
+}
+
+static void run_gets(struct worker *w, unsigned n, bool measuring)
+{
+    struct rkv_get_op *ops = w->gops;
+    uint64_t t0 = rkv_now_ns();
+    rkv_status st;
+    if (n == 1) {
+        st = rkv_get(w->client, ops[0].key, ops[0].key_len, ops[0].buf, ops[0].buf_len,
+                     &ops[0].value_len, NULL);
+        ops[0].status = st;
+        st = RKV_OK;
+    } else {
+        st = rkv_mget(w->client, ops, n);
+    }
+    uint64_t dt = rkv_now_ns() - t0;
+    if (st != RKV_OK) {
+        count_error(w, st, n, measuring);
+        return;
+    }
+    uint64_t done = 0, hits = 0, misses = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (ops[i].status == RKV_OK) {
+            hits++;
+            if (w->sh->cfg->verify)
+                check_value(w, w->gidx[i], ops[i].key, (unsigned)ops[i].key_len, ops[i].buf,
+                            ops[i].value_len);
+        } else if (ops[i].status == RKV_NOT_FOUND) {
+            misses++;
+        } else {
+            count_error(w, ops[i].status, 1, measuring);
+        }
+    }
+    done = hits + misses;
+    if (measuring) {
+        hist_record_n(&w->res->lat[BENCH_OP_GET], dt, done);
+        w->res->get_hits += hits;
+        w->res->get_misses += misses;
+    }
+}
+
+static void run_puts(struct worker *w, unsigned n, bool measuring)
+{
+    struct rkv_put_op *ops = w->pops;
+    uint64_t t0 = rkv_now_ns();
+    rkv_status st;
+    if (n == 1) {
+        ops[0].status = rkv_put(w->client, ops[0].key, ops[0].key_len, ops[0].value,
+                                ops[0].value_len, NULL, &ops[0].version);
+        st = RKV_OK;
+    } else {
+        st = rkv_mput(w->client, ops, n);
+    }
+    uint64_t dt = rkv_now_ns() - t0;
+    if (st != RKV_OK) {
+        count_error(w, st, n, measuring);
+        return;
+    }
+    uint64_t done = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (ops[i].status == RKV_OK)
+            done++;
+        else
+            count_error(w, ops[i].status, 1, measuring);
+    }
+    if (measuring)
+        hist_record_n(&w->res->lat[BENCH_OP_PUT], dt, done);
+}
+
+static void run_delete(struct worker *w, const struct single_op *op, bool measuring)
+{
+    uint64_t t0 = rkv_now_ns();
+    rkv_status st = rkv_delete(w->client, op->key, op->key_len);
+    uint64_t dt = rkv_now_ns() - t0;
+    if (st != RKV_OK && st != RKV_NOT_FOUND) {
+        count_error(w, st, 1, measuring);
+        return;
+    }
+    if (measuring) {
+        hist_record(&w->res->lat[BENCH_OP_DELETE], dt);
+        if (st == RKV_NOT_FOUND)
+            w->res->delete_misses++;
+    }
+}
+
+/* YCSB F's read-modify-write: read, then write a new version only if the
+ * item is still the one read (CAS), or add it if it was absent. A race with
+ * another writer redoes the whole step. */
+static void run_rmw(struct worker *w, const struct single_op *op, unsigned slot, bool measuring)
+{
+    char *buf = w->get_bufs + (size_t)slot * w->get_buf_len;
+    uint64_t conflicts = 0;
+    rkv_status st = RKV_CAS_MISMATCH;
+    uint64_t t0 = rkv_now_ns();
+    for (unsigned attempt = 0; attempt < RMW_ATTEMPTS; attempt++) {
+        struct rkv_item_info info;
+        size_t len;
+        st = rkv_get(w->client, op->key, op->key_len, buf, w->get_buf_len, &len, &info);
+        struct rkv_put_options po = { .mode = RKV_ADD };
+        if (st == RKV_OK) {
+            if (w->sh->cfg->verify)
+                check_value(w, op->idx, op->key, op->key_len, buf, len);
+            po.mode = RKV_CAS;
+            po.cas = info.version;
+        } else if (st != RKV_NOT_FOUND) {
+            break;
+        }
+        const void *value;
+        size_t value_len;
+        make_value(w, slot, op->idx, &value, &value_len);
+        st = rkv_put(w->client, op->key, op->key_len, value, value_len, &po, NULL);
+        if (st != RKV_CAS_MISMATCH && st != RKV_NOT_STORED && st != RKV_EXISTS)
+            break;
+        conflicts++;
+    }
+    uint64_t dt = rkv_now_ns() - t0;
+    if (measuring)
+        w->res->rmw_conflicts += conflicts;
+    if (st != RKV_OK) {
+        count_error(w, st, 1, measuring);
+        return;
+    }
+    if (measuring)
+        hist_record(&w->res->lat[BENCH_OP_RMW], dt);
+}
+
+static void add_get(struct worker *w, unsigned *ng, unsigned slot, uint64_t idx)
+{
+    const struct bench_config *cfg = w->sh->cfg;
+    char *key = w->keys + (size_t)slot * KEY_STRIDE;
+    struct rkv_get_op *op = &w->gops[*ng];
+    op->key = key;
+    op->key_len = format_key(cfg, key, idx);
+    op->buf = w->get_bufs + (size_t)slot * w->get_buf_len;
+    op->buf_len = w->get_buf_len;
+    w->gidx[(*ng)++] = idx;
+}
+
+static void add_put(struct worker *w, unsigned *np, unsigned slot, uint64_t idx)
+{
+    const struct bench_config *cfg = w->sh->cfg;
+    char *key = w->keys + (size_t)slot * KEY_STRIDE;
+    struct rkv_put_op *op = &w->pops[(*np)++];
+    op->key = key;
+    op->key_len = format_key(cfg, key, idx);
+    op->opts = NULL;
+    make_value(w, slot, idx, &op->value, &op->value_len);
+}
+
+static void run_batch(struct worker *w, unsigned n, bool measuring)
+{
+    const struct shared *sh = w->sh;
+    unsigned ng = 0, np = 0, ns = 0;
+    for (unsigned slot = 0; slot < n; slot++) {
+        double u = wl_rng_double(&w->rng);
+        enum draw d = DRAW_GET;
+        while (u >= sh->cut[d])
+            d++;
+        switch (d) {
+        case DRAW_GET:
+            add_get(w, &ng, slot, pick_key(w));
+            break;
+        case DRAW_PUT:
+            add_put(w, &np, slot, pick_key(w));
+            break;
+        case DRAW_INSERT:
+            add_put(w, &np, slot, __atomic_fetch_add(&w->sh->next_insert, 1, __ATOMIC_RELAXED));
+            break;
+        case DRAW_RMW:
+        case DRAW_DELETE:
+        case DRAW_COUNT: {
+            struct single_op *op = &w->singles[ns++];
+            char *key = w->keys + (size_t)slot * KEY_STRIDE;
+            op->kind = d == DRAW_RMW ? DRAW_RMW : DRAW_DELETE;
+            op->idx = pick_key(w);
+            op->key = key;
+            op->key_len = format_key(sh->cfg, key, op->idx);
+            break;
+        }
+        }
+    }
+    if (ng > 0)
+        run_gets(w, ng, measuring);
+    if (np > 0)
+        run_puts(w, np, measuring);
+    for (unsigned i = 0; i < ns; i++) {
+        if (w->singles[i].kind == DRAW_RMW)
+            run_rmw(w, &w->singles[i], i, measuring);
+        else
+            run_delete(w, &w->singles[i], measuring);
+    }
+    if (measuring)
+        bump(&w->ops_done, n);
+}
+
+/* Writes this thread's share of [0, keys): one version of every key. */
+static void preload(struct worker *w)
+{
+    const struct bench_config *cfg = w->sh->cfg;
+    uint64_t lo = cfg->keys * w->id / cfg->threads;
+    uint64_t hi = cfg->keys * (w->id + 1) / cfg->threads;
+    unsigned batch = w->batch_cap;
+    for (uint64_t idx = lo; idx < hi && !stop_requested;) {
+        unsigned np = 0;
+        while (np < batch && idx < hi)
+            add_put(w, &np, np, idx++);
+        rkv_status st = rkv_mput(w->client, w->pops, np);
+        for (unsigned i = 0; st == RKV_OK && i < np; i++)
+            st = w->pops[i].status;
+        if (st != RKV_OK) {
+            w->preload_status = st;
+            snprintf(w->preload_msg, sizeof w->preload_msg, "%s (%s)", rkv_strerror(st),
+                     rkv_last_error(w->client));
+            return;
+        }
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct shared *sh = w->sh;
+    const struct bench_config *cfg = sh->cfg;
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, NULL);   /* main handles the signals */
+
+    if (cfg->preload)
+        preload(w);
+    pthread_barrier_wait(&sh->preloaded);
+    pthread_barrier_wait(&sh->go);
+
+    bool measuring = false;
+    uint64_t done = 0;
+    for (;;) {
+        int phase = __atomic_load_n(&sh->phase, __ATOMIC_ACQUIRE);
+        if (phase == PHASE_STOP)
+            break;
+        if (phase == PHASE_MEASURE && !measuring) {
+            rkv_reset_counters(w->client);
+            measuring = true;
+        }
+        unsigned n = cfg->window;
+        if (measuring) {
+            if (done >= w->quota)
+                break;
+            if (w->quota - done < n)
+                n = (unsigned)(w->quota - done);
+        }
+        run_batch(w, n, measuring);
+        if (measuring)
+            done += n;
+    }
+    w->end_ns = rkv_now_ns();
+    if (measuring)
+        rkv_get_counters(w->client, &w->res->counters);
+    __atomic_fetch_add(&sh->finished, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* ---- setup ---- */
+
+static void set_cuts(struct shared *sh)
+{
+    struct bench_mix mix;
+    bench_mix_of(sh->cfg, &mix);
+    double share[DRAW_COUNT] = { mix.get, mix.put, mix.insert, mix.rmw, mix.del };
+    double sum = 0;
+    int last = 0;
+    for (int i = 0; i < DRAW_COUNT; i++) {
+        sum += share[i];
+        sh->cut[i] = share[i] > 0 ? sum : -1.0;   /* -1: never drawn */
+        if (share[i] > 0)
+            last = i;
+    }
+    /* Rounding must never leave u past every cut: the last kind takes the rest. */
+    sh->cut[last] = 2.0;
+    for (int i = 0; i < DRAW_COUNT; i++)
+        if (sh->cut[i] < 0)
+            sh->cut[i] = i == 0 ? 0.0 : sh->cut[i - 1] < 0 ? 0.0 : sh->cut[i - 1];
+}
+
+static const char *connect_hint(rkv_status st)
+{
+    switch (st) {
+    case RKV_CONNECTION: return "is rkv-server running and listening on that URI?";
+    case RKV_AUTH:       return "pass the server's secret with --auth";
+    case RKV_VERSION_MISMATCH: return "run client and server of the same rkv version";
+    case RKV_TIMEOUT:    return "the server did not answer; is it overloaded or stopped?";
+    default:             return "check the URI and the server's log";
+    }
+}
+
+static int connect_all(const struct bench_config *cfg, struct worker *ws)
+{
+    struct rkv_options opts = {
+        .auth_secret = cfg->auth,
+        .timeout_ms = cfg->timeout_ms,
+        .location_cache = cfg->location_cache,
+    };
+    for (unsigned i = 0; i < cfg->threads; i++) {
+        rkv_status st = rkv_connect(cfg->servers, &opts, &ws[i].client);
+        if (st != RKV_OK) {
+            fprintf(stderr, "rkv-bench: cannot connect to %s: %s; %s\n", cfg->servers,
+                    rkv_strerror(st), connect_hint(st));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int alloc_worker(struct worker *w, const struct bench_config *cfg, const char *pattern)
+{
+    uint32_t vmax = cfg->value_size.max;
+    unsigned preload_batch = PRELOAD_BATCH;
+    if ((uint64_t)preload_batch * vmax > PRELOAD_BYTES)
+        preload_batch = vmax ? RKV_MAX(1u, PRELOAD_BYTES / vmax) : PRELOAD_BATCH;
+    w->batch_cap = RKV_MAX(cfg->window, cfg->preload ? preload_batch : 1u);
+    w->get_buf_len = RKV_MAX((size_t)vmax, 64);
+    w->pattern = pattern;
+    w->res = malloc(sizeof *w->res);
+    w->keys = malloc((size_t)w->batch_cap * KEY_STRIDE);
+    w->get_bufs = malloc((size_t)w->batch_cap * w->get_buf_len);
+    w->put_bufs = cfg->verify ? malloc((size_t)w->batch_cap * vmax) : NULL;
+    w->gops = calloc(w->batch_cap, sizeof *w->gops);
+    w->gidx = calloc(w->batch_cap, sizeof *w->gidx);
+    w->pops = calloc(w->batch_cap, sizeof *w->pops);
+    w->singles = calloc(w->batch_cap, sizeof *w->singles);
+    if (!w->res || !w->keys || !w->get_bufs || (cfg->verify && !w->put_bufs) || !w->gops ||
+        !w->gidx || !w->pops || !w->singles)
+        return -1;
+    bench_results_init(w->res);
+    return 0;
+}
+
+static void free_worker(struct worker *w)
+{
+    rkv_close(w->client);
+    free(w->res);
+    free(w->keys);
+    free(w->get_bufs);
+    free(w->put_bufs);
+    free(w->gops);
+    free(w->gidx);
+    free(w->pops);
+    free(w->singles);
+}
+
+/* ---- progress ---- */
+
+struct progress {
+    uint64_t last_ops;         /* ops at the previous line */
+    uint64_t last_ns;          /* time of the previous line */
+    struct histogram *gets;    /* scratch for merged GET latencies */
+    bool tty;                  /* stderr is a terminal: rewrite one line */
+};
+
+static void progress_line(struct progress *p, const struct bench_config *cfg, struct worker *ws,
+                          int phase, double elapsed)
+{
+    uint64_t ops = 0, errors = 0, now = rkv_now_ns();
+    hist_init(p->gets);
+    for (unsigned i = 0; i < cfg->threads; i++) {
+        ops += __atomic_load_n(&ws[i].ops_done, __ATOMIC_RELAXED);
+        errors += __atomic_load_n(&ws[i].errors_seen, __ATOMIC_RELAXED);
+        hist_merge(p->gets, &ws[i].res->lat[BENCH_OP_GET]);
+    }
+    double secs = (double)(now - p->last_ns) / 1e9;
+    double rate = secs > 0 ? (double)(ops - p->last_ops) / secs : 0;
+    p->last_ops = ops;
+    p->last_ns = now;
+    if (phase == PHASE_WARMUP)
+        fprintf(stderr, "%s[warmup %5.1fs] errors %llu%s", p->tty ? "\r" : "", elapsed,
+                (unsigned long long)errors, p->tty ? "\033[K" : "\n");
+    else
+        fprintf(stderr, "%s[%6.1fs] %11.0f ops/s  GET p50 %.2f us p99 %.2f us  %llu ops, %llu errors%s",
+                p->tty ? "\r" : "", elapsed, rate, (double)hist_percentile(p->gets, 50) / 1000,
+                (double)hist_percentile(p->gets, 99) / 1000, (unsigned long long)ops,
+                (unsigned long long)errors, p->tty ? "\033[K" : "\n");
+    fflush(stderr);
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_requested)
+        ;
+}
+
+/* Runs warmup and measurement; returns the measure start (0 if never). */
+static uint64_t supervise(struct shared *sh, struct worker *ws, struct progress *p)
+{
+    const struct bench_config *cfg = sh->cfg;
+    uint64_t phase_start = rkv_now_ns(), measure_start = 0;
+    int phase = cfg->warmup_s > 0 ? PHASE_WARMUP : PHASE_MEASURE;
+    if (phase == PHASE_MEASURE)
+        measure_start = phase_start;
+    __atomic_store_n(&sh->phase, phase, __ATOMIC_RELEASE);
+    p->last_ns = phase_start;
+    uint64_t next_line = phase_start + 1000000000ull;
+    pthread_barrier_wait(&sh->go);
+
+    for (;;) {
+        sleep_ns(TICK_NS);
+        uint64_t now = rkv_now_ns();
+        if (stop_requested)
+            break;
+        if (phase == PHASE_WARMUP && now - phase_start >= (uint64_t)(cfg->warmup_s * 1e9)) {
+            phase = PHASE_MEASURE;
+            measure_start = now;
+            __atomic_store_n(&sh->phase, phase, __ATOMIC_RELEASE);
+            p->last_ops = 0;
+            p->last_ns = now;
+            next_line = now + 1000000000ull;
+        }
+        if (phase == PHASE_MEASURE) {
+            if (cfg->duration_s > 0 && now - measure_start >= (uint64_t)(cfg->duration_s * 1e9))
+                break;
+            if (__atomic_load_n(&sh->finished, __ATOMIC_ACQUIRE) == cfg->threads)
+                break;
+        }
+        if (!cfg->quiet && now >= next_line) {
+            uint64_t from = phase == PHASE_MEASURE ? measure_start : phase_start;
+            progress_line(p, cfg, ws, phase, (double)(now - from) / 1e9);
+            next_line += 1000000000ull;
+        }
+    }
+    __atomic_store_n(&sh->phase, PHASE_STOP, __ATOMIC_RELEASE);
+    if (!cfg->quiet && p->tty)
+        fputc('\n', stderr);
+    return measure_start;
+}
+
+/* ---- main ---- */
+
+static FILE *open_json(const struct bench_config *cfg)
+{
+    if (cfg->json_path == NULL || strcmp(cfg->json_path, "-") == 0)
+        return cfg->json_path ? stdout : NULL;
+    FILE *f = fopen(cfg->json_path, "w");
+    if (f == NULL)
+        fprintf(stderr, "rkv-bench: --json: cannot write '%s': %s; give a writable path or '-'\n",
+                cfg->json_path, strerror(errno));
+    return f;
+}
+
+int main(int argc, char **argv)
+{
+    struct bench_config cfg;
+    switch (bench_parse_args(argc, argv, &cfg, stdout, stderr)) {
+    case BENCH_ARGS_RUN:     break;
+    case BENCH_ARGS_EXIT_OK: return 0;
+    case BENCH_ARGS_USAGE:   return 2;
+    }
+
+    int rc = 1;
+    unsigned started = 0;
+    bool barriers = false;
+    struct shared sh = { .cfg = &cfg, .phase = PHASE_PRELOAD, .next_insert = cfg.keys };
+    struct worker *ws = calloc(cfg.threads, sizeof *ws);
+    char *pattern = malloc(RKV_MAX(cfg.value_size.max, 1u));
+    struct bench_results *total = malloc(sizeof *total);
+    struct progress prog = { .gets = malloc(sizeof(struct histogram)), .tty = isatty(2) };
+    FILE *json = NULL;
+    if (ws == NULL || pattern == NULL || total == NULL || prog.gets == NULL) {
+        fprintf(stderr, "rkv-bench: out of memory\n");
+        goto out;
+    }
+    if (cfg.json_path != NULL && (json = open_json(&cfg)) == NULL) {
+        rc = 2;
+        goto out;
+    }
+    for (uint32_t i = 0; i < cfg.value_size.max; i++)
+        pattern[i] = (char)('a' + i % 26);
+    set_cuts(&sh);
+    if (cfg.dist != BENCH_DIST_UNIFORM) {
+        if (!cfg.quiet && cfg.keys > 10000000)
+            fprintf(stderr, "rkv-bench: computing zipf constants for %llu keys...\n",
+                    (unsigned long long)cfg.keys);
+        wl_zipf_init(&sh.zipf, cfg.keys, cfg.theta);
+    }
+    wl_perm_init(&sh.perm, cfg.keys, cfg.seed);
+
+    uint64_t per_thread = cfg.requests / cfg.threads, extra = cfg.requests % cfg.threads;
+    for (unsigned i = 0; i < cfg.threads; i++) {
+        ws[i].id = i;
+        ws[i].sh = &sh;
+        ws[i].quota = cfg.requests ? per_thread + (i < extra) : UINT64_MAX;
+        wl_rng_seed(&ws[i].rng, cfg.seed * 0x100000001b3ull + i);
+        if (alloc_worker(&ws[i], &cfg, pattern) != 0) {
+            fprintf(stderr, "rkv-bench: out of memory for thread %u's buffers; lower --window or "
+                    "--value-size\n", i);
+            goto out;
+        }
+    }
+    if (connect_all(&cfg, ws) != 0)
+        goto out;
+
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    if (pthread_barrier_init(&sh.preloaded, NULL, cfg.threads + 1) != 0 ||
+        pthread_barrier_init(&sh.go, NULL, cfg.threads + 1) != 0) {
+        fprintf(stderr, "rkv-bench: cannot set up thread barriers\n");
+        goto out;
+    }
+    barriers = true;
+    uint64_t t0 = rkv_now_ns();
+    if (!cfg.quiet && cfg.preload)
+        fprintf(stderr, "rkv-bench: preloading %llu keys with %u thread%s...\n",
+                (unsigned long long)cfg.keys, cfg.threads, cfg.threads == 1 ? "" : "s");
+    for (; started < cfg.threads; started++) {
+        int err = pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]);
+        if (err != 0) {
+            fprintf(stderr, "rkv-bench: cannot start thread %u: %s; lower --threads\n", started,
+                    strerror(err));
+            /* The barriers count every thread: stop here without running. */
+            abort();
+        }
+    }
+    pthread_barrier_wait(&sh.preloaded);
+
+    bool preload_failed = false;
+    for (unsigned i = 0; i < cfg.threads; i++) {
+        if (ws[i].preload_status != RKV_OK && !preload_failed) {
+            fprintf(stderr, "rkv-bench: preload failed: %s; %s\n", ws[i].preload_msg,
+                    ws[i].preload_status == RKV_OUT_OF_MEMORY
+                        ? "give the server more --memory, or lower --keys or --value-size"
+                        : connect_hint(ws[i].preload_status));
+            preload_failed = true;
+        }
+    }
+    if (preload_failed || stop_requested) {
+        __atomic_store_n(&sh.phase, PHASE_STOP, __ATOMIC_RELEASE);
+        pthread_barrier_wait(&sh.go);
+        goto out;
+    }
+    if (!cfg.quiet && cfg.preload)
+        fprintf(stderr, "rkv-bench: preloaded in %.2f s\n", (double)(rkv_now_ns() - t0) / 1e9);
+
+    uint64_t measure_start = supervise(&sh, ws, &prog);
+    for (; started > 0; started--)
+        pthread_join(ws[started - 1].thread, NULL);
+
+    bench_results_init(total);
+    uint64_t end = measure_start;
+    for (unsigned i = 0; i < cfg.threads; i++) {
+        bench_results_merge(total, ws[i].res);
+        if (ws[i].end_ns > end)
+            end = ws[i].end_ns;
+    }
+    total->duration_s = measure_start ? (double)(end - measure_start) / 1e9 : 0;
+
+    bool json_stdout = json == stdout;
+    bench_report_text(json_stdout ? stderr : stdout, &cfg, total);
+    rc = 0;
+    if (json != NULL) {
+        if (bench_report_json(json, &cfg, total) != 0) {
+            fprintf(stderr, "rkv-bench: --json: writing '%s' failed: %s\n", cfg.json_path,
+                    strerror(errno));
+            rc = 1;
+        }
+    }
+    if (total->verify_failures > 0) {
+        fprintf(stderr, "rkv-bench: --verify: %llu values read back were not the ones written "
+                "for their key; the run FAILED\n", (unsigned long long)total->verify_failures);
+        rc = 1;
+    } else if (bench_results_errors(total) > 0) {
+        fprintf(stderr, "rkv-bench: %llu operations failed (see Errors above)\n",
+                (unsigned long long)bench_results_errors(total));
+        rc = 1;
+    } else if (measure_start == 0) {
+        fprintf(stderr, "rkv-bench: stopped before measuring anything\n");
+        rc = 1;
+    }
+
+out:
+    /* Threads still running (preload failure path) stop at PHASE_STOP. */
+    for (; started > 0; started--)
+        pthread_join(ws[started - 1].thread, NULL);
+    if (barriers) {
+        pthread_barrier_destroy(&sh.preloaded);
+        pthread_barrier_destroy(&sh.go);
+    }
+    if (json != NULL && json != stdout)
+        fclose(json);
+    for (unsigned i = 0; ws != NULL && i < cfg.threads; i++)
+        free_worker(&ws[i]);
+    free(ws);
+    free(pattern);
+    free(total);
+    free(prog.gets);
+    bench_config_free(&cfg);
+    return rc;
+}
