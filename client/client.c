@@ -76,33 +76,6 @@ struct rkv_client {
     char last_error[512];
 };
 
-static const char *const status_names[RKV_STATUS_COUNT] = {
-    [RKV_OK] = "ok",
-    [RKV_NOT_FOUND] = "not found",
-    [RKV_EXISTS] = "key exists",
-    [RKV_NOT_STORED] = "not stored: key absent",
-    [RKV_CAS_MISMATCH] = "cas mismatch: the item changed",
-    [RKV_OUT_OF_MEMORY] = "server out of memory",
-    [RKV_TOO_LARGE] = "key or value too large",
-    [RKV_BUFFER_TOO_SMALL] = "buffer too small for the value",
-    [RKV_INVALID] = "invalid argument",
-    [RKV_NOT_NUMBER] = "value is not a decimal number",
-    [RKV_PROTOCOL] = "protocol error",
-    [RKV_VERSION_MISMATCH] = "protocol version mismatch",
-    [RKV_AUTH] = "authentication failed",
-    [RKV_CONNECTION] = "connection failed",
-    [RKV_TIMEOUT] = "timed out",
-    [RKV_RETRY_EXHAUSTED] = "item kept changing during the read",
-    [RKV_SERVER_BUSY] = "server busy",
-    [RKV_NO_MEMORY] = "out of local memory",
-    [RKV_INTERNAL] = "internal error",
-};
-
-const char *rkv_strerror(rkv_status s)
-{
-    return (unsigned)s < RKV_STATUS_COUNT ? status_names[s] : "unknown status";
-}
-
 const char *rkv_last_error(const rkv_client *c)
 {
     return c ? c->last_error : "no handle";

@@ -58,8 +58,10 @@ struct shared {
     int phase;                    /* enum phase, atomic */
     uint64_t next_insert;         /* next new key index (workload D), atomic */
     unsigned finished;            /* threads done measuring, atomic */
-    pthread_barrier_t preloaded;  /* workers + main: preload done */
-    pthread_barrier_t go;         /* workers + main: phase set, start */
+    pthread_mutex_t lock;         /* guards the two fields below */
+    pthread_cond_t cond;          /* signalled when either changes */
+    unsigned preloaded;           /* workers done preloading */
+    bool go;                      /* main set the phase: workers may run */
 };
 
 /* One RMW or DELETE waiting in a batch (they go one by one). */
@@ -167,19 +169,18 @@ static void check_value(struct worker *w, uint64_t idx, const char *key, unsigne
                         const void *value, size_t len)
 {
     const struct bench_config *cfg = w->sh->cfg;
-    uint64_t version;
+    struct wl_claim claim;
     enum wl_check c = wl_value_check(value, len, idx, cfg->value_size.min, cfg->value_size.max,
-                                     &version);
+                                     &claim);
     if (c == WL_VALUE_OK)
         return;
     w->res->verify_failures++;
     bump(&w->errors_seen, 1);
     if (w->bad_reports++ < BAD_VALUE_REPORTS)
-        fprintf(stderr, "rkv-bench: --verify: thread %u: key %.*s: %zu-byte value %s "
-                "(claims key index %llu version %#llx)\n", w->id, (int)key_len, key, len,
-                wl_check_name(c), len >= 8 ? (unsigned long long)(((const uint8_t *)value)[0] |
-                (uint64_t)((const uint8_t *)value)[1] << 8 | (uint64_t)((const uint8_t *)value)[2] << 16 |
-                (uint64_t)((const uint8_t *)value)[3] << 24) : 0ull, (unsigned long long)version);
+        fprintf(stderr, "rkv-bench: --verify: thread %u: key %.*s (index %llu): %zu-byte value %s "
+                "(it claims key index %llu, version %#llx)\n", w->id, (int)key_len, key,
+                (unsigned long long)idx, len, wl_check_name(c), (unsigned long long)claim.idx,
+                (unsigned long long)claim.version);
 }
 
 static void run_gets(struct worker *w, unsigned n, bool measuring)
@@ -411,8 +412,12 @@ static void *worker_main(void *arg)
 
     if (cfg->preload)
         preload(w);
-    pthread_barrier_wait(&sh->preloaded);
-    pthread_barrier_wait(&sh->go);
+    pthread_mutex_lock(&sh->lock);
+    sh->preloaded++;
+    pthread_cond_broadcast(&sh->cond);
+    while (!sh->go)
+        pthread_cond_wait(&sh->cond, &sh->lock);
+    pthread_mutex_unlock(&sh->lock);
 
     bool measuring = false;
     uint64_t done = 0;
@@ -459,9 +464,10 @@ static void set_cuts(struct shared *sh)
     }
     /* Rounding must never leave u past every cut: the last kind takes the rest. */
     sh->cut[last] = 2.0;
+    /* A kind never drawn gets its predecessor's cut: u always passes it. */
     for (int i = 0; i < DRAW_COUNT; i++)
         if (sh->cut[i] < 0)
-            sh->cut[i] = i == 0 ? 0.0 : sh->cut[i - 1] < 0 ? 0.0 : sh->cut[i - 1];
+            sh->cut[i] = i == 0 ? 0.0 : sh->cut[i - 1];
 }
 
 static const char *connect_hint(rkv_status st)
@@ -582,7 +588,7 @@ static uint64_t supervise(struct shared *sh, struct worker *ws, struct progress 
     __atomic_store_n(&sh->phase, phase, __ATOMIC_RELEASE);
     p->last_ns = phase_start;
     uint64_t next_line = phase_start + 1000000000ull;
-    pthread_barrier_wait(&sh->go);
+    open_gate(sh);
 
     for (;;) {
         sleep_ns(TICK_NS);
@@ -615,6 +621,24 @@ static uint64_t supervise(struct shared *sh, struct worker *ws, struct progress 
     return measure_start;
 }
 
+/* Lets the workers past their start gate (after main set the phase). */
+static void open_gate(struct shared *sh)
+{
+    pthread_mutex_lock(&sh->lock);
+    sh->go = true;
+    pthread_cond_broadcast(&sh->cond);
+    pthread_mutex_unlock(&sh->lock);
+}
+
+/* Waits until `count` workers finished preloading. */
+static void wait_preloaded(struct shared *sh, unsigned count)
+{
+    pthread_mutex_lock(&sh->lock);
+    while (sh->preloaded < count)
+        pthread_cond_wait(&sh->cond, &sh->lock);
+    pthread_mutex_unlock(&sh->lock);
+}
+
 /* ---- main ---- */
 
 static FILE *open_json(const struct bench_config *cfg)
@@ -639,8 +663,8 @@ int main(int argc, char **argv)
 
     int rc = 1;
     unsigned started = 0;
-    bool barriers = false;
-    struct shared sh = { .cfg = &cfg, .phase = PHASE_PRELOAD, .next_insert = cfg.keys };
+    struct shared sh = { .cfg = &cfg, .phase = PHASE_PRELOAD, .next_insert = cfg.keys,
+                         .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
     struct worker *ws = calloc(cfg.threads, sizeof *ws);
     char *pattern = malloc(RKV_MAX(cfg.value_size.max, 1u));
     struct bench_results *total = malloc(sizeof *total);
@@ -685,12 +709,6 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
-    if (pthread_barrier_init(&sh.preloaded, NULL, cfg.threads + 1) != 0 ||
-        pthread_barrier_init(&sh.go, NULL, cfg.threads + 1) != 0) {
-        fprintf(stderr, "rkv-bench: cannot set up thread barriers\n");
-        goto out;
-    }
-    barriers = true;
     uint64_t t0 = rkv_now_ns();
     if (!cfg.quiet && cfg.preload)
         fprintf(stderr, "rkv-bench: preloading %llu keys with %u thread%s...\n",
@@ -700,11 +718,10 @@ int main(int argc, char **argv)
         if (err != 0) {
             fprintf(stderr, "rkv-bench: cannot start thread %u: %s; lower --threads\n", started,
                     strerror(err));
-            /* The barriers count every thread: stop here without running. */
-            abort();
+            break;
         }
     }
-    pthread_barrier_wait(&sh.preloaded);
+    wait_preloaded(&sh, started);
 
     bool preload_failed = false;
     for (unsigned i = 0; i < cfg.threads; i++) {
@@ -716,9 +733,9 @@ int main(int argc, char **argv)
             preload_failed = true;
         }
     }
-    if (preload_failed || stop_requested) {
+    if (started < cfg.threads || preload_failed || stop_requested) {
         __atomic_store_n(&sh.phase, PHASE_STOP, __ATOMIC_RELEASE);
-        pthread_barrier_wait(&sh.go);
+        open_gate(&sh);
         goto out;
     }
     if (!cfg.quiet && cfg.preload)
@@ -764,10 +781,6 @@ out:
     /* Threads still running (preload failure path) stop at PHASE_STOP. */
     for (; started > 0; started--)
         pthread_join(ws[started - 1].thread, NULL);
-    if (barriers) {
-        pthread_barrier_destroy(&sh.preloaded);
-        pthread_barrier_destroy(&sh.go);
-    }
     if (json != NULL && json != stdout)
         fclose(json);
     for (unsigned i = 0; ws != NULL && i < cfg.threads; i++)

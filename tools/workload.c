@@ -232,19 +232,19 @@ void wl_value_fill(void *buf, uint32_t len, uint64_t idx, uint64_t version)
 }
 
 enum wl_check wl_value_check(const void *buf, size_t len, uint64_t idx,
-                             uint32_t min, uint32_t max, uint64_t *version)
+                             uint32_t min, uint32_t max, struct wl_claim *claim)
 {
     const uint8_t *p = buf;
-    *version = 0;
+    claim->idx = claim->version = 0;
     if (len < WL_VALUE_HEADER)
         return WL_VALUE_SHORT;
-    uint64_t got_idx = get_le64(p);
-    *version = get_le64(p + 8);
-    if (got_idx != idx)
+    claim->idx = get_le64(p);
+    claim->version = get_le64(p + 8);
+    if (claim->idx != idx)
         return WL_VALUE_WRONG_KEY;
-    if (len != wl_value_len(idx, *version, min, max))
+    if (len != wl_value_len(idx, claim->version, min, max))
         return WL_VALUE_BAD_LENGTH;
-    uint64_t state = filler_seed(idx, *version);
+    uint64_t state = filler_seed(idx, claim->version);
     for (size_t off = WL_VALUE_HEADER; off < len; off += 8) {
         state += GOLDEN;
         uint64_t w = wl_mix64(state);

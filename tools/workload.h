@@ -95,10 +95,15 @@ enum wl_check {
 uint32_t wl_value_len(uint64_t idx, uint64_t version, uint32_t min, uint32_t max);
 /* Fills buf[0..len) for (idx, version); len >= WL_VALUE_HEADER. */
 void wl_value_fill(void *buf, uint32_t len, uint64_t idx, uint64_t version);
-/* Checks a value read for key idx. On return *version holds the version the
- * value claims (0 when it is too short to say). */
+/* What a value says about itself: the key index and version in its header
+ * (both 0 when it is too short to say). */
+struct wl_claim {
+    uint64_t idx;
+    uint64_t version;
+};
+/* Checks a value read for key idx; *claim receives what the value says. */
 enum wl_check wl_value_check(const void *buf, size_t len, uint64_t idx,
-                             uint32_t min, uint32_t max, uint64_t *version);
+                             uint32_t min, uint32_t max, struct wl_claim *claim);
 const char *wl_check_name(enum wl_check c);
 
 #endif

@@ -1,0 +1,315 @@
+/* test_hostile.c — a client that sends malformed requests to a real server.
+ *
+ * Talks to a real rkv-server through the raw client transport (no librkv
+ * safety nets) and sends what a buggy or malicious peer might: requests
+ * before HELLO, truncated headers, lengths that disagree with the bytes,
+ * unknown opcodes and flags, oversized keys and values, rendezvous
+ * descriptors outside the staging buffer, garbage hints. Each must get an
+ * error reply or a closed connection; the server must keep serving other
+ * clients with their data intact, drop the bad connections, and exit 0 on
+ * SIGTERM (under ASan that also proves nothing leaked).
+ *
+ * Usage: test_hostile PATH/TO/rkv-server  (RKV_TEST_LISTEN as in test_integration)
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "protocol.h"
+#include "rkv.h"
+#include "server_proc.h"
+#include "transport.h"
+#include "util.h"
+
+static const char *server_bin;
+static struct server_proc sp;
+static rkv_client *good;   /* a well-behaved client that must keep working */
+
+struct raw {
+    const struct rkv_client_transport *ops;
+    struct rkv_ctrans *t;
+    struct rkv_trans_counters tc;
+    struct rkv_hello hello;
+};
+
+static void raw_open(struct raw *r)
+{
+    char scheme[8], err[256];
+    const char *addr;
+    memset(r, 0, sizeof *r);
+    assert_true(rkv_uri_split(sp.uri, scheme, sizeof scheme, &addr));
+    r->ops = strcmp(scheme, "rdma") == 0 ? &rkv_rdma_client_transport : &rkv_shm_client_transport;
+    struct rkv_ctrans_params p = { .local_buf_size = 1 << 20, .timeout_ms = 2000 };
+    assert_int_equal(r->ops->connect(addr, &p, &r->tc, &r->t, err, sizeof err), RKV_OK);
+}
+
+/* Send one message of `len` bytes; return the reply status, or -1 when the
+ * server closed the connection (or never answered) instead. */
+static int raw_call(struct raw *r, const void *msg, uint32_t len, struct rkv_resp *out)
+{
+    memcpy(r->ops->send_buf(r->t, 0), msg, len);
+    if (r->ops->send(r->t, &len, 1) != RKV_OK)
+        return -1;
+    const void *reply;
+    size_t rlen;
+    if (r->ops->recv(r->t, &reply, &rlen, 2000) != RKV_OK)
+        return -1;
+    const struct rkv_resp *h;
+    const uint8_t *payload;
+    int st = rkv_resp_parse(reply, rlen, &h, &payload) == RKV_OK ? h->status : -2;
+    if (st >= 0 && out)
+        *out = *h;
+    if (st == RKV_OK && h->opcode == RKV_OP_HELLO)
+        assert_int_equal(rkv_hello_parse(payload, h->payload_len, &r->hello), RKV_OK);
+    r->ops->recv_done(r->t);
+    return st;
+}
+
+static size_t build(void *buf, uint8_t op, uint8_t flags, const char *key, uint16_t key_len,
+                    const void *val, uint32_t val_len, uint64_t arg)
+{
+    struct rkv_req h = { .opcode = op, .flags = flags, .key_len = key_len,
+                         .value_len = val_len, .req_id = 7, .arg = arg };
+    return rkv_req_build(buf, &h, key, val, val_len, NULL, 0);
+}
+
+static void raw_hello(struct raw *r)
+{
+    uint64_t buf[64];
+    uint32_t len = (uint32_t)build(buf, RKV_OP_HELLO, 0, "", 0, NULL, 0, RKV_PROTO_VERSION);
+    assert_int_equal(raw_call(r, buf, len, NULL), RKV_OK);
+    char err[256];
+    assert_int_equal(r->ops->set_region(r->t, &r->hello, err, sizeof err), RKV_OK);
+}
+
+static void raw_close(struct raw *r)
+{
+    r->ops->close(r->t);
+}
+
+/* The server answered `bad` with an error or a hang-up, and the good client
+ * still reads what it stored. */
+static void expect_rejected(int st, bool may_reply_error)
+{
+    if (st >= 0)
+        assert_true(may_reply_error && st != RKV_OK);
+    char buf[32];
+    size_t n;
+    assert_int_equal(rkv_get(good, "precious", 8, buf, sizeof buf, &n, NULL), RKV_OK);
+    assert_int_equal(n, 5);
+    assert_memory_equal(buf, "value", 5);
+    assert_int_equal(rkv_ping(good), RKV_OK);
+}
+
+static void test_before_hello(void **state)
+{
+    (void)state;
+    struct raw r;
+    uint64_t buf[64];
+    raw_open(&r);
+    uint32_t len = (uint32_t)build(buf, RKV_OP_PUT, 0, "k", 1, "v", 1, 0);
+    int st = raw_call(&r, buf, len, NULL);
+    assert_true(st == RKV_AUTH || st == -1);
+    /* and the connection is gone */
+    assert_int_equal(raw_call(&r, buf, len, NULL), -1);
+    raw_close(&r);
+    expect_rejected(st, true);
+}
+
+static void test_truncated_and_wrong_lengths(void **state)
+{
+    (void)state;
+    uint64_t buf[512];
+    struct raw r;
+
+    /* a message shorter than a header */
+    raw_open(&r);
+    raw_hello(&r);
+    int st = raw_call(&r, "\x02\x00", 2, NULL);
+    raw_close(&r);
+    expect_rejected(st, true);
+
+    /* key_len larger than the bytes sent */
+    raw_open(&r);
+    raw_hello(&r);
+    uint32_t len = (uint32_t)build(buf, RKV_OP_PUT, 0, "precious", 8, "evil", 4, 0);
+    ((struct rkv_req *)buf)->key_len = 200;
+    st = raw_call(&r, buf, len, NULL);
+    assert_true(st == RKV_PROTOCOL || st == -1);
+    raw_close(&r);
+    expect_rejected(st, true);
+
+    /* value_len smaller than the bytes sent */
+    raw_open(&r);
+    raw_hello(&r);
+    len = (uint32_t)build(buf, RKV_OP_PUT, 0, "precious", 8, "evil!", 5, 0);
+    ((struct rkv_req *)buf)->value_len = 2;
+    st = raw_call(&r, buf, len, NULL);
+    assert_true(st == RKV_PROTOCOL || st == -1);
+    raw_close(&r);
+    expect_rejected(st, true);
+}
+
+static void test_unknown_opcode_and_flags(void **state)
+{
+    (void)state;
+    uint64_t buf[64];
+    struct raw r;
+    static const uint8_t opcodes[] = { 0, RKV_OP_MAX, 200, 255 };
+    for (unsigned i = 0; i < sizeof opcodes; i++) {
+        raw_open(&r);
+        raw_hello(&r);
+        uint32_t len = (uint32_t)build(buf, opcodes[i], 0, "", 0, NULL, 0, 0);
+        int st = raw_call(&r, buf, len, NULL);
+        assert_true(st == RKV_PROTOCOL || st == -1);
+        raw_close(&r);
+        expect_rejected(st, true);
+    }
+    raw_open(&r);
+    raw_hello(&r);
+    uint32_t len = (uint32_t)build(buf, RKV_OP_PUT, 0x80, "precious", 8, "evil", 4, 0);
+    int st = raw_call(&r, buf, len, NULL);
+    assert_true(st == RKV_PROTOCOL || st == -1);
+    raw_close(&r);
+    expect_rejected(st, true);
+}
+
+static void test_oversized(void **state)
+{
+    (void)state;
+    uint64_t buf[512];
+    char key[300];
+    struct raw r;
+    memset(key, 'x', sizeof key);
+    raw_open(&r);
+    raw_hello(&r);
+    /* a 300-byte key: refused, connection may stay */
+    uint32_t len = (uint32_t)build(buf, RKV_OP_PUT, 0, key, 300, "v", 1, 0);
+    int st = raw_call(&r, buf, len, NULL);
+    assert_true(st == RKV_TOO_LARGE || st == -1);
+    /* a rendezvous value far larger than the server allows */
+    struct rkv_remote_buf rb = { .addr = 0, .rkey = 0, .len = 0x7fffffff };
+    struct rkv_req h = { .opcode = RKV_OP_PUT, .flags = RKV_REQ_REMOTE_VALUE, .key_len = 3,
+                         .value_len = rb.len, .req_id = 9 };
+    len = (uint32_t)rkv_req_build(buf, &h, "big", &rb, sizeof rb, NULL, 0);
+    if (st != -1) {
+        st = raw_call(&r, buf, len, NULL);
+        assert_true(st == RKV_TOO_LARGE || st == -1);
+    }
+    raw_close(&r);
+    expect_rejected(st, true);
+}
+
+static void test_bad_rendezvous(void **state)
+{
+    (void)state;
+    uint64_t buf[64];
+    struct raw r;
+    raw_open(&r);
+    raw_hello(&r);
+    /* a descriptor pointing past the staging buffer (and a bogus rkey) */
+    struct rkv_remote_buf rb = { .addr = 1ull << 40, .rkey = 0xdead, .len = 8000 };
+    struct rkv_req h = { .opcode = RKV_OP_PUT, .flags = RKV_REQ_REMOTE_VALUE, .key_len = 8,
+                         .value_len = rb.len, .req_id = 9 };
+    uint32_t len = (uint32_t)rkv_req_build(buf, &h, "precious", &rb, sizeof rb, NULL, 0);
+    int st = raw_call(&r, buf, len, NULL);
+    assert_true(st == RKV_PROTOCOL || st == RKV_CONNECTION || st == -1);
+    raw_close(&r);
+    expect_rejected(st, true);
+}
+
+static void test_garbage_hints(void **state)
+{
+    (void)state;
+    uint64_t buf[512];
+    struct raw r;
+    raw_open(&r);
+    raw_hello(&r);
+    struct rkv_req h = { .opcode = RKV_OP_HINTS, .hint_count = 64, .req_id = 3 };
+    rkv_hint hints[64];
+    for (unsigned i = 0; i < 64; i++)
+        hints[i] = i == 0 ? UINT64_MAX : (uint64_t)rand() << 32 | (uint64_t)rand();
+    uint32_t len = (uint32_t)rkv_req_build(buf, &h, NULL, NULL, 0, hints, 64);
+    assert_int_equal(raw_call(&r, buf, len, NULL), RKV_OK); /* ignored, not fatal */
+    raw_close(&r);
+    expect_rejected(-1, true);
+}
+
+static void test_many_bad_clients_then_clean_state(void **state)
+{
+    (void)state;
+    uint64_t buf[64];
+    for (int i = 0; i < 20; i++) {
+        struct raw r;
+        raw_open(&r);
+        if (i % 2)
+            raw_hello(&r);
+        uint32_t len = (uint32_t)build(buf, (uint8_t)(100 + i), 0, "", 0, NULL, 0, 0);
+        (void)raw_call(&r, buf, len, NULL);
+        raw_close(&r);
+    }
+    /* every bad connection is gone: only the good client remains */
+    char stats[4096];
+    size_t n;
+    unsigned long long conns = 0;
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(rkv_stats(good, 0, stats, sizeof stats, &n), RKV_OK);
+        conns = strtoull(strstr(stats, "\nconnections ") + 13, NULL, 10);
+        if (conns == 1)
+            break;
+        usleep(20000);
+    }
+    assert_int_equal(conns, 1);
+    expect_rejected(-1, true);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    static const char *const extra[] = { "--memory", "32M", "--event-mode", NULL };
+    char uri[256];
+    test_uri(uri, sizeof uri, 50);
+    if (server_start(&sp, server_bin, uri, extra) != 0)
+        return -1;
+    good = connect_retry(sp.uri, NULL, 5000);
+    if (good == NULL || rkv_put(good, "precious", 8, "value", 5, NULL, NULL) != RKV_OK)
+        return -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    rkv_close(good);
+    int rc = server_stop(&sp);
+    if (rc != 0)
+        fprintf(stderr, "rkv-server exit status %d on SIGTERM (want 0)\n", rc);
+    return rc == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    server_bin = argc > 1 ? argv[1] : getenv("RKV_SERVER_BIN");
+    if (server_bin == NULL) {
+        fprintf(stderr, "usage: %s PATH/TO/rkv-server\n", argv[0]);
+        return 2;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_before_hello),
+        cmocka_unit_test(test_truncated_and_wrong_lengths),
+        cmocka_unit_test(test_unknown_opcode_and_flags),
+        cmocka_unit_test(test_oversized),
+        cmocka_unit_test(test_bad_rendezvous),
+        cmocka_unit_test(test_garbage_hints),
+        cmocka_unit_test(test_many_bad_clients_then_clean_state),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

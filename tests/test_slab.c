@@ -1,0 +1,382 @@
+/* test_slab.c — the slab allocator (server/slab.c): class table, alloc/free,
+ * the grace period that keeps freed items away from reuse, page exhaustion,
+ * hint validation of untrusted offsets, the stats identity, and threads.
+ *
+ * The heap here is plain malloc'd memory standing in for a region: the
+ * allocator only hands out offsets and never touches item bytes, which the
+ * tests check by filling items with patterns.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "slab.h"
+#include "util.h"
+
+#define HEAP_OFFSET 4096u
+#define PAGE 4096u
+
+/* A fake region: one header page, then `pages` slab pages. */
+struct fixture {
+    uint8_t *region;
+    struct rkv_slab *slab;
+    uint32_t pages;
+};
+
+static void fixture_make(struct fixture *f, uint32_t pages, double factor, uint32_t grace_ms,
+                         bool meta)
+{
+    char err[256] = "";
+    f->pages = pages;
+    f->region = aligned_alloc(4096, HEAP_OFFSET + (size_t)pages * PAGE);
+    assert_non_null(f->region);
+    memset(f->region, 0, HEAP_OFFSET + (size_t)pages * PAGE);
+    struct rkv_slab_config c = {
+        .region = f->region, .heap_offset = HEAP_OFFSET, .heap_size = (uint64_t)pages * PAGE,
+        .page_size = PAGE, .growth_factor = factor, .grace_ms = grace_ms, .item_meta = meta,
+    };
+    assert_int_equal(rkv_slab_create(&c, &f->slab, err, sizeof err), RKV_OK);
+}
+
+static void fixture_free(struct fixture *f)
+{
+    rkv_slab_destroy(f->slab);
+    free(f->region);
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------------ class table */
+
+static void test_class_table(void **state)
+{
+    (void)state;
+    uint32_t sz[RKV_MAX_CLASSES], n;
+    char err[256];
+
+    assert_int_equal(rkv_slab_classes(1u << 20, 1.25, sz, &n, err, sizeof err), RKV_OK);
+    assert_true(n > 10 && n <= RKV_MAX_CLASSES);
+    assert_int_equal(sz[0], 64);
+    assert_int_equal(sz[n - 1], 1u << 20);
+    for (uint32_t i = 0; i < n; i++) {
+        assert_int_equal(sz[i] % RKV_ITEM_ALIGN, 0);
+        if (i > 0) {
+            assert_true(sz[i] > sz[i - 1]);
+            /* grows by the factor: never more than factor*prev rounded up to 64 */
+            uint64_t bound = RKV_ALIGN_UP((uint64_t)(sz[i - 1] * 1.25), 64);
+            assert_true(sz[i] <= RKV_MAX(bound, sz[i - 1] + 64u));
+        }
+    }
+    /* a larger factor gives fewer classes */
+    uint32_t n2;
+    assert_int_equal(rkv_slab_classes(1u << 20, 2.0, sz, &n2, err, sizeof err), RKV_OK);
+    assert_true(n2 < n);
+    assert_int_equal(sz[1], 128);
+
+    /* refused: too many classes, factor <= 1, bad page size */
+    assert_int_equal(rkv_slab_classes(1u << 20, 1.01, sz, &n, err, sizeof err), RKV_INVALID);
+    assert_non_null(strstr(err, "growth factor"));
+    assert_int_equal(rkv_slab_classes(1u << 20, 1.0, sz, &n, err, sizeof err), RKV_INVALID);
+    assert_int_equal(rkv_slab_classes(1000, 1.25, sz, &n, err, sizeof err), RKV_INVALID);
+}
+
+static void test_class_for(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_make(&f, 4, 2.0, 10, false);
+    /* page 4096, factor 2: 64 128 256 512 1024 2048 4096 */
+    assert_int_equal(rkv_slab_class_count(f.slab), 7);
+    assert_int_equal(rkv_slab_class_for(f.slab, 1), 0);
+    assert_int_equal(rkv_slab_class_for(f.slab, 64), 0);
+    assert_int_equal(rkv_slab_class_for(f.slab, 65), 1);
+    assert_int_equal(rkv_slab_class_for(f.slab, 4096), 6);
+    assert_int_equal(rkv_slab_class_for(f.slab, 4097), -1);
+    assert_int_equal(rkv_slab_class_size(f.slab, 3), 512);
+    assert_int_equal(rkv_slab_class_size(f.slab, 7), 0);
+    fixture_free(&f);
+}
+
+static void test_create_refuses_bad_geometry(void **state)
+{
+    (void)state;
+    struct rkv_slab *s;
+    char err[256];
+    uint8_t region[64];
+    struct rkv_slab_config c = { .region = region, .heap_offset = 4096, .heap_size = 3 * PAGE + 1,
+                                 .page_size = PAGE, .growth_factor = 1.25, .grace_ms = 10 };
+    assert_int_equal(rkv_slab_create(&c, &s, err, sizeof err), RKV_INVALID);
+    c.heap_size = 3 * PAGE;
+    c.heap_offset = 0;
+    assert_int_equal(rkv_slab_create(&c, &s, err, sizeof err), RKV_INVALID);
+    c.heap_offset = 4096;
+    c.grace_ms = RKV_SLAB_MAX_GRACE_MS + 1;
+    assert_int_equal(rkv_slab_create(&c, &s, err, sizeof err), RKV_INVALID);
+    assert_non_null(strstr(err, "grace"));
+}
+
+/* ------------------------------------------------------------ alloc / free */
+
+static void test_alloc_distinct_aligned(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_make(&f, 8, 2.0, 10, false);
+    const unsigned cls = 1; /* 128 bytes, 32 per page */
+    uint64_t offs[64];
+
+    for (unsigned i = 0; i < 64; i++) {
+        offs[i] = rkv_slab_alloc(f.slab, cls);
+        assert_true(offs[i] >= HEAP_OFFSET);
+        assert_true(offs[i] + 128 <= HEAP_OFFSET + 8u * PAGE);
+        assert_int_equal((offs[i] - HEAP_OFFSET) % PAGE % 128, 0);
+        assert_true(rkv_slab_valid(f.slab, offs[i], cls));
+        memset(f.region + offs[i], (int)i + 1, 128);
+    }
+    /* no two items overlap: every item still holds its own pattern */
+    for (unsigned i = 0; i < 64; i++)
+        for (unsigned b = 0; b < 128; b++)
+            assert_int_equal(f.region[offs[i] + b], i + 1);
+
+    struct rkv_slab_class_stats cs;
+    rkv_slab_class_stats(f.slab, cls, &cs);
+    assert_int_equal(cs.pages, 2);
+    assert_int_equal(cs.used, 64);
+    assert_int_equal(cs.per_page, 32);
+
+    /* a freed item keeps its bytes: the allocator writes nothing */
+    rkv_slab_free(f.slab, cls, offs[5]);
+    for (unsigned b = 0; b < 128; b++)
+        assert_int_equal(f.region[offs[5] + b], 6);
+    rkv_slab_class_stats(f.slab, cls, &cs);
+    assert_int_equal(cs.used, 63);
+    assert_int_equal(cs.limbo, 1);
+
+    /* out-of-range class */
+    assert_int_equal(rkv_slab_alloc(f.slab, 99), 0);
+    fixture_free(&f);
+}
+
+static void test_valid_rejects_garbage(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_make(&f, 4, 2.0, 10, true);
+    uint64_t a = rkv_slab_alloc(f.slab, 1);   /* 128-byte class */
+    uint64_t b = rkv_slab_alloc(f.slab, 1);
+    assert_int_equal(b, a + 128);
+
+    assert_true(rkv_slab_valid(f.slab, a, 1));
+    assert_non_null(rkv_slab_meta(f.slab, a, 1));
+    assert_ptr_not_equal(rkv_slab_meta(f.slab, a, 1), rkv_slab_meta(f.slab, b, 1));
+    assert_false(rkv_slab_valid(f.slab, a, 0));          /* wrong class */
+    assert_false(rkv_slab_valid(f.slab, a + 64, 1));     /* inside an item */
+    assert_false(rkv_slab_valid(f.slab, a + 1, 1));      /* misaligned */
+    assert_false(rkv_slab_valid(f.slab, a + 256, 1));    /* never handed out */
+    assert_false(rkv_slab_valid(f.slab, 0, 1));          /* header */
+    assert_false(rkv_slab_valid(f.slab, HEAP_OFFSET - 64, 1));
+    assert_false(rkv_slab_valid(f.slab, HEAP_OFFSET + 4u * PAGE, 1)); /* past the heap */
+    assert_false(rkv_slab_valid(f.slab, UINT64_MAX - 63, 1));
+    assert_false(rkv_slab_valid(f.slab, HEAP_OFFSET + PAGE, 1)); /* unassigned page */
+    assert_false(rkv_slab_valid(f.slab, a, RKV_MAX_CLASSES + 10));
+    assert_null(rkv_slab_meta(f.slab, a + 64, 1));
+    /* freeing garbage is ignored, not a crash or a corruption */
+    rkv_slab_free(f.slab, 1, a + 64);
+    rkv_slab_free(f.slab, 3, a);
+    struct rkv_slab_class_stats cs;
+    rkv_slab_class_stats(f.slab, 1, &cs);
+    assert_int_equal(cs.used, 2);
+    assert_int_equal(cs.limbo, 0);
+    fixture_free(&f);
+}
+
+/* ------------------------------------------------------------ grace period */
+
+static void test_grace_period(void **state)
+{
+    (void)state;
+    const uint32_t grace = 150;
+    struct fixture f;
+    fixture_make(&f, 1, 2.0, grace, false);
+    const unsigned cls = 6; /* 4096 bytes: one item per page, one page */
+
+    uint64_t x = rkv_slab_alloc(f.slab, cls);
+    assert_int_not_equal(x, 0);
+    assert_int_equal(rkv_slab_alloc(f.slab, cls), 0); /* heap full */
+    assert_int_equal(rkv_slab_limbo_wait_ms(f.slab, cls), -1);
+
+    uint64_t freed_at = rkv_now_ns();
+    rkv_slab_free(f.slab, cls, x);
+    int wait = rkv_slab_limbo_wait_ms(f.slab, cls);
+    assert_true(wait > 0 && wait <= (int)grace);
+
+    /* Not handed out before grace_ms: poll until it comes back, and check
+     * every success happened after the grace period. */
+    uint64_t got = 0;
+    unsigned refusals = 0;
+    while ((got = rkv_slab_alloc(f.slab, cls)) == 0) {
+        refusals++;
+        assert_true(rkv_now_ns() - freed_at < 2000000000ull); /* ... but it does come back */
+        sleep_ms(5);
+    }
+    uint64_t elapsed_ms = (rkv_now_ns() - freed_at) / 1000000;
+    assert_int_equal(got, x);
+    assert_true(elapsed_ms >= grace);
+    assert_true(refusals > 0);
+    fixture_free(&f);
+}
+
+static void test_limbo_fifo_and_fresh_first(void **state)
+{
+    (void)state;
+    const uint32_t grace = 60;
+    struct fixture f;
+    fixture_make(&f, 2, 2.0, grace, false);
+    const unsigned cls = 4; /* 1024 bytes, 4 per page */
+    uint64_t it[4];
+    for (unsigned i = 0; i < 4; i++)
+        it[i] = rkv_slab_alloc(f.slab, cls);
+    rkv_slab_free(f.slab, cls, it[2]);
+    rkv_slab_free(f.slab, cls, it[0]);
+    /* inside the grace period a fresh item comes from a new page instead */
+    uint64_t fresh = rkv_slab_alloc(f.slab, cls);
+    assert_true(fresh != it[0] && fresh != it[2]);
+    assert_int_equal((fresh - HEAP_OFFSET) / PAGE, 1);
+    sleep_ms(grace + 20);
+    /* after it, reuse goes oldest-freed first */
+    assert_int_equal(rkv_slab_alloc(f.slab, cls), it[2]);
+    assert_int_equal(rkv_slab_alloc(f.slab, cls), it[0]);
+    fixture_free(&f);
+}
+
+/* ------------------------------------------------------------ exhaustion */
+
+static void test_page_exhaustion(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_make(&f, 2, 2.0, 10, false);
+    /* class 5 (2048 B, 2 per page) fills page 0, class 0 takes page 1 */
+    uint64_t a = rkv_slab_alloc(f.slab, 5), b = rkv_slab_alloc(f.slab, 5);
+    assert_true(a && b);
+    assert_int_equal(rkv_slab_pages_unassigned(f.slab), 1);
+    for (unsigned i = 0; i < 64; i++)
+        assert_int_not_equal(rkv_slab_alloc(f.slab, 0), 0);
+    assert_int_equal(rkv_slab_pages_unassigned(f.slab), 0);
+    assert_int_equal(rkv_slab_alloc(f.slab, 0), 0);   /* its page is full */
+    assert_int_equal(rkv_slab_alloc(f.slab, 3), 0);   /* no page left for a new class */
+    assert_int_equal(rkv_slab_alloc(f.slab, 5), 0);
+
+    struct rkv_slab_stats ss;
+    rkv_slab_stats(f.slab, &ss);
+    assert_int_equal(ss.used, 2u * PAGE);
+    assert_int_equal(ss.unassigned, 0);
+    fixture_free(&f);
+}
+
+static void test_stats_account_every_byte(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_make(&f, 16, 1.25, 30, false);
+    unsigned ncls = rkv_slab_class_count(f.slab);
+    uint64_t offs[200];
+    unsigned cls_of[200];
+    for (unsigned i = 0; i < 200; i++) {
+        cls_of[i] = (i * 7) % ncls;
+        offs[i] = rkv_slab_alloc(f.slab, cls_of[i]);
+    }
+    for (unsigned i = 0; i < 200; i += 3)
+        if (offs[i])
+            rkv_slab_free(f.slab, cls_of[i], offs[i]);
+    struct rkv_slab_stats ss;
+    rkv_slab_stats(f.slab, &ss);
+    assert_int_equal(ss.used + ss.limbo + ss.ready + ss.fresh + ss.unassigned + ss.tail, ss.heap);
+    assert_true(ss.limbo > 0);
+    assert_true(ss.tail > 0);  /* 1.25 classes do not divide 4096 evenly */
+    sleep_ms(40);
+    rkv_slab_stats(f.slab, &ss);
+    assert_int_equal(ss.limbo, 0);
+    assert_true(ss.ready > 0);
+    fixture_free(&f);
+}
+
+/* ------------------------------------------------------------ threads */
+
+struct thread_arg {
+    struct fixture *f;
+    unsigned id;
+    unsigned failures;
+};
+
+/* Each thread allocates, stamps, checks and frees items of shared classes:
+ * if two threads ever held the same item, a stamp would be overwritten. */
+static void *churn(void *p)
+{
+    struct thread_arg *a = p;
+    uint64_t held[32] = { 0 };
+    unsigned cls_of[32];
+    for (unsigned round = 0; round < 20000; round++) {
+        unsigned i = round % 32;
+        if (held[i]) {
+            uint32_t stamp;
+            memcpy(&stamp, a->f->region + held[i], sizeof stamp);
+            if (stamp != (a->id << 24 | i))
+                a->failures++;
+            rkv_slab_free(a->f->slab, cls_of[i], held[i]);
+            held[i] = 0;
+        }
+        cls_of[i] = (round / 32) % 3;
+        held[i] = rkv_slab_alloc(a->f->slab, cls_of[i]);
+        if (held[i]) {
+            uint32_t stamp = a->id << 24 | i;
+            memcpy(a->f->region + held[i], &stamp, sizeof stamp);
+        }
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_make(&f, 32, 2.0, 1, false);
+    pthread_t th[3];
+    struct thread_arg args[3];
+    for (unsigned i = 0; i < 3; i++) {
+        args[i] = (struct thread_arg){ .f = &f, .id = i + 1 };
+        assert_int_equal(pthread_create(&th[i], NULL, churn, &args[i]), 0);
+    }
+    for (unsigned i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(args[i].failures, 0);
+    }
+    fixture_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_class_table),
+        cmocka_unit_test(test_class_for),
+        cmocka_unit_test(test_create_refuses_bad_geometry),
+        cmocka_unit_test(test_alloc_distinct_aligned),
+        cmocka_unit_test(test_valid_rejects_garbage),
+        cmocka_unit_test(test_grace_period),
+        cmocka_unit_test(test_limbo_fifo_and_fresh_first),
+        cmocka_unit_test(test_page_exhaustion),
+        cmocka_unit_test(test_stats_account_every_byte),
+        cmocka_unit_test(test_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
