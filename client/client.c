@@ -34,7 +34,7 @@
 #define LOOKUP_OPS      1024      /* read ops one lookup round may post */
 #define MGET_CHUNK      128       /* keys per lookup batch */
 #define DEFAULT_TIMEOUT 5000
-#define DEFAULT_CACHE   4096
+#define DEFAULT_CACHE   65536
 #define DEFAULT_RETRIES 64
 #define DEFAULT_BACKOFF 1000
 #define LOCAL_BUF_SIZE  (4u << 20)

@@ -60,6 +60,7 @@ struct rkv_ctrans {
     uint64_t region_addr;           /* remote address of region byte 0 */
     uint64_t region_size;
     uint32_t credits;               /* requests in flight at most (1 before HELLO) */
+    uint32_t inflight;              /* requests sent whose reply has not arrived */
     uint32_t max_msg;               /* bytes per message */
     struct rkv_rdma_buf local;      /* reads land here (LOCAL_WRITE) */
     struct rkv_rdma_buf staging;    /* rendezvous values (REMOTE_READ) */
@@ -94,7 +95,7 @@ static rkv_status sq_wait(struct rkv_ctrans *t, uint32_t limit, const char *what
     enum ibv_wc_status bad = IBV_WC_SUCCESS;
     char msg[400];
     int rc = rkv_rdma_sq_wait(&t->sq, t->send_cq, limit,
-                              rkv_now_ns() + t->timeout_ms * 1000000ull, &bad);
+                              rkv_now_ns() + t->timeout_ms * 1000000ull, NULL, &bad);
 
     if (RKV_LIKELY(rc == 0))
         return RKV_OK;
@@ -515,8 +516,8 @@ static rkv_status cli_send(struct rkv_ctrans *t, const uint32_t *lens, unsigned 
 
     if (RKV_UNLIKELY(t->dead))
         return RKV_CONNECTION;
-    if (RKV_UNLIKELY(n > t->credits))
-        return RKV_INVALID;
+    if (RKV_UNLIKELY(n > t->credits - t->inflight))
+        return RKV_INVALID;     /* over the window: refused, not queued */
     for (unsigned i = 0; i < n; i++)
         if (RKV_UNLIKELY(lens[i] > ring->stride))
             return RKV_INVALID;
@@ -540,6 +541,7 @@ static rkv_status cli_send(struct rkv_ctrans *t, const uint32_t *lens, unsigned 
         fail(t, "ibv_post_send failed");
         return RKV_CONNECTION;
     }
+    t->inflight += n;
     t->ctr->doorbells++;
     t->ctr->sends += n;
     t->ctr->inline_sends += inlined;
@@ -589,6 +591,8 @@ static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, 
                 return RKV_CONNECTION;
             }
             *len = wc->byte_len;
+            if (t->inflight > 0)
+                t->inflight--;
             return RKV_OK;
         }
         int n = ibv_poll_cq(t->recv_cq, (int)RKV_ARRAY_SIZE(t->wcs), t->wcs);

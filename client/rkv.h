@@ -69,7 +69,7 @@ typedef struct rkv_client rkv_client;
 struct rkv_options {
     const char *auth_secret;    /* shared secret the server expects, or NULL */
     unsigned timeout_ms;        /* per-operation timeout; 0 = 5000 */
-    unsigned location_cache;    /* entries in the key→item location cache; 0 = 4096, (unsigned)-1 = off */
+    unsigned location_cache;    /* entries in the key→item location cache; 0 = 65536, (unsigned)-1 = off */
     unsigned max_get_retries;   /* verification retries before RKV_RETRY_EXHAUSTED; 0 = 64 */
     unsigned reconnect_ms;      /* longest backoff between reconnect attempts; 0 = 1000 */
     const char *rdma_device;    /* RDMA device name, or NULL for rdma_cm's choice */

@@ -581,29 +581,49 @@ void rkv_rdma_sq_init(struct rkv_rdma_sq *sq, uint32_t depth, uint32_t keep, uin
     sq->interval = interval ? interval : 1;
 }
 
-int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit,
-                     uint64_t deadline_ns, enum ibv_wc_status *bad)
+/* Poll once; returns completions seen (>= 0) or -EIO. */
+static int sq_poll_once(struct rkv_rdma_sq *sq, struct ibv_cq *cq, enum ibv_wc_status *bad)
 {
     struct ibv_wc wc[16];
+    int n = ibv_poll_cq(cq, (int)RKV_ARRAY_SIZE(wc), wc);
+
+    if (n < 0) {
+        *bad = IBV_WC_GENERAL_ERR;
+        return -EIO;
+    }
+    for (int i = 0; i < n; i++) {
+        if (wc[i].status != IBV_WC_SUCCESS) {
+            *bad = wc[i].status;
+            return -EIO;
+        }
+        rkv_rdma_sq_done(sq, wc[i].wr_id);
+    }
+    return n;
+}
+
+int rkv_rdma_sq_poll(struct rkv_rdma_sq *sq, struct ibv_cq *cq, enum ibv_wc_status *bad)
+{
+    int n = sq_poll_once(sq, cq, bad);
+    return n < 0 ? n : 0;
+}
+
+int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit,
+                     uint64_t deadline_ns, const atomic_bool *abort, enum ibv_wc_status *bad)
+{
     unsigned idle = 0;
 
     while (sq->outstanding > limit) {
         if (sq->outstanding == sq->unsignaled)
             return -EDEADLK;  /* nothing signaled is in flight: no completion will come */
-        int n = ibv_poll_cq(cq, (int)RKV_ARRAY_SIZE(wc), wc);
-        if (n < 0) {
-            *bad = IBV_WC_GENERAL_ERR;
-            return -EIO;
+        int n = sq_poll_once(sq, cq, bad);
+        if (n < 0)
+            return n;
+        if (n == 0 && (++idle & 255u) == 0) {
+            if (abort != NULL && atomic_load_explicit(abort, memory_order_relaxed))
+                return -ECANCELED;
+            if (rkv_now_ns() > deadline_ns)
+                return -ETIMEDOUT;
         }
-        for (int i = 0; i < n; i++) {
-            if (wc[i].status != IBV_WC_SUCCESS) {
-                *bad = wc[i].status;
-                return -EIO;
-            }
-            rkv_rdma_sq_done(sq, wc[i].wr_id);
-        }
-        if (n == 0 && (++idle & 255u) == 0 && rkv_now_ns() > deadline_ns)
-            return -ETIMEDOUT;
     }
     return 0;
 }

@@ -13,6 +13,7 @@
 #ifndef RKV_RDMA_UTIL_H
 #define RKV_RDMA_UTIL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -200,9 +201,14 @@ static inline void rkv_rdma_sq_done(struct rkv_rdma_sq *sq, uint64_t wr_id)
 
 /* Poll `cq` (the send CQ) until at most `limit` WRs are outstanding or
  * `deadline_ns` (rkv_now_ns clock) passes. Returns 0, -ETIMEDOUT, -EIO with
- * *bad set to the failed status, or -EDEADLK if no completion can come. */
+ * *bad set to the failed status, -ECANCELED once *abort (may be NULL) is set
+ * (another thread learned the peer is gone), or -EDEADLK if no completion
+ * can come. */
 int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit,
-                     uint64_t deadline_ns, enum ibv_wc_status *bad);
+                     uint64_t deadline_ns, const atomic_bool *abort, enum ibv_wc_status *bad);
+/* One non-blocking poll of the send CQ: account what completed. Returns 0
+ * or -EIO with *bad set. */
+int rkv_rdma_sq_poll(struct rkv_rdma_sq *sq, struct ibv_cq *cq, enum ibv_wc_status *bad);
 
 /* Post lens[0..n-1] bytes from slots 0..n-1 of `ring` as one chained SEND
  * list (one ibv_post_send): inline when len <= max_inline, signaled per the

@@ -643,15 +643,17 @@ static void *srv_reply_buf(struct rkv_sconn *c, unsigned i)
 static rkv_status sq_wait(struct rkv_sconn *c, uint32_t limit, unsigned timeout_ms, const char *what)
 {
     enum ibv_wc_status bad = IBV_WC_SUCCESS;
-    int rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, limit, rkv_now_ns() + timeout_ms * 1000000ull, &bad);
+    int rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, limit, rkv_now_ns() + timeout_ms * 1000000ull,
+                              &c->dead, &bad);
 
     if (RKV_LIKELY(rc == 0))
         return RKV_OK;
+    /* -ECANCELED: the listener saw the peer leave and already set dead */
     if (rc == -EIO)
         conn_wc_fail(c, bad, what);
     else if (rc == -ETIMEDOUT)
         conn_fail(c, "the peer did not complete a transfer in time");
-    else
+    else if (rc != -ECANCELED)
         conn_fail(c, "send queue accounting error (a bug: please report it)");
     return RKV_CONNECTION;
 }
@@ -680,6 +682,13 @@ static rkv_status srv_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned 
     rc = rkv_rdma_post_recvs(c->id->qp, &c->recvs, c->sh->max_msg, c->repost, n, c->rwr, c->rsge);
     if (RKV_UNLIKELY(rc != 0)) {
         conn_fail(c, "ibv_post_recv failed");
+        return RKV_CONNECTION;
+    }
+    /* Account finished replies without waiting, so that a wait below is rare:
+     * with a live peer its NIC acknowledges within a round trip. */
+    enum ibv_wc_status bad;
+    if (RKV_UNLIKELY(rkv_rdma_sq_poll(&c->sq, c->send_cq, &bad) != 0)) {
+        conn_wc_fail(c, bad, "sending a reply");
         return RKV_CONNECTION;
     }
     if (RKV_UNLIKELY(sq_wait(c, c->sq.depth - n, REPLY_TIMEOUT_MS, "sending a reply") != RKV_OK))

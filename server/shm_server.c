@@ -74,6 +74,7 @@ struct rkv_listener {
     struct shm_quota *quota;
     struct shm_pending pending[SHM_MAX_PENDING];
     unsigned npending;
+    uint64_t last_accept_warn_ns;    /* rate limit for accept() failure logs */
     dev_t sock_dev;                  /* identity of the socket file we created, */
     ino_t sock_ino;                  /*   so close only unlinks our own */
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -258,8 +259,15 @@ static void accept_new(struct rkv_listener *l)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                RKV_WARN("shm: accept on %s failed: %s", l->path, strerror(errno));
+            uint64_t now = rkv_now_ns();
+            if (errno != EAGAIN && errno != EWOULDBLOCK &&
+                now - l->last_accept_warn_ns > 1000000000ull) {
+                /* once a second at most: EMFILE repeats until fds free up */
+                RKV_WARN("shm: accept on %s failed: %s%s", l->path, strerror(errno),
+                         errno == EMFILE || errno == ENFILE ? "; raise the open-files limit "
+                         "(ulimit -n / LimitNOFILE)" : "");
+                l->last_accept_warn_ns = now;
+            }
             return;
         }
         struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = fd };

@@ -271,8 +271,9 @@ static uint32_t item_age(struct rkv_table *t, uint64_t word)
     return __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED) - __atomic_load_n(m, __ATOMIC_RELAXED);
 }
 
-/* Choose a live item of class cls to evict. Lock held. */
-static bool pick_victim(struct rkv_table *t, unsigned cls, struct place *victim)
+/* Choose a live item of class cls to evict, never the one in `keep` (the
+ * item the current PUT just stored). Lock held. */
+static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim)
 {
     bool lru = t->cfg.evict == RKV_EVICT_LRU;
     unsigned samples = lru ? LRU_SAMPLES : RANDOM_SAMPLES;
@@ -284,7 +285,7 @@ static bool pick_victim(struct rkv_table *t, unsigned cls, struct place *victim)
         struct place p;
         if (off == 0)
             return false;  /* the class has no pages */
-        if (!live_at(t, off, cls, &p))
+        if (!live_at(t, off, cls, &p) || p.word == keep)
             continue;
         if (!lru) {
             *victim = p;
@@ -300,13 +301,14 @@ static bool pick_victim(struct rkv_table *t, unsigned cls, struct place *victim)
     return found;
 }
 
-/* Evict up to `want` items of class cls; returns how many. Lock held. */
-static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want)
+/* Evict up to `want` items of class cls, sparing `keep`; returns how many.
+ * Lock held. */
+static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, uint64_t keep)
 {
     unsigned done = 0;
     for (unsigned tries = 0; done < want && tries < 2 * want + 4; tries++) {
         struct place p;
-        if (!pick_victim(t, cls, &p))
+        if (!pick_victim(t, cls, keep, &p))
             continue;
         index_remove(t, &p);
         count(&t->n.evictions, 1);
@@ -323,7 +325,7 @@ static uint64_t reserve_cap(const struct rkv_slab_class_stats *cs)
 
 /* Keep items of class cls on their way back to the free list, so that a
  * PUT on a full heap rarely has to wait for the grace period. Lock held. */
-static void evict_ahead(struct rkv_table *t, unsigned cls)
+static void evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
 {
     struct rkv_slab_class_stats cs;
     if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_unassigned(t->slab) > 0)
@@ -332,7 +334,7 @@ static void evict_ahead(struct rkv_table *t, unsigned cls)
     uint64_t target = RKV_MIN(t->reserve[cls], reserve_cap(&cs));
     uint64_t coming = cs.ready + cs.limbo + cs.fresh;
     if (coming < target)
-        evict_class(t, cls, (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX));
+        evict_class(t, cls, (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX), keep);
 }
 
 /* Free a slot in one of the key's buckets by evicting one of their items
@@ -491,7 +493,7 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
         uint64_t cap = reserve_cap(&cs);
         if (t->reserve[cls] < cap)   /* we ran dry: the reserve was too small */
             t->reserve[cls] = RKV_MIN(2 * t->reserve[cls], cap);
-        evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap), EVICT_AHEAD_MAX));
+        evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap), EVICT_AHEAD_MAX), 0);
         pthread_mutex_unlock(&t->lock);
 
         if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
@@ -600,7 +602,7 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
         }
     }
     if (st == RKV_OK)
-        evict_ahead(t, nb.cls);
+        evict_ahead(t, nb.cls, nb.word);
     pthread_mutex_unlock(&t->lock);
 
     if (st != RKV_OK) {

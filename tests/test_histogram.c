@@ -51,9 +51,8 @@ static void exact_percentiles_small(void **state)
     free(h);
 }
 
-/* 1000 values 0..999 ns recorded as value*1 exact up to 255, then bucketed:
- * a percentile that lands on an exactly-representable value is exact, and
- * the fractional rank (99.9 % of 1000) must not round up by floating error. */
+/* Ranks are ceil(p % of count): exact on values below 256 ns, and 99.9 % of
+ * 1000 must not round up to rank 1000 by floating-point error. */
 static void percentile_rank_rounding(void **state)
 {
     (void)state;
@@ -65,6 +64,12 @@ static void percentile_rank_rounding(void **state)
     assert_int_equal(hist_percentile(h, 99.9), 200);
     assert_int_equal(hist_percentile(h, 0.5), 1);
     assert_int_equal(hist_percentile(h, 0.6), 2);
+    /* 999 x 1 ns and 1 x 2 ns: rank 999 (99.9 %) is 1, rank 1000 is 2 */
+    hist_init(h);
+    hist_record_n(h, 1, 999);
+    hist_record(h, 2);
+    assert_int_equal(hist_percentile(h, 99.9), 1);
+    assert_int_equal(hist_percentile(h, 99.91), 2);
     free(h);
 }
 

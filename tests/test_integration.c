@@ -418,8 +418,13 @@ static void test_server_restart(void **state)
     assert_int_equal(rkv_put(c, "gen", 3, "old", 3, NULL, NULL), RKV_OK);
     assert_int_equal(rkv_get(c, "gen", 3, buf, sizeof buf, &n, NULL), RKV_OK); /* cached */
     server_kill(&sp);
+    /* the old server is gone: a GET must not serve its region any more */
+    rkv_status st = rkv_get(c, "gen", 3, buf, sizeof buf, &n, NULL);
+    assert_true(st == RKV_CONNECTION || st == RKV_TIMEOUT);
     assert_int_equal(server_start(&sp, server_bin, uri, extra), 0);
-    rkv_status st = rkv_put(c, "other", 5, "x", 1, NULL, NULL);
+    st = rkv_get(c, "gen", 3, buf, sizeof buf, &n, NULL);
+    assert_true(st == RKV_CONNECTION || st == RKV_NOT_FOUND);
+    st = rkv_put(c, "other", 5, "x", 1, NULL, NULL);
     assert_true(st == RKV_CONNECTION || st == RKV_TIMEOUT || st == RKV_OK);
     for (int i = 0; i < 100 && (st = rkv_ping(c)) != RKV_OK; i++)
         usleep(20000);

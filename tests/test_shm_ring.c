@@ -104,18 +104,21 @@ static void test_layout(void **state)
     assert_int_equal(l.total, l.staging_off + (1 << 20));
     assert_int_equal(l.total % 4096, 0);
     /* each control word on its own cache line */
-    assert_int_equal(offsetof(struct rkv_shm_ctrl, req_head) - offsetof(struct rkv_shm_ctrl, req_tail),
-                     RKV_CACHELINE);
+    assert_int_equal(offsetof(struct rkv_shm_ctrl, req_head) -
+                     offsetof(struct rkv_shm_ctrl, req_tail), RKV_CACHELINE);
     assert_int_equal(offsetof(struct rkv_shm_ctrl, client_sleeping), 5 * RKV_CACHELINE);
 
     assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 0, 4096, 1 << 20, err, sizeof err));
     assert_non_null(strstr(err, "credits"));
     assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, RKV_SHM_MAX_CREDITS + 1, 4096, 1 << 20,
                                                       err, sizeof err));
-    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 64, RKV_MIN_MSG - 1, 1 << 20, err, sizeof err));
-    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 64, RKV_MAX_MSG + 1, 1 << 20, err, sizeof err));
+    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 64, RKV_MIN_MSG - 1, 1 << 20,
+                                                      err, sizeof err));
+    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 64, RKV_MAX_MSG + 1, 1 << 20,
+                                                      err, sizeof err));
     assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 64, 4096, 100, err, sizeof err));
-    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 4096, RKV_MAX_MSG, 1 << 20, err, sizeof err));
+    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 4096, RKV_MAX_MSG, 1 << 20,
+                                                      err, sizeof err));
     assert_non_null(strstr(err, "lower"));
 }
 
@@ -504,61 +507,108 @@ static bool eventually_dead(struct rkv_sconn *c)
     return false;
 }
 
-static void test_server_valid_exchange(void **state)
-{
-    (void)state;
+/* One listener and one raw client connected to it, for each test below. */
+struct conn_fixture {
     struct srv_fixture f;
     struct raw_client rc;
-    struct rkv_sconn *c;
+    struct rkv_sconn *c;        /* server side; NULL once the test closed it */
+    bool rc_open;               /* the raw client is still connected */
+    struct rkv_shm_ring req;    /* the raw client's producer view of requests */
     struct rkv_msg msgs[SRV_CREDITS];
+};
 
-    srv_setup(&f, 0);
-    raw_connect(&f, &rc, &c);
-    assert_int_equal(SRV_CREDITS, rc.m.credits);
-    assert_int_equal(SRV_MAX_MSG, rc.m.max_msg);
-    assert_int_equal(f.region.size, rc.m.region_size);
-    assert_true(rc.m.staging_size >= (1u << 20));
+static int conn_setup(void **state)
+{
+    struct conn_fixture *x = calloc(1, sizeof *x);
+    assert_non_null(x);
+    srv_setup(&x->f, 0);
+    raw_connect(&x->f, &x->rc, &x->c);
+    x->rc_open = true;
+    rkv_shm_ring_init(&x->req, x->rc.area, &x->rc.l, RKV_SHM_REQUESTS);
+    *state = x;
+    return 0;
+}
+
+static int conn_teardown(void **state)
+{
+    struct conn_fixture *x = *state;
+    if (x->c != NULL)
+        st->close(x->c);
+    if (x->rc_open)
+        raw_close(&x->rc);
+    srv_teardown(&x->f);
+    free(x);
+    return 0;
+}
+
+/* Publish n requests of `len` bytes from the raw client. */
+static void raw_publish(struct conn_fixture *x, unsigned n, uint32_t len)
+{
+    uint32_t lens[SRV_CREDITS];
+    for (unsigned i = 0; i < n; i++)
+        lens[i] = len;
+    rkv_shm_ring_publish(&x->req, lens, n);
+}
+
+/* The server must have dropped the connection on what the client did. */
+static void expect_dropped(struct conn_fixture *x)
+{
+    assert_int_equal(0, st->poll(x->c, x->msgs, SRV_CREDITS));
+    assert_false(st->alive(x->c));
+    assert_int_equal(0, st->poll(x->c, x->msgs, SRV_CREDITS));
+    assert_int_equal(RKV_CONNECTION, st->reply(x->c, NULL, 0));
+}
+
+static void test_server_valid_exchange(void **state)
+{
+    struct conn_fixture *x = *state;
+    struct raw_client *rc = &x->rc;
+    struct rkv_sconn *c = x->c;
+
+    assert_int_equal(SRV_CREDITS, rc->m.credits);
+    assert_int_equal(SRV_MAX_MSG, rc->m.max_msg);
+    assert_int_equal(x->f.region.size, rc->m.region_size);
+    assert_true(rc->m.staging_size >= (1u << 20));
     assert_non_null(strstr(st->peer(c), "shm pid"));
 
     /* a well-behaved client, by hand: two requests, one publish */
-    struct rkv_shm_ring req;
-    rkv_shm_ring_init(&req, rc.area, &rc.l, RKV_SHM_REQUESTS);
     uint32_t lens[2] = { 5, SRV_MAX_MSG };
-    msg_fill(rkv_shm_ring_slot(&req, 0), 1, 5);
-    msg_fill(rkv_shm_ring_slot(&req, 1), 2, SRV_MAX_MSG);
-    rkv_shm_ring_publish(&req, lens, 2);
-    assert_int_equal(2, st->poll(c, msgs, SRV_CREDITS));
+    msg_fill(rkv_shm_ring_slot(&x->req, 0), 1, 5);
+    msg_fill(rkv_shm_ring_slot(&x->req, 1), 2, SRV_MAX_MSG);
+    rkv_shm_ring_publish(&x->req, lens, 2);
+    assert_int_equal(2, st->poll(c, x->msgs, SRV_CREDITS));
     /* the server hands out private copies, not the shared slots */
     for (unsigned i = 0; i < 2; i++) {
-        const uint8_t *d = msgs[i].data;
-        assert_true(d < rc.area || d >= rc.area + rc.l.total);
+        const uint8_t *d = x->msgs[i].data;
+        assert_true(d < rc->area || d >= rc->area + rc->l.total);
         assert_int_equal(0, (uintptr_t)d % 8);
     }
-    memset(rc.area + rc.l.req_off + RKV_SHM_SLOT_HDR, 0, 5);  /* the client scribbles afterwards */
-    assert_int_equal(5, msgs[0].len);
-    assert_true(msg_check(msgs[0].data, 1, 5));
-    assert_true(msg_check(msgs[1].data, 2, SRV_MAX_MSG));
-    assert_int_equal(2, atomic_load(&rc.ctrl->req_head));
+    /* the client scribbles over its slot afterwards */
+    memset(rc->area + rc->l.req_off + RKV_SHM_SLOT_HDR, 0, 5);
+    assert_int_equal(5, x->msgs[0].len);
+    assert_true(msg_check(x->msgs[0].data, 1, 5));
+    assert_true(msg_check(x->msgs[1].data, 2, SRV_MAX_MSG));
+    assert_int_equal(2, atomic_load(&rc->ctrl->req_head));
 
     /* replies land in the reply ring with one publish */
     memcpy(st->reply_buf(c, 0), "ok", 2);
     memcpy(st->reply_buf(c, 1), "fine", 4);
     uint32_t rl[2] = { 2, 4 };
     assert_int_equal(RKV_OK, st->reply(c, rl, 2));
-    assert_int_equal(2, atomic_load(&rc.ctrl->rep_tail));
-    assert_memory_equal(rc.area + rc.l.rep_off + RKV_SHM_SLOT_HDR, "ok", 2);
-    assert_memory_equal(rc.area + rc.l.rep_off + rc.l.slot_stride + RKV_SHM_SLOT_HDR, "fine", 4);
+    assert_int_equal(2, atomic_load(&rc->ctrl->rep_tail));
+    assert_memory_equal(rc->area + rc->l.rep_off + RKV_SHM_SLOT_HDR, "ok", 2);
+    assert_memory_equal(rc->area + rc->l.rep_off + rc->l.slot_stride + RKV_SHM_SLOT_HDR, "fine", 4);
     /* more replies than requests is a worker bug, refused */
     assert_int_equal(RKV_INTERNAL, st->reply(c, rl, 1));
 
     /* a valid rendezvous pull, at an offset */
-    uint8_t *staging = rc.area + rc.l.staging_off;
+    uint8_t *staging = rc->area + rc->l.staging_off;
     msg_fill(staging + 4096, 77, 100000);
     uint8_t *dst = malloc(100000);
     struct rkv_remote_buf rb = { .addr = 4096, .rkey = 0, .len = 100000 };
     assert_int_equal(RKV_OK, st->pull(c, &rb, dst));
     assert_true(msg_check(dst, 77, 100000));
-    rb.addr = rc.m.staging_size - 10;
+    rb.addr = rc->m.staging_size - 10;
     rb.len = 10;
     assert_int_equal(RKV_OK, st->pull(c, &rb, dst));   /* the very end is fine */
     free(dst);
@@ -566,190 +616,124 @@ static void test_server_valid_exchange(void **state)
 
     /* event mode: arm, then a publish from a client wakes the event fd */
     st->arm(c);
-    assert_int_equal(1, atomic_load(&rc.ctrl->server_sleeping));
+    assert_int_equal(1, atomic_load(&rc->ctrl->server_sleeping));
     struct pollfd pfd = { .fd = st->event_fd(c), .events = POLLIN };
     assert_int_equal(0, poll(&pfd, 1, 0));
-    assert_true(rkv_shm_peer_sleeping(&rc.ctrl->server_sleeping));
-    assert_int_equal(0, rkv_shm_wake(rc.sock));
+    assert_true(rkv_shm_peer_sleeping(&rc->ctrl->server_sleeping));
+    assert_int_equal(0, rkv_shm_wake(rc->sock));
     assert_int_equal(1, poll(&pfd, 1, 1000));
     st->arm(c);                                        /* drains the wake-up */
     assert_int_equal(0, poll(&pfd, 1, 0));
     assert_true(st->alive(c));
 
     /* the client dies: the event fd reports it and alive() turns false */
-    raw_close(&rc);
+    raw_close(rc);
+    x->rc_open = false;
     assert_int_equal(1, poll(&pfd, 1, 1000));
     assert_true(eventually_dead(c));
-    st->close(c);
-    srv_teardown(&f);
 }
 
 static void test_server_tail_jump(void **state)
 {
-    (void)state;
-    struct srv_fixture f;
-    struct raw_client rc;
-    struct rkv_sconn *c;
-    struct rkv_msg msgs[SRV_CREDITS];
+    struct conn_fixture *x = *state;
+    atomic_store(&x->rc.ctrl->req_tail, SRV_CREDITS + 5);
+    expect_dropped(x);
 
-    srv_setup(&f, 0);
-    raw_connect(&f, &rc, &c);
-    atomic_store(&rc.ctrl->req_tail, SRV_CREDITS + 5);
-    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
-    assert_false(st->alive(c));
-    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
-    assert_int_equal(RKV_CONNECTION, st->reply(c, NULL, 0));
-    st->close(c);
-
-    /* the listener keeps serving: a second client is fine */
-    raw_close(&rc);
-    raw_connect(&f, &rc, &c);
-    assert_true(st->alive(c));
-    /* ... until it moves its tail backwards after a valid request */
-    struct rkv_shm_ring req;
-    rkv_shm_ring_init(&req, rc.area, &rc.l, RKV_SHM_REQUESTS);
-    uint32_t len = 8;
-    rkv_shm_ring_publish(&req, &len, 1);
-    assert_int_equal(1, st->poll(c, msgs, SRV_CREDITS));
-    atomic_store(&rc.ctrl->req_tail, 0);
-    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
-    assert_false(st->alive(c));
-    st->close(c);
-    raw_close(&rc);
-    srv_teardown(&f);
+    /* the listener keeps serving: a second client is fine ... */
+    st->close(x->c);
+    raw_close(&x->rc);
+    raw_connect(&x->f, &x->rc, &x->c);
+    rkv_shm_ring_init(&x->req, x->rc.area, &x->rc.l, RKV_SHM_REQUESTS);
+    raw_publish(x, 1, 8);
+    assert_int_equal(1, st->poll(x->c, x->msgs, SRV_CREDITS));
+    assert_true(st->alive(x->c));
+    /* ... until it moves its tail backwards */
+    atomic_store(&x->rc.ctrl->req_tail, 0);
+    expect_dropped(x);
 }
 
 static void test_server_bad_len(void **state)
 {
-    (void)state;
-    struct srv_fixture f;
-    struct raw_client rc;
-    struct rkv_sconn *c;
-    struct rkv_msg msgs[SRV_CREDITS];
-
-    srv_setup(&f, 0);
-    raw_connect(&f, &rc, &c);
+    struct conn_fixture *x = *state;
     uint32_t bad = SRV_MAX_MSG + 1;
-    memcpy(rc.area + rc.l.req_off, &bad, 4);
-    atomic_store(&rc.ctrl->req_tail, 1);
-    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
-    assert_false(st->alive(c));
-    st->close(c);
-    raw_close(&rc);
-    srv_teardown(&f);
+    memcpy(x->rc.area + x->rc.l.req_off, &bad, 4);
+    atomic_store(&x->rc.ctrl->req_tail, 1);
+    expect_dropped(x);
 }
 
 static void test_server_bad_reply_head(void **state)
 {
-    (void)state;
-    struct srv_fixture f;
-    struct raw_client rc;
-    struct rkv_sconn *c;
-    struct rkv_msg msgs[SRV_CREDITS];
-
-    srv_setup(&f, 0);
-    raw_connect(&f, &rc, &c);
+    struct conn_fixture *x = *state;
     /* the client claims to have consumed replies that were never sent */
-    atomic_store(&rc.ctrl->rep_head, 3);
-    struct rkv_shm_ring req;
-    rkv_shm_ring_init(&req, rc.area, &rc.l, RKV_SHM_REQUESTS);
-    uint32_t len = 8;
-    rkv_shm_ring_publish(&req, &len, 1);
-    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
-    assert_false(st->alive(c));
-    st->close(c);
-    raw_close(&rc);
-    srv_teardown(&f);
+    atomic_store(&x->rc.ctrl->rep_head, 3);
+    raw_publish(x, 1, 8);
+    expect_dropped(x);
 }
 
 /* A client that never drains its replies stalls only itself. */
 static void test_server_backpressure(void **state)
 {
-    (void)state;
-    struct srv_fixture f;
-    struct raw_client rc;
-    struct rkv_sconn *c;
-    struct rkv_msg msgs[SRV_CREDITS];
+    struct conn_fixture *x = *state;
     uint32_t lens[SRV_CREDITS];
-
-    srv_setup(&f, 0);
-    raw_connect(&f, &rc, &c);
-    struct rkv_shm_ring req;
-    rkv_shm_ring_init(&req, rc.area, &rc.l, RKV_SHM_REQUESTS);
     for (unsigned i = 0; i < SRV_CREDITS; i++)
         lens[i] = 16;
-    rkv_shm_ring_publish(&req, lens, SRV_CREDITS);
-    assert_int_equal(SRV_CREDITS, st->poll(c, msgs, SRV_CREDITS));
-    assert_int_equal(RKV_OK, st->reply(c, lens, SRV_CREDITS));
+
+    raw_publish(x, SRV_CREDITS, 16);
+    assert_int_equal(SRV_CREDITS, st->poll(x->c, x->msgs, SRV_CREDITS));
+    assert_int_equal(RKV_OK, st->reply(x->c, lens, SRV_CREDITS));
     /* request ring is free again, reply ring full and never consumed */
-    rkv_shm_ring_publish(&req, lens, 3);
-    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
-    assert_true(st->alive(c));
+    raw_publish(x, 3, 16);
+    assert_int_equal(0, st->poll(x->c, x->msgs, SRV_CREDITS));
+    assert_true(st->alive(x->c));
     /* the client consumes two replies: exactly two requests are taken */
-    atomic_store(&rc.ctrl->rep_head, 2);
-    assert_int_equal(2, st->poll(c, msgs, SRV_CREDITS));
-    assert_int_equal(0, st->poll(c, msgs, SRV_CREDITS));
-    assert_int_equal(RKV_OK, st->reply(c, lens, 2));
-    st->close(c);
-    raw_close(&rc);
-    srv_teardown(&f);
+    atomic_store(&x->rc.ctrl->rep_head, 2);
+    assert_int_equal(2, st->poll(x->c, x->msgs, SRV_CREDITS));
+    assert_int_equal(0, st->poll(x->c, x->msgs, SRV_CREDITS));
+    assert_int_equal(RKV_OK, st->reply(x->c, lens, 2));
+    assert_true(st->alive(x->c));
 }
 
 static void test_server_bad_pull(void **state)
 {
-    (void)state;
-    struct srv_fixture f;
-    struct raw_client rc;
-    struct rkv_sconn *c;
+    struct conn_fixture *x = *state;
     uint8_t dst[64];
     const struct rkv_remote_buf bad[] = {
-        { .addr = 0, .rkey = 0, .len = 0 },              /* placeholder, replaced below */
-        { .addr = UINT64_MAX - 8, .rkey = 0, .len = 16 },/* overflowing */
-        { .addr = 0, .rkey = 7, .len = 16 },             /* an rkey on shm */
+        { .addr = x->rc.m.staging_size - 10, .rkey = 0, .len = 11 }, /* 1 byte past the end */
+        { .addr = UINT64_MAX - 8, .rkey = 0, .len = 16 },            /* overflowing */
+        { .addr = 0, .rkey = 7, .len = 16 },                         /* an rkey on shm */
     };
 
-    srv_setup(&f, 0);
     for (unsigned i = 0; i < RKV_ARRAY_SIZE(bad); i++) {
-        struct rkv_remote_buf rb = bad[i];
-        raw_connect(&f, &rc, &c);
-        if (i == 0) {
-            rb.addr = rc.m.staging_size - 10;   /* runs 1 byte past the end */
-            rb.len = 11;
+        if (i > 0) {
+            st->close(x->c);
+            raw_close(&x->rc);
+            raw_connect(&x->f, &x->rc, &x->c);
         }
-        assert_int_equal(RKV_PROTOCOL, st->pull(c, &rb, dst));
-        assert_false(st->alive(c));
-        st->close(c);
-        raw_close(&rc);
+        assert_int_equal(RKV_PROTOCOL, st->pull(x->c, &bad[i], dst));
+        assert_false(st->alive(x->c));
     }
-    srv_teardown(&f);
 }
 
 static void test_server_shared_memory_is_safe(void **state)
 {
-    (void)state;
-    struct srv_fixture f;
-    struct raw_client rc;
-    struct rkv_sconn *c;
+    struct conn_fixture *x = *state;
+    struct raw_client *rc = &x->rc;
 
-    srv_setup(&f, 0);
-    raw_connect(&f, &rc, &c);
     /* the connection memfd is sealed: no SIGBUS for the server */
-    assert_int_equal(-1, ftruncate(rc.conn_fd, 4096));
+    assert_int_equal(-1, ftruncate(rc->conn_fd, 4096));
     assert_int_equal(EPERM, errno);
     /* the region is read-only to the client */
-    assert_true(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, rc.region_fd, 0) == MAP_FAILED);
-    assert_int_equal(-1, write(rc.region_fd, "x", 1));
-    assert_int_equal(-1, ftruncate(rc.region_fd, 0));
-    void *ro = mmap(NULL, rc.m.region_size, PROT_READ, MAP_SHARED, rc.region_fd, 0);
+    assert_true(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, rc->region_fd, 0) ==
+                MAP_FAILED);
+    assert_int_equal(-1, write(rc->region_fd, "x", 1));
+    assert_int_equal(-1, ftruncate(rc->region_fd, 0));
+    void *ro = mmap(NULL, rc->m.region_size, PROT_READ, MAP_SHARED, rc->region_fd, 0);
     assert_true(ro != MAP_FAILED);
-    assert_int_equal(0x5A, ((uint8_t *)ro)[rc.m.region_size - 1]);
-    ((uint8_t *)f.region.base)[0] = 0x11;          /* server writes are visible */
+    assert_int_equal(0x5A, ((uint8_t *)ro)[rc->m.region_size - 1]);
+    ((uint8_t *)x->f.region.base)[0] = 0x11;          /* server writes are visible */
     assert_int_equal(0x11, ((uint8_t *)ro)[0]);
     assert_int_equal(-1, mprotect(ro, 4096, PROT_READ | PROT_WRITE));
-    munmap(ro, rc.m.region_size);
-    st->close(c);
-    raw_close(&rc);
-    srv_teardown(&f);
+    munmap(ro, rc->m.region_size);
 }
 
 /* Silent peers, bad connect messages and version mismatches never block or
@@ -1174,6 +1158,8 @@ static void test_client_hostile_server(void **state)
     fake_close(&fs);
 }
 
+#define CONN_TEST(f) cmocka_unit_test_setup_teardown(f, conn_setup, conn_teardown)
+
 int main(void)
 {
     rkv_log_set_level(RKV_LOG_ERROR);   /* the drops below are expected */
@@ -1185,13 +1171,13 @@ int main(void)
         cmocka_unit_test(test_hostile_positions),
         cmocka_unit_test(test_spsc_stress),
         cmocka_unit_test(test_spsc_sleep_wake),
-        cmocka_unit_test(test_server_valid_exchange),
-        cmocka_unit_test(test_server_tail_jump),
-        cmocka_unit_test(test_server_bad_len),
-        cmocka_unit_test(test_server_bad_reply_head),
-        cmocka_unit_test(test_server_backpressure),
-        cmocka_unit_test(test_server_bad_pull),
-        cmocka_unit_test(test_server_shared_memory_is_safe),
+        CONN_TEST(test_server_valid_exchange),
+        CONN_TEST(test_server_tail_jump),
+        CONN_TEST(test_server_bad_len),
+        CONN_TEST(test_server_bad_reply_head),
+        CONN_TEST(test_server_backpressure),
+        CONN_TEST(test_server_bad_pull),
+        CONN_TEST(test_server_shared_memory_is_safe),
         cmocka_unit_test(test_listener_handshakes),
         cmocka_unit_test(test_listener_max_conns),
         cmocka_unit_test(test_listener_socket_path),

@@ -536,6 +536,24 @@ static void free_worker(struct worker *w)
     free(w->singles);
 }
 
+/* Lets the workers past their start gate (after main set the phase). */
+static void open_gate(struct shared *sh)
+{
+    pthread_mutex_lock(&sh->lock);
+    sh->go = true;
+    pthread_cond_broadcast(&sh->cond);
+    pthread_mutex_unlock(&sh->lock);
+}
+
+/* Waits until `count` workers finished preloading. */
+static void wait_preloaded(struct shared *sh, unsigned count)
+{
+    pthread_mutex_lock(&sh->lock);
+    while (sh->preloaded < count)
+        pthread_cond_wait(&sh->cond, &sh->lock);
+    pthread_mutex_unlock(&sh->lock);
+}
+
 /* ---- progress ---- */
 
 struct progress {
@@ -619,24 +637,6 @@ static uint64_t supervise(struct shared *sh, struct worker *ws, struct progress 
     if (!cfg->quiet && p->tty)
         fputc('\n', stderr);
     return measure_start;
-}
-
-/* Lets the workers past their start gate (after main set the phase). */
-static void open_gate(struct shared *sh)
-{
-    pthread_mutex_lock(&sh->lock);
-    sh->go = true;
-    pthread_cond_broadcast(&sh->cond);
-    pthread_mutex_unlock(&sh->lock);
-}
-
-/* Waits until `count` workers finished preloading. */
-static void wait_preloaded(struct shared *sh, unsigned count)
-{
-    pthread_mutex_lock(&sh->lock);
-    while (sh->preloaded < count)
-        pthread_cond_wait(&sh->cond, &sh->lock);
-    pthread_mutex_unlock(&sh->lock);
 }
 
 /* ---- main ---- */

@@ -106,7 +106,7 @@ void doctor_env_init(struct doctor_env *env);
 void doctor_report_init(struct doctor_report *r);
 void doctor_report_free(struct doctor_report *r);
 void doctor_add(struct doctor_report *r, enum doctor_level level, const char *check,
-                const char *fix, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+                const char *fix, const char *format, ...) __attribute__((format(printf, 5, 6)));
 bool doctor_failed(const struct doctor_report *r);
 /* "[ ok ] check: message" lines, each with an indented "fix:" line when there is one. */
 void doctor_print_text(const struct doctor_report *r, FILE *out);

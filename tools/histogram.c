@@ -69,17 +69,36 @@ void hist_record(struct histogram *h, uint64_t value)
 void hist_merge(struct histogram *dst, const struct histogram *src)
 {
     uint64_t seen = 0;
+    unsigned first = HIST_BUCKETS, last = 0;
     for (unsigned i = 0; i < HIST_BUCKETS; i++) {
         uint64_t c = counter_get(&src->buckets[i]);
+        if (c == 0)
+            continue;
         dst->buckets[i] += c;
         seen += c;
+        if (first == HIST_BUCKETS)
+            first = i;
+        last = i;
     }
     if (seen == 0)
         return;
     dst->count += seen;
     uint64_t sum = counter_get(&src->sum);
     dst->sum = (dst->sum + sum < dst->sum) ? UINT64_MAX : dst->sum + sum;
+    /* min and max are stored after the bucket: a racing writer's may lag the
+     * buckets seen. Keep them only where they agree with the buckets. */
     uint64_t mn = counter_get(&src->min), mx = counter_get(&src->max);
+    uint64_t first_lo, first_hi, last_lo, last_hi;
+    hist_bucket_range(first, &first_lo, &first_hi);
+    hist_bucket_range(last, &last_lo, &last_hi);
+    if (last == HIST_BUCKETS - 1)
+        last_hi = UINT64_MAX;            /* the top bucket also holds saturated values */
+    if (first == HIST_BUCKETS - 1)
+        first_hi = UINT64_MAX;
+    if (mn < first_lo || mn > first_hi)
+        mn = first_lo;
+    if (mx < last_lo || mx > last_hi)
+        mx = last_hi;
     if (mn < dst->min)
         dst->min = mn;
     if (mx > dst->max)

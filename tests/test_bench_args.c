@@ -1,0 +1,276 @@
+/* test_bench_args.c — rkv-bench's command-line parser: defaults, every flag
+ * with good values, bad values with their message (naming the flag and the
+ * accepted range) and exit status, YCSB presets and their overrides. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "bench_args.h"
+
+#define MAX_ARGS 32
+
+/* Captured output of one parse. */
+struct parse {
+    enum bench_args_result r;
+    struct bench_config cfg;
+    char *out, *err;   /* what went to stdout / stderr */
+};
+
+static struct parse *parse_argv(const char *first, ...)
+{
+    char *argv[MAX_ARGS];
+    int argc = 0;
+    argv[argc++] = (char *)"rkv-bench";
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a != NULL; a = va_arg(ap, const char *)) {
+        assert_true(argc < MAX_ARGS - 1);
+        argv[argc++] = (char *)a;
+    }
+    va_end(ap);
+    argv[argc] = NULL;
+    struct parse *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    size_t out_len, err_len;
+    FILE *out = open_memstream(&p->out, &out_len);
+    FILE *err = open_memstream(&p->err, &err_len);
+    assert_non_null(out);
+    assert_non_null(err);
+    p->r = bench_parse_args(argc, argv, &p->cfg, out, err);
+    fclose(out);
+    fclose(err);
+    return p;
+}
+
+static void parse_free(struct parse *p)
+{
+    if (p->r == BENCH_ARGS_RUN)
+        bench_config_free(&p->cfg);
+    free(p->out);
+    free(p->err);
+    free(p);
+}
+
+/* A bad command line: exit status 2 and a message containing `needle`. */
+#define EXPECT_USAGE(needle, ...) do {                                      \
+        struct parse *p_ = parse_argv(__VA_ARGS__, NULL);                   \
+        assert_int_equal(p_->r, BENCH_ARGS_USAGE);                          \
+        if (strstr(p_->err, needle) == NULL)                                \
+            fail_msg("message '%s' lacks '%s'", p_->err, needle);           \
+        assert_non_null(strstr(p_->err, "rkv-bench: "));                    \
+        parse_free(p_);                                                     \
+    } while (0)
+
+static void defaults(void **state)
+{
+    (void)state;
+    struct parse *p = parse_argv("-s", "shm:///tmp/x.sock", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_string_equal(p->cfg.servers, "shm:///tmp/x.sock");
+    assert_int_equal(p->cfg.server_count, 1);
+    assert_int_equal(p->cfg.threads, 1);
+    assert_int_equal(p->cfg.window, 1);
+    assert_true(p->cfg.duration_s == 10.0);
+    assert_int_equal(p->cfg.requests, 0);
+    assert_int_equal(p->cfg.keys, 100000);
+    assert_int_equal(p->cfg.key_size.min, 16);
+    assert_int_equal(p->cfg.value_size.max, 32);
+    assert_true(p->cfg.get_ratio == 0.9);
+    assert_true(p->cfg.delete_ratio == 0.0);
+    assert_int_equal(p->cfg.dist, BENCH_DIST_UNIFORM);
+    assert_true(p->cfg.preload);
+    assert_false(p->cfg.verify);
+    assert_false(p->cfg.quiet);
+    assert_null(p->cfg.json_path);
+    assert_int_equal(p->cfg.seed, 1);
+    assert_int_equal(p->cfg.write_kind, BENCH_WRITE_UPDATE);
+    assert_string_equal(p->err, "");
+    parse_free(p);
+}
+
+static void every_flag(void **state)
+{
+    (void)state;
+    struct parse *p = parse_argv("-s", "shm:///a", "--server=rdma://10.0.0.1:7000,shm:///c",
+        "--threads", "8", "--window=16", "--duration", "2.5s", "--requests", "1000",
+        "--keys", "5000", "--key-size", "8-32", "--value-size", "1K-4K", "--get-ratio", "0.75",
+        "--delete-ratio", "0.05", "--dist", "zipf:0.8", "--warmup", "500ms", "--no-preload",
+        "--verify", "--json", "-", "--seed", "99", "--auth", "s3cret", "--timeout", "250",
+        "--location-cache", "off", "-q", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    const struct bench_config *c = &p->cfg;
+    assert_string_equal(c->servers, "shm:///a,rdma://10.0.0.1:7000,shm:///c");
+    assert_int_equal(c->server_count, 3);
+    assert_int_equal(c->threads, 8);
+    assert_int_equal(c->window, 16);
+    assert_true(c->duration_s == 2.5);
+    assert_int_equal(c->requests, 1000);
+    assert_int_equal(c->keys, 5000);
+    assert_int_equal(c->key_size.min, 8);
+    assert_int_equal(c->key_size.max, 32);
+    assert_int_equal(c->value_size.min, 1024);
+    assert_int_equal(c->value_size.max, 4096);
+    assert_true(c->get_ratio == 0.75);
+    assert_true(c->delete_ratio == 0.05);
+    assert_int_equal(c->dist, BENCH_DIST_ZIPF);
+    assert_true(c->theta == 0.8);
+    assert_true(c->warmup_s == 0.5);
+    assert_false(c->preload);
+    assert_true(c->verify);
+    assert_string_equal(c->json_path, "-");
+    assert_int_equal(c->seed, 99);
+    assert_string_equal(c->auth, "s3cret");
+    assert_int_equal(c->timeout_ms, 250);
+    assert_int_equal(c->location_cache, UINT_MAX);
+    assert_true(c->quiet);
+    struct bench_mix mix;
+    bench_mix_of(c, &mix);
+    assert_true(mix.put > 0.1999 && mix.put < 0.2001);
+    char buf[32];
+    assert_string_equal(bench_dist_string(c, buf, sizeof buf), "zipf:0.8");
+    parse_free(p);
+
+    /* short forms and units */
+    p = parse_argv("-sshm:///a", "-t", "2", "-w4", "-d", "1m", "-n", "7", "-k", "10", "-r", "1",
+                   "--dist", "zipf", "--value-size", "0", "--location-cache", "128", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_int_equal(p->cfg.threads, 2);
+    assert_int_equal(p->cfg.window, 4);
+    assert_true(p->cfg.duration_s == 60.0);
+    assert_int_equal(p->cfg.requests, 7);
+    assert_int_equal(p->cfg.value_size.min, 0);
+    assert_true(p->cfg.theta == 0.99);
+    assert_int_equal(p->cfg.location_cache, 128);
+    parse_free(p);
+
+    /* --requests alone: no default duration */
+    p = parse_argv("-s", "shm:///a", "--requests", "100", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_true(p->cfg.duration_s == 0.0);
+    parse_free(p);
+}
+
+static void help_and_version(void **state)
+{
+    (void)state;
+    struct parse *p = parse_argv("--help", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_EXIT_OK);
+    assert_non_null(strstr(p->out, "--window"));
+    assert_non_null(strstr(p->out, "Exit status"));
+    parse_free(p);
+    p = parse_argv("-V", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_EXIT_OK);
+    assert_non_null(strstr(p->out, "rkv-bench "));
+    parse_free(p);
+}
+
+static void bad_values(void **state)
+{
+    (void)state;
+#define S "-s", "shm:///a"
+    EXPECT_USAGE("no server given", "--threads", "2");
+    EXPECT_USAGE("--threads: '0' is not a whole number in 1..1024", S, "--threads", "0");
+    EXPECT_USAGE("--threads: '1025'", S, "--threads", "1025");
+    EXPECT_USAGE("--threads: 'two'", S, "--threads", "two");
+    EXPECT_USAGE("--threads: '-1'", S, "--threads", "-1");
+    EXPECT_USAGE("--window: '0' is not a whole number in 1..1024", S, "--window", "0");
+    EXPECT_USAGE("--window: '4x'", S, "-w", "4x");
+    EXPECT_USAGE("--duration: '0'", S, "--duration", "0");
+    EXPECT_USAGE("--duration: '-5'", S, "--duration", "-5");
+    EXPECT_USAGE("--duration: '10q'", S, "--duration", "10q");
+    EXPECT_USAGE("--duration: '1e9'", S, "--duration", "1e9");
+    EXPECT_USAGE("--warmup: 'x'", S, "--warmup", "x");
+    EXPECT_USAGE("--requests: '0'", S, "--requests", "0");
+    EXPECT_USAGE("--keys: '0' is not a whole number in 1..", S, "--keys", "0");
+    EXPECT_USAGE("--key-size: '1' is not N or MIN-MAX with 2 <= MIN <= MAX <= 250", S, "--key-size", "1");
+    EXPECT_USAGE("--key-size: '251'", S, "--key-size", "251");
+    EXPECT_USAGE("--key-size: '40-20'", S, "--key-size", "40-20");
+    EXPECT_USAGE("--key-size: '-20'", S, "--key-size", "-20");
+    EXPECT_USAGE("--value-size: '2M'", S, "--value-size", "2M");
+    EXPECT_USAGE("--value-size: '10-'", S, "--value-size", "10-");
+    EXPECT_USAGE("--get-ratio: '1.5' is not a number from 0 to 1", S, "--get-ratio", "1.5");
+    EXPECT_USAGE("--get-ratio: 'nan'", S, "--get-ratio", "nan");
+    EXPECT_USAGE("--delete-ratio: '-0.1'", S, "--delete-ratio", "-0.1");
+    EXPECT_USAGE("exceed 1", S, "--get-ratio", "0.9", "--delete-ratio", "0.2");
+    EXPECT_USAGE("--dist: 'zipf:1'", S, "--dist", "zipf:1");
+    EXPECT_USAGE("--dist: 'zipf:0'", S, "--dist", "zipf:0");
+    EXPECT_USAGE("--dist: 'pareto'", S, "--dist", "pareto");
+    EXPECT_USAGE("--dist: 'uniform:0.5'", S, "--dist", "uniform:0.5");
+    EXPECT_USAGE("--seed: 'abc'", S, "--seed", "abc");
+    EXPECT_USAGE("--timeout: '0'", S, "--timeout", "0");
+    EXPECT_USAGE("--location-cache: '0'", S, "--location-cache", "0");
+    EXPECT_USAGE("--server: 'http://x' is not a server URI", "-s", "http://x");
+    EXPECT_USAGE("--server: 'shm://' is not a server URI", "-s", "shm://");
+    EXPECT_USAGE("empty URI", "-s", "shm:///a,,shm:///b");
+    EXPECT_USAGE("unknown option '--bogus'", S, "--bogus");
+    EXPECT_USAGE("unknown option '-x'", S, "-x");
+    EXPECT_USAGE("unexpected argument 'extra'", S, "extra");
+    EXPECT_USAGE("--threads needs a value", S, "--threads");
+    EXPECT_USAGE("--verify takes no value", S, "--verify=yes");
+    EXPECT_USAGE("--auth", S, "--auth", "");
+    /* combinations */
+    EXPECT_USAGE("--verify needs --value-size of at least 16", S, "--verify", "--value-size", "8");
+    EXPECT_USAGE("--key-size 4 is too short for --keys 100000", S, "--key-size", "4");
+    EXPECT_USAGE("per thread", S, "--window", "1024", "--value-size", "1M");
+#undef S
+}
+
+static void workloads(void **state)
+{
+    (void)state;
+    struct bench_mix mix;
+    struct parse *p = parse_argv("-s", "shm:///a", "--workload", "a", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_int_equal(p->cfg.workload, 'A');
+    assert_true(p->cfg.get_ratio == 0.5);
+    assert_int_equal(p->cfg.dist, BENCH_DIST_ZIPF);
+    assert_true(p->cfg.theta == 0.99);
+    parse_free(p);
+
+    p = parse_argv("-s", "shm:///a", "--workload", "C", NULL);
+    assert_true(p->cfg.get_ratio == 1.0);
+    parse_free(p);
+
+    p = parse_argv("-s", "shm:///a", "--workload", "D", NULL);
+    assert_int_equal(p->cfg.dist, BENCH_DIST_LATEST);
+    assert_int_equal(p->cfg.write_kind, BENCH_WRITE_INSERT);
+    bench_mix_of(&p->cfg, &mix);
+    assert_true(mix.insert > 0.0499 && mix.insert < 0.0501 && mix.put == 0);
+    parse_free(p);
+
+    p = parse_argv("-s", "shm:///a", "--workload", "F", NULL);
+    assert_int_equal(p->cfg.write_kind, BENCH_WRITE_RMW);
+    bench_mix_of(&p->cfg, &mix);
+    assert_true(mix.rmw == 0.5 && mix.get == 0.5);
+    parse_free(p);
+
+    /* explicit flags win whatever their order */
+    p = parse_argv("-s", "shm:///a", "--get-ratio", "0.7", "--dist", "uniform", "--workload", "B", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_true(p->cfg.get_ratio == 0.7);
+    assert_int_equal(p->cfg.dist, BENCH_DIST_UNIFORM);
+    parse_free(p);
+
+    EXPECT_USAGE("cannot serve", "-s", "shm:///a", "--workload", "E");
+    EXPECT_USAGE("range scans", "-s", "shm:///a", "--workload", "e");
+    EXPECT_USAGE("--workload: 'G' is not a YCSB workload", "-s", "shm:///a", "--workload", "G");
+    EXPECT_USAGE("--workload: 'AB'", "-s", "shm:///a", "--workload", "AB");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(defaults),
+        cmocka_unit_test(every_flag),
+        cmocka_unit_test(help_and_version),
+        cmocka_unit_test(bad_values),
+        cmocka_unit_test(workloads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

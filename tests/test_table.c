@@ -1,0 +1,890 @@
+/* test_table.c — the server's table (server/table.c) on a real region
+ * (server/region.c), read back the way clients read it: through
+ * common/lookup.c's rkv_lookup_batch with a read callback that memcpy's from
+ * the region, as the shm transport does.
+ *
+ * Covers: region (read-only fd, seals), layout and header, writes of every
+ * key and value size, the put modes, incr, TTL, filling the index to its
+ * load-factor limit, eviction (random, LRU with client hints, index-full),
+ * hint validation, and the two read races a client must survive: a torn copy
+ * of an item and a stale cached location whose memory was reused.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "log.h"
+#include "lookup.h"
+#include "region.h"
+#include "table.h"
+#include "transport.h"
+#include "util.h"
+
+#define MiB (1ull << 20)
+
+/* Reads memcpy from the region. With torn_left > 0, a read of the item at
+ * torn_off returns torn_img instead (a copy that raced a write). */
+struct reader {
+    const uint8_t *base;
+    size_t size;
+    uint64_t torn_off;
+    const uint8_t *torn_img;
+    uint32_t torn_len;
+    unsigned torn_left;
+    unsigned torn_served;
+};
+
+static rkv_status read_region(void *ctx, const struct rkv_read_op *ops, unsigned n)
+{
+    struct reader *r = ctx;
+    for (unsigned i = 0; i < n; i++) {
+        assert_true(ops[i].offset + ops[i].len <= r->size);
+        memcpy(ops[i].dst, r->base + ops[i].offset, ops[i].len);
+        if (r->torn_left > 0 && ops[i].offset == r->torn_off) {
+            memcpy(ops[i].dst, r->torn_img, RKV_MIN(ops[i].len, r->torn_len));
+            r->torn_left--;
+            r->torn_served++;
+        }
+    }
+    return RKV_OK;
+}
+
+struct env {
+    struct rkv_region region;
+    struct rkv_table *t;
+    const struct rkv_region_header *h;
+    struct reader rd;
+    uint8_t *scratch;
+    size_t scratch_len;
+    struct rkv_read_op ops[64];
+    uint64_t retries;   /* verification retries of the last get() */
+};
+
+static void env_make(struct env *e, uint64_t size, const struct rkv_table_config *c)
+{
+    char err[512] = "";
+    memset(e, 0, sizeof(*e));
+    assert_int_equal(rkv_region_create(size, &e->region, err, sizeof err), RKV_OK);
+    rkv_status st = rkv_table_create(e->region.base, e->region.size, c, &e->t, err, sizeof err);
+    if (st != RKV_OK)
+        fail_msg("rkv_table_create: %s", err);
+    e->h = rkv_table_header(e->t);
+    assert_true(rkv_header_valid(e->h, e->region.size));
+    e->rd = (struct reader){ .base = e->region.base, .size = e->region.size };
+    e->scratch_len = rkv_lookup_scratch_need(e->h, 8);
+    e->scratch = malloc(e->scratch_len);
+    assert_non_null(e->scratch);
+}
+
+static void env_free(struct env *e)
+{
+    free(e->scratch);
+    rkv_table_destroy(e->t);
+    rkv_region_destroy(&e->region);
+}
+
+/* A client GET of one key through rkv_lookup_batch. */
+static rkv_status get(struct env *e, const void *key, uint32_t key_len, uint64_t cached,
+                      void *buf, size_t buf_len, struct rkv_lookup *out)
+{
+    struct rkv_lookup_ctx ctx = {
+        .geom = e->h, .read = read_region, .read_ctx = &e->rd, .scratch = e->scratch,
+        .scratch_len = e->scratch_len, .ops = e->ops, .ops_cap = RKV_ARRAY_SIZE(e->ops),
+        .max_retries = 8, .now = rkv_table_clock(e->t),
+    };
+    struct rkv_lookup l = { .key = key, .key_len = key_len, .cached_slot = cached,
+                            .buf = buf, .buf_len = buf_len };
+    assert_int_equal(rkv_lookup_batch(&ctx, &l, 1), RKV_OK);
+    e->retries = ctx.retries;
+    if (out)
+        *out = l;
+    return l.status;
+}
+
+static rkv_status put_mode(struct env *e, const void *key, uint32_t key_len, const void *val,
+                           uint32_t val_len, rkv_put_mode mode, uint64_t cas, uint32_t ttl,
+                           uint64_t *version)
+{
+    struct rkv_value_src src = { .data = val, .len = val_len };
+    return rkv_table_put(e->t, key, key_len, &src, mode, cas, ttl, 0, version);
+}
+
+static rkv_status put(struct env *e, const char *key, const char *val)
+{
+    return put_mode(e, key, (uint32_t)strlen(key), val, (uint32_t)strlen(val), RKV_SET, 0, 0, NULL);
+}
+
+/* The value a GET returns for a string key, or NULL when it is not found. */
+static const char *get_str(struct env *e, const char *key)
+{
+    static char buf[4096];
+    struct rkv_lookup l;
+    rkv_status st = get(e, key, (uint32_t)strlen(key), 0, buf, sizeof buf - 1, &l);
+    if (st == RKV_NOT_FOUND)
+        return NULL;
+    assert_int_equal(st, RKV_OK);
+    buf[l.value_len] = '\0';
+    return buf;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static struct rkv_table_stats stats(struct env *e)
+{
+    struct rkv_table_stats s;
+    rkv_table_get_stats(e->t, &s);
+    return s;
+}
+
+/* ------------------------------------------------------------ region */
+
+static void test_region(void **state)
+{
+    (void)state;
+    struct rkv_region r, zero = { 0 };
+    char err[512];
+
+    assert_int_equal(rkv_region_create(0, &r, err, sizeof err), RKV_INVALID);
+    rkv_region_destroy(&zero);  /* a zeroed region is safe to destroy */
+
+    assert_int_equal(rkv_region_create(3 * MiB + 5, &r, err, sizeof err), RKV_OK);
+    assert_true(r.size >= 3 * MiB + 5 && r.size % 4096 == 0);
+    assert_true(r.fd >= 0);
+    uint8_t *base = r.base;
+    assert_int_equal(base[0] | base[r.size - 1], 0);
+
+    int ro = rkv_region_readonly_fd(&r);
+    assert_true(ro >= 0);
+    /* the read-only descriptor cannot be mapped writable ... */
+    errno = 0;
+    assert_ptr_equal(mmap(NULL, r.size, PROT_READ | PROT_WRITE, MAP_SHARED, ro, 0), MAP_FAILED);
+    assert_int_equal(errno, EACCES);
+    /* ... but shows the server's writes */
+    uint8_t *view = mmap(NULL, r.size, PROT_READ, MAP_SHARED, ro, 0);
+    assert_ptr_not_equal(view, MAP_FAILED);
+    base[12345] = 0x5a;
+    assert_int_equal(view[12345], 0x5a);
+    assert_int_not_equal(mprotect(view, 4096, PROT_READ | PROT_WRITE), 0);
+    /* the size is sealed: nobody can shrink it under a mapping */
+    int seals = fcntl(r.fd, F_GET_SEALS);
+    assert_true(seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW));
+    assert_int_not_equal(ftruncate(r.fd, 4096), 0);
+    munmap(view, r.size);
+    close(ro);
+
+    rkv_region_destroy(&r);
+    assert_null(r.base);
+    rkv_region_destroy(&r);  /* twice is safe */
+    struct rkv_region none = { .fd = -1 };
+    assert_int_equal(rkv_region_readonly_fd(&none), -1);
+}
+
+/* ------------------------------------------------------------ layout */
+
+static void test_layout_and_header(void **state)
+{
+    (void)state;
+    struct env a, b;
+    env_make(&a, 16 * MiB, NULL);
+    env_make(&b, 16 * MiB, NULL);
+    const struct rkv_region_header *h = a.h;
+
+    assert_int_equal(h->magic, RKV_REGION_MAGIC);
+    assert_int_equal(h->format_version, RKV_FORMAT_VERSION);
+    assert_int_equal(h->region_size, a.region.size);
+    assert_int_equal(h->bucket_count & (h->bucket_count - 1), 0);
+    assert_true(h->heap_offset >= h->index_offset + h->bucket_count * 64);
+    assert_int_equal(h->heap_offset % 4096, 0);
+    assert_int_equal(h->heap_size % h->slab_page_size, 0);
+    assert_int_equal(h->slab_page_size, 1 * MiB);
+    assert_int_equal(h->max_key_len, RKV_MAX_KEY_LEN);
+    assert_int_equal(h->max_value_len, 1 * MiB - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN);
+    assert_int_equal(h->class_size[0], 64);
+    assert_int_equal(h->class_size[h->class_count - 1], h->slab_page_size);
+    assert_int_equal(rkv_table_clock(a.t), 1);
+    /* default sizing: at least one slot per 96 heap bytes, at most two */
+    uint64_t slots = h->bucket_count * RKV_SLOTS_PER_BUCKET;
+    assert_true(slots * 96 >= h->heap_size);
+    assert_true(slots * 96 <= 2 * a.region.size);
+    /* every start is a new generation with a new seed */
+    assert_true(a.h->generation != b.h->generation);
+    assert_true(a.h->hash_seed != b.h->hash_seed);
+    env_free(&a);
+    env_free(&b);
+
+    /* an explicit index share is a ceiling */
+    struct rkv_table_config c = { .index_share = 0.25 };
+    env_make(&a, 16 * MiB, &c);
+    uint64_t index_bytes = a.h->bucket_count * 64;
+    assert_true(index_bytes <= a.region.size / 4 && index_bytes > a.region.size / 8);
+    env_free(&a);
+}
+
+static void test_config_refused(void **state)
+{
+    (void)state;
+    static uint8_t mem[4 * MiB] __attribute__((aligned(4096)));
+    struct rkv_table *t;
+    char err[512];
+    struct rkv_table_config c = { .max_value_len = 2 * MiB };
+    assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
+    assert_non_null(strstr(err, "slab page size"));
+    c = (struct rkv_table_config){ .slab_page_size = 1000 };
+    assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
+    c = (struct rkv_table_config){ .index_share = 0.95 };
+    assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
+    c = (struct rkv_table_config){ .evict = (enum rkv_evict_policy)7 };
+    assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
+    c = (struct rkv_table_config){ .max_key_len = 300 };
+    assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
+    c = (struct rkv_table_config){ .growth_factor = 1.001 };
+    assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
+    assert_int_equal(rkv_table_create(mem, 64 * 1024, NULL, &t, err, sizeof err), RKV_INVALID);
+    assert_non_null(strstr(err, "too small"));
+}
+
+/* ------------------------------------------------------------ writes */
+
+static void test_insert_update_delete(void **state)
+{
+    (void)state;
+    struct env e;
+    uint64_t v1, v2;
+    env_make(&e, 8 * MiB, NULL);
+
+    assert_int_equal(put_mode(&e, "alpha", 5, "one", 3, RKV_SET, 0, 0, &v1), RKV_OK);
+    assert_string_equal(get_str(&e, "alpha"), "one");
+    const struct rkv_item *old = rkv_table_find(e.t, "alpha", 5);
+    assert_non_null(old);
+    assert_int_equal(old->version, v1);
+    assert_int_equal(old->state, 0);
+
+    assert_int_equal(put_mode(&e, "alpha", 5, "two", 3, RKV_SET, 0, 0, &v2), RKV_OK);
+    assert_true(v2 > v1);
+    assert_int_equal(old->state & RKV_ITEM_OBSOLETE, RKV_ITEM_OBSOLETE); /* out of place */
+    assert_string_equal(get_str(&e, "alpha"), "two");
+    struct rkv_lookup l;
+    char buf[8];
+    assert_int_equal(get(&e, "alpha", 5, 0, buf, sizeof buf, &l), RKV_OK);
+    assert_int_equal(l.version, v2);
+
+    assert_int_equal(rkv_table_delete(e.t, "alpha", 5), RKV_OK);
+    assert_null(get_str(&e, "alpha"));
+    assert_null(rkv_table_find(e.t, "alpha", 5));
+    assert_int_equal(rkv_table_delete(e.t, "alpha", 5), RKV_NOT_FOUND);
+
+    struct rkv_table_stats s = stats(&e);
+    assert_int_equal(s.puts, 2);
+    assert_int_equal(s.deletes, 1);
+    assert_int_equal(s.items, 0);
+    assert_int_equal(s.item_bytes, 0);
+    env_free(&e);
+}
+
+static void test_key_and_value_sizes(void **state)
+{
+    (void)state;
+    struct env e;
+    env_make(&e, 16 * MiB, NULL);
+    uint8_t key[RKV_MAX_KEY_LEN + 1];
+    const uint32_t key_lens[] = { 1, 2, 17, 64, 249, 250 };
+
+    /* keys from 1 byte to the maximum, binary (NULs included) */
+    for (unsigned i = 0; i < RKV_ARRAY_SIZE(key_lens); i++) {
+        for (uint32_t b = 0; b < key_lens[i]; b++)
+            key[b] = (uint8_t)(b % 3 == 0 ? 0 : b + i);
+        uint32_t val = 1000 + i;
+        assert_int_equal(put_mode(&e, key, key_lens[i], &val, sizeof val, RKV_SET, 0, 0, NULL), RKV_OK);
+    }
+    for (unsigned i = 0; i < RKV_ARRAY_SIZE(key_lens); i++) {
+        for (uint32_t b = 0; b < key_lens[i]; b++)
+            key[b] = (uint8_t)(b % 3 == 0 ? 0 : b + i);
+        uint32_t val = 0;
+        assert_int_equal(get(&e, key, key_lens[i], 0, &val, sizeof val, NULL), RKV_OK);
+        assert_int_equal(val, 1000 + i);
+    }
+    /* keys that differ only after a NUL are different keys */
+    assert_int_equal(put_mode(&e, "a\0b", 3, "1", 1, RKV_SET, 0, 0, NULL), RKV_OK);
+    assert_int_equal(put_mode(&e, "a\0c", 3, "2", 1, RKV_SET, 0, 0, NULL), RKV_OK);
+    assert_int_equal(put_mode(&e, "a", 1, "3", 1, RKV_SET, 0, 0, NULL), RKV_OK);
+    char c;
+    assert_int_equal(get(&e, "a\0b", 3, 0, &c, 1, NULL), RKV_OK);
+    assert_int_equal(c, '1');
+    assert_int_equal(get(&e, "a\0c", 3, 0, &c, 1, NULL), RKV_OK);
+    assert_int_equal(c, '2');
+    assert_int_equal(get(&e, "a", 1, 0, &c, 1, NULL), RKV_OK);
+    assert_int_equal(c, '3');
+
+    /* refused keys */
+    memset(key, 'k', sizeof key);
+    assert_int_equal(put_mode(&e, key, RKV_MAX_KEY_LEN + 1, "v", 1, RKV_SET, 0, 0, NULL), RKV_TOO_LARGE);
+    assert_int_equal(put_mode(&e, key, 0, "v", 1, RKV_SET, 0, 0, NULL), RKV_INVALID);
+    assert_int_equal(put_mode(&e, NULL, 3, "v", 1, RKV_SET, 0, 0, NULL), RKV_INVALID);
+    assert_int_equal(rkv_table_delete(e.t, key, 0), RKV_INVALID);
+    assert_int_equal(rkv_table_delete(e.t, key, RKV_MAX_KEY_LEN + 1), RKV_TOO_LARGE);
+    assert_int_equal(get(&e, key, RKV_MAX_KEY_LEN + 1, 0, NULL, 0, NULL), RKV_TOO_LARGE);
+
+    /* values from 0 bytes to the maximum, with the longest key */
+    uint32_t max = e.h->max_value_len;
+    uint8_t *big = malloc(max + 1), *back = malloc(max + 1);
+    for (uint32_t i = 0; i <= max; i++)
+        big[i] = (uint8_t)(i * 7 + 3);
+    struct rkv_lookup l;
+    assert_int_equal(put_mode(&e, "empty", 5, NULL, 0, RKV_SET, 0, 0, NULL), RKV_OK);
+    assert_int_equal(get(&e, "empty", 5, 0, NULL, 0, &l), RKV_OK);
+    assert_int_equal(l.value_len, 0);
+    assert_int_equal(put_mode(&e, key, RKV_MAX_KEY_LEN, big, max, RKV_SET, 0, 0, NULL), RKV_OK);
+    assert_int_equal(get(&e, key, RKV_MAX_KEY_LEN, 0, back, max, &l), RKV_OK);
+    assert_int_equal(l.value_len, max);
+    assert_memory_equal(back, big, max);
+    assert_int_equal(get(&e, key, RKV_MAX_KEY_LEN, 0, back, 10, &l), RKV_BUFFER_TOO_SMALL);
+    assert_int_equal(l.value_len, max);
+    assert_int_equal(put_mode(&e, "big", 3, big, max + 1, RKV_SET, 0, 0, NULL), RKV_TOO_LARGE);
+
+    /* malformed value sources and modes */
+    struct rkv_value_src none = { .len = 5 };
+    assert_int_equal(rkv_table_put(e.t, "k", 1, &none, RKV_SET, 0, 0, 0, NULL), RKV_INVALID);
+    assert_int_equal(rkv_table_put(e.t, "k", 1, NULL, RKV_SET, 0, 0, 0, NULL), RKV_INVALID);
+    assert_int_equal(put_mode(&e, "k", 1, "v", 1, (rkv_put_mode)9, 0, 0, NULL), RKV_INVALID);
+    free(big);
+    free(back);
+    env_free(&e);
+}
+
+struct pull_src {
+    uint8_t fill;
+    rkv_status result;
+};
+
+static rkv_status pull_fill(void *ctx, void *dst, uint32_t len)
+{
+    struct pull_src *p = ctx;
+    memset(dst, p->fill, len);
+    return p->result;
+}
+
+static void test_pulled_value(void **state)
+{
+    (void)state;
+    struct env e;
+    env_make(&e, 8 * MiB, NULL);
+    struct pull_src ps = { .fill = 'p', .result = RKV_OK };
+    struct rkv_value_src src = { .pull = pull_fill, .ctx = &ps, .len = 5000 };
+    assert_int_equal(rkv_table_put(e.t, "pulled", 6, &src, RKV_SET, 0, 0, 0, NULL), RKV_OK);
+    uint8_t buf[5000];
+    assert_int_equal(get(&e, "pulled", 6, 0, buf, sizeof buf, NULL), RKV_OK);
+    for (unsigned i = 0; i < sizeof buf; i++)
+        assert_int_equal(buf[i], 'p');
+
+    /* a failed pull stores nothing and leaks nothing */
+    struct rkv_table_stats before = stats(&e);
+    ps = (struct pull_src){ .fill = 'q', .result = RKV_CONNECTION };
+    assert_int_equal(rkv_table_put(e.t, "pulled", 6, &src, RKV_SET, 0, 0, 0, NULL), RKV_CONNECTION);
+    struct rkv_table_stats after = stats(&e);
+    assert_int_equal(after.items, before.items);
+    assert_int_equal(after.bytes_used, before.bytes_used);
+    assert_int_equal(get(&e, "pulled", 6, 0, buf, sizeof buf, NULL), RKV_OK);
+    assert_int_equal(buf[0], 'p');
+    env_free(&e);
+}
+
+static void test_put_modes(void **state)
+{
+    (void)state;
+    struct env e;
+    uint64_t v1, v2, v3;
+    env_make(&e, 8 * MiB, NULL);
+
+    assert_int_equal(put_mode(&e, "k", 1, "a", 1, RKV_REPLACE, 0, 0, NULL), RKV_NOT_STORED);
+    assert_int_equal(put_mode(&e, "k", 1, "a", 1, RKV_CAS, 1, 0, NULL), RKV_NOT_STORED);
+    assert_null(get_str(&e, "k"));
+    assert_int_equal(put_mode(&e, "k", 1, "a", 1, RKV_ADD, 0, 0, &v1), RKV_OK);
+    assert_int_equal(put_mode(&e, "k", 1, "b", 1, RKV_ADD, 0, 0, NULL), RKV_EXISTS);
+    assert_string_equal(get_str(&e, "k"), "a");
+    assert_int_equal(put_mode(&e, "k", 1, "c", 1, RKV_REPLACE, 0, 0, &v2), RKV_OK);
+    assert_string_equal(get_str(&e, "k"), "c");
+    assert_int_equal(put_mode(&e, "k", 1, "d", 1, RKV_CAS, v1, 0, NULL), RKV_CAS_MISMATCH);
+    assert_string_equal(get_str(&e, "k"), "c");
+    assert_int_equal(put_mode(&e, "k", 1, "e", 1, RKV_CAS, v2, 0, &v3), RKV_OK);
+    assert_true(v3 > v2 && v2 > v1);
+    assert_string_equal(get_str(&e, "k"), "e");
+    assert_int_equal(put_mode(&e, "k", 1, "f", 1, RKV_CAS, v2, 0, NULL), RKV_CAS_MISMATCH);
+    /* a failed conditional write leaves the heap as it was */
+    assert_int_equal(stats(&e).items, 1);
+    env_free(&e);
+}
+
+static void test_incr(void **state)
+{
+    (void)state;
+    struct env e;
+    uint64_t r, v;
+    env_make(&e, 8 * MiB, NULL);
+
+    assert_int_equal(rkv_table_incr(e.t, "n", 1, 1, &r), RKV_NOT_FOUND);
+    struct rkv_value_src src = { .data = "10", .len = 2 };
+    assert_int_equal(rkv_table_put(e.t, "n", 1, &src, RKV_SET, 0, 500, 77, &v), RKV_OK);
+    uint32_t expire_at = rkv_table_find(e.t, "n", 1)->expire_at;
+    assert_int_equal(rkv_table_incr(e.t, "n", 1, 5, &r), RKV_OK);
+    assert_int_equal(r, 15);
+    assert_string_equal(get_str(&e, "n"), "15");
+    const struct rkv_item *it = rkv_table_find(e.t, "n", 1);
+    assert_true(it->version > v);             /* a new item */
+    assert_int_equal(it->user_flags, 77);     /* flags and expiry carried over */
+    assert_int_equal(it->expire_at, expire_at);
+    assert_int_equal(rkv_table_incr(e.t, "n", 1, -20, &r), RKV_OK); /* saturates at 0 */
+    assert_int_equal(r, 0);
+    assert_string_equal(get_str(&e, "n"), "0");
+    assert_int_equal(rkv_table_incr(e.t, "n", 1, INT64_MIN, &r), RKV_OK);
+    assert_int_equal(r, 0);
+    assert_int_equal(rkv_table_incr(e.t, "n", 1, INT64_MAX, &r), RKV_OK);
+    assert_int_equal(r, (uint64_t)INT64_MAX);
+
+    assert_int_equal(put(&e, "max", "18446744073709551615"), RKV_OK);
+    assert_int_equal(rkv_table_incr(e.t, "max", 3, 1, &r), RKV_OK); /* wraps, as memcached */
+    assert_int_equal(r, 0);
+    assert_int_equal(put(&e, "lead", "007"), RKV_OK);
+    assert_int_equal(rkv_table_incr(e.t, "lead", 4, 1, &r), RKV_OK);
+    assert_string_equal(get_str(&e, "lead"), "8");
+
+    static const char *const not_numbers[] = { "", "abc", "12a", "-5", "+5", " 5", "5 ",
+                                               "18446744073709551616", "123456789012345678901" };
+    for (unsigned i = 0; i < RKV_ARRAY_SIZE(not_numbers); i++) {
+        assert_int_equal(put(&e, "x", not_numbers[i]), RKV_OK);
+        assert_int_equal(rkv_table_incr(e.t, "x", 1, 1, &r), RKV_NOT_NUMBER);
+    }
+    assert_int_equal(put_mode(&e, "z", 1, "1\0", 2, RKV_SET, 0, 0, NULL), RKV_OK);
+    assert_int_equal(rkv_table_incr(e.t, "z", 1, 1, &r), RKV_NOT_NUMBER);
+    assert_int_equal(rkv_table_incr(e.t, "", 0, 1, &r), RKV_INVALID);
+    assert_int_equal(stats(&e).incrs, 6);
+    env_free(&e);
+}
+
+/* ------------------------------------------------------------ TTL */
+
+static void test_ttl(void **state)
+{
+    (void)state;
+    struct env e, d;
+    env_make(&e, 8 * MiB, NULL);
+    struct rkv_table_config c = { .default_ttl = 30 };
+    env_make(&d, 8 * MiB, &c);
+
+    uint32_t now = rkv_table_clock(e.t);
+    assert_int_equal(put_mode(&e, "short", 5, "s", 1, RKV_SET, 0, 1, NULL), RKV_OK);
+    assert_int_equal(put_mode(&e, "never", 5, "n", 1, RKV_SET, 0, 0, NULL), RKV_OK);
+    assert_int_equal(put_mode(&e, "long", 4, "l", 1, RKV_SET, 0, 100, NULL), RKV_OK);
+    assert_int_equal(put_mode(&e, "huge", 4, "h", 1, RKV_SET, 0, UINT32_MAX, NULL), RKV_OK);
+    assert_int_equal(rkv_table_find(e.t, "short", 5)->expire_at, now + 1);
+    assert_int_equal(rkv_table_find(e.t, "never", 5)->expire_at, 0);
+    assert_int_equal(rkv_table_find(e.t, "huge", 4)->expire_at, UINT32_MAX);
+    assert_int_equal(put_mode(&d, "dflt", 4, "d", 1, RKV_SET, 0, 0, NULL), RKV_OK);
+    assert_int_equal(rkv_table_find(d.t, "dflt", 4)->expire_at, rkv_table_clock(d.t) + 30);
+
+    rkv_table_tick(e.t);
+    assert_string_equal(get_str(&e, "short"), "s");
+    sleep_ms(1100);
+    rkv_table_tick(e.t);
+    assert_true(rkv_table_clock(e.t) >= now + 1);
+    assert_null(get_str(&e, "short"));
+    assert_null(rkv_table_find(e.t, "short", 5));
+    assert_string_equal(get_str(&e, "never"), "n");
+    assert_string_equal(get_str(&e, "long"), "l");
+    /* the tick sweeps the index incrementally; within a few ticks it is gone */
+    for (unsigned i = 0; i < 64 && stats(&e).expirations == 0; i++)
+        rkv_table_tick(e.t);
+    struct rkv_table_stats s = stats(&e);
+    assert_int_equal(s.expirations, 1);
+    assert_int_equal(s.items, 3);
+    /* the expired key is absent for ADD, and gone for DELETE */
+    assert_int_equal(rkv_table_delete(e.t, "short", 5), RKV_NOT_FOUND);
+    assert_int_equal(put_mode(&e, "short", 5, "t", 1, RKV_ADD, 0, 0, NULL), RKV_OK);
+    env_free(&e);
+    env_free(&d);
+}
+
+/* ------------------------------------------------------------ load factor */
+
+static void test_fill_index_to_limit(void **state)
+{
+    (void)state;
+    /* 1024 buckets (7168 slots) in front of a heap with room for ~1M small
+     * items: the index is the limit. */
+    struct rkv_table_config c = { .index_share = 1024.0 * 64 / (64 * MiB) };
+    struct env e;
+    env_make(&e, 64 * MiB, &c);
+    assert_int_equal(e.h->bucket_count, 1024);
+    const uint64_t slots = 1024 * RKV_SLOTS_PER_BUCKET;
+    char key[32], val[16];
+    unsigned n = 0;
+    rkv_status st;
+    for (;; n++) {
+        snprintf(key, sizeof key, "lf-%08u", n);
+        snprintf(val, sizeof val, "%08u", n);
+        if ((st = put(&e, key, val)) != RKV_OK)
+            break;
+    }
+    assert_int_equal(st, RKV_OUT_OF_MEMORY);
+    double load = (double)n / (double)slots;
+    print_message("index full at %u of %llu slots: load factor %.3f\n", n,
+                  (unsigned long long)slots, load);
+    assert_true(load >= 0.90);
+    struct rkv_table_stats s = stats(&e);
+    assert_int_equal(s.items, n);
+    assert_int_equal(s.insert_failures, 1);
+    assert_true(s.displacements > 0);
+
+    /* nothing stored was lost, displaced or not */
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "lf-%08u", i);
+        snprintf(val, sizeof val, "%08u", i);
+        const char *got = get_str(&e, key);
+        assert_non_null(got);
+        assert_string_equal(got, val);
+    }
+    /* the failing insert keeps failing cleanly; updates still work */
+    assert_int_equal(put(&e, key, "updated"), RKV_OK);
+    snprintf(key, sizeof key, "lf-%08u", n);
+    assert_int_equal(put(&e, key, "x"), RKV_OUT_OF_MEMORY);
+    assert_null(get_str(&e, key));
+    s = stats(&e);
+    assert_int_equal(s.items, n);
+    assert_int_equal(s.insert_failures, 2);
+    assert_int_equal(s.bytes_used, (uint64_t)n * 64);  /* the failed items went back */
+    env_free(&e);
+}
+
+/* ------------------------------------------------------------ eviction */
+
+/* A table whose heap (27 pages of 4 KiB) fills long before its index. */
+static void small_heap(struct env *e, enum rkv_evict_policy p)
+{
+    struct rkv_table_config c = { .slab_page_size = 4096, .grace_ms = 10, .evict = p };
+    env_make(e, 128 * 1024, &c);
+}
+
+static void key_of(char *key, size_t len, unsigned i)
+{
+    snprintf(key, len, "evict-%08u", i);
+}
+
+/* 100-byte values: items of 156 bytes, all in one class. */
+static rkv_status put_n(struct env *e, unsigned i)
+{
+    char key[32], val[100];
+    key_of(key, sizeof key, i);
+    memset(val, 'a' + (int)(i % 26), sizeof val);
+    return put_mode(e, key, (uint32_t)strlen(key), val, sizeof val, RKV_SET, 0, 0, NULL);
+}
+
+/* Found with the right value (true), or absent (false); never anything else. */
+static bool has_n(struct env *e, unsigned i)
+{
+    char key[32], val[100];
+    struct rkv_lookup l;
+    key_of(key, sizeof key, i);
+    rkv_status st = get(e, key, (uint32_t)strlen(key), 0, val, sizeof val, &l);
+    if (st == RKV_NOT_FOUND)
+        return false;
+    assert_int_equal(st, RKV_OK);
+    assert_int_equal(l.value_len, 100);
+    for (unsigned b = 0; b < 100; b++)
+        assert_int_equal(val[b], 'a' + (int)(i % 26));
+    return true;
+}
+
+static void test_heap_full_without_eviction(void **state)
+{
+    (void)state;
+    struct env e;
+    small_heap(&e, RKV_EVICT_NONE);
+    unsigned n = 0;
+    rkv_status st;
+    while ((st = put_n(&e, n)) == RKV_OK)
+        n++;
+    assert_int_equal(st, RKV_OUT_OF_MEMORY);
+    struct rkv_table_stats s = stats(&e);
+    assert_true(n > 400);
+    assert_true(s.slots > 2 * n);           /* the heap, not the index, was the limit */
+    assert_int_equal(s.items, n);
+    assert_int_equal(s.evictions, 0);
+    assert_int_equal(s.pages_unassigned, 0);
+    for (unsigned i = 0; i < n; i++)
+        assert_true(has_n(&e, i));
+    env_free(&e);
+}
+
+static void test_evict_random(void **state)
+{
+    (void)state;
+    struct env e;
+    small_heap(&e, RKV_EVICT_RANDOM);
+    for (unsigned i = 0; i < 3000; i++) {
+        assert_int_equal(put_n(&e, i), RKV_OK);
+        assert_true(has_n(&e, i));          /* the item just stored is never the victim */
+    }
+    struct rkv_table_stats s = stats(&e);
+    print_message("random: %llu items, %llu evictions\n", (unsigned long long)s.items,
+                  (unsigned long long)s.evictions);
+    assert_true(s.evictions > 0);
+    assert_int_equal(s.items + s.evictions, 3000);
+    unsigned present = 0;
+    for (unsigned i = 0; i < 3000; i++)
+        present += has_n(&e, i);
+    assert_int_equal(present, s.items);
+    env_free(&e);
+}
+
+static void test_evict_lru_follows_hints(void **state)
+{
+    (void)state;
+    struct env e;
+    small_heap(&e, RKV_EVICT_LRU);
+    unsigned n = 0;
+    while (stats(&e).evictions == 0)
+        assert_int_equal(put_n(&e, n++), RKV_OK);
+
+    /* The oldest quarter is what LRU would evict next; clients read those
+     * keys, and their hints make them the most recently used. */
+    unsigned hot[1024], nhot = 0;
+    for (unsigned i = 0; i < n / 4; i++) {
+        char key[32];
+        struct rkv_lookup l;
+        key_of(key, sizeof key, i);
+        if (get(&e, key, (uint32_t)strlen(key), 0, NULL, 0, &l) == RKV_NOT_FOUND)
+            continue;  /* (found: BUFFER_TOO_SMALL, with the slot) */
+        rkv_table_hint(e.t, l.slot);
+        hot[nhot++] = i;
+    }
+    assert_true(nhot > n / 8);
+    uint64_t ev0 = stats(&e).evictions;
+    for (unsigned i = 0; i < n / 4; i++)
+        assert_int_equal(put_n(&e, n + i), RKV_OK);
+    struct rkv_table_stats s = stats(&e);
+    print_message("lru: %u keys before eviction, %u hot, %llu evictions after\n", n, nhot,
+                  (unsigned long long)(s.evictions - ev0));
+    assert_true(s.evictions - ev0 >= n / 8);
+    assert_int_equal(s.hints, nhot);
+    for (unsigned i = 0; i < nhot; i++)
+        assert_true(has_n(&e, hot[i]));
+    /* and the ones evicted were the cold, old ones */
+    unsigned cold_left = 0;
+    for (unsigned i = n / 4; i < n / 2; i++)
+        cold_left += has_n(&e, i);
+    print_message("lru: %u of the %u next-oldest cold keys left\n", cold_left, n / 2 - n / 4);
+    assert_true(cold_left < n / 8);
+    env_free(&e);
+}
+
+static void test_evict_when_index_full(void **state)
+{
+    (void)state;
+    struct rkv_table_config c = { .index_share = 64.0 * 64 / (4 * MiB), .evict = RKV_EVICT_RANDOM };
+    struct env e;
+    env_make(&e, 4 * MiB, &c);
+    assert_int_equal(e.h->bucket_count, 64);
+    for (unsigned i = 0; i < 2000; i++)
+        assert_int_equal(put_n(&e, i), RKV_OK);
+    struct rkv_table_stats s = stats(&e);
+    assert_true(s.evictions > 0);
+    assert_true(s.items <= s.slots);
+    assert_int_equal(s.items + s.evictions, 2000);
+    unsigned present = 0;
+    for (unsigned i = 0; i < 2000; i++)
+        present += has_n(&e, i);
+    assert_int_equal(present, s.items);
+    env_free(&e);
+}
+
+static void test_hints_validated(void **state)
+{
+    (void)state;
+    struct env e;
+    small_heap(&e, RKV_EVICT_LRU);
+    assert_int_equal(put_n(&e, 1), RKV_OK);
+    char key[32], val[100];
+    struct rkv_lookup l;
+    key_of(key, sizeof key, 1);
+    assert_int_equal(get(&e, key, (uint32_t)strlen(key), 0, val, sizeof val, &l), RKV_OK);
+    uint64_t good = l.slot;
+    unsigned cls = rkv_slot_class(good);
+    uint64_t off = rkv_slot_offset(good);
+    uint16_t fp = rkv_slot_fp(good);
+    uint32_t sz = e.h->class_size[cls];
+
+    rkv_table_hint(e.t, good);
+    const uint64_t garbage[] = {
+        0,                                                   /* empty slot */
+        good & ~0xffffull,                                   /* fingerprint 0 */
+        rkv_slot_make(fp, cls + 1, off),                     /* wrong class for the page */
+        rkv_slot_make(fp, 200, off),                         /* no such class */
+        rkv_slot_make(fp, e.h->class_count, off),
+        rkv_slot_make(fp, cls, 0),                           /* the header */
+        rkv_slot_make(fp, cls, e.h->index_offset + 64),      /* the index */
+        rkv_slot_make(fp, cls, off + 64),                    /* inside the item */
+        rkv_slot_make(fp, cls, off + sz),                    /* never allocated */
+        rkv_slot_make(fp, cls, e.h->heap_offset + e.h->heap_size), /* past the heap */
+        rkv_slot_make(fp, cls, e.h->heap_offset + e.h->heap_size - 64),
+        rkv_slot_make(fp, cls, (1ull << 40) - 64),           /* far past the region */
+        UINT64_MAX,
+    };
+    for (unsigned i = 0; i < RKV_ARRAY_SIZE(garbage); i++)
+        rkv_table_hint(e.t, garbage[i]);
+    struct rkv_table_stats s = stats(&e);
+    assert_int_equal(s.hints, 1);
+    assert_int_equal(s.hints_ignored, RKV_ARRAY_SIZE(garbage));
+
+    /* random words: counted, never a crash (ASan builds check the bounds) */
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (unsigned i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        rkv_table_hint(e.t, i % 2 ? x : (x & 0xffffff) | ((off / 64) << 24));
+    }
+    s = stats(&e);
+    assert_int_equal(s.hints + s.hints_ignored, 1 + RKV_ARRAY_SIZE(garbage) + 200000);
+    assert_true(has_n(&e, 1));
+    env_free(&e);
+}
+
+/* ------------------------------------------------------------ read races */
+
+static void test_torn_read_never_returned(void **state)
+{
+    (void)state;
+    struct env e;
+    env_make(&e, 8 * MiB, NULL);
+    uint8_t val[3000], buf[3000];
+    struct rkv_lookup l;
+
+    memset(val, 'A', sizeof val);
+    assert_int_equal(put_mode(&e, "torn", 4, val, sizeof val, RKV_SET, 0, 0, NULL), RKV_OK);
+    assert_int_equal(get(&e, "torn", 4, 0, buf, sizeof buf, &l), RKV_OK);
+    uint32_t len = e.h->class_size[rkv_slot_class(l.slot)];
+    uint8_t *old_img = malloc(len), *torn = malloc(len);
+    memcpy(old_img, (uint8_t *)e.region.base + rkv_slot_offset(l.slot), len);
+
+    memset(val, 'B', sizeof val);
+    assert_int_equal(put_mode(&e, "torn", 4, val, sizeof val, RKV_SET, 0, 0, NULL), RKV_OK);
+    assert_int_equal(get(&e, "torn", 4, 0, buf, sizeof buf, &l), RKV_OK);
+    uint64_t off = rkv_slot_offset(l.slot);
+    /* what a read racing the write sees: the new header and first half,
+     * the old bytes after */
+    memcpy(torn, (uint8_t *)e.region.base + off, len / 2);
+    memcpy(torn + len / 2, old_img + len / 2, len - len / 2);
+
+    e.rd = (struct reader){ .base = e.region.base, .size = e.region.size, .torn_off = off,
+                            .torn_img = torn, .torn_len = len, .torn_left = 1000 };
+    assert_int_equal(get(&e, "torn", 4, 0, buf, sizeof buf, &l), RKV_RETRY_EXHAUSTED);
+    assert_true(e.retries >= 8);
+
+    /* once the write is complete the lookup returns the new value */
+    e.rd.torn_left = 3;
+    e.rd.torn_served = 0;
+    memset(buf, 0, sizeof buf);
+    assert_int_equal(get(&e, "torn", 4, 0, buf, sizeof buf, &l), RKV_OK);
+    assert_int_equal(e.rd.torn_served, 3);
+    assert_int_equal(e.retries, 3);
+    for (unsigned i = 0; i < sizeof buf; i++)
+        assert_int_equal(buf[i], 'B');
+
+    /* a single flipped byte is as torn as half an item */
+    memcpy(torn, (uint8_t *)e.region.base + off, len);
+    torn[RKV_ITEM_HEADER_SIZE + 4 + 1000] ^= 1;
+    e.rd.torn_left = 1000;
+    assert_int_equal(get(&e, "torn", 4, 0, buf, sizeof buf, &l), RKV_RETRY_EXHAUSTED);
+    free(old_img);
+    free(torn);
+    env_free(&e);
+}
+
+static void test_stale_cached_slot(void **state)
+{
+    (void)state;
+    struct rkv_table_config c = { .grace_ms = 20 };
+    struct env e;
+    env_make(&e, 8 * MiB, &c);
+    char buf[16];
+    struct rkv_lookup l;
+
+    assert_int_equal(put(&e, "stale", "v1"), RKV_OK);
+    assert_int_equal(get(&e, "stale", 5, 0, buf, sizeof buf, &l), RKV_OK);
+    uint64_t s1 = l.slot;
+    assert_int_equal(put(&e, "stale", "v2"), RKV_OK);
+    assert_int_equal(get(&e, "stale", 5, 0, buf, sizeof buf, &l), RKV_OK);
+    uint64_t s2 = l.slot;
+    assert_true(s1 != s2);
+
+    /* the cached location is current: one read */
+    assert_int_equal(get(&e, "stale", 5, s2, buf, sizeof buf, &l), RKV_OK);
+    assert_int_equal(l.cache_used, 1);
+    /* obsolete: detected, the index gives the new value */
+    assert_int_equal(get(&e, "stale", 5, s1, buf, sizeof buf, &l), RKV_OK);
+    assert_int_equal(l.cache_used, 0);
+    assert_memory_equal(buf, "v2", 2);
+    assert_int_equal(l.slot, s2);
+
+    /* after the grace period the memory is reused for another key */
+    sleep_ms(40);
+    char key[32];
+    bool reused = false;
+    for (unsigned i = 0; i < 1000 && !reused; i++) {
+        snprintf(key, sizeof key, "other%u", i);
+        assert_int_equal(put(&e, key, "xx"), RKV_OK);
+        const struct rkv_item *it = rkv_table_find(e.t, key, (uint32_t)strlen(key));
+        reused = (uint64_t)((const uint8_t *)it - (const uint8_t *)e.region.base) == rkv_slot_offset(s1);
+    }
+    assert_true(reused);
+    assert_int_equal(get(&e, "stale", 5, s1, buf, sizeof buf, &l), RKV_OK);
+    assert_int_equal(l.cache_used, 0);
+    assert_memory_equal(buf, "v2", 2);
+    /* the other key is still served through that same location */
+    assert_int_equal(get(&e, key, (uint32_t)strlen(key), s1, buf, sizeof buf, &l), RKV_OK);
+    assert_int_equal(l.cache_used, 1);
+    assert_memory_equal(buf, "xx", 2);
+
+    /* deleted: neither stale location brings a value back */
+    assert_int_equal(rkv_table_delete(e.t, "stale", 5), RKV_OK);
+    assert_int_equal(get(&e, "stale", 5, s1, buf, sizeof buf, &l), RKV_NOT_FOUND);
+    assert_int_equal(get(&e, "stale", 5, s2, buf, sizeof buf, &l), RKV_NOT_FOUND);
+    env_free(&e);
+}
+
+int main(void)
+{
+    rkv_log_set_level(RKV_LOG_ERROR);  /* no hugepage warning per test region */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_region),
+        cmocka_unit_test(test_layout_and_header),
+        cmocka_unit_test(test_config_refused),
+        cmocka_unit_test(test_insert_update_delete),
+        cmocka_unit_test(test_key_and_value_sizes),
+        cmocka_unit_test(test_pulled_value),
+        cmocka_unit_test(test_put_modes),
+        cmocka_unit_test(test_incr),
+        cmocka_unit_test(test_ttl),
+        cmocka_unit_test(test_fill_index_to_limit),
+        cmocka_unit_test(test_heap_full_without_eviction),
+        cmocka_unit_test(test_evict_random),
+        cmocka_unit_test(test_evict_lru_follows_hints),
+        cmocka_unit_test(test_evict_when_index_full),
+        cmocka_unit_test(test_hints_validated),
+        cmocka_unit_test(test_torn_read_never_returned),
+        cmocka_unit_test(test_stale_cached_slot),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

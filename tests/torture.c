@@ -1,0 +1,287 @@
+/* torture.c — one-sided consistency under load, checked value by value.
+ *
+ * A real rkv-server, W writer processes and R reader processes. Each hot key
+ * is owned by one writer, which updates it with increasing versions, deletes
+ * and re-inserts it as fast as it can; a filler population keeps the index
+ * nearly full so re-inserts displace other items (cuckoo moves) and small
+ * values of varying sizes force freed memory to be reused. Half the readers
+ * use the location cache, half always go through the index.
+ *
+ * Every value is "key|version|len|checksum|padding", with its own XXH3
+ * checksum. Shared memory records, per key, the last version a writer
+ * *started* and the last one *acknowledged* (and whether it was a delete).
+ * A reader snapshots both before its GET and again after, and reports:
+ *   - garbage:   a value whose own checksum or key is wrong (torn / foreign);
+ *   - stale:     a version older than one acknowledged before the GET began;
+ *   - future:    a version no writer had started by the time the GET ended;
+ *   - false miss: NOT_FOUND while the key was present and untouched for the
+ *                 whole GET (checked only when eviction is off).
+ * It prints operations checked and anomalies found, and fails on any anomaly.
+ *
+ * Usage: torture PATH/TO/rkv-server [SECONDS_PER_PHASE]
+ * Phase 1: no eviction (false misses checked). Phase 2: eviction (lru) with
+ * the key space larger than memory.
+ */
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "rkv.h"
+#include "server_proc.h"
+#include "util.h"
+
+#define HOT_KEYS  64
+#define WRITERS   2
+#define READERS   4
+#define DELETED   (1ull << 63)
+
+struct key_state {
+    _Atomic uint64_t started;   /* last version a writer began writing (| DELETED) */
+    _Atomic uint64_t acked;     /* last version acknowledged (| DELETED) */
+};
+
+struct shared {
+    struct key_state k[HOT_KEYS];
+    _Atomic uint64_t checked, garbage, stale, future, false_miss, errors, refused;
+    _Atomic int stop;
+};
+
+static void hot_key(char *buf, size_t len, unsigned i)
+{
+    snprintf(buf, len, "hot:%u", i);
+}
+
+static size_t make_value(char *buf, size_t cap, const char *key, uint64_t version, size_t pad)
+{
+    int n = snprintf(buf, cap, "%s|%llu|%zu|", key, (unsigned long long)version, pad);
+    size_t len = (size_t)n + 16 + pad;
+    char hex[17];
+    if (n < 0 || len > cap)
+        return 0;
+    for (size_t i = 0; i < pad; i++)
+        buf[(size_t)n + 16 + i] = (char)('A' + (version * 31 + i) % 26);
+    uint64_t sum = XXH3_64bits(buf, (size_t)n) ^ XXH3_64bits(buf + n + 16, pad);
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)sum);
+    memcpy(buf + n, hex, 16);
+    return len;
+}
+
+/* Returns the version encoded in a well-formed value for `key`, or 0. */
+static uint64_t check_value(const char *v, size_t len, const char *key)
+{
+    char tmp[4096];
+    unsigned long long ver;
+    size_t pad;
+    char k[64];
+    if (len >= sizeof tmp)
+        return 0;
+    memcpy(tmp, v, len);
+    tmp[len] = '\0';
+    if (sscanf(tmp, "%63[^|]|%llu|%zu|", k, &ver, &pad) != 3 || strcmp(k, key) != 0)
+        return 0;
+    char expect[4096];
+    size_t elen = make_value(expect, sizeof expect, key, ver, pad);
+    return elen == len && memcmp(expect, v, len) == 0 ? ver : 0;
+}
+
+static void writer(struct shared *sh, const char *uri, unsigned id, bool evicting)
+{
+    rkv_client *c = connect_retry(uri, NULL, 5000);
+    char key[32], val[2048];
+    unsigned seed = id * 7919u + 1;
+    if (c == NULL) {
+        atomic_fetch_add(&sh->errors, 1);
+        return;
+    }
+    while (!atomic_load(&sh->stop)) {
+        unsigned i = (unsigned)rand_r(&seed) % HOT_KEYS;
+        if (i % WRITERS != id)
+            continue;
+        hot_key(key, sizeof key, i);
+        struct key_state *ks = &sh->k[i];
+        uint64_t v = (atomic_load(&ks->started) & ~DELETED) + 1;
+        bool del = rand_r(&seed) % 8 == 0;
+        atomic_store(&ks->started, v | (del ? DELETED : 0));
+        rkv_status st;
+        if (del) {
+            st = rkv_delete(c, key, strlen(key));
+            st = st == RKV_NOT_FOUND ? RKV_OK : st;
+        } else {
+            size_t len = make_value(val, sizeof val, key, v, (size_t)rand_r(&seed) % 1500);
+            st = rkv_put(c, key, strlen(key), val, len, NULL, NULL);
+        }
+        if (st == RKV_OK)
+            atomic_store(&ks->acked, v | (del ? DELETED : 0));
+        else if (st == RKV_OUT_OF_MEMORY)
+            atomic_fetch_add(&sh->refused, 1); /* full table, eviction off: refused, nothing lost */
+        else
+            atomic_fetch_add(&sh->errors, 1);
+        /* on failure `started` stays ahead of `acked`: readers treat the key as
+         * being written from then on, which is the truth for a lost reply */
+    }
+    rkv_close(c);
+}
+
+static void reader(struct shared *sh, const char *uri, unsigned id, bool evicting)
+{
+    struct rkv_options o = { .location_cache = id % 2 ? (unsigned)-1 : 0 };
+    rkv_client *c = connect_retry(uri, &o, 5000);
+    char key[32], buf[4096];
+    unsigned seed = id * 104729u + 3;
+    if (c == NULL) {
+        atomic_fetch_add(&sh->errors, 1);
+        return;
+    }
+    while (!atomic_load(&sh->stop)) {
+        unsigned i = (unsigned)rand_r(&seed) % HOT_KEYS;
+        struct key_state *ks = &sh->k[i];
+        hot_key(key, sizeof key, i);
+        uint64_t acked0 = atomic_load(&ks->acked), started0 = atomic_load(&ks->started);
+        size_t n;
+        rkv_status st = rkv_get(c, key, strlen(key), buf, sizeof buf, &n, NULL);
+        uint64_t started1 = atomic_load(&ks->started);
+        atomic_fetch_add(&sh->checked, 1);
+        if (st == RKV_OK) {
+            uint64_t ver = check_value(buf, n, key);
+            if (ver == 0)
+                atomic_fetch_add(&sh->garbage, 1);
+            else if (ver < (acked0 & ~DELETED) && !(acked0 & DELETED))
+                atomic_fetch_add(&sh->stale, 1);
+            else if ((acked0 & DELETED) && ver <= (acked0 & ~DELETED))
+                atomic_fetch_add(&sh->stale, 1); /* deleted before we began, yet old data */
+            else if (ver > (started1 & ~DELETED))
+                atomic_fetch_add(&sh->future, 1);
+        } else if (st == RKV_NOT_FOUND) {
+            bool quiet = started0 == acked0 && started1 == started0;
+            if (!evicting && quiet && acked0 != 0 && !(acked0 & DELETED))
+                atomic_fetch_add(&sh->false_miss, 1);
+        } else if (st != RKV_RETRY_EXHAUSTED) {
+            atomic_fetch_add(&sh->errors, 1);
+        }
+    }
+    rkv_close(c);
+}
+
+/* Fill the index to ~85% of its slots with cold keys (or until the server
+ * refuses), then free every 50th, so hot re-inserts run in a nearly full
+ * index and must displace other items (cuckoo moves). */
+static unsigned preload_fillers(const char *uri)
+{
+    rkv_client *c = connect_retry(uri, NULL, 5000);
+    char key[32], stats[4096];
+    size_t len;
+    unsigned n = 0;
+    if (c == NULL || rkv_stats(c, 0, stats, sizeof stats, &len) != RKV_OK) {
+        rkv_close(c);
+        return 0;
+    }
+    const char *b = strstr(stats, "\nbuckets ");
+    unsigned long long buckets = b ? strtoull(b + 9, NULL, 10) : 0;
+    unsigned target = (unsigned)(buckets * 7 * 85 / 100);
+    for (; n < target; n++) {
+        snprintf(key, sizeof key, "cold:%u", n);
+        if (rkv_put(c, key, strlen(key), "c", 1, NULL, NULL) != RKV_OK)
+            break;
+    }
+    for (unsigned i = 0; i < n; i += 50) {
+        snprintf(key, sizeof key, "cold:%u", i);
+        rkv_delete(c, key, strlen(key));
+    }
+    rkv_close(c);
+    return n;
+}
+
+static int run_phase(const char *bin, const char *uri, unsigned seconds, bool evicting)
+{
+    const char *extra_noevict[] = { "--memory", "64M", "--evict", "none", "--event-mode",
+                                    "--grace-ms", "20", NULL };
+    const char *extra_evict[] = { "--memory", "12M", "--evict", "lru", "--event-mode",
+                                  "--grace-ms", "20", NULL };
+    struct server_proc sp;
+    if (server_start(&sp, bin, uri, evicting ? extra_evict : extra_noevict) != 0) {
+        fprintf(stderr, "torture: cannot start rkv-server\n");
+        return 1;
+    }
+    struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED)
+        return 1;
+    memset(sh, 0, sizeof *sh);
+    unsigned fillers = evicting ? 0 : preload_fillers(sp.uri);
+
+    pid_t pids[WRITERS + READERS];
+    for (unsigned p = 0; p < WRITERS + READERS; p++) {
+        pids[p] = fork();
+        if (pids[p] == 0) {
+            if (p < WRITERS)
+                writer(sh, sp.uri, p, evicting);
+            else
+                reader(sh, sp.uri, p - WRITERS, evicting);
+            _exit(0);
+        }
+    }
+    if (evicting) { /* overcommit memory: a big cold population competes with the hot set */
+        rkv_client *c = connect_retry(sp.uri, NULL, 5000);
+        char key[32], val[1024];
+        memset(val, 'x', sizeof val);
+        uint64_t end = rkv_now_ns() + (uint64_t)seconds * 1000000000ull;
+        for (unsigned i = 0; c && rkv_now_ns() < end; i++) {
+            snprintf(key, sizeof key, "cold:%u", i);
+            rkv_put(c, key, strlen(key), val, 200 + i % 800, NULL, NULL);
+        }
+        rkv_close(c);
+    } else {
+        sleep(seconds);
+    }
+    atomic_store(&sh->stop, 1);
+    for (unsigned p = 0; p < WRITERS + READERS; p++)
+        waitpid(pids[p], NULL, 0);
+
+    char stats[4096] = "";
+    rkv_client *c = connect_retry(sp.uri, NULL, 2000);
+    size_t sl;
+    if (c) {
+        rkv_stats(c, 0, stats, sizeof stats, &sl);
+        rkv_close(c);
+    }
+    const char *disp = strstr(stats, "displacements "), *ev = strstr(stats, "evictions ");
+    int rc = server_stop(&sp);
+    uint64_t anomalies = sh->garbage + sh->stale + sh->future + sh->false_miss;
+    printf("torture phase %s: %llu GETs checked, %llu anomalies (garbage %llu, stale %llu, "
+           "future %llu, false miss %llu), %llu client errors, %llu writes refused for memory, "
+           "%u fillers, %s%s server exit %d\n",
+           evicting ? "evict" : "no-evict", (unsigned long long)sh->checked,
+           (unsigned long long)anomalies, (unsigned long long)sh->garbage,
+           (unsigned long long)sh->stale, (unsigned long long)sh->future,
+           (unsigned long long)sh->false_miss, (unsigned long long)sh->errors,
+           (unsigned long long)sh->refused, fillers,
+           disp ? strtok((char *)disp, "\n") : "", "", rc);
+    if (ev)
+        printf("  %s\n", strtok((char *)ev, "\n"));
+    int fail = anomalies != 0 || sh->errors != 0 || rc != 0 || sh->checked == 0;
+    munmap(sh, sizeof *sh);
+    return fail;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH/TO/rkv-server [SECONDS_PER_PHASE]\n", argv[0]);
+        return 2;
+    }
+    unsigned seconds = argc > 2 ? (unsigned)atoi(argv[2]) : 5;
+    char uri[256];
+    test_uri(uri, sizeof uri, 80);
+    int fail = run_phase(argv[1], uri, seconds, false);
+    test_uri(uri, sizeof uri, 81);
+    fail |= run_phase(argv[1], uri, seconds, true);
+    printf("torture: %s\n", fail ? "FAILED" : "passed");
+    return fail;
+}
