@@ -91,7 +91,7 @@ static uint64_t check_value(const char *v, size_t len, const char *key)
     return elen == len && memcmp(expect, v, len) == 0 ? ver : 0;
 }
 
-static void writer(struct shared *sh, const char *uri, unsigned id, bool evicting)
+static void writer(struct shared *sh, const char *uri, unsigned id)
 {
     rkv_client *c = connect_retry(uri, NULL, 5000);
     char key[32], val[2048];
@@ -221,7 +221,7 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
         pids[p] = fork();
         if (pids[p] == 0) {
             if (p < WRITERS)
-                writer(sh, sp.uri, p, evicting);
+                writer(sh, sp.uri, p);
             else
                 reader(sh, sp.uri, p - WRITERS, evicting);
             _exit(0);
