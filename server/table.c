@@ -205,6 +205,7 @@ static void retire(struct rkv_table *t, uint64_t word)
     struct rkv_item *it = item_at(t, word);
     count(&t->n.items, -1);
     count(&t->n.item_bytes, -(int64_t)rkv_item_size(it->key_len, it->value_len));
+    __atomic_store_n(&it->state, RKV_ITEM_OBSOLETE, __ATOMIC_RELEASE);
     rkv_slab_free(t->slab, rkv_slot_class(word), rkv_slot_offset(word));
 }
 

@@ -13,7 +13,7 @@
 
 #include "bench_args.h"
 
-#define MAX_ARGS 32
+#define MAX_ARGS 64
 
 /* Captured output of one parse. */
 struct parse {

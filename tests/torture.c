@@ -51,6 +51,7 @@ struct shared {
     struct key_state k[HOT_KEYS];
     _Atomic uint64_t checked, garbage, stale, future, false_miss, errors, refused;
     _Atomic int stop;
+    unsigned fillers;           /* cold keys preloaded; every 50th deleted */
 };
 
 static void hot_key(char *buf, size_t len, unsigned i)
@@ -140,6 +141,21 @@ static void reader(struct shared *sh, const char *uri, unsigned id, bool evictin
         return;
     }
     while (!atomic_load(&sh->stop)) {
+        if (sh->fillers && rand_r(&seed) % 4 == 0) {
+            /* a cold key that hot inserts may be displacing right now */
+            unsigned f = (unsigned)rand_r(&seed) % sh->fillers;
+            size_t n;
+            snprintf(key, sizeof key, "cold:%u", f);
+            rkv_status st = rkv_get(c, key, strlen(key), buf, sizeof buf, &n, NULL);
+            atomic_fetch_add(&sh->checked, 1);
+            if (st == RKV_OK && (n != 1 || buf[0] != 'c'))
+                atomic_fetch_add(&sh->garbage, 1);
+            else if (st == RKV_NOT_FOUND && f % 50 != 0)
+                atomic_fetch_add(&sh->false_miss, 1);
+            else if (st != RKV_OK && st != RKV_NOT_FOUND && st != RKV_RETRY_EXHAUSTED)
+                atomic_fetch_add(&sh->errors, 1);
+            continue;
+        }
         unsigned i = (unsigned)rand_r(&seed) % HOT_KEYS;
         struct key_state *ks = &sh->k[i];
         hot_key(key, sizeof key, i);
@@ -215,6 +231,7 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
         return 1;
     memset(sh, 0, sizeof *sh);
     unsigned fillers = evicting ? 0 : preload_fillers(sp.uri);
+    sh->fillers = fillers;
 
     pid_t pids[WRITERS + READERS];
     for (unsigned p = 0; p < WRITERS + READERS; p++) {

@@ -176,11 +176,14 @@ static void check_value(struct worker *w, uint64_t idx, const char *key, unsigne
         return;
     w->res->verify_failures++;
     bump(&w->errors_seen, 1);
-    if (w->bad_reports++ < BAD_VALUE_REPORTS)
-        fprintf(stderr, "rkv-bench: --verify: thread %u: key %.*s (index %llu): %zu-byte value %s "
-                "(it claims key index %llu, version %#llx)\n", w->id, (int)key_len, key,
-                (unsigned long long)idx, len, wl_check_name(c), (unsigned long long)claim.idx,
+    if (w->bad_reports++ >= BAD_VALUE_REPORTS)
+        return;
+    fprintf(stderr, "rkv-bench: --verify: thread %u: key %.*s (index %llu): %zu-byte value %s",
+            w->id, (int)key_len, key, (unsigned long long)idx, len, wl_check_name(c));
+    if (c != WL_VALUE_SHORT)
+        fprintf(stderr, " (it claims key index %llu, version %#llx)", (unsigned long long)claim.idx,
                 (unsigned long long)claim.version);
+    fputc('\n', stderr);
 }
 
 static void run_gets(struct worker *w, unsigned n, bool measuring)
@@ -756,6 +759,7 @@ int main(int argc, char **argv)
 
     bool json_stdout = json == stdout;
     bench_report_text(json_stdout ? stderr : stdout, &cfg, total);
+    fflush(stdout);   /* the report before any verdict on stderr */
     rc = 0;
     if (json != NULL) {
         if (bench_report_json(json, &cfg, total) != 0) {

@@ -156,7 +156,7 @@ void bench_report_text(FILE *out, const struct bench_config *cfg, const struct b
     if (mix.insert > 0) fprintf(out, " insert %.0f%%", mix.insert * 100);
     if (mix.rmw > 0)    fprintf(out, " rmw %.0f%%", mix.rmw * 100);
     if (mix.del > 0)    fprintf(out, " delete %.0f%%", mix.del * 100);
-    fprintf(out, "; %.2f s measured%s\n\n", r->duration_s, cfg->verify ? ", values verified" : "");
+    fprintf(out, "; %.3f s measured%s\n\n", r->duration_s, cfg->verify ? ", values verified" : "");
 
     fprintf(out, "%-7s %12s %12s %10s %10s %9s %9s %9s %9s %9s %9s\n", "Type", "Ops/sec", "Ops",
             "Hits", "Misses", "Min(us)", "p50(us)", "p90(us)", "p99(us)", "p99.9(us)", "Max(us)");

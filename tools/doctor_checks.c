@@ -853,6 +853,12 @@ void doctor_check_hugepages(struct doctor_report *r, const struct doctor_env *en
         }
         closedir(d);
     }
+    for (unsigned i = 1; i < n; i++) /* smallest page size first */
+        for (unsigned j = i; j > 0 && sizes_kb[j - 1] > sizes_kb[j]; j--) {
+            unsigned t = sizes_kb[j];
+            sizes_kb[j] = sizes_kb[j - 1];
+            sizes_kb[j - 1] = t;
+        }
     summary[0] = '\0';
     for (unsigned i = 0; i < n; i++) {
         uint64_t size = (uint64_t)sizes_kb[i] << 10;
@@ -924,7 +930,7 @@ void doctor_check_numa(struct doctor_report *r, const struct doctor_env *env,
     unsigned node_count = numeric_entries(path, "node", nodes, RKV_ARRAY_SIZE(nodes));
     if (node_count <= 1) {
         doctor_add(r, DOCTOR_OK, "numa", NULL,
-                   "one NUMA node: threads and memory are always near the NIC");
+                   "one NUMA node: no cross-socket placement to get wrong");
         return;
     }
     for (unsigned i = 0; i < n; i++) {
