@@ -16,6 +16,15 @@
  *   staging  a REMOTE_READ buffer a large value is copied into for the
  *            server to pull with its own RDMA READ (rendezvous).
  *
+ * Device context: the cm id only sets the connection up. The PD, CQs, QP
+ * and memory registrations live on a verbs context this connection opens
+ * itself, and the QP is moved through INIT/RTR/RTS here with the attributes
+ * rdma_cm computes (rdma_init_qp_attr). librdmacm shares one context per
+ * device across the process, and a child forked after the parent used rdma
+ * inherits it, but the kernel refuses to serve an inherited context to the
+ * child; with its own context each connection works in any process.
+ * (iWARP would need the QP handed to rdma_cm instead; rkv targets IB and RoCE.)
+ *
  * Before HELLO the client does not know the server's credits and message
  * size, so connect() registers one bootstrap send and receive buffer of
  * RKV_RDMA_BOOT_MSG bytes for HELLO and its reply; set_region() then
@@ -45,6 +54,8 @@
 struct rkv_ctrans {
     struct rdma_event_channel *channel; /* cm events: connect, then disconnect */
     struct rdma_cm_id *id;
+    struct ibv_context *verbs;      /* our own context on the device rdma_cm picked */
+    struct ibv_qp *qp;              /* RC, connected by hand (see the top of the file) */
     struct ibv_pd *pd;
     struct ibv_cq *send_cq;         /* sends and reads */
     struct ibv_cq *recv_cq;         /* replies */
@@ -78,8 +89,25 @@ struct rkv_ctrans {
     struct ibv_sge *ssge;
     struct ibv_recv_wr *rwr;        /* scratch: MAX_CREDITS receive WRs */
     struct ibv_sge *rsge;
+    uint64_t next_cm_check;         /* rkv_now_ns() of the next look at cm events in a wait */
     char peer[80];                  /* "192.0.2.1:7471" */
 };
+
+static void check_cm(struct rkv_ctrans *t);
+
+/* While a wait finds nothing: notice a disconnect within a millisecond
+ * instead of waiting for the transport's retries to give up. */
+static bool wait_idle(void *ctx)
+{
+    struct rkv_ctrans *t = ctx;
+    uint64_t now = rkv_now_ns();
+
+    if (now >= t->next_cm_check) {
+        check_cm(t);
+        t->next_cm_check = now + 1000000ull;
+    }
+    return t->dead;
+}
 
 /* ------------------------------------------------------------ helpers */
 
@@ -95,7 +123,7 @@ static rkv_status sq_wait(struct rkv_ctrans *t, uint32_t limit, const char *what
     enum ibv_wc_status bad = IBV_WC_SUCCESS;
     char msg[400];
     int rc = rkv_rdma_sq_wait(&t->sq, t->send_cq, limit,
-                              rkv_now_ns() + t->timeout_ms * 1000000ull, NULL, &bad);
+                              rkv_now_ns() + t->timeout_ms * 1000000ull, wait_idle, t, &bad);
 
     if (RKV_LIKELY(rc == 0))
         return RKV_OK;
@@ -104,6 +132,8 @@ static rkv_status sq_wait(struct rkv_ctrans *t, uint32_t limit, const char *what
         fail(t, msg);
         return RKV_TIMEOUT;
     }
+    if (rc == -ECANCELED)
+        return RKV_CONNECTION;  /* the disconnect was reported */
     if (rc == -EIO)
         rkv_rdma_wc_error(bad, what, msg, sizeof msg);
     else
@@ -168,7 +198,7 @@ static rkv_status post_boot_recv(struct rkv_ctrans *t)
     };
     struct ibv_recv_wr wr = { .wr_id = BOOT_WR_ID, .sg_list = &sge, .num_sge = 1 }, *bad = NULL;
 
-    if (ibv_post_recv(t->id->qp, &wr, &bad) != 0)
+    if (ibv_post_recv(t->qp, &wr, &bad) != 0)
         return RKV_CONNECTION;
     t->boot_posted = true;
     return RKV_OK;
@@ -178,9 +208,11 @@ static void cli_close(struct rkv_ctrans *t)
 {
     if (t == NULL)
         return;
-    if (t->id != NULL && t->id->qp != NULL) {
+    if (t->qp != NULL) {
+        struct ibv_qp_attr err_state = { .qp_state = IBV_QPS_ERR };
+        ibv_modify_qp(t->qp, &err_state, IBV_QP_STATE);
         rdma_disconnect(t->id);
-        rdma_destroy_qp(t->id);
+        ibv_destroy_qp(t->qp);
     }
     rkv_rdma_buf_free(&t->local);
     rkv_rdma_buf_free(&t->staging);
@@ -193,6 +225,8 @@ static void cli_close(struct rkv_ctrans *t)
         ibv_destroy_cq(t->recv_cq);
     if (t->pd != NULL)
         ibv_dealloc_pd(t->pd);
+    if (t->verbs != NULL)
+        ibv_close_device(t->verbs);
     if (t->id != NULL)
         rdma_destroy_id(t->id);
     if (t->channel != NULL)
@@ -226,7 +260,10 @@ static rkv_status resolve(struct rkv_ctrans *t, const struct sockaddr *dst, cons
                  t->peer, rkv_rdma_device_name(t->id->verbs), device);
         return RKV_INVALID;
     }
-    st = rkv_rdma_check_port(t->id->verbs, t->id->port_num, err, err_len);
+    st = rkv_rdma_open_device(rkv_rdma_device_name(t->id->verbs), &t->verbs, err, err_len);
+    if (st != RKV_OK)
+        return st;
+    st = rkv_rdma_check_port(t->verbs, t->id->port_num, err, err_len);
     if (st != RKV_OK)
         return st;
     if (rdma_resolve_route(t->id, (int)step_ms) != 0) {
@@ -243,36 +280,41 @@ static rkv_status setup_qp(struct rkv_ctrans *t, size_t local_size, char *err, s
     uint32_t send_depth, recv_depth;
     rkv_status st;
 
-    st = rkv_rdma_query_caps(t->id->verbs, &caps, err, err_len);
+    st = rkv_rdma_query_caps(t->verbs, &caps, err, err_len);
     if (st != RKV_OK)
         return st;
     send_depth = RKV_MIN(MAX_CREDITS + MAX_READS + 2 * t->interval, caps.max_qp_wr);
     recv_depth = RKV_MIN(MAX_CREDITS + 1, caps.max_qp_wr);
     if (send_depth < MAX_READS + 2 * t->interval + 1) {
         snprintf(err, err_len, "RDMA device %s allows only %u work requests per queue",
-                 rkv_rdma_device_name(t->id->verbs), caps.max_qp_wr);
+                 rkv_rdma_device_name(t->verbs), caps.max_qp_wr);
         return RKV_CONNECTION;
     }
     st = rkv_rdma_check_memlock(local_size + RKV_RDMA_STAGING_SIZE + 2 * RKV_RDMA_BOOT_MSG,
                                 "client's read and staging buffers", err, err_len);
     if (st != RKV_OK)
         return st;
-    t->pd = ibv_alloc_pd(t->id->verbs);
+    t->pd = ibv_alloc_pd(t->verbs);
     if (t->pd == NULL) {
         rkv_rdma_errno_error(errno, "ibv_alloc_pd", err, err_len);
         return RKV_CONNECTION;
     }
-    t->send_cq = ibv_create_cq(t->id->verbs, (int)RKV_MIN(2 * send_depth, caps.max_cqe), NULL, NULL, 0);
-    t->recv_cq = ibv_create_cq(t->id->verbs, (int)RKV_MIN(2 * recv_depth, caps.max_cqe), NULL, NULL, 0);
+    t->send_cq = ibv_create_cq(t->verbs, (int)RKV_MIN(2 * send_depth, caps.max_cqe), NULL, NULL, 0);
+    t->recv_cq = ibv_create_cq(t->verbs, (int)RKV_MIN(2 * recv_depth, caps.max_cqe), NULL, NULL, 0);
     if (t->send_cq == NULL || t->recv_cq == NULL) {
         rkv_rdma_errno_error(errno, "ibv_create_cq", err, err_len);
         return RKV_CONNECTION;
     }
     t->max_inline = RKV_RDMA_DEFAULT_INLINE;
-    st = rkv_rdma_create_qp(t->id, t->pd, t->send_cq, t->recv_cq, send_depth, recv_depth,
-                            &t->max_inline, err, err_len);
+    st = rkv_rdma_create_qp(NULL, t->pd, t->send_cq, t->recv_cq, send_depth, recv_depth,
+                            &t->max_inline, &t->qp, err, err_len);
     if (st != RKV_OK)
         return st;
+    errno = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_INIT, IBV_ACCESS_REMOTE_READ);
+    if (errno != 0) {
+        rkv_rdma_errno_error(errno, "ibv_modify_qp(INIT)", err, err_len);
+        return RKV_CONNECTION;
+    }
     /* Before HELLO: one request at a time, always signaled (keep 0), so the
      * single bootstrap send slot is free again when send() returns. */
     rkv_rdma_sq_init(&t->sq, send_depth, 0, t->interval);
@@ -353,7 +395,7 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     st = setup_qp(t, p->local_buf_size ? p->local_buf_size : DEFAULT_LOCAL_BUF, err, err_len);
     if (st != RKV_OK)
         goto fail;
-    st = rkv_rdma_query_caps(t->id->verbs, &caps, err, err_len);
+    st = rkv_rdma_query_caps(t->verbs, &caps, err, err_len);
     if (st != RKV_OK)
         goto fail;
     /* As many READs in flight as the device allows, both ways: ours to the
@@ -362,16 +404,31 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     cp.responder_resources = caps.max_rd_atom;
     cp.retry_count = 7;
     cp.rnr_retry_count = 7;
+    cp.qp_num = t->qp->qp_num;
     if (rdma_connect(t->id, &cp) != 0) {
         rkv_rdma_errno_error(errno, "rdma_connect", err, err_len);
         st = RKV_CONNECTION;
         goto fail;
     }
-    st = wait_cm(t, RDMA_CM_EVENT_ESTABLISHED, deadline, err, err_len);
+    /* Our QP is not rdma_cm's: on the server's answer, move it to RTR and
+     * RTS ourselves, then tell the server (RTU) with rdma_establish(). INIT
+     * again first, as librdmacm does: only now are the READ resources known.
+     * Remote access: the server may READ our staging buffer, nothing else. */
+    st = wait_cm(t, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, err, err_len);
     if (st != RKV_OK)
         goto fail;
+    if ((errno = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_INIT, IBV_ACCESS_REMOTE_READ)) != 0 ||
+        (errno = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_RTR, IBV_ACCESS_REMOTE_READ)) != 0 ||
+        (errno = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_RTS, IBV_ACCESS_REMOTE_READ)) != 0 ||
+        rdma_establish(t->id) != 0) {
+        rkv_rdma_errno_error(errno, "connecting the queue pair (ibv_modify_qp RTR/RTS, rdma_establish)",
+                             err, err_len);
+        rdma_reject(t->id, NULL, 0);
+        st = RKV_CONNECTION;
+        goto fail;
+    }
     RKV_DEBUG("rdma: connected to %s via %s (inline %u)", t->peer,
-              rkv_rdma_device_name(t->id->verbs), t->max_inline);
+              rkv_rdma_device_name(t->verbs), t->max_inline);
     *out = t;
     return RKV_OK;
 
@@ -420,7 +477,7 @@ static rkv_status cli_set_region(struct rkv_ctrans *t, const struct rkv_hello *h
     t->sends.head = 0;
     for (uint32_t i = 0; i < h->credits; i++)
         t->repost[i] = i;
-    if (rkv_rdma_post_recvs(t->id->qp, &t->recvs, h->max_msg, t->repost, h->credits,
+    if (rkv_rdma_post_recvs(t->qp, &t->recvs, h->max_msg, t->repost, h->credits,
                             t->rwr, t->rsge) != 0) {
         rkv_rdma_errno_error(errno, "ibv_post_recv", err, err_len);
         return RKV_CONNECTION;
@@ -471,7 +528,7 @@ static rkv_status read_chunk(struct rkv_ctrans *t, const struct rkv_read_op *ops
         if (signaled)
             t->swr[i].send_flags = IBV_SEND_SIGNALED;
     }
-    if (RKV_UNLIKELY(ibv_post_send(t->id->qp, t->swr, &bad) != 0)) {
+    if (RKV_UNLIKELY(ibv_post_send(t->qp, t->swr, &bad) != 0)) {
         fail(t, "ibv_post_send (RDMA READ) failed");
         return RKV_CONNECTION;
     }
@@ -526,7 +583,7 @@ static rkv_status cli_send(struct rkv_ctrans *t, const uint32_t *lens, unsigned 
         return RKV_CONNECTION;
     }
     if (t->repost_count > 0) {
-        if (RKV_UNLIKELY(rkv_rdma_post_recvs(t->id->qp, &t->recvs, t->max_msg, t->repost,
+        if (RKV_UNLIKELY(rkv_rdma_post_recvs(t->qp, &t->recvs, t->max_msg, t->repost,
                                              t->repost_count, t->rwr, t->rsge) != 0)) {
             fail(t, "ibv_post_recv failed");
             return RKV_CONNECTION;
@@ -536,9 +593,12 @@ static rkv_status cli_send(struct rkv_ctrans *t, const uint32_t *lens, unsigned 
     st = sq_wait(t, t->sq.depth - n, "waiting for send queue room");
     if (RKV_UNLIKELY(st != RKV_OK))
         return st;
-    if (RKV_UNLIKELY(rkv_rdma_post_sends(t->id->qp, &t->sq, ring, lens, n, t->max_inline,
-                                         t->swr, t->ssge, &inlined) != 0)) {
-        fail(t, "ibv_post_send failed");
+    int rc = rkv_rdma_post_sends(t->qp, &t->sq, ring, lens, n, t->max_inline,
+                                 t->swr, t->ssge, &inlined);
+    if (RKV_UNLIKELY(rc != 0)) {
+        char msg[200];
+        rkv_rdma_errno_error(rc, "ibv_post_send", msg, sizeof msg);
+        fail(t, msg);
         return RKV_CONNECTION;
     }
     t->inflight += n;

@@ -543,10 +543,11 @@ rkv_status rkv_rdma_query_caps(struct ibv_context *ctx, struct rkv_rdma_caps *ca
 rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
                               struct ibv_cq *send_cq, struct ibv_cq *recv_cq,
                               uint32_t send_wr, uint32_t recv_wr, uint32_t *max_inline,
-                              char *err, size_t err_len)
+                              struct ibv_qp **qp, char *err, size_t err_len)
 {
     uint32_t want = *max_inline;
 
+    *qp = NULL;
     for (;;) {
         struct ibv_qp_init_attr a = {
             .send_cq = send_cq,
@@ -556,7 +557,9 @@ rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
             .cap = { .max_send_wr = send_wr, .max_recv_wr = recv_wr,
                      .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = want },
         };
-        if (rdma_create_qp(id, pd, &a) == 0) {
+        if (id != NULL ? rdma_create_qp(id, pd, &a) == 0 : (*qp = ibv_create_qp(pd, &a)) != NULL) {
+            if (id != NULL)
+                *qp = id->qp;
             *max_inline = a.cap.max_inline_data;
             return RKV_OK;
         }
@@ -569,6 +572,46 @@ rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
         rkv_rdma_errno_error(errno, what, err, err_len);
         return RKV_CONNECTION;
     }
+}
+
+int rkv_rdma_modify_qp(struct rdma_cm_id *id, struct ibv_qp *qp, enum ibv_qp_state state, int access)
+{
+    struct ibv_qp_attr attr = { .qp_state = state };
+    int mask = 0;
+
+    if (rdma_init_qp_attr(id, &attr, &mask) != 0)
+        return errno ? errno : EINVAL;
+    mask &= ~0xe00000;  /* like librdmacm: bits old kernels returned for RoCE (SMAC/VID) */
+    if (mask & IBV_QP_ACCESS_FLAGS)
+        attr.qp_access_flags = (unsigned)access;
+    return ibv_modify_qp(qp, &attr, mask);
+}
+
+rkv_status rkv_rdma_open_device(const char *name, struct ibv_context **out, char *err, size_t err_len)
+{
+    int n = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    rkv_status st = RKV_CONNECTION;
+
+    *out = NULL;
+    if (list == NULL) {
+        rkv_rdma_errno_error(errno, "ibv_get_device_list", err, err_len);
+        return RKV_CONNECTION;
+    }
+    for (int i = 0; i < n; i++) {
+        if (strcmp(ibv_get_device_name(list[i]), name) != 0)
+            continue;
+        *out = ibv_open_device(list[i]);
+        if (*out != NULL)
+            st = RKV_OK;
+        else
+            rkv_rdma_errno_error(errno, "ibv_open_device", err, err_len);
+        goto done;
+    }
+    snprintf(err, err_len, "RDMA device \"%s\" disappeared (`ibv_devices`)", name);
+done:
+    ibv_free_device_list(list);
+    return st;
 }
 
 /* ------------------------------------------------------------ send queue */
@@ -607,10 +650,10 @@ int rkv_rdma_sq_poll(struct rkv_rdma_sq *sq, struct ibv_cq *cq, enum ibv_wc_stat
     return n < 0 ? n : 0;
 }
 
-int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit,
-                     uint64_t deadline_ns, const atomic_bool *abort, enum ibv_wc_status *bad)
+int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit, uint64_t deadline_ns,
+                     rkv_rdma_idle_fn idle, void *ctx, enum ibv_wc_status *bad)
 {
-    unsigned idle = 0;
+    unsigned empty = 0;
 
     while (sq->outstanding > limit) {
         if (sq->outstanding == sq->unsignaled)
@@ -618,8 +661,8 @@ int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit,
         int n = sq_poll_once(sq, cq, bad);
         if (n < 0)
             return n;
-        if (n == 0 && (++idle & 255u) == 0) {
-            if (abort != NULL && atomic_load_explicit(abort, memory_order_relaxed))
+        if (n == 0 && (++empty & 255u) == 0) {
+            if (idle != NULL && idle(ctx))
                 return -ECANCELED;
             if (rkv_now_ns() > deadline_ns)
                 return -ETIMEDOUT;

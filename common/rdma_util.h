@@ -13,7 +13,6 @@
 #ifndef RKV_RDMA_UTIL_H
 #define RKV_RDMA_UTIL_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -144,13 +143,27 @@ struct rkv_rdma_caps {
 rkv_status rkv_rdma_query_caps(struct ibv_context *ctx, struct rkv_rdma_caps *caps,
                                char *err, size_t err_len);
 
-/* Create the RC QP of `id` on `pd` with its own send and receive CQs.
- * `*max_inline` is the requested inline size on entry and what the QP
- * granted on return (halved until the device accepts it). */
+/* Create an RC QP on `pd` with its own send and receive CQs: through
+ * rdma_create_qp() as the QP of `id` (rdma_cm then moves it through its
+ * states), or, with id NULL, a plain ibv_create_qp() the caller connects
+ * itself. `*max_inline` is the requested inline size on entry and what the
+ * QP granted on return (halved until the device accepts it). */
 rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
                               struct ibv_cq *send_cq, struct ibv_cq *recv_cq,
                               uint32_t send_wr, uint32_t recv_wr, uint32_t *max_inline,
-                              char *err, size_t err_len);
+                              struct ibv_qp **qp, char *err, size_t err_len);
+
+/* Move a QP the caller created (not rdma_create_qp) to `state` with the
+ * attributes rdma_cm computed for `id` (rdma_init_qp_attr); where those
+ * carry QP access flags, `access` replaces them (rdma_cm always grants remote
+ * write). Returns 0 or an errno. */
+int rkv_rdma_modify_qp(struct rdma_cm_id *id, struct ibv_qp *qp, enum ibv_qp_state state, int access);
+
+/* Open a verbs context of our own on the device named `name`. librdmacm
+ * keeps one context per device for the whole process, and a forked child
+ * inherits the parent's, which the kernel refuses to serve for the child
+ * (EACCES on post): a context opened by this process works in either. */
+rkv_status rkv_rdma_open_device(const char *name, struct ibv_context **out, char *err, size_t err_len);
 
 /* ------------------------------------------------------------ send queue */
 
@@ -199,13 +212,16 @@ static inline void rkv_rdma_sq_done(struct rkv_rdma_sq *sq, uint64_t wr_id)
     sq->outstanding = freed > sq->outstanding ? 0 : sq->outstanding - freed;
 }
 
+/* Called while a wait finds nothing (about every 256 empty polls): true
+ * stops the wait, e.g. because the peer is known to be gone. */
+typedef bool (*rkv_rdma_idle_fn)(void *ctx);
+
 /* Poll `cq` (the send CQ) until at most `limit` WRs are outstanding or
  * `deadline_ns` (rkv_now_ns clock) passes. Returns 0, -ETIMEDOUT, -EIO with
- * *bad set to the failed status, -ECANCELED once *abort (may be NULL) is set
- * (another thread learned the peer is gone), or -EDEADLK if no completion
- * can come. */
-int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit,
-                     uint64_t deadline_ns, const atomic_bool *abort, enum ibv_wc_status *bad);
+ * *bad set to the failed status, -ECANCELED when idle(ctx) (may be NULL)
+ * said stop, or -EDEADLK if no completion can come. */
+int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit, uint64_t deadline_ns,
+                     rkv_rdma_idle_fn idle, void *ctx, enum ibv_wc_status *bad);
 /* One non-blocking poll of the send CQ: account what completed. Returns 0
  * or -EIO with *bad set. */
 int rkv_rdma_sq_poll(struct rkv_rdma_sq *sq, struct ibv_cq *cq, enum ibv_wc_status *bad);

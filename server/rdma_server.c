@@ -242,8 +242,9 @@ static struct rkv_sconn *conn_create(struct srv_shared *sh, struct rdma_cm_id *i
         goto fail;
     }
     c->max_inline = sh->max_inline;
+    struct ibv_qp *qp;
     if (rkv_rdma_create_qp(id, sh->pd, c->send_cq, c->recv_cq, send_depth, credits,
-                           &c->max_inline, err, err_len) != RKV_OK)
+                           &c->max_inline, &qp, err, err_len) != RKV_OK)
         goto fail;
     if (rkv_rdma_buf_alloc(sh->pd, (size_t)credits * sh->max_msg, IBV_ACCESS_LOCAL_WRITE,
                            "receive buffers", &c->recvs, err, err_len) != RKV_OK ||
@@ -545,6 +546,11 @@ static rkv_status srv_accept_conn(struct rkv_listener *l, struct rkv_sconn **out
             struct rkv_sconn *c = ev->id->context;
             rdma_ack_cm_event(ev);
             if (c != NULL && !c->established) {
+                /* rdma_cm grants every QP remote write; this one serves READs only */
+                struct ibv_qp_attr a = { .qp_access_flags = IBV_ACCESS_REMOTE_READ };
+                if (ibv_modify_qp(c->id->qp, &a, IBV_QP_ACCESS_FLAGS) != 0)
+                    RKV_DEBUG("rdma %s: cannot narrow %s's QP access to remote read: %s",
+                              l->addr, c->peer, strerror(errno));
                 setup_unlink(l, c);
                 c->established = true;
                 RKV_DEBUG("rdma %s: %s connected (inline %u)", l->addr, c->peer, c->max_inline);
@@ -640,11 +646,18 @@ static void *srv_reply_buf(struct rkv_sconn *c, unsigned i)
     return rkv_rdma_ring_slot(&c->replies, i);
 }
 
+/* The listener thread may learn first that the peer left. */
+static bool conn_is_dead(void *ctx)
+{
+    struct rkv_sconn *c = ctx;
+    return atomic_load_explicit(&c->dead, memory_order_relaxed);
+}
+
 static rkv_status sq_wait(struct rkv_sconn *c, uint32_t limit, unsigned timeout_ms, const char *what)
 {
     enum ibv_wc_status bad = IBV_WC_SUCCESS;
     int rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, limit, rkv_now_ns() + timeout_ms * 1000000ull,
-                              &c->dead, &bad);
+                              conn_is_dead, c, &bad);
 
     if (RKV_LIKELY(rc == 0))
         return RKV_OK;

@@ -24,9 +24,10 @@
  * Eviction (the server never sees GETs): clients send the slot words they
  * read items through as hints; a hint stamps the item's private access word
  * (kept by the slab allocator, indexed by item) with the table's access clock,
- * which advances once per stored item. LRU evicts the least recently stamped
- * of LRU_SAMPLES random items of the needed class (Redis's approximated LRU);
- * RANDOM evicts the first live item of RANDOM_SAMPLES random picks. Because
+ * which advances once per stored item (ages are taken modulo 2^32 stores, so
+ * an item untouched for longer looks young again: LRU is approximate). LRU
+ * evicts the least recently stamped of LRU_SAMPLES random items of the
+ * needed class (Redis's approximated LRU); RANDOM evicts the first live item of RANDOM_SAMPLES random picks. Because
  * freed memory is reusable only after grace_ms, a full heap evicts ahead:
  * each PUT keeps (reusable + limbo + fresh) items of its class at or above a
  * per-class reserve, which doubles (up to an eighth of the class) whenever a
@@ -95,6 +96,8 @@ struct rkv_table {
     uint64_t next_version;           /* next item version (atomic) */
     uint32_t access_clock;           /* LRU time: +1 per stored item (atomic) */
     struct table_counters n;
+    rkv_table_store_fn observer;     /* see rkv_table_set_store_observer(); NULL */
+    void *observer_ctx;
 
     pthread_mutex_t lock;            /* the index; guards everything below */
     uint64_t rng;                    /* xorshift state for eviction sampling */
@@ -152,13 +155,34 @@ const struct rkv_region_header *rkv_table_header(const struct rkv_table *t)
 
 /* ------------------------------------------------------------ slot writes */
 
-/* Change one slot: version odd, one 8-byte release store, version even. */
-static void slot_store(struct rkv_bucket *b, unsigned slot, uint64_t word)
+/* Make the bucket's version odd before any of its slots changes: a reader
+ * that sees a changed slot then sees the odd (or a later) version. */
+static void version_begin(struct rkv_bucket *b)
 {
+#ifdef __SANITIZE_THREAD__
+    __atomic_fetch_add(&b->version, 1, __ATOMIC_SEQ_CST);  /* TSan does not model fences */
+#else
     __atomic_store_n(&b->version, b->version + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+}
+
+/* Change one slot: version odd, one 8-byte release store, version even. */
+static void slot_store(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, uint64_t word)
+{
+    version_begin(b);
     __atomic_store_n(&b->slot[slot], word, __ATOMIC_RELEASE);
+    if (RKV_UNLIKELY(t->observer != NULL))
+        t->observer(t->observer_ctx, (uint64_t)(b - t->buckets), slot, word);
     __atomic_store_n(&b->version, b->version + 1, __ATOMIC_RELEASE);
+}
+
+void rkv_table_set_store_observer(struct rkv_table *t, rkv_table_store_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&t->lock);
+    t->observer = fn;
+    t->observer_ctx = ctx;
+    pthread_mutex_unlock(&t->lock);
 }
 
 /* First empty slot of b, or -1; *empties gets how many there are. */
@@ -193,7 +217,7 @@ static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, ui
     __atomic_fetch_add(&t->access_clock, 1, __ATOMIC_RELAXED);
     touch(t, word);
     __atomic_store_n(&it->state, 0, __ATOMIC_RELEASE);
-    slot_store(b, slot, word);
+    slot_store(t, b, slot, word);
     count(&t->n.items, 1);
     count(&t->n.item_bytes, (int64_t)rkv_item_size(it->key_len, it->value_len));
 }
@@ -211,7 +235,7 @@ static void retire(struct rkv_table *t, uint64_t word)
 
 static void index_remove(struct rkv_table *t, const struct place *p)
 {
-    slot_store(p->bucket, p->slot, 0);
+    slot_store(t, p->bucket, p->slot, 0);
     retire(t, p->word);
 }
 
@@ -389,8 +413,8 @@ static bool on_path(const struct bfs_node *q, int32_t at, uint64_t bucket)
 static void slot_move(struct rkv_table *t, struct rkv_bucket *from, unsigned fs,
                       struct rkv_bucket *to, unsigned ts)
 {
-    slot_store(to, ts, from->slot[fs]);
-    slot_store(from, fs, 0);
+    slot_store(t, to, ts, from->slot[fs]);
+    slot_store(t, from, fs, 0);
     count(&t->n.displacements, 1);
 }
 
@@ -944,8 +968,9 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
     uint64_t buckets, heap_offset, heap_size, seeds[3];
     rkv_status st;
 
-    if (base == NULL || out == NULL) {
-        snprintf(err, err_len, "no region to lay the table out in");
+    if (base == NULL || out == NULL || (uintptr_t)base % RKV_CACHELINE != 0) {
+        snprintf(err, err_len, "the table needs a region that starts on a %u-byte boundary "
+                 "(rkv_region_create gives one)", RKV_CACHELINE);
         return RKV_INVALID;
     }
     if ((st = resolve_config(cfg, &c, err, err_len)) != RKV_OK ||

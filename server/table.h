@@ -95,4 +95,11 @@ uint32_t rkv_table_clock(const struct rkv_table *t);
 
 void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out);
 
+/* Debugging and tests: fn is called after every slot store, under the index
+ * lock, while that bucket's version is still odd — so a trace shows the
+ * order in which readers can see slot changes. fn must not call the table.
+ * NULL removes it. Set it while no other thread uses the table. */
+typedef void (*rkv_table_store_fn)(void *ctx, uint64_t bucket, unsigned slot, uint64_t word);
+void rkv_table_set_store_observer(struct rkv_table *t, rkv_table_store_fn fn, void *ctx);
+
 #endif

@@ -409,6 +409,7 @@ static void json_report_fields(void **state)
         "get.mean_us", "get.hits", "get.misses", "put.ops", "put.ops_per_sec", "put.p50_us",
         "put.p99_us", "delete.ops", "delete.misses", "rmw.ops", "rmw.conflicts",
         "counters.reads", "counters.doorbells", "mix.get", "mix.put", "errors_by_status.timeout",
+        "total.ops", "total.ops_per_sec", "total.p50_us", "total.p99_us", "total.p999_us",
     };
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
         (void)number_at(f, numbers[i]);
@@ -425,6 +426,11 @@ static void json_report_fields(void **state)
     assert_true(fabs(number_at(f, "get.p50_us") - 50) <= 50.0 / 128);
     assert_true(fabs(number_at(f, "get.p99_us") - 99) <= 99.0 / 128);
     assert_true(number_at(f, "get.max_us") == 100);
+    /* all 1000 ops: 900 GETs at 1..100 us, 100 PUTs at 20 us: ranks 1..171 are
+     * below 20 us, 172..280 at 20 us, then 9 per us: rank 500 is 45 us */
+    assert_true(number_at(f, "total.ops") == 1000);
+    assert_true(fabs(number_at(f, "total.p50_us") - 45) <= 45.0 / 128);
+    assert_true(number_at(f, "total.max_us") == 100);
     assert_true(number_at(f, "get.min_us") == 1);
     assert_true(number_at(f, "get.hits") == 850);
     assert_true(number_at(f, "put.p50_us") >= 20 && number_at(f, "put.p50_us") <= 20 + 20.0 / 128);

@@ -369,8 +369,8 @@ static void test_sq_wait_deadlock_guard(void **state)
     assert_false(sig);
     /* waiting for fewer than the unsignaled tail can never finish; the CQ
      * pointer is never touched on that path */
-    assert_int_equal(rkv_rdma_sq_wait(&sq, NULL, 0, 0, NULL, &bad), -EDEADLK);
-    assert_int_equal(rkv_rdma_sq_wait(&sq, NULL, 2, 0, NULL, &bad), 0);
+    assert_int_equal(rkv_rdma_sq_wait(&sq, NULL, 0, 0, NULL, NULL, &bad), -EDEADLK);
+    assert_int_equal(rkv_rdma_sq_wait(&sq, NULL, 2, 0, NULL, NULL, &bad), 0);
     /* a completion frees exactly the count in its wr_id, never below zero */
     rkv_rdma_sq_done(&sq, ((uint64_t)1 << 32) | 5);
     assert_int_equal(sq.outstanding, 0);

@@ -273,6 +273,7 @@ struct stress {
     uint64_t lost_wakeups;   /* consumer: sleeps that timed out with work pending */
     uint64_t sleeps;         /* consumer: times it blocked */
     uint64_t batches;        /* producer: publishes */
+    _Atomic bool abort;      /* consumer gave up: the producer stops too */
 };
 
 static void *stress_producer(void *arg)
@@ -282,7 +283,7 @@ static void *stress_producer(void *arg)
     unsigned rnd = 12345;
     uint32_t lens[16];
 
-    while (seq < s->count) {
+    while (seq < s->count && !atomic_load(&s->abort)) {
         int space = rkv_shm_ring_space(&s->f.prod);
         if (space <= 0) {
             if (space < 0)
@@ -319,6 +320,7 @@ static void *stress_consumer(void *arg)
         int ready = rkv_shm_ring_ready(&s->f.cons);
         if (ready < 0) {
             s->bad++;
+            atomic_store(&s->abort, true);
             return NULL;
         }
         if (ready == 0) {
@@ -331,8 +333,11 @@ static void *stress_consumer(void *arg)
             if (rkv_shm_ring_ready(&s->f.cons) == 0) {
                 struct pollfd pfd = { .fd = s->sv[0], .events = POLLIN };
                 s->sleeps++;
-                if (poll(&pfd, 1, 2000) == 0 && rkv_shm_ring_ready(&s->f.cons) > 0)
+                if (poll(&pfd, 1, 2000) == 0 && rkv_shm_ring_ready(&s->f.cons) > 0) {
                     s->lost_wakeups++;
+                    atomic_store(&s->abort, true);
+                    return NULL;
+                }
                 rkv_shm_drain(s->sv[0]);
             }
             rkv_shm_sleep_cancel(flag);

@@ -608,6 +608,66 @@ static bool has_n(struct env *e, unsigned i)
     return true;
 }
 
+/* The index as a trace of slot stores shows it. */
+struct store_trace {
+    const struct rkv_bucket *buckets;  /* the real index, to check versions */
+    uint64_t nslots;
+    uint64_t *mirror;                  /* every slot word, as the trace built it */
+    uint64_t stores, even_during_store, lost;
+};
+
+static void trace_store(void *ctx, uint64_t bucket, unsigned slot, uint64_t word)
+{
+    struct store_trace *tr = ctx;
+    uint64_t i = bucket * RKV_SLOTS_PER_BUCKET + slot, old = tr->mirror[i];
+    tr->stores++;
+    if ((tr->buckets[bucket].version & 1) == 0)
+        tr->even_during_store++;     /* a reader could not tell the bucket was changing */
+    tr->mirror[i] = word;
+    if (old != 0 && old != word) {
+        bool elsewhere = false;
+        for (uint64_t j = 0; j < tr->nslots && !elsewhere; j++)
+            elsewhere = tr->mirror[j] == old;
+        tr->lost += !elsewhere;      /* an item was, for a moment, in no bucket */
+    }
+}
+
+/* Inserting new keys only, no item may ever leave the index: a cuckoo move
+ * writes the destination slot before it clears the source (invariant 4), and
+ * every slot store happens while its bucket's version is odd. */
+static void test_displacement_order(void **state)
+{
+    (void)state;
+    struct rkv_table_config c = { .index_share = 64.0 * 64 / (4 * MiB) };
+    struct env e;
+    env_make(&e, 4 * MiB, &c);
+    struct store_trace tr = {
+        .buckets = (const struct rkv_bucket *)(const void *)((const uint8_t *)e.region.base +
+                                                             e.h->index_offset),
+        .nslots = e.h->bucket_count * RKV_SLOTS_PER_BUCKET,
+    };
+    tr.mirror = calloc(tr.nslots, sizeof(uint64_t));
+    rkv_table_set_store_observer(e.t, trace_store, &tr);
+    unsigned n = 0;
+    while (put_n(&e, n) == RKV_OK)
+        n++;
+    rkv_table_set_store_observer(e.t, NULL, NULL);
+    struct rkv_table_stats s = stats(&e);
+    print_message("order: %u inserts, %llu stores, %llu displacements\n", n,
+                  (unsigned long long)tr.stores, (unsigned long long)s.displacements);
+    assert_true(s.displacements > 20);
+    assert_int_equal(tr.stores, n + 2 * s.displacements);
+    assert_int_equal(tr.even_during_store, 0);
+    assert_int_equal(tr.lost, 0);
+    /* the trace saw every change: it ends equal to the index */
+    for (uint64_t i = 0; i < tr.nslots; i++)
+        assert_int_equal(tr.mirror[i], tr.buckets[i / RKV_SLOTS_PER_BUCKET].slot[i % RKV_SLOTS_PER_BUCKET]);
+    for (unsigned i = 0; i < n; i++)
+        assert_true(has_n(&e, i));
+    free(tr.mirror);
+    env_free(&e);
+}
+
 static void test_heap_full_without_eviction(void **state)
 {
     (void)state;
@@ -629,6 +689,20 @@ static void test_heap_full_without_eviction(void **state)
     env_free(&e);
 }
 
+/* After n stores of keys 0..n-1 with eviction on: something was evicted,
+ * every key is either present with its own value or counted as evicted. */
+static struct rkv_table_stats evicted_consistently(struct env *e, unsigned n)
+{
+    struct rkv_table_stats s = stats(e);
+    unsigned present = 0;
+    assert_true(s.evictions > 0);
+    assert_int_equal(s.items + s.evictions, n);
+    for (unsigned i = 0; i < n; i++)
+        present += has_n(e, i);
+    assert_int_equal(present, s.items);
+    return s;
+}
+
 static void test_evict_random(void **state)
 {
     (void)state;
@@ -638,15 +712,9 @@ static void test_evict_random(void **state)
         assert_int_equal(put_n(&e, i), RKV_OK);
         assert_true(has_n(&e, i));          /* the item just stored is never the victim */
     }
-    struct rkv_table_stats s = stats(&e);
+    struct rkv_table_stats s = evicted_consistently(&e, 3000);
     print_message("random: %llu items, %llu evictions\n", (unsigned long long)s.items,
                   (unsigned long long)s.evictions);
-    assert_true(s.evictions > 0);
-    assert_int_equal(s.items + s.evictions, 3000);
-    unsigned present = 0;
-    for (unsigned i = 0; i < 3000; i++)
-        present += has_n(&e, i);
-    assert_int_equal(present, s.items);
     env_free(&e);
 }
 
@@ -700,14 +768,8 @@ static void test_evict_when_index_full(void **state)
     assert_int_equal(e.h->bucket_count, 64);
     for (unsigned i = 0; i < 2000; i++)
         assert_int_equal(put_n(&e, i), RKV_OK);
-    struct rkv_table_stats s = stats(&e);
-    assert_true(s.evictions > 0);
+    struct rkv_table_stats s = evicted_consistently(&e, 2000);
     assert_true(s.items <= s.slots);
-    assert_int_equal(s.items + s.evictions, 2000);
-    unsigned present = 0;
-    for (unsigned i = 0; i < 2000; i++)
-        present += has_n(&e, i);
-    assert_int_equal(present, s.items);
     env_free(&e);
 }
 
@@ -878,6 +940,7 @@ int main(void)
         cmocka_unit_test(test_incr),
         cmocka_unit_test(test_ttl),
         cmocka_unit_test(test_fill_index_to_limit),
+        cmocka_unit_test(test_displacement_order),
         cmocka_unit_test(test_heap_full_without_eviction),
         cmocka_unit_test(test_evict_random),
         cmocka_unit_test(test_evict_lru_follows_hints),

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <xxhash.h>
@@ -51,6 +52,7 @@
 #define T_TIMEOUT_MS 5000u
 #define T_MAX_CONNS  8u
 #define T_MAX_PULL   (64u << 20)
+#define T_SLEEP_MS   2000        /* longest idle wait of the test server */
 
 /* ---------------------------------------------------------- the URI */
 
@@ -117,11 +119,13 @@ struct t_server {
     struct rkv_strans_params params;
     pthread_t thread;
     _Atomic bool stop;
+    int stop_fd;                   /* eventfd that wakes the server to stop */
     _Atomic unsigned accepted;     /* connections ever accepted */
     _Atomic unsigned closed;       /* connections closed after alive() went false */
     _Atomic unsigned pulls_ok;
     _Atomic unsigned pulls_failed;
     _Atomic unsigned bad_requests; /* unknown kind: the test fails on it */
+    _Atomic unsigned sleeps;       /* times the server blocked in event mode */
     struct rkv_sconn *conns[T_MAX_CONNS];
     unsigned nconns;
 };
@@ -220,10 +224,12 @@ static void accept_pass(struct t_server *s)
     }
 }
 
-/* Event mode: arm every connection, re-check, then block on the fds. */
+/* Event mode: arm every connection, re-check, then block on the fds. The
+ * wait is long (T_SLEEP_MS) so that a lost wake-up shows as latency a test
+ * can see, not as a slightly late reply. */
 static void sleep_pass(struct t_server *s)
 {
-    struct pollfd pfd[T_MAX_CONNS + 1];
+    struct pollfd pfd[T_MAX_CONNS + 2];
     unsigned n = 0;
 
     for (unsigned i = 0; i < s->nconns; i++)
@@ -231,13 +237,15 @@ static void sleep_pass(struct t_server *s)
             st->arm(s->conns[i]);
     if (serve_pass(s) != 0)
         return;
+    pfd[n++] = (struct pollfd){ .fd = s->stop_fd, .events = POLLIN };
     pfd[n++] = (struct pollfd){ .fd = st->listener_fd(s->l), .events = POLLIN };
     for (unsigned i = 0; i < s->nconns; i++) {
         int fd = st->event_fd != NULL ? st->event_fd(s->conns[i]) : -1;
         if (fd >= 0)
             pfd[n++] = (struct pollfd){ .fd = fd, .events = POLLIN };
     }
-    poll(pfd, n, 20);
+    atomic_fetch_add(&s->sleeps, 1);
+    poll(pfd, n, T_SLEEP_MS);
 }
 
 static void *server_main(void *arg)
@@ -302,7 +310,8 @@ static int server_start(void **state)
         rkv_region_destroy(&s->region);
         return -1;
     }
-    if (pthread_create(&s->thread, NULL, server_main, s) != 0) {
+    s->stop_fd = eventfd(0, EFD_CLOEXEC);
+    if (s->stop_fd < 0 || pthread_create(&s->thread, NULL, server_main, s) != 0) {
         st->close_listener(s->l);
         s->l = NULL;
         rkv_region_destroy(&s->region);
@@ -318,7 +327,11 @@ static int server_stop(void **state)
     if (s->l == NULL)
         return 0;          /* cmocka runs the teardown even when setup failed */
     atomic_store(&s->stop, true);
+    uint64_t one = 1;
+    if (write(s->stop_fd, &one, sizeof one) != (ssize_t)sizeof one)
+        return -1;
     pthread_join(s->thread, NULL);
+    close(s->stop_fd);
     st->close_listener(s->l);
     rkv_region_destroy(&s->region);
     return 0;
@@ -656,6 +669,34 @@ static void test_disconnect_mid_batch(void **state)
     assert_int_equal(0, atomic_load(&g_srv.bad_requests));
 }
 
+/* A request to a sleeping server wakes it at once: the doorbell reaches the
+ * event fd the server sleeps on (no lost wake-up, which would cost up to
+ * T_SLEEP_MS). */
+static void test_event_wakeup(void **state)
+{
+    (void)state;
+    struct t_client cl;
+    uint64_t worst = 0;
+
+    client_open(&cl, 8);
+    for (unsigned i = 0; i < 20; i++) {
+        unsigned sleeps = atomic_load(&g_srv.sleeps);
+        for (unsigned k = 0; k < 500 && atomic_load(&g_srv.sleeps) == sleeps; k++)
+            usleep(1000);
+        usleep(2000);     /* well inside poll() by now */
+        assert_true(atomic_load(&g_srv.sleeps) > sleeps);
+        uint32_t first = cl.seq;
+        uint64_t t0 = rkv_now_ns();
+        echo_send(&cl, 1 + i % 3);
+        echo_recv(&cl, first, 1 + i % 3);
+        worst = RKV_MAX(worst, rkv_now_ns() - t0);
+    }
+    if (worst > (uint64_t)T_SLEEP_MS * 1000000 / 4)
+        fail_msg("a request to a sleeping server took %llu ms: lost wake-up",
+                 (unsigned long long)(worst / 1000000));
+    client_close(&cl);
+}
+
 /* Several clients at once: each gets exactly its own replies, in order. */
 struct t_worker {
     uint32_t who;
@@ -738,6 +779,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_staged_values),
         cmocka_unit_test(test_bad_pull),
         cmocka_unit_test(test_disconnect_mid_batch),
+        cmocka_unit_test(test_event_wakeup),
         cmocka_unit_test(test_concurrent_clients),
     };
     int rc = cmocka_run_group_tests(tests, server_start, server_stop);

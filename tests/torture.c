@@ -216,7 +216,7 @@ static unsigned preload_fillers(const char *uri)
 
 static int run_phase(const char *bin, const char *uri, unsigned seconds, bool evicting)
 {
-    const char *extra_noevict[] = { "--memory", "64M", "--evict", "none", "--event-mode",
+    const char *extra_noevict[] = { "--memory", "24M", "--evict", "none", "--event-mode",
                                     "--grace-ms", "20", NULL };
     const char *extra_evict[] = { "--memory", "12M", "--evict", "lru", "--event-mode",
                                   "--grace-ms", "20", NULL };

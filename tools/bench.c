@@ -394,9 +394,13 @@ static void preload(struct worker *w)
         for (unsigned i = 0; st == RKV_OK && i < np; i++)
             st = w->pops[i].status;
         if (st != RKV_OK) {
+            const char *detail = rkv_last_error(w->client);
+            char key[KEY_STRIDE + 1];
+            unsigned key_len = format_key(cfg, key, idx - 1);
             w->preload_status = st;
-            snprintf(w->preload_msg, sizeof w->preload_msg, "%s (%s)", rkv_strerror(st),
-                     rkv_last_error(w->client));
+            snprintf(w->preload_msg, sizeof w->preload_msg, "a batch ending with key %.*s: %s%s%s%s",
+                     (int)key_len, key, rkv_strerror(st), detail[0] ? " (" : "", detail,
+                     detail[0] ? ")" : "");
             return;
         }
     }

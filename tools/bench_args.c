@@ -9,6 +9,7 @@
 
 #include "bench_args.h"
 #include "rkv.h"
+#include "server_list.h"
 #include "util.h"
 #include "workload.h"
 
@@ -220,47 +221,6 @@ static bool parse_dist(const char *s, enum bench_dist *dist, double *theta)
     return true;
 }
 
-/* Appends one -s value (itself possibly "a,b") to cfg->servers. */
-static bool add_servers(struct bench_config *cfg, const char *v, FILE *err)
-{
-    if (*v == '\0' || v[strlen(v) - 1] == ',' || v[0] == ',' || strstr(v, ",,") != NULL) {
-        usage_error(err, "--server: '%s' has an empty URI; give shm://PATH or rdma://HOST:PORT", v);
-        return false;
-    }
-    for (const char *p = v; p != NULL; p = strchr(p, ',')) {
-        if (*p == ',')
-            p++;
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        char scheme[8];
-        const char *rest;
-        char uri[512];
-        if (n >= sizeof uri) {
-            usage_error(err, "--server: a URI is longer than %zu bytes", sizeof uri - 1);
-            return false;
-        }
-        memcpy(uri, p, n);
-        uri[n] = '\0';
-        if (!rkv_uri_split(uri, scheme, sizeof scheme, &rest) || *rest == '\0' ||
-            (strcmp(scheme, "shm") != 0 && strcmp(scheme, "rdma") != 0)) {
-            usage_error(err, "--server: '%s' is not a server URI; use shm://PATH or rdma://HOST:PORT", uri);
-            return false;
-        }
-        cfg->server_count++;
-    }
-    size_t old = cfg->servers ? strlen(cfg->servers) : 0;
-    char *joined = realloc(cfg->servers, old + strlen(v) + 2);
-    if (joined == NULL) {
-        usage_error(err, "out of memory");
-        return false;
-    }
-    if (old > 0)
-        joined[old++] = ',';
-    strcpy(joined + old, v);
-    cfg->servers = joined;
-    return true;
-}
-
 static void set_defaults(struct bench_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -364,8 +324,13 @@ static enum bench_args_result apply_option(struct bench_config *cfg, const struc
 {
     uint64_t u;
     switch (o->id) {
-    case OPT_SERVER:
-        return add_servers(cfg, v, err) ? BENCH_ARGS_RUN : BENCH_ARGS_USAGE;
+    case OPT_SERVER: {
+        char msg[640];
+        if (server_list_add(&cfg->servers, &cfg->server_count, v, msg, sizeof msg))
+            break;
+        usage_error(err, "%s", msg);
+        return BENCH_ARGS_USAGE;
+    }
     case OPT_THREADS:
         if (!rkv_parse_u64(v, 1, BENCH_MAX_THREADS, &u))
             goto range;

@@ -215,12 +215,11 @@ void bench_report_text(FILE *out, const struct bench_config *cfg, const struct b
 
 /* ---- JSON ---- */
 
-static void json_op(struct json_writer *w, const struct bench_results *r, enum bench_op op)
+/* ops, rate and latency fields of one histogram, in an open object. */
+static void json_latency(struct json_writer *w, const struct histogram *h, double secs)
 {
-    const struct histogram *h = &r->lat[op];
-    json_object_begin(w, op_names[op]);
     json_u64(w, "ops", h->count);
-    json_double(w, "ops_per_sec", r->duration_s > 0 ? (double)h->count / r->duration_s : 0.0);
+    json_double(w, "ops_per_sec", secs > 0 ? (double)h->count / secs : 0.0);
     if (h->count == 0) {
         /* No latency without operations: null, never a made-up 0. */
         static const char *const none[] = { "mean_us", "min_us", "p50_us", "p90_us", "p99_us",
@@ -236,6 +235,12 @@ static void json_op(struct json_writer *w, const struct bench_results *r, enum b
         json_double(w, "p999_us", us(hist_percentile(h, 99.9)));
         json_double(w, "max_us", us(h->max));
     }
+}
+
+static void json_op(struct json_writer *w, const struct bench_results *r, enum bench_op op)
+{
+    json_object_begin(w, op_names[op]);
+    json_latency(w, &r->lat[op], r->duration_s);
     if (op == BENCH_OP_GET) {
         json_u64(w, "hits", r->get_hits);
         json_u64(w, "misses", r->get_misses);
@@ -324,6 +329,16 @@ int bench_report_json(FILE *out, const struct bench_config *cfg, const struct be
 
     for (unsigned i = 0; i < BENCH_OP_COUNT; i++)
         json_op(&w, r, (enum bench_op)i);
+    struct histogram *all = malloc(sizeof *all);
+    if (all == NULL)
+        return -1;
+    hist_init(all);
+    for (unsigned i = 0; i < BENCH_OP_COUNT; i++)
+        hist_merge(all, &r->lat[i]);
+    json_object_begin(&w, "total");
+    json_latency(&w, all, r->duration_s);
+    json_object_end(&w);
+    free(all);
 
     json_double(&w, "reads_per_get", q.reads_per_get);
     json_double(&w, "round_trips_per_get", q.round_trips_per_get);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli_args.h"
+#include "server_list.h"
 #include "util.h"
 
 void cli_usage(FILE *out)
@@ -55,42 +56,6 @@ static void global_error(FILE *err, const char *fmt, ...)
     vfprintf(err, fmt, ap);
     va_end(ap);
     fputs("\n(rkv-cli --help shows the usage)\n", err);
-}
-
-static bool add_server(struct cli_global *g, const char *v, FILE *err)
-{
-    char scheme[8];
-    const char *rest;
-    for (const char *p = v; ; ) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        char uri[512];
-        if (n == 0 || n >= sizeof uri) {
-            global_error(err, "--server: '%s' has an empty or overlong URI", v);
-            return false;
-        }
-        memcpy(uri, p, n);
-        uri[n] = '\0';
-        if (!rkv_uri_split(uri, scheme, sizeof scheme, &rest) || *rest == '\0' ||
-            (strcmp(scheme, "shm") != 0 && strcmp(scheme, "rdma") != 0)) {
-            global_error(err, "--server: '%s' is not a server URI; use shm://PATH or rdma://HOST:PORT", uri);
-            return false;
-        }
-        if (comma == NULL)
-            break;
-        p = comma + 1;
-    }
-    size_t old = g->servers ? strlen(g->servers) : 0;
-    char *joined = realloc(g->servers, old + strlen(v) + 2);
-    if (joined == NULL) {
-        global_error(err, "out of memory");
-        return false;
-    }
-    if (old > 0)
-        joined[old++] = ',';
-    strcpy(joined + old, v);
-    g->servers = joined;
-    return true;
 }
 
 /* The value of an option given as "--opt V", "--opt=V", "-sV" or "-s V". */
@@ -150,8 +115,14 @@ enum cli_global_result cli_parse_global(int argc, char **argv, struct cli_global
             global_error(err, "%s needs a value", name);
             goto usage;
         }
-        if (server && !add_server(g, v, err))
-            goto usage;
+        if (server) {
+            char msg[640];
+            unsigned count = 0;
+            if (!server_list_add(&g->servers, &count, v, msg, sizeof msg)) {
+                global_error(err, "%s", msg);
+                goto usage;
+            }
+        }
         if (auth) {
             if (*v == '\0') {
                 global_error(err, "--auth: the secret is empty");

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# tools_e2e.sh — rkv-cli and rkv-bench against a real rkv-server over shm:
+# outputs, exit statuses, binary-safe stdin mode, the --json report, and that
+# --verify passes on a correct server and fails on a value it did not write.
+# Usage: tools_e2e.sh RKV_SERVER RKV_BENCH RKV_CLI
+set -u
+SERVER=$1 BENCH=$2 CLI=$3
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/rkv-tools-e2e.XXXXXX")
+SOCK=$TMP/rkv.sock
+FAILS=0
+SPID=""
+
+cleanup() {
+    if [[ -n $SPID ]]; then kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+# expect RC DESCRIPTION CMD...: runs CMD (stdout/stderr to $TMP/out, $TMP/err), checks its status.
+expect() {
+    local want=$1 what=$2 rc
+    shift 2
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    [[ $rc == "$want" ]] || fail "$what: exit $rc, expected $want (stderr: $(head -c 300 "$TMP/err"))"
+}
+out_is() { [[ $(cat "$TMP/out") == "$1" ]] || fail "$2: stdout '$(head -c 200 "$TMP/out")', expected '$1'"; }
+err_has() { grep -q -- "$1" "$TMP/err" || fail "$2: stderr lacks '$1': $(head -c 300 "$TMP/err")"; }
+out_has() { grep -q -- "$1" "$TMP/out" || fail "$2: stdout lacks '$1'"; }
+
+"$SERVER" --listen "shm://$SOCK" --memory 64M --log-level warn >"$TMP/server.log" 2>&1 &
+SPID=$!
+for _ in $(seq 100); do [[ -S $SOCK ]] && break; sleep 0.1; done
+[[ -S $SOCK ]] || { cat "$TMP/server.log" >&2; echo "FAIL: rkv-server did not start" >&2; exit 1; }
+C=("$CLI" -s "shm://$SOCK")
+
+# ---- rkv-cli ----
+expect 0 "ping" "${C[@]}" ping;                       out_is "PONG" "ping"
+expect 0 "put" "${C[@]}" put greeting "hello world";  out_is "" "put prints nothing when not a tty"
+expect 0 "get" "${C[@]}" get greeting;                out_is "hello world" "get"
+[[ $(wc -c <"$TMP/out") == 12 ]] || fail "get: value + exactly one newline"
+expect 1 "get miss" "${C[@]}" get nosuchkey;          out_is "" "get miss stdout"
+err_has "rkv-cli: get nosuchkey: not found" "get miss message"
+expect 1 "put --add existing" "${C[@]}" put greeting x --add
+expect 1 "put --replace absent" "${C[@]}" put absent x --replace
+expect 0 "get --meta" "${C[@]}" get greeting --meta
+version=$(sed -n 's/^version \([0-9]*\) .*/\1/p' "$TMP/err")
+[[ -n $version ]] || fail "get --meta: no version on stderr"
+expect 1 "put --cas stale" "${C[@]}" put greeting new --cas $((version + 1000))
+expect 0 "put --cas current" "${C[@]}" put greeting new --cas "$version" --flags 9
+expect 0 "get after cas" "${C[@]}" get greeting --meta; out_is "new" "cas value"
+err_has "flags 9" "flags stored"
+expect 0 "put counter" "${C[@]}" put counter 10
+expect 0 "incr" "${C[@]}" incr counter 5;             out_is "15" "incr"
+expect 0 "decr" "${C[@]}" decr counter 100;           out_is "0" "decr saturates"
+expect 1 "incr absent" "${C[@]}" incr nocounter
+expect 2 "incr not a number" "${C[@]}" incr greeting
+expect 0 "del" "${C[@]}" del greeting
+expect 1 "del again" "${C[@]}" del greeting
+expect 0 "stats" "${C[@]}" stats
+grep -qE '^[a-z_]+ [0-9]' "$TMP/out" || fail "stats: no 'name value' lines"
+expect 2 "usage: unknown command" "${C[@]}" fetch x;  err_has "unknown command 'fetch'" "usage message"
+expect 2 "usage: no server" "$CLI" get x
+expect 2 "connection refused" "$CLI" -s "shm://$TMP/none.sock" get x
+err_has "connection to shm://$TMP/none.sock failed" "connection message"
+
+# stdin mode: binary key and value, comments, a miss and a bad line (worst status 2)
+printf '# a comment\nput "bin\\x00key" "a\\x00b\\xff"\nget "bin\\x00key"\nget nokey\nbogus\nping\n' >"$TMP/in"
+"${C[@]}" <"$TMP/in" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[[ $rc == 2 ]] || fail "stdin mode: exit $rc, expected 2 (worst line)"
+printf 'a\0b\377\nPONG\n' | cmp -s - "$TMP/out" || fail "stdin mode: binary value or order wrong: $(od -c "$TMP/out" | head -3)"
+err_has "line 5: unknown command 'bogus'" "stdin line number"
+
+# ---- rkv-bench ----
+B=("$BENCH" -s "shm://$SOCK" -q)
+expect 0 "bench verify json" "${B[@]}" --verify --threads 2 --window 4 --duration 1 --keys 2000 \
+    --value-size 16-300 --delete-ratio 0.05 --json "$TMP/b.json"
+for f in '"ops_per_sec": [0-9]' '"p50_us": [0-9]' '"p99_us": [0-9]' '"reads_per_get": [0-9]' \
+         '"round_trips_per_get": [0-9]' '"doorbells_per_request": [0-9]' '"errors": 0,' \
+         '"verify_failures": 0,' '"inline_share": [0-9]' '"servers": \['; do
+    grep -qE "$f" "$TMP/b.json" || fail "bench json: no match for $f"
+done
+out_has "GET" "bench text report"
+ops=$(sed -n 's/^  "ops": \([0-9]*\),/\1/p' "$TMP/b.json")
+[[ ${ops:-0} -gt 100 ]] || fail "bench: only '${ops}' ops in 1 s"
+
+expect 0 "bench workload F" "${B[@]}" --workload F --verify --requests 2000 --keys 500
+expect 0 "bench workload D" "${B[@]}" --workload D --verify --requests 2000 --keys 500
+expect 0 "bench json to stdout" "${B[@]}" --requests 100 --keys 100 --json -
+head -c 1 "$TMP/out" | grep -q '{' || fail "bench --json -: stdout is not the JSON"
+err_has "Type" "bench --json -: text report on stderr"
+
+# a value rkv-bench did not write must fail --verify (keys k0..k9)
+expect 0 "plant a foreign value" "${C[@]}" put k5 "this value was not written by rkv-bench"
+expect 1 "bench verify catches it" "${B[@]}" --verify --no-preload --get-ratio 1 --keys 10 \
+    --key-size 2 --requests 300 --seed 3
+err_has "key k5 (index 5)" "verify failure description"
+err_has "the run FAILED" "verify verdict"
+
+expect 2 "bench bad flag" "$BENCH" -s "shm://$SOCK" --threads 0
+err_has "--threads: '0' is not a whole number in 1..1024" "bench usage message"
+expect 1 "bench no server" "$BENCH" -s "shm://$TMP/none.sock" -d 1 -q
+
+kill "$SPID"; wait "$SPID" 2>/dev/null; SPID=""
+if (( FAILS > 0 )); then echo "$FAILS check(s) failed" >&2; exit 1; fi
+echo "all tools checks passed"

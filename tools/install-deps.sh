@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# tools/install-deps.sh — install what building and testing rkv needs (Debian/Ubuntu, apt-get).
+#
+#   tools/install-deps.sh                  build + unit tests + fuzzers
+#   tools/install-deps.sh --with-vm        + the Soft-RoCE VM's packages (tools/rxe-vm, tests/verbs)
+#   tools/install-deps.sh --with-compare   + memcached and Redis for tools/compare.sh
+#
+# Run as root. Idempotent: packages already installed are left alone, and
+# when everything is present it prints nothing and exits 0. It needs only the
+# distribution's package archive: `apt-get update` runs once, and only when
+# a package to install has no candidate in the current package lists.
+set -euo pipefail
+
+base=(build-essential meson ninja-build pkg-config
+      libibverbs-dev librdmacm-dev libxxhash-dev libinih-dev libcmocka-dev
+      clang rdma-core ibverbs-utils ibverbs-providers)
+vm=(qemu-system-x86 busybox-static kmod cpio iproute2 perftest rdmacm-utils)
+compare=(memcached redis-server redis-tools libmemcached-tools)
+
+usage() {
+  sed -n '2,11s/^# \{0,1\}//p' "$0"
+}
+
+want=("${base[@]}")
+for arg in "$@"; do
+  case "$arg" in
+    --with-vm) want+=("${vm[@]}") ;;
+    --with-compare) want+=("${compare[@]}") ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "install-deps.sh: unknown option \"$arg\"; use --with-vm, --with-compare or --help" >&2
+       exit 2 ;;
+  esac
+done
+
+if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "install-deps.sh: apt-get/dpkg not found; on a non-Debian system install the equivalents of: ${want[*]}" >&2
+  exit 1
+fi
+
+installed() { # pkg → true when dpkg has it fully installed
+  [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ]
+}
+
+has_candidate() { # pkg → true when the package lists offer a version of it
+  local c
+  c=$(apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: *//p')
+  [ -n "$c" ] && [ "$c" != "(none)" ]
+}
+
+missing=()
+for p in "${want[@]}"; do
+  installed "$p" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: missing packages: ${missing[*]}" >&2
+  echo "install-deps.sh: run as root (sudo $0 $*) to install them" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+for p in "${missing[@]}"; do
+  if ! has_candidate "$p"; then
+    echo "install-deps.sh: $p is not in the package lists; running apt-get update" >&2
+    apt-get update -q >&2 || { echo "install-deps.sh: apt-get update failed; is the package archive reachable?" >&2; exit 1; }
+    break
+  fi
+done
+
+unknown=()
+for p in "${missing[@]}"; do
+  has_candidate "$p" || unknown+=("$p")
+done
+if [ ${#unknown[@]} -gt 0 ]; then
+  echo "install-deps.sh: the package archive has no ${unknown[*]}; enable the distribution's main archive (Debian 12: bookworm main) and retry" >&2
+  exit 1
+fi
+
+echo "install-deps.sh: installing ${missing[*]}" >&2
+if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
+  echo "install-deps.sh: apt-get install failed (see above)" >&2
+  exit 1
+fi
+
+still=()
+for p in "${missing[@]}"; do
+  installed "$p" || still+=("$p")
+done
+if [ ${#still[@]} -gt 0 ]; then
+  echo "install-deps.sh: still not installed after apt-get: ${still[*]}" >&2
+  exit 1
+fi
