@@ -354,7 +354,7 @@ static void run_batch(struct worker *w, unsigned n, bool measuring)
             break;
         case DRAW_RMW:
         case DRAW_DELETE:
-        case DRAW_COUNT: {
+        case DRAW_COUNT: {          /* (never drawn: the last used kind's cut is 2) */
             struct single_op *op = &w->singles[ns++];
             char *key = w->keys + (size_t)slot * KEY_STRIDE;
             op->kind = d == DRAW_RMW ? DRAW_RMW : DRAW_DELETE;
@@ -509,9 +509,10 @@ static int connect_all(const struct bench_config *cfg, struct worker *ws)
 static int alloc_worker(struct worker *w, const struct bench_config *cfg, const char *pattern)
 {
     uint32_t vmax = cfg->value_size.max;
+    /* Preload batches hold PRELOAD_BATCH keys, fewer for large values. */
     unsigned preload_batch = PRELOAD_BATCH;
     if ((uint64_t)preload_batch * vmax > PRELOAD_BYTES)
-        preload_batch = vmax ? RKV_MAX(1u, PRELOAD_BYTES / vmax) : PRELOAD_BATCH;
+        preload_batch = RKV_MAX(1u, PRELOAD_BYTES / vmax);
     w->batch_cap = RKV_MAX(cfg->window, cfg->preload ? preload_batch : 1u);
     w->get_buf_len = RKV_MAX((size_t)vmax, 64);
     w->pattern = pattern;

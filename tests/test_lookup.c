@@ -1,0 +1,298 @@
+/* test_lookup.c — common/lookup.c against a real table and a scripted reader.
+ *
+ * The read callback here can change the region *between* the reads of one
+ * round trip, exactly as a server write can land between two RDMA READs.
+ * That makes the races of invariant 4 (a concurrent cuckoo move must not
+ * produce a false miss) deterministic instead of a matter of luck, and
+ * covers the lookup's defences against hostile bytes: odd bucket versions,
+ * slots that point outside the heap, and a scratch buffer too small for a
+ * whole batch at once. Also rkv_header_valid() field by field.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "hash.h"
+#include "lookup.h"
+#include "region.h"
+#include "table.h"
+#include "transport.h"
+
+struct scripted {
+    uint8_t *base;
+    size_t size;
+    unsigned calls;
+    /* a move to perform after op `move_after_op` of call `move_on_call` */
+    unsigned move_on_call, move_after_op;
+    uint64_t move_from, move_to;     /* bucket indexes */
+    uint64_t pin_odd_bucket;         /* keep this bucket's version odd (UINT64_MAX: off) */
+    const struct rkv_region_header *h;
+};
+
+static struct rkv_bucket *bucket(struct scripted *s, uint64_t b)
+{
+    return (struct rkv_bucket *)(void *)(s->base + s->h->index_offset + b * sizeof(struct rkv_bucket));
+}
+
+/* What the server does to move a slot: target first, then clear the source,
+ * each change bracketed by the bucket's version. */
+static void move_slot(struct scripted *s, uint64_t from, uint64_t to, uint16_t fp)
+{
+    struct rkv_bucket *src = bucket(s, from), *dst = bucket(s, to);
+    unsigned i, j;
+    for (i = 0; i < RKV_SLOTS_PER_BUCKET && rkv_slot_fp(src->slot[i]) != fp; i++)
+        ;
+    for (j = 0; j < RKV_SLOTS_PER_BUCKET && dst->slot[j] != 0; j++)
+        ;
+    assert_true(i < RKV_SLOTS_PER_BUCKET && j < RKV_SLOTS_PER_BUCKET);
+    dst->version++;
+    dst->slot[j] = src->slot[i];
+    dst->version++;
+    src->version++;
+    src->slot[i] = 0;
+    src->version++;
+}
+
+static uint16_t move_fp;
+
+static rkv_status scripted_read(void *ctx, const struct rkv_read_op *ops, unsigned n)
+{
+    struct scripted *s = ctx;
+    s->calls++;
+    for (unsigned i = 0; i < n; i++) {
+        assert_true(ops[i].offset + ops[i].len <= s->size);
+        memcpy(ops[i].dst, s->base + ops[i].offset, ops[i].len);
+        if (s->pin_odd_bucket != UINT64_MAX &&
+            ops[i].offset == s->h->index_offset + s->pin_odd_bucket * sizeof(struct rkv_bucket))
+            ((struct rkv_bucket *)ops[i].dst)->version |= 1;
+        if (s->calls == s->move_on_call && i == s->move_after_op)
+            move_slot(s, s->move_from, s->move_to, move_fp);
+    }
+    return RKV_OK;
+}
+
+struct env {
+    struct rkv_region region;
+    struct rkv_table *t;
+    struct scripted sc;
+    uint8_t scratch[1 << 21];
+    struct rkv_read_op ops[256];
+    struct rkv_lookup_ctx ctx;
+};
+
+static int setup(void **state)
+{
+    struct env *e = calloc(1, sizeof *e);
+    char err[256];
+    struct rkv_table_config cfg = { .evict = RKV_EVICT_NONE };
+    if (e == NULL || rkv_region_create(16ull << 20, &e->region, err, sizeof err) != RKV_OK ||
+        rkv_table_create(e->region.base, e->region.size, &cfg, &e->t, err, sizeof err) != RKV_OK)
+        return -1;
+    e->sc = (struct scripted){ .base = e->region.base, .size = e->region.size,
+                               .h = rkv_table_header(e->t), .pin_odd_bucket = UINT64_MAX };
+    e->ctx = (struct rkv_lookup_ctx){ .geom = e->sc.h, .read = scripted_read, .read_ctx = &e->sc,
+                                      .scratch = e->scratch, .scratch_len = sizeof e->scratch,
+                                      .ops = e->ops, .ops_cap = 256, .max_retries = 8 };
+    *state = e;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct env *e = *state;
+    rkv_table_destroy(e->t);
+    rkv_region_destroy(&e->region);
+    free(e);
+    return 0;
+}
+
+static void put(struct env *e, const char *k, const char *v)
+{
+    struct rkv_value_src src = { .data = v, .len = (uint32_t)strlen(v) };
+    assert_int_equal(rkv_table_put(e->t, k, (uint32_t)strlen(k), &src, RKV_SET, 0, 0, 0, NULL), RKV_OK);
+}
+
+/* Where is the key's slot right now: 0 or 1 (its candidate), or -1. */
+static int home(struct env *e, const struct rkv_key_hash *kh)
+{
+    for (int b = 0; b < 2; b++)
+        for (unsigned i = 0; i < RKV_SLOTS_PER_BUCKET; i++)
+            if (rkv_slot_fp(bucket(&e->sc, kh->bucket[b])->slot[i]) == kh->fp)
+                return b;
+    return -1;
+}
+
+/* A key moves from the bucket read second into the bucket read first, in
+ * the gap between the two READs: both copies miss it. Only the version
+ * re-check turns that into a retry instead of a false NOT_FOUND. */
+static void test_move_between_bucket_reads_is_not_a_miss(void **state)
+{
+    struct env *e = *state;
+    const char *key = NULL;
+    char kbuf[32];
+    struct rkv_key_hash kh;
+    /* find a key that lives in its second candidate bucket */
+    for (unsigned i = 0; key == NULL; i++) {
+        snprintf(kbuf, sizeof kbuf, "mover%u", i);
+        rkv_hash_key(kbuf, strlen(kbuf), e->sc.h->hash_seed, e->sc.h->bucket_count, &kh);
+        put(e, kbuf, "payload");
+        if (home(e, &kh) == 1)
+            key = kbuf;
+        else
+            /* make room in bucket 0 so the next tries can land in bucket 1 */
+            for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++)
+                ;
+        if (i > 100000)
+            fail_msg("no key landed in its second bucket");
+        if (key == NULL) {
+            /* force it: move it ourselves into bucket 1 when there is room */
+            move_fp = kh.fp;
+            struct rkv_bucket *b1 = bucket(&e->sc, kh.bucket[1]);
+            bool room = false;
+            for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++)
+                room |= b1->slot[s] == 0;
+            if (room && home(e, &kh) == 0) {
+                move_slot(&e->sc, kh.bucket[0], kh.bucket[1], kh.fp);
+                key = kbuf;
+            }
+        }
+    }
+    move_fp = kh.fp;
+    e->sc.calls = 0;
+    e->sc.move_on_call = 1;          /* the bucket round */
+    e->sc.move_after_op = 0;         /* after bucket 0 was copied, before bucket 1 */
+    e->sc.move_from = kh.bucket[1];
+    e->sc.move_to = kh.bucket[0];
+
+    char out[32];
+    struct rkv_lookup l = { .key = key, .key_len = (uint32_t)strlen(key), .buf = out,
+                            .buf_len = sizeof out };
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_OK);
+    assert_int_equal(l.value_len, 7);
+    assert_memory_equal(out, "payload", 7);
+    assert_true(e->ctx.retries >= 1);   /* the re-check noticed the move */
+    assert_int_equal(home(e, &kh), 0);
+}
+
+/* A bucket that stays mid-change is never trusted: bounded retries, then
+ * RKV_RETRY_EXHAUSTED (not a miss, not a hang). */
+static void test_odd_version_retries_then_gives_up(void **state)
+{
+    struct env *e = *state;
+    struct rkv_key_hash kh;
+    put(e, "k", "v");
+    rkv_hash_key("k", 1, e->sc.h->hash_seed, e->sc.h->bucket_count, &kh);
+    e->sc.pin_odd_bucket = kh.bucket[0];
+    char out[8];
+    struct rkv_lookup l = { .key = "k", .key_len = 1, .buf = out, .buf_len = sizeof out };
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_RETRY_EXHAUSTED);
+    assert_int_equal(e->ctx.retries, e->ctx.max_retries + 1);
+    e->sc.pin_odd_bucket = UINT64_MAX;
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_OK);
+}
+
+/* Slot words that point outside the heap, or at a class that does not
+ * exist, are never used as read addresses. */
+static void test_hostile_slots_are_not_read(void **state)
+{
+    struct env *e = *state;
+    const struct rkv_region_header *h = e->sc.h;
+    struct rkv_key_hash kh;
+    rkv_hash_key("victim", 6, h->hash_seed, h->bucket_count, &kh);
+    uint64_t bad[] = {
+        rkv_slot_make(kh.fp, 0, h->region_size),                  /* past the end */
+        rkv_slot_make(kh.fp, 0, 0),                               /* the header */
+        rkv_slot_make(kh.fp, h->class_count, h->heap_offset),     /* no such class */
+        rkv_slot_make(kh.fp, h->class_count - 1, h->heap_offset + h->heap_size - 64),
+    };
+    uint64_t off;
+    uint32_t len;
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_false(rkv_slot_valid(h, bad[i], &off, &len));
+    struct rkv_bucket *b = bucket(&e->sc, kh.bucket[0]);
+    for (unsigned i = 0; i < 4; i++)
+        b->slot[i] = bad[i];
+    char out[8];
+    struct rkv_lookup l = { .key = "victim", .key_len = 6, .buf = out, .buf_len = sizeof out,
+                            .cached_slot = bad[0] };
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK); /* scripted_read asserts bounds */
+    assert_int_equal(l.status, RKV_NOT_FOUND);
+    for (unsigned i = 0; i < 4; i++)
+        b->slot[i] = 0;
+}
+
+/* A batch bigger than the scratch buffer runs in several rounds and still
+ * answers every key correctly. */
+static void test_batch_larger_than_scratch(void **state)
+{
+    struct env *e = *state;
+    enum { N = 40 };
+    char keys[N][16], vals[N][16], outs[N][16];
+    struct rkv_lookup ls[N];
+    for (unsigned i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof keys[i], "batch%u", i);
+        snprintf(vals[i], sizeof vals[i], "value%u", i);
+        if (i % 3)
+            put(e, keys[i], vals[i]);
+        ls[i] = (struct rkv_lookup){ .key = keys[i], .key_len = (uint32_t)strlen(keys[i]),
+                                     .buf = outs[i], .buf_len = sizeof outs[i] };
+    }
+    e->ctx.scratch_len = 3 * 2 * sizeof(struct rkv_bucket); /* 3 bucket pairs a round */
+    e->sc.calls = 0;
+    assert_int_equal(rkv_lookup_batch(&e->ctx, ls, N), RKV_OK);
+    assert_true(e->sc.calls > 4);
+    for (unsigned i = 0; i < N; i++) {
+        if (i % 3 == 0) {
+            assert_int_equal(ls[i].status, RKV_NOT_FOUND);
+            continue;
+        }
+        assert_int_equal(ls[i].status, RKV_OK);
+        assert_int_equal(ls[i].value_len, strlen(vals[i]));
+        assert_memory_equal(outs[i], vals[i], ls[i].value_len);
+    }
+    e->ctx.scratch_len = sizeof e->scratch;
+}
+
+static void test_header_valid_field_by_field(void **state)
+{
+    struct env *e = *state;
+    struct rkv_region_header good = *e->sc.h, h;
+    assert_true(rkv_header_valid(&good, e->region.size));
+    assert_false(rkv_header_valid(&good, e->region.size - 4096));
+#define BREAK(field, value) do { h = good; h.field = (value); \
+        assert_false(rkv_header_valid(&h, e->region.size)); } while (0)
+    BREAK(magic, 0);
+    BREAK(format_version, RKV_FORMAT_VERSION + 1);
+    BREAK(bucket_count, good.bucket_count + 1);
+    BREAK(bucket_count, 0);
+    BREAK(index_offset, 8);
+    BREAK(heap_offset, good.region_size);
+    BREAK(heap_size, good.region_size * 2);
+    BREAK(class_count, 0);
+    BREAK(class_count, RKV_MAX_CLASSES + 1);
+    BREAK(max_key_len, 0);
+    BREAK(max_value_len, good.slab_page_size);
+    BREAK(class_size[0], 63);
+    BREAK(class_size[1], good.class_size[0]);
+#undef BREAK
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_move_between_bucket_reads_is_not_a_miss, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_odd_version_retries_then_gives_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hostile_slots_are_not_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_larger_than_scratch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_header_valid_field_by_field, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
