@@ -76,9 +76,11 @@ struct rkv_client {
     char last_error[512];
 };
 
+static __thread char connect_error[512]; /* the last failed rkv_connect's message */
+
 const char *rkv_last_error(const rkv_client *c)
 {
-    return c ? c->last_error : "no handle";
+    return c ? c->last_error : connect_error;
 }
 
 static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
@@ -388,9 +390,7 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
 fail:
     if (c->last_error[0] == '\0')
         fail(c, st, "%s", rkv_strerror(st));
-    /* keep the message visible to callers that only have stderr */
-    if (getenv("RKV_DEBUG"))
-        fprintf(stderr, "rkv_connect: %s\n", c->last_error);
+    memcpy(connect_error, c->last_error, sizeof connect_error);
     rkv_close(c);
     return st;
 }
@@ -687,6 +687,9 @@ static rkv_status shard_write_batch(rkv_client *c, struct shard *s, struct write
             if (st == RKV_OK) {
                 sent[r]->status = (rkv_status)resp.status;
                 sent[r]->value_out = resp.value;
+                if (resp.status != RKV_OK)
+                    fail(c, (rkv_status)resp.status, "%s: server answered: %s", s->uri,
+                         rkv_strerror((rkv_status)resp.status));
             }
         }
     }

@@ -166,7 +166,12 @@ void rkv_reset_counters(rkv_client *c);
 unsigned rkv_shard_count(const rkv_client *c);
 unsigned rkv_shard_of(const rkv_client *c, const void *key, size_t key_len);
 
+/* A status in words ("not found"), and as a stable snake_case identifier
+ * ("not_found") for logs, metrics and JSON. */
 const char *rkv_strerror(rkv_status s);
+const char *rkv_status_name(rkv_status s);
+/* The handle's last detailed error message. With c == NULL: the message of
+ * this thread's last failed rkv_connect(). */
 const char *rkv_last_error(const rkv_client *c);
 
 void rkv_close(rkv_client *c);

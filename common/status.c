@@ -28,3 +28,30 @@ const char *rkv_strerror(rkv_status s)
     return (unsigned)s < RKV_STATUS_COUNT ? status_names[s] : "unknown status";
 }
 
+const char *rkv_status_name(rkv_status s)
+{
+    static const char *const ids[RKV_STATUS_COUNT] = {
+        [RKV_OK] = "ok",
+        [RKV_NOT_FOUND] = "not_found",
+        [RKV_EXISTS] = "exists",
+        [RKV_NOT_STORED] = "not_stored",
+        [RKV_CAS_MISMATCH] = "cas_mismatch",
+        [RKV_OUT_OF_MEMORY] = "out_of_memory",
+        [RKV_TOO_LARGE] = "too_large",
+        [RKV_BUFFER_TOO_SMALL] = "buffer_too_small",
+        [RKV_INVALID] = "invalid",
+        [RKV_NOT_NUMBER] = "not_number",
+        [RKV_PROTOCOL] = "protocol",
+        [RKV_VERSION_MISMATCH] = "version_mismatch",
+        [RKV_AUTH] = "auth",
+        [RKV_CONNECTION] = "connection",
+        [RKV_TIMEOUT] = "timeout",
+        [RKV_RETRY_EXHAUSTED] = "retry_exhausted",
+        [RKV_SERVER_BUSY] = "server_busy",
+        [RKV_NO_MEMORY] = "no_memory",
+        [RKV_INTERNAL] = "internal",
+    };
+    if ((unsigned)s >= RKV_STATUS_COUNT || ids[s] == NULL)
+        return "unknown";
+    return ids[s];
+}

@@ -35,14 +35,6 @@ static const char *const op_names[RKV_OP_MAX] = {
     [RKV_OP_HINTS] = "cmd_hints",
 };
 
-static const char *const err_names[RKV_STATUS_COUNT] = {
-    [RKV_NOT_FOUND] = "err_not_found", [RKV_EXISTS] = "err_exists",
-    [RKV_NOT_STORED] = "err_not_stored", [RKV_CAS_MISMATCH] = "err_cas_mismatch",
-    [RKV_OUT_OF_MEMORY] = "err_out_of_memory", [RKV_TOO_LARGE] = "err_too_large",
-    [RKV_INVALID] = "err_invalid", [RKV_NOT_NUMBER] = "err_not_number",
-    [RKV_PROTOCOL] = "err_protocol", [RKV_VERSION_MISMATCH] = "err_version_mismatch",
-    [RKV_AUTH] = "err_auth", [RKV_CONNECTION] = "err_connection",
-};
 
 size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
 {
@@ -85,9 +77,10 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     line(&t, "workers", srv->nworkers);
     for (unsigned o = RKV_OP_HELLO; o < RKV_OP_MAX; o++)
         line(&t, op_names[o], ops[o]);
-    for (unsigned e = 1; e < RKV_STATUS_COUNT; e++)
-        if (err_names[e])
-            line(&t, err_names[e], errs[e]);
+    for (unsigned e = 1; e < RKV_STATUS_COUNT; e++) {
+        snprintf(name, sizeof name, "err_%s", rkv_status_name((rkv_status)e));
+        line(&t, name, errs[e]);
+    }
     line(&t, "reply_batches", batches);
     line(&t, "hints_received", hints);
     line(&t, "closed_for_errors", bad);
