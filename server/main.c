@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "metrics_http.h"
 #include "region.h"
 #include "server.h"
 #include "util.h"
@@ -123,9 +124,9 @@ static int make_ticker(void)
     return fd;
 }
 
-static void serve_until_signal(struct rkv_server *srv, int sigfd, int tickfd)
+static void serve_until_signal(struct rkv_server *srv, int sigfd, int tickfd, int metricsfd)
 {
-    struct pollfd pfd[RKV_MAX_LISTENERS + 2];
+    struct pollfd pfd[RKV_MAX_LISTENERS + 3];
     unsigned next_worker = 0;
     for (;;) {
         unsigned n = 0;
@@ -134,6 +135,7 @@ static void serve_until_signal(struct rkv_server *srv, int sigfd, int tickfd)
         for (unsigned i = 0; i < srv->nlisteners; i++)
             pfd[n++] = (struct pollfd){
                 .fd = srv->listeners[i].ops->listener_fd(srv->listeners[i].l), .events = POLLIN };
+        pfd[n++] = (struct pollfd){ .fd = metricsfd, .events = POLLIN }; /* -1: ignored */
         if (poll(pfd, n, 1000) < 0 && errno != EINTR) {
             RKV_ERROR("poll: %s", strerror(errno));
             return;
@@ -153,6 +155,8 @@ static void serve_until_signal(struct rkv_server *srv, int sigfd, int tickfd)
         for (unsigned i = 0; i < srv->nlisteners; i++)
             if (pfd[2 + i].revents)
                 accept_all(srv, &srv->listeners[i], &next_worker);
+        if (pfd[n - 1].revents & POLLIN)
+            rkv_metrics_serve(metricsfd, srv);
         if (atomic_load(&srv->stop))
             return; /* a worker failed to start */
     }
@@ -207,7 +211,7 @@ static int setup_table(struct rkv_server *srv)
 int main(int argc, char **argv)
 {
     static struct rkv_server srv; /* large; and zeroed */
-    int sigfd = -1, tickfd = -1, rc = 1;
+    int sigfd = -1, tickfd = -1, metricsfd = -1, rc = 1;
 
     rkv_server_config_defaults(&srv.cfg);
     switch (rkv_server_config_load(&srv.cfg, argc, argv)) {
@@ -230,9 +234,11 @@ int main(int argc, char **argv)
     }
     if (setup_table(&srv) != 0 || open_listeners(&srv) != 0 || start_workers(&srv) != 0)
         goto out;
+    if (srv.cfg.stats_listen[0] && (metricsfd = rkv_metrics_listen(srv.cfg.stats_listen)) < 0)
+        goto out;
     RKV_INFO("rkv-server %s ready: %u worker(s), %s mode", RKV_VERSION_STRING, srv.nworkers,
              srv.cfg.event_mode ? "event" : "busy-poll");
-    serve_until_signal(&srv, sigfd, tickfd);
+    serve_until_signal(&srv, sigfd, tickfd, metricsfd);
     rc = 0;
 out:
     /* we no longer accept; workers answer what arrived and close their
@@ -254,6 +260,8 @@ out:
         close(sigfd);
     if (tickfd >= 0)
         close(tickfd);
+    if (metricsfd >= 0)
+        close(metricsfd);
     if (rc == 0)
         RKV_INFO("stopped cleanly");
     return rc;

@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -438,6 +441,41 @@ static void test_server_restart(void **state)
     assert_int_equal(server_stop(&sp), 0);
 }
 
+/* The optional Prometheus endpoint answers GET /metrics with the stats. */
+static void test_prometheus_endpoint(void **state)
+{
+    (void)state;
+    char port[16], listen_at[32], uri[256], resp[16384];
+    unsigned p = 20000 + (unsigned)getpid() % 20000;
+    snprintf(port, sizeof port, "%u", p);
+    snprintf(listen_at, sizeof listen_at, "127.0.0.1:%u", p);
+    const char *const extra[] = { "--memory", "16M", "--event-mode", "--stats-listen", listen_at, NULL };
+    struct server_proc sp;
+    test_uri(uri, sizeof uri, uri_seq++);
+    assert_int_equal(server_start(&sp, server_bin, uri, extra), 0);
+    rkv_client *c = connect_retry(uri, NULL, 5000);
+    assert_non_null(c);
+    assert_int_equal(rkv_put(c, "m", 1, "v", 1, NULL, NULL), RKV_OK);
+
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)p) };
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    const char *req = "GET /metrics HTTP/1.0\r\n\r\n";
+    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    size_t got = 0;
+    ssize_t n;
+    while ((n = read(fd, resp + got, sizeof resp - 1 - got)) > 0)
+        got += (size_t)n;
+    resp[got] = '\0';
+    close(fd);
+    assert_non_null(strstr(resp, "200 OK"));
+    assert_non_null(strstr(resp, "# TYPE rkv_items gauge\nrkv_items 1\n"));
+    assert_non_null(strstr(resp, "rkv_cmd_put 1\n"));
+    rkv_close(c);
+    assert_int_equal(server_stop(&sp), 0);
+}
+
 int main(int argc, char **argv)
 {
     server_bin = argc > 1 ? argv[1] : getenv("RKV_SERVER_BIN");
@@ -458,6 +496,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_client_killed_mid_batch, setup, teardown),
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_server_restart),
+        cmocka_unit_test(test_prometheus_endpoint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,7 @@
 # RXE_DEV, RXE_IP and RXE_GID_INDEX. Every step is bounded by `timeout`; the
 # build folder is read-only here and tests write only under /tmp (guest tmpfs).
 #
-# Usage: guest.sh BUILD_DIR [STEP...]   (steps: rdma_util transport integration perftest)
+# Usage: guest.sh BUILD_DIR [STEP...]   (steps: rdma_util transport integration errors perftest)
 #        guest.sh --one STEP BUILD_DIR     (one step, unbounded: what `step` runs under timeout)
 set -u
 
@@ -13,7 +13,7 @@ ONE=""
 if [ "${1:-}" = --one ]; then ONE=${2:?}; shift 2; fi
 BUILD=${1:?usage: guest.sh BUILD_DIR [STEP...]}
 shift
-STEPS=${*:-rdma_util transport integration perftest}
+STEPS=${*:-rdma_util transport integration errors perftest}
 PORT_BASE=${RKV_VERBS_PORT:-7471}
 SUMMARY=()
 FAILED=0
@@ -48,6 +48,61 @@ run_integration() {
       "$BUILD/tests/test_integration" "$BUILD/server/rkv-server"
 }
 
+# expect NAME PATTERN CMD...: CMD (bounded) must fail and print PATTERN
+expect() {
+  local name=$1 pattern=$2 out
+  shift 2
+  if out=$(timeout 30 "$@" 2>&1); then
+    echo "FAIL $name: succeeded, expected an error containing: $pattern"; return 1
+  fi
+  if ! grep -qF -- "$pattern" <<< "$out"; then
+    echo "FAIL $name: expected \"$pattern\" in:"; echo "$out" | tail -n 5; return 1
+  fi
+  echo "ok   $name: $(grep -F -- "$pattern" <<< "$out" | head -n 1 | cut -c1-300)"
+}
+
+# The classic RDMA failures, end to end through rkv-server and rkv-cli: each
+# must stop with the message that says what is wrong and what to do.
+run_errors() {
+  local srv=$BUILD/server/rkv-server cli=$BUILD/tools/rkv-cli rc=0 pid
+  need "$srv" && need "$cli" || return 1
+  local p=$((PORT_BASE + 300))
+  # memlock: without CAP_IPC_LOCK a 64 KiB limit cannot pin the region
+  expect memlock "memlock limit 64 KiB is below the 64 MiB region" \
+    bash -c 'ulimit -l 64; exec setpriv --bounding-set -ipc_lock --inh-caps -ipc_lock "$@"' _ \
+      "$srv" --listen "rdma://$RXE_IP:$p" --memory 64M || rc=1
+  expect gid-index "GID index 77 is out of range on $RXE_DEV" \
+    "$srv" --listen "rdma://$RXE_IP:$p" --memory 16M --gid-index 77 || rc=1
+  expect no-such-device "RDMA device \"mlx5_9\" not found" \
+    "$srv" --listen "rdma://0.0.0.0:$p" --memory 16M --rdma-device mlx5_9 || rc=1
+  expect not-rdma-address "not on an RDMA-capable interface" \
+    "$srv" --listen "rdma://127.0.0.1:$p" --memory 16M || rc=1
+  expect no-listener "nothing listens on that port" "$cli" -s "rdma://$RXE_IP:$p" --timeout 3000 ping || rc=1
+
+  # a wildcard listener registers on the host's only device and serves
+  "$srv" --listen "rdma://0.0.0.0:$p" --memory 16M --log-level error & pid=$!
+  local ok=0
+  for _ in $(seq 1 50); do "$cli" -s "rdma://$RXE_IP:$p" --timeout 2000 ping > /dev/null 2>&1 && { ok=1; break; }; sleep 0.2; done
+  if [ $ok = 1 ] && "$cli" -s "rdma://$RXE_IP:$p" put wild card && [ "$("$cli" -s "rdma://$RXE_IP:$p" get wild)" = card ]; then
+    echo "ok   wildcard: rdma://0.0.0.0:$p served put/get on $RXE_DEV"
+  else echo "FAIL wildcard: rdma://0.0.0.0:$p did not serve"; rc=1; fi
+  # no permission on /dev/infiniband (guest devtmpfs: safe to change)
+  chmod 600 /dev/infiniband/*
+  expect permission "permission denied on /dev/infiniband" \
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$cli" -s "rdma://$RXE_IP:$p" --timeout 3000 ping || rc=1
+  chmod 666 /dev/infiniband/*
+  kill "$pid"; wait "$pid" 2>/dev/null
+
+  # port DOWN: last, it takes the device away for a moment
+  ip link set "$RXE_NETDEV" down
+  for _ in $(seq 1 30); do ibv_devinfo -d "$RXE_DEV" | grep -q PORT_DOWN && break; sleep 0.1; done
+  expect port-down "of $RXE_DEV is DOWN, not ACTIVE" \
+    "$srv" --listen "rdma://0.0.0.0:$p" --memory 16M || rc=1
+  ip link set "$RXE_NETDEV" up
+  for _ in $(seq 1 50); do ibv_devinfo -d "$RXE_DEV" | grep -q PORT_ACTIVE && break; sleep 0.1; done
+  return "$rc"
+}
+
 # perftest as the latency reference for what one READ / one SEND costs here.
 run_perftest() {
   local t rc=0 out
@@ -69,6 +124,7 @@ if [ -n "$ONE" ]; then
     rdma_util) run_rdma_util;;
     transport) run_transport;;
     integration) run_integration;;
+    errors) run_errors;;
     perftest) run_perftest;;
     *) echo "unknown step $ONE"; exit 2;;
   esac
@@ -81,6 +137,7 @@ for s in $STEPS; do
     rdma_util)   step rdma_util 60;;
     transport)   step transport 420;;
     integration) step integration 600;;
+    errors)      step errors 240;;
     perftest)    step perftest 150;;
     *) echo "unknown step $s"; FAILED=1;;
   esac

@@ -8,6 +8,9 @@
 #                over RC QPs: batching, credits, READs, rendezvous pulls, disconnects
 #   integration  tests/test_integration with RKV_TEST_LISTEN=rdma://$RXE_IP:7571 —
 #                a real rkv-server process and clients over rdma
+#   errors       the classic failures end to end (memlock, GID index, unknown device,
+#                non-RDMA address, no listener, /dev/infiniband permissions, port DOWN)
+#                must print the message that says what to do; a 0.0.0.0 listener serves
 #   perftest     ib_send_lat / ib_read_lat, the latency reference on this machine
 #
 # Usage: tests/verbs/run.sh [-C BUILD_DIR] [--timeout SEC] [--quiet] [STEP...]
