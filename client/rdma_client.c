@@ -168,10 +168,18 @@ static rkv_status wait_cm(struct rkv_ctrans *t, enum rdma_cm_event_type want, ui
         rdma_ack_cm_event(ev);
         return RKV_OK;
     }
+    rkv_status st = RKV_CONNECTION;
+    struct rkv_rdma_reject rej;
+    if (ev->event == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data != NULL &&
+        ev->param.conn.private_data_len >= sizeof rej) {
+        memcpy(&rej, ev->param.conn.private_data, sizeof rej);
+        if (rej.magic == RKV_RDMA_REJECT_MAGIC && rej.reason == RKV_REJECT_TOO_MANY)
+            st = RKV_SERVER_BUSY;   /* worth retrying later */
+    }
     rkv_rdma_cm_error(ev->event, ev->status, ev->param.conn.private_data,
                       ev->param.conn.private_data_len, t->peer, err, err_len);
     rdma_ack_cm_event(ev);
-    return ev->event == RDMA_CM_EVENT_REJECTED ? RKV_SERVER_BUSY : RKV_CONNECTION;
+    return st;
 }
 
 /* Non-blocking look at cm events after connect: a disconnect kills the connection. */

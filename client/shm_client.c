@@ -7,7 +7,8 @@
  *   read()   memcpy from the PROT_READ region mapping: a one-sided read that
  *            races server writes exactly like an RDMA READ, and that the
  *            lookup code verifies the same way. No peer is involved, so it
- *            rings no doorbell.
+ *            rings no doorbell; it only glances at the socket now and then
+ *            so that a dead server's region, still mapped, is never served.
  *   send()   requests are built in place in the request ring (send_buf()
  *            points into the slot: zero copy) and published with one release
  *            store per batch = one doorbell, plus one wake-up byte on the
@@ -37,6 +38,7 @@
 #define SHM_MAX_LOCAL_BUF     (1ull << 30)
 #define SHM_DEFAULT_TIMEOUT   5000u
 #define SHM_SPIN_NS           50000ull     /* busy-poll this long before sleeping */
+#define SHM_LIVENESS_NS       100000ull    /* re-check the server's socket this often on reads */
 
 struct rkv_ctrans {
     int sock;                            /* unix socket: wake-ups, and hang-up = server gone */
@@ -53,6 +55,7 @@ struct rkv_ctrans {
     uint8_t *local;                      /* read landing buffer (private) */
     size_t local_len;
     bool broken;                         /* the server hung up or broke the protocol */
+    uint64_t alive_checked_ns;           /* when read() last found the server's socket open */
 };
 
 static void shm_close(struct rkv_ctrans *t)
@@ -274,6 +277,7 @@ static rkv_status shm_connect(const char *addr, const struct rkv_ctrans_params *
         goto fail;
     }
     t->local = local;
+    t->alive_checked_ns = rkv_now_ns();
     *out = t;
     return RKV_OK;
 
@@ -307,8 +311,29 @@ static void *shm_local_buf(struct rkv_ctrans *t, size_t *len)
     return t->local;
 }
 
+/* The mapping outlives the server: a dead server's region stays readable
+ * here, where an RDMA READ would fail. So reads look at the socket (a hang-up
+ * means the server is gone or dropped us), at most every SHM_LIVENESS_NS to
+ * keep the syscall off the per-GET path; a read less than that after the
+ * server died counts as one that was in flight when it died. */
+static bool server_gone(struct rkv_ctrans *t)
+{
+    uint64_t now = rkv_now_ns();
+    if (now - t->alive_checked_ns < SHM_LIVENESS_NS)
+        return false;
+    struct pollfd pfd = { .fd = t->sock, .events = POLLRDHUP };
+    if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {
+        t->broken = true;
+        return true;
+    }
+    t->alive_checked_ns = now;
+    return false;
+}
+
 static rkv_status shm_read(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n)
 {
+    if (t->broken || server_gone(t))
+        return RKV_CONNECTION;
     for (unsigned i = 0; i < n; i++) {
         const struct rkv_read_op *op = &ops[i];
         uintptr_t dst = (uintptr_t)op->dst, lo = (uintptr_t)t->local;
@@ -322,6 +347,14 @@ static rkv_status shm_read(struct rkv_ctrans *t, const struct rkv_read_op *ops, 
     /* Later reads must not be satisfied before these (what the completion of
      * one RDMA round trip guarantees). */
     atomic_thread_fence(memory_order_acquire);
+    /* The mapping outlives its server: after a crash it would still serve the
+     * dead server's data. The server's liveness word (one load, kept by the
+     * kernel even across SIGKILL) says whether what we copied is still served;
+     * RDMA gets the same from its queue pair breaking. */
+    if (!rkv_region_server_alive((const struct rkv_region_header *)(const void *)t->region)) {
+        t->broken = true;
+        return RKV_CONNECTION;
+    }
     t->counters->reads += n;
     t->counters->read_round_trips += 1;
     return RKV_OK;

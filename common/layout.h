@@ -58,7 +58,25 @@ struct rkv_region_header {
     uint64_t hash_seed;        /* XXH3 seed for key hashing */
     volatile uint64_t clock;   /* server clock, seconds since server start + 1 */
     uint32_t class_size[RKV_MAX_CLASSES]; /* bytes of an item slot in class i */
+    /* The server's liveness word for same-host (shm) readers: a process-shared
+     * robust mutex that the server's main thread holds while it serves. Its
+     * first 32-bit word is the futex: the owner's TID while held; the kernel
+     * sets FUTEX_OWNER_DIED in it if the server dies, even by SIGKILL; a clean
+     * shutdown unlocks it (0). One load tells an shm reader whether what it
+     * just copied came from a live server. RDMA readers learn the same from
+     * their queue pair breaking and ignore it. */
+    _Alignas(64) uint8_t liveness[64];
 };
+
+#define RKV_FUTEX_TID_MASK   0x3fffffffu
+#define RKV_FUTEX_OWNER_DIED 0x40000000u
+
+/* True while the server that owns this (mapped) region is alive. */
+static inline bool rkv_region_server_alive(const struct rkv_region_header *h)
+{
+    uint32_t w = __atomic_load_n((const uint32_t *)(const void *)h->liveness, __ATOMIC_ACQUIRE);
+    return (w & RKV_FUTEX_TID_MASK) != 0 && (w & RKV_FUTEX_OWNER_DIED) == 0;
+}
 RKV_STATIC_ASSERT(sizeof(struct rkv_region_header) <= RKV_HEADER_SIZE, "header fits its page");
 
 /* A bucket: one cache line. `version` is a seqlock word: odd while the server

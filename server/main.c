@@ -200,6 +200,10 @@ static int setup_table(struct rkv_server *srv)
         return -1;
     }
     const struct rkv_region_header *h = rkv_table_header(srv->table);
+    if (rkv_region_hold_liveness((struct rkv_region_header *)h, err, sizeof err) != 0) {
+        RKV_ERROR("%s", err);
+        return -1;
+    }
     RKV_INFO("region %s (%s), %llu buckets, heap %s, largest value %u bytes",
              rkv_format_size(srv->region.size, sz, sizeof sz),
              srv->region.hugepages ? "hugepages" : "normal pages",
@@ -252,6 +256,8 @@ out:
     }
     for (unsigned i = 0; i < srv.nlisteners; i++)
         srv.listeners[i].ops->close_listener(srv.listeners[i].l);
+    if (srv.table) /* shm readers now see the server gone */
+        rkv_region_release_liveness((struct rkv_region_header *)rkv_table_header(srv.table));
     if (srv.table)
         rkv_table_destroy(srv.table);
     if (srv.region.base)

@@ -8,12 +8,14 @@
  * PUT. fallocate() takes every page now and fails with ENOSPC instead.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "layout.h"
 #include "log.h"
 #include "region.h"
 #include "util.h"
@@ -185,4 +187,29 @@ int rkv_region_readonly_fd(const struct rkv_region *r)
     }
     snprintf(path, sizeof(path), "/proc/self/fd/%d", r->fd);
     return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+int rkv_region_hold_liveness(struct rkv_region_header *h, char *err, size_t err_len)
+{
+    RKV_STATIC_ASSERT(sizeof(pthread_mutex_t) <= sizeof h->liveness, "mutex fits the liveness slot");
+    pthread_mutex_t *m = (pthread_mutex_t *)(void *)h->liveness;
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    int rc = pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+    if (rc == 0)
+        rc = pthread_mutex_lock(m);
+    if (rc != 0 || !rkv_region_server_alive(h)) {
+        snprintf(err, err_len, "cannot take the region's liveness lock: %s",
+                 strerror(rc ? rc : EINVAL));
+        return -1;
+    }
+    return 0;
+}
+
+void rkv_region_release_liveness(struct rkv_region_header *h)
+{
+    pthread_mutex_unlock((pthread_mutex_t *)(void *)h->liveness);
 }

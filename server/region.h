@@ -34,4 +34,12 @@ void rkv_region_destroy(struct rkv_region *r);
  * the region has no memfd or /proc is not mounted. */
 int rkv_region_readonly_fd(const struct rkv_region *r);
 
+/* Take the region header's liveness lock (common/layout.h) for as long as
+ * this thread serves the region; shm readers check it after every copy and
+ * the kernel marks it if the process dies. Release it on clean shutdown.
+ * Returns 0, or -1 with a message in err. */
+struct rkv_region_header;
+int rkv_region_hold_liveness(struct rkv_region_header *h, char *err, size_t err_len);
+void rkv_region_release_liveness(struct rkv_region_header *h);
+
 #endif

@@ -13,8 +13,11 @@
  *     in a row, the last WR of a batch signaled whenever more than `keep`
  *     would stay outstanding, and completions freeing exactly what was posted.
  * With no device (this CI host) it checks that opening the verbs stack fails
- * with "no RDMA device found" and the Soft-RoCE hint; inside the Soft-RoCE VM
- * (tests/verbs/run.sh) it checks the device, port and GID checks for real.
+ * with "no RDMA device found" and the Soft-RoCE hint, for the helpers and for
+ * the client transport's connect(); inside the Soft-RoCE VM
+ * (tests/verbs/run.sh) it checks the device, port and GID checks for real,
+ * and connect()'s messages for a port nobody listens on, a wildcard address
+ * and a device that is not the one the address routes through.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -32,6 +35,7 @@
 #include <cmocka.h>
 
 #include "rdma_util.h"
+#include "transport.h"
 #include "util.h"
 
 static void assert_contains(const char *text, const char *needle)
@@ -462,6 +466,41 @@ static void test_device_environment(void **state)
     assert_int_equal(ibv_dealloc_pd(pd), 0);
 }
 
+static void test_client_connect_errors(void **state)
+{
+    const struct rkv_client_transport *ct = &rkv_rdma_client_transport;
+    struct rkv_trans_counters ctr = { 0 };
+    struct rkv_ctrans_params p = { .timeout_ms = 3000 };
+    struct rkv_ctrans *t = NULL;
+    char err[512] = "", addr[64];
+    const char *ip = getenv("RXE_IP");
+    (void)state;
+
+    assert_int_equal(ct->connect("no-port", &p, &ctr, &t, err, sizeof err), RKV_INVALID);
+    assert_contains(err, "expected HOST:PORT");
+    assert_int_equal(ct->connect("0.0.0.0:7471", &p, &ctr, &t, err, sizeof err), RKV_INVALID);
+    assert_contains(err, "wildcard");
+    assert_null(t);
+    if (!host_has_rdma_device()) {
+        assert_int_equal(ct->connect("192.0.2.1:7471", &p, &ctr, &t, err, sizeof err), RKV_CONNECTION);
+        assert_contains(err, "no RDMA device found");
+        assert_contains(err, "rdma link add rxe0 type rxe netdev eth0");
+        assert_null(t);
+        return;
+    }
+    if (ip == NULL)
+        skip();   /* a device, but not the VM's: no address known to route through it */
+    snprintf(addr, sizeof addr, "%s:7999", ip);
+    assert_int_equal(ct->connect(addr, &p, &ctr, &t, err, sizeof err), RKV_CONNECTION);
+    assert_contains(err, "nothing listens on that port");
+    assert_null(t);
+    p.device = "mlx5_9";
+    assert_int_equal(ct->connect(addr, &p, &ctr, &t, err, sizeof err), RKV_INVALID);
+    assert_contains(err, "not mlx5_9 (rdma_device)");
+    assert_null(t);
+    assert_int_equal(ctr.doorbells, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -478,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_sq_wait_deadlock_guard),
         cmocka_unit_test(test_ring_slots),
         cmocka_unit_test(test_device_environment),
+        cmocka_unit_test(test_client_connect_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -414,6 +414,8 @@ static void srv_setup(struct srv_fixture *f, unsigned max_conns)
     snprintf(f->path, sizeof f->path, "%s/s.sock", f->dir);
     assert_int_equal(RKV_OK, rkv_region_create(4 << 20, &f->region, err, sizeof err));
     memset(f->region.base, 0x5A, f->region.size);
+    /* what a live server holds; shm readers refuse a region without it */
+    assert_int_equal(0, rkv_region_hold_liveness(f->region.base, err, sizeof err));
     struct rkv_strans_params p = { .credits = SRV_CREDITS, .max_msg = SRV_MAX_MSG,
                                    .max_conns = max_conns };
     rkv_status rc = st->listen(f->path, &f->region, &p, &f->l, err, sizeof err);
@@ -1025,6 +1027,28 @@ static void test_client_server_death(void **state)
     srv_teardown(&cf.f);
 }
 
+/* The region stays mapped after the server goes, but reads stop serving it
+ * (an RDMA READ to a dead server fails too). */
+static void test_client_read_after_server_death(void **state)
+{
+    (void)state;
+    const struct rkv_client_transport *ct = &rkv_shm_client_transport;
+    struct client_fixture cf;
+    size_t cap;
+    client_setup(&cf);
+
+    uint8_t *lb = ct->local_buf(cf.t, &cap);
+    struct rkv_read_op op = { .offset = 0, .len = 64, .dst = lb };
+    assert_int_equal(RKV_OK, ct->read(cf.t, &op, 1));
+    st->close(cf.c);
+    cf.c = NULL;
+    usleep(1000);
+    assert_int_equal(RKV_CONNECTION, ct->read(cf.t, &op, 1));
+    assert_int_equal(RKV_CONNECTION, ct->read(cf.t, &op, 1));
+    ct->close(cf.t);
+    srv_teardown(&cf.f);
+}
+
 
 /* A fake server for the client's own defences: it speaks the handshake by
  * hand and then writes whatever the test wants into the shared memory. */
@@ -1188,6 +1212,7 @@ int main(void)
         cmocka_unit_test(test_listener_socket_path),
         cmocka_unit_test(test_client_checks),
         cmocka_unit_test(test_client_server_death),
+        cmocka_unit_test(test_client_read_after_server_death),
         cmocka_unit_test(test_client_hostile_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -299,6 +299,11 @@ static int server_start(void **state)
     h->max_key_len = RKV_MAX_KEY_LEN;
     h->max_value_len = h->slab_page_size - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN;
     h->clock = 1;
+    /* what a live server holds; shm readers refuse a region without it */
+    if (rkv_region_hold_liveness(h, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
 
     s->params.credits = T_CREDITS;
     s->params.max_msg = T_MAX_MSG;

@@ -77,7 +77,6 @@ run_errors() {
     "$srv" --listen "rdma://0.0.0.0:$p" --memory 16M --rdma-device mlx5_9 || rc=1
   expect not-rdma-address "not on an RDMA-capable interface" \
     "$srv" --listen "rdma://127.0.0.1:$p" --memory 16M || rc=1
-  expect no-listener "nothing listens on that port" "$cli" -s "rdma://$RXE_IP:$p" --timeout 3000 ping || rc=1
 
   # a wildcard listener registers on the host's only device and serves
   "$srv" --listen "rdma://0.0.0.0:$p" --memory 16M --log-level error & pid=$!
@@ -86,12 +85,12 @@ run_errors() {
   if [ $ok = 1 ] && "$cli" -s "rdma://$RXE_IP:$p" put wild card && [ "$("$cli" -s "rdma://$RXE_IP:$p" get wild)" = card ]; then
     echo "ok   wildcard: rdma://0.0.0.0:$p served put/get on $RXE_DEV"
   else echo "FAIL wildcard: rdma://0.0.0.0:$p did not serve"; rc=1; fi
-  # no permission on /dev/infiniband (guest devtmpfs: safe to change)
+  kill "$pid"; wait "$pid" 2>/dev/null
+  # no permission on /dev/infiniband (the guest's own devtmpfs: safe to change)
   chmod 600 /dev/infiniband/*
   expect permission "permission denied on /dev/infiniband" \
-    setpriv --reuid=65534 --regid=65534 --clear-groups "$cli" -s "rdma://$RXE_IP:$p" --timeout 3000 ping || rc=1
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$srv" --listen "rdma://$RXE_IP:$p" --memory 16M || rc=1
   chmod 666 /dev/infiniband/*
-  kill "$pid"; wait "$pid" 2>/dev/null
 
   # port DOWN: last, it takes the device away for a moment
   ip link set "$RXE_NETDEV" down
