@@ -7,8 +7,9 @@
  *   read()   memcpy from the PROT_READ region mapping: a one-sided read that
  *            races server writes exactly like an RDMA READ, and that the
  *            lookup code verifies the same way. No peer is involved, so it
- *            rings no doorbell; it only glances at the socket now and then
- *            so that a dead server's region, still mapped, is never served.
+ *            rings no doorbell. The server's liveness word in the region
+ *            header (common/layout.h) keeps a dead server's region, still
+ *            mapped here, from being served.
  *   send()   requests are built in place in the request ring (send_buf()
  *            points into the slot: zero copy) and published with one release
  *            store per batch = one doorbell, plus one wake-up byte on the
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -38,7 +40,6 @@
 #define SHM_MAX_LOCAL_BUF     (1ull << 30)
 #define SHM_DEFAULT_TIMEOUT   5000u
 #define SHM_SPIN_NS           50000ull     /* busy-poll this long before sleeping */
-#define SHM_LIVENESS_NS       100000ull    /* re-check the server's socket this often on reads */
 
 struct rkv_ctrans {
     int sock;                            /* unix socket: wake-ups, and hang-up = server gone */
@@ -55,7 +56,6 @@ struct rkv_ctrans {
     uint8_t *local;                      /* read landing buffer (private) */
     size_t local_len;
     bool broken;                         /* the server hung up or broke the protocol */
-    uint64_t alive_checked_ns;           /* when read() last found the server's socket open */
 };
 
 static void shm_close(struct rkv_ctrans *t)
@@ -139,7 +139,7 @@ static rkv_status map_conn(struct rkv_ctrans *t, const struct rkv_shm_accept_msg
     if (rc != RKV_OK)
         return RKV_PROTOCOL;
     if (fstat(fds[0], &st) != 0 || (uint64_t)st.st_size < m->region_size ||
-        m->region_size == 0 || m->region_size > SIZE_MAX) {
+        m->region_size < RKV_HEADER_SIZE || m->region_size > SIZE_MAX) {
         snprintf(err, err_len, "shm server sent a region of %llu bytes that its memfd does not "
                  "back; upgrade or restart the server", (unsigned long long)m->region_size);
         return RKV_PROTOCOL;
@@ -277,7 +277,6 @@ static rkv_status shm_connect(const char *addr, const struct rkv_ctrans_params *
         goto fail;
     }
     t->local = local;
-    t->alive_checked_ns = rkv_now_ns();
     *out = t;
     return RKV_OK;
 
@@ -311,28 +310,9 @@ static void *shm_local_buf(struct rkv_ctrans *t, size_t *len)
     return t->local;
 }
 
-/* The mapping outlives the server: a dead server's region stays readable
- * here, where an RDMA READ would fail. So reads look at the socket (a hang-up
- * means the server is gone or dropped us), at most every SHM_LIVENESS_NS to
- * keep the syscall off the per-GET path; a read less than that after the
- * server died counts as one that was in flight when it died. */
-static bool server_gone(struct rkv_ctrans *t)
-{
-    uint64_t now = rkv_now_ns();
-    if (now - t->alive_checked_ns < SHM_LIVENESS_NS)
-        return false;
-    struct pollfd pfd = { .fd = t->sock, .events = POLLRDHUP };
-    if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {
-        t->broken = true;
-        return true;
-    }
-    t->alive_checked_ns = now;
-    return false;
-}
-
 static rkv_status shm_read(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n)
 {
-    if (t->broken || server_gone(t))
+    if (t->broken)
         return RKV_CONNECTION;
     for (unsigned i = 0; i < n; i++) {
         const struct rkv_read_op *op = &ops[i];
@@ -427,11 +407,16 @@ static rkv_status shm_recv(struct rkv_ctrans *t, const void **msg, size_t *len,
     uint64_t deadline = start + (uint64_t)timeout_ms * 1000000ull;
     uint64_t spin_end = start + RKV_MIN(SHM_SPIN_NS, (uint64_t)timeout_ms * 1000000ull);
 
+    unsigned spins = 0;
     do {
         rc = try_recv(t, msg, len);
         if (rc != RKV_TIMEOUT)
             goto out;
         rkv_shm_cpu_relax();
+        /* If the server's worker shares our CPU (a wake-up can put us on its
+         * core), spinning only delays it: yield now and then so it runs. */
+        if (++spins % 8 == 0)
+            sched_yield();
     } while (rkv_now_ns() < spin_end);
 
     for (;;) {

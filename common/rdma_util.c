@@ -5,6 +5,7 @@
  * mismatch, UDP 4791 blocked): every message names what failed and the
  * command that usually fixes it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -395,13 +396,57 @@ done:
     return st;
 }
 
+/* rdma-core falls back to other device paths when opening a node fails, so
+ * the errno it leaves says ENOENT even when the node exists and we may not
+ * open it. Look at the nodes ourselves. */
+static int cdev_errno(int e)
+{
+    DIR *d = opendir("/dev/infiniband");
+    struct dirent *de;
+    char path[300];
+
+    if (d == NULL)
+        return e;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/dev/infiniband/%s", de->d_name);
+        if (access(path, R_OK | W_OK) != 0 && errno == EACCES) {
+            e = EACCES;
+            break;
+        }
+    }
+    closedir(d);
+    return e;
+}
+
+static bool sysfs_has_devices(void)
+{
+    DIR *d = opendir("/sys/class/infiniband");
+    struct dirent *de;
+    bool any = false;
+
+    if (d == NULL)
+        return false;
+    while ((de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.')
+            any = true;
+    closedir(d);
+    return any;
+}
+
 struct rdma_event_channel *rkv_rdma_open_channel(char *err, size_t err_len)
 {
     struct rdma_event_channel *ch = rdma_create_event_channel();
     int flags;
 
     if (ch == NULL) {
-        rkv_rdma_errno_error(errno, "rdma_create_event_channel (/dev/infiniband/rdma_cm)", err, err_len);
+        int e = cdev_errno(errno);
+        if (e != EACCES && sysfs_has_devices() && access("/dev/infiniband/rdma_cm", F_OK) != 0)
+            snprintf(err, err_len, "RDMA devices exist but /dev/infiniband/rdma_cm does not: "
+                                   "load the rdma_ucm module (`modprobe rdma_ucm`)");
+        else
+            rkv_rdma_errno_error(e, "rdma_create_event_channel (/dev/infiniband/rdma_cm)", err, err_len);
         return NULL;
     }
     flags = fcntl(ch->fd, F_GETFL);
@@ -605,7 +650,7 @@ rkv_status rkv_rdma_open_device(const char *name, struct ibv_context **out, char
         if (*out != NULL)
             st = RKV_OK;
         else
-            rkv_rdma_errno_error(errno, "ibv_open_device", err, err_len);
+            rkv_rdma_errno_error(cdev_errno(errno), "ibv_open_device", err, err_len);
         goto done;
     }
     snprintf(err, err_len, "RDMA device \"%s\" disappeared (`ibv_devices`)", name);

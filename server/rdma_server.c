@@ -324,8 +324,8 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     if (sh->credits > MAX_CREDITS || sh->max_msg < RKV_MIN_MSG || sh->max_msg > RKV_MAX_MSG ||
         sh->interval > RKV_RDMA_MAX_SIGNAL) {
         snprintf(err, err_len,
-                 "rdma listen %s: credits %u (1..%u), max_msg %u (%u..%u) or signal_interval %u (1..%u) out of range",
-                 l->addr, sh->credits, MAX_CREDITS, sh->max_msg, RKV_MIN_MSG, RKV_MAX_MSG,
+                 "credits %u (1..%u), max_msg %u (%u..%u) or signal_interval %u (1..%u) out of range",
+                 sh->credits, MAX_CREDITS, sh->max_msg, RKV_MIN_MSG, RKV_MAX_MSG,
                  sh->interval, RKV_RDMA_MAX_SIGNAL);
         goto fail;
     }
@@ -345,7 +345,7 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
         char what[128];
         if (errno == ENODEV || errno == EADDRNOTAVAIL) {
             snprintf(err, err_len,
-                     "rdma listen %s: that address is not on an RDMA-capable interface "
+                     "%s is not an address of an RDMA-capable interface "
                      "(`rdma link show`, `ibv_devices`): use the IP of the RDMA netdev, or 0.0.0.0", l->addr);
         } else {
             snprintf(what, sizeof what, "rdma_bind_addr(%s)", l->addr);
@@ -355,7 +355,7 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     }
     if (l->id->verbs != NULL) {
         if (p->device != NULL && strcmp(p->device, rkv_rdma_device_name(l->id->verbs)) != 0) {
-            snprintf(err, err_len, "rdma listen %s: that address is on device %s, but rdma_device is %s",
+            snprintf(err, err_len, "%s is on RDMA device %s, but rdma_device is %s",
                      l->addr, rkv_rdma_device_name(l->id->verbs), p->device);
             st = RKV_INVALID;
             goto fail;
@@ -378,8 +378,8 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     if (st != RKV_OK)
         goto fail;
     if (sh->credits + 2 * sh->interval + 1 > sh->caps.max_qp_wr) {
-        snprintf(err, err_len, "rdma listen %s: credits %u need %u send WRs but %s allows %u per QP; lower credits",
-                 l->addr, sh->credits, sh->credits + 2 * sh->interval + 1,
+        snprintf(err, err_len, "credits %u need %u send WRs but %s allows %u per QP; lower credits",
+                 sh->credits, sh->credits + 2 * sh->interval + 1,
                  rkv_rdma_device_name(sh->verbs), sh->caps.max_qp_wr);
         st = RKV_INVALID;
         goto fail;

@@ -170,8 +170,15 @@ static void *worker_main(void *arg)
         if (__atomic_load_n(&w->inbox_count, __ATOMIC_RELAXED))
             take_inbox(w, &cs, epfd);
         unsigned work = serve_all(w, &cs, ++passes % ALIVE_EVERY == 0);
-        if (work || (!srv->cfg.event_mode && cs.n > 0)) {
+        if (work) {
             idle_since = 0;
+            continue;
+        }
+        if (!srv->cfg.event_mode && cs.n > 0) {
+            /* busy-polling: a client spinning on our CPU would starve us
+             * both; yield now and then so it can run */
+            if (passes % 8 == 0)
+                sched_yield();
             continue;
         }
         uint64_t now = rkv_now_ns();

@@ -423,12 +423,19 @@ static void srv_setup(struct srv_fixture *f, unsigned max_conns)
         fail_msg("listen: %s", err);
 }
 
+/* Give the liveness lock back (as a clean server stop does) and free. */
+static void srv_region_free(struct srv_fixture *f)
+{
+    rkv_region_release_liveness(f->region.base);
+    rkv_region_destroy(&f->region);
+}
+
 static void srv_teardown(struct srv_fixture *f)
 {
     st->close_listener(f->l);
     struct stat sb;
     assert_int_equal(-1, lstat(f->path, &sb));   /* the socket file is gone */
-    rkv_region_destroy(&f->region);
+    srv_region_free(f);
     rmdir(f->dir);
 }
 
@@ -820,7 +827,7 @@ static void test_listener_max_conns(void **state)
     assert_true(st->alive(c));
     st->close(c);
     raw_close(&rc);
-    rkv_region_destroy(&f.region);
+    srv_region_free(&f);
     unlink(f.path);
     rmdir(f.dir);
 }
@@ -870,7 +877,7 @@ static void test_listener_socket_path(void **state)
     struct rkv_strans_params p = { .credits = 100000 };
     assert_int_equal(RKV_INVALID, st->listen(f.path, &f.region, &p, &l2, err, sizeof err));
     assert_non_null(strstr(err, "credits"));
-    rkv_region_destroy(&f.region);
+    srv_region_free(&f);
     rmdir(f.dir);
 }
 
@@ -1027,28 +1034,49 @@ static void test_client_server_death(void **state)
     srv_teardown(&cf.f);
 }
 
-/* The region stays mapped after the server goes, but reads stop serving it
- * (an RDMA READ to a dead server fails too). */
+/* Takes the liveness lock and exits holding it: the kernel marks the lock's
+ * owner dead, as it does for every thread of a SIGKILLed server. */
+static void *hold_and_die(void *region_base)
+{
+    char err[128];
+    if (rkv_region_hold_liveness(region_base, err, sizeof err) != 0)
+        return (void *)1;
+    return NULL;
+}
+
+/* The region stays mapped after its server is gone, but reads stop serving
+ * it, as an RDMA READ to a dead server fails. */
 static void test_client_read_after_server_death(void **state)
 {
     (void)state;
     const struct rkv_client_transport *ct = &rkv_shm_client_transport;
     struct client_fixture cf;
+    struct rkv_read_op op;
     size_t cap;
+    pthread_t th;
+    void *res;
+
     client_setup(&cf);
-
     uint8_t *lb = ct->local_buf(cf.t, &cap);
-    struct rkv_read_op op = { .offset = 0, .len = 64, .dst = lb };
+    op = (struct rkv_read_op){ .offset = 0, .len = 64, .dst = lb };
     assert_int_equal(RKV_OK, ct->read(cf.t, &op, 1));
-    st->close(cf.c);
-    cf.c = NULL;
-    usleep(1000);
-    assert_int_equal(RKV_CONNECTION, ct->read(cf.t, &op, 1));
-    assert_int_equal(RKV_CONNECTION, ct->read(cf.t, &op, 1));
-    ct->close(cf.t);
-    srv_teardown(&cf.f);
-}
 
+    /* the server dies: its thread exits still holding the lock */
+    rkv_region_release_liveness(cf.f.region.base);
+    assert_int_equal(0, pthread_create(&th, NULL, hold_and_die, cf.f.region.base));
+    pthread_join(th, &res);
+    assert_null(res);
+    uint32_t word;
+    memcpy(&word, ((struct rkv_region_header *)cf.f.region.base)->liveness, sizeof word);
+    assert_true(word & RKV_FUTEX_OWNER_DIED);
+    assert_int_equal(RKV_CONNECTION, ct->read(cf.t, &op, 1));
+    assert_int_equal(RKV_CONNECTION, ct->read(cf.t, &op, 1));   /* and stays broken */
+    rkv_shm_client_transport.close(cf.t);
+    st->close(cf.c);
+    st->close_listener(cf.f.l);
+    rkv_region_destroy(&cf.f.region);   /* the lock died with its owner */
+    rmdir(cf.f.dir);
+}
 
 /* A fake server for the client's own defences: it speaks the handshake by
  * hand and then writes whatever the test wants into the shared memory. */

@@ -270,6 +270,13 @@ static void *server_main(void *arg)
     return NULL;
 }
 
+/* Give the liveness lock back (a clean server stop) and free the region. */
+static void region_free(struct t_server *s)
+{
+    rkv_region_release_liveness(s->region.base);
+    rkv_region_destroy(&s->region);
+}
+
 static int server_start(void **state)
 {
     struct t_server *s = &g_srv;
@@ -302,6 +309,7 @@ static int server_start(void **state)
     /* what a live server holds; shm readers refuse a region without it */
     if (rkv_region_hold_liveness(h, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
+        rkv_region_destroy(&s->region);
         return -1;
     }
 
@@ -312,14 +320,14 @@ static int server_start(void **state)
     if (st->listen(g_addr, &s->region, &s->params, &s->l, err, sizeof err) != RKV_OK) {
         fprintf(stderr, "listen on %s: %s\n", g_uri, err);
         s->l = NULL;
-        rkv_region_destroy(&s->region);
+        region_free(s);
         return -1;
     }
     s->stop_fd = eventfd(0, EFD_CLOEXEC);
     if (s->stop_fd < 0 || pthread_create(&s->thread, NULL, server_main, s) != 0) {
         st->close_listener(s->l);
         s->l = NULL;
-        rkv_region_destroy(&s->region);
+        region_free(s);
         return -1;
     }
     return 0;
@@ -338,7 +346,7 @@ static int server_stop(void **state)
     pthread_join(s->thread, NULL);
     close(s->stop_fd);
     st->close_listener(s->l);
-    rkv_region_destroy(&s->region);
+    region_free(s);
     return 0;
 }
 
