@@ -118,6 +118,20 @@ static void fail(struct rkv_ctrans *t, const char *msg)
     t->dead = true;
 }
 
+/* A failed completion: say why, with the device's own reason when a flush
+ * hides it. */
+static rkv_status wc_fail(struct rkv_ctrans *t, enum ibv_wc_status st, const char *what)
+{
+    char msg[400], reason[200];
+
+    if (st == IBV_WC_WR_FLUSH_ERR && rkv_rdma_async_reason(t->verbs, reason, sizeof reason))
+        snprintf(msg, sizeof msg, "%s failed: the connection broke: %s", what, reason);
+    else
+        rkv_rdma_wc_error(st, what, msg, sizeof msg);
+    fail(t, msg);
+    return RKV_CONNECTION;
+}
+
 static rkv_status sq_wait(struct rkv_ctrans *t, uint32_t limit, const char *what)
 {
     enum ibv_wc_status bad = IBV_WC_SUCCESS;
@@ -135,9 +149,8 @@ static rkv_status sq_wait(struct rkv_ctrans *t, uint32_t limit, const char *what
     if (rc == -ECANCELED)
         return RKV_CONNECTION;  /* the disconnect was reported */
     if (rc == -EIO)
-        rkv_rdma_wc_error(bad, what, msg, sizeof msg);
-    else
-        snprintf(msg, sizeof msg, "%s: send queue accounting error (a bug: please report it)", what);
+        return wc_fail(t, bad, what);
+    snprintf(msg, sizeof msg, "%s: send queue accounting error (a bug: please report it)", what);
     fail(t, msg);
     return RKV_CONNECTION;
 }
@@ -389,14 +402,9 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
         st = RKV_NO_MEMORY;
         goto fail;
     }
-    st = RKV_CONNECTION;
-    t->channel = rkv_rdma_open_channel(err, err_len);
-    if (t->channel == NULL)
+    st = rkv_rdma_open_id(t, &t->channel, &t->id, err, err_len);
+    if (st != RKV_OK)
         goto fail;
-    if (rdma_create_id(t->channel, &t->id, t, RDMA_PS_TCP) != 0) {
-        rkv_rdma_errno_error(errno, "rdma_create_id", err, err_len);
-        goto fail;
-    }
     st = resolve(t, (struct sockaddr *)&dst, p->device, deadline, err, err_len);
     if (st != RKV_OK)
         goto fail;
@@ -641,12 +649,8 @@ static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, 
             const struct ibv_wc *wc = &t->wcs[t->wc_next];
             t->wc_next++;
             t->wc_count--;
-            if (RKV_UNLIKELY(wc->status != IBV_WC_SUCCESS)) {
-                char m[400];
-                rkv_rdma_wc_error(wc->status, "receiving a reply", m, sizeof m);
-                fail(t, m);
-                return RKV_CONNECTION;
-            }
+            if (RKV_UNLIKELY(wc->status != IBV_WC_SUCCESS))
+                return wc_fail(t, wc->status, "receiving a reply");
             if (wc->wr_id == BOOT_WR_ID) {
                 t->boot_posted = false;
                 t->cur_boot = true;

@@ -96,6 +96,52 @@ void rkv_rdma_wc_error(enum ibv_wc_status s, const char *what, char *err, size_t
              rkv_rdma_wc_status_hint(s));
 }
 
+const char *rkv_rdma_async_event_text(enum ibv_event_type ev)
+{
+    switch (ev) {
+    case IBV_EVENT_QP_ACCESS_ERR:
+        return "IBV_EVENT_QP_ACCESS_ERR: the peer asked for access our QP or memory does not grant "
+               "(e.g. a READ outside the registered buffer)";
+    case IBV_EVENT_QP_REQ_ERR:
+        return "IBV_EVENT_QP_REQ_ERR: the peer sent a request our QP could not accept";
+    case IBV_EVENT_QP_FATAL:
+        return "IBV_EVENT_QP_FATAL: the queue pair failed";
+    case IBV_EVENT_CQ_ERR:
+        return "IBV_EVENT_CQ_ERR: a completion queue overran";
+    case IBV_EVENT_PORT_ERR:
+        return "IBV_EVENT_PORT_ERR: the port went down (`ibv_devinfo`)";
+    case IBV_EVENT_DEVICE_FATAL:
+        return "IBV_EVENT_DEVICE_FATAL: the RDMA device failed (see `dmesg`)";
+    default:
+        return ibv_event_type_str(ev);
+    }
+}
+
+bool rkv_rdma_async_reason(struct ibv_context *ctx, char *buf, size_t len)
+{
+    struct ibv_async_event ev;
+    bool found = false;
+
+    while (!found && ibv_get_async_event(ctx, &ev) == 0) {
+        enum ibv_event_type type = ev.event_type;
+        ibv_ack_async_event(&ev);
+        switch (type) {
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_CQ_ERR:
+        case IBV_EVENT_PORT_ERR:
+        case IBV_EVENT_DEVICE_FATAL:
+            snprintf(buf, len, "%s", rkv_rdma_async_event_text(type));
+            found = true;
+            break;
+        default:    /* PORT_ACTIVE, GID_CHANGE, ...: not a cause */
+            break;
+        }
+    }
+    return found;
+}
+
 const char *rkv_rdma_port_state_name(enum ibv_port_state s)
 {
     switch (s) {
@@ -420,7 +466,7 @@ static int cdev_errno(int e)
     return e;
 }
 
-static bool sysfs_has_devices(void)
+bool rkv_rdma_sysfs_has_devices(void)
 {
     DIR *d = opendir("/sys/class/infiniband");
     struct dirent *de;
@@ -435,27 +481,37 @@ static bool sysfs_has_devices(void)
     return any;
 }
 
-struct rdma_event_channel *rkv_rdma_open_channel(char *err, size_t err_len)
+rkv_status rkv_rdma_open_id(void *context, struct rdma_event_channel **channel,
+                            struct rdma_cm_id **id, char *err, size_t err_len)
 {
     struct rdma_event_channel *ch = rdma_create_event_channel();
     int flags;
 
+    *channel = NULL;
+    *id = NULL;
     if (ch == NULL) {
         int e = cdev_errno(errno);
-        if (e != EACCES && sysfs_has_devices() && access("/dev/infiniband/rdma_cm", F_OK) != 0)
+        if (e != EACCES && rkv_rdma_sysfs_has_devices() && access("/dev/infiniband/rdma_cm", F_OK) != 0)
             snprintf(err, err_len, "RDMA devices exist but /dev/infiniband/rdma_cm does not: "
                                    "load the rdma_ucm module (`modprobe rdma_ucm`)");
         else
             rkv_rdma_errno_error(e, "rdma_create_event_channel (/dev/infiniband/rdma_cm)", err, err_len);
-        return NULL;
+        return RKV_CONNECTION;
     }
     flags = fcntl(ch->fd, F_GETFL);
     if (flags < 0 || fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
         rkv_rdma_errno_error(errno, "fcntl(rdma_cm channel, O_NONBLOCK)", err, err_len);
         rdma_destroy_event_channel(ch);
-        return NULL;
+        return RKV_CONNECTION;
     }
-    return ch;
+    if (rdma_create_id(ch, id, context, RDMA_PS_TCP) != 0) {
+        rkv_rdma_errno_error(errno, "rdma_create_id", err, err_len);
+        rdma_destroy_event_channel(ch);
+        *id = NULL;
+        return RKV_CONNECTION;
+    }
+    *channel = ch;
+    return RKV_OK;
 }
 
 rkv_status rkv_rdma_parse_addr(const char *addr, bool passive, struct sockaddr_storage *out,
@@ -647,9 +703,12 @@ rkv_status rkv_rdma_open_device(const char *name, struct ibv_context **out, char
         if (strcmp(ibv_get_device_name(list[i]), name) != 0)
             continue;
         *out = ibv_open_device(list[i]);
-        if (*out != NULL)
+        if (*out != NULL) {
+            int flags = fcntl((*out)->async_fd, F_GETFL);   /* for rkv_rdma_async_reason() */
+            if (flags >= 0)
+                fcntl((*out)->async_fd, F_SETFL, flags | O_NONBLOCK);
             st = RKV_OK;
-        else
+        } else
             rkv_rdma_errno_error(cdev_errno(errno), "ibv_open_device", err, err_len);
         goto done;
     }

@@ -52,6 +52,14 @@ const char *rkv_rdma_wc_status_hint(enum ibv_wc_status s);
 /* "<what> failed: IBV_WC_RETRY_EXC_ERR (...hint...)" into err. */
 void rkv_rdma_wc_error(enum ibv_wc_status s, const char *what, char *err, size_t err_len);
 
+/* After a flushed completion: the asynchronous event of `ctx` that says
+ * why the QP failed, if the device reported one. Non-blocking (the context's
+ * async fd must be, as rkv_rdma_open_device() leaves it). Writes the reason
+ * and returns true, or returns false. */
+bool rkv_rdma_async_reason(struct ibv_context *ctx, char *buf, size_t len);
+/* The text for one asynchronous event type. */
+const char *rkv_rdma_async_event_text(enum ibv_event_type ev);
+
 /* "ACTIVE", "DOWN", ... for ibv_port_state. */
 const char *rkv_rdma_port_state_name(enum ibv_port_state s);
 
@@ -91,8 +99,14 @@ rkv_status rkv_rdma_find_device(const char *name, struct ibv_context **out,
                                 char *err, size_t err_len);
 const char *rkv_rdma_device_name(const struct ibv_context *ctx);
 
-/* rdma_create_event_channel() with its fd non-blocking, or NULL with err set. */
-struct rdma_event_channel *rkv_rdma_open_channel(char *err, size_t err_len);
+/* A non-blocking rdma_cm event channel and an RC (RDMA_PS_TCP) id on it
+ * whose context is `context`. On failure neither exists and err says why
+ * (no device, /dev/infiniband permissions, rdma_ucm not loaded ...). */
+rkv_status rkv_rdma_open_id(void *context, struct rdma_event_channel **channel,
+                            struct rdma_cm_id **id, char *err, size_t err_len);
+
+/* Whether /sys/class/infiniband lists any device. */
+bool rkv_rdma_sysfs_has_devices(void);
 
 /* "HOST:PORT" (IPv6 as "[addr]:port"; HOST may be a name) to a socket
  * address. `passive` resolves for bind (a wildcard host is allowed). */

@@ -330,14 +330,10 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
         goto fail;
     }
 
+    st = rkv_rdma_open_id(l, &sh->channel, &l->id, err, err_len);
+    if (st != RKV_OK)
+        goto fail;
     st = RKV_CONNECTION;
-    sh->channel = rkv_rdma_open_channel(err, err_len);
-    if (sh->channel == NULL)
-        goto fail;
-    if (rdma_create_id(sh->channel, &l->id, l, RDMA_PS_TCP) != 0) {
-        rkv_rdma_errno_error(errno, "rdma_create_id", err, err_len);
-        goto fail;
-    }
     if (p->tos != 0 && rdma_set_option(l->id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS,
                                        (void *)&p->tos, sizeof p->tos) != 0)
         RKV_WARN("rdma listen %s: cannot set ToS %u: %s", l->addr, p->tos, strerror(errno));

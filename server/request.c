@@ -46,18 +46,21 @@ static void apply_hints(struct rkv_server *srv, struct rkv_worker *w, const stru
     atomic_fetch_add_explicit(&w->stats.hints, v->hdr->hint_count, memory_order_relaxed);
 }
 
+/* The reply buffer may be shared with the client (shm): write it, never
+ * read it back. The status goes to *st. */
 static uint32_t reply_hello(struct rkv_server *srv, struct rkv_wconn *wc,
-                            const struct rkv_req_view *v, struct rkv_resp *r)
+                            const struct rkv_req_view *v, struct rkv_resp *r, rkv_status *st)
 {
     const char *secret = srv->cfg.auth_secret;
+    *st = RKV_OK;
     if (secret[0] != '\0' && !secret_ok(secret, v->key, v->hdr->key_len)) {
         RKV_WARN("%s: %s: wrong shared secret; closing", wc->ep->uri, wc->ops->peer(wc->conn));
-        r->status = RKV_AUTH;
+        *st = RKV_AUTH;
         wc->closing = true;
         return sizeof *r;
     }
     if (v->hdr->arg != RKV_PROTO_VERSION) {
-        r->status = RKV_VERSION_MISMATCH;
+        *st = RKV_VERSION_MISMATCH;
         wc->closing = true;
         return sizeof *r;
     }
@@ -112,6 +115,7 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
     const struct rkv_region_header *g = rkv_table_header(srv->table);
     rkv_status st = rkv_req_parse(m->data, m->len, g->max_key_len, g->max_value_len, &v);
     uint32_t len = sizeof *r;
+    uint64_t value = 0;        /* the reply's value; `r` may be client-writable */
 
     memset(r, 0, sizeof *r);
     if (m->len >= sizeof(struct rkv_req)) {
@@ -132,17 +136,16 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
             apply_hints(srv, w, &v);
         switch ((enum rkv_opcode)v.hdr->opcode) {
         case RKV_OP_HELLO:
-            len = reply_hello(srv, wc, &v, r);
-            st = (rkv_status)r->status;
+            len = reply_hello(srv, wc, &v, r, &st);
             break;
         case RKV_OP_PUT:
-            st = do_put(srv, wc, &v, &r->value);
+            st = do_put(srv, wc, &v, &value);
             break;
         case RKV_OP_DELETE:
             st = rkv_table_delete(srv->table, v.key, v.hdr->key_len);
             break;
         case RKV_OP_INCR:
-            st = rkv_table_incr(srv->table, v.key, v.hdr->key_len, (int64_t)v.hdr->arg, &r->value);
+            st = rkv_table_incr(srv->table, v.key, v.hdr->key_len, (int64_t)v.hdr->arg, &value);
             break;
         case RKV_OP_STATS:
             len = reply_stats(srv, r);
@@ -158,6 +161,7 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
     if (st == RKV_PROTOCOL)
         wc->closing = true; /* a peer that sends garbage gets its answer, then goodbye */
     r->status = (uint8_t)st;
+    r->value = value;
     r->clock = rkv_table_clock(srv->table);
     return len;
 }

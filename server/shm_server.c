@@ -587,6 +587,8 @@ static unsigned shm_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max
     return n;
 }
 
+/* Straight into the reply ring slot (zero copy). The client can read and
+ * write this memory at any time: build the reply there, never read it back. */
 static void *shm_reply_buf(struct rkv_sconn *c, unsigned i)
 {
     if (i >= c->layout.credits)

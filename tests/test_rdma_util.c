@@ -19,7 +19,6 @@
  * and connect()'s messages for a port nobody listens on, a wildcard address
  * and a device that is not the one the address routes through.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -80,6 +79,16 @@ static void test_wc_error_format(void **state)
     /* truncation keeps a terminated string */
     rkv_rdma_wc_error(IBV_WC_RETRY_EXC_ERR, "x", err, 16);
     assert_int_equal(strlen(err), 15);
+}
+
+static void test_async_event_texts(void **state)
+{
+    (void)state;
+    assert_contains(rkv_rdma_async_event_text(IBV_EVENT_QP_ACCESS_ERR), "IBV_EVENT_QP_ACCESS_ERR");
+    assert_contains(rkv_rdma_async_event_text(IBV_EVENT_QP_ACCESS_ERR), "outside the registered buffer");
+    assert_contains(rkv_rdma_async_event_text(IBV_EVENT_PORT_ERR), "ibv_devinfo");
+    assert_contains(rkv_rdma_async_event_text(IBV_EVENT_DEVICE_FATAL), "dmesg");
+    assert_non_null(rkv_rdma_async_event_text(IBV_EVENT_GID_CHANGE));
 }
 
 static void test_port_state_names(void **state)
@@ -393,34 +402,20 @@ static void test_ring_slots(void **state)
 
 /* ------------------------------------------------------------ the real stack */
 
-static bool host_has_rdma_device(void)
-{
-    DIR *d = opendir("/sys/class/infiniband");
-    struct dirent *e;
-    bool any = false;
-    if (d == NULL)
-        return false;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
-            any = true;
-    closedir(d);
-    return any;
-}
-
 static void test_device_environment(void **state)
 {
     char err[512] = "";
     struct ibv_context *ctx = NULL;
     struct rdma_event_channel *ch;
+    struct rdma_cm_id *id;
     (void)state;
 
-    ch = rkv_rdma_open_channel(err, sizeof err);
-    if (!host_has_rdma_device()) {
-        /* what a user on a machine without RDMA sees (unless the host has
-         * the rdma_cm node but no device: the same hint applies) */
-        if (ch != NULL)
-            rdma_destroy_event_channel(ch);
+    rkv_status st = rkv_rdma_open_id(NULL, &ch, &id, err, sizeof err);
+    if (!rkv_rdma_sysfs_has_devices()) {
+        /* what a user on a machine without RDMA sees */
+        assert_int_equal(st, RKV_CONNECTION);
         assert_null(ch);
+        assert_null(id);
         assert_contains(err, "no RDMA device found");
         assert_contains(err, "rdma link add rxe0 type rxe netdev eth0");
         assert_int_equal(rkv_rdma_find_device(NULL, &ctx, err, sizeof err), RKV_CONNECTION);
@@ -428,8 +423,10 @@ static void test_device_environment(void **state)
         assert_contains(err, "no RDMA device found");
         return;
     }
-    assert_non_null(ch);
+    assert_int_equal(st, RKV_OK);
+    assert_non_null(id);
     assert_true(fcntl(ch->fd, F_GETFL) & O_NONBLOCK);
+    rdma_destroy_id(id);
     rdma_destroy_event_channel(ch);
 
     const char *dev = getenv("RXE_DEV");
@@ -482,7 +479,7 @@ static void test_client_connect_errors(void **state)
     assert_int_equal(ct->connect("0.0.0.0:7471", &p, &ctr, &t, err, sizeof err), RKV_INVALID);
     assert_contains(err, "wildcard");
     assert_null(t);
-    if (!host_has_rdma_device()) {
+    if (!rkv_rdma_sysfs_has_devices()) {
         assert_int_equal(ct->connect("192.0.2.1:7471", &p, &ctr, &t, err, sizeof err), RKV_CONNECTION);
         assert_contains(err, "no RDMA device found");
         assert_contains(err, "rdma link add rxe0 type rxe netdev eth0");
@@ -507,6 +504,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wc_status_names),
         cmocka_unit_test(test_wc_error_format),
+        cmocka_unit_test(test_async_event_texts),
         cmocka_unit_test(test_port_state_names),
         cmocka_unit_test(test_cm_errors),
         cmocka_unit_test(test_errno_errors),
