@@ -421,6 +421,7 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     cp.retry_count = 7;
     cp.rnr_retry_count = 7;
     cp.qp_num = t->qp->qp_num;
+    rkv_rdma_set_ack_timeout(t->id);
     if (rdma_connect(t->id, &cp) != 0) {
         rkv_rdma_errno_error(errno, "rdma_connect", err, err_len);
         st = RKV_CONNECTION;

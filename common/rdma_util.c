@@ -466,6 +466,14 @@ static int cdev_errno(int e)
     return e;
 }
 
+void rkv_rdma_set_ack_timeout(struct rdma_cm_id *id)
+{
+    uint8_t timeout = RKV_RDMA_ACK_TIMEOUT;
+
+    /* an old rdma_cm without the option keeps its default: not an error */
+    (void)rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout, sizeof timeout);
+}
+
 bool rkv_rdma_sysfs_has_devices(void)
 {
     DIR *d = opendir("/sys/class/infiniband");

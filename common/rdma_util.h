@@ -30,6 +30,8 @@
 #define RKV_RDMA_STAGING_SIZE      ((1u << 20) + (64u << 10)) /* largest rendezvous value */
 #define RKV_RDMA_BOOT_MSG          4096u    /* HELLO buffers before max_msg is known */
 #define RKV_RDMA_CM_TIMEOUT_MS     2000u    /* address / route resolution */
+#define RKV_RDMA_ACK_TIMEOUT       16u      /* 4.096 us << 16 = 268 ms per try, 7 tries: a
+                                               vanished peer fails a transfer in ~2 s */
 
 /* Private data of an rdma_reject(): why the server refused a connection. */
 #define RKV_RDMA_REJECT_MAGIC      0x524a4b52u /* "RKJR" */
@@ -104,6 +106,11 @@ const char *rkv_rdma_device_name(const struct ibv_context *ctx);
  * (no device, /dev/infiniband permissions, rdma_ucm not loaded ...). */
 rkv_status rkv_rdma_open_id(void *context, struct rdma_event_channel **channel,
                             struct rdma_cm_id **id, char *err, size_t err_len);
+
+/* Set the local ACK timeout of the QP `id` connects (RKV_RDMA_ACK_TIMEOUT)
+ * so a peer that vanished without a disconnect fails a transfer in seconds,
+ * not the fabric default's minutes. Call before rdma_connect/rdma_accept. */
+void rkv_rdma_set_ack_timeout(struct rdma_cm_id *id);
 
 /* Whether /sys/class/infiniband lists any device. */
 bool rkv_rdma_sysfs_has_devices(void);

@@ -479,6 +479,7 @@ static void on_connect_request(struct rkv_listener *l, struct rdma_cm_event *ev)
     cp.responder_resources = RKV_MIN(ev->param.conn.initiator_depth, sh->caps.max_rd_atom);
     cp.initiator_depth = RKV_MIN(ev->param.conn.responder_resources, sh->caps.max_init_rd_atom);
     cp.rnr_retry_count = 7;   /* retry forever: a reply waits for a re-posted receive */
+    rkv_rdma_set_ack_timeout(id);
     if (rdma_accept(id, &cp) != 0) {
         RKV_WARN("rdma %s: rdma_accept for %s failed: %s", l->addr, peer, strerror(errno));
         rdma_ack_cm_event(ev);
@@ -649,14 +650,9 @@ static bool conn_is_dead(void *ctx)
     return atomic_load_explicit(&c->dead, memory_order_relaxed);
 }
 
-static rkv_status sq_wait(struct rkv_sconn *c, uint32_t limit, unsigned timeout_ms, const char *what)
+/* Report a failed rkv_rdma_sq_wait(); returns RKV_CONNECTION. */
+static rkv_status sq_wait_failed(struct rkv_sconn *c, int rc, enum ibv_wc_status bad, const char *what)
 {
-    enum ibv_wc_status bad = IBV_WC_SUCCESS;
-    int rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, limit, rkv_now_ns() + timeout_ms * 1000000ull,
-                              conn_is_dead, c, &bad);
-
-    if (RKV_LIKELY(rc == 0))
-        return RKV_OK;
     /* -ECANCELED: the listener saw the peer leave and already set dead */
     if (rc == -EIO)
         conn_wc_fail(c, bad, what);
@@ -665,6 +661,15 @@ static rkv_status sq_wait(struct rkv_sconn *c, uint32_t limit, unsigned timeout_
     else if (rc != -ECANCELED)
         conn_fail(c, "send queue accounting error (a bug: please report it)");
     return RKV_CONNECTION;
+}
+
+static rkv_status sq_wait(struct rkv_sconn *c, uint32_t limit, unsigned timeout_ms, const char *what)
+{
+    enum ibv_wc_status bad = IBV_WC_SUCCESS;
+    int rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, limit, rkv_now_ns() + timeout_ms * 1000000ull,
+                              conn_is_dead, c, &bad);
+
+    return RKV_LIKELY(rc == 0) ? RKV_OK : sq_wait_failed(c, rc, bad, what);
 }
 
 static rkv_status srv_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned n)
@@ -712,13 +717,31 @@ static rkv_status srv_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned 
     return sq_wait(c, c->sq.keep, REPLY_TIMEOUT_MS, "sending a reply");
 }
 
+/* Post one signaled RDMA READ of the client's buffer into `land`. */
+static int post_pull_read(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *land, uint32_t lkey)
+{
+    bool signaled;
+    struct ibv_sge sge = { .addr = (uintptr_t)land, .length = rb->len, .lkey = lkey };
+    struct ibv_send_wr wr = {
+        .sg_list = &sge,
+        .num_sge = 1,
+        .opcode = IBV_WR_RDMA_READ,
+        .send_flags = IBV_SEND_SIGNALED,
+        .wr.rdma = { .remote_addr = rb->addr, .rkey = rb->rkey },
+    }, *bad_wr = NULL;
+
+    wr.wr_id = rkv_rdma_sq_take(&c->sq, true, true, &signaled);
+    return ibv_post_send(c->id->qp, &wr, &bad_wr);
+}
+
 static rkv_status srv_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst)
 {
     struct srv_shared *sh = c->sh;
     uint8_t *d = dst, *land = dst;
     uint32_t lkey = sh->region_mr->lkey;
-    bool signaled;
-    char err[256];
+    enum ibv_wc_status wc_status = IBV_WC_SUCCESS;
+    char err[300];
+    int rc;
 
     if (atomic_load(&c->dead))
         return RKV_CONNECTION;
@@ -736,21 +759,22 @@ static rkv_status srv_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb,
     }
     if (sq_wait(c, c->sq.depth - 1, PULL_TIMEOUT_MS, "pulling a value") != RKV_OK)
         return RKV_CONNECTION;
-    struct ibv_sge sge = { .addr = (uintptr_t)land, .length = rb->len, .lkey = lkey };
-    struct ibv_send_wr wr = {
-        .sg_list = &sge,
-        .num_sge = 1,
-        .opcode = IBV_WR_RDMA_READ,
-        .send_flags = IBV_SEND_SIGNALED,
-        .wr.rdma = { .remote_addr = rb->addr, .rkey = rb->rkey },
-    }, *bad = NULL;
-    wr.wr_id = rkv_rdma_sq_take(&c->sq, true, true, &signaled);
-    if (ibv_post_send(c->id->qp, &wr, &bad) != 0) {
+    if (post_pull_read(c, rb, land, lkey) != 0) {
         conn_fail(c, "ibv_post_send (RDMA READ) failed");
         return RKV_CONNECTION;
     }
-    if (sq_wait(c, 0, PULL_TIMEOUT_MS, "RDMA READ of the client's staged value") != RKV_OK)
+    rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, 0, rkv_now_ns() + PULL_TIMEOUT_MS * 1000000ull,
+                          conn_is_dead, c, &wc_status);
+    if (rc == -EIO && (wc_status == IBV_WC_REM_ACCESS_ERR || wc_status == IBV_WC_REM_INV_REQ_ERR)) {
+        /* the descriptor came from the client: say whose fault it is */
+        snprintf(err, sizeof err, "the client's rendezvous descriptor (address 0x%llx, %u bytes, "
+                 "rkey 0x%x) is not readable: %s (a client bug, or a hostile client)",
+                 (unsigned long long)rb->addr, rb->len, rb->rkey, rkv_rdma_wc_status_name(wc_status));
+        conn_fail(c, err);
         return RKV_CONNECTION;
+    }
+    if (rc != 0)
+        return sq_wait_failed(c, rc, wc_status, "RDMA READ of the client's staged value");
     if (land != d)
         memcpy(d, land, rb->len);
     return RKV_OK;

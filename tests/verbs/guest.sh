@@ -5,7 +5,7 @@
 # RXE_DEV, RXE_IP and RXE_GID_INDEX. Every step is bounded by `timeout`; the
 # build folder is read-only here and tests write only under /tmp (guest tmpfs).
 #
-# Usage: guest.sh BUILD_DIR [STEP...]   (steps: rdma_util transport integration errors perftest)
+# Usage: guest.sh BUILD_DIR [STEP...]   (steps: rdma_util transport integration errors bench perftest)
 #        guest.sh --one STEP BUILD_DIR     (one step, unbounded: what `step` runs under timeout)
 set -u
 
@@ -13,7 +13,7 @@ ONE=""
 if [ "${1:-}" = --one ]; then ONE=${2:?}; shift 2; fi
 BUILD=${1:?usage: guest.sh BUILD_DIR [STEP...]}
 shift
-STEPS=${*:-rdma_util transport integration errors perftest}
+STEPS=${*:-rdma_util transport integration errors bench perftest}
 PORT_BASE=${RKV_VERBS_PORT:-7471}
 SUMMARY=()
 FAILED=0
@@ -102,6 +102,22 @@ run_errors() {
   return "$rc"
 }
 
+# A short verified load through a real server: the counters (READs and
+# round trips per GET, doorbells per request, inline share) are what a real
+# NIC would see too; the rates are TCG's.
+run_bench() {
+  local srv=$BUILD/server/rkv-server bench=$BUILD/tools/rkv-bench pid rc=0
+  need "$srv" && need "$bench" || return 1
+  local uri="rdma://$RXE_IP:$((PORT_BASE + 400))"
+  "$srv" --listen "$uri" --memory 64M --log-level warn & pid=$!
+  for _ in $(seq 1 50); do "$BUILD/tools/rkv-cli" -s "$uri" --timeout 2000 ping > /dev/null 2>&1 && break; sleep 0.2; done
+  timeout 90 "$bench" -s "$uri" -t 2 -w 8 -k 2000 -d 3s --value-size 16-2000 --verify || rc=1
+  timeout 60 "$bench" -s "$uri" -t 1 -w 1 -k 2000 -d 2s --no-preload --verify || rc=1
+  kill "$pid"
+  wait "$pid" || rc=1
+  return "$rc"
+}
+
 # perftest as the latency reference for what one READ / one SEND costs here.
 run_perftest() {
   local t rc=0 out
@@ -124,6 +140,7 @@ if [ -n "$ONE" ]; then
     transport) run_transport;;
     integration) run_integration;;
     errors) run_errors;;
+    bench) run_bench;;
     perftest) run_perftest;;
     *) echo "unknown step $ONE"; exit 2;;
   esac
@@ -137,6 +154,7 @@ for s in $STEPS; do
     transport)   step transport 420;;
     integration) step integration 600;;
     errors)      step errors 240;;
+    bench)       step bench 180;;
     perftest)    step perftest 150;;
     *) echo "unknown step $s"; FAILED=1;;
   esac

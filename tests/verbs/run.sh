@@ -11,6 +11,7 @@
 #   errors       the classic failures end to end (memlock, GID index, unknown device,
 #                non-RDMA address, no listener, /dev/infiniband permissions, port DOWN)
 #                must print the message that says what to do; a 0.0.0.0 listener serves
+#   bench        rkv-bench --verify against an rdma rkv-server: the per-GET counters
 #   perftest     ib_send_lat / ib_read_lat, the latency reference on this machine
 #
 # Usage: tests/verbs/run.sh [-C BUILD_DIR] [--timeout SEC] [--quiet] [STEP...]
