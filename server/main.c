@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "metrics_http.h"
+#include "numa.h"
 #include "region.h"
 #include "server.h"
 #include "util.h"
@@ -175,11 +176,30 @@ static int start_workers(struct rkv_server *srv)
     return 0;
 }
 
+/* Memory and workers on the NIC's NUMA node unless told otherwise. */
+static int place_on_nic_node(struct rkv_server_config *cfg)
+{
+    int node = rkv_numa_nic_node(cfg);
+    if (node < 0)
+        return -1;
+    if (cfg->cpu_count == 0) {
+        int n = rkv_numa_node_cpus(node, cfg->cpus, RKV_CONFIG_MAX_CPUS);
+        cfg->cpu_count = n > 0 ? (unsigned)n : 0;
+    }
+    RKV_INFO("the RDMA NIC is on NUMA node %d: region memory there%s", node,
+             cfg->cpu_count ? ", workers pinned to the configured/node CPUs" : "");
+    return node;
+}
+
 static int setup_table(struct rkv_server *srv)
 {
     char err[512] = "", sz[32];
-    const struct rkv_server_config *cfg = &srv->cfg;
+    struct rkv_server_config *cfg = &srv->cfg;
+    int node = place_on_nic_node(cfg);
+    rkv_numa_prefer(node);
     rkv_status st = rkv_region_create(cfg->memory, &srv->region, err, sizeof err);
+    if (node >= 0)
+        rkv_numa_prefer(-1);
     if (st != RKV_OK) {
         RKV_ERROR("cannot allocate the %s region: %s", rkv_format_size(cfg->memory, sz, sizeof sz), err);
         return -1;

@@ -112,7 +112,7 @@ run_bench() {
   "$srv" --listen "$uri" --memory 64M --log-level warn & pid=$!
   for _ in $(seq 1 50); do "$BUILD/tools/rkv-cli" -s "$uri" --timeout 2000 ping > /dev/null 2>&1 && break; sleep 0.2; done
   timeout 90 "$bench" -s "$uri" -t 2 -w 8 -k 2000 -d 3s --value-size 16-2000 --verify || rc=1
-  timeout 60 "$bench" -s "$uri" -t 1 -w 1 -k 2000 -d 2s --no-preload --verify || rc=1
+  timeout 60 "$bench" -s "$uri" -t 1 -w 1 -k 2000 -d 2s --value-size 16-2000 --no-preload --verify || rc=1
   kill "$pid"
   wait "$pid" || rc=1
   return "$rc"
