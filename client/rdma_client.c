@@ -65,6 +65,7 @@ struct rkv_ctrans {
     unsigned timeout_ms;            /* connect and wait limit */
     uint32_t max_inline;            /* what the QP granted */
     uint32_t interval;              /* signal one send in N */
+    uint32_t recv_depth;            /* receive queue slots */
     bool have_region;               /* set_region() done */
     bool dead;                      /* the connection failed; every call fails */
     uint32_t rkey;                  /* the region's, from HELLO */
@@ -210,7 +211,8 @@ static void check_cm(struct rkv_ctrans *t)
     }
 }
 
-static rkv_status post_boot_recv(struct rkv_ctrans *t)
+/* Returns 0 or the errno of ibv_post_recv. */
+static int post_boot_recv(struct rkv_ctrans *t)
 {
     struct ibv_sge sge = {
         .addr = (uintptr_t)(t->boot.buf.mem + RKV_RDMA_BOOT_MSG),
@@ -219,10 +221,10 @@ static rkv_status post_boot_recv(struct rkv_ctrans *t)
     };
     struct ibv_recv_wr wr = { .wr_id = BOOT_WR_ID, .sg_list = &sge, .num_sge = 1 }, *bad = NULL;
 
-    if (ibv_post_recv(t->qp, &wr, &bad) != 0)
-        return RKV_CONNECTION;
-    t->boot_posted = true;
-    return RKV_OK;
+    int rc = ibv_post_recv(t->qp, &wr, &bad);
+    if (rc == 0)
+        t->boot_posted = true;
+    return rc;
 }
 
 static void cli_close(struct rkv_ctrans *t)
@@ -306,6 +308,7 @@ static rkv_status setup_qp(struct rkv_ctrans *t, size_t local_size, char *err, s
         return st;
     send_depth = RKV_MIN(MAX_CREDITS + MAX_READS + 2 * t->interval, caps.max_qp_wr);
     recv_depth = RKV_MIN(MAX_CREDITS + 1, caps.max_qp_wr);
+    t->recv_depth = recv_depth;
     if (send_depth < MAX_READS + 2 * t->interval + 1) {
         snprintf(err, err_len, "RDMA device %s allows only %u work requests per queue",
                  rkv_rdma_device_name(t->verbs), caps.max_qp_wr);
@@ -349,8 +352,9 @@ static rkv_status setup_qp(struct rkv_ctrans *t, size_t local_size, char *err, s
     t->local.size = local_size;  /* what the caller asked for, within the page-rounded allocation */
     t->boot.stride = RKV_RDMA_BOOT_MSG;
     t->boot.count = 1;
-    if (post_boot_recv(t) != RKV_OK) {
-        rkv_rdma_errno_error(errno, "ibv_post_recv", err, err_len);
+    int rc = post_boot_recv(t);
+    if (rc != 0) {
+        rkv_rdma_errno_error(rc, "ibv_post_recv", err, err_len);
         return RKV_CONNECTION;
     }
     return RKV_OK;
@@ -471,6 +475,12 @@ static rkv_status cli_set_region(struct rkv_ctrans *t, const struct rkv_hello *h
                  RKV_MIN_MSG, RKV_MAX_MSG);
         return RKV_PROTOCOL;
     }
+    if (h->credits + 2 * t->interval > t->sq.depth || h->credits + 1 > t->recv_depth) {
+        snprintf(err, err_len, "server %s offers %u credits but RDMA device %s allows only %u/%u "
+                 "work requests per queue: lower the server's credits", t->peer, h->credits,
+                 rkv_rdma_device_name(t->verbs), t->sq.depth, t->recv_depth);
+        return RKV_PROTOCOL;
+    }
     if (h->region_size == 0 || h->region_addr + h->region_size < h->region_addr) {
         snprintf(err, err_len, "server %s reports a bad region (address 0x%llx, %llu bytes)", t->peer,
                  (unsigned long long)h->region_addr, (unsigned long long)h->region_size);
@@ -494,9 +504,9 @@ static rkv_status cli_set_region(struct rkv_ctrans *t, const struct rkv_hello *h
     t->sends.head = 0;
     for (uint32_t i = 0; i < h->credits; i++)
         t->repost[i] = i;
-    if (rkv_rdma_post_recvs(t->qp, &t->recvs, h->max_msg, t->repost, h->credits,
-                            t->rwr, t->rsge) != 0) {
-        rkv_rdma_errno_error(errno, "ibv_post_recv", err, err_len);
+    int rc = rkv_rdma_post_recvs(t->qp, &t->recvs, h->max_msg, t->repost, h->credits, t->rwr, t->rsge);
+    if (rc != 0) {
+        rkv_rdma_errno_error(rc, "ibv_post_recv", err, err_len);
         return RKV_CONNECTION;
     }
     t->repost_count = 0;
@@ -595,7 +605,7 @@ static rkv_status cli_send(struct rkv_ctrans *t, const uint32_t *lens, unsigned 
     for (unsigned i = 0; i < n; i++)
         if (RKV_UNLIKELY(lens[i] > ring->stride))
             return RKV_INVALID;
-    if (!t->have_region && !t->boot_posted && post_boot_recv(t) != RKV_OK) {
+    if (!t->have_region && !t->boot_posted && post_boot_recv(t) != 0) {
         fail(t, "ibv_post_recv failed");
         return RKV_CONNECTION;
     }
