@@ -334,9 +334,9 @@ static rkv_status setup_qp(struct rkv_ctrans *t, size_t local_size, char *err, s
                             &t->max_inline, &t->qp, err, err_len);
     if (st != RKV_OK)
         return st;
-    errno = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_INIT, IBV_ACCESS_REMOTE_READ);
-    if (errno != 0) {
-        rkv_rdma_errno_error(errno, "ibv_modify_qp(INIT)", err, err_len);
+    int rc = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_INIT, IBV_ACCESS_REMOTE_READ);
+    if (rc != 0) {
+        rkv_rdma_errno_error(rc, "ibv_modify_qp(INIT)", err, err_len);
         return RKV_CONNECTION;
     }
     /* Before HELLO: one request at a time, always signaled (keep 0), so the
@@ -352,7 +352,7 @@ static rkv_status setup_qp(struct rkv_ctrans *t, size_t local_size, char *err, s
     t->local.size = local_size;  /* what the caller asked for, within the page-rounded allocation */
     t->boot.stride = RKV_RDMA_BOOT_MSG;
     t->boot.count = 1;
-    int rc = post_boot_recv(t);
+    rc = post_boot_recv(t);
     if (rc != 0) {
         rkv_rdma_errno_error(rc, "ibv_post_recv", err, err_len);
         return RKV_CONNECTION;
@@ -438,11 +438,15 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     st = wait_cm(t, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, err, err_len);
     if (st != RKV_OK)
         goto fail;
-    if ((errno = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_INIT, IBV_ACCESS_REMOTE_READ)) != 0 ||
-        (errno = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_RTR, IBV_ACCESS_REMOTE_READ)) != 0 ||
-        (errno = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_RTS, IBV_ACCESS_REMOTE_READ)) != 0 ||
-        rdma_establish(t->id) != 0) {
-        rkv_rdma_errno_error(errno, "connecting the queue pair (ibv_modify_qp RTR/RTS, rdma_establish)",
+    int rc = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_INIT, IBV_ACCESS_REMOTE_READ);
+    if (rc == 0)
+        rc = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_RTR, IBV_ACCESS_REMOTE_READ);
+    if (rc == 0)
+        rc = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_RTS, IBV_ACCESS_REMOTE_READ);
+    if (rc == 0 && rdma_establish(t->id) != 0)
+        rc = errno;
+    if (rc != 0) {
+        rkv_rdma_errno_error(rc, "connecting the queue pair (ibv_modify_qp RTR/RTS, rdma_establish)",
                              err, err_len);
         rdma_reject(t->id, NULL, 0);
         st = RKV_CONNECTION;

@@ -198,7 +198,8 @@ static struct rkv_sconn *conn_create(struct srv_shared *sh, struct rdma_cm_id *i
     const uint32_t send_depth = ring + 1;   /* replies + one pull */
     uint32_t send_cqe, recv_cqe;
     struct rkv_sconn *c = calloc(1, sizeof *c);
-    int flags;
+    struct ibv_qp *qp;
+    int flags, rc;
 
     if (c == NULL)
         goto oom;
@@ -242,7 +243,6 @@ static struct rkv_sconn *conn_create(struct srv_shared *sh, struct rdma_cm_id *i
         goto fail;
     }
     c->max_inline = sh->max_inline;
-    struct ibv_qp *qp;
     if (rkv_rdma_create_qp(id, sh->pd, c->send_cq, c->recv_cq, send_depth, credits,
                            &c->max_inline, &qp, err, err_len) != RKV_OK)
         goto fail;
@@ -256,9 +256,9 @@ static struct rkv_sconn *conn_create(struct srv_shared *sh, struct rdma_cm_id *i
     rkv_rdma_sq_init(&c->sq, send_depth, 2 * sh->interval, sh->interval);
     for (uint32_t i = 0; i < credits; i++)
         c->repost[i] = i;
-    errno = rkv_rdma_post_recvs(id->qp, &c->recvs, sh->max_msg, c->repost, credits, c->rwr, c->rsge);
-    if (errno != 0) {
-        rkv_rdma_errno_error(errno, "ibv_post_recv", err, err_len);
+    rc = rkv_rdma_post_recvs(qp, &c->recvs, sh->max_msg, c->repost, credits, c->rwr, c->rsge);
+    if (rc != 0) {
+        rkv_rdma_errno_error(rc, "ibv_post_recv", err, err_len);
         goto fail;
     }
     id->context = c;

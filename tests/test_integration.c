@@ -476,6 +476,109 @@ static void test_prometheus_endpoint(void **state)
     assert_int_equal(server_stop(&sp), 0);
 }
 
+/* The region full with eviction off: writes are refused with
+ * OUT_OF_MEMORY, and every value stored before is still there. */
+static void test_region_full_keeps_data(void **state)
+{
+    (void)state;
+    static const char *const extra[] = { "--memory", "8M", "--evict", "none", "--event-mode", NULL };
+    struct server_proc sp;
+    char uri[256], key[32], val[1024], buf[1024];
+    size_t n;
+    test_uri(uri, sizeof uri, uri_seq++);
+    assert_int_equal(server_start(&sp, server_bin, uri, extra), 0);
+    rkv_client *c = connect_retry(uri, NULL, 5000);
+    assert_non_null(c);
+    unsigned stored = 0;
+    rkv_status st = RKV_OK;
+    for (; st == RKV_OK && stored < 100000; stored += st == RKV_OK) {
+        snprintf(key, sizeof key, "fill%u", stored);
+        size_t len = make_value(val, sizeof val, key, stored, 900);
+        st = rkv_put(c, key, strlen(key), val, len, NULL, NULL);
+    }
+    assert_int_equal(st, RKV_OUT_OF_MEMORY);
+    assert_true(stored > 1000);
+    assert_non_null(strstr(rkv_last_error(c), "out of memory"));
+    for (unsigned i = 0; i < stored; i++) {
+        snprintf(key, sizeof key, "fill%u", i);
+        size_t len = make_value(val, sizeof val, key, i, 900);
+        assert_int_equal(rkv_get(c, key, strlen(key), buf, sizeof buf, &n, NULL), RKV_OK);
+        assert_int_equal(n, len);
+        assert_memory_equal(buf, val, len);
+    }
+    /* a value over the server's limit is refused before it is sent */
+    size_t big = 2u << 20;
+    char *huge = calloc(1, big);
+    assert_non_null(huge);
+    assert_int_equal(rkv_put(c, "huge", 4, huge, big, NULL, NULL), RKV_TOO_LARGE);
+    assert_non_null(strstr(rkv_last_error(c), "longer than the server's limit"));
+    free(huge);
+    rkv_close(c);
+    assert_int_equal(server_stop(&sp), 0);
+}
+
+/* Run rkv-server with args; returns its exit status, stderr in err. */
+static int run_server_capture(const char *const *args, char *err, size_t err_len)
+{
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const char *argv[32] = { server_bin };
+        unsigned n = 1;
+        for (unsigned i = 0; args[i] && n < 31; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        execv(server_bin, (char *const *)argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (got < err_len - 1 && (r = read(pfd[0], err + got, err_len - 1 - got)) > 0)
+        got += (size_t)r;
+    err[got] = '\0';
+    close(pfd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Start-up failures are specific and say what to do. */
+static void test_startup_errors(void **state)
+{
+    (void)state;
+    char err[8192], uri[256];
+    test_uri(uri, sizeof uri, uri_seq++);
+    const char *bad_size[] = { "--listen", uri, "--memory", "12Q", NULL };
+    assert_int_equal(run_server_capture(bad_size, err, sizeof err), 2);
+    assert_non_null(strstr(err, "--memory"));
+
+    const char *bad_uri[] = { "--listen", "tcp://1.2.3.4:5", NULL };
+    assert_int_equal(run_server_capture(bad_uri, err, sizeof err), 2);
+
+    FILE *mi = fopen("/proc/meminfo", "r");
+    char line[256];
+    long free_huge = -1;
+    while (mi && fgets(line, sizeof line, mi))
+        sscanf(line, "HugePages_Free: %ld", &free_huge);
+    if (mi)
+        fclose(mi);
+    if (free_huge == 0) {  /* hugepages exhausted (none reserved here) */
+        const char *need_huge[] = { "--listen", uri, "--memory", "16M", "--hugepages-required", NULL };
+        assert_int_equal(run_server_capture(need_huge, err, sizeof err), 1);
+        assert_non_null(strstr(err, "nr_hugepages"));
+    }
+    if (access("/sys/class/infiniband", F_OK) != 0 && !over_rdma) {  /* device missing */
+        const char *rdma[] = { "--listen", "rdma://127.0.0.1:7471", "--memory", "16M", NULL };
+        assert_int_equal(run_server_capture(rdma, err, sizeof err), 1);
+        assert_non_null(strstr(err, "RDMA device"));
+    }
+}
+
 int main(int argc, char **argv)
 {
     server_bin = argc > 1 ? argv[1] : getenv("RKV_SERVER_BIN");
@@ -497,6 +600,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_server_restart),
         cmocka_unit_test(test_prometheus_endpoint),
+        cmocka_unit_test(test_region_full_keeps_data),
+        cmocka_unit_test(test_startup_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
