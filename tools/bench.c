@@ -498,8 +498,11 @@ static int connect_all(const struct bench_config *cfg, struct worker *ws)
     for (unsigned i = 0; i < cfg->threads; i++) {
         rkv_status st = rkv_connect(cfg->servers, &opts, &ws[i].client);
         if (st != RKV_OK) {
-            fprintf(stderr, "rkv-bench: cannot connect to %s: %s; %s\n", cfg->servers,
-                    rkv_strerror(st), connect_hint(st));
+            if (rkv_last_error(NULL)[0])
+                fprintf(stderr, "rkv-bench: %s\n", rkv_last_error(NULL));
+            else
+                fprintf(stderr, "rkv-bench: cannot connect to %s: %s; %s\n", cfg->servers,
+                        rkv_strerror(st), connect_hint(st));
             return -1;
         }
     }

@@ -79,8 +79,11 @@ static int ensure_connected(struct cli_ctx *x, const struct cli_command *c)
     if (st == RKV_OK)
         return CLI_EXIT_OK;
     x->client = NULL;
-    fprintf(stderr, "rkv-cli: %s: connection to %s failed: %s%s\n", c->name, x->g->servers,
-            rkv_strerror(st), status_hint(st));
+    if (rkv_last_error(NULL)[0]) /* the library's message names the server and the fix */
+        fprintf(stderr, "rkv-cli: %s: %s\n", c->name, rkv_last_error(NULL));
+    else
+        fprintf(stderr, "rkv-cli: %s: connection to %s failed: %s%s\n", c->name, x->g->servers,
+                rkv_strerror(st), status_hint(st));
     return CLI_EXIT_ERROR;
 }
 
