@@ -63,7 +63,7 @@ grep -qE '^[a-z_]+ [0-9]' "$TMP/out" || fail "stats: no 'name value' lines"
 expect 2 "usage: unknown command" "${C[@]}" fetch x;  err_has "unknown command 'fetch'" "usage message"
 expect 2 "usage: no server" "$CLI" get x
 expect 2 "connection refused" "$CLI" -s "shm://$TMP/none.sock" get x
-err_has "connection to shm://$TMP/none.sock failed" "connection message"
+err_has "cannot connect to shm://$TMP/none.sock" "connection message"
 
 # stdin mode: binary key and value, comments, a miss and a bad line (worst status 2)
 printf '# a comment\nput "bin\\x00key" "a\\x00b\\xff"\nget "bin\\x00key"\nget nokey\nbogus\nping\n' >"$TMP/in"
