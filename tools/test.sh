@@ -82,7 +82,7 @@ else bad 1 "fuzz build"; fi
 
 if [ "${RKV_SKIP_VM:-0}" != 1 ]; then
   stage "verbs suite in a Soft-RoCE VM"
-  if tests/verbs/run.sh build; then ok 1; else bad 1 "verbs suite (Soft-RoCE VM)"; fi
+  if tests/verbs/run.sh -C build --quiet; then ok 1; else bad 1 "verbs suite (Soft-RoCE VM)"; fi
 fi
 
 echo
