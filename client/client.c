@@ -415,6 +415,19 @@ static struct shard *shard_for(rkv_client *c, uint64_t key_hash)
     return &c->shards[c->nshards == 1 ? 0 : rkv_jump_hash(key_hash, c->nshards)];
 }
 
+/* For batch calls: whether op key `key` belongs to shard s (its hash in
+ * *kh). An empty key gets RKV_INVALID in *status and belongs nowhere. */
+static bool owned_by(rkv_client *c, const struct shard *s, const void *key, size_t key_len,
+                     rkv_status *status, uint64_t *kh)
+{
+    if (key == NULL || key_len == 0) {
+        *status = RKV_INVALID;
+        return false;
+    }
+    *kh = rkv_shard_hash(key, key_len);
+    return shard_for(c, *kh) == s;
+}
+
 static struct loc_entry *cache_slot(rkv_client *c, uint64_t key_hash)
 {
     return c->cache ? &c->cache[key_hash & c->cache_mask] : NULL;
@@ -539,12 +552,8 @@ rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n)
             unsigned k = 0;
             for (; i < n && k < MGET_CHUNK; i++) {
                 struct rkv_get_op *op = &ops[i];
-                if (op->key == NULL || op->key_len == 0) {
-                    op->status = RKV_INVALID;
-                    continue;
-                }
-                uint64_t kh = rkv_shard_hash(op->key, op->key_len);
-                if (shard_for(c, kh) != s)
+                uint64_t kh;
+                if (!owned_by(c, s, op->key, op->key_len, &op->status, &kh))
                     continue;
                 khs[k] = kh;
                 idx[k] = i;
@@ -759,12 +768,8 @@ rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
             unsigned k = 0;
             for (; i < n && k < MGET_CHUNK; i++) {
                 struct rkv_put_op *op = &ops[i];
-                if (op->key == NULL || op->key_len == 0) {
-                    op->status = RKV_INVALID;
-                    continue;
-                }
-                uint64_t kh = rkv_shard_hash(op->key, op->key_len);
-                if (shard_for(c, kh) != s)
+                uint64_t kh;
+                if (!owned_by(c, s, op->key, op->key_len, &op->status, &kh))
                     continue;
                 cache_forget(c, kh);
                 ws[k] = (struct write_req){ .opcode = RKV_OP_PUT, .key = op->key,
