@@ -63,6 +63,7 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     line(&t, "items", ts.items);
     line(&t, "bytes", ts.bytes_used);
     line(&t, "bytes_free", ts.bytes_free);
+    line(&t, "bytes_limbo", ts.limbo_bytes);
     line(&t, "limit_maxbytes", ts.heap_bytes);
     line(&t, "region_bytes", srv->region.size);
     line(&t, "hugepages", srv->region.hugepages);
@@ -83,6 +84,7 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     }
     line(&t, "reply_batches", batches);
     line(&t, "hints_received", hints);
+    line(&t, "hints_ignored", ts.hints_ignored);
     line(&t, "closed_for_errors", bad);
     for (unsigned i = 0; i < srv->nworkers; i++) {
         uint64_t sum = 0;
