@@ -105,9 +105,15 @@ static void quota_put(struct shm_quota *q)
 
 /* -------------------------------------------------------- connections */
 
+#define SHM_PEER_HANGUP "peer closed its socket"
+
+/* A protocol violation is worth a warning; a peer that hung up is routine
+ * (the worker logs the close) and only shows at debug level. */
 static void conn_mark_dead(struct rkv_sconn *c, const char *why)
 {
-    if (!c->dead)
+    if (!c->dead && strcmp(why, SHM_PEER_HANGUP) == 0)
+        RKV_DEBUG("shm: dropping connection %s: %s", c->peer, why);
+    else if (!c->dead)
         RKV_WARN("shm: dropping connection %s: %s", c->peer, why);
     c->dead = true;
 }
@@ -216,7 +222,7 @@ static struct rkv_sconn *conn_create(struct rkv_listener *l, int fd)
     }
     close(memfd);   /* the mapping and the client's copy keep it alive */
     c->next_alive_check_ns = rkv_now_ns() + SHM_ALIVE_CHECK_NS;
-    RKV_INFO("shm: accepted %s (%u credits, %u-byte messages)", c->peer,
+    RKV_DEBUG("shm: accepted %s (%u credits, %u-byte messages)", c->peer,
              c->layout.credits, c->layout.max_msg);
     return c;
 
@@ -615,7 +621,7 @@ static rkv_status shm_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned 
     rkv_shm_ring_publish(&c->rep, lens, n);
     c->owed -= n;
     if (rkv_shm_peer_sleeping(&c->ctrl->client_sleeping) && rkv_shm_wake(c->sock) != 0) {
-        conn_mark_dead(c, "peer closed its socket");
+        conn_mark_dead(c, SHM_PEER_HANGUP);
         return RKV_CONNECTION;
     }
     return RKV_OK;
@@ -646,7 +652,7 @@ static bool shm_alive(struct rkv_sconn *c)
     c->next_alive_check_ns = now + SHM_ALIVE_CHECK_NS;
     struct pollfd pfd = { .fd = c->sock, .events = POLLRDHUP };
     if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)))
-        conn_mark_dead(c, "peer closed its socket");
+        conn_mark_dead(c, SHM_PEER_HANGUP);
     return !c->dead;
 }
 
@@ -658,7 +664,7 @@ static int shm_event_fd(struct rkv_sconn *c)
 static void shm_arm(struct rkv_sconn *c)
 {
     if (!rkv_shm_drain(c->sock)) {
-        conn_mark_dead(c, "peer closed its socket");
+        conn_mark_dead(c, SHM_PEER_HANGUP);
         return;
     }
     rkv_shm_sleep_announce(&c->ctrl->server_sleeping);
