@@ -663,6 +663,11 @@ static rkv_status shard_write_batch(rkv_client *c, struct shard *s, struct write
     rkv_status st = shard_ready(c, s);
 
     while (st == RKV_OK && i < n) {
+        if (s->outstanding >= s->hello.credits) {
+            /* every credit is out (async hints): take one reply back first */
+            st = shard_wait(c, s, 0, NULL, NULL, 0, NULL);
+            continue;
+        }
         unsigned room = RKV_MIN(s->hello.credits - s->outstanding, (unsigned)RKV_ARRAY_SIZE(lens));
         uint32_t ids[256];
         unsigned k = 0;
