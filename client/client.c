@@ -186,6 +186,18 @@ static rkv_status shard_wait(rkv_client *c, struct shard *s, uint32_t req_id,
     }
 }
 
+/* Make sure one credit is free: when async HINTS hold them all, take their
+ * replies back first. */
+static rkv_status shard_credit(rkv_client *c, struct shard *s)
+{
+    while (s->outstanding >= s->hello.credits) {
+        rkv_status st = shard_wait(c, s, 0, NULL, NULL, 0, NULL);
+        if (st != RKV_OK)
+            return st;
+    }
+    return RKV_OK;
+}
+
 /* Take the hints that fit in a request with `room` spare bytes. */
 static size_t take_hints(struct shard *s, size_t room, const rkv_hint **hints)
 {
@@ -437,8 +449,7 @@ static struct loc_entry *cache_slot(rkv_client *c, uint64_t key_hash)
  * (shard_wait drops it later). Costs one doorbell per MAX_HINTS GET hits. */
 static void hints_flush(rkv_client *c, struct shard *s)
 {
-    if (s->outstanding >= s->hello.credits &&
-        shard_wait(c, s, 0, NULL, NULL, 0, NULL) != RKV_OK)
+    if (shard_credit(c, s) != RKV_OK)
         return;
     struct rkv_req h = { .opcode = RKV_OP_HINTS, .req_id = shard_next_id(s),
                          .hint_count = (uint16_t)s->nhints };
@@ -663,11 +674,8 @@ static rkv_status shard_write_batch(rkv_client *c, struct shard *s, struct write
     rkv_status st = shard_ready(c, s);
 
     while (st == RKV_OK && i < n) {
-        if (s->outstanding >= s->hello.credits) {
-            /* every credit is out (async hints): take one reply back first */
-            st = shard_wait(c, s, 0, NULL, NULL, 0, NULL);
-            continue;
-        }
+        if ((st = shard_credit(c, s)) != RKV_OK)
+            break;
         unsigned room = RKV_MIN(s->hello.credits - s->outstanding, (unsigned)RKV_ARRAY_SIZE(lens));
         uint32_t ids[256];
         unsigned k = 0;
@@ -806,6 +814,8 @@ static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t opcode, vo
                               size_t cap, size_t *len)
 {
     rkv_status st = shard_ready(c, s);
+    if (st == RKV_OK)
+        st = shard_credit(c, s);
     if (st != RKV_OK)
         return st;
     struct rkv_req h = { .opcode = opcode, .req_id = shard_next_id(s) };
