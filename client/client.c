@@ -73,10 +73,10 @@ struct rkv_client {
     unsigned cache_mask;             /* entries - 1; cache NULL when off */
     struct rkv_trans_counters tc;    /* bumped by the transports */
     struct rkv_counters c;           /* the rest, bumped here */
-    char last_error[512];
+    char last_error[768];
 };
 
-static __thread char connect_error[512]; /* the last failed rkv_connect's message */
+static __thread char connect_error[768]; /* the last failed rkv_connect's message */
 
 const char *rkv_last_error(const rkv_client *c)
 {
@@ -272,7 +272,7 @@ static void cache_clear(rkv_client *c)
 
 static rkv_status shard_connect(rkv_client *c, struct shard *s)
 {
-    char err[256] = "";
+    char err[512] = "";
     struct rkv_ctrans_params p = { .local_buf_size = LOCAL_BUF_SIZE,
                                    .timeout_ms = c->opts.timeout_ms,
                                    .device = c->opts.rdma_device };

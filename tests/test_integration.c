@@ -517,6 +517,44 @@ static void test_region_full_keeps_data(void **state)
     assert_int_equal(server_stop(&sp), 0);
 }
 
+/* Two credits: access hints sent asynchronously after GET hits must never
+ * push a client past its credits, whatever follows (batch, control RPC). */
+static void test_small_credits_with_hints(void **state)
+{
+    (void)state;
+    static const char *const extra[] = { "--memory", "16M", "--credits", "2", "--evict", "lru",
+                                         "--event-mode", NULL };
+    struct server_proc sp;
+    char uri[256], buf[16], keys[40][16];
+    size_t n;
+    test_uri(uri, sizeof uri, uri_seq++);
+    assert_int_equal(server_start(&sp, server_bin, uri, extra), 0);
+    rkv_client *c = connect_retry(uri, NULL, 5000);
+    assert_non_null(c);
+    assert_int_equal(rkv_put(c, "hot", 3, "v", 1, NULL, NULL), RKV_OK);
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 200; i++)   /* 200 hits: several HINTS messages in flight */
+            assert_int_equal(rkv_get(c, "hot", 3, buf, sizeof buf, &n, NULL), RKV_OK);
+        struct rkv_put_op ops[40];
+        for (unsigned i = 0; i < 40; i++) {
+            snprintf(keys[i], sizeof keys[i], "c%d_%u", round, i);
+            ops[i] = (struct rkv_put_op){ .key = keys[i], .key_len = strlen(keys[i]),
+                                          .value = "x", .value_len = 1 };
+        }
+        assert_int_equal(rkv_mput(c, ops, 40), RKV_OK);
+        for (unsigned i = 0; i < 40; i++)
+            assert_int_equal(ops[i].status, RKV_OK);
+        assert_int_equal(rkv_ping(c), RKV_OK);
+    }
+    char stats[4096];
+    assert_int_equal(rkv_stats(c, 0, stats, sizeof stats, &n), RKV_OK);
+    const char *h = strstr(stats, "\nhints_received ");
+    assert_non_null(h);
+    assert_true(strtoull(h + 16, NULL, 10) >= 500);
+    rkv_close(c);
+    assert_int_equal(server_stop(&sp), 0);
+}
+
 /* Run rkv-server with args; returns its exit status, stderr in err. */
 static int run_server_capture(const char *const *args, char *err, size_t err_len)
 {
@@ -601,6 +639,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_server_restart),
         cmocka_unit_test(test_prometheus_endpoint),
         cmocka_unit_test(test_region_full_keeps_data),
+        cmocka_unit_test(test_small_credits_with_hints),
         cmocka_unit_test(test_startup_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
