@@ -65,7 +65,7 @@ stage "fuzzing (libFuzzer, ${RKV_FUZZ_SECONDS:-20} s per target)"
 if CC=clang build build-fuzz -Dfuzz=true -Dbuildtype=debugoptimized; then
   ok 1
   for t in build-fuzz/tests/fuzz/fuzz_*; do
-    [ -x "$t" ] || continue
+    [ -f "$t" ] && [ -x "$t" ] || continue
     name=$(basename "$t")
     corpus=tests/fuzz/corpus/${name#fuzz_}
     work=$(mktemp -d)
