@@ -37,10 +37,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -d "$BUILD" ] || { echo "verbs: no build folder $BUILD: run \`meson setup $BUILD && ninja -C $BUILD\` first" >&2; exit 2; }
-case "$BUILD" in /tmp/*|/run/*|/dev/shm/*)
-  # the guest covers these with its own tmpfs; share the folder explicitly
-  VM_OPTS+=(--rw "$BUILD");;
-esac
+# The guest covers /tmp, /run and /dev/shm with its own tmpfs: a checkout or
+# build folder there must be shared explicitly (the checkout covers its build).
+under_tmpfs() { case "$1" in /tmp/*|/run/*|/dev/shm/*) return 0;; esac; return 1; }
+if under_tmpfs "$ROOT"; then VM_OPTS+=(--rw "$ROOT"); fi
+case "$BUILD/" in "$ROOT"/*) ;; *) if under_tmpfs "$BUILD"; then VM_OPTS+=(--rw "$BUILD"); fi;; esac
 
 exec "$ROOT/tools/rxe-vm/run.sh" --timeout "$TIMEOUT" --cwd "$ROOT" "${VM_OPTS[@]}" -- \
   "bash $(printf '%q' "$ROOT/tests/verbs/guest.sh") $(printf '%q' "$BUILD") ${STEPS[*]:-}"
