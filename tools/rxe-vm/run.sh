@@ -174,7 +174,8 @@ if mount -t 9p -o "$O,ro,cache=loose" hostroot /newroot; then
   for d in /dev/shm /tmp /run; do mount -t tmpfs tmpfs $R$d; done
   mount -t 9p -o "$O" rxerun $R$RUN || echo "rxe-vm: cannot mount the run folder"
   while read -r tag path; do
-    [ -n "$tag" ] && { mount -t 9p -o "$O" "$tag" "$R$path" || echo "rxe-vm: cannot mount $path"; }
+    # under the guest's tmpfs (/tmp ...) the mount point must be made first
+    [ -n "$tag" ] && { mkdir -p "$R$path"; mount -t 9p -o "$O" "$tag" "$R$path" || echo "rxe-vm: cannot mount $path"; }
   done < $R$RUN/mounts
   chroot $R /bin/bash $RUN/guest.sh
   rc=$?
