@@ -53,7 +53,7 @@ bool rkv_slot_valid(const struct rkv_region_header *geom, uint64_t slot,
     if (slot == 0 || cls >= geom->class_count || off < geom->heap_offset)
         return false;
     uint32_t sz = geom->class_size[cls];
-    if (off - geom->heap_offset > geom->heap_size - sz)
+    if (sz > geom->heap_size || off - geom->heap_offset > geom->heap_size - sz)
         return false;
     *offset = off;
     *len = sz;

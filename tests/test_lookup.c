@@ -217,6 +217,12 @@ static void test_hostile_slots_are_not_read(void **state)
     uint32_t len;
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_false(rkv_slot_valid(h, bad[i], &off, &len));
+    /* a (hostile) header whose heap is smaller than a size class: the
+     * bounds check must not wrap around (found by fuzz_protocol) */
+    struct rkv_region_header tiny = *h;
+    tiny.heap_size = tiny.class_size[tiny.class_count - 1] - 64;
+    assert_false(rkv_slot_valid(&tiny, rkv_slot_make(kh.fp, tiny.class_count - 1,
+                                                     tiny.heap_offset), &off, &len));
     struct rkv_bucket *b = bucket(&e->sc, kh.bucket[0]);
     for (unsigned i = 0; i < 4; i++)
         b->slot[i] = bad[i];

@@ -1,7 +1,9 @@
 /* fuzz_protocol.c — libFuzzer target: the RPC parsers on arbitrary bytes.
  *
  * The server's rkv_req_parse() and the client's rkv_resp_parse() and
- * rkv_hello_parse() see bytes from the network. Whatever they accept must
+ * rkv_hello_parse() see bytes from the network, and so does the region
+ * header a client validates with rkv_header_valid() before trusting its
+ * geometry (and every slot word with rkv_slot_valid()). Whatever they accept must
  * stay inside the message: we touch every byte of every part they return,
  * so ASan flags any view that points outside the input.
  */
@@ -9,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lookup.h"
 #include "protocol.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -44,6 +47,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         touch(payload, r->payload_len);
         struct rkv_hello h;
         (void)rkv_hello_parse(payload, r->payload_len, &h);
+    }
+    /* the region header a client reads at connect: validation must hold up
+     * on any bytes, and a header it accepts must describe an in-bounds layout */
+    struct rkv_region_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(&h, data, size < sizeof h ? size : sizeof h);
+    if (rkv_header_valid(&h, h.region_size)) {
+        if (h.heap_offset + h.heap_size > h.region_size ||
+            h.index_offset + h.bucket_count * sizeof(struct rkv_bucket) > h.heap_offset)
+            abort();
+        uint64_t off;
+        uint32_t len;
+        for (unsigned i = 0; i + 8 <= size && i < 256; i += 8) {
+            uint64_t slot;
+            memcpy(&slot, data + i, sizeof slot);
+            if (rkv_slot_valid(&h, slot, &off, &len) && off + len > h.region_size)
+                abort();
+        }
     }
     free(msg);
     return 0;
