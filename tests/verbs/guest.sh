@@ -5,7 +5,8 @@
 # RXE_DEV, RXE_IP and RXE_GID_INDEX. Every step is bounded by `timeout`; the
 # build folder is read-only here and tests write only under /tmp (guest tmpfs).
 #
-# Usage: guest.sh BUILD_DIR [STEP...]   (steps: rdma_util transport integration errors bench perftest)
+# Usage: guest.sh BUILD_DIR [STEP...]   (steps: rdma_util transport integration hostile torture
+#                                          errors bench perftest)
 #        guest.sh --one STEP BUILD_DIR     (one step, unbounded: what `step` runs under timeout)
 set -u
 
@@ -13,7 +14,7 @@ ONE=""
 if [ "${1:-}" = --one ]; then ONE=${2:?}; shift 2; fi
 BUILD=${1:?usage: guest.sh BUILD_DIR [STEP...]}
 shift
-STEPS=${*:-rdma_util transport integration errors bench perftest}
+STEPS=${*:-rdma_util transport integration hostile torture errors bench perftest}
 PORT_BASE=${RKV_VERBS_PORT:-7471}
 SUMMARY=()
 FAILED=0
@@ -46,6 +47,20 @@ run_integration() {
   need "$BUILD/tests/test_integration" && need "$BUILD/server/rkv-server" &&
     RKV_TEST_LISTEN="rdma://$RXE_IP:$((PORT_BASE + 100))" RKV_TEST_URI="rdma://$RXE_IP:$((PORT_BASE + 100))" \
       "$BUILD/tests/test_integration" "$BUILD/server/rkv-server"
+}
+
+run_hostile() {
+  need "$BUILD/tests/test_hostile" && need "$BUILD/server/rkv-server" &&
+    RKV_TEST_LISTEN="rdma://$RXE_IP:$((PORT_BASE + 200))" \
+      "$BUILD/tests/test_hostile" "$BUILD/server/rkv-server"
+}
+
+# the torture test over rdma: small tables (round trips are slow under qemu),
+# 4 s per phase; it prints GETs checked and anomalies (must be 0)
+run_torture() {
+  need "$BUILD/tests/torture" && need "$BUILD/server/rkv-server" &&
+    RKV_TEST_LISTEN="rdma://$RXE_IP:$((PORT_BASE + 300))" RKV_TORTURE_MEMORY=8M \
+      "$BUILD/tests/torture" "$BUILD/server/rkv-server" 4
 }
 
 # expect NAME PATTERN CMD...: CMD (bounded) must fail and print PATTERN
@@ -141,6 +156,8 @@ if [ -n "$ONE" ]; then
     rdma_util) run_rdma_util;;
     transport) run_transport;;
     integration) run_integration;;
+    hostile) run_hostile;;
+    torture) run_torture;;
     errors) run_errors;;
     bench) run_bench;;
     perftest) run_perftest;;
@@ -155,6 +172,8 @@ for s in $STEPS; do
     rdma_util)   step rdma_util 60;;
     transport)   step transport 420;;
     integration) step integration 600;;
+    hostile)     step hostile 240;;
+    torture)     step torture 300;;
     errors)      step errors 240;;
     bench)       step bench 180;;
     perftest)    step perftest 150;;

@@ -8,6 +8,8 @@
 #                over RC QPs: batching, credits, READs, rendezvous pulls, disconnects
 #   integration  tests/test_integration with RKV_TEST_LISTEN=rdma://$RXE_IP:7571 —
 #                a real rkv-server process and clients over rdma
+#   hostile      tests/test_hostile over rdma: malformed requests from a raw client
+#   torture      tests/torture over rdma: writers and readers race, every value checked
 #   errors       the classic failures end to end (memlock, GID index, unknown device,
 #                non-RDMA address, no listener, /dev/infiniband permissions, port DOWN)
 #                must print the message that says what to do; a 0.0.0.0 listener serves
