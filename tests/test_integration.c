@@ -555,6 +555,66 @@ static void test_small_credits_with_hints(void **state)
     assert_int_equal(server_stop(&sp), 0);
 }
 
+static unsigned long long stat_of(rkv_client *c, unsigned shard, const char *name)
+{
+    char stats[4096], pat[64];
+    size_t n;
+    assert_int_equal(rkv_stats(c, shard, stats, sizeof stats, &n), RKV_OK);
+    snprintf(pat, sizeof pat, "\n%s ", name);
+    const char *p = strstr(stats, pat);
+    assert_non_null(p);
+    return strtoull(p + strlen(pat), NULL, 10);
+}
+
+/* Several servers: keys spread by jump consistent hashing, each key lives on
+ * exactly the server rkv_shard_of() names, and adding a fourth server moves
+ * about a quarter of the keys, all of them to the new server. */
+static void test_sharding(void **state)
+{
+    (void)state;
+    enum { SERVERS = 4, KEYS = 800 };
+    static const char *const extra[] = { "--memory", "16M", "--event-mode", NULL };
+    struct server_proc sp[SERVERS];
+    char uris[SERVERS][256], joined3[800], joined4[1100], key[32], buf[32];
+    size_t n;
+    for (unsigned i = 0; i < SERVERS; i++) {
+        test_uri(uris[i], sizeof uris[i], uri_seq++);
+        assert_int_equal(server_start(&sp[i], server_bin, uris[i], extra), 0);
+    }
+    snprintf(joined3, sizeof joined3, "%s,%s,%s", uris[0], uris[1], uris[2]);
+    snprintf(joined4, sizeof joined4, "%s,%s", joined3, uris[3]);
+    rkv_client *c3 = connect_retry(joined3, NULL, 5000), *c4 = connect_retry(joined4, NULL, 5000);
+    assert_non_null(c3);
+    assert_non_null(c4);
+    assert_int_equal(rkv_shard_count(c3), 3);
+
+    unsigned per[3] = { 0 }, moved = 0;
+    for (unsigned i = 0; i < KEYS; i++) {
+        snprintf(key, sizeof key, "shard%u", i);
+        assert_int_equal(rkv_put(c3, key, strlen(key), key, strlen(key), NULL, NULL), RKV_OK);
+        unsigned s3 = rkv_shard_of(c3, key, strlen(key)), s4 = rkv_shard_of(c4, key, strlen(key));
+        per[s3]++;
+        if (s4 != s3) {
+            assert_int_equal(s4, 3);   /* a moved key only ever goes to the new server */
+            moved++;
+        }
+    }
+    for (unsigned s = 0; s < 3; s++) {
+        assert_int_equal(stat_of(c3, s, "items"), per[s]);   /* exactly where the hash says */
+        assert_true(per[s] > KEYS / 6);                        /* and spread */
+    }
+    assert_true(moved > KEYS / 4 - KEYS / 10 && moved < KEYS / 4 + KEYS / 10);
+    for (unsigned i = 0; i < KEYS; i++) {   /* GETs go one-sided to the owner */
+        snprintf(key, sizeof key, "shard%u", i);
+        assert_int_equal(rkv_get(c3, key, strlen(key), buf, sizeof buf, &n, NULL), RKV_OK);
+        assert_memory_equal(buf, key, n);
+    }
+    rkv_close(c3);
+    rkv_close(c4);
+    for (unsigned i = 0; i < SERVERS; i++)
+        assert_int_equal(server_stop(&sp[i]), 0);
+}
+
 /* Run rkv-server with args; returns its exit status, stderr in err. */
 static int run_server_capture(const char *const *args, char *err, size_t err_len)
 {
@@ -640,6 +700,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_prometheus_endpoint),
         cmocka_unit_test(test_region_full_keeps_data),
         cmocka_unit_test(test_small_credits_with_hints),
+        cmocka_unit_test(test_sharding),
         cmocka_unit_test(test_startup_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
