@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -32,6 +33,20 @@ static const struct rkv_server_transport *transport_for(const char *scheme)
     if (strcmp(scheme, "rdma") == 0)
         return &rkv_rdma_server_transport;
     return NULL;
+}
+
+/* The default shm socket lives in /run/rkv, which only systemd creates
+ * (RuntimeDirectory=rkv): make a missing socket directory (one level). */
+static void make_socket_dir(const char *path)
+{
+    char dir[256];
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL || slash == path || (size_t)(slash - path) >= sizeof dir)
+        return;
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+    if (mkdir(dir, 0755) == 0)
+        RKV_INFO("created the socket directory %s", dir);
 }
 
 static int open_listeners(struct rkv_server *srv)
@@ -55,6 +70,8 @@ static int open_listeners(struct rkv_server *srv)
                       ep->uri);
             return -1;
         }
+        if (ep->ops == &rkv_shm_server_transport)
+            make_socket_dir(addr);
         rkv_status st = ep->ops->listen(addr, &srv->region, &p, &ep->l, err, sizeof err);
         if (st != RKV_OK) {
             RKV_ERROR("cannot listen on %s: %s", ep->uri, err[0] ? err : rkv_strerror(st));
