@@ -75,7 +75,10 @@ struct rkv_options {
     const char *rdma_device;    /* RDMA device name, or NULL for rdma_cm's choice */
 };
 
-/* Connect to one server, or to several separated by commas (sharded). */
+/* Connect to one server, or to several separated by commas (sharded). On
+ * failure *out is NULL and rkv_last_error(NULL) says which server and why.
+ * Later calls on a handle reconnect by themselves (with backoff) after a
+ * connection breaks; such a call returns RKV_CONNECTION meanwhile. */
 rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_client **out);
 
 /* Read a value into buf. On RKV_OK, *value_len is its length. On
