@@ -1,4 +1,5 @@
-/* slab.c — size classes, slab pages and the grace-period limbo (slab.h).
+/* slab.c — size classes, slab pages, the grace-period limbo and the pool of
+ * pages moving between classes (slab.h).
  *
  * Bookkeeping lives outside the region, so a client reading a freed item
  * sees exactly the bytes it had (plus the OBSOLETE state word): nothing the
@@ -8,7 +9,9 @@
  * (item unit << 24 | free time in ms mod 2^24). Entries are pushed in time
  * order under the class mutex, so the queue is sorted by age: the items whose
  * grace period is over form its head ("ready"), the rest its tail ("limbo").
- * Allocation pops the head only when its age is >= grace_ms. The 24-bit time
+ * Allocation pops the head only when its age is > grace_ms: ages are whole
+ * milliseconds of a truncated clock, so an age of grace_ms can be up to 1 ms
+ * short of it, an age of grace_ms + 1 never is. The 24-bit time
  * wraps every 4.6 hours; an age read modulo 2^24 is exact for anything
  * younger than that, and grace_ms is far shorter, so wrap-around can only
  * delay a reuse, never hasten one. The queue can hold every item the class
@@ -21,13 +24,32 @@
  *     the 64-byte alignment, which dominates for items under ~256 bytes.
  *   - page tails: page_size % class_size bytes at the end of each page
  *     (rkv_slab_stats().tail).
- *   - calcification: a page, once given to a class, stays there. When the
- *     mix of item sizes shifts, memory stays in classes that no longer need
- *     it while a new class finds no unassigned page; eviction then works only
- *     within the classes that have pages. The per-class stats show it.
- *     Moving pages between classes (memcached's slab_reassign) is not done.
+ *   - calcification: a page given to a class stays there until it is moved.
+ *     When the mix of item sizes shifts, memory stays in classes that no
+ *     longer need it while a new class finds no unassigned page. With
+ *     eviction on, the table rebalances (memcached's slab_reassign /
+ *     automove): a class that needs memory and has nothing of its own to
+ *     evict, or (LRU) whose evictions are much younger than another class's,
+ *     gets a page of another class — the table evicts every live item on it
+ *     through its normal delete path and calls rkv_slab_page_take(). The page
+ *     then sits in the pool for grace_ms (its items may still be being read,
+ *     invariant 3), reserved for the class that asked, before class_grow()
+ *     hands it out; a reserved page nobody claims is open to every class
+ *     after one more grace_ms. A page whose items are still in use (being
+ *     built by a writer) is never taken, so no allocated item ever loses its
+ *     memory. See table.c for how pages are chosen.
+ *   - draining: pages in the pool inside their grace period
+ *     (rkv_slab_stats().draining); at most a page per move under way.
  *   - limbo: write rate x grace_ms x item size is always unusable.
  * rkv_slab_stats() accounts for every heap byte in these terms.
+ *
+ * Per-item private words (item_meta, LRU access stamps) are read and written
+ * without a lock by client hints, which may race a page move. So a page's
+ * word block is never freed while the allocator lives: a page has at most two
+ * — one sized for its first class and, once it has moved to a class with more
+ * items per page than that, one for the smallest class — and a reader always
+ * bounds its index by the block it loaded. A race stamps the wrong item, which
+ * is harmless for an approximate LRU.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -37,20 +59,35 @@
 #include "slab.h"
 #include "util.h"
 
-#define PAGE_UNASSIGNED 0xffu
+#define PAGE_FREE 0xffu        /* a page's class: none (never assigned, or in the pool) */
+#define PAGE_FOR_ANY 0xffu     /* a pool page's for_cls: whichever class needs one */
 #define NO_PAGE UINT64_MAX
 #define LIMBO_TIME_BITS 24
 #define LIMBO_TIME_MASK ((1ull << LIMBO_TIME_BITS) - 1)
 #define LIMBO_UNIT_MAX (UINT64_MAX >> LIMBO_TIME_BITS)
 
 RKV_STATIC_ASSERT(RKV_SLAB_MAX_GRACE_MS < (1u << (LIMBO_TIME_BITS - 1)), "grace fits the limbo clock");
-RKV_STATIC_ASSERT(RKV_MAX_CLASSES <= PAGE_UNASSIGNED, "class ids fit a page's byte");
+RKV_STATIC_ASSERT(RKV_MAX_CLASSES <= PAGE_FREE, "class ids fit a page's byte");
+
+/* The private words of one page's items: item i's is word[i], i < cap. */
+struct meta_block {
+    uint32_t cap;
+    uint32_t word[];
+};
 
 /* One slab page of the heap. */
 struct slab_page {
-    uint8_t cls;      /* its class, or PAGE_UNASSIGNED; stored last (release) */
-    uint32_t handed;  /* items [0, handed) were handed out at least once (release) */
-    uint32_t *meta;   /* item_meta: one word per item, else NULL */
+    uint8_t cls;              /* its class, or PAGE_FREE; stored last (release) */
+    uint8_t for_cls;          /* in the pool: the class it was taken for, or PAGE_FOR_ANY (page lock) */
+    uint32_t handed;          /* items [0, handed) were handed out since it joined its class (release) */
+    uint32_t used;            /* items handed out and not freed (class lock) */
+    uint64_t slot;            /* its entry in its class's pages[] (class lock) */
+    uint64_t last_free_ns;    /* rkv_now_ns() when an item of it was last freed (class lock) */
+    uint64_t freed_ns;        /* in the pool: last_free_ns when it left its class (page lock) */
+    uint64_t taken_ns;        /* in the pool: rkv_now_ns() when it left its class (page lock) */
+    struct meta_block *meta;  /* item_meta: the block its class uses (release), else NULL */
+    struct meta_block *first; /* item_meta: block sized for its first class; freed at destroy */
+    struct meta_block *full;  /* item_meta: block for the smallest class, made on demand; freed at destroy */
 };
 
 /* One size class. Everything but size/per_page is guarded by lock. */
@@ -62,7 +99,7 @@ struct slab_class {
     size_t queue_cap;     /* entries queue can hold */
     size_t queue_head;    /* index of the oldest entry */
     size_t queue_len;     /* entries in the queue */
-    uint64_t *pages;      /* page numbers assigned to this class, oldest first */
+    uint64_t *pages;      /* page numbers assigned to this class, in no particular order */
     size_t npages;        /* entries in pages */
     size_t pages_cap;     /* room in pages */
     uint64_t bump_page;   /* newest page, whose items past `handed` are fresh; NO_PAGE */
@@ -78,8 +115,11 @@ struct rkv_slab {
     bool item_meta;          /* allocate per-item words */
     uint64_t start_ns;       /* limbo clock origin */
     uint64_t page_count;     /* pages in the heap */
-    pthread_mutex_t page_lock; /* guards next_page */
-    uint64_t next_page;      /* pages [0, next_page) are assigned */
+    pthread_mutex_t page_lock; /* guards next_page, pool, pool_len, reassigns */
+    uint64_t next_page;      /* pages [0, next_page) were assigned at least once */
+    uint64_t *pool;          /* page_count entries: pages taken from a class, in no order */
+    uint64_t pool_len;       /* entries in pool */
+    uint64_t reassigns;      /* pages taken from a class (rkv_slab_page_take) */
     struct slab_page *pages; /* page_count entries */
     unsigned class_count;    /* classes in use */
     struct slab_class classes[RKV_MAX_CLASSES];
@@ -120,10 +160,21 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor,
     return RKV_OK;
 }
 
-/* Milliseconds on the limbo clock, mod 2^24. */
+/* Milliseconds on the limbo clock at time now_ns, mod 2^24. */
+static uint64_t limbo_time(const struct rkv_slab *s, uint64_t now_ns)
+{
+    return ((now_ns - s->start_ns) / 1000000u) & LIMBO_TIME_MASK;
+}
+
 static uint64_t limbo_now(const struct rkv_slab *s)
 {
-    return ((rkv_now_ns() - s->start_ns) / 1000000u) & LIMBO_TIME_MASK;
+    return limbo_time(s, rkv_now_ns());
+}
+
+/* Has a limbo entry of this age (ms, truncated) waited out the grace period? */
+static bool grace_over(const struct rkv_slab *s, uint64_t age)
+{
+    return age > s->grace_ms;
 }
 
 static uint64_t entry_age(uint64_t entry, uint64_t now)
@@ -143,7 +194,7 @@ static size_t queue_ready(const struct rkv_slab *s, const struct slab_class *c, 
     size_t lo = 0, hi = c->queue_len;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (entry_age(queue_at(c, mid), now) >= s->grace_ms)
+        if (grace_over(s, entry_age(queue_at(c, mid), now)))
             lo = mid + 1;
         else
             hi = mid;
@@ -156,59 +207,129 @@ static uint64_t page_start(const struct rkv_slab *s, uint64_t page)
     return s->heap_offset + page * s->page_size;
 }
 
-/* Give class c a new page and hand out its first item. Private memory is
- * allocated before the page is taken, so a failure leaves nothing behind.
- * Class lock held. Returns the item offset, or 0. */
+static struct slab_page *page_of_unit(const struct rkv_slab *s, uint64_t unit)
+{
+    return &s->pages[unit * RKV_ITEM_ALIGN / s->page_size];
+}
+
+/* Nanoseconds until pool page p may go to class cls: grace_ms after the
+ * last of its items was freed for the class it was taken for (or any class);
+ * for the others, grace_ms after that or after it was taken, if later. Page
+ * lock held. */
+static uint64_t pool_wait(const struct rkv_slab *s, const struct slab_page *p, unsigned cls,
+                          uint64_t now)
+{
+    uint64_t grace = (uint64_t)s->grace_ms * 1000000u;
+    uint64_t ready = p->freed_ns + grace;
+    if (p->for_cls != PAGE_FOR_ANY && p->for_cls != cls)
+        ready = RKV_MAX(ready, p->taken_ns) + grace; /* the class it was taken for has first claim */
+    return ready > now ? ready - now : 0;
+}
+
+/* A page for class cls, out of the pool or never assigned: the pool page
+ * that left its class first among those cls may take now, else the next
+ * never-assigned one; NO_PAGE when there is neither. */
+static uint64_t page_acquire(struct rkv_slab *s, unsigned cls)
+{
+    uint64_t now = rkv_now_ns(), page = NO_PAGE, at = 0;
+    pthread_mutex_lock(&s->page_lock);
+    for (uint64_t i = 0; i < s->pool_len; i++) {
+        const struct slab_page *p = &s->pages[s->pool[i]];
+        if (pool_wait(s, p, cls, now) == 0 &&
+            (page == NO_PAGE || p->freed_ns < s->pages[page].freed_ns)) {
+            page = s->pool[i];
+            at = i;
+        }
+    }
+    if (page != NO_PAGE)
+        s->pool[at] = s->pool[--s->pool_len];
+    else if (s->next_page < s->page_count)
+        page = s->next_page++;
+    pthread_mutex_unlock(&s->page_lock);
+    return page;
+}
+
+/* Give back a page page_acquire() returned and no class took: it goes to the
+ * pool, open to any class once its grace period (if any is left) is over. */
+static void page_release(struct rkv_slab *s, uint64_t page)
+{
+    pthread_mutex_lock(&s->page_lock);
+    s->pages[page].for_cls = PAGE_FOR_ANY;
+    s->pool[s->pool_len++] = page;
+    pthread_mutex_unlock(&s->page_lock);
+}
+
+static struct meta_block *meta_block_new(uint32_t cap)
+{
+    struct meta_block *b = calloc(1, sizeof(*b) + (size_t)cap * sizeof(b->word[0]));
+    if (b != NULL)
+        b->cap = cap;
+    return b;
+}
+
+/* Point page p's private words at a block with room for per_page items:
+ * the one made for its first class if that is large enough, else one for the
+ * smallest class (made once). Blocks are never freed while the slab lives,
+ * since lock-free readers may still hold one (see the top comment). */
+static bool page_meta_attach(struct rkv_slab *s, struct slab_page *p, uint32_t per_page)
+{
+    struct meta_block *b = p->first;
+    if (b == NULL) {
+        if ((b = p->first = meta_block_new(per_page)) == NULL)
+            return false;
+    } else if (b->cap < per_page) {
+        if (p->full == NULL && (p->full = meta_block_new(s->page_size / RKV_ITEM_ALIGN)) == NULL)
+            return false;
+        b = p->full;
+    }
+    __atomic_store_n(&p->meta, b, __ATOMIC_RELEASE);
+    return true;
+}
+
+/* Give class cls a page (from the pool or never assigned) and hand out its
+ * first item. The class's own bookkeeping grows first, so a failure leaves
+ * no page behind. Class lock held. Returns the item offset, or 0. */
 static uint64_t class_grow(struct rkv_slab *s, unsigned cls)
 {
     struct slab_class *c = &s->classes[cls];
-    uint32_t *meta = NULL;
-    uint64_t *queue = NULL;
-    size_t queue_cap = c->queue_cap;
     size_t need = (c->npages + 1) * (size_t)c->per_page;
 
-    if (s->item_meta && (meta = calloc(c->per_page, sizeof(*meta))) == NULL)
-        goto fail;
-    if (need > queue_cap) {
-        queue_cap = RKV_MAX(need, 2 * queue_cap);
-        if ((queue = malloc(queue_cap * sizeof(*queue))) == NULL)
-            goto fail;
+    if (need > c->queue_cap) {   /* the queue can hold every item the class owns */
+        size_t cap = RKV_MAX(need, 2 * c->queue_cap);
+        uint64_t *queue = malloc(cap * sizeof(*queue));
+        if (queue == NULL)
+            return 0;
+        for (size_t i = 0; i < c->queue_len; i++)
+            queue[i] = queue_at(c, i);
+        free(c->queue);
+        c->queue = queue;
+        c->queue_cap = cap;
+        c->queue_head = 0;
     }
     if (c->npages == c->pages_cap) {
         size_t cap = c->pages_cap ? 2 * c->pages_cap : 8;
         uint64_t *pages = realloc(c->pages, cap * sizeof(*pages));
         if (pages == NULL)
-            goto fail;
+            return 0;
         c->pages = pages;
         c->pages_cap = cap;
     }
 
-    pthread_mutex_lock(&s->page_lock);
-    uint64_t page = s->next_page < s->page_count ? s->next_page++ : NO_PAGE;
-    pthread_mutex_unlock(&s->page_lock);
+    uint64_t page = page_acquire(s, cls);
     if (page == NO_PAGE)
-        goto fail;
-
-    if (queue != NULL) {
-        for (size_t i = 0; i < c->queue_len; i++)
-            queue[i] = queue_at(c, i);
-        free(c->queue);
-        c->queue = queue;
-        c->queue_cap = queue_cap;
-        c->queue_head = 0;
-    }
+        return 0;
     struct slab_page *p = &s->pages[page];
-    p->meta = meta;
+    if (s->item_meta && !page_meta_attach(s, p, c->per_page)) {
+        page_release(s, page);
+        return 0;
+    }
+    p->used = 1;
+    p->slot = c->npages;
     __atomic_store_n(&p->handed, 1u, __ATOMIC_RELEASE);
     __atomic_store_n(&p->cls, (uint8_t)cls, __ATOMIC_RELEASE);
     c->pages[c->npages++] = page;
     c->bump_page = page;
     return page_start(s, page);
-
-fail:
-    free(meta);
-    free(queue);
-    return 0;
 }
 
 uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
@@ -219,15 +340,17 @@ uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
     uint64_t off = 0;
 
     pthread_mutex_lock(&c->lock);
-    if (c->queue_len > 0 && entry_age(queue_at(c, 0), limbo_now(s)) >= s->grace_ms) {
+    if (c->queue_len > 0 && grace_over(s, entry_age(queue_at(c, 0), limbo_now(s)))) {
         uint64_t unit = queue_at(c, 0) >> LIMBO_TIME_BITS;
         c->queue_head = (c->queue_head + 1) % c->queue_cap;
         c->queue_len--;
         off = s->heap_offset + unit * RKV_ITEM_ALIGN;
+        page_of_unit(s, unit)->used++;
     } else if (c->bump_page != NO_PAGE && s->pages[c->bump_page].handed < c->per_page) {
         struct slab_page *p = &s->pages[c->bump_page];
         off = page_start(s, c->bump_page) + (uint64_t)p->handed * c->size;
         __atomic_store_n(&p->handed, p->handed + 1, __ATOMIC_RELEASE);
+        p->used++;
     } else {
         off = class_grow(s, cls);
     }
@@ -235,23 +358,6 @@ uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
         c->used++;
     pthread_mutex_unlock(&c->lock);
     return off;
-}
-
-void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
-{
-    if (!rkv_slab_valid(s, off, cls))
-        return;  /* not an item of this class: a caller bug, and harmless to drop */
-    struct slab_class *c = &s->classes[cls];
-    uint64_t unit = (off - s->heap_offset) / RKV_ITEM_ALIGN;
-
-    pthread_mutex_lock(&c->lock);
-    if (c->queue_len < c->queue_cap && c->used > 0) {
-        size_t tail = (c->queue_head + c->queue_len) % c->queue_cap;
-        c->queue[tail] = unit << LIMBO_TIME_BITS | limbo_now(s);
-        c->queue_len++;
-        c->used--;
-    }
-    pthread_mutex_unlock(&c->lock);
 }
 
 /* The page and item index of `off` in class cls, or false. No lock. */
@@ -273,6 +379,30 @@ static bool locate(const struct rkv_slab *s, uint64_t off, unsigned cls,
     return true;
 }
 
+void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
+{
+    if (cls >= s->class_count)
+        return;
+    struct slab_class *c = &s->classes[cls];
+    struct slab_page *p;
+    uint32_t index;
+
+    /* Checked under the class lock: a page joins or leaves the class only
+     * under it, so the item cannot change class meanwhile. */
+    pthread_mutex_lock(&c->lock);
+    if (locate(s, off, cls, &p, &index) && p->used > 0 && c->used > 0 &&
+        c->queue_len < c->queue_cap) {
+        uint64_t unit = (off - s->heap_offset) / RKV_ITEM_ALIGN, now = rkv_now_ns();
+        size_t tail = (c->queue_head + c->queue_len) % c->queue_cap;
+        c->queue[tail] = unit << LIMBO_TIME_BITS | limbo_time(s, now);
+        c->queue_len++;
+        c->used--;
+        p->used--;
+        p->last_free_ns = now;
+    }   /* else not an item of this class in use: a caller bug, and harmless to drop */
+    pthread_mutex_unlock(&c->lock);
+}
+
 bool rkv_slab_valid(const struct rkv_slab *s, uint64_t off, unsigned cls)
 {
     struct slab_page *p;
@@ -286,7 +416,10 @@ uint32_t *rkv_slab_meta(struct rkv_slab *s, uint64_t off, unsigned cls)
     uint32_t i;
     if (!s->item_meta || !locate(s, off, cls, &p, &i))
         return NULL;
-    return &p->meta[i];
+    /* The page may have moved since locate() looked: the block loaded here
+     * is one of its blocks, alive for good, and i is checked against it. */
+    struct meta_block *b = __atomic_load_n(&p->meta, __ATOMIC_ACQUIRE);
+    return b != NULL && i < b->cap ? &b->word[i] : NULL;
 }
 
 uint64_t rkv_slab_sample(struct rkv_slab *s, unsigned cls, uint64_t rnd)
@@ -316,18 +449,124 @@ int rkv_slab_limbo_wait_ms(struct rkv_slab *s, unsigned cls)
     pthread_mutex_lock(&c->lock);
     if (c->queue_len > 0) {
         uint64_t age = entry_age(queue_at(c, 0), limbo_now(s));
-        wait = age >= s->grace_ms ? 0 : (int)(s->grace_ms - age);
+        wait = grace_over(s, age) ? 0 : (int)(s->grace_ms + 1 - age);
     }
     pthread_mutex_unlock(&c->lock);
     return wait;
 }
 
-static uint64_t pages_unassigned(struct rkv_slab *s)
+/* ------------------------------------------------------------ page moves */
+
+uint64_t rkv_slab_page_count(const struct rkv_slab *s)
 {
+    return s->page_count;
+}
+
+int rkv_slab_page_class(const struct rkv_slab *s, uint64_t page)
+{
+    if (page >= s->page_count)
+        return -1;
+    unsigned cls = __atomic_load_n(&s->pages[page].cls, __ATOMIC_ACQUIRE);
+    return cls < s->class_count ? (int)cls : -1;
+}
+
+bool rkv_slab_page_info(struct rkv_slab *s, uint64_t page, struct rkv_slab_page_info *out)
+{
+    int cls = rkv_slab_page_class(s, page);
+    if (cls < 0)
+        return false;
+    struct slab_class *c = &s->classes[cls];
+    const struct slab_page *p = &s->pages[page];
+    pthread_mutex_lock(&c->lock);
+    /* it may have moved since the look above */
+    bool ok = __atomic_load_n(&p->cls, __ATOMIC_RELAXED) == (unsigned)cls;
+    if (ok)
+        *out = (struct rkv_slab_page_info){
+            .page = page, .start = page_start(s, page), .cls = (unsigned)cls, .size = c->size,
+            .handed = p->handed, .used = p->used,
+        };
+    pthread_mutex_unlock(&c->lock);
+    return ok;
+}
+
+/* Remove page's items from class c's free queue, keeping the others in
+ * order (so still sorted by age). Class lock held. */
+static void queue_drop_page(const struct rkv_slab *s, struct slab_class *c, uint64_t page)
+{
+    const struct slab_page *p = &s->pages[page];
+    size_t kept = 0;
+    for (size_t i = 0; i < c->queue_len; i++) {
+        uint64_t entry = queue_at(c, i);
+        if (page_of_unit(s, entry >> LIMBO_TIME_BITS) != p)
+            c->queue[(c->queue_head + kept++) % c->queue_cap] = entry;
+    }
+    c->queue_len = kept;
+}
+
+bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for_cls)
+{
+    if (page >= s->page_count || cls >= s->class_count || for_cls < RKV_SLAB_FOR_ANY ||
+        for_cls >= (int)s->class_count)
+        return false;
+    struct slab_class *c = &s->classes[cls];
+    struct slab_page *p = &s->pages[page];
+    bool taken = false;
+
+    pthread_mutex_lock(&c->lock);
+    if (__atomic_load_n(&p->cls, __ATOMIC_RELAXED) == cls && p->used == 0) {
+        queue_drop_page(s, c, page);
+        uint64_t last = c->pages[--c->npages];
+        c->pages[p->slot] = last;
+        s->pages[last].slot = p->slot;
+        if (c->bump_page == page)
+            c->bump_page = NO_PAGE;
+        /* From here rkv_slab_valid() refuses its items. Its memory is handed
+         * out again no earlier than grace_ms after the last of them was freed
+         * (used == 0: every item handed out since it joined the class was
+         * freed, and items of an earlier class drained before it joined). */
+        __atomic_store_n(&p->cls, (uint8_t)PAGE_FREE, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&s->page_lock);
+        p->for_cls = for_cls < 0 ? PAGE_FOR_ANY : (uint8_t)for_cls;
+        p->freed_ns = p->last_free_ns;
+        p->taken_ns = rkv_now_ns();
+        s->pool[s->pool_len++] = page;
+        s->reassigns++;
+        pthread_mutex_unlock(&s->page_lock);
+        taken = true;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return taken;
+}
+
+int rkv_slab_page_wait_ms(struct rkv_slab *s, unsigned cls)
+{
+    if (cls >= s->class_count)
+        return -1;
+    uint64_t now = rkv_now_ns(), best = UINT64_MAX;
     pthread_mutex_lock(&s->page_lock);
-    uint64_t n = s->page_count - s->next_page;
+    for (uint64_t i = 0; i < s->pool_len; i++) {
+        const struct slab_page *p = &s->pages[s->pool[i]];
+        if (p->for_cls == PAGE_FOR_ANY || p->for_cls == cls)
+            best = RKV_MIN(best, pool_wait(s, p, cls, now));
+    }
     pthread_mutex_unlock(&s->page_lock);
-    return n;
+    if (best == UINT64_MAX)
+        return -1;
+    return (int)RKV_MIN((best + 999999u) / 1000000u, (uint64_t)INT32_MAX);  /* rounded up */
+}
+
+/* Pages a class may take now (never assigned, or in the pool past their
+ * grace period), and pool pages still inside it. */
+static void pages_free(struct rkv_slab *s, uint64_t *unassigned, uint64_t *draining)
+{
+    uint64_t now = rkv_now_ns(), ready = 0;
+    pthread_mutex_lock(&s->page_lock);
+    for (uint64_t i = 0; i < s->pool_len; i++)
+        ready += s->pages[s->pool[i]].freed_ns + (uint64_t)s->grace_ms * 1000000u <= now;
+    *unassigned = s->page_count - s->next_page + ready;
+    if (draining)
+        *draining = s->pool_len - ready;
+    pthread_mutex_unlock(&s->page_lock);
 }
 
 void rkv_slab_class_stats(struct rkv_slab *s, unsigned cls, struct rkv_slab_class_stats *out)
@@ -362,13 +601,19 @@ void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out)
         out->fresh += cs.fresh * cs.size;
         out->tail += cs.pages * (s->page_size - (uint64_t)cs.per_page * cs.size);
     }
-    out->pages_unassigned = pages_unassigned(s);
+    pages_free(s, &out->pages_unassigned, &out->pages_draining);
     out->unassigned = out->pages_unassigned * s->page_size;
+    out->draining = out->pages_draining * s->page_size;
+    pthread_mutex_lock(&s->page_lock);
+    out->reassigns = s->reassigns;
+    pthread_mutex_unlock(&s->page_lock);
 }
 
 uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s)
 {
-    return pages_unassigned(s);
+    uint64_t n;
+    pages_free(s, &n, NULL);
+    return n;
 }
 
 unsigned rkv_slab_class_count(const struct rkv_slab *s)
@@ -431,10 +676,11 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
     s->start_ns = rkv_now_ns();
     s->page_count = cfg->heap_size / cfg->page_size;
     pthread_mutex_init(&s->page_lock, NULL);
-    if ((s->pages = calloc(s->page_count, sizeof(*s->pages))) == NULL)
+    if ((s->pages = calloc(s->page_count, sizeof(*s->pages))) == NULL ||
+        (s->pool = calloc(s->page_count, sizeof(*s->pool))) == NULL)
         goto nomem;
     for (uint64_t i = 0; i < s->page_count; i++)
-        s->pages[i].cls = PAGE_UNASSIGNED;
+        s->pages[i].cls = PAGE_FREE;
     s->class_count = count;
     for (unsigned i = 0; i < count; i++) {
         struct slab_class *c = &s->classes[i];
@@ -463,9 +709,12 @@ void rkv_slab_destroy(struct rkv_slab *s)
         free(s->classes[i].pages);
     }
     if (s->pages != NULL)
-        for (uint64_t i = 0; i < s->next_page; i++)
-            free(s->pages[i].meta);
+        for (uint64_t i = 0; i < s->next_page; i++) {
+            free(s->pages[i].first);
+            free(s->pages[i].full);
+        }
     pthread_mutex_destroy(&s->page_lock);
+    free(s->pool);
     free(s->pages);
     free(s);
 }

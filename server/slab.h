@@ -2,12 +2,15 @@
  *
  * The heap (layout.h) is cut into equal slab pages. A page is given to one
  * size class the first time that class needs memory and then holds items of
- * that class only. Classes start at 64 bytes (RKV_ITEM_ALIGN) and grow by the
- * configured factor up to the page size, so the largest item fills a page.
+ * that class only, until the table moves it to another class (page
+ * rebalancing: rkv_slab_page_take, see slab.c). Classes start at 64 bytes
+ * (RKV_ITEM_ALIGN) and grow by the configured factor up to the page size, so
+ * the largest item fills a page.
  *
  * Memory a client may still be reading is never handed out early: a freed
- * item goes into a per-class limbo and becomes reusable only grace_ms later
- * (design-notes invariant 3). The allocator never writes to the heap — not
+ * item goes into a per-class limbo and becomes reusable only grace_ms later,
+ * and a page taken from its class drains for grace_ms before any class gets
+ * it (design-notes invariant 3). The allocator never writes to the heap — not
  * even to freed items, whose OBSOLETE state word the table set — and keeps
  * all its bookkeeping (free/limbo queues, page table, per-item words) in
  * server-private memory allocated when a page is assigned, never per call.
@@ -15,8 +18,11 @@
  * Offsets are from the region start, as slot words carry them; 0 never names
  * an item (the region header is there), so it means "none".
  *
- * Thread-safe: one mutex per class, one for page assignment (taken inside a
- * class mutex). rkv_slab_valid() and rkv_slab_meta() take no lock.
+ * Thread-safe: one mutex per class, one for page assignment and the pool of
+ * draining pages (taken inside a class mutex). rkv_slab_valid(),
+ * rkv_slab_meta() and rkv_slab_page_class() take no lock; a per-item word
+ * they return stays valid memory for the allocator's lifetime, even when its
+ * page moves to another class meanwhile.
  */
 #ifndef RKV_SLAB_H
 #define RKV_SLAB_H
@@ -66,7 +72,8 @@ int rkv_slab_class_for(const struct rkv_slab *s, size_t bytes);
 uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls);
 
 /* Put an item into limbo. Its bytes stay untouched; it is handed out again
- * no earlier than grace_ms from now. */
+ * no earlier than grace_ms from now. Ignored unless `off` is an item of class
+ * cls that is handed out (a double free or a stray offset changes nothing). */
 void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off);
 
 /* True when `off` starts an item of class cls in a page of that class that
@@ -84,9 +91,52 @@ uint32_t *rkv_slab_meta(struct rkv_slab *s, uint64_t off, unsigned cls);
  * 0 when the class has none. */
 uint64_t rkv_slab_sample(struct rkv_slab *s, unsigned cls, uint64_t rnd);
 
-/* Milliseconds until the oldest limbo item of cls becomes reusable: 0 when
- * one is reusable now, -1 when the class's limbo is empty. */
+/* Milliseconds until the oldest limbo item of cls becomes reusable (at most
+ * grace_ms + 1: the limbo clock counts whole milliseconds): 0 when one is
+ * reusable now, -1 when the class's limbo is empty. */
 int rkv_slab_limbo_wait_ms(struct rkv_slab *s, unsigned cls);
+
+/* ---- page rebalancing: moving a page from one class to another ----
+ *
+ * The caller (the table) picks a page of another class, removes every live
+ * item on it from its index (so each is freed into the class's limbo), then
+ * takes the page: it leaves its class and waits in the pool for grace_ms,
+ * reserved for the class it was taken for, before rkv_slab_alloc() gives it
+ * to a class. */
+
+#define RKV_SLAB_FOR_ANY (-1)   /* rkv_slab_page_take: the page is for whichever class needs one */
+
+/* Slab pages in the heap. */
+uint64_t rkv_slab_page_count(const struct rkv_slab *s);
+
+/* The class page `page` holds items of, or -1 when it holds none (never
+ * assigned, draining in the pool, out of range). No lock: a hint, which
+ * rkv_slab_page_info() confirms. */
+int rkv_slab_page_class(const struct rkv_slab *s, uint64_t page);
+
+/* One page of a class, as rkv_slab_page_info() saw it under its class lock. */
+struct rkv_slab_page_info {
+    uint64_t page;      /* page number */
+    uint64_t start;     /* region offset of its first item */
+    unsigned cls;       /* its class */
+    uint32_t size;      /* bytes per item */
+    uint32_t handed;    /* items [0, handed) were handed out since it joined the class */
+    uint32_t used;      /* items handed out and not freed: live, or being built by a writer */
+};
+/* False when the page holds no class's items (see rkv_slab_page_class). */
+bool rkv_slab_page_info(struct rkv_slab *s, uint64_t page, struct rkv_slab_page_info *out);
+
+/* Take page `page` away from class cls into the draining pool, reserved for
+ * class for_cls (or RKV_SLAB_FOR_ANY), if none of its items is in use (every
+ * item freed or never handed out); false and nothing changed otherwise. Its
+ * free items leave the class's limbo; its memory is handed out again no
+ * earlier than grace_ms from now. */
+bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for_cls);
+
+/* Milliseconds until a pool page that class cls may take (one reserved for
+ * it or for any class) is ready: 0 when one is ready now, -1 when the pool
+ * holds none for it. */
+int rkv_slab_page_wait_ms(struct rkv_slab *s, unsigned cls);
 
 /* Where one class's memory is. */
 struct rkv_slab_class_stats {
@@ -100,20 +150,26 @@ struct rkv_slab_class_stats {
 };
 void rkv_slab_class_stats(struct rkv_slab *s, unsigned cls, struct rkv_slab_class_stats *out);
 
-/* The whole heap, in bytes. used + limbo + ready + fresh + unassigned + tail = heap. */
+/* The whole heap, in bytes.
+ * used + limbo + ready + fresh + unassigned + draining + tail = heap. */
 struct rkv_slab_stats {
     uint64_t heap;        /* heap_size */
-    uint64_t pages, pages_unassigned;
+    uint64_t pages;       /* pages in the heap */
+    uint64_t pages_unassigned; /* pages no class holds that a class may take now */
+    uint64_t pages_draining;   /* pages taken from a class, still inside the grace period */
     uint64_t used;        /* class bytes of items handed out */
     uint64_t limbo;       /* class bytes waiting out the grace period */
     uint64_t ready;       /* class bytes reusable now */
     uint64_t fresh;       /* never-used items in assigned pages */
-    uint64_t unassigned;  /* bytes of pages no class has yet */
+    uint64_t unassigned;  /* bytes of pages_unassigned */
+    uint64_t draining;    /* bytes of pages_draining */
     uint64_t tail;        /* page ends too short for one more item of the page's class */
+    uint64_t reassigns;   /* pages taken from one class for another (rkv_slab_page_take) */
 };
 void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out);
 
-/* Slab pages no class has taken yet. */
+/* Slab pages no class holds that a class may take now: never assigned, or
+ * drained past the grace period. */
 uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s);
 
 #endif

@@ -72,6 +72,7 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     line(&t, "expirations", ts.expirations);
     line(&t, "displacements", ts.displacements);
     line(&t, "insert_failures", ts.insert_failures);
+    line(&t, "slab_reassigns", ts.slab_reassigns);
     line(&t, "connections", conns);
     line(&t, "total_connections", load(&srv->conns_total));
     line(&t, "rejected_connections", load(&srv->conns_rejected));

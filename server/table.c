@@ -17,9 +17,9 @@
  *     that was present throughout (design-notes invariant 4).
  *
  * Locking: one index mutex for finding, publishing, displacing, evicting and
- * expiring. Building an item (allocation, copying or pulling the value,
- * checksum) happens before it is taken. Lock order: index -> slab class ->
- * slab pages. Client hints take no lock.
+ * expiring and moving pages. Building an item (allocation, copying or
+ * pulling the value, checksum) happens before it is taken. Lock order:
+ * index -> slab class -> slab pages. Client hints take no lock.
  *
  * Eviction (the server never sees GETs): clients send the slot words they
  * read items through as hints; a hint stamps the item's private access word
@@ -32,8 +32,40 @@
  * each PUT keeps (reusable + limbo + fresh) items of its class at or above a
  * per-class reserve, which doubles (up to an eighth of the class) whenever a
  * PUT still had to wait for the limbo. A PUT waits at most grace_ms per try,
- * never spins, and reports RKV_OUT_OF_MEMORY when nothing of its class can
- * be evicted (e.g. the class owns no pages: see slab.c on calcification).
+ * never spins.
+ *
+ * Page moves (slab.c, calcification). A page of another class is moved to
+ * the class of a PUT that must wait for memory when
+ *   - its class has nothing to evict and nothing on its way back (it owns
+ *     no pages, or all its items are being built): any page will do; or
+ *   - its class is starved: the PUT has to wait although the class's
+ *     evict-ahead reserve is at its cap, i.e. the class's memory turns over
+ *     within about grace_ms. Then only a page that is clearly worth less
+ *     moves: LRU, one whose live items are on average MOVE_COLDER times
+ *     older than the items the class itself evicts next; RANDOM, one of a
+ *     class that holds at least two pages more. So two busy classes cannot
+ *     take pages back and forth.
+ * The page is, of PAGE_SAMPLES random pages, the one whose move loses least:
+ * LRU, the least reuse expected of its live items, taking an item's reuse
+ * rate as 1 / its access age (a page of cold items is cheap, a page with a
+ * few recently used items costs about as many); RANDOM, the fewest live
+ * items (no recency to weigh). Every live item on it is evicted through the
+ * normal delete path (index_remove: bucket version protocol, OBSOLETE,
+ * counted as evictions) and the allocator keeps the page for grace_ms after
+ * the last of its items was freed before the class gets it; the PUT waits
+ * for that as for the limbo. So with eviction on, a PUT fails only when the
+ * heap holds nothing evictable. A move holds the index lock while it checks
+ * every item of the page (a hash each: about 4 ms for a 1 MiB page of 16384
+ * live 64-byte items). With LRU, once a tick, a class that had to evict
+ * although another class's next victims are MOVE_COLDER times older than
+ * its own also gets a page of that class (memcached's automove, by age):
+ * memory follows the mix of item sizes. A page with an item being built on
+ * it (allocated, not yet published) is never moved.
+ *
+ * A heap with fewer slab pages than size classes in use (e.g. 8 MiB of
+ * 1 MiB pages for values of 16..4000 bytes) cannot hold every class at once:
+ * PUTs then move pages nearly every time and each waits grace_ms. Smaller
+ * slab pages avoid that.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -63,7 +95,13 @@
 #define RANDOM_SAMPLES  16
 #define RESERVE_MIN     8      /* initial evict-ahead reserve per class, in items */
 #define EVICT_AHEAD_MAX 32     /* evictions one PUT does ahead of need */
-#define ALLOC_TRIES     3      /* waits for the limbo before a PUT gives up */
+#define ALLOC_TRIES     3      /* waits for the limbo or a moved page before a PUT gives up */
+#define PAGE_SAMPLES    8      /* pages a page move compares */
+#define PAGE_PROBES     32     /* random looks for another class's page before a scan */
+#define PAGE_AGE_SAMPLES 16    /* items that rate what moving a page loses */
+#define LOSS_UNIT       (1u << 16) /* page_cost of one live item of access age 0 */
+#define MOVE_TRIES      4      /* pages a move tries when one has an item being built */
+#define MOVE_COLDER     4      /* a starved class / automove takes pages this many times colder */
 #define INCR_TRIES      64     /* optimistic incr attempts under contention */
 #define EXPIRE_CHUNK    256    /* buckets scanned per index-lock hold in tick */
 #define EXPIRE_MIN_SCAN 4096   /* buckets scanned per tick at least */
@@ -103,6 +141,8 @@ struct rkv_table {
     uint64_t rng;                    /* xorshift state for eviction sampling */
     uint64_t expire_cursor;          /* next bucket the expiry scan looks at */
     uint64_t reserve[RKV_MAX_CLASSES]; /* evict-ahead target per class, in items */
+    uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class) */
+    uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look */
     struct bfs_node bfs[BFS_MAX_NODES]; /* displacement search queue */
 };
 
@@ -338,6 +378,7 @@ static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, ui
         count(&t->n.evictions, 1);
         done++;
     }
+    t->class_evictions[cls] += done;
     return done;
 }
 
@@ -387,6 +428,181 @@ static bool evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, st
     count(&t->n.evictions, 1);
     *out = best;
     return true;
+}
+
+/* ------------------------------------------------------------ page moves */
+
+/* What moving a page would lose, estimated from up to PAGE_AGE_SAMPLES of
+ * its items spread over it. */
+struct page_cost {
+    uint64_t loss;      /* LRU: sum over its live items of LOSS_UNIT / (1 + access age): the
+                         * reuse expected of them if reuse falls as 1 / idle time, so a page
+                         * of cold items costs almost nothing and one recent item about one
+                         * unit; RANDOM: LOSS_UNIT per live item */
+    uint32_t live_age;  /* mean access age of the sampled live items; UINT32_MAX when none */
+};
+
+static void page_cost(struct rkv_table *t, const struct rkv_slab_page_info *pi, struct page_cost *out)
+{
+    unsigned n = RKV_MIN(pi->handed, PAGE_AGE_SAMPLES), live = 0;
+    uint64_t loss = 0, ages = 0;
+    for (unsigned i = 0; i < n; i++) {
+        struct place p;
+        uint64_t item = (uint64_t)i * pi->handed / n;
+        if (!live_at(t, pi->start + item * pi->size, pi->cls, &p))
+            continue;
+        uint32_t age = t->cfg.evict == RKV_EVICT_LRU ? item_age(t, p.word) : 0;
+        loss += LOSS_UNIT / (1 + (uint64_t)age);
+        ages += age;
+        live++;
+    }
+    out->loss = n ? loss * pi->handed / n : 0;
+    out->live_age = live ? (uint32_t)(ages / live) : UINT32_MAX;
+}
+
+/* A page a move for class cls may take: another class's (from_cls's when
+ * that is >= 0). */
+static bool page_candidate(struct rkv_table *t, uint64_t page, unsigned cls, int from_cls,
+                           struct rkv_slab_page_info *pi)
+{
+    int pc = rkv_slab_page_class(t->slab, page);
+    return pc >= 0 && (unsigned)pc != cls && (from_cls < 0 || pc == from_cls) &&
+           rkv_slab_page_info(t->slab, page, pi);
+}
+
+/* The page a move for class cls takes (from class from_cls when >= 0, else
+ * any other): of PAGE_SAMPLES random candidates, the one whose move loses
+ * least (page_cost), the colder on a tie. When PAGE_PROBES random looks find
+ * none (the other classes hold few pages), a scan from a random page takes
+ * the first. Lock held. */
+static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls,
+                             struct rkv_slab_page_info *out, struct page_cost *cost)
+{
+    uint64_t pages = rkv_slab_page_count(t->slab);
+    unsigned found = 0;
+    struct rkv_slab_page_info pi;
+    struct page_cost pc;
+
+    for (unsigned probe = 0; probe < PAGE_PROBES && found < PAGE_SAMPLES; probe++) {
+        if (!page_candidate(t, rng_next(t) % pages, cls, from_cls, &pi))
+            continue;
+        page_cost(t, &pi, &pc);
+        if (found++ == 0 || pc.loss < cost->loss ||
+            (pc.loss == cost->loss && pc.live_age > cost->live_age)) {
+            *out = pi;
+            *cost = pc;
+        }
+    }
+    uint64_t start = rng_next(t) % pages;
+    for (uint64_t i = 0; i < pages && found == 0; i++)
+        if (page_candidate(t, (start + i) % pages, cls, from_cls, out)) {
+            page_cost(t, out, cost);
+            found = 1;
+        }
+    return found > 0;
+}
+
+/* Evict every live item on page pi (through the index, as any eviction) and
+ * hand the page to the allocator's pool for class for_cls. False when the
+ * page holds an item being built (handed out, not in the index): then it
+ * stays, and nothing is evicted unless that item appeared meanwhile. Lock
+ * held. */
+static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, unsigned for_cls)
+{
+    struct place p;
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < pi->handed; i++)
+        live += live_at(t, pi->start + (uint64_t)i * pi->size, pi->cls, &p);
+    if (live != pi->used)
+        return false;
+    for (uint32_t i = 0; i < pi->handed && live > 0; i++) {
+        if (live_at(t, pi->start + (uint64_t)i * pi->size, pi->cls, &p)) {
+            index_remove(t, &p);
+            count(&t->n.evictions, 1);
+            live--;
+        }
+    }
+    return rkv_slab_page_take(t->slab, pi->page, pi->cls, (int)for_cls);
+}
+
+/* The access age of the item LRU would evict next in class cls, estimated
+ * from LRU_SAMPLES items; false when none of them is live. Lock held. */
+static bool tail_age(struct rkv_table *t, unsigned cls, uint32_t *age)
+{
+    struct place p;
+    if (!pick_victim(t, cls, 0, &p))
+        return false;
+    *age = item_age(t, p.word);
+    return true;
+}
+
+/* May a starved class cls take page pi (see the top comment)? Lock held. */
+static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_slab_page_info *pi,
+                            const struct page_cost *cost)
+{
+    if (t->cfg.evict == RKV_EVICT_LRU) {
+        uint32_t own;
+        return cost->live_age == UINT32_MAX || !tail_age(t, cls, &own) ||
+               cost->live_age / MOVE_COLDER > own;
+    }
+    struct rkv_slab_class_stats mine, theirs;
+    rkv_slab_class_stats(t->slab, cls, &mine);
+    rkv_slab_class_stats(t->slab, pi->cls, &theirs);
+    return theirs.pages >= mine.pages + 2;
+}
+
+/* Move a page of another class (from_cls when >= 0) to class cls; with
+ * `starved`, only one page_worth_less() allows. True when one went to the
+ * allocator's pool. Lock held. */
+static bool page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved)
+{
+    for (unsigned tries = 0; tries < MOVE_TRIES; tries++) {
+        struct rkv_slab_page_info pi;
+        struct page_cost cost;
+        if (!pick_victim_page(t, cls, from_cls, &pi, &cost) ||
+            (starved && !page_worth_less(t, cls, &pi, &cost)))
+            return false;
+        if (page_move(t, &pi, cls))
+            return true;
+    }
+    return false;
+}
+
+/* Automove (LRU, once a tick, heap full): the class that evicted for its
+ * own PUTs since the last look and whose eviction candidates are youngest
+ * gets a page of the class with the oldest ones, when those are at least
+ * MOVE_COLDER times older and that class has pages to spare (two or more).
+ * One page per tick at most: memory moves toward where LRU would evict the
+ * youngest items, without following every burst. */
+static void automove(struct rkv_table *t)
+{
+    unsigned classes = rkv_slab_class_count(t->slab);
+    int young = -1, old = -1;
+    uint32_t young_age = UINT32_MAX, old_age = 0, age;
+
+    if (t->cfg.evict != RKV_EVICT_LRU || rkv_slab_pages_unassigned(t->slab) > 0)
+        return;
+    pthread_mutex_lock(&t->lock);
+    for (unsigned c = 0; c < classes; c++) {
+        struct rkv_slab_class_stats cs;
+        bool evicted = t->class_evictions[c] != t->automove_seen[c];
+        t->automove_seen[c] = t->class_evictions[c];
+        if (!tail_age(t, c, &age))
+            continue;
+        rkv_slab_class_stats(t->slab, c, &cs);
+        if (evicted && age < young_age) {
+            young = (int)c;
+            young_age = age;
+        }
+        if (cs.pages >= 2 && age > old_age) {
+            old = (int)c;
+            old_age = age;
+        }
+    }
+    if (young >= 0 && old >= 0 && young != old && old_age / MOVE_COLDER > young_age &&
+        rkv_slab_page_wait_ms(t->slab, (unsigned)young) < 0)
+        page_reassign(t, (unsigned)young, old, false);
+    pthread_mutex_unlock(&t->lock);
 }
 
 /* ------------------------------------------------------------ cuckoo */
@@ -501,8 +717,15 @@ static void sleep_ms(unsigned ms)
         ;
 }
 
-/* Memory for an item of class cls, evicting when the policy allows. Called
- * without the lock; may wait for the limbo (at most grace_ms per try). */
+/* The shorter of two waits in ms, where -1 means "nothing to wait for". */
+static int wait_min(int a, int b)
+{
+    return a < 0 ? b : b < 0 ? a : RKV_MIN(a, b);
+}
+
+/* Memory for an item of class cls, evicting when the policy allows: items
+ * of its class, else a page of another class. Called without the lock; may
+ * wait for the limbo or a moved page (at most grace_ms per try). */
 static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
 {
     for (unsigned tries = 0;; tries++) {
@@ -515,16 +738,26 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
         pthread_mutex_lock(&t->lock);
         rkv_slab_class_stats(t->slab, cls, &cs);
         uint64_t cap = reserve_cap(&cs);
+        bool starved = cs.pages > 0 && t->reserve[cls] >= cap; /* ran dry at the largest reserve */
         if (t->reserve[cls] < cap)   /* we ran dry: the reserve was too small */
             t->reserve[cls] = RKV_MIN(2 * t->reserve[cls], cap);
-        evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap), EVICT_AHEAD_MAX), 0);
+        unsigned evicted = evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap),
+                                                                 EVICT_AHEAD_MAX), 0);
+        /* No page coming for it, and nothing of its own to evict or on its
+         * way back, or starved: take a page from another class. */
+        if (rkv_slab_page_wait_ms(t->slab, cls) < 0) {
+            if (evicted == 0 && rkv_slab_limbo_wait_ms(t->slab, cls) < 0)
+                page_reassign(t, cls, -1, false);
+            else if (starved)
+                page_reassign(t, cls, -1, true);
+        }
         pthread_mutex_unlock(&t->lock);
 
         if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
             return RKV_OK;
-        int wait = rkv_slab_limbo_wait_ms(t->slab, cls);
+        int wait = wait_min(rkv_slab_limbo_wait_ms(t->slab, cls), rkv_slab_page_wait_ms(t->slab, cls));
         if (wait < 0)
-            return RKV_OUT_OF_MEMORY;  /* nothing of this class is even on its way back */
+            return RKV_OUT_OF_MEMORY;  /* nothing evictable anywhere, nothing on its way back */
         sleep_ms((unsigned)wait + 1);
     }
 }
@@ -821,6 +1054,7 @@ void rkv_table_tick(struct rkv_table *t)
     if (now > rkv_table_clock(t))
         __atomic_store_n(&t->hdr->clock, now, __ATOMIC_RELEASE);
     expire_scan(t, rkv_table_clock(t));
+    automove(t);
 }
 
 void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
@@ -842,11 +1076,12 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     out->incrs = load(&t->n.incrs);
     out->insert_failures = load(&t->n.insert_failures);
     out->item_bytes = load(&t->n.item_bytes);
-    out->limbo_bytes = ss.limbo;
+    out->limbo_bytes = ss.limbo + ss.draining;          /* items and moved pages inside grace_ms */
     out->tail_bytes = ss.tail;
     out->pages_unassigned = ss.pages_unassigned;
     out->hints = load(&t->n.hints);
     out->hints_ignored = load(&t->n.hints_ignored);
+    out->slab_reassigns = ss.reassigns;
 }
 
 /* ------------------------------------------------------------ creation */

@@ -58,10 +58,11 @@ struct rkv_table_stats {
     uint64_t puts, deletes, incrs, insert_failures;
     /* Fragmentation and hints (see server/slab.c for what each kind means). */
     uint64_t item_bytes;     /* exact header+key+value bytes of live items; bytes_used - item_bytes is class rounding */
-    uint64_t limbo_bytes;    /* freed, waiting out grace_ms before reuse */
+    uint64_t limbo_bytes;    /* freed items and moved slab pages, waiting out grace_ms before reuse */
     uint64_t tail_bytes;     /* page ends too short for another item of the page's class */
-    uint64_t pages_unassigned; /* slab pages no size class has taken yet */
+    uint64_t pages_unassigned; /* slab pages no size class holds that one may take now */
     uint64_t hints, hints_ignored; /* client hints applied / rejected as invalid */
+    uint64_t slab_reassigns; /* slab pages moved from one size class to another (eviction on) */
 };
 
 /* Lay out a table in `base` (size bytes, zeroed or not) and initialise the
@@ -89,7 +90,8 @@ const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint
 void rkv_table_hint(struct rkv_table *t, uint64_t slot);
 
 /* Advance the clock (call about once a second): updates the header clock,
- * reclaims expired items, releases grace-period memory. */
+ * reclaims expired items, releases grace-period memory and (LRU) moves at
+ * most one slab page toward the class that needs it most (see table.c). */
 void rkv_table_tick(struct rkv_table *t);
 uint32_t rkv_table_clock(const struct rkv_table *t);
 

@@ -1,6 +1,9 @@
 /* test_slab.c — the slab allocator (server/slab.c): class table, alloc/free,
  * the grace period that keeps freed items away from reuse, page exhaustion,
- * hint validation of untrusted offsets, the stats identity, and threads.
+ * hint validation of untrusted offsets, the stats identity, threads, and
+ * moving pages between classes (refused while an item is in use, not handed
+ * out before grace_ms, reserved for the class that asked, per-item words
+ * that outlive the move, and moves racing allocating threads).
  *
  * The heap here is plain malloc'd memory standing in for a region: the
  * allocator only hands out offsets and never touches item bytes, which the
@@ -218,7 +221,7 @@ static void test_grace_period(void **state)
     uint64_t freed_at = rkv_now_ns();
     rkv_slab_free(f.slab, cls, x);
     int wait = rkv_slab_limbo_wait_ms(f.slab, cls);
-    assert_true(wait > 0 && wait <= (int)grace);
+    assert_true(wait > 0 && wait <= (int)grace + 1);   /* the ms clock is truncated: +1 */
 
     /* Not handed out before grace_ms: poll until it comes back, and check
      * every success happened after the grace period. */
@@ -311,6 +314,194 @@ static void test_stats_account_every_byte(void **state)
     fixture_free(&f);
 }
 
+/* ------------------------------------------------------------ page moves */
+
+/* Two pages of class 1 (128 bytes, 32 per page), every item handed out. */
+static void fill_two_pages(struct fixture *f, uint64_t offs[64])
+{
+    for (unsigned i = 0; i < 64; i++) {
+        offs[i] = rkv_slab_alloc(f->slab, 1);
+        assert_int_not_equal(offs[i], 0);
+        memset(f->region + offs[i], 0xA0 + (int)(i % 16), 128);
+    }
+    assert_int_equal(rkv_slab_pages_unassigned(f->slab), 0);
+    assert_int_equal(rkv_slab_alloc(f->slab, 3), 0);   /* no page for another class */
+}
+
+static uint64_t page_of(uint64_t off)
+{
+    return (off - HEAP_OFFSET) / PAGE;
+}
+
+/* The heap's stats, checked to account for every byte. */
+static struct rkv_slab_stats heap_accounted(struct fixture *f)
+{
+    struct rkv_slab_stats ss;
+    rkv_slab_stats(f->slab, &ss);
+    assert_int_equal(ss.used + ss.limbo + ss.ready + ss.fresh + ss.unassigned + ss.draining + ss.tail,
+                     ss.heap);
+    return ss;
+}
+
+static void test_page_move_waits_for_grace(void **state)
+{
+    (void)state;
+    const uint32_t grace = 120;
+    struct fixture f;
+    fixture_make(&f, 2, 2.0, grace, false);
+    uint64_t offs[64];
+    fill_two_pages(&f, offs);
+
+    /* page info: what the table looks at before it evicts */
+    uint64_t victim = page_of(offs[0]);
+    struct rkv_slab_page_info pi;
+    assert_int_equal(rkv_slab_page_count(f.slab), 2);
+    assert_int_equal(rkv_slab_page_class(f.slab, victim), 1);
+    assert_int_equal(rkv_slab_page_class(f.slab, 2), -1);
+    assert_true(rkv_slab_page_info(f.slab, victim, &pi));
+    assert_int_equal(pi.start, HEAP_OFFSET + victim * PAGE);
+    assert_int_equal(pi.size, 128);
+    assert_int_equal(pi.handed, 32);
+    assert_int_equal(pi.used, 32);
+    assert_false(rkv_slab_page_info(f.slab, 7, &pi));
+
+    /* free all but one item of the page: still in use, so it stays */
+    unsigned on_victim[32], n = 0;
+    for (unsigned i = 0; i < 64; i++)
+        if (page_of(offs[i]) == victim)
+            on_victim[n++] = i;
+    assert_int_equal(n, 32);
+    for (unsigned i = 1; i < 32; i++)
+        rkv_slab_free(f.slab, 1, offs[on_victim[i]]);
+    assert_false(rkv_slab_page_take(f.slab, victim, 1, 3));
+    assert_false(rkv_slab_page_take(f.slab, victim, 2, 3));     /* not its class */
+    assert_false(rkv_slab_page_take(f.slab, victim, 1, 99));    /* no such class */
+    struct rkv_slab_class_stats cs;
+    rkv_slab_class_stats(f.slab, 1, &cs);
+    assert_int_equal(cs.pages, 2);
+    assert_int_equal(cs.limbo, 31);
+
+    /* the last one freed: the page leaves class 1, its limbo goes with it */
+    uint64_t freed_at = rkv_now_ns();
+    rkv_slab_free(f.slab, 1, offs[on_victim[0]]);
+    assert_true(rkv_slab_page_take(f.slab, victim, 1, 3));
+    assert_false(rkv_slab_page_take(f.slab, victim, 1, 3));     /* gone already */
+    rkv_slab_class_stats(f.slab, 1, &cs);
+    assert_int_equal(cs.pages, 1);
+    assert_int_equal(cs.used, 32);
+    assert_int_equal(cs.limbo + cs.ready, 0);
+    assert_int_equal(rkv_slab_page_class(f.slab, victim), -1);
+    assert_false(rkv_slab_valid(f.slab, offs[on_victim[5]], 1));  /* hints to old items refused */
+    struct rkv_slab_stats ss = heap_accounted(&f);
+    assert_int_equal(ss.reassigns, 1);
+    assert_int_equal(ss.pages_draining, 1);
+    assert_int_equal(ss.draining, PAGE);
+    assert_int_equal(ss.pages_unassigned, 0);
+    /* freeing an old item again is ignored: the page is no longer class 1's */
+    rkv_slab_free(f.slab, 1, offs[on_victim[3]]);
+    rkv_slab_class_stats(f.slab, 1, &cs);
+    assert_int_equal(cs.used, 32);
+    assert_int_equal(cs.limbo, 0);
+
+    int wait = rkv_slab_page_wait_ms(f.slab, 3);
+    assert_true(wait > 0 && wait <= (int)grace);
+    assert_int_equal(rkv_slab_page_wait_ms(f.slab, 2), -1);    /* reserved for class 3 */
+
+    /* Not handed out before grace_ms after the last free: poll until class
+     * 3 gets it; class 1, which gave it up, never gets its memory back. */
+    uint64_t got;
+    unsigned refusals = 0;
+    while ((got = rkv_slab_alloc(f.slab, 3)) == 0) {
+        refusals++;
+        assert_int_equal(rkv_slab_alloc(f.slab, 1), 0);
+        assert_true(rkv_now_ns() - freed_at < 2000000000ull);
+        sleep_ms(5);
+    }
+    uint64_t elapsed_ms = (rkv_now_ns() - freed_at) / 1000000;
+    assert_true(elapsed_ms >= grace);
+    assert_true(refusals > 0);
+    assert_int_equal(page_of(got), victim);
+    assert_true(rkv_slab_valid(f.slab, got, 3));
+    assert_int_equal(rkv_slab_page_class(f.slab, victim), 3);
+    assert_int_equal(rkv_slab_alloc(f.slab, 1), 0);
+    /* the rest of the page serves class 3: 8 items of 512 bytes, then none */
+    for (unsigned i = 1; i < 8; i++)
+        assert_int_equal(page_of(rkv_slab_alloc(f.slab, 3)), victim);
+    assert_int_equal(rkv_slab_alloc(f.slab, 3), 0);
+    ss = heap_accounted(&f);
+    assert_int_equal(ss.pages_draining, 0);
+    assert_int_equal(ss.used, 2u * PAGE);
+    fixture_free(&f);
+}
+
+static void test_page_move_reserved_and_idle(void **state)
+{
+    (void)state;
+    const uint32_t grace = 80;
+    struct fixture f;
+    fixture_make(&f, 2, 2.0, grace, false);
+    uint64_t offs[64];
+    fill_two_pages(&f, offs);
+
+    /* taken for class 3: another class waits one grace period longer */
+    uint64_t freed_at = rkv_now_ns();
+    for (unsigned i = 0; i < 64; i++)
+        if (page_of(offs[i]) == 0)
+            rkv_slab_free(f.slab, 1, offs[i]);
+    assert_true(rkv_slab_page_take(f.slab, 0, 1, 3));
+    uint64_t got;
+    while ((got = rkv_slab_alloc(f.slab, 2)) == 0) {
+        assert_true(rkv_now_ns() - freed_at < 2000000000ull);
+        sleep_ms(5);
+    }
+    assert_true((rkv_now_ns() - freed_at) / 1000000 >= 2 * grace);
+    assert_int_equal(page_of(got), 0);
+
+    /* a page whose items were all freed more than grace_ms ago needs no
+     * drain: open to any class at once */
+    for (unsigned i = 0; i < 64; i++)
+        if (page_of(offs[i]) == 1)
+            rkv_slab_free(f.slab, 1, offs[i]);
+    sleep_ms(grace + 20);
+    assert_true(rkv_slab_page_take(f.slab, 1, 1, RKV_SLAB_FOR_ANY));
+    assert_int_equal(rkv_slab_page_wait_ms(f.slab, 5), 0);
+    assert_int_equal(rkv_slab_pages_unassigned(f.slab), 1);
+    got = rkv_slab_alloc(f.slab, 5);
+    assert_int_equal(page_of(got), 1);
+    struct rkv_slab_stats ss = heap_accounted(&f);
+    assert_int_equal(ss.reassigns, 2);
+    assert_int_equal(ss.pages_unassigned + ss.pages_draining, 0);
+    fixture_free(&f);
+}
+
+/* Per-item words outlive a move: a word obtained for an old item stays
+ * writable memory, and the new class (more items per page) gets words for
+ * all of its items. */
+static void test_page_move_meta(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_make(&f, 1, 2.0, 1, true);
+    uint64_t a = rkv_slab_alloc(f.slab, 5), b = rkv_slab_alloc(f.slab, 5);  /* 2048 bytes, 2 per page */
+    uint32_t *old = rkv_slab_meta(f.slab, b, 5);
+    assert_non_null(old);
+    rkv_slab_free(f.slab, 5, a);
+    rkv_slab_free(f.slab, 5, b);
+    assert_true(rkv_slab_page_take(f.slab, 0, 5, 0));
+    assert_null(rkv_slab_meta(f.slab, b, 5));
+    sleep_ms(5);
+    for (unsigned i = 0; i < PAGE / 64; i++) {           /* class 0: 64 items */
+        uint64_t off = rkv_slab_alloc(f.slab, 0);
+        assert_int_equal(off, HEAP_OFFSET + i * 64ull);
+        uint32_t *m = rkv_slab_meta(f.slab, off, 0);
+        assert_non_null(m);
+        *m = i;
+    }
+    *old = 7;   /* a hint that raced the move: harmless, and not a use after free */
+    assert_int_equal(*rkv_slab_meta(f.slab, HEAP_OFFSET + 63 * 64, 0), 63);
+    fixture_free(&f);
+}
+
 /* ------------------------------------------------------------ threads */
 
 struct thread_arg {
@@ -346,6 +537,59 @@ static void *churn(void *p)
     return NULL;
 }
 
+/* Moves pages between the churning classes while the threads run: a page
+ * moves only when none of its items is held, so stamps still never clash. */
+struct mover_arg {
+    struct fixture *f;
+    int stop;           /* set by the main thread (atomic) */
+    unsigned moves;
+};
+
+static void *mover(void *p)
+{
+    struct mover_arg *m = p;
+    unsigned seed = 12345;
+    while (!__atomic_load_n(&m->stop, __ATOMIC_RELAXED)) {
+        uint64_t page = (uint64_t)rand_r(&seed) % m->f->pages;
+        int cls = rkv_slab_page_class(m->f->slab, page);
+        if (cls >= 0 && rkv_slab_page_take(m->f->slab, page, (unsigned)cls, rand_r(&seed) % 4 - 1))
+            m->moves++;
+        /* hints racing the moves: per-item words of whatever is there now */
+        for (unsigned i = 0; i < 16; i++) {
+            uint64_t off = HEAP_OFFSET + (uint64_t)rand_r(&seed) % (m->f->pages * (PAGE / 64)) * 64;
+            uint32_t *w = rkv_slab_meta(m->f->slab, off, (unsigned)rand_r(&seed) % 3);
+            if (w != NULL)
+                __atomic_store_n(w, i, __ATOMIC_RELAXED);
+        }
+    }
+    return NULL;
+}
+
+static void test_threads_with_page_moves(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_make(&f, 8, 2.0, 1, true);
+    pthread_t th[3], mv;
+    struct thread_arg args[3];
+    struct mover_arg m = { .f = &f };
+    assert_int_equal(pthread_create(&mv, NULL, mover, &m), 0);
+    for (unsigned i = 0; i < 3; i++) {
+        args[i] = (struct thread_arg){ .f = &f, .id = i + 1 };
+        assert_int_equal(pthread_create(&th[i], NULL, churn, &args[i]), 0);
+    }
+    for (unsigned i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(args[i].failures, 0);
+    }
+    __atomic_store_n(&m.stop, 1, __ATOMIC_RELAXED);
+    pthread_join(mv, NULL);
+    print_message("page moves during churn: %u\n", m.moves);
+    assert_true(m.moves > 0);
+    assert_int_equal(heap_accounted(&f).reassigns, m.moves);
+    fixture_free(&f);
+}
+
 static void test_threads(void **state)
 {
     (void)state;
@@ -376,7 +620,11 @@ int main(void)
         cmocka_unit_test(test_limbo_fifo_and_fresh_first),
         cmocka_unit_test(test_page_exhaustion),
         cmocka_unit_test(test_stats_account_every_byte),
+        cmocka_unit_test(test_page_move_waits_for_grace),
+        cmocka_unit_test(test_page_move_reserved_and_idle),
+        cmocka_unit_test(test_page_move_meta),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_threads_with_page_moves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

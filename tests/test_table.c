@@ -6,6 +6,8 @@
  * Covers: region (read-only fd, seals), layout and header, writes of every
  * key and value size, the put modes, incr, TTL, filling the index to its
  * load-factor limit, eviction (random, LRU with client hints, index-full),
+ * slab page moves between size classes (a class with no page evicts another
+ * class's page instead of failing; none without eviction; LRU automove),
  * hint validation, and the two read races a client must survive: a torn copy
  * of an item and a stale cached location whose memory was reused.
  */
@@ -823,6 +825,232 @@ static void test_hints_validated(void **state)
     env_free(&e);
 }
 
+/* ------------------------------------------------------------ page moves */
+
+/* Key i of family `fam` ('A', 'B') with a len-byte value whose bytes depend
+ * on key and length, so a read of anything else is caught. */
+static void sized_key(char *key, size_t len, char fam, unsigned i)
+{
+    snprintf(key, len, "%c-%08u", fam, i);
+}
+
+static rkv_status put_sized(struct env *e, char fam, unsigned i, uint32_t len)
+{
+    char key[32], val[2048];
+    assert_true(len <= sizeof val);
+    sized_key(key, sizeof key, fam, i);
+    for (uint32_t b = 0; b < len; b++)
+        val[b] = (char)('a' + (i + b) % 26);
+    return put_mode(e, key, (uint32_t)strlen(key), val, len, RKV_SET, 0, 0, NULL);
+}
+
+/* Read back through rkv_lookup_batch (with an optional cached slot): present
+ * with exactly its value (true, *slot set), or absent (false). */
+static bool has_sized(struct env *e, char fam, unsigned i, uint32_t len, uint64_t cached,
+                      uint64_t *slot)
+{
+    char key[32], val[2048];
+    struct rkv_lookup l;
+    sized_key(key, sizeof key, fam, i);
+    rkv_status st = get(e, key, (uint32_t)strlen(key), cached, val, sizeof val, &l);
+    if (st == RKV_NOT_FOUND)
+        return false;
+    assert_int_equal(st, RKV_OK);
+    assert_int_equal(l.value_len, len);
+    for (uint32_t b = 0; b < len; b++)
+        assert_int_equal(val[b], (char)('a' + (i + b) % 26));
+    if (slot)
+        *slot = l.slot;
+    return true;
+}
+
+#define A_LEN 100    /* 150-byte items: class 192 */
+#define B_LEN 1000   /* 1050-byte items: a class A's fill never gives a page */
+#define MOVE_GRACE_MS 60
+
+/* Where one A item was, and when its PUT began. */
+struct a_item {
+    uint64_t slot;
+    uint64_t put_ns;
+};
+
+/* The heap full of A items, B with no page: B's PUTs succeed by moving a
+ * page of A (its live items evicted through the index), no sooner than
+ * grace_ms after the last A item on that page could have been freed; every
+ * key reads back right or is counted as evicted; a client's stale cached
+ * location of an A item on the moved page never yields a value. */
+static void page_move_for_new_class(enum rkv_evict_policy policy)
+{
+    struct rkv_table_config c = { .slab_page_size = 4096, .grace_ms = MOVE_GRACE_MS, .evict = policy };
+    struct env e;
+    env_make(&e, 128 * 1024, &c);
+    const uint64_t page = e.h->slab_page_size, heap = e.h->heap_offset;
+    struct a_item *a = calloc(4096, sizeof(*a));
+    unsigned na = 0;
+    assert_non_null(a);
+
+    while (stats(&e).evictions == 0) {
+        assert_true(na < 4096);
+        a[na].put_ns = rkv_now_ns();
+        assert_int_equal(put_sized(&e, 'A', na, A_LEN), RKV_OK);
+        assert_true(has_sized(&e, 'A', na, A_LEN, 0, &a[na].slot));
+        na++;
+    }
+    struct rkv_table_stats s0 = stats(&e);
+    assert_int_equal(s0.pages_unassigned, 0);
+    assert_int_equal(s0.slab_reassigns, 0);
+    bool *live = calloc(na, sizeof(*live));
+    assert_non_null(live);
+    for (unsigned i = 0; i < na; i++)
+        live[i] = has_sized(&e, 'A', i, A_LEN, 0, NULL);
+
+    uint64_t t0 = rkv_now_ns();
+    assert_int_equal(put_sized(&e, 'B', 0, B_LEN), RKV_OK);
+    uint64_t done = rkv_now_ns();
+    uint64_t b_slot;
+    assert_true(has_sized(&e, 'B', 0, B_LEN, 0, &b_slot));
+    uint64_t moved = (rkv_slot_offset(b_slot) - heap) / page;
+
+    /* The B item's page held only A items before: the last of them began
+     * its PUT at `latest`, so it was freed no earlier, and the page may be
+     * reused only grace_ms after that. */
+    uint64_t latest = 0;
+    unsigned on_page = 0, live_on_page = 0;
+    for (unsigned i = 0; i < na; i++)
+        if ((rkv_slot_offset(a[i].slot) - heap) / page == moved) {
+            latest = RKV_MAX(latest, a[i].put_ns);
+            on_page++;
+            live_on_page += live[i];
+        }
+    assert_true(on_page > 0);
+    print_message("page move (%s): first B PUT took %.1f ms; its page held %u A items (%u live), "
+                  "the last written %.1f ms before the PUT returned\n",
+                  policy == RKV_EVICT_LRU ? "lru" : "random", (double)(done - t0) / 1e6, on_page,
+                  live_on_page, (double)(done - latest) / 1e6);
+    assert_true(done - latest >= (uint64_t)MOVE_GRACE_MS * 1000000u);
+    assert_true(stats(&e).evictions >= s0.evictions + live_on_page);
+
+    /* The A items on the moved page are gone from the index, and their stale
+     * cached locations never yield their value again (nor B's). */
+    for (unsigned i = 0; i < na; i++)
+        if ((rkv_slot_offset(a[i].slot) - heap) / page == moved) {
+            assert_false(has_sized(&e, 'A', i, A_LEN, 0, NULL));
+            assert_false(has_sized(&e, 'A', i, A_LEN, a[i].slot, NULL));
+        }
+
+    /* more B: all stored, by B's own evictions or further moves */
+    const unsigned nb = 60;
+    for (unsigned i = 1; i < nb; i++)
+        assert_int_equal(put_sized(&e, 'B', i, B_LEN), RKV_OK);
+    assert_true(has_sized(&e, 'B', nb - 1, B_LEN, 0, NULL));
+
+    struct rkv_table_stats s = stats(&e);
+    print_message("page move (%s): %u A + %u B stored, %llu items, %llu evictions, %llu page moves\n",
+                  policy == RKV_EVICT_LRU ? "lru" : "random", na, nb, (unsigned long long)s.items,
+                  (unsigned long long)s.evictions, (unsigned long long)s.slab_reassigns);
+    assert_true(s.slab_reassigns >= 1);
+    assert_int_equal(s.insert_failures, 0);
+    assert_int_equal(s.items + s.evictions, na + nb);
+    unsigned present = 0;
+    for (unsigned i = 0; i < na; i++)
+        present += has_sized(&e, 'A', i, A_LEN, 0, NULL);
+    for (unsigned i = 0; i < nb; i++)
+        present += has_sized(&e, 'B', i, B_LEN, 0, NULL);
+    assert_int_equal(present, s.items);
+    free(live);
+    free(a);
+    env_free(&e);
+}
+
+static void test_page_move_lru(void **state)
+{
+    (void)state;
+    page_move_for_new_class(RKV_EVICT_LRU);
+}
+
+static void test_page_move_random(void **state)
+{
+    (void)state;
+    page_move_for_new_class(RKV_EVICT_RANDOM);
+}
+
+/* Without eviction a class with no page stays refused, and nothing stored
+ * is lost or moved. */
+static void test_no_page_move_without_eviction(void **state)
+{
+    (void)state;
+    struct rkv_table_config c = { .slab_page_size = 4096, .grace_ms = 10, .evict = RKV_EVICT_NONE };
+    struct env e;
+    env_make(&e, 128 * 1024, &c);
+    unsigned na = 0;
+    rkv_status st;
+    while ((st = put_sized(&e, 'A', na, A_LEN)) == RKV_OK)
+        na++;
+    assert_int_equal(st, RKV_OUT_OF_MEMORY);
+    for (unsigned i = 0; i < 5; i++)
+        assert_int_equal(put_sized(&e, 'B', i, B_LEN), RKV_OUT_OF_MEMORY);
+    struct rkv_table_stats s = stats(&e);
+    assert_int_equal(s.slab_reassigns, 0);
+    assert_int_equal(s.evictions, 0);
+    assert_int_equal(s.items, na);
+    for (unsigned i = 0; i < na; i++)
+        assert_true(has_sized(&e, 'A', i, A_LEN, 0, NULL));
+    assert_false(has_sized(&e, 'B', 0, B_LEN, 0, NULL));
+    env_free(&e);
+}
+
+/* LRU automove: B gets one page (it has none), then evicts its own young
+ * items while A's untouched items grow old. B's PUTs are paced so that its
+ * limbo is always ready in time (never starved, so PUTs move no pages);
+ * ticks move A's pages to B, one per tick, so B ends up holding far more
+ * than one page of items, and A keeps pages. */
+static void test_automove_lru(void **state)
+{
+    (void)state;
+    struct rkv_table_config c = { .slab_page_size = 4096, .grace_ms = 1, .evict = RKV_EVICT_LRU };
+    struct env e;
+    env_make(&e, 128 * 1024, &c);
+    unsigned na = 0;
+    while (stats(&e).evictions == 0)
+        assert_int_equal(put_sized(&e, 'A', na++, A_LEN), RKV_OK);
+
+    const unsigned nb = 60, rounds = 10, per_page = 4096 / 1216;  /* B's class: 1216 bytes */
+    for (unsigned i = 0; i < nb; i++) {
+        assert_int_equal(put_sized(&e, 'B', i, B_LEN), RKV_OK);
+        sleep_ms(2);
+    }
+    uint64_t put_moves = stats(&e).slab_reassigns, tick_moves = 0;
+    unsigned b_before = 0;
+    for (unsigned i = 0; i < nb; i++)
+        b_before += has_sized(&e, 'B', i, B_LEN, 0, NULL);
+
+    for (unsigned round = 0; round < rounds; round++) {
+        uint64_t m0 = stats(&e).slab_reassigns;
+        rkv_table_tick(e.t);
+        tick_moves += stats(&e).slab_reassigns - m0;
+        for (unsigned i = 0; i < nb; i++) {
+            assert_int_equal(put_sized(&e, 'B', i, B_LEN), RKV_OK);
+            sleep_ms(2);
+        }
+    }
+    struct rkv_table_stats s = stats(&e);
+    unsigned b_after = 0, a_after = 0;
+    for (unsigned i = 0; i < nb; i++)
+        b_after += has_sized(&e, 'B', i, B_LEN, 0, NULL);
+    for (unsigned i = 0; i < na; i++)
+        a_after += has_sized(&e, 'A', i, A_LEN, 0, NULL);
+    print_message("automove: B held %u of %u keys after %llu page moves by PUTs; after %u ticks "
+                  "(%llu moves by ticks, %llu in all) %u; A kept %u of %u\n", b_before, nb,
+                  (unsigned long long)put_moves, rounds, (unsigned long long)tick_moves,
+                  (unsigned long long)s.slab_reassigns, b_after, a_after, na);
+    assert_true(put_moves >= 1);
+    assert_true(tick_moves >= rounds / 2 && tick_moves <= rounds);   /* one page per tick at most */
+    assert_true(b_after >= b_before + 4 * per_page);
+    assert_true(a_after > 0);
+    assert_int_equal(s.items, a_after + b_after);
+    env_free(&e);
+}
+
 /* ------------------------------------------------------------ read races */
 
 static void test_torn_read_never_returned(void **state)
@@ -945,6 +1173,10 @@ int main(void)
         cmocka_unit_test(test_evict_random),
         cmocka_unit_test(test_evict_lru_follows_hints),
         cmocka_unit_test(test_evict_when_index_full),
+        cmocka_unit_test(test_page_move_lru),
+        cmocka_unit_test(test_page_move_random),
+        cmocka_unit_test(test_no_page_move_without_eviction),
+        cmocka_unit_test(test_automove_lru),
         cmocka_unit_test(test_hints_validated),
         cmocka_unit_test(test_torn_read_never_returned),
         cmocka_unit_test(test_stale_cached_slot),
