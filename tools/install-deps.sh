@@ -79,8 +79,12 @@ fi
 
 echo "install-deps.sh: installing ${missing[*]}" >&2
 if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; then
-  echo "install-deps.sh: apt-get install failed (see above)" >&2
-  exit 1
+  # stale package lists name files the archive no longer has: refresh once, retry
+  echo "install-deps.sh: apt-get install failed; refreshing the package lists and retrying" >&2
+  if ! { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }; then
+    echo "install-deps.sh: apt-get install failed (see above)" >&2
+    exit 1
+  fi
 fi
 
 still=()
