@@ -43,7 +43,7 @@ static void apply_hints(struct rkv_server *srv, struct rkv_worker *w, const stru
         memcpy(&h, v->hints + (size_t)i * sizeof h, sizeof h);
         rkv_table_hint(srv->table, h);
     }
-    atomic_fetch_add_explicit(&w->stats.hints, v->hdr->hint_count, memory_order_relaxed);
+    rkv_stat_bump(&w->stats.hints, v->hdr->hint_count);
 }
 
 /* The reply buffer may be shared with the client (shm): write it, never
@@ -131,7 +131,7 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
         wc->closing = true;
     }
     if (st == RKV_OK) {
-        atomic_fetch_add_explicit(&w->stats.requests[v.hdr->opcode], 1, memory_order_relaxed);
+        rkv_stat_bump(&w->stats.requests[v.hdr->opcode], 1);
         if (v.hdr->hint_count)
             apply_hints(srv, w, &v);
         switch ((enum rkv_opcode)v.hdr->opcode) {
@@ -157,7 +157,7 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
         }
     }
     if (st != RKV_OK)
-        atomic_fetch_add_explicit(&w->stats.errors[st], 1, memory_order_relaxed);
+        rkv_stat_bump(&w->stats.errors[st], 1);
     if (st == RKV_PROTOCOL)
         wc->closing = true; /* a peer that sends garbage gets its answer, then goodbye */
     r->status = (uint8_t)st;

@@ -29,15 +29,25 @@ struct rkv_listen_ep {
     char uri[256];
 };
 
-/* Per-worker counters: written by the worker only, read by anyone (relaxed). */
+/* Per-worker counters, read by anyone with relaxed loads. All but `conns`
+ * are written by their worker only, with rkv_stat_bump(); `conns` is also
+ * changed by the main thread at accept, so it takes atomic add/sub. */
 struct rkv_worker_stats {
-    _Atomic uint64_t requests[8];            /* by opcode (index = enum rkv_opcode) */
+    _Atomic uint64_t requests[RKV_OP_MAX];   /* by opcode (index = enum rkv_opcode) */
     _Atomic uint64_t errors[RKV_STATUS_COUNT];/* replies by non-OK status */
     _Atomic uint64_t batches;                /* reply batches posted (doorbells) */
     _Atomic uint64_t hints;                  /* access hints applied */
     _Atomic uint64_t conns;                  /* connections currently owned */
     _Atomic uint64_t closed_bad;             /* connections closed for protocol violations */
 };
+
+/* Add to a counter only its owning worker writes: a relaxed load and store,
+ * not a locked read-modify-write, on the request path. */
+static inline void rkv_stat_bump(_Atomic uint64_t *v, uint64_t n)
+{
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
 
 struct rkv_worker {
     struct rkv_server *srv;

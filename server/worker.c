@@ -95,7 +95,7 @@ static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc)
         lens[i] = rkv_handle_request(w->srv, w, wc, &msgs[i], wc->ops->reply_buf(wc->conn, i));
     if (wc->ops->reply(wc->conn, lens, n) != RKV_OK)
         wc->closing = true;
-    atomic_fetch_add_explicit(&w->stats.batches, 1, memory_order_relaxed);
+    rkv_stat_bump(&w->stats.batches, 1);
     return n;
 }
 
@@ -107,7 +107,7 @@ static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool ch
         struct rkv_wconn *wc = cs->v[i];
         work += serve(w, wc);
         if (wc->closing)
-            atomic_fetch_add_explicit(&w->stats.closed_bad, 1, memory_order_relaxed);
+            rkv_stat_bump(&w->stats.closed_bad, 1);
         if (wc->closing || (check_alive && !wc->ops->alive(wc->conn))) {
             conn_close(w, wc, wc->closing ? "protocol error or refused" : "peer gone");
             cs->v[i] = cs->v[--cs->n];
