@@ -498,6 +498,8 @@ static const struct setting settings[] = {
       "sleep on completion events when idle instead of busy polling" },
     { "server", "hugepages_required", "hugepages-required", 0, true, false, 0, set_bool,
       F(hugepages_required), 0, 0, NULL, "fail instead of falling back to normal pages" },
+    { "server", "memory_check", "memory-check", 0, false, false, 0, set_bool, F(memory_check),
+      0, 0, "on|off", "refuse a --memory this machine cannot back (default on)" },
     { "table", "slab_page_size", "slab-page-size", 0, false, false, 0, set_pow2_size,
       F(slab_page_size), 64u << 10, 16u << 20, "SIZE", "slab page = largest item (default 1M)" },
     { "table", "max_value_len", "max-value-len", 0, false, false, 0, set_size, F(max_value_len),
@@ -595,6 +597,7 @@ void rkv_server_config_defaults(struct rkv_server_config *c)
     memset(c, 0, sizeof *c);
     c->memory = 256ull << 20;
     c->workers = 1;
+    c->memory_check = true;
     c->log_level = RKV_LOG_INFO;
     c->slab_page_size = 1u << 20;
     c->max_value_len = 0; /* derived in finish() */

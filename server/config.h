@@ -61,6 +61,8 @@ struct rkv_server_config {
     char log_file[4096];         /* --log-file PATH: append log lines here; "" = stderr */
     bool event_mode;             /* --event-mode: sleep on completion events when idle instead of busy polling */
     bool hugepages_required;     /* --hugepages-required: fail instead of falling back to normal pages */
+    bool memory_check;           /* --memory-check on|off: refuse a --memory this machine cannot back
+                                    (RAM, cgroup limit, hugepages, memlock; server/memory_budget.h). Default on */
 
     /* [table] */
     uint32_t slab_page_size;     /* --slab-page-size: bytes per slab page = largest item (default 1M; power of two 64K..16M) */

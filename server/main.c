@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "memory_budget.h"
 #include "metrics_http.h"
 #include "numa.h"
 #include "region.h"
@@ -208,13 +209,48 @@ static int place_on_nic_node(struct rkv_server_config *cfg)
     return node;
 }
 
+/* Population guard: the rest of the need (beyond the region) is `ctx`. */
+static bool region_still_fits(void *ctx, uint64_t remaining, char *err, size_t err_len)
+{
+    return rkv_mem_still_fits(remaining, *(const uint64_t *)ctx, err, err_len);
+}
+
+/* Refuse a --memory this machine cannot back, before anything is allocated
+ * (memory_budget.h); *rest gets what the server needs beyond the region. */
+static int check_memory(const struct rkv_server_config *cfg, uint64_t *rest)
+{
+    static char msg[2048];
+    struct rkv_mem_env env;
+    struct rkv_mem_need need;
+    rkv_mem_probe("/proc", "/sys", &env);
+    rkv_mem_need_compute(cfg, cfg->memory, &env, &need);
+    *rest = need.ram - (need.page_size == 4096 ? need.region : 0);
+    if (!cfg->memory_check) {
+        RKV_INFO("memory check off (memory_check = no): not comparing the region with what "
+                 "this machine can back");
+        return 0;
+    }
+    if (!rkv_mem_check(cfg, cfg->memory, &env, msg, sizeof msg)) {
+        RKV_ERROR("%s", msg);
+        return -1;
+    }
+    rkv_mem_describe(cfg, cfg->memory, &env, msg, sizeof msg);
+    RKV_INFO("memory: %s", msg);
+    return 0;
+}
+
 static int setup_table(struct rkv_server *srv)
 {
-    char err[512] = "", sz[32];
+    char err[2048] = "", sz[32];
     struct rkv_server_config *cfg = &srv->cfg;
+    uint64_t rest = 0;
+    if (check_memory(cfg, &rest) != 0)
+        return -1;
+    const struct rkv_region_guard guard = { .fits = region_still_fits, .ctx = &rest };
     int node = place_on_nic_node(cfg);
     rkv_numa_prefer(node);
-    rkv_status st = rkv_region_create(cfg->memory, &srv->region, err, sizeof err);
+    rkv_status st = rkv_region_create_guarded(cfg->memory, cfg->memory_check ? &guard : NULL,
+                                              &srv->region, err, sizeof err);
     if (node >= 0)
         rkv_numa_prefer(-1);
     if (st != RKV_OK) {

@@ -35,6 +35,7 @@
 
 #define SIZE_2M (2ull << 20)
 #define SIZE_1G (1ull << 30)
+#define POPULATE_CHUNK (64ull << 20)  /* normal pages taken between guard checks */
 
 /* One attempt's page kind: memfd flags and the size it rounds to. */
 struct page_kind {
@@ -53,18 +54,53 @@ static int region_memfd(unsigned kind_flags)
     return fd;
 }
 
+/* Take every page of the memfd now. Hugetlb pages come in one fallocate(),
+ * which fails with ENOSPC when the pool is short. Normal pages come in
+ * POPULATE_CHUNK steps with `guard` asked before each: a memory cgroup
+ * enforces its limit by OOM-killing, not by failing fallocate(), so the only
+ * way to stop in time is to look before taking more (see memory_budget.h).
+ * Returns 0, an errno, or ECANCELED when the guard refused (message in err). */
+static int region_populate(int fd, uint64_t size, bool huge, const struct rkv_region_guard *guard,
+                           char *err, size_t err_len)
+{
+    uint64_t step = huge || guard == NULL ? size : POPULATE_CHUNK;
+    for (uint64_t off = 0; off < size; off += step) {
+        uint64_t n = RKV_MIN(step, size - off);
+        if (!huge && guard != NULL && !guard->fits(guard->ctx, size - off, err, err_len))
+            return ECANCELED;
+        /* a file system without fallocate still gets MAP_POPULATE */
+        if (fallocate(fd, 0, (off_t)off, (off_t)n) != 0)
+            return errno == EOPNOTSUPP ? 0 : errno;
+    }
+    return 0;
+}
+
+/* Keep the populated region in RAM where RLIMIT_MEMLOCK (or CAP_IPC_LOCK)
+ * allows; otherwise say once that it may be swapped out. */
+static void region_lock(void *base, uint64_t size)
+{
+    char sz[32];
+    if (mlock(base, size) == 0)
+        return;
+    RKV_INFO("region: %s not locked in RAM (mlock: %s): it is populated but may be swapped "
+             "out under memory pressure; raise the memlock limit (LimitMEMLOCK=infinity, "
+             "`ulimit -l unlimited`) to lock it", rkv_format_size(size, sz, sizeof sz),
+             strerror(errno));
+}
+
 /* Size the memfd, take every page now and map it. Returns 0 or an errno. */
-static int region_map(int fd, uint64_t size, void **base)
+static int region_map(int fd, uint64_t size, bool huge, const struct rkv_region_guard *guard,
+                      void **base, char *err, size_t err_len)
 {
     if (ftruncate(fd, (off_t)size) != 0)
         return errno;
-    /* Reserve the pages: ENOSPC here when the hugepage pool is short. A
-     * filesystem without fallocate still gets MAP_POPULATE below. */
-    if (fallocate(fd, 0, 0, (off_t)size) != 0 && errno != EOPNOTSUPP)
-        return errno;
+    int e = region_populate(fd, size, huge, guard, err, err_len);
+    if (e != 0)
+        return e;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED)
         return errno;
+    region_lock(p, size);
     /* The size never changes again; a sealed memfd cannot be truncated under
      * a client's mapping. Kernels without sealing simply skip this. */
     (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
@@ -94,14 +130,15 @@ static void hugepages_2m(uint64_t *free_pages, uint64_t *total_pages)
 
 /* Try one page kind; 0 and a filled region, or the errno of the step that
  * failed (the caller falls through to the next kind). */
-static int region_try(const struct page_kind *k, uint64_t size, struct rkv_region *out)
+static int region_try(const struct page_kind *k, uint64_t size, const struct rkv_region_guard *guard,
+                      struct rkv_region *out, char *err, size_t err_len)
 {
     uint64_t rounded = RKV_ALIGN_UP(size, k->page);
     int fd = region_memfd(k->mfd_flags);
     if (fd < 0)
         return errno;
     void *base = NULL;
-    int e = region_map(fd, rounded, &base);
+    int e = region_map(fd, rounded, k->mfd_flags != 0, guard, &base, err, err_len);
     if (e != 0) {
         close(fd);
         return e;
@@ -114,6 +151,12 @@ static int region_try(const struct page_kind *k, uint64_t size, struct rkv_regio
 }
 
 rkv_status rkv_region_create(uint64_t size, struct rkv_region *out, char *err, size_t err_len)
+{
+    return rkv_region_create_guarded(size, NULL, out, err, err_len);
+}
+
+rkv_status rkv_region_create_guarded(uint64_t size, const struct rkv_region_guard *guard,
+                                     struct rkv_region *out, char *err, size_t err_len)
 {
     static const struct page_kind kinds[] = {
         { "1 GiB hugepages", MFD_HUGETLB | MFD_HUGE_1GB, SIZE_1G },
@@ -135,7 +178,7 @@ rkv_status rkv_region_create(uint64_t size, struct rkv_region *out, char *err, s
         const struct page_kind *k = &kinds[i];
         if (k->page == SIZE_1G && size % SIZE_1G != 0)
             continue;
-        int e = region_try(k, size, out);
+        int e = region_try(k, size, guard, out, err, err_len);
         if (e == 0) {
             if (out->hugepages) {
                 RKV_INFO("region: %s on %s", sz, k->name);
@@ -153,6 +196,8 @@ rkv_status rkv_region_create(uint64_t size, struct rkv_region *out, char *err, s
             }
             return RKV_OK;
         }
+        if (e == ECANCELED)
+            return RKV_NO_MEMORY;   /* the guard's message is in err */
         if (k->mfd_flags == 0) {
             snprintf(err, err_len, "cannot allocate the %s region (%s); lower the configured memory "
                      "size or free memory on this host", sz, strerror(e));

@@ -10,6 +10,7 @@
 #ifndef RKV_REGION_H
 #define RKV_REGION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,20 @@
  * got. The memfd is sealed against growing and shrinking. Returns RKV_OK,
  * RKV_INVALID (size 0) or RKV_NO_MEMORY with a message in err. */
 rkv_status rkv_region_create(uint64_t size, struct rkv_region *out, char *err, size_t err_len);
+
+/* Asked before each step of populating a normal-page region: true to go on
+ * with `remaining` bytes still to take, false (a message in err) to stop;
+ * creation then fails with RKV_NO_MEMORY and that message. */
+struct rkv_region_guard {
+    bool (*fits)(void *ctx, uint64_t remaining, char *err, size_t err_len);
+    void *ctx;
+};
+
+/* rkv_region_create, with a guard on the population of normal pages (the
+ * server's: memory_budget.h). Either way the populated region is locked in
+ * RAM (mlock) where the memlock limit allows, else one INFO note says so. */
+rkv_status rkv_region_create_guarded(uint64_t size, const struct rkv_region_guard *guard,
+                                     struct rkv_region *out, char *err, size_t err_len);
 
 /* Unmap and close; safe on a zeroed or already destroyed region. */
 void rkv_region_destroy(struct rkv_region *r);

@@ -104,6 +104,7 @@ static void test_defaults(void **state)
     assert_string_equal(c.log_file, "");
     assert_false(c.event_mode);
     assert_false(c.hugepages_required);
+    assert_true(c.memory_check);
     assert_int_equal(c.slab_page_size, 1u << 20);
     assert_int_equal(c.max_value_len, (1u << 20) - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN);
     assert_int_equal(c.grace_ms, 100);
@@ -168,6 +169,7 @@ static const char full_conf[] =
     "log_file = /var/log/rkv.log\n"
     "event_mode = yes\n"
     "hugepages_required = true\n"
+    "memory_check = off\n"
     "[table]\n"
     "slab_page_size = 2M ; inline comment\n"
     "max_value_len = 1M\n"
@@ -212,6 +214,7 @@ static void test_file_sets_every_key(void **state)
     assert_string_equal(c.log_file, "/var/log/rkv.log");
     assert_true(c.event_mode);
     assert_true(c.hugepages_required);
+    assert_false(c.memory_check);
     assert_int_equal(c.slab_page_size, 2u << 20);
     assert_int_equal(c.max_value_len, 1u << 20);
     assert_int_equal(c.grace_ms, 250);
@@ -394,6 +397,7 @@ static void test_example_config_is_valid(void **state)
     assert_int_equal(c.tos, d.tos);
     assert_int_equal(c.event_mode, d.event_mode);
     assert_int_equal(c.hugepages_required, d.hugepages_required);
+    assert_int_equal(c.memory_check, d.memory_check);
 }
 
 /* ------------------------------------------------------------ refused flags */
