@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "config.h"
 #include "doctor_checks.h"
 
 struct fixture {
@@ -475,6 +476,45 @@ static void test_hugepages(void **state)
     assert_int_equal(count(&f->report, DOCTOR_OK, "hugepages", "1 GiB hugepages"), 1);
 }
 
+/* The memory the server could get, from a fake /proc and cgroup v2 tree,
+ * judged by the same code rkv-server refuses with (server/memory_budget.c). */
+static void test_memory(void **state)
+{
+    struct fixture *f = *state;
+    struct rkv_server_config cfg;
+    rkv_server_config_defaults(&cfg);
+    assert_int_equal(rkv_server_config_parse(&cfg, "", 0, "defaults", NULL), RKV_CONFIG_OK);
+    cfg.max_conns = 4;
+    write_file(f, "proc/meminfo", "MemTotal: 25165824 kB\nMemAvailable: 22334668 kB\n");
+    write_file(f, "proc/self/cgroup", "0::/rkv.service\n");
+    write_file(f, "proc/self/mountinfo", "30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+    write_file(f, "sys/fs/cgroup/rkv.service/memory.max", "2147483648\n");
+    write_file(f, "sys/fs/cgroup/rkv.service/memory.current", "0\n");
+    write_file(f, "sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "16\n");
+    write_file(f, "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "16\n");
+
+    cfg.memory = 256ull << 20;
+    doctor_check_memory(&f->report, &f->env, &cfg);
+    assert_int_equal(count(&f->report, DOCTOR_INFO, "memory", "MemAvailable 21.3 GiB of MemTotal 24 GiB"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_INFO, "memory", "cgroup memory limit 2 GiB"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_INFO, "memory", "2 MiB hugepages 16 free of 16"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_OK, "memory", "--memory 256 MiB fits"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_INFO, "memory", "the largest --memory rkv-server accepts"), 1);
+
+    reset(f);
+    cfg.memory = 8ull << 30;
+    doctor_check_memory(&f->report, &f->env, &cfg);
+    assert_int_equal(count(&f->report, DOCTOR_FAIL, "memory", "--memory 8 GiB cannot be backed"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_FAIL, "memory", "cgroup memory limit 2 GiB (/sys/fs/cgroup/rkv.service"), 1);
+
+    reset(f);   /* no MemAvailable: a warning, not a refusal */
+    write_file(f, "proc/meminfo", "MemTotal: 25165824 kB\n");
+    write_file(f, "sys/fs/cgroup/rkv.service/memory.max", "max\n");
+    doctor_check_memory(&f->report, &f->env, &cfg);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "memory", "has no MemAvailable"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_OK, "memory", "fits"), 1);
+}
+
 static void test_numa(void **state)
 {
     struct fixture *f = *state;
@@ -668,6 +708,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_memlock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cap_ipc_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hugepages, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_numa, setup, teardown),
         cmocka_unit_test_setup_teardown(test_governor, setup, teardown),
         cmocka_unit_test(test_roce_mtu),

@@ -8,6 +8,8 @@
  * judge against. The checks themselves live in doctor_checks.c; this file
  * gathers what only libibverbs and the running process can tell (active MTU,
  * provider libraries, memlock limit, user and groups) and prints the report.
+ * The memory check shares server/memory_budget.c with rkv-server's start-up
+ * refusal, so both name the same limit and the same largest --memory.
  * Exit status: 0 when no check FAILs, 1 otherwise, 2 on a bad command line.
  */
 #include <errno.h>
@@ -33,8 +35,9 @@ static void usage(FILE *out)
             "Check this machine for what makes RDMA slow or broken, and how to fix it.\n\n"
             "  -c, --config FILE   judge against this rkv-server config (region size, CPUs,\n"
             "                      device, GID index, listen addresses)\n"
-            "  -m, --memory SIZE   region size to check memlock and hugepages for (default:\n"
-            "                      the config's, else 256M)\n"
+            "  -m, --memory SIZE   region size to check memory, memlock and hugepages for\n"
+            "                      (default: the config's, else 256M); the report also gives\n"
+            "                      the largest --memory rkv-server would accept here\n"
             "      --cpus LIST     worker CPUs to check against the NIC's NUMA node, e.g. 0,2-3\n"
             "      --device NAME   only judge this RDMA device's NUMA node and GID index\n"
             "      --json          print the results as JSON\n"
@@ -246,6 +249,8 @@ int main(int argc, char **argv)
     doctor_check_device_files(&report, &env, n, &want, geteuid(), getegid(), groups, ngroups);
     doctor_check_memlock(&report, memlock, doctor_has_cap_ipc_lock(&env), n, &want);
     doctor_check_hugepages(&report, &env, &want);
+    cfg.memory = want.region;
+    doctor_check_memory(&report, &env, &cfg);
     doctor_check_numa(&report, &env, devs, n, &want);
     doctor_check_governor(&report, &env);
     doctor_check_firewall(&report, devs, n);

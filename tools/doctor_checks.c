@@ -20,6 +20,7 @@
 #include "config.h"
 #include "doctor_checks.h"
 #include "json.h"
+#include "memory_budget.h"
 #include "util.h"
 
 #define MAX_CPU_IDS 1024u
@@ -1029,4 +1030,57 @@ void doctor_check_firewall(struct doctor_report *r, const struct doctor_device *
             return;
         }
     }
+}
+
+/* ------------------------------------------------------------ memory */
+
+/* What the server could get here (RAM, cgroup, hugepages), whether the
+ * configuration's --memory fits and the largest one that would: the same
+ * server/memory_budget.c code rkv-server refuses with at start. */
+void doctor_check_memory(struct doctor_report *r, const struct doctor_env *env,
+                         const struct rkv_server_config *cfg)
+{
+    static char msg[2048];
+    char a[32], b[32], c[32], huge[160] = "", cg[1200];
+    struct rkv_mem_env me;
+    size_t used = 0;
+    rkv_mem_probe(env->procfs, env->sysfs, &me);
+
+    for (unsigned i = 0; i < RKV_MEM_HUGE_KINDS; i++)
+        if (me.huge[i].page_size != 0)
+            append(huge, sizeof huge, &used, "%s%s hugepages %llu free of %llu",
+                   used ? ", " : "", rkv_format_size(me.huge[i].page_size, a, sizeof a),
+                   (unsigned long long)me.huge[i].free_pages,
+                   (unsigned long long)me.huge[i].total_pages);
+    if (me.cgroup.known)
+        fmt(cg, sizeof cg, "cgroup memory limit %s (%s, v%d: %s in use, %s reclaimable)",
+            rkv_format_size(me.cgroup.limit, a, sizeof a), me.cgroup.dir, me.cgroup.version,
+            rkv_format_size(me.cgroup.usage, b, sizeof b),
+            rkv_format_size(me.cgroup.reclaimable, c, sizeof c));
+    else
+        fmt(cg, sizeof cg, "no memory cgroup limit");
+    if (me.meminfo_known)
+        doctor_add(r, DOCTOR_INFO, "memory", NULL, "RAM: MemAvailable %s of MemTotal %s; %s; %s",
+                   rkv_format_size(me.mem_available, a, sizeof a),
+                   rkv_format_size(me.mem_total, b, sizeof b), cg, used ? huge : "no hugepages");
+    else
+        doctor_add(r, DOCTOR_WARN, "memory", "mount /proc (kernel 3.14 or later has MemAvailable)",
+                   "%s/meminfo has no MemAvailable: rkv-server cannot judge the RAM it may take; %s",
+                   env->procfs, cg);
+
+    uint64_t largest = rkv_mem_largest(cfg, &me);
+    rkv_format_size(cfg->memory, a, sizeof a);
+    rkv_format_size(largest, b, sizeof b);
+    if (rkv_mem_check(cfg, cfg->memory, &me, msg, sizeof msg)) {
+        rkv_mem_describe(cfg, cfg->memory, &me, msg, sizeof msg);
+        doctor_add(r, DOCTOR_OK, "memory", NULL, "--memory %s fits: %s", a, msg);
+    } else {
+        doctor_add(r, DOCTOR_FAIL, "memory", largest ? "lower --memory (see the largest below), "
+                   "lower max_conns, or free memory; --memory-check=off starts anyway" :
+                   "lower max_conns or free memory; --memory-check=off starts anyway",
+                   "rkv-server refuses this: %s", msg);
+    }
+    if (largest != 0)
+        doctor_add(r, DOCTOR_INFO, "memory", NULL, "the largest --memory rkv-server accepts here "
+                   "with this configuration: %s", b);
 }

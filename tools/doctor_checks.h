@@ -143,6 +143,12 @@ void doctor_check_device_files(struct doctor_report *r, const struct doctor_env 
 /* limit: RLIMIT_MEMLOCK soft limit in bytes, UINT64_MAX for unlimited. */
 void doctor_check_memlock(struct doctor_report *r, uint64_t limit, bool cap_ipc_lock,
                           unsigned ndevs, const struct doctor_wanted *w);
+/* RAM, the memory cgroup and hugepages this process could get, whether
+ * cfg->memory fits (server/memory_budget.h, as rkv-server judges it at start)
+ * and the largest --memory that would. */
+struct rkv_server_config;
+void doctor_check_memory(struct doctor_report *r, const struct doctor_env *env,
+                         const struct rkv_server_config *cfg);
 void doctor_check_hugepages(struct doctor_report *r, const struct doctor_env *env,
                             const struct doctor_wanted *w);
 void doctor_check_numa(struct doctor_report *r, const struct doctor_env *env,
