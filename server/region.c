@@ -6,6 +6,10 @@
  * pages are a fixed pool, and a region that was merely reserved would fault
  * them in on first write — a shortage would then surface as SIGBUS inside a
  * PUT. fallocate() takes every page now and fails with ENOSPC instead.
+ * Normal pages come in steps with a guard (the server's re-checks RAM and
+ * its memory cgroup, memory_budget.h) asked before each, since a memory
+ * cgroup at its limit OOM-kills rather than failing fallocate(). The mapped
+ * region is then mlock()ed where the memlock limit allows.
  */
 #include <errno.h>
 #include <pthread.h>
