@@ -668,7 +668,7 @@ bool rkv_mem_still_fits(uint64_t remaining, uint64_t other, char *msg, size_t ms
     if (sat_add(remaining, other) <= room)
         return true;
     source_text(&env, by, src, sizeof src);
-    snprintf(msg, msg_len, "--memory: memory was taken while the region was populated: %s more "
+    snprintf(msg, msg_len, "--memory: memory ran short while the region was populated: %s more "
              "is needed but the server can now get %s: %s, less headroom kept free; lower "
              "--memory, free memory, or pass --memory-check=off to start anyway",
              rkv_format_size(sat_add(remaining, other), rest, sizeof rest),
