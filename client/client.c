@@ -247,14 +247,15 @@ static rkv_status shard_geometry(rkv_client *c, struct shard *s)
     rkv_status st = s->ops->read(s->t, &op, 1);
     if (st != RKV_OK)
         return fail(c, st, "%s: cannot read the region header: %s", s->uri, rkv_strerror(st));
-    memcpy(&s->geom, local, sizeof s->geom);
-    if (!rkv_header_valid(&s->geom, s->hello.region_size) ||
-        s->geom.generation != s->hello.generation)
+    struct rkv_region_header g;   /* s->geom keeps the last valid one (route() uses it) */
+    memcpy(&g, local, sizeof g);
+    if (!rkv_header_valid(&g, s->hello.region_size) || g.generation != s->hello.generation)
         return fail(c, RKV_PROTOCOL, "%s: the region header is invalid or from another server "
                     "generation; is the server version compatible?", s->uri);
-    if (local_len < rkv_lookup_scratch_need(&s->geom, 1))
+    if (local_len < rkv_lookup_scratch_need(&g, 1))
         return fail(c, RKV_INTERNAL, "%s: local buffer (%zu bytes) smaller than the largest item",
                     s->uri, local_len);
+    s->geom = g;
     s->lctx = (struct rkv_lookup_ctx){
         .geom = &s->geom, .read = lookup_read, .read_ctx = s,
         .scratch = local, .scratch_len = local_len,
@@ -427,17 +428,41 @@ static struct shard *shard_for(rkv_client *c, uint64_t key_hash)
     return &c->shards[c->nshards == 1 ? 0 : rkv_jump_hash(key_hash, c->nshards)];
 }
 
-/* For batch calls: whether op key `key` belongs to shard s (its hash in
- * *kh). An empty key gets RKV_INVALID in *status and belongs nowhere. */
-static bool owned_by(rkv_client *c, const struct shard *s, const void *key, size_t key_len,
-                     rkv_status *status, uint64_t *kh)
+/* What a call was given for one key. Single and batched calls check it with
+ * the same route(), so a batch never accepts what a single call refuses. */
+enum arg_data { DATA_NONE, DATA_BUFFER, DATA_VALUE };
+struct call_args {
+    const char *call;                    /* "get", "put", ... for messages */
+    const void *key; size_t key_len;
+    enum arg_data kind;                  /* what data/data_len are */
+    const void *data; size_t data_len;   /* get: the buffer; put: the value */
+    const struct rkv_put_options *opts;  /* put: may be NULL */
+};
+
+/* Check a call's arguments and find the shard that owns its key (the key's
+ * hash in *kh). RKV_OK, or RKV_INVALID / RKV_TOO_LARGE with the message set.
+ * The limits are the owning server's, from its region header. */
+static rkv_status route(rkv_client *c, const struct call_args *a, struct shard **s, uint64_t *kh)
 {
-    if (key == NULL || key_len == 0) {
-        *status = RKV_INVALID;
-        return false;
-    }
-    *kh = rkv_shard_hash(key, key_len);
-    return shard_for(c, *kh) == s;
+    const char *what = a->kind == DATA_VALUE ? "value" : "buffer";
+    if (a->key == NULL || a->key_len == 0)
+        return fail(c, RKV_INVALID, "%s: the key is %s; keys are 1..%u bytes", a->call,
+                    a->key == NULL ? "NULL" : "empty (key_len 0)", RKV_MAX_KEY_LEN);
+    if (a->kind != DATA_NONE && a->data == NULL && a->data_len != 0)
+        return fail(c, RKV_INVALID, "%s: the %s is NULL but its length is %zu; pass a %s or "
+                    "length 0", a->call, what, a->data_len, what);
+    if (a->opts && (unsigned)a->opts->mode > RKV_CAS)
+        return fail(c, RKV_INVALID, "%s: unknown put mode %u; use RKV_SET, RKV_ADD, RKV_REPLACE "
+                    "or RKV_CAS", a->call, (unsigned)a->opts->mode);
+    *kh = rkv_shard_hash(a->key, a->key_len);
+    *s = shard_for(c, *kh);
+    if (a->key_len > (*s)->geom.max_key_len)
+        return fail(c, RKV_TOO_LARGE, "%s: key of %zu bytes is longer than the server's limit "
+                    "of %u", a->call, a->key_len, (*s)->geom.max_key_len);
+    if (a->kind == DATA_VALUE && a->data_len > (*s)->geom.max_value_len)
+        return fail(c, RKV_TOO_LARGE, "%s: value of %zu bytes is longer than the server's limit "
+                    "of %u (rkv_max_value_size)", a->call, a->data_len, (*s)->geom.max_value_len);
+    return RKV_OK;
 }
 
 static struct loc_entry *cache_slot(rkv_client *c, uint64_t key_hash)
@@ -446,34 +471,43 @@ static struct loc_entry *cache_slot(rkv_client *c, uint64_t key_hash)
 }
 
 /* Send the buffered hints on their own, without waiting for the reply
- * (shard_wait drops it later). Costs one doorbell per MAX_HINTS GET hits. */
-static void hints_flush(rkv_client *c, struct shard *s)
+ * (shard_wait drops it later). Costs one doorbell per MAX_HINTS GET hits.
+ * Hints are best effort, but a failure to send them takes the shard down
+ * like any other: the status says so, and the caller must not use the
+ * shard again in this call. */
+static rkv_status hints_flush(rkv_client *c, struct shard *s)
 {
-    if (shard_credit(c, s) != RKV_OK)
-        return;
+    rkv_status st = shard_credit(c, s);
+    if (st != RKV_OK)
+        return st;
     struct rkv_req h = { .opcode = RKV_OP_HINTS, .req_id = shard_next_id(s),
                          .hint_count = (uint16_t)s->nhints };
     uint32_t len = (uint32_t)rkv_req_build(s->ops->send_buf(s->t, 0), &h, NULL, NULL, 0,
                                            s->hints, s->nhints);
     s->nhints = 0;
-    if (s->ops->send(s->t, &len, 1) != RKV_OK) {
+    st = s->ops->send(s->t, &len, 1);
+    if (st != RKV_OK) {
         shard_down(s);
-        return;
+        return fail(c, st, "%s: sending access hints failed: %s", s->uri, rkv_strerror(st));
     }
     s->outstanding++;
+    return RKV_OK;
 }
 
-static void note_hint(rkv_client *c, struct shard *s, uint64_t slot)
+/* Buffer one access hint; a full buffer is flushed. A down shard takes none. */
+static rkv_status note_hint(rkv_client *c, struct shard *s, uint64_t slot)
 {
-    if (!(s->hello.features & RKV_FEATURE_HINTS))
-        return;
+    if (s->t == NULL || !(s->hello.features & RKV_FEATURE_HINTS))
+        return RKV_OK;
     s->hints[s->nhints++] = slot;
-    if (s->nhints == MAX_HINTS)
-        hints_flush(c, s);
+    return s->nhints == MAX_HINTS ? hints_flush(c, s) : RKV_OK;
 }
 
-/* Fold one finished lookup into counters, cache and hints. */
-static void lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup *l, uint64_t key_hash)
+/* Fold one finished lookup into counters, cache and hints. Returns RKV_OK,
+ * or the error that took the shard down while flushing hints (the lookup's
+ * own result stands: it was read and verified before). */
+static rkv_status lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup *l,
+                              uint64_t key_hash)
 {
     struct loc_entry *e = cache_slot(c, key_hash);
     c->c.gets++;
@@ -484,12 +518,12 @@ static void lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup *l, ui
             e->key_hash = key_hash;
             e->slot = l->slot;
         }
-        note_hint(c, s, l->slot);
-    } else {
-        c->c.get_misses += l->status == RKV_NOT_FOUND;
-        if (e && e->key_hash == key_hash)
-            e->key_hash = 0;
+        return note_hint(c, s, l->slot);
     }
+    c->c.get_misses += l->status == RKV_NOT_FOUND;
+    if (e && e->key_hash == key_hash)
+        e->key_hash = 0;
+    return RKV_OK;
 }
 
 static void prepare_lookup(rkv_client *c, struct rkv_lookup *l, const void *key, size_t key_len,
@@ -519,11 +553,13 @@ static rkv_status run_lookups(rkv_client *c, struct shard *s, struct rkv_lookup 
 rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, size_t buf_len,
                    size_t *value_len, struct rkv_item_info *info)
 {
-    if (RKV_UNLIKELY(key == NULL || key_len == 0 || (buf == NULL && buf_len != 0)))
-        return fail(c, RKV_INVALID, "get: key must be non-empty and buf non-NULL");
-    uint64_t kh = rkv_shard_hash(key, key_len);
-    struct shard *s = shard_for(c, kh);
-    rkv_status st = shard_ready(c, s);
+    const struct call_args a = { .call = "get", .key = key, .key_len = key_len,
+                                 .kind = DATA_BUFFER, .data = buf, .data_len = buf_len };
+    struct shard *s;
+    uint64_t kh;
+    rkv_status st = route(c, &a, &s, &kh);
+    if (RKV_LIKELY(st == RKV_OK))
+        st = shard_ready(c, s);
     if (RKV_UNLIKELY(st != RKV_OK))
         return st;
 
@@ -532,7 +568,7 @@ rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, si
     st = run_lookups(c, s, &l, 1);
     if (RKV_UNLIKELY(st != RKV_OK))
         return st;
-    lookup_done(c, s, &l, kh);
+    (void)lookup_done(c, s, &l, kh); /* a failed hint send: the value stands, next call reconnects */
     if (value_len)
         *value_len = l.value_len;
     if (info && (l.status == RKV_OK || l.status == RKV_BUFFER_TOO_SMALL)) {
@@ -547,49 +583,82 @@ rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, si
     return l.status;
 }
 
+/* Look up one chunk of keys on shard s; every op gets a status. `down` is
+ * the shard's state in this call: once it is not RKV_OK the shard is not
+ * used again, and the ops without a result carry it (the first such error
+ * goes to *first_error). Returns the shard's state after the chunk. */
+static rkv_status mget_chunk(rkv_client *c, struct shard *s, rkv_status down,
+                             struct rkv_get_op *ops, struct rkv_lookup *ls,
+                             const uint64_t *khs, const size_t *idx, unsigned k,
+                             rkv_status *first_error)
+{
+    if (down == RKV_OK)
+        down = shard_ready(c, s);
+    if (down == RKV_OK) {
+        unsigned fit = (unsigned)RKV_MIN((size_t)k, (s->lctx.scratch_len -
+            rkv_lookup_scratch_need(&s->geom, 0)) / (2 * sizeof(struct rkv_bucket)));
+        for (unsigned done = 0; down == RKV_OK && done < k; done += fit)
+            down = run_lookups(c, s, ls + done, RKV_MIN(fit, k - done));
+    }
+    for (unsigned j = 0; j < k; j++) {
+        struct rkv_get_op *op = &ops[idx[j]];
+        if (down != RKV_OK && ls[j].status == RKV_INTERNAL) {
+            op->status = down;           /* never looked up (or the read failed) */
+            op->value_len = 0;
+            if (*first_error == RKV_OK)
+                *first_error = down;
+            continue;
+        }
+        rkv_status hint = lookup_done(c, s, &ls[j], khs[j]);
+        if (down == RKV_OK)
+            down = hint;                 /* the shard went down: later chunks skip it */
+        op->status = ls[j].status;
+        op->value_len = ls[j].value_len;
+    }
+    return down;
+}
+
 rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n)
 {
     struct rkv_lookup ls[MGET_CHUNK];
     uint64_t khs[MGET_CHUNK];
     size_t idx[MGET_CHUNK];
+    rkv_status first_error = RKV_OK;
 
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         ops[i].status = RKV_INTERNAL;
+        ops[i].value_len = 0;
+    }
     /* one pass per shard; within it, chunks of MGET_CHUNK keys */
     for (unsigned sh = 0; sh < c->nshards; sh++) {
         struct shard *s = &c->shards[sh];
+        rkv_status down = RKV_OK;
         size_t i = 0;
         while (i < n) {
             unsigned k = 0;
             for (; i < n && k < MGET_CHUNK; i++) {
                 struct rkv_get_op *op = &ops[i];
+                const struct call_args a = { .call = "mget", .key = op->key,
+                    .key_len = op->key_len, .kind = DATA_BUFFER, .data = op->buf,
+                    .data_len = op->buf_len };
+                struct shard *owner;
                 uint64_t kh;
-                if (!owned_by(c, s, op->key, op->key_len, &op->status, &kh))
+                rkv_status st = route(c, &a, &owner, &kh);
+                if (st != RKV_OK)
+                    op->status = st;
+                if (st != RKV_OK || owner != s)
                     continue;
                 khs[k] = kh;
                 idx[k] = i;
                 prepare_lookup(c, &ls[k], op->key, op->key_len, op->buf, op->buf_len, kh);
+                ls[k].status = RKV_INTERNAL;
                 k++;
             }
-            if (k == 0)
-                continue;
-            rkv_status st = shard_ready(c, s);
-            if (st == RKV_OK) {
-                unsigned fit = (unsigned)RKV_MIN((size_t)k, (s->lctx.scratch_len -
-                    rkv_lookup_scratch_need(&s->geom, 0)) / (2 * sizeof(struct rkv_bucket)));
-                for (unsigned done = 0; st == RKV_OK && done < k; done += fit)
-                    st = run_lookups(c, s, ls + done, RKV_MIN(fit, k - done));
-            }
-            if (st != RKV_OK)
-                return st;
-            for (unsigned j = 0; j < k; j++) {
-                lookup_done(c, s, &ls[j], khs[j]);
-                ops[idx[j]].status = ls[j].status;
-                ops[idx[j]].value_len = ls[j].value_len;
-            }
+            if (k > 0)
+                down = mget_chunk(c, s, down, ops, ls, khs, idx, k, &first_error);
         }
     }
-    return RKV_OK;
+    return first_error;
 }
 
 /* ------------------------------------------------------------ writes */
@@ -618,7 +687,7 @@ static uint32_t build_req(struct shard *s, unsigned i, const struct write_req *w
     struct rkv_req h = { .opcode = w->opcode, .key_len = (uint16_t)w->key_len,
                          .value_len = (uint32_t)w->value_len, .req_id = req_id, .arg = w->arg };
     if (o) {
-        h.flags = (uint8_t)(o->mode & RKV_PUT_MODE_MASK);
+        h.flags = (uint8_t)o->mode;      /* route() refused unknown modes */
         h.ttl = o->ttl;
         h.arg = o->cas;
         h.user_flags = o->user_flags;
@@ -642,36 +711,34 @@ static uint32_t build_req(struct shard *s, unsigned i, const struct write_req *w
                                    hints, h.hint_count);
 }
 
-static rkv_status check_write(rkv_client *c, const struct shard *s, const struct write_req *w)
+/* A value that travels by rendezvous must fit this connection's staging
+ * buffer (route() has checked everything else). */
+static rkv_status check_staging(rkv_client *c, const struct shard *s, const struct write_req *w)
 {
     size_t stage_cap = 0;
-    if (w->key == NULL || w->key_len == 0 || (w->value == NULL && w->value_len != 0))
-        return fail(c, RKV_INVALID, "key must be non-empty and value non-NULL");
-    if (w->key_len > s->geom.max_key_len)
-        return fail(c, RKV_TOO_LARGE, "key of %zu bytes is longer than the server's limit of %u",
-                    w->key_len, s->geom.max_key_len);
-    if (w->value_len > s->geom.max_value_len)
-        return fail(c, RKV_TOO_LARGE, "value of %zu bytes is longer than the server's limit of %u",
-                    w->value_len, s->geom.max_value_len);
-    if (needs_staging(s, w)) {
-        struct rkv_remote_buf rb;
-        s->ops->staging(s->t, &stage_cap, &rb);
-        if (w->value_len > stage_cap)
-            return fail(c, RKV_TOO_LARGE, "value of %zu bytes is larger than the client's "
-                        "staging buffer (%zu bytes)", w->value_len, stage_cap);
-    }
+    struct rkv_remote_buf rb;
+    if (!needs_staging(s, w))
+        return RKV_OK;
+    s->ops->staging(s->t, &stage_cap, &rb);
+    if (w->value_len > stage_cap)
+        return fail(c, RKV_TOO_LARGE, "value of %zu bytes is larger than the client's "
+                    "staging buffer (%zu bytes)", w->value_len, stage_cap);
     return RKV_OK;
 }
 
-/* Send ws[0..n-1] (all owned by shard s) in as few batches as credits allow
- * (one doorbell each) and collect every reply into its write_req. A value
- * that needs the staging buffer travels in a batch of its own. */
-static rkv_status shard_write_batch(rkv_client *c, struct shard *s, struct write_req **ws, size_t n)
+/* Send ws[0..n-1] (all owned by shard s, checked by route(), status
+ * RKV_INTERNAL) in as few batches as credits allow (one doorbell each) and
+ * collect every reply into its write_req. A value that needs the staging
+ * buffer travels in a batch of its own. `down` is the shard's state in this
+ * call: when it is, or becomes, an error, the shard is not used again and
+ * every write without a reply carries that error. Returns the shard's state. */
+static rkv_status shard_write_batch(rkv_client *c, struct shard *s, rkv_status down,
+                                    struct write_req **ws, size_t n)
 {
     struct write_req *sent[256];
     uint32_t lens[256];
     size_t i = 0;
-    rkv_status st = shard_ready(c, s);
+    rkv_status st = down != RKV_OK ? down : shard_ready(c, s);
 
     while (st == RKV_OK && i < n) {
         if ((st = shard_credit(c, s)) != RKV_OK)
@@ -681,8 +748,9 @@ static rkv_status shard_write_batch(rkv_client *c, struct shard *s, struct write
         unsigned k = 0;
         for (; i < n && k < room; i++) {
             struct write_req *w = ws[i];
-            if ((w->status = check_write(c, s, w)) != RKV_OK)
+            if ((w->status = check_staging(c, s, w)) != RKV_OK)
                 continue;
+            w->status = RKV_INTERNAL;
             bool staged = needs_staging(s, w);
             if (staged && k > 0)
                 break;
@@ -700,7 +768,8 @@ static rkv_status shard_write_batch(rkv_client *c, struct shard *s, struct write
         st = s->ops->send(s->t, lens, k);
         if (st != RKV_OK) {
             shard_down(s);
-            return fail(c, st, "%s: send failed: %s", s->uri, rkv_strerror(st));
+            fail(c, st, "%s: send failed: %s", s->uri, rkv_strerror(st));
+            break;
         }
         s->outstanding += k;
         for (unsigned r = 0; st == RKV_OK && r < k; r++) {
@@ -715,6 +784,9 @@ static rkv_status shard_write_batch(rkv_client *c, struct shard *s, struct write
             }
         }
     }
+    for (size_t j = 0; st != RKV_OK && j < n; j++)
+        if (ws[j]->status == RKV_INTERNAL)
+            ws[j]->status = st;   /* not sent, or no reply: the shard's error */
     return st;
 }
 
@@ -727,16 +799,21 @@ static void cache_forget(rkv_client *c, uint64_t key_hash)
 }
 
 /* One write to the key's owner; returns its status. */
-static rkv_status write_one(rkv_client *c, struct write_req *w)
+static rkv_status write_one(rkv_client *c, const char *call, struct write_req *w)
 {
-    if (w->key == NULL || w->key_len == 0)
-        return fail(c, RKV_INVALID, "key must be non-empty");
-    uint64_t kh = rkv_shard_hash(w->key, w->key_len);
+    const struct call_args a = { .call = call, .key = w->key, .key_len = w->key_len,
+                                 .kind = w->opcode == RKV_OP_PUT ? DATA_VALUE : DATA_NONE,
+                                 .data = w->value, .data_len = w->value_len, .opts = w->opts };
+    struct shard *s;
+    uint64_t kh;
     struct write_req *p = w;
+    rkv_status st = route(c, &a, &s, &kh);
+    if (st != RKV_OK)
+        return st;
     w->status = RKV_INTERNAL;
-    rkv_status st = shard_write_batch(c, shard_for(c, kh), &p, 1);
+    shard_write_batch(c, s, RKV_OK, &p, 1);
     cache_forget(c, kh);
-    return st != RKV_OK ? st : w->status;
+    return w->status;
 }
 
 rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len, const void *value,
@@ -745,7 +822,7 @@ rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len, const void *v
     struct write_req w = { .opcode = RKV_OP_PUT, .key = key, .key_len = key_len,
                            .value = value, .value_len = value_len, .opts = opts };
     c->c.puts++;
-    rkv_status st = write_one(c, &w);
+    rkv_status st = write_one(c, "put", &w);
     if (st == RKV_OK && new_version)
         *new_version = w.value_out;
     return st;
@@ -755,7 +832,7 @@ rkv_status rkv_delete(rkv_client *c, const void *key, size_t key_len)
 {
     struct write_req w = { .opcode = RKV_OP_DELETE, .key = key, .key_len = key_len };
     c->c.deletes++;
-    return write_one(c, &w);
+    return write_one(c, "delete", &w);
 }
 
 rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len, int64_t delta, uint64_t *result)
@@ -763,7 +840,7 @@ rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len, int64_t delt
     struct write_req w = { .opcode = RKV_OP_INCR, .key = key, .key_len = key_len,
                            .arg = (uint64_t)delta };
     c->c.other_rpcs++;
-    rkv_status st = write_one(c, &w);
+    rkv_status st = write_one(c, "incr", &w);
     if (st == RKV_OK && result)
         *result = w.value_out;
     return st;
@@ -773,38 +850,53 @@ rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
 {
     struct write_req ws[MGET_CHUNK];
     struct write_req *wp[MGET_CHUNK];
+    size_t idx[MGET_CHUNK];
+    rkv_status first_error = RKV_OK;
 
+    for (size_t i = 0; i < n; i++) {
+        ops[i].status = RKV_INTERNAL;
+        ops[i].version = 0;
+    }
     for (unsigned sh = 0; sh < c->nshards; sh++) {
         struct shard *s = &c->shards[sh];
+        rkv_status down = RKV_OK;
         size_t i = 0;
         while (i < n) {
             unsigned k = 0;
             for (; i < n && k < MGET_CHUNK; i++) {
                 struct rkv_put_op *op = &ops[i];
+                const struct call_args a = { .call = "mput", .key = op->key,
+                    .key_len = op->key_len, .kind = DATA_VALUE, .data = op->value,
+                    .data_len = op->value_len, .opts = op->opts };
+                struct shard *owner;
                 uint64_t kh;
-                if (!owned_by(c, s, op->key, op->key_len, &op->status, &kh))
+                rkv_status st = route(c, &a, &owner, &kh);
+                if (st != RKV_OK)
+                    op->status = st;
+                if (st != RKV_OK || owner != s)
                     continue;
                 cache_forget(c, kh);
                 ws[k] = (struct write_req){ .opcode = RKV_OP_PUT, .key = op->key,
                     .key_len = op->key_len, .value = op->value, .value_len = op->value_len,
-                    .opts = op->opts, .status = RKV_INTERNAL, .arg = (uint64_t)i };
+                    .opts = op->opts, .status = RKV_INTERNAL };
                 wp[k] = &ws[k];
+                idx[k] = i;
                 k++;
             }
             if (k == 0)
                 continue;
             c->c.puts += k;
-            rkv_status st = shard_write_batch(c, s, wp, k);
-            if (st != RKV_OK)
-                return st;
+            down = shard_write_batch(c, s, down, wp, k);
             for (unsigned j = 0; j < k; j++) {
-                struct rkv_put_op *op = &ops[ws[j].arg];
+                struct rkv_put_op *op = &ops[idx[j]];
                 op->status = ws[j].status;
                 op->version = ws[j].value_out;
+                if (down != RKV_OK && op->status == down && first_error == RKV_OK)
+                    first_error = down;
             }
         }
     }
-    return RKV_OK;
+    return first_error;
 }
 
 /* ------------------------------------------------------------ control */
@@ -874,6 +966,14 @@ void rkv_reset_counters(rkv_client *c)
 {
     memset(&c->c, 0, sizeof c->c);
     memset(&c->tc, 0, sizeof c->tc);
+}
+
+size_t rkv_max_value_size(const rkv_client *c)
+{
+    uint32_t m = UINT32_MAX;
+    for (unsigned i = 0; i < c->nshards; i++)
+        m = RKV_MIN(m, c->shards[i].geom.max_value_len);
+    return m;
 }
 
 unsigned rkv_shard_count(const rkv_client *c)

@@ -172,8 +172,8 @@ static rkv_status wait_cm(struct rkv_ctrans *t, enum rdma_cm_event_type want, ui
         }
         uint64_t now = rkv_now_ns();
         if (now >= deadline) {
-            snprintf(err, err_len, "timed out after %u ms waiting for %s from %s: is the server up and reachable?",
-                     t->timeout_ms, rdma_event_str(want), t->peer);
+            snprintf(err, err_len, "timed out after %u ms waiting for %s: is the server up and reachable?",
+                     t->timeout_ms, rdma_event_str(want));
             return RKV_TIMEOUT;
         }
         poll(&pfd, 1, (int)((deadline - now) / 1000000u) + 1);
@@ -279,8 +279,8 @@ static rkv_status resolve(struct rkv_ctrans *t, const struct sockaddr *dst, cons
     if (st != RKV_OK)
         return st;
     if (device != NULL && strcmp(device, rkv_rdma_device_name(t->id->verbs)) != 0) {
-        snprintf(err, err_len, "%s is reached through RDMA device %s, not %s (rdma_device)",
-                 t->peer, rkv_rdma_device_name(t->id->verbs), device);
+        snprintf(err, err_len, "the server is reached through RDMA device %s, not %s (rdma_device)",
+                 rkv_rdma_device_name(t->id->verbs), device);
         return RKV_INVALID;
     }
     st = rkv_rdma_open_device(rkv_rdma_device_name(t->id->verbs), &t->verbs, err, err_len);
@@ -379,7 +379,7 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     if (st != RKV_OK)
         return st;
     if (rkv_rdma_addr_is_wildcard((struct sockaddr *)&dst)) {
-        snprintf(err, err_len, "cannot connect to the wildcard address %s: name the server's IP", addr);
+        snprintf(err, err_len, "cannot connect to a wildcard address: name the server's IP");
         return RKV_INVALID;
     }
     t = calloc(1, sizeof *t);
@@ -486,7 +486,7 @@ static rkv_status cli_set_region(struct rkv_ctrans *t, const struct rkv_hello *h
         return RKV_PROTOCOL;
     }
     if (h->region_size == 0 || h->region_addr + h->region_size < h->region_addr) {
-        snprintf(err, err_len, "server %s reports a bad region (address 0x%llx, %llu bytes)", t->peer,
+        snprintf(err, err_len, "the server reports a bad region (address 0x%llx, %llu bytes)",
                  (unsigned long long)h->region_addr, (unsigned long long)h->region_size);
         return RKV_PROTOCOL;
     }

@@ -26,7 +26,18 @@
  * what was wrong, what to do).
  *
  * Keys are binary-safe, 1..250 bytes. Values are 0..max_value_len bytes (the
- * server's configuration; 1 MiB less the item header by default).
+ * server's configuration; 1 MiB less the item header by default; see
+ * rkv_max_value_size()).
+ *
+ * Arguments: every call, single or batched, checks its arguments the same
+ * way: a NULL or empty key, or a NULL value/buffer with a non-zero length,
+ * or an unknown put mode is RKV_INVALID; a key or value over the server's
+ * limits is RKV_TOO_LARGE. Nothing is sent for such an op.
+ *
+ * Connection errors: RKV_CONNECTION (cannot connect, the connection broke,
+ * or a reconnect is backing off) and RKV_TIMEOUT (no reply within
+ * timeout_ms; the connection is reset). Either can come from any call that
+ * talks to a server; the next call reconnects.
  */
 #ifndef RKV_H
 #define RKV_H
@@ -76,18 +87,24 @@ struct rkv_options {
 };
 
 /* Connect to one server, or to several separated by commas (sharded). On
- * failure *out is NULL and rkv_last_error(NULL) says which server and why.
- * Later calls on a handle reconnect by themselves (with backoff) after a
- * connection breaks; such a call returns RKV_CONNECTION meanwhile. */
+ * failure *out is NULL and rkv_last_error(NULL) says which server and why
+ * ("URI: what went wrong; what to do"). Later calls on a handle reconnect by
+ * themselves (with backoff) after a connection breaks; such a call returns
+ * RKV_CONNECTION meanwhile.
+ * Statuses: RKV_OK, RKV_INVALID (bad URI or option), RKV_CONNECTION,
+ * RKV_TIMEOUT, RKV_AUTH, RKV_VERSION_MISMATCH, RKV_PROTOCOL, RKV_NO_MEMORY. */
 rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_client **out);
 
 /* Read a value into buf. On RKV_OK, *value_len is its length. On
  * RKV_BUFFER_TOO_SMALL nothing is copied and *value_len is the length needed.
- * `info` (may be NULL) receives the item's version (for rkv_cas) and flags. */
+ * `info` (may be NULL) receives the item's version (for rkv_cas) and flags.
+ * Statuses: RKV_OK, RKV_NOT_FOUND, RKV_BUFFER_TOO_SMALL, RKV_RETRY_EXHAUSTED,
+ * RKV_INVALID (NULL/empty key, buf NULL with buf_len > 0), RKV_TOO_LARGE
+ * (key), RKV_CONNECTION, RKV_TIMEOUT. */
 struct rkv_item_info {
     uint64_t version;      /* CAS token */
     uint32_t user_flags;   /* what the writer stored */
-    uint32_t ttl_left;     /* seconds to expiry; 0 = no expiry */
+    uint32_t ttl_left;     /* seconds to expiry; 0 = never expires */
 };
 rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len,
                    void *buf, size_t buf_len, size_t *value_len,
@@ -99,31 +116,51 @@ typedef enum rkv_put_mode {
     RKV_ADD,          /* only if absent, else RKV_EXISTS */
     RKV_REPLACE,      /* only if present, else RKV_NOT_STORED */
     RKV_CAS,          /* only if present with version == cas, else RKV_CAS_MISMATCH / RKV_NOT_STORED */
-} rkv_put_mode;
+} rkv_put_mode;       /* any other value is refused with RKV_INVALID */
+
+/* rkv_put_options.ttl: the item never expires, whatever the server's
+ * default TTL (--default-ttl). */
+#define RKV_TTL_NEVER UINT32_MAX
 
 struct rkv_put_options {
     rkv_put_mode mode;
-    uint32_t ttl;          /* seconds to live; 0 = the server's default */
+    uint32_t ttl;          /* seconds to live; 0 = the server's default (--default-ttl,
+                            * itself 0 = never); RKV_TTL_NEVER = never expires */
     uint64_t cas;          /* the version that RKV_CAS requires */
     uint32_t user_flags;   /* stored with the item, returned by get */
 };
 
 /* Store a value. opts may be NULL (RKV_SET, default TTL). `new_version`
- * (may be NULL) receives the stored item's version. */
+ * (may be NULL) receives the stored item's version.
+ * Statuses: RKV_OK, RKV_EXISTS / RKV_NOT_STORED / RKV_CAS_MISMATCH (the mode's
+ * condition failed), RKV_OUT_OF_MEMORY, RKV_TOO_LARGE (key or value),
+ * RKV_INVALID (NULL/empty key, value NULL with value_len > 0, unknown mode),
+ * RKV_CONNECTION, RKV_TIMEOUT, RKV_SERVER_BUSY. */
 rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len,
                    const void *value, size_t value_len,
                    const struct rkv_put_options *opts, uint64_t *new_version);
 
+/* Remove a key. Statuses: RKV_OK, RKV_NOT_FOUND, RKV_INVALID (NULL/empty
+ * key), RKV_TOO_LARGE (key), RKV_CONNECTION, RKV_TIMEOUT. */
 rkv_status rkv_delete(rkv_client *c, const void *key, size_t key_len);
 
-/* Add delta (negative: subtract, saturating at 0) to a decimal value; the
- * result goes to *result. RKV_NOT_FOUND if absent. */
+/* Add delta to a value that is a decimal u64 (1..20 digits); the result goes
+ * to *result and is stored as decimal text, keeping the item's TTL and flags.
+ * Overflow is defined as memcached defines it: an increment wraps modulo 2^64
+ * (18446744073709551615 + 1 = 0), a decrement (negative delta) saturates at 0.
+ * Statuses: RKV_OK, RKV_NOT_FOUND (absent), RKV_NOT_NUMBER, RKV_INVALID,
+ * RKV_TOO_LARGE (key), RKV_SERVER_BUSY (the item kept changing),
+ * RKV_CONNECTION, RKV_TIMEOUT. */
 rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len,
                     int64_t delta, uint64_t *result);
 
 /* Batched operations: all requests go out with one doorbell per server and
- * batch; each op gets its own status. The call returns RKV_OK when every op
- * was attempted (look at each op's status), else the connection error. */
+ * batch. Every op gets its own status, exactly what the single call would
+ * return for it (arguments are checked the same way). A server whose
+ * connection fails during the call is not used again by it: its ops that
+ * had no result yet get the error (RKV_CONNECTION, RKV_TIMEOUT), while ops
+ * on other servers go ahead. The call returns RKV_OK when no op carries a
+ * connection error, else the first such error. */
 struct rkv_get_op {
     const void *key; size_t key_len;
     void *buf; size_t buf_len;
@@ -141,7 +178,8 @@ struct rkv_put_op {
 };
 rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n);
 
-/* Round trip to each server; RKV_OK when all answered. */
+/* Round trip to each server; RKV_OK when all answered, else the first
+ * server's RKV_CONNECTION / RKV_TIMEOUT / RKV_AUTH. */
 rkv_status rkv_ping(rkv_client *c);
 
 /* Server statistics as text, one "name value" line each, for server `shard`
@@ -164,6 +202,10 @@ struct rkv_counters {
 };
 void rkv_get_counters(const rkv_client *c, struct rkv_counters *out);
 void rkv_reset_counters(rkv_client *c);
+
+/* The longest value rkv_put accepts on this handle: the smallest
+ * max_value_len of its servers (from their region headers at connect). */
+size_t rkv_max_value_size(const rkv_client *c);
 
 /* Number of servers this handle shards over, and the one that owns a key. */
 unsigned rkv_shard_count(const rkv_client *c);

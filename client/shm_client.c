@@ -104,7 +104,7 @@ static rkv_status sock_connect(struct rkv_ctrans *t, const char *path, uint64_t 
             break;
         usleep(1000);
     }
-    snprintf(err, err_len, "cannot connect to shm://%s: %s%s", path, strerror(errno),
+    snprintf(err, err_len, "cannot connect: %s%s", strerror(errno),
              errno == ENOENT || errno == ECONNREFUSED ? "; is rkv-server running with this "
              "shm listen path?" : errno == EACCES ? "; the client needs write permission on the "
              "socket (join the server's group)" : "");
@@ -172,7 +172,7 @@ static rkv_status map_conn(struct rkv_ctrans *t, const struct rkv_shm_accept_msg
 }
 
 /* Send our connect message and take the server's answer and descriptors. */
-static rkv_status handshake(struct rkv_ctrans *t, const char *path, uint64_t deadline,
+static rkv_status handshake(struct rkv_ctrans *t, uint64_t deadline,
                             char *err, size_t err_len)
 {
     struct rkv_shm_connect_msg hello = {
@@ -186,15 +186,14 @@ static rkv_status handshake(struct rkv_ctrans *t, const char *path, uint64_t dea
 
     int e = rkv_shm_send_fds(t->sock, &hello, sizeof hello, NULL, 0);
     if (e != 0) {
-        snprintf(err, err_len, "shm://%s: sending the connect message failed: %s", path,
-                 strerror(-e));
+        snprintf(err, err_len, "sending the connect message failed: %s", strerror(-e));
         return RKV_CONNECTION;
     }
     for (;;) {
         rc = wait_readable(t->sock, deadline);
         if (rc != RKV_OK) {
-            snprintf(err, err_len, "shm://%s: no answer from the server within the timeout",
-                     path);
+            snprintf(err, err_len, "no answer from the server within the timeout; is it "
+                     "stopped or overloaded?");
             return rc;
         }
         e = rkv_shm_recv_fds(t->sock, &m, sizeof m, &got, fds, RKV_SHM_CONN_FDS, &nfds);
@@ -202,25 +201,25 @@ static rkv_status handshake(struct rkv_ctrans *t, const char *path, uint64_t dea
             break;
     }
     if (e != 0 || got != sizeof m || m.magic != RKV_SHM_MAGIC) {
-        snprintf(err, err_len, "shm://%s: the server closed the connection or sent a bad "
-                 "answer (%s); is it an rkv server?", path, e ? strerror(-e) : "bad message");
+        snprintf(err, err_len, "the server closed the connection or sent a bad answer (%s); "
+                 "is it an rkv server?", e ? strerror(-e) : "bad message");
         rc = e == -ECONNRESET ? RKV_CONNECTION : RKV_PROTOCOL;
         goto done;
     }
     m.reason[sizeof m.reason - 1] = '\0';
     if (m.version != RKV_SHM_VERSION) {
-        snprintf(err, err_len, "shm://%s speaks shm transport version %u, this client %u; use "
-                 "matching builds", path, m.version, RKV_SHM_VERSION);
+        snprintf(err, err_len, "the server speaks shm transport version %u, this client %u; "
+                 "use matching builds", m.version, RKV_SHM_VERSION);
         rc = RKV_VERSION_MISMATCH;
         goto done;
     }
     if (m.status != RKV_OK) {
-        snprintf(err, err_len, "shm://%s refused the connection: %s", path, m.reason);
+        snprintf(err, err_len, "the server refused the connection: %s", m.reason);
         rc = m.status < RKV_STATUS_COUNT ? (rkv_status)m.status : RKV_PROTOCOL;
         goto done;
     }
     if (nfds != RKV_SHM_CONN_FDS) {
-        snprintf(err, err_len, "shm://%s sent %u descriptors, expected %u", path, nfds,
+        snprintf(err, err_len, "the server sent %u descriptors, expected %u", nfds,
                  RKV_SHM_CONN_FDS);
         rc = RKV_PROTOCOL;
         goto done;
@@ -264,7 +263,7 @@ static rkv_status shm_connect(const char *addr, const struct rkv_ctrans_params *
     rc = sock_connect(t, addr, deadline, err, err_len);
     if (rc != RKV_OK)
         goto fail;
-    rc = handshake(t, addr, deadline, err, err_len);
+    rc = handshake(t, deadline, err, err_len);
     if (rc != RKV_OK)
         goto fail;
     t->local_len = RKV_ALIGN_UP(local_len, 4096);

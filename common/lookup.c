@@ -303,6 +303,8 @@ static void start_key(const struct rkv_region_header *g, struct rkv_lookup *l)
     }
     if (l->key_len == 0 || l->key_len > g->max_key_len)
         finish(l, l->key_len ? RKV_TOO_LARGE : RKV_INVALID);
+    else if (l->buf == NULL && l->buf_len != 0)
+        finish(l, RKV_INVALID); /* deliver() would copy to NULL */
     else if (l->cached_slot && rkv_slot_valid(g, l->cached_slot, &off, &len))
         l->phase = PHASE_CACHE;
     else

@@ -52,7 +52,8 @@ struct rkv_lookup {
     uint64_t cached_slot;           /* in: a location to try first, or 0 */
     void *buf;                      /* in: where the value goes (may be NULL if buf_len 0) */
     size_t buf_len;                 /* in */
-    rkv_status status;              /* out: OK, NOT_FOUND, BUFFER_TOO_SMALL, RETRY_EXHAUSTED */
+    rkv_status status;              /* out: OK, NOT_FOUND, BUFFER_TOO_SMALL, RETRY_EXHAUSTED;
+                                     * INVALID / TOO_LARGE for a bad key or buf */
     size_t value_len;               /* out: value length (also on BUFFER_TOO_SMALL) */
     uint64_t version;               /* out: item version (CAS token) */
     uint32_t user_flags;            /* out */

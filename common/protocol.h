@@ -48,7 +48,7 @@ struct rkv_req {
     uint8_t  flags;        /* RKV_REQ_* / put mode */
     uint16_t key_len;      /* bytes of key after the header */
     uint32_t value_len;    /* inline value bytes, or the rendezvous length */
-    uint32_t ttl;          /* seconds; 0 = server default */
+    uint32_t ttl;          /* seconds; 0 = server default, RKV_TTL_NEVER = never expires */
     uint16_t hint_count;   /* 8-byte access hints after key and value */
     uint16_t reserved;     /* 0 */
     uint32_t req_id;       /* echoed in the response */

@@ -54,7 +54,9 @@ struct rkv_ctrans;  /* one connection, one thread */
 struct rkv_client_transport {
     const char *scheme;  /* "rdma" or "shm" */
 
-    /* Connect to `addr` (the URI after "scheme://"). Nothing is sent yet. */
+    /* Connect to `addr` (the URI after "scheme://"). Nothing is sent yet.
+     * Messages in `err` (here and in set_region) say what went wrong and what
+     * to do, but not which server: the client prefixes its URI, once. */
     rkv_status (*connect)(const char *addr, const struct rkv_ctrans_params *p,
                           struct rkv_trans_counters *counters,
                           struct rkv_ctrans **out, char *err, size_t err_len);

@@ -68,6 +68,8 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     line(&t, "region_bytes", srv->region.size);
     line(&t, "hugepages", srv->region.hugepages);
     line(&t, "buckets", ts.buckets);
+    line(&t, "max_key_len", rkv_table_header(srv->table)->max_key_len);
+    line(&t, "max_value_len", rkv_table_header(srv->table)->max_value_len);
     line(&t, "evictions", ts.evictions);
     line(&t, "expirations", ts.expirations);
     line(&t, "displacements", ts.displacements);

@@ -896,7 +896,8 @@ rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
         return RKV_INVALID;
     if (val->len > t->cfg.max_value_len)
         return RKV_TOO_LARGE;
-    st = table_store(t, key, key_len, val, mode, cas, expiry_for(t, ttl), user_flags, version);
+    uint32_t expire_at = ttl == RKV_TTL_NEVER ? 0 : expiry_for(t, ttl);
+    st = table_store(t, key, key_len, val, mode, cas, expire_at, user_flags, version);
     if (st == RKV_OK)
         count(&t->n.puts, 1);
     return st;

@@ -73,7 +73,7 @@ void rkv_table_destroy(struct rkv_table *t);
 
 const struct rkv_region_header *rkv_table_header(const struct rkv_table *t);
 
-/* Store key → value. mode/cas as in rkv_put_mode; ttl 0 = default.
+/* Store key → value. mode/cas as in rkv_put_mode; ttl 0 = default, RKV_TTL_NEVER = never.
  * *version receives the new item's version. */
 rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
                          const struct rkv_value_src *val, rkv_put_mode mode,

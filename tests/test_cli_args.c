@@ -140,6 +140,10 @@ static void good_commands(void **state)
     assert_int_equal(c.put.mode, RKV_ADD);
     assert_int_equal(c.put.ttl, 60);
     assert_int_equal(c.put.user_flags, 7);
+    assert_true(parse_words(&c, err, sizeof err, "put", "k", "v", "--ttl", "never", NULL));
+    assert_int_equal(c.put.ttl, RKV_TTL_NEVER);
+    assert_true(parse_words(&c, err, sizeof err, "put", "k", "v", "--ttl", "4294967294", NULL));
+    assert_int_equal(c.put.ttl, 4294967294u);
 
     assert_true(parse_words(&c, err, sizeof err, "put", "--replace", "k", "v", NULL));
     assert_int_equal(c.put.mode, RKV_REPLACE);
@@ -205,6 +209,8 @@ static void bad_commands(void **state)
     BAD("put: --ttl: 'soon'", "put", "k", "v", "--ttl", "soon");
     BAD("put: --ttl: '-1'", "put", "k", "v", "--ttl", "-1");
     BAD("put: --ttl: '4294967296'", "put", "k", "v", "--ttl", "4294967296");
+    BAD("put: --ttl: '4294967295' is not a number of seconds in 0..4294967294 or 'never'",
+        "put", "k", "v", "--ttl", "4294967295");
     BAD("put: --flags: 'x'", "put", "k", "v", "--flags", "x");
     BAD("put: --cas: '0' is not an item version", "put", "k", "v", "--cas", "0");
     BAD("at most one of --add, --replace and --cas", "put", "k", "v", "--add", "--replace");

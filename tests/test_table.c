@@ -491,12 +491,15 @@ static void test_ttl(void **state)
     assert_int_equal(put_mode(&e, "short", 5, "s", 1, RKV_SET, 0, 1, NULL), RKV_OK);
     assert_int_equal(put_mode(&e, "never", 5, "n", 1, RKV_SET, 0, 0, NULL), RKV_OK);
     assert_int_equal(put_mode(&e, "long", 4, "l", 1, RKV_SET, 0, 100, NULL), RKV_OK);
-    assert_int_equal(put_mode(&e, "huge", 4, "h", 1, RKV_SET, 0, UINT32_MAX, NULL), RKV_OK);
+    assert_int_equal(put_mode(&e, "huge", 4, "h", 1, RKV_SET, 0, RKV_TTL_NEVER - 1, NULL), RKV_OK);
     assert_int_equal(rkv_table_find(e.t, "short", 5)->expire_at, now + 1);
     assert_int_equal(rkv_table_find(e.t, "never", 5)->expire_at, 0);
     assert_int_equal(rkv_table_find(e.t, "huge", 4)->expire_at, UINT32_MAX);
     assert_int_equal(put_mode(&d, "dflt", 4, "d", 1, RKV_SET, 0, 0, NULL), RKV_OK);
     assert_int_equal(rkv_table_find(d.t, "dflt", 4)->expire_at, rkv_table_clock(d.t) + 30);
+    /* RKV_TTL_NEVER overrides the default TTL */
+    assert_int_equal(put_mode(&d, "forever", 7, "f", 1, RKV_SET, 0, RKV_TTL_NEVER, NULL), RKV_OK);
+    assert_int_equal(rkv_table_find(d.t, "forever", 7)->expire_at, 0);
 
     rkv_table_tick(e.t);
     assert_string_equal(get_str(&e, "short"), "s");

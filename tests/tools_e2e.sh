@@ -26,6 +26,7 @@ expect() {
     [[ $rc == "$want" ]] || fail "$what: exit $rc, expected $want (stderr: $(head -c 300 "$TMP/err"))"
 }
 out_is() { [[ $(cat "$TMP/out") == "$1" ]] || fail "$2: stdout '$(head -c 200 "$TMP/out")', expected '$1'"; }
+err_is() { [[ $(cat "$TMP/err") == "$1" ]] || fail "$2: stderr '$(head -c 300 "$TMP/err")', expected '$1'"; }
 err_has() { grep -q -- "$1" "$TMP/err" || fail "$2: stderr lacks '$1': $(head -c 300 "$TMP/err")"; }
 out_has() { grep -q -- "$1" "$TMP/out" || fail "$2: stdout lacks '$1'"; }
 
@@ -60,10 +61,12 @@ expect 0 "del" "${C[@]}" del greeting
 expect 1 "del again" "${C[@]}" del greeting
 expect 0 "stats" "${C[@]}" stats
 grep -qE '^[a-z_]+ [0-9]' "$TMP/out" || fail "stats: no 'name value' lines"
+grep -qE '^max_value_len [0-9]+$' "$TMP/out" || fail "stats: no max_value_len line"
+expect 0 "put --ttl never" "${C[@]}" put forever v --ttl never
 expect 2 "usage: unknown command" "${C[@]}" fetch x;  err_has "unknown command 'fetch'" "usage message"
 expect 2 "usage: no server" "$CLI" get x
 expect 2 "connection refused" "$CLI" -s "shm://$TMP/none.sock" get x
-err_has "cannot connect to shm://$TMP/none.sock" "connection message"
+err_is "rkv-cli: get: shm://$TMP/none.sock: cannot connect: No such file or directory; is rkv-server running with this shm listen path?" "connection message (the URI once)"
 
 # stdin mode: binary key and value, comments, a miss and a bad line (worst status 2)
 printf '# a comment\nput "bin\\x00key" "a\\x00b\\xff"\nget "bin\\x00key"\nget nokey\nbogus\nping\n' >"$TMP/in"

@@ -25,12 +25,15 @@ void cli_usage(FILE *out)
 "Commands:\n"
 "  get KEY [--meta]     print the value, then a newline (always, tty or not);\n"
 "                       --meta also prints 'version V flags F ttl T' to stderr\n"
-"  put KEY VALUE [--ttl SECONDS] [--flags N] [--add|--replace|--cas VERSION]\n"
+"  put KEY VALUE [--ttl SECONDS|never] [--flags N] [--add|--replace|--cas VERSION]\n"
 "                       store VALUE (set is an alias); --add only if absent,\n"
 "                       --replace only if present, --cas only if the item's\n"
-"                       version is VERSION (see get --meta)\n"
+"                       version is VERSION (see get --meta); --ttl 0 (the\n"
+"                       default) takes the server's --default-ttl, 'never'\n"
+"                       overrides it\n"
 "  del KEY              delete (delete is an alias)\n"
 "  incr KEY [DELTA]     add DELTA (default 1) to a decimal value; print it\n"
+"                       (wraps past 18446744073709551615 to 0, as memcached)\n"
 "  decr KEY [DELTA]     subtract DELTA (saturating at 0); print the result\n"
 "  stats [SHARD]        the server's statistics as 'name value' lines\n"
 "  ping                 round trip to every server; prints PONG\n"
@@ -237,9 +240,11 @@ static bool command_option(struct cli_command *c, const struct cli_arg *args, si
             return fail(err, err_len, "%s: %.*s needs a value", c->name, (int)a->len, a->s);
         const struct cli_arg *val = &args[++*i];
         if (arg_is(a, "--ttl")) {
-            if (!arg_u64(val, 0, UINT32_MAX, &v))
-                return fail(err, err_len, "%s: --ttl: '%.*s' is not a number of seconds in 0..%u",
-                            c->name, (int)val->len, val->s, UINT32_MAX);
+            if (arg_is(val, "never"))
+                v = RKV_TTL_NEVER;
+            else if (!arg_u64(val, 0, RKV_TTL_NEVER - 1, &v))
+                return fail(err, err_len, "%s: --ttl: '%.*s' is not a number of seconds in 0..%u "
+                            "or 'never'", c->name, (int)val->len, val->s, RKV_TTL_NEVER - 1);
             c->put.ttl = (uint32_t)v;
         } else if (arg_is(a, "--flags")) {
             if (!arg_u64(val, 0, UINT32_MAX, &v))
