@@ -70,9 +70,9 @@ typedef struct rkv_client rkv_client;
 struct rkv_options {
     const char *auth_secret;    /* shared secret the server expects, or NULL */
     unsigned timeout_ms;        /* per-operation timeout; 0 = 5000 */
-    unsigned location_cache;    /* entries (16 bytes each) of the key→item location cache, the
+    unsigned location_cache;    /* entries (8 bytes each) of the key→item location cache, the
                                    memory budget of the process's shared cache: handles asking for
-                                   the same size share one; 0 = 4194304 (64 MiB of address space,
+                                   the same size share one; 0 = 4194304 (32 MiB of address space,
                                    touched as used), (unsigned)-1 = this handle uses none */
     unsigned max_get_retries;   /* verification retries before RKV_RETRY_EXHAUSTED; 0 = 64 */
     unsigned reconnect_ms;      /* longest backoff between reconnect attempts; 0 = 1000 */

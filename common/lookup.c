@@ -325,7 +325,7 @@ static void start_key(const struct rkv_region_header *g, struct rkv_lookup *l)
     l->tries = 0;
     l->bucket_next = 0;
     l->hops = 0;
-    l->at_slot = l->cached_slot;
+    l->at_slot = 0;
     if (l->key_len != 0) {
         struct rkv_key_hash kh;
         rkv_hash_key(l->key, l->key_len, g->hash_seed, g->bucket_count, &kh);
@@ -335,8 +335,11 @@ static void start_key(const struct rkv_region_header *g, struct rkv_lookup *l)
     }
     if (l->key_len == 0 || l->key_len > g->max_key_len)
         finish(l, l->key_len ? RKV_TOO_LARGE : RKV_INVALID);
-    else if (l->cached_slot && rkv_slot_valid(g, l->cached_slot, &off, &len))
+    else if (l->cached_slot && rkv_slot_valid(g, l->cached_slot, &off, &len)) {
+        /* a cache may keep its own tag in the fingerprint bits */
+        l->at_slot = (l->cached_slot & ~(uint64_t)0xffff) | l->fp;
         l->phase = PHASE_CACHE;
+    }
     else
         l->phase = PHASE_BUCKETS;
 }

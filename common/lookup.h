@@ -61,7 +61,8 @@ struct rkv_lookup_ctx {
 struct rkv_lookup {
     const void *key;                /* in */
     uint32_t key_len;               /* in */
-    uint64_t cached_slot;           /* in: a location to try first, or 0 */
+    uint64_t cached_slot;           /* in: a location to try first, or 0; its fingerprint
+                                       bits are ignored (the key's own are used) */
     void *buf;                      /* in: where the value goes (may be NULL if buf_len 0) */
     size_t buf_len;                 /* in */
     rkv_status status;              /* out: OK, NOT_FOUND, BUFFER_TOO_SMALL, RETRY_EXHAUSTED */
