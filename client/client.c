@@ -2,9 +2,10 @@
  *
  * A handle holds one connection ("shard") per server URI. Per shard it keeps
  * the HELLO answer, a validated copy of the region header (the geometry a
- * lookup needs), a location cache (key hash → slot word, so a repeated GET is
- * one READ), and a buffer of access hints that ride on the next RPC so the
- * server's eviction knows what clients read.
+ * lookup needs) and a buffer of access hints that ride on the next RPC so the
+ * server's eviction knows what clients read. The location cache (key → slot
+ * word, so a repeated GET is one READ) is the process's, shared with other
+ * handles (location_cache.c), and keyed by region generation.
  *
  * GET runs common/lookup.c over the shard's transport. Writes build requests
  * straight into the transport's send buffers (inline when they fit, a
@@ -13,8 +14,8 @@
  *
  * Failure model: a transport error marks the shard down and returns
  * RKV_CONNECTION. The next call reconnects, with exponential backoff, and a
- * new HELLO; a changed region generation drops the location cache, so no
- * location from the old region is ever used.
+ * new HELLO; a changed region generation changes the location cache's keys,
+ * so no location from the old region is ever used.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 
 #include "hash.h"
+#include "location_cache.h"
 #include "lookup.h"
 #include "protocol.h"
 #include "rkv.h"
@@ -34,15 +36,9 @@
 #define LOOKUP_OPS      1024      /* read ops one lookup round may post */
 #define MGET_CHUNK      128       /* keys per lookup batch */
 #define DEFAULT_TIMEOUT 5000
-#define DEFAULT_CACHE   65536
 #define DEFAULT_RETRIES 64
 #define DEFAULT_BACKOFF 1000
 #define LOCAL_BUF_SIZE  (4u << 20)
-
-struct loc_entry {
-    uint64_t key_hash;   /* rkv_shard_hash of the key; 0 = empty */
-    uint64_t slot;       /* slot word the key was last found through */
-};
 
 struct shard {
     char uri[256];
@@ -69,8 +65,7 @@ struct rkv_client {
     char secret[RKV_MAX_SECRET + 1];
     unsigned nshards;
     struct shard *shards;
-    struct loc_entry *cache;         /* location cache, shared by shards */
-    unsigned cache_mask;             /* entries - 1; cache NULL when off */
+    struct rkv_loc_cache *cache;     /* the process's location cache; NULL when off */
     struct rkv_trans_counters tc;    /* bumped by the transports */
     struct rkv_counters c;           /* the rest, bumped here */
     char last_error[768];
@@ -260,15 +255,9 @@ static rkv_status shard_geometry(rkv_client *c, struct shard *s)
         .geom = &s->geom, .read = lookup_read, .read_ctx = s,
         .scratch = local, .scratch_len = local_len,
         .ops = s->read_ops, .ops_cap = LOOKUP_OPS,
-        .max_retries = c->opts.max_get_retries,
+        .max_retries = c->opts.max_get_retries, .cost = s->ops->read_cost,
     };
     return RKV_OK;
-}
-
-static void cache_clear(rkv_client *c)
-{
-    if (c->cache)
-        memset(c->cache, 0, (size_t)(c->cache_mask + 1) * sizeof *c->cache);
 }
 
 static rkv_status shard_connect(rkv_client *c, struct shard *s)
@@ -295,11 +284,7 @@ static rkv_status shard_connect(rkv_client *c, struct shard *s)
         shard_down(s);
         return st;
     }
-    if (s->generation != s->hello.generation) {
-        if (s->generation != 0)
-            cache_clear(c); /* a new server: every cached location is void */
-        s->generation = s->hello.generation;
-    }
+    s->generation = s->hello.generation; /* a new server: new cache keys (location_cache.h) */
     shard_clock(s, s->hello.clock);
     s->backoff_ms = 0;
     return RKV_OK;
@@ -356,7 +341,7 @@ static void apply_defaults(struct rkv_options *o)
     if (o->timeout_ms == 0)
         o->timeout_ms = DEFAULT_TIMEOUT;
     if (o->location_cache == 0)
-        o->location_cache = DEFAULT_CACHE;
+        o->location_cache = RKV_LOC_CACHE_DEFAULT;
     if (o->max_get_retries == 0)
         o->max_get_retries = DEFAULT_RETRIES;
     if (o->reconnect_ms == 0)
@@ -384,15 +369,9 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
     c->shards = calloc(MAX_SHARDS, sizeof *c->shards);
     if (c->shards == NULL)
         goto fail;
-    if (c->opts.location_cache != (unsigned)-1) {
-        unsigned n = 1;
-        while (n < c->opts.location_cache && n < (1u << 24))
-            n <<= 1;
-        c->cache = calloc(n, sizeof *c->cache);
-        if (c->cache == NULL)
-            goto fail;
-        c->cache_mask = n - 1;
-    }
+    if (c->opts.location_cache != (unsigned)-1 &&
+        (c->cache = rkv_loc_cache_acquire(c->opts.location_cache)) == NULL)
+        goto fail;
     st = parse_uris(c, uris ? uris : "");
     for (unsigned i = 0; st == RKV_OK && i < c->nshards; i++)
         st = shard_connect(c, &c->shards[i]);
@@ -417,7 +396,7 @@ void rkv_close(rkv_client *c)
         free(c->shards[i].read_ops);
     }
     free(c->shards);
-    free(c->cache);
+    rkv_loc_cache_release(c->cache);
     free(c);
 }
 
@@ -465,11 +444,6 @@ static rkv_status route(rkv_client *c, const struct call_args *a, struct shard *
     return RKV_OK;
 }
 
-static struct loc_entry *cache_slot(rkv_client *c, uint64_t key_hash)
-{
-    return c->cache ? &c->cache[key_hash & c->cache_mask] : NULL;
-}
-
 /* Send the buffered hints on their own, without waiting for the reply
  * (shard_wait drops it later). Costs one doorbell per MAX_HINTS GET hits.
  * Hints are best effort, but a failure to send them takes the shard down
@@ -509,40 +483,42 @@ static rkv_status note_hint(rkv_client *c, struct shard *s, uint64_t slot)
 static rkv_status lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup *l,
                               uint64_t key_hash)
 {
-    struct loc_entry *e = cache_slot(c, key_hash);
+    bool found = l->status == RKV_OK || l->status == RKV_BUFFER_TOO_SMALL;
+    rkv_status hint_st = RKV_OK;
     c->c.gets++;
-    if (l->status == RKV_OK || l->status == RKV_BUFFER_TOO_SMALL) {
+    c->c.cache_stale += l->cached_slot != 0 && !l->cache_used;
+    if (found) {
         c->c.get_hits++;
         c->c.cache_hits += (uint64_t)l->cache_used;
-        if (e) {
-            e->key_hash = key_hash;
-            e->slot = l->slot;
-        }
-        return note_hint(c, s, l->slot);
+        hint_st = note_hint(c, s, l->slot);
+    } else {
+        c->c.get_misses += l->status == RKV_NOT_FOUND;
     }
-    c->c.get_misses += l->status == RKV_NOT_FOUND;
-    if (e && e->key_hash == key_hash)
-        e->key_hash = 0;
-    return RKV_OK;
+    /* only changes are written: a hit leaves the shared cache line clean */
+    uint64_t slot = found ? l->slot : 0;
+    if (c->cache && slot != l->cached_slot)
+        rkv_loc_cache_store(c->cache, s->generation, key_hash, slot);
+    return hint_st;
 }
 
-static void prepare_lookup(rkv_client *c, struct rkv_lookup *l, const void *key, size_t key_len,
-                           void *buf, size_t buf_len, uint64_t key_hash)
+static void prepare_lookup(rkv_client *c, const struct shard *s, struct rkv_lookup *l,
+                           const void *key, size_t key_len, void *buf, size_t buf_len,
+                           uint64_t key_hash)
 {
-    struct loc_entry *e = cache_slot(c, key_hash);
     l->key = key;
     l->key_len = key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)key_len;
     l->buf = buf;
     l->buf_len = buf_len;
-    l->cached_slot = e && e->key_hash == key_hash ? e->slot : 0;
+    l->cached_slot = c->cache ? rkv_loc_cache_find(c->cache, s->generation, key_hash) : 0;
 }
 
 static rkv_status run_lookups(rkv_client *c, struct shard *s, struct rkv_lookup *ls, unsigned n)
 {
     s->lctx.now = shard_now(s);
-    uint64_t before = s->lctx.retries;
+    uint64_t retries = s->lctx.retries, forwards = s->lctx.forwards;
     rkv_status st = rkv_lookup_batch(&s->lctx, ls, n);
-    c->c.verify_retries += s->lctx.retries - before;
+    c->c.verify_retries += s->lctx.retries - retries;
+    c->c.forwards += s->lctx.forwards - forwards;
     if (st != RKV_OK) {
         shard_down(s);
         return fail(c, st, "%s: read failed: %s", s->uri, rkv_strerror(st));
@@ -564,7 +540,7 @@ rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, si
         return st;
 
     struct rkv_lookup l;
-    prepare_lookup(c, &l, key, key_len, buf, buf_len, kh);
+    prepare_lookup(c, s, &l, key, key_len, buf, buf_len, kh);
     st = run_lookups(c, s, &l, 1);
     if (RKV_UNLIKELY(st != RKV_OK))
         return st;
@@ -650,7 +626,7 @@ rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n)
                     continue;
                 khs[k] = kh;
                 idx[k] = i;
-                prepare_lookup(c, &ls[k], op->key, op->key_len, op->buf, op->buf_len, kh);
+                prepare_lookup(c, s, &ls[k], op->key, op->key_len, op->buf, op->buf_len, kh);
                 ls[k].status = RKV_INTERNAL;
                 k++;
             }
@@ -790,15 +766,9 @@ static rkv_status shard_write_batch(rkv_client *c, struct shard *s, rkv_status d
     return st;
 }
 
-/* Forget where a key was: a write moved it. */
-static void cache_forget(rkv_client *c, uint64_t key_hash)
-{
-    struct loc_entry *e = cache_slot(c, key_hash);
-    if (e && e->key_hash == key_hash)
-        e->key_hash = 0;
-}
-
-/* One write to the key's owner; returns its status. */
+/* One write to the key's owner; returns its status. An update leaves the
+ * cached location alone: the old item forwards to its replacement (one READ
+ * more on the next GET, not the buckets); a delete leaves nothing to follow. */
 static rkv_status write_one(rkv_client *c, const char *call, struct write_req *w)
 {
     const struct call_args a = { .call = call, .key = w->key, .key_len = w->key_len,
@@ -812,7 +782,8 @@ static rkv_status write_one(rkv_client *c, const char *call, struct write_req *w
         return st;
     w->status = RKV_INTERNAL;
     shard_write_batch(c, s, RKV_OK, &p, 1);
-    cache_forget(c, kh);
+    if (c->cache && w->opcode == RKV_OP_DELETE)
+        rkv_loc_cache_store(c->cache, s->generation, kh, 0);
     return w->status;
 }
 
@@ -875,7 +846,6 @@ rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
                     op->status = st;
                 if (st != RKV_OK || owner != s)
                     continue;
-                cache_forget(c, kh);
                 ws[k] = (struct write_req){ .opcode = RKV_OP_PUT, .key = op->key,
                     .key_len = op->key_len, .value = op->value, .value_len = op->value_len,
                     .opts = op->opts, .status = RKV_INTERNAL };

@@ -721,6 +721,7 @@ static void *cli_staging(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_bu
 
 const struct rkv_client_transport rkv_rdma_client_transport = {
     .scheme = "rdma",
+    .read_cost = RKV_COST_ROUND_TRIPS,
     .connect = cli_connect_to,
     .set_region = cli_set_region,
     .local_buf = cli_local_buf,

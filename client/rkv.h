@@ -19,7 +19,8 @@
  * keys across servers with jump consistent hashing.
  *
  * Threading: a handle is not thread-safe. Use one handle per thread; handles
- * are independent and may talk to the same servers concurrently.
+ * are independent and may talk to the same servers concurrently. They share
+ * one location cache per process (lock-free), so threads warm each other.
  *
  * Errors: every call returns an rkv_status. rkv_strerror() names a status;
  * rkv_last_error() gives the handle's last detailed message (which server,
@@ -80,7 +81,10 @@ typedef struct rkv_client rkv_client;
 struct rkv_options {
     const char *auth_secret;    /* shared secret the server expects, or NULL */
     unsigned timeout_ms;        /* per-operation timeout; 0 = 5000 */
-    unsigned location_cache;    /* entries in the key→item location cache; 0 = 65536, (unsigned)-1 = off */
+    unsigned location_cache;    /* entries (8 bytes each) of the key→item location cache, the
+                                   memory budget of the process's shared cache: handles asking for
+                                   the same size share one; 0 = 4194304 (32 MiB of address space,
+                                   touched as used), (unsigned)-1 = this handle uses none */
     unsigned max_get_retries;   /* verification retries before RKV_RETRY_EXHAUSTED; 0 = 64 */
     unsigned reconnect_ms;      /* longest backoff between reconnect attempts; 0 = 1000 */
     const char *rdma_device;    /* RDMA device name, or NULL for rdma_cm's choice */
@@ -199,6 +203,8 @@ struct rkv_counters {
     uint64_t verify_retries;    /* reads that failed verification and were redone */
     uint64_t cache_hits;        /* GETs served through the location cache */
     uint64_t reconnects;        /* times the handle re-established a connection */
+    uint64_t forwards;          /* READs that followed a superseded item's forward to its replacement */
+    uint64_t cache_stale;       /* GETs whose cached location was no longer the key's (index re-read) */
 };
 void rkv_get_counters(const rkv_client *c, struct rkv_counters *out);
 void rkv_reset_counters(rkv_client *c);

@@ -470,6 +470,7 @@ static void *shm_staging(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_bu
 
 const struct rkv_client_transport rkv_shm_client_transport = {
     .scheme = "shm",
+    .read_cost = RKV_COST_BYTES,
     .connect = shm_connect,
     .set_region = shm_set_region,
     .local_buf = shm_local_buf,

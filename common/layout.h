@@ -29,7 +29,7 @@
 #define RKV_STATIC_ASSERT(c, m) _Static_assert(c, m)
 
 #define RKV_REGION_MAGIC    0x314e4745524b5652ull /* "RKVREGN1" */
-#define RKV_FORMAT_VERSION  1u
+#define RKV_FORMAT_VERSION  2u  /* 2: superseded items forward to their replacement */
 #define RKV_HEADER_SIZE     4096u
 #define RKV_CACHELINE       64u
 
@@ -120,7 +120,34 @@ struct rkv_item {
 #define RKV_ITEM_HEADER_SIZE 40u
 RKV_STATIC_ASSERT(sizeof(struct rkv_item) == RKV_ITEM_HEADER_SIZE, "item header is 40 bytes");
 
-#define RKV_ITEM_OBSOLETE 1ull  /* superseded or deleted: never return it */
+/* The state word. OBSOLETE: superseded, deleted or still being built: never
+ * return it. FORWARD (only with OBSOLETE): the item was superseded by an
+ * update (SET over the key, CAS, INCR) and bits 16-63 hold the size class and
+ * offset of its replacement, i.e. the replacement's slot word without the
+ * fingerprint (the reader ORs in its key's own). The server writes the forward
+ * and the OBSOLETE mark in one 8-byte store, so a reader never sees an
+ * obsolete item whose forward is still to come. A forward is a hint like a
+ * cached location: a reader range-checks it (rkv_slot_valid) and verifies the
+ * item it leads to against the key; it never trusts it. Deleted, evicted and
+ * expired items have no forward. */
+#define RKV_ITEM_OBSOLETE 1ull
+#define RKV_ITEM_FORWARD  2ull
+#define RKV_ITEM_FORWARD_MASK (~(uint64_t)0xffff)
+
+/* The state word of an item superseded by the one at slot word `next`. */
+static inline uint64_t rkv_item_state_forward(uint64_t next)
+{
+    return (next & RKV_ITEM_FORWARD_MASK) | RKV_ITEM_FORWARD | RKV_ITEM_OBSOLETE;
+}
+
+/* The slot word a state word forwards to for a key of fingerprint fp, or 0. */
+static inline uint64_t rkv_item_forward(uint64_t state, uint16_t fp)
+{
+    const uint64_t both = RKV_ITEM_FORWARD | RKV_ITEM_OBSOLETE;
+    if ((state & both) != both || (state & RKV_ITEM_FORWARD_MASK) == 0)
+        return 0;
+    return (state & RKV_ITEM_FORWARD_MASK) | fp;
+}
 
 /* The checksum of an item whose header fields and data are already in place. */
 uint64_t rkv_item_checksum(const struct rkv_item *it, uint64_t seed);

@@ -3,8 +3,11 @@
  * See lookup.h for the algorithm. Every key of a batch is a small state
  * machine; each loop iteration gathers the reads all pending keys need into
  * one round trip, then advances every key on what came back. Nothing read is
- * trusted: slot words are range-checked before they become read addresses,
- * items are checked for bounds, checksum, key, obsolete flag and expiry.
+ * trusted: slot words (from buckets, the cache, or an item's forward) are
+ * range-checked before they become read addresses, items are checked for
+ * bounds, checksum, key, obsolete flag and expiry. A forward is only taken
+ * from an item that passed the checksum and key checks, and the item it leads
+ * to is verified like any other.
  */
 #include <string.h>
 
@@ -125,17 +128,21 @@ static void plan_key(struct round *r, struct rkv_lookup *l)
     l->nread = 0;
     switch (l->phase) {
     case PHASE_CACHE:
-        rkv_slot_valid(g, l->cached_slot, &off, &len); /* checked at start */
+        rkv_slot_valid(g, l->at_slot, &off, &len); /* checked before it became at_slot */
         l->land = round_add(r, off, len);
         l->nread = 1;
         break;
     case PHASE_BUCKETS:
-    case PHASE_RECHECK:
-        l->land = round_add(r, bucket_offset(g, l->bucket[0]), sizeof(struct rkv_bucket));
-        if (l->land && !round_add(r, bucket_offset(g, l->bucket[1]), sizeof(struct rkv_bucket)))
+    case PHASE_RECHECK: {
+        unsigned first = l->phase == PHASE_RECHECK ? 0 : l->bucket_next;
+        unsigned n = l->phase == PHASE_BUCKETS && r->ctx->cost == RKV_COST_BYTES ? 1 : 2 - first;
+        l->land = round_add(r, bucket_offset(g, l->bucket[first]), sizeof(struct rkv_bucket));
+        if (l->land && n == 2 &&
+            !round_add(r, bucket_offset(g, l->bucket[1]), sizeof(struct rkv_bucket)))
             l->land = NULL;
-        l->nread = 2;
+        l->nread = n;
         break;
+    }
     case PHASE_ITEMS:
         /* as many candidates as fit; at least one always fits an empty round */
         l->land = NULL;
@@ -169,10 +176,18 @@ static void finish(struct rkv_lookup *l, rkv_status st)
 static void retry(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
 {
     ctx->retries++;
+    l->bucket_next = 0;
     if (++l->tries > ctx->max_retries)
         finish(l, RKV_RETRY_EXHAUSTED);
     else
         l->phase = PHASE_BUCKETS;
+}
+
+/* After the candidates of the buckets read so far: the next bucket, or (both
+ * read, no match) the re-check that confirms a miss. */
+static void next_bucket_or_recheck(struct rkv_lookup *l)
+{
+    l->phase = l->bucket_next < 2 ? PHASE_BUCKETS : PHASE_RECHECK;
 }
 
 static void deliver(struct rkv_lookup *l, const struct rkv_item *it, uint64_t slot)
@@ -192,11 +207,11 @@ static void deliver(struct rkv_lookup *l, const struct rkv_item *it, uint64_t sl
 }
 
 static void collect_candidates(const struct rkv_region_header *g, struct rkv_lookup *l,
-                               const struct rkv_bucket *b, uint16_t fp)
+                               const struct rkv_bucket *b, unsigned nbuckets, uint16_t fp)
 {
     l->ncand = 0;
     l->next_cand = 0;
-    for (unsigned i = 0; i < 2; i++) {
+    for (unsigned i = 0; i < nbuckets; i++) {
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
             uint64_t slot = b[i].slot[s], off;
             uint32_t len;
@@ -220,26 +235,40 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
 
     switch (l->phase) {
     case PHASE_CACHE: {
-        rkv_slot_valid(g, l->cached_slot, &off, &len);
+        rkv_slot_valid(g, l->at_slot, &off, &len);
         const struct rkv_item *it = (const struct rkv_item *)(const void *)l->land;
-        if (rkv_item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now) == RKV_VERIFY_OK) {
+        enum rkv_verify v = rkv_item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now);
+        uint64_t next = v == RKV_VERIFY_OBSOLETE ? rkv_item_forward(it->state, l->fp) : 0;
+        if (v == RKV_VERIFY_OK) {
             l->cache_used = 1;
-            deliver(l, it, l->cached_slot);
+            deliver(l, it, l->at_slot);
+        } else if (next != 0 && l->hops < RKV_LOOKUP_MAX_FORWARDS &&
+                   rkv_slot_valid(g, next, &off, &len)) {
+            l->hops++;             /* our key, superseded: read its replacement next */
+            ctx->forwards++;
+            l->at_slot = next;
         } else {
             l->phase = PHASE_BUCKETS; /* stale location: fall back to the index */
         }
         break;
     }
-    case PHASE_BUCKETS:
-        if ((b[0].version | b[1].version) & 1) {
-            retry(ctx, l); /* the server is changing a bucket right now */
-            break;
-        }
-        l->bucket_version[0] = b[0].version;
-        l->bucket_version[1] = b[1].version;
-        collect_candidates(g, l, b, l->fp);
-        l->phase = l->ncand ? PHASE_ITEMS : PHASE_RECHECK;
+    case PHASE_BUCKETS: {
+        unsigned first = l->bucket_next;
+        for (unsigned i = 0; i < l->nread; i++)
+            if (b[i].version & 1) {
+                retry(ctx, l); /* the server is changing a bucket right now */
+                return;
+            }
+        for (unsigned i = 0; i < l->nread; i++)
+            l->bucket_version[first + i] = b[i].version;
+        l->bucket_next = (uint8_t)(first + l->nread);
+        collect_candidates(g, l, b, l->nread, l->fp);
+        if (l->ncand)
+            l->phase = PHASE_ITEMS;
+        else
+            next_bucket_or_recheck(l);
         break;
+    }
     case PHASE_ITEMS: {
         const uint8_t *p = l->land;
         bool torn = false;
@@ -268,7 +297,7 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         if (torn)
             retry(ctx, l);
         else if (l->next_cand == l->ncand)
-            l->phase = PHASE_RECHECK; /* only other keys: confirm the miss */
+            next_bucket_or_recheck(l); /* only other keys: the next bucket, or confirm the miss */
         break;
     }
     case PHASE_RECHECK:
@@ -294,6 +323,9 @@ static void start_key(const struct rkv_region_header *g, struct rkv_lookup *l)
     l->slot = 0;
     l->cache_used = 0;
     l->tries = 0;
+    l->bucket_next = 0;
+    l->hops = 0;
+    l->at_slot = 0;
     if (l->key_len != 0) {
         struct rkv_key_hash kh;
         rkv_hash_key(l->key, l->key_len, g->hash_seed, g->bucket_count, &kh);
@@ -305,8 +337,11 @@ static void start_key(const struct rkv_region_header *g, struct rkv_lookup *l)
         finish(l, l->key_len ? RKV_TOO_LARGE : RKV_INVALID);
     else if (l->buf == NULL && l->buf_len != 0)
         finish(l, RKV_INVALID); /* deliver() would copy to NULL */
-    else if (l->cached_slot && rkv_slot_valid(g, l->cached_slot, &off, &len))
+    else if (l->cached_slot && rkv_slot_valid(g, l->cached_slot, &off, &len)) {
+        /* a cache may keep its own tag in the fingerprint bits */
+        l->at_slot = (l->cached_slot & ~(uint64_t)0xffff) | l->fp;
         l->phase = PHASE_CACHE;
+    }
     else
         l->phase = PHASE_BUCKETS;
 }

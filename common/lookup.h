@@ -4,12 +4,22 @@
  * read (RDMA READ or shm memcpy races the server's writes). Per key:
  *
  *   cached location?  ── 1 READ of the item ── verified → hit
- *        │ (stale, obsolete, other key, torn)
+ *        │      └─ our key, superseded, with a forward → 1 READ of the
+ *        │         replacement (at most RKV_LOOKUP_MAX_FORWARDS hops), verified → hit
+ *        │ (stale, deleted, other key, torn, too many hops)
  *        ▼
- *   READ both candidate buckets (one round trip) → slots with our fingerprint
- *   READ those items (one round trip) → verify checksum, key, obsolete, expiry
+ *   READ the candidate buckets → slots with our fingerprint
+ *   READ those items → verify checksum, key, obsolete, expiry
  *   nothing matched → re-READ both buckets; a miss is reported only when both
- *   bucket versions are even and unchanged (no concurrent move), else retry.
+ *   bucket versions are even and unchanged since each was read (no
+ *   concurrent move), else retry.
+ *
+ * The transport's cost model (rkv_lookup_ctx.cost) decides how the buckets
+ * are read; the algorithm is the same. When round trips cost (rdma), both
+ * candidate buckets go in one round trip. When bytes cost and round trips
+ * are free (shm: a read is a memcpy), the first bucket is read alone and the
+ * second only when the first held no match: most keys live in their first
+ * bucket, so a cold GET reads one bucket and the item.
  *
  * A verified value is copied to the caller's buffer before the next round
  * reuses the scratch memory. Torn or obsolete reads retry, at most
@@ -24,13 +34,13 @@
 
 #include "layout.h"
 #include "rkv.h"
-
-struct rkv_read_op;
+#include "transport.h"
 
 /* Read ops[0..n-1] in one round trip; RKV_OK or a transport error. */
 typedef rkv_status (*rkv_read_fn)(void *ctx, const struct rkv_read_op *ops, unsigned n);
 
 #define RKV_LOOKUP_MAX_CAND (2 * RKV_SLOTS_PER_BUCKET)
+#define RKV_LOOKUP_MAX_FORWARDS 2   /* forward hops from a cached location before the buckets */
 
 struct rkv_lookup_ctx {
     const struct rkv_region_header *geom; /* validated with rkv_header_valid() */
@@ -42,14 +52,17 @@ struct rkv_lookup_ctx {
     unsigned ops_cap;       /* >= RKV_LOOKUP_MAX_CAND */
     unsigned max_retries;   /* per key */
     uint32_t now;           /* server clock for expiry; 0 = ignore expiry */
+    enum rkv_read_cost cost;/* the transport's cost model (transport.h; 0: round trips cost) */
     uint64_t retries;       /* out: verification retries, accumulated */
+    uint64_t forwards;      /* out: forward hops followed, accumulated */
 };
 
 /* One key of a lookup batch. Fields after `status` are the lookup's own. */
 struct rkv_lookup {
     const void *key;                /* in */
     uint32_t key_len;               /* in */
-    uint64_t cached_slot;           /* in: a location to try first, or 0 */
+    uint64_t cached_slot;           /* in: a location to try first, or 0; its fingerprint
+                                       bits are ignored (the key's own are used) */
     void *buf;                      /* in: where the value goes (may be NULL if buf_len 0) */
     size_t buf_len;                 /* in */
     rkv_status status;              /* out: OK, NOT_FOUND, BUFFER_TOO_SMALL, RETRY_EXHAUSTED;
@@ -59,11 +72,14 @@ struct rkv_lookup {
     uint32_t user_flags;            /* out */
     uint32_t expire_at;             /* out: server clock second, 0 = never */
     uint64_t slot;                  /* out: slot word it was found through (caches, hints) */
-    int cache_used;                 /* out: 1 when served through cached_slot */
+    int cache_used;                 /* out: 1 when served through cached_slot (and forwards) */
 
     /* lookup-private state */
     uint8_t phase;
     uint8_t ncand, next_cand;
+    uint8_t bucket_next;            /* next candidate bucket to read (0, 1; 2 = both read) */
+    uint8_t hops;                   /* forwards followed from cached_slot */
+    uint64_t at_slot;               /* the location PHASE_CACHE reads: cached_slot or a forward */
     unsigned tries;
     uint16_t fp;                    /* the key's fingerprint */
     uint64_t bucket[2];             /* the key's candidate buckets */

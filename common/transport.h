@@ -51,8 +51,16 @@ struct rkv_trans_counters {
 
 struct rkv_ctrans;  /* one connection, one thread */
 
+/* What a transport's reads cost: how a GET (common/lookup.c) batches them. */
+enum rkv_read_cost {
+    RKV_COST_ROUND_TRIPS = 0, /* each round trip costs (rdma): both buckets in one doorbell */
+    RKV_COST_BYTES,           /* round trips are free, bytes cost (shm: a read is a memcpy):
+                                 the second bucket only when the first holds no match */
+};
+
 struct rkv_client_transport {
     const char *scheme;  /* "rdma" or "shm" */
+    enum rkv_read_cost read_cost; /* what its reads cost */
 
     /* Connect to `addr` (the URI after "scheme://"). Nothing is sent yet.
      * Messages in `err` (here and in set_region) say what went wrong and what

@@ -6,8 +6,9 @@
  *   - every slot change is one aligned 8-byte release store, wrapped in the
  *     bucket's seqlock version (odd while changing, +2 per change);
  *   - items are written out of place and published by a slot store; an item
- *     is marked OBSOLETE after its replacement is published and freed only
- *     into the allocator's grace-period limbo;
+ *     is marked OBSOLETE after its replacement is published (an update's
+ *     OBSOLETE mark carries a forward to the replacement, in the same state
+ *     word store) and freed only into the allocator's grace-period limbo;
  *   - an item under construction carries OBSOLETE too and becomes live (state
  *     0) just before its slot is published, so a client holding a stale
  *     cached location that lands on memory being reused for the same key
@@ -262,15 +263,30 @@ static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, ui
     count(&t->n.item_bytes, (int64_t)rkv_item_size(it->key_len, it->value_len));
 }
 
-/* An item that is no longer in the index: mark it obsolete and give its
+/* An item that is no longer in the index: mark it obsolete (with the state
+ * word `state`: plain OBSOLETE, or a forward to its replacement) and give its
  * memory to the allocator's limbo. Lock held. */
-static void retire(struct rkv_table *t, uint64_t word)
+static void retire_as(struct rkv_table *t, uint64_t word, uint64_t state)
 {
     struct rkv_item *it = item_at(t, word);
     count(&t->n.items, -1);
     count(&t->n.item_bytes, -(int64_t)rkv_item_size(it->key_len, it->value_len));
-    __atomic_store_n(&it->state, RKV_ITEM_OBSOLETE, __ATOMIC_RELEASE);
+    __atomic_store_n(&it->state, state, __ATOMIC_RELEASE);
     rkv_slab_free(t->slab, rkv_slot_class(word), rkv_slot_offset(word));
+}
+
+/* Deleted, evicted or expired: no forward. */
+static void retire(struct rkv_table *t, uint64_t word)
+{
+    retire_as(t, word, RKV_ITEM_OBSOLETE);
+}
+
+/* Superseded by the (already published) item at `next`: the forward and the
+ * OBSOLETE mark go out in one store, so a client holding the old location
+ * follows it with one READ instead of reading the buckets again. */
+static void retire_superseded(struct rkv_table *t, uint64_t word, uint64_t next)
+{
+    retire_as(t, word, rkv_item_state_forward(next));
 }
 
 static void index_remove(struct rkv_table *t, const struct place *p)
@@ -849,9 +865,12 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
     if (st == RKV_OK) {
         if (found) {
             publish(t, old.bucket, old.slot, nb.word);   /* same slot: one store replaces */
-            retire(t, old.word);
-            if (!live)
+            if (live) {
+                retire_superseded(t, old.word, nb.word);
+            } else {
+                retire(t, old.word);   /* expired: readers must miss, not follow */
                 count(&t->n.expirations, 1);
+            }
         } else if (index_make_room(t, &h, &p)) {
             publish(t, p.bucket, p.slot, nb.word);
         } else {

@@ -353,6 +353,7 @@ static struct bench_results *sample_results(void)
     r->counters = (struct rkv_counters){
         .gets = 900, .puts = 100, .reads = 1800, .read_round_trips = 900, .doorbells = 500,
         .sends = 100, .inline_sends = 75, .verify_retries = 3, .cache_hits = 450,
+        .forwards = 90, .cache_stale = 9,
     };
     return r;
 }
@@ -408,7 +409,8 @@ static void json_report_fields(void **state)
         "get.p50_us", "get.p90_us", "get.p99_us", "get.p999_us", "get.max_us", "get.min_us",
         "get.mean_us", "get.hits", "get.misses", "put.ops", "put.ops_per_sec", "put.p50_us",
         "put.p99_us", "delete.ops", "delete.misses", "rmw.ops", "rmw.conflicts",
-        "counters.reads", "counters.doorbells", "mix.get", "mix.put", "errors_by_status.timeout",
+        "counters.reads", "counters.doorbells", "forwards", "forwards_per_get",
+        "counters.forwards", "counters.cache_stale", "mix.get", "mix.put", "errors_by_status.timeout",
         "total.ops", "total.ops_per_sec", "total.p50_us", "total.p99_us", "total.p999_us",
     };
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
@@ -439,6 +441,8 @@ static void json_report_fields(void **state)
     assert_true(number_at(f, "doorbells_per_request") == 0.5);
     assert_true(number_at(f, "inline_share") == 0.75);
     assert_true(number_at(f, "cache_hits_per_get") == 0.5);
+    assert_true(number_at(f, "forwards_per_get") == 0.1);
+    assert_true(number_at(f, "counters.cache_stale") == 9);
     assert_true(number_at(f, "verify_retries") == 3);
     /* no deletes: count 0, latencies null (never a made-up 0) */
     assert_true(number_at(f, "delete.ops") == 0);

@@ -180,6 +180,117 @@ static void test_move_between_bucket_reads_is_not_a_miss(void **state)
     assert_int_equal(home(e, &kh), 0);
 }
 
+/* The same race when bytes cost (shm): the first bucket is read alone, the
+ * key moves into it before the second bucket is read; the per-bucket
+ * version re-check still turns the double miss into a retry. */
+static void test_move_between_bucket_reads_bytes_cost(void **state)
+{
+    struct env *e = *state;
+    e->ctx.cost = RKV_COST_BYTES;
+    test_move_between_bucket_reads_is_not_a_miss(state);
+}
+
+static uint64_t slot_of(struct env *e, const char *key)
+{
+    char out[64];
+    struct rkv_lookup l = { .key = key, .key_len = (uint32_t)strlen(key), .buf = out,
+                            .buf_len = sizeof out };
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_OK);
+    return l.slot;
+}
+
+static struct rkv_item *item_of(struct env *e, uint64_t slot)
+{
+    return (struct rkv_item *)(void *)(e->sc.base + rkv_slot_offset(slot));
+}
+
+/* A forward is a hint: the item it leads to is verified like any other. An
+ * old item of our key whose forward (hostile, or stale after the memory was
+ * reused) leads to another key's item, or to a torn item, must not give that
+ * item's value: the lookup falls back to the buckets and returns ours. */
+static void test_forward_is_verified(void **state)
+{
+    struct env *e = *state;
+    put(e, "fk", "old");
+    uint64_t s_old = slot_of(e, "fk");
+    put(e, "fk", "new");
+    uint64_t s_new = slot_of(e, "fk");
+    put(e, "other", "WRONG");
+    uint64_t s_other = slot_of(e, "other");
+    struct rkv_item *old = item_of(e, s_old);
+    assert_int_equal(old->state, rkv_item_state_forward(s_new));
+
+    char out[16];
+    struct rkv_lookup l = { .key = "fk", .key_len = 2, .buf = out, .buf_len = sizeof out,
+                            .cached_slot = s_old };
+    /* the real forward: two READs, no bucket */
+    e->sc.calls = 0;
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_OK);
+    assert_memory_equal(out, "new", 3);
+    assert_int_equal(e->sc.calls, 2);
+    assert_int_equal(e->ctx.forwards, 1);
+
+    /* a forward to another key's item */
+    old->state = rkv_item_state_forward(s_other);
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_OK);
+    assert_int_equal(l.value_len, 3);
+    assert_memory_equal(out, "new", 3);
+    assert_int_equal(l.slot, s_new);
+
+    /* a forward to a torn item of our key (a flipped value byte) */
+    old->state = rkv_item_state_forward(s_new);
+    put(e, "fk", "newer");            /* s_new is now obsolete itself: forward to newer */
+    uint64_t s_newer = slot_of(e, "fk");
+    item_of(e, s_newer)->data[2] ^= 0x20;  /* "Newer": checksum no longer matches */
+    memset(out, 0, sizeof out);
+    l.cached_slot = s_old;
+    e->ctx.max_retries = 2;
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_RETRY_EXHAUSTED); /* never the torn value */
+    item_of(e, s_newer)->data[2] ^= 0x20;
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_OK);
+    assert_memory_equal(out, "newer", 5);
+
+    /* a forward out of the heap is never read (scripted_read asserts bounds) */
+    item_of(e, s_new)->state = rkv_item_state_forward(rkv_slot_make(1, 0, e->sc.h->region_size));
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_OK);
+    assert_memory_equal(out, "newer", 5);
+}
+
+/* Bytes cost: a key in its first bucket costs one bucket READ and one item
+ * READ; a miss reads the second bucket too, then re-checks both. */
+static void test_bytes_cost_reads_second_bucket_on_demand(void **state)
+{
+    struct env *e = *state;
+    e->ctx.cost = RKV_COST_BYTES;
+    put(e, "one", "1");
+    struct rkv_key_hash kh;
+    rkv_hash_key("one", 3, e->sc.h->hash_seed, e->sc.h->bucket_count, &kh);
+    assert_int_equal(home(e, &kh), 0);   /* an empty table: the first bucket */
+    char out[8];
+    struct rkv_lookup l = { .key = "one", .key_len = 3, .buf = out, .buf_len = sizeof out };
+    e->sc.calls = 0;
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_OK);
+    assert_int_equal(e->sc.calls, 2);    /* bucket 0, item */
+    l.key = "absent";
+    l.key_len = 6;
+    e->sc.calls = 0;
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_NOT_FOUND);
+    assert_int_equal(e->sc.calls, 3);    /* bucket 0, bucket 1, re-check of both */
+    e->ctx.cost = RKV_COST_ROUND_TRIPS;
+    e->sc.calls = 0;
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_NOT_FOUND);
+    assert_int_equal(e->sc.calls, 2);    /* both buckets, re-check */
+}
+
 /* A bucket that stays mid-change is never trusted: bounded retries, then
  * RKV_RETRY_EXHAUSTED (not a miss, not a hang). */
 static void test_odd_version_retries_then_gives_up(void **state)
@@ -295,6 +406,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_move_between_bucket_reads_is_not_a_miss, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_move_between_bucket_reads_bytes_cost, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forward_is_verified, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bytes_cost_reads_second_bucket_on_demand, setup, teardown),
         cmocka_unit_test_setup_teardown(test_odd_version_retries_then_gives_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hostile_slots_are_not_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_larger_than_scratch, setup, teardown),

@@ -70,6 +70,7 @@ struct env {
     size_t scratch_len;
     struct rkv_read_op ops[64];
     uint64_t retries;   /* verification retries of the last get() */
+    uint64_t forwards;  /* forwards the last get() followed */
 };
 
 static void env_make(struct env *e, uint64_t size, const struct rkv_table_config *c)
@@ -108,6 +109,7 @@ static rkv_status get(struct env *e, const void *key, uint32_t key_len, uint64_t
                             .buf = buf, .buf_len = buf_len };
     assert_int_equal(rkv_lookup_batch(&ctx, &l, 1), RKV_OK);
     e->retries = ctx.retries;
+    e->forwards = ctx.forwards;
     if (out)
         *out = l;
     return l.status;
@@ -1125,9 +1127,10 @@ static void test_stale_cached_slot(void **state)
     /* the cached location is current: one read */
     assert_int_equal(get(&e, "stale", 5, s2, buf, sizeof buf, &l), RKV_OK);
     assert_int_equal(l.cache_used, 1);
-    /* obsolete: detected, the index gives the new value */
+    /* superseded: the old item forwards to the new one */
     assert_int_equal(get(&e, "stale", 5, s1, buf, sizeof buf, &l), RKV_OK);
-    assert_int_equal(l.cache_used, 0);
+    assert_int_equal(l.cache_used, 1);
+    assert_int_equal(e.forwards, 1);
     assert_memory_equal(buf, "v2", 2);
     assert_int_equal(l.slot, s2);
 
@@ -1157,6 +1160,80 @@ static void test_stale_cached_slot(void **state)
     env_free(&e);
 }
 
+static uint64_t state_at(struct env *e, uint64_t slot)
+{
+    const struct rkv_item *it = (const struct rkv_item *)(const void *)
+        ((const uint8_t *)e->region.base + rkv_slot_offset(slot));
+    return __atomic_load_n(&it->state, __ATOMIC_ACQUIRE);
+}
+
+static uint64_t slot_of(struct env *e, const char *key)
+{
+    char buf[64];
+    struct rkv_lookup l;
+    assert_int_equal(get(e, key, (uint32_t)strlen(key), 0, buf, sizeof buf, &l), RKV_OK);
+    return l.slot;
+}
+
+/* Every update (SET over a key, CAS, INCR) leaves in the old item's state
+ * word OBSOLETE together with a forward to the replacement, in one store
+ * (so no reader sees the mark before the forward); a delete leaves none. A
+ * cached location follows at most RKV_LOOKUP_MAX_FORWARDS hops, then the
+ * buckets answer. */
+static void test_update_forwards(void **state)
+{
+    (void)state;
+    struct env e;
+    env_make(&e, 8 * MiB, NULL);
+    char buf[64];
+    struct rkv_lookup l;
+    uint64_t v, s[5];
+
+    assert_int_equal(put(&e, "fw", "v0"), RKV_OK);
+    s[0] = slot_of(&e, "fw");
+    assert_int_equal(state_at(&e, s[0]), 0);          /* live: no mark, no forward */
+    assert_int_equal(put(&e, "fw", "v1"), RKV_OK);    /* SET over it */
+    s[1] = slot_of(&e, "fw");
+    assert_int_equal(state_at(&e, s[0]), rkv_item_state_forward(s[1]));
+    assert_true(state_at(&e, s[0]) & RKV_ITEM_OBSOLETE);
+    assert_int_equal(rkv_item_forward(state_at(&e, s[0]), rkv_slot_fp(s[1])), s[1]);
+    get(&e, "fw", 2, s[1], buf, sizeof buf, &l);
+    assert_int_equal(put_mode(&e, "fw", 2, "v2", 2, RKV_CAS, l.version, 0, &v), RKV_OK);
+    s[2] = slot_of(&e, "fw");
+    assert_int_equal(rkv_item_forward(state_at(&e, s[1]), rkv_slot_fp(s[2])), s[2]);
+
+    /* two hops from the oldest location, verified at each */
+    assert_int_equal(get(&e, "fw", 2, s[0], buf, sizeof buf, &l), RKV_OK);
+    assert_memory_equal(buf, "v2", 2);
+    assert_int_equal(l.cache_used, 1);
+    assert_int_equal(e.forwards, 2);
+    assert_int_equal(l.slot, s[2]);
+    /* a third hop is one too many: the buckets answer */
+    assert_int_equal(put(&e, "fw", "v3"), RKV_OK);
+    s[3] = slot_of(&e, "fw");
+    assert_int_equal(get(&e, "fw", 2, s[0], buf, sizeof buf, &l), RKV_OK);
+    assert_memory_equal(buf, "v3", 2);
+    assert_int_equal(l.cache_used, 0);
+    assert_int_equal(e.forwards, 2);
+    assert_int_equal(l.slot, s[3]);
+
+    /* INCR replaces the item too */
+    assert_int_equal(put(&e, "n", "41"), RKV_OK);
+    s[4] = slot_of(&e, "n");
+    assert_int_equal(rkv_table_incr(e.t, "n", 1, 1, &v), RKV_OK);
+    assert_int_equal(get(&e, "n", 1, s[4], buf, sizeof buf, &l), RKV_OK);
+    assert_memory_equal(buf, "42", 2);
+    assert_int_equal(e.forwards, 1);
+    assert_int_equal(rkv_item_forward(state_at(&e, s[4]), rkv_slot_fp(l.slot)), l.slot);
+
+    /* deleted: OBSOLETE without a forward; every old location misses */
+    assert_int_equal(rkv_table_delete(e.t, "fw", 2), RKV_OK);
+    assert_int_equal(state_at(&e, s[3]), RKV_ITEM_OBSOLETE);
+    for (unsigned i = 0; i < 4; i++)
+        assert_int_equal(get(&e, "fw", 2, s[i], buf, sizeof buf, &l), RKV_NOT_FOUND);
+    env_free(&e);
+}
+
 int main(void)
 {
     rkv_log_set_level(RKV_LOG_ERROR);  /* no hugepage warning per test region */
@@ -1183,6 +1260,7 @@ int main(void)
         cmocka_unit_test(test_hints_validated),
         cmocka_unit_test(test_torn_read_never_returned),
         cmocka_unit_test(test_stale_cached_slot),
+        cmocka_unit_test(test_update_forwards),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,12 @@
  * and re-inserts it as fast as it can; a filler population keeps the index
  * nearly full so re-inserts displace other items (cuckoo moves) and small
  * values of varying sizes force freed memory to be reused. Half the readers
- * use the location cache, half always go through the index.
+ * use the location cache, half always go through the index. A caching reader
+ * alternates between two handles that share the process's cache, so each
+ * GET may start from a location the other handle cached before any number
+ * of updates (followed by forwards), deletes, cuckoo moves, memory reuse
+ * and, with eviction, page moves; the forwards followed and stale cached
+ * locations met are printed.
  *
  * Every value is "key|version|len|checksum|padding", with its own XXH3
  * checksum. Shared memory records, per key, the last version a writer
@@ -50,6 +55,7 @@ struct key_state {
 struct shared {
     struct key_state k[HOT_KEYS];
     _Atomic uint64_t checked, garbage, stale, future, false_miss, errors, refused;
+    _Atomic uint64_t forwards, cache_stale; /* what caching readers met (rkv_counters) */
     _Atomic int stop;
     unsigned fillers;           /* cold keys preloaded; every 50th deleted */
 };
@@ -133,14 +139,18 @@ static void writer(struct shared *sh, const char *uri, unsigned id)
 static void reader(struct shared *sh, const char *uri, unsigned id, bool evicting)
 {
     struct rkv_options o = { .location_cache = id % 2 ? (unsigned)-1 : 0 };
-    rkv_client *c = connect_retry(uri, &o, 5000);
+    rkv_client *cs[2] = { connect_retry(uri, &o, 5000), connect_retry(uri, &o, 5000) };
+    rkv_client *c = cs[0];
     char key[32], buf[4096];
     unsigned seed = id * 104729u + 3;
-    if (c == NULL) {
+    if (cs[0] == NULL || cs[1] == NULL) {
         atomic_fetch_add(&sh->errors, 1);
+        rkv_close(cs[0]);
+        rkv_close(cs[1]);
         return;
     }
-    while (!atomic_load(&sh->stop)) {
+    for (unsigned op = 0; !atomic_load(&sh->stop); op++) {
+        c = cs[op % 2];
         if (sh->fillers && rand_r(&seed) % 4 == 0) {
             /* a cold key that hot inserts may be displacing right now */
             unsigned f = (unsigned)rand_r(&seed) % sh->fillers;
@@ -182,7 +192,13 @@ static void reader(struct shared *sh, const char *uri, unsigned id, bool evictin
             atomic_fetch_add(&sh->errors, 1);
         }
     }
-    rkv_close(c);
+    for (unsigned i = 0; i < 2; i++) {
+        struct rkv_counters k;
+        rkv_get_counters(cs[i], &k);
+        atomic_fetch_add(&sh->forwards, k.forwards);
+        atomic_fetch_add(&sh->cache_stale, k.cache_stale);
+        rkv_close(cs[i]);
+    }
 }
 
 /* Fill the index to ~85% of its slots with cold keys (or until the server
@@ -290,12 +306,13 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
     uint64_t anomalies = sh->garbage + sh->stale + sh->future + sh->false_miss;
     printf("torture phase %s: %llu GETs checked, %llu anomalies (garbage %llu, stale %llu, "
            "future %llu, false miss %llu), %llu client errors, %llu writes refused for memory, "
-           "%u fillers, %s%s server exit %d\n",
+           "%u fillers, %llu forwards followed, %llu stale cached locations, %s%s server exit %d\n",
            evicting ? "evict" : "no-evict", (unsigned long long)sh->checked,
            (unsigned long long)anomalies, (unsigned long long)sh->garbage,
            (unsigned long long)sh->stale, (unsigned long long)sh->future,
            (unsigned long long)sh->false_miss, (unsigned long long)sh->errors,
-           (unsigned long long)sh->refused, fillers,
+           (unsigned long long)sh->refused, fillers, (unsigned long long)sh->forwards,
+           (unsigned long long)sh->cache_stale,
            disp ? strtok((char *)disp, "\n") : "", "", rc);
     if (ev)
         printf("  %s\n", strtok((char *)ev, "\n"));

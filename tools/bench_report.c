@@ -33,6 +33,8 @@ static void counters_add(struct rkv_counters *d, const struct rkv_counters *s)
     d->verify_retries += s->verify_retries;
     d->cache_hits += s->cache_hits;
     d->reconnects += s->reconnects;
+    d->forwards += s->forwards;
+    d->cache_stale += s->cache_stale;
 }
 
 void bench_results_merge(struct bench_results *dst, const struct bench_results *src)
@@ -80,6 +82,7 @@ void bench_ratios_of(const struct rkv_counters *c, struct bench_ratios *out)
     out->doorbells_per_request = ratio(c->doorbells, requests);
     out->inline_share = ratio(c->inline_sends, c->sends);
     out->cache_hits_per_get = ratio(c->cache_hits, c->gets);
+    out->forwards_per_get = ratio(c->forwards, c->gets);
 }
 
 const char *bench_status_id(rkv_status s)
@@ -188,6 +191,9 @@ void bench_report_text(FILE *out, const struct bench_config *cfg, const struct b
             "%llu reconnects\n", (unsigned long long)c->verify_retries,
             (unsigned long long)c->cache_hits, q.cache_hits_per_get * 100,
             (unsigned long long)c->reconnects);
+    fprintf(out, "           %llu forwards followed (%.3f/GET), %llu stale cached locations\n",
+            (unsigned long long)c->forwards, q.forwards_per_get,
+            (unsigned long long)c->cache_stale);
 }
 
 /* ---- JSON ---- */
@@ -246,6 +252,8 @@ static void json_counters(struct json_writer *w, const struct rkv_counters *c)
     json_u64(w, "verify_retries", c->verify_retries);
     json_u64(w, "cache_hits", c->cache_hits);
     json_u64(w, "reconnects", c->reconnects);
+    json_u64(w, "forwards", c->forwards);
+    json_u64(w, "cache_stale", c->cache_stale);
     json_object_end(w);
 }
 
@@ -324,6 +332,8 @@ int bench_report_json(FILE *out, const struct bench_config *cfg, const struct be
     json_u64(&w, "verify_retries", r->counters.verify_retries);
     json_u64(&w, "cache_hits", r->counters.cache_hits);
     json_double(&w, "cache_hits_per_get", q.cache_hits_per_get);
+    json_u64(&w, "forwards", r->counters.forwards);
+    json_double(&w, "forwards_per_get", q.forwards_per_get);
     json_u64(&w, "reconnects", r->counters.reconnects);
     json_counters(&w, &r->counters);
     json_object_end(&w);

@@ -47,6 +47,7 @@ struct bench_ratios {
     double doorbells_per_request;  /* doorbells / (GETs + PUTs + DELETEs + other RPCs) */
     double inline_share;           /* inline sends / sends */
     double cache_hits_per_get;     /* location-cache hits / GETs */
+    double forwards_per_get;       /* forwards followed / GETs */
 };
 void bench_ratios_of(const struct rkv_counters *c, struct bench_ratios *out);
 
