@@ -271,7 +271,7 @@ struct stress {
     int sv[2];               /* socketpair: [0] consumer side, [1] producer side */
     uint64_t bad;            /* consumer: messages that did not match */
     uint64_t lost_wakeups;   /* consumer: sleeps that timed out with work pending */
-    uint64_t sleeps;         /* consumer: times it blocked */
+    uint64_t sleeps;         /* consumer: times it blocked (atomic) */
     uint64_t batches;        /* producer: publishes */
     _Atomic bool abort;      /* consumer gave up: the producer stops too */
 };
@@ -282,8 +282,16 @@ static void *stress_producer(void *arg)
     uint64_t seq = 0;
     unsigned rnd = 12345;
     uint32_t lens[16];
+    bool slept = !s->sleepy;
 
     while (seq < s->count && !atomic_load(&s->abort)) {
+        /* halfway, stop until the consumer has fallen asleep once: the
+         * sleep/wake path is exercised whatever the scheduler does */
+        while (!slept && seq >= s->count / 2 && !atomic_load(&s->abort))
+            if (__atomic_load_n(&s->sleeps, __ATOMIC_ACQUIRE) > 0)
+                slept = true;
+            else
+                sched_yield();
         int space = rkv_shm_ring_space(&s->f.prod);
         if (space <= 0) {
             if (space < 0)
@@ -332,8 +340,9 @@ static void *stress_consumer(void *arg)
             rkv_shm_sleep_announce(flag);
             if (rkv_shm_ring_ready(&s->f.cons) == 0) {
                 struct pollfd pfd = { .fd = s->sv[0], .events = POLLIN };
-                s->sleeps++;
-                if (poll(&pfd, 1, 2000) == 0 && rkv_shm_ring_ready(&s->f.cons) > 0) {
+                __atomic_add_fetch(&s->sleeps, 1, __ATOMIC_RELEASE);
+                /* long: a producer stalled between publish and wake is no lost wake-up */
+                if (poll(&pfd, 1, 30000) == 0 && rkv_shm_ring_ready(&s->f.cons) > 0) {
                     s->lost_wakeups++;
                     atomic_store(&s->abort, true);
                     return NULL;

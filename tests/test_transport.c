@@ -699,8 +699,8 @@ static void test_event_wakeup(void **state)
     unsigned sleeps = atomic_load(&g_srv.sleeps);
     client_open(&cl, 8);
     for (unsigned i = 0; i < 20; i++) {
-        for (unsigned k = 0; k < 500 && atomic_load(&g_srv.sleeps) == sleeps; k++)
-            usleep(1000);
+        for (unsigned k = 0; k < 10000 && atomic_load(&g_srv.sleeps) == sleeps; k++)
+            usleep(1000);   /* safety net: 10 s */
         usleep(2000);     /* well inside poll() by now */
         assert_true(atomic_load(&g_srv.sleeps) > sleeps);
         sleeps = atomic_load(&g_srv.sleeps);
