@@ -522,7 +522,7 @@ static void raw_close(struct raw_client *rc)
 /* The server notices a dead peer within its rate-limited check. */
 static bool eventually_dead(struct rkv_sconn *c)
 {
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < 5000; i++) {   /* safety net: 5 s */
         if (!st->alive(c))
             return true;
         usleep(1000);
@@ -778,7 +778,9 @@ static void test_listener_handshakes(void **state)
 
     uint64_t t0 = rkv_now_ns();
     raw_connect(&f, &rc, &c);                 /* accepted despite the three */
-    assert_true(rkv_now_ns() - t0 < 1000000000ull);
+    /* had the silent one blocked the listener, this would have waited out
+     * its 2 s handshake deadline (SHM_HANDSHAKE_NS): the widest bound */
+    assert_true(rkv_now_ns() - t0 < 2000000000ull);
 
     /* the garbage sender was hung up on; the old version got a reason */
     char buf[16];
@@ -1032,13 +1034,12 @@ static void test_client_server_death(void **state)
 
     const void *msg;
     size_t got;
-    assert_int_equal(RKV_OK, ct->recv(cf.t, &msg, &got, 1000));
+    assert_int_equal(RKV_OK, ct->recv(cf.t, &msg, &got, 10000));
     assert_int_equal(8, got);
     assert_memory_equal(msg, "lastword", 8);
     ct->recv_done(cf.t);
-    uint64_t t0 = rkv_now_ns();
-    assert_int_equal(RKV_CONNECTION, ct->recv(cf.t, &msg, &got, 5000));
-    assert_true(rkv_now_ns() - t0 < 1000000000ull);   /* hang-up, not the timeout */
+    /* the hang-up, not the timeout (that would be RKV_TIMEOUT) */
+    assert_int_equal(RKV_CONNECTION, ct->recv(cf.t, &msg, &got, 30000));
     ct->close(cf.t);
     srv_teardown(&cf.f);
 }
