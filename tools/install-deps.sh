@@ -79,6 +79,7 @@ fuzz_runtime_present || installed libclang-rt-dev || need_runtime=1
 [ ${#missing[@]} -eq 0 ] && [ $need_runtime = 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
+  [ $need_runtime = 1 ] && missing+=("libclang-rt-dev (clang's libFuzzer runtime)")
   echo "install-deps.sh: missing packages: ${missing[*]}" >&2
   echo "install-deps.sh: run as root (sudo $0 $*) to install them" >&2
   exit 1
