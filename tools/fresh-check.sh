@@ -24,7 +24,8 @@
 # mirror (debootstrap is installed with apt-get if missing).
 #
 # The chroot gets proc, sysfs, a bind of /dev and /dev/pts, and tmpfs on /tmp,
-# /run and /dev/shm, all private. On exit (also on errors, Ctrl-C, TERM) it
+# /run and /dev/shm, all private; the host's apt sources, resolv.conf, and the
+# /etc/hosts an installed system has (debootstrap writes none). On exit (also on errors, Ctrl-C, TERM) it
 # ends every process whose root is the chroot, unmounts everything under it
 # (deepest first, then lazily), and deletes the run folder unless --keep.
 #
@@ -202,6 +203,9 @@ ROOT=$RUN/root
 mkdir -p "$ROOT"
 tar --numeric-owner -C "$ROOT" -xpf "$BASE" || die "cannot unpack $BASE"
 cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
+# what every installed Debian has and debootstrap does not write
+printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' \
+  "$(hostname)" > "$ROOT/etc/hosts"
 # the host's apt sources and keys: the same package archive, nothing more
 rm -f "$ROOT/etc/apt/sources.list" "$ROOT"/etc/apt/sources.list.d/*
 [ -f /etc/apt/sources.list ] && cp -L /etc/apt/sources.list "$ROOT/etc/apt/"
