@@ -24,10 +24,11 @@
 # mirror (debootstrap is installed with apt-get if missing).
 #
 # The chroot gets proc, sysfs, a bind of /dev and /dev/pts, and tmpfs on /tmp,
-# /run and /dev/shm, all private; the host's apt sources, resolv.conf, and the
-# /etc/hosts an installed system has (debootstrap writes none). On exit (also on errors, Ctrl-C, TERM) it
-# ends every process whose root is the chroot, unmounts everything under it
-# (deepest first, then lazily), and deletes the run folder unless --keep.
+# /run and /dev/shm, all private; the host's apt sources and resolv.conf; and
+# the /etc/hosts an installed system has (debootstrap writes none). On exit
+# (also on errors, Ctrl-C, TERM) it ends every process whose root is the
+# chroot, unmounts everything under it (deepest first, then lazily), and
+# deletes the run folder unless --keep.
 #
 # Exit status: 0 every command passed, 1 one failed, 2 usage or setup error.
 # Needs root; it is a chroot, not a VM: same kernel, network and PIDs.
