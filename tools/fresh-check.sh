@@ -33,6 +33,7 @@
 # Exit status: 0 every command passed, 1 one failed, 2 usage or setup error.
 # Needs root; it is a chroot, not a VM: same kernel, network and PIDs.
 set -uo pipefail
+{ # read to the end before running: editing this file meanwhile cannot change a run
 
 SUITE=bookworm
 STATE=${RKV_FRESH_CHECK_DIR:-/var/tmp/rkv-fresh-check}
@@ -240,3 +241,4 @@ done
 echo; echo "==== fresh Debian 12, rkv ${HEAD:0:12}${ENVS[*]:+, with ${ENVS[*]}}"
 printf '%s\n' "${results[@]}"
 exit $failed
+}
