@@ -287,11 +287,13 @@ static void *stress_producer(void *arg)
     while (seq < s->count && !atomic_load(&s->abort)) {
         /* halfway, stop until the consumer has fallen asleep once: the
          * sleep/wake path is exercised whatever the scheduler does */
-        while (!slept && seq >= s->count / 2 && !atomic_load(&s->abort))
-            if (__atomic_load_n(&s->sleeps, __ATOMIC_ACQUIRE) > 0)
-                slept = true;
-            else
+        if (!slept && seq >= s->count / 2) {
+            uint64_t give_up = rkv_now_ns() + 10000000000ull;   /* safety net: 10 s */
+            while (__atomic_load_n(&s->sleeps, __ATOMIC_ACQUIRE) == 0 && !atomic_load(&s->abort) &&
+                   rkv_now_ns() < give_up)
                 sched_yield();
+            slept = true;   /* run_stress asserts it did sleep */
+        }
         int space = rkv_shm_ring_space(&s->f.prod);
         if (space <= 0) {
             if (space < 0)
