@@ -82,9 +82,9 @@ struct slab_page {
     uint32_t handed;          /* items [0, handed) were handed out since it joined its class (release) */
     uint32_t used;            /* items handed out and not freed (class lock) */
     uint64_t slot;            /* its entry in its class's pages[] (class lock) */
-    uint64_t last_free_ns;    /* rkv_now_ns() when an item of it was last freed (class lock) */
+    uint64_t last_free_ns;    /* slab_now() when an item of it was last freed (class lock) */
     uint64_t freed_ns;        /* in the pool: last_free_ns when it left its class (page lock) */
-    uint64_t taken_ns;        /* in the pool: rkv_now_ns() when it left its class (page lock) */
+    uint64_t taken_ns;        /* in the pool: slab_now() when it left its class (page lock) */
     struct meta_block *meta;  /* item_meta: the block its class uses (release), else NULL */
     struct meta_block *first; /* item_meta: block sized for its first class; freed at destroy */
     struct meta_block *full;  /* item_meta: block for the smallest class, made on demand; freed at destroy */
@@ -113,6 +113,7 @@ struct rkv_slab {
     uint32_t page_size;      /* bytes per page */
     uint32_t grace_ms;       /* reuse delay */
     bool item_meta;          /* allocate per-item words */
+    uint64_t (*clock_ns)(void); /* the configured clock, or NULL for rkv_now_ns() */
     uint64_t start_ns;       /* limbo clock origin */
     uint64_t page_count;     /* pages in the heap */
     pthread_mutex_t page_lock; /* guards next_page, pool, pool_len, reassigns */
@@ -160,6 +161,12 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor,
     return RKV_OK;
 }
 
+/* Now, in nanoseconds, on the clock grace periods are timed on. */
+static uint64_t slab_now(const struct rkv_slab *s)
+{
+    return s->clock_ns != NULL ? s->clock_ns() : rkv_now_ns();
+}
+
 /* Milliseconds on the limbo clock at time now_ns, mod 2^24. */
 static uint64_t limbo_time(const struct rkv_slab *s, uint64_t now_ns)
 {
@@ -168,7 +175,7 @@ static uint64_t limbo_time(const struct rkv_slab *s, uint64_t now_ns)
 
 static uint64_t limbo_now(const struct rkv_slab *s)
 {
-    return limbo_time(s, rkv_now_ns());
+    return limbo_time(s, slab_now(s));
 }
 
 /* Has a limbo entry of this age (ms, truncated) waited out the grace period? */
@@ -231,7 +238,7 @@ static uint64_t pool_wait(const struct rkv_slab *s, const struct slab_page *p, u
  * never-assigned one; NO_PAGE when there is neither. */
 static uint64_t page_acquire(struct rkv_slab *s, unsigned cls)
 {
-    uint64_t now = rkv_now_ns(), page = NO_PAGE, at = 0;
+    uint64_t now = slab_now(s), page = NO_PAGE, at = 0;
     pthread_mutex_lock(&s->page_lock);
     for (uint64_t i = 0; i < s->pool_len; i++) {
         const struct slab_page *p = &s->pages[s->pool[i]];
@@ -392,7 +399,7 @@ void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
     pthread_mutex_lock(&c->lock);
     if (locate(s, off, cls, &p, &index) && p->used > 0 && c->used > 0 &&
         c->queue_len < c->queue_cap) {
-        uint64_t unit = (off - s->heap_offset) / RKV_ITEM_ALIGN, now = rkv_now_ns();
+        uint64_t unit = (off - s->heap_offset) / RKV_ITEM_ALIGN, now = slab_now(s);
         size_t tail = (c->queue_head + c->queue_len) % c->queue_cap;
         c->queue[tail] = unit << LIMBO_TIME_BITS | limbo_time(s, now);
         c->queue_len++;
@@ -528,7 +535,7 @@ bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for
         pthread_mutex_lock(&s->page_lock);
         p->for_cls = for_cls < 0 ? PAGE_FOR_ANY : (uint8_t)for_cls;
         p->freed_ns = p->last_free_ns;
-        p->taken_ns = rkv_now_ns();
+        p->taken_ns = slab_now(s);
         s->pool[s->pool_len++] = page;
         s->reassigns++;
         pthread_mutex_unlock(&s->page_lock);
@@ -542,7 +549,7 @@ int rkv_slab_page_wait_ms(struct rkv_slab *s, unsigned cls)
 {
     if (cls >= s->class_count)
         return -1;
-    uint64_t now = rkv_now_ns(), best = UINT64_MAX;
+    uint64_t now = slab_now(s), best = UINT64_MAX;
     pthread_mutex_lock(&s->page_lock);
     for (uint64_t i = 0; i < s->pool_len; i++) {
         const struct slab_page *p = &s->pages[s->pool[i]];
@@ -559,7 +566,7 @@ int rkv_slab_page_wait_ms(struct rkv_slab *s, unsigned cls)
  * grace period), and pool pages still inside it. */
 static void pages_free(struct rkv_slab *s, uint64_t *unassigned, uint64_t *draining)
 {
-    uint64_t now = rkv_now_ns(), ready = 0;
+    uint64_t now = slab_now(s), ready = 0;
     pthread_mutex_lock(&s->page_lock);
     for (uint64_t i = 0; i < s->pool_len; i++)
         ready += s->pages[s->pool[i]].freed_ns + (uint64_t)s->grace_ms * 1000000u <= now;
@@ -673,7 +680,8 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
     s->page_size = cfg->page_size;
     s->grace_ms = cfg->grace_ms;
     s->item_meta = cfg->item_meta;
-    s->start_ns = rkv_now_ns();
+    s->clock_ns = cfg->clock_ns;
+    s->start_ns = slab_now(s);
     s->page_count = cfg->heap_size / cfg->page_size;
     pthread_mutex_init(&s->page_lock, NULL);
     if ((s->pages = calloc(s->page_count, sizeof(*s->pages))) == NULL ||

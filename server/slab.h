@@ -46,6 +46,8 @@ struct rkv_slab_config {
     double growth_factor;   /* class size growth, > 1.0 */
     uint32_t grace_ms;      /* a freed item is reused only this long after, <= RKV_SLAB_MAX_GRACE_MS */
     bool item_meta;         /* keep one private uint32 per item (rkv_slab_meta) */
+    uint64_t (*clock_ns)(void); /* monotonic nanoseconds the grace periods are timed on;
+                                 * NULL: rkv_now_ns() (tests pass a clock they advance) */
 };
 
 /* The class table for a page size and growth factor: sizes in bytes,

@@ -37,7 +37,7 @@ cc -std=gnu11 -Wall -Werror "$tmp/example.c" -o "$tmp/example" $(pkg-config --cf
   -Wl,-rpath,"$(dirname "$(find "$root" -name 'librkv.so.0' | head -1)")"
 "$root/bin/rkv-server" --listen "shm://$sock" --memory 16M --log-level error &
 server=$!
-for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -S "$sock" ] && break; sleep 0.05; done   # safety net: 30 s
 out=$("$tmp/example")
 [ "$out" = '{"name":"ada"}' ] || { echo "install_test: example printed '$out'"; exit 1; }
 # and the static library links too

@@ -126,6 +126,7 @@ struct t_server {
     _Atomic unsigned pulls_failed;
     _Atomic unsigned bad_requests; /* unknown kind: the test fails on it */
     _Atomic unsigned sleeps;       /* times the server blocked in event mode */
+    _Atomic bool sleep_untimed;    /* block with no timeout: only a wake-up ends a sleep */
     struct rkv_sconn *conns[T_MAX_CONNS];
     unsigned nconns;
 };
@@ -224,9 +225,9 @@ static void accept_pass(struct t_server *s)
     }
 }
 
-/* Event mode: arm every connection, re-check, then block on the fds. The
- * wait is long (T_SLEEP_MS) so that a lost wake-up shows as latency a test
- * can see, not as a slightly late reply. */
+/* Event mode: arm every connection, re-check, then block on the fds, for
+ * up to T_SLEEP_MS, or until woken when sleep_untimed is set (then a lost
+ * wake-up is a reply that never comes: test_event_wakeup). */
 static void sleep_pass(struct t_server *s)
 {
     struct pollfd pfd[T_MAX_CONNS + 2];
@@ -245,7 +246,7 @@ static void sleep_pass(struct t_server *s)
             pfd[n++] = (struct pollfd){ .fd = fd, .events = POLLIN };
     }
     atomic_fetch_add(&s->sleeps, 1);
-    poll(pfd, n, T_SLEEP_MS);
+    poll(pfd, n, atomic_load(&s->sleep_untimed) ? -1 : T_SLEEP_MS);
 }
 
 static void *server_main(void *arg)
@@ -685,22 +686,24 @@ static void test_disconnect_mid_batch(void **state)
     assert_int_equal(0, atomic_load(&g_srv.bad_requests));
 }
 
-/* A request to a sleeping server wakes it at once: the doorbell reaches the
- * event fd the server sleeps on (no lost wake-up, which would cost up to
- * T_SLEEP_MS). */
+/* A request to a sleeping server wakes it: the doorbell reaches the event
+ * fd the server sleeps on. The server sleeps with no timeout here, so a lost
+ * wake-up is a reply that never comes (recv fails after T_TIMEOUT_MS), not
+ * a latency to judge. */
 static void test_event_wakeup(void **state)
 {
     (void)state;
     struct t_client cl;
     uint64_t worst = 0;
+    atomic_store(&g_srv.sleep_untimed, true);
 
     /* counted before the HELLO: the server may fall asleep while the client
      * is still setting up, and nothing wakes it before our first request */
     unsigned sleeps = atomic_load(&g_srv.sleeps);
     client_open(&cl, 8);
     for (unsigned i = 0; i < 20; i++) {
-        for (unsigned k = 0; k < 500 && atomic_load(&g_srv.sleeps) == sleeps; k++)
-            usleep(1000);
+        for (unsigned k = 0; k < 10000 && atomic_load(&g_srv.sleeps) == sleeps; k++)
+            usleep(1000);   /* safety net: 10 s */
         usleep(2000);     /* well inside poll() by now */
         assert_true(atomic_load(&g_srv.sleeps) > sleeps);
         sleeps = atomic_load(&g_srv.sleeps);
@@ -710,9 +713,8 @@ static void test_event_wakeup(void **state)
         echo_recv(&cl, first, 1 + i % 3);
         worst = RKV_MAX(worst, rkv_now_ns() - t0);
     }
-    if (worst > (uint64_t)T_SLEEP_MS * 1000000 / 4)
-        fail_msg("a request to a sleeping server took %llu ms: lost wake-up",
-                 (unsigned long long)(worst / 1000000));
+    print_message("slowest request to a sleeping server: %llu us\n", (unsigned long long)(worst / 1000));
+    atomic_store(&g_srv.sleep_untimed, false);
     client_close(&cl);
 }
 

@@ -9,6 +9,10 @@
 # when everything is present it prints nothing and exits 0. It needs only the
 # distribution's package archive: `apt-get update` runs once, and only when
 # a package to install has no candidate in the current package lists.
+#
+# It installs with --no-install-recommends, so whatever a stage needs that a
+# package only recommends is listed here too: clang's libFuzzer and sanitizer
+# runtime (libclang-rt-dev on Debian 12, see fuzz_runtime_pkg).
 set -euo pipefail
 
 base=(build-essential meson ninja-build pkg-config
@@ -37,6 +41,25 @@ if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>
   exit 1
 fi
 
+# The libFuzzer runtime, as clang looks it up (also what tools/test.sh checks).
+fuzz_runtime_present() {
+  command -v clang >/dev/null 2>&1 || return 1
+  local f
+  f=$(clang -print-file-name="libclang_rt.fuzzer-$(clang -dumpmachine | cut -d- -f1).a" 2>/dev/null)
+  [[ $f == /* ]] && [ -f "$f" ]
+}
+
+# The package that carries it: libclang-rt-dev (the default clang's runtime;
+# Debian 12: it depends on libclang-rt-14-dev), else libclang-rt-N-dev for the
+# clang-N that clang depends on; empty when the archive has neither (older
+# releases ship the runtime in libclang-common-N-dev, which clang depends on).
+fuzz_runtime_pkg() {
+  local v
+  if has_candidate libclang-rt-dev; then echo libclang-rt-dev; return; fi
+  v=$(apt-cache depends clang 2>/dev/null | sed -n 's/^ *Depends: clang-\([0-9][0-9]*\)$/\1/p' | head -n 1)
+  if [ -n "$v" ] && has_candidate "libclang-rt-$v-dev"; then echo "libclang-rt-$v-dev"; fi
+}
+
 installed() { # pkg → true when dpkg has it fully installed
   [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ]
 }
@@ -51,22 +74,43 @@ missing=()
 for p in "${want[@]}"; do
   installed "$p" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+need_runtime=0
+fuzz_runtime_present || installed libclang-rt-dev || need_runtime=1
+[ ${#missing[@]} -eq 0 ] && [ $need_runtime = 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
+  [ $need_runtime = 1 ] && missing+=("libclang-rt-dev (clang's libFuzzer runtime)")
   echo "install-deps.sh: missing packages: ${missing[*]}" >&2
   echo "install-deps.sh: run as root (sudo $0 $*) to install them" >&2
   exit 1
 fi
 
 export DEBIAN_FRONTEND=noninteractive
+refresh_lists() { # why
+  echo "install-deps.sh: $1; running apt-get update" >&2
+  apt-get update -q >&2 || { echo "install-deps.sh: apt-get update failed; is the package archive reachable?" >&2; exit 1; }
+}
+refreshed=0
 for p in "${missing[@]}"; do
   if ! has_candidate "$p"; then
-    echo "install-deps.sh: $p is not in the package lists; running apt-get update" >&2
-    apt-get update -q >&2 || { echo "install-deps.sh: apt-get update failed; is the package archive reachable?" >&2; exit 1; }
+    refresh_lists "$p is not in the package lists"
+    refreshed=1
     break
   fi
 done
+if [ $need_runtime = 1 ]; then
+  rt=$(fuzz_runtime_pkg)
+  if [ -z "$rt" ] && [ $refreshed = 0 ]; then
+    refresh_lists "no libclang-rt package in the package lists"
+    rt=$(fuzz_runtime_pkg)
+  fi
+  if [ -n "$rt" ]; then
+    installed "$rt" || missing+=("$rt")
+  else
+    echo "install-deps.sh: the archive has no libclang-rt-dev; assuming clang's own packages carry the libFuzzer runtime (tools/test.sh checks)" >&2
+  fi
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
 
 unknown=()
 for p in "${missing[@]}"; do

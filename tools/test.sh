@@ -37,6 +37,23 @@ run_meson_tests() {
   rm -f "$log"
 }
 
+# The fuzz stage's toolchain: clang and its libFuzzer + ASan runtime (a
+# package clang only recommends). True when present; else one line naming
+# the package to install.
+fuzz_toolchain() {
+  command -v clang >/dev/null 2>&1 || {
+    echo "fuzz stage: clang missing; install clang (tools/install-deps.sh does)"; return 1; }
+  local arch lib f
+  arch=$(clang -dumpmachine | cut -d- -f1)
+  for lib in fuzzer asan; do
+    f=$(clang -print-file-name="libclang_rt.$lib-$arch.a")
+    if [[ $f != /* ]] || [ ! -f "$f" ]; then
+      echo "fuzz stage: libFuzzer runtime missing (libclang_rt.$lib-$arch.a); install libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev (tools/install-deps.sh does)"
+      return 1
+    fi
+  done
+}
+
 build() { # dir, meson options...
   local dir=$1; shift
   if [ -d "$dir" ] && [ -f "$dir/build.ninja" ]; then
@@ -62,7 +79,8 @@ if build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=
 else bad 1 "sanitizer build"; fi
 
 stage "fuzzing (libFuzzer, ${RKV_FUZZ_SECONDS:-20} s per target)"
-if CC=clang build build-fuzz -Dfuzz=true -Dbuildtype=debugoptimized; then
+if ! fuzz_toolchain; then bad 1 "fuzz toolchain"
+elif CC=clang build build-fuzz -Dfuzz=true -Dbuildtype=debugoptimized; then
   ok 1
   for t in build-fuzz/tests/fuzz/fuzz_*; do
     [ -f "$t" ] && [ -x "$t" ] || continue
