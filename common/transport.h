@@ -99,7 +99,8 @@ extern const struct rkv_client_transport rkv_rdma_client_transport;
 struct rkv_region {
     void *base;
     size_t size;
-    int fd;             /* memfd, for the shm transport; -1 if none */
+    int fd;             /* memfd (mode 0, sealed against writes but base's mapping); -1 if none */
+    int ro_fd;          /* O_RDONLY descriptor of it, duplicated for shm clients; -1 if none */
     bool hugepages;     /* backed by hugepages */
 };
 

@@ -266,7 +266,7 @@ int main(int argc, char **argv)
         return 2;
     }
     srv.start_ns = rkv_now_ns();
-    srv.region.fd = -1;
+    srv.region.fd = srv.region.ro_fd = -1;
     sigfd = make_signalfd();
     tickfd = make_ticker();
     if (sigfd < 0 || tickfd < 0) {

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -182,9 +183,17 @@ static void test_region(void **state)
     base[12345] = 0x5a;
     assert_int_equal(view[12345], 0x5a);
     assert_int_not_equal(mprotect(view, 4096, PROT_READ | PROT_WRITE), 0);
-    /* the size is sealed: nobody can shrink it under a mapping */
+    /* the size is sealed: nobody can shrink it under a mapping; and only the
+     * server's mapping may write it: mode 0 (no reopen through /proc but by
+     * root), no new writable mapping or write(2) even for root */
     int seals = fcntl(r.fd, F_GET_SEALS);
-    assert_true(seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW));
+    assert_true(seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW) &&
+                (seals & F_SEAL_FUTURE_WRITE) && (seals & F_SEAL_SEAL));
+    struct stat sb;
+    assert_int_equal(fstat(r.fd, &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0);
+    base[0] = 0x77;                        /* the server's own mapping still writes */
+    assert_int_equal(view[0], 0x77);
     assert_int_not_equal(ftruncate(r.fd, 4096), 0);
     munmap(view, r.size);
     close(ro);
@@ -192,7 +201,7 @@ static void test_region(void **state)
     rkv_region_destroy(&r);
     assert_null(r.base);
     rkv_region_destroy(&r);  /* twice is safe */
-    struct rkv_region none = { .fd = -1 };
+    struct rkv_region none = { .fd = -1, .ro_fd = -1 };
     assert_int_equal(rkv_region_readonly_fd(&none), -1);
 }
 
