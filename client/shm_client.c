@@ -460,6 +460,13 @@ static void shm_recv_done(struct rkv_ctrans *t)
     t->taken = 0;
 }
 
+static uint32_t shm_clock(struct rkv_ctrans *t)
+{
+    const struct rkv_region_header *h = (const void *)t->region;
+    uint64_t c = __atomic_load_n(&h->clock, __ATOMIC_RELAXED);
+    return c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
+}
+
 static void *shm_staging(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_buf *desc)
 {
     desc->addr = 0;     /* offsets within the staging area */
@@ -479,6 +486,7 @@ const struct rkv_client_transport rkv_shm_client_transport = {
     .send = shm_send,
     .recv = shm_recv,
     .recv_done = shm_recv_done,
+    .clock = shm_clock,
     .staging = shm_staging,
     .close = shm_close,
 };

@@ -83,6 +83,11 @@ struct rkv_client_transport {
     rkv_status (*recv)(struct rkv_ctrans *t, const void **msg, size_t *len, unsigned timeout_ms);
     void (*recv_done)(struct rkv_ctrans *t);
 
+    /* The server clock as the region header shows it now (common/clock.h),
+     * when the transport sees the region without a round trip (shm: a load
+     * from the mapping); NULL where it does not (rdma). */
+    uint32_t (*clock)(struct rkv_ctrans *t);
+
     /* The staging buffer a large value is copied into for the server to pull;
      * *cap is its size and *desc the descriptor to send (len set by caller). */
     void *(*staging)(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_buf *desc);

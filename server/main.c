@@ -268,12 +268,20 @@ int main(int argc, char **argv)
     srv.start_ns = rkv_now_ns();
     srv.region.fd = srv.region.ro_fd = -1;
     sigfd = make_signalfd();
-    tickfd = make_ticker();
-    if (sigfd < 0 || tickfd < 0) {
-        RKV_ERROR("cannot create signal/timer fds: %s", strerror(errno));
+    if (sigfd < 0) {
+        RKV_ERROR("cannot create a signal fd: %s", strerror(errno));
         goto out;
     }
-    if (setup_table(&srv) != 0 || open_listeners(&srv) != 0 || start_workers(&srv) != 0)
+    if (setup_table(&srv) != 0)
+        goto out;
+    /* After the table: ticks then fall just after each second of its clock
+     * (common/clock.h), so the header shows the clock shm readers go by. */
+    tickfd = make_ticker();
+    if (tickfd < 0) {
+        RKV_ERROR("cannot create the 1-second timer: %s", strerror(errno));
+        goto out;
+    }
+    if (open_listeners(&srv) != 0 || start_workers(&srv) != 0)
         goto out;
     if (srv.cfg.stats_listen[0] && (metricsfd = rkv_metrics_listen(srv.cfg.stats_listen)) < 0)
         goto out;
