@@ -201,10 +201,17 @@ static rkv_status handshake(struct rkv_ctrans *t, const char *path, uint64_t dea
         if (e != -EAGAIN)
             break;
     }
+    if (e == -ECONNRESET || (e == 0 && got == 0)) {
+        /* a server short of handshake slots or descriptors hangs up */
+        snprintf(err, err_len, "shm://%s: the server closed the connection before answering "
+                 "(busy: out of connection slots or file descriptors?); retry later", path);
+        rc = RKV_SERVER_BUSY;
+        goto done;
+    }
     if (e != 0 || got != sizeof m || m.magic != RKV_SHM_MAGIC) {
-        snprintf(err, err_len, "shm://%s: the server closed the connection or sent a bad "
-                 "answer (%s); is it an rkv server?", path, e ? strerror(-e) : "bad message");
-        rc = e == -ECONNRESET ? RKV_CONNECTION : RKV_PROTOCOL;
+        snprintf(err, err_len, "shm://%s: the server sent a bad answer (%s); is it an rkv "
+                 "server?", path, e ? strerror(-e) : "bad message");
+        rc = RKV_PROTOCOL;
         goto done;
     }
     m.reason[sizeof m.reason - 1] = '\0';

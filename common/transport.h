@@ -114,6 +114,7 @@ struct rkv_strans_params {
     unsigned credits;          /* receive buffers per connection (default 64) */
     uint32_t max_msg;          /* bytes per message (default 4096) */
     unsigned max_conns;        /* connections at once (default 1024) */
+    _Atomic uint64_t *rejected;/* bumped for each peer refused "busy" (limits, fds); may be NULL */
     /* rdma only */
     const char *device;        /* NULL: the device rdma_cm binds the address to */
     unsigned cq_size;          /* default 2 * (send + recv depth) */
