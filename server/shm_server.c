@@ -153,10 +153,14 @@ static int conn_memfd(size_t size)
     return fd;
 }
 
-/* Tell the peer why it is turned away; "busy" refusals are counted. */
+/* Tell the peer why it is turned away; "busy" refusals are counted. The
+ * caller closes fd next: what the peer sent and we never read is taken off
+ * the socket first, or closing it would reset the connection and the peer
+ * would see "connection reset" instead of the reason. */
 static void refuse(struct rkv_listener *l, int fd, rkv_status st, const char *reason)
 {
     struct rkv_shm_accept_msg m;
+    char unread[sizeof(struct rkv_shm_connect_msg)];
     if (st == RKV_SERVER_BUSY && l->rejected != NULL)
         atomic_fetch_add(l->rejected, 1);
     memset(&m, 0, sizeof m);
@@ -165,6 +169,8 @@ static void refuse(struct rkv_listener *l, int fd, rkv_status st, const char *re
     m.status = st;
     snprintf(m.reason, sizeof m.reason, "%s", reason);
     (void)rkv_shm_send_fds(fd, &m, sizeof m, NULL, 0);
+    for (int i = 0; i < 8 && recv(fd, unread, sizeof unread, MSG_DONTWAIT) > 0; i++)
+        ;   /* bounded: a peer that keeps sending just gets the reset */
 }
 
 /* Build a connection for socket `fd` (whose connect message was valid) and

@@ -68,6 +68,7 @@ static void take_inbox(struct rkv_worker *w, struct worker_conns *cs, int epfd)
     for (unsigned i = 0; i < w->inbox_count; i++) {
         struct rkv_wconn *wc = w->inbox[i];
         if (cs->n == cs->cap) {
+            atomic_fetch_add(&w->srv->conns_rejected, 1);
             conn_close(w, wc, "worker connection limit reached");
             continue;
         }
@@ -163,7 +164,7 @@ static void *worker_main(void *arg)
 {
     struct rkv_worker *w = arg;
     struct rkv_server *srv = w->srv;
-    struct worker_conns cs = { .cap = srv->cfg.max_conns };
+    struct worker_conns cs = { .cap = srv->cfg.max_conns + srv->cfg.max_unauth_conns };
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 
