@@ -36,6 +36,7 @@
 #define SAFETY_MS 30000     /* bound on every wait; never the expected time */
 
 static const char *server_bin;
+static struct server_proc sp;   /* each test's server; killed by teardown if a test fails */
 
 /* A peer that did the transport handshake and then says nothing. */
 struct silent {
@@ -91,21 +92,28 @@ static rkv_client *good_client(const char *uri)
     return connect_retry(uri, &o, 10000);
 }
 
-static void start(struct server_proc *sp, unsigned n, const char *hello_ms)
+static int kill_server(void **state)
+{
+    (void)state;
+    if (sp.pid > 0)
+        server_kill(&sp);
+    return 0;
+}
+
+static void start(struct server_proc *p, unsigned n, const char *hello_ms)
 {
     const char *const extra[] = { "--memory", "16M", "--event-mode", "--auth-secret", SECRET,
                                   "--max-conns", "3", "--max-unauth-conns", "2",
                                   "--hello-timeout-ms", hello_ms, NULL };
     char uri[256];
     test_uri(uri, sizeof uri, n);
-    assert_int_equal(server_start(sp, server_bin, uri, extra), 0);
+    assert_int_equal(server_start(p, server_bin, uri, extra), 0);
 }
 
 /* A silent peer is closed at its HELLO deadline, with nobody else around. */
 static void test_silent_peer_closed_at_deadline(void **state)
 {
     (void)state;
-    struct server_proc sp;
     struct silent s;
     start(&sp, 60, "200");
     rkv_client *c = good_client(sp.uri);
@@ -124,7 +132,6 @@ static void test_silent_peer_closed_at_deadline(void **state)
 static void test_client_gets_in_past_silent_peers(void **state)
 {
     (void)state;
-    struct server_proc sp;
     struct silent s[5];
     start(&sp, 61, "600000");
     for (unsigned i = 0; i < 5; i++)
@@ -148,7 +155,6 @@ static void test_client_gets_in_past_silent_peers(void **state)
 static void test_over_max_conns_is_busy_and_counted(void **state)
 {
     (void)state;
-    struct server_proc sp;
     rkv_client *c[3];
     start(&sp, 62, "5000");
     for (unsigned i = 0; i < 3; i++) {
@@ -174,7 +180,6 @@ static void test_over_max_conns_is_busy_and_counted(void **state)
 static void test_lone_silent_socket_dropped(void **state)
 {
     (void)state;
-    struct server_proc sp;
     start(&sp, 63, "5000");
     if (strncmp(sp.uri, "shm://", 6) != 0) {
         assert_int_equal(server_stop(&sp), 0);
@@ -200,7 +205,6 @@ static void test_lone_silent_socket_dropped(void **state)
 static void test_wrong_secret_hello_hints_ignored(void **state)
 {
     (void)state;
-    struct server_proc sp;
     struct silent s;
     uint64_t buf[64];
     start(&sp, 64, "5000");
@@ -238,11 +242,11 @@ int main(int argc, char **argv)
         return 2;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_silent_peer_closed_at_deadline),
-        cmocka_unit_test(test_client_gets_in_past_silent_peers),
-        cmocka_unit_test(test_over_max_conns_is_busy_and_counted),
-        cmocka_unit_test(test_lone_silent_socket_dropped),
-        cmocka_unit_test(test_wrong_secret_hello_hints_ignored),
+        cmocka_unit_test_teardown(test_silent_peer_closed_at_deadline, kill_server),
+        cmocka_unit_test_teardown(test_client_gets_in_past_silent_peers, kill_server),
+        cmocka_unit_test_teardown(test_over_max_conns_is_busy_and_counted, kill_server),
+        cmocka_unit_test_teardown(test_lone_silent_socket_dropped, kill_server),
+        cmocka_unit_test_teardown(test_wrong_secret_hello_hints_ignored, kill_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
