@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "hash.h"
 #include "location_cache.h"
 #include "lookup.h"
@@ -115,10 +116,15 @@ static rkv_status lookup_read(void *ctx, const struct rkv_read_op *ops, unsigned
     return s->ops->read(s->t, ops, n);
 }
 
+/* The server clock for expiry (common/clock.h): the region header's word
+ * where the transport maps the region (shm), else the last clock the server
+ * sent, extrapolated — never ahead of the server's own clock. */
 static uint32_t shard_now(const struct shard *s)
 {
-    uint64_t elapsed = (rkv_now_ns() - s->clock_local_ns) / 1000000000ull;
-    return (uint32_t)(s->clock_base + elapsed);
+    if (s->ops->clock != NULL)
+        return s->ops->clock(s->t);
+    uint32_t seen = s->clock_base > UINT32_MAX ? UINT32_MAX : (uint32_t)s->clock_base;
+    return rkv_clock_extrapolate(seen, s->clock_local_ns, rkv_now_ns());
 }
 
 static void shard_clock(struct shard *s, uint64_t server_clock)
@@ -127,6 +133,23 @@ static void shard_clock(struct shard *s, uint64_t server_clock)
         return;
     s->clock_base = server_clock;
     s->clock_local_ns = rkv_now_ns();
+}
+
+/* A client that only GETs hears no replies: where the clock is extrapolated,
+ * re-read it from the region header (one 8-byte READ) every
+ * RKV_CLOCK_REFRESH_NS, so the two hosts' clock rates cannot drift apart.
+ * Lands in the local buffer before a lookup uses it; a failed READ is left
+ * to the lookup to report. */
+static void shard_clock_refresh(struct shard *s)
+{
+    size_t len;
+    uint64_t *dst = s->ops->local_buf(s->t, &len);
+    struct rkv_read_op op = { .offset = offsetof(struct rkv_region_header, clock),
+                              .len = sizeof *dst, .dst = dst };
+    if (s->ops->clock != NULL || rkv_now_ns() - s->clock_local_ns < RKV_CLOCK_REFRESH_NS)
+        return;
+    if (s->ops->read(s->t, &op, 1) == RKV_OK)
+        shard_clock(s, *dst);
 }
 
 /* Wait for the reply to req_id, consuming (and dropping) earlier replies,
@@ -514,6 +537,7 @@ static void prepare_lookup(rkv_client *c, const struct shard *s, struct rkv_look
 
 static rkv_status run_lookups(rkv_client *c, struct shard *s, struct rkv_lookup *ls, unsigned n)
 {
+    shard_clock_refresh(s);
     s->lctx.now = shard_now(s);
     uint64_t retries = s->lctx.retries, forwards = s->lctx.forwards;
     rkv_status st = rkv_lookup_batch(&s->lctx, ls, n);

@@ -187,7 +187,8 @@ static rkv_status wait_cm(struct rkv_ctrans *t, enum rdma_cm_event_type want, ui
     if (ev->event == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data != NULL &&
         ev->param.conn.private_data_len >= sizeof rej) {
         memcpy(&rej, ev->param.conn.private_data, sizeof rej);
-        if (rej.magic == RKV_RDMA_REJECT_MAGIC && rej.reason == RKV_REJECT_TOO_MANY)
+        if (rej.magic == RKV_RDMA_REJECT_MAGIC &&
+            (rej.reason == RKV_REJECT_TOO_MANY || rej.reason == RKV_REJECT_RESOURCES))
             st = RKV_SERVER_BUSY;   /* worth retrying later */
     }
     rkv_rdma_cm_error(ev->event, ev->status, ev->param.conn.private_data,

@@ -134,7 +134,15 @@ struct rkv_put_options {
     uint32_t user_flags;   /* stored with the item, returned by get */
 };
 
-/* Store a value. opts may be NULL (RKV_SET, default TTL). `new_version`
+/* Expiry: the server clock counts whole seconds since the server started.
+ * A PUT with ttl T at server second C expires at second E = C + T: the item
+ * is found while the clock is below E and gone from E on — for GET (judged
+ * in the client against the server's clock, never ahead of it) and for
+ * DELETE, INCR and PUT modes (judged by the server) alike, so once a GET
+ * reports it expired no later request finds it. A ttl of T seconds thus
+ * lasts between T-1 and T seconds, as in memcached.
+ *
+ * Store a value. opts may be NULL (RKV_SET, default TTL). `new_version`
  * (may be NULL) receives the stored item's version.
  * Statuses: RKV_OK, RKV_EXISTS / RKV_NOT_STORED / RKV_CAS_MISMATCH (the mode's
  * condition failed), RKV_OUT_OF_MEMORY, RKV_TOO_LARGE (key or value),

@@ -200,10 +200,17 @@ static rkv_status handshake(struct rkv_ctrans *t, uint64_t deadline,
         if (e != -EAGAIN)
             break;
     }
+    if (e == -ECONNRESET || (e == 0 && got == 0)) {
+        /* a server short of handshake slots or descriptors hangs up */
+        snprintf(err, err_len, "the server closed the connection before answering "
+                 "(busy: out of connection slots or file descriptors?); retry later");
+        rc = RKV_SERVER_BUSY;
+        goto done;
+    }
     if (e != 0 || got != sizeof m || m.magic != RKV_SHM_MAGIC) {
-        snprintf(err, err_len, "the server closed the connection or sent a bad answer (%s); "
-                 "is it an rkv server?", e ? strerror(-e) : "bad message");
-        rc = e == -ECONNRESET ? RKV_CONNECTION : RKV_PROTOCOL;
+        snprintf(err, err_len, "the server sent a bad answer (%s); is it an rkv server?",
+                 e ? strerror(-e) : "bad message");
+        rc = RKV_PROTOCOL;
         goto done;
     }
     m.reason[sizeof m.reason - 1] = '\0';
@@ -459,6 +466,13 @@ static void shm_recv_done(struct rkv_ctrans *t)
     t->taken = 0;
 }
 
+static uint32_t shm_clock(struct rkv_ctrans *t)
+{
+    const struct rkv_region_header *h = (const void *)t->region;
+    uint64_t c = __atomic_load_n(&h->clock, __ATOMIC_RELAXED);
+    return c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
+}
+
 static void *shm_staging(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_buf *desc)
 {
     desc->addr = 0;     /* offsets within the staging area */
@@ -479,6 +493,7 @@ const struct rkv_client_transport rkv_shm_client_transport = {
     .send = shm_send,
     .recv = shm_recv,
     .recv_done = shm_recv_done,
+    .clock = shm_clock,
     .staging = shm_staging,
     .close = shm_close,
 };

@@ -56,7 +56,7 @@ struct rkv_region_header {
     uint32_t max_key_len;      /* longest key the server accepts */
     uint32_t max_value_len;    /* longest value the server accepts */
     uint64_t hash_seed;        /* XXH3 seed for key hashing */
-    volatile uint64_t clock;   /* server clock, seconds since server start + 1 */
+    volatile uint64_t clock;   /* server clock (common/clock.h), published once a second */
     uint32_t class_size[RKV_MAX_CLASSES]; /* bytes of an item slot in class i */
     /* The server's liveness word for same-host (shm) readers: a process-shared
      * robust mutex that the server's main thread holds while it serves. Its
@@ -113,7 +113,7 @@ struct rkv_item {
     uint64_t version;           /* unique, increasing per server: CAS token */
     uint32_t key_len;           /* 1..max_key_len */
     uint32_t value_len;         /* 0..max_value_len */
-    uint32_t expire_at;         /* server clock second it expires at; 0 = never */
+    uint32_t expire_at;         /* expired once the server clock >= this (rkv_expired); 0 = never */
     uint32_t user_flags;        /* opaque to rkv, returned with the value */
     uint8_t  data[];            /* key bytes, then value bytes */
 };

@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "clock.h"
 #include "hash.h"
 #include "lookup.h"
 #include "transport.h"
@@ -76,7 +77,7 @@ enum rkv_verify rkv_item_verify(const struct rkv_item *it, size_t len, const voi
         return RKV_VERIFY_OTHER_KEY;
     if (it->state & RKV_ITEM_OBSOLETE)
         return RKV_VERIFY_OBSOLETE;
-    if (it->expire_at != 0 && now != 0 && it->expire_at <= now)
+    if (now != 0 && rkv_expired(it->expire_at, now))
         return RKV_VERIFY_EXPIRED;
     return RKV_VERIFY_OK;
 }

@@ -51,7 +51,7 @@ struct rkv_lookup_ctx {
     struct rkv_read_op *ops;/* room for ops_cap read ops */
     unsigned ops_cap;       /* >= RKV_LOOKUP_MAX_CAND */
     unsigned max_retries;   /* per key */
-    uint32_t now;           /* server clock for expiry; 0 = ignore expiry */
+    uint32_t now;           /* server clock for expiry (common/clock.h); 0 = ignore expiry */
     enum rkv_read_cost cost;/* the transport's cost model (transport.h; 0: round trips cost) */
     uint64_t retries;       /* out: verification retries, accumulated */
     uint64_t forwards;      /* out: forward hops followed, accumulated */

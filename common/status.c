@@ -18,7 +18,7 @@ static const char *const status_names[RKV_STATUS_COUNT] = {
     [RKV_CONNECTION] = "connection failed",
     [RKV_TIMEOUT] = "timed out",
     [RKV_RETRY_EXHAUSTED] = "item kept changing during the read",
-    [RKV_SERVER_BUSY] = "server busy",
+    [RKV_SERVER_BUSY] = "server busy; retry later",
     [RKV_NO_MEMORY] = "out of local memory",
     [RKV_INTERNAL] = "internal error",
 };

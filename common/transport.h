@@ -93,6 +93,11 @@ struct rkv_client_transport {
     rkv_status (*recv)(struct rkv_ctrans *t, const void **msg, size_t *len, unsigned timeout_ms);
     void (*recv_done)(struct rkv_ctrans *t);
 
+    /* The server clock as the region header shows it now (common/clock.h),
+     * when the transport sees the region without a round trip (shm: a load
+     * from the mapping); NULL where it does not (rdma). */
+    uint32_t (*clock)(struct rkv_ctrans *t);
+
     /* The staging buffer a large value is copied into for the server to pull;
      * *cap is its size and *desc the descriptor to send (len set by caller). */
     void *(*staging)(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_buf *desc);
@@ -109,7 +114,8 @@ extern const struct rkv_client_transport rkv_rdma_client_transport;
 struct rkv_region {
     void *base;
     size_t size;
-    int fd;             /* memfd, for the shm transport; -1 if none */
+    int fd;             /* memfd (mode 0, sealed against writes but base's mapping); -1 if none */
+    int ro_fd;          /* O_RDONLY descriptor of it, duplicated for shm clients; -1 if none */
     bool hugepages;     /* backed by hugepages */
 };
 
@@ -118,6 +124,7 @@ struct rkv_strans_params {
     unsigned credits;          /* receive buffers per connection (default 64) */
     uint32_t max_msg;          /* bytes per message (default 4096) */
     unsigned max_conns;        /* connections at once (default 1024) */
+    _Atomic uint64_t *rejected;/* bumped for each peer refused "busy" (limits, fds); may be NULL */
     /* rdma only */
     const char *device;        /* NULL: the device rdma_cm binds the address to */
     unsigned cq_size;          /* default 2 * (send + recv depth) */

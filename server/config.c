@@ -515,7 +515,13 @@ static const struct setting settings[] = {
     { "rpc", "max_msg", "max-msg", 0, false, false, 0, set_size, F(max_msg), RKV_MIN_MSG,
       RKV_MAX_MSG, "SIZE", "bytes per request message (default 4096)" },
     { "rpc", "max_conns", "max-conns", 0, false, false, 0, set_uint, F(max_conns), 1, 65536, "N",
-      "connections at once (default 1024)" },
+      "authenticated connections at once (default 1024)" },
+    { "rpc", "max_unauth_conns", "max-unauth-conns", 0, false, false, 0, set_uint,
+      F(max_unauth_conns), 1, 4096, "N", "connections not past HELLO yet; the oldest is dropped "
+      "for a new one (default 16)" },
+    { "rpc", "hello_timeout_ms", "hello-timeout-ms", 0, false, false, 0, set_uint,
+      F(hello_timeout_ms), 10, 600000, "MS", "close a connection without HELLO after MS "
+      "(default 5000)" },
     { "rdma", "device", "rdma-device", 0, false, false, 0, set_device, F(rdma_device), 0, 0, "NAME",
       "RDMA device, e.g. mlx5_0 (default: rdma_cm's choice)" },
     { "rdma", "gid_index", "gid-index", 0, false, false, 0, set_gid_index, F(gid_index), 0, 65535,
@@ -607,6 +613,8 @@ void rkv_server_config_defaults(struct rkv_server_config *c)
     c->credits = 64;
     c->max_msg = 4096;
     c->max_conns = 1024;
+    c->max_unauth_conns = 16;
+    c->hello_timeout_ms = 5000;
     c->gid_index = -1;
     c->max_inline = 256;
     c->signal_interval = 16;

@@ -74,7 +74,9 @@ struct rkv_server_config {
     /* [rpc] */
     unsigned credits;            /* --credits: receive buffers = requests in flight per connection (default 64, 1..4096) */
     uint32_t max_msg;            /* --max-msg: bytes per request/reply message (default 4096, RKV_MIN_MSG..RKV_MAX_MSG) */
-    unsigned max_conns;          /* --max-conns: connections at once (default 1024, 1..65536) */
+    unsigned max_conns;          /* --max-conns: authenticated connections at once (default 1024, 1..65536) */
+    unsigned max_unauth_conns;   /* --max-unauth-conns: connections not past HELLO yet; a new one drops the oldest (default 16, 1..4096) */
+    unsigned hello_timeout_ms;   /* --hello-timeout-ms: a connection without HELLO is closed after this (default 5000, 10..600000) */
 
     /* [rdma] */
     char rdma_device[64];        /* --rdma-device NAME: e.g. mlx5_0; "" = the device rdma_cm binds the address to */

@@ -53,8 +53,11 @@ static void make_socket_dir(const char *path)
 static int open_listeners(struct rkv_server *srv)
 {
     const struct rkv_server_config *cfg = &srv->cfg;
+    /* Transports hold at most every authenticated connection plus every one
+     * still waiting for HELLO (admission.c), and count their refusals. */
     struct rkv_strans_params p = {
-        .credits = cfg->credits, .max_msg = cfg->max_msg, .max_conns = cfg->max_conns,
+        .credits = cfg->credits, .max_msg = cfg->max_msg,
+        .max_conns = cfg->max_conns + cfg->max_unauth_conns, .rejected = &srv->conns_rejected,
         .device = cfg->rdma_device[0] ? cfg->rdma_device : NULL, .cq_size = cfg->cq_size,
         .max_inline = cfg->max_inline, .signal_interval = cfg->signal_interval,
         .tos = cfg->tos, .gid_index = cfg->gid_index,
@@ -94,24 +97,26 @@ static void accept_all(struct rkv_server *srv, struct rkv_listen_ep *ep, unsigne
             return;
         struct rkv_wconn *wc = calloc(1, sizeof *wc);
         struct rkv_worker *w = &srv->workers[(*next_worker)++ % srv->nworkers];
-        uint64_t open = 0;
-        for (unsigned i = 0; i < srv->nworkers; i++)
-            open += atomic_load_explicit(&srv->workers[i].stats.conns, memory_order_relaxed);
-        if (wc == NULL || open >= srv->cfg.max_conns) {
-            RKV_WARN("%s: refusing %s: %s", ep->uri, ep->ops->peer(conn),
-                     wc ? "max_conns reached (raise [rpc] max_conns)" : "out of memory");
+        if (wc == NULL) {
+            RKV_WARN("%s: refusing %s: out of memory", ep->uri, ep->ops->peer(conn));
             atomic_fetch_add(&srv->conns_rejected, 1);
             ep->ops->close(conn);
-            free(wc);
             continue;
         }
         *wc = (struct rkv_wconn){ .ops = ep->ops, .conn = conn, .ep = ep };
+        if (rkv_admission_admit(srv, wc)) {
+            RKV_WARN("%s: %u connections are waiting for HELLO (max_unauth_conns); dropping the "
+                     "oldest for %s", ep->uri, srv->cfg.max_unauth_conns, ep->ops->peer(conn));
+            for (unsigned i = 0; i < srv->nworkers; i++)
+                rkv_worker_wake(&srv->workers[i]);
+        }
         atomic_fetch_add_explicit(&w->stats.conns, 1, memory_order_relaxed);
         RKV_INFO("%s: connection %s accepted by worker %u", ep->uri, ep->ops->peer(conn), w->id);
         if (!rkv_worker_give(w, wc)) {
             RKV_WARN("%s: worker %u inbox full; dropping %s", ep->uri, w->id, ep->ops->peer(conn));
             atomic_fetch_sub_explicit(&w->stats.conns, 1, memory_order_relaxed);
             atomic_fetch_add(&srv->conns_rejected, 1);
+            rkv_admission_leave(srv, wc);
             ep->ops->close(conn);
             free(wc);
             continue;
@@ -166,13 +171,17 @@ static void serve_until_signal(struct rkv_server *srv, int sigfd, int tickfd, in
                 return;
             }
         }
+        bool ticked = false;
         if (pfd[1].revents & POLLIN) {
             uint64_t ticks;
             if (read(tickfd, &ticks, sizeof ticks) > 0)
                 rkv_table_tick(srv->table);
+            ticked = true;
         }
+        /* Every tick too: handshakes that stay silent expire even when no
+         * other peer makes the listener readable. */
         for (unsigned i = 0; i < srv->nlisteners; i++)
-            if (pfd[2 + i].revents)
+            if (pfd[2 + i].revents || ticked)
                 accept_all(srv, &srv->listeners[i], &next_worker);
         if (pfd[n - 1].revents & POLLIN)
             rkv_metrics_serve(metricsfd, srv);
@@ -302,14 +311,26 @@ int main(int argc, char **argv)
         return 2;
     }
     srv.start_ns = rkv_now_ns();
-    srv.region.fd = -1;
+    srv.region.fd = srv.region.ro_fd = -1;
     sigfd = make_signalfd();
-    tickfd = make_ticker();
-    if (sigfd < 0 || tickfd < 0) {
-        RKV_ERROR("cannot create signal/timer fds: %s", strerror(errno));
+    if (sigfd < 0) {
+        RKV_ERROR("cannot create a signal fd: %s", strerror(errno));
         goto out;
     }
-    if (setup_table(&srv) != 0 || open_listeners(&srv) != 0 || start_workers(&srv) != 0)
+    if (setup_table(&srv) != 0)
+        goto out;
+    if (rkv_admission_init(&srv) != 0) {
+        RKV_ERROR("out of memory for %u connection slots", srv.cfg.max_unauth_conns);
+        goto out;
+    }
+    /* After the table: ticks then fall just after each second of its clock
+     * (common/clock.h), so the header shows the clock shm readers go by. */
+    tickfd = make_ticker();
+    if (tickfd < 0) {
+        RKV_ERROR("cannot create the 1-second timer: %s", strerror(errno));
+        goto out;
+    }
+    if (open_listeners(&srv) != 0 || start_workers(&srv) != 0)
         goto out;
     if (srv.cfg.stats_listen[0] && (metricsfd = rkv_metrics_listen(srv.cfg.stats_listen)) < 0)
         goto out;
@@ -335,6 +356,7 @@ out:
         rkv_table_destroy(srv.table);
     if (srv.region.base)
         rkv_region_destroy(&srv.region);
+    rkv_admission_free(&srv);
     if (sigfd >= 0)
         close(sigfd);
     if (tickfd >= 0)

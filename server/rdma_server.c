@@ -63,7 +63,8 @@ struct srv_shared {
     struct rkv_rdma_caps caps;      /* device limits */
     uint32_t credits;               /* receive slots per connection */
     uint32_t max_msg;               /* bytes per receive / reply slot */
-    uint32_t max_conns;
+    uint32_t max_conns;             /* set up + handed out: max_conns + max_unauth_conns */
+    _Atomic uint64_t *rejected;     /* the server's "busy" refusal counter, or NULL */
     uint32_t max_inline;            /* requested inline size */
     uint32_t interval;              /* signal one send in N */
     uint32_t cq_size;               /* 0: 2x the queue it serves */
@@ -317,6 +318,7 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     sh->credits = p->credits ? p->credits : DEFAULT_CREDITS;
     sh->max_msg = p->max_msg ? p->max_msg : DEFAULT_MAX_MSG;
     sh->max_conns = p->max_conns ? p->max_conns : DEFAULT_MAX_CONNS;
+    sh->rejected = p->rejected;
     sh->max_inline = p->max_inline ? p->max_inline : RKV_RDMA_DEFAULT_INLINE;
     sh->interval = p->signal_interval ? p->signal_interval : RKV_RDMA_DEFAULT_SIGNAL;
     sh->cq_size = p->cq_size;
@@ -437,10 +439,14 @@ static void setup_unlink(struct rkv_listener *l, struct rkv_sconn *c)
 }
 
 /* Refuse a connect request, telling the client why. Acks the event. */
-static void reject_request(struct rdma_cm_event *ev, enum rkv_rdma_reject_reason reason)
+static void reject_request(struct srv_shared *sh, struct rdma_cm_event *ev,
+                           enum rkv_rdma_reject_reason reason)
 {
     struct rdma_cm_id *id = ev->id;
     struct rkv_rdma_reject rej = { .magic = RKV_RDMA_REJECT_MAGIC, .reason = reason };
+
+    if ((reason == RKV_REJECT_TOO_MANY || reason == RKV_REJECT_RESOURCES) && sh->rejected != NULL)
+        atomic_fetch_add(sh->rejected, 1);   /* "busy" refusals */
 
     rdma_reject(id, &rej, sizeof rej);
     rdma_ack_cm_event(ev);
@@ -459,19 +465,19 @@ static void on_connect_request(struct rkv_listener *l, struct rdma_cm_event *ev)
     if (id->verbs != sh->verbs) {
         RKV_WARN("rdma %s: rejecting %s: it arrived on %s, the region is registered on %s",
                  l->addr, peer, rkv_rdma_device_name(id->verbs), rkv_rdma_device_name(sh->verbs));
-        reject_request(ev, RKV_REJECT_WRONG_DEVICE);
+        reject_request(sh, ev, RKV_REJECT_WRONG_DEVICE);
         return;
     }
     if (atomic_load(&sh->conns) >= sh->max_conns) {
         RKV_WARN("rdma %s: rejecting %s: %u connections is the limit (max_conns)", l->addr, peer,
                  sh->max_conns);
-        reject_request(ev, RKV_REJECT_TOO_MANY);
+        reject_request(sh, ev, RKV_REJECT_TOO_MANY);
         return;
     }
     c = conn_create(sh, id, err, sizeof err);
     if (c == NULL) {
         RKV_ERROR("rdma %s: rejecting %s: %s", l->addr, peer, err);
-        reject_request(ev, RKV_REJECT_RESOURCES);
+        reject_request(sh, ev, RKV_REJECT_RESOURCES);
         return;
     }
     /* Let the client keep as many READs in flight as the device serves, and

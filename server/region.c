@@ -2,7 +2,21 @@
  *
  * Why a memfd: the shm transport hands the same memory to local clients with
  * SCM_RIGHTS, as a read-only descriptor they cannot map writable; the rdma
- * transport registers the mapping once. Why populate at creation: hugetlb
+ * transport registers the mapping once.
+ *
+ * Why nobody else can write it (design invariant 5): a read-only descriptor
+ * alone is not enough — its holder could reopen /proc/self/fd/N read-write.
+ * So, once the server's own writable mapping exists and the read-only
+ * descriptor for clients is open, the memfd is
+ *   - chmod'ed to 0: a reopen through /proc fails for every uid but root;
+ *   - sealed F_SEAL_FUTURE_WRITE: no new writable mapping, write(2) or hole
+ *     punch through any descriptor, not even root's (the server's mapping,
+ *     made before the seal, keeps working), plus SHRINK, GROW and SEAL, so
+ *     the size and the seals themselves never change.
+ * What is left: root, and the server's own uid (which can ptrace it), can
+ * still write the server's memory by other means; they are the boundary.
+ *
+ * Why populate at creation: hugetlb
  * pages are a fixed pool, and a region that was merely reserved would fault
  * them in on first write — a shortage would then surface as SIGBUS inside a
  * PUT. fallocate() takes every page now and fails with ENOSPC instead.
@@ -17,6 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "layout.h"
@@ -37,6 +52,10 @@
 #define MFD_HUGE_1GB (30u << MFD_HUGE_SHIFT)
 #endif
 
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010   /* Linux 5.1 */
+#endif
+
 #define SIZE_2M (2ull << 20)
 #define SIZE_1G (1ull << 30)
 #define POPULATE_CHUNK (64ull << 20)  /* normal pages taken between guard checks */
@@ -48,14 +67,11 @@ struct page_kind {
     uint64_t page;       /* bytes per page; the region rounds up to it */
 };
 
-/* memfd_create with sealing where the kernel allows it (hugetlb memfds
- * accept MFD_ALLOW_SEALING only since Linux 4.16). */
+/* A sealable memfd (hugetlb memfds accept MFD_ALLOW_SEALING since Linux
+ * 4.16; an older kernel fails here and the next page kind is tried). */
 static int region_memfd(unsigned kind_flags)
 {
-    int fd = memfd_create("rkv-region", MFD_CLOEXEC | MFD_ALLOW_SEALING | kind_flags);
-    if (fd < 0 && errno == EINVAL)
-        fd = memfd_create("rkv-region", MFD_CLOEXEC | kind_flags);
-    return fd;
+    return memfd_create("rkv-region", MFD_CLOEXEC | MFD_ALLOW_SEALING | kind_flags);
 }
 
 /* Take every page of the memfd now. Hugetlb pages come in one fallocate(),
@@ -81,7 +97,7 @@ static int region_populate(int fd, uint64_t size, bool huge, const struct rkv_re
 
 /* Keep the populated region in RAM where RLIMIT_MEMLOCK (or CAP_IPC_LOCK)
  * allows; otherwise say once that it may be swapped out. */
-static void region_lock(void *base, uint64_t size)
+static void region_pin(void *base, uint64_t size)
 {
     char sz[32];
     if (mlock(base, size) == 0)
@@ -104,12 +120,29 @@ static int region_map(int fd, uint64_t size, bool huge, const struct rkv_region_
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED)
         return errno;
-    region_lock(p, size);
-    /* The size never changes again; a sealed memfd cannot be truncated under
-     * a client's mapping. Kernels without sealing simply skip this. */
-    (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+    region_pin(p, size);
     *base = p;
     return 0;
+}
+
+/* The descriptor clients get: opened O_RDONLY through /proc while the memfd
+ * still has its creation mode (region_seal() takes that away). */
+static int region_open_readonly(int fd)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* Make the server's mapping (made before) the only way to write the memfd:
+ * mode 0 and the seals in the file comment. Returns 0 or an errno. */
+static int region_seal(int fd)
+{
+    if (fchmod(fd, 0) != 0)
+        return errno;
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0)
+        return 0;
+    return errno;
 }
 
 /* Free / total 2 MiB hugepages from sysfs, 0/0 when unknown. */
@@ -133,23 +166,35 @@ static void hugepages_2m(uint64_t *free_pages, uint64_t *total_pages)
 }
 
 /* Try one page kind; 0 and a filled region, or the errno of the step that
- * failed (the caller falls through to the next kind). */
+ * failed (the caller falls through to the next kind). *sealing tells that
+ * the memory was there but could not be made read-only for clients. */
 static int region_try(const struct page_kind *k, uint64_t size, const struct rkv_region_guard *guard,
-                      struct rkv_region *out, char *err, size_t err_len)
+                      struct rkv_region *out, bool *sealing, char *err, size_t err_len)
 {
     uint64_t rounded = RKV_ALIGN_UP(size, k->page);
     int fd = region_memfd(k->mfd_flags);
     if (fd < 0)
         return errno;
     void *base = NULL;
+    int ro_fd = -1;
     int e = region_map(fd, rounded, k->mfd_flags != 0, guard, &base, err, err_len);
+    *sealing = e == 0;
+    if (e == 0 && (ro_fd = region_open_readonly(fd)) < 0)
+        e = errno;
+    if (e == 0)
+        e = region_seal(fd);
     if (e != 0) {
+        if (base != NULL)
+            munmap(base, rounded);
+        if (ro_fd >= 0)
+            close(ro_fd);
         close(fd);
         return e;
     }
     out->base = base;
     out->size = rounded;
     out->fd = fd;
+    out->ro_fd = ro_fd;
     out->hugepages = k->mfd_flags != 0;
     return 0;
 }
@@ -171,7 +216,7 @@ rkv_status rkv_region_create_guarded(uint64_t size, const struct rkv_region_guar
     int huge_err = 0;
 
     memset(out, 0, sizeof(*out));
-    out->fd = -1;
+    out->fd = out->ro_fd = -1;
     if (size == 0 || size > (uint64_t)SIZE_MAX / 2) {
         snprintf(err, err_len, "region size %llu is out of range; give a size between 4 KiB and the machine's memory",
                  (unsigned long long)size);
@@ -182,7 +227,8 @@ rkv_status rkv_region_create_guarded(uint64_t size, const struct rkv_region_guar
         const struct page_kind *k = &kinds[i];
         if (k->page == SIZE_1G && size % SIZE_1G != 0)
             continue;
-        int e = region_try(k, size, guard, out, err, err_len);
+        bool sealing = false;
+        int e = region_try(k, size, guard, out, &sealing, err, err_len);
         if (e == 0) {
             if (out->hugepages) {
                 RKV_INFO("region: %s on %s", sz, k->name);
@@ -202,6 +248,12 @@ rkv_status rkv_region_create_guarded(uint64_t size, const struct rkv_region_guar
         }
         if (e == ECANCELED)
             return RKV_NO_MEMORY;   /* the guard's message is in err */
+        if (k->mfd_flags == 0 && sealing) {
+            snprintf(err, err_len, "cannot make the %s region read-only for clients (%s): rkv "
+                     "needs Linux 5.1 or later (memfd F_SEAL_FUTURE_WRITE) and /proc mounted",
+                     sz, strerror(e));
+            return RKV_INTERNAL;
+        }
         if (k->mfd_flags == 0) {
             snprintf(err, err_len, "cannot allocate the %s region (%s); lower the configured memory "
                      "size or free memory on this host", sz, strerror(e));
@@ -221,21 +273,21 @@ void rkv_region_destroy(struct rkv_region *r)
     munmap(r->base, r->size);
     if (r->fd >= 0)
         close(r->fd);
+    if (r->ro_fd >= 0)
+        close(r->ro_fd);
     r->base = NULL;
     r->size = 0;
-    r->fd = -1;
+    r->fd = r->ro_fd = -1;
     r->hugepages = false;
 }
 
 int rkv_region_readonly_fd(const struct rkv_region *r)
 {
-    char path[64];
-    if (r->fd < 0) {
+    if (r->ro_fd < 0) {
         errno = EBADF;
         return -1;
     }
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", r->fd);
-    return open(path, O_RDONLY | O_CLOEXEC);
+    return fcntl(r->ro_fd, F_DUPFD_CLOEXEC, 0);
 }
 
 int rkv_region_hold_liveness(struct rkv_region_header *h, char *err, size_t err_len)

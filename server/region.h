@@ -23,8 +23,12 @@
  *   2. 2 MiB hugepages, size rounded up to a multiple of 2 MiB;
  *   3. normal pages, with one warning that says how to reserve hugepages.
  * out->size is the mapped size (>= size); out->hugepages tells which kind it
- * got. The memfd is sealed against growing and shrinking. Returns RKV_OK,
- * RKV_INVALID (size 0) or RKV_NO_MEMORY with a message in err. */
+ * got. out->base is the only writable mapping there will ever be: the memfd
+ * is then made mode 0 and sealed (F_SEAL_SHRINK, GROW, FUTURE_WRITE, SEAL),
+ * so no descriptor — a client's, reopened through /proc, even root's — can
+ * write it, map it writable or change its size. Returns RKV_OK, RKV_INVALID
+ * (size 0), RKV_NO_MEMORY, or RKV_INTERNAL when the kernel cannot seal it
+ * (before Linux 5.1), with a message in err. */
 rkv_status rkv_region_create(uint64_t size, struct rkv_region *out, char *err, size_t err_len);
 
 /* Asked before each step of populating a normal-page region: true to go on
@@ -44,9 +48,9 @@ rkv_status rkv_region_create_guarded(uint64_t size, const struct rkv_region_guar
 /* Unmap and close; safe on a zeroed or already destroyed region. */
 void rkv_region_destroy(struct rkv_region *r);
 
-/* A new O_RDONLY|O_CLOEXEC descriptor for the region's memfd, which a peer
- * can map only PROT_READ. The caller closes it. Returns -1 (errno set) when
- * the region has no memfd or /proc is not mounted. */
+/* A new O_RDONLY|O_CLOEXEC descriptor for the region's memfd (a duplicate of
+ * out->ro_fd), which a peer can map only PROT_READ. The caller closes it.
+ * Returns -1 (errno set) when the region has none. */
 int rkv_region_readonly_fd(const struct rkv_region *r);
 
 /* Take the region header's liveness lock (common/layout.h) for as long as

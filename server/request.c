@@ -3,7 +3,8 @@
  * Every request is validated by rkv_req_parse() before any field is used
  * (invariant 5). A connection must HELLO first (with the shared secret when
  * one is configured); anything else before that is refused and the
- * connection closed. Each request gets exactly one reply in the buffer the
+ * connection closed, and nothing a request carries — hints included — acts
+ * before its connection passed HELLO (admission.c bounds the wait). Each request gets exactly one reply in the buffer the
  * transport handed us; nothing here allocates.
  */
 #include <string.h>
@@ -64,6 +65,13 @@ static uint32_t reply_hello(struct rkv_server *srv, struct rkv_wconn *wc,
         wc->closing = true;
         return sizeof *r;
     }
+    if (!wc->authed && !rkv_admission_authenticate(srv, wc)) {
+        RKV_WARN("%s: refusing %s: %u connections is the limit (raise [rpc] max_conns)",
+                 wc->ep->uri, wc->ops->peer(wc->conn), srv->cfg.max_conns);
+        *st = RKV_SERVER_BUSY;
+        wc->closing = true;
+        return sizeof *r;
+    }
     struct rkv_hello h = {
         .proto_version = RKV_PROTO_VERSION,
         .credits = srv->cfg.credits,
@@ -75,7 +83,6 @@ static uint32_t reply_hello(struct rkv_server *srv, struct rkv_wconn *wc,
     };
     if (wc->ep->ops->region_desc)
         wc->ep->ops->region_desc(wc->ep->l, &h.rkey, &h.region_addr);
-    wc->authed = true;
     memcpy(r + 1, &h, sizeof h);
     r->payload_len = sizeof h;
     return (uint32_t)(sizeof *r + sizeof h);
@@ -132,8 +139,6 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
     }
     if (st == RKV_OK) {
         rkv_stat_bump(&w->stats.requests[v.hdr->opcode], 1);
-        if (v.hdr->hint_count)
-            apply_hints(srv, w, &v);
         switch ((enum rkv_opcode)v.hdr->opcode) {
         case RKV_OP_HELLO:
             len = reply_hello(srv, wc, &v, r, &st);
@@ -155,6 +160,9 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
         case RKV_OP_MAX:
             break;
         }
+        /* after the dispatch: a HELLO's hints count only once it passed */
+        if (v.hdr->hint_count && wc->authed)
+            apply_hints(srv, w, &v);
     }
     if (st != RKV_OK)
         rkv_stat_bump(&w->stats.errors[st], 1);

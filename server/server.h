@@ -71,7 +71,11 @@ struct rkv_server {
     unsigned nworkers;
     atomic_bool stop;
     _Atomic uint64_t conns_total;            /* connections accepted since start */
-    _Atomic uint64_t conns_rejected;         /* refused: over max_conns or inbox full */
+    _Atomic uint64_t conns_rejected;         /* refused with "busy": over a limit, out of fds, inbox full */
+    _Atomic uint64_t unauth_dropped;         /* closed before HELLO: hello_timeout_ms or crowded out */
+    _Atomic uint64_t conns_authed;           /* connections past HELLO now (<= max_conns) */
+    _Atomic uint64_t *unauth;                /* max_unauth_conns slots: ticket of a connection not past HELLO, 0 = free (admission.c) */
+    uint64_t next_ticket;                    /* last ticket handed out (main thread only) */
     uint64_t start_ns;
 };
 
@@ -82,7 +86,24 @@ struct rkv_wconn {
     struct rkv_listen_ep *ep;
     bool authed;                             /* HELLO with the right secret seen */
     bool closing;                            /* close after this batch (auth failure) */
+    uint64_t ticket;                         /* admission order (admission.c) */
+    unsigned unauth_slot;                    /* srv->unauth slot while !authed */
+    uint64_t hello_deadline_ns;              /* closed if !authed at this time */
 };
+
+/* admission.c: bounds on connections that have not passed HELLO. */
+int rkv_admission_init(struct rkv_server *srv);
+void rkv_admission_free(struct rkv_server *srv);
+/* Main thread, at accept: take an unauthenticated slot for wc, crowding out
+ * the oldest holder when all are taken (returns true then: wake workers). */
+bool rkv_admission_admit(struct rkv_server *srv, struct rkv_wconn *wc);
+/* Worker: why wc must be closed now (crowded out, HELLO deadline), or NULL. */
+const char *rkv_admission_check(struct rkv_server *srv, struct rkv_wconn *wc, uint64_t now_ns);
+/* HELLO accepted: false (and counted as rejected) when max_conns
+ * connections are already authenticated. */
+bool rkv_admission_authenticate(struct rkv_server *srv, struct rkv_wconn *wc);
+/* wc is closing: give back what it holds. */
+void rkv_admission_leave(struct rkv_server *srv, struct rkv_wconn *wc);
 
 /* worker.c */
 int rkv_worker_start(struct rkv_server *srv, struct rkv_worker *w, unsigned id);

@@ -18,7 +18,9 @@
  *
  * Never blocking on a client: the listener handles handshakes through an
  * epoll set of half-open sockets (a peer that connects and stays silent only
- * occupies a pending slot until it times out), and all socket I/O uses
+ * occupies a pending slot until it times out; the server calls accept at
+ * least once a second so that happens with no other peer around; out of
+ * descriptors, a reserve one lets it answer "busy"), and all socket I/O uses
  * MSG_DONTWAIT | MSG_NOSIGNAL, which no flag the client sets on its own end
  * can change.
  */
@@ -72,6 +74,8 @@ struct rkv_listener {
     uint64_t region_size;            /* bytes clients map */
     struct rkv_shm_layout layout;    /* every connection memfd's layout */
     struct shm_quota *quota;
+    _Atomic uint64_t *rejected;      /* the server's refusal counter, or NULL */
+    int spare_fd;                    /* reserve descriptor: closed to answer "busy" on EMFILE */
     struct shm_pending pending[SHM_MAX_PENDING];
     unsigned npending;
     uint64_t last_accept_warn_ns;    /* rate limit for accept() failure logs */
@@ -149,15 +153,24 @@ static int conn_memfd(size_t size)
     return fd;
 }
 
-static void refuse(int fd, rkv_status st, const char *reason)
+/* Tell the peer why it is turned away; "busy" refusals are counted. The
+ * caller closes fd next: what the peer sent and we never read is taken off
+ * the socket first, or closing it would reset the connection and the peer
+ * would see "connection reset" instead of the reason. */
+static void refuse(struct rkv_listener *l, int fd, rkv_status st, const char *reason)
 {
     struct rkv_shm_accept_msg m;
+    char unread[sizeof(struct rkv_shm_connect_msg)];
+    if (st == RKV_SERVER_BUSY && l->rejected != NULL)
+        atomic_fetch_add(l->rejected, 1);
     memset(&m, 0, sizeof m);
     m.magic = RKV_SHM_MAGIC;
     m.version = RKV_SHM_VERSION;
     m.status = st;
     snprintf(m.reason, sizeof m.reason, "%s", reason);
     (void)rkv_shm_send_fds(fd, &m, sizeof m, NULL, 0);
+    for (int i = 0; i < 8 && recv(fd, unread, sizeof unread, MSG_DONTWAIT) > 0; i++)
+        ;   /* bounded: a peer that keeps sending just gets the reset */
 }
 
 /* Build a connection for socket `fd` (whose connect message was valid) and
@@ -174,7 +187,7 @@ static struct rkv_sconn *conn_create(struct rkv_listener *l, int fd)
         atomic_fetch_sub(&l->quota->live, 1);
         snprintf(reason, sizeof reason, "server has its maximum of %u shm connections; "
                  "retry later or raise max_conns", l->quota->max);
-        refuse(fd, RKV_SERVER_BUSY, reason);
+        refuse(l, fd, RKV_SERVER_BUSY, reason);
         RKV_WARN("shm: refused a client: %s", reason);
         close(fd);
         return NULL;
@@ -227,8 +240,11 @@ static struct rkv_sconn *conn_create(struct rkv_listener *l, int fd)
     return c;
 
 fail:
+    snprintf(reason, sizeof reason, "server could not set up the connection (%s); "
+             "busy, retry later", strerror(errno));
     RKV_WARN("shm: could not set up a connection for %s: %s",
              c != NULL ? c->peer : "a client", strerror(errno));
+    refuse(l, fd, RKV_SERVER_BUSY, reason);
     if (memfd >= 0)
         close(memfd);
     if (c != NULL) {
@@ -258,27 +274,48 @@ static int pending_find(const struct rkv_listener *l, int fd)
     return -1;
 }
 
+/* Out of descriptors: give the reserve one up to accept the peer, tell it
+ * "busy" and close it (rather than leave it hanging in the backlog, which
+ * would also keep the listener readable forever), then take the reserve
+ * back. Returns false when even that fails. */
+static bool refuse_without_fds(struct rkv_listener *l)
+{
+    if (l->spare_fd < 0)
+        return false;
+    close(l->spare_fd);
+    int fd = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+        refuse(l, fd, RKV_SERVER_BUSY, "server is out of file descriptors; busy, retry later");
+        close(fd);
+    }
+    l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0;
+}
+
 static void accept_new(struct rkv_listener *l)
 {
     for (;;) {
         int fd = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
+            int e = errno;
+            if (e == EINTR || e == ECONNABORTED)
                 continue;
             uint64_t now = rkv_now_ns();
-            if (errno != EAGAIN && errno != EWOULDBLOCK &&
+            if (e != EAGAIN && e != EWOULDBLOCK &&
                 now - l->last_accept_warn_ns > 1000000000ull) {
                 /* once a second at most: EMFILE repeats until fds free up */
-                RKV_WARN("shm: accept on %s failed: %s%s", l->path, strerror(errno),
-                         errno == EMFILE || errno == ENFILE ? "; raise the open-files limit "
-                         "(ulimit -n / LimitNOFILE)" : "");
+                RKV_WARN("shm: accept on %s failed: %s%s", l->path, strerror(e),
+                         e == EMFILE || e == ENFILE ? "; refusing clients as busy; raise the "
+                         "open-files limit (ulimit -n / LimitNOFILE)" : "");
                 l->last_accept_warn_ns = now;
             }
+            if ((e == EMFILE || e == ENFILE) && refuse_without_fds(l))
+                continue;
             return;
         }
         struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = fd };
         if (l->npending == SHM_MAX_PENDING) {
-            refuse(fd, RKV_SERVER_BUSY, "too many shm handshakes in progress; retry");
+            refuse(l, fd, RKV_SERVER_BUSY, "too many shm handshakes in progress; busy, retry");
             close(fd);
             continue;
         }
@@ -316,7 +353,7 @@ static struct rkv_sconn *handshake(struct rkv_listener *l, unsigned i)
         char reason[RKV_SHM_REASON_LEN];
         snprintf(reason, sizeof reason, "shm transport version %u, server speaks %u; "
                  "use matching rkv client and server builds", m.version, RKV_SHM_VERSION);
-        refuse(fd, RKV_VERSION_MISMATCH, reason);
+        refuse(l, fd, RKV_VERSION_MISMATCH, reason);
         close(fd);
         return NULL;
     }
@@ -431,6 +468,8 @@ static void shm_close_listener(struct rkv_listener *l)
         close(l->epfd);
     if (l->region_fd >= 0)
         close(l->region_fd);
+    if (l->spare_fd >= 0)
+        close(l->spare_fd);
     if (l->quota != NULL)
         quota_put(l->quota);
     free(l);
@@ -463,6 +502,8 @@ static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
         return RKV_NO_MEMORY;
     }
     l->sock = l->epfd = l->region_fd = -1;
+    l->rejected = p != NULL ? p->rejected : NULL;
+    l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     l->quota = calloc(1, sizeof *l->quota);
     if (l->quota == NULL) {
         snprintf(err, err_len, "out of memory for the shm listener");

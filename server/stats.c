@@ -78,6 +78,7 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     line(&t, "connections", conns);
     line(&t, "total_connections", load(&srv->conns_total));
     line(&t, "rejected_connections", load(&srv->conns_rejected));
+    line(&t, "unauthenticated_dropped", load(&srv->unauth_dropped));
     line(&t, "workers", srv->nworkers);
     for (unsigned o = RKV_OP_HELLO; o < RKV_OP_MAX; o++)
         line(&t, op_names[o], ops[o]);

@@ -75,6 +75,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "clock.h"
 #include "hash.h"
 #include "slab.h"
 #include "table.h"
@@ -131,7 +132,8 @@ struct rkv_table {
     uint64_t seed;                   /* hdr->hash_seed */
     struct rkv_slab *slab;           /* the heap */
     struct rkv_table_config cfg;     /* with defaults filled in */
-    uint64_t start_ns;               /* creation time, for the clock */
+    uint64_t start_ns;               /* creation time, for the clock (common/clock.h) */
+    uint64_t (*now_ns)(void);        /* the time source: rkv_now_ns, or a test's */
     uint64_t next_version;           /* next item version (atomic) */
     uint32_t access_clock;           /* LRU time: +1 per stored item (atomic) */
     struct table_counters n;
@@ -172,7 +174,7 @@ static struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
 
 static bool expired(const struct rkv_item *it, uint32_t now)
 {
-    return it->expire_at != 0 && it->expire_at <= now;
+    return rkv_expired(it->expire_at, now);
 }
 
 static uint64_t rng_next(struct rkv_table *t)
@@ -186,7 +188,7 @@ static uint64_t rng_next(struct rkv_table *t)
 
 uint32_t rkv_table_clock(const struct rkv_table *t)
 {
-    return (uint32_t)__atomic_load_n(&t->hdr->clock, __ATOMIC_ACQUIRE);
+    return rkv_clock_at(t->start_ns, t->now_ns());
 }
 
 const struct rkv_region_header *rkv_table_header(const struct rkv_table *t)
@@ -1069,11 +1071,10 @@ static void expire_scan(struct rkv_table *t, uint32_t now)
 
 void rkv_table_tick(struct rkv_table *t)
 {
-    uint64_t secs = (rkv_now_ns() - t->start_ns) / 1000000000ull + 1;
-    uint32_t now = secs > UINT32_MAX ? UINT32_MAX : (uint32_t)secs;
-    if (now > rkv_table_clock(t))
+    uint32_t now = rkv_table_clock(t);
+    if (now > __atomic_load_n(&t->hdr->clock, __ATOMIC_RELAXED))
         __atomic_store_n(&t->hdr->clock, now, __ATOMIC_RELEASE);
-    expire_scan(t, rkv_table_clock(t));
+    expire_scan(t, now);
     automove(t);
 }
 
@@ -1249,7 +1250,8 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
     t->seed = seeds[0];
     t->rng = seeds[2] | 1;
     t->cfg = c;
-    t->start_ns = rkv_now_ns();
+    t->now_ns = c.now_ns != NULL ? c.now_ns : rkv_now_ns;
+    t->start_ns = t->now_ns();
     t->next_version = 1;
     for (unsigned i = 0; i < RKV_MAX_CLASSES; i++)
         t->reserve[i] = RESERVE_MIN;

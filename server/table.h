@@ -41,6 +41,7 @@ struct rkv_table_config {
     uint32_t grace_ms;         /* freed memory is reused only after this long (default 100) */
     uint32_t default_ttl;      /* seconds applied when a PUT gives 0; 0 = never expire */
     enum rkv_evict_policy evict;
+    uint64_t (*now_ns)(void);  /* the clock's time source; NULL = rkv_now_ns (tests drive their own) */
 };
 
 /* Where a value comes from: inline bytes, or a pull callback (rendezvous)
@@ -89,10 +90,12 @@ const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint
 /* Recency hint from a client: the slot word it found an item through. */
 void rkv_table_hint(struct rkv_table *t, uint64_t slot);
 
-/* Advance the clock (call about once a second): updates the header clock,
- * reclaims expired items, releases grace-period memory and (LRU) moves at
- * most one slab page toward the class that needs it most (see table.c). */
+/* Once a second: publishes the clock in the region header (for shm
+ * readers), reclaims expired items, releases grace-period memory and (LRU)
+ * moves at most one slab page toward the class that needs it most. */
 void rkv_table_tick(struct rkv_table *t);
+/* The server clock now, computed from the time (common/clock.h); every
+ * expiry decision the server makes uses it. */
 uint32_t rkv_table_clock(const struct rkv_table *t);
 
 void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out);

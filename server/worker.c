@@ -56,6 +56,7 @@ void rkv_worker_wake(struct rkv_worker *w)
 static void conn_close(struct rkv_worker *w, struct rkv_wconn *wc, const char *why)
 {
     RKV_INFO("%s: connection %s closed (%s)", wc->ep->uri, wc->ops->peer(wc->conn), why);
+    rkv_admission_leave(w->srv, wc);
     wc->ops->close(wc->conn);
     free(wc);
     atomic_fetch_sub_explicit(&w->stats.conns, 1, memory_order_relaxed);
@@ -67,6 +68,7 @@ static void take_inbox(struct rkv_worker *w, struct worker_conns *cs, int epfd)
     for (unsigned i = 0; i < w->inbox_count; i++) {
         struct rkv_wconn *wc = w->inbox[i];
         if (cs->n == cs->cap) {
+            atomic_fetch_add(&w->srv->conns_rejected, 1);
             conn_close(w, wc, "worker connection limit reached");
             continue;
         }
@@ -99,17 +101,26 @@ static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc)
     return n;
 }
 
-/* One pass over every connection; drops the dead. Returns requests served. */
+/* One pass over every connection; drops the dead, and those that did not
+ * pass HELLO in time (admission.c). Returns requests served. */
 static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool check_alive)
 {
     unsigned work = 0;
+    uint64_t now = 0;
     for (unsigned i = 0; i < cs->n;) {
         struct rkv_wconn *wc = cs->v[i];
+        const char *why = NULL;
         work += serve(w, wc);
         if (wc->closing)
             rkv_stat_bump(&w->stats.closed_bad, 1);
-        if (wc->closing || (check_alive && !wc->ops->alive(wc->conn))) {
-            conn_close(w, wc, wc->closing ? "protocol error or refused" : "peer gone");
+        if (!wc->closing && !wc->authed) {
+            now = now ? now : rkv_now_ns();
+            why = rkv_admission_check(w->srv, wc, now);
+            if (why != NULL)
+                atomic_fetch_add(&w->srv->unauth_dropped, 1);
+        }
+        if (wc->closing || why != NULL || (check_alive && !wc->ops->alive(wc->conn))) {
+            conn_close(w, wc, why ? why : wc->closing ? "protocol error or refused" : "peer gone");
             cs->v[i] = cs->v[--cs->n];
             continue;
         }
@@ -153,7 +164,7 @@ static void *worker_main(void *arg)
 {
     struct rkv_worker *w = arg;
     struct rkv_server *srv = w->srv;
-    struct worker_conns cs = { .cap = srv->cfg.max_conns };
+    struct worker_conns cs = { .cap = srv->cfg.max_conns + srv->cfg.max_unauth_conns };
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 

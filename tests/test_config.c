@@ -113,6 +113,8 @@ static void test_defaults(void **state)
     assert_int_equal(c.credits, 64);
     assert_int_equal(c.max_msg, 4096);
     assert_int_equal(c.max_conns, 1024);
+    assert_int_equal(c.max_unauth_conns, 16);
+    assert_int_equal(c.hello_timeout_ms, 5000);
     assert_string_equal(c.rdma_device, "");
     assert_int_equal(c.gid_index, -1);
     assert_int_equal(c.max_inline, 256);
@@ -390,6 +392,8 @@ static void test_example_config_is_valid(void **state)
     assert_int_equal(c.credits, d.credits);
     assert_int_equal(c.max_msg, d.max_msg);
     assert_int_equal(c.max_conns, d.max_conns);
+    assert_int_equal(c.max_unauth_conns, d.max_unauth_conns);
+    assert_int_equal(c.hello_timeout_ms, d.hello_timeout_ms);
     assert_int_equal(c.gid_index, d.gid_index);
     assert_int_equal(c.max_inline, d.max_inline);
     assert_int_equal(c.signal_interval, d.signal_interval);
@@ -428,6 +432,8 @@ static const struct bad_flags bad_flag_cases[] = {
     { { "--max-msg", "100" }, "--max-msg: \"100\" is out of range" },
     { { "--max-msg", "2M" }, "--max-msg" },
     { { "--max-conns", "0" }, "expected 1..65536" },
+    { { "--max-unauth-conns", "0" }, "expected 1..4096" },
+    { { "--hello-timeout-ms", "5" }, "expected 10..600000" },
     { { "--gid-index", "x" }, "expected auto (or -1) or 0..65535" },
     { { "--gid-index", "-2" }, "--gid-index" },
     { { "--max-inline", "1025" }, "expected 0..1024" },

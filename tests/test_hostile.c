@@ -4,7 +4,9 @@
  * safety nets) and sends what a buggy or malicious peer might: requests
  * before HELLO, truncated headers, lengths that disagree with the bytes,
  * unknown opcodes and flags, oversized keys and values, rendezvous
- * descriptors outside the staging buffer, garbage hints. Each must get an
+ * descriptors outside the staging buffer, garbage hints; and, over shm, a
+ * client that tries every route to write the region it maps read-only, as
+ * an unprivileged user. Each must get an
  * error reply or a closed connection; the server must keep serving other
  * clients with their data intact, drop the bad connections, and exit 0 on
  * SIGTERM (under ASan that also proves nothing leaked).
@@ -18,14 +20,23 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <grp.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "protocol.h"
+#include "region_attack.h"
 #include "rkv.h"
 #include "server_proc.h"
+#include "shm_ring.h"
 #include "transport.h"
 #include "util.h"
 
@@ -276,6 +287,116 @@ static void test_many_bad_clients_then_clean_state(void **state)
     expect_rejected(-1, true);
 }
 
+/* ------------------------------------------------------------------ shm region */
+
+/* The region descriptor, as a hostile client that does the shm handshake
+ * itself keeps it (librkv closes it once mapped); its socket in *sock. */
+static int raw_region_fd(int *sock)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct rkv_shm_connect_msg m = { RKV_SHM_MAGIC, RKV_SHM_VERSION, (uint32_t)getpid() };
+    struct rkv_shm_accept_msg a;
+    int fds[RKV_SHM_CONN_FDS];
+    unsigned nfds = 0;
+    size_t got;
+    const char *path = sp.uri + strlen("shm://");
+    if (strlen(path) >= sizeof sa.sun_path)
+        return -1;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    *sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct pollfd pfd = { .events = POLLIN };
+    if (*sock < 0 || connect(*sock, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        rkv_shm_send_fds(*sock, &m, sizeof m, NULL, 0) != 0 ||
+        (pfd.fd = *sock, poll(&pfd, 1, 10000) != 1) ||   /* a safety net, not a timing */
+        rkv_shm_recv_fds(*sock, &a, sizeof a, &got, fds, RKV_SHM_CONN_FDS, &nfds) != 0 ||
+        got != sizeof a || a.status != RKV_OK || nfds != RKV_SHM_CONN_FDS) {
+        fprintf(stderr, "shm handshake for the region descriptor failed: %s\n", strerror(errno));
+        return -1;
+    }
+    close(fds[1]);   /* the connection memfd is the client's own business */
+    return fds[0];
+}
+
+/* librkv's read-only mapping of the region, from /proc/self/maps. */
+static void *librkv_view(size_t *size)
+{
+    char line[512];
+    void *view = NULL;
+    FILE *maps = fopen("/proc/self/maps", "re");
+    while (maps != NULL && view == NULL && fgets(line, sizeof line, maps) != NULL) {
+        unsigned long lo, hi;
+        if (strstr(line, "memfd:rkv-region") != NULL && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+            view = (void *)lo;
+            *size = hi - lo;
+        }
+    }
+    if (maps != NULL)
+        fclose(maps);
+    return view;
+}
+
+/* Child: connect, give up root if we have it (staying ptrace-able by
+ * ourselves so /proc/self/fd stays ours and only the memfd's own permissions
+ * decide), then try every write route. Exit status: routes that worked, or
+ * 100+ for a setup failure. */
+static int region_attacker(void)
+{
+    rkv_client *c = NULL;
+    size_t size = 0;
+    char path[64], link[256], buf[32];
+    size_t n;
+    int sock;
+    if (rkv_connect(sp.uri, NULL, &c) != RKV_OK)
+        return 101;
+    void *view = librkv_view(&size);
+    int fd = raw_region_fd(&sock);
+    if (view == NULL)
+        return 102;
+    if (fd < 0)
+        return 106;
+    if (geteuid() == 0 && (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0 ||
+                           prctl(PR_SET_DUMPABLE, 1) != 0))
+        return 103;
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    if (geteuid() == 0 || readlink(path, link, sizeof link) <= 0)
+        return 104;                        /* not unprivileged, or /proc not ours */
+    unsigned broken = region_write_attempts(fd, size, view);
+    /* and the client still reads as before */
+    if (rkv_get(c, "precious", 8, buf, sizeof buf, &n, NULL) != RKV_OK || n != 5 ||
+        memcmp(buf, "value", 5) != 0)
+        return 105;
+    rkv_close(c);
+    close(fd);
+    close(sock);
+    return (int)broken;
+}
+
+static void test_shm_client_cannot_write_region(void **state)
+{
+    (void)state;
+    if (strncmp(sp.uri, "shm://", 6) != 0) {
+        print_message("skipped: the region descriptor is an shm matter (server on %s)\n", sp.uri);
+        return;
+    }
+    if (geteuid() != 0)
+        print_message("not root: the attacker runs as this user (uid %u), which owns the "
+                      "server; the seals must hold all the same\n", (unsigned)geteuid());
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(region_attacker());
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    /* the region is as it was: a new client validates its header, and the
+     * value is the one stored */
+    rkv_client *fresh = connect_retry(sp.uri, NULL, 5000);
+    assert_non_null(fresh);
+    rkv_close(fresh);
+    expect_rejected(-1, true);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -315,6 +436,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_rendezvous),
         cmocka_unit_test(test_garbage_hints),
         cmocka_unit_test(test_many_bad_clients_then_clean_state),
+        cmocka_unit_test(test_shm_client_cannot_write_region),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

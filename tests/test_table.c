@@ -21,10 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "clock.h"
 #include "log.h"
 #include "lookup.h"
 #include "region.h"
@@ -184,9 +186,17 @@ static void test_region(void **state)
     base[12345] = 0x5a;
     assert_int_equal(view[12345], 0x5a);
     assert_int_not_equal(mprotect(view, 4096, PROT_READ | PROT_WRITE), 0);
-    /* the size is sealed: nobody can shrink it under a mapping */
+    /* the size is sealed: nobody can shrink it under a mapping; and only the
+     * server's mapping may write it: mode 0 (no reopen through /proc but by
+     * root), no new writable mapping or write(2) even for root */
     int seals = fcntl(r.fd, F_GET_SEALS);
-    assert_true(seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW));
+    assert_true(seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_GROW) &&
+                (seals & F_SEAL_FUTURE_WRITE) && (seals & F_SEAL_SEAL));
+    struct stat sb;
+    assert_int_equal(fstat(r.fd, &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0);
+    base[0] = 0x77;                        /* the server's own mapping still writes */
+    assert_int_equal(view[0], 0x77);
     assert_int_not_equal(ftruncate(r.fd, 4096), 0);
     munmap(view, r.size);
     close(ro);
@@ -194,7 +204,7 @@ static void test_region(void **state)
     rkv_region_destroy(&r);
     assert_null(r.base);
     rkv_region_destroy(&r);  /* twice is safe */
-    struct rkv_region none = { .fd = -1 };
+    struct rkv_region none = { .fd = -1, .ro_fd = -1 };
     assert_int_equal(rkv_region_readonly_fd(&none), -1);
 }
 
@@ -481,12 +491,20 @@ static void test_incr(void **state)
 
 /* ------------------------------------------------------------ TTL */
 
+/* A clock the test drives: the table's time source (rkv_table_config.now_ns). */
+static uint64_t fake_ns = 1000 * 1000000000ull;
+
+static uint64_t fake_now(void)
+{
+    return fake_ns;
+}
+
 static void test_ttl(void **state)
 {
     (void)state;
     struct env e, d;
-    uint64_t made_at = rkv_now_ns();   /* before e's clock starts */
-    env_make(&e, 8 * MiB, NULL);
+    struct rkv_table_config fc = { .now_ns = fake_now };
+    env_make(&e, 8 * MiB, &fc);
     struct rkv_table_config c = { .default_ttl = 30 };
     env_make(&d, 8 * MiB, &c);
 
@@ -504,14 +522,12 @@ static void test_ttl(void **state)
     assert_int_equal(put_mode(&d, "forever", 7, "f", 1, RKV_SET, 0, RKV_TTL_NEVER, NULL), RKV_OK);
     assert_int_equal(rkv_table_find(d.t, "forever", 7)->expire_at, 0);
 
-    /* a tick less than a second after the clock started keeps it; under a
-     * stalled scheduler that second may be gone, and nothing is claimed */
+    /* the test clock has not moved: a tick keeps it; one second later it is gone */
     rkv_table_tick(e.t);
-    if (rkv_now_ns() - made_at < 1000000000ull)
-        assert_string_equal(get_str(&e, "short"), "s");
-    sleep_ms(1100);
+    assert_string_equal(get_str(&e, "short"), "s");
+    fake_ns += 1000000000ull;
     rkv_table_tick(e.t);
-    assert_true(rkv_table_clock(e.t) >= now + 1);
+    assert_int_equal(rkv_table_clock(e.t), now + 1);
     assert_null(get_str(&e, "short"));
     assert_null(rkv_table_find(e.t, "short", 5));
     assert_string_equal(get_str(&e, "never"), "n");
@@ -527,6 +543,83 @@ static void test_ttl(void **state)
     assert_int_equal(put_mode(&e, "short", 5, "t", 1, RKV_ADD, 0, 0, NULL), RKV_OK);
     env_free(&e);
     env_free(&d);
+}
+
+/* Server and client agree on expiry at the boundary (common/clock.h): an
+ * item with expire_at E is live while clock < E and gone from clock == E, to
+ * the server (find, DELETE) and to a client lookup alike; and the clock is
+ * right from the first second (it once stayed at 1 for two seconds). */
+static void test_expiry_boundary(void **state)
+{
+    (void)state;
+    struct env e;
+    struct rkv_table_config fc = { .now_ns = fake_now };
+    uint64_t start = fake_ns;
+    env_make(&e, 8 * MiB, &fc);
+
+    fake_ns = start + 500000000ull;                 /* 0.5 s: clock 1 */
+    assert_int_equal(rkv_table_clock(e.t), 1);
+    assert_int_equal(put_mode(&e, "k", 1, "v", 1, RKV_SET, 0, 1, NULL), RKV_OK);
+    assert_int_equal(rkv_table_find(e.t, "k", 1)->expire_at, 2);
+
+    fake_ns = start + 1000000000ull - 1;            /* the last instant of clock 1 */
+    assert_int_equal(rkv_table_clock(e.t), 1);
+    assert_non_null(rkv_table_find(e.t, "k", 1));
+    assert_string_equal(get_str(&e, "k"), "v");
+
+    fake_ns = start + 1000000000ull;                /* clock 2 = expire_at: gone */
+    assert_int_equal(rkv_table_clock(e.t), 2);      /* without a tick in between */
+    assert_null(get_str(&e, "k"));
+    assert_null(rkv_table_find(e.t, "k", 1));
+    assert_int_equal(rkv_table_delete(e.t, "k", 1), RKV_NOT_FOUND);
+    /* the header (what shm readers use) shows it after the tick */
+    assert_int_equal(e.h->clock, 1);
+    rkv_table_tick(e.t);
+    assert_int_equal(e.h->clock, 2);
+
+    /* one comparison for both sides */
+    assert_false(rkv_expired(0, UINT32_MAX));
+    assert_false(rkv_expired(5, 4));
+    assert_true(rkv_expired(5, 5));
+    assert_true(rkv_expired(5, 6));
+    env_free(&e);
+    fake_ns = start;
+}
+
+/* A client's extrapolated clock is never ahead of the server's: for clocks
+ * the server computed at any instant T and a client that got it at any
+ * later instant, the estimate at any later time is at most the server's
+ * clock then (so a GET that calls an item expired is never contradicted by
+ * a DELETE after it). Swept over instants around second boundaries. */
+static void test_clock_extrapolation_never_ahead(void **state)
+{
+    (void)state;
+    static const uint64_t frac[] = { 0, 1, 499999999, 500000000, 999999999 };
+    const uint64_t s = 1000000000ull, start = 7 * s + 123;
+    unsigned checked = 0;
+    assert_int_equal(rkv_clock_at(start, start), 1);
+    assert_int_equal(rkv_clock_at(start, start - 1), 1);        /* before start: 1, not garbage */
+    assert_int_equal(rkv_clock_at(start, start + s - 1), 1);
+    assert_int_equal(rkv_clock_at(start, start + s), 2);
+    assert_int_equal(rkv_clock_at(0, UINT64_MAX), UINT32_MAX); /* saturates */
+    assert_int_equal(rkv_clock_extrapolate(UINT32_MAX - 1, 0, 10 * s), UINT32_MAX);
+    for (uint64_t ts = 0; ts < 3; ts++)
+        for (unsigned a = 0; a < RKV_ARRAY_SIZE(frac); a++) {
+            uint64_t T = start + ts * s + frac[a];               /* the server computes */
+            uint32_t seen = rkv_clock_at(start, T);
+            for (unsigned b = 0; b < RKV_ARRAY_SIZE(frac); b++) {
+                uint64_t got = T + frac[b];                        /* the client receives */
+                for (uint64_t later = 0; later < 4; later++)
+                    for (unsigned c = 0; c < RKV_ARRAY_SIZE(frac); c++) {
+                        uint64_t t = got + later * s + frac[c];
+                        uint32_t est = rkv_clock_extrapolate(seen, got, t);
+                        assert_true(est <= rkv_clock_at(start, t));
+                        assert_true(est + 1 >= rkv_clock_at(start, t) - 1); /* lags < 2 */
+                        checked++;
+                    }
+            }
+        }
+    assert_int_equal(checked, 3 * 5 * 5 * 4 * 5);
 }
 
 /* ------------------------------------------------------------ load factor */
@@ -1251,6 +1344,8 @@ int main(void)
         cmocka_unit_test(test_put_modes),
         cmocka_unit_test(test_incr),
         cmocka_unit_test(test_ttl),
+        cmocka_unit_test(test_expiry_boundary),
+        cmocka_unit_test(test_clock_extrapolation_never_ahead),
         cmocka_unit_test(test_fill_index_to_limit),
         cmocka_unit_test(test_displacement_order),
         cmocka_unit_test(test_heap_full_without_eviction),
