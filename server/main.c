@@ -224,25 +224,37 @@ static bool region_still_fits(void *ctx, uint64_t remaining, char *err, size_t e
     return rkv_mem_still_fits(remaining, *(const uint64_t *)ctx, err, err_len);
 }
 
-/* Refuse a --memory this machine cannot back, before anything is allocated
- * (memory_budget.h); *rest gets what the server needs beyond the region. */
-static int check_memory(const struct rkv_server_config *cfg, uint64_t *rest)
+/* Refuse a --memory this machine cannot back, before anything is allocated,
+ * and lower max_conns when not every connection's buffers fit beside the
+ * region (memory_budget.h); *rest gets what the server needs beyond the
+ * region, for the population guard. */
+static int check_memory(struct rkv_server_config *cfg, uint64_t *rest)
 {
     static char msg[2048];
+    char sz[32];
     struct rkv_mem_env env;
     struct rkv_mem_need need;
+    unsigned conns;
     rkv_mem_probe("/proc", "/sys", &env);
-    rkv_mem_need_compute(cfg, cfg->memory, &env, &need);
-    *rest = need.ram - (need.page_size == 4096 ? need.region : 0);
     if (!cfg->memory_check) {
         RKV_INFO("memory check off (memory_check = no): not comparing the region with what "
                  "this machine can back");
         return 0;
     }
-    if (!rkv_mem_check(cfg, cfg->memory, &env, msg, sizeof msg)) {
+    if (!rkv_mem_admit(cfg, cfg->memory, &env, &conns, msg, sizeof msg)) {
         RKV_ERROR("%s", msg);
         return -1;
     }
+    if (conns < cfg->max_conns) {
+        RKV_WARN("max_conns lowered from %u to %u: the buffers of %u connections do not fit "
+                 "beside the %s region in the memory this machine offers; later peers get "
+                 "\"server busy\". Set max_conns to at most %u, lower --memory, or give the "
+                 "server more memory", cfg->max_conns, conns, cfg->max_conns,
+                 rkv_format_size(cfg->memory, sz, sizeof sz), conns);
+        cfg->max_conns = conns;
+    }
+    rkv_mem_need_compute(cfg, cfg->memory, &env, &need);
+    *rest = need.ram - (need.page_size == 4096 ? need.region : 0);
     rkv_mem_describe(cfg, cfg->memory, &env, msg, sizeof msg);
     RKV_INFO("memory: %s", msg);
     return 0;

@@ -420,14 +420,16 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
         shm = shm_conn_bytes(cfg);
     if (listens_on(cfg, "rdma"))
         rdma = rdma_conn_bytes(cfg, &reg_per_conn);
-    /* max_conns counts connections over every listener together */
-    out->conns = sat_mul(cfg->max_conns, RKV_MAX(shm, rdma));
+    /* max_conns counts connections over every listener together; the
+     * transports also hold max_unauth_conns not yet past HELLO */
+    uint64_t nconns = (uint64_t)cfg->max_conns + cfg->max_unauth_conns;
+    out->conns = sat_mul(nconns, RKV_MAX(shm, rdma));
     out->process = PROCESS_BASE +
                    (uint64_t)cfg->workers * (WORKER_STACK + (uint64_t)cfg->max_conns * sizeof(void *));
     out->ram = sat_add(sat_add(out->page_size == PAGE_4K ? out->region : 0, out->page_tables),
                        sat_add(sat_add(out->bookkeeping, out->conns), out->process));
     if (rdma != 0)
-        out->locked = sat_add(out->region, sat_mul(cfg->max_conns, reg_per_conn));
+        out->locked = sat_add(out->region, sat_mul(nconns, reg_per_conn));
 }
 
 /* Which limit binds. */
@@ -468,9 +470,18 @@ static enum mem_limit judge(const struct rkv_server_config *cfg, uint64_t memory
     return need->ram <= ram_room(env, &by) ? FITS : by;
 }
 
-uint64_t rkv_mem_largest(const struct rkv_server_config *cfg, const struct rkv_mem_env *env)
+/* cfg with max_conns lowered as far as rkv_mem_admit may lower it. */
+static struct rkv_server_config fewest_conns(const struct rkv_server_config *cfg)
+{
+    struct rkv_server_config c = *cfg;
+    c.max_conns = RKV_MIN(cfg->max_conns, RKV_MEM_MIN_CONNS);
+    return c;
+}
+
+uint64_t rkv_mem_largest(const struct rkv_server_config *given, const struct rkv_mem_env *env)
 {
     struct rkv_mem_need need;
+    const struct rkv_server_config c = fewest_conns(given), *cfg = &c;
     uint64_t lo = 0, hi = (16ull << 40) / MIB;   /* config.c's largest --memory, in MiB */
     if (judge(cfg, RKV_CONFIG_MIN_MEMORY, env, &need) != FITS)
         return 0;
@@ -496,7 +507,7 @@ static void need_breakdown(const struct rkv_server_config *cfg, const struct rkv
              rkv_format_size(n->region, r, sizeof r),
              n->page_size == PAGE_4K ? "normal pages" : kind,
              n->page_size == PAGE_4K ? "" : " hugepages (not counted as RAM)",
-             rkv_format_size(n->bookkeeping, b, sizeof b), cfg->max_conns,
+             rkv_format_size(n->bookkeeping, b, sizeof b), cfg->max_conns + cfg->max_unauth_conns,
              rkv_format_size(n->conns, c, sizeof c),
              rkv_format_size(n->page_tables + n->process, p, sizeof p));
 }
@@ -543,8 +554,10 @@ bool rkv_mem_check(const struct rkv_server_config *cfg, uint64_t memory,
         break;
     }
     case BY_MEMLOCK:
-        rkv_rdma_memlock_ok(env->memlock, need.locked, false,
-                            "region and connection buffers rdma registers", lock, sizeof lock);
+        /* name the region alone when it alone is over the limit */
+        if (rkv_rdma_memlock_ok(env->memlock, need.region, false, "region", lock, sizeof lock))
+            rkv_rdma_memlock_ok(env->memlock, need.locked, false,
+                                "region and connection buffers rdma registers", lock, sizeof lock);
         snprintf(msg, msg_len, "--memory %s: %s%s%s, or lower memory or max_conns", asked, lock,
                  largest ? "; the largest --memory this limit allows is " : "",
                  largest ? most : "");
@@ -567,6 +580,28 @@ bool rkv_mem_check(const struct rkv_server_config *cfg, uint64_t memory,
     }
     }
     return false;
+}
+
+bool rkv_mem_admit(const struct rkv_server_config *cfg, uint64_t memory,
+                   const struct rkv_mem_env *env, unsigned *max_conns, char *msg, size_t msg_len)
+{
+    struct rkv_server_config c = fewest_conns(cfg);
+    struct rkv_mem_need need;
+    *max_conns = cfg->max_conns;
+    if (judge(cfg, memory, env, &need) == FITS)
+        return true;
+    if (!rkv_mem_check(&c, memory, env, msg, msg_len))
+        return false;
+    unsigned lo = c.max_conns, hi = cfg->max_conns - 1;   /* lo fits, cfg->max_conns does not */
+    while (lo < hi) {       /* need grows with max_conns: the largest that fits */
+        c.max_conns = lo + (hi - lo + 1) / 2;
+        if (judge(&c, memory, env, &need) == FITS)
+            lo = c.max_conns;
+        else
+            hi = c.max_conns - 1;
+    }
+    *max_conns = lo;
+    return true;
 }
 
 void rkv_mem_describe(const struct rkv_server_config *cfg, uint64_t memory,

@@ -35,6 +35,16 @@
  * reply buffers, queues); each worker's connection array and stack; and the
  * process itself.
  *
+ * Connection buffers are allocated as peers connect, not at start, so they do
+ * not decide alone whether a --memory is refused: like Redis lowering
+ * maxclients to the file-descriptor limit, a server whose max_conns
+ * connections' buffers do not all fit beside the region runs with the
+ * max_conns that does fit (rkv_mem_admit; it logs a warning and later
+ * peers get RKV_SERVER_BUSY), and a --memory is refused only when not even
+ * RKV_MEM_MIN_CONNS connections (or max_conns, when smaller) would fit.
+ * Connections counted are max_conns + max_unauth_conns: the transports hold
+ * that many.
+ *
  * The parsing and arithmetic are pure functions of file contents, so
  * tests/test_memory_budget.c checks them with fixtures; rkv_mem_probe() is the
  * thin part that reads the real files (under a procfs and sysfs root).
@@ -50,6 +60,7 @@
 
 #define RKV_MEM_UNLIMITED UINT64_MAX
 #define RKV_MEM_HUGE_KINDS 2u       /* 2 MiB and 1 GiB pages, as region.c tries them */
+#define RKV_MEM_MIN_CONNS 16u       /* max_conns is never lowered below this (see above) */
 
 /* One memory cgroup level that limits the server (the tightest one found). */
 struct rkv_mem_cgroup {
@@ -85,7 +96,8 @@ struct rkv_mem_need {
     uint64_t page_size;     /* the page kind region.c will get: 4096, 2 MiB or 1 GiB */
     uint64_t page_tables;   /* the server's page tables mapping the region */
     uint64_t bookkeeping;   /* slab page table, free queues and LRU stamps (smallest items) */
-    uint64_t conns;         /* max_conns connections' buffers on every transport listened on */
+    uint64_t conns;         /* max_conns + max_unauth_conns connections' buffers, on the
+                               costliest transport listened on */
     uint64_t process;       /* workers (connection arrays, stacks) and the process itself */
     uint64_t ram;           /* what comes out of RAM / the cgroup: all the above, less the
                                region when it is on hugepages */
@@ -149,9 +161,18 @@ bool rkv_mem_check(const struct rkv_server_config *cfg, uint64_t memory,
 void rkv_mem_describe(const struct rkv_server_config *cfg, uint64_t memory,
                       const struct rkv_mem_env *env, char *buf, size_t len);
 
-/* The largest --memory (a multiple of 1 MiB) rkv_mem_check accepts for cfg
- * on env; 0 when not even RKV_CONFIG_MIN_MEMORY fits. */
+/* The largest --memory (a multiple of 1 MiB) rkv_mem_admit accepts for cfg
+ * on env (with max_conns lowered as far as it may be); 0 when not even
+ * RKV_CONFIG_MIN_MEMORY fits. */
 uint64_t rkv_mem_largest(const struct rkv_server_config *cfg, const struct rkv_mem_env *env);
+
+/* The start-up decision. True when `memory` fits with at least
+ * min(max_conns, RKV_MEM_MIN_CONNS) connections; *max_conns gets what the
+ * server should run with: cfg->max_conns, or the largest smaller value whose
+ * buffers fit. Otherwise false with rkv_mem_check's message for the
+ * smallest max_conns allowed. */
+bool rkv_mem_admit(const struct rkv_server_config *cfg, uint64_t memory,
+                   const struct rkv_mem_env *env, unsigned *max_conns, char *msg, size_t msg_len);
 
 /* ---- the thin part: the real files ---- */
 

@@ -287,7 +287,8 @@ static void test_need_shm(void **state)
     assert_int_equal(n.bookkeeping, GIB / 64 * 16 + GIB / (1 << 20) * 72);
     /* per connection: the shm_server.c memfd layout plus the request copies */
     assert_int_equal(rkv_shm_layout_init(&l, 64, 4096, 1 << 20, err, sizeof err), RKV_OK);
-    assert_int_equal(n.conns, 10 * (l.total + l.slot_stride * 64 + 4096));
+    /* max_conns and the max_unauth_conns not yet past HELLO */
+    assert_int_equal(n.conns, (10 + c.max_unauth_conns) * (l.total + l.slot_stride * 64 + 4096));
     assert_int_equal(n.locked, 0);                     /* no rdma: nothing registered */
     assert_int_equal(n.ram, n.region + n.page_tables + n.bookkeeping + n.conns + n.process);
     /* evict none: no LRU words */
@@ -328,19 +329,22 @@ static void test_check_memavailable(void **state)
     char msg[2048];
     config_for(&c, "shm:///tmp/x.sock");
     env_ram(&e, 21 * GIB + 300 * MIB);
+    unsigned conns;
     assert_true(rkv_mem_check(&c, 1 * GIB, &e, msg, sizeof msg));
-    assert_false(rkv_mem_check(&c, 1ull << 40, &e, msg, sizeof msg));
+    assert_false(rkv_mem_admit(&c, 1ull << 40, &e, &conns, msg, sizeof msg));
     assert_non_null(strstr(msg, "--memory 1 TiB cannot be backed"));
     assert_non_null(strstr(msg, "MemAvailable 21.3 GiB"));
     assert_non_null(strstr(msg, "lower --memory to at most"));
     assert_non_null(strstr(msg, "--memory-check=off"));
     assert_null(strchr(msg, '\n'));                     /* one message, one line */
 
-    /* the largest accepted fits, one MiB more does not */
+    /* the largest accepted fits (with max_conns lowered as far as it may
+     * be), one MiB more does not */
     uint64_t big = rkv_mem_largest(&c, &e);
     assert_true(big > 10 * GIB && big < 21 * GIB);
-    assert_true(rkv_mem_check(&c, big, &e, msg, sizeof msg));
-    assert_false(rkv_mem_check(&c, big + MIB, &e, msg, sizeof msg));
+    assert_true(rkv_mem_admit(&c, big, &e, &conns, msg, sizeof msg));
+    assert_int_equal(conns, RKV_MEM_MIN_CONNS);
+    assert_false(rkv_mem_admit(&c, big + MIB, &e, &conns, msg, sizeof msg));
     char most[64];
     snprintf(most, sizeof most, "at most %.1f GiB", (double)big / (double)GIB);
     assert_non_null(strstr(msg, most));
@@ -369,13 +373,27 @@ static void test_check_cgroup(void **state)
     assert_true(rkv_mem_check(&c, 1 * GIB, &e, msg, sizeof msg));
     uint64_t big = rkv_mem_largest(&c, &e);
     assert_true(big >= GIB && big < 2 * GIB);
-    /* in 1 GiB, with 1024 connections' buffers (1.8 GiB), not even the
-     * smallest region fits */
+    /* in 1 GiB, 1024 connections' buffers (1.8 GiB) do not fit beside a
+     * 16 MiB region: the check alone refuses it, admission lowers
+     * max_conns to the most that fit, which is at least RKV_MEM_MIN_CONNS */
+    unsigned conns;
     c.max_conns = 1024;
     e.cgroup.limit = GIB;
-    assert_int_equal(rkv_mem_largest(&c, &e), 0);
     assert_false(rkv_mem_check(&c, 16 * MIB, &e, msg, sizeof msg));
+    assert_true(rkv_mem_admit(&c, 16 * MIB, &e, &conns, msg, sizeof msg));
+    assert_true(conns >= RKV_MEM_MIN_CONNS && conns < 1024);
+    struct rkv_server_config run = c;
+    run.max_conns = conns;
+    assert_true(rkv_mem_check(&run, 16 * MIB, &e, msg, sizeof msg));
+    run.max_conns = conns + 1;
+    assert_false(rkv_mem_check(&run, 16 * MIB, &e, msg, sizeof msg));
+    assert_true(rkv_mem_largest(&c, &e) > 16 * MIB);
+    /* in 100 MiB, not even RKV_MEM_MIN_CONNS connections fit: refused */
+    e.cgroup.limit = 100 * MIB;
+    assert_int_equal(rkv_mem_largest(&c, &e), 0);
+    assert_false(rkv_mem_admit(&c, 16 * MIB, &e, &conns, msg, sizeof msg));
     assert_non_null(strstr(msg, "lower max_conns"));
+    assert_non_null(strstr(msg, "32 connections' buffers"));   /* 16 + 16 not past HELLO */
 }
 
 static void test_check_hugepages_required_and_memlock(void **state)

@@ -1071,9 +1071,18 @@ void doctor_check_memory(struct doctor_report *r, const struct doctor_env *env,
     uint64_t largest = rkv_mem_largest(cfg, &me);
     rkv_format_size(cfg->memory, a, sizeof a);
     rkv_format_size(largest, b, sizeof b);
-    if (rkv_mem_check(cfg, cfg->memory, &me, msg, sizeof msg)) {
-        rkv_mem_describe(cfg, cfg->memory, &me, msg, sizeof msg);
-        doctor_add(r, DOCTOR_OK, "memory", NULL, "--memory %s fits: %s", a, msg);
+    unsigned conns;
+    if (rkv_mem_admit(cfg, cfg->memory, &me, &conns, msg, sizeof msg)) {
+        struct rkv_server_config run = *cfg;
+        run.max_conns = conns;
+        rkv_mem_describe(&run, cfg->memory, &me, msg, sizeof msg);
+        if (conns < cfg->max_conns)
+            doctor_add(r, DOCTOR_WARN, "memory", "set max_conns to at most the number above, "
+                       "lower --memory, or give the server more memory",
+                       "--memory %s fits with max_conns lowered from %u to %u (rkv-server "
+                       "lowers it at start): %s", a, cfg->max_conns, conns, msg);
+        else
+            doctor_add(r, DOCTOR_OK, "memory", NULL, "--memory %s fits: %s", a, msg);
     } else {
         doctor_add(r, DOCTOR_FAIL, "memory", largest ? "lower --memory (see the largest below), "
                    "lower max_conns, or free memory; --memory-check=off starts anyway" :
