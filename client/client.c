@@ -66,6 +66,7 @@ struct rkv_client {
     unsigned nshards;
     struct shard *shards;
     struct rkv_loc_cache *cache;     /* the process's location cache; NULL when off */
+    struct rkv_loc_cache_meter meter;/* this handle's finds and evictions: grows the cache */
     struct rkv_trans_counters tc;    /* bumped by the transports */
     struct rkv_counters c;           /* the rest, bumped here */
     char last_error[768];
@@ -496,8 +497,8 @@ static rkv_status lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup 
     }
     /* only changes are written: a hit leaves the shared cache line clean */
     uint64_t slot = found ? l->slot : 0;
-    if (c->cache && slot != l->cached_slot)
-        rkv_loc_cache_store(c->cache, s->generation, key_hash, slot);
+    if (c->cache && rkv_loc_cache_changed(l->cached_slot, slot))
+        rkv_loc_cache_store(c->cache, &c->meter, s->generation, key_hash, slot);
     return hint_st;
 }
 
@@ -509,7 +510,8 @@ static void prepare_lookup(rkv_client *c, const struct shard *s, struct rkv_look
     l->key_len = key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)key_len;
     l->buf = buf;
     l->buf_len = buf_len;
-    l->cached_slot = c->cache ? rkv_loc_cache_find(c->cache, s->generation, key_hash) : 0;
+    l->cached_slot = c->cache ? rkv_loc_cache_find(c->cache, &c->meter, s->generation, key_hash)
+                              : 0;
 }
 
 static rkv_status run_lookups(rkv_client *c, struct shard *s, struct rkv_lookup *ls, unsigned n)
@@ -783,7 +785,7 @@ static rkv_status write_one(rkv_client *c, const char *call, struct write_req *w
     w->status = RKV_INTERNAL;
     shard_write_batch(c, s, RKV_OK, &p, 1);
     if (c->cache && w->opcode == RKV_OP_DELETE)
-        rkv_loc_cache_store(c->cache, s->generation, kh, 0);
+        rkv_loc_cache_store(c->cache, &c->meter, s->generation, kh, 0);
     return w->status;
 }
 
