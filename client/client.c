@@ -628,9 +628,15 @@ rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n)
                     continue;
                 khs[k] = kh;
                 idx[k] = i;
-                prepare_lookup(c, s, &ls[k], op->key, op->key_len, op->buf, op->buf_len, kh);
-                ls[k].status = RKV_INTERNAL;
+                if (c->cache)
+                    rkv_loc_cache_prefetch(c->cache, s->generation, kh);
                 k++;
+            }
+            /* the finds, once every key's cache line is on its way */
+            for (unsigned j = 0; j < k; j++) {
+                const struct rkv_get_op *op = &ops[idx[j]];
+                prepare_lookup(c, s, &ls[j], op->key, op->key_len, op->buf, op->buf_len, khs[j]);
+                ls[j].status = RKV_INTERNAL;
             }
             if (k > 0)
                 down = mget_chunk(c, s, down, ops, ls, khs, idx, k, &first_error);
