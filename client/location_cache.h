@@ -18,13 +18,14 @@
  *
  * Size: the table grows with the working set, not with the budget. It starts
  * at 1/64 of the budget (at least one set, at most RKV_LOC_CACHE_START
- * entries = 512 KiB, which the default budget gives) and doubles, up to the budget,
- * when live entries are being evicted: each caller keeps a meter (its finds,
- * and the live entries its stores replaced); a caller whose stores evicted
- * at least 1 in RKV_LOC_CACHE_GROW_RATE of its finds, over at least
- * RKV_LOC_CACHE_GROW_SAMPLE evictions, grows the table. A cache that fits the
- * working set stays in the CPU's caches: a 100k-key working set settles at
- * 256 Ki entries (2 MiB, ~0.2% of GETs evicting); 1M keys at 2 Mi entries.
+ * entries = 512 KiB, which the default budget gives) and doubles, up to the
+ * budget, when live entries are being evicted: each caller keeps a meter
+ * (its finds, and the live entries its stores replaced); a caller whose
+ * stores evicted at least 1 in RKV_LOC_CACHE_GROW_RATE of its finds, over
+ * RKV_LOC_CACHE_GROW_SAMPLE evictions, grows the table. A table that fits
+ * the working set stays in the CPU's caches: a 100k-key working set settles
+ * at 256 Ki entries (2 MiB, ~0.2% of GETs evicting), 1M keys at 2 Mi
+ * entries (16 MiB, ~0.7%); the 32 MiB default is then only a ceiling.
  * The growth is one mmap by the caller that decided it, under the cache's
  * own mutex (a trylock: a concurrent grower just skips), then one atomic
  * pointer store; readers load that pointer once per find.
