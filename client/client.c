@@ -67,6 +67,7 @@ struct rkv_client {
     unsigned nshards;
     struct shard *shards;
     struct rkv_loc_cache *cache;     /* the process's location cache; NULL when off */
+    struct rkv_loc_cache_meter meter;/* this handle's finds and evictions: grows the cache */
     struct rkv_trans_counters tc;    /* bumped by the transports */
     struct rkv_counters c;           /* the rest, bumped here */
     char last_error[768];
@@ -519,8 +520,8 @@ static rkv_status lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup 
     }
     /* only changes are written: a hit leaves the shared cache line clean */
     uint64_t slot = found ? l->slot : 0;
-    if (c->cache && slot != l->cached_slot)
-        rkv_loc_cache_store(c->cache, s->generation, key_hash, slot);
+    if (c->cache && rkv_loc_cache_changed(l->cached_slot, slot))
+        rkv_loc_cache_store(c->cache, &c->meter, s->generation, key_hash, slot);
     return hint_st;
 }
 
@@ -532,7 +533,8 @@ static void prepare_lookup(rkv_client *c, const struct shard *s, struct rkv_look
     l->key_len = key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)key_len;
     l->buf = buf;
     l->buf_len = buf_len;
-    l->cached_slot = c->cache ? rkv_loc_cache_find(c->cache, s->generation, key_hash) : 0;
+    l->cached_slot = c->cache ? rkv_loc_cache_find(c->cache, &c->meter, s->generation, key_hash)
+                              : 0;
 }
 
 static rkv_status run_lookups(rkv_client *c, struct shard *s, struct rkv_lookup *ls, unsigned n)
@@ -650,9 +652,15 @@ rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n)
                     continue;
                 khs[k] = kh;
                 idx[k] = i;
-                prepare_lookup(c, s, &ls[k], op->key, op->key_len, op->buf, op->buf_len, kh);
-                ls[k].status = RKV_INTERNAL;
+                if (c->cache)
+                    rkv_loc_cache_prefetch(c->cache, s->generation, kh);
                 k++;
+            }
+            /* the finds, once every key's cache line is on its way */
+            for (unsigned j = 0; j < k; j++) {
+                const struct rkv_get_op *op = &ops[idx[j]];
+                prepare_lookup(c, s, &ls[j], op->key, op->key_len, op->buf, op->buf_len, khs[j]);
+                ls[j].status = RKV_INTERNAL;
             }
             if (k > 0)
                 down = mget_chunk(c, s, down, ops, ls, khs, idx, k, &first_error);
@@ -807,7 +815,7 @@ static rkv_status write_one(rkv_client *c, const char *call, struct write_req *w
     w->status = RKV_INTERNAL;
     shard_write_batch(c, s, RKV_OK, &p, 1);
     if (c->cache && w->opcode == RKV_OP_DELETE)
-        rkv_loc_cache_store(c->cache, s->generation, kh, 0);
+        rkv_loc_cache_store(c->cache, &c->meter, s->generation, kh, 0);
     return w->status;
 }
 

@@ -1,18 +1,21 @@
-/* location_cache.c — the process's shared, lock-free location cache
+/* location_cache.c — the process's shared, lock-free, growing location cache
  * (location_cache.h).
  *
  * An entry is one word, (slot & ~0xffff) | tag, read and written atomically:
  * a find compares the tags of the set's 8 ways, a store CASes the one way it
  * chose from the value it saw (losing the race just leaves the other
- * writer's entry). The registry of caches (one per size in use) takes a
- * mutex, at acquire/release time only; the GET path never does.
+ * writer's entry). A cache is a chain of tables: `cur`, and through
+ * cur->prev the one it replaced, probed on a miss. Growth (grow()) takes the
+ * cache's mutex with a trylock; the registry of caches (one per budget in
+ * use) takes its own mutex at acquire/release time only. The find path
+ * never locks.
  */
 #include <pthread.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
 #include "location_cache.h"
+#include "util.h"
 
 #define TAG_MASK 0xffffull
 
@@ -21,11 +24,20 @@ struct set {
 };
 _Static_assert(sizeof(struct set) == 64, "a set is one cache line");
 
-struct rkv_loc_cache {
+struct table {
     struct set *sets;            /* mmap'ed: pages are zero until touched */
     uint64_t set_mask;           /* sets - 1 */
     unsigned entries;
+    struct table *prev;          /* atomic: the table this one replaced, or NULL */
+    struct table *all_next;      /* every table of the cache, for the final munmap */
+};
+
+struct rkv_loc_cache {
+    struct table *cur;           /* atomic: the table finds and stores use */
+    unsigned budget;             /* entries the table may grow to */
     unsigned refs;               /* under registry_lock */
+    pthread_mutex_t grow_lock;   /* one grower at a time; guards `all` */
+    struct table *all;           /* every table made, newest first */
     struct rkv_loc_cache *next;  /* registry list */
 };
 
@@ -43,14 +55,40 @@ static uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* Where (region, key) lives: its set (low bits of the hash) and its tag
- * (the top 16 bits, independent of the set index). */
-static struct set *locate(const struct rkv_loc_cache *lc, uint64_t region, uint64_t key_hash,
-                          uint64_t *tag)
+/* (region, key)'s hash: its set in any table is the low bits, its tag the
+ * top 16 (never 0, so an empty way never matches). */
+static uint64_t key_mix(uint64_t region, uint64_t key_hash)
 {
-    uint64_t h = mix64(key_hash ^ mix64(region));
-    *tag = h >> 48;
-    return &lc->sets[h & lc->set_mask];
+    return mix64(key_hash ^ mix64(region));
+}
+
+static uint64_t tag_of(uint64_t h)
+{
+    uint64_t tag = h >> 48;
+    return tag + (tag == 0);
+}
+
+static struct set *set_of(const struct table *t, uint64_t h)
+{
+    return &t->sets[h & t->set_mask];
+}
+
+static const struct table *current(const struct rkv_loc_cache *lc)
+{
+    return __atomic_load_n(&lc->cur, __ATOMIC_ACQUIRE);
+}
+
+/* The entry of `s` tagged `tag`, or 0. Reads all 8 ways without an early
+ * exit (one cache line; no mispredicted loop exit). */
+static uint64_t entry_of(const struct set *s, uint64_t tag)
+{
+    uint64_t e[RKV_LOC_CACHE_WAYS];
+    unsigned hits = 0;
+    for (unsigned w = 0; w < RKV_LOC_CACHE_WAYS; w++) {
+        e[w] = __atomic_load_n(&s->way[w], __ATOMIC_RELAXED);
+        hits |= (unsigned)((e[w] & TAG_MASK) == tag) << w;
+    }
+    return hits ? e[__builtin_ctz(hits)] : 0;
 }
 
 static unsigned round_entries(unsigned entries)
@@ -61,20 +99,59 @@ static unsigned round_entries(unsigned entries)
     return n;
 }
 
-static struct rkv_loc_cache *cache_new(unsigned n)
+/* A table's first size: 1/64 of the budget, at least one set, at most
+ * RKV_LOC_CACHE_START. */
+static unsigned start_entries(unsigned budget)
 {
-    struct rkv_loc_cache *lc = calloc(1, sizeof *lc);
+    unsigned n = budget / 64;
+    return n < RKV_LOC_CACHE_WAYS ? RKV_LOC_CACHE_WAYS : n > RKV_LOC_CACHE_START
+                                                         ? RKV_LOC_CACHE_START : n;
+}
+
+static size_t table_bytes(const struct table *t)
+{
+    return (size_t)t->entries * sizeof(uint64_t);
+}
+
+static struct table *table_new(unsigned n)
+{
+    struct table *t = calloc(1, sizeof *t);
     size_t bytes = (size_t)n * sizeof(uint64_t);
-    void *p = lc ? mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) : MAP_FAILED;
+    void *p = t ? mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) : MAP_FAILED;
     if (p == MAP_FAILED) {
-        free(lc);
+        free(t);
         return NULL;
     }
     (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: fine if THP is off */
-    lc->sets = p;
-    lc->set_mask = n / RKV_LOC_CACHE_WAYS - 1;
-    lc->entries = n;
+    t->sets = p;
+    t->set_mask = n / RKV_LOC_CACHE_WAYS - 1;
+    t->entries = n;
+    return t;
+}
+
+static void cache_free(struct rkv_loc_cache *lc)
+{
+    for (struct table *t = lc->all, *next; t != NULL; t = next) {
+        next = t->all_next;
+        munmap(t->sets, table_bytes(t));
+        free(t);
+    }
+    pthread_mutex_destroy(&lc->grow_lock);
+    free(lc);
+}
+
+static struct rkv_loc_cache *cache_new(unsigned budget)
+{
+    struct rkv_loc_cache *lc = calloc(1, sizeof *lc);
+    struct table *t = lc ? table_new(start_entries(budget)) : NULL;
+    if (t == NULL) {
+        free(lc);
+        return NULL;
+    }
+    pthread_mutex_init(&lc->grow_lock, NULL);
+    lc->cur = lc->all = t;
+    lc->budget = budget;
     return lc;
 }
 
@@ -84,7 +161,7 @@ struct rkv_loc_cache *rkv_loc_cache_acquire(unsigned entries)
     struct rkv_loc_cache *lc;
 
     pthread_mutex_lock(&registry_lock);
-    for (lc = registry; lc != NULL && lc->entries != n; lc = lc->next)
+    for (lc = registry; lc != NULL && lc->budget != n; lc = lc->next)
         ;
     if (lc == NULL && (lc = cache_new(n)) != NULL) {
         lc->next = registry;
@@ -106,27 +183,62 @@ void rkv_loc_cache_release(struct rkv_loc_cache *lc)
         while (*pp != lc)
             pp = &(*pp)->next;
         *pp = lc->next;
-        munmap(lc->sets, (size_t)lc->entries * sizeof(uint64_t));
-        free(lc);
+        cache_free(lc);
     }
     pthread_mutex_unlock(&registry_lock);
 }
 
 unsigned rkv_loc_cache_entries(const struct rkv_loc_cache *lc)
 {
-    return lc->entries;
+    return current(lc)->entries;
 }
 
-uint64_t rkv_loc_cache_find(const struct rkv_loc_cache *lc, uint64_t region, uint64_t key_hash)
+unsigned rkv_loc_cache_budget(const struct rkv_loc_cache *lc)
 {
-    uint64_t tag;
-    const struct set *s = locate(lc, region, key_hash, &tag);
-    for (unsigned w = 0; w < RKV_LOC_CACHE_WAYS; w++) {
-        uint64_t e = __atomic_load_n(&s->way[w], __ATOMIC_RELAXED);
-        if (e != 0 && (e & TAG_MASK) == tag)
-            return e;
+    return lc->budget;
+}
+
+/* Replace `seen` (if it is still current and below the budget) with a table
+ * twice its size; the table before `seen` is emptied. Skips when another
+ * caller is growing the cache right now. */
+static void grow(struct rkv_loc_cache *lc, const struct table *seen)
+{
+    if (pthread_mutex_trylock(&lc->grow_lock) != 0)
+        return;
+    /* only growers write cur: stable under the lock */
+    struct table *cur = __atomic_load_n(&lc->cur, __ATOMIC_RELAXED);
+    struct table *t = cur == seen && cur->entries < lc->budget ? table_new(cur->entries * 2) : NULL;
+    if (t != NULL) {
+        struct table *old = cur->prev;
+        t->prev = cur;
+        t->all_next = lc->all;
+        lc->all = t;
+        __atomic_store_n(&lc->cur, t, __ATOMIC_RELEASE);
+        if (old != NULL) {
+            /* readers still holding cur may read old: zeros are empty ways */
+            __atomic_store_n(&cur->prev, NULL, __ATOMIC_RELEASE);
+            (void)madvise(old->sets, table_bytes(old), MADV_DONTNEED);
+        }
     }
-    return 0;
+    pthread_mutex_unlock(&lc->grow_lock);
+}
+
+/* Count one eviction, and judge the meter once it has seen enough. */
+static void note_eviction(struct rkv_loc_cache *lc, struct rkv_loc_cache_meter *m,
+                          const struct table *t)
+{
+    if (m == NULL || t->entries >= lc->budget)
+        return;                          /* not metered, or grown as far as it may */
+    if (m->table != t) {                 /* counts about an older table are void */
+        if (m->table != NULL)
+            *m = (struct rkv_loc_cache_meter){ 0 };
+        m->table = t;
+    }
+    if (++m->evictions < RKV_LOC_CACHE_GROW_SAMPLE)
+        return;
+    if (m->evictions * RKV_LOC_CACHE_GROW_RATE >= m->finds)
+        grow(lc, t);
+    *m = (struct rkv_loc_cache_meter){ .table = current(lc) };
 }
 
 static unsigned random_way(uint64_t seed)
@@ -139,17 +251,17 @@ static unsigned random_way(uint64_t seed)
     return (unsigned)(x % RKV_LOC_CACHE_WAYS);
 }
 
-void rkv_loc_cache_store(struct rkv_loc_cache *lc, uint64_t region, uint64_t key_hash,
-                         uint64_t slot)
+/* Store entry (0: forget) for the key of hash h and tag in table t.
+ * Returns whether it replaced another key's live entry. */
+static bool put(const struct table *t, uint64_t h, uint64_t tag, uint64_t entry)
 {
-    uint64_t tag, seen[RKV_LOC_CACHE_WAYS];
-    struct set *s = locate(lc, region, key_hash, &tag);
-    uint64_t entry = slot ? (slot & ~TAG_MASK) | tag : 0;
+    struct set *s = set_of(t, h);
+    uint64_t seen[RKV_LOC_CACHE_WAYS];
     int pick = -1;
 
     for (unsigned w = 0; w < RKV_LOC_CACHE_WAYS; w++) {
         seen[w] = __atomic_load_n(&s->way[w], __ATOMIC_RELAXED);
-        if (seen[w] != 0 && (seen[w] & TAG_MASK) == tag) {
+        if ((seen[w] & TAG_MASK) == tag) {
             pick = (int)w;               /* ours already: update or forget */
             break;
         }
@@ -158,9 +270,49 @@ void rkv_loc_cache_store(struct rkv_loc_cache *lc, uint64_t region, uint64_t key
     }
     if (pick < 0 || (seen[pick] == 0 && entry == 0)) {
         if (entry == 0)
-            return;                      /* nothing to forget */
-        pick = (int)random_way(key_hash);
+            return false;                /* nothing to forget */
+        pick = (int)random_way(h);
     }
-    __atomic_compare_exchange_n(&s->way[pick], &seen[pick], entry, false, __ATOMIC_RELAXED,
-                                __ATOMIC_RELAXED);
+    bool evicts = seen[pick] != 0 && (seen[pick] & TAG_MASK) != tag;
+    return __atomic_compare_exchange_n(&s->way[pick], &seen[pick], entry, false,
+                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED) && evicts;
+}
+
+void rkv_loc_cache_prefetch(const struct rkv_loc_cache *lc, uint64_t region, uint64_t key_hash)
+{
+    __builtin_prefetch(set_of(current(lc), key_mix(region, key_hash)));
+}
+
+uint64_t rkv_loc_cache_find(struct rkv_loc_cache *lc, struct rkv_loc_cache_meter *m,
+                            uint64_t region, uint64_t key_hash)
+{
+    const struct table *t = current(lc);
+    uint64_t h = key_mix(region, key_hash), tag = tag_of(h);
+    uint64_t e = entry_of(set_of(t, h), tag);
+    if (m != NULL)
+        m->finds++;
+    if (RKV_LIKELY(e != 0))
+        return e;
+    /* not here: the table this one replaced may still know it */
+    const struct table *p = __atomic_load_n(&t->prev, __ATOMIC_ACQUIRE);
+    if (p == NULL || (e = entry_of(set_of(p, h), tag)) == 0)
+        return 0;
+    if (put(t, h, tag, e))
+        note_eviction(lc, m, t);         /* promoted into the current table */
+    return e;
+}
+
+void rkv_loc_cache_store(struct rkv_loc_cache *lc, struct rkv_loc_cache_meter *m,
+                         uint64_t region, uint64_t key_hash, uint64_t slot)
+{
+    const struct table *t = current(lc);
+    uint64_t h = key_mix(region, key_hash), tag = tag_of(h);
+    if (put(t, h, tag, slot ? (slot & ~TAG_MASK) | tag : 0)) {
+        note_eviction(lc, m, t);
+        return;
+    }
+    /* a forget also forgets what a find would promote from the previous table */
+    const struct table *p = slot ? NULL : __atomic_load_n(&t->prev, __ATOMIC_ACQUIRE);
+    if (p != NULL)
+        (void)put(p, h, tag, 0);
 }

@@ -81,10 +81,11 @@ typedef struct rkv_client rkv_client;
 struct rkv_options {
     const char *auth_secret;    /* shared secret the server expects, or NULL */
     unsigned timeout_ms;        /* per-operation timeout; 0 = 5000 */
-    unsigned location_cache;    /* entries (8 bytes each) of the key→item location cache, the
-                                   memory budget of the process's shared cache: handles asking for
-                                   the same size share one; 0 = 4194304 (32 MiB of address space,
-                                   touched as used), (unsigned)-1 = this handle uses none */
+    unsigned location_cache;    /* budget in entries (8 bytes each) of the key→item location
+                                   cache, shared by the process's handles asking for the same
+                                   budget; its table starts at 1/64 of it (at most 512 KiB) and
+                                   doubles, up to the budget, while entries are being evicted;
+                                   0 = 4194304 (32 MiB), (unsigned)-1 = this handle uses none */
     unsigned max_get_retries;   /* verification retries before RKV_RETRY_EXHAUSTED; 0 = 64 */
     unsigned reconnect_ms;      /* longest backoff between reconnect attempts; 0 = 1000 */
     const char *rdma_device;    /* RDMA device name, or NULL for rdma_cm's choice */

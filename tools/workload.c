@@ -181,11 +181,13 @@ unsigned wl_key_len(uint64_t idx, unsigned min, unsigned max)
 
 unsigned wl_format_key(char *buf, uint64_t idx, unsigned len)
 {
+    unsigned i = len - 1;
     buf[0] = 'k';
-    for (unsigned i = len - 1; i >= 1; i--) {
+    for (; i >= 1 && idx != 0; i--) {
         buf[i] = (char)('0' + idx % 10);
         idx /= 10;
     }
+    memset(buf + 1, '0', i);   /* the leading zeros: no division each */
     return len;
 }
 
