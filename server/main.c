@@ -253,8 +253,10 @@ static int check_memory(struct rkv_server_config *cfg, uint64_t *rest)
                  rkv_format_size(cfg->memory, sz, sizeof sz), conns);
         cfg->max_conns = conns;
     }
+    /* the guard protects population: connection buffers come later, as
+     * peers connect, so they are not asked for while the region fills */
     rkv_mem_need_compute(cfg, cfg->memory, &env, &need);
-    *rest = need.ram - (need.page_size == 4096 ? need.region : 0);
+    *rest = need.ram - need.conns - (need.page_size == 4096 ? need.region : 0);
     rkv_mem_describe(cfg, cfg->memory, &env, msg, sizeof msg);
     RKV_INFO("memory: %s", msg);
     return 0;

@@ -101,10 +101,13 @@ run_errors() {
     echo "ok   wildcard: rdma://0.0.0.0:$p served put/get on $RXE_DEV"
   else echo "FAIL wildcard: rdma://0.0.0.0:$p did not serve"; rc=1; fi
   kill "$pid"; wait "$pid" 2>/dev/null
-  # no permission on /dev/infiniband (the guest's own devtmpfs: safe to change)
+  # no permission on /dev/infiniband (the guest's own devtmpfs: safe to change);
+  # an unlimited memlock, so that the start-up memory check passes and the
+  # device is what fails
   chmod 600 /dev/infiniband/*
   expect permission "permission denied on /dev/infiniband" \
-    setpriv --reuid=65534 --regid=65534 --clear-groups "$srv" --listen "rdma://$RXE_IP:$p" --memory 16M || rc=1
+    prlimit --memlock=unlimited:unlimited setpriv --reuid=65534 --regid=65534 --clear-groups \
+    "$srv" --listen "rdma://$RXE_IP:$p" --memory 16M || rc=1
   chmod 666 /dev/infiniband/*
 
   # port DOWN: last, it takes the device away for a moment
