@@ -7,10 +7,21 @@
  * Keys follow a uniform, scrambled-zipfian or read-latest distribution; the
  * mix and presets follow YCSB where they fit a cache.
  *
- * Latency: every operation is timed from the start to the end of the call
- * that carried it, so with --window N each op of a batch is recorded with
- * that batch's completion time (a histogram counts operations, not batches).
- * A read-modify-write (YCSB F) is timed as a whole, get to final put.
+ * Latency, closed loop (default): every operation is timed from the start
+ * to the end of the call that carried it, so with --window N each op of a
+ * batch is recorded with that batch's completion time (a histogram counts
+ * operations, not batches). A read-modify-write (YCSB F) is timed as a
+ * whole, get to final put.
+ *
+ * Open loop (--rate): each thread follows a schedule of intended send times
+ * (bench_schedule.h). When an operation is due the thread sends it, together
+ * with every other operation already due (up to --window, one batch); each
+ * is timed from ITS intended time to the end of the call, so a reply that
+ * arrives late charges its delay to every operation that queued behind it.
+ * When the run ends, the operations intended before the end are still sent
+ * and timed (for at most DRAIN_MAX_NS, or until a second Ctrl-C), so a
+ * backlog at the end shows in the latency instead of vanishing; any left
+ * unsent are reported as missed.
  *
  * Phases: connect → preload (every key written once, unless --no-preload)
  * → warmup (the workload, not recorded) → measure (recorded; ends after
@@ -34,6 +45,7 @@
 #include "bench_report.h"
 #include "histogram.h"
 #include "rkv.h"
+#include "shm_ring.h"   /* rkv_shm_cpu_relax */
 #include "util.h"
 #include "workload.h"
 
@@ -43,6 +55,9 @@
 #define RMW_ATTEMPTS      16u     /* CAS races tolerated before an RMW counts as failed */
 #define BAD_VALUE_REPORTS 5u      /* --verify failures described per thread */
 #define TICK_NS           (10 * 1000 * 1000ull)
+#define DRAIN_MAX_NS      (5 * 1000 * 1000 * 1000ull)
+#define SPIN_NS           (50 * 1000ull)    /* open loop: spin (not sleep) this close to a send */
+#define NAP_MAX_NS        (10 * 1000 * 1000ull)
 
 enum phase { PHASE_PRELOAD, PHASE_WARMUP, PHASE_MEASURE, PHASE_STOP };
 
@@ -58,6 +73,10 @@ struct shared {
     int phase;                    /* enum phase, atomic */
     uint64_t next_insert;         /* next new key index (workload D), atomic */
     unsigned finished;            /* threads done measuring, atomic */
+    unsigned thread_base;         /* global id of this process's thread 0 (--processes) */
+    unsigned all_threads;         /* threads over all processes */
+    uint64_t start_ns;            /* when the gate opened: open-loop schedules start here */
+    uint64_t stop_ns;             /* when the run ended; written before PHASE_STOP */
     pthread_mutex_t lock;         /* guards the two fields below */
     pthread_cond_t cond;          /* signalled when either changes */
     unsigned preloaded;           /* workers done preloading */
@@ -70,6 +89,7 @@ struct single_op {
     uint64_t idx;
     const char *key;
     unsigned key_len;
+    uint64_t intended;            /* open loop: intended send time; else 0 */
 };
 
 struct worker {
@@ -88,7 +108,11 @@ struct worker {
     const char *pattern;          /* value bytes without --verify (shared) */
     struct rkv_get_op *gops;
     uint64_t *gidx;               /* key index of each gops entry */
+    uint64_t *gstart;             /* open loop: intended time of each gops entry */
     struct rkv_put_op *pops;
+    uint64_t *pstart;             /* open loop: intended time of each pops entry */
+    uint64_t *intended;           /* open loop: intended time of each batch slot */
+    struct bench_schedule sched;  /* open loop: this thread's send times */
     struct single_op *singles;
     struct bench_results *res;    /* recorded while measuring (verify failures always) */
     uint64_t ops_done;            /* measured ops so far, single-writer atomic */
@@ -99,12 +123,15 @@ struct worker {
     char preload_msg[384];        /* its description */
 };
 
+/* Ctrl-C count: the first ends the run (an open-loop run still sends what
+ * was due), the second also ends that drain. */
 static volatile sig_atomic_t stop_requested;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    stop_requested = 1;
+    if (stop_requested < 2)
+        stop_requested++;
 }
 
 static inline void bump(uint64_t *c, uint64_t n)
@@ -157,11 +184,23 @@ static void make_value(struct worker *w, unsigned slot, uint64_t idx,
     *value_len = len;
 }
 
-static void count_error(struct worker *w, rkv_status st, uint64_t n, bool measuring)
+static void count_error(struct worker *w, enum bench_op op, rkv_status st, uint64_t n,
+                        bool measuring)
 {
-    if (measuring)
+    if (measuring) {
         w->res->errors[st] += n;
+        w->res->op_errors[op] += n;
+    }
     bump(&w->errors_seen, n);
+}
+
+/* Latency of an operation that ended at `end`: from its intended time in an
+ * open-loop run, else from the start of its call. */
+static inline uint64_t latency_of(uint64_t end, uint64_t started, const uint64_t *intended,
+                                  unsigned i)
+{
+    uint64_t from = intended != NULL ? intended[i] : started;
+    return end > from ? end - from : 0;
 }
 
 /* --verify: check a value read for key idx; failures always count. */
@@ -199,12 +238,13 @@ static void run_gets(struct worker *w, unsigned n, bool measuring)
     } else {
         st = rkv_mget(w->client, ops, n);
     }
-    uint64_t dt = rkv_now_ns() - t0;
+    uint64_t end = rkv_now_ns();
     if (st != RKV_OK) {
-        count_error(w, st, n, measuring);
+        count_error(w, BENCH_OP_GET, st, n, measuring);
         return;
     }
-    uint64_t done = 0, hits = 0, misses = 0;
+    const uint64_t *intended = w->sh->cfg->rate > 0 ? w->gstart : NULL;
+    uint64_t hits = 0, misses = 0;
     for (unsigned i = 0; i < n; i++) {
         if (ops[i].status == RKV_OK) {
             hits++;
@@ -214,12 +254,13 @@ static void run_gets(struct worker *w, unsigned n, bool measuring)
         } else if (ops[i].status == RKV_NOT_FOUND) {
             misses++;
         } else {
-            count_error(w, ops[i].status, 1, measuring);
+            count_error(w, BENCH_OP_GET, ops[i].status, 1, measuring);
+            continue;
         }
+        if (measuring)
+            hist_record(&w->res->lat[BENCH_OP_GET], latency_of(end, t0, intended, i));
     }
-    done = hits + misses;
     if (measuring) {
-        hist_record_n(&w->res->lat[BENCH_OP_GET], dt, done);
         w->res->get_hits += hits;
         w->res->get_misses += misses;
     }
@@ -237,33 +278,32 @@ static void run_puts(struct worker *w, unsigned n, bool measuring)
     } else {
         st = rkv_mput(w->client, ops, n);
     }
-    uint64_t dt = rkv_now_ns() - t0;
+    uint64_t end = rkv_now_ns();
     if (st != RKV_OK) {
-        count_error(w, st, n, measuring);
+        count_error(w, BENCH_OP_PUT, st, n, measuring);
         return;
     }
-    uint64_t done = 0;
+    const uint64_t *intended = w->sh->cfg->rate > 0 ? w->pstart : NULL;
     for (unsigned i = 0; i < n; i++) {
-        if (ops[i].status == RKV_OK)
-            done++;
-        else
-            count_error(w, ops[i].status, 1, measuring);
+        if (ops[i].status != RKV_OK)
+            count_error(w, BENCH_OP_PUT, ops[i].status, 1, measuring);
+        else if (measuring)
+            hist_record(&w->res->lat[BENCH_OP_PUT], latency_of(end, t0, intended, i));
     }
-    if (measuring)
-        hist_record_n(&w->res->lat[BENCH_OP_PUT], dt, done);
 }
 
 static void run_delete(struct worker *w, const struct single_op *op, bool measuring)
 {
     uint64_t t0 = rkv_now_ns();
     rkv_status st = rkv_delete(w->client, op->key, op->key_len);
-    uint64_t dt = rkv_now_ns() - t0;
+    uint64_t end = rkv_now_ns();
     if (st != RKV_OK && st != RKV_NOT_FOUND) {
-        count_error(w, st, 1, measuring);
+        count_error(w, BENCH_OP_DELETE, st, 1, measuring);
         return;
     }
     if (measuring) {
-        hist_record(&w->res->lat[BENCH_OP_DELETE], dt);
+        hist_record(&w->res->lat[BENCH_OP_DELETE],
+                    latency_of(end, t0, w->sh->cfg->rate > 0 ? &op->intended : NULL, 0));
         if (st == RKV_NOT_FOUND)
             w->res->delete_misses++;
     }
@@ -299,15 +339,16 @@ static void run_rmw(struct worker *w, const struct single_op *op, unsigned slot,
             break;
         conflicts++;
     }
-    uint64_t dt = rkv_now_ns() - t0;
+    uint64_t end = rkv_now_ns();
     if (measuring)
         w->res->rmw_conflicts += conflicts;
     if (st != RKV_OK) {
-        count_error(w, st, 1, measuring);
+        count_error(w, BENCH_OP_RMW, st, 1, measuring);
         return;
     }
     if (measuring)
-        hist_record(&w->res->lat[BENCH_OP_RMW], dt);
+        hist_record(&w->res->lat[BENCH_OP_RMW],
+                    latency_of(end, t0, w->sh->cfg->rate > 0 ? &op->intended : NULL, 0));
 }
 
 static void add_get(struct worker *w, unsigned *ng, unsigned slot, uint64_t idx)
@@ -319,6 +360,7 @@ static void add_get(struct worker *w, unsigned *ng, unsigned slot, uint64_t idx)
     op->key_len = format_key(cfg, key, idx);
     op->buf = w->get_bufs + (size_t)slot * w->get_buf_len;
     op->buf_len = w->get_buf_len;
+    w->gstart[*ng] = w->intended[slot];
     w->gidx[(*ng)++] = idx;
 }
 
@@ -326,6 +368,7 @@ static void add_put(struct worker *w, unsigned *np, unsigned slot, uint64_t idx)
 {
     const struct bench_config *cfg = w->sh->cfg;
     char *key = w->keys + (size_t)slot * KEY_STRIDE;
+    w->pstart[*np] = w->intended[slot];
     struct rkv_put_op *op = &w->pops[(*np)++];
     op->key = key;
     op->key_len = format_key(cfg, key, idx);
@@ -358,6 +401,7 @@ static void run_batch(struct worker *w, unsigned n, bool measuring)
             struct single_op *op = &w->singles[ns++];
             char *key = w->keys + (size_t)slot * KEY_STRIDE;
             op->kind = d == DRAW_RMW ? DRAW_RMW : DRAW_DELETE;
+            op->intended = w->intended[slot];
             op->idx = pick_key(w);
             op->key = key;
             op->key_len = format_key(sh->cfg, key, op->idx);
@@ -406,6 +450,65 @@ static void preload(struct worker *w)
     }
 }
 
+/* Open loop: waits until `t` (sleeping while far, spinning when close), or
+ * until the run stops and t lies past its end. */
+static void wait_until(struct shared *sh, uint64_t t)
+{
+    for (;;) {
+        uint64_t now = rkv_now_ns();
+        if (now >= t)
+            return;
+        if (__atomic_load_n(&sh->phase, __ATOMIC_ACQUIRE) == PHASE_STOP &&
+            t >= __atomic_load_n(&sh->stop_ns, __ATOMIC_RELAXED))
+            return;
+        uint64_t left = t - now;
+        if (left > SPIN_NS) {
+            uint64_t nap = RKV_MIN(left - SPIN_NS, NAP_MAX_NS);
+            struct timespec ts = { 0, (long)nap };
+            nanosleep(&ts, NULL);
+        } else {
+            rkv_shm_cpu_relax();
+        }
+    }
+}
+
+/* Open loop: takes the operations due now (at least one, at most max) into
+ * w->intended and returns how many; 0 when the run is over for this thread. */
+static unsigned take_due(struct worker *w, unsigned max, bool measuring)
+{
+    struct shared *sh = w->sh;
+    int phase = __atomic_load_n(&sh->phase, __ATOMIC_ACQUIRE);
+    uint64_t next = bench_schedule_peek(&w->sched);
+    if (phase == PHASE_STOP) {
+        /* Drain: what was intended before the end is still sent, unless that
+         * takes too long or a second Ctrl-C comes. */
+        uint64_t stop = __atomic_load_n(&sh->stop_ns, __ATOMIC_RELAXED);
+        if (!measuring || next >= stop)
+            return 0;
+        if (stop_requested >= 2 || rkv_now_ns() - stop > DRAIN_MAX_NS) {
+            w->res->missed += bench_schedule_due_before(&w->sched, stop);
+            return 0;
+        }
+    } else {
+        wait_until(sh, next);
+        phase = __atomic_load_n(&sh->phase, __ATOMIC_ACQUIRE);
+        if (phase == PHASE_STOP && next >= __atomic_load_n(&sh->stop_ns, __ATOMIC_RELAXED))
+            return 0;
+    }
+    uint64_t now = rkv_now_ns();
+    unsigned n = 0;
+    do
+        w->intended[n++] = bench_schedule_take(&w->sched);
+    while (n < max && bench_schedule_peek(&w->sched) <= now);
+    if (measuring) {
+        uint64_t lag = now > w->intended[0] ? now - w->intended[0] : 0;
+        if (lag > w->res->max_send_lag_ns)
+            w->res->max_send_lag_ns = lag;
+        w->res->sent += n;
+    }
+    return n;
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -426,11 +529,19 @@ static void *worker_main(void *arg)
         pthread_cond_wait(&sh->cond, &sh->lock);
     pthread_mutex_unlock(&sh->lock);
 
-    bool measuring = false;
+    bool measuring = false, open_loop = cfg->rate > 0;
     uint64_t done = 0;
+    if (open_loop) {
+        /* Threads share the rate; their schedules are staggered over one gap. */
+        double rate = cfg->rate / sh->all_threads;
+        unsigned gid = sh->thread_base + w->id;
+        uint64_t phase_ns = (uint64_t)(1e9 / rate * gid / sh->all_threads);
+        bench_schedule_init(&w->sched, cfg->arrival, rate, sh->start_ns, phase_ns,
+                            cfg->seed * 0x9e3779b97f4a7c15ull + gid);
+    }
     for (;;) {
         int phase = __atomic_load_n(&sh->phase, __ATOMIC_ACQUIRE);
-        if (phase == PHASE_STOP)
+        if (phase == PHASE_STOP && !(open_loop && measuring))
             break;
         if (phase == PHASE_MEASURE && !measuring) {
             rkv_reset_counters(w->client);
@@ -443,6 +554,8 @@ static void *worker_main(void *arg)
             if (w->quota - done < n)
                 n = (unsigned)(w->quota - done);
         }
+        if (open_loop && (n = take_due(w, n, measuring)) == 0)
+            break;
         run_batch(w, n, measuring);
         if (measuring)
             done += n;
@@ -526,9 +639,12 @@ static int alloc_worker(struct worker *w, const struct bench_config *cfg, const 
     w->gops = calloc(w->batch_cap, sizeof *w->gops);
     w->gidx = calloc(w->batch_cap, sizeof *w->gidx);
     w->pops = calloc(w->batch_cap, sizeof *w->pops);
+    w->gstart = calloc(w->batch_cap, sizeof *w->gstart);
+    w->pstart = calloc(w->batch_cap, sizeof *w->pstart);
+    w->intended = calloc(w->batch_cap, sizeof *w->intended);
     w->singles = calloc(w->batch_cap, sizeof *w->singles);
     if (!w->res || !w->keys || !w->get_bufs || (cfg->verify && !w->put_bufs) || !w->gops ||
-        !w->gidx || !w->pops || !w->singles)
+        !w->gidx || !w->pops || !w->singles || !w->gstart || !w->pstart || !w->intended)
         return -1;
     bench_results_init(w->res);
     return 0;
@@ -545,6 +661,9 @@ static void free_worker(struct worker *w)
     free(w->gidx);
     free(w->pops);
     free(w->singles);
+    free(w->gstart);
+    free(w->pstart);
+    free(w->intended);
 }
 
 /* Lets the workers past their start gate (after main set the phase). */
@@ -611,6 +730,7 @@ static uint64_t supervise(struct shared *sh, struct worker *ws, struct progress 
 {
     const struct bench_config *cfg = sh->cfg;
     uint64_t phase_start = rkv_now_ns(), measure_start = 0;
+    sh->start_ns = phase_start;
     int phase = cfg->warmup_s > 0 ? PHASE_WARMUP : PHASE_MEASURE;
     if (phase == PHASE_MEASURE)
         measure_start = phase_start;
@@ -644,6 +764,7 @@ static uint64_t supervise(struct shared *sh, struct worker *ws, struct progress 
             next_line += 1000000000ull;
         }
     }
+    __atomic_store_n(&sh->stop_ns, rkv_now_ns(), __ATOMIC_RELAXED);
     __atomic_store_n(&sh->phase, PHASE_STOP, __ATOMIC_RELEASE);
     if (!cfg->quiet && p->tty)
         fputc('\n', stderr);
@@ -675,6 +796,7 @@ int main(int argc, char **argv)
     int rc = 1;
     unsigned started = 0;
     struct shared sh = { .cfg = &cfg, .phase = PHASE_PRELOAD, .next_insert = cfg.keys,
+                         .thread_base = 0, .all_threads = cfg.threads,
                          .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
     struct worker *ws = calloc(cfg.threads, sizeof *ws);
     char *pattern = malloc(RKV_MAX(cfg.value_size.max, 1u));
