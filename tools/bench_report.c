@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bench_report.h"
+#include "bench_timeseries.h"
 #include "json.h"
 #include "util.h"
 
@@ -257,10 +258,53 @@ static void json_latency(struct json_writer *w, const struct histogram *h, doubl
     }
 }
 
+/* The histogram itself, exactly: [highest value of the bucket in ns, count]
+ * for every non-empty bucket (histogram.h's layout, HdrHistogram's). */
+static void json_distribution(struct json_writer *w, const struct histogram *h)
+{
+    json_array_begin(w, "distribution");
+    for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+        if (h->buckets[i] == 0)
+            continue;
+        uint64_t lo, hi;
+        hist_bucket_range(i, &lo, &hi);
+        json_array_begin(w, NULL);
+        json_u64(w, NULL, hi);
+        json_u64(w, NULL, h->buckets[i]);
+        json_array_end(w);
+    }
+    json_array_end(w);
+}
+
+static void json_series(struct json_writer *w, const struct bench_series *s)
+{
+    json_array_begin(w, "timeseries");
+    for (size_t i = 0; s != NULL && i < s->count; i++) {
+        const struct bench_row *row = &s->rows[i];
+        json_object_begin(w, NULL);
+        json_double(w, "t_s", row->end_s);
+        json_double(w, "interval_s", row->length_s);
+        for (unsigned op = 0; op <= BENCH_OP_COUNT; op++) {
+            const struct bench_row_op *o = &row->op[op];
+            if (op < BENCH_OP_COUNT && o->ops == 0 && o->errors == 0)
+                continue;
+            json_object_begin(w, bench_op_name(op));
+            json_double(w, "ops_per_sec", bench_row_rate(row, op));
+            json_double(w, "p50_us", o->ops ? us(o->p50_ns) : (double)NAN);
+            json_double(w, "p99_us", o->ops ? us(o->p99_ns) : (double)NAN);
+            json_u64(w, "errors", o->errors);
+            json_object_end(w);
+        }
+        json_object_end(w);
+    }
+    json_array_end(w);
+}
+
 static void json_op(struct json_writer *w, const struct bench_results *r, enum bench_op op)
 {
     json_object_begin(w, op_names[op]);
     json_latency(w, &r->lat[op], r->duration_s);
+    json_distribution(w, &r->lat[op]);
     json_u64(w, "errors", r->op_errors[op]);
     if (op == BENCH_OP_GET) {
         json_u64(w, "hits", r->get_hits);
@@ -296,6 +340,12 @@ static void json_counters(struct json_writer *w, const struct rkv_counters *c)
 }
 
 int bench_report_json(FILE *out, const struct bench_config *cfg, const struct bench_results *r)
+{
+    return bench_report_json_series(out, cfg, r, NULL);
+}
+
+int bench_report_json_series(FILE *out, const struct bench_config *cfg, const struct bench_results *r,
+                             const struct bench_series *series)
 {
     struct json_writer w;
     struct bench_mix mix;
@@ -391,6 +441,7 @@ int bench_report_json(FILE *out, const struct bench_config *cfg, const struct be
     json_double(&w, "forwards_per_get", q.forwards_per_get);
     json_u64(&w, "reconnects", r->counters.reconnects);
     json_counters(&w, &r->counters);
+    json_series(&w, series);
     json_object_end(&w);
     return json_finish(&w);
 }

@@ -69,5 +69,10 @@ bool bench_rate_reached(const struct bench_config *cfg, const struct bench_resul
 void bench_report_text(FILE *out, const struct bench_config *cfg, const struct bench_results *r);
 /* 0, or -1 when the JSON could not be written. */
 int bench_report_json(FILE *out, const struct bench_config *cfg, const struct bench_results *r);
+/* The same with the per-second series (bench_timeseries.h) as "timeseries"
+ * (an empty array when series is NULL). */
+struct bench_series;
+int bench_report_json_series(FILE *out, const struct bench_config *cfg, const struct bench_results *r,
+                             const struct bench_series *series);
 
 #endif
