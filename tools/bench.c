@@ -45,10 +45,12 @@
 #include <unistd.h>
 
 #include "bench_args.h"
+#include "bench_html.h"
 #include "bench_procs.h"
 #include "bench_report.h"
 #include "bench_timeseries.h"
 #include "hdr_text.h"
+#include "json_parse.h"
 #include "histogram.h"
 #include "rkv.h"
 #include "shm_ring.h"   /* rkv_shm_cpu_relax */
@@ -1222,6 +1224,29 @@ static int write_hist_files(const struct bench_config *cfg, const struct bench_r
     return failed;
 }
 
+/* --html for this run: its JSON report, read back, drawn (the same path as
+ * --compare, so the two pages agree). */
+static int write_html(FILE *out, const struct bench_config *cfg, const struct bench_results *r,
+                      const struct bench_series *series)
+{
+    char *text = NULL, err[256];
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (mem == NULL)
+        return -1;
+    int rc = bench_report_json_series(mem, cfg, r, series);
+    if (fclose(mem) != 0)
+        rc = -1;
+    struct json_value *report = rc == 0 ? json_parse(text, len, err, sizeof err) : NULL;
+    free(text);
+    if (report == NULL)
+        return -1;
+    const char *label = cfg->rate > 0 ? "open loop" : "closed loop";
+    rc = bench_html_write(out, (const struct json_value *const *)&report, &label, 1);
+    json_value_free(report);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct bench_config cfg;
@@ -1231,10 +1256,15 @@ int main(int argc, char **argv)
     case BENCH_ARGS_USAGE:   return 2;
     }
 
+    if (cfg.compare_count > 0) {
+        int crc = bench_html_compare(cfg.compare, cfg.compare_count, cfg.html_path, stderr) == 0 ? 0 : 1;
+        bench_config_free(&cfg);
+        return crc;
+    }
     int rc = 1;
     struct bench_results *total = malloc(sizeof *total);
     struct sink *sink = malloc(sizeof *sink);
-    FILE *json = NULL, *csv = NULL;
+    FILE *json = NULL, *csv = NULL, *html = NULL;
     if (total == NULL || sink == NULL) {
         fprintf(stderr, "rkv-bench: out of memory\n");
         goto out;
@@ -1245,7 +1275,8 @@ int main(int argc, char **argv)
     bench_results_init(total);
     if ((cfg.json_path != NULL && (json = open_output("--json", cfg.json_path)) == NULL) ||
         (cfg.timeseries_path != NULL &&
-         (csv = open_output("--timeseries", cfg.timeseries_path)) == NULL)) {
+         (csv = open_output("--timeseries", cfg.timeseries_path)) == NULL) ||
+        (cfg.html_path != NULL && (html = open_output("--html", cfg.html_path)) == NULL)) {
         rc = 2;
         goto out;
     }
@@ -1265,7 +1296,7 @@ int main(int argc, char **argv)
     if (sink->out_of_memory)
         fprintf(stderr, "rkv-bench: out of memory for the per-second series; it is incomplete\n");
 
-    bool json_stdout = json == stdout || csv == stdout;
+    bool json_stdout = json == stdout || csv == stdout || html == stdout;
     bench_report_text(json_stdout ? stderr : stdout, &cfg, total);
     fflush(stdout);   /* the report before any verdict on stderr */
     rc = ran;
@@ -1277,6 +1308,9 @@ int main(int argc, char **argv)
         rc |= close_output("--timeseries", cfg.timeseries_path, csv,
                            bench_series_write_csv(csv, &sink->series));
     csv = NULL;
+    if (html != NULL)
+        rc |= close_output("--html", cfg.html_path, html, write_html(html, &cfg, total, &sink->series));
+    html = NULL;
     if (cfg.hist_prefix != NULL)
         rc |= write_hist_files(&cfg, total, &sink->scratch);
     if (total->verify_failures > 0) {
@@ -1297,6 +1331,8 @@ out:
         fclose(json);
     if (csv != NULL && csv != stdout)
         fclose(csv);
+    if (html != NULL && html != stdout)
+        fclose(html);
     if (sink != NULL)
         bench_series_free(&sink->series);
     free(sink);
