@@ -1066,6 +1066,9 @@ static int run_processes(const struct bench_config *cfg, struct bench_results *t
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* A child that already exited must not kill us when told to stop: a
+     * write to its pipe fails with EPIPE instead (and a child's to ours). */
+    signal(SIGPIPE, SIG_IGN);
     fflush(NULL);
     for (; child_count < n; child_count++) {
         int u[2], d[2];
