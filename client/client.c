@@ -92,15 +92,6 @@ static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
 
 /* ------------------------------------------------------------ connection */
 
-static const struct rkv_client_transport *transport_for(const char *scheme)
-{
-    if (strcmp(scheme, "shm") == 0)
-        return &rkv_shm_client_transport;
-    if (strcmp(scheme, "rdma") == 0)
-        return &rkv_rdma_client_transport;
-    return NULL;
-}
-
 static void shard_down(struct shard *s)
 {
     if (s->t)
@@ -121,8 +112,9 @@ static rkv_status lookup_read(void *ctx, const struct rkv_read_op *ops, unsigned
  * sent, extrapolated — never ahead of the server's own clock. */
 static uint32_t shard_now(const struct shard *s)
 {
-    if (s->ops->clock != NULL)
-        return s->ops->clock(s->t);
+    uint32_t now;
+    if (rkv_ctrans_clock(s->ops, s->t, &now))
+        return now;
     uint32_t seen = s->clock_base > UINT32_MAX ? UINT32_MAX : (uint32_t)s->clock_base;
     return rkv_clock_extrapolate(seen, s->clock_local_ns, rkv_now_ns());
 }
@@ -146,7 +138,7 @@ static void shard_clock_refresh(struct shard *s)
     uint64_t *dst = s->ops->local_buf(s->t, &len);
     struct rkv_read_op op = { .offset = offsetof(struct rkv_region_header, clock),
                               .len = sizeof *dst, .dst = dst };
-    if (s->ops->clock != NULL || rkv_now_ns() - s->clock_local_ns < RKV_CLOCK_REFRESH_NS)
+    if (rkv_ctrans_maps_clock(s->ops) || rkv_now_ns() - s->clock_local_ns < RKV_CLOCK_REFRESH_NS)
         return;
     if (s->ops->read(s->t, &op, 1) == RKV_OK)
         shard_clock(s, *dst);
@@ -347,7 +339,7 @@ static rkv_status parse_uris(rkv_client *c, const char *uris)
         memcpy(s->uri, p, len);
         s->uri[len] = '\0';
         if (!rkv_uri_split(s->uri, scheme, sizeof scheme, &s->addr) || s->addr[0] == '\0' ||
-            (s->ops = transport_for(scheme)) == NULL)
+            (s->ops = rkv_client_transport_by_scheme(scheme)) == NULL)
             return fail(c, RKV_INVALID, "bad server URI \"%s\": use rdma://HOST:PORT or shm://PATH",
                         s->uri);
         s->read_ops = calloc(LOOKUP_OPS, sizeof *s->read_ops);

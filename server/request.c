@@ -81,8 +81,7 @@ static uint32_t reply_hello(struct rkv_server *srv, struct rkv_wconn *wc,
         .clock = rkv_table_clock(srv->table),
         .features = srv->cfg.evict == RKV_EVICT_LRU ? RKV_FEATURE_HINTS : 0,
     };
-    if (wc->ep->ops->region_desc)
-        wc->ep->ops->region_desc(wc->ep->l, &h.rkey, &h.region_addr);
+    wc->ep->ops->region_desc(wc->ep->l, &h.rkey, &h.region_addr);
     memcpy(r + 1, &h, sizeof h);
     r->payload_len = sizeof h;
     return (uint32_t)(sizeof *r + sizeof h);
