@@ -146,9 +146,7 @@ static void shard_clock_refresh(struct shard *s)
         shard_clock(s, *dst);
 }
 
-/* Wait for the reply to req_id, consuming (and dropping) earlier replies,
- * which are fire-and-forget HINTS; req_id 0 consumes any one reply. The
- * reply is copied to *resp and payload when they are not NULL. */
+/* The next request id; never 0, which shard_wait() takes as "any reply". */
 static uint32_t shard_next_id(struct shard *s)
 {
     if (++s->next_req_id == 0)
@@ -156,6 +154,9 @@ static uint32_t shard_next_id(struct shard *s)
     return s->next_req_id;
 }
 
+/* Wait for the reply to req_id, consuming (and dropping) earlier replies,
+ * which are fire-and-forget HINTS; req_id 0 consumes any one reply. The
+ * reply is copied to *resp and payload when they are not NULL. */
 static rkv_status shard_wait(rkv_client *c, struct shard *s, uint32_t req_id,
                              struct rkv_resp *resp, void *payload, size_t payload_cap,
                              size_t *payload_len)

@@ -9,7 +9,7 @@
  * The connection's unix socket then carries only 1-byte wake-ups and, by
  * hanging up, the news that the peer died.
  *
- * Trust (design invariant 5): the connection memfd is writable by the client
+ * Trust (design.md invariant 5): the connection memfd is writable by the client
  * at any moment. The server keeps its ring positions privately, reads each
  * peer-owned word once and validates it, copies every request into private
  * memory before handing it out, bounds-checks rendezvous descriptors, and

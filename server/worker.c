@@ -9,7 +9,7 @@
  *
  * New connections arrive through the inbox (main thread → worker). A
  * connection that dies, or that broke the protocol, is closed here and all
- * of its resources go with it (invariant 6).
+ * of its resources go with it (design.md invariant 6).
  */
 #include <errno.h>
 #include <sched.h>

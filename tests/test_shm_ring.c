@@ -11,7 +11,7 @@
  * writes over-long lengths, hands out rendezvous descriptors outside its
  * staging area, tries to shrink the shared memfd or write the region, stays
  * silent after connecting, or dies. The server must drop that connection
- * (alive() false) and keep serving everyone else (design invariant 5).
+ * (alive() false) and keep serving everyone else (design.md invariant 5).
  */
 #include <errno.h>
 #include <poll.h>
