@@ -15,7 +15,7 @@
  *     cannot return a value whose write may still fail;
  *   - cuckoo displacement writes an item's new slot before it clears the old
  *     one, so a reader that checks both bucket versions never misses a key
- *     that was present throughout (design-notes invariant 4).
+ *     that was present throughout (design.md invariant 4).
  *
  * Locking: one index mutex for finding, publishing, displacing, evicting and
  * expiring and moving pages. Building an item (allocation, copying or

@@ -737,7 +737,7 @@ static void trace_store(void *ctx, uint64_t bucket, unsigned slot, uint64_t word
 }
 
 /* Inserting new keys only, no item may ever leave the index: a cuckoo move
- * writes the destination slot before it clears the source (invariant 4), and
+ * writes the destination slot before it clears the source (design.md invariant 4), and
  * every slot store happens while its bucket's version is odd. */
 static void test_displacement_order(void **state)
 {
