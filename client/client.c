@@ -476,6 +476,8 @@ struct call_args {
 static rkv_status route(rkv_client *c, const struct call_args *a, struct shard **s, uint64_t *kh)
 {
     const char *what = a->kind == DATA_VALUE ? "value" : "buffer";
+    *s = NULL;           /* defined on every path, also for refused calls */
+    *kh = 0;
     if (a->key == NULL || a->key_len == 0)
         return fail(c, RKV_INVALID, "%s: the key is %s; keys are 1..%u bytes", a->call,
                     a->key == NULL ? "NULL" : "empty (key_len 0)", RKV_MAX_KEY_LEN);
