@@ -43,7 +43,8 @@ struct rkv_table_config {
     uint32_t grace_ms;         /* freed memory is reused only after this long (default 100) */
     uint32_t default_ttl;      /* seconds applied when a PUT gives 0; 0 = never expire */
     enum rkv_evict_policy evict;
-    uint64_t (*now_ns)(void);  /* the clock's time source; NULL = rkv_now_ns (tests drive their own) */
+    uint64_t (*now_ns)(void);  /* the time source of the clock and of the allocator's grace
+                                  periods; NULL = rkv_now_ns (tests drive their own) */
 };
 
 /* Where a value comes from: inline bytes, or a pull callback (rendezvous)
