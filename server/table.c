@@ -121,6 +121,7 @@ struct bfs_node {
 struct table_counters {
     uint64_t items, item_bytes, evictions, expirations, displacements;
     uint64_t puts, deletes, incrs, insert_failures, hints, hints_ignored;
+    uint64_t lock_holds, lock_hold_ns, lock_hold_max_ns; /* cfg.lock_timing only */
 };
 
 struct rkv_table {
@@ -165,6 +166,31 @@ static void count(uint64_t *counter, int64_t delta)
 static uint64_t load(const uint64_t *counter)
 {
     return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
+/* Take the index lock; with lock_timing, returns when it was taken. */
+static uint64_t index_lock(struct rkv_table *t)
+{
+    pthread_mutex_lock(&t->lock);
+    return t->cfg.lock_timing ? rkv_now_ns() : 0;
+}
+
+/* Count one hold that began at `since` (lock_timing). */
+static void hold_done(struct table_counters *n, uint64_t since)
+{
+    uint64_t held = rkv_now_ns() - since, max = load(&n->lock_hold_max_ns);
+    count(&n->lock_holds, 1);
+    count(&n->lock_hold_ns, (int64_t)held);
+    while (held > max && !__atomic_compare_exchange_n(&n->lock_hold_max_ns, &max, held, true,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+static void index_unlock(struct rkv_table *t, uint64_t since)
+{
+    if (t->cfg.lock_timing)
+        hold_done(&t->n, since);
+    pthread_mutex_unlock(&t->lock);
 }
 
 static struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
@@ -600,7 +626,7 @@ static void automove(struct rkv_table *t)
 
     if (t->cfg.evict != RKV_EVICT_LRU || rkv_slab_pages_unassigned(t->slab) > 0)
         return;
-    pthread_mutex_lock(&t->lock);
+    uint64_t since = index_lock(t);
     for (unsigned c = 0; c < classes; c++) {
         struct rkv_slab_class_stats cs;
         bool evicted = t->class_evictions[c] != t->automove_seen[c];
@@ -620,7 +646,7 @@ static void automove(struct rkv_table *t)
     if (young >= 0 && old >= 0 && young != old && old_age / MOVE_COLDER > young_age &&
         rkv_slab_page_wait_ms(t->slab, (unsigned)young) < 0)
         page_reassign(t, (unsigned)young, old, false);
-    pthread_mutex_unlock(&t->lock);
+    index_unlock(t, since);
 }
 
 /* ------------------------------------------------------------ cuckoo */
@@ -753,7 +779,7 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
             return RKV_OUT_OF_MEMORY;
 
         struct rkv_slab_class_stats cs;
-        pthread_mutex_lock(&t->lock);
+        uint64_t since = index_lock(t);
         rkv_slab_class_stats(t->slab, cls, &cs);
         uint64_t cap = reserve_cap(&cs);
         bool starved = cs.pages > 0 && t->reserve[cls] >= cap; /* ran dry at the largest reserve */
@@ -769,7 +795,7 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
             else if (starved)
                 page_reassign(t, cls, -1, true);
         }
-        pthread_mutex_unlock(&t->lock);
+        index_unlock(t, since);
 
         if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
             return RKV_OK;
@@ -860,7 +886,7 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
         return st;
     }
 
-    pthread_mutex_lock(&t->lock);
+    uint64_t since = index_lock(t);
     bool found = index_find(t, &h, key, key_len, &old);
     bool live = found && !expired(old.it, rkv_table_clock(t));
     st = mode_check(mode, live, live ? old.it->version : 0, cas);
@@ -881,7 +907,7 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
     }
     if (st == RKV_OK)
         evict_ahead(t, nb.cls, nb.word);
-    pthread_mutex_unlock(&t->lock);
+    index_unlock(t, since);
 
     if (st != RKV_OK) {
         rkv_slab_free(t->slab, nb.cls, rkv_slot_offset(nb.word));  /* never published */
@@ -933,7 +959,7 @@ rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_l
         return st;
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
 
-    pthread_mutex_lock(&t->lock);
+    uint64_t since = index_lock(t);
     st = RKV_NOT_FOUND;
     if (index_find(t, &h, key, key_len, &p)) {
         if (expired(p.it, rkv_table_clock(t)))
@@ -942,7 +968,7 @@ rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_l
             st = RKV_OK;
         index_remove(t, &p);
     }
-    pthread_mutex_unlock(&t->lock);
+    index_unlock(t, since);
     if (st == RKV_OK)
         count(&t->n.deletes, 1);
     return st;
@@ -976,7 +1002,7 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
         uint64_t cur = 0, version = 0;
         uint32_t expire_at = 0, flags = 0;
 
-        pthread_mutex_lock(&t->lock);
+        uint64_t since = index_lock(t);
         st = RKV_NOT_FOUND;
         if (index_find(t, &h, key, key_len, &p) && !expired(p.it, rkv_table_clock(t))) {
             st = value_number(p.it, &cur) ? RKV_OK : RKV_NOT_NUMBER;
@@ -984,7 +1010,7 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
             expire_at = p.it->expire_at;
             flags = p.it->user_flags;
         }
-        pthread_mutex_unlock(&t->lock);
+        index_unlock(t, since);
         if (st != RKV_OK)
             return st;
 
@@ -1021,10 +1047,10 @@ const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint
     if (check_key(t, key, key_len) != RKV_OK)
         return NULL;
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
-    pthread_mutex_lock(&t->lock);
+    uint64_t since = index_lock(t);
     if (index_find(t, &h, key, key_len, &p) && !expired(p.it, rkv_table_clock(t)))
         it = p.it;
-    pthread_mutex_unlock(&t->lock);
+    index_unlock(t, since);
     return it;
 }
 
@@ -1051,7 +1077,7 @@ static void expire_scan(struct rkv_table *t, uint32_t now)
     uint64_t budget = RKV_MIN(t->bucket_count, RKV_MAX(EXPIRE_MIN_SCAN, t->bucket_count / 16));
     while (budget > 0) {
         uint64_t chunk = RKV_MIN(budget, EXPIRE_CHUNK);
-        pthread_mutex_lock(&t->lock);
+        uint64_t since = index_lock(t);
         for (uint64_t i = 0; i < chunk; i++) {
             struct rkv_bucket *b = &t->buckets[t->expire_cursor];
             for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
@@ -1064,7 +1090,7 @@ static void expire_scan(struct rkv_table *t, uint32_t now)
             }
             t->expire_cursor = (t->expire_cursor + 1) & (t->bucket_count - 1);
         }
-        pthread_mutex_unlock(&t->lock);
+        index_unlock(t, since);
         budget -= chunk;
     }
 }
@@ -1103,6 +1129,9 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     out->hints = load(&t->n.hints);
     out->hints_ignored = load(&t->n.hints_ignored);
     out->slab_reassigns = ss.reassigns;
+    out->lock_holds = load(&t->n.lock_holds);
+    out->lock_hold_ns = load(&t->n.lock_hold_ns);
+    out->lock_hold_max_ns = load(&t->n.lock_hold_max_ns);
 }
 
 /* ------------------------------------------------------------ creation */

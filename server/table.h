@@ -42,6 +42,8 @@ struct rkv_table_config {
     uint32_t default_ttl;      /* seconds applied when a PUT gives 0; 0 = never expire */
     enum rkv_evict_policy evict;
     uint64_t (*now_ns)(void);  /* the clock's time source; NULL = rkv_now_ns (tests drive their own) */
+    bool lock_timing;          /* time every index lock hold (rkv_table_stats.lock_*); costs two
+                                * clock reads and shared counters per hold: tools/table-bench only */
 };
 
 /* Where a value comes from: inline bytes, or a pull callback (rendezvous)
@@ -64,6 +66,8 @@ struct rkv_table_stats {
     uint64_t pages_unassigned; /* slab pages no size class holds that one may take now */
     uint64_t hints, hints_ignored; /* client hints applied / rejected as invalid */
     uint64_t slab_reassigns; /* slab pages moved from one size class to another (eviction on) */
+    /* Index lock holds, counted only with rkv_table_config.lock_timing. */
+    uint64_t lock_holds, lock_hold_ns, lock_hold_max_ns; /* how many, their total and longest time */
 };
 
 /* Lay out a table in `base` (size bytes, zeroed or not) and initialise the
