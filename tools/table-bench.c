@@ -12,13 +12,16 @@
  * first count before the rounds warms the heap (limbo reuse) and is not
  * counted.
  *
+ * -e picks the eviction policy (default lru, as rkv-server): with eviction
+ * on, each PUT also checks its class's evict-ahead reserve.
+ *
  * -l times every index lock hold (rkv_table_config.lock_timing) and prints
  * the mean and longest hold per run; timing costs two clock reads per hold,
  * so throughput runs go without it.
  *
  * A measuring tool for developers; not installed.
  *
- *   table-bench [-t 1,2] [-k KEYS] [-n PUTS_PER_THREAD | -s SECONDS] [-r ROUNDS] [-l]
+ *   table-bench [-t 1,2] [-k KEYS] [-n PUTS_PER_THREAD | -s SECONDS] [-r ROUNDS] [-e none|lru|random] [-l]
  */
 #include <pthread.h>
 #include <sched.h>
@@ -46,6 +49,7 @@ struct options {
     uint64_t seconds;
     unsigned rounds;
     bool lock_timing;
+    enum rkv_evict_policy evict;
 };
 
 struct bench {
@@ -185,12 +189,13 @@ static int usage(const char *why)
 {
     fprintf(stderr, "table-bench: %s\n"
             "usage: table-bench [-t THREADS,...] [-k KEYS] [-n PUTS_PER_THREAD | -s SECONDS] "
-            "[-r ROUNDS] [-l]\n"
+            "[-r ROUNDS] [-e none|lru|random] [-l]\n"
             "  -t  thread counts to compare, at most %u each (default 1,2)\n"
             "  -k  distinct keys (default 100000)\n"
             "  -n  PUTs per thread per run (default 1000000)\n"
             "  -s  seconds per run instead of -n\n"
             "  -r  rounds of all thread counts, alternating (default 3, at most %u)\n"
+            "  -e  eviction policy (default lru)\n"
             "  -l  time index lock holds (mean, max)\n", why, MAX_THREADS, MAX_ROUNDS);
     return 2;
 }
@@ -210,12 +215,12 @@ static bool parse_threads(char *arg, struct options *o)
 int main(int argc, char **argv)
 {
     struct options o = { .threads = { 1, 2 }, .counts = 2, .keys = 100000, .puts = 1000000,
-                         .rounds = 3 };
+                         .rounds = 3, .evict = RKV_EVICT_LRU };
     uint64_t v;
     int opt;
 
     rkv_log_set_level(RKV_LOG_ERROR);
-    while ((opt = getopt(argc, argv, "t:k:n:s:r:l")) != -1) {
+    while ((opt = getopt(argc, argv, "t:k:n:s:r:e:l")) != -1) {
         switch (opt) {
         case 't':
             if (!parse_threads(optarg, &o))
@@ -240,6 +245,16 @@ int main(int argc, char **argv)
                 return usage("-r wants a number of rounds in 1..64");
             o.rounds = (unsigned)v;
             break;
+        case 'e':
+            if (strcmp(optarg, "none") == 0)
+                o.evict = RKV_EVICT_NONE;
+            else if (strcmp(optarg, "lru") == 0)
+                o.evict = RKV_EVICT_LRU;
+            else if (strcmp(optarg, "random") == 0)
+                o.evict = RKV_EVICT_RANDOM;
+            else
+                return usage("-e wants none, lru or random");
+            break;
         case 'l':
             o.lock_timing = true;
             break;
@@ -253,7 +268,8 @@ int main(int argc, char **argv)
     /* Twice the items' class bytes, plus the index at one slot per item
      * and a bit: room enough that no PUT evicts or waits for the limbo. */
     uint64_t heap = RKV_ALIGN_UP(2 * o.keys * CLASS_BYTES + (8ull << 20), 2ull << 20);
-    struct rkv_table_config c = { .lock_timing = o.lock_timing, .grace_ms = 10 };
+    struct rkv_table_config c = { .lock_timing = o.lock_timing, .grace_ms = 10,
+                                  .evict = o.evict };
     struct rkv_region region;
     struct rkv_table *t = NULL;
     char err[512];
@@ -275,9 +291,10 @@ int main(int argc, char **argv)
         }
     }
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    printf("table-bench: %llu keys of %u B, %u B values, %s per run, %ld CPUs online\n",
+    static const char *const policy[] = { "none", "lru", "random" };
+    printf("table-bench: %llu keys of %u B, %u B values, %s per run, evict %s, %ld CPUs online\n",
            (unsigned long long)o.keys, KEY_LEN, VALUE_LEN, o.puts ? "fixed PUTs" : "fixed time",
-           ncpu);
+           policy[o.evict], ncpu);
 
     static double rates[MAX_THREADS][MAX_ROUNDS];
     printf("warm-up (not counted): ");
