@@ -690,13 +690,20 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
     for (uint64_t i = 0; i < s->page_count; i++)
         s->pages[i].cls = PAGE_FREE;
     s->class_count = count;
+    /* Class locks are held for a few dozen instructions and taken by every
+     * writer: adaptive, a waiter spins briefly before it sleeps in the
+     * kernel (a sleep and a wake-up cost more than the whole hold). */
+    pthread_mutexattr_t adaptive;
+    pthread_mutexattr_init(&adaptive);
+    pthread_mutexattr_settype(&adaptive, PTHREAD_MUTEX_ADAPTIVE_NP);
     for (unsigned i = 0; i < count; i++) {
         struct slab_class *c = &s->classes[i];
-        pthread_mutex_init(&c->lock, NULL);
+        pthread_mutex_init(&c->lock, &adaptive);
         c->size = sizes[i];
         c->per_page = cfg->page_size / sizes[i];
         c->bump_page = NO_PAGE;
     }
+    pthread_mutexattr_destroy(&adaptive);
     *out = s;
     return RKV_OK;
 

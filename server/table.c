@@ -108,6 +108,9 @@
 #define EXPIRE_CHUNK    256    /* buckets scanned per index-lock hold in tick */
 #define EXPIRE_MIN_SCAN 4096   /* buckets scanned per tick at least */
 #define DECIMAL_MAX_LEN 20     /* digits of UINT64_MAX */
+#define STRIPES_MAX     1024   /* bucket locks: bucket b is guarded by stripe b mod the stripe count */
+#define PATH_TRIES      4      /* displacement paths found without locks and invalidated, then exclusive */
+#define PATH_BUCKETS    (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
 
 /* One bucket the displacement search reached. */
 struct bfs_node {
@@ -117,12 +120,28 @@ struct bfs_node {
     uint8_t depth;     /* moves needed to free a slot here */
 };
 
-/* Counters, updated with relaxed atomics (some outside the lock). */
+/* A displacement chain: hop[0]'s item (in one of the key's buckets) moves to
+ * hop[1].bucket, ..., the last hop's item to the empty (dest, dest_slot).
+ * Carried out from the end, it frees hop[0]'s slot. */
+struct cuckoo_path {
+    unsigned hops;
+    struct { uint64_t bucket; unsigned slot; uint64_t word; } hop[BFS_MAX_DEPTH];
+    uint64_t dest;
+    unsigned dest_slot;
+};
+
+/* Counters, updated with relaxed atomics (most outside any lock). */
 struct table_counters {
     uint64_t items, item_bytes, evictions, expirations, displacements;
     uint64_t puts, deletes, incrs, insert_failures, hints, hints_ignored;
     uint64_t lock_holds, lock_hold_ns, lock_hold_max_ns; /* cfg.lock_timing only */
+    uint64_t lock_exclusive_holds;   /* cfg.lock_timing only */
 };
+
+/* One bucket lock, alone on its cache line. */
+struct stripe {
+    pthread_mutex_t m;
+} __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_table {
     uint8_t *base;                   /* region start */
@@ -141,13 +160,20 @@ struct rkv_table {
     rkv_table_store_fn observer;     /* see rkv_table_set_store_observer(); NULL */
     void *observer_ctx;
 
-    pthread_mutex_t lock;            /* the index; guards everything below */
+    /* Locking (see the top comment): a change to bucket b holds stripe
+     * b & stripe_mask, and `mode` shared; whatever may touch any bucket
+     * (eviction, page moves, displacement that found no path otherwise)
+     * holds `mode` exclusive instead, which excludes every stripe holder. */
+    pthread_rwlock_t mode;
+    struct stripe *stripes;          /* stripe_mask + 1 of them */
+    uint64_t stripe_mask;
+    uint64_t expire_cursor;          /* next bucket the expiry scan claims (atomic) */
+    uint64_t reserve[RKV_MAX_CLASSES]; /* evict-ahead target per class, in items (written
+                                        * exclusive, read with relaxed loads) */
+    /* Guarded by `mode` exclusive: */
     uint64_t rng;                    /* xorshift state for eviction sampling */
-    uint64_t expire_cursor;          /* next bucket the expiry scan looks at */
-    uint64_t reserve[RKV_MAX_CLASSES]; /* evict-ahead target per class, in items */
     uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class) */
     uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look */
-    struct bfs_node bfs[BFS_MAX_NODES]; /* displacement search queue */
 };
 
 /* Where a slot is, and what it holds. */
@@ -168,29 +194,86 @@ static uint64_t load(const uint64_t *counter)
     return __atomic_load_n(counter, __ATOMIC_RELAXED);
 }
 
-/* Take the index lock; with lock_timing, returns when it was taken. */
-static uint64_t index_lock(struct rkv_table *t)
-{
-    pthread_mutex_lock(&t->lock);
-    return t->cfg.lock_timing ? rkv_now_ns() : 0;
-}
+/* ------------------------------------------------------------ locking */
 
 /* Count one hold that began at `since` (lock_timing). */
-static void hold_done(struct table_counters *n, uint64_t since)
+static void hold_done(struct rkv_table *t, uint64_t since, bool exclusive)
 {
+    struct table_counters *n = &t->n;
     uint64_t held = rkv_now_ns() - since, max = load(&n->lock_hold_max_ns);
     count(&n->lock_holds, 1);
     count(&n->lock_hold_ns, (int64_t)held);
+    if (exclusive)
+        count(&n->lock_exclusive_holds, 1);
     while (held > max && !__atomic_compare_exchange_n(&n->lock_hold_max_ns, &max, held, true,
                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
 }
 
-static void index_unlock(struct rkv_table *t, uint64_t since)
+static uint64_t hold_start(const struct rkv_table *t)
+{
+    return t->cfg.lock_timing ? rkv_now_ns() : 0;
+}
+
+/* A set of stripes, ascending and without repeats: the order every thread
+ * takes them in, so two writers never wait for each other in a cycle. */
+struct stripe_set {
+    unsigned n;
+    uint64_t s[PATH_BUCKETS];
+};
+
+static void stripe_add(const struct rkv_table *t, struct stripe_set *set, uint64_t bucket)
+{
+    uint64_t s = bucket & t->stripe_mask;
+    unsigned i = 0;
+    while (i < set->n && set->s[i] < s)
+        i++;
+    if (i < set->n && set->s[i] == s)
+        return;
+    memmove(&set->s[i + 1], &set->s[i], (set->n - i) * sizeof(set->s[0]));
+    set->s[i] = s;
+    set->n++;
+}
+
+/* Take `mode` shared and the stripes of `set`; returns the time (lock_timing). */
+static uint64_t stripes_lock(struct rkv_table *t, const struct stripe_set *set)
+{
+    pthread_rwlock_rdlock(&t->mode);
+    for (unsigned i = 0; i < set->n; i++)
+        pthread_mutex_lock(&t->stripes[set->s[i]].m);
+    return hold_start(t);
+}
+
+static void stripes_unlock(struct rkv_table *t, const struct stripe_set *set, uint64_t since)
 {
     if (t->cfg.lock_timing)
-        hold_done(&t->n, since);
-    pthread_mutex_unlock(&t->lock);
+        hold_done(t, since, false);
+    for (unsigned i = set->n; i-- > 0;)
+        pthread_mutex_unlock(&t->stripes[set->s[i]].m);
+    pthread_rwlock_unlock(&t->mode);
+}
+
+/* The stripes of a key's two candidate buckets. */
+static void key_stripes(const struct rkv_table *t, const struct rkv_key_hash *h,
+                        struct stripe_set *set)
+{
+    set->n = 0;
+    stripe_add(t, set, h->bucket[0]);
+    stripe_add(t, set, h->bucket[1]);
+}
+
+/* The whole index, excluding every stripe holder. */
+static uint64_t index_lock_all(struct rkv_table *t)
+{
+    pthread_rwlock_wrlock(&t->mode);
+    return hold_start(t);
+}
+
+static void index_unlock_all(struct rkv_table *t, uint64_t since)
+{
+    if (t->cfg.lock_timing)
+        hold_done(t, since, true);
+    pthread_rwlock_unlock(&t->mode);
 }
 
 static struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
@@ -248,10 +331,10 @@ static void slot_store(struct rkv_table *t, struct rkv_bucket *b, unsigned slot,
 
 void rkv_table_set_store_observer(struct rkv_table *t, rkv_table_store_fn fn, void *ctx)
 {
-    pthread_mutex_lock(&t->lock);
+    uint64_t since = index_lock_all(t);
     t->observer = fn;
     t->observer_ctx = ctx;
-    pthread_mutex_unlock(&t->lock);
+    index_unlock_all(t, since);
 }
 
 /* First empty slot of b, or -1; *empties gets how many there are. */
@@ -260,7 +343,7 @@ static int empty_slot(const struct rkv_bucket *b, unsigned *empties)
     int first = -1;
     unsigned n = 0;
     for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
-        if (b->slot[s] == 0) {
+        if (__atomic_load_n(&b->slot[s], __ATOMIC_RELAXED) == 0) {
             if (first < 0)
                 first = (int)s;
             n++;
@@ -279,7 +362,7 @@ static void touch(struct rkv_table *t, uint64_t word)
         __atomic_store_n(m, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 }
 
-/* Make a built item live and publish it at (b, slot). Lock held. */
+/* Make a built item live and publish it at (b, slot). The stripe of b held. */
 static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, uint64_t word)
 {
     struct rkv_item *it = item_at(t, word);
@@ -293,7 +376,7 @@ static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, ui
 
 /* An item that is no longer in the index: mark it obsolete (with the state
  * word `state`: plain OBSOLETE, or a forward to its replacement) and give its
- * memory to the allocator's limbo. Lock held. */
+ * memory to the allocator's limbo. The stripe of its bucket held. */
 static void retire_as(struct rkv_table *t, uint64_t word, uint64_t state)
 {
     struct rkv_item *it = item_at(t, word);
@@ -346,7 +429,7 @@ static bool index_find(struct rkv_table *t, const struct rkv_key_hash *h, const 
 
 /* Is the item at `off` of class cls in the index? Its memory may be free or
  * under construction by another thread, so its header is only a guess until
- * an index slot pointing at exactly this offset confirms it. Lock held. */
+ * an index slot pointing at exactly this offset confirms it. `mode` exclusive. */
 static bool live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
 {
     const struct rkv_item *it = (const struct rkv_item *)(const void *)(t->base + off);
@@ -380,7 +463,7 @@ static uint32_t item_age(struct rkv_table *t, uint64_t word)
 }
 
 /* Choose a live item of class cls to evict, never the one in `keep` (the
- * item the current PUT just stored). Lock held. */
+ * item the current PUT just stored). `mode` exclusive. */
 static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim)
 {
     bool lru = t->cfg.evict == RKV_EVICT_LRU;
@@ -410,7 +493,7 @@ static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct
 }
 
 /* Evict up to `want` items of class cls, sparing `keep`; returns how many.
- * Lock held. */
+ * `mode` exclusive. */
 static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, uint64_t keep)
 {
     unsigned done = 0;
@@ -432,22 +515,37 @@ static uint64_t reserve_cap(const struct rkv_slab_class_stats *cs)
     return RKV_MAX(1, cs->pages * cs->per_page / 8);
 }
 
-/* Keep items of class cls on their way back to the free list, so that a
- * PUT on a full heap rarely has to wait for the grace period. Lock held. */
-static void evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
+/* How many items of class cls to evict ahead, so that a PUT on a full heap
+ * rarely has to wait for the grace period: what its items on their way back
+ * to the free list lack of the class's reserve. Needs no table lock (the
+ * allocator's own locks); the answer is a hint, re-asked under `mode`
+ * exclusive before anything is evicted. */
+static unsigned evict_ahead_want(struct rkv_table *t, unsigned cls)
 {
     struct rkv_slab_class_stats cs;
     if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_unassigned(t->slab) > 0)
-        return;
+        return 0;
     rkv_slab_class_stats(t->slab, cls, &cs);
-    uint64_t target = RKV_MIN(t->reserve[cls], reserve_cap(&cs));
+    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(&cs));
     uint64_t coming = cs.ready + cs.limbo + cs.fresh;
-    if (coming < target)
-        evict_class(t, cls, (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX), keep);
+    return coming < target ? (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX) : 0;
+}
+
+/* Evict ahead for class cls (evict_ahead_want), sparing `keep`; takes the
+ * whole index only when there is something to evict. */
+static void evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
+{
+    if (evict_ahead_want(t, cls) == 0)
+        return;
+    uint64_t since = index_lock_all(t);
+    unsigned want = evict_ahead_want(t, cls);
+    if (want > 0)
+        evict_class(t, cls, want, keep);
+    index_unlock_all(t, since);
 }
 
 /* Free a slot in one of the key's buckets by evicting one of their items
- * (the index is full there and no displacement path exists). Lock held. */
+ * (the index is full there and no displacement path exists). `mode` exclusive. */
 static bool evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struct place *out)
 {
     struct place best = { 0 };
@@ -518,7 +616,7 @@ static bool page_candidate(struct rkv_table *t, uint64_t page, unsigned cls, int
  * any other): of PAGE_SAMPLES random candidates, the one whose move loses
  * least (page_cost), the colder on a tie. When PAGE_PROBES random looks find
  * none (the other classes hold few pages), a scan from a random page takes
- * the first. Lock held. */
+ * the first. `mode` exclusive. */
 static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls,
                              struct rkv_slab_page_info *out, struct page_cost *cost)
 {
@@ -549,8 +647,8 @@ static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls,
 /* Evict every live item on page pi (through the index, as any eviction) and
  * hand the page to the allocator's pool for class for_cls. False when the
  * page holds an item being built (handed out, not in the index): then it
- * stays, and nothing is evicted unless that item appeared meanwhile. Lock
- * held. */
+ * stays, and nothing is evicted unless that item appeared meanwhile.
+ * `mode` exclusive. */
 static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, unsigned for_cls)
 {
     struct place p;
@@ -570,7 +668,7 @@ static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
 }
 
 /* The access age of the item LRU would evict next in class cls, estimated
- * from LRU_SAMPLES items; false when none of them is live. Lock held. */
+ * from LRU_SAMPLES items; false when none of them is live. `mode` exclusive. */
 static bool tail_age(struct rkv_table *t, unsigned cls, uint32_t *age)
 {
     struct place p;
@@ -580,7 +678,7 @@ static bool tail_age(struct rkv_table *t, unsigned cls, uint32_t *age)
     return true;
 }
 
-/* May a starved class cls take page pi (see the top comment)? Lock held. */
+/* May a starved class cls take page pi (see the top comment)? `mode` exclusive. */
 static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_slab_page_info *pi,
                             const struct page_cost *cost)
 {
@@ -597,7 +695,7 @@ static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_
 
 /* Move a page of another class (from_cls when >= 0) to class cls; with
  * `starved`, only one page_worth_less() allows. True when one went to the
- * allocator's pool. Lock held. */
+ * allocator's pool. `mode` exclusive. */
 static bool page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved)
 {
     for (unsigned tries = 0; tries < MOVE_TRIES; tries++) {
@@ -626,7 +724,7 @@ static void automove(struct rkv_table *t)
 
     if (t->cfg.evict != RKV_EVICT_LRU || rkv_slab_pages_unassigned(t->slab) > 0)
         return;
-    uint64_t since = index_lock(t);
+    uint64_t since = index_lock_all(t);
     for (unsigned c = 0; c < classes; c++) {
         struct rkv_slab_class_stats cs;
         bool evicted = t->class_evictions[c] != t->automove_seen[c];
@@ -646,18 +744,29 @@ static void automove(struct rkv_table *t)
     if (young >= 0 && old >= 0 && young != old && old_age / MOVE_COLDER > young_age &&
         rkv_slab_page_wait_ms(t->slab, (unsigned)young) < 0)
         page_reassign(t, (unsigned)young, old, false);
-    index_unlock(t, since);
+    index_unlock_all(t, since);
 }
 
 /* ------------------------------------------------------------ cuckoo */
 
-/* The other candidate bucket of the item in `word`, which sits in `here`. */
+/* The other candidate bucket of the item in `word`, which sits in `here`;
+ * `here` itself when the word cannot be an item's (a search without locks
+ * may read a slot just freed and reused: only bounds are trusted here, and
+ * the path is validated under its locks). */
 static uint64_t other_bucket(const struct rkv_table *t, uint64_t word, uint64_t here)
 {
+    uint64_t off = rkv_slot_offset(word);
+    if (word == 0 || off < RKV_HEADER_SIZE || off + RKV_ITEM_HEADER_SIZE + t->cfg.max_key_len > t->size)
+        return here;
     const struct rkv_item *it = item_at(t, word);
+    uint32_t key_len = __atomic_load_n(&it->key_len, __ATOMIC_RELAXED);
+    if (key_len == 0 || key_len > t->cfg.max_key_len)
+        return here;
     struct rkv_key_hash h;
-    rkv_hash_key(it->data, it->key_len, t->seed, t->bucket_count, &h);
-    return h.bucket[0] == here ? h.bucket[1] : h.bucket[0];
+    rkv_hash_key(it->data, key_len, t->seed, t->bucket_count, &h);
+    if (h.bucket[0] == here)
+        return h.bucket[1];
+    return h.bucket[1] == here ? h.bucket[0] : here;
 }
 
 static bool on_path(const struct bfs_node *q, int32_t at, uint64_t bucket)
@@ -666,6 +775,80 @@ static bool on_path(const struct bfs_node *q, int32_t at, uint64_t bucket)
         if (q[at].bucket == bucket)
             return true;
     return false;
+}
+
+static uint64_t slot_load(const struct rkv_bucket *b, unsigned s)
+{
+    return __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
+}
+
+/* The chain that ends with node `at`'s slot `s` moving to (dest, dest_slot). */
+static void path_from(const struct rkv_table *t, const struct bfs_node *q, int32_t at, unsigned s,
+                      uint64_t dest, unsigned dest_slot, struct cuckoo_path *path)
+{
+    unsigned n = 0;
+    for (int32_t i = at; i >= 0; i = q[i].parent)
+        n++;
+    path->hops = n;
+    path->dest = dest;
+    path->dest_slot = dest_slot;
+    for (;;) {
+        n--;
+        path->hop[n].bucket = q[at].bucket;
+        path->hop[n].slot = s;
+        path->hop[n].word = slot_load(&t->buckets[q[at].bucket], s);
+        if (q[at].parent < 0)
+            break;
+        s = q[at].slot;
+        at = q[at].parent;
+    }
+}
+
+/* Both candidate buckets are full: breadth-first search for the shortest
+ * chain of moves that frees a slot in one of them. Reads the index without
+ * locks (the result is a guess that cuckoo_path_valid() checks under the
+ * path's stripes) or under `mode` exclusive (then it is exact). */
+static bool cuckoo_find_path(const struct rkv_table *t, const struct rkv_key_hash *h,
+                             struct cuckoo_path *path)
+{
+    struct bfs_node q[BFS_MAX_NODES];
+    int32_t n = 0;
+    for (unsigned i = 0; i < 2; i++)
+        q[n++] = (struct bfs_node){ .bucket = h->bucket[i], .parent = -1 };
+
+    for (int32_t at = 0; at < n; at++) {
+        const struct rkv_bucket *b = &t->buckets[q[at].bucket];
+        for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
+            uint64_t alt = other_bucket(t, slot_load(b, s), q[at].bucket);
+            if (alt == q[at].bucket || on_path(q, at, alt))
+                continue;
+            int free_slot = empty_slot(&t->buckets[alt], NULL);
+            if (free_slot >= 0) {
+                path_from(t, q, at, s, alt, (unsigned)free_slot, path);
+                return true;
+            }
+            if (q[at].depth + 2 <= BFS_MAX_DEPTH && n < BFS_MAX_NODES)
+                q[n++] = (struct bfs_node){ .bucket = alt, .parent = at, .slot = (uint8_t)s,
+                                            .depth = (uint8_t)(q[at].depth + 1) };
+        }
+    }
+    return false;
+}
+
+/* Does the index still hold the path as found: the target slot empty, every
+ * hop's slot the word seen, and each item's other bucket the next hop's?
+ * The path's stripes held. */
+static bool cuckoo_path_valid(const struct rkv_table *t, const struct cuckoo_path *path)
+{
+    if (slot_load(&t->buckets[path->dest], path->dest_slot) != 0)
+        return false;
+    for (unsigned i = 0; i < path->hops; i++) {
+        uint64_t b = path->hop[i].bucket, next = i + 1 < path->hops ? path->hop[i + 1].bucket : path->dest;
+        uint64_t w = slot_load(&t->buckets[b], path->hop[i].slot);
+        if (w == 0 || w != path->hop[i].word || other_bucket(t, w, b) != next)
+            return false;
+    }
+    return true;
 }
 
 /* Move the item at (from, fs) to the empty (to, ts): destination first, so
@@ -678,70 +861,71 @@ static void slot_move(struct rkv_table *t, struct rkv_bucket *from, unsigned fs,
     count(&t->n.displacements, 1);
 }
 
-/* Carry out the chain that ends with node `at`'s slot `s` moving to the empty
- * slot (dest, dest_slot); the slot it frees in a candidate bucket goes to *p. */
-static void cuckoo_apply(struct rkv_table *t, int32_t at, unsigned s, uint64_t dest,
-                         unsigned dest_slot, struct place *p)
+/* Carry out a valid path from its end; the slot it frees in one of the
+ * key's buckets goes to *p. The path's stripes held (or exclusive). */
+static void cuckoo_apply(struct rkv_table *t, const struct cuckoo_path *path, struct place *p)
 {
-    struct rkv_bucket *to = &t->buckets[dest];
-    unsigned to_slot = dest_slot;
-    for (;;) {
-        struct rkv_bucket *from = &t->buckets[t->bfs[at].bucket];
-        slot_move(t, from, s, to, to_slot);
+    struct rkv_bucket *to = &t->buckets[path->dest];
+    unsigned to_slot = path->dest_slot;
+    for (unsigned i = path->hops; i-- > 0;) {
+        struct rkv_bucket *from = &t->buckets[path->hop[i].bucket];
+        slot_move(t, from, path->hop[i].slot, to, to_slot);
         to = from;
-        to_slot = s;
-        if (t->bfs[at].parent < 0)
-            break;
-        s = t->bfs[at].slot;
-        at = t->bfs[at].parent;
+        to_slot = path->hop[i].slot;
     }
     p->bucket = to;
     p->slot = to_slot;
 }
 
-/* Both candidate buckets are full: breadth-first search for the shortest
- * chain of moves that frees a slot in one of them, and do it. Lock held. */
-static bool cuckoo_make_room(struct rkv_table *t, const struct rkv_key_hash *h, struct place *p)
+/* The stripes a displacement along `path` for key h takes. */
+static void path_stripes(const struct rkv_table *t, const struct rkv_key_hash *h,
+                         const struct cuckoo_path *path, struct stripe_set *set)
 {
-    struct bfs_node *q = t->bfs;
-    int32_t n = 0;
-    for (unsigned i = 0; i < 2; i++)
-        q[n++] = (struct bfs_node){ .bucket = h->bucket[i], .parent = -1 };
-
-    for (int32_t at = 0; at < n; at++) {
-        const struct rkv_bucket *b = &t->buckets[q[at].bucket];
-        for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
-            uint64_t alt = other_bucket(t, b->slot[s], q[at].bucket);
-            if (alt == q[at].bucket || on_path(q, at, alt))
-                continue;
-            int free_slot = empty_slot(&t->buckets[alt], NULL);
-            if (free_slot >= 0) {
-                cuckoo_apply(t, at, s, alt, (unsigned)free_slot, p);
-                return true;
-            }
-            if (q[at].depth + 2 <= BFS_MAX_DEPTH && n < BFS_MAX_NODES)
-                q[n++] = (struct bfs_node){ .bucket = alt, .parent = at, .slot = (uint8_t)s,
-                                            .depth = (uint8_t)(q[at].depth + 1) };
-        }
-    }
-    return false;
+    key_stripes(t, h, set);
+    for (unsigned i = 0; i < path->hops; i++)
+        stripe_add(t, set, path->hop[i].bucket);
+    stripe_add(t, set, path->dest);
 }
 
-/* An empty slot for a new key: the emptier candidate bucket, else a
- * displacement chain, else (with eviction) an evicted neighbour. Lock held. */
-static bool index_make_room(struct rkv_table *t, const struct rkv_key_hash *h, struct place *p)
+/* An empty slot in the emptier of the key's buckets (the first on a tie). */
+static bool candidate_slot(struct rkv_table *t, const struct rkv_key_hash *h, struct place *p)
 {
     unsigned e0, e1;
     int s0 = empty_slot(&t->buckets[h->bucket[0]], &e0);
     int s1 = empty_slot(&t->buckets[h->bucket[1]], &e1);
-    if (s0 >= 0 || s1 >= 0) {
-        bool first = e0 >= e1;
-        p->bucket = &t->buckets[h->bucket[first ? 0 : 1]];
-        p->slot = (unsigned)(first ? s0 : s1);
+    if (s0 < 0 && s1 < 0)
+        return false;
+    bool first = e0 >= e1;
+    p->bucket = &t->buckets[h->bucket[first ? 0 : 1]];
+    p->slot = (unsigned)(first ? s0 : s1);
+    return true;
+}
+
+/* How a store may find room for a new key. */
+struct room {
+    const struct cuckoo_path *path;  /* a displacement found without locks, its stripes held */
+    bool exclusive;                  /* `mode` held exclusive: search, displace, evict */
+};
+
+/* An empty slot for a new key: the emptier candidate bucket, else a
+ * displacement (the given path if it still holds; with the whole index, one
+ * searched now), else (exclusive, with eviction) an evicted neighbour. */
+static bool index_make_room(struct rkv_table *t, const struct rkv_key_hash *h,
+                            const struct room *room, struct place *p)
+{
+    struct cuckoo_path path;
+    if (candidate_slot(t, h, p))
+        return true;
+    if (room->path != NULL && cuckoo_path_valid(t, room->path)) {
+        cuckoo_apply(t, room->path, p);
         return true;
     }
-    if (cuckoo_make_room(t, h, p))
+    if (!room->exclusive)
+        return false;
+    if (cuckoo_find_path(t, h, &path)) {
+        cuckoo_apply(t, &path, p);
         return true;
+    }
     return t->cfg.evict != RKV_EVICT_NONE && evict_for_slot(t, h, p);
 }
 
@@ -779,12 +963,12 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
             return RKV_OUT_OF_MEMORY;
 
         struct rkv_slab_class_stats cs;
-        uint64_t since = index_lock(t);
+        uint64_t since = index_lock_all(t);
         rkv_slab_class_stats(t->slab, cls, &cs);
         uint64_t cap = reserve_cap(&cs);
         bool starved = cs.pages > 0 && t->reserve[cls] >= cap; /* ran dry at the largest reserve */
         if (t->reserve[cls] < cap)   /* we ran dry: the reserve was too small */
-            t->reserve[cls] = RKV_MIN(2 * t->reserve[cls], cap);
+            __atomic_store_n(&t->reserve[cls], RKV_MIN(2 * t->reserve[cls], cap), __ATOMIC_RELAXED);
         unsigned evicted = evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap),
                                                                  EVICT_AHEAD_MAX), 0);
         /* No page coming for it, and nothing of its own to evict or on its
@@ -795,7 +979,7 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
             else if (starved)
                 page_reassign(t, cls, -1, true);
         }
-        index_unlock(t, since);
+        index_unlock_all(t, since);
 
         if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
             return RKV_OK;
@@ -868,56 +1052,99 @@ static rkv_status mode_check(rkv_put_mode mode, bool live, uint64_t version, uin
     return RKV_INVALID;
 }
 
-/* Store key -> value with an absolute expiry: build, then under the lock
- * check the mode, publish, obsolete and free the old item. */
+/* The index part of a store, under the key's stripes (and a path's, with
+ * room->path) or the whole index: check the mode against what the index
+ * holds, publish nb, obsolete and free the old item. *again when the key is
+ * new and no slot could be had with what is held: nothing changed. */
+static rkv_status store_locked(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
+                               uint32_t key_len, const struct built *nb, rkv_put_mode mode,
+                               uint64_t cas, const struct room *room, bool *again)
+{
+    struct place old, p;
+    bool found = index_find(t, h, key, key_len, &old);
+    bool live = found && !expired(old.it, rkv_table_clock(t));
+    rkv_status st = mode_check(mode, live, live ? old.it->version : 0, cas);
+    *again = false;
+    if (st != RKV_OK)
+        return st;
+    if (found) {
+        publish(t, old.bucket, old.slot, nb->word);   /* same slot: one store replaces */
+        if (live) {
+            retire_superseded(t, old.word, nb->word);
+        } else {
+            retire(t, old.word);   /* expired: readers must miss, not follow */
+            count(&t->n.expirations, 1);
+        }
+        return RKV_OK;
+    }
+    if (index_make_room(t, h, room, &p)) {
+        publish(t, p.bucket, p.slot, nb->word);
+        return RKV_OK;
+    }
+    *again = !room->exclusive;
+    return RKV_OUT_OF_MEMORY;
+}
+
+/* store_locked() with the least locking that finds room: the key's two
+ * stripes; for a new key whose buckets are full, a displacement path found
+ * without locks and carried out under its stripes (PATH_TRIES times when
+ * other writers invalidate it); then the whole index. */
+static rkv_status store_index(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
+                              uint32_t key_len, const struct built *nb, rkv_put_mode mode,
+                              uint64_t cas)
+{
+    struct stripe_set set;
+    struct cuckoo_path path;
+    struct room room = { 0 };
+    bool again;
+
+    key_stripes(t, h, &set);
+    uint64_t since = stripes_lock(t, &set);
+    rkv_status st = store_locked(t, h, key, key_len, nb, mode, cas, &room, &again);
+    stripes_unlock(t, &set, since);
+
+    for (unsigned tries = 0; again && tries < PATH_TRIES && cuckoo_find_path(t, h, &path); tries++) {
+        room.path = &path;
+        path_stripes(t, h, &path, &set);
+        since = stripes_lock(t, &set);
+        st = store_locked(t, h, key, key_len, nb, mode, cas, &room, &again);
+        stripes_unlock(t, &set, since);
+    }
+    if (again) {
+        room = (struct room){ .exclusive = true };
+        since = index_lock_all(t);
+        st = store_locked(t, h, key, key_len, nb, mode, cas, &room, &again);
+        index_unlock_all(t, since);
+    }
+    return st;
+}
+
+/* Store key -> value with an absolute expiry: build the item, store it in
+ * the index, then evict ahead if the heap is full. */
 static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key_len,
                               const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
                               uint32_t expire_at, uint32_t user_flags, uint64_t *version)
 {
     struct rkv_key_hash h;
     struct built nb;
-    struct place old, p;
 
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
     rkv_status st = item_build(t, &h, key, key_len, val, expire_at, user_flags, &nb);
-    if (st != RKV_OK) {
-        if (st == RKV_OUT_OF_MEMORY)
-            count(&t->n.insert_failures, 1);
-        return st;
-    }
-
-    uint64_t since = index_lock(t);
-    bool found = index_find(t, &h, key, key_len, &old);
-    bool live = found && !expired(old.it, rkv_table_clock(t));
-    st = mode_check(mode, live, live ? old.it->version : 0, cas);
-    if (st == RKV_OK) {
-        if (found) {
-            publish(t, old.bucket, old.slot, nb.word);   /* same slot: one store replaces */
-            if (live) {
-                retire_superseded(t, old.word, nb.word);
-            } else {
-                retire(t, old.word);   /* expired: readers must miss, not follow */
-                count(&t->n.expirations, 1);
-            }
-        } else if (index_make_room(t, &h, &p)) {
-            publish(t, p.bucket, p.slot, nb.word);
-        } else {
-            st = RKV_OUT_OF_MEMORY;
-        }
-    }
-    if (st == RKV_OK)
-        evict_ahead(t, nb.cls, nb.word);
-    index_unlock(t, since);
-
-    if (st != RKV_OK) {
+    if (st != RKV_OK)
+        goto fail;
+    if ((st = store_index(t, &h, key, key_len, &nb, mode, cas)) != RKV_OK) {
         rkv_slab_free(t->slab, nb.cls, rkv_slot_offset(nb.word));  /* never published */
-        if (st == RKV_OUT_OF_MEMORY)
-            count(&t->n.insert_failures, 1);
-        return st;
+        goto fail;
     }
+    evict_ahead(t, nb.cls, nb.word);
     if (version)
         *version = nb.version;
     return RKV_OK;
+
+fail:
+    if (st == RKV_OUT_OF_MEMORY)
+        count(&t->n.insert_failures, 1);
+    return st;
 }
 
 static uint32_t expiry_for(const struct rkv_table *t, uint32_t ttl)
@@ -959,7 +1186,9 @@ rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_l
         return st;
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
 
-    uint64_t since = index_lock(t);
+    struct stripe_set set;
+    key_stripes(t, &h, &set);
+    uint64_t since = stripes_lock(t, &set);
     st = RKV_NOT_FOUND;
     if (index_find(t, &h, key, key_len, &p)) {
         if (expired(p.it, rkv_table_clock(t)))
@@ -968,7 +1197,7 @@ rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_l
             st = RKV_OK;
         index_remove(t, &p);
     }
-    index_unlock(t, since);
+    stripes_unlock(t, &set, since);
     if (st == RKV_OK)
         count(&t->n.deletes, 1);
     return st;
@@ -995,14 +1224,17 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
         return st;
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
 
-    /* Read under the lock, build the new item outside it, and publish only
-     * if the item is still the one we read (a CAS on its version). */
+    /* Read under the key's stripes, build the new item without them, and
+     * publish only if the item is still the one we read (a CAS on its
+     * version). */
+    struct stripe_set set;
+    key_stripes(t, &h, &set);
     for (unsigned tries = 0; tries < INCR_TRIES; tries++) {
         struct place p;
         uint64_t cur = 0, version = 0;
         uint32_t expire_at = 0, flags = 0;
 
-        uint64_t since = index_lock(t);
+        uint64_t since = stripes_lock(t, &set);
         st = RKV_NOT_FOUND;
         if (index_find(t, &h, key, key_len, &p) && !expired(p.it, rkv_table_clock(t))) {
             st = value_number(p.it, &cur) ? RKV_OK : RKV_NOT_NUMBER;
@@ -1010,7 +1242,7 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
             expire_at = p.it->expire_at;
             flags = p.it->user_flags;
         }
-        index_unlock(t, since);
+        stripes_unlock(t, &set, since);
         if (st != RKV_OK)
             return st;
 
@@ -1047,10 +1279,12 @@ const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint
     if (check_key(t, key, key_len) != RKV_OK)
         return NULL;
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
-    uint64_t since = index_lock(t);
+    struct stripe_set set;
+    key_stripes(t, &h, &set);
+    uint64_t since = stripes_lock(t, &set);
     if (index_find(t, &h, key, key_len, &p) && !expired(p.it, rkv_table_clock(t)))
         it = p.it;
-    index_unlock(t, since);
+    stripes_unlock(t, &set, since);
     return it;
 }
 
@@ -1070,29 +1304,33 @@ void rkv_table_hint(struct rkv_table *t, uint64_t slot)
 
 /* ------------------------------------------------------------ clock */
 
-/* Remove expired items from the next stretch of buckets, a chunk per lock
- * hold, so that the whole index is swept every ~16 ticks. */
+/* Remove expired items from the expired bucket itself: a removal changes
+ * only that bucket, so its stripe is all it takes. */
+static void expire_bucket(struct rkv_table *t, uint64_t bucket, uint32_t now)
+{
+    struct stripe_set set = { .n = 1, .s = { bucket & t->stripe_mask } };
+    struct rkv_bucket *b = &t->buckets[bucket];
+    uint64_t since = stripes_lock(t, &set);
+    for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
+        uint64_t w = b->slot[s];
+        if (w != 0 && expired(item_at(t, w), now)) {
+            struct place p = { .bucket = b, .slot = s, .word = w };
+            index_remove(t, &p);
+            count(&t->n.expirations, 1);
+        }
+    }
+    stripes_unlock(t, &set, since);
+}
+
+/* Remove expired items from the next stretch of buckets, one bucket per
+ * stripe hold, so that the whole index is swept every ~16 ticks. The
+ * stretch is claimed with one atomic add: ticks may run on several threads. */
 static void expire_scan(struct rkv_table *t, uint32_t now)
 {
     uint64_t budget = RKV_MIN(t->bucket_count, RKV_MAX(EXPIRE_MIN_SCAN, t->bucket_count / 16));
-    while (budget > 0) {
-        uint64_t chunk = RKV_MIN(budget, EXPIRE_CHUNK);
-        uint64_t since = index_lock(t);
-        for (uint64_t i = 0; i < chunk; i++) {
-            struct rkv_bucket *b = &t->buckets[t->expire_cursor];
-            for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
-                uint64_t w = b->slot[s];
-                if (w != 0 && expired(item_at(t, w), now)) {
-                    struct place p = { .bucket = b, .slot = s, .word = w };
-                    index_remove(t, &p);
-                    count(&t->n.expirations, 1);
-                }
-            }
-            t->expire_cursor = (t->expire_cursor + 1) & (t->bucket_count - 1);
-        }
-        index_unlock(t, since);
-        budget -= chunk;
-    }
+    uint64_t first = __atomic_fetch_add(&t->expire_cursor, budget, __ATOMIC_RELAXED);
+    for (uint64_t i = 0; i < budget; i++)
+        expire_bucket(t, (first + i) & (t->bucket_count - 1), now);
 }
 
 void rkv_table_tick(struct rkv_table *t)
@@ -1132,6 +1370,7 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     out->lock_holds = load(&t->n.lock_holds);
     out->lock_hold_ns = load(&t->n.lock_hold_ns);
     out->lock_hold_max_ns = load(&t->n.lock_hold_max_ns);
+    out->lock_exclusive_holds = load(&t->n.lock_exclusive_holds);
 }
 
 /* ------------------------------------------------------------ creation */
@@ -1245,6 +1484,32 @@ too_small:
     return RKV_INVALID;
 }
 
+/* The stripes (one per bucket up to STRIPES_MAX) and the mode lock, which
+ * prefers a waiting exclusive taker to new shared ones, so that eviction
+ * and page moves are not starved by a steady stream of writes. */
+static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
+{
+    uint64_t n = RKV_MIN(t->bucket_count, STRIPES_MAX);
+    pthread_rwlockattr_t attr;
+    if ((t->stripes = aligned_alloc(RKV_CACHELINE, n * sizeof(t->stripes[0]))) == NULL) {
+        snprintf(err, err_len, "out of memory for the table's %llu bucket locks",
+                 (unsigned long long)n);
+        return RKV_NO_MEMORY;
+    }
+    t->stripe_mask = n - 1;
+    pthread_mutexattr_t adaptive;   /* holds are short: spin a little before sleeping */
+    pthread_mutexattr_init(&adaptive);
+    pthread_mutexattr_settype(&adaptive, PTHREAD_MUTEX_ADAPTIVE_NP);
+    for (uint64_t i = 0; i < n; i++)
+        pthread_mutex_init(&t->stripes[i].m, &adaptive);
+    pthread_mutexattr_destroy(&adaptive);
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&t->mode, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    return RKV_OK;
+}
+
 rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_config *cfg,
                             struct rkv_table **out, char *err, size_t err_len)
 {
@@ -1294,7 +1559,11 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
         free(t);
         return st;
     }
-    pthread_mutex_init(&t->lock, NULL);
+    if ((st = locks_init(t, err, err_len)) != RKV_OK) {
+        rkv_slab_destroy(t->slab);
+        free(t);
+        return st;
+    }
 
     struct rkv_region_header *h = t->hdr;
     memset(h, 0, RKV_HEADER_SIZE);
@@ -1325,6 +1594,9 @@ void rkv_table_destroy(struct rkv_table *t)
     if (t == NULL)
         return;
     rkv_slab_destroy(t->slab);
-    pthread_mutex_destroy(&t->lock);
+    for (uint64_t i = 0; i <= t->stripe_mask; i++)
+        pthread_mutex_destroy(&t->stripes[i].m);
+    free(t->stripes);
+    pthread_rwlock_destroy(&t->mode);
     free(t);
 }

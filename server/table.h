@@ -68,6 +68,7 @@ struct rkv_table_stats {
     uint64_t slab_reassigns; /* slab pages moved from one size class to another (eviction on) */
     /* Index lock holds, counted only with rkv_table_config.lock_timing. */
     uint64_t lock_holds, lock_hold_ns, lock_hold_max_ns; /* how many, their total and longest time */
+    uint64_t lock_exclusive_holds; /* of lock_holds, those of the whole index (eviction, page moves, ...) */
 };
 
 /* Lay out a table in `base` (size bytes, zeroed or not) and initialise the

@@ -8,7 +8,10 @@
  * thread (-n) or a fixed time (-s). The thread counts given with -t run in
  * turn, -r rounds of them (1, 2, 1, 2, ...), so that load from other
  * processes on a shared machine falls on every count alike; the summary is
- * each count's median and its ratio to the first count's. One run of the
+ * each count's median and its ratio to the first count's. Each run also
+ * says how many CPUs its writers got (CPU time / wall time) and PUTs per
+ * CPU-second: on a machine shared with other work, a count that got fewer
+ * CPUs than threads was starved, not slowed by the table. One run of the
  * first count before the rounds warms the heap (limbo reuse) and is not
  * counted.
  *
@@ -65,8 +68,16 @@ struct writer {
     pthread_t tid;
     unsigned id;
     int cpu;                      /* -1: not pinned */
-    uint64_t done, failed, ns;
+    uint64_t done, failed, ns, cpu_ns;
 };
+
+/* CPU time this thread has run, in ns. */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Key k as KEY_LEN bytes (and a NUL). */
 static void key_of(uint64_t k, uint8_t key[KEY_LEN + 1])
@@ -100,7 +111,7 @@ static void *writer_main(void *p)
     __atomic_add_fetch(&b->ready, 1, __ATOMIC_RELEASE);
     while (!__atomic_load_n(&b->go, __ATOMIC_ACQUIRE))
         sched_yield();
-    uint64_t start = rkv_now_ns();
+    uint64_t start = rkv_now_ns(), cpu = thread_cpu_ns();
     for (uint64_t i = 0; b->o->puts == 0 || i < b->o->puts; i++) {
         if (b->o->puts == 0 && (i & 255) == 0 && __atomic_load_n(&b->stop, __ATOMIC_RELAXED))
             break;
@@ -110,6 +121,7 @@ static void *writer_main(void *p)
         w->done++;
     }
     w->ns = rkv_now_ns() - start;
+    w->cpu_ns = thread_cpu_ns() - cpu;
     return NULL;
 }
 
@@ -152,11 +164,12 @@ static double run(struct rkv_table *t, const struct options *o, unsigned threads
         nanosleep(&ts, NULL);
         __atomic_store_n(&b.stop, 1, __ATOMIC_RELAXED);
     }
-    uint64_t done = 0, failed = 0;
+    uint64_t done = 0, failed = 0, cpu_ns = 0;
     for (unsigned i = 0; i < threads; i++) {
         pthread_join(w[i].tid, NULL);
         done += w[i].done;
         failed += w[i].failed;
+        cpu_ns += w[i].cpu_ns;
     }
     double secs = (double)(rkv_now_ns() - start) / 1e9;
     double rate = (double)done / secs;
@@ -164,8 +177,10 @@ static double run(struct rkv_table *t, const struct options *o, unsigned threads
     if (getloadavg(load, 3) < 1)
         load[0] = -1;
     rkv_table_get_stats(t, &after);
-    printf("threads %2u  puts %9llu  %6.3f s  %10.0f puts/s  %9.0f per thread  load %.2f",
-           threads, (unsigned long long)done, secs, rate, rate / threads, load[0]);
+    printf("threads %2u  puts %9llu  %6.3f s  %10.0f puts/s  %9.0f per thread  cpus %.2f  "
+           "%8.0f puts/cpu-s  load %.2f", threads, (unsigned long long)done, secs, rate,
+           rate / threads, (double)cpu_ns / 1e9 / secs, (double)done / ((double)cpu_ns / 1e9),
+           load[0]);
     if (failed)
         printf("  FAILED %llu", (unsigned long long)failed);
     if (o->lock_timing) {
