@@ -109,6 +109,7 @@
 #define EXPIRE_MIN_SCAN 4096   /* buckets scanned per tick at least */
 #define DECIMAL_MAX_LEN 20     /* digits of UINT64_MAX */
 #define STRIPES_MAX     1024   /* bucket locks: bucket b is guarded by stripe b mod the stripe count */
+#define MODE_SLOTS      64     /* shared holders of the index count themselves in one of these */
 #define PATH_TRIES      4      /* displacement paths found without locks and invalidated, then exclusive */
 #define PATH_BUCKETS    (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
 
@@ -132,15 +133,28 @@ struct cuckoo_path {
 
 /* Counters, updated with relaxed atomics (most outside any lock). */
 struct table_counters {
-    uint64_t items, item_bytes, evictions, expirations, displacements;
-    uint64_t puts, deletes, incrs, insert_failures, hints, hints_ignored;
+    uint64_t evictions, expirations, insert_failures, hints, hints_ignored;
     uint64_t lock_holds, lock_hold_ns, lock_hold_max_ns; /* cfg.lock_timing only */
     uint64_t lock_exclusive_holds;   /* cfg.lock_timing only */
 };
 
-/* One bucket lock, alone on its cache line. */
+/* What a stripe counts: changes to its buckets, and the writes that held it
+ * to publish. Written under the stripe (or exclusive) with plain relaxed
+ * stores, so the counting costs no shared cache line; summed by stats. */
+enum stripe_counter { SC_ITEMS, SC_ITEM_BYTES, SC_PUTS, SC_INCRS, SC_DELETES, SC_DISPLACEMENTS,
+                      SC_COUNT };
+
+/* One bucket lock with its counters, on lines no other stripe uses. */
 struct stripe {
     pthread_mutex_t m;
+    uint64_t n[SC_COUNT];
+} __attribute__((aligned(RKV_CACHELINE)));
+
+/* Shared holders of the index (stripe takers) registered in slot i: each
+ * thread uses one slot, alone on its cache line, so taking the index shared
+ * writes no line another thread uses (threads past MODE_SLOTS share). */
+struct mode_slot {
+    uint64_t holders;
 } __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_table {
@@ -161,10 +175,14 @@ struct rkv_table {
     void *observer_ctx;
 
     /* Locking (see the top comment): a change to bucket b holds stripe
-     * b & stripe_mask, and `mode` shared; whatever may touch any bucket
-     * (eviction, page moves, displacement that found no path otherwise)
-     * holds `mode` exclusive instead, which excludes every stripe holder. */
-    pthread_rwlock_t mode;
+     * b & stripe_mask, and the index shared (counted in a mode slot);
+     * whatever may touch any bucket (eviction, page moves, displacement that
+     * found no path otherwise) holds the index exclusive instead, which
+     * excludes every stripe holder. */
+    struct mode_slot *mode_slots;    /* MODE_SLOTS of them */
+    int exclusive;                   /* 1 while an exclusive holder wants or has the index (atomic) */
+    pthread_mutex_t exclusive_lock;  /* held by the exclusive holder; shared takers that meet
+                                      * `exclusive` wait on it */
     struct stripe *stripes;          /* stripe_mask + 1 of them */
     uint64_t stripe_mask;
     uint64_t expire_cursor;          /* next bucket the expiry scan claims (atomic) */
@@ -235,22 +253,76 @@ static void stripe_add(const struct rkv_table *t, struct stripe_set *set, uint64
     set->n++;
 }
 
-/* Take `mode` shared and the stripes of `set`; returns the time (lock_timing). */
-static uint64_t stripes_lock(struct rkv_table *t, const struct stripe_set *set)
+/* This thread's mode slot (threads are numbered as they first take one). */
+static struct mode_slot *mode_slot(struct rkv_table *t)
 {
-    pthread_rwlock_rdlock(&t->mode);
-    for (unsigned i = 0; i < set->n; i++)
-        pthread_mutex_lock(&t->stripes[set->s[i]].m);
-    return hold_start(t);
+    static unsigned next;
+    static __thread unsigned mine = UINT32_MAX;
+    if (RKV_UNLIKELY(mine == UINT32_MAX))
+        mine = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % MODE_SLOTS;
+    return &t->mode_slots[mine];
 }
 
-static void stripes_unlock(struct rkv_table *t, const struct stripe_set *set, uint64_t since)
+/* Hold the index shared: count in our slot, then look for an exclusive
+ * holder (the exclusive side sets its flag, then looks at the slots: both
+ * seq_cst, so one of the two sees the other). If one is there, step back
+ * and wait for it on its mutex. */
+static struct mode_slot *index_lock_shared(struct rkv_table *t)
+{
+    struct mode_slot *m = mode_slot(t);
+    for (;;) {
+        __atomic_fetch_add(&m->holders, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&t->exclusive, __ATOMIC_SEQ_CST))
+            return m;
+        __atomic_fetch_sub(&m->holders, 1, __ATOMIC_SEQ_CST);
+        pthread_mutex_lock(&t->exclusive_lock);
+        pthread_mutex_unlock(&t->exclusive_lock);
+    }
+}
+
+static void index_unlock_shared(struct mode_slot *m)
+{
+    __atomic_fetch_sub(&m->holders, 1, __ATOMIC_RELEASE);
+}
+
+/* Hold the index shared and the stripes of `set`. */
+struct stripe_hold {
+    struct mode_slot *slot;
+    uint64_t since;          /* lock_timing: when the hold began */
+};
+
+static struct stripe_hold stripes_lock(struct rkv_table *t, const struct stripe_set *set)
+{
+    struct stripe_hold h = { .slot = index_lock_shared(t) };
+    for (unsigned i = 0; i < set->n; i++)
+        pthread_mutex_lock(&t->stripes[set->s[i]].m);
+    h.since = hold_start(t);
+    return h;
+}
+
+static void stripes_unlock(struct rkv_table *t, const struct stripe_set *set, struct stripe_hold h)
 {
     if (t->cfg.lock_timing)
-        hold_done(t, since, false);
+        hold_done(t, h.since, false);
     for (unsigned i = set->n; i-- > 0;)
         pthread_mutex_unlock(&t->stripes[set->s[i]].m);
-    pthread_rwlock_unlock(&t->mode);
+    index_unlock_shared(h.slot);
+}
+
+/* Add to a counter of bucket b's stripe (held, or the index exclusive). */
+static void stripe_count(struct rkv_table *t, const struct rkv_bucket *b, enum stripe_counter c,
+                         int64_t delta)
+{
+    uint64_t *n = &t->stripes[(uint64_t)(b - t->buckets) & t->stripe_mask].n[c];
+    __atomic_store_n(n, __atomic_load_n(n, __ATOMIC_RELAXED) + (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+static uint64_t stripe_sum(const struct rkv_table *t, enum stripe_counter c)
+{
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i <= t->stripe_mask; i++)
+        sum += __atomic_load_n(&t->stripes[i].n[c], __ATOMIC_RELAXED);
+    return sum;
 }
 
 /* The stripes of a key's two candidate buckets. */
@@ -262,10 +334,16 @@ static void key_stripes(const struct rkv_table *t, const struct rkv_key_hash *h,
     stripe_add(t, set, h->bucket[1]);
 }
 
-/* The whole index, excluding every stripe holder. */
+/* The whole index, excluding every stripe holder: one exclusive taker at a
+ * time; new shared takers step back from the flag, those holding finish
+ * (holds are short, so waiting for them yields rather than sleeps). */
 static uint64_t index_lock_all(struct rkv_table *t)
 {
-    pthread_rwlock_wrlock(&t->mode);
+    pthread_mutex_lock(&t->exclusive_lock);
+    __atomic_store_n(&t->exclusive, 1, __ATOMIC_SEQ_CST);
+    for (unsigned i = 0; i < MODE_SLOTS; i++)
+        while (__atomic_load_n(&t->mode_slots[i].holders, __ATOMIC_SEQ_CST) != 0)
+            sched_yield();
     return hold_start(t);
 }
 
@@ -273,7 +351,8 @@ static void index_unlock_all(struct rkv_table *t, uint64_t since)
 {
     if (t->cfg.lock_timing)
         hold_done(t, since, true);
-    pthread_rwlock_unlock(&t->mode);
+    __atomic_store_n(&t->exclusive, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&t->exclusive_lock);
 }
 
 static struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
@@ -370,40 +449,41 @@ static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, ui
     touch(t, word);
     __atomic_store_n(&it->state, 0, __ATOMIC_RELEASE);
     slot_store(t, b, slot, word);
-    count(&t->n.items, 1);
-    count(&t->n.item_bytes, (int64_t)rkv_item_size(it->key_len, it->value_len));
+    stripe_count(t, b, SC_ITEMS, 1);
+    stripe_count(t, b, SC_ITEM_BYTES, (int64_t)rkv_item_size(it->key_len, it->value_len));
 }
 
-/* An item that is no longer in the index: mark it obsolete (with the state
+/* An item that is no longer in bucket b: mark it obsolete (with the state
  * word `state`: plain OBSOLETE, or a forward to its replacement) and give its
- * memory to the allocator's limbo. The stripe of its bucket held. */
-static void retire_as(struct rkv_table *t, uint64_t word, uint64_t state)
+ * memory to the allocator's limbo. The stripe of b held. */
+static void retire_as(struct rkv_table *t, const struct rkv_bucket *b, uint64_t word, uint64_t state)
 {
     struct rkv_item *it = item_at(t, word);
-    count(&t->n.items, -1);
-    count(&t->n.item_bytes, -(int64_t)rkv_item_size(it->key_len, it->value_len));
+    stripe_count(t, b, SC_ITEMS, -1);
+    stripe_count(t, b, SC_ITEM_BYTES, -(int64_t)rkv_item_size(it->key_len, it->value_len));
     __atomic_store_n(&it->state, state, __ATOMIC_RELEASE);
     rkv_slab_free(t->slab, rkv_slot_class(word), rkv_slot_offset(word));
 }
 
 /* Deleted, evicted or expired: no forward. */
-static void retire(struct rkv_table *t, uint64_t word)
+static void retire(struct rkv_table *t, const struct rkv_bucket *b, uint64_t word)
 {
-    retire_as(t, word, RKV_ITEM_OBSOLETE);
+    retire_as(t, b, word, RKV_ITEM_OBSOLETE);
 }
 
 /* Superseded by the (already published) item at `next`: the forward and the
  * OBSOLETE mark go out in one store, so a client holding the old location
  * follows it with one READ instead of reading the buckets again. */
-static void retire_superseded(struct rkv_table *t, uint64_t word, uint64_t next)
+static void retire_superseded(struct rkv_table *t, const struct rkv_bucket *b, uint64_t word,
+                              uint64_t next)
 {
-    retire_as(t, word, rkv_item_state_forward(next));
+    retire_as(t, b, word, rkv_item_state_forward(next));
 }
 
 static void index_remove(struct rkv_table *t, const struct place *p)
 {
     slot_store(t, p->bucket, p->slot, 0);
-    retire(t, p->word);
+    retire(t, p->bucket, p->word);
 }
 
 /* ------------------------------------------------------------ finding */
@@ -858,7 +938,7 @@ static void slot_move(struct rkv_table *t, struct rkv_bucket *from, unsigned fs,
 {
     slot_store(t, to, ts, from->slot[fs]);
     slot_store(t, from, fs, 0);
-    count(&t->n.displacements, 1);
+    stripe_count(t, to, SC_DISPLACEMENTS, 1);
 }
 
 /* Carry out a valid path from its end; the slot it frees in one of the
@@ -1052,33 +1132,46 @@ static rkv_status mode_check(rkv_put_mode mode, bool live, uint64_t version, uin
     return RKV_INVALID;
 }
 
+/* One store's index part: what to publish, for which key, on what condition. */
+struct store {
+    const struct rkv_key_hash *h;
+    const void *key;
+    uint32_t key_len;
+    struct built nb;               /* the new item */
+    rkv_put_mode mode;
+    uint64_t cas;
+    enum stripe_counter op;        /* SC_PUTS or SC_INCRS, counted when it is stored */
+};
+
 /* The index part of a store, under the key's stripes (and a path's, with
  * room->path) or the whole index: check the mode against what the index
- * holds, publish nb, obsolete and free the old item. *again when the key is
- * new and no slot could be had with what is held: nothing changed. */
-static rkv_status store_locked(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
-                               uint32_t key_len, const struct built *nb, rkv_put_mode mode,
-                               uint64_t cas, const struct room *room, bool *again)
+ * holds, publish the new item, obsolete and free the old one. *again when
+ * the key is new and no slot could be had with what is held: nothing
+ * changed. */
+static rkv_status store_locked(struct rkv_table *t, const struct store *w, const struct room *room,
+                               bool *again)
 {
     struct place old, p;
-    bool found = index_find(t, h, key, key_len, &old);
+    bool found = index_find(t, w->h, w->key, w->key_len, &old);
     bool live = found && !expired(old.it, rkv_table_clock(t));
-    rkv_status st = mode_check(mode, live, live ? old.it->version : 0, cas);
+    rkv_status st = mode_check(w->mode, live, live ? old.it->version : 0, w->cas);
     *again = false;
     if (st != RKV_OK)
         return st;
     if (found) {
-        publish(t, old.bucket, old.slot, nb->word);   /* same slot: one store replaces */
+        publish(t, old.bucket, old.slot, w->nb.word);   /* same slot: one store replaces */
         if (live) {
-            retire_superseded(t, old.word, nb->word);
+            retire_superseded(t, old.bucket, old.word, w->nb.word);
         } else {
-            retire(t, old.word);   /* expired: readers must miss, not follow */
+            retire(t, old.bucket, old.word);   /* expired: readers must miss, not follow */
             count(&t->n.expirations, 1);
         }
+        stripe_count(t, old.bucket, w->op, 1);
         return RKV_OK;
     }
-    if (index_make_room(t, h, room, &p)) {
-        publish(t, p.bucket, p.slot, nb->word);
+    if (index_make_room(t, w->h, room, &p)) {
+        publish(t, p.bucket, p.slot, w->nb.word);
+        stripe_count(t, p.bucket, w->op, 1);
         return RKV_OK;
     }
     *again = !room->exclusive;
@@ -1089,31 +1182,30 @@ static rkv_status store_locked(struct rkv_table *t, const struct rkv_key_hash *h
  * stripes; for a new key whose buckets are full, a displacement path found
  * without locks and carried out under its stripes (PATH_TRIES times when
  * other writers invalidate it); then the whole index. */
-static rkv_status store_index(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
-                              uint32_t key_len, const struct built *nb, rkv_put_mode mode,
-                              uint64_t cas)
+static rkv_status store_index(struct rkv_table *t, const struct store *w)
 {
     struct stripe_set set;
     struct cuckoo_path path;
     struct room room = { 0 };
     bool again;
 
-    key_stripes(t, h, &set);
-    uint64_t since = stripes_lock(t, &set);
-    rkv_status st = store_locked(t, h, key, key_len, nb, mode, cas, &room, &again);
-    stripes_unlock(t, &set, since);
+    key_stripes(t, w->h, &set);
+    struct stripe_hold hold = stripes_lock(t, &set);
+    rkv_status st = store_locked(t, w, &room, &again);
+    stripes_unlock(t, &set, hold);
 
-    for (unsigned tries = 0; again && tries < PATH_TRIES && cuckoo_find_path(t, h, &path); tries++) {
+    for (unsigned tries = 0; again && tries < PATH_TRIES && cuckoo_find_path(t, w->h, &path);
+         tries++) {
         room.path = &path;
-        path_stripes(t, h, &path, &set);
-        since = stripes_lock(t, &set);
-        st = store_locked(t, h, key, key_len, nb, mode, cas, &room, &again);
-        stripes_unlock(t, &set, since);
+        path_stripes(t, w->h, &path, &set);
+        hold = stripes_lock(t, &set);
+        st = store_locked(t, w, &room, &again);
+        stripes_unlock(t, &set, hold);
     }
     if (again) {
         room = (struct room){ .exclusive = true };
-        since = index_lock_all(t);
-        st = store_locked(t, h, key, key_len, nb, mode, cas, &room, &again);
+        uint64_t since = index_lock_all(t);
+        st = store_locked(t, w, &room, &again);
         index_unlock_all(t, since);
     }
     return st;
@@ -1123,22 +1215,23 @@ static rkv_status store_index(struct rkv_table *t, const struct rkv_key_hash *h,
  * the index, then evict ahead if the heap is full. */
 static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key_len,
                               const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
-                              uint32_t expire_at, uint32_t user_flags, uint64_t *version)
+                              uint32_t expire_at, uint32_t user_flags, enum stripe_counter op,
+                              uint64_t *version)
 {
     struct rkv_key_hash h;
-    struct built nb;
+    struct store w = { .h = &h, .key = key, .key_len = key_len, .mode = mode, .cas = cas, .op = op };
 
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
-    rkv_status st = item_build(t, &h, key, key_len, val, expire_at, user_flags, &nb);
+    rkv_status st = item_build(t, &h, key, key_len, val, expire_at, user_flags, &w.nb);
     if (st != RKV_OK)
         goto fail;
-    if ((st = store_index(t, &h, key, key_len, &nb, mode, cas)) != RKV_OK) {
-        rkv_slab_free(t->slab, nb.cls, rkv_slot_offset(nb.word));  /* never published */
+    if ((st = store_index(t, &w)) != RKV_OK) {
+        rkv_slab_free(t->slab, w.nb.cls, rkv_slot_offset(w.nb.word));  /* never published */
         goto fail;
     }
-    evict_ahead(t, nb.cls, nb.word);
+    evict_ahead(t, w.nb.cls, w.nb.word);
     if (version)
-        *version = nb.version;
+        *version = w.nb.version;
     return RKV_OK;
 
 fail:
@@ -1171,10 +1264,7 @@ rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
     if (val->len > t->cfg.max_value_len)
         return RKV_TOO_LARGE;
     uint32_t expire_at = ttl == RKV_TTL_NEVER ? 0 : expiry_for(t, ttl);
-    st = table_store(t, key, key_len, val, mode, cas, expire_at, user_flags, version);
-    if (st == RKV_OK)
-        count(&t->n.puts, 1);
-    return st;
+    return table_store(t, key, key_len, val, mode, cas, expire_at, user_flags, SC_PUTS, version);
 }
 
 rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_len)
@@ -1188,18 +1278,18 @@ rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_l
 
     struct stripe_set set;
     key_stripes(t, &h, &set);
-    uint64_t since = stripes_lock(t, &set);
+    struct stripe_hold hold = stripes_lock(t, &set);
     st = RKV_NOT_FOUND;
     if (index_find(t, &h, key, key_len, &p)) {
-        if (expired(p.it, rkv_table_clock(t)))
+        if (expired(p.it, rkv_table_clock(t))) {
             count(&t->n.expirations, 1);
-        else
+        } else {
             st = RKV_OK;
+            stripe_count(t, p.bucket, SC_DELETES, 1);
+        }
         index_remove(t, &p);
     }
-    stripes_unlock(t, &set, since);
-    if (st == RKV_OK)
-        count(&t->n.deletes, 1);
+    stripes_unlock(t, &set, hold);
     return st;
 }
 
@@ -1234,7 +1324,7 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
         uint64_t cur = 0, version = 0;
         uint32_t expire_at = 0, flags = 0;
 
-        uint64_t since = stripes_lock(t, &set);
+        struct stripe_hold hold = stripes_lock(t, &set);
         st = RKV_NOT_FOUND;
         if (index_find(t, &h, key, key_len, &p) && !expired(p.it, rkv_table_clock(t))) {
             st = value_number(p.it, &cur) ? RKV_OK : RKV_NOT_NUMBER;
@@ -1242,7 +1332,7 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
             expire_at = p.it->expire_at;
             flags = p.it->user_flags;
         }
-        stripes_unlock(t, &set, since);
+        stripes_unlock(t, &set, hold);
         if (st != RKV_OK)
             return st;
 
@@ -1256,16 +1346,13 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
         char text[DECIMAL_MAX_LEN + 1];
         int len = snprintf(text, sizeof(text), "%llu", (unsigned long long)next);
         struct rkv_value_src src = { .data = text, .len = (uint32_t)len };
-        st = table_store(t, key, key_len, &src, RKV_CAS, version, expire_at, flags, NULL);
+        st = table_store(t, key, key_len, &src, RKV_CAS, version, expire_at, flags, SC_INCRS, NULL);
         if (st == RKV_CAS_MISMATCH)
             continue;                            /* another write got in between: again */
         if (st == RKV_NOT_STORED)
             return RKV_NOT_FOUND;                /* deleted or expired meanwhile */
-        if (st == RKV_OK) {
-            count(&t->n.incrs, 1);
-            if (result)
-                *result = next;
-        }
+        if (st == RKV_OK && result)
+            *result = next;
         return st;
     }
     return RKV_SERVER_BUSY;
@@ -1281,10 +1368,10 @@ const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
     struct stripe_set set;
     key_stripes(t, &h, &set);
-    uint64_t since = stripes_lock(t, &set);
+    struct stripe_hold hold = stripes_lock(t, &set);
     if (index_find(t, &h, key, key_len, &p) && !expired(p.it, rkv_table_clock(t)))
         it = p.it;
-    stripes_unlock(t, &set, since);
+    stripes_unlock(t, &set, hold);
     return it;
 }
 
@@ -1310,7 +1397,7 @@ static void expire_bucket(struct rkv_table *t, uint64_t bucket, uint32_t now)
 {
     struct stripe_set set = { .n = 1, .s = { bucket & t->stripe_mask } };
     struct rkv_bucket *b = &t->buckets[bucket];
-    uint64_t since = stripes_lock(t, &set);
+    struct stripe_hold hold = stripes_lock(t, &set);
     for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
         uint64_t w = b->slot[s];
         if (w != 0 && expired(item_at(t, w), now)) {
@@ -1319,7 +1406,7 @@ static void expire_bucket(struct rkv_table *t, uint64_t bucket, uint32_t now)
             count(&t->n.expirations, 1);
         }
     }
-    stripes_unlock(t, &set, since);
+    stripes_unlock(t, &set, hold);
 }
 
 /* Remove expired items from the next stretch of buckets, one bucket per
@@ -1347,7 +1434,7 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     struct rkv_slab_stats ss;
     rkv_slab_stats(t->slab, &ss);
     memset(out, 0, sizeof(*out));
-    out->items = load(&t->n.items);
+    out->items = stripe_sum(t, SC_ITEMS);
     out->bytes_used = ss.used;                         /* class bytes of items handed out */
     out->bytes_free = ss.ready + ss.fresh + ss.unassigned; /* what allocation can use now */
     out->heap_bytes = ss.heap;
@@ -1355,12 +1442,12 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     out->slots = t->bucket_count * RKV_SLOTS_PER_BUCKET;
     out->evictions = load(&t->n.evictions);
     out->expirations = load(&t->n.expirations);
-    out->displacements = load(&t->n.displacements);
-    out->puts = load(&t->n.puts);
-    out->deletes = load(&t->n.deletes);
-    out->incrs = load(&t->n.incrs);
+    out->displacements = stripe_sum(t, SC_DISPLACEMENTS);
+    out->puts = stripe_sum(t, SC_PUTS);
+    out->deletes = stripe_sum(t, SC_DELETES);
+    out->incrs = stripe_sum(t, SC_INCRS);
     out->insert_failures = load(&t->n.insert_failures);
-    out->item_bytes = load(&t->n.item_bytes);
+    out->item_bytes = stripe_sum(t, SC_ITEM_BYTES);
     out->limbo_bytes = ss.limbo + ss.draining;          /* items and moved pages inside grace_ms */
     out->tail_bytes = ss.tail;
     out->pages_unassigned = ss.pages_unassigned;
@@ -1484,18 +1571,23 @@ too_small:
     return RKV_INVALID;
 }
 
-/* The stripes (one per bucket up to STRIPES_MAX) and the mode lock, which
- * prefers a waiting exclusive taker to new shared ones, so that eviction
- * and page moves are not starved by a steady stream of writes. */
+/* The stripes (one per bucket up to STRIPES_MAX), the mode slots and the
+ * exclusive mutex. A waiting exclusive taker turns new shared takers away,
+ * so eviction and page moves are not starved by a steady stream of writes. */
 static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
 {
     uint64_t n = RKV_MIN(t->bucket_count, STRIPES_MAX);
-    pthread_rwlockattr_t attr;
-    if ((t->stripes = aligned_alloc(RKV_CACHELINE, n * sizeof(t->stripes[0]))) == NULL) {
+    t->stripes = aligned_alloc(RKV_CACHELINE, n * sizeof(t->stripes[0]));
+    t->mode_slots = aligned_alloc(RKV_CACHELINE, MODE_SLOTS * sizeof(t->mode_slots[0]));
+    if (t->stripes == NULL || t->mode_slots == NULL) {
+        free(t->stripes);
+        free(t->mode_slots);
         snprintf(err, err_len, "out of memory for the table's %llu bucket locks",
                  (unsigned long long)n);
         return RKV_NO_MEMORY;
     }
+    memset(t->stripes, 0, n * sizeof(t->stripes[0]));
+    memset(t->mode_slots, 0, MODE_SLOTS * sizeof(t->mode_slots[0]));
     t->stripe_mask = n - 1;
     pthread_mutexattr_t adaptive;   /* holds are short: spin a little before sleeping */
     pthread_mutexattr_init(&adaptive);
@@ -1503,10 +1595,7 @@ static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
     for (uint64_t i = 0; i < n; i++)
         pthread_mutex_init(&t->stripes[i].m, &adaptive);
     pthread_mutexattr_destroy(&adaptive);
-    pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&t->mode, &attr);
-    pthread_rwlockattr_destroy(&attr);
+    pthread_mutex_init(&t->exclusive_lock, NULL);
     return RKV_OK;
 }
 
@@ -1597,6 +1686,7 @@ void rkv_table_destroy(struct rkv_table *t)
     for (uint64_t i = 0; i <= t->stripe_mask; i++)
         pthread_mutex_destroy(&t->stripes[i].m);
     free(t->stripes);
-    pthread_rwlock_destroy(&t->mode);
+    free(t->mode_slots);
+    pthread_mutex_destroy(&t->exclusive_lock);
     free(t);
 }
