@@ -453,33 +453,33 @@ static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, ui
     stripe_count(t, b, SC_ITEM_BYTES, (int64_t)rkv_item_size(it->key_len, it->value_len));
 }
 
-/* An item that is no longer in bucket b: mark it obsolete (with the state
- * word `state`: plain OBSOLETE, or a forward to its replacement) and give its
- * memory to the allocator's limbo. The stripe of b held. */
-static void retire_as(struct rkv_table *t, const struct rkv_bucket *b, uint64_t word, uint64_t state)
+/* An item that is no longer in bucket b: mark it obsolete with the state
+ * word `state` (plain OBSOLETE, or a forward to its replacement). The
+ * stripe of b held. Its memory goes to the allocator's limbo next
+ * (item_free), under the lock or, for writes, right after it: the grace
+ * period then starts a little later, never earlier, and a page move meets
+ * the item as one in use and leaves its page alone until then. */
+static void retire_mark(struct rkv_table *t, const struct rkv_bucket *b, uint64_t word, uint64_t state)
 {
     struct rkv_item *it = item_at(t, word);
     stripe_count(t, b, SC_ITEMS, -1);
     stripe_count(t, b, SC_ITEM_BYTES, -(int64_t)rkv_item_size(it->key_len, it->value_len));
     __atomic_store_n(&it->state, state, __ATOMIC_RELEASE);
+}
+
+static void item_free(struct rkv_table *t, uint64_t word)
+{
     rkv_slab_free(t->slab, rkv_slot_class(word), rkv_slot_offset(word));
 }
 
-/* Deleted, evicted or expired: no forward. */
+/* Deleted, evicted or expired, and freed: no forward. */
 static void retire(struct rkv_table *t, const struct rkv_bucket *b, uint64_t word)
 {
-    retire_as(t, b, word, RKV_ITEM_OBSOLETE);
+    retire_mark(t, b, word, RKV_ITEM_OBSOLETE);
+    item_free(t, word);
 }
 
-/* Superseded by the (already published) item at `next`: the forward and the
- * OBSOLETE mark go out in one store, so a client holding the old location
- * follows it with one READ instead of reading the buckets again. */
-static void retire_superseded(struct rkv_table *t, const struct rkv_bucket *b, uint64_t word,
-                              uint64_t next)
-{
-    retire_as(t, b, word, rkv_item_state_forward(next));
-}
-
+/* Remove the item at p from the index and retire it (eviction, expiry). */
 static void index_remove(struct rkv_table *t, const struct place *p)
 {
     slot_store(t, p->bucket, p->slot, 0);
@@ -1141,6 +1141,7 @@ struct store {
     rkv_put_mode mode;
     uint64_t cas;
     enum stripe_counter op;        /* SC_PUTS or SC_INCRS, counted when it is stored */
+    uint64_t replaced;             /* out: the item it replaced, to free once unlocked; 0 if none */
 };
 
 /* The index part of a store, under the key's stripes (and a path's, with
@@ -1148,7 +1149,7 @@ struct store {
  * holds, publish the new item, obsolete and free the old one. *again when
  * the key is new and no slot could be had with what is held: nothing
  * changed. */
-static rkv_status store_locked(struct rkv_table *t, const struct store *w, const struct room *room,
+static rkv_status store_locked(struct rkv_table *t, struct store *w, const struct room *room,
                                bool *again)
 {
     struct place old, p;
@@ -1160,12 +1161,14 @@ static rkv_status store_locked(struct rkv_table *t, const struct store *w, const
         return st;
     if (found) {
         publish(t, old.bucket, old.slot, w->nb.word);   /* same slot: one store replaces */
-        if (live) {
-            retire_superseded(t, old.bucket, old.word, w->nb.word);
-        } else {
-            retire(t, old.bucket, old.word);   /* expired: readers must miss, not follow */
+        /* Superseded: the forward and the OBSOLETE mark go out in one store,
+         * so a client holding the old location follows it with one READ.
+         * Expired: readers must miss, not follow. */
+        retire_mark(t, old.bucket, old.word, live ? rkv_item_state_forward(w->nb.word)
+                                                  : RKV_ITEM_OBSOLETE);
+        if (!live)
             count(&t->n.expirations, 1);
-        }
+        w->replaced = old.word;
         stripe_count(t, old.bucket, w->op, 1);
         return RKV_OK;
     }
@@ -1182,7 +1185,7 @@ static rkv_status store_locked(struct rkv_table *t, const struct store *w, const
  * stripes; for a new key whose buckets are full, a displacement path found
  * without locks and carried out under its stripes (PATH_TRIES times when
  * other writers invalidate it); then the whole index. */
-static rkv_status store_index(struct rkv_table *t, const struct store *w)
+static rkv_status store_index(struct rkv_table *t, struct store *w)
 {
     struct stripe_set set;
     struct cuckoo_path path;
@@ -1208,6 +1211,8 @@ static rkv_status store_index(struct rkv_table *t, const struct store *w)
         st = store_locked(t, w, &room, &again);
         index_unlock_all(t, since);
     }
+    if (w->replaced != 0)
+        item_free(t, w->replaced);
     return st;
 }
 
@@ -1279,17 +1284,21 @@ rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_l
     struct stripe_set set;
     key_stripes(t, &h, &set);
     struct stripe_hold hold = stripes_lock(t, &set);
+    bool found = index_find(t, &h, key, key_len, &p);
     st = RKV_NOT_FOUND;
-    if (index_find(t, &h, key, key_len, &p)) {
+    if (found) {
         if (expired(p.it, rkv_table_clock(t))) {
             count(&t->n.expirations, 1);
         } else {
             st = RKV_OK;
             stripe_count(t, p.bucket, SC_DELETES, 1);
         }
-        index_remove(t, &p);
+        slot_store(t, p.bucket, p.slot, 0);
+        retire_mark(t, p.bucket, p.word, RKV_ITEM_OBSOLETE);
     }
     stripes_unlock(t, &set, hold);
+    if (found)
+        item_free(t, p.word);   /* see retire_mark */
     return st;
 }
 
