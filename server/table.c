@@ -17,10 +17,35 @@
  *     one, so a reader that checks both bucket versions never misses a key
  *     that was present throughout (design-notes invariant 4).
  *
- * Locking: one index mutex for finding, publishing, displacing, evicting and
- * expiring and moving pages. Building an item (allocation, copying or
- * pulling the value, checksum) happens before it is taken. Lock order:
- * index -> slab class -> slab pages. Client hints take no lock.
+ * Locking: bucket b is guarded by stripe b mod the stripe count (one per
+ * bucket up to STRIPES_MAX), and the index as a whole by a mode that is held
+ * shared or exclusive.
+ *   - A write holds the index shared (a count in this thread's own mode
+ *     slot: no cache line shared with other writers) and the stripes of the
+ *     buckets it changes, taken in ascending order: a key's two buckets for
+ *     SET/ADD/REPLACE/CAS, DELETE, INCR's read, the server-side find; one
+ *     bucket for the expiry sweep. So writes to different buckets run in
+ *     parallel, and any one bucket changes under one stripe at a time (its
+ *     seqlock version has one writer).
+ *   - A new key whose buckets are both full searches a displacement path
+ *     without locks (racy reads, bounds-checked), then takes the stripes of
+ *     the key's buckets and of every bucket on the path, in order, and
+ *     re-validates: target slot still empty, each hop's slot still the word
+ *     seen, each item's other bucket still the next hop. A path changed
+ *     meanwhile is searched again (PATH_TRIES), then under the whole index.
+ *   - Whatever may touch any bucket holds the index exclusive: eviction
+ *     (choosing victims reads arbitrary buckets), page moves, automove, a
+ *     displacement that found no valid path, an evicted neighbour for a key
+ *     with no room. An exclusive taker sets a flag, then waits until every
+ *     mode slot is empty; a shared taker that sees the flag steps back and
+ *     waits on the exclusive mutex. They are rare: eviction ahead comes in
+ *     batches of up to EVICT_AHEAD_MAX, page moves once per page.
+ * Building an item (allocation, copying or pulling the value, checksum)
+ * happens before any of this; freeing the item a write replaced or deleted
+ * into the limbo happens after. Lock order: index mode -> stripes
+ * (ascending) -> slab class -> slab pages. Client hints take no lock.
+ * Counters a stripe holder changes (items, bytes, puts, deletes, incrs,
+ * displacements) live in that stripe's cache lines and are summed for stats.
  *
  * Eviction (the server never sees GETs): clients send the slot words they
  * read items through as hints; a hint stamps the item's private access word
@@ -55,7 +80,7 @@
  * counted as evictions) and the allocator keeps the page for grace_ms after
  * the last of its items was freed before the class gets it; the PUT waits
  * for that as for the limbo. So with eviction on, a PUT fails only when the
- * heap holds nothing evictable. A move holds the index lock while it checks
+ * heap holds nothing evictable. A move holds the whole index while it checks
  * every item of the page (a hash each: about 4 ms for a 1 MiB page of 16384
  * live 64-byte items). With LRU, once a tick, a class that had to evict
  * although another class's next victims are MOVE_COLDER times older than
