@@ -390,6 +390,13 @@ static bool expired(const struct rkv_item *it, uint32_t now)
     return rkv_expired(it->expire_at, now);
 }
 
+/* Has the item expired now? Reads the clock only for an item with a TTL
+ * (rkv_table_clock costs a clock read; most items never expire). */
+static bool expired_now(const struct rkv_table *t, const struct rkv_item *it)
+{
+    return it->expire_at != 0 && expired(it, rkv_table_clock(t));
+}
+
 static uint64_t rng_next(struct rkv_table *t)
 {
     uint64_t x = t->rng;
@@ -1179,7 +1186,7 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
 {
     struct place old, p;
     bool found = index_find(t, w->h, w->key, w->key_len, &old);
-    bool live = found && !expired(old.it, rkv_table_clock(t));
+    bool live = found && !expired_now(t, old.it);
     rkv_status st = mode_check(w->mode, live, live ? old.it->version : 0, w->cas);
     *again = false;
     if (st != RKV_OK)
@@ -1312,7 +1319,7 @@ rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_l
     bool found = index_find(t, &h, key, key_len, &p);
     st = RKV_NOT_FOUND;
     if (found) {
-        if (expired(p.it, rkv_table_clock(t))) {
+        if (expired_now(t, p.it)) {
             count(&t->n.expirations, 1);
         } else {
             st = RKV_OK;
@@ -1360,7 +1367,7 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
 
         struct stripe_hold hold = stripes_lock(t, &set);
         st = RKV_NOT_FOUND;
-        if (index_find(t, &h, key, key_len, &p) && !expired(p.it, rkv_table_clock(t))) {
+        if (index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
             st = value_number(p.it, &cur) ? RKV_OK : RKV_NOT_NUMBER;
             version = p.it->version;
             expire_at = p.it->expire_at;
@@ -1403,7 +1410,7 @@ const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint
     struct stripe_set set;
     key_stripes(t, &h, &set);
     struct stripe_hold hold = stripes_lock(t, &set);
-    if (index_find(t, &h, key, key_len, &p) && !expired(p.it, rkv_table_clock(t)))
+    if (index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it))
         it = p.it;
     stripes_unlock(t, &set, hold);
     return it;
