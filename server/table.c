@@ -1064,7 +1064,7 @@ static int wait_min(int a, int b)
 }
 
 /* Memory for an item of class cls, evicting when the policy allows: items
- * of its class, else a page of another class. Called without the lock; may
+ * of its class, else a page of another class. Called without any index lock; may
  * wait for the limbo or a moved page (at most grace_ms per try). */
 static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
 {
@@ -1102,7 +1102,7 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
     }
 }
 
-/* A new item, built outside the lock: not live (OBSOLETE) until published. */
+/* A new item, built before any index lock: not live (OBSOLETE) until published. */
 struct built {
     unsigned cls;
     uint64_t word;      /* slot word to publish */
