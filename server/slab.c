@@ -250,8 +250,8 @@ static uint64_t page_acquire(struct rkv_slab *s, unsigned cls)
     }
     if (page != NO_PAGE)
         s->pool[at] = s->pool[--s->pool_len];
-    else if (s->next_page < s->page_count)
-        page = s->next_page++;
+    else if (s->next_page < s->page_count)   /* (read without the lock: rkv_slab_pages_any) */
+        __atomic_store_n(&s->next_page, (page = s->next_page) + 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&s->page_lock);
     return page;
 }
@@ -614,6 +614,14 @@ void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out)
     pthread_mutex_lock(&s->page_lock);
     out->reassigns = s->reassigns;
     pthread_mutex_unlock(&s->page_lock);
+}
+
+bool rkv_slab_pages_any(struct rkv_slab *s)
+{
+    /* next_page only grows: pages past it were never assigned, so while
+     * there are any the answer needs no lock (every writer asks) */
+    return __atomic_load_n(&s->next_page, __ATOMIC_RELAXED) < s->page_count ||
+           rkv_slab_pages_unassigned(s) > 0;
 }
 
 uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s)

@@ -635,7 +635,7 @@ static uint64_t reserve_cap(const struct rkv_slab_class_stats *cs)
 static unsigned evict_ahead_want(struct rkv_table *t, unsigned cls)
 {
     struct rkv_slab_class_stats cs;
-    if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_unassigned(t->slab) > 0)
+    if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_any(t->slab))
         return 0;
     rkv_slab_class_stats(t->slab, cls, &cs);
     uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(&cs));
@@ -834,7 +834,7 @@ static void automove(struct rkv_table *t)
     int young = -1, old = -1;
     uint32_t young_age = UINT32_MAX, old_age = 0, age;
 
-    if (t->cfg.evict != RKV_EVICT_LRU || rkv_slab_pages_unassigned(t->slab) > 0)
+    if (t->cfg.evict != RKV_EVICT_LRU || rkv_slab_pages_any(t->slab))
         return;
     uint64_t since = index_lock_all(t);
     for (unsigned c = 0; c < classes; c++) {
