@@ -213,7 +213,7 @@ struct rkv_table {
     uint64_t expire_cursor;          /* next bucket the expiry scan claims (atomic) */
     uint64_t reserve[RKV_MAX_CLASSES]; /* evict-ahead target per class, in items (written
                                         * exclusive, read with relaxed loads) */
-    /* Guarded by `mode` exclusive: */
+    /* Guarded by the index held exclusive: */
     uint64_t rng;                    /* xorshift state for eviction sampling */
     uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class) */
     uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look */
@@ -541,7 +541,7 @@ static bool index_find(struct rkv_table *t, const struct rkv_key_hash *h, const 
 
 /* Is the item at `off` of class cls in the index? Its memory may be free or
  * under construction by another thread, so its header is only a guess until
- * an index slot pointing at exactly this offset confirms it. `mode` exclusive. */
+ * an index slot pointing at exactly this offset confirms it. The index held exclusive. */
 static bool live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
 {
     const struct rkv_item *it = (const struct rkv_item *)(const void *)(t->base + off);
@@ -575,7 +575,7 @@ static uint32_t item_age(struct rkv_table *t, uint64_t word)
 }
 
 /* Choose a live item of class cls to evict, never the one in `keep` (the
- * item the current PUT just stored). `mode` exclusive. */
+ * item the current PUT just stored). The index held exclusive. */
 static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim)
 {
     bool lru = t->cfg.evict == RKV_EVICT_LRU;
@@ -605,7 +605,7 @@ static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct
 }
 
 /* Evict up to `want` items of class cls, sparing `keep`; returns how many.
- * `mode` exclusive. */
+ * The index held exclusive. */
 static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, uint64_t keep)
 {
     unsigned done = 0;
@@ -630,7 +630,7 @@ static uint64_t reserve_cap(const struct rkv_slab_class_stats *cs)
 /* How many items of class cls to evict ahead, so that a PUT on a full heap
  * rarely has to wait for the grace period: what its items on their way back
  * to the free list lack of the class's reserve. Needs no table lock (the
- * allocator's own locks); the answer is a hint, re-asked under `mode`
+ * allocator's own locks); the answer is a hint, re-asked with the index held
  * exclusive before anything is evicted. */
 static unsigned evict_ahead_want(struct rkv_table *t, unsigned cls)
 {
@@ -657,7 +657,7 @@ static void evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
 }
 
 /* Free a slot in one of the key's buckets by evicting one of their items
- * (the index is full there and no displacement path exists). `mode` exclusive. */
+ * (the index is full there and no displacement path exists). The index held exclusive. */
 static bool evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struct place *out)
 {
     struct place best = { 0 };
@@ -728,7 +728,7 @@ static bool page_candidate(struct rkv_table *t, uint64_t page, unsigned cls, int
  * any other): of PAGE_SAMPLES random candidates, the one whose move loses
  * least (page_cost), the colder on a tie. When PAGE_PROBES random looks find
  * none (the other classes hold few pages), a scan from a random page takes
- * the first. `mode` exclusive. */
+ * the first. The index held exclusive. */
 static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls,
                              struct rkv_slab_page_info *out, struct page_cost *cost)
 {
@@ -760,7 +760,7 @@ static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls,
  * hand the page to the allocator's pool for class for_cls. False when the
  * page holds an item being built (handed out, not in the index): then it
  * stays, and nothing is evicted unless that item appeared meanwhile.
- * `mode` exclusive. */
+ * The index held exclusive. */
 static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, unsigned for_cls)
 {
     struct place p;
@@ -780,7 +780,7 @@ static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
 }
 
 /* The access age of the item LRU would evict next in class cls, estimated
- * from LRU_SAMPLES items; false when none of them is live. `mode` exclusive. */
+ * from LRU_SAMPLES items; false when none of them is live. The index held exclusive. */
 static bool tail_age(struct rkv_table *t, unsigned cls, uint32_t *age)
 {
     struct place p;
@@ -790,7 +790,7 @@ static bool tail_age(struct rkv_table *t, unsigned cls, uint32_t *age)
     return true;
 }
 
-/* May a starved class cls take page pi (see the top comment)? `mode` exclusive. */
+/* May a starved class cls take page pi (see the top comment)? The index held exclusive. */
 static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_slab_page_info *pi,
                             const struct page_cost *cost)
 {
@@ -807,7 +807,7 @@ static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_
 
 /* Move a page of another class (from_cls when >= 0) to class cls; with
  * `starved`, only one page_worth_less() allows. True when one went to the
- * allocator's pool. `mode` exclusive. */
+ * allocator's pool. The index held exclusive. */
 static bool page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved)
 {
     for (unsigned tries = 0; tries < MOVE_TRIES; tries++) {
@@ -919,7 +919,7 @@ static void path_from(const struct rkv_table *t, const struct bfs_node *q, int32
 /* Both candidate buckets are full: breadth-first search for the shortest
  * chain of moves that frees a slot in one of them. Reads the index without
  * locks (the result is a guess that cuckoo_path_valid() checks under the
- * path's stripes) or under `mode` exclusive (then it is exact). */
+ * path's stripes) or with the index held exclusive (then it is exact). */
 static bool cuckoo_find_path(const struct rkv_table *t, const struct rkv_key_hash *h,
                              struct cuckoo_path *path)
 {
@@ -1016,7 +1016,7 @@ static bool candidate_slot(struct rkv_table *t, const struct rkv_key_hash *h, st
 /* How a store may find room for a new key. */
 struct room {
     const struct cuckoo_path *path;  /* a displacement found without locks, its stripes held */
-    bool exclusive;                  /* `mode` held exclusive: search, displace, evict */
+    bool exclusive;                  /* the index held exclusive: search, displace, evict */
 };
 
 /* An empty slot for a new key: the emptier candidate bucket, else a
