@@ -194,7 +194,7 @@ struct rkv_table {
     uint64_t start_ns;               /* creation time, for the clock (common/clock.h) */
     uint64_t (*now_ns)(void);        /* the time source: rkv_now_ns, or a test's */
     uint64_t next_version;           /* next item version (atomic) */
-    uint32_t access_clock;           /* LRU time: +1 per stored item (atomic) */
+    uint32_t access_clock;           /* LRU time: +1 per stored item, with LRU only (atomic) */
     struct table_counters n;
     rkv_table_store_fn observer;     /* see rkv_table_set_store_observer(); NULL */
     void *observer_ctx;
@@ -477,8 +477,10 @@ static void touch(struct rkv_table *t, uint64_t word)
 static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, uint64_t word)
 {
     struct rkv_item *it = item_at(t, word);
-    __atomic_fetch_add(&t->access_clock, 1, __ATOMIC_RELAXED);
-    touch(t, word);
+    if (t->cfg.evict == RKV_EVICT_LRU) {   /* the clock is LRU's only: no shared add otherwise */
+        __atomic_fetch_add(&t->access_clock, 1, __ATOMIC_RELAXED);
+        touch(t, word);
+    }
     __atomic_store_n(&it->state, 0, __ATOMIC_RELEASE);
     slot_store(t, b, slot, word);
     stripe_count(t, b, SC_ITEMS, 1);
