@@ -250,8 +250,8 @@ static uint64_t page_acquire(struct rkv_slab *s, unsigned cls)
     }
     if (page != NO_PAGE)
         s->pool[at] = s->pool[--s->pool_len];
-    else if (s->next_page < s->page_count)
-        page = s->next_page++;
+    else if (s->next_page < s->page_count)   /* (read without the lock: rkv_slab_pages_any) */
+        __atomic_store_n(&s->next_page, (page = s->next_page) + 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&s->page_lock);
     return page;
 }
@@ -616,6 +616,14 @@ void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out)
     pthread_mutex_unlock(&s->page_lock);
 }
 
+bool rkv_slab_pages_any(struct rkv_slab *s)
+{
+    /* next_page only grows: pages past it were never assigned, so while
+     * there are any the answer needs no lock (every writer asks) */
+    return __atomic_load_n(&s->next_page, __ATOMIC_RELAXED) < s->page_count ||
+           rkv_slab_pages_unassigned(s) > 0;
+}
+
 uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s)
 {
     uint64_t n;
@@ -690,13 +698,20 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
     for (uint64_t i = 0; i < s->page_count; i++)
         s->pages[i].cls = PAGE_FREE;
     s->class_count = count;
+    /* Class locks are held for a few dozen instructions and taken by every
+     * writer: adaptive, a waiter spins briefly before it sleeps in the
+     * kernel (a sleep and a wake-up cost more than the whole hold). */
+    pthread_mutexattr_t adaptive;
+    pthread_mutexattr_init(&adaptive);
+    pthread_mutexattr_settype(&adaptive, PTHREAD_MUTEX_ADAPTIVE_NP);
     for (unsigned i = 0; i < count; i++) {
         struct slab_class *c = &s->classes[i];
-        pthread_mutex_init(&c->lock, NULL);
+        pthread_mutex_init(&c->lock, &adaptive);
         c->size = sizes[i];
         c->per_page = cfg->page_size / sizes[i];
         c->bump_page = NO_PAGE;
     }
+    pthread_mutexattr_destroy(&adaptive);
     *out = s;
     return RKV_OK;
 

@@ -173,5 +173,8 @@ void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out);
 /* Slab pages no class holds that a class may take now: never assigned, or
  * drained past the grace period. */
 uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s);
+/* rkv_slab_pages_unassigned() > 0, without the page lock while pages that
+ * were never assigned remain. */
+bool rkv_slab_pages_any(struct rkv_slab *s);
 
 #endif

@@ -17,10 +17,35 @@
  *     one, so a reader that checks both bucket versions never misses a key
  *     that was present throughout (design.md invariant 4).
  *
- * Locking: one index mutex for finding, publishing, displacing, evicting and
- * expiring and moving pages. Building an item (allocation, copying or
- * pulling the value, checksum) happens before it is taken. Lock order:
- * index -> slab class -> slab pages. Client hints take no lock.
+ * Locking: bucket b is guarded by stripe b mod the stripe count (one per
+ * bucket up to STRIPES_MAX), and the index as a whole by a mode that is held
+ * shared or exclusive.
+ *   - A write holds the index shared (a count in this thread's own mode
+ *     slot: no cache line shared with other writers) and the stripes of the
+ *     buckets it changes, taken in ascending order: a key's two buckets for
+ *     SET/ADD/REPLACE/CAS, DELETE, INCR's read, the server-side find; one
+ *     bucket for the expiry sweep. So writes to different buckets run in
+ *     parallel, and any one bucket changes under one stripe at a time (its
+ *     seqlock version has one writer).
+ *   - A new key whose buckets are both full searches a displacement path
+ *     without locks (racy reads, bounds-checked), then takes the stripes of
+ *     the key's buckets and of every bucket on the path, in order, and
+ *     re-validates: target slot still empty, each hop's slot still the word
+ *     seen, each item's other bucket still the next hop. A path changed
+ *     meanwhile is searched again (PATH_TRIES), then under the whole index.
+ *   - Whatever may touch any bucket holds the index exclusive: eviction
+ *     (choosing victims reads arbitrary buckets), page moves, automove, a
+ *     displacement that found no valid path, an evicted neighbour for a key
+ *     with no room. An exclusive taker sets a flag, then waits until every
+ *     mode slot is empty; a shared taker that sees the flag steps back and
+ *     waits on the exclusive mutex. They are rare: eviction ahead comes in
+ *     batches of up to EVICT_AHEAD_MAX, page moves once per page.
+ * Building an item (allocation, copying or pulling the value, checksum)
+ * happens before any of this; freeing the item a write replaced or deleted
+ * into the limbo happens after. Lock order: index mode -> stripes
+ * (ascending) -> slab class -> slab pages. Client hints take no lock.
+ * Counters a stripe holder changes (items, bytes, puts, deletes, incrs,
+ * displacements) live in that stripe's cache lines and are summed for stats.
  *
  * Eviction (the server never sees GETs): clients send the slot words they
  * read items through as hints; a hint stamps the item's private access word
@@ -55,7 +80,7 @@
  * counted as evictions) and the allocator keeps the page for grace_ms after
  * the last of its items was freed before the class gets it; the PUT waits
  * for that as for the limbo. So with eviction on, a PUT fails only when the
- * heap holds nothing evictable. A move holds the index lock while it checks
+ * heap holds nothing evictable. A move holds the whole index while it checks
  * every item of the page (a hash each: about 4 ms for a 1 MiB page of 16384
  * live 64-byte items). With LRU, once a tick, a class that had to evict
  * although another class's next victims are MOVE_COLDER times older than
@@ -108,6 +133,10 @@
 #define EXPIRE_CHUNK    256    /* buckets scanned per index-lock hold in tick */
 #define EXPIRE_MIN_SCAN 4096   /* buckets scanned per tick at least */
 #define DECIMAL_MAX_LEN 20     /* digits of UINT64_MAX */
+#define STRIPES_MAX     1024   /* bucket locks: bucket b is guarded by stripe b mod the stripe count */
+#define MODE_SLOTS      64     /* shared holders of the index count themselves in one of these */
+#define PATH_TRIES      4      /* displacement paths found without locks and invalidated, then exclusive */
+#define PATH_BUCKETS    (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
 
 /* One bucket the displacement search reached. */
 struct bfs_node {
@@ -117,11 +146,41 @@ struct bfs_node {
     uint8_t depth;     /* moves needed to free a slot here */
 };
 
-/* Counters, updated with relaxed atomics (some outside the lock). */
-struct table_counters {
-    uint64_t items, item_bytes, evictions, expirations, displacements;
-    uint64_t puts, deletes, incrs, insert_failures, hints, hints_ignored;
+/* A displacement chain: hop[0]'s item (in one of the key's buckets) moves to
+ * hop[1].bucket, ..., the last hop's item to the empty (dest, dest_slot).
+ * Carried out from the end, it frees hop[0]'s slot. */
+struct cuckoo_path {
+    unsigned hops;
+    struct { uint64_t bucket; unsigned slot; uint64_t word; } hop[BFS_MAX_DEPTH];
+    uint64_t dest;
+    unsigned dest_slot;
 };
+
+/* Counters, updated with relaxed atomics (most outside any lock). */
+struct table_counters {
+    uint64_t evictions, expirations, insert_failures, hints, hints_ignored;
+    uint64_t lock_holds, lock_hold_ns, lock_hold_max_ns; /* cfg.lock_timing only */
+    uint64_t lock_exclusive_holds;   /* cfg.lock_timing only */
+};
+
+/* What a stripe counts: changes to its buckets, and the writes that held it
+ * to publish. Written under the stripe (or exclusive) with plain relaxed
+ * stores, so the counting costs no shared cache line; summed by stats. */
+enum stripe_counter { SC_ITEMS, SC_ITEM_BYTES, SC_PUTS, SC_INCRS, SC_DELETES, SC_DISPLACEMENTS,
+                      SC_COUNT };
+
+/* One bucket lock with its counters, on lines no other stripe uses. */
+struct stripe {
+    pthread_mutex_t m;
+    uint64_t n[SC_COUNT];
+} __attribute__((aligned(RKV_CACHELINE)));
+
+/* Shared holders of the index (stripe takers) registered in slot i: each
+ * thread uses one slot, alone on its cache line, so taking the index shared
+ * writes no line another thread uses (threads past MODE_SLOTS share). */
+struct mode_slot {
+    uint64_t holders;
+} __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_table {
     uint8_t *base;                   /* region start */
@@ -135,18 +194,29 @@ struct rkv_table {
     uint64_t start_ns;               /* creation time, for the clock (common/clock.h) */
     uint64_t (*now_ns)(void);        /* the time source: rkv_now_ns, or a test's */
     uint64_t next_version;           /* next item version (atomic) */
-    uint32_t access_clock;           /* LRU time: +1 per stored item (atomic) */
+    uint32_t access_clock;           /* LRU time: +1 per stored item, with LRU only (atomic) */
     struct table_counters n;
     rkv_table_store_fn observer;     /* see rkv_table_set_store_observer(); NULL */
     void *observer_ctx;
 
-    pthread_mutex_t lock;            /* the index; guards everything below */
+    /* Locking (see the top comment): a change to bucket b holds stripe
+     * b & stripe_mask, and the index shared (counted in a mode slot);
+     * whatever may touch any bucket (eviction, page moves, displacement that
+     * found no path otherwise) holds the index exclusive instead, which
+     * excludes every stripe holder. */
+    struct mode_slot *mode_slots;    /* MODE_SLOTS of them */
+    int exclusive;                   /* 1 while an exclusive holder wants or has the index (atomic) */
+    pthread_mutex_t exclusive_lock;  /* held by the exclusive holder; shared takers that meet
+                                      * `exclusive` wait on it */
+    struct stripe *stripes;          /* stripe_mask + 1 of them */
+    uint64_t stripe_mask;
+    uint64_t expire_cursor;          /* next bucket the expiry scan claims (atomic) */
+    uint64_t reserve[RKV_MAX_CLASSES]; /* evict-ahead target per class, in items (written
+                                        * exclusive, read with relaxed loads) */
+    /* Guarded by the index held exclusive: */
     uint64_t rng;                    /* xorshift state for eviction sampling */
-    uint64_t expire_cursor;          /* next bucket the expiry scan looks at */
-    uint64_t reserve[RKV_MAX_CLASSES]; /* evict-ahead target per class, in items */
     uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class) */
     uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look */
-    struct bfs_node bfs[BFS_MAX_NODES]; /* displacement search queue */
 };
 
 /* Where a slot is, and what it holds. */
@@ -167,6 +237,149 @@ static uint64_t load(const uint64_t *counter)
     return __atomic_load_n(counter, __ATOMIC_RELAXED);
 }
 
+/* ------------------------------------------------------------ locking */
+
+/* Count one hold that began at `since` (lock_timing). */
+static void hold_done(struct rkv_table *t, uint64_t since, bool exclusive)
+{
+    struct table_counters *n = &t->n;
+    uint64_t held = rkv_now_ns() - since, max = load(&n->lock_hold_max_ns);
+    count(&n->lock_holds, 1);
+    count(&n->lock_hold_ns, (int64_t)held);
+    if (exclusive)
+        count(&n->lock_exclusive_holds, 1);
+    while (held > max && !__atomic_compare_exchange_n(&n->lock_hold_max_ns, &max, held, true,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+static uint64_t hold_start(const struct rkv_table *t)
+{
+    return t->cfg.lock_timing ? rkv_now_ns() : 0;
+}
+
+/* A set of stripes, ascending and without repeats: the order every thread
+ * takes them in, so two writers never wait for each other in a cycle. */
+struct stripe_set {
+    unsigned n;
+    uint64_t s[PATH_BUCKETS];
+};
+
+static void stripe_add(const struct rkv_table *t, struct stripe_set *set, uint64_t bucket)
+{
+    uint64_t s = bucket & t->stripe_mask;
+    unsigned i = 0;
+    while (i < set->n && set->s[i] < s)
+        i++;
+    if (i < set->n && set->s[i] == s)
+        return;
+    memmove(&set->s[i + 1], &set->s[i], (set->n - i) * sizeof(set->s[0]));
+    set->s[i] = s;
+    set->n++;
+}
+
+/* This thread's mode slot (threads are numbered as they first take one). */
+static struct mode_slot *mode_slot(struct rkv_table *t)
+{
+    static unsigned next;
+    static __thread unsigned mine = UINT32_MAX;
+    if (RKV_UNLIKELY(mine == UINT32_MAX))
+        mine = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % MODE_SLOTS;
+    return &t->mode_slots[mine];
+}
+
+/* Hold the index shared: count in our slot, then look for an exclusive
+ * holder (the exclusive side sets its flag, then looks at the slots: both
+ * seq_cst, so one of the two sees the other). If one is there, step back
+ * and wait for it on its mutex. */
+static struct mode_slot *index_lock_shared(struct rkv_table *t)
+{
+    struct mode_slot *m = mode_slot(t);
+    for (;;) {
+        __atomic_fetch_add(&m->holders, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&t->exclusive, __ATOMIC_SEQ_CST))
+            return m;
+        __atomic_fetch_sub(&m->holders, 1, __ATOMIC_SEQ_CST);
+        pthread_mutex_lock(&t->exclusive_lock);
+        pthread_mutex_unlock(&t->exclusive_lock);
+    }
+}
+
+static void index_unlock_shared(struct mode_slot *m)
+{
+    __atomic_fetch_sub(&m->holders, 1, __ATOMIC_RELEASE);
+}
+
+/* Hold the index shared and the stripes of `set`. */
+struct stripe_hold {
+    struct mode_slot *slot;
+    uint64_t since;          /* lock_timing: when the hold began */
+};
+
+static struct stripe_hold stripes_lock(struct rkv_table *t, const struct stripe_set *set)
+{
+    struct stripe_hold h = { .slot = index_lock_shared(t) };
+    for (unsigned i = 0; i < set->n; i++)
+        pthread_mutex_lock(&t->stripes[set->s[i]].m);
+    h.since = hold_start(t);
+    return h;
+}
+
+static void stripes_unlock(struct rkv_table *t, const struct stripe_set *set, struct stripe_hold h)
+{
+    if (t->cfg.lock_timing)
+        hold_done(t, h.since, false);
+    for (unsigned i = set->n; i-- > 0;)
+        pthread_mutex_unlock(&t->stripes[set->s[i]].m);
+    index_unlock_shared(h.slot);
+}
+
+/* Add to a counter of bucket b's stripe (held, or the index exclusive). */
+static void stripe_count(struct rkv_table *t, const struct rkv_bucket *b, enum stripe_counter c,
+                         int64_t delta)
+{
+    uint64_t *n = &t->stripes[(uint64_t)(b - t->buckets) & t->stripe_mask].n[c];
+    __atomic_store_n(n, __atomic_load_n(n, __ATOMIC_RELAXED) + (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+static uint64_t stripe_sum(const struct rkv_table *t, enum stripe_counter c)
+{
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i <= t->stripe_mask; i++)
+        sum += __atomic_load_n(&t->stripes[i].n[c], __ATOMIC_RELAXED);
+    return sum;
+}
+
+/* The stripes of a key's two candidate buckets. */
+static void key_stripes(const struct rkv_table *t, const struct rkv_key_hash *h,
+                        struct stripe_set *set)
+{
+    set->n = 0;
+    stripe_add(t, set, h->bucket[0]);
+    stripe_add(t, set, h->bucket[1]);
+}
+
+/* The whole index, excluding every stripe holder: one exclusive taker at a
+ * time; new shared takers step back from the flag, those holding finish
+ * (holds are short, so waiting for them yields rather than sleeps). */
+static uint64_t index_lock_all(struct rkv_table *t)
+{
+    pthread_mutex_lock(&t->exclusive_lock);
+    __atomic_store_n(&t->exclusive, 1, __ATOMIC_SEQ_CST);
+    for (unsigned i = 0; i < MODE_SLOTS; i++)
+        while (__atomic_load_n(&t->mode_slots[i].holders, __ATOMIC_SEQ_CST) != 0)
+            sched_yield();
+    return hold_start(t);
+}
+
+static void index_unlock_all(struct rkv_table *t, uint64_t since)
+{
+    if (t->cfg.lock_timing)
+        hold_done(t, since, true);
+    __atomic_store_n(&t->exclusive, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&t->exclusive_lock);
+}
+
 static struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
 {
     return (struct rkv_item *)(void *)(t->base + rkv_slot_offset(word));
@@ -175,6 +388,13 @@ static struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
 static bool expired(const struct rkv_item *it, uint32_t now)
 {
     return rkv_expired(it->expire_at, now);
+}
+
+/* Has the item expired now? Reads the clock only for an item with a TTL
+ * (rkv_table_clock costs a clock read; most items never expire). */
+static bool expired_now(const struct rkv_table *t, const struct rkv_item *it)
+{
+    return it->expire_at != 0 && expired(it, rkv_table_clock(t));
 }
 
 static uint64_t rng_next(struct rkv_table *t)
@@ -222,10 +442,10 @@ static void slot_store(struct rkv_table *t, struct rkv_bucket *b, unsigned slot,
 
 void rkv_table_set_store_observer(struct rkv_table *t, rkv_table_store_fn fn, void *ctx)
 {
-    pthread_mutex_lock(&t->lock);
+    uint64_t since = index_lock_all(t);
     t->observer = fn;
     t->observer_ctx = ctx;
-    pthread_mutex_unlock(&t->lock);
+    index_unlock_all(t, since);
 }
 
 /* First empty slot of b, or -1; *empties gets how many there are. */
@@ -234,7 +454,7 @@ static int empty_slot(const struct rkv_bucket *b, unsigned *empties)
     int first = -1;
     unsigned n = 0;
     for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
-        if (b->slot[s] == 0) {
+        if (__atomic_load_n(&b->slot[s], __ATOMIC_RELAXED) == 0) {
             if (first < 0)
                 first = (int)s;
             n++;
@@ -253,48 +473,51 @@ static void touch(struct rkv_table *t, uint64_t word)
         __atomic_store_n(m, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 }
 
-/* Make a built item live and publish it at (b, slot). Lock held. */
+/* Make a built item live and publish it at (b, slot). The stripe of b held. */
 static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, uint64_t word)
 {
     struct rkv_item *it = item_at(t, word);
-    __atomic_fetch_add(&t->access_clock, 1, __ATOMIC_RELAXED);
-    touch(t, word);
+    if (t->cfg.evict == RKV_EVICT_LRU) {   /* the clock is LRU's only: no shared add otherwise */
+        __atomic_fetch_add(&t->access_clock, 1, __ATOMIC_RELAXED);
+        touch(t, word);
+    }
     __atomic_store_n(&it->state, 0, __ATOMIC_RELEASE);
     slot_store(t, b, slot, word);
-    count(&t->n.items, 1);
-    count(&t->n.item_bytes, (int64_t)rkv_item_size(it->key_len, it->value_len));
+    stripe_count(t, b, SC_ITEMS, 1);
+    stripe_count(t, b, SC_ITEM_BYTES, (int64_t)rkv_item_size(it->key_len, it->value_len));
 }
 
-/* An item that is no longer in the index: mark it obsolete (with the state
- * word `state`: plain OBSOLETE, or a forward to its replacement) and give its
- * memory to the allocator's limbo. Lock held. */
-static void retire_as(struct rkv_table *t, uint64_t word, uint64_t state)
+/* An item that is no longer in bucket b: mark it obsolete with the state
+ * word `state` (plain OBSOLETE, or a forward to its replacement). The
+ * stripe of b held. Its memory goes to the allocator's limbo next
+ * (item_free), under the lock or, for writes, right after it: the grace
+ * period then starts a little later, never earlier, and a page move meets
+ * the item as one in use and leaves its page alone until then. */
+static void retire_mark(struct rkv_table *t, const struct rkv_bucket *b, uint64_t word, uint64_t state)
 {
     struct rkv_item *it = item_at(t, word);
-    count(&t->n.items, -1);
-    count(&t->n.item_bytes, -(int64_t)rkv_item_size(it->key_len, it->value_len));
+    stripe_count(t, b, SC_ITEMS, -1);
+    stripe_count(t, b, SC_ITEM_BYTES, -(int64_t)rkv_item_size(it->key_len, it->value_len));
     __atomic_store_n(&it->state, state, __ATOMIC_RELEASE);
+}
+
+static void item_free(struct rkv_table *t, uint64_t word)
+{
     rkv_slab_free(t->slab, rkv_slot_class(word), rkv_slot_offset(word));
 }
 
-/* Deleted, evicted or expired: no forward. */
-static void retire(struct rkv_table *t, uint64_t word)
+/* Deleted, evicted or expired, and freed: no forward. */
+static void retire(struct rkv_table *t, const struct rkv_bucket *b, uint64_t word)
 {
-    retire_as(t, word, RKV_ITEM_OBSOLETE);
+    retire_mark(t, b, word, RKV_ITEM_OBSOLETE);
+    item_free(t, word);
 }
 
-/* Superseded by the (already published) item at `next`: the forward and the
- * OBSOLETE mark go out in one store, so a client holding the old location
- * follows it with one READ instead of reading the buckets again. */
-static void retire_superseded(struct rkv_table *t, uint64_t word, uint64_t next)
-{
-    retire_as(t, word, rkv_item_state_forward(next));
-}
-
+/* Remove the item at p from the index and retire it (eviction, expiry). */
 static void index_remove(struct rkv_table *t, const struct place *p)
 {
     slot_store(t, p->bucket, p->slot, 0);
-    retire(t, p->word);
+    retire(t, p->bucket, p->word);
 }
 
 /* ------------------------------------------------------------ finding */
@@ -320,7 +543,7 @@ static bool index_find(struct rkv_table *t, const struct rkv_key_hash *h, const 
 
 /* Is the item at `off` of class cls in the index? Its memory may be free or
  * under construction by another thread, so its header is only a guess until
- * an index slot pointing at exactly this offset confirms it. Lock held. */
+ * an index slot pointing at exactly this offset confirms it. The index held exclusive. */
 static bool live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
 {
     const struct rkv_item *it = (const struct rkv_item *)(const void *)(t->base + off);
@@ -354,7 +577,7 @@ static uint32_t item_age(struct rkv_table *t, uint64_t word)
 }
 
 /* Choose a live item of class cls to evict, never the one in `keep` (the
- * item the current PUT just stored). Lock held. */
+ * item the current PUT just stored). The index held exclusive. */
 static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim)
 {
     bool lru = t->cfg.evict == RKV_EVICT_LRU;
@@ -384,7 +607,7 @@ static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct
 }
 
 /* Evict up to `want` items of class cls, sparing `keep`; returns how many.
- * Lock held. */
+ * The index held exclusive. */
 static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, uint64_t keep)
 {
     unsigned done = 0;
@@ -406,22 +629,37 @@ static uint64_t reserve_cap(const struct rkv_slab_class_stats *cs)
     return RKV_MAX(1, cs->pages * cs->per_page / 8);
 }
 
-/* Keep items of class cls on their way back to the free list, so that a
- * PUT on a full heap rarely has to wait for the grace period. Lock held. */
-static void evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
+/* How many items of class cls to evict ahead, so that a PUT on a full heap
+ * rarely has to wait for the grace period: what its items on their way back
+ * to the free list lack of the class's reserve. Needs no table lock (the
+ * allocator's own locks); the answer is a hint, re-asked with the index held
+ * exclusive before anything is evicted. */
+static unsigned evict_ahead_want(struct rkv_table *t, unsigned cls)
 {
     struct rkv_slab_class_stats cs;
-    if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_unassigned(t->slab) > 0)
-        return;
+    if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_any(t->slab))
+        return 0;
     rkv_slab_class_stats(t->slab, cls, &cs);
-    uint64_t target = RKV_MIN(t->reserve[cls], reserve_cap(&cs));
+    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(&cs));
     uint64_t coming = cs.ready + cs.limbo + cs.fresh;
-    if (coming < target)
-        evict_class(t, cls, (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX), keep);
+    return coming < target ? (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX) : 0;
+}
+
+/* Evict ahead for class cls (evict_ahead_want), sparing `keep`; takes the
+ * whole index only when there is something to evict. */
+static void evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
+{
+    if (evict_ahead_want(t, cls) == 0)
+        return;
+    uint64_t since = index_lock_all(t);
+    unsigned want = evict_ahead_want(t, cls);
+    if (want > 0)
+        evict_class(t, cls, want, keep);
+    index_unlock_all(t, since);
 }
 
 /* Free a slot in one of the key's buckets by evicting one of their items
- * (the index is full there and no displacement path exists). Lock held. */
+ * (the index is full there and no displacement path exists). The index held exclusive. */
 static bool evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struct place *out)
 {
     struct place best = { 0 };
@@ -492,7 +730,7 @@ static bool page_candidate(struct rkv_table *t, uint64_t page, unsigned cls, int
  * any other): of PAGE_SAMPLES random candidates, the one whose move loses
  * least (page_cost), the colder on a tie. When PAGE_PROBES random looks find
  * none (the other classes hold few pages), a scan from a random page takes
- * the first. Lock held. */
+ * the first. The index held exclusive. */
 static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls,
                              struct rkv_slab_page_info *out, struct page_cost *cost)
 {
@@ -523,8 +761,8 @@ static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls,
 /* Evict every live item on page pi (through the index, as any eviction) and
  * hand the page to the allocator's pool for class for_cls. False when the
  * page holds an item being built (handed out, not in the index): then it
- * stays, and nothing is evicted unless that item appeared meanwhile. Lock
- * held. */
+ * stays, and nothing is evicted unless that item appeared meanwhile.
+ * The index held exclusive. */
 static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, unsigned for_cls)
 {
     struct place p;
@@ -544,7 +782,7 @@ static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
 }
 
 /* The access age of the item LRU would evict next in class cls, estimated
- * from LRU_SAMPLES items; false when none of them is live. Lock held. */
+ * from LRU_SAMPLES items; false when none of them is live. The index held exclusive. */
 static bool tail_age(struct rkv_table *t, unsigned cls, uint32_t *age)
 {
     struct place p;
@@ -554,7 +792,7 @@ static bool tail_age(struct rkv_table *t, unsigned cls, uint32_t *age)
     return true;
 }
 
-/* May a starved class cls take page pi (see the top comment)? Lock held. */
+/* May a starved class cls take page pi (see the top comment)? The index held exclusive. */
 static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_slab_page_info *pi,
                             const struct page_cost *cost)
 {
@@ -571,7 +809,7 @@ static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_
 
 /* Move a page of another class (from_cls when >= 0) to class cls; with
  * `starved`, only one page_worth_less() allows. True when one went to the
- * allocator's pool. Lock held. */
+ * allocator's pool. The index held exclusive. */
 static bool page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved)
 {
     for (unsigned tries = 0; tries < MOVE_TRIES; tries++) {
@@ -598,9 +836,9 @@ static void automove(struct rkv_table *t)
     int young = -1, old = -1;
     uint32_t young_age = UINT32_MAX, old_age = 0, age;
 
-    if (t->cfg.evict != RKV_EVICT_LRU || rkv_slab_pages_unassigned(t->slab) > 0)
+    if (t->cfg.evict != RKV_EVICT_LRU || rkv_slab_pages_any(t->slab))
         return;
-    pthread_mutex_lock(&t->lock);
+    uint64_t since = index_lock_all(t);
     for (unsigned c = 0; c < classes; c++) {
         struct rkv_slab_class_stats cs;
         bool evicted = t->class_evictions[c] != t->automove_seen[c];
@@ -620,18 +858,29 @@ static void automove(struct rkv_table *t)
     if (young >= 0 && old >= 0 && young != old && old_age / MOVE_COLDER > young_age &&
         rkv_slab_page_wait_ms(t->slab, (unsigned)young) < 0)
         page_reassign(t, (unsigned)young, old, false);
-    pthread_mutex_unlock(&t->lock);
+    index_unlock_all(t, since);
 }
 
 /* ------------------------------------------------------------ cuckoo */
 
-/* The other candidate bucket of the item in `word`, which sits in `here`. */
+/* The other candidate bucket of the item in `word`, which sits in `here`;
+ * `here` itself when the word cannot be an item's (a search without locks
+ * may read a slot just freed and reused: only bounds are trusted here, and
+ * the path is validated under its locks). */
 static uint64_t other_bucket(const struct rkv_table *t, uint64_t word, uint64_t here)
 {
+    uint64_t off = rkv_slot_offset(word);
+    if (word == 0 || off < RKV_HEADER_SIZE || off + RKV_ITEM_HEADER_SIZE + t->cfg.max_key_len > t->size)
+        return here;
     const struct rkv_item *it = item_at(t, word);
+    uint32_t key_len = __atomic_load_n(&it->key_len, __ATOMIC_RELAXED);
+    if (key_len == 0 || key_len > t->cfg.max_key_len)
+        return here;
     struct rkv_key_hash h;
-    rkv_hash_key(it->data, it->key_len, t->seed, t->bucket_count, &h);
-    return h.bucket[0] == here ? h.bucket[1] : h.bucket[0];
+    rkv_hash_key(it->data, key_len, t->seed, t->bucket_count, &h);
+    if (h.bucket[0] == here)
+        return h.bucket[1];
+    return h.bucket[1] == here ? h.bucket[0] : here;
 }
 
 static bool on_path(const struct bfs_node *q, int32_t at, uint64_t bucket)
@@ -642,42 +891,41 @@ static bool on_path(const struct bfs_node *q, int32_t at, uint64_t bucket)
     return false;
 }
 
-/* Move the item at (from, fs) to the empty (to, ts): destination first, so
- * the item is in the index at every instant; both versions change. */
-static void slot_move(struct rkv_table *t, struct rkv_bucket *from, unsigned fs,
-                      struct rkv_bucket *to, unsigned ts)
+static uint64_t slot_load(const struct rkv_bucket *b, unsigned s)
 {
-    slot_store(t, to, ts, from->slot[fs]);
-    slot_store(t, from, fs, 0);
-    count(&t->n.displacements, 1);
+    return __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
 }
 
-/* Carry out the chain that ends with node `at`'s slot `s` moving to the empty
- * slot (dest, dest_slot); the slot it frees in a candidate bucket goes to *p. */
-static void cuckoo_apply(struct rkv_table *t, int32_t at, unsigned s, uint64_t dest,
-                         unsigned dest_slot, struct place *p)
+/* The chain that ends with node `at`'s slot `s` moving to (dest, dest_slot). */
+static void path_from(const struct rkv_table *t, const struct bfs_node *q, int32_t at, unsigned s,
+                      uint64_t dest, unsigned dest_slot, struct cuckoo_path *path)
 {
-    struct rkv_bucket *to = &t->buckets[dest];
-    unsigned to_slot = dest_slot;
+    unsigned n = 0;
+    for (int32_t i = at; i >= 0; i = q[i].parent)
+        n++;
+    path->hops = n;
+    path->dest = dest;
+    path->dest_slot = dest_slot;
     for (;;) {
-        struct rkv_bucket *from = &t->buckets[t->bfs[at].bucket];
-        slot_move(t, from, s, to, to_slot);
-        to = from;
-        to_slot = s;
-        if (t->bfs[at].parent < 0)
+        n--;
+        path->hop[n].bucket = q[at].bucket;
+        path->hop[n].slot = s;
+        path->hop[n].word = slot_load(&t->buckets[q[at].bucket], s);
+        if (q[at].parent < 0)
             break;
-        s = t->bfs[at].slot;
-        at = t->bfs[at].parent;
+        s = q[at].slot;
+        at = q[at].parent;
     }
-    p->bucket = to;
-    p->slot = to_slot;
 }
 
 /* Both candidate buckets are full: breadth-first search for the shortest
- * chain of moves that frees a slot in one of them, and do it. Lock held. */
-static bool cuckoo_make_room(struct rkv_table *t, const struct rkv_key_hash *h, struct place *p)
+ * chain of moves that frees a slot in one of them. Reads the index without
+ * locks (the result is a guess that cuckoo_path_valid() checks under the
+ * path's stripes) or with the index held exclusive (then it is exact). */
+static bool cuckoo_find_path(const struct rkv_table *t, const struct rkv_key_hash *h,
+                             struct cuckoo_path *path)
 {
-    struct bfs_node *q = t->bfs;
+    struct bfs_node q[BFS_MAX_NODES];
     int32_t n = 0;
     for (unsigned i = 0; i < 2; i++)
         q[n++] = (struct bfs_node){ .bucket = h->bucket[i], .parent = -1 };
@@ -685,12 +933,12 @@ static bool cuckoo_make_room(struct rkv_table *t, const struct rkv_key_hash *h, 
     for (int32_t at = 0; at < n; at++) {
         const struct rkv_bucket *b = &t->buckets[q[at].bucket];
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
-            uint64_t alt = other_bucket(t, b->slot[s], q[at].bucket);
+            uint64_t alt = other_bucket(t, slot_load(b, s), q[at].bucket);
             if (alt == q[at].bucket || on_path(q, at, alt))
                 continue;
             int free_slot = empty_slot(&t->buckets[alt], NULL);
             if (free_slot >= 0) {
-                cuckoo_apply(t, at, s, alt, (unsigned)free_slot, p);
+                path_from(t, q, at, s, alt, (unsigned)free_slot, path);
                 return true;
             }
             if (q[at].depth + 2 <= BFS_MAX_DEPTH && n < BFS_MAX_NODES)
@@ -701,21 +949,97 @@ static bool cuckoo_make_room(struct rkv_table *t, const struct rkv_key_hash *h, 
     return false;
 }
 
-/* An empty slot for a new key: the emptier candidate bucket, else a
- * displacement chain, else (with eviction) an evicted neighbour. Lock held. */
-static bool index_make_room(struct rkv_table *t, const struct rkv_key_hash *h, struct place *p)
+/* Does the index still hold the path as found: the target slot empty, every
+ * hop's slot the word seen, and each item's other bucket the next hop's?
+ * The path's stripes held. */
+static bool cuckoo_path_valid(const struct rkv_table *t, const struct cuckoo_path *path)
+{
+    if (slot_load(&t->buckets[path->dest], path->dest_slot) != 0)
+        return false;
+    for (unsigned i = 0; i < path->hops; i++) {
+        uint64_t b = path->hop[i].bucket, next = i + 1 < path->hops ? path->hop[i + 1].bucket : path->dest;
+        uint64_t w = slot_load(&t->buckets[b], path->hop[i].slot);
+        if (w == 0 || w != path->hop[i].word || other_bucket(t, w, b) != next)
+            return false;
+    }
+    return true;
+}
+
+/* Move the item at (from, fs) to the empty (to, ts): destination first, so
+ * the item is in the index at every instant; both versions change. */
+static void slot_move(struct rkv_table *t, struct rkv_bucket *from, unsigned fs,
+                      struct rkv_bucket *to, unsigned ts)
+{
+    slot_store(t, to, ts, from->slot[fs]);
+    slot_store(t, from, fs, 0);
+    stripe_count(t, to, SC_DISPLACEMENTS, 1);
+}
+
+/* Carry out a valid path from its end; the slot it frees in one of the
+ * key's buckets goes to *p. The path's stripes held (or exclusive). */
+static void cuckoo_apply(struct rkv_table *t, const struct cuckoo_path *path, struct place *p)
+{
+    struct rkv_bucket *to = &t->buckets[path->dest];
+    unsigned to_slot = path->dest_slot;
+    for (unsigned i = path->hops; i-- > 0;) {
+        struct rkv_bucket *from = &t->buckets[path->hop[i].bucket];
+        slot_move(t, from, path->hop[i].slot, to, to_slot);
+        to = from;
+        to_slot = path->hop[i].slot;
+    }
+    p->bucket = to;
+    p->slot = to_slot;
+}
+
+/* The stripes a displacement along `path` for key h takes. */
+static void path_stripes(const struct rkv_table *t, const struct rkv_key_hash *h,
+                         const struct cuckoo_path *path, struct stripe_set *set)
+{
+    key_stripes(t, h, set);
+    for (unsigned i = 0; i < path->hops; i++)
+        stripe_add(t, set, path->hop[i].bucket);
+    stripe_add(t, set, path->dest);
+}
+
+/* An empty slot in the emptier of the key's buckets (the first on a tie). */
+static bool candidate_slot(struct rkv_table *t, const struct rkv_key_hash *h, struct place *p)
 {
     unsigned e0, e1;
     int s0 = empty_slot(&t->buckets[h->bucket[0]], &e0);
     int s1 = empty_slot(&t->buckets[h->bucket[1]], &e1);
-    if (s0 >= 0 || s1 >= 0) {
-        bool first = e0 >= e1;
-        p->bucket = &t->buckets[h->bucket[first ? 0 : 1]];
-        p->slot = (unsigned)(first ? s0 : s1);
+    if (s0 < 0 && s1 < 0)
+        return false;
+    bool first = e0 >= e1;
+    p->bucket = &t->buckets[h->bucket[first ? 0 : 1]];
+    p->slot = (unsigned)(first ? s0 : s1);
+    return true;
+}
+
+/* How a store may find room for a new key. */
+struct room {
+    const struct cuckoo_path *path;  /* a displacement found without locks, its stripes held */
+    bool exclusive;                  /* the index held exclusive: search, displace, evict */
+};
+
+/* An empty slot for a new key: the emptier candidate bucket, else a
+ * displacement (the given path if it still holds; with the whole index, one
+ * searched now), else (exclusive, with eviction) an evicted neighbour. */
+static bool index_make_room(struct rkv_table *t, const struct rkv_key_hash *h,
+                            const struct room *room, struct place *p)
+{
+    struct cuckoo_path path;
+    if (candidate_slot(t, h, p))
+        return true;
+    if (room->path != NULL && cuckoo_path_valid(t, room->path)) {
+        cuckoo_apply(t, room->path, p);
         return true;
     }
-    if (cuckoo_make_room(t, h, p))
+    if (!room->exclusive)
+        return false;
+    if (cuckoo_find_path(t, h, &path)) {
+        cuckoo_apply(t, &path, p);
         return true;
+    }
     return t->cfg.evict != RKV_EVICT_NONE && evict_for_slot(t, h, p);
 }
 
@@ -742,7 +1066,7 @@ static int wait_min(int a, int b)
 }
 
 /* Memory for an item of class cls, evicting when the policy allows: items
- * of its class, else a page of another class. Called without the lock; may
+ * of its class, else a page of another class. Called without any index lock; may
  * wait for the limbo or a moved page (at most grace_ms per try). */
 static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
 {
@@ -753,12 +1077,12 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
             return RKV_OUT_OF_MEMORY;
 
         struct rkv_slab_class_stats cs;
-        pthread_mutex_lock(&t->lock);
+        uint64_t since = index_lock_all(t);
         rkv_slab_class_stats(t->slab, cls, &cs);
         uint64_t cap = reserve_cap(&cs);
         bool starved = cs.pages > 0 && t->reserve[cls] >= cap; /* ran dry at the largest reserve */
         if (t->reserve[cls] < cap)   /* we ran dry: the reserve was too small */
-            t->reserve[cls] = RKV_MIN(2 * t->reserve[cls], cap);
+            __atomic_store_n(&t->reserve[cls], RKV_MIN(2 * t->reserve[cls], cap), __ATOMIC_RELAXED);
         unsigned evicted = evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap),
                                                                  EVICT_AHEAD_MAX), 0);
         /* No page coming for it, and nothing of its own to evict or on its
@@ -769,7 +1093,7 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
             else if (starved)
                 page_reassign(t, cls, -1, true);
         }
-        pthread_mutex_unlock(&t->lock);
+        index_unlock_all(t, since);
 
         if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
             return RKV_OK;
@@ -780,7 +1104,7 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
     }
 }
 
-/* A new item, built outside the lock: not live (OBSOLETE) until published. */
+/* A new item, built before any index lock: not live (OBSOLETE) until published. */
 struct built {
     unsigned cls;
     uint64_t word;      /* slot word to publish */
@@ -842,56 +1166,117 @@ static rkv_status mode_check(rkv_put_mode mode, bool live, uint64_t version, uin
     return RKV_INVALID;
 }
 
-/* Store key -> value with an absolute expiry: build, then under the lock
- * check the mode, publish, obsolete and free the old item. */
+/* One store's index part: what to publish, for which key, on what condition. */
+struct store {
+    const struct rkv_key_hash *h;
+    const void *key;
+    uint32_t key_len;
+    struct built nb;               /* the new item */
+    rkv_put_mode mode;
+    uint64_t cas;
+    enum stripe_counter op;        /* SC_PUTS or SC_INCRS, counted when it is stored */
+    uint64_t replaced;             /* out: the item it replaced, to free once unlocked; 0 if none */
+};
+
+/* The index part of a store, under the key's stripes (and a path's, with
+ * room->path) or the whole index: check the mode against what the index
+ * holds, publish the new item, obsolete and free the old one. *again when
+ * the key is new and no slot could be had with what is held: nothing
+ * changed. */
+static rkv_status store_locked(struct rkv_table *t, struct store *w, const struct room *room,
+                               bool *again)
+{
+    struct place old, p;
+    bool found = index_find(t, w->h, w->key, w->key_len, &old);
+    bool live = found && !expired_now(t, old.it);
+    rkv_status st = mode_check(w->mode, live, live ? old.it->version : 0, w->cas);
+    *again = false;
+    if (st != RKV_OK)
+        return st;
+    if (found) {
+        publish(t, old.bucket, old.slot, w->nb.word);   /* same slot: one store replaces */
+        /* Superseded: the forward and the OBSOLETE mark go out in one store,
+         * so a client holding the old location follows it with one READ.
+         * Expired: readers must miss, not follow. */
+        retire_mark(t, old.bucket, old.word, live ? rkv_item_state_forward(w->nb.word)
+                                                  : RKV_ITEM_OBSOLETE);
+        if (!live)
+            count(&t->n.expirations, 1);
+        w->replaced = old.word;
+        stripe_count(t, old.bucket, w->op, 1);
+        return RKV_OK;
+    }
+    if (index_make_room(t, w->h, room, &p)) {
+        publish(t, p.bucket, p.slot, w->nb.word);
+        stripe_count(t, p.bucket, w->op, 1);
+        return RKV_OK;
+    }
+    *again = !room->exclusive;
+    return RKV_OUT_OF_MEMORY;
+}
+
+/* store_locked() with the least locking that finds room: the key's two
+ * stripes; for a new key whose buckets are full, a displacement path found
+ * without locks and carried out under its stripes (PATH_TRIES times when
+ * other writers invalidate it); then the whole index. */
+static rkv_status store_index(struct rkv_table *t, struct store *w)
+{
+    struct stripe_set set;
+    struct cuckoo_path path;
+    struct room room = { 0 };
+    bool again;
+
+    key_stripes(t, w->h, &set);
+    struct stripe_hold hold = stripes_lock(t, &set);
+    rkv_status st = store_locked(t, w, &room, &again);
+    stripes_unlock(t, &set, hold);
+
+    for (unsigned tries = 0; again && tries < PATH_TRIES && cuckoo_find_path(t, w->h, &path);
+         tries++) {
+        room.path = &path;
+        path_stripes(t, w->h, &path, &set);
+        hold = stripes_lock(t, &set);
+        st = store_locked(t, w, &room, &again);
+        stripes_unlock(t, &set, hold);
+    }
+    if (again) {
+        room = (struct room){ .exclusive = true };
+        uint64_t since = index_lock_all(t);
+        st = store_locked(t, w, &room, &again);
+        index_unlock_all(t, since);
+    }
+    if (w->replaced != 0)
+        item_free(t, w->replaced);
+    return st;
+}
+
+/* Store key -> value with an absolute expiry: build the item, store it in
+ * the index, then evict ahead if the heap is full. */
 static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key_len,
                               const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
-                              uint32_t expire_at, uint32_t user_flags, uint64_t *version)
+                              uint32_t expire_at, uint32_t user_flags, enum stripe_counter op,
+                              uint64_t *version)
 {
     struct rkv_key_hash h;
-    struct built nb;
-    struct place old, p;
+    struct store w = { .h = &h, .key = key, .key_len = key_len, .mode = mode, .cas = cas, .op = op };
 
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
-    rkv_status st = item_build(t, &h, key, key_len, val, expire_at, user_flags, &nb);
-    if (st != RKV_OK) {
-        if (st == RKV_OUT_OF_MEMORY)
-            count(&t->n.insert_failures, 1);
-        return st;
+    rkv_status st = item_build(t, &h, key, key_len, val, expire_at, user_flags, &w.nb);
+    if (st != RKV_OK)
+        goto fail;
+    if ((st = store_index(t, &w)) != RKV_OK) {
+        rkv_slab_free(t->slab, w.nb.cls, rkv_slot_offset(w.nb.word));  /* never published */
+        goto fail;
     }
-
-    pthread_mutex_lock(&t->lock);
-    bool found = index_find(t, &h, key, key_len, &old);
-    bool live = found && !expired(old.it, rkv_table_clock(t));
-    st = mode_check(mode, live, live ? old.it->version : 0, cas);
-    if (st == RKV_OK) {
-        if (found) {
-            publish(t, old.bucket, old.slot, nb.word);   /* same slot: one store replaces */
-            if (live) {
-                retire_superseded(t, old.word, nb.word);
-            } else {
-                retire(t, old.word);   /* expired: readers must miss, not follow */
-                count(&t->n.expirations, 1);
-            }
-        } else if (index_make_room(t, &h, &p)) {
-            publish(t, p.bucket, p.slot, nb.word);
-        } else {
-            st = RKV_OUT_OF_MEMORY;
-        }
-    }
-    if (st == RKV_OK)
-        evict_ahead(t, nb.cls, nb.word);
-    pthread_mutex_unlock(&t->lock);
-
-    if (st != RKV_OK) {
-        rkv_slab_free(t->slab, nb.cls, rkv_slot_offset(nb.word));  /* never published */
-        if (st == RKV_OUT_OF_MEMORY)
-            count(&t->n.insert_failures, 1);
-        return st;
-    }
+    evict_ahead(t, w.nb.cls, w.nb.word);
     if (version)
-        *version = nb.version;
+        *version = w.nb.version;
     return RKV_OK;
+
+fail:
+    if (st == RKV_OUT_OF_MEMORY)
+        count(&t->n.insert_failures, 1);
+    return st;
 }
 
 static uint32_t expiry_for(const struct rkv_table *t, uint32_t ttl)
@@ -918,10 +1303,7 @@ rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
     if (val->len > t->cfg.max_value_len)
         return RKV_TOO_LARGE;
     uint32_t expire_at = ttl == RKV_TTL_NEVER ? 0 : expiry_for(t, ttl);
-    st = table_store(t, key, key_len, val, mode, cas, expire_at, user_flags, version);
-    if (st == RKV_OK)
-        count(&t->n.puts, 1);
-    return st;
+    return table_store(t, key, key_len, val, mode, cas, expire_at, user_flags, SC_PUTS, version);
 }
 
 rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_len)
@@ -933,18 +1315,24 @@ rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_l
         return st;
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
 
-    pthread_mutex_lock(&t->lock);
+    struct stripe_set set;
+    key_stripes(t, &h, &set);
+    struct stripe_hold hold = stripes_lock(t, &set);
+    bool found = index_find(t, &h, key, key_len, &p);
     st = RKV_NOT_FOUND;
-    if (index_find(t, &h, key, key_len, &p)) {
-        if (expired(p.it, rkv_table_clock(t)))
+    if (found) {
+        if (expired_now(t, p.it)) {
             count(&t->n.expirations, 1);
-        else
+        } else {
             st = RKV_OK;
-        index_remove(t, &p);
+            stripe_count(t, p.bucket, SC_DELETES, 1);
+        }
+        slot_store(t, p.bucket, p.slot, 0);
+        retire_mark(t, p.bucket, p.word, RKV_ITEM_OBSOLETE);
     }
-    pthread_mutex_unlock(&t->lock);
-    if (st == RKV_OK)
-        count(&t->n.deletes, 1);
+    stripes_unlock(t, &set, hold);
+    if (found)
+        item_free(t, p.word);   /* see retire_mark */
     return st;
 }
 
@@ -969,22 +1357,25 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
         return st;
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
 
-    /* Read under the lock, build the new item outside it, and publish only
-     * if the item is still the one we read (a CAS on its version). */
+    /* Read under the key's stripes, build the new item without them, and
+     * publish only if the item is still the one we read (a CAS on its
+     * version). */
+    struct stripe_set set;
+    key_stripes(t, &h, &set);
     for (unsigned tries = 0; tries < INCR_TRIES; tries++) {
         struct place p;
         uint64_t cur = 0, version = 0;
         uint32_t expire_at = 0, flags = 0;
 
-        pthread_mutex_lock(&t->lock);
+        struct stripe_hold hold = stripes_lock(t, &set);
         st = RKV_NOT_FOUND;
-        if (index_find(t, &h, key, key_len, &p) && !expired(p.it, rkv_table_clock(t))) {
+        if (index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
             st = value_number(p.it, &cur) ? RKV_OK : RKV_NOT_NUMBER;
             version = p.it->version;
             expire_at = p.it->expire_at;
             flags = p.it->user_flags;
         }
-        pthread_mutex_unlock(&t->lock);
+        stripes_unlock(t, &set, hold);
         if (st != RKV_OK)
             return st;
 
@@ -998,16 +1389,13 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
         char text[DECIMAL_MAX_LEN + 1];
         int len = snprintf(text, sizeof(text), "%llu", (unsigned long long)next);
         struct rkv_value_src src = { .data = text, .len = (uint32_t)len };
-        st = table_store(t, key, key_len, &src, RKV_CAS, version, expire_at, flags, NULL);
+        st = table_store(t, key, key_len, &src, RKV_CAS, version, expire_at, flags, SC_INCRS, NULL);
         if (st == RKV_CAS_MISMATCH)
             continue;                            /* another write got in between: again */
         if (st == RKV_NOT_STORED)
             return RKV_NOT_FOUND;                /* deleted or expired meanwhile */
-        if (st == RKV_OK) {
-            count(&t->n.incrs, 1);
-            if (result)
-                *result = next;
-        }
+        if (st == RKV_OK && result)
+            *result = next;
         return st;
     }
     return RKV_SERVER_BUSY;
@@ -1021,10 +1409,12 @@ const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint
     if (check_key(t, key, key_len) != RKV_OK)
         return NULL;
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
-    pthread_mutex_lock(&t->lock);
-    if (index_find(t, &h, key, key_len, &p) && !expired(p.it, rkv_table_clock(t)))
+    struct stripe_set set;
+    key_stripes(t, &h, &set);
+    struct stripe_hold hold = stripes_lock(t, &set);
+    if (index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it))
         it = p.it;
-    pthread_mutex_unlock(&t->lock);
+    stripes_unlock(t, &set, hold);
     return it;
 }
 
@@ -1044,29 +1434,33 @@ void rkv_table_hint(struct rkv_table *t, uint64_t slot)
 
 /* ------------------------------------------------------------ clock */
 
-/* Remove expired items from the next stretch of buckets, a chunk per lock
- * hold, so that the whole index is swept every ~16 ticks. */
+/* Remove expired items from the expired bucket itself: a removal changes
+ * only that bucket, so its stripe is all it takes. */
+static void expire_bucket(struct rkv_table *t, uint64_t bucket, uint32_t now)
+{
+    struct stripe_set set = { .n = 1, .s = { bucket & t->stripe_mask } };
+    struct rkv_bucket *b = &t->buckets[bucket];
+    struct stripe_hold hold = stripes_lock(t, &set);
+    for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
+        uint64_t w = b->slot[s];
+        if (w != 0 && expired(item_at(t, w), now)) {
+            struct place p = { .bucket = b, .slot = s, .word = w };
+            index_remove(t, &p);
+            count(&t->n.expirations, 1);
+        }
+    }
+    stripes_unlock(t, &set, hold);
+}
+
+/* Remove expired items from the next stretch of buckets, one bucket per
+ * stripe hold, so that the whole index is swept every ~16 ticks. The
+ * stretch is claimed with one atomic add: ticks may run on several threads. */
 static void expire_scan(struct rkv_table *t, uint32_t now)
 {
     uint64_t budget = RKV_MIN(t->bucket_count, RKV_MAX(EXPIRE_MIN_SCAN, t->bucket_count / 16));
-    while (budget > 0) {
-        uint64_t chunk = RKV_MIN(budget, EXPIRE_CHUNK);
-        pthread_mutex_lock(&t->lock);
-        for (uint64_t i = 0; i < chunk; i++) {
-            struct rkv_bucket *b = &t->buckets[t->expire_cursor];
-            for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
-                uint64_t w = b->slot[s];
-                if (w != 0 && expired(item_at(t, w), now)) {
-                    struct place p = { .bucket = b, .slot = s, .word = w };
-                    index_remove(t, &p);
-                    count(&t->n.expirations, 1);
-                }
-            }
-            t->expire_cursor = (t->expire_cursor + 1) & (t->bucket_count - 1);
-        }
-        pthread_mutex_unlock(&t->lock);
-        budget -= chunk;
-    }
+    uint64_t first = __atomic_fetch_add(&t->expire_cursor, budget, __ATOMIC_RELAXED);
+    for (uint64_t i = 0; i < budget; i++)
+        expire_bucket(t, (first + i) & (t->bucket_count - 1), now);
 }
 
 void rkv_table_tick(struct rkv_table *t)
@@ -1083,7 +1477,7 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     struct rkv_slab_stats ss;
     rkv_slab_stats(t->slab, &ss);
     memset(out, 0, sizeof(*out));
-    out->items = load(&t->n.items);
+    out->items = stripe_sum(t, SC_ITEMS);
     out->bytes_used = ss.used;                         /* class bytes of items handed out */
     out->bytes_free = ss.ready + ss.fresh + ss.unassigned; /* what allocation can use now */
     out->heap_bytes = ss.heap;
@@ -1091,18 +1485,22 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     out->slots = t->bucket_count * RKV_SLOTS_PER_BUCKET;
     out->evictions = load(&t->n.evictions);
     out->expirations = load(&t->n.expirations);
-    out->displacements = load(&t->n.displacements);
-    out->puts = load(&t->n.puts);
-    out->deletes = load(&t->n.deletes);
-    out->incrs = load(&t->n.incrs);
+    out->displacements = stripe_sum(t, SC_DISPLACEMENTS);
+    out->puts = stripe_sum(t, SC_PUTS);
+    out->deletes = stripe_sum(t, SC_DELETES);
+    out->incrs = stripe_sum(t, SC_INCRS);
     out->insert_failures = load(&t->n.insert_failures);
-    out->item_bytes = load(&t->n.item_bytes);
+    out->item_bytes = stripe_sum(t, SC_ITEM_BYTES);
     out->limbo_bytes = ss.limbo + ss.draining;          /* items and moved pages inside grace_ms */
     out->tail_bytes = ss.tail;
     out->pages_unassigned = ss.pages_unassigned;
     out->hints = load(&t->n.hints);
     out->hints_ignored = load(&t->n.hints_ignored);
     out->slab_reassigns = ss.reassigns;
+    out->lock_holds = load(&t->n.lock_holds);
+    out->lock_hold_ns = load(&t->n.lock_hold_ns);
+    out->lock_hold_max_ns = load(&t->n.lock_hold_max_ns);
+    out->lock_exclusive_holds = load(&t->n.lock_exclusive_holds);
 }
 
 /* ------------------------------------------------------------ creation */
@@ -1216,6 +1614,34 @@ too_small:
     return RKV_INVALID;
 }
 
+/* The stripes (one per bucket up to STRIPES_MAX), the mode slots and the
+ * exclusive mutex. A waiting exclusive taker turns new shared takers away,
+ * so eviction and page moves are not starved by a steady stream of writes. */
+static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
+{
+    uint64_t n = RKV_MIN(t->bucket_count, STRIPES_MAX);
+    t->stripes = aligned_alloc(RKV_CACHELINE, n * sizeof(t->stripes[0]));
+    t->mode_slots = aligned_alloc(RKV_CACHELINE, MODE_SLOTS * sizeof(t->mode_slots[0]));
+    if (t->stripes == NULL || t->mode_slots == NULL) {
+        free(t->stripes);
+        free(t->mode_slots);
+        snprintf(err, err_len, "out of memory for the table's %llu bucket locks",
+                 (unsigned long long)n);
+        return RKV_NO_MEMORY;
+    }
+    memset(t->stripes, 0, n * sizeof(t->stripes[0]));
+    memset(t->mode_slots, 0, MODE_SLOTS * sizeof(t->mode_slots[0]));
+    t->stripe_mask = n - 1;
+    pthread_mutexattr_t adaptive;   /* holds are short: spin a little before sleeping */
+    pthread_mutexattr_init(&adaptive);
+    pthread_mutexattr_settype(&adaptive, PTHREAD_MUTEX_ADAPTIVE_NP);
+    for (uint64_t i = 0; i < n; i++)
+        pthread_mutex_init(&t->stripes[i].m, &adaptive);
+    pthread_mutexattr_destroy(&adaptive);
+    pthread_mutex_init(&t->exclusive_lock, NULL);
+    return RKV_OK;
+}
+
 rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_config *cfg,
                             struct rkv_table **out, char *err, size_t err_len)
 {
@@ -1266,7 +1692,11 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
         free(t);
         return st;
     }
-    pthread_mutex_init(&t->lock, NULL);
+    if ((st = locks_init(t, err, err_len)) != RKV_OK) {
+        rkv_slab_destroy(t->slab);
+        free(t);
+        return st;
+    }
 
     struct rkv_region_header *h = t->hdr;
     memset(h, 0, RKV_HEADER_SIZE);
@@ -1297,6 +1727,10 @@ void rkv_table_destroy(struct rkv_table *t)
     if (t == NULL)
         return;
     rkv_slab_destroy(t->slab);
-    pthread_mutex_destroy(&t->lock);
+    for (uint64_t i = 0; i <= t->stripe_mask; i++)
+        pthread_mutex_destroy(&t->stripes[i].m);
+    free(t->stripes);
+    free(t->mode_slots);
+    pthread_mutex_destroy(&t->exclusive_lock);
     free(t);
 }

@@ -14,11 +14,11 @@
  *   5. only then may the caller reply to the client.
  *
  * Concurrency: any number of threads may call the table. Building the new
- * item (allocation, copying the value, checksum) happens outside the index
- * lock; publishing, displacement and obsoleting happen under one index mutex,
- * held per write only for those slot and state stores. The exception is a
- * slab page move (eviction on, table.c): it holds the lock while it checks
- * every item of the page, about 4 ms for a 1 MiB page of small items.
+ * item (allocation, copying the value, checksum) happens outside any index
+ * lock; publishing, displacement and obsoleting hold only the locks of the
+ * buckets they change (two per write, a few more along a displacement path),
+ * so writes to different buckets run in parallel; eviction and page moves
+ * hold the whole index (table.c's top comment has the details).
  */
 #ifndef RKV_TABLE_H
 #define RKV_TABLE_H
@@ -45,6 +45,9 @@ struct rkv_table_config {
     enum rkv_evict_policy evict;
     uint64_t (*now_ns)(void);  /* the time source of the clock and of the allocator's grace
                                   periods; NULL = rkv_now_ns (tests drive their own) */
+    bool lock_timing;          /* time every index lock hold, a write's bucket locks or the whole
+                                * index (rkv_table_stats.lock_*); costs two clock reads and
+                                * shared counters per hold: tools/table-bench and tests only */
 };
 
 /* Where a value comes from: inline bytes, or a pull callback (rendezvous)
@@ -67,6 +70,9 @@ struct rkv_table_stats {
     uint64_t pages_unassigned; /* slab pages no size class holds that one may take now */
     uint64_t hints, hints_ignored; /* client hints applied / rejected as invalid */
     uint64_t slab_reassigns; /* slab pages moved from one size class to another (eviction on) */
+    /* Index lock holds, counted only with rkv_table_config.lock_timing. */
+    uint64_t lock_holds, lock_hold_ns, lock_hold_max_ns; /* how many, their total and longest time */
+    uint64_t lock_exclusive_holds; /* of lock_holds, those of the whole index (eviction, page moves, ...) */
 };
 
 /* Lay out a table in `base` (size bytes, zeroed or not) and initialise the
@@ -104,10 +110,11 @@ uint32_t rkv_table_clock(const struct rkv_table *t);
 
 void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out);
 
-/* Debugging and tests: fn is called after every slot store, under the index
- * lock, while that bucket's version is still odd — so a trace shows the
- * order in which readers can see slot changes. fn must not call the table.
- * NULL removes it. Set it while no other thread uses the table. */
+/* Debugging and tests: fn is called after every slot store, under that
+ * bucket's lock, while its version is still odd — so a trace shows the
+ * order in which readers can see slot changes. Writers to other buckets may
+ * call it at the same time. fn must not call the table. NULL removes it.
+ * Set it while no other thread uses the table. */
 typedef void (*rkv_table_store_fn)(void *ctx, uint64_t bucket, unsigned slot, uint64_t word);
 void rkv_table_set_store_observer(struct rkv_table *t, rkv_table_store_fn fn, void *ctx);
 

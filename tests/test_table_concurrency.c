@@ -16,6 +16,7 @@
  * Threads only count; the main thread asserts after joining them.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +26,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "hash.h"
 #include "log.h"
 #include "lookup.h"
 #include "region.h"
@@ -388,11 +390,571 @@ static void test_readers_race_writer(void **state)
     rkv_region_destroy(&sh.region);
 }
 
+/* ------------------------------------------------------------ many writers
+ *
+ * WRITERS threads change the table at once, as the server's workers do:
+ * each owns its own keys (SET, CAS with the version its last write returned,
+ * DELETE and ADD), all of them INCR the same counters and SET / ADD /
+ * DELETE / CAS a few shared keys. The index is small enough that inserts
+ * keep displacing items, also on paths whose stripes another writer holds;
+ * READERS threads check every value through the lookup path meanwhile. Every
+ * thread runs a fixed number of operations (readers: at least MW_BATCHES
+ * batches, and on until the writers are done), so nothing depends on how
+ * the scheduler shares the CPUs. Without eviction the table must end exactly
+ * as the writers left it (each owned key's last acknowledged value, each
+ * counter the number of acknowledged INCRs); with eviction and page moves
+ * (a heap full from the start, values that need a class without pages),
+ * a key may be gone but never holds anything but its last acknowledged
+ * value. */
+
+#define WRITERS      3
+#define MW_OWNED     100     /* per writer, never deleted (without eviction) */
+#define MW_CHURN     50      /* per writer, deleted and added again */
+#define MW_PER       (MW_OWNED + MW_CHURN)
+#define MW_SHARED    6       /* keys every writer writes */
+#define MW_COUNTERS  3       /* keys every writer increments */
+#define MW_OPS       20000   /* per writer */
+#define MW_BATCHES   400     /* per reader, at least */
+#define BIG_VALUE    1000    /* a size class no other value uses: with eviction, a page move */
+
+struct mw_shared {
+    struct rkv_region region;
+    struct rkv_table *t;
+    const struct rkv_region_header *h;
+    bool evict;
+    uint64_t acked[WRITERS][MW_PER];   /* last acknowledged seq per owned key (atomic) */
+    uint64_t incr_acked[MW_COUNTERS];  /* acknowledged INCRs, all writers (atomic) */
+    uint64_t incr_begun[MW_COUNTERS];  /* INCRs begun, all writers (atomic) */
+    int writers_done;                  /* (atomic) */
+    int readers_started;               /* readers that finished a batch (atomic) */
+};
+
+static void mw_key(char *buf, size_t len, unsigned w, unsigned k)
+{
+    snprintf(buf, len, "%c%u.%03u", k < MW_OWNED ? 'o' : 'c', w, k);
+}
+
+static void mw_shared_key(char *buf, size_t len, unsigned k)
+{
+    snprintf(buf, len, "x%02u", k);
+}
+
+static void mw_counter_key(char *buf, size_t len, unsigned k)
+{
+    snprintf(buf, len, "n%u", k);
+}
+
+struct mw_reader {
+    struct mw_shared *sh;
+    unsigned id;
+    uint64_t batches, lookups, wrong_value, stale_value, false_miss, bad_counter;
+};
+
+/* Which key a reader's lookup i of a batch asks for; fills name, *before
+ * (what the value's seq or count must be at least) and *kind. */
+enum mw_kind { MW_OWNED_KEY, MW_CHURN_KEY, MW_SHARED_KEY, MW_COUNTER_KEY };
+
+static enum mw_kind mw_pick(struct mw_shared *sh, uint64_t x, char *name, size_t len, uint64_t *before)
+{
+    unsigned w = (unsigned)(x % WRITERS), k = (unsigned)((x >> 8) % MW_PER);
+    switch ((x >> 24) % 8) {
+    case 0:
+        mw_shared_key(name, len, (unsigned)((x >> 32) % MW_SHARED));
+        *before = 0;
+        return MW_SHARED_KEY;
+    case 1: {
+        unsigned c = (unsigned)((x >> 32) % MW_COUNTERS);
+        mw_counter_key(name, len, c);
+        *before = __atomic_load_n(&sh->incr_acked[c], __ATOMIC_ACQUIRE);
+        return MW_COUNTER_KEY;
+    }
+    default:
+        mw_key(name, len, w, k);
+        *before = __atomic_load_n(&sh->acked[w][k], __ATOMIC_ACQUIRE);
+        return k < MW_OWNED ? MW_OWNED_KEY : MW_CHURN_KEY;
+    }
+}
+
+static void mw_check(struct mw_reader *r, enum mw_kind kind, const char *name,
+                     const struct rkv_lookup *l, const uint8_t *v, uint64_t before)
+{
+    uint64_t seq = 0, n = 0;
+    char text[32];
+    if (l->status == RKV_RETRY_EXHAUSTED)
+        return;
+    if (l->status == RKV_NOT_FOUND) {
+        /* owned keys are never deleted; without eviction never lost */
+        if (kind == MW_OWNED_KEY && !r->sh->evict && r->false_miss++ == 0)
+            fprintf(stderr, "reader %u: %s reported missing\n", r->id, name);
+        return;
+    }
+    if (l->status != RKV_OK) {
+        if (r->wrong_value++ == 0)
+            fprintf(stderr, "reader %u: %s status %d\n", r->id, name, l->status);
+        return;
+    }
+    if (kind == MW_COUNTER_KEY) {
+        unsigned c = (unsigned)(name[1] - '0');
+        uint64_t begun = __atomic_load_n(&r->sh->incr_begun[c], __ATOMIC_ACQUIRE);
+        bool number = l->value_len > 0 && l->value_len < sizeof text;
+        if (number) {
+            memcpy(text, v, l->value_len);
+            text[l->value_len] = '\0';
+            number = rkv_parse_u64(text, 0, UINT64_MAX, &n);
+        }
+        /* with eviction a counter may start again from 0 */
+        if (!number || n > begun || (!r->sh->evict && n < before))
+            if (r->bad_counter++ == 0)
+                fprintf(stderr, "reader %u: %s = %llu, %llu acknowledged, %llu begun\n", r->id,
+                        name, (unsigned long long)n, (unsigned long long)before,
+                        (unsigned long long)begun);
+        return;
+    }
+    if (!value_ok(v, l->value_len, name, &seq)) {
+        if (r->wrong_value++ == 0)
+            fprintf(stderr, "reader %u: wrong value for %s (%zu bytes)\n", r->id, name, l->value_len);
+    } else if (kind != MW_SHARED_KEY && seq < before) {
+        if (r->stale_value++ == 0)
+            fprintf(stderr, "reader %u: %s seq %llu after %llu was acknowledged\n", r->id, name,
+                    (unsigned long long)seq, (unsigned long long)before);
+    }
+}
+
+static void *mw_reader_main(void *p)
+{
+    struct mw_reader *r = p;
+    struct mw_shared *sh = r->sh;
+    size_t scratch_len = rkv_lookup_scratch_need(sh->h, BATCH);
+    uint8_t *scratch = malloc(scratch_len);
+    struct rkv_read_op ops[64];
+    struct rkv_lookup l[BATCH];
+    enum mw_kind kind[BATCH];
+    uint64_t before[BATCH];
+    char names[BATCH][16];
+    static __thread uint8_t values[BATCH][BIG_VALUE + 64];
+    uint64_t x = 0x9e3779b97f4a7c15ull * (r->id + 7);
+
+    if (scratch == NULL)
+        return NULL;
+    while (r->batches < MW_BATCHES || !__atomic_load_n(&sh->writers_done, __ATOMIC_ACQUIRE)) {
+        struct rkv_lookup_ctx ctx = {
+            .geom = sh->h, .read = read_region, .read_ctx = sh, .scratch = scratch,
+            .scratch_len = scratch_len, .ops = ops, .ops_cap = RKV_ARRAY_SIZE(ops),
+            .max_retries = MAX_RETRIES,
+        };
+        for (unsigned i = 0; i < BATCH; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            kind[i] = mw_pick(sh, x, names[i], sizeof names[i], &before[i]);
+            l[i] = (struct rkv_lookup){ .key = names[i], .key_len = (uint32_t)strlen(names[i]),
+                                        .buf = values[i], .buf_len = sizeof values[i] };
+        }
+        if (rkv_lookup_batch(&ctx, l, BATCH) != RKV_OK) {
+            r->wrong_value++;
+            break;
+        }
+        for (unsigned i = 0; i < BATCH; i++)
+            mw_check(r, kind[i], names[i], &l[i], values[i], before[i]);
+        r->lookups += BATCH;
+        if (r->batches++ == 0)
+            __atomic_add_fetch(&sh->readers_started, 1, __ATOMIC_RELEASE);
+    }
+    free(scratch);
+    return NULL;
+}
+
+struct mw_writer {
+    struct mw_shared *sh;
+    unsigned id;
+    uint64_t seq[MW_PER], version[MW_PER];
+    bool present[MW_PER];
+    uint64_t errors, incrs[MW_COUNTERS], shared_ok;
+};
+
+static rkv_status mw_put(struct mw_writer *w, const char *key, uint64_t seq, rkv_put_mode mode,
+                         uint64_t cas, uint64_t *version)
+{
+    uint8_t val[MAX_VALUE];
+    struct rkv_value_src src = { .data = val, .len = make_value(val, key, seq) };
+    return rkv_table_put(w->sh->t, key, (uint32_t)strlen(key), &src, mode, cas, 0, 0, version);
+}
+
+/* One owned key's write: SET, or CAS with the last version (which only
+ * eviction may have taken away), or for churn keys DELETE / ADD. */
+static void mw_owned_op(struct mw_writer *w, unsigned k, uint64_t x)
+{
+    struct mw_shared *sh = w->sh;
+    char key[16];
+    rkv_status st;
+    mw_key(key, sizeof key, w->id, k);
+    if (k >= MW_OWNED && w->present[k] && (x & 1)) {
+        st = rkv_table_delete(sh->t, key, (uint32_t)strlen(key));
+        w->errors += st != RKV_OK && !(sh->evict && st == RKV_NOT_FOUND);
+        w->present[k] = false;
+        return;
+    }
+    uint64_t seq = w->seq[k] + 1, version;
+    rkv_put_mode mode = !w->present[k] ? RKV_ADD : (x & 2) ? RKV_CAS : RKV_SET;
+    st = mw_put(w, key, seq, mode, w->version[k], &version);
+    if (st == RKV_OK) {
+        w->seq[k] = seq;
+        w->version[k] = version;
+        w->present[k] = true;
+        __atomic_store_n(&sh->acked[w->id][k], seq, __ATOMIC_RELEASE);
+        return;
+    }
+    /* the index may be full (no room even after displacement); with
+     * eviction the key may have gone (CAS then finds nothing, ADD a key
+     * evicted... never one that exists: nobody else writes it) */
+    bool allowed = st == RKV_OUT_OF_MEMORY ||
+                   (sh->evict && mode == RKV_CAS && st == RKV_NOT_STORED);
+    w->errors += !allowed;
+    if (sh->evict && st == RKV_NOT_STORED)
+        w->present[k] = false;
+}
+
+static void mw_shared_op(struct mw_writer *w, uint64_t x)
+{
+    struct mw_shared *sh = w->sh;
+    char key[16];
+    rkv_status st;
+    mw_shared_key(key, sizeof key, (unsigned)((x >> 8) % MW_SHARED));
+    switch ((x >> 16) % 4) {
+    case 0:
+        st = mw_put(w, key, x >> 40, RKV_SET, 0, NULL);
+        break;
+    case 1:
+        st = mw_put(w, key, x >> 40, RKV_ADD, 0, NULL);
+        break;
+    case 2:
+        st = rkv_table_delete(sh->t, key, (uint32_t)strlen(key));
+        break;
+    default: {
+        const struct rkv_item *it = rkv_table_find(sh->t, key, (uint32_t)strlen(key));
+        uint64_t cas = it ? __atomic_load_n(&it->version, __ATOMIC_RELAXED) : 1;
+        st = mw_put(w, key, x >> 40, RKV_CAS, cas, NULL);
+        break;
+    }
+    }
+    w->shared_ok += st == RKV_OK;
+    w->errors += st != RKV_OK && st != RKV_EXISTS && st != RKV_NOT_FOUND && st != RKV_NOT_STORED &&
+                 st != RKV_CAS_MISMATCH && st != RKV_OUT_OF_MEMORY;
+}
+
+static void *mw_writer_main(void *p)
+{
+    struct mw_writer *w = p;
+    struct mw_shared *sh = w->sh;
+    uint64_t x = 0x2545f4914f6cdd1dull * (w->id + 3);
+    char key[16];
+
+    while (__atomic_load_n(&sh->readers_started, __ATOMIC_ACQUIRE) < READERS)
+        sched_yield();   /* readers race the writers from the first write on */
+    for (unsigned op = 0; op < MW_OPS; op++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        unsigned what = (unsigned)(x % 100);
+        if (what < 70) {
+            mw_owned_op(w, (unsigned)((x >> 32) % MW_PER), x >> 20);
+        } else if (what < 85) {
+            unsigned c = (unsigned)((x >> 32) % MW_COUNTERS);
+            uint64_t v;
+            mw_counter_key(key, sizeof key, c);
+            __atomic_add_fetch(&sh->incr_begun[c], 1, __ATOMIC_RELEASE);
+            rkv_status st = rkv_table_incr(sh->t, key, (uint32_t)strlen(key), 1, &v);
+            if (st == RKV_OK) {
+                w->incrs[c]++;
+                __atomic_add_fetch(&sh->incr_acked[c], 1, __ATOMIC_RELEASE);
+            } else if (sh->evict && st == RKV_NOT_FOUND) {
+                struct rkv_value_src zero = { .data = "0", .len = 1 };
+                rkv_table_put(sh->t, key, (uint32_t)strlen(key), &zero, RKV_ADD, 0, 0, 0, NULL);
+            } else {
+                w->errors++;
+            }
+        } else if (what < 99 || !sh->evict) {
+            mw_shared_op(w, x);
+        } else {
+            /* a value of a class that holds no page yet: a page move */
+            uint8_t big[BIG_VALUE];
+            memset(big, 'B', sizeof big);
+            snprintf(key, sizeof key, "big%u", w->id);
+            struct rkv_value_src src = { .data = big, .len = sizeof big };
+            rkv_status st = rkv_table_put(sh->t, key, (uint32_t)strlen(key), &src, RKV_SET, 0, 0,
+                                          0, NULL);
+            w->errors += st != RKV_OK && st != RKV_OUT_OF_MEMORY;
+        }
+        if (op % 256 == 255)
+            rkv_table_tick(sh->t);
+    }
+    return NULL;
+}
+
+static void many_writers(bool evict)
+{
+    static struct mw_shared sh;
+    static struct mw_writer w[WRITERS];
+    static struct mw_reader rd[READERS];
+    char err[512] = "";
+
+    memset(&sh, 0, sizeof sh);
+    sh.evict = evict;
+    /* Without eviction: 64 buckets (448 slots) for up to 465 keys, as the
+     * single-writer test. With it: a 128 KiB region of 4 KiB pages behind
+     * the same 64 buckets, so both the heap and the index overfill. */
+    struct rkv_table_config c = { .index_share = 64.0 * 64 / (16 << 20), .grace_ms = 2,
+                                  .lock_timing = true };
+    uint64_t size = 16 << 20;
+    if (evict) {
+        size = 128 * 1024;
+        c = (struct rkv_table_config){ .slab_page_size = 4096, .grace_ms = 1, .evict = RKV_EVICT_LRU,
+                                       .index_share = 64.0 * 64 / (double)size };
+    }
+    assert_int_equal(rkv_region_create(size, &sh.region, err, sizeof err), RKV_OK);
+    if (rkv_table_create(sh.region.base, sh.region.size, &c, &sh.t, err, sizeof err) != RKV_OK)
+        fail_msg("%s", err);
+    sh.h = rkv_table_header(sh.t);
+
+    for (unsigned i = 0; i < WRITERS; i++) {
+        w[i] = (struct mw_writer){ .sh = &sh, .id = i };
+        for (unsigned k = 0; k < MW_OWNED; k++)
+            mw_owned_op(&w[i], k, 0);
+    }
+    for (unsigned k = 0; k < MW_COUNTERS; k++) {
+        char key[16];
+        struct rkv_value_src zero = { .data = "0", .len = 1 };
+        mw_counter_key(key, sizeof key, k);
+        assert_int_equal(rkv_table_put(sh.t, key, (uint32_t)strlen(key), &zero, RKV_SET, 0, 0, 0,
+                                       NULL), RKV_OK);
+    }
+    /* with eviction, the heap is full before the writers start */
+    struct rkv_table_stats s;
+    for (unsigned f = 0; evict && (rkv_table_get_stats(sh.t, &s), s.evictions == 0); f++) {
+        char key[16];
+        uint8_t val[MAX_VALUE];
+        assert_true(f < 10000);
+        snprintf(key, sizeof key, "f%u", f);
+        struct rkv_value_src src = { .data = val, .len = make_value(val, key, 1) };
+        assert_int_equal(rkv_table_put(sh.t, key, (uint32_t)strlen(key), &src, RKV_SET, 0, 0, 0,
+                                       NULL), RKV_OK);
+    }
+
+    pthread_t wt[WRITERS], rt[READERS];
+    for (unsigned i = 0; i < READERS; i++) {
+        rd[i] = (struct mw_reader){ .sh = &sh, .id = i };
+        assert_int_equal(pthread_create(&rt[i], NULL, mw_reader_main, &rd[i]), 0);
+    }
+    for (unsigned i = 0; i < WRITERS; i++)
+        assert_int_equal(pthread_create(&wt[i], NULL, mw_writer_main, &w[i]), 0);
+    for (unsigned i = 0; i < WRITERS; i++)
+        pthread_join(wt[i], NULL);
+    __atomic_store_n(&sh.writers_done, 1, __ATOMIC_RELEASE);
+    for (unsigned i = 0; i < READERS; i++)
+        pthread_join(rt[i], NULL);
+
+    rkv_table_get_stats(sh.t, &s);
+    uint64_t lookups = 0;
+    for (unsigned i = 0; i < READERS; i++)
+        lookups += rd[i].lookups;
+    print_message("%u writers%s: %llu displacements, %llu evictions, %llu page moves, "
+                  "%llu of %llu lock holds exclusive; %u readers: %llu lookups\n", WRITERS,
+                  evict ? " (eviction)" : "", (unsigned long long)s.displacements,
+                  (unsigned long long)s.evictions, (unsigned long long)s.slab_reassigns,
+                  (unsigned long long)s.lock_exclusive_holds, (unsigned long long)s.lock_holds,
+                  READERS, (unsigned long long)lookups);
+    for (unsigned i = 0; i < WRITERS; i++)
+        assert_int_equal(w[i].errors, 0);
+    for (unsigned i = 0; i < READERS; i++) {
+        assert_int_equal(rd[i].wrong_value, 0);
+        assert_int_equal(rd[i].stale_value, 0);
+        assert_int_equal(rd[i].false_miss, 0);
+        assert_int_equal(rd[i].bad_counter, 0);
+    }
+    assert_true(s.displacements > 0);
+    if (evict) {
+        assert_true(s.evictions > 0);
+        assert_true(s.slab_reassigns > 0);
+    }
+
+    /* the end state: each owned key holds its last acknowledged value (or,
+     * with eviction, nothing); each counter the acknowledged INCRs */
+    for (unsigned i = 0; i < WRITERS; i++) {
+        for (unsigned k = 0; k < MW_PER; k++) {
+            char key[16];
+            uint64_t seq;
+            mw_key(key, sizeof key, i, k);
+            const struct rkv_item *it = rkv_table_find(sh.t, key, (uint32_t)strlen(key));
+            if (!evict)
+                assert_int_equal(it != NULL, w[i].present[k]);
+            else if (!w[i].present[k])
+                assert_null(it);
+            if (it != NULL) {
+                assert_true(value_ok(it->data + it->key_len, it->value_len, key, &seq));
+                assert_int_equal(seq, w[i].seq[k]);
+            }
+        }
+    }
+    for (unsigned k = 0; k < MW_COUNTERS && !evict; k++) {
+        char key[16];
+        uint64_t total = 0, n;
+        for (unsigned i = 0; i < WRITERS; i++)
+            total += w[i].incrs[k];
+        mw_counter_key(key, sizeof key, k);
+        const struct rkv_item *it = rkv_table_find(sh.t, key, (uint32_t)strlen(key));
+        assert_non_null(it);
+        char text[32];
+        assert_true(it->value_len > 0 && it->value_len < sizeof text);
+        memcpy(text, it->data + it->key_len, it->value_len);
+        text[it->value_len] = '\0';
+        assert_true(rkv_parse_u64(text, 0, UINT64_MAX, &n));
+        assert_int_equal(n, total);
+    }
+    rkv_table_destroy(sh.t);
+    rkv_region_destroy(&sh.region);
+}
+
+static void test_writers_race_writers(void **state)
+{
+    (void)state;
+    many_writers(false);
+}
+
+static void test_writers_race_writers_evicting(void **state)
+{
+    (void)state;
+    many_writers(true);
+}
+
+/* ------------------------------------------------------------ bucket locks
+ *
+ * Deterministic: while one write is inside its publish (the store observer
+ * runs there, the key's bucket locks held, a bucket version odd), a write
+ * to a key whose buckets share no lock with it completes, and a write to a
+ * key that shares a bucket does not. The first part fails with one index
+ * lock for all writes (the observer gives up after SAFETY_WAIT_NS and the
+ * assertion says so). */
+
+#define SAFETY_WAIT_NS 10000000000ull   /* a generous bound, never reached when it works */
+
+struct overlap {
+    struct rkv_table *t;
+    char key_b[16], key_c[16];
+    int armed, go;             /* (atomic) */
+    int b_done, c_started, c_done;   /* (atomic) */
+    bool b_done_inside, c_done_inside;
+};
+
+static void overlap_observe(void *ctx, uint64_t bucket, unsigned slot, uint64_t word)
+{
+    struct overlap *o = ctx;
+    (void)bucket, (void)slot, (void)word;
+    if (!__atomic_exchange_n(&o->armed, 0, __ATOMIC_ACQ_REL))
+        return;
+    __atomic_store_n(&o->go, 1, __ATOMIC_RELEASE);
+    uint64_t until = rkv_now_ns() + SAFETY_WAIT_NS;
+    while (!__atomic_load_n(&o->b_done, __ATOMIC_ACQUIRE) && rkv_now_ns() < until)
+        sched_yield();
+    o->b_done_inside = __atomic_load_n(&o->b_done, __ATOMIC_ACQUIRE);
+    while (!__atomic_load_n(&o->c_started, __ATOMIC_ACQUIRE) && rkv_now_ns() < until)
+        sched_yield();
+    for (unsigned i = 0; i < 1000; i++)   /* give a broken lock a chance to show */
+        sched_yield();
+    o->c_done_inside = __atomic_load_n(&o->c_done, __ATOMIC_ACQUIRE);
+}
+
+static rkv_status put_str(struct rkv_table *t, const char *key, const char *val)
+{
+    struct rkv_value_src src = { .data = val, .len = (uint32_t)strlen(val) };
+    return rkv_table_put(t, key, (uint32_t)strlen(key), &src, RKV_SET, 0, 0, 0, NULL);
+}
+
+static void *overlap_b(void *p)
+{
+    struct overlap *o = p;
+    while (!__atomic_load_n(&o->go, __ATOMIC_ACQUIRE))
+        sched_yield();
+    rkv_status st = put_str(o->t, o->key_b, "b");
+    __atomic_store_n(&o->b_done, st == RKV_OK ? 1 : -1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void *overlap_c(void *p)
+{
+    struct overlap *o = p;
+    while (!__atomic_load_n(&o->go, __ATOMIC_ACQUIRE))
+        sched_yield();
+    __atomic_store_n(&o->c_started, 1, __ATOMIC_RELEASE);
+    rkv_status st = put_str(o->t, o->key_c, "c");
+    __atomic_store_n(&o->c_done, st == RKV_OK ? 1 : -1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static bool shares_bucket(const struct rkv_key_hash *a, const struct rkv_key_hash *b)
+{
+    return a->bucket[0] == b->bucket[0] || a->bucket[0] == b->bucket[1] ||
+           a->bucket[1] == b->bucket[0] || a->bucket[1] == b->bucket[1];
+}
+
+static void test_disjoint_writes_overlap(void **state)
+{
+    (void)state;
+    static struct overlap o;
+    struct rkv_region region;
+    char err[512] = "";
+    /* 256 buckets: fewer than the table's bucket locks, one lock each */
+    struct rkv_table_config c = { .index_share = 256.0 * 64 / (16 << 20) };
+    assert_int_equal(rkv_region_create(16 << 20, &region, err, sizeof err), RKV_OK);
+    if (rkv_table_create(region.base, region.size, &c, &o.t, err, sizeof err) != RKV_OK)
+        fail_msg("%s", err);
+    const struct rkv_region_header *h = rkv_table_header(o.t);
+    assert_int_equal(h->bucket_count, 256);
+
+    struct rkv_key_hash ha;
+    const char *key_a = "a";
+    rkv_hash_key(key_a, 1, h->hash_seed, h->bucket_count, &ha);
+    bool have_b = false, have_c = false;
+    for (unsigned i = 0; i < 100000 && !(have_b && have_c); i++) {
+        char k[16];
+        struct rkv_key_hash hk;
+        snprintf(k, sizeof k, "k%u", i);
+        rkv_hash_key(k, strlen(k), h->hash_seed, h->bucket_count, &hk);
+        if (!have_b && !shares_bucket(&ha, &hk)) {
+            memcpy(o.key_b, k, sizeof k);
+            have_b = true;
+        } else if (!have_c && hk.bucket[0] == ha.bucket[0]) {
+            memcpy(o.key_c, k, sizeof k);   /* its first bucket is a's: one lock */
+            have_c = true;
+        }
+    }
+    assert_true(have_b && have_c);
+
+    pthread_t tb, tc;
+    o.armed = 1;
+    rkv_table_set_store_observer(o.t, overlap_observe, &o);
+    assert_int_equal(pthread_create(&tb, NULL, overlap_b, &o), 0);
+    assert_int_equal(pthread_create(&tc, NULL, overlap_c, &o), 0);
+    assert_int_equal(put_str(o.t, key_a, "a"), RKV_OK);
+    pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    rkv_table_set_store_observer(o.t, NULL, NULL);
+
+    if (!o.b_done_inside)
+        fail_msg("a write to other buckets waited for the write inside its publish");
+    assert_int_equal(o.b_done, 1);
+    assert_false(o.c_done_inside);   /* a write to the same bucket waited */
+    assert_int_equal(o.c_done, 1);
+    assert_non_null(rkv_table_find(o.t, key_a, 1));
+    assert_non_null(rkv_table_find(o.t, o.key_b, (uint32_t)strlen(o.key_b)));
+    assert_non_null(rkv_table_find(o.t, o.key_c, (uint32_t)strlen(o.key_c)));
+    rkv_table_destroy(o.t);
+    rkv_region_destroy(&region);
+}
+
 int main(void)
 {
     rkv_log_set_level(RKV_LOG_ERROR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readers_race_writer),
+        cmocka_unit_test(test_writers_race_writers),
+        cmocka_unit_test(test_writers_race_writers_evicting),
+        cmocka_unit_test(test_disjoint_writes_overlap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

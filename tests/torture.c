@@ -1,9 +1,11 @@
 /* torture.c — one-sided consistency under load, checked value by value.
  *
- * A real rkv-server, W writer processes and R reader processes. Each hot key
- * is owned by one writer, which updates it with increasing versions, deletes
- * and re-inserts it as fast as it can; a filler population keeps the index
- * nearly full so re-inserts displace other items (cuckoo moves) and small
+ * A real rkv-server with three workers (connections are spread over them,
+ * so the writers' writes are applied in parallel), W writer processes and R
+ * reader processes. Each hot key is owned by one writer, which updates it
+ * with increasing versions, deletes and re-inserts it as fast as it can; a
+ * filler population keeps the index nearly full so re-inserts displace
+ * other items (cuckoo moves) and small
  * values of varying sizes force freed memory to be reused. Half the readers
  * use the location cache, half always go through the index. A caching reader
  * alternates between two handles that share the process's cache, so each
@@ -249,10 +251,12 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
     /* RKV_TORTURE_MEMORY shrinks both servers where round trips are slow; a
      * power of two keeps the index (not the heap) the limit of the preload */
     const char *mem = getenv("RKV_TORTURE_MEMORY");
+    /* three workers: writers' connections land on different workers, so
+     * the server applies their writes in parallel (bucket locks) */
     const char *extra_noevict[] = { "--memory", mem ? mem : "32M", "--evict", "none",
-                                    "--event-mode", "--grace-ms", "20", NULL };
+                                    "--event-mode", "--grace-ms", "20", "--workers", "3", NULL };
     const char *extra_evict[] = { "--memory", mem ? mem : "12M", "--evict", "lru",
-                                  "--event-mode", "--grace-ms", "20", NULL };
+                                  "--event-mode", "--grace-ms", "20", "--workers", "3", NULL };
     struct server_proc sp;
     if (server_start(&sp, bin, uri, evicting ? extra_evict : extra_noevict) != 0) {
         fprintf(stderr, "torture: cannot start rkv-server\n");
