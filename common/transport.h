@@ -184,5 +184,6 @@ struct rkv_server_transport {
 
 extern const struct rkv_server_transport rkv_shm_server_transport;
 extern const struct rkv_server_transport rkv_rdma_server_transport;
+extern const struct rkv_server_transport rkv_tcp_server_transport; /* server/tcp_server.h */
 
 #endif
