@@ -477,9 +477,6 @@ static void meta_flags(struct mc *m, const struct rkv_mc_req *r, const struct rk
     char b64[((RKV_MC_MAX_KEY + 2) / 3) * 4 + 1];
     for (unsigned i = 0; i < r->nret; i++) {
         switch (r->ret[i]) {
-        case 'b':
-            outs(m, " b");
-            break;
         case 'c':
             outf(m, " c%llu", (unsigned long long)version);
             break;
@@ -503,7 +500,7 @@ static void meta_flags(struct mc *m, const struct rkv_mc_req *r, const struct rk
         case 'k':
             if (r->mflags & RKV_MC_F('b')) {
                 size_t n = rkv_mc_base64_encode(r->key, r->key_len, b64);
-                outf(m, " k%.*s", (int)n, b64);
+                outf(m, " k%.*s b", (int)n, b64);   /* memcached marks an encoded key */
             } else {
                 outf(m, " k%.*s", (int)r->key_len, (const char *)r->key);
             }

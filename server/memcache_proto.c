@@ -244,7 +244,7 @@ static enum rkv_mc_result parse_admin(const struct line *l, struct rkv_mc_req *r
                   RKV_MC_F('M') | RKV_MC_F('q') | RKV_MC_F('t') | RKV_MC_F('c') | \
                   RKV_MC_F('v') | RKV_MC_F('k') | RKV_MC_F('O'))
 /* Flags that are echoed back (return flags), kept in request order. */
-#define RETURN_FLAGS (RKV_MC_F('b') | RKV_MC_F('c') | RKV_MC_F('f') | RKV_MC_F('k') | \
+#define RETURN_FLAGS (RKV_MC_F('c') | RKV_MC_F('f') | RKV_MC_F('k') | \
                       RKV_MC_F('O') | RKV_MC_F('s') | RKV_MC_F('t'))
 
 /* One flag token; `allowed` is the command's set. */
