@@ -256,10 +256,12 @@ static bool check_listen_uri(const char *v, struct problem *p)
         return false;
     }
     if (strcmp(scheme, "rdma") == 0 || strcmp(scheme, "tcp") == 0) {
+        bool tcp = strcmp(scheme, "tcp") == 0;
         if (!rkv_host_port(rest, host, sizeof host, &port) || has_control_chars(host)) {
-            problem_set(p, "is not SCHEME://HOST:PORT",
-                        "expected rdma://HOST:PORT or tcp://HOST:PORT with a port 1..65535, e.g. "
-                        "rdma://192.0.2.1:7000, tcp://127.0.0.1:11211 or rdma://[::]:7000");
+            problem_set(p, tcp ? "is not tcp://HOST:PORT" : "is not rdma://HOST:PORT",
+                        "expected %s://HOST:PORT with a port 1..65535, e.g. %s", scheme,
+                        tcp ? "tcp://127.0.0.1:11211 or tcp://[::1]:11211"
+                            : "rdma://192.0.2.1:7000 or rdma://[::]:7000");
             return false;
         }
         return true;
