@@ -541,14 +541,25 @@ struct appender {
     char ch;
 };
 
+/* All n appends in one send, then their n answers: the two connections'
+ * workers run appends back to back, overlapping as much as they can. */
 static void *append_loop(void *arg)
 {
     struct appender *a = arg;
     int fd = mc_connect(a->port);
-    char req[64];
-    snprintf(req, sizeof req, "append race 0 0 1\r\n%c\r\n", a->ch);
-    for (unsigned i = 0; i < a->n; i++)
-        exchange(fd, req, "STORED\r\n");
+    char one[64];
+    int len = snprintf(one, sizeof one, "append race 0 0 1\r\n%c\r\n", a->ch);
+    char *req = malloc((size_t)len * a->n), *want = malloc(8u * a->n + 1), *got = malloc(8u * a->n);
+    for (unsigned i = 0; i < a->n; i++) {
+        memcpy(req + (size_t)i * (size_t)len, one, (size_t)len);
+        memcpy(want + 8u * i, "STORED\r\n", 8);
+    }
+    send_all(fd, req, (size_t)len * a->n);
+    assert_int_equal(recv_n(fd, got, 8u * a->n), 8u * a->n);
+    assert_memory_equal(got, want, 8u * a->n);
+    free(req);
+    free(want);
+    free(got);
     close(fd);
     return NULL;
 }
@@ -556,11 +567,11 @@ static void *append_loop(void *arg)
 static void test_append_atomic(void **state)
 {
     struct env *e = *state;
-    enum { N = 400 };
+    enum { N = 3000 };
     int fd = mc_connect(e->port);
     exchange(fd, "set race 0 0 0\r\n\r\n", "STORED\r\n");
-    /* two connections (the server has two workers: one each) and a librkv
-     * writer appending alongside: no append may be lost */
+    /* two connections (the server has two workers: one each) appending
+     * at once: no append may be lost */
     struct appender a[2] = { { e->port, N, 'a' }, { e->port, N, 'b' } };
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
