@@ -263,8 +263,10 @@ static int tcp_event_fd(struct rkv_sconn *c)
 static void tcp_arm(struct rkv_sconn *c)
 {
     struct epoll_event ev = { .events = 0, .data.ptr = c };
-    if (!c->eof && !rkv_tcp_out_backed_up(c))
-        ev.events |= EPOLLIN | EPOLLRDHUP;   /* after EOF, only EPOLLOUT matters */
+    /* input only while we would take it: not after EOF, not while answers
+     * back up, not when closing (else a sender would keep us awake) */
+    if (!c->eof && c->close_after == NULL && !rkv_tcp_out_backed_up(c))
+        ev.events |= EPOLLIN | EPOLLRDHUP;
     if (rkv_tcp_out_pending(c) > 0)
         ev.events |= EPOLLOUT;
     if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, c->sock, &ev) != 0)
