@@ -716,8 +716,8 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
         RKV_WARN("%s: refusing %s: %u connections is the limit (raise [rpc] max_conns)",
                  wc->ep->uri, wc->ops->peer(wc->conn), srv->cfg.max_conns);
         outs(&m, "SERVER_ERROR too many open connections\r\n");
-        rkv_tcp_close_after_output(m.c, "over max_conns");
         wc->ops->reply(m.c, &consumed, 1);
+        wc->closing = true;   /* the worker closes it after this pass */
         return 0;
     }
     if (wc->ops->poll(m.c, &msg, 1) == 0)
