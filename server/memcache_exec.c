@@ -33,7 +33,8 @@
 #include "util.h"
 
 #define READ_TRIES   16    /* copies of an item that raced a writer before giving up */
-#define RMW_TRIES    64    /* CAS-loop rounds of append/prepend/touch */
+#define RMW_TRIES    1024  /* CAS-loop rounds of append/prepend/touch (each lost
+                              * round is another writer's success) */
 #define LINE_MAX_OUT 512   /* longest answer line but the data block */
 
 /* memcached's counters for `stats`, per worker (written by its worker only). */
@@ -144,7 +145,10 @@ static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre
         enum rkv_verify v = rkv_item_verify(copy, size, key, klen, m->g->hash_seed, clock_now(m));
         if (v == RKV_VERIFY_EXPIRED)
             return 0;
-        if (v != RKV_VERIFY_OK)
+        /* superseded since the find, but whole (checksum, key): it was the
+         * live item when found under the lock, so it answers; a torn copy
+         * (the memory reused after grace_ms) is read again */
+        if (v != RKV_VERIFY_OK && v != RKV_VERIFY_OBSOLETE)
             continue;
         f->copy = copy;
         f->value = copy->data + klen;
