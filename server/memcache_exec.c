@@ -168,8 +168,10 @@ static rkv_status compose_pull(void *ctx, void *dst, uint32_t len)
     struct compose *p = ctx;
     if (len != p->alen + p->blen)
         return RKV_INTERNAL;
-    memcpy(dst, p->a, p->alen);
-    memcpy((uint8_t *)dst + p->alen, p->b, p->blen);
+    if (p->alen)   /* a side may be empty, and then NULL (touch, an empty value) */
+        memcpy(dst, p->a, p->alen);
+    if (p->blen)
+        memcpy((uint8_t *)dst + p->alen, p->b, p->blen);
     return RKV_OK;
 }
 
