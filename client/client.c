@@ -34,8 +34,10 @@
 
 #define MAX_SHARDS      64
 #define MAX_HINTS       32        /* hints carried by one RPC */
+RKV_STATIC_ASSERT(sizeof(struct rkv_req) + MAX_HINTS * sizeof(rkv_hint) <= RKV_MIN_MSG,
+                  "a HINTS request of MAX_HINTS fits the smallest message");
 #define LOOKUP_OPS      1024      /* read ops one lookup round may post */
-#define MGET_CHUNK      128       /* keys per lookup batch */
+#define BATCH_CHUNK     128       /* keys a batched call gathers per shard at a time */
 #define DEFAULT_TIMEOUT 5000
 #define DEFAULT_RETRIES 64
 #define DEFAULT_BACKOFF 1000
@@ -93,15 +95,6 @@ static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
 
 /* ------------------------------------------------------------ connection */
 
-static const struct rkv_client_transport *transport_for(const char *scheme)
-{
-    if (strcmp(scheme, "shm") == 0)
-        return &rkv_shm_client_transport;
-    if (strcmp(scheme, "rdma") == 0)
-        return &rkv_rdma_client_transport;
-    return NULL;
-}
-
 static void shard_down(struct shard *s)
 {
     if (s->t)
@@ -122,8 +115,9 @@ static rkv_status lookup_read(void *ctx, const struct rkv_read_op *ops, unsigned
  * sent, extrapolated — never ahead of the server's own clock. */
 static uint32_t shard_now(const struct shard *s)
 {
-    if (s->ops->clock != NULL)
-        return s->ops->clock(s->t);
+    uint32_t now;
+    if (rkv_ctrans_clock(s->ops, s->t, &now))
+        return now;
     uint32_t seen = s->clock_base > UINT32_MAX ? UINT32_MAX : (uint32_t)s->clock_base;
     return rkv_clock_extrapolate(seen, s->clock_local_ns, rkv_now_ns());
 }
@@ -147,15 +141,13 @@ static void shard_clock_refresh(struct shard *s)
     uint64_t *dst = s->ops->local_buf(s->t, &len);
     struct rkv_read_op op = { .offset = offsetof(struct rkv_region_header, clock),
                               .len = sizeof *dst, .dst = dst };
-    if (s->ops->clock != NULL || rkv_now_ns() - s->clock_local_ns < RKV_CLOCK_REFRESH_NS)
+    if (rkv_ctrans_maps_clock(s->ops) || rkv_now_ns() - s->clock_local_ns < RKV_CLOCK_REFRESH_NS)
         return;
     if (s->ops->read(s->t, &op, 1) == RKV_OK)
         shard_clock(s, *dst);
 }
 
-/* Wait for the reply to req_id, consuming (and dropping) earlier replies,
- * which are fire-and-forget HINTS; req_id 0 consumes any one reply. The
- * reply is copied to *resp and payload when they are not NULL. */
+/* The next request id; never 0, which shard_wait() takes as "any reply". */
 static uint32_t shard_next_id(struct shard *s)
 {
     if (++s->next_req_id == 0)
@@ -163,6 +155,9 @@ static uint32_t shard_next_id(struct shard *s)
     return s->next_req_id;
 }
 
+/* Wait for the reply to req_id, consuming (and dropping) earlier replies,
+ * which are fire-and-forget HINTS; req_id 0 consumes any one reply. The
+ * reply is copied to *resp and payload when they are not NULL. */
 static rkv_status shard_wait(rkv_client *c, struct shard *s, uint32_t req_id,
                              struct rkv_resp *resp, void *payload, size_t payload_cap,
                              size_t *payload_len)
@@ -226,15 +221,48 @@ static size_t take_hints(struct shard *s, size_t room, const rkv_hint **hints)
     return n;
 }
 
+/* The one way requests leave this client: post messages 0..n-1 of the send
+ * buffers (lengths lens[]) as one batch. On error the connection is unusable:
+ * the shard is marked down (the caller must not use it again in this call)
+ * and the message says what was being sent. On success the n requests are
+ * outstanding until shard_wait() consumes their replies. */
+static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *lens, unsigned n,
+                             const char *what)
+{
+    rkv_status st = s->ops->send(s->t, lens, n);
+    if (RKV_UNLIKELY(st != RKV_OK)) {
+        shard_down(s);
+        return fail(c, st, "%s: sending %s failed: %s", s->uri, what, rkv_strerror(st));
+    }
+    s->outstanding += n;
+    return RKV_OK;
+}
+
+/* Send one request without key or value (control RPCs, HINTS) once a credit
+ * is free, carrying the buffered hints that fit; its id goes to *req_id. */
+static rkv_status send_keyless(rkv_client *c, struct shard *s, uint8_t opcode, const char *what,
+                               uint32_t *req_id)
+{
+    rkv_status st = shard_credit(c, s);
+    if (st != RKV_OK)
+        return st;
+    struct rkv_req h = { .opcode = opcode, .req_id = shard_next_id(s) };
+    const rkv_hint *hints;
+    h.hint_count = (uint16_t)take_hints(s, s->hello.max_msg - sizeof h, &hints);
+    uint32_t len = (uint32_t)rkv_req_build(s->ops->send_buf(s->t, 0), &h, NULL, NULL, 0,
+                                           hints, h.hint_count);
+    *req_id = h.req_id;
+    return shard_send(c, s, &len, 1, what);
+}
+
 static rkv_status shard_hello(rkv_client *c, struct shard *s)
 {
     struct rkv_req req = { .opcode = RKV_OP_HELLO, .key_len = (uint16_t)strlen(c->secret),
                            .req_id = shard_next_id(s), .arg = RKV_PROTO_VERSION };
     uint32_t len = (uint32_t)rkv_req_build(s->ops->send_buf(s->t, 0), &req, c->secret, NULL, 0, NULL, 0);
-    rkv_status st = s->ops->send(s->t, &len, 1);
+    rkv_status st = shard_send(c, s, &len, 1, "HELLO");
     if (st != RKV_OK)
-        return fail(c, st, "%s: cannot send HELLO: %s", s->uri, rkv_strerror(st));
-    s->outstanding = 1;
+        return st;
 
     struct rkv_resp resp;
     uint8_t payload[sizeof(struct rkv_hello)];
@@ -348,7 +376,7 @@ static rkv_status parse_uris(rkv_client *c, const char *uris)
         memcpy(s->uri, p, len);
         s->uri[len] = '\0';
         if (!rkv_uri_split(s->uri, scheme, sizeof scheme, &s->addr) || s->addr[0] == '\0' ||
-            (s->ops = transport_for(scheme)) == NULL)
+            (s->ops = rkv_client_transport_by_scheme(scheme)) == NULL)
             return fail(c, RKV_INVALID, "bad server URI \"%s\": use rdma://HOST:PORT or shm://PATH",
                         s->uri);
         s->read_ops = calloc(LOOKUP_OPS, sizeof *s->read_ops);
@@ -448,6 +476,8 @@ struct call_args {
 static rkv_status route(rkv_client *c, const struct call_args *a, struct shard **s, uint64_t *kh)
 {
     const char *what = a->kind == DATA_VALUE ? "value" : "buffer";
+    *s = NULL;           /* defined on every path, also for refused calls */
+    *kh = 0;
     if (a->key == NULL || a->key_len == 0)
         return fail(c, RKV_INVALID, "%s: the key is %s; keys are 1..%u bytes", a->call,
                     a->key == NULL ? "NULL" : "empty (key_len 0)", RKV_MAX_KEY_LEN);
@@ -475,21 +505,8 @@ static rkv_status route(rkv_client *c, const struct call_args *a, struct shard *
  * shard again in this call. */
 static rkv_status hints_flush(rkv_client *c, struct shard *s)
 {
-    rkv_status st = shard_credit(c, s);
-    if (st != RKV_OK)
-        return st;
-    struct rkv_req h = { .opcode = RKV_OP_HINTS, .req_id = shard_next_id(s),
-                         .hint_count = (uint16_t)s->nhints };
-    uint32_t len = (uint32_t)rkv_req_build(s->ops->send_buf(s->t, 0), &h, NULL, NULL, 0,
-                                           s->hints, s->nhints);
-    s->nhints = 0;
-    st = s->ops->send(s->t, &len, 1);
-    if (st != RKV_OK) {
-        shard_down(s);
-        return fail(c, st, "%s: sending access hints failed: %s", s->uri, rkv_strerror(st));
-    }
-    s->outstanding++;
-    return RKV_OK;
+    uint32_t req_id;
+    return send_keyless(c, s, RKV_OP_HINTS, "access hints", &req_id); /* MAX_HINTS always fit */
 }
 
 /* Buffer one access hint; a full buffer is flushed. A down shard takes none. */
@@ -585,20 +602,96 @@ rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, si
     return l.status;
 }
 
-/* Look up one chunk of keys on shard s; every op gets a status. `down` is
- * the shard's state in this call: once it is not RKV_OK the shard is not
- * used again, and the ops without a result carry it (the first such error
- * goes to *first_error). Returns the shard's state after the chunk. */
-static rkv_status mget_chunk(rkv_client *c, struct shard *s, rkv_status down,
-                             struct rkv_get_op *ops, struct rkv_lookup *ls,
-                             const uint64_t *khs, const size_t *idx, unsigned k,
-                             rkv_status *first_error)
+/* ------------------------------------------------------------ batched calls */
+
+/* A batched call (rkv_mget, rkv_mput) as its one skeleton, batch_run(),
+ * sees it: the caller's ops, and what differs per call. */
+struct batch {
+    rkv_client *c;
+    void *ops;                           /* the caller's array of n ops */
+    size_t n;
+    /* op i's arguments, for route() */
+    void (*args)(const struct batch *b, size_t i, struct call_args *a);
+    /* op i gets status st and no result */
+    void (*set_status)(struct batch *b, size_t i, rkv_status st);
+    /* Run ops idx[0..k-1] (key hashes khs[]) on their shard s, whose state in
+     * this call is `down`: once it is not RKV_OK the shard is not used again
+     * and the ops without a result carry it (the first such error goes to
+     * first_error). Every op gets a status. Returns the shard's state. */
+    rkv_status (*run)(struct batch *b, struct shard *s, rkv_status down,
+                      const size_t *idx, const uint64_t *khs, unsigned k);
+    rkv_status first_error;
+};
+
+/* Every op starts RKV_INTERNAL; then one pass per shard gathers the ops it
+ * owns (route() checks each; a refused op keeps route()'s status), in chunks
+ * of BATCH_CHUNK, and runs each chunk. Returns the first shard error. */
+static rkv_status batch_run(struct batch *b)
 {
+    size_t idx[BATCH_CHUNK];
+    uint64_t khs[BATCH_CHUNK];
+
+    for (size_t i = 0; i < b->n; i++)
+        b->set_status(b, i, RKV_INTERNAL);
+    for (unsigned sh = 0; sh < b->c->nshards; sh++) {
+        struct shard *s = &b->c->shards[sh];
+        rkv_status down = RKV_OK;
+        size_t i = 0;
+        while (i < b->n) {
+            unsigned k = 0;
+            for (; i < b->n && k < BATCH_CHUNK; i++) {
+                struct call_args a;
+                struct shard *owner;
+                b->args(b, i, &a);
+                rkv_status st = route(b->c, &a, &owner, &khs[k]);
+                if (st != RKV_OK)
+                    b->set_status(b, i, st);
+                if (st != RKV_OK || owner != s)
+                    continue;
+                idx[k++] = i;
+            }
+            if (k > 0)
+                down = b->run(b, s, down, idx, khs, k);
+        }
+    }
+    return b->first_error;
+}
+
+static void mget_args(const struct batch *b, size_t i, struct call_args *a)
+{
+    const struct rkv_get_op *op = (const struct rkv_get_op *)b->ops + i;
+    *a = (struct call_args){ .call = "mget", .key = op->key, .key_len = op->key_len,
+                             .kind = DATA_BUFFER, .data = op->buf, .data_len = op->buf_len };
+}
+
+static void mget_set_status(struct batch *b, size_t i, rkv_status st)
+{
+    struct rkv_get_op *op = (struct rkv_get_op *)b->ops + i;
+    op->status = st;
+    op->value_len = 0;
+}
+
+/* Look up one chunk on shard s, as many keys per round as its scratch holds
+ * (common/lookup.h). */
+static rkv_status mget_run(struct batch *b, struct shard *s, rkv_status down,
+                           const size_t *idx, const uint64_t *khs, unsigned k)
+{
+    rkv_client *c = b->c;
+    struct rkv_get_op *ops = b->ops;
+    struct rkv_lookup ls[BATCH_CHUNK];
+
+    /* the finds, once every key's cache line is on its way */
+    for (unsigned j = 0; c->cache && j < k; j++)
+        rkv_loc_cache_prefetch(c->cache, s->generation, khs[j]);
+    for (unsigned j = 0; j < k; j++) {
+        const struct rkv_get_op *op = &ops[idx[j]];
+        prepare_lookup(c, s, &ls[j], op->key, op->key_len, op->buf, op->buf_len, khs[j]);
+        ls[j].status = RKV_INTERNAL;
+    }
     if (down == RKV_OK)
         down = shard_ready(c, s);
     if (down == RKV_OK) {
-        unsigned fit = (unsigned)RKV_MIN((size_t)k, (s->lctx.scratch_len -
-            rkv_lookup_scratch_need(&s->geom, 0)) / (2 * sizeof(struct rkv_bucket)));
+        unsigned fit = RKV_MIN(k, rkv_lookup_batch_fit(&s->lctx));
         for (unsigned done = 0; down == RKV_OK && done < k; done += fit)
             down = run_lookups(c, s, ls + done, RKV_MIN(fit, k - done));
     }
@@ -607,8 +700,8 @@ static rkv_status mget_chunk(rkv_client *c, struct shard *s, rkv_status down,
         if (down != RKV_OK && ls[j].status == RKV_INTERNAL) {
             op->status = down;           /* never looked up (or the read failed) */
             op->value_len = 0;
-            if (*first_error == RKV_OK)
-                *first_error = down;
+            if (b->first_error == RKV_OK)
+                b->first_error = down;
             continue;
         }
         rkv_status hint = lookup_done(c, s, &ls[j], khs[j]);
@@ -622,51 +715,9 @@ static rkv_status mget_chunk(rkv_client *c, struct shard *s, rkv_status down,
 
 rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n)
 {
-    struct rkv_lookup ls[MGET_CHUNK];
-    uint64_t khs[MGET_CHUNK];
-    size_t idx[MGET_CHUNK];
-    rkv_status first_error = RKV_OK;
-
-    for (size_t i = 0; i < n; i++) {
-        ops[i].status = RKV_INTERNAL;
-        ops[i].value_len = 0;
-    }
-    /* one pass per shard; within it, chunks of MGET_CHUNK keys */
-    for (unsigned sh = 0; sh < c->nshards; sh++) {
-        struct shard *s = &c->shards[sh];
-        rkv_status down = RKV_OK;
-        size_t i = 0;
-        while (i < n) {
-            unsigned k = 0;
-            for (; i < n && k < MGET_CHUNK; i++) {
-                struct rkv_get_op *op = &ops[i];
-                const struct call_args a = { .call = "mget", .key = op->key,
-                    .key_len = op->key_len, .kind = DATA_BUFFER, .data = op->buf,
-                    .data_len = op->buf_len };
-                struct shard *owner;
-                uint64_t kh;
-                rkv_status st = route(c, &a, &owner, &kh);
-                if (st != RKV_OK)
-                    op->status = st;
-                if (st != RKV_OK || owner != s)
-                    continue;
-                khs[k] = kh;
-                idx[k] = i;
-                if (c->cache)
-                    rkv_loc_cache_prefetch(c->cache, s->generation, kh);
-                k++;
-            }
-            /* the finds, once every key's cache line is on its way */
-            for (unsigned j = 0; j < k; j++) {
-                const struct rkv_get_op *op = &ops[idx[j]];
-                prepare_lookup(c, s, &ls[j], op->key, op->key_len, op->buf, op->buf_len, khs[j]);
-                ls[j].status = RKV_INTERNAL;
-            }
-            if (k > 0)
-                down = mget_chunk(c, s, down, ops, ls, khs, idx, k, &first_error);
-        }
-    }
-    return first_error;
+    struct batch b = { .c = c, .ops = ops, .n = n, .args = mget_args,
+                       .set_status = mget_set_status, .run = mget_run };
+    return batch_run(&b);
 }
 
 /* ------------------------------------------------------------ writes */
@@ -773,13 +824,8 @@ static rkv_status shard_write_batch(rkv_client *c, struct shard *s, rkv_status d
         }
         if (k == 0)
             continue;
-        st = s->ops->send(s->t, lens, k);
-        if (st != RKV_OK) {
-            shard_down(s);
-            fail(c, st, "%s: send failed: %s", s->uri, rkv_strerror(st));
+        if ((st = shard_send(c, s, lens, k, "requests")) != RKV_OK)
             break;
-        }
-        s->outstanding += k;
         for (unsigned r = 0; st == RKV_OK && r < k; r++) {
             struct rkv_resp resp;
             st = shard_wait(c, s, ids[r], &resp, NULL, 0, NULL);
@@ -849,56 +895,54 @@ rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len, int64_t delt
     return st;
 }
 
+static void mput_args(const struct batch *b, size_t i, struct call_args *a)
+{
+    const struct rkv_put_op *op = (const struct rkv_put_op *)b->ops + i;
+    *a = (struct call_args){ .call = "mput", .key = op->key, .key_len = op->key_len,
+                             .kind = DATA_VALUE, .data = op->value, .data_len = op->value_len,
+                             .opts = op->opts };
+}
+
+static void mput_set_status(struct batch *b, size_t i, rkv_status st)
+{
+    struct rkv_put_op *op = (struct rkv_put_op *)b->ops + i;
+    op->status = st;
+    op->version = 0;
+}
+
+/* Write one chunk to shard s in as few send batches as credits allow. */
+static rkv_status mput_run(struct batch *b, struct shard *s, rkv_status down,
+                           const size_t *idx, const uint64_t *khs, unsigned k)
+{
+    struct rkv_put_op *ops = b->ops;
+    struct write_req ws[BATCH_CHUNK];
+    struct write_req *wp[BATCH_CHUNK];
+
+    (void)khs;
+    for (unsigned j = 0; j < k; j++) {
+        const struct rkv_put_op *op = &ops[idx[j]];
+        ws[j] = (struct write_req){ .opcode = RKV_OP_PUT, .key = op->key, .key_len = op->key_len,
+                                    .value = op->value, .value_len = op->value_len,
+                                    .opts = op->opts, .status = RKV_INTERNAL };
+        wp[j] = &ws[j];
+    }
+    b->c->c.puts += k;
+    down = shard_write_batch(b->c, s, down, wp, k);
+    for (unsigned j = 0; j < k; j++) {
+        struct rkv_put_op *op = &ops[idx[j]];
+        op->status = ws[j].status;
+        op->version = ws[j].value_out;
+        if (down != RKV_OK && op->status == down && b->first_error == RKV_OK)
+            b->first_error = down;
+    }
+    return down;
+}
+
 rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
 {
-    struct write_req ws[MGET_CHUNK];
-    struct write_req *wp[MGET_CHUNK];
-    size_t idx[MGET_CHUNK];
-    rkv_status first_error = RKV_OK;
-
-    for (size_t i = 0; i < n; i++) {
-        ops[i].status = RKV_INTERNAL;
-        ops[i].version = 0;
-    }
-    for (unsigned sh = 0; sh < c->nshards; sh++) {
-        struct shard *s = &c->shards[sh];
-        rkv_status down = RKV_OK;
-        size_t i = 0;
-        while (i < n) {
-            unsigned k = 0;
-            for (; i < n && k < MGET_CHUNK; i++) {
-                struct rkv_put_op *op = &ops[i];
-                const struct call_args a = { .call = "mput", .key = op->key,
-                    .key_len = op->key_len, .kind = DATA_VALUE, .data = op->value,
-                    .data_len = op->value_len, .opts = op->opts };
-                struct shard *owner;
-                uint64_t kh;
-                rkv_status st = route(c, &a, &owner, &kh);
-                if (st != RKV_OK)
-                    op->status = st;
-                if (st != RKV_OK || owner != s)
-                    continue;
-                ws[k] = (struct write_req){ .opcode = RKV_OP_PUT, .key = op->key,
-                    .key_len = op->key_len, .value = op->value, .value_len = op->value_len,
-                    .opts = op->opts, .status = RKV_INTERNAL };
-                wp[k] = &ws[k];
-                idx[k] = i;
-                k++;
-            }
-            if (k == 0)
-                continue;
-            c->c.puts += k;
-            down = shard_write_batch(c, s, down, wp, k);
-            for (unsigned j = 0; j < k; j++) {
-                struct rkv_put_op *op = &ops[idx[j]];
-                op->status = ws[j].status;
-                op->version = ws[j].value_out;
-                if (down != RKV_OK && op->status == down && first_error == RKV_OK)
-                    first_error = down;
-            }
-        }
-    }
-    return first_error;
+    struct batch b = { .c = c, .ops = ops, .n = n, .args = mput_args,
+                       .set_status = mput_set_status, .run = mput_run };
+    return batch_run(&b);
 }
 
 /* ------------------------------------------------------------ control */
@@ -907,25 +951,15 @@ rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
 static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t opcode, void *payload,
                               size_t cap, size_t *len)
 {
+    uint32_t req_id;
     rkv_status st = shard_ready(c, s);
     if (st == RKV_OK)
-        st = shard_credit(c, s);
+        st = send_keyless(c, s, opcode, "the request", &req_id);
     if (st != RKV_OK)
         return st;
-    struct rkv_req h = { .opcode = opcode, .req_id = shard_next_id(s) };
-    const rkv_hint *hints;
-    h.hint_count = (uint16_t)take_hints(s, s->hello.max_msg - sizeof h, &hints);
-    uint32_t mlen = (uint32_t)rkv_req_build(s->ops->send_buf(s->t, 0), &h, NULL, NULL, 0,
-                                            hints, h.hint_count);
-    st = s->ops->send(s->t, &mlen, 1);
-    if (st != RKV_OK) {
-        shard_down(s);
-        return fail(c, st, "%s: send failed: %s", s->uri, rkv_strerror(st));
-    }
-    s->outstanding++;
     c->c.other_rpcs++;
     struct rkv_resp resp;
-    st = shard_wait(c, s, h.req_id, &resp, payload, cap, len);
+    st = shard_wait(c, s, req_id, &resp, payload, cap, len);
     return st != RKV_OK ? st : (rkv_status)resp.status;
 }
 

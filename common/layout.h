@@ -3,7 +3,8 @@
  * The server owns one contiguous region and registers it once for remote READ.
  * Clients read it one-sidedly (RDMA READ, or memcpy from a read-only shm
  * mapping), so every structure here is a wire format: fixed-width, little
- * endian (rkv runs on little-endian hosts only; see RKV_STATIC_ASSERTs), and
+ * endian (rkv runs on little-endian hosts only: the byte-order
+ * RKV_STATIC_ASSERT below refuses to build elsewhere), and
  * never re-laid out without bumping RKV_FORMAT_VERSION.
  *
  *   +----------------------+ 0
@@ -27,6 +28,10 @@
 #include <stdbool.h>
 
 #define RKV_STATIC_ASSERT(c, m) _Static_assert(c, m)
+
+/* Structures here are read and written in host byte order on both sides. */
+RKV_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+                  "the region and message formats are little endian: build rkv on a little-endian host");
 
 #define RKV_REGION_MAGIC    0x314e4745524b5652ull /* "RKVREGN1" */
 #define RKV_FORMAT_VERSION  2u  /* 2: superseded items forward to their replacement */
@@ -82,7 +87,7 @@ RKV_STATIC_ASSERT(sizeof(struct rkv_region_header) <= RKV_HEADER_SIZE, "header f
 /* A bucket: one cache line. `version` is a seqlock word: odd while the server
  * is changing the bucket's slots, bumped by 2 per completed change. A reader
  * that finds no match re-reads both buckets and trusts the miss only if both
- * versions are even and unchanged (design-notes invariant 4). */
+ * versions are even and unchanged (design.md invariant 4). */
 struct rkv_bucket {
     volatile uint64_t version;
     volatile uint64_t slot[RKV_SLOTS_PER_BUCKET];

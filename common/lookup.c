@@ -9,6 +9,7 @@
  * from an item that passed the checksum and key checks, and the item it leads
  * to is verified like any other.
  */
+#include <limits.h>
 #include <string.h>
 
 #include "clock.h"
@@ -85,6 +86,13 @@ enum rkv_verify rkv_item_verify(const struct rkv_item *it, size_t len, const voi
 size_t rkv_lookup_scratch_need(const struct rkv_region_header *geom, unsigned n)
 {
     return (size_t)n * BUCKET_PAIR_BYTES + geom->class_size[geom->class_count - 1];
+}
+
+unsigned rkv_lookup_batch_fit(const struct rkv_lookup_ctx *ctx)
+{
+    size_t item = rkv_lookup_scratch_need(ctx->geom, 0);
+    size_t fit = ctx->scratch_len > item ? (ctx->scratch_len - item) / BUCKET_PAIR_BYTES : 0;
+    return fit > UINT_MAX ? UINT_MAX : (unsigned)fit;
 }
 
 /* ------------------------------------------------------------ per round */

@@ -92,6 +92,11 @@ struct rkv_lookup {
 /* Bytes of scratch a batch of n keys needs at least to make progress. */
 size_t rkv_lookup_scratch_need(const struct rkv_region_header *geom, unsigned n);
 
+/* Keys whose buckets ctx's scratch holds at once, beside the largest item:
+ * the batch size one rkv_lookup_batch() round serves whole (>= 1 when
+ * scratch_len >= rkv_lookup_scratch_need(geom, 1)). */
+unsigned rkv_lookup_batch_fit(const struct rkv_lookup_ctx *ctx);
+
 /* Look up ls[0..n-1]. Returns RKV_OK when every key has a status, or the
  * transport error that stopped the batch. */
 rkv_status rkv_lookup_batch(struct rkv_lookup_ctx *ctx, struct rkv_lookup *ls, unsigned n);

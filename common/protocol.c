@@ -1,6 +1,6 @@
 /* protocol.c — building and validating RPC messages (see protocol.h).
  *
- * The parsers are the server's first line of defence (invariant 5): they run
+ * The parsers are the server's first line of defence (design.md invariant 5): they run
  * on bytes a peer sent and check every length against the received count
  * before any pointer is handed out. They never allocate and never read past
  * `len`. tests/fuzz/fuzz_protocol.c runs them on arbitrary bytes.

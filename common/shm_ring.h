@@ -22,10 +22,10 @@
  * "doorbell"); the consumer reads the tail with acquire and gives slots back
  * by storing its head.
  *
- * Trust: the server treats everything in this memory as hostile (design
- * invariant 5). Each side keeps its own position privately and only ever
- * *reads* the position the peer owns, validating it (0 <= tail-head <=
- * credits) and every length (<= max_msg) before use; a violation is reported
+ * Trust: the server treats everything in this memory as hostile
+ * (design.md invariant 5). Each side keeps its own position privately and
+ * only ever *reads* the position the peer owns, validating it (0 <=
+ * tail-head <= credits) and every length (<= max_msg) before use; a violation is reported
  * as -1 / NULL so the caller can drop the connection.
  *
  * Sleeping (Dekker style, so no wake-up is lost and none is sent while the

@@ -8,6 +8,17 @@
  *         (libibverbs + librdmacm, RC queue pairs)
  *   shm   client/shm_client.c, server/shm_server.c, common/shm_ring.c
  *         (memfd region mapped read-only, shared-memory rings)
+ *   tcp   server/tcp_server.c only: the memcached text protocol door. Its
+ *         messages are a byte stream, not rkv frames, so worker.c hands its
+ *         connections to server/memcache_exec.c instead of request.c, and
+ *         they skip HELLO admission (main.c): the one place the server
+ *         tells this transport from the others.
+ *
+ * Callers find a transport by its URI scheme (rkv_client_transport_by_scheme,
+ * rkv_server_transport_by_scheme: the tables in client/transports.c and
+ * server/transports.c), and know nothing else about it: what differs between
+ * transports is an op or a parameter here. A new transport adds its files and
+ * one entry in each table.
  *
  * Message contract (both directions): a message is at most `max_msg` bytes and
  * is delivered whole, with its byte count, or not at all. The client keeps at
@@ -36,11 +47,13 @@ struct rkv_read_op {
     void *dst;         /* inside the transport's local_buf() */
 };
 
-/* Tunables a client passes to its transport. Zero means the default. */
+/* Tunables a client passes to its transport. Zero (or NULL) in any field,
+ * or a NULL params pointer, means the transport's default. */
 struct rkv_ctrans_params {
-    size_t local_buf_size;     /* bytes of read-landing memory (>= 2 buckets + largest item) */
-    unsigned timeout_ms;       /* connect / wait timeout */
-    unsigned signal_interval;  /* rdma: signal one send in N */
+    size_t local_buf_size;     /* bytes of read-landing memory (>= 2 buckets + largest item);
+                                  default rdma 2 MiB, shm 4 MiB */
+    unsigned timeout_ms;       /* connect / wait timeout (default 5000) */
+    unsigned signal_interval;  /* rdma: signal one send in N (default 16) */
     const char *device;        /* rdma: device name, NULL = rdma_cm's choice */
 };
 
@@ -58,55 +71,91 @@ enum rkv_read_cost {
                                  the second bucket only when the first holds no match */
 };
 
+/* A client transport. Every op is required (never NULL) unless it says
+ * "optional"; call optional ops only through their rkv_ctrans_*() wrapper
+ * below, which holds the NULL check. All ops but connect take a connection
+ * connect() returned and are called by the one thread that owns it. */
 struct rkv_client_transport {
-    const char *scheme;  /* "rdma" or "shm" */
+    const char *scheme;  /* "rdma" or "shm": the URI's "scheme://" */
     enum rkv_read_cost read_cost; /* what its reads cost */
 
-    /* Connect to `addr` (the URI after "scheme://"). Nothing is sent yet.
+    /* Required. Called once per connection attempt (rkv_connect, and each
+     * reconnect) with `addr`, the URI after "scheme://"; p may be NULL.
+     * Nothing is sent yet. Returns RKV_OK and *out, or RKV_INVALID (bad
+     * address), RKV_CONNECTION, RKV_TIMEOUT, RKV_NO_MEMORY with `err` set.
      * Messages in `err` (here and in set_region) say what went wrong and what
      * to do, but not which server: the client prefixes its URI, once. */
     rkv_status (*connect)(const char *addr, const struct rkv_ctrans_params *p,
                           struct rkv_trans_counters *counters,
                           struct rkv_ctrans **out, char *err, size_t err_len);
 
-    /* Tell the transport where the region is (from the HELLO reply) and how
-     * many credits / how large messages are. Called once after HELLO. */
+    /* Required. Called once after HELLO with its reply: where the region is,
+     * how many credits and how large messages are. Returns RKV_OK, or
+     * RKV_PROTOCOL / RKV_CONNECTION with `err` set (the client then closes). */
     rkv_status (*set_region)(struct rkv_ctrans *t, const struct rkv_hello *h,
                              char *err, size_t err_len);
 
-    /* The registered memory reads land in. */
+    /* Required. The registered memory reads land in, and its size in *len. */
     void *(*local_buf)(struct rkv_ctrans *t, size_t *len);
 
-    /* Post all `n` reads as one chained list (one doorbell) and wait until
-     * all have completed. Counts n reads and one round trip. */
+    /* Required. Post all `n` reads as one chained list (one doorbell) and
+     * wait until all have completed. Counts n reads and one round trip.
+     * Returns RKV_OK, RKV_INVALID (an op outside the region or local_buf),
+     * RKV_CONNECTION or RKV_TIMEOUT (the connection is then unusable). */
     rkv_status (*read)(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n);
 
-    /* Buffer for message i (0 <= i < credits) of the next send batch; at least
-     * max_msg bytes. Valid until send(). */
+    /* Required. Buffer for message i (0 <= i < credits) of the next send
+     * batch; at least max_msg bytes. Valid until send(). */
     void *(*send_buf)(struct rkv_ctrans *t, unsigned i);
 
-    /* Send messages 0..n-1 of send_buf() with lengths lens[] as one batch. */
+    /* Required. Send messages 0..n-1 of send_buf() with lengths lens[] as one
+     * batch; the caller holds n free credits. Returns RKV_OK, or
+     * RKV_CONNECTION / RKV_TIMEOUT (the connection is then unusable). */
     rkv_status (*send)(struct rkv_ctrans *t, const uint32_t *lens, unsigned n);
 
-    /* Wait up to timeout_ms for the next reply. The message stays valid until
-     * recv_done(). */
+    /* Required. Wait up to timeout_ms for the next reply; RKV_OK with *msg
+     * and *len, valid until recv_done(), or RKV_TIMEOUT / RKV_CONNECTION. */
     rkv_status (*recv)(struct rkv_ctrans *t, const void **msg, size_t *len, unsigned timeout_ms);
+    /* Required. The message recv() returned is consumed; its credit is free. */
     void (*recv_done)(struct rkv_ctrans *t);
 
-    /* The server clock as the region header shows it now (common/clock.h),
-     * when the transport sees the region without a round trip (shm: a load
-     * from the mapping); NULL where it does not (rdma). */
+    /* Optional (NULL where the transport does not map the region: rdma). The
+     * server clock as the region header shows it now (common/clock.h), read
+     * without a round trip (shm: a load from the mapping). */
     uint32_t (*clock)(struct rkv_ctrans *t);
 
-    /* The staging buffer a large value is copied into for the server to pull;
-     * *cap is its size and *desc the descriptor to send (len set by caller). */
+    /* Required. The staging buffer a large value is copied into for the
+     * server to pull; *cap is its size and *desc the descriptor to send (len
+     * set by caller). */
     void *(*staging)(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_buf *desc);
 
+    /* Required. Close the connection and free everything it holds. */
     void (*close)(struct rkv_ctrans *t);
 };
 
+/* Whether ops maps the region, so that rkv_ctrans_clock() needs no read. */
+static inline bool rkv_ctrans_maps_clock(const struct rkv_client_transport *ops)
+{
+    return ops->clock != NULL;
+}
+
+/* The optional clock op: true with the server clock in *now where the
+ * transport maps the region; false where the caller must keep its own. */
+static inline bool rkv_ctrans_clock(const struct rkv_client_transport *ops, struct rkv_ctrans *t,
+                                    uint32_t *now)
+{
+    if (ops->clock == NULL)
+        return false;
+    *now = ops->clock(t);
+    return true;
+}
+
 extern const struct rkv_client_transport rkv_shm_client_transport;
 extern const struct rkv_client_transport rkv_rdma_client_transport;
+
+/* The client transport for a URI's scheme ("shm", "rdma"), or NULL
+ * (client/transports.c). */
+const struct rkv_client_transport *rkv_client_transport_by_scheme(const char *scheme);
 
 /* ------------------------------------------------------------ server side */
 
@@ -119,20 +168,32 @@ struct rkv_region {
     bool hugepages;     /* backed by hugepages */
 };
 
-/* Tunables for a listener. Zero means the default. */
+/* Tunables for a listener. Start from rkv_strans_params_init() and change
+ * what differs; a zero count (credits, max_msg, max_conns, max_inline,
+ * signal_interval) also means its default, but gid_index 0 is GID 0. */
 struct rkv_strans_params {
     unsigned credits;          /* receive buffers per connection (default 64) */
     uint32_t max_msg;          /* bytes per message (default 4096) */
     unsigned max_conns;        /* connections at once (default 1024) */
     _Atomic uint64_t *rejected;/* bumped for each peer refused "busy" (limits, fds); may be NULL */
+    bool make_dir;             /* path addresses (shm): create a missing parent directory
+                                  (one level, 0755) before binding (default false) */
     /* rdma only */
-    const char *device;        /* NULL: the device rdma_cm binds the address to */
-    unsigned cq_size;          /* default 2 * (send + recv depth) */
+    const char *device;        /* NULL (default): the device rdma_cm binds the address to */
+    unsigned cq_size;          /* 0 (default): 2 * (send + recv depth) */
     unsigned max_inline;       /* requested max_inline_data (default 256) */
     unsigned signal_interval;  /* signal one send in N (default 16) */
-    uint8_t  tos;              /* IP ToS for RoCE */
-    int gid_index;             /* -1: rdma_cm's choice */
+    uint8_t  tos;              /* IP ToS for RoCE (default 0) */
+    int gid_index;             /* -1 (default): rdma_cm's choice */
 };
+
+/* Every field at its default (the values above); rkv-server's configuration
+ * defaults (server/config.c) come from here too. */
+void rkv_strans_params_init(struct rkv_strans_params *p);
+
+/* What a listener runs with: *p (NULL: the defaults) with each zero count
+ * replaced by its default. Both listeners call it first. */
+void rkv_strans_params_resolve(const struct rkv_strans_params *p, struct rkv_strans_params *out);
 
 struct rkv_listener;
 struct rkv_sconn;
@@ -143,47 +204,84 @@ struct rkv_msg {
     uint32_t len;
 };
 
+/* A server transport. Every op is required (never NULL) unless it says
+ * "optional"; call optional ops only through their rkv_sconn_*() wrapper
+ * below. Listener ops are called by the main thread; connection ops only by
+ * the worker that owns the connection. */
 struct rkv_server_transport {
-    const char *scheme;
+    const char *scheme;  /* "rdma", "shm" or "tcp": the listen URI's "scheme://" */
 
-    /* Start listening on `addr`; registers/exports `region` for remote read. */
+    /* Required. Called once per listen URI at start-up with `addr`, the URI
+     * after "scheme://"; p may be NULL (the defaults). Registers/exports
+     * `region` for remote read. Returns RKV_OK and *out, or RKV_INVALID (bad
+     * address or parameters), RKV_CONNECTION (cannot bind), RKV_NO_MEMORY,
+     * RKV_INTERNAL, with `err` saying what to do. */
     rkv_status (*listen)(const char *addr, const struct rkv_region *region,
                          const struct rkv_strans_params *p,
                          struct rkv_listener **out, char *err, size_t err_len);
-    /* fd that poll() reports readable when accept() has work. */
+    /* Required. The fd that poll() reports readable when accept() has work. */
     int (*listener_fd)(struct rkv_listener *l);
-    /* Non-blocking: a new connection in *out, or *out = NULL. Connections are
-     * returned ready to poll(); errors on one peer do not fail the listener. */
+    /* Required. Called when listener_fd is readable and once a second;
+     * non-blocking. RKV_OK with a new connection in *out, ready to poll(), or
+     * *out = NULL when none is pending; errors on one peer (refused, counted
+     * in p->rejected) do not fail the listener. */
     rkv_status (*accept)(struct rkv_listener *l, struct rkv_sconn **out);
-    /* rdma: the region's rkey and address as clients must use them. */
+    /* Required. Called for each HELLO reply: the region's rkey and address as
+     * clients must use them (rdma); zeros where clients map the region (shm). */
     void (*region_desc)(struct rkv_listener *l, uint32_t *rkey, uint64_t *addr);
+    /* Required. Called at shutdown, after every connection is closed. */
     void (*close_listener)(struct rkv_listener *l);
 
     /* The calls below are made only by the worker that owns the connection. */
 
-    /* Received requests, up to max. The worker answers each with one reply
-     * (reply_buf + reply) before polling this connection again. */
+    /* Required. Received requests, up to max (0: none). The worker answers
+     * each with one reply (reply_buf + reply) before polling this connection
+     * again. */
     unsigned (*poll)(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max);
+    /* Required. Where reply i of the current batch goes: max_msg bytes, which
+     * the peer may be able to read (shm) — write it, never read it back. */
     void *(*reply_buf)(struct rkv_sconn *c, unsigned i);
-    /* Post replies 0..n-1 as one batch (one doorbell) and give the polled
-     * request buffers back to the peer. */
+    /* Required. Post replies 0..n-1 as one batch (one doorbell) and give the
+     * polled request buffers back to the peer. Returns RKV_OK, or an error
+     * after which the connection must be closed. */
     rkv_status (*reply)(struct rkv_sconn *c, const uint32_t *lens, unsigned n);
-    /* Rendezvous: copy the client's staged value into dst (which may be in
-     * the region). Fails with RKV_PROTOCOL if the descriptor is out of bounds. */
+    /* Required. Rendezvous: copy the client's staged value into dst (which may
+     * be in the region). Returns RKV_OK, or RKV_PROTOCOL if the descriptor is
+     * out of bounds, RKV_CONNECTION if the copy failed. */
     rkv_status (*pull)(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst);
-    /* False once the peer is gone or broke the protocol; then close(). */
+    /* Required. False once the peer is gone or broke the protocol; then close(). */
     bool (*alive)(struct rkv_sconn *c);
-    /* An fd that becomes readable when requests may be waiting (event mode);
-     * arm() asks for that wake-up before the worker sleeps. */
+    /* Optional (event mode; both or neither). event_fd: an fd that becomes
+     * readable when requests may be waiting, or -1; arm: ask for that wake-up,
+     * called before the worker sleeps. Without them the connection is served
+     * by polling only (the worker wakes at least every 100 ms). */
     int (*event_fd)(struct rkv_sconn *c);
     void (*arm)(struct rkv_sconn *c);
-    /* A short description for logs: "shm pid 1234", "rdma 192.0.2.1:5001". */
+    /* Required. A short description for logs: "shm pid 1234", "rdma 192.0.2.1:5001". */
     const char *(*peer)(struct rkv_sconn *c);
+    /* Required. Close the connection and free everything it holds. */
     void (*close)(struct rkv_sconn *c);
 };
+
+/* The optional event_fd op: the connection's wake-up fd, or -1 (poll only). */
+static inline int rkv_sconn_event_fd(const struct rkv_server_transport *ops, struct rkv_sconn *c)
+{
+    return ops->event_fd != NULL ? ops->event_fd(c) : -1;
+}
+
+/* The optional arm op: ask for a wake-up on event_fd before sleeping. */
+static inline void rkv_sconn_arm(const struct rkv_server_transport *ops, struct rkv_sconn *c)
+{
+    if (ops->arm != NULL)
+        ops->arm(c);
+}
 
 extern const struct rkv_server_transport rkv_shm_server_transport;
 extern const struct rkv_server_transport rkv_rdma_server_transport;
 extern const struct rkv_server_transport rkv_tcp_server_transport; /* server/tcp_server.h */
+
+/* The server transport for a listen URI's scheme ("shm", "rdma"), or NULL
+ * (server/transports.c). */
+const struct rkv_server_transport *rkv_server_transport_by_scheme(const char *scheme);
 
 #endif

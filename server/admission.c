@@ -2,7 +2,7 @@
  *
  * A connection counts as unauthenticated from accept until its HELLO (with
  * the secret, when one is set) succeeds. Peers that connect and stay silent
- * must not be able to lock out real clients (design invariant 6), so:
+ * must not be able to lock out real clients (design.md invariant 6), so:
  *
  *   - at most max_unauth_conns are unauthenticated at once. Each holds one
  *     slot of srv->unauth, which stores its ticket (a number that grows with

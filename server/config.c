@@ -27,6 +27,7 @@
 #include "protocol.h"
 #include "rkv.h"
 #include "table.h"
+#include "transport.h"
 #include "util.h"
 
 #define PROG "rkv-server"
@@ -617,16 +618,19 @@ void rkv_server_config_defaults(struct rkv_server_config *c)
     c->grace_ms = 100;
     c->default_ttl = 0;
     c->evict = RKV_EVICT_LRU;
-    c->credits = 64;
-    c->max_msg = 4096;
-    c->max_conns = 1024;
     c->max_unauth_conns = 16;
     c->hello_timeout_ms = 5000;
-    c->gid_index = -1;
-    c->max_inline = 256;
-    c->signal_interval = 16;
-    c->cq_size = 0;
-    c->tos = 0;
+    /* the transport settings' defaults are the listeners' own */
+    struct rkv_strans_params p;
+    rkv_strans_params_init(&p);
+    c->credits = p.credits;
+    c->max_msg = p.max_msg;
+    c->max_conns = p.max_conns;
+    c->gid_index = p.gid_index;
+    c->max_inline = p.max_inline;
+    c->signal_interval = p.signal_interval;
+    c->cq_size = p.cq_size;
+    c->tos = p.tos;
 }
 
 /* Check the combination of values and fill derived defaults. */

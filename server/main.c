@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -27,31 +26,6 @@
 #include "server.h"
 #include "tcp_server.h"
 #include "util.h"
-
-static const struct rkv_server_transport *transport_for(const char *scheme)
-{
-    if (strcmp(scheme, "shm") == 0)
-        return &rkv_shm_server_transport;
-    if (strcmp(scheme, "rdma") == 0)
-        return &rkv_rdma_server_transport;
-    if (strcmp(scheme, "tcp") == 0)          /* issue 13: memcached text protocol */
-        return &rkv_tcp_server_transport;
-    return NULL;
-}
-
-/* The default shm socket lives in /run/rkv, which only systemd creates
- * (RuntimeDirectory=rkv): make a missing socket directory (one level). */
-static void make_socket_dir(const char *path)
-{
-    char dir[256];
-    const char *slash = strrchr(path, '/');
-    if (slash == NULL || slash == path || (size_t)(slash - path) >= sizeof dir)
-        return;
-    memcpy(dir, path, (size_t)(slash - path));
-    dir[slash - path] = '\0';
-    if (mkdir(dir, 0755) == 0)
-        RKV_INFO("created the socket directory %s", dir);
-}
 
 /* issue 13: memcached clients have no way to present the shared secret, so
  * with one set the tcp door opens only on loopback, or when told to. */
@@ -79,14 +53,21 @@ static int open_listeners(struct rkv_server *srv)
 {
     const struct rkv_server_config *cfg = &srv->cfg;
     /* Transports hold at most every authenticated connection plus every one
-     * still waiting for HELLO (admission.c), and count their refusals. */
-    struct rkv_strans_params p = {
-        .credits = cfg->credits, .max_msg = cfg->max_msg,
-        .max_conns = cfg->max_conns + cfg->max_unauth_conns, .rejected = &srv->conns_rejected,
-        .device = cfg->rdma_device[0] ? cfg->rdma_device : NULL, .cq_size = cfg->cq_size,
-        .max_inline = cfg->max_inline, .signal_interval = cfg->signal_interval,
-        .tos = cfg->tos, .gid_index = cfg->gid_index,
-    };
+     * still waiting for HELLO (admission.c), and count their refusals. A
+     * socket directory that systemd did not create is made. */
+    struct rkv_strans_params p;
+    rkv_strans_params_init(&p);
+    p.credits = cfg->credits;
+    p.max_msg = cfg->max_msg;
+    p.max_conns = cfg->max_conns + cfg->max_unauth_conns;
+    p.rejected = &srv->conns_rejected;
+    p.make_dir = true;
+    p.device = cfg->rdma_device[0] ? cfg->rdma_device : NULL;
+    p.cq_size = cfg->cq_size;
+    p.max_inline = cfg->max_inline;
+    p.signal_interval = cfg->signal_interval;
+    p.tos = cfg->tos;
+    p.gid_index = cfg->gid_index;
     for (unsigned i = 0; i < cfg->listen_count; i++) {
         struct rkv_listen_ep *ep = &srv->listeners[srv->nlisteners];
         char scheme[8], err[512] = "";
@@ -94,15 +75,13 @@ static int open_listeners(struct rkv_server *srv)
         memcpy(ep->uri, cfg->listen[i].uri, sizeof ep->uri);
         ep->uri[sizeof ep->uri - 1] = '\0';
         if (!rkv_uri_split(ep->uri, scheme, sizeof scheme, &addr) ||
-            (ep->ops = transport_for(scheme)) == NULL) {
+            (ep->ops = rkv_server_transport_by_scheme(scheme)) == NULL) {
             RKV_ERROR("cannot listen on %s: unknown transport; use rdma://HOST:PORT, shm://PATH "
                       "or tcp://HOST:PORT", ep->uri);
             return -1;
         }
         if (ep->ops == &rkv_tcp_server_transport && check_tcp_auth(cfg, ep->uri, addr) != 0)
             return -1;
-        if (ep->ops == &rkv_shm_server_transport)
-            make_socket_dir(addr);
         rkv_status st = ep->ops->listen(addr, &srv->region, &p, &ep->l, err, sizeof err);
         if (st != RKV_OK) {
             RKV_ERROR("cannot listen on %s: %s", ep->uri, err[0] ? err : rkv_strerror(st));

@@ -42,9 +42,6 @@
 #include "transport.h"
 #include "util.h"
 
-#define DEFAULT_CREDITS   64u
-#define DEFAULT_MAX_MSG   4096u
-#define DEFAULT_MAX_CONNS 1024u
 #define MAX_CREDITS       4096u
 #define LISTEN_BACKLOG    128
 #define PULL_TIMEOUT_MS   10000u
@@ -283,7 +280,7 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
                               const struct rkv_strans_params *p,
                               struct rkv_listener **out, char *err, size_t err_len)
 {
-    struct rkv_strans_params defaults = { .gid_index = -1 };
+    struct rkv_strans_params params;
     struct sockaddr_storage ss;
     struct srv_shared *sh = NULL;
     struct rkv_listener *l = NULL;
@@ -293,8 +290,8 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     rkv_status st = RKV_INVALID;
 
     *out = NULL;
-    if (p == NULL)
-        p = &defaults;
+    rkv_strans_params_resolve(p, &params);
+    p = &params;
     if (region == NULL || region->base == NULL || region->size == 0) {
         snprintf(err, err_len, "rdma listen: no region to export");
         return RKV_INVALID;
@@ -315,12 +312,12 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     l->sh = sh;
     sh->region_base = region->base;
     sh->region_size = region->size;
-    sh->credits = p->credits ? p->credits : DEFAULT_CREDITS;
-    sh->max_msg = p->max_msg ? p->max_msg : DEFAULT_MAX_MSG;
-    sh->max_conns = p->max_conns ? p->max_conns : DEFAULT_MAX_CONNS;
+    sh->credits = p->credits;
+    sh->max_msg = p->max_msg;
+    sh->max_conns = p->max_conns;
     sh->rejected = p->rejected;
-    sh->max_inline = p->max_inline ? p->max_inline : RKV_RDMA_DEFAULT_INLINE;
-    sh->interval = p->signal_interval ? p->signal_interval : RKV_RDMA_DEFAULT_SIGNAL;
+    sh->max_inline = p->max_inline;
+    sh->interval = p->signal_interval;
     sh->cq_size = p->cq_size;
     rkv_rdma_format_addr((struct sockaddr *)&ss, l->addr, sizeof l->addr);
     if (sh->credits > MAX_CREDITS || sh->max_msg < RKV_MIN_MSG || sh->max_msg > RKV_MAX_MSG ||

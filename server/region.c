@@ -4,7 +4,7 @@
  * SCM_RIGHTS, as a read-only descriptor they cannot map writable; the rdma
  * transport registers the mapping once.
  *
- * Why nobody else can write it (design invariant 5): a read-only descriptor
+ * Why nobody else can write it (design.md invariant 5): a read-only descriptor
  * alone is not enough — its holder could reopen /proc/self/fd/N read-write.
  * So, once the server's own writable mapping exists and the read-only
  * descriptor for clients is open, the memfd is

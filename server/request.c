@@ -1,11 +1,12 @@
 /* request.c — what the server does with one request message.
  *
  * Every request is validated by rkv_req_parse() before any field is used
- * (invariant 5). A connection must HELLO first (with the shared secret when
- * one is configured); anything else before that is refused and the
- * connection closed, and nothing a request carries — hints included — acts
- * before its connection passed HELLO (admission.c bounds the wait). Each request gets exactly one reply in the buffer the
- * transport handed us; nothing here allocates.
+ * (design.md invariant 5). A connection must HELLO first (with the shared
+ * secret when one is configured); anything else before that is refused and
+ * the connection closed, and nothing a request carries — hints included —
+ * acts before its connection passed HELLO (admission.c bounds the wait).
+ * Each request gets exactly one reply in the buffer the transport handed
+ * us; nothing here allocates. tests/test_request.c checks these rules.
  */
 #include <string.h>
 
@@ -81,8 +82,7 @@ static uint32_t reply_hello(struct rkv_server *srv, struct rkv_wconn *wc,
         .clock = rkv_table_clock(srv->table),
         .features = srv->cfg.evict == RKV_EVICT_LRU ? RKV_FEATURE_HINTS : 0,
     };
-    if (wc->ep->ops->region_desc)
-        wc->ep->ops->region_desc(wc->ep->l, &h.rkey, &h.region_addr);
+    wc->ep->ops->region_desc(wc->ep->l, &h.rkey, &h.region_addr);
     memcpy(r + 1, &h, sizeof h);
     r->payload_len = sizeof h;
     return (uint32_t)(sizeof *r + sizeof h);

@@ -85,7 +85,10 @@ struct rkv_wconn {
     struct rkv_sconn *conn;
     struct rkv_listen_ep *ep;
     bool authed;                             /* HELLO with the right secret seen */
-    bool closing;                            /* close after this batch (auth failure) */
+    bool closing;                            /* close after this batch: wrong secret, other protocol
+                                                version, max_conns reached (request.c), a request
+                                                before HELLO, a malformed message (PROTOCOL, or not
+                                                even a header), a failed reply post (worker.c) */
     uint64_t ticket;                         /* admission order (admission.c) */
     unsigned unauth_slot;                    /* srv->unauth slot while !authed */
     uint64_t hello_deadline_ns;              /* closed if !authed at this time */

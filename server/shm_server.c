@@ -9,7 +9,7 @@
  * The connection's unix socket then carries only 1-byte wake-ups and, by
  * hanging up, the news that the peer died.
  *
- * Trust (design invariant 5): the connection memfd is writable by the client
+ * Trust (design.md invariant 5): the connection memfd is writable by the client
  * at any moment. The server keeps its ring positions privately, reads each
  * peer-owned word once and validates it, copies every request into private
  * memory before handing it out, bounds-checks rendezvous descriptors, and
@@ -44,9 +44,6 @@
 #include "transport.h"
 #include "util.h"
 
-#define SHM_DEFAULT_CREDITS   64u
-#define SHM_DEFAULT_MAX_MSG   4096u
-#define SHM_DEFAULT_MAX_CONNS 1024u
 #define SHM_DEFAULT_STAGING   (1u << 20)
 #define SHM_MAX_PENDING       64u            /* half-open handshakes at once */
 #define SHM_HANDSHAKE_NS      (2ull * 1000000000ull)
@@ -475,17 +472,34 @@ static void shm_close_listener(struct rkv_listener *l)
     free(l);
 }
 
+/* params make_dir: the default socket lives in /run/rkv, which only systemd
+ * creates (RuntimeDirectory=rkv); make a missing socket directory (one level). */
+static void make_socket_dir(const char *path)
+{
+    char dir[sizeof ((struct sockaddr_un *)0)->sun_path];
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL || slash == path || (size_t)(slash - path) >= sizeof dir)
+        return;
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+    if (mkdir(dir, 0755) == 0)
+        RKV_INFO("created the socket directory %s", dir);
+}
+
 static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
                              const struct rkv_strans_params *p,
                              struct rkv_listener **out, char *err, size_t err_len)
 {
     struct rkv_listener *l = NULL;
+    struct rkv_strans_params params;
     struct sockaddr_un sa;
     struct stat st;
     rkv_status st_rc = RKV_INVALID;
     size_t plen = addr != NULL ? strlen(addr) : 0;
 
     *out = NULL;
+    rkv_strans_params_resolve(p, &params);
+    p = &params;
     if (plen == 0 || plen >= sizeof sa.sun_path) {
         snprintf(err, err_len, "shm listen address must be a socket path of 1..%zu bytes, "
                  "got %zu", sizeof sa.sun_path - 1, plen);
@@ -502,7 +516,7 @@ static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
         return RKV_NO_MEMORY;
     }
     l->sock = l->epfd = l->region_fd = -1;
-    l->rejected = p != NULL ? p->rejected : NULL;
+    l->rejected = p->rejected;
     l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     l->quota = calloc(1, sizeof *l->quota);
     if (l->quota == NULL) {
@@ -512,10 +526,8 @@ static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
     }
     atomic_init(&l->quota->refs, 1);
     atomic_init(&l->quota->live, 0);
-    l->quota->max = p != NULL && p->max_conns ? p->max_conns : SHM_DEFAULT_MAX_CONNS;
-    unsigned credits = p != NULL && p->credits ? p->credits : SHM_DEFAULT_CREDITS;
-    uint32_t max_msg = p != NULL && p->max_msg ? p->max_msg : SHM_DEFAULT_MAX_MSG;
-    st_rc = rkv_shm_layout_init(&l->layout, credits, max_msg, staging_size_for(region),
+    l->quota->max = p->max_conns;
+    st_rc = rkv_shm_layout_init(&l->layout, p->credits, p->max_msg, staging_size_for(region),
                                 err, err_len);
     if (st_rc != RKV_OK)
         goto fail;
@@ -529,6 +541,8 @@ static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
     }
     l->region_size = region->size;
 
+    if (p->make_dir)
+        make_socket_dir(addr);
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
     memcpy(sa.sun_path, addr, plen + 1);

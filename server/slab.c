@@ -33,8 +33,8 @@
  *     gets a page of another class — the table evicts every live item on it
  *     through its normal delete path and calls rkv_slab_page_take(). The page
  *     then sits in the pool for grace_ms (its items may still be being read,
- *     invariant 3), reserved for the class that asked, before class_grow()
- *     hands it out; a reserved page nobody claims is open to every class
+ *     design.md invariant 3), reserved for the class that asked, before
+ *     class_grow() hands it out; a reserved page nobody claims is open to every class
  *     after one more grace_ms. A page whose items are still in use (being
  *     built by a writer) is never taken, so no allocated item ever loses its
  *     memory. See table.c for how pages are chosen.

@@ -10,7 +10,7 @@
  * Memory a client may still be reading is never handed out early: a freed
  * item goes into a per-class limbo and becomes reusable only grace_ms later,
  * and a page taken from its class drains for grace_ms before any class gets
- * it (design-notes invariant 3). The allocator never writes to the heap — not
+ * it (design.md invariant 3). The allocator never writes to the heap — not
  * even to freed items, whose OBSOLETE state word the table set — and keeps
  * all its bookkeeping (free/limbo queues, page table, per-item words) in
  * server-private memory allocated when a page is assigned, never per call.

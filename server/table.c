@@ -15,7 +15,7 @@
  *     cannot return a value whose write may still fail;
  *   - cuckoo displacement writes an item's new slot before it clears the old
  *     one, so a reader that checks both bucket versions never misses a key
- *     that was present throughout (design-notes invariant 4).
+ *     that was present throughout (design.md invariant 4).
  *
  * Locking: one index mutex for finding, publishing, displacing, evicting and
  * expiring and moving pages. Building an item (allocation, copying or
@@ -1260,6 +1260,7 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
         .region = t->base, .heap_offset = heap_offset, .heap_size = heap_size,
         .page_size = c.slab_page_size, .growth_factor = c.growth_factor,
         .grace_ms = c.grace_ms, .item_meta = c.evict == RKV_EVICT_LRU,
+        .clock_ns = c.now_ns,   /* one time source: a test's clock drives grace periods too */
     };
     if ((st = rkv_slab_create(&sc, &t->slab, err, err_len)) != RKV_OK) {
         free(t);

@@ -380,7 +380,10 @@ static rkv_status tcp_listen(const char *addr, const struct rkv_region *region,
     struct addrinfo *res = NULL;
     struct rkv_listener *l = calloc(1, sizeof *l);
     const struct rkv_region_header *h = region->base;
+    struct rkv_strans_params rp;
     int one = 1;
+
+    rkv_strans_params_resolve(p, &rp);
 
     *out = NULL;
     if (l == NULL) {
@@ -392,8 +395,8 @@ static rkv_status tcp_listen(const char *addr, const struct rkv_region *region,
     if (l->quota == NULL || resolve(addr, &res, err, err_len) != 0)
         goto fail;
     l->quota->refs = 1;
-    l->quota->max = p->max_conns ? p->max_conns : 1024;
-    l->rejected = p->rejected;
+    l->quota->max = rp.max_conns;
+    l->rejected = rp.rejected;
     l->in_max = (size_t)h->max_value_len + RKV_MC_MAX_GET_LINE + 2;
     l->out_max = RKV_MAX((size_t)TCP_OUT_MIN_MAX, 2 * (size_t)h->max_value_len + RKV_MC_MAX_GET_LINE);
     l->sock = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -508,6 +511,14 @@ static rkv_status tcp_accept(struct rkv_listener *l, struct rkv_sconn **out)
     }
 }
 
+/* No one-sided reads through this door: no region descriptor. */
+static void tcp_region_desc(struct rkv_listener *l, uint32_t *rkey, uint64_t *addr)
+{
+    (void)l;
+    *rkey = 0;
+    *addr = 0;
+}
+
 static void tcp_close_listener(struct rkv_listener *l)
 {
     if (l == NULL)
@@ -522,7 +533,7 @@ const struct rkv_server_transport rkv_tcp_server_transport = {
     .listen = tcp_listen,
     .listener_fd = tcp_listener_fd,
     .accept = tcp_accept,
-    .region_desc = NULL,
+    .region_desc = tcp_region_desc,
     .close_listener = tcp_close_listener,
     .poll = tcp_poll,
     .reply_buf = tcp_reply_buf,

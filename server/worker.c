@@ -9,7 +9,7 @@
  *
  * New connections arrive through the inbox (main thread → worker). A
  * connection that dies, or that broke the protocol, is closed here and all
- * of its resources go with it (invariant 6).
+ * of its resources go with it (design.md invariant 6).
  */
 #include <errno.h>
 #include <sched.h>
@@ -74,7 +74,7 @@ static void take_inbox(struct rkv_worker *w, struct worker_conns *cs, int epfd)
             conn_close(w, wc, "worker connection limit reached");
             continue;
         }
-        int fd = wc->ops->event_fd ? wc->ops->event_fd(wc->conn) : -1;
+        int fd = rkv_sconn_event_fd(wc->ops, wc->conn);
         if (fd >= 0) {
             struct epoll_event ev = { .events = EPOLLIN, .data.ptr = wc };
             if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
@@ -138,8 +138,7 @@ static void sleep_until_work(struct rkv_worker *w, struct worker_conns *cs, int 
 {
     struct epoll_event evs[16];
     for (unsigned i = 0; i < cs->n; i++)
-        if (cs->v[i]->ops->arm)
-            cs->v[i]->ops->arm(cs->v[i]->conn);
+        rkv_sconn_arm(cs->v[i]->ops, cs->v[i]->conn);
     if (serve_all(w, cs, true) != 0)
         return; /* work arrived while arming */
     int n = epoll_wait(epfd, evs, (int)RKV_ARRAY_SIZE(evs), SLEEP_MS);

@@ -1,5 +1,5 @@
 /* region_attack.c — every way a local client might try to write the table
- * region it was handed read-only (design invariant 5); see region_attack.h.
+ * region it was handed read-only (design.md invariant 5); see region_attack.h.
  *
  * Each route that works also does the damage (it overwrites the region's
  * first byte, the header magic), so a caller can check the region afterwards

@@ -51,7 +51,8 @@ static void silent_open(const char *uri, struct silent *s)
     const char *addr;
     memset(s, 0, sizeof *s);
     assert_true(rkv_uri_split(uri, scheme, sizeof scheme, &addr));
-    s->ops = strcmp(scheme, "rdma") == 0 ? &rkv_rdma_client_transport : &rkv_shm_client_transport;
+    s->ops = rkv_client_transport_by_scheme(scheme);
+    assert_non_null(s->ops);
     struct rkv_ctrans_params p = { .local_buf_size = 1 << 20, .timeout_ms = 5000 };
     rkv_status st = s->ops->connect(addr, &p, &s->tc, &s->t, err, sizeof err);
     if (st != RKV_OK)

@@ -263,6 +263,48 @@ static void workloads(void **state)
     EXPECT_USAGE("--workload: 'AB'", "-s", "shm:///a", "--workload", "AB");
 }
 
+/* Open loop, processes, output files and --compare. */
+static void open_loop_and_outputs(void **state)
+{
+    (void)state;
+    struct parse *p = parse_argv("-s", "shm:///x", "--rate", "2500.5", "--arrival", "poisson",
+                                 "-P", "3", "--hist-file", "h", "--timeseries", "t.csv",
+                                 "--html", "r.html", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_true(p->cfg.rate == 2500.5);
+    assert_int_equal(p->cfg.arrival, BENCH_ARRIVAL_POISSON);
+    assert_int_equal(p->cfg.processes, 3);
+    assert_string_equal(p->cfg.hist_prefix, "h");
+    assert_string_equal(p->cfg.timeseries_path, "t.csv");
+    assert_string_equal(p->cfg.html_path, "r.html");
+    parse_free(p);
+
+    p = parse_argv("-s", "shm:///x", NULL);
+    assert_true(p->cfg.rate == 0);
+    assert_int_equal(p->cfg.arrival, BENCH_ARRIVAL_CONSTANT);
+    assert_int_equal(p->cfg.processes, 1);
+    parse_free(p);
+
+    p = parse_argv("--compare", "a.json", "b.json", "--html", "o.html", "c.json", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_int_equal(p->cfg.compare_count, 3);
+    assert_string_equal(p->cfg.compare[0], "a.json");
+    assert_string_equal(p->cfg.compare[2], "c.json");
+    parse_free(p);
+
+    EXPECT_USAGE("--rate: '0' is not a number of operations per second", "-s", "shm:///x", "--rate", "0");
+    EXPECT_USAGE("--rate: 'fast'", "-s", "shm:///x", "--rate", "fast");
+    EXPECT_USAGE("--arrival: 'bursty' is not constant or poisson", "-s", "shm:///x", "--rate", "1",
+                 "--arrival", "bursty");
+    EXPECT_USAGE("add --rate OPS", "-s", "shm:///x", "--arrival", "poisson");
+    EXPECT_USAGE("--processes: '0' is not a whole number in 1..64", "-s", "shm:///x", "-P", "0");
+    EXPECT_USAGE("keep the product at most 1024", "-s", "shm:///x", "-P", "64", "-t", "17");
+    EXPECT_USAGE("--compare needs the JSON reports", "--compare", "--html", "x.html");
+    EXPECT_USAGE("add --html FILE", "--compare", "a.json");
+    EXPECT_USAGE("--compare runs no benchmark", "--compare", "a.json", "--html", "x", "-s", "shm:///x");
+    EXPECT_USAGE("unexpected argument 'a.json'", "-s", "shm:///x", "a.json");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,6 +313,7 @@ int main(void)
         cmocka_unit_test(help_and_version),
         cmocka_unit_test(bad_values),
         cmocka_unit_test(workloads),
+        cmocka_unit_test(open_loop_and_outputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

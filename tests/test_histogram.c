@@ -157,6 +157,60 @@ static void merge_and_record_n(void **state)
     free(m);
 }
 
+/* Values split at random over 7 parts and merged equal the histogram of the
+ * whole exactly: every bucket, count, sum, min and max (this is what makes
+ * the --processes merge exact), and so does every percentile. hist_diff of a
+ * later snapshot against an earlier one gives the histogram of what came in
+ * between. */
+static void merge_of_parts_equals_whole(void **state)
+{
+    (void)state;
+    enum { PARTS = 7 };
+    struct histogram *whole = new_hist(), *merged = new_hist(), *part[PARTS];
+    for (int i = 0; i < PARTS; i++)
+        part[i] = new_hist();
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        uint64_t v = (x >> 20) % (1ull << (x % 37));   /* spread over every power of two */
+        hist_record(whole, v);
+        hist_record(part[x % PARTS], v);
+    }
+    for (int i = 0; i < PARTS; i++)
+        hist_merge(merged, part[i]);
+    assert_memory_equal(merged->buckets, whole->buckets, sizeof whole->buckets);
+    assert_int_equal(merged->count, whole->count);
+    assert_int_equal(merged->sum, whole->sum);
+    assert_int_equal(merged->min, whole->min);
+    assert_int_equal(merged->max, whole->max);
+    for (double p = 0; p <= 100; p += 0.5)
+        assert_int_equal(hist_percentile(merged, p), hist_percentile(whole, p));
+
+    /* whole = parts 0..2 then 3..6: the difference of the snapshots is 3..6. */
+    struct histogram *first = new_hist(), *rest = new_hist(), *diff = new_hist();
+    for (int i = 0; i < 3; i++)
+        hist_merge(first, part[i]);
+    for (int i = 3; i < PARTS; i++)
+        hist_merge(rest, part[i]);
+    hist_diff(diff, merged, first);
+    assert_memory_equal(diff->buckets, rest->buckets, sizeof rest->buckets);
+    assert_int_equal(diff->count, rest->count);
+    assert_int_equal(diff->sum, rest->sum);
+    for (double p = 1; p <= 99; p += 1)   /* min/max are bucket edges: compare inside */
+        assert_int_equal(hist_bucket_of(hist_percentile(diff, p)), hist_bucket_of(hist_percentile(rest, p)));
+    hist_diff(diff, merged, merged);
+    assert_int_equal(diff->count, 0);
+    for (int i = 0; i < PARTS; i++)
+        free(part[i]);
+    free(whole);
+    free(merged);
+    free(first);
+    free(rest);
+    free(diff);
+}
+
 /* A reader merging while the writer records sees a count that matches its
  * buckets and never more than was written. */
 struct writer_arg {
@@ -215,6 +269,7 @@ int main(void)
         cmocka_unit_test(bucket_geometry),
         cmocka_unit_test(saturation),
         cmocka_unit_test(merge_and_record_n),
+        cmocka_unit_test(merge_of_parts_equals_whole),
         cmocka_unit_test(concurrent_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -57,7 +57,8 @@ static void raw_open(struct raw *r)
     const char *addr;
     memset(r, 0, sizeof *r);
     assert_true(rkv_uri_split(sp.uri, scheme, sizeof scheme, &addr));
-    r->ops = strcmp(scheme, "rdma") == 0 ? &rkv_rdma_client_transport : &rkv_shm_client_transport;
+    r->ops = rkv_client_transport_by_scheme(scheme);
+    assert_non_null(r->ops);
     struct rkv_ctrans_params p = { .local_buf_size = 1 << 20, .timeout_ms = 2000 };
     assert_int_equal(r->ops->connect(addr, &p, &r->tc, &r->t, err, sizeof err), RKV_OK);
 }

@@ -2,7 +2,7 @@
  *
  * The read callback here can change the region *between* the reads of one
  * round trip, exactly as a server write can land between two RDMA READs.
- * That makes the races of invariant 4 (a concurrent cuckoo move must not
+ * That makes the races of design.md invariant 4 (a concurrent cuckoo move must not
  * produce a false miss) deterministic instead of a matter of luck, and
  * covers the lookup's defences against hostile bytes: odd bucket versions,
  * slots that point outside the heap, and a scratch buffer too small for a

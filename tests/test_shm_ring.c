@@ -11,7 +11,7 @@
  * writes over-long lengths, hands out rendezvous descriptors outside its
  * staging area, tries to shrink the shared memfd or write the region, stays
  * silent after connecting, or dies. The server must drop that connection
- * (alive() false) and keep serving everyone else (design invariant 5).
+ * (alive() false) and keep serving everyone else (design.md invariant 5).
  */
 #include <errno.h>
 #include <poll.h>
@@ -934,6 +934,14 @@ static void test_listener_socket_path(void **state)
     snprintf(bad, sizeof bad, "%s/nodir/s.sock", f.dir);
     assert_int_equal(RKV_INVALID, st->listen(bad, &f.region, NULL, &l2, err, sizeof err));
     assert_non_null(strstr(err, "directory"));
+    /* ... unless the caller asks for it to be made (rkv-server does: /run/rkv) */
+    struct rkv_strans_params mk;
+    rkv_strans_params_init(&mk);
+    mk.make_dir = true;
+    assert_int_equal(RKV_OK, st->listen(bad, &f.region, &mk, &l2, err, sizeof err));
+    st->close_listener(l2);
+    snprintf(bad, sizeof bad, "%s/nodir", f.dir);
+    assert_int_equal(0, rmdir(bad));
     struct rkv_region anon = f.region;
     anon.fd = -1;
     assert_int_equal(RKV_INVALID, st->listen(f.path, &anon, NULL, &l2, err, sizeof err));

@@ -12,7 +12,7 @@
  *     before the lookup began (no stale value after an acknowledged write,
  *     also when served through a cached location);
  *   - keys that are never deleted are never reported missing, however they
- *     move (design-notes invariants 1, 2 and 4).
+ *     move (design.md invariants 1, 2 and 4).
  * Threads only count; the main thread asserts after joining them.
  */
 #include <pthread.h>

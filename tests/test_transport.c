@@ -149,8 +149,7 @@ static uint32_t handle(struct t_server *s, struct rkv_sconn *c, const struct rkv
         r.hello.proto_version = RKV_PROTO_VERSION;
         r.hello.credits = s->params.credits;
         r.hello.max_msg = s->params.max_msg;
-        if (st->region_desc != NULL)
-            st->region_desc(s->l, &r.hello.rkey, &r.hello.region_addr);
+        st->region_desc(s->l, &r.hello.rkey, &r.hello.region_addr);
         r.hello.region_size = s->region.size;
         r.hello.generation = ((const struct rkv_region_header *)s->region.base)->generation;
         r.hello.clock = 1;
@@ -234,14 +233,13 @@ static void sleep_pass(struct t_server *s)
     unsigned n = 0;
 
     for (unsigned i = 0; i < s->nconns; i++)
-        if (st->arm != NULL)
-            st->arm(s->conns[i]);
+        rkv_sconn_arm(st, s->conns[i]);
     if (serve_pass(s) != 0)
         return;
     pfd[n++] = (struct pollfd){ .fd = s->stop_fd, .events = POLLIN };
     pfd[n++] = (struct pollfd){ .fd = st->listener_fd(s->l), .events = POLLIN };
     for (unsigned i = 0; i < s->nconns; i++) {
-        int fd = st->event_fd != NULL ? st->event_fd(s->conns[i]) : -1;
+        int fd = rkv_sconn_event_fd(st, s->conns[i]);
         if (fd >= 0)
             pfd[n++] = (struct pollfd){ .fd = fd, .events = POLLIN };
     }
@@ -314,10 +312,10 @@ static int server_start(void **state)
         return -1;
     }
 
+    rkv_strans_params_init(&s->params);
     s->params.credits = T_CREDITS;
     s->params.max_msg = T_MAX_MSG;
     s->params.max_conns = T_MAX_CONNS;
-    s->params.gid_index = -1;
     if (st->listen(g_addr, &s->region, &s->params, &s->l, err, sizeof err) != RKV_OK) {
         fprintf(stderr, "listen on %s: %s\n", g_uri, err);
         s->l = NULL;
@@ -760,16 +758,9 @@ static bool pick_transport(const char *uri)
     char scheme[16];
     if (!rkv_uri_split(uri, scheme, sizeof scheme, &g_addr))
         return false;
-    if (strcmp(scheme, "shm") == 0) {
-        ct = &rkv_shm_client_transport;
-        st = &rkv_shm_server_transport;
-    } else if (strcmp(scheme, "rdma") == 0) {
-        ct = &rkv_rdma_client_transport;
-        st = &rkv_rdma_server_transport;
-    } else {
-        return false;
-    }
-    return true;
+    ct = rkv_client_transport_by_scheme(scheme);
+    st = rkv_server_transport_by_scheme(scheme);
+    return ct != NULL && st != NULL;
 }
 
 int main(int argc, char **argv)

@@ -89,6 +89,27 @@ out_has "GET" "bench text report"
 ops=$(sed -n 's/^  "ops": \([0-9]*\),/\1/p' "$TMP/b.json")
 [[ ${ops:-0} -gt 0 ]] || fail "bench: no ops in its 1 s run (\"ops\": ${ops:-none})"   # how many is up to the scheduler
 
+# --hist-file and --timeseries: HdrHistogram text per kind, a CSV per second
+expect 0 "bench hist + timeseries" "${B[@]}" --rate 3000 --duration 1.5 --keys 500 \
+    --hist-file "$TMP/h" --timeseries "$TMP/ts.csv"
+for k in get put total; do
+    head -1 "$TMP/h-$k.hgrm" | grep -qE '^ +Value +Percentile TotalCount 1/\(1-Percentile\)$' ||
+        fail "hist-file: $TMP/h-$k.hgrm has no HdrHistogram header"
+    grep -q '^#\[Buckets =           30, SubBuckets     =          256\]$' "$TMP/h-$k.hgrm" ||
+        fail "hist-file: $k footer"
+done
+[[ ! -e $TMP/h-delete.hgrm ]] || fail "hist-file: a file for a kind that did not run"
+head -1 "$TMP/ts.csv" | grep -q '^time_s,interval_s,get_ops_per_s,get_p50_us,get_p99_us,get_errors,' ||
+    fail "timeseries: header"
+[[ $(wc -l <"$TMP/ts.csv") -ge 2 ]] || fail "timeseries: no rows"
+out_has "Open loop: target 3000 ops/s" "open-loop line in the report"
+expect 2 "bench timeseries unwritable" "${B[@]}" --requests 10 --timeseries "$TMP/no/such/dir.csv"
+err_has "--timeseries: cannot write" "timeseries path message"
+expect 1 "bench hist-file unwritable" "${B[@]}" --requests 10 --keys 10 --hist-file "$TMP/no/such/dir/h"
+err_has "--hist-file: cannot write" "hist-file path message"
+expect 1 "compare a missing report" "$BENCH" --compare "$TMP/none.json" --html "$TMP/x.html"
+err_has "--compare: cannot read" "compare message"
+
 expect 0 "bench workload F" "${B[@]}" --workload F --verify --requests 2000 --keys 500
 expect 0 "bench workload D" "${B[@]}" --workload D --verify --requests 2000 --keys 500
 expect 0 "bench json to stdout" "${B[@]}" --requests 100 --keys 100 --json -
@@ -105,6 +126,10 @@ err_has "the run FAILED" "verify verdict"
 expect 2 "bench bad flag" "$BENCH" -s "shm://$SOCK" --threads 0
 err_has "--threads: '0' is not a whole number in 1..1024" "bench usage message"
 expect 1 "bench no server" "$BENCH" -s "shm://$TMP/none.sock" -d 1 -q
+# every child fails to connect: the parent says so and exits 1 (it once died of
+# SIGPIPE telling the dead children to stop)
+expect 1 "bench processes no server" "$BENCH" -s "shm://$TMP/none.sock" -P 2 -d 1 -q
+err_has "cannot connect" "processes: the children's message"
 
 kill "$SPID"; wait "$SPID" 2>/dev/null; SPID=""
 if (( FAILS > 0 )); then echo "$FAILS check(s) failed" >&2; exit 1; fi

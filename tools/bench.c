@@ -7,10 +7,21 @@
  * Keys follow a uniform, scrambled-zipfian or read-latest distribution; the
  * mix and presets follow YCSB where they fit a cache.
  *
- * Latency: every operation is timed from the start to the end of the call
- * that carried it, so with --window N each op of a batch is recorded with
- * that batch's completion time (a histogram counts operations, not batches).
- * A read-modify-write (YCSB F) is timed as a whole, get to final put.
+ * Latency, closed loop (default): every operation is timed from the start
+ * to the end of the call that carried it, so with --window N each op of a
+ * batch is recorded with that batch's completion time (a histogram counts
+ * operations, not batches). A read-modify-write (YCSB F) is timed as a
+ * whole, get to final put.
+ *
+ * Open loop (--rate): each thread follows a schedule of intended send times
+ * (bench_schedule.h). When an operation is due the thread sends it, together
+ * with every other operation already due (up to --window, one batch); each
+ * is timed from ITS intended time to the end of the call, so a reply that
+ * arrives late charges its delay to every operation that queued behind it.
+ * When the run ends, the operations intended before the end are still sent
+ * and timed (for at most DRAIN_MAX_NS, or until a second Ctrl-C), so a
+ * backlog at the end shows in the latency instead of vanishing; any left
+ * unsent are reported as missed.
  *
  * Phases: connect → preload (every key written once, unless --no-preload)
  * → warmup (the workload, not recorded) → measure (recorded; ends after
@@ -21,19 +32,28 @@
  * The hot loop allocates nothing: every buffer is sized at start.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bench_args.h"
+#include "bench_html.h"
+#include "bench_procs.h"
 #include "bench_report.h"
+#include "bench_timeseries.h"
+#include "hdr_text.h"
+#include "json_parse.h"
 #include "histogram.h"
 #include "rkv.h"
+#include "shm_ring.h"   /* rkv_shm_cpu_relax */
 #include "util.h"
 #include "workload.h"
 
@@ -43,6 +63,9 @@
 #define RMW_ATTEMPTS      16u     /* CAS races tolerated before an RMW counts as failed */
 #define BAD_VALUE_REPORTS 5u      /* --verify failures described per thread */
 #define TICK_NS           (10 * 1000 * 1000ull)
+#define DRAIN_MAX_NS      (5 * 1000 * 1000 * 1000ull)
+#define SPIN_NS           (50 * 1000ull)    /* open loop: spin (not sleep) this close to a send */
+#define NAP_MAX_NS        (10 * 1000 * 1000ull)
 
 enum phase { PHASE_PRELOAD, PHASE_WARMUP, PHASE_MEASURE, PHASE_STOP };
 
@@ -58,6 +81,10 @@ struct shared {
     int phase;                    /* enum phase, atomic */
     uint64_t next_insert;         /* next new key index (workload D), atomic */
     unsigned finished;            /* threads done measuring, atomic */
+    unsigned thread_base;         /* global id of this process's thread 0 (--processes) */
+    unsigned all_threads;         /* threads over all processes */
+    uint64_t start_ns;            /* when the gate opened: open-loop schedules start here */
+    uint64_t stop_ns;             /* when the run ended; written before PHASE_STOP */
     pthread_mutex_t lock;         /* guards the two fields below */
     pthread_cond_t cond;          /* signalled when either changes */
     unsigned preloaded;           /* workers done preloading */
@@ -70,10 +97,11 @@ struct single_op {
     uint64_t idx;
     const char *key;
     unsigned key_len;
+    uint64_t intended;            /* open loop: intended send time; else 0 */
 };
 
 struct worker {
-    unsigned id;                  /* 0..threads-1 */
+    unsigned id;                  /* global: 0..threads x processes - 1 */
     pthread_t thread;
     struct shared *sh;
     rkv_client *client;           /* this thread's own handle */
@@ -88,7 +116,11 @@ struct worker {
     const char *pattern;          /* value bytes without --verify (shared) */
     struct rkv_get_op *gops;
     uint64_t *gidx;               /* key index of each gops entry */
+    uint64_t *gstart;             /* open loop: intended time of each gops entry */
     struct rkv_put_op *pops;
+    uint64_t *pstart;             /* open loop: intended time of each pops entry */
+    uint64_t *intended;           /* open loop: intended time of each batch slot */
+    struct bench_schedule sched;  /* open loop: this thread's send times */
     struct single_op *singles;
     struct bench_results *res;    /* recorded while measuring (verify failures always) */
     uint64_t ops_done;            /* measured ops so far, single-writer atomic */
@@ -99,12 +131,15 @@ struct worker {
     char preload_msg[384];        /* its description */
 };
 
+/* Ctrl-C count: the first ends the run (an open-loop run still sends what
+ * was due), the second also ends that drain. */
 static volatile sig_atomic_t stop_requested;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    stop_requested = 1;
+    if (stop_requested < 2)
+        stop_requested++;
 }
 
 static inline void bump(uint64_t *c, uint64_t n)
@@ -157,11 +192,23 @@ static void make_value(struct worker *w, unsigned slot, uint64_t idx,
     *value_len = len;
 }
 
-static void count_error(struct worker *w, rkv_status st, uint64_t n, bool measuring)
+static void count_error(struct worker *w, enum bench_op op, rkv_status st, uint64_t n,
+                        bool measuring)
 {
-    if (measuring)
+    if (measuring) {
         w->res->errors[st] += n;
+        bump(&w->res->op_errors[op], n);   /* the ticker reads these while we run */
+    }
     bump(&w->errors_seen, n);
+}
+
+/* Latency of an operation that ended at `end`: from its intended time in an
+ * open-loop run, else from the start of its call. */
+static inline uint64_t latency_of(uint64_t end, uint64_t started, const uint64_t *intended,
+                                  unsigned i)
+{
+    uint64_t from = intended != NULL ? intended[i] : started;
+    return end > from ? end - from : 0;
 }
 
 /* --verify: check a value read for key idx; failures always count. */
@@ -199,12 +246,13 @@ static void run_gets(struct worker *w, unsigned n, bool measuring)
     } else {
         st = rkv_mget(w->client, ops, n);
     }
-    uint64_t dt = rkv_now_ns() - t0;
+    uint64_t end = rkv_now_ns();
     if (st != RKV_OK) {
-        count_error(w, st, n, measuring);
+        count_error(w, BENCH_OP_GET, st, n, measuring);
         return;
     }
-    uint64_t done = 0, hits = 0, misses = 0;
+    const uint64_t *intended = w->sh->cfg->rate > 0 ? w->gstart : NULL;
+    uint64_t hits = 0, misses = 0;
     for (unsigned i = 0; i < n; i++) {
         if (ops[i].status == RKV_OK) {
             hits++;
@@ -214,12 +262,13 @@ static void run_gets(struct worker *w, unsigned n, bool measuring)
         } else if (ops[i].status == RKV_NOT_FOUND) {
             misses++;
         } else {
-            count_error(w, ops[i].status, 1, measuring);
+            count_error(w, BENCH_OP_GET, ops[i].status, 1, measuring);
+            continue;
         }
+        if (measuring)
+            hist_record(&w->res->lat[BENCH_OP_GET], latency_of(end, t0, intended, i));
     }
-    done = hits + misses;
     if (measuring) {
-        hist_record_n(&w->res->lat[BENCH_OP_GET], dt, done);
         w->res->get_hits += hits;
         w->res->get_misses += misses;
     }
@@ -237,33 +286,32 @@ static void run_puts(struct worker *w, unsigned n, bool measuring)
     } else {
         st = rkv_mput(w->client, ops, n);
     }
-    uint64_t dt = rkv_now_ns() - t0;
+    uint64_t end = rkv_now_ns();
     if (st != RKV_OK) {
-        count_error(w, st, n, measuring);
+        count_error(w, BENCH_OP_PUT, st, n, measuring);
         return;
     }
-    uint64_t done = 0;
+    const uint64_t *intended = w->sh->cfg->rate > 0 ? w->pstart : NULL;
     for (unsigned i = 0; i < n; i++) {
-        if (ops[i].status == RKV_OK)
-            done++;
-        else
-            count_error(w, ops[i].status, 1, measuring);
+        if (ops[i].status != RKV_OK)
+            count_error(w, BENCH_OP_PUT, ops[i].status, 1, measuring);
+        else if (measuring)
+            hist_record(&w->res->lat[BENCH_OP_PUT], latency_of(end, t0, intended, i));
     }
-    if (measuring)
-        hist_record_n(&w->res->lat[BENCH_OP_PUT], dt, done);
 }
 
 static void run_delete(struct worker *w, const struct single_op *op, bool measuring)
 {
     uint64_t t0 = rkv_now_ns();
     rkv_status st = rkv_delete(w->client, op->key, op->key_len);
-    uint64_t dt = rkv_now_ns() - t0;
+    uint64_t end = rkv_now_ns();
     if (st != RKV_OK && st != RKV_NOT_FOUND) {
-        count_error(w, st, 1, measuring);
+        count_error(w, BENCH_OP_DELETE, st, 1, measuring);
         return;
     }
     if (measuring) {
-        hist_record(&w->res->lat[BENCH_OP_DELETE], dt);
+        hist_record(&w->res->lat[BENCH_OP_DELETE],
+                    latency_of(end, t0, w->sh->cfg->rate > 0 ? &op->intended : NULL, 0));
         if (st == RKV_NOT_FOUND)
             w->res->delete_misses++;
     }
@@ -299,15 +347,16 @@ static void run_rmw(struct worker *w, const struct single_op *op, unsigned slot,
             break;
         conflicts++;
     }
-    uint64_t dt = rkv_now_ns() - t0;
+    uint64_t end = rkv_now_ns();
     if (measuring)
         w->res->rmw_conflicts += conflicts;
     if (st != RKV_OK) {
-        count_error(w, st, 1, measuring);
+        count_error(w, BENCH_OP_RMW, st, 1, measuring);
         return;
     }
     if (measuring)
-        hist_record(&w->res->lat[BENCH_OP_RMW], dt);
+        hist_record(&w->res->lat[BENCH_OP_RMW],
+                    latency_of(end, t0, w->sh->cfg->rate > 0 ? &op->intended : NULL, 0));
 }
 
 static void add_get(struct worker *w, unsigned *ng, unsigned slot, uint64_t idx)
@@ -319,6 +368,7 @@ static void add_get(struct worker *w, unsigned *ng, unsigned slot, uint64_t idx)
     op->key_len = format_key(cfg, key, idx);
     op->buf = w->get_bufs + (size_t)slot * w->get_buf_len;
     op->buf_len = w->get_buf_len;
+    w->gstart[*ng] = w->intended[slot];
     w->gidx[(*ng)++] = idx;
 }
 
@@ -326,6 +376,7 @@ static void add_put(struct worker *w, unsigned *np, unsigned slot, uint64_t idx)
 {
     const struct bench_config *cfg = w->sh->cfg;
     char *key = w->keys + (size_t)slot * KEY_STRIDE;
+    w->pstart[*np] = w->intended[slot];
     struct rkv_put_op *op = &w->pops[(*np)++];
     op->key = key;
     op->key_len = format_key(cfg, key, idx);
@@ -358,6 +409,7 @@ static void run_batch(struct worker *w, unsigned n, bool measuring)
             struct single_op *op = &w->singles[ns++];
             char *key = w->keys + (size_t)slot * KEY_STRIDE;
             op->kind = d == DRAW_RMW ? DRAW_RMW : DRAW_DELETE;
+            op->intended = w->intended[slot];
             op->idx = pick_key(w);
             op->key = key;
             op->key_len = format_key(sh->cfg, key, op->idx);
@@ -383,8 +435,9 @@ static void run_batch(struct worker *w, unsigned n, bool measuring)
 static void preload(struct worker *w)
 {
     const struct bench_config *cfg = w->sh->cfg;
-    uint64_t lo = cfg->keys * w->id / cfg->threads;
-    uint64_t hi = cfg->keys * (w->id + 1) / cfg->threads;
+    unsigned all = w->sh->all_threads;
+    uint64_t lo = cfg->keys * w->id / all;
+    uint64_t hi = cfg->keys * (w->id + 1) / all;
     unsigned batch = w->batch_cap;
     for (uint64_t idx = lo; idx < hi && !stop_requested;) {
         unsigned np = 0;
@@ -404,6 +457,65 @@ static void preload(struct worker *w)
             return;
         }
     }
+}
+
+/* Open loop: waits until `t` (sleeping while far, spinning when close), or
+ * until the run stops and t lies past its end. */
+static void wait_until(struct shared *sh, uint64_t t)
+{
+    for (;;) {
+        uint64_t now = rkv_now_ns();
+        if (now >= t)
+            return;
+        if (__atomic_load_n(&sh->phase, __ATOMIC_ACQUIRE) == PHASE_STOP &&
+            t >= __atomic_load_n(&sh->stop_ns, __ATOMIC_RELAXED))
+            return;
+        uint64_t left = t - now;
+        if (left > SPIN_NS) {
+            uint64_t nap = RKV_MIN(left - SPIN_NS, NAP_MAX_NS);
+            struct timespec ts = { 0, (long)nap };
+            nanosleep(&ts, NULL);
+        } else {
+            rkv_shm_cpu_relax();
+        }
+    }
+}
+
+/* Open loop: takes the operations due now (at least one, at most max) into
+ * w->intended and returns how many; 0 when the run is over for this thread. */
+static unsigned take_due(struct worker *w, unsigned max, bool measuring)
+{
+    struct shared *sh = w->sh;
+    int phase = __atomic_load_n(&sh->phase, __ATOMIC_ACQUIRE);
+    uint64_t next = bench_schedule_peek(&w->sched);
+    if (phase == PHASE_STOP) {
+        /* Drain: what was intended before the end is still sent, unless that
+         * takes too long or a second Ctrl-C comes. */
+        uint64_t stop = __atomic_load_n(&sh->stop_ns, __ATOMIC_RELAXED);
+        if (!measuring || next >= stop)
+            return 0;
+        if (stop_requested >= 2 || rkv_now_ns() - stop > DRAIN_MAX_NS) {
+            w->res->missed += bench_schedule_due_before(&w->sched, stop);
+            return 0;
+        }
+    } else {
+        wait_until(sh, next);
+        phase = __atomic_load_n(&sh->phase, __ATOMIC_ACQUIRE);
+        if (phase == PHASE_STOP && next >= __atomic_load_n(&sh->stop_ns, __ATOMIC_RELAXED))
+            return 0;
+    }
+    uint64_t now = rkv_now_ns();
+    unsigned n = 0;
+    do
+        w->intended[n++] = bench_schedule_take(&w->sched);
+    while (n < max && bench_schedule_peek(&w->sched) <= now);
+    if (measuring) {
+        uint64_t lag = now > w->intended[0] ? now - w->intended[0] : 0;
+        if (lag > w->res->max_send_lag_ns)
+            w->res->max_send_lag_ns = lag;
+        w->res->sent += n;
+    }
+    return n;
 }
 
 static void *worker_main(void *arg)
@@ -426,11 +538,19 @@ static void *worker_main(void *arg)
         pthread_cond_wait(&sh->cond, &sh->lock);
     pthread_mutex_unlock(&sh->lock);
 
-    bool measuring = false;
+    bool measuring = false, open_loop = cfg->rate > 0;
     uint64_t done = 0;
+    if (open_loop) {
+        /* Threads share the rate; their schedules are staggered over one gap. */
+        double rate = cfg->rate / sh->all_threads;
+        unsigned gid = w->id;
+        uint64_t phase_ns = (uint64_t)(1e9 / rate * gid / sh->all_threads);
+        bench_schedule_init(&w->sched, cfg->arrival, rate, sh->start_ns, phase_ns,
+                            cfg->seed * 0x9e3779b97f4a7c15ull + gid);
+    }
     for (;;) {
         int phase = __atomic_load_n(&sh->phase, __ATOMIC_ACQUIRE);
-        if (phase == PHASE_STOP)
+        if (phase == PHASE_STOP && !(open_loop && measuring))
             break;
         if (phase == PHASE_MEASURE && !measuring) {
             rkv_reset_counters(w->client);
@@ -443,6 +563,8 @@ static void *worker_main(void *arg)
             if (w->quota - done < n)
                 n = (unsigned)(w->quota - done);
         }
+        if (open_loop && (n = take_due(w, n, measuring)) == 0)
+            break;
         run_batch(w, n, measuring);
         if (measuring)
             done += n;
@@ -526,9 +648,12 @@ static int alloc_worker(struct worker *w, const struct bench_config *cfg, const 
     w->gops = calloc(w->batch_cap, sizeof *w->gops);
     w->gidx = calloc(w->batch_cap, sizeof *w->gidx);
     w->pops = calloc(w->batch_cap, sizeof *w->pops);
+    w->gstart = calloc(w->batch_cap, sizeof *w->gstart);
+    w->pstart = calloc(w->batch_cap, sizeof *w->pstart);
+    w->intended = calloc(w->batch_cap, sizeof *w->intended);
     w->singles = calloc(w->batch_cap, sizeof *w->singles);
     if (!w->res || !w->keys || !w->get_bufs || (cfg->verify && !w->put_bufs) || !w->gops ||
-        !w->gidx || !w->pops || !w->singles)
+        !w->gidx || !w->pops || !w->singles || !w->gstart || !w->pstart || !w->intended)
         return -1;
     bench_results_init(w->res);
     return 0;
@@ -545,6 +670,9 @@ static void free_worker(struct worker *w)
     free(w->gidx);
     free(w->pops);
     free(w->singles);
+    free(w->gstart);
+    free(w->pstart);
+    free(w->intended);
 }
 
 /* Lets the workers past their start gate (after main set the phase). */
@@ -565,37 +693,98 @@ static void wait_preloaded(struct shared *sh, unsigned count)
     pthread_mutex_unlock(&sh->lock);
 }
 
-/* ---- progress ---- */
+/* ---- ticks and progress ---- */
 
-struct progress {
-    uint64_t last_ops;         /* ops at the previous line */
-    uint64_t last_ns;          /* time of the previous line */
-    struct histogram *gets;    /* scratch for merged GET latencies */
-    bool tty;                  /* stderr is a terminal: rewrite one line */
+/* A child process's pipes to the parent (--processes). */
+struct child_link {
+    int to_parent;              /* messages (bench_procs.h) */
+    int from_parent;            /* the go byte */
+    unsigned index;             /* 0..processes-1 */
 };
 
-static void progress_line(struct progress *p, const struct bench_config *cfg, struct worker *ws,
-                          int phase, double elapsed)
+/* Per-second snapshots of this process's threads. */
+struct ticker {
+    struct histogram cum[BENCH_OP_COUNT];    /* the snapshot now */
+    struct histogram prev[BENCH_OP_COUNT];   /* the previous one */
+    uint64_t prev_errors[BENCH_OP_COUNT];
+    struct bench_tick tick;                  /* the difference */
+    double last_s;                           /* end of the previous interval */
+};
+
+/* Where ticks end up: the series and the progress lines. */
+struct sink {
+    const struct bench_config *cfg;
+    struct bench_series series;
+    struct histogram scratch;
+    uint64_t ops, errors;                    /* so far, for the progress line */
+    bool tty;                                /* stderr is a terminal: rewrite one line */
+    bool out_of_memory;
+};
+
+static void ticker_init(struct ticker *t)
 {
-    uint64_t ops = 0, errors = 0, now = rkv_now_ns();
-    hist_init(p->gets);
-    for (unsigned i = 0; i < cfg->threads; i++) {
-        ops += __atomic_load_n(&ws[i].ops_done, __ATOMIC_RELAXED);
-        errors += __atomic_load_n(&ws[i].errors_seen, __ATOMIC_RELAXED);
-        hist_merge(p->gets, &ws[i].res->lat[BENCH_OP_GET]);
+    memset(t, 0, sizeof *t);
+    for (unsigned op = 0; op < BENCH_OP_COUNT; op++)
+        hist_init(&t->prev[op]);
+}
+
+/* Fills t->tick with what the threads recorded since the previous call. */
+static void ticker_take(struct ticker *t, struct worker *ws, unsigned threads, double now_s)
+{
+    bench_tick_init(&t->tick);
+    t->tick.end_s = now_s;
+    t->tick.length_s = now_s - t->last_s;
+    t->last_s = now_s;
+    for (unsigned op = 0; op < BENCH_OP_COUNT; op++) {
+        uint64_t errors = 0;
+        hist_init(&t->cum[op]);
+        for (unsigned i = 0; i < threads; i++) {
+            hist_merge(&t->cum[op], &ws[i].res->lat[op]);
+            errors += __atomic_load_n(&ws[i].res->op_errors[op], __ATOMIC_RELAXED);
+        }
+        hist_diff(&t->tick.lat[op], &t->cum[op], &t->prev[op]);
+        t->tick.errors[op] = errors - t->prev_errors[op];
+        t->prev_errors[op] = errors;
+        t->prev[op] = t->cum[op];
     }
-    double secs = (double)(now - p->last_ns) / 1e9;
-    double rate = secs > 0 ? (double)(ops - p->last_ops) / secs : 0;
-    p->last_ops = ops;
-    p->last_ns = now;
-    if (phase == PHASE_WARMUP)
-        fprintf(stderr, "%s[warmup %5.1fs] errors %llu%s", p->tty ? "\r" : "", elapsed,
-                (unsigned long long)errors, p->tty ? "\033[K" : "\n");
-    else
-        fprintf(stderr, "%s[%6.1fs] %11.0f ops/s  GET p50 %.2f us p99 %.2f us  %llu ops, %llu errors%s",
-                p->tty ? "\r" : "", elapsed, rate, (double)hist_percentile(p->gets, 50) / 1000,
-                (double)hist_percentile(p->gets, 99) / 1000, (unsigned long long)ops,
-                (unsigned long long)errors, p->tty ? "\033[K" : "\n");
+}
+
+static void sink_add(struct sink *s, const struct bench_tick *tick, bool final)
+{
+    if (bench_series_add(&s->series, tick, &s->scratch) != 0) {
+        s->out_of_memory = true;
+        return;
+    }
+    const struct bench_row *r = &s->series.rows[s->series.count - 1];
+    const struct bench_row_op *all = &r->op[BENCH_OP_COUNT];
+    s->ops += all->ops;
+    s->errors += all->errors;
+    if (s->cfg->quiet || final)
+        return;
+    fprintf(stderr, "%s[%6.1fs] %11.0f ops/s  p50 %.2f us  p99 %.2f us  %llu ops, %llu errors%s",
+            s->tty ? "\r" : "", r->end_s, bench_row_rate(r, BENCH_OP_COUNT),
+            (double)all->p50_ns / 1000, (double)all->p99_ns / 1000, (unsigned long long)s->ops,
+            (unsigned long long)s->errors, s->tty ? "\033[K" : "\n");
+    fflush(stderr);
+}
+
+/* A tick of this process: to the parent, or into the local sink. */
+static int deliver(const struct child_link *link, struct sink *s, const struct bench_tick *t,
+                   bool final)
+{
+    if (link != NULL)
+        return bench_msg_send(link->to_parent, BENCH_MSG_TICK, t, sizeof *t);
+    sink_add(s, t, final);
+    return 0;
+}
+
+static void warmup_line(const struct sink *s, struct worker *ws, unsigned threads, double elapsed)
+{
+    uint64_t errors = 0;
+    for (unsigned i = 0; i < threads; i++)
+        errors += __atomic_load_n(&ws[i].errors_seen, __ATOMIC_RELAXED);
+    fprintf(stderr, "%s[warmup %5.1fs] errors %llu%s", s->tty ? "\r" : "", elapsed,
+            (unsigned long long)errors, s->tty ? "\033[K" : "\n");
     fflush(stderr);
 }
 
@@ -606,16 +795,18 @@ static void sleep_ns(uint64_t ns)
         ;
 }
 
-/* Runs warmup and measurement; returns the measure start (0 if never). */
-static uint64_t supervise(struct shared *sh, struct worker *ws, struct progress *p)
+/* Runs warmup and measurement, a tick each measured second; returns the
+ * measure start (0 if never). */
+static uint64_t supervise(struct shared *sh, struct worker *ws, struct ticker *tk,
+                          const struct child_link *link, struct sink *s)
 {
     const struct bench_config *cfg = sh->cfg;
     uint64_t phase_start = rkv_now_ns(), measure_start = 0;
+    sh->start_ns = phase_start;
     int phase = cfg->warmup_s > 0 ? PHASE_WARMUP : PHASE_MEASURE;
     if (phase == PHASE_MEASURE)
         measure_start = phase_start;
     __atomic_store_n(&sh->phase, phase, __ATOMIC_RELEASE);
-    p->last_ns = phase_start;
     uint64_t next_line = phase_start + 1000000000ull;
     open_gate(sh);
 
@@ -628,8 +819,6 @@ static uint64_t supervise(struct shared *sh, struct worker *ws, struct progress 
             phase = PHASE_MEASURE;
             measure_start = now;
             __atomic_store_n(&sh->phase, phase, __ATOMIC_RELEASE);
-            p->last_ops = 0;
-            p->last_ns = now;
             next_line = now + 1000000000ull;
         }
         if (phase == PHASE_MEASURE) {
@@ -638,29 +827,427 @@ static uint64_t supervise(struct shared *sh, struct worker *ws, struct progress 
             if (__atomic_load_n(&sh->finished, __ATOMIC_ACQUIRE) == cfg->threads)
                 break;
         }
-        if (!cfg->quiet && now >= next_line) {
-            uint64_t from = phase == PHASE_MEASURE ? measure_start : phase_start;
-            progress_line(p, cfg, ws, phase, (double)(now - from) / 1e9);
+        if (now >= next_line) {
+            if (phase == PHASE_MEASURE) {
+                ticker_take(tk, ws, cfg->threads, (double)(now - measure_start) / 1e9);
+                if (deliver(link, s, &tk->tick, false) != 0)
+                    break;   /* the parent is gone */
+            } else if (!cfg->quiet && link == NULL) {
+                warmup_line(s, ws, cfg->threads, (double)(now - phase_start) / 1e9);
+            }
             next_line += 1000000000ull;
         }
     }
+    __atomic_store_n(&sh->stop_ns, rkv_now_ns(), __ATOMIC_RELAXED);
     __atomic_store_n(&sh->phase, PHASE_STOP, __ATOMIC_RELEASE);
-    if (!cfg->quiet && p->tty)
+    if (link == NULL && !cfg->quiet && s->tty)
         fputc('\n', stderr);
     return measure_start;
 }
 
+/* ---- one process's run ---- */
+
+/* Threads of this process: ids base .. base + threads - 1 of all_threads. */
+struct run_shape {
+    unsigned base, all_threads;
+};
+
+/* A child's go: waits for the parent's byte (1 go; 0 or a closed pipe: stop). */
+static bool wait_go(const struct child_link *link)
+{
+    char go = 0;
+    ssize_t r;
+    do
+        r = read(link->from_parent, &go, 1);
+    while (r < 0 && errno == EINTR);
+    return r == 1 && go == 1;
+}
+
+static void tell_ready(const struct child_link *link, bool ok)
+{
+    struct bench_ready ready = { .ok = ok };
+    if (link != NULL)
+        bench_msg_send(link->to_parent, BENCH_MSG_READY, &ready, sizeof ready);
+}
+
+/* Connects, preloads, runs and merges this process's threads into *total
+ * and (single process) s->series. Returns 0 when it measured, 1 when it
+ * failed or stopped early (message printed). */
+static int run_local(const struct bench_config *cfg, struct run_shape shape,
+                     const struct child_link *link, struct bench_results *total, struct sink *s)
+{
+    int rc = 1;
+    unsigned started = 0;
+    bool ready_told = false;
+    struct shared sh = { .cfg = cfg, .phase = PHASE_PRELOAD, .next_insert = cfg->keys,
+                         .thread_base = shape.base, .all_threads = shape.all_threads,
+                         .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+    struct worker *ws = calloc(cfg->threads, sizeof *ws);
+    char *pattern = malloc(RKV_MAX(cfg->value_size.max, 1u));
+    struct ticker *tk = malloc(sizeof *tk);
+    if (ws == NULL || pattern == NULL || tk == NULL) {
+        fprintf(stderr, "rkv-bench: out of memory\n");
+        goto out;
+    }
+    ticker_init(tk);
+    for (uint32_t i = 0; i < cfg->value_size.max; i++)
+        pattern[i] = (char)('a' + i % 26);
+    set_cuts(&sh);
+    if (cfg->dist != BENCH_DIST_UNIFORM) {
+        if (!cfg->quiet && cfg->keys > 10000000 && shape.base == 0)
+            fprintf(stderr, "rkv-bench: computing zipf constants for %llu keys...\n",
+                    (unsigned long long)cfg->keys);
+        wl_zipf_init(&sh.zipf, cfg->keys, cfg->theta);
+    }
+    wl_perm_init(&sh.perm, cfg->keys, cfg->seed);
+
+    uint64_t per_thread = cfg->requests / shape.all_threads, extra = cfg->requests % shape.all_threads;
+    for (unsigned i = 0; i < cfg->threads; i++) {
+        ws[i].id = shape.base + i;
+        ws[i].sh = &sh;
+        ws[i].quota = cfg->requests ? per_thread + (ws[i].id < extra) : UINT64_MAX;
+        wl_rng_seed(&ws[i].rng, cfg->seed * 0x100000001b3ull + ws[i].id);
+        if (alloc_worker(&ws[i], cfg, pattern) != 0) {
+            fprintf(stderr, "rkv-bench: out of memory for thread %u's buffers; lower --window or "
+                    "--value-size\n", ws[i].id);
+            goto out;
+        }
+    }
+    if (connect_all(cfg, ws) != 0)
+        goto out;
+
+    uint64_t t0 = rkv_now_ns();
+    if (!cfg->quiet && cfg->preload && shape.base == 0)
+        fprintf(stderr, "rkv-bench: preloading %llu keys with %u thread%s...\n",
+                (unsigned long long)cfg->keys, shape.all_threads, shape.all_threads == 1 ? "" : "s");
+    for (; started < cfg->threads; started++) {
+        int err = pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]);
+        if (err != 0) {
+            fprintf(stderr, "rkv-bench: cannot start thread %u: %s; lower --threads\n",
+                    ws[started].id, strerror(err));
+            break;
+        }
+    }
+    wait_preloaded(&sh, started);
+
+    bool preload_failed = false;
+    for (unsigned i = 0; i < cfg->threads; i++) {
+        if (ws[i].preload_status != RKV_OK && !preload_failed) {
+            fprintf(stderr, "rkv-bench: preload failed: %s; %s\n", ws[i].preload_msg,
+                    ws[i].preload_status == RKV_OUT_OF_MEMORY
+                        ? "give the server more --memory, or lower --keys or --value-size"
+                        : connect_hint(ws[i].preload_status));
+            preload_failed = true;
+        }
+    }
+    bool ok = started == cfg->threads && !preload_failed && !stop_requested;
+    tell_ready(link, ok);
+    ready_told = true;
+    if (ok && link != NULL)
+        ok = wait_go(link);
+    if (!ok) {
+        __atomic_store_n(&sh.phase, PHASE_STOP, __ATOMIC_RELEASE);
+        open_gate(&sh);
+        goto out;
+    }
+    if (!cfg->quiet && cfg->preload && shape.base == 0)
+        fprintf(stderr, "rkv-bench: preloaded in %.2f s\n", (double)(rkv_now_ns() - t0) / 1e9);
+
+    uint64_t measure_start = supervise(&sh, ws, tk, link, s);
+    for (; started > 0; started--)
+        pthread_join(ws[started - 1].thread, NULL);
+
+    uint64_t end = measure_start;
+    for (unsigned i = 0; i < cfg->threads; i++) {
+        bench_results_merge(total, ws[i].res);
+        if (ws[i].end_ns > end)
+            end = ws[i].end_ns;
+    }
+    total->duration_s = measure_start ? (double)(end - measure_start) / 1e9 : 0;
+    if (measure_start != 0) {
+        /* The rest since the last tick (the drain included). */
+        ticker_take(tk, ws, cfg->threads, total->duration_s);
+        if (tk->tick.length_s > 0.001 || tk->tick.lat[0].count || tk->tick.lat[1].count)
+            deliver(link, s, &tk->tick, true);
+        rc = 0;
+    }
+
+out:
+    if (!ready_told)
+        tell_ready(link, false);
+    /* Threads still running (the failure paths) stop at PHASE_STOP. */
+    for (; started > 0; started--)
+        pthread_join(ws[started - 1].thread, NULL);
+    for (unsigned i = 0; ws != NULL && i < cfg->threads; i++)
+        free_worker(&ws[i]);
+    free(ws);
+    free(pattern);
+    free(tk);
+    return rc;
+}
+
+/* ---- several processes ---- */
+
+static pid_t children[BENCH_MAX_PROCESSES];
+static unsigned child_count;
+
+/* The parent passes SIGINT/SIGTERM on, once, to its children (which run in
+ * their own process group, so a terminal's Ctrl-C reaches them only so). */
+static void forward_signal(int sig)
+{
+    for (unsigned i = 0; i < child_count; i++)
+        if (children[i] > 0)
+            kill(children[i], sig);
+}
+
+static void child_main(const struct bench_config *cfg, unsigned index, int to_parent, int from_parent)
+{
+    struct child_link link = { to_parent, from_parent, index };
+    struct run_shape shape = { index * cfg->threads, cfg->threads * cfg->processes };
+    struct bench_final *fin = malloc(sizeof *fin);
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() == 1)
+        _exit(1);   /* the parent died before the prctl */
+    if (fin == NULL) {
+        tell_ready(&link, false);
+        _exit(1);
+    }
+    bench_results_init(&fin->res);
+    fin->measured = run_local(cfg, shape, &link, &fin->res, NULL) == 0;
+    int rc = bench_msg_send(to_parent, BENCH_MSG_FINAL, fin, sizeof *fin) == 0 ? 0 : 1;
+    _exit(rc);   /* not exit(): the parent's stdio buffers are not this process's to flush */
+}
+
+static const char *exit_description(int status, char *buf, size_t len)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(buf, len, "status %#x", status);
+    return buf;
+}
+
+/* Reads one message of process i; on a broken stream says what happened. */
+static int recv_from(unsigned i, int fd, uint32_t *kind, void *buf, size_t cap, unsigned n)
+{
+    int r = bench_msg_recv(fd, kind, buf, cap);
+    if (r == 0)
+        return 0;
+    int status = 0;
+    char why[96] = "still running";
+    if (waitpid(children[i], &status, 0) == children[i]) {
+        exit_description(status, why, sizeof why);
+        children[i] = 0;
+    }
+    fprintf(stderr, "rkv-bench: client process %u of %u %s (%s); its results are lost, the run FAILED\n",
+            i + 1, n, r == 1 ? "ended before reporting" : "sent a malformed report", why);
+    return -1;
+}
+
+/* Forks the client processes, starts them together, merges their ticks into
+ * s and their results into *total. 0 when all measured, 1 otherwise. */
+static int run_processes(const struct bench_config *cfg, struct bench_results *total, struct sink *s)
+{
+    unsigned n = cfg->processes;
+    int up[BENCH_MAX_PROCESSES], down[BENCH_MAX_PROCESSES];
+    size_t cap = RKV_MAX(sizeof(struct bench_tick), sizeof(struct bench_final));
+    void *buf = malloc(cap);
+    struct bench_tick *merged = malloc(sizeof *merged);
+    bool finished[BENCH_MAX_PROCESSES] = { false };
+    int rc = 1;
+    if (buf == NULL || merged == NULL) {
+        fprintf(stderr, "rkv-bench: out of memory\n");
+        goto out;
+    }
+    struct sigaction sa = { .sa_handler = forward_signal };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    /* A child that already exited must not kill us when told to stop: a
+     * write to its pipe fails with EPIPE instead (and a child's to ours). */
+    signal(SIGPIPE, SIG_IGN);
+    fflush(NULL);
+    for (; child_count < n; child_count++) {
+        int u[2], d[2];
+        if (pipe(u) != 0 || pipe(d) != 0) {
+            fprintf(stderr, "rkv-bench: cannot create a pipe for client process %u: %s\n",
+                    child_count + 1, strerror(errno));
+            goto stop;
+        }
+        fcntl(u[0], F_SETPIPE_SZ, 1 << 20);   /* room for a few ticks; best effort */
+        pid_t pid = fork();
+        if (pid < 0) {
+            fprintf(stderr, "rkv-bench: cannot fork client process %u: %s; lower --processes\n",
+                    child_count + 1, strerror(errno));
+            close(u[0]); close(u[1]); close(d[0]); close(d[1]);
+            goto stop;
+        }
+        if (pid == 0) {
+            for (unsigned i = 0; i < child_count; i++) {
+                close(up[i]);
+                close(down[i]);
+            }
+            close(u[0]);
+            close(d[1]);
+            child_main(cfg, child_count, u[1], d[0]);
+        }
+        close(u[1]);
+        close(d[0]);
+        up[child_count] = u[0];
+        down[child_count] = d[1];
+        children[child_count] = pid;
+    }
+
+    /* All connected and preloaded, then go together. */
+    bool all_ready = true;
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t kind;
+        if (recv_from(i, up[i], &kind, buf, cap, n) != 0 || kind != BENCH_MSG_READY ||
+            !((struct bench_ready *)buf)->ok)
+            all_ready = false;
+    }
+    char go = all_ready ? 1 : 0;
+    for (unsigned i = 0; i < n; i++)
+        if (write(down[i], &go, 1) != 1)
+            all_ready = false;
+    if (!all_ready)
+        goto stop;
+
+    /* One tick from each process per round, merged. */
+    unsigned left = n;
+    bool broken = false;
+    while (left > 0 && !broken) {
+        bool any = false, last = false;
+        bench_tick_init(merged);
+        for (unsigned i = 0; i < n; i++) {
+            uint32_t kind;
+            if (finished[i])
+                continue;
+            if (recv_from(i, up[i], &kind, buf, cap, n) != 0) {
+                broken = true;
+                break;
+            }
+            if (kind == BENCH_MSG_TICK) {
+                bench_tick_merge(merged, buf);
+                any = true;
+            } else if (kind == BENCH_MSG_FINAL) {
+                const struct bench_final *fin = buf;
+                bench_results_merge(total, &fin->res);
+                if (!fin->measured)
+                    broken = true;
+                finished[i] = true;
+                left--;
+                last = true;
+            } else {
+                broken = true;
+            }
+        }
+        if (any)
+            sink_add(s, merged, last || left == 0);
+    }
+    rc = broken ? 1 : 0;
+
+stop:
+    for (unsigned i = 0; i < child_count; i++) {
+        close(up[i]);
+        close(down[i]);
+    }
+    for (unsigned i = 0; i < child_count; i++) {
+        int status;
+        if (children[i] > 0 && waitpid(children[i], &status, 0) == children[i] && rc == 0 &&
+            !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+            char why[96];
+            fprintf(stderr, "rkv-bench: client process %u of %u: %s\n", i + 1, n,
+                    exit_description(status, why, sizeof why));
+            rc = 1;
+        }
+        children[i] = 0;
+    }
+out:
+    free(buf);
+    free(merged);
+    return rc;
+}
+
 /* ---- main ---- */
 
-static FILE *open_json(const struct bench_config *cfg)
+static FILE *open_output(const char *flag, const char *path)
 {
-    if (cfg->json_path == NULL || strcmp(cfg->json_path, "-") == 0)
-        return cfg->json_path ? stdout : NULL;
-    FILE *f = fopen(cfg->json_path, "w");
+    if (path == NULL)
+        return NULL;
+    if (strcmp(path, "-") == 0)
+        return stdout;
+    FILE *f = fopen(path, "w");
     if (f == NULL)
-        fprintf(stderr, "rkv-bench: --json: cannot write '%s': %s; give a writable path or '-'\n",
-                cfg->json_path, strerror(errno));
+        fprintf(stderr, "rkv-bench: %s: cannot write '%s': %s; give a writable path or '-'\n",
+                flag, path, strerror(errno));
     return f;
+}
+
+static int close_output(const char *flag, const char *path, FILE *f, int written)
+{
+    if (f == NULL)
+        return 0;
+    if (f != stdout) {
+        if (fclose(f) != 0)
+            written = -1;
+    } else if (fflush(f) != 0) {
+        written = -1;
+    }
+    if (written != 0)
+        fprintf(stderr, "rkv-bench: %s: writing '%s' failed: %s\n", flag, path, strerror(errno));
+    return written != 0;
+}
+
+/* PREFIX-<kind>.hgrm for each kind that ran, and PREFIX-total.hgrm. */
+static int write_hist_files(const struct bench_config *cfg, const struct bench_results *r,
+                            struct histogram *all)
+{
+    int failed = 0;
+    hist_init(all);
+    for (unsigned op = 0; op <= BENCH_OP_COUNT; op++) {
+        const struct histogram *h = op < BENCH_OP_COUNT ? &r->lat[op] : all;
+        if (op < BENCH_OP_COUNT)
+            hist_merge(all, h);
+        if (h->count == 0)
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s-%s.hgrm", cfg->hist_prefix, bench_op_name(op));
+        FILE *f = fopen(path, "w");
+        if (f == NULL) {
+            fprintf(stderr, "rkv-bench: --hist-file: cannot write '%s': %s\n", path, strerror(errno));
+            failed = 1;
+            continue;
+        }
+        failed |= close_output("--hist-file", path, f, hdr_text_write(f, h, 1000.0, HDR_TEXT_TICKS));
+    }
+    return failed;
+}
+
+/* --html for this run: its JSON report, read back, drawn (the same path as
+ * --compare, so the two pages agree). */
+static int write_html(FILE *out, const struct bench_config *cfg, const struct bench_results *r,
+                      const struct bench_series *series)
+{
+    char *text = NULL, err[256];
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (mem == NULL)
+        return -1;
+    int rc = bench_report_json_series(mem, cfg, r, series);
+    if (fclose(mem) != 0)
+        rc = -1;
+    struct json_value *report = rc == 0 ? json_parse(text, len, err, sizeof err) : NULL;
+    free(text);
+    if (report == NULL)
+        return -1;
+    const char *label = cfg->rate > 0 ? "open loop" : "closed loop";
+    rc = bench_html_write(out, (const struct json_value *const *)&report, &label, 1);
+    json_value_free(report);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -672,110 +1259,63 @@ int main(int argc, char **argv)
     case BENCH_ARGS_USAGE:   return 2;
     }
 
+    if (cfg.compare_count > 0) {
+        int crc = bench_html_compare(cfg.compare, cfg.compare_count, cfg.html_path, stderr) == 0 ? 0 : 1;
+        bench_config_free(&cfg);
+        return crc;
+    }
     int rc = 1;
-    unsigned started = 0;
-    struct shared sh = { .cfg = &cfg, .phase = PHASE_PRELOAD, .next_insert = cfg.keys,
-                         .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
-    struct worker *ws = calloc(cfg.threads, sizeof *ws);
-    char *pattern = malloc(RKV_MAX(cfg.value_size.max, 1u));
     struct bench_results *total = malloc(sizeof *total);
-    struct progress prog = { .gets = malloc(sizeof(struct histogram)), .tty = isatty(2) };
-    FILE *json = NULL;
-    if (ws == NULL || pattern == NULL || total == NULL || prog.gets == NULL) {
+    struct sink *sink = malloc(sizeof *sink);
+    FILE *json = NULL, *csv = NULL, *html = NULL;
+    if (total == NULL || sink == NULL) {
         fprintf(stderr, "rkv-bench: out of memory\n");
         goto out;
     }
-    if (cfg.json_path != NULL && (json = open_json(&cfg)) == NULL) {
+    memset(sink, 0, sizeof *sink);
+    sink->cfg = &cfg;
+    sink->tty = isatty(2);
+    bench_results_init(total);
+    if ((cfg.json_path != NULL && (json = open_output("--json", cfg.json_path)) == NULL) ||
+        (cfg.timeseries_path != NULL &&
+         (csv = open_output("--timeseries", cfg.timeseries_path)) == NULL) ||
+        (cfg.html_path != NULL && (html = open_output("--html", cfg.html_path)) == NULL)) {
         rc = 2;
         goto out;
     }
-    for (uint32_t i = 0; i < cfg.value_size.max; i++)
-        pattern[i] = (char)('a' + i % 26);
-    set_cuts(&sh);
-    if (cfg.dist != BENCH_DIST_UNIFORM) {
-        if (!cfg.quiet && cfg.keys > 10000000)
-            fprintf(stderr, "rkv-bench: computing zipf constants for %llu keys...\n",
-                    (unsigned long long)cfg.keys);
-        wl_zipf_init(&sh.zipf, cfg.keys, cfg.theta);
+
+    int ran;
+    if (cfg.processes > 1) {
+        ran = run_processes(&cfg, total, sink);
+    } else {
+        struct sigaction sa = { .sa_handler = on_signal };
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        ran = run_local(&cfg, (struct run_shape){ 0, cfg.threads }, NULL, total, sink);
     }
-    wl_perm_init(&sh.perm, cfg.keys, cfg.seed);
+    if (ran != 0 && bench_results_ops(total) == 0)
+        goto out;   /* nothing measured: the failure was reported */
+    if (sink->out_of_memory)
+        fprintf(stderr, "rkv-bench: out of memory for the per-second series; it is incomplete\n");
 
-    uint64_t per_thread = cfg.requests / cfg.threads, extra = cfg.requests % cfg.threads;
-    for (unsigned i = 0; i < cfg.threads; i++) {
-        ws[i].id = i;
-        ws[i].sh = &sh;
-        ws[i].quota = cfg.requests ? per_thread + (i < extra) : UINT64_MAX;
-        wl_rng_seed(&ws[i].rng, cfg.seed * 0x100000001b3ull + i);
-        if (alloc_worker(&ws[i], &cfg, pattern) != 0) {
-            fprintf(stderr, "rkv-bench: out of memory for thread %u's buffers; lower --window or "
-                    "--value-size\n", i);
-            goto out;
-        }
-    }
-    if (connect_all(&cfg, ws) != 0)
-        goto out;
-
-    struct sigaction sa = { .sa_handler = on_signal };
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
-    uint64_t t0 = rkv_now_ns();
-    if (!cfg.quiet && cfg.preload)
-        fprintf(stderr, "rkv-bench: preloading %llu keys with %u thread%s...\n",
-                (unsigned long long)cfg.keys, cfg.threads, cfg.threads == 1 ? "" : "s");
-    for (; started < cfg.threads; started++) {
-        int err = pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]);
-        if (err != 0) {
-            fprintf(stderr, "rkv-bench: cannot start thread %u: %s; lower --threads\n", started,
-                    strerror(err));
-            break;
-        }
-    }
-    wait_preloaded(&sh, started);
-
-    bool preload_failed = false;
-    for (unsigned i = 0; i < cfg.threads; i++) {
-        if (ws[i].preload_status != RKV_OK && !preload_failed) {
-            fprintf(stderr, "rkv-bench: preload failed: %s; %s\n", ws[i].preload_msg,
-                    ws[i].preload_status == RKV_OUT_OF_MEMORY
-                        ? "give the server more --memory, or lower --keys or --value-size"
-                        : connect_hint(ws[i].preload_status));
-            preload_failed = true;
-        }
-    }
-    if (started < cfg.threads || preload_failed || stop_requested) {
-        __atomic_store_n(&sh.phase, PHASE_STOP, __ATOMIC_RELEASE);
-        open_gate(&sh);
-        goto out;
-    }
-    if (!cfg.quiet && cfg.preload)
-        fprintf(stderr, "rkv-bench: preloaded in %.2f s\n", (double)(rkv_now_ns() - t0) / 1e9);
-
-    uint64_t measure_start = supervise(&sh, ws, &prog);
-    for (; started > 0; started--)
-        pthread_join(ws[started - 1].thread, NULL);
-
-    bench_results_init(total);
-    uint64_t end = measure_start;
-    for (unsigned i = 0; i < cfg.threads; i++) {
-        bench_results_merge(total, ws[i].res);
-        if (ws[i].end_ns > end)
-            end = ws[i].end_ns;
-    }
-    total->duration_s = measure_start ? (double)(end - measure_start) / 1e9 : 0;
-
-    bool json_stdout = json == stdout;
+    bool json_stdout = json == stdout || csv == stdout || html == stdout;
     bench_report_text(json_stdout ? stderr : stdout, &cfg, total);
     fflush(stdout);   /* the report before any verdict on stderr */
-    rc = 0;
-    if (json != NULL) {
-        if (bench_report_json(json, &cfg, total) != 0) {
-            fprintf(stderr, "rkv-bench: --json: writing '%s' failed: %s\n", cfg.json_path,
-                    strerror(errno));
-            rc = 1;
-        }
-    }
+    rc = ran;
+    if (json != NULL)
+        rc |= close_output("--json", cfg.json_path, json,
+                           bench_report_json_series(json, &cfg, total, &sink->series));
+    json = NULL;
+    if (csv != NULL)
+        rc |= close_output("--timeseries", cfg.timeseries_path, csv,
+                           bench_series_write_csv(csv, &sink->series));
+    csv = NULL;
+    if (html != NULL)
+        rc |= close_output("--html", cfg.html_path, html, write_html(html, &cfg, total, &sink->series));
+    html = NULL;
+    if (cfg.hist_prefix != NULL)
+        rc |= write_hist_files(&cfg, total, &sink->scratch);
     if (total->verify_failures > 0) {
         fprintf(stderr, "rkv-bench: --verify: %llu values read back were not the ones written "
                 "for their key; the run FAILED\n", (unsigned long long)total->verify_failures);
@@ -784,23 +1324,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "rkv-bench: %llu operations failed (see Errors above)\n",
                 (unsigned long long)bench_results_errors(total));
         rc = 1;
-    } else if (measure_start == 0) {
+    } else if (total->duration_s == 0) {
         fprintf(stderr, "rkv-bench: stopped before measuring anything\n");
         rc = 1;
     }
 
 out:
-    /* Threads still running (preload failure path) stop at PHASE_STOP. */
-    for (; started > 0; started--)
-        pthread_join(ws[started - 1].thread, NULL);
     if (json != NULL && json != stdout)
         fclose(json);
-    for (unsigned i = 0; ws != NULL && i < cfg.threads; i++)
-        free_worker(&ws[i]);
-    free(ws);
-    free(pattern);
+    if (csv != NULL && csv != stdout)
+        fclose(csv);
+    if (html != NULL && html != stdout)
+        fclose(html);
+    if (sink != NULL)
+        bench_series_free(&sink->series);
+    free(sink);
     free(total);
-    free(prog.gets);
     bench_config_free(&cfg);
     return rc;
 }

@@ -18,7 +18,8 @@ enum opt_id {
     OPT_KEY_SIZE, OPT_VALUE_SIZE, OPT_GET_RATIO, OPT_DELETE_RATIO, OPT_DIST,
     OPT_WORKLOAD, OPT_WARMUP, OPT_PRELOAD, OPT_NO_PRELOAD, OPT_VERIFY, OPT_JSON,
     OPT_SEED, OPT_AUTH, OPT_TIMEOUT, OPT_LOCATION_CACHE, OPT_QUIET, OPT_HELP,
-    OPT_VERSION,
+    OPT_VERSION, OPT_RATE, OPT_ARRIVAL, OPT_PROCESSES, OPT_HIST_FILE, OPT_TIMESERIES,
+    OPT_HTML, OPT_COMPARE,
 };
 
 /* Which settings the command line gave explicitly (a workload preset fills
@@ -26,6 +27,8 @@ enum opt_id {
 enum {
     SET_GET_RATIO = 1u << 0,
     SET_DIST      = 1u << 1,
+    SET_ARRIVAL   = 1u << 2,
+    SET_COMPARE   = 1u << 3,   /* --compare seen: bare arguments are report files */
 };
 
 struct opt_def {
@@ -58,6 +61,13 @@ static const struct opt_def options[] = {
     { "timeout",        0,   true,  OPT_TIMEOUT },
     { "location-cache", 0,   true,  OPT_LOCATION_CACHE },
     { "quiet",          'q', false, OPT_QUIET },
+    { "rate",           0,   true,  OPT_RATE },
+    { "arrival",        0,   true,  OPT_ARRIVAL },
+    { "processes",      'P', true,  OPT_PROCESSES },
+    { "hist-file",      0,   true,  OPT_HIST_FILE },
+    { "timeseries",     0,   true,  OPT_TIMESERIES },
+    { "html",           0,   true,  OPT_HTML },
+    { "compare",        0,   false, OPT_COMPARE },
     { "help",           'h', false, OPT_HELP },
     { "version",        'V', false, OPT_VERSION },
 };
@@ -78,6 +88,15 @@ void bench_usage(FILE *out)
 "      --auth SECRET       shared secret the servers expect\n"
 "      --timeout MS        per-operation timeout (1..3600000; library default)\n"
 "      --location-cache N|off  client location-cache entries (library default)\n"
+"  -P, --processes N       fork N client processes, each with --threads threads\n"
+"                          and handles; their histograms merge exactly (1..%u; 1)\n"
+"\n"
+"Open loop (default: closed loop, each thread waits for a reply before the next):\n"
+"      --rate OPS          send OPS operations per second in total (split over\n"
+"                          threads and processes) on a fixed schedule; latency is\n"
+"                          measured from each operation's intended send time, so\n"
+"                          it includes the queueing a late reply causes\n"
+"      --arrival KIND      constant (default) or poisson spacing of the sends\n"
 "\n"
 "How long:\n"
 "  -d, --duration TIME     measure for TIME: 10, 2.5s, 500ms, 1m (default 10s)\n"
@@ -106,12 +125,20 @@ void bench_usage(FILE *out)
 "Output:\n"
 "      --json FILE         also write the report as JSON to FILE ('-': stdout,\n"
 "                          and the text report goes to stderr)\n"
+"      --hist-file PREFIX  write each operation type's full latency distribution\n"
+"                          in HdrHistogram's text format to PREFIX-get.hgrm,\n"
+"                          PREFIX-put.hgrm, ... (microseconds)\n"
+"      --timeseries FILE   per-second CSV: ops/s, p50, p99, errors per type\n"
+"      --html FILE         the report as one self-contained HTML page with charts\n"
+"      --compare A.json B.json ... --html FILE\n"
+"                          draw saved --json reports on one page (runs nothing)\n"
 "  -q, --quiet             no progress lines\n"
 "  -h, --help              this text;  -V, --version  the version\n"
 "\n"
 "Exit status: 0 success, 1 the run failed (connection, errors, verification),\n"
 "2 bad command line.\n",
-        BENCH_MAX_THREADS, BENCH_MAX_WINDOW, BENCH_MIN_KEY_SIZE, BENCH_MAX_KEY_SIZE);
+        BENCH_MAX_THREADS, BENCH_MAX_WINDOW, BENCH_MAX_PROCESSES, BENCH_MIN_KEY_SIZE,
+        BENCH_MAX_KEY_SIZE);
 }
 
 static void usage_error(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -234,6 +261,7 @@ static void set_defaults(struct bench_config *cfg)
     cfg->theta = 0.99;
     cfg->preload = true;
     cfg->seed = 1;
+    cfg->processes = 1;
 }
 
 /* YCSB presets; only settings not given explicitly are taken. */
@@ -266,8 +294,38 @@ static bool apply_workload(struct bench_config *cfg, unsigned set, FILE *err)
 }
 
 /* Checks that span several flags, after all are known. */
-static bool check_combination(struct bench_config *cfg, FILE *err)
+static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
 {
+    if (set & SET_COMPARE) {
+        if (cfg->compare_count == 0) {
+            usage_error(err, "--compare needs the JSON reports to draw: --compare A.json B.json --html FILE");
+            return false;
+        }
+        if (cfg->html_path == NULL) {
+            usage_error(err, "--compare draws reports into an HTML page; add --html FILE");
+            return false;
+        }
+        if (cfg->servers != NULL || cfg->json_path != NULL || cfg->hist_prefix != NULL ||
+            cfg->timeseries_path != NULL) {
+            usage_error(err, "--compare runs no benchmark; drop -s, --json, --hist-file and --timeseries");
+            return false;
+        }
+        return true;
+    }
+    if ((set & SET_ARRIVAL) && cfg->rate == 0) {
+        usage_error(err, "--arrival sets how an open-loop run spaces its sends; add --rate OPS");
+        return false;
+    }
+    if ((uint64_t)cfg->threads * cfg->processes > BENCH_MAX_THREADS) {
+        usage_error(err, "--processes %u x --threads %u is %u client threads; keep the product at most %u",
+                    cfg->processes, cfg->threads, cfg->processes * cfg->threads, BENCH_MAX_THREADS);
+        return false;
+    }
+    if (cfg->json_path != NULL && cfg->timeseries_path != NULL && strcmp(cfg->json_path, "-") == 0 &&
+        strcmp(cfg->timeseries_path, "-") == 0) {
+        usage_error(err, "--json - and --timeseries - both want stdout; give one of them a file");
+        return false;
+    }
     if (cfg->servers == NULL) {
         usage_error(err, "no server given; pass -s URI (e.g. -s shm:///run/rkv/rkv.sock)");
         return false;
@@ -299,6 +357,21 @@ static bool check_combination(struct bench_config *cfg, FILE *err)
     }
     if (cfg->duration_s == 0 && cfg->requests == 0)
         cfg->duration_s = 10;
+    return true;
+}
+
+/* A report file after --compare. */
+static bool add_compare(struct bench_config *cfg, const char *path, FILE *err)
+{
+    if (cfg->compare_count >= BENCH_MAX_COMPARE) {
+        usage_error(err, "--compare takes at most %u reports; '%s' is one too many", BENCH_MAX_COMPARE, path);
+        return false;
+    }
+    if (cfg->compare == NULL && (cfg->compare = calloc(BENCH_MAX_COMPARE, sizeof *cfg->compare)) == NULL) {
+        usage_error(err, "out of memory");
+        return false;
+    }
+    cfg->compare[cfg->compare_count++] = path;
     return true;
 }
 
@@ -419,6 +492,39 @@ static enum bench_args_result apply_option(struct bench_config *cfg, const struc
     case OPT_QUIET:
         cfg->quiet = true;
         break;
+    case OPT_RATE:
+        if (!parse_double(v, 0, BENCH_MAX_RATE, &cfg->rate) || cfg->rate <= 0)
+            goto range;
+        break;
+    case OPT_ARRIVAL:
+        if (strcmp(v, "constant") == 0)
+            cfg->arrival = BENCH_ARRIVAL_CONSTANT;
+        else if (strcmp(v, "poisson") == 0)
+            cfg->arrival = BENCH_ARRIVAL_POISSON;
+        else
+            goto range;
+        *set |= SET_ARRIVAL;
+        break;
+    case OPT_PROCESSES:
+        if (!rkv_parse_u64(v, 1, BENCH_MAX_PROCESSES, &u))
+            goto range;
+        cfg->processes = (unsigned)u;
+        break;
+    case OPT_HIST_FILE:
+    case OPT_TIMESERIES:
+    case OPT_HTML:
+        if (*v == '\0')
+            goto range;
+        if (o->id == OPT_HIST_FILE)
+            cfg->hist_prefix = v;
+        else if (o->id == OPT_TIMESERIES)
+            cfg->timeseries_path = v;
+        else
+            cfg->html_path = v;
+        break;
+    case OPT_COMPARE:
+        *set |= SET_COMPARE;
+        break;
     case OPT_HELP:
         bench_usage(out);
         return BENCH_ARGS_EXIT_OK;
@@ -444,6 +550,9 @@ range:
     case OPT_SEED:     usage_error(err, "--seed: '%s' is not a whole number in 0..%llu", v, (unsigned long long)UINT64_MAX); break;
     case OPT_TIMEOUT:  usage_error(err, "--timeout: '%s' is not a number of milliseconds in 1..3600000", v); break;
     case OPT_LOCATION_CACHE: usage_error(err, "--location-cache: '%s' is not 'off' or a number of entries of at least 1", v); break;
+    case OPT_RATE:     usage_error(err, "--rate: '%s' is not a number of operations per second above 0 and up to %.0f", v, BENCH_MAX_RATE); break;
+    case OPT_ARRIVAL:  usage_error(err, "--arrival: '%s' is not constant or poisson", v); break;
+    case OPT_PROCESSES: usage_error(err, "--processes: '%s' is not a whole number in 1..%u", v, BENCH_MAX_PROCESSES); break;
     default:           usage_error(err, "--%s: '%s' is not a valid value", o->name, v); break;
     }
     return BENCH_ARGS_USAGE;
@@ -481,6 +590,12 @@ enum bench_args_result bench_parse_args(int argc, char **argv, struct bench_conf
                 }
                 value = a + 2;
             }
+        } else if (set & SET_COMPARE) {
+            if (!add_compare(cfg, a, err)) {
+                r = BENCH_ARGS_USAGE;
+                break;
+            }
+            continue;
         } else {
             usage_error(err, "unexpected argument '%s'; options start with - or --", a);
             r = BENCH_ARGS_USAGE;
@@ -501,7 +616,7 @@ enum bench_args_result bench_parse_args(int argc, char **argv, struct bench_conf
         }
         r = apply_option(cfg, o, value, &set, out, err);
     }
-    if (r == BENCH_ARGS_RUN && (!apply_workload(cfg, set, err) || !check_combination(cfg, err)))
+    if (r == BENCH_ARGS_RUN && (!apply_workload(cfg, set, err) || !check_combination(cfg, set, err)))
         r = BENCH_ARGS_USAGE;
     if (r != BENCH_ARGS_RUN)
         bench_config_free(cfg);
@@ -512,6 +627,9 @@ void bench_config_free(struct bench_config *cfg)
 {
     free(cfg->servers);
     cfg->servers = NULL;
+    free(cfg->compare);
+    cfg->compare = NULL;
+    cfg->compare_count = 0;
 }
 
 const char *bench_dist_string(const struct bench_config *cfg, char *buf, size_t len)

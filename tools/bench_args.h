@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bench_schedule.h"
+
 /* Limits the parser enforces (also printed by --help). */
 #define BENCH_MAX_THREADS   1024u
 #define BENCH_MAX_WINDOW    1024u
@@ -20,6 +22,9 @@
 #define BENCH_MAX_KEY_SIZE  250u
 #define BENCH_MAX_VALUE     (1u << 20)
 #define BENCH_MAX_SECONDS   86400.0
+#define BENCH_MAX_RATE      1e9       /* --rate, operations per second in total */
+#define BENCH_MAX_PROCESSES 64u
+#define BENCH_MAX_COMPARE   16u       /* --compare reports */
 /* Largest window × value size one thread may buffer for GETs and PUTs. */
 #define BENCH_MAX_THREAD_BUFFER (256ull << 20)
 
@@ -66,6 +71,14 @@ struct bench_config {
     unsigned timeout_ms;        /* --timeout, 0 = library default */
     unsigned location_cache;    /* --location-cache: 0 = default, UINT_MAX = off */
     bool quiet;                 /* -q */
+    double rate;                /* --rate: open loop, ops/s over all threads and processes; 0 = closed loop */
+    enum bench_arrival arrival; /* --arrival: constant (default) or poisson (open loop only) */
+    unsigned processes;         /* --processes: client processes, each with --threads threads */
+    const char *hist_prefix;    /* --hist-file PREFIX: PREFIX-get.hgrm ... (HdrHistogram text), or NULL */
+    const char *timeseries_path;/* --timeseries FILE: per-second CSV, or NULL */
+    const char *html_path;      /* --html FILE: the report as one HTML page, or NULL */
+    const char **compare;       /* --compare: JSON reports to draw (owned array, argv strings) */
+    unsigned compare_count;     /* how many; > 0 means no benchmark runs */
 };
 
 enum bench_args_result {

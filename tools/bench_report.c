@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bench_report.h"
+#include "bench_timeseries.h"
 #include "json.h"
 #include "util.h"
 
@@ -48,6 +49,12 @@ void bench_results_merge(struct bench_results *dst, const struct bench_results *
     for (unsigned i = 0; i < RKV_STATUS_COUNT; i++)
         dst->errors[i] += src->errors[i];
     dst->verify_failures += src->verify_failures;
+    for (unsigned i = 0; i < BENCH_OP_COUNT; i++)
+        dst->op_errors[i] += src->op_errors[i];
+    dst->sent += src->sent;
+    dst->missed += src->missed;
+    if (src->max_send_lag_ns > dst->max_send_lag_ns)
+        dst->max_send_lag_ns = src->max_send_lag_ns;
     counters_add(&dst->counters, &src->counters);
     if (src->duration_s > dst->duration_s)
         dst->duration_s = src->duration_s;
@@ -95,6 +102,29 @@ static double us(uint64_t ns)
     return (double)ns / 1000.0;
 }
 
+bool bench_rate_reached(const struct bench_config *cfg, const struct bench_results *r,
+                        double *achieved)
+{
+    *achieved = r->duration_s > 0 ? (double)r->sent / r->duration_s : 0.0;
+    return r->missed == 0 && *achieved >= cfg->rate * (1.0 - BENCH_RATE_TOLERANCE);
+}
+
+static void text_open_loop(FILE *out, const struct bench_config *cfg, const struct bench_results *r)
+{
+    double achieved;
+    bool reached = bench_rate_reached(cfg, r, &achieved);
+    fprintf(out, "Open loop: target %.0f ops/s (%s arrivals), achieved %.1f ops/s (%.1f%%); "
+            "latency counted from each operation's intended send time\n", cfg->rate,
+            bench_arrival_name(cfg->arrival), achieved, cfg->rate > 0 ? achieved / cfg->rate * 100 : 0);
+    fprintf(out, "           sends were up to %.3f ms late; %llu operations due before the end "
+            "were never sent\n", (double)r->max_send_lag_ns / 1e6, (unsigned long long)r->missed);
+    if (!reached)
+        fprintf(out, "TARGET RATE NOT REACHED: %.1f%% short of %.0f ops/s. The server or this client "
+                "could not keep up; the latencies above include the queueing that caused. Lower "
+                "--rate, or add --threads / --processes.\n",
+                (1.0 - achieved / cfg->rate) * 100, cfg->rate);
+}
+
 /* ---- text ---- */
 
 static void text_row(FILE *out, const char *label, const struct histogram *h, double secs,
@@ -119,9 +149,15 @@ void bench_report_text(FILE *out, const struct bench_config *cfg, const struct b
     bench_mix_of(cfg, &mix);
     bench_ratios_of(&r->counters, &q);
 
-    fprintf(out, "\nrkv-bench %s: %u thread%s x window %u, %u server%s: %s\n", RKV_VERSION_STRING,
-            cfg->threads, cfg->threads == 1 ? "" : "s", cfg->window, cfg->server_count,
-            cfg->server_count == 1 ? "" : "s", cfg->servers);
+    fprintf(out, "\nrkv-bench %s: ", RKV_VERSION_STRING);
+    if (cfg->processes > 1)
+        fprintf(out, "%u processes x ", cfg->processes);
+    fprintf(out, "%u thread%s x window %u, %s loop", cfg->threads, cfg->threads == 1 ? "" : "s",
+            cfg->window, cfg->rate > 0 ? "open" : "closed");
+    if (cfg->rate > 0)
+        fprintf(out, " at %.0f ops/s %s", cfg->rate, bench_arrival_name(cfg->arrival));
+    fprintf(out, ", %u server%s: %s\n", cfg->server_count, cfg->server_count == 1 ? "" : "s",
+            cfg->servers);
     fprintf(out, "keys %llu x %u", (unsigned long long)cfg->keys, cfg->key_size.min);
     if (cfg->key_size.max != cfg->key_size.min)
         fprintf(out, "-%u", cfg->key_size.max);
@@ -183,6 +219,8 @@ void bench_report_text(FILE *out, const struct bench_config *cfg, const struct b
         fprintf(out, "; RMW CAS conflicts retried: %llu", (unsigned long long)r->rmw_conflicts);
     fprintf(out, "\n");
 
+    if (cfg->rate > 0)
+        text_open_loop(out, cfg, r);
     const struct rkv_counters *c = &r->counters;
     fprintf(out, "Transport: %.2f READs/GET, %.2f round trips/GET, %.3f doorbells/request, "
             "%.1f%% sends inline\n", q.reads_per_get, q.round_trips_per_get,
@@ -220,10 +258,54 @@ static void json_latency(struct json_writer *w, const struct histogram *h, doubl
     }
 }
 
+/* The histogram itself, exactly: [highest value of the bucket in ns, count]
+ * for every non-empty bucket (histogram.h's layout, HdrHistogram's). */
+static void json_distribution(struct json_writer *w, const struct histogram *h)
+{
+    json_array_begin(w, "distribution");
+    for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+        if (h->buckets[i] == 0)
+            continue;
+        uint64_t lo, hi;
+        hist_bucket_range(i, &lo, &hi);
+        json_array_begin(w, NULL);
+        json_u64(w, NULL, hi);
+        json_u64(w, NULL, h->buckets[i]);
+        json_array_end(w);
+    }
+    json_array_end(w);
+}
+
+static void json_series(struct json_writer *w, const struct bench_series *s)
+{
+    json_array_begin(w, "timeseries");
+    for (size_t i = 0; s != NULL && i < s->count; i++) {
+        const struct bench_row *row = &s->rows[i];
+        json_object_begin(w, NULL);
+        json_double(w, "t_s", row->end_s);
+        json_double(w, "interval_s", row->length_s);
+        for (unsigned op = 0; op <= BENCH_OP_COUNT; op++) {
+            const struct bench_row_op *o = &row->op[op];
+            if (op < BENCH_OP_COUNT && o->ops == 0 && o->errors == 0)
+                continue;
+            json_object_begin(w, bench_op_name(op));
+            json_double(w, "ops_per_sec", bench_row_rate(row, op));
+            json_double(w, "p50_us", o->ops ? us(o->p50_ns) : (double)NAN);
+            json_double(w, "p99_us", o->ops ? us(o->p99_ns) : (double)NAN);
+            json_u64(w, "errors", o->errors);
+            json_object_end(w);
+        }
+        json_object_end(w);
+    }
+    json_array_end(w);
+}
+
 static void json_op(struct json_writer *w, const struct bench_results *r, enum bench_op op)
 {
     json_object_begin(w, op_names[op]);
     json_latency(w, &r->lat[op], r->duration_s);
+    json_distribution(w, &r->lat[op]);
+    json_u64(w, "errors", r->op_errors[op]);
     if (op == BENCH_OP_GET) {
         json_u64(w, "hits", r->get_hits);
         json_u64(w, "misses", r->get_misses);
@@ -259,6 +341,12 @@ static void json_counters(struct json_writer *w, const struct rkv_counters *c)
 
 int bench_report_json(FILE *out, const struct bench_config *cfg, const struct bench_results *r)
 {
+    return bench_report_json_series(out, cfg, r, NULL);
+}
+
+int bench_report_json_series(FILE *out, const struct bench_config *cfg, const struct bench_results *r,
+                             const struct bench_series *series)
+{
     struct json_writer w;
     struct bench_mix mix;
     struct bench_ratios q;
@@ -281,6 +369,7 @@ int bench_report_json(FILE *out, const struct bench_config *cfg, const struct be
         p = comma ? comma + 1 : NULL;
     }
     json_array_end(&w);
+    json_u64(&w, "processes", cfg->processes);
     json_u64(&w, "threads", cfg->threads);
     json_u64(&w, "window", cfg->window);
     json_double(&w, "duration_s", r->duration_s);
@@ -311,6 +400,22 @@ int bench_report_json(FILE *out, const struct bench_config *cfg, const struct be
     json_bool(&w, "preload", cfg->preload);
     json_bool(&w, "verify", cfg->verify);
     json_u64(&w, "seed", cfg->seed);
+    json_string(&w, "loop", cfg->rate > 0 ? "open" : "closed");
+    if (cfg->rate > 0) {
+        double achieved;
+        bool reached = bench_rate_reached(cfg, r, &achieved);
+        json_object_begin(&w, "open_loop");
+        json_double(&w, "target_ops_per_sec", cfg->rate);
+        json_string(&w, "arrival", bench_arrival_name(cfg->arrival));
+        json_double(&w, "achieved_ops_per_sec", achieved);
+        json_bool(&w, "rate_reached", reached);
+        json_u64(&w, "sent", r->sent);
+        json_u64(&w, "missed", r->missed);
+        json_double(&w, "max_send_lag_us", us(r->max_send_lag_ns));
+        json_object_end(&w);
+    } else {
+        json_string(&w, "open_loop", NULL);
+    }
 
     for (unsigned i = 0; i < BENCH_OP_COUNT; i++)
         json_op(&w, r, (enum bench_op)i);
@@ -336,6 +441,7 @@ int bench_report_json(FILE *out, const struct bench_config *cfg, const struct be
     json_double(&w, "forwards_per_get", q.forwards_per_get);
     json_u64(&w, "reconnects", r->counters.reconnects);
     json_counters(&w, &r->counters);
+    json_series(&w, series);
     json_object_end(&w);
     return json_finish(&w);
 }

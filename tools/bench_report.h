@@ -8,6 +8,7 @@
 #ifndef RKV_TOOLS_BENCH_REPORT_H
 #define RKV_TOOLS_BENCH_REPORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -25,9 +26,14 @@ struct bench_results {
     uint64_t delete_misses;                /* DELETEs of absent keys (not errors) */
     uint64_t rmw_conflicts;                /* RMW attempts redone after a CAS race */
     uint64_t errors[RKV_STATUS_COUNT];     /* failed ops by status (OK and misses never counted) */
+    uint64_t op_errors[BENCH_OP_COUNT];    /* the same failures by operation kind */
     uint64_t verify_failures;              /* --verify: GETs that returned a foreign or bad value */
     struct rkv_counters counters;          /* rkv_get_counters summed over the threads */
     double duration_s;                     /* measured time */
+    /* Open loop (--rate) only, all 0 in a closed-loop run: */
+    uint64_t sent;                         /* operations sent while measuring (completed or failed) */
+    uint64_t missed;                       /* intended before the end but never sent (drain cut short) */
+    uint64_t max_send_lag_ns;              /* most an operation went out after its intended time */
 };
 
 void bench_results_init(struct bench_results *r);
@@ -54,8 +60,19 @@ void bench_ratios_of(const struct rkv_counters *c, struct bench_ratios *out);
 /* Stable lower-case identifier of a status for reports ("timeout"). */
 const char *bench_status_id(rkv_status s);
 
+/* Open loop: the rate achieved (operations sent per measured second) and
+ * whether it reached the target (within BENCH_RATE_TOLERANCE, nothing missed). */
+#define BENCH_RATE_TOLERANCE 0.01
+bool bench_rate_reached(const struct bench_config *cfg, const struct bench_results *r,
+                        double *achieved);
+
 void bench_report_text(FILE *out, const struct bench_config *cfg, const struct bench_results *r);
 /* 0, or -1 when the JSON could not be written. */
 int bench_report_json(FILE *out, const struct bench_config *cfg, const struct bench_results *r);
+/* The same with the per-second series (bench_timeseries.h) as "timeseries"
+ * (an empty array when series is NULL). */
+struct bench_series;
+int bench_report_json_series(FILE *out, const struct bench_config *cfg, const struct bench_results *r,
+                             const struct bench_series *series);
 
 #endif

@@ -20,6 +20,19 @@
 #    blended latency distribution of the two tests (R x GET + (1-R) x SET).
 #  * Redis and memcached latencies include their loopback TCP stack; rkv's
 #    GET is a read of shared memory. That is the point of the comparison.
+#
+# The page: each system's result is also written as a report in rkv-bench's
+# --json shape (rkv's is rkv-bench's own; memcached's and Redis's are
+# rebuilt from what their tools print, with a "note" saying how, and what is
+# interpolated), and `rkv-bench --compare` draws them on one HTML page
+# (--html FILE; default compare.html in the rkv build directory):
+#  * memcached: memaslap's final Get and Set log2 histograms become the
+#    "get" and "put" distributions, each count placed at its power-of-two
+#    bucket's upper bound (so its curve is a staircase, biased high).
+#  * Redis: redis-benchmark's "Latency by percentile distribution" tables of
+#    the GET and SET tests become "get" and "put": the operations between two
+#    rows are placed at the later row's latency.
+#  They have no per-second series and no transport counters ("-").
 # Missing tools are installed from Debian (apt-get) when running as root,
 # unless --no-install.
 set -euo pipefail
@@ -37,6 +50,7 @@ BUILD=""
 INSTALL=1
 ONLY="rkv,memcached,redis"
 KEEP=""
+HTML=""
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -57,6 +71,7 @@ Benchmarks rkv (shm), memcached and Redis on this host with the same workload.
   --only LIST         systems to run, from rkv,memcached,redis (default all)
   --no-install        do not apt-get install missing tools; skip those systems
   --keep DIR          keep every tool's raw output in DIR
+  --html FILE         the HTML page (default: compare.html in the rkv build dir)
   -h, --help          this text
 Exit status: 0 when every selected system ran, 1 otherwise, 2 bad arguments.
 EOF
@@ -99,6 +114,7 @@ while (( $# > 0 )); do
                 die_usage "--only: '$val' is not a comma-separated list of rkv, memcached, redis"
             ONLY=$val ;;
         --keep) mkdir -p "$val" || die_usage "--keep: cannot create '$val'"; KEEP=$(cd "$val" && pwd) ;;
+        --html) [[ -d $(dirname "$val") ]] || die_usage "--html: no directory for '$val'"; HTML=$val ;;
         *) die_usage "unknown option '$opt'" ;;
     esac
 done
@@ -201,6 +217,7 @@ json_get() {
     awk -v want="$2" '
         function joined(   i, s) { s = ""; for (i = 1; i <= depth; i++) s = s stack[i] "."; return s }
         /^[[:space:]]*[}\]]/ { depth--; next }
+        NR > 1 && /^[[:space:]]*[{[][[:space:]]*$/ { stack[++depth] = "#"; next }   # an array element that opens
         match($0, /^[[:space:]]*"[^"]+": /) {
             key = substr($0, RSTART, RLENGTH); sub(/^[[:space:]]*"/, "", key); sub(/": $/, "", key)
             rest = substr($0, RSTART + RLENGTH)
@@ -208,6 +225,40 @@ json_get() {
             sub(/,$/, "", rest)
             if (joined() key == want) { print rest; exit }
         }' "$1"
+}
+
+# ---- reports in rkv-bench's JSON shape, for the page ------------------------
+
+REPORTS=()
+
+# dist_json FILE: "[ns, count], ..." from lines "VALUE_NS COUNT" (counts > 0).
+dist_json() {
+    awk '$2 > 0 { printf "%s[%d, %d]", n++ ? ", " : "", $1, $2 }' "$1"
+}
+
+# kind_json NAME FILE OPS_PER_SEC: one operation kind with its distribution;
+# ops, p50, p99 and max (us) are computed here from the distribution.
+kind_json() {
+    local stats
+    stats=$(sort -n "$2" | awk '$2 > 0 { v[++n] = $1; c[n] = $2; t += $2 }
+        END { if (t == 0) { print "0 null null null"; exit }
+              for (i = 1; i <= n; i++) { s += c[i]; if (!a && s >= 0.5 * t) a = v[i]; if (!b && s >= 0.99 * t) b = v[i] }
+              printf "%d %.3f %.3f %.3f\n", t, a / 1000, b / 1000, v[n] / 1000 }')
+    read -r ops p50 p99 max <<<"$stats"
+    printf '"%s": {"ops": %s, "ops_per_sec": %s, "p50_us": %s, "p99_us": %s, "max_us": %s, "errors": 0, "distribution": [%s]}' \
+        "$1" "$ops" "${3:-null}" "$p50" "$p99" "$max" "$(dist_json "$2")"
+}
+
+# other_report OUT TOOL LABEL NOTE OPS_PER_SEC GETFILE GETRATE PUTFILE PUTRATE
+other_report() {
+    {
+        printf '{"tool": "%s", "label": "%s", "note": "%s", "loop": "closed", "threads": %s, "window": %s,\n' \
+            "$2" "$3" "$4" "$THREADS" "$WINDOW"
+        printf ' "keys": %s, "key_size": %s, "value_size": %s, "value_size_max": %s, "duration_s": %s, "ops_per_sec": %s,\n' \
+            "$KEYS" "$KEY_SIZE" "$VALUE_SIZE" "$VALUE_SIZE" "$DURATION" "$5"
+        printf ' %s,\n %s,\n "timeseries": []}\n' "$(kind_json get "$6" "$7")" "$(kind_json put "$8" "$9")"
+    } >"$1"
+    REPORTS+=("$1")
 }
 
 # ---- rkv ----------------------------------------------------------------
@@ -238,8 +289,9 @@ run_rkv() {
     run_load rkv "$TMP/rkv-bench.txt" $(( DURATION * 3 + 120 )) "$bench" -s "shm://$sock" \
         --threads "$THREADS" --window "$WINDOW" --duration "$DURATION" --keys "$KEYS" \
         --key-size "$KEY_SIZE" --value-size "$VALUE_SIZE" --get-ratio "$GET_RATIO" \
-        --json "$TMP/rkv.json" -q || return 0
+        --json "$TMP/rkv.json" --timeseries "$TMP/rkv-timeseries.csv" --hist-file "$TMP/rkv" -q || return 0
     stop "$SERVER_PID"
+    REPORTS+=("$TMP/rkv.json")
     record rkv "$(json_get "$TMP/rkv.json" ops_per_sec)" "$(json_get "$TMP/rkv.json" total.p50_us)" \
         "$(json_get "$TMP/rkv.json" total.p99_us)" \
         "$(awk -v r="$(json_get "$TMP/rkv.json" reads_per_get)" -v t="$(json_get "$TMP/rkv.json" round_trips_per_get)" \
@@ -272,6 +324,20 @@ memaslap_percentiles() {
         END { if (total == 0) exit 1; printf "%.1f %.1f\n", pct(0.50), pct(0.99) }' "$1"
 }
 
+# memaslap_dist Get|Set FILE: "VALUE_NS COUNT" lines from the last "<Name>
+# Statistics (" block's log2 histogram, bucket b at its upper bound 2^b us.
+memaslap_dist() {
+    awk -v name="$1" '
+        $0 ~ "^" name " Statistics \\(" { inblk = 1; delete cnt; next }
+        inblk && /^[[:space:]]*$/ { inblk = 0 }
+        inblk && /^[A-Z][a-z]+ Statistics/ { inblk = 0 }
+        inblk && /^[[:space:]]+[0-9]+:/ {
+            b = $1; sub(":", "", b)
+            for (i = 2; i <= NF; i++) cnt[b + i - 2] += $i
+        }
+        END { for (k in cnt) if (cnt[k] > 0) printf "%d %d\n", 2 ^ k * 1000, cnt[k] }' "$2"
+}
+
 run_memcached() {
     local slap port conc win out pcts set_ratio
     need memcached memcached || { skip memcached "memcached not installed (apt-get install memcached)"; return; }
@@ -301,6 +367,11 @@ run_memcached() {
     tps=$(awk '/^Run time:/ { for (i = 1; i <= NF; i++) if ($i == "TPS:") print $(i + 1) }' "$out")
     pcts=$(memaslap_percentiles "$out") || pcts="- -"
     [[ -n $tps ]] || { skip memcached "could not find TPS in memaslap's output ($out)"; return; }
+    memaslap_dist Get "$out" >"$TMP/memcached-get.dist"
+    memaslap_dist Set "$out" >"$TMP/memcached-set.dist"
+    other_report "$TMP/memcached.json" memaslap memcached \
+        "memaslap prints only log2 latency histograms: each count is placed at its power-of-two bucket's upper bound (interpolated, biased high); TCP loopback, $conc connection(s)" \
+        "$tps" "$TMP/memcached-get.dist" null "$TMP/memcached-set.dist" null
     record memcached "$tps" "~${pcts% *}" "~${pcts#* }" \
         "TCP loopback; memaslap, $conc connection(s), $(( win * 1024 * conc )) keys"
 }
@@ -364,6 +435,18 @@ redis_blend() {
         }' "$1" "$2"
 }
 
+# redis_dist FILE: "VALUE_NS COUNT" lines from redis-benchmark's percentile
+# table: each row's new operations at that row's latency.
+redis_dist() {
+    awk '/^Latency by percentile distribution/ { on = 1; prev = 0; next }
+        on && /^[[:space:]]*$/ { on = 0 }
+        on && /<=/ && /cumulative count/ {
+            ms = $3; c = $NF; sub(/\)$/, "", c); c += 0
+            if (c > prev) printf "%d %d\n", ms * 1e6, c - prev
+            prev = c
+        }' "$1"
+}
+
 run_redis() {
     local get_cal set_cal n_get n_set get_rps set_rps mix blend
     need redis-server redis-server || { skip redis "redis-server not installed (apt-get install redis-server)"; return; }
@@ -394,6 +477,11 @@ run_redis() {
     [[ -n $get_rps && -n $set_rps ]] || { skip redis "no throughput in redis-benchmark's output"; return; }
     mix=$(awk -v g="$get_rps" -v s="$set_rps" -v r="$GET_RATIO" 'BEGIN { printf "%.1f", 1 / (r / g + (1 - r) / s) }')
     blend=$(redis_blend "$TMP/redis-get.txt" "$TMP/redis-set.txt")
+    redis_dist "$TMP/redis-get.txt" >"$TMP/redis-get.dist"
+    redis_dist "$TMP/redis-set.txt" >"$TMP/redis-set.dist"
+    other_report "$TMP/redis.json" redis-benchmark redis \
+        "redis-benchmark runs GET and SET as two tests; their percentile tables become the get and put distributions, the operations between two rows placed at the later row's latency (interpolated); ops/s is the mix's harmonic blend; TCP loopback, pipeline $WINDOW" \
+        "$mix" "$TMP/redis-get.dist" "$get_rps" "$TMP/redis-set.dist" "$set_rps"
     record redis "$mix" "${blend% *}" "${blend#* }" "TCP loopback; GET $get_rps/s, SET $set_rps/s, pipeline $WINDOW"
 }
 
@@ -437,4 +525,16 @@ for i in "${!NAMES[@]}"; do
         "$ratio" "$r50" "$r99" "${NOTES[$i]}"
 done
 echo "(~: interpolated from memaslap's log2 histogram. Ratios: rkv's ops/s over theirs; their latency over rkv's.)"
+
+# The page: every report that exists, drawn by rkv-bench.
+bench=$(find_rkv tools/rkv-bench)
+if (( ${#REPORTS[@]} > 0 )) && [[ -n $bench ]]; then
+    [[ -n $HTML ]] || HTML=$(dirname "$(dirname "$bench")")/compare.html
+    if "$bench" --compare "${REPORTS[@]}" --html "$HTML"; then
+        echo "compare.sh: the page: $HTML" >&2
+    else
+        note "rkv-bench --compare failed; the reports are in ${KEEP:-$TMP (use --keep DIR to keep them)}"
+        FAILED=1
+    fi
+fi
 exit $FAILED

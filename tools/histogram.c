@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "histogram.h"
+#include "util.h"
 
 /* Single-writer counters: a relaxed load and store compile to plain moves,
  * yet make concurrent reads by the progress thread well-defined. */
@@ -103,6 +104,31 @@ void hist_merge(struct histogram *dst, const struct histogram *src)
         dst->min = mn;
     if (mx > dst->max)
         dst->max = mx;
+}
+
+void hist_diff(struct histogram *out, const struct histogram *now, const struct histogram *before)
+{
+    hist_init(out);
+    unsigned first = HIST_BUCKETS, last = 0;
+    for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+        uint64_t a = now->buckets[i], b = before->buckets[i];
+        uint64_t c = a > b ? a - b : 0;
+        if (c == 0)
+            continue;
+        out->buckets[i] = c;
+        out->count += c;
+        if (first == HIST_BUCKETS)
+            first = i;
+        last = i;
+    }
+    if (out->count == 0)
+        return;
+    uint64_t lo, hi;
+    hist_bucket_range(first, &lo, &hi);
+    out->min = RKV_MAX(lo, now->min);
+    hist_bucket_range(last, &lo, &hi);
+    out->max = RKV_MIN(hi, now->max);
+    out->sum = now->sum >= before->sum ? now->sum - before->sum : 0;
 }
 
 uint64_t hist_percentile(const struct histogram *h, double p)

@@ -6,6 +6,13 @@
  * The range reaches 2^37 ns (about 137 s); larger values are counted in the
  * top bucket and still show up exactly as the maximum.
  *
+ * This is exactly HdrHistogram's Histogram(1, 2^37 - 1, 2): two significant
+ * digits give 256 sub-buckets (the upper 128 of each power of two after the
+ * first), 30 buckets cover the range, and bucket index i here is HdrHistogram's
+ * counts-array index i for every value. So its percentile-distribution text
+ * (hdr_text.h) is the one HdrHistogram would print for the same values, and
+ * its tools (the plotter, HistogramLogAnalyzer) read it.
+ *
  * One histogram is written by one thread. The counters are updated with
  * relaxed atomic stores so that another thread (the progress reporter) may
  * read a histogram while it is being written, seeing a slightly stale but
@@ -23,6 +30,10 @@
 #define HIST_MAX_VALUE    ((UINT64_C(1) << HIST_MAX_BITS) - 1)
 /* Exact region 0..2*SUB_COUNT-1, then SUB_COUNT buckets per further power of two. */
 #define HIST_BUCKETS      ((HIST_MAX_BITS - HIST_SUB_BITS) * HIST_SUB_COUNT + HIST_SUB_COUNT)
+/* The same layout in HdrHistogram's terms. */
+#define HIST_HDR_SIGNIFICANT_DIGITS 2u
+#define HIST_HDR_SUB_BUCKETS (2u * HIST_SUB_COUNT)           /* 256 */
+#define HIST_HDR_BUCKETS     (HIST_MAX_BITS - HIST_SUB_BITS) /* 30 */
 
 struct histogram {
     uint64_t count;                  /* values recorded */
@@ -47,6 +58,12 @@ void hist_record_n(struct histogram *h, uint64_t value, uint64_t n);
  * then sees each counter as it was at some recent instant, and takes the
  * count from the buckets it saw so that percentiles stay self-consistent. */
 void hist_merge(struct histogram *dst, const struct histogram *src);
+
+/* out = now - before, where `before` is an earlier snapshot of the same
+ * (growing) histogram: the values recorded in between. min and max become
+ * the edges of the lowest and highest non-empty buckets of the difference;
+ * the sum is the difference of the sums. */
+void hist_diff(struct histogram *out, const struct histogram *now, const struct histogram *before);
 
 /* The value at percentile p (0..100): the smallest recorded value v such that
  * at least p % of all values are <= v, reported as the highest value of v's

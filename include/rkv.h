@@ -22,9 +22,10 @@
  * are independent and may talk to the same servers concurrently. They share
  * one location cache per process (lock-free), so threads warm each other.
  *
- * Errors: every call returns an rkv_status. rkv_strerror() names a status;
- * rkv_last_error() gives the handle's last detailed message (which server,
- * what was wrong, what to do).
+ * Errors: every call that can fail returns an rkv_status; its comment ends
+ * with a "Returns:" line naming the statuses it gives. rkv_strerror() names
+ * a status; rkv_last_error() gives the handle's last detailed message (which
+ * server, what was wrong, what to do).
  *
  * Keys are binary-safe, 1..250 bytes. Values are 0..max_value_len bytes (the
  * server's configuration; 1 MiB less the item header by default; see
@@ -96,21 +97,25 @@ struct rkv_options {
  * ("URI: what went wrong; what to do"). Later calls on a handle reconnect by
  * themselves (with backoff) after a connection breaks; such a call returns
  * RKV_CONNECTION meanwhile.
- * Statuses: RKV_OK, RKV_INVALID (bad URI or option), RKV_CONNECTION,
- * RKV_TIMEOUT, RKV_AUTH, RKV_VERSION_MISMATCH, RKV_PROTOCOL, RKV_NO_MEMORY. */
+ * Returns: RKV_OK, RKV_INVALID (bad URI or option), RKV_CONNECTION,
+ * RKV_TIMEOUT, RKV_AUTH, RKV_VERSION_MISMATCH, RKV_SERVER_BUSY (the server's
+ * max_conns), RKV_PROTOCOL, RKV_NO_MEMORY. */
 rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_client **out);
 
-/* Read a value into buf. On RKV_OK, *value_len is its length. On
- * RKV_BUFFER_TOO_SMALL nothing is copied and *value_len is the length needed.
- * `info` (may be NULL) receives the item's version (for rkv_cas) and flags.
- * Statuses: RKV_OK, RKV_NOT_FOUND, RKV_BUFFER_TOO_SMALL, RKV_RETRY_EXHAUSTED,
- * RKV_INVALID (NULL/empty key, buf NULL with buf_len > 0), RKV_TOO_LARGE
- * (key), RKV_CONNECTION, RKV_TIMEOUT. */
+/* What rkv_get() tells about the item it found. */
 struct rkv_item_info {
     uint64_t version;      /* CAS token */
     uint32_t user_flags;   /* what the writer stored */
     uint32_t ttl_left;     /* seconds to expiry; 0 = never expires */
 };
+
+/* Read a value into buf. On RKV_OK, *value_len is its length. On
+ * RKV_BUFFER_TOO_SMALL nothing is copied and *value_len is the length needed.
+ * `info` (may be NULL) receives the item's version (for RKV_CAS), flags and
+ * remaining TTL.
+ * Returns: RKV_OK, RKV_NOT_FOUND, RKV_BUFFER_TOO_SMALL, RKV_RETRY_EXHAUSTED,
+ * RKV_INVALID (NULL/empty key, buf NULL with buf_len > 0), RKV_TOO_LARGE
+ * (key), RKV_CONNECTION, RKV_TIMEOUT. */
 rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len,
                    void *buf, size_t buf_len, size_t *value_len,
                    struct rkv_item_info *info);
@@ -145,7 +150,7 @@ struct rkv_put_options {
  *
  * Store a value. opts may be NULL (RKV_SET, default TTL). `new_version`
  * (may be NULL) receives the stored item's version.
- * Statuses: RKV_OK, RKV_EXISTS / RKV_NOT_STORED / RKV_CAS_MISMATCH (the mode's
+ * Returns: RKV_OK, RKV_EXISTS / RKV_NOT_STORED / RKV_CAS_MISMATCH (the mode's
  * condition failed), RKV_OUT_OF_MEMORY, RKV_TOO_LARGE (key or value),
  * RKV_INVALID (NULL/empty key, value NULL with value_len > 0, unknown mode),
  * RKV_CONNECTION, RKV_TIMEOUT, RKV_SERVER_BUSY. */
@@ -153,15 +158,16 @@ rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len,
                    const void *value, size_t value_len,
                    const struct rkv_put_options *opts, uint64_t *new_version);
 
-/* Remove a key. Statuses: RKV_OK, RKV_NOT_FOUND, RKV_INVALID (NULL/empty
- * key), RKV_TOO_LARGE (key), RKV_CONNECTION, RKV_TIMEOUT. */
+/* Remove a key.
+ * Returns: RKV_OK, RKV_NOT_FOUND, RKV_INVALID (NULL/empty key), RKV_TOO_LARGE
+ * (key), RKV_CONNECTION, RKV_TIMEOUT. */
 rkv_status rkv_delete(rkv_client *c, const void *key, size_t key_len);
 
 /* Add delta to a value that is a decimal u64 (1..20 digits); the result goes
  * to *result and is stored as decimal text, keeping the item's TTL and flags.
  * Overflow is defined as memcached defines it: an increment wraps modulo 2^64
  * (18446744073709551615 + 1 = 0), a decrement (negative delta) saturates at 0.
- * Statuses: RKV_OK, RKV_NOT_FOUND (absent), RKV_NOT_NUMBER, RKV_INVALID,
+ * Returns: RKV_OK, RKV_NOT_FOUND (absent), RKV_NOT_NUMBER, RKV_INVALID,
  * RKV_TOO_LARGE (key), RKV_SERVER_BUSY (the item kept changing),
  * RKV_CONNECTION, RKV_TIMEOUT. */
 rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len,
@@ -172,14 +178,16 @@ rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len,
  * return for it (arguments are checked the same way). A server whose
  * connection fails during the call is not used again by it: its ops that
  * had no result yet get the error (RKV_CONNECTION, RKV_TIMEOUT), while ops
- * on other servers go ahead. The call returns RKV_OK when no op carries a
- * connection error, else the first such error. */
+ * on other servers go ahead. */
 struct rkv_get_op {
     const void *key; size_t key_len;
     void *buf; size_t buf_len;
     size_t value_len;        /* out */
     rkv_status status;       /* out */
 };
+/* rkv_get() for ops[0..n-1]; each op's status as rkv_get() would return it.
+ * Returns: RKV_OK when no op carries a connection error, else the first such
+ * error (RKV_CONNECTION, RKV_TIMEOUT). */
 rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n);
 
 struct rkv_put_op {
@@ -189,14 +197,23 @@ struct rkv_put_op {
     uint64_t version;        /* out */
     rkv_status status;       /* out */
 };
+/* rkv_put() for ops[0..n-1]; each op's status and version as rkv_put()
+ * would return them.
+ * Returns: RKV_OK when no op carries a connection error, else the first such
+ * error (RKV_CONNECTION, RKV_TIMEOUT). */
 rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n);
 
-/* Round trip to each server; RKV_OK when all answered, else the first
- * server's RKV_CONNECTION / RKV_TIMEOUT / RKV_AUTH. */
+/* Round trip to each server, in order, stopping at the first that fails.
+ * Returns: RKV_OK (all answered), else that server's RKV_CONNECTION,
+ * RKV_TIMEOUT, RKV_AUTH or RKV_PROTOCOL. */
 rkv_status rkv_ping(rkv_client *c);
 
 /* Server statistics as text, one "name value" line each, for server `shard`
- * (0 for a single server). *len is the text length (NUL-terminated when it fits). */
+ * (0 for a single server). *len (may be NULL) is the text's length; the
+ * text is NUL-terminated when it fits.
+ * Returns: RKV_OK, RKV_BUFFER_TOO_SMALL (buf holds the start; *len + 1 bytes
+ * are needed), RKV_INVALID (no such shard, buf NULL with buf_len > 0),
+ * RKV_CONNECTION, RKV_TIMEOUT. */
 rkv_status rkv_stats(rkv_client *c, unsigned shard, char *buf, size_t buf_len, size_t *len);
 
 /* What this handle did on the wire, summed over its servers. These counters
@@ -215,25 +232,38 @@ struct rkv_counters {
     uint64_t forwards;          /* READs that followed a superseded item's forward to its replacement */
     uint64_t cache_stale;       /* GETs whose cached location was no longer the key's (index re-read) */
 };
+/* Copy the handle's counters to *out; rkv_reset_counters() zeroes them.
+ * Returns: nothing; they cannot fail. */
 void rkv_get_counters(const rkv_client *c, struct rkv_counters *out);
 void rkv_reset_counters(rkv_client *c);
 
 /* The longest value rkv_put accepts on this handle: the smallest
- * max_value_len of its servers (from their region headers at connect). */
+ * max_value_len of its servers (from their region headers at connect).
+ * Returns: that length in bytes (no status). */
 size_t rkv_max_value_size(const rkv_client *c);
 
-/* Number of servers this handle shards over, and the one that owns a key. */
+/* Number of servers this handle shards over, and the one that owns a key.
+ * Returns: a count, and an index 0..count-1 (no status; no round trip). */
 unsigned rkv_shard_count(const rkv_client *c);
 unsigned rkv_shard_of(const rkv_client *c, const void *key, size_t key_len);
 
 /* A status in words ("not found"), and as a stable snake_case identifier
- * ("not_found") for logs, metrics and JSON. */
+ * ("not_found") for logs, metrics and JSON.
+ * Returns: a static string, valid forever (for a value outside rkv_status:
+ * "unknown status" and "unknown"). */
 const char *rkv_strerror(rkv_status s);
 const char *rkv_status_name(rkv_status s);
 /* The handle's last detailed error message. With c == NULL: the message of
- * this thread's last failed rkv_connect(). */
+ * this thread's last failed rkv_connect().
+ * Returns: a NUL-terminated string ("" before any error) owned by the
+ * library. The pointer stays valid until rkv_close(c) (c == NULL: until the
+ * thread exits); its text until the next call on c that fails (c == NULL:
+ * this thread's next failed rkv_connect()), which overwrites it. A call that
+ * succeeds leaves it alone. Copy it to keep it. */
 const char *rkv_last_error(const rkv_client *c);
 
+/* Close every connection and free the handle; c may be NULL.
+ * Returns: nothing. */
 void rkv_close(rkv_client *c);
 
 #ifdef __cplusplus
