@@ -8,6 +8,11 @@
  *         (libibverbs + librdmacm, RC queue pairs)
  *   shm   client/shm_client.c, server/shm_server.c, common/shm_ring.c
  *         (memfd region mapped read-only, shared-memory rings)
+ *   tcp   server/tcp_server.c only: the memcached text protocol door. Its
+ *         messages are a byte stream, not rkv frames, so worker.c hands its
+ *         connections to server/memcache_exec.c instead of request.c, and
+ *         they skip HELLO admission (main.c): the one place the server
+ *         tells this transport from the others.
  *
  * Callers find a transport by its URI scheme (rkv_client_transport_by_scheme,
  * rkv_server_transport_by_scheme: the tables in client/transports.c and
@@ -204,7 +209,7 @@ struct rkv_msg {
  * below. Listener ops are called by the main thread; connection ops only by
  * the worker that owns the connection. */
 struct rkv_server_transport {
-    const char *scheme;  /* "rdma" or "shm": the listen URI's "scheme://" */
+    const char *scheme;  /* "rdma", "shm" or "tcp": the listen URI's "scheme://" */
 
     /* Required. Called once per listen URI at start-up with `addr`, the URI
      * after "scheme://"; p may be NULL (the defaults). Registers/exports
@@ -273,6 +278,7 @@ static inline void rkv_sconn_arm(const struct rkv_server_transport *ops, struct 
 
 extern const struct rkv_server_transport rkv_shm_server_transport;
 extern const struct rkv_server_transport rkv_rdma_server_transport;
+extern const struct rkv_server_transport rkv_tcp_server_transport; /* server/tcp_server.h */
 
 /* The server transport for a listen URI's scheme ("shm", "rdma"), or NULL
  * (server/transports.c). */

@@ -250,16 +250,19 @@ static bool check_listen_uri(const char *v, struct problem *p)
         return false;
     }
     if (!rkv_uri_split(v, scheme, sizeof scheme, &rest) ||
-        (strcmp(scheme, "rdma") != 0 && strcmp(scheme, "shm") != 0)) {
+        (strcmp(scheme, "rdma") != 0 && strcmp(scheme, "shm") != 0 && strcmp(scheme, "tcp") != 0)) {
         problem_set(p, "is not a listen URI",
-                    "expected rdma://HOST:PORT (e.g. rdma://0.0.0.0:7000) or shm:///absolute/path.sock");
+                    "expected rdma://HOST:PORT (e.g. rdma://0.0.0.0:7000), shm:///absolute/path.sock "
+                    "or tcp://HOST:PORT (memcached text protocol, e.g. tcp://127.0.0.1:11211)");
         return false;
     }
-    if (strcmp(scheme, "rdma") == 0) {
+    if (strcmp(scheme, "rdma") == 0 || strcmp(scheme, "tcp") == 0) {
+        bool tcp = strcmp(scheme, "tcp") == 0;
         if (!rkv_host_port(rest, host, sizeof host, &port) || has_control_chars(host)) {
-            problem_set(p, "is not rdma://HOST:PORT",
-                        "expected rdma://HOST:PORT with a port 1..65535, e.g. rdma://192.0.2.1:7000 "
-                        "or rdma://[::]:7000");
+            problem_set(p, tcp ? "is not tcp://HOST:PORT" : "is not rdma://HOST:PORT",
+                        "expected %s://HOST:PORT with a port 1..65535, e.g. %s", scheme,
+                        tcp ? "tcp://127.0.0.1:11211 or tcp://[::1]:11211"
+                            : "rdma://192.0.2.1:7000 or rdma://[::]:7000");
             return false;
         }
         return true;
@@ -484,7 +487,8 @@ enum { GROUP_SECRET = 200 };
 
 static const struct setting settings[] = {
     { "server", "listen", "listen", 'l', false, true, 0, set_listen, F(listen), 0, 0, "URI",
-      "listen on rdma://HOST:PORT or shm:///PATH (repeatable; default shm://RUNDIR/rkv.sock)" },
+      "listen on rdma://HOST:PORT, shm:///PATH or tcp://HOST:PORT (memcached text protocol) "
+      "(repeatable; default shm://RUNDIR/rkv.sock)" },
     { "server", "memory", "memory", 'm', false, false, 0, set_size, F(memory),
       RKV_CONFIG_MIN_MEMORY, 16ull << 40, "SIZE", "table region size (default 256M)" },
     { "server", "workers", "workers", 'w', false, false, 0, set_uint, F(workers),
@@ -540,6 +544,9 @@ static const struct setting settings[] = {
       "prefer --auth-secret-file)" },
     { "security", "secret_file", "auth-secret-file", 0, false, false, GROUP_SECRET,
       set_secret_file, F(auth_secret), 0, 0, "FILE", "read the shared secret from FILE" },
+    { "security", "tcp_allow_unauthenticated", "tcp-allow-unauthenticated", 0, true, false, 0,
+      set_bool, F(tcp_allow_unauthenticated), 0, 0, NULL, "with a secret, open tcp:// (memcached, "
+      "which cannot authenticate) on non-loopback addresses too" },
     { "stats", "listen", "stats-listen", 0, false, false, 0, set_host_port, F(stats_listen), 0, 0,
       "HOST:PORT", "serve Prometheus text metrics, e.g. 127.0.0.1:9121 (default off)" },
 };

@@ -87,6 +87,7 @@ struct rkv_server_config {
     uint8_t tos;                 /* --tos: IP type of service for RoCE traffic (default 0) */
 
     /* [security] */
+    bool tcp_allow_unauthenticated; /* --tcp-allow-unauthenticated: tcp:// (memcached) on non-loopback despite a secret */
     char auth_secret[65];        /* --auth-secret / secret / secret_file: clients must present it; "" = none */
 
     /* [stats] */

@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "memcache_exec.h"   /* issue 13: the tcp door */
 #include "server.h"
+#include "tcp_server.h"
 #include "util.h"
 
 #define BATCH          32        /* requests taken from one connection per pass */
@@ -90,6 +92,9 @@ static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc)
 {
     struct rkv_msg msgs[BATCH];
     uint32_t lens[BATCH];
+    /* issue 13: tcp connections speak the memcached text protocol */
+    if (wc->ops == &rkv_tcp_server_transport)
+        return rkv_memcache_serve(w->srv, w, wc);
     unsigned n = wc->ops->poll(wc->conn, msgs, BATCH);
     if (n == 0)
         return 0;

@@ -687,7 +687,7 @@ static void test_startup_errors(void **state)
     assert_int_equal(run_server_capture(bad_size, err, sizeof err), 2);
     assert_non_null(strstr(err, "--memory"));
 
-    const char *bad_uri[] = { "--listen", "tcp://1.2.3.4:5", NULL };
+    const char *bad_uri[] = { "--listen", "udp://1.2.3.4:5", NULL };
     assert_int_equal(run_server_capture(bad_uri, err, sizeof err), 2);
 
     FILE *mi = fopen("/proc/meminfo", "r");

@@ -18,7 +18,8 @@ set -euo pipefail
 base=(build-essential meson ninja-build pkg-config
       libibverbs-dev librdmacm-dev libxxhash-dev libinih-dev libcmocka-dev
       clang rdma-core ibverbs-utils ibverbs-providers
-      chromium)   # headless: tests/bench_html_test.sh renders rkv-bench's HTML report
+      chromium      # headless: tests/bench_html_test.sh renders rkv-bench's HTML report
+      python3-pymemcache)   # tests/test_memcache.c: a third-party memcached client
 vm=(qemu-system-x86 busybox-static kmod cpio iproute2 perftest rdmacm-utils)
 compare=(memcached redis-server redis-tools libmemcached-tools)
 

@@ -1,0 +1,781 @@
+/* memcache_exec.c — serve memcached text protocol commands from the table.
+ *
+ * The worker calls rkv_memcache_serve() for a tcp connection where it calls
+ * rkv_handle_request() for an rkv one. One pass takes the connection's
+ * unconsumed input, parses commands from it (memcache_proto.c) and runs
+ * each against the same table API request.c uses, appending answers to the
+ * connection's output; the transport then writes the whole batch with one
+ * send(), so pipelined commands are answered in order.
+ *
+ * One table, two doors: a key is the same bytes for both, client flags are
+ * the item's user_flags, the CAS unique is its version, exptime follows
+ * memcached (0 = none given: the server's default_ttl, itself "never" by
+ * default; up to 30 days relative; beyond, a unix time; negative or past:
+ * expired at once). Reads copy an item out of the region into the output
+ * buffer and verify the copy (checksum, key, obsolete, expiry) the way a
+ * one-sided reader does, retrying when a writer raced it. Read-modify-write
+ * commands (append, prepend, touch, gat) are a CAS loop on the item version
+ * under the table's write path, so they are atomic against every writer;
+ * a touched item gets a new version (rkv writes out of place).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "lookup.h"
+#include "memcache_exec.h"
+#include "memcache_proto.h"
+#include "tcp_server.h"
+#include "util.h"
+
+#define READ_TRIES   16    /* copies of an item that raced a writer before giving up */
+#define RMW_TRIES    1024  /* CAS-loop rounds of append/prepend/touch (each lost
+                              * round is another writer's success) */
+#define LINE_MAX_OUT 512   /* longest answer line but the data block */
+
+/* memcached's counters for `stats`, per worker (written by its worker only). */
+struct mc_stats {
+    _Atomic uint64_t cmd_get, get_hits, get_misses, cmd_set, cmd_touch, touch_hits, touch_misses,
+        delete_hits, delete_misses, incr_hits, incr_misses, decr_hits, decr_misses,
+        cas_hits, cas_misses, cas_badval, protocol_errors;
+};
+static struct mc_stats mc_stats[RKV_MAX_WORKERS];
+
+struct mc {
+    struct rkv_server *srv;
+    struct rkv_table *t;
+    struct rkv_sconn *c;
+    struct mc_stats *st;
+    const struct rkv_region_header *g;
+    bool full;                 /* an answer did not fit the output buffer */
+};
+
+/* A verified copy of an item, inside the (uncommitted) output buffer. */
+struct found {
+    const struct rkv_item *copy;
+    const uint8_t *value;
+    uint32_t value_len;
+};
+
+/* ------------------------------------------------------------ output */
+
+static void out(struct mc *m, const void *p, size_t n)
+{
+    char *dst = m->full ? NULL : rkv_tcp_out_reserve(m->c, n);
+    if (dst == NULL) {
+        m->full = true;
+        return;
+    }
+    memcpy(dst, p, n);
+    rkv_tcp_out_commit(m->c, n);
+}
+
+static void outs(struct mc *m, const char *s)
+{
+    out(m, s, strlen(s));
+}
+
+static void outf(struct mc *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void outf(struct mc *m, const char *fmt, ...)
+{
+    char line[LINE_MAX_OUT + RKV_MC_MAX_KEY * 2];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        out(m, line, RKV_MIN((size_t)n, sizeof line - 1));
+}
+
+/* ------------------------------------------------------------ items */
+
+static uint32_t clock_now(struct mc *m)
+{
+    return rkv_table_clock(m->t);
+}
+
+/* memcached exptime → rkv ttl; false when the item is expired on arrival. */
+static bool ttl_of(int64_t exptime, uint32_t *ttl)
+{
+    *ttl = 0;
+    if (exptime == 0)
+        return true;
+    if (exptime < 0)
+        return false;
+    if (exptime <= RKV_MC_REL_EXPTIME) {
+        *ttl = (uint32_t)exptime;
+        return true;
+    }
+    int64_t left = exptime - (int64_t)time(NULL);
+    if (left <= 0)
+        return false;
+    *ttl = (uint32_t)left;
+    return true;
+}
+
+/* The ttl that keeps an item's expiry as it is. */
+static uint32_t ttl_keep(struct mc *m, uint32_t expire_at)
+{
+    uint32_t now = clock_now(m);
+    if (expire_at == 0)
+        return RKV_TTL_NEVER;
+    return expire_at > now ? expire_at - now : 1;
+}
+
+/* Copy key's item into `pre` bytes past the output end and verify it.
+ * 1: found, 0: miss, -1: the output buffer has no room, -2: kept racing. */
+static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre, struct found *f)
+{
+    for (unsigned i = 0; i < READ_TRIES; i++) {
+        const struct rkv_item *it = rkv_table_find(m->t, key, klen);
+        if (it == NULL)
+            return 0;
+        size_t size = rkv_item_size(it->key_len, it->value_len);
+        if (size > m->g->slab_page_size)
+            continue;                              /* torn header: read again */
+        char *base = rkv_tcp_out_reserve(m->c, pre + size + 8 + 2);
+        if (base == NULL)
+            return -1;
+        struct rkv_item *copy = (void *)RKV_ALIGN_UP((uintptr_t)(base + pre), 8);
+        memcpy(copy, it, size);
+        enum rkv_verify v = rkv_item_verify(copy, size, key, klen, m->g->hash_seed, clock_now(m));
+        if (v == RKV_VERIFY_EXPIRED)
+            return 0;
+        /* superseded since the find, but whole (checksum, key): it was the
+         * live item when found under the lock, so it answers; a torn copy
+         * (the memory reused after grace_ms) is read again */
+        if (v != RKV_VERIFY_OK && v != RKV_VERIFY_OBSOLETE)
+            continue;
+        f->copy = copy;
+        f->value = copy->data + klen;
+        f->value_len = copy->value_len;
+        return 1;
+    }
+    return -2;
+}
+
+struct compose {
+    const uint8_t *a, *b;
+    uint32_t alen, blen;
+};
+
+static rkv_status compose_pull(void *ctx, void *dst, uint32_t len)
+{
+    struct compose *p = ctx;
+    if (len != p->alen + p->blen)
+        return RKV_INTERNAL;
+    if (p->alen)   /* a side may be empty, and then NULL (touch, an empty value) */
+        memcpy(dst, p->a, p->alen);
+    if (p->blen)
+        memcpy((uint8_t *)dst + p->alen, p->b, p->blen);
+    return RKV_OK;
+}
+
+/* Read-modify-write under a CAS on the version: the new value is the old one
+ * with `add` appended (or prepended), or unchanged with a new ttl (touch).
+ * Leaves a verified copy of the old item in *f (output buffer, uncommitted). */
+enum rmw { RMW_APPEND, RMW_PREPEND, RMW_TOUCH };
+static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t klen,
+                      const uint8_t *add, uint32_t add_len, uint32_t ttl, bool cas_given,
+                      uint64_t cas, struct found *f, uint64_t *version)
+{
+    for (unsigned i = 0; i < RMW_TRIES; i++) {
+        int r = find_copy(m, key, klen, LINE_MAX_OUT, f);
+        if (r == 0)
+            return RKV_NOT_FOUND;
+        if (r == -1)
+            return RKV_OUT_OF_MEMORY;
+        if (r == -2)
+            return RKV_RETRY_EXHAUSTED;
+        if (cas_given && f->copy->version != cas)
+            return RKV_CAS_MISMATCH;
+        struct compose cp = { .a = f->value, .alen = f->value_len };
+        if (how == RMW_APPEND) {
+            cp.b = add;
+            cp.blen = add_len;
+        } else if (how == RMW_PREPEND) {
+            cp = (struct compose){ .a = add, .alen = add_len, .b = f->value, .blen = f->value_len };
+        }
+        if ((uint64_t)cp.alen + cp.blen > m->g->max_value_len)
+            return RKV_TOO_LARGE;
+        struct rkv_value_src src = { .pull = compose_pull, .ctx = &cp, .len = cp.alen + cp.blen };
+        rkv_status st = rkv_table_put(m->t, key, klen, &src, RKV_CAS, f->copy->version,
+                                      how == RMW_TOUCH ? ttl : ttl_keep(m, f->copy->expire_at),
+                                      f->copy->user_flags, version);
+        if (st != RKV_CAS_MISMATCH && st != RKV_NOT_STORED)
+            return st;
+        /* another writer got in between (or it went): read again */
+    }
+    return RKV_SERVER_BUSY;
+}
+
+static const char *server_error(rkv_status st)
+{
+    switch (st) {
+    case RKV_TOO_LARGE: return "SERVER_ERROR object too large for cache\r\n";
+    case RKV_OUT_OF_MEMORY: return "SERVER_ERROR out of memory storing object\r\n";
+    case RKV_RETRY_EXHAUSTED:
+    case RKV_SERVER_BUSY: return "SERVER_ERROR the item kept changing under concurrent writes; retry\r\n";
+    default: return "SERVER_ERROR internal error\r\n";
+    }
+}
+
+/* ------------------------------------------------------------ retrieval */
+
+/* One key of get/gets/gat/gats: answers VALUE ... or nothing. */
+static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key, uint32_t klen)
+{
+    struct found f;
+    uint64_t version = 0;
+    int res;
+    bool touch = r->cmd == RKV_MC_GAT || r->cmd == RKV_MC_GATS;
+
+    rkv_stat_bump(&m->st->cmd_get, 1);
+    if (touch) {
+        uint32_t ttl;
+        rkv_stat_bump(&m->st->cmd_touch, 1);
+        if (!ttl_of(r->exptime, &ttl)) {       /* expired at once: the item goes */
+            rkv_status st = rkv_table_delete(m->t, key, klen);
+            rkv_stat_bump(st == RKV_OK ? &m->st->touch_hits : &m->st->touch_misses, 1);
+            rkv_stat_bump(&m->st->get_misses, 1);
+            return;
+        }
+        rkv_status st = rmw(m, RMW_TOUCH, key, klen, NULL, 0, ttl, false, 0, &f, &version);
+        res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
+        rkv_stat_bump(res == 1 ? &m->st->touch_hits : &m->st->touch_misses, 1);
+    } else {
+        res = find_copy(m, key, klen, LINE_MAX_OUT, &f);
+        version = res == 1 ? f.copy->version : 0;
+    }
+    rkv_stat_bump(res == 1 ? &m->st->get_hits : &m->st->get_misses, 1);
+    if (res == 0)
+        return;
+    if (res < 0) {
+        m->full = m->full || res == -1;
+        return;
+    }
+    char *base = rkv_tcp_out_reserve(m->c, 0) ;  /* = where find_copy's area starts */
+    int n = snprintf(base, LINE_MAX_OUT, "VALUE %.*s %u %u", (int)klen, (const char *)key,
+                     f.copy->user_flags, f.value_len);
+    if (r->cmd == RKV_MC_GETS || r->cmd == RKV_MC_GATS)
+        n += snprintf(base + n, LINE_MAX_OUT - (size_t)n, " %llu", (unsigned long long)version);
+    memcpy(base + n, "\r\n", 2);
+    n += 2;
+    memmove(base + n, f.value, f.value_len);
+    memcpy(base + n + f.value_len, "\r\n", 2);
+    rkv_tcp_out_commit(m->c, (size_t)n + f.value_len + 2);
+}
+
+static void do_retrieval(struct mc *m, const struct rkv_mc_req *r)
+{
+    const char *pos = r->keys, *end = r->keys + r->keys_len;
+    const uint8_t *key;
+    uint32_t klen;
+    size_t mark = rkv_tcp_out_mark(m->c);
+    while (!m->full && rkv_mc_next_key(&pos, end, &key, &klen))
+        get_one(m, r, key, klen);
+    if (m->full) {
+        rkv_tcp_out_rewind(m->c, mark);
+        m->full = false;
+        outs(m, "SERVER_ERROR out of memory writing get response\r\n");
+        return;
+    }
+    outs(m, "END\r\n");
+}
+
+/* ------------------------------------------------------------ storage */
+
+static const char *store_answer(enum rkv_mc_cmd cmd, rkv_status st)
+{
+    switch (st) {
+    case RKV_OK: return "STORED\r\n";
+    case RKV_EXISTS: return "NOT_STORED\r\n";
+    case RKV_NOT_STORED: return cmd == RKV_MC_CAS ? "NOT_FOUND\r\n" : "NOT_STORED\r\n";
+    case RKV_NOT_FOUND: return cmd == RKV_MC_CAS ? "NOT_FOUND\r\n" : "NOT_STORED\r\n";
+    case RKV_CAS_MISMATCH: return "EXISTS\r\n";
+    default: return server_error(st);
+    }
+}
+
+/* The store itself, shared by the classic commands and ms. */
+static rkv_status store(struct mc *m, enum rkv_mc_cmd how, const struct rkv_mc_req *r,
+                        bool cas_given, uint64_t *version)
+{
+    uint32_t ttl;
+    bool live = ttl_of(r->exptime, &ttl);
+    rkv_status st;
+    if (how == RKV_MC_APPEND || how == RKV_MC_PREPEND) {
+        struct found f;
+        size_t mark = rkv_tcp_out_mark(m->c);
+        st = rmw(m, how == RKV_MC_APPEND ? RMW_APPEND : RMW_PREPEND, r->key, r->key_len,
+                 r->data, r->bytes, 0, cas_given, r->cas, &f, version);
+        rkv_tcp_out_rewind(m->c, mark);           /* the old value's copy was scratch */
+        return st == RKV_NOT_FOUND ? RKV_NOT_STORED : st;
+    }
+    rkv_put_mode mode = how == RKV_MC_ADD ? RKV_ADD : how == RKV_MC_REPLACE ? RKV_REPLACE
+                      : cas_given ? RKV_CAS : RKV_SET;
+    struct rkv_value_src src = { .data = r->data, .len = r->bytes };
+    st = rkv_table_put(m->t, r->key, r->key_len, &src, mode, r->cas, ttl, r->flags, version);
+    if (st == RKV_OK && !live)
+        rkv_table_delete(m->t, r->key, r->key_len); /* stored already expired: gone at once */
+    return st;
+}
+
+static void do_storage(struct mc *m, const struct rkv_mc_req *r)
+{
+    uint64_t version;
+    rkv_status st = store(m, r->cmd, r, r->cmd == RKV_MC_CAS, &version);
+    rkv_stat_bump(&m->st->cmd_set, 1);
+    if (r->cmd == RKV_MC_CAS)
+        rkv_stat_bump(st == RKV_OK ? &m->st->cas_hits : st == RKV_CAS_MISMATCH ? &m->st->cas_badval
+                                                                               : &m->st->cas_misses, 1);
+    if (!r->noreply || (st != RKV_OK && st != RKV_EXISTS && st != RKV_NOT_STORED &&
+                        st != RKV_NOT_FOUND && st != RKV_CAS_MISMATCH))
+        outs(m, store_answer(r->cmd, st));
+}
+
+/* ------------------------------------------------------------ the rest */
+
+static void do_delete(struct mc *m, const struct rkv_mc_req *r)
+{
+    rkv_status st = rkv_table_delete(m->t, r->key, r->key_len);
+    rkv_stat_bump(st == RKV_OK ? &m->st->delete_hits : &m->st->delete_misses, 1);
+    if (!r->noreply)
+        outs(m, st == RKV_OK ? "DELETED\r\n" : "NOT_FOUND\r\n");
+}
+
+/* incr/decr by delta; rkv's table takes a signed 64-bit delta. */
+static rkv_status arith(struct mc *m, const uint8_t *key, uint32_t klen, bool decr,
+                        uint64_t delta, uint64_t *value)
+{
+    if (delta > (decr ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
+        return RKV_INVALID;
+    int64_t d = decr ? (int64_t)(0 - delta) : (int64_t)delta;
+    return rkv_table_incr(m->t, key, klen, d, value);
+}
+
+static const char *arith_error(rkv_status st)
+{
+    switch (st) {
+    case RKV_NOT_NUMBER: return "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
+    case RKV_INVALID: return "CLIENT_ERROR delta above 9223372036854775807 is not supported by rkv\r\n";
+    default: return server_error(st);
+    }
+}
+
+static void do_arith(struct mc *m, const struct rkv_mc_req *r)
+{
+    uint64_t v = 0;
+    bool decr = r->cmd == RKV_MC_DECR;
+    rkv_status st = arith(m, r->key, r->key_len, decr, r->delta, &v);
+    rkv_stat_bump(st == RKV_OK ? (decr ? &m->st->decr_hits : &m->st->incr_hits)
+                               : (decr ? &m->st->decr_misses : &m->st->incr_misses), 1);
+    if (st == RKV_OK || st == RKV_NOT_FOUND) {
+        if (r->noreply)
+            return;
+        if (st == RKV_OK)
+            outf(m, "%llu\r\n", (unsigned long long)v);
+        else
+            outs(m, "NOT_FOUND\r\n");
+        return;
+    }
+    outs(m, arith_error(st));
+}
+
+static void do_touch(struct mc *m, const struct rkv_mc_req *r)
+{
+    struct found f;
+    uint64_t version;
+    uint32_t ttl;
+    size_t mark = rkv_tcp_out_mark(m->c);
+    rkv_status st;
+    rkv_stat_bump(&m->st->cmd_touch, 1);
+    if (ttl_of(r->exptime, &ttl))
+        st = rmw(m, RMW_TOUCH, r->key, r->key_len, NULL, 0, ttl, false, 0, &f, &version);
+    else
+        st = rkv_table_delete(m->t, r->key, r->key_len);
+    rkv_tcp_out_rewind(m->c, mark);
+    rkv_stat_bump(st == RKV_OK ? &m->st->touch_hits : &m->st->touch_misses, 1);
+    if (r->noreply && (st == RKV_OK || st == RKV_NOT_FOUND))
+        return;
+    outs(m, st == RKV_OK ? "TOUCHED\r\n" : st == RKV_NOT_FOUND ? "NOT_FOUND\r\n" : server_error(st));
+}
+
+static void stat_line(struct mc *m, const char *name, uint64_t v)
+{
+    outf(m, "STAT %s %llu\r\n", name, (unsigned long long)v);
+}
+
+static uint64_t sum(size_t field, unsigned nworkers)
+{
+    uint64_t s = 0;
+    for (unsigned i = 0; i < nworkers; i++)
+        s += atomic_load_explicit((_Atomic uint64_t *)(void *)((char *)&mc_stats[i] + field),
+                                  memory_order_relaxed);
+    return s;
+}
+
+static void stats_general(struct mc *m)
+{
+    static const struct { const char *name; size_t off; } counters[] = {
+#define C(x) { #x, offsetof(struct mc_stats, x) }
+        C(cmd_get), C(get_hits), C(get_misses), C(cmd_set), C(cmd_touch), C(touch_hits),
+        C(touch_misses), C(delete_hits), C(delete_misses), C(incr_hits), C(incr_misses),
+        C(decr_hits), C(decr_misses), C(cas_hits), C(cas_misses), C(cas_badval),
+#undef C
+    };
+    struct rkv_server *srv = m->srv;
+    struct rkv_table_stats ts;
+    char text[8192];
+    rkv_table_get_stats(m->t, &ts);
+    stat_line(m, "pid", (uint64_t)getpid());
+    stat_line(m, "uptime", (rkv_now_ns() - srv->start_ns) / 1000000000ull);
+    stat_line(m, "time", (uint64_t)time(NULL));
+    outf(m, "STAT version %s\r\n", RKV_VERSION_STRING);
+    stat_line(m, "pointer_size", sizeof(void *) * 8);
+    stat_line(m, "curr_connections", atomic_load(&srv->conns_authed));
+    stat_line(m, "total_connections", atomic_load(&srv->conns_total));
+    stat_line(m, "rejected_connections", atomic_load(&srv->conns_rejected));
+    stat_line(m, "threads", srv->nworkers);
+    for (size_t i = 0; i < RKV_ARRAY_SIZE(counters); i++)
+        stat_line(m, counters[i].name, sum(counters[i].off, srv->nworkers));
+    stat_line(m, "curr_items", ts.items);
+    /* then everything rkv counts, with an rkv_ prefix ("name value" lines) */
+    size_t n = rkv_server_stats_text(srv, text, sizeof text);
+    for (char *s = text, *e; s < text + n && (e = memchr(s, '\n', (size_t)(text + n - s))); s = e + 1)
+        outf(m, "STAT rkv_%.*s\r\n", (int)(e - s), s);
+    outs(m, "END\r\n");
+}
+
+static void stats_settings(struct mc *m)
+{
+    const struct rkv_server_config *cfg = &m->srv->cfg;
+    stat_line(m, "maxbytes", m->g->heap_size);
+    stat_line(m, "maxconns", cfg->max_conns);
+    stat_line(m, "num_threads", cfg->workers);
+    stat_line(m, "item_size_max", m->g->max_value_len);
+    outf(m, "STAT evictions %s\r\n", cfg->evict == 0 ? "off" : "on");
+    outs(m, "STAT cas_enabled yes\r\nSTAT binding_protocol ascii\r\nSTAT auth_enabled_sasl no\r\n");
+    stat_line(m, "key_max", RKV_MC_MAX_KEY);
+    outs(m, "END\r\n");
+}
+
+static void do_stats(struct mc *m, const struct rkv_mc_req *r)
+{
+    if (r->arg_len == 0)
+        stats_general(m);
+    else if (r->arg_len == 8 && memcmp(r->arg, "settings", 8) == 0)
+        stats_settings(m);
+    else
+        outs(m, "CLIENT_ERROR rkv answers only \"stats\" and \"stats settings\"\r\n");
+}
+
+/* ------------------------------------------------------------ meta */
+
+/* The return flags of a meta answer, in request order. */
+static void meta_flags(struct mc *m, const struct rkv_mc_req *r, const struct rkv_item *it,
+                       uint64_t version, uint32_t value_len)
+{
+    char b64[((RKV_MC_MAX_KEY + 2) / 3) * 4 + 1];
+    for (unsigned i = 0; i < r->nret; i++) {
+        switch (r->ret[i]) {
+        case 'c':
+            outf(m, " c%llu", (unsigned long long)version);
+            break;
+        case 'f':
+            if (it != NULL)
+                outf(m, " f%u", it->user_flags);
+            break;
+        case 's':
+            if (it != NULL)
+                outf(m, " s%u", value_len);
+            break;
+        case 't':
+            if (it != NULL) {
+                uint32_t now = clock_now(m);
+                if (it->expire_at == 0)
+                    outs(m, " t-1");
+                else
+                    outf(m, " t%u", it->expire_at > now ? it->expire_at - now : 0);
+            }
+            break;
+        case 'k':
+            if (r->mflags & RKV_MC_F('b')) {
+                size_t n = rkv_mc_base64_encode(r->key, r->key_len, b64);
+                outf(m, " k%.*s b", (int)n, b64);   /* memcached marks an encoded key */
+            } else {
+                outf(m, " k%.*s", (int)r->key_len, (const char *)r->key);
+            }
+            break;
+        case 'O':
+            outf(m, " O%.*s", (int)r->opaque_len, r->opaque);
+            break;
+        }
+    }
+    outs(m, "\r\n");
+}
+
+static void do_mg(struct mc *m, const struct rkv_mc_req *r)
+{
+    struct found f;
+    uint64_t version = 0;
+    int res;
+    rkv_stat_bump(&m->st->cmd_get, 1);
+    if (r->mflags & RKV_MC_F('T')) {
+        uint32_t ttl;
+        rkv_status st = ttl_of(r->exptime, &ttl)
+            ? rmw(m, RMW_TOUCH, r->key, r->key_len, NULL, 0, ttl, false, 0, &f, &version)
+            : (rkv_table_delete(m->t, r->key, r->key_len), RKV_NOT_FOUND);
+        res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
+        if (res == 1) /* the touched item's expiry, for t */
+            ((struct rkv_item *)(uintptr_t)f.copy)->expire_at =
+                ttl == 0 ? 0 : clock_now(m) + ttl;
+    } else {
+        res = find_copy(m, r->key, r->key_len, LINE_MAX_OUT, &f);
+        version = res == 1 ? f.copy->version : 0;
+    }
+    rkv_stat_bump(res == 1 ? &m->st->get_hits : &m->st->get_misses, 1);
+    if (res == 0) {
+        if (!r->noreply)
+            outs(m, "EN\r\n");
+        return;
+    }
+    if (res < 0) {
+        outs(m, res == -1 ? "SERVER_ERROR out of memory writing get response\r\n"
+                          : server_error(RKV_RETRY_EXHAUSTED));
+        return;
+    }
+    size_t mark = rkv_tcp_out_mark(m->c);
+    bool v = (r->mflags & RKV_MC_F('v')) != 0;
+    /* Answer line: written at the output end, which is at least
+     * LINE_MAX_OUT bytes before the copy (find_copy's `pre`). */
+    if (v)
+        outf(m, "VA %u", f.value_len);
+    else
+        outs(m, "HD");
+    meta_flags(m, r, f.copy, version, f.value_len);
+    if (m->full || rkv_tcp_out_mark(m->c) - mark > LINE_MAX_OUT) {
+        rkv_tcp_out_rewind(m->c, mark);
+        m->full = false;
+        outs(m, "SERVER_ERROR out of memory writing get response\r\n");
+        return;
+    }
+    if (v) {
+        char *dst = rkv_tcp_out_reserve(m->c, 0);
+        memmove(dst, f.value, f.value_len);
+        memcpy(dst + f.value_len, "\r\n", 2);
+        rkv_tcp_out_commit(m->c, f.value_len + 2);
+    }
+}
+
+static void do_ms(struct mc *m, const struct rkv_mc_req *r)
+{
+    enum rkv_mc_cmd how = RKV_MC_SET;
+    uint64_t version = 0;
+    bool cas_given = (r->mflags & RKV_MC_F('C')) != 0;
+    switch (r->mode) {
+    case 'E': case 'e': how = RKV_MC_ADD; break;
+    case 'A': case 'a': how = RKV_MC_APPEND; break;
+    case 'P': case 'p': how = RKV_MC_PREPEND; break;
+    case 'R': case 'r': how = RKV_MC_REPLACE; break;
+    default: how = RKV_MC_SET; break;
+    }
+    if (cas_given && (how == RKV_MC_ADD || how == RKV_MC_REPLACE)) {
+        outs(m, "CLIENT_ERROR C with mode E or R is not supported by rkv\r\n");
+        return;
+    }
+    rkv_status st = store(m, how, r, cas_given, &version);
+    rkv_stat_bump(&m->st->cmd_set, 1);
+    const char *code;
+    switch (st) {
+    case RKV_OK: code = "HD"; break;
+    case RKV_EXISTS: case RKV_NOT_STORED: code = cas_given && st == RKV_NOT_STORED ? "NF" : "NS"; break;
+    case RKV_NOT_FOUND: code = "NF"; break;
+    case RKV_CAS_MISMATCH: code = "EX"; break;
+    default: outs(m, server_error(st)); return;
+    }
+    if (st == RKV_OK && r->noreply)
+        return;
+    outs(m, code);
+    meta_flags(m, r, NULL, st == RKV_OK ? version : 0, 0);
+}
+
+static void do_md(struct mc *m, const struct rkv_mc_req *r)
+{
+    rkv_status st = rkv_table_delete(m->t, r->key, r->key_len);
+    rkv_stat_bump(st == RKV_OK ? &m->st->delete_hits : &m->st->delete_misses, 1);
+    if (r->noreply && st == RKV_OK)
+        return;
+    outs(m, st == RKV_OK ? "HD" : "NF");
+    meta_flags(m, r, NULL, 0, 0);
+}
+
+static void do_ma(struct mc *m, const struct rkv_mc_req *r)
+{
+    uint64_t v = 0;
+    bool decr = r->mode == 'D' || r->mode == 'd' || r->mode == '-';
+    rkv_status st = arith(m, r->key, r->key_len, decr, r->delta, &v);
+    if (st == RKV_NOT_FOUND && (r->mflags & RKV_MC_F('N'))) {
+        char num[24];
+        struct rkv_mc_req init = *r;
+        int n = snprintf(num, sizeof num, "%llu", (unsigned long long)r->initial);
+        init.data = (const uint8_t *)num;
+        init.bytes = (uint32_t)n;
+        init.exptime = r->vivify_ttl;
+        init.flags = 0;
+        uint64_t ver;
+        st = store(m, RKV_MC_ADD, &init, false, &ver);
+        if (st == RKV_EXISTS)   /* created meanwhile by another client: apply to it */
+            st = arith(m, r->key, r->key_len, decr, r->delta, &v);
+        else if (st == RKV_OK)
+            v = r->initial;
+    }
+    rkv_stat_bump(st == RKV_OK ? (decr ? &m->st->decr_hits : &m->st->incr_hits)
+                               : (decr ? &m->st->decr_misses : &m->st->incr_misses), 1);
+    if (st != RKV_OK && st != RKV_NOT_FOUND) {
+        outs(m, arith_error(st));
+        return;
+    }
+    if (st == RKV_NOT_FOUND) {
+        outs(m, "NF");
+        meta_flags(m, r, NULL, 0, 0);
+        return;
+    }
+    if (r->noreply && !(r->mflags & RKV_MC_F('v')))
+        return;
+    const struct rkv_item *it = NULL;
+    struct found f;
+    uint64_t version = 0;
+    char num[24];
+    int n = snprintf(num, sizeof num, "%llu", (unsigned long long)v);
+    /* c and t: the item as it is now (after our write) */
+    if ((r->mflags & (RKV_MC_F('c') | RKV_MC_F('t'))) &&
+        find_copy(m, r->key, r->key_len, 2 * LINE_MAX_OUT, &f) == 1) {
+        it = f.copy;
+        version = f.copy->version;
+    }
+    if (r->mflags & RKV_MC_F('v'))
+        outf(m, "VA %d", n);
+    else
+        outs(m, "HD");
+    meta_flags(m, r, it, version, (uint32_t)n);
+    if (r->mflags & RKV_MC_F('v'))
+        outf(m, "%s\r\n", num);
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static void execute(struct mc *m, const struct rkv_mc_req *r)
+{
+    switch (r->cmd) {
+    case RKV_MC_GET: case RKV_MC_GETS: case RKV_MC_GAT: case RKV_MC_GATS:
+        do_retrieval(m, r);
+        break;
+    case RKV_MC_SET: case RKV_MC_ADD: case RKV_MC_REPLACE: case RKV_MC_APPEND:
+    case RKV_MC_PREPEND: case RKV_MC_CAS:
+        do_storage(m, r);
+        break;
+    case RKV_MC_DELETE: do_delete(m, r); break;
+    case RKV_MC_INCR: case RKV_MC_DECR: do_arith(m, r); break;
+    case RKV_MC_TOUCH: do_touch(m, r); break;
+    case RKV_MC_MG: do_mg(m, r); break;
+    case RKV_MC_MS: do_ms(m, r); break;
+    case RKV_MC_MD: do_md(m, r); break;
+    case RKV_MC_MA: do_ma(m, r); break;
+    case RKV_MC_MN: outs(m, "MN\r\n"); break;
+    case RKV_MC_STATS: do_stats(m, r); break;
+    case RKV_MC_VERSION: outs(m, "VERSION " RKV_VERSION_STRING "\r\n"); break;
+    case RKV_MC_VERBOSITY:
+        if (!r->noreply)
+            outs(m, "OK\r\n");
+        break;
+    case RKV_MC_FLUSH_ALL:
+        outs(m, "SERVER_ERROR flush_all is not supported by rkv: its table has no flush; "
+                "delete the keys or restart the server\r\n");
+        break;
+    case RKV_MC_QUIT:
+        rkv_tcp_close_after_output(m->c, "client sent quit");
+        break;
+    case RKV_MC_ME:
+    case RKV_MC_CMD_COUNT:
+        outs(m, "ERROR\r\n");
+        break;
+    }
+}
+
+unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct rkv_wconn *wc)
+{
+    struct mc m = { .srv = srv, .t = srv->table, .c = wc->conn, .st = &mc_stats[w->id],
+                    .g = rkv_table_header(srv->table) };
+    struct rkv_msg msg;
+    struct rkv_mc_req req;
+    uint32_t consumed = 0;
+    uint64_t swallow = 0;
+    unsigned done = 0;
+
+    if (!wc->authed && !rkv_admission_authenticate(srv, wc)) {
+        /* max_conns, shared with the other doors */
+        RKV_WARN("%s: refusing %s: %u connections is the limit (raise [rpc] max_conns)",
+                 wc->ep->uri, wc->ops->peer(wc->conn), srv->cfg.max_conns);
+        outs(&m, "SERVER_ERROR too many open connections\r\n");
+        wc->ops->reply(m.c, &consumed, 1);
+        wc->closing = true;   /* the worker closes it after this pass */
+        return 0;
+    }
+    if (wc->ops->poll(m.c, &msg, 1) == 0)
+        return 0;
+    const char *in = msg.data;
+    size_t len = msg.len, need = 0;
+    while (consumed < len && !rkv_tcp_out_backed_up(m.c)) {
+        size_t used;
+        enum rkv_mc_result res = rkv_mc_parse(in + consumed, len - consumed, m.g->max_value_len,
+                                              &req, &used, &need);
+        if (res == RKV_MC_NEED_MORE)
+            break;
+        need = 0;
+        consumed += (uint32_t)used;
+        done++;
+        switch (res) {
+        case RKV_MC_OK:
+            execute(&m, &req);
+            break;
+        case RKV_MC_ERROR:
+            rkv_stat_bump(&m.st->protocol_errors, 1);
+            outs(&m, "ERROR\r\n");
+            break;
+        case RKV_MC_CLIENT_ERROR:
+        case RKV_MC_SERVER_ERROR:
+            rkv_stat_bump(&m.st->protocol_errors, 1);
+            outf(&m, "%s %s\r\n", res == RKV_MC_CLIENT_ERROR ? "CLIENT_ERROR" : "SERVER_ERROR",
+                 req.error);
+            if (req.swallow) {   /* skip the refused data block, seen or not */
+                uint64_t here = RKV_MIN(req.swallow, (uint64_t)(len - consumed));
+                consumed += (uint32_t)here;
+                swallow = req.swallow - here;
+            }
+            break;
+        case RKV_MC_NEED_MORE:
+            break;
+        }
+        if (m.full) {   /* not even an error line fits: the client is not reading */
+            rkv_tcp_close_after_output(m.c, "output buffer full");
+            break;
+        }
+        if (req.close) {
+            RKV_INFO("%s: closing %s: %s", wc->ep->uri, wc->ops->peer(wc->conn), req.error);
+            rkv_tcp_close_after_output(m.c, req.error);
+            break;
+        }
+        if (swallow || req.cmd == RKV_MC_QUIT)
+            break;
+    }
+    rkv_tcp_want_input(m.c, need);
+    wc->ops->reply(m.c, &consumed, 1);
+    if (swallow)
+        rkv_tcp_skip_input(m.c, swallow);
+    return done;
+}

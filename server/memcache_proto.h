@@ -1,0 +1,97 @@
+/* memcache_proto.h — the memcached text protocol: framing and parsing.
+ *
+ * Pure functions over a byte buffer (no I/O, no table, no allocation), so
+ * the parser is unit-tested and fuzzed on its own. rkv_mc_parse() takes the
+ * unconsumed input of one connection and returns the first command in it:
+ * either complete (command line plus, for storage commands, the data block
+ * and its "\r\n"), or "need more bytes", or an error that says what to
+ * answer and whether memcached would close the connection. The rules are
+ * memcached 1.6's protocol.txt: lines end in "\r\n" (a bare "\n" is
+ * accepted), keys are 1..250 bytes without control characters, a command
+ * line is at most RKV_MC_MAX_LINE bytes (retrieval lines, which carry many
+ * keys, RKV_MC_MAX_GET_LINE). The binary protocol is not spoken.
+ */
+#ifndef RKV_MEMCACHE_PROTO_H
+#define RKV_MEMCACHE_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RKV_MC_MAX_KEY        250u     /* memcached's KEY_MAX_LENGTH */
+#define RKV_MC_MAX_LINE       2048u    /* a command line, "\r\n" included */
+#define RKV_MC_MAX_GET_LINE   65536u   /* get/gets/gat/gats lines: many keys */
+#define RKV_MC_MAX_OPAQUE     32u      /* meta O(token) */
+#define RKV_MC_MAX_META_FLAGS 24u      /* return flags echoed per meta command */
+#define RKV_MC_REL_EXPTIME    2592000  /* exptime above this is a unix time (30 days) */
+
+enum rkv_mc_cmd {
+    RKV_MC_GET, RKV_MC_GETS, RKV_MC_GAT, RKV_MC_GATS, RKV_MC_TOUCH,
+    RKV_MC_SET, RKV_MC_ADD, RKV_MC_REPLACE, RKV_MC_APPEND, RKV_MC_PREPEND, RKV_MC_CAS,
+    RKV_MC_DELETE, RKV_MC_INCR, RKV_MC_DECR,
+    RKV_MC_MG, RKV_MC_MS, RKV_MC_MD, RKV_MC_MA, RKV_MC_MN, RKV_MC_ME,
+    RKV_MC_STATS, RKV_MC_VERSION, RKV_MC_VERBOSITY, RKV_MC_FLUSH_ALL, RKV_MC_QUIT,
+    RKV_MC_CMD_COUNT
+};
+
+enum rkv_mc_result {
+    RKV_MC_NEED_MORE = 0, /* no complete command yet; *need says how many bytes one takes */
+    RKV_MC_OK,            /* a command in *req, *consumed bytes long */
+    RKV_MC_ERROR,         /* answer "ERROR" (unknown command) */
+    RKV_MC_CLIENT_ERROR,  /* answer "CLIENT_ERROR <req->error>" */
+    RKV_MC_SERVER_ERROR,  /* answer "SERVER_ERROR <req->error>" */
+};
+
+/* Meta flags, one bit per letter: RKV_MC_F('v'). */
+#define RKV_MC_F(ch) (1ull << ((ch) >= 'a' ? (ch) - 'a' + 26 : (ch) - 'A'))
+
+/* One parsed command. Pointers point into the input buffer (or, for a
+ * base64 key, into keybuf) and stay valid until that input is consumed. */
+struct rkv_mc_req {
+    enum rkv_mc_cmd cmd;
+    const uint8_t *key;        /* the (first) key */
+    uint32_t key_len;
+    const char *keys;          /* get/gets/gat/gats: the keys, space-separated (rkv_mc_next_key) */
+    size_t keys_len;
+    uint32_t flags;            /* storage: client flags; meta: F(token) */
+    int64_t exptime;           /* storage, touch, gat: memcached exptime; meta: T(token) */
+    uint64_t cas;              /* cas: the unique; meta: C(token) */
+    uint64_t delta;            /* incr/decr; meta ma: D(token) (default 1) */
+    uint32_t bytes;            /* storage: data block length */
+    const uint8_t *data;       /* storage: the data block (bytes long) */
+    bool noreply;              /* classic "noreply"; meta q */
+    const char *arg;           /* stats/verbosity/flush_all: the rest of the line (may be "") */
+    size_t arg_len;
+    /* meta commands */
+    uint64_t mflags;           /* RKV_MC_F(letter) for each flag given */
+    char ret[RKV_MC_MAX_META_FLAGS]; /* return flags (b c f k O s t v ...) in request order */
+    unsigned nret;
+    const char *opaque;        /* O(token) */
+    uint32_t opaque_len;
+    char mode;                 /* M(token): ms E/A/P/R/S, ma I/+/D/- (0 = default) */
+    int64_t vivify_ttl;        /* N(token) */
+    uint64_t initial;          /* ma J(token) */
+    uint8_t keybuf[RKV_MC_MAX_KEY]; /* the decoded key of a base64 (b) meta key */
+    /* errors */
+    const char *error;         /* reason after CLIENT_ERROR / SERVER_ERROR */
+    bool close;                /* close the connection after answering (memcached does) */
+    uint64_t swallow;          /* bytes after *consumed to discard unseen (a refused data block) */
+};
+
+/* Parse the first command of in[0..len). max_value: the largest data block
+ * accepted (larger ones get SERVER_ERROR and are swallowed). On
+ * RKV_MC_NEED_MORE, *need is the input length that would complete it (the
+ * caller buffers at least that much). On every other result *consumed bytes
+ * are done with (the whole command, or the line in error). */
+enum rkv_mc_result rkv_mc_parse(const char *in, size_t len, uint32_t max_value,
+                                struct rkv_mc_req *req, size_t *consumed, size_t *need);
+
+/* The next key of a retrieval command's key list; false at the end. */
+bool rkv_mc_next_key(const char **pos, const char *end, const uint8_t **key, uint32_t *key_len);
+
+/* Standard base64 (with padding) of n bytes into out (4 * ceil(n / 3) bytes). */
+size_t rkv_mc_base64_encode(const uint8_t *in, size_t n, char *out);
+/* Decode; returns the length, or -1 on bad input or more than cap bytes. */
+long rkv_mc_base64_decode(const char *in, size_t n, uint8_t *out, size_t cap);
+
+#endif

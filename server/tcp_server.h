@@ -1,0 +1,56 @@
+/* tcp_server.h — the byte-stream side of the tcp transport (tcp_server.c).
+ *
+ * rkv_tcp_server_transport is an rkv_server_transport like shm and rdma:
+ * main accepts its connections, a worker polls them. Its messages are not
+ * rkv frames but a byte stream (the memcached text protocol), so besides the
+ * generic operations it offers the stream view memcache_exec.c works with:
+ *
+ *   poll(c, msgs, 1)  reads what the socket has (bounded by the input
+ *                     buffer) and returns 1 with msgs[0] = all unconsumed
+ *                     input, or 0 when there is none or the output is
+ *                     backed up (a client that does not read gets no more
+ *                     answers computed for it);
+ *   rkv_tcp_out_*     append to the connection's output buffer (bounded);
+ *   reply(c, &n, 1)   consumes n input bytes and writes the output with one
+ *                     send() (the rest waits for EPOLLOUT).
+ *
+ * Buffers: input grows to hold one whole command (line + data block, up to
+ * in_max), output up to out_max; both shrink back when drained. A client
+ * whose unread replies fill the output while its own input fills the input
+ * buffer is dropped (it stopped reading).
+ */
+#ifndef RKV_TCP_SERVER_H
+#define RKV_TCP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "transport.h"
+
+extern const struct rkv_server_transport rkv_tcp_server_transport;
+
+/* Ask for room to buffer `n` input bytes (one command's worth); false when
+ * that is over the connection's input limit. */
+bool rkv_tcp_want_input(struct rkv_sconn *c, size_t n);
+/* Discard the next n input bytes (a refused data block), even unseen ones. */
+void rkv_tcp_skip_input(struct rkv_sconn *c, uint64_t n);
+
+/* Room for n more output bytes, or NULL when it would pass out_max. */
+char *rkv_tcp_out_reserve(struct rkv_sconn *c, size_t n);
+void rkv_tcp_out_commit(struct rkv_sconn *c, size_t n);
+/* The output length now, and cutting it back to such a mark (an answer
+ * that did not fit is taken back whole). */
+size_t rkv_tcp_out_mark(const struct rkv_sconn *c);
+void rkv_tcp_out_rewind(struct rkv_sconn *c, size_t mark);
+/* Bytes of output not yet written to the socket. */
+size_t rkv_tcp_out_pending(const struct rkv_sconn *c);
+/* More output waits than the connection may compute answers for (half its
+ * limit): take no more commands until the client reads. */
+bool rkv_tcp_out_backed_up(const struct rkv_sconn *c);
+/* Close once the output is written (quit, refused connection). */
+void rkv_tcp_close_after_output(struct rkv_sconn *c, const char *why);
+
+/* Whether every address HOST resolves to is a loopback address. */
+bool rkv_tcp_is_loopback(const char *host_port);
+
+#endif

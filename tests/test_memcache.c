@@ -1,0 +1,914 @@
+/* test_memcache.c — the tcp door against a real rkv-server over loopback.
+ *
+ * Written from memcached's protocol.txt: every classic command (with and
+ * without noreply), the meta commands, pipelining, error strings and where
+ * the connection closes; one table behind two doors (TCP writes read by
+ * librkv over shm and the reverse: value, flags, TTL, CAS); append racing
+ * append across workers; hostile clients (garbage, huge lengths, a
+ * slowloris dribbling bytes while others are served, half-closed sockets,
+ * a client that never reads, RKV_TEST_MC_CONNS connections at once, default
+ * 200); max_conns shared with the other doors; the auth rule; and, where
+ * Debian's python3-pymemcache is installed, a third-party client.
+ *
+ * No sleeps: every wait is for a reply, with a 20 s receive timeout only as
+ * a safety net.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "rkv.h"
+#include "server_proc.h"
+
+static const char *server_bin;
+
+struct env {
+    const char *host;    /* tcp door address; NULL = 127.0.0.1 */
+    struct server_proc sp;
+    unsigned port;
+    rkv_client *kv;      /* librkv over shm, the other door */
+};
+
+/* ------------------------------------------------------------ server */
+
+/* Start a server with shm (for librkv and readiness) and a tcp door on a
+ * free port: a port taken by someone else makes the server exit, and the
+ * next one is tried. */
+static int start_server(struct env *e, unsigned uri_n, const char *const *extra)
+{
+    char uri[256], tcp[64];
+    const char *args[24];
+    test_uri(uri, sizeof uri, uri_n);
+    for (unsigned attempt = 0; attempt < 40; attempt++) {
+        unsigned n = 0;
+        e->port = 20000 + (unsigned)((getpid() * 131u + uri_n * 17u + attempt * 7919u) % 40000u);
+        snprintf(tcp, sizeof tcp, "tcp://%s:%u", e->host ? e->host : "127.0.0.1", e->port);
+        args[n++] = "--memory";
+        args[n++] = "64M";
+        args[n++] = "--workers";
+        args[n++] = "2";
+        args[n++] = "--listen";
+        args[n++] = tcp;
+        for (unsigned i = 0; extra && extra[i] && n < 22; i++)
+            args[n++] = extra[i];
+        args[n] = NULL;
+        if (server_start(&e->sp, server_bin, uri, args) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+static int mc_connect(unsigned port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    struct timeval tv = { .tv_sec = 20 };
+    int one = 1;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        assert_true(w > 0);
+        p = (const char *)p + w;
+        n -= (size_t)w;
+    }
+}
+
+/* Read exactly n bytes (or until EOF / error); returns bytes read. */
+static size_t recv_n(int fd, char *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = recv(fd, buf + got, n - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+/* Send req, expect exactly `want` back. */
+static void exchange(int fd, const char *req, const char *want)
+{
+    size_t n = strlen(want);
+    char *buf = malloc(n + 1);
+    send_all(fd, req, strlen(req));
+    size_t got = recv_n(fd, buf, n);
+    buf[got] = '\0';
+    if (got != n || memcmp(buf, want, n) != 0)
+        fail_msg("request %.200s\nwanted  %.400s\ngot     %.400s", req, want, buf);
+    free(buf);
+}
+
+/* True when the server closed the connection (EOF or reset), after
+ * reading whatever was still on the way. */
+static bool closed_by_server(int fd)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t r = recv(fd, buf, sizeof buf, 0);
+        if (r == 0 || (r < 0 && errno == ECONNRESET))
+            return true;
+        if (r < 0)
+            return false;   /* timed out: still open */
+    }
+}
+
+/* Read one "\r\n"-terminated line into buf. */
+static void read_line(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    while (n + 1 < cap && recv(fd, buf + n, 1, 0) == 1) {
+        if (buf[n++] == '\n')
+            break;
+    }
+    buf[n] = '\0';
+}
+
+/* Send req; its answer line is `pre` TTL `post`, with a TTL of at most
+ * `ttl` and at least ttl - 2 (the server clock may tick meanwhile). */
+static void expect_ttl(int fd, const char *req, const char *pre, const char *post, unsigned ttl)
+{
+    char line[512];
+    send_all(fd, req, strlen(req));
+    read_line(fd, line, sizeof line);
+    size_t np = strlen(pre);
+    char *end;
+    if (strncmp(line, pre, np) != 0)
+        fail_msg("request %s: answer %s does not start %s", req, line, pre);
+    unsigned long got = strtoul(line + np, &end, 10);
+    assert_string_equal(end, post);
+    assert_true(got <= ttl && got + 2 >= ttl);
+}
+
+static uint64_t gets_cas(int fd, const char *key)
+{
+    char req[300], line[512];
+    unsigned flags, bytes;
+    unsigned long long cas = 0;
+    snprintf(req, sizeof req, "gets %s\r\n", key);
+    send_all(fd, req, strlen(req));
+    read_line(fd, line, sizeof line);
+    char k[256];
+    assert_int_equal(sscanf(line, "VALUE %255s %u %u %llu", k, &flags, &bytes, &cas), 4);
+    char *rest = malloc(bytes + 2 + 5);
+    assert_int_equal(recv_n(fd, rest, bytes + 2 + 5), bytes + 2 + 5);
+    assert_memory_equal(rest + bytes, "\r\nEND\r\n", 7);
+    free(rest);
+    return cas;
+}
+
+static int setup(void **state)
+{
+    struct env *e = calloc(1, sizeof *e);
+    if (e == NULL || start_server(e, 0, NULL) != 0)
+        return -1;
+    e->kv = connect_retry(e->sp.uri, NULL, 10000);
+    if (e->kv == NULL)
+        return -1;
+    *state = e;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct env *e = *state;
+    rkv_close(e->kv);
+    int rc = server_stop(&e->sp);
+    free(e);
+    return rc == 0 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ commands */
+
+static void test_storage_commands(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    exchange(fd, "set s1 7 0 5\r\nhello\r\n", "STORED\r\n");
+    exchange(fd, "get s1\r\n", "VALUE s1 7 5\r\nhello\r\nEND\r\n");
+    exchange(fd, "add s1 0 0 1\r\nx\r\n", "NOT_STORED\r\n");
+    exchange(fd, "add s2 1 0 1\r\nx\r\n", "STORED\r\n");
+    exchange(fd, "replace s3 0 0 1\r\nx\r\n", "NOT_STORED\r\n");
+    exchange(fd, "replace s2 2 0 1\r\ny\r\n", "STORED\r\n");
+    exchange(fd, "get s2 nope s1\r\n", "VALUE s2 2 1\r\ny\r\nVALUE s1 7 5\r\nhello\r\nEND\r\n");
+    exchange(fd, "append s1 0 0 3\r\n!!!\r\n", "STORED\r\n");
+    exchange(fd, "prepend s1 0 0 2\r\n<<\r\n", "STORED\r\n");
+    /* append/prepend keep the item's flags and ignore theirs */
+    exchange(fd, "get s1\r\n", "VALUE s1 7 10\r\n<<hello!!!\r\nEND\r\n");
+    exchange(fd, "append nope 0 0 1\r\nx\r\n", "NOT_STORED\r\n");
+    exchange(fd, "prepend nope 0 0 1\r\nx\r\n", "NOT_STORED\r\n");
+    uint64_t cas = gets_cas(fd, "s1");
+    char req[128], want[128];
+    snprintf(req, sizeof req, "cas s1 9 0 2 %llu\r\nok\r\n", (unsigned long long)cas + 1000);
+    exchange(fd, req, "EXISTS\r\n");
+    snprintf(req, sizeof req, "cas s1 9 0 2 %llu\r\nok\r\n", (unsigned long long)cas);
+    exchange(fd, req, "STORED\r\n");
+    exchange(fd, req, "EXISTS\r\n");  /* the unique changed with the store */
+    exchange(fd, "cas nope 0 0 1 1\r\nx\r\n", "NOT_FOUND\r\n");
+    uint64_t cas2 = gets_cas(fd, "s1");
+    assert_true(cas2 != cas);
+    snprintf(req, sizeof req, "gets s1\r\n");
+    snprintf(want, sizeof want, "VALUE s1 9 2 %llu\r\nok\r\nEND\r\n", (unsigned long long)cas2);
+    exchange(fd, req, want);
+    exchange(fd, "delete s1\r\n", "DELETED\r\n");
+    exchange(fd, "delete s1\r\n", "NOT_FOUND\r\n");
+    exchange(fd, "delete s2 0\r\n", "DELETED\r\n");
+    exchange(fd, "get s1 s2\r\n", "END\r\n");
+    /* empty value, binary-safe value */
+    exchange(fd, "set e 0 0 0\r\n\r\n", "STORED\r\n");
+    exchange(fd, "get e\r\n", "VALUE e 0 0\r\n\r\nEND\r\n");
+    const char bin[] = "set b 4294967295 0 4\r\n\0\r\n\1\r\n";
+    send_all(fd, bin, sizeof bin - 1);
+    exchange(fd, "get b\r\n", "STORED\r\n");
+    char buf[64];
+    const char w[] = "VALUE b 4294967295 4\r\n\0\r\n\1\r\nEND\r\n";
+    assert_int_equal(recv_n(fd, buf, sizeof w - 1), sizeof w - 1);
+    assert_memory_equal(buf, w, sizeof w - 1);
+    close(fd);
+}
+
+static void test_noreply(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    /* nothing comes back for these: the "mn" after them answers first */
+    exchange(fd, "set n1 0 0 1 noreply\r\na\r\nadd n1 0 0 1 noreply\r\nb\r\n"
+                 "replace n1 0 0 1 noreply\r\nc\r\nappend n1 0 0 1 noreply\r\nd\r\n"
+                 "prepend n1 0 0 1 noreply\r\ne\r\ncas n1 0 0 1 1 noreply\r\nf\r\n"
+                 "set n2 0 0 1 noreply\r\n5\r\nincr n2 5 noreply\r\ndecr n2 2 noreply\r\n"
+                 "touch n1 100 noreply\r\ndelete nope noreply\r\nverbosity 1 noreply\r\nmn\r\n",
+             "MN\r\n");
+    exchange(fd, "get n1 n2\r\n", "VALUE n1 0 3\r\necd\r\nVALUE n2 0 1\r\n8\r\nEND\r\n");
+    exchange(fd, "delete n1 noreply\r\nget n1\r\n", "END\r\n");
+    /* errors are always answered */
+    exchange(fd, "incr n2 x noreply\r\n", "CLIENT_ERROR invalid numeric delta argument\r\n");
+    close(fd);
+}
+
+static void test_arith_touch(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    exchange(fd, "incr a1 1\r\n", "NOT_FOUND\r\n");
+    exchange(fd, "set a1 3 0 2\r\n10\r\n", "STORED\r\n");
+    exchange(fd, "incr a1 5\r\n", "15\r\n");
+    exchange(fd, "decr a1 100\r\n", "0\r\n");              /* stops at 0 */
+    exchange(fd, "set a1 3 0 20\r\n18446744073709551615\r\n", "STORED\r\n");
+    exchange(fd, "incr a1 1\r\n", "0\r\n");                /* wraps at 2^64 */
+    exchange(fd, "get a1\r\n", "VALUE a1 3 1\r\n0\r\nEND\r\n");
+    exchange(fd, "set a2 0 0 3\r\nabc\r\n", "STORED\r\n");
+    exchange(fd, "incr a2 1\r\n", "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+    exchange(fd, "touch a2 100\r\n", "TOUCHED\r\n");
+    exchange(fd, "touch nope 100\r\n", "NOT_FOUND\r\n");
+    expect_ttl(fd, "mg a2 t v\r\n", "VA 3 t", "\r\n", 100);
+    exchange(fd, "", "abc\r\n");
+    exchange(fd, "gat 200 a2 nope\r\n", "VALUE a2 0 3\r\nabc\r\nEND\r\n");
+    expect_ttl(fd, "mg a2 t\r\n", "HD t", "\r\n", 200);
+    uint64_t cas = gets_cas(fd, "a2");
+    char want[128];
+    send_all(fd, "gats 300 a2\r\n", 13);
+    char line[256];
+    read_line(fd, line, sizeof line);
+    unsigned long long c2;
+    assert_int_equal(sscanf(line, "VALUE a2 0 3 %llu", &c2), 1);
+    assert_true(c2 != cas);  /* touched: a new unique (rkv writes out of place) */
+    snprintf(want, sizeof want, "abc\r\nEND\r\n");
+    assert_int_equal(recv_n(fd, line, strlen(want)), strlen(want));
+    exchange(fd, "touch a2 -1\r\n", "TOUCHED\r\n");       /* negative: expired at once */
+    exchange(fd, "get a2\r\n", "END\r\n");
+    close(fd);
+}
+
+static void test_admin(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    exchange(fd, "version\r\n", "VERSION " RKV_VERSION_STRING "\r\n");
+    exchange(fd, "verbosity 1\r\n", "OK\r\n");
+    exchange(fd, "flush_all\r\n", "SERVER_ERROR flush_all is not supported by rkv: its table has no "
+             "flush; delete the keys or restart the server\r\n");
+    exchange(fd, "stats detail on\r\n", "CLIENT_ERROR rkv answers only \"stats\" and \"stats settings\"\r\n");
+    /* stats: STAT lines then END, with memcached's names */
+    send_all(fd, "stats\r\n", 7);
+    char line[512];
+    bool saw_get = false, saw_items = false, saw_rkv = false;
+    for (int i = 0; i < 500; i++) {
+        read_line(fd, line, sizeof line);
+        if (strcmp(line, "END\r\n") == 0)
+            break;
+        assert_memory_equal(line, "STAT ", 5);
+        saw_get |= strncmp(line, "STAT cmd_get ", 13) == 0;
+        saw_items |= strncmp(line, "STAT curr_items ", 16) == 0;
+        saw_rkv |= strncmp(line, "STAT rkv_uptime ", 16) == 0;
+    }
+    assert_true(saw_get && saw_items && saw_rkv);
+    send_all(fd, "stats settings\r\n", 16);
+    bool saw_max = false;
+    for (int i = 0; i < 100; i++) {
+        read_line(fd, line, sizeof line);
+        if (strcmp(line, "END\r\n") == 0)
+            break;
+        saw_max |= strncmp(line, "STAT item_size_max ", 19) == 0;
+    }
+    assert_true(saw_max);
+    exchange(fd, "quit\r\n", "");
+    assert_true(closed_by_server(fd));
+    close(fd);
+}
+
+static void test_meta(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    exchange(fd, "mn\r\n", "MN\r\n");
+    exchange(fd, "mg m1 v\r\n", "EN\r\n");
+    exchange(fd, "mg m1 v q\r\nmn\r\n", "MN\r\n");
+    exchange(fd, "ms m1 3 F9 T0\r\nabc\r\n", "HD\r\n");
+    exchange(fd, "mg m1 v f s k t Oxy\r\n", "VA 3 f9 s3 km1 t-1 Oxy\r\nabc\r\n");
+    exchange(fd, "mg m1\r\n", "HD\r\n");
+    exchange(fd, "mg m1 k q\r\n", "HD km1\r\n");      /* q hides only the miss */
+    uint64_t cas = gets_cas(fd, "m1");
+    char req[128], want[128];
+    snprintf(want, sizeof want, "HD c%llu\r\n", (unsigned long long)cas);
+    exchange(fd, "mg m1 c\r\n", want);
+    snprintf(req, sizeof req, "ms m1 1 C%llu\r\nz\r\n", (unsigned long long)cas + 1);
+    exchange(fd, req, "EX\r\n");
+    snprintf(req, sizeof req, "ms m1 1 C%llu q\r\nz\r\nmn\r\n", (unsigned long long)cas);
+    exchange(fd, req, "MN\r\n");
+    exchange(fd, "ms m1 1 ME\r\nx\r\n", "NS\r\n");
+    exchange(fd, "ms m2 1 MR\r\nx\r\n", "NS\r\n");
+    exchange(fd, "ms m1 2 MA\r\n!!\r\n", "HD\r\n");
+    exchange(fd, "ms m1 2 MP\r\n<<\r\n", "HD\r\n");
+    exchange(fd, "mg m1 v\r\n", "VA 5\r\n<<z!!\r\n");
+    exchange(fd, "ms m1 1 T-1\r\nx\r\n", "HD\r\n");    /* expired on arrival */
+    exchange(fd, "mg m1 v\r\n", "EN\r\n");
+    exchange(fd, "md m1\r\n", "NF\r\n");
+    exchange(fd, "ms m1 1\r\nx\r\n", "HD\r\n");
+    exchange(fd, "md m1 q\r\nmd m1 q\r\nmn\r\n", "NF\r\nMN\r\n");
+    /* base64 keys: binary keys the classic commands cannot name */
+    exchange(fd, "ms AAEC b 2\r\n", "CLIENT_ERROR bad command line format\r\n");
+    exchange(fd, "ms AAEC 2 b\r\nhi\r\n", "HD\r\n");
+    exchange(fd, "mg AAEC b v k\r\n", "VA 2 kAAEC b\r\nhi\r\n");
+    /* ma: vivify, delta, modes */
+    exchange(fd, "ma c1\r\n", "NF\r\n");
+    exchange(fd, "ma c1 N0 J10 v\r\n", "VA 2\r\n10\r\n");
+    exchange(fd, "ma c1 D5 v\r\n", "VA 2\r\n15\r\n");
+    exchange(fd, "ma c1 MD D20 v\r\n", "VA 1\r\n0\r\n");
+    exchange(fd, "ma c1 q\r\nmn\r\n", "MN\r\n");
+    exchange(fd, "mg c1 v\r\n", "VA 1\r\n1\r\n");
+    exchange(fd, "mg m1 h\r\n", "CLIENT_ERROR invalid flag\r\n");
+    exchange(fd, "me m1\r\n", "CLIENT_ERROR me (meta debug) is not supported by rkv\r\n");
+    close(fd);
+}
+
+static void test_pipelining(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    /* many commands in one send: answered in order */
+    size_t cap = 1 << 20, n = 0, wn = 0;
+    char *req = malloc(cap), *want = malloc(cap);
+    for (int i = 0; i < 2000; i++) {
+        n += (size_t)snprintf(req + n, cap - n, "set p%d %d 0 %d\r\n%d\r\nget p%d\r\n",
+                              i, i, (int)snprintf(NULL, 0, "%d", i * 7), i * 7, i);
+        wn += (size_t)snprintf(want + wn, cap - wn, "STORED\r\nVALUE p%d %d %d\r\n%d\r\nEND\r\n",
+                               i, i, (int)snprintf(NULL, 0, "%d", i * 7), i * 7);
+    }
+    n += (size_t)snprintf(req + n, cap - n, "mn\r\n");
+    wn += (size_t)snprintf(want + wn, cap - wn, "MN\r\n");
+    send_all(fd, req, n);
+    char *got = malloc(wn);
+    assert_int_equal(recv_n(fd, got, wn), wn);
+    assert_memory_equal(got, want, wn);
+    /* a command split over many sends, byte by byte */
+    const char *s = "set split 0 0 6\r\nabcdef\r\nget split\r\n";
+    for (size_t i = 0; s[i]; i++)
+        send_all(fd, s + i, 1);
+    exchange(fd, "", "STORED\r\nVALUE split 0 6\r\nabcdef\r\nEND\r\n");
+    free(req);
+    free(want);
+    free(got);
+    close(fd);
+}
+
+static void test_errors(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    exchange(fd, "bogus\r\n", "ERROR\r\n");
+    exchange(fd, "\r\n", "ERROR\r\n");
+    exchange(fd, "get\r\n", "ERROR\r\n");
+    exchange(fd, "set k 0 0\r\n", "ERROR\r\n");
+    exchange(fd, "set k abc 0 1\r\n", "CLIENT_ERROR bad command line format\r\n");
+    exchange(fd, "x\r\n", "ERROR\r\n");   /* the data line, read as a command */
+    exchange(fd, "delete k 5\r\n", "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n");
+    char key[300];
+    memset(key, 'k', 251);
+    key[251] = '\0';
+    char req[400];
+    snprintf(req, sizeof req, "get %s\r\n", key);
+    exchange(fd, req, "CLIENT_ERROR bad command line format\r\n");
+    /* too large: SERVER_ERROR, the block is swallowed, the connection lives */
+    snprintf(req, sizeof req, "set big 0 0 %u\r\n", 2u << 20);
+    send_all(fd, req, strlen(req));
+    char *blk = calloc(1, (2u << 20) + 2);
+    memcpy(blk + (2u << 20), "\r\n", 2);
+    send_all(fd, blk, (2u << 20) + 2);
+    free(blk);
+    exchange(fd, "get big\r\n", "SERVER_ERROR object too large for cache\r\nEND\r\n");
+    /* bad data chunk: answered, then closed */
+    exchange(fd, "set k 0 0 1\r\nabc\r\n", "CLIENT_ERROR bad data chunk\r\n");
+    assert_true(closed_by_server(fd));
+    close(fd);
+    /* a line that never ends: closed after 2048 bytes */
+    fd = mc_connect(e->port);
+    char junk[4096];
+    memset(junk, 'x', sizeof junk);
+    send_all(fd, junk, sizeof junk);
+    char line[256];
+    read_line(fd, line, sizeof line);
+    assert_string_equal(line, "CLIENT_ERROR line too long\r\n");
+    assert_true(closed_by_server(fd));
+    close(fd);
+}
+
+/* ------------------------------------------------------------ two doors */
+
+static void test_two_doors(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    char buf[64], req[128], want[256];
+    size_t len;
+    struct rkv_item_info info;
+
+    /* TCP → librkv: value, flags, TTL (relative), CAS = version */
+    exchange(fd, "set door1 1234 100 5\r\nvalue\r\n", "STORED\r\n");
+    uint64_t cas = gets_cas(fd, "door1");
+    assert_int_equal(rkv_get(e->kv, "door1", 5, buf, sizeof buf, &len, &info), RKV_OK);
+    assert_int_equal(len, 5);
+    assert_memory_equal(buf, "value", 5);
+    assert_int_equal(info.user_flags, 1234);
+    assert_int_equal(info.version, cas);
+    assert_true(info.ttl_left >= 98 && info.ttl_left <= 100);
+    /* absolute unix time beyond 30 days */
+    snprintf(req, sizeof req, "set door2 0 %lld 1\r\nx\r\n", (long long)time(NULL) + 1000);
+    exchange(fd, req, "STORED\r\n");
+    assert_int_equal(rkv_get(e->kv, "door2", 5, buf, sizeof buf, &len, &info), RKV_OK);
+    assert_true(info.ttl_left >= 990 && info.ttl_left <= 1000);
+    /* exactly 30 days is still relative */
+    exchange(fd, "set door3 0 2592000 1\r\nx\r\n", "STORED\r\n");
+    assert_int_equal(rkv_get(e->kv, "door3", 5, buf, sizeof buf, &len, &info), RKV_OK);
+    assert_true(info.ttl_left >= 2591990 && info.ttl_left <= 2592000);
+    /* an absolute time in the past, and negative: gone at once */
+    exchange(fd, "set door3 0 2592001 1\r\nx\r\n", "STORED\r\n");
+    assert_int_equal(rkv_get(e->kv, "door3", 5, buf, sizeof buf, &len, &info), RKV_NOT_FOUND);
+    exchange(fd, "set door2 0 -1 1\r\nx\r\n", "STORED\r\n");
+    assert_int_equal(rkv_get(e->kv, "door2", 5, buf, sizeof buf, &len, &info), RKV_NOT_FOUND);
+    /* exptime 0: no expiry */
+    exchange(fd, "set door2 0 0 1\r\nx\r\n", "STORED\r\n");
+    assert_int_equal(rkv_get(e->kv, "door2", 5, buf, sizeof buf, &len, &info), RKV_OK);
+    assert_int_equal(info.ttl_left, 0);
+
+    /* librkv → TCP */
+    struct rkv_put_options po = { .ttl = 50, .user_flags = 77 };
+    assert_int_equal(rkv_put(e->kv, "door4", 5, "from-shm", 8, &po, NULL), RKV_OK);
+    assert_int_equal(rkv_get(e->kv, "door4", 5, buf, sizeof buf, &len, &info), RKV_OK);
+    snprintf(want, sizeof want, "VALUE door4 77 8 %llu\r\nfrom-shm\r\nEND\r\n",
+             (unsigned long long)info.version);
+    exchange(fd, "gets door4\r\n", want);
+    expect_ttl(fd, "mg door4 t f\r\n", "HD t", " f77\r\n", 50);
+    /* a CAS from one door checked by the other */
+    snprintf(req, sizeof req, "cas door4 5 0 2 %llu\r\nok\r\n", (unsigned long long)info.version);
+    exchange(fd, req, "STORED\r\n");
+    po = (struct rkv_put_options){ .mode = RKV_CAS, .cas = info.version };
+    assert_int_equal(rkv_put(e->kv, "door4", 5, "no", 2, &po, NULL), RKV_CAS_MISMATCH);
+    assert_int_equal(rkv_get(e->kv, "door4", 5, buf, sizeof buf, &len, &info), RKV_OK);
+    assert_memory_equal(buf, "ok", 2);
+    assert_int_equal(info.user_flags, 5);
+    /* incr from both doors on one counter */
+    exchange(fd, "set door5 0 0 1\r\n1\r\n", "STORED\r\n");
+    uint64_t v;
+    assert_int_equal(rkv_incr(e->kv, "door5", 5, 10, &v), RKV_OK);
+    assert_int_equal(v, 11);
+    exchange(fd, "incr door5 1\r\n", "12\r\n");
+    /* a binary key, named in base64 over TCP, is the same bytes for librkv */
+    exchange(fd, "ms AAEC 3 b F3\r\nbin\r\n", "HD\r\n");
+    assert_int_equal(rkv_get(e->kv, "\0\1\2", 3, buf, sizeof buf, &len, &info), RKV_OK);
+    assert_int_equal(len, 3);
+    assert_int_equal(info.user_flags, 3);
+    po = (struct rkv_put_options){ .user_flags = 4 };
+    assert_int_equal(rkv_put(e->kv, "\xff\xfe", 2, "yy", 2, &po, NULL), RKV_OK);
+    exchange(fd, "mg //4= b v f\r\n", "VA 2 f4\r\nyy\r\n");
+    /* delete through librkv, seen by TCP */
+    assert_int_equal(rkv_delete(e->kv, "door5", 5), RKV_OK);
+    exchange(fd, "get door5\r\n", "END\r\n");
+    close(fd);
+}
+
+/* ------------------------------------------------------------ atomicity */
+
+struct appender {
+    unsigned port, n;
+    char ch;
+    bool ok;          /* all n answered STORED (checked by the main thread) */
+};
+
+/* All n appends in one send, then their n answers: the two connections'
+ * workers run appends back to back, overlapping as much as they can. No
+ * cmocka assertion here: they may only fail on the test's own thread. */
+static void *append_loop(void *arg)
+{
+    struct appender *a = arg;
+    int fd = mc_connect(a->port);
+    char one[64];
+    int len = snprintf(one, sizeof one, "append race 0 0 1\r\n%c\r\n", a->ch);
+    char *req = malloc((size_t)len * a->n), *want = malloc(8u * a->n + 1), *got = malloc(8u * a->n);
+    for (unsigned i = 0; i < a->n; i++) {
+        memcpy(req + (size_t)i * (size_t)len, one, (size_t)len);
+        memcpy(want + 8u * i, "STORED\r\n", 8);
+    }
+    size_t left = (size_t)len * a->n;
+    const char *p = req;
+    while (fd >= 0 && left > 0) {
+        ssize_t w = send(fd, p, left, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        p += w;
+        left -= (size_t)w;
+    }
+    a->ok = fd >= 0 && left == 0 && recv_n(fd, got, 8u * a->n) == 8u * a->n &&
+            memcmp(got, want, 8u * a->n) == 0;
+    if (!a->ok)
+        fprintf(stderr, "appender %c: not every append answered STORED\n", a->ch);
+    free(req);
+    free(want);
+    free(got);
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+static void test_append_atomic(void **state)
+{
+    struct env *e = *state;
+    enum { N = 3000 };
+    int fd = mc_connect(e->port);
+    exchange(fd, "set race 0 0 0\r\n\r\n", "STORED\r\n");
+    /* two connections (the server has two workers: one each) appending
+     * at once: no append may be lost */
+    struct appender a[2] = { { e->port, N, 'a', false }, { e->port, N, 'b', false } };
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, append_loop, &a[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    assert_true(a[0].ok && a[1].ok);
+    send_all(fd, "get race\r\n", 10);
+    char line[128];
+    read_line(fd, line, sizeof line);
+    char wantl[64];
+    snprintf(wantl, sizeof wantl, "VALUE race 0 %d\r\n", 2 * N);
+    assert_string_equal(line, wantl);
+    char *v = malloc(2 * N + 7);
+    assert_int_equal(recv_n(fd, v, 2 * N + 7), 2 * N + 7);
+    unsigned na = 0, nb = 0;
+    for (int i = 0; i < 2 * N; i++) {
+        na += v[i] == 'a';
+        nb += v[i] == 'b';
+    }
+    assert_int_equal(na, N);
+    assert_int_equal(nb, N);
+    free(v);
+    close(fd);
+}
+
+/* ------------------------------------------------------------ hostile */
+
+static void test_garbage(void **state)
+{
+    struct env *e = *state;
+    int good = mc_connect(e->port);
+    exchange(good, "set g 0 0 1\r\n1\r\n", "STORED\r\n");
+    srand(13);
+    for (int round = 0; round < 20; round++) {
+        int fd = mc_connect(e->port);
+        char junk[8192];
+        for (size_t i = 0; i < sizeof junk; i++)
+            junk[i] = (char)(rand() & 0xff);
+        ssize_t w = send(fd, junk, sizeof junk, MSG_NOSIGNAL);
+        (void)w;
+        shutdown(fd, SHUT_WR);
+        assert_true(closed_by_server(fd));
+        close(fd);
+        exchange(good, "get g\r\n", "VALUE g 0 1\r\n1\r\nEND\r\n");
+    }
+    /* huge lengths: refused without buffering them */
+    int fd = mc_connect(e->port);
+    exchange(fd, "set h 0 0 2147483645\r\n", "SERVER_ERROR object too large for cache\r\n");
+    exchange(fd, "set h 0 0 99999999999999999999999\r\n", "");
+    close(fd);
+    fd = mc_connect(e->port);
+    exchange(fd, "ms h 2147483647\r\n", "CLIENT_ERROR bad command line format\r\n");
+    close(fd);
+    exchange(good, "get g\r\n", "VALUE g 0 1\r\n1\r\nEND\r\n");
+    close(good);
+}
+
+static void test_slowloris(void **state)
+{
+    struct env *e = *state;
+    int slow = mc_connect(e->port), other = mc_connect(e->port);
+    const char *s = "set slow 0 0 10\r\n0123456789\r\n";
+    /* one byte at a time; between bytes another client is served in full */
+    for (size_t i = 0; s[i]; i++) {
+        send_all(slow, s + i, 1);
+        exchange(other, "set o 0 0 1\r\nx\r\nget o\r\n", "STORED\r\nVALUE o 0 1\r\nx\r\nEND\r\n");
+    }
+    exchange(slow, "", "STORED\r\n");
+    close(slow);
+    close(other);
+}
+
+static void test_half_close(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    const char *req = "set hc 0 0 2\r\nhi\r\nget hc\r\nset part 0 0 5\r\nab";
+    send_all(fd, req, strlen(req));
+    shutdown(fd, SHUT_WR);
+    /* what came complete is answered, the unfinished command dropped, then EOF */
+    const char *want = "STORED\r\nVALUE hc 0 2\r\nhi\r\nEND\r\n";
+    char buf[128];
+    assert_int_equal(recv_n(fd, buf, sizeof buf), strlen(want));
+    assert_memory_equal(buf, want, strlen(want));
+    close(fd);
+    fd = mc_connect(e->port);
+    exchange(fd, "get part\r\n", "END\r\n");
+    close(fd);
+}
+
+static void test_many_connections(void **state)
+{
+    struct env *e = *state;
+    const char *env = getenv("RKV_TEST_MC_CONNS");
+    unsigned n = env ? (unsigned)atoi(env) : 200;
+    int *fds = calloc(n, sizeof *fds);
+    for (unsigned i = 0; i < n; i++) {
+        fds[i] = mc_connect(e->port);
+        assert_true(fds[i] >= 0);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        char req[64], want[64];
+        snprintf(req, sizeof req, "set c%u 0 0 1\r\nx\r\n", i);
+        exchange(fds[i], req, "STORED\r\n");
+        snprintf(req, sizeof req, "get c%u\r\n", (i * 7) % (i + 1));
+        snprintf(want, sizeof want, "VALUE c%u 0 1\r\nx\r\nEND\r\n", (i * 7) % (i + 1));
+        exchange(fds[i], req, want);
+    }
+    for (unsigned i = 0; i < n; i++)
+        close(fds[i]);
+    free(fds);
+}
+
+static void test_not_reading(void **state)
+{
+    struct env *e = *state;
+    int other = mc_connect(e->port);
+    /* a 512 KiB value; a client asks for it again and again, never reading */
+    size_t vn = 512u << 10;
+    char *v = malloc(vn + 64);
+    int h = snprintf(v, 64, "set fat 0 0 %zu\r\n", vn);
+    memset(v + h, 'f', vn);
+    memcpy(v + h + vn, "\r\n", 2);
+    send_all(other, v, (size_t)h + vn + 2);
+    char line[64];
+    read_line(other, line, sizeof line);
+    assert_string_equal(line, "STORED\r\n");
+    free(v);
+    int fd = mc_connect(e->port);
+    int bufsz = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof bufsz);
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    uint64_t sent = 0;
+    bool dropped = false;
+    /* the server stops answering once its output is backed up, then drops
+     * the client when its requests fill the input too */
+    while (sent < (512ull << 20)) {
+        ssize_t w = send(fd, "get fat\r\n", 9, MSG_NOSIGNAL);
+        if (w < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+            dropped = true;
+            break;
+        }
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            /* our send buffer is full too: meanwhile others are served */
+            exchange(other, "get none\r\n", "END\r\n");
+            struct timeval tv = { .tv_sec = 20 };
+            fd_set wr;
+            FD_ZERO(&wr);
+            FD_SET(fd, &wr);
+            if (select(fd + 1, NULL, &wr, NULL, &tv) <= 0)
+                fail_msg("the server keeps a client that reads none of its answers "
+                         "(%llu bytes of requests sent)", (unsigned long long)sent);
+            continue;
+        }
+        if (w > 0)
+            sent += (uint64_t)w;
+    }
+    if (!dropped) {
+        fcntl(fd, F_SETFL, 0);
+        dropped = closed_by_server(fd);
+    }
+    assert_true(dropped);
+    exchange(other, "get none\r\n", "END\r\n");
+    close(fd);
+    close(other);
+}
+
+/* ------------------------------------------------------------ limits, auth */
+
+/* Wait (bounded, 20 s) until the server counts n connections past admission. */
+static void wait_conns(int fd, unsigned n)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        char line[256];
+        unsigned cur = 0;
+        send_all(fd, "stats\r\n", 7);
+        for (int i = 0; i < 500; i++) {
+            read_line(fd, line, sizeof line);
+            sscanf(line, "STAT curr_connections %u", &cur);
+            if (strcmp(line, "END\r\n") == 0 || line[0] == '\0')
+                break;
+        }
+        if (cur == n)
+            return;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec > 20)
+            fail_msg("the server still counts %u connections, not %u", cur, n);
+        usleep(2000);
+    }
+}
+
+static void test_max_conns_shared(void **state)
+{
+    (void)state;
+    struct env e2 = { 0 };
+    const char *extra[] = { "--max-conns", "3", NULL };
+    assert_int_equal(start_server(&e2, 1, extra), 0);
+    rkv_client *kv = connect_retry(e2.sp.uri, NULL, 10000);   /* one via shm */
+    assert_non_null(kv);
+    int a = mc_connect(e2.port), b;
+    exchange(a, "mn\r\n", "MN\r\n");
+    /* server_start's own probe connection may still be closing: wait for
+     * the count to be ours (kv + a) */
+    wait_conns(a, 2);
+    b = mc_connect(e2.port);
+    exchange(b, "mn\r\n", "MN\r\n");
+    int c = mc_connect(e2.port);   /* the fourth door-wide */
+    char line[128];
+    read_line(c, line, sizeof line);
+    assert_string_equal(line, "SERVER_ERROR too many open connections\r\n");
+    assert_true(closed_by_server(c));
+    close(c);
+    close(a);
+    /* a slot freed by tcp is taken by tcp again */
+    int d = -1;
+    wait_conns(b, 2);   /* a's close reaches its worker asynchronously */
+    for (int i = 0; i < 1; i++) {
+        d = mc_connect(e2.port);
+        send_all(d, "mn\r\n", 4);
+        read_line(d, line, sizeof line);
+        if (strcmp(line, "MN\r\n") == 0)
+            break;
+        close(d);
+        d = -1;
+        exchange(b, "mn\r\n", "MN\r\n");
+    }
+    assert_true(d >= 0);
+    close(d);
+    close(b);
+    rkv_close(kv);
+    assert_int_equal(server_stop(&e2.sp), 0);
+}
+
+static void test_auth_rule(void **state)
+{
+    (void)state;
+    struct env e2 = { 0 };
+    char uri[256];
+    test_uri(uri, sizeof uri, 2);
+    /* a secret and a non-loopback tcp door: refused at start */
+    const char *args[] = { "--memory", "64M", "--auth-secret", "s3cret", "--listen",
+                           "tcp://0.0.0.0:1", NULL };
+    assert_int_not_equal(server_start(&e2.sp, server_bin, uri, args), 0);
+    /* allowed explicitly, or on loopback */
+    e2.host = "0.0.0.0";
+    const char *allowed[] = { "--auth-secret", "s3cret", "--tcp-allow-unauthenticated", NULL };
+    assert_int_equal(start_server(&e2, 3, allowed), 0);
+    int fd = mc_connect(e2.port);
+    exchange(fd, "mn\r\n", "MN\r\n");
+    close(fd);
+    assert_int_equal(server_stop(&e2.sp), 0);
+    e2.host = NULL;
+    const char *loop[] = { "--auth-secret", "s3cret", NULL };
+    assert_int_equal(start_server(&e2, 4, loop), 0);
+    fd = mc_connect(e2.port);
+    exchange(fd, "mn\r\n", "MN\r\n");
+    close(fd);
+    assert_int_equal(server_stop(&e2.sp), 0);
+}
+
+/* ------------------------------------------------------------ pymemcache */
+
+static void test_pymemcache(void **state)
+{
+    struct env *e = *state;
+    if (system("/usr/bin/python3 -c 'import pymemcache' 2>/dev/null") != 0) {
+        print_message("python3-pymemcache not installed (tools/install-deps.sh): skipped\n");
+        skip();
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 - <<'EOF'\n"
+             "from pymemcache.client.base import Client\n"
+             "c = Client(('127.0.0.1', %u))\n"
+             "assert c.set('py1', b'hello', expire=100, noreply=False)\n"
+             "assert c.get('py1') == b'hello'\n"
+             "v, cas = c.gets('py1')\n"
+             "assert v == b'hello'\n"
+             "assert c.cas('py1', b'world', cas, noreply=False)\n"
+             "assert not c.cas('py1', b'again', cas, noreply=False)\n"
+             "assert c.add('py1', b'x', noreply=False) is False\n"
+             "assert c.append('py1', b'!', noreply=False)\n"
+             "assert c.get_many(['py1', 'nope']) == {'py1': b'world!'}\n"
+             "c.set('pyn', b'5')\n"
+             "assert c.incr('pyn', 3) == 8\n"
+             "assert c.decr('pyn', 10) == 0\n"
+             "assert c.touch('py1', 10, noreply=False)\n"
+             "assert c.delete('py1', noreply=False)\n"
+             "assert c.get('py1') is None\n"
+             "s = c.stats()\n"
+             "assert b'curr_items' in s or 'curr_items' in s\n"
+             "c.close()\n"
+             "EOF\n", e->port);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH/TO/rkv-server\n", argv[0]);
+        return 2;
+    }
+    server_bin = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_storage_commands),
+        cmocka_unit_test(test_noreply),
+        cmocka_unit_test(test_arith_touch),
+        cmocka_unit_test(test_admin),
+        cmocka_unit_test(test_meta),
+        cmocka_unit_test(test_pipelining),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_two_doors),
+        cmocka_unit_test(test_append_atomic),
+        cmocka_unit_test(test_garbage),
+        cmocka_unit_test(test_slowloris),
+        cmocka_unit_test(test_half_close),
+        cmocka_unit_test(test_many_connections),
+        cmocka_unit_test(test_not_reading),
+        cmocka_unit_test(test_max_conns_shared),
+        cmocka_unit_test(test_auth_rule),
+        cmocka_unit_test(test_pymemcache),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,265 @@
+/* test_memcache_proto.c — the memcached text protocol parser on its own:
+ * every command's syntax, the limits (key 250, line 2048 / 65536, value
+ * size), framing of partial input (need more), memcached's error strings
+ * and where it closes, meta flags, base64 keys. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "memcache_proto.h"
+
+#define MAXV 1024u
+
+static enum rkv_mc_result parse(const char *s, struct rkv_mc_req *r, size_t *used)
+{
+    size_t need;
+    return rkv_mc_parse(s, strlen(s), MAXV, r, used, &need);
+}
+
+static void test_storage(void **state)
+{
+    (void)state;
+    struct rkv_mc_req r;
+    size_t used;
+    const char *s = "set foo 42 100 3\r\nbar\r\nget foo\r\n";
+    assert_int_equal(parse(s, &r, &used), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_SET);
+    assert_int_equal(used, strlen("set foo 42 100 3\r\nbar\r\n"));
+    assert_memory_equal(r.key, "foo", 3);
+    assert_int_equal(r.key_len, 3);
+    assert_int_equal(r.flags, 42);
+    assert_int_equal(r.exptime, 100);
+    assert_int_equal(r.bytes, 3);
+    assert_memory_equal(r.data, "bar", 3);
+    assert_false(r.noreply);
+
+    assert_int_equal(parse("cas k 0 -1 2 77 noreply\r\nhi\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_CAS);
+    assert_int_equal(r.cas, 77);
+    assert_int_equal(r.exptime, -1);
+    assert_true(r.noreply);
+
+    const char *names[] = { "add", "replace", "append", "prepend" };
+    const enum rkv_mc_cmd cmds[] = { RKV_MC_ADD, RKV_MC_REPLACE, RKV_MC_APPEND, RKV_MC_PREPEND };
+    for (unsigned i = 0; i < 4; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "%s k 1 2 0\r\n\r\n", names[i]);
+        assert_int_equal(parse(line, &r, &used), RKV_MC_OK);
+        assert_int_equal(r.cmd, cmds[i]);
+        assert_int_equal(r.bytes, 0);
+        assert_int_equal(used, strlen(line));
+    }
+    /* a bare "\n" ends a line too; runs of spaces separate */
+    assert_int_equal(parse("set  k   0 0 1\nx\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.key_len, 1);
+}
+
+static void test_storage_errors(void **state)
+{
+    (void)state;
+    struct rkv_mc_req r;
+    size_t used, need;
+    assert_int_equal(parse("set k 0 0\r\n", &r, &used), RKV_MC_ERROR);
+    assert_int_equal(parse("set k x 0 1\r\nx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_string_equal(r.error, "bad command line format");
+    assert_int_equal(used, strlen("set k x 0 1\r\n"));   /* only the line */
+    assert_int_equal(parse("set k 4294967296 0 1\r\nx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_int_equal(parse("set k 0 0 -1\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_int_equal(parse("set k 0 0 99999999999\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_int_equal(parse("set k 0 0 1 junk\r\nx\r\n", &r, &used), RKV_MC_ERROR);
+    /* value too large: SERVER_ERROR, the data block is swallowed */
+    assert_int_equal(parse("set k 0 0 1025\r\n", &r, &used), RKV_MC_SERVER_ERROR);
+    assert_string_equal(r.error, "object too large for cache");
+    assert_int_equal(r.swallow, 1027);
+    assert_false(r.close);
+    /* bad data chunk: memcached closes */
+    assert_int_equal(parse("set k 0 0 1\r\nxyz\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_string_equal(r.error, "bad data chunk");
+    assert_true(r.close);
+    /* key limits */
+    char line[600];
+    memset(line, 'a', sizeof line);
+    memcpy(line, "set ", 4);
+    snprintf(line + 4 + 251, sizeof line - 255, " 0 0 1\r\nx\r\n");
+    assert_int_equal(parse(line, &r, &used), RKV_MC_CLIENT_ERROR);
+    snprintf(line + 4 + 250, sizeof line - 254, " 0 0 1\r\nx\r\n");
+    assert_int_equal(parse(line, &r, &used), RKV_MC_OK);
+    assert_int_equal(r.key_len, 250);
+    assert_int_equal(parse("set k\x01y 0 0 1\r\nx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    /* partial: need the whole data block */
+    const char *s = "set k 0 0 5\r\nab";
+    assert_int_equal(rkv_mc_parse(s, strlen(s), MAXV, &r, &used, &need), RKV_MC_NEED_MORE);
+    assert_int_equal(need, strlen("set k 0 0 5\r\n") + 7);
+    assert_int_equal(used, 0);
+}
+
+static void test_framing(void **state)
+{
+    (void)state;
+    struct rkv_mc_req r;
+    size_t used, need;
+    assert_int_equal(rkv_mc_parse("get fo", 6, MAXV, &r, &used, &need), RKV_MC_NEED_MORE);
+    assert_int_equal(need, 7);
+    /* a line longer than 2048 without a newline is refused and closes */
+    char *big = malloc(RKV_MC_MAX_GET_LINE + 10);
+    memset(big, 'x', RKV_MC_MAX_GET_LINE + 10);
+    assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_LINE, MAXV, &r, &used, &need), RKV_MC_CLIENT_ERROR);
+    assert_string_equal(r.error, "line too long");
+    assert_true(r.close);
+    assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_LINE - 1, MAXV, &r, &used, &need), RKV_MC_NEED_MORE);
+    /* retrieval lines may be longer (many keys) */
+    memcpy(big, "get ", 4);
+    assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_LINE + 100, MAXV, &r, &used, &need), RKV_MC_NEED_MORE);
+    assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_GET_LINE, MAXV, &r, &used, &need), RKV_MC_CLIENT_ERROR);
+    free(big);
+    assert_int_equal(parse("\r\n", &r, &used), RKV_MC_ERROR);
+    assert_int_equal(parse("bogus a b\r\n", &r, &used), RKV_MC_ERROR);
+    assert_int_equal(used, strlen("bogus a b\r\n"));
+}
+
+static void test_retrieval(void **state)
+{
+    (void)state;
+    struct rkv_mc_req r;
+    size_t used;
+    assert_int_equal(parse("gets a bb  ccc\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_GETS);
+    const char *pos = r.keys, *end = r.keys + r.keys_len;
+    const uint8_t *k;
+    uint32_t kn;
+    const char *want[] = { "a", "bb", "ccc" };
+    for (unsigned i = 0; i < 3; i++) {
+        assert_true(rkv_mc_next_key(&pos, end, &k, &kn));
+        assert_int_equal(kn, strlen(want[i]));
+        assert_memory_equal(k, want[i], kn);
+    }
+    assert_false(rkv_mc_next_key(&pos, end, &k, &kn));
+    assert_int_equal(parse("gat 100 a b\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.exptime, 100);
+    assert_int_equal(r.key_len, 1);
+    assert_int_equal(parse("get\r\n", &r, &used), RKV_MC_ERROR);
+    assert_int_equal(parse("gats x a\r\n", &r, &used), RKV_MC_ERROR);
+    /* more keys than memcached's 24 tokens still parse */
+    char line[512] = "get";
+    for (int i = 0; i < 40; i++)
+        snprintf(line + strlen(line), sizeof line - strlen(line), " k%d", i);
+    strcat(line, "\r\n");
+    assert_int_equal(parse(line, &r, &used), RKV_MC_OK);
+}
+
+static void test_other_commands(void **state)
+{
+    (void)state;
+    struct rkv_mc_req r;
+    size_t used;
+    assert_int_equal(parse("delete k\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_DELETE);
+    assert_int_equal(parse("delete k noreply\r\n", &r, &used), RKV_MC_OK);
+    assert_true(r.noreply);
+    assert_int_equal(parse("delete k 0 noreply\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(parse("delete k 5\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_int_equal(parse("incr k 18446744073709551615\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.delta, UINT64_MAX);
+    assert_int_equal(parse("decr k -1\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_string_equal(r.error, "invalid numeric delta argument");
+    assert_int_equal(parse("touch k 10 noreply\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_TOUCH);
+    assert_true(r.noreply);
+    assert_int_equal(parse("stats settings\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.arg_len, 8);
+    assert_int_equal(parse("stats\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.arg_len, 0);
+    assert_int_equal(parse("version\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(parse("verbosity 1 noreply\r\n", &r, &used), RKV_MC_OK);
+    assert_true(r.noreply);
+    assert_int_equal(parse("flush_all 0\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(parse("quit\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_QUIT);
+    assert_int_equal(parse("mn\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(parse("me k\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+}
+
+static void test_meta(void **state)
+{
+    (void)state;
+    struct rkv_mc_req r;
+    size_t used;
+    assert_int_equal(parse("mg foo v c f k s t Oop q T30\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_MG);
+    assert_true(r.noreply);
+    assert_true(r.mflags & RKV_MC_F('v'));
+    assert_int_equal(r.exptime, 30);
+    assert_int_equal(r.opaque_len, 2);
+    assert_int_equal(r.nret, 6);
+    assert_memory_equal(r.ret, "cfksto", 5);
+    assert_int_equal(parse("ms foo 2 F5 T-1 C9 MA c\r\nhi\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_MS);
+    assert_int_equal(r.flags, 5);
+    assert_int_equal(r.exptime, -1);
+    assert_int_equal(r.cas, 9);
+    assert_int_equal(r.mode, 'A');
+    assert_memory_equal(r.data, "hi", 2);
+    assert_int_equal(parse("ma n N0 J10 D3 MD v\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.initial, 10);
+    assert_int_equal(r.delta, 3);
+    assert_int_equal(parse("ma n\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.delta, 1);
+    assert_int_equal(parse("md foo q Lpath\r\n", &r, &used), RKV_MC_OK);
+    /* refused: unknown or unsupported flags, duplicates, bad tokens and modes */
+    assert_int_equal(parse("mg foo h\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_string_equal(r.error, "invalid flag");
+    assert_int_equal(parse("mg foo v v\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_int_equal(parse("ms foo 1 Fx\r\nx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_int_equal(parse("ms foo 1 MZ\r\nx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_int_equal(parse("ms foo\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_int_equal(parse("mg foo O123456789012345678901234567890123\r\n", &r, &used),
+                     RKV_MC_CLIENT_ERROR);
+    assert_int_equal(parse("mg\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    /* base64 keys decode to binary */
+    assert_int_equal(parse("mg AAEC b v\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.key_len, 3);
+    assert_memory_equal(r.key, "\0\1\2", 3);
+    assert_int_equal(parse("mg A*== b v\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+}
+
+static void test_base64(void **state)
+{
+    (void)state;
+    const char *cases[][2] = { { "", "" }, { "f", "Zg==" }, { "fo", "Zm8=" }, { "foo", "Zm9v" },
+                               { "foob", "Zm9vYg==" }, { "fooba", "Zm9vYmE=" } };
+    for (unsigned i = 0; i < 6; i++) {
+        char enc[16];
+        uint8_t dec[16];
+        size_t n = rkv_mc_base64_encode((const uint8_t *)cases[i][0], strlen(cases[i][0]), enc);
+        assert_int_equal(n, strlen(cases[i][1]));
+        assert_memory_equal(enc, cases[i][1], n);
+        if (n == 0)
+            continue;
+        long d = rkv_mc_base64_decode(enc, n, dec, sizeof dec);
+        assert_int_equal(d, (long)strlen(cases[i][0]));
+        assert_memory_equal(dec, cases[i][0], (size_t)d);
+    }
+    uint8_t small[2];
+    assert_int_equal(rkv_mc_base64_decode("Zm9v", 4, small, sizeof small), -1);
+    assert_int_equal(rkv_mc_base64_decode("Zm=v", 4, small, sizeof small), -1);
+    assert_int_equal(rkv_mc_base64_decode("Zm9", 3, small, sizeof small), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_storage),
+        cmocka_unit_test(test_storage_errors),
+        cmocka_unit_test(test_framing),
+        cmocka_unit_test(test_retrieval),
+        cmocka_unit_test(test_other_commands),
+        cmocka_unit_test(test_meta),
+        cmocka_unit_test(test_base64),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
