@@ -80,7 +80,7 @@ static int open_listeners(struct rkv_server *srv)
                       "or tcp://HOST:PORT", ep->uri);
             return -1;
         }
-        if (ep->ops == &rkv_tcp_server_transport && check_tcp_auth(cfg, ep->uri, addr) != 0)
+        if (ep->ops->protocol == RKV_WIRE_MEMCACHE && check_tcp_auth(cfg, ep->uri, addr) != 0)
             return -1;
         rkv_status st = ep->ops->listen(addr, &srv->region, &p, &ep->l, err, sizeof err);
         if (st != RKV_OK) {
@@ -110,8 +110,8 @@ static void accept_all(struct rkv_server *srv, struct rkv_listen_ep *ep, unsigne
             continue;
         }
         *wc = (struct rkv_wconn){ .ops = ep->ops, .conn = conn, .ep = ep };
-        /* tcp (issue 13) has no HELLO: memcache_exec.c counts it against max_conns */
-        if (ep->ops != &rkv_tcp_server_transport && rkv_admission_admit(srv, wc)) {
+        /* the memcached protocol has no HELLO: memcache_exec.c counts it against max_conns */
+        if (ep->ops->protocol == RKV_WIRE_RKV && rkv_admission_admit(srv, wc)) {
             RKV_WARN("%s: %u connections are waiting for HELLO (max_unauth_conns); dropping the "
                      "oldest for %s", ep->uri, srv->cfg.max_unauth_conns, ep->ops->peer(conn));
             for (unsigned i = 0; i < srv->nworkers; i++)

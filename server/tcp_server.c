@@ -530,6 +530,7 @@ static void tcp_close_listener(struct rkv_listener *l)
 
 const struct rkv_server_transport rkv_tcp_server_transport = {
     .scheme = "tcp",
+    .protocol = RKV_WIRE_MEMCACHE,
     .listen = tcp_listen,
     .listener_fd = tcp_listener_fd,
     .accept = tcp_accept,

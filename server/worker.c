@@ -92,8 +92,7 @@ static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc)
 {
     struct rkv_msg msgs[BATCH];
     uint32_t lens[BATCH];
-    /* issue 13: tcp connections speak the memcached text protocol */
-    if (wc->ops == &rkv_tcp_server_transport)
+    if (wc->ops->protocol == RKV_WIRE_MEMCACHE)
         return rkv_memcache_serve(w->srv, w, wc);
     unsigned n = wc->ops->poll(wc->conn, msgs, BATCH);
     if (n == 0)
