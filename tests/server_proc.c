@@ -84,14 +84,14 @@ int server_stop(struct server_proc *sp)
     if (sp->pid <= 0)
         return -1;
     kill(sp->pid, SIGTERM);
-    for (int i = 0; i < 1000; i++) {
+    for (int i = 0; i < 3000; i++) {   /* a safety net for a stuck server, not a latency claim */
         if (waitpid(sp->pid, &status, WNOHANG) == sp->pid) {
             sp->pid = 0;
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
         usleep(10000);
     }
-    fprintf(stderr, "rkv-server did not stop within 10 s of SIGTERM\n");
+    fprintf(stderr, "rkv-server did not stop within 30 s of SIGTERM\n");
     server_kill(sp);
     return -1;
 }
