@@ -183,18 +183,19 @@ static void writer(struct shared *sh, const char *uri, unsigned id)
 }
 
 /* Checks one hot-key result against the writers' record around the call
- * and against what this reader saw before the call (h, not yet updated). */
-static void check_hot(struct shared *sh, const struct history *h, enum reader_type t,
+ * and against what this reader saw before the call (h, not yet updated).
+ * Returns the version of a well-formed value, else 0. */
+static uint64_t check_hot(struct shared *sh, const struct history *h, enum reader_type t,
                       const struct hot_read *r, rkv_status st, const char *buf, size_t n,
                       bool evicting)
 {
     char key[32];
-    uint64_t acked_ver = r->acked0 & ~DELETED, before = h->seen[r->i];
+    uint64_t acked_ver = r->acked0 & ~DELETED, before = h->seen[r->i], ver = 0;
     hot_key(key, sizeof key, r->i);
     atomic_fetch_add(&sh->checked, 1);
     atomic_fetch_add(&sh->type_checked[t], 1);
     if (st == RKV_OK) {
-        uint64_t ver = check_value(buf, n, key);
+        ver = check_value(buf, n, key);
         if (ver != 0 && (before != 0 || h->gone[r->i] != 0))
             atomic_fetch_add(&sh->type_history[t], 1);
         if (ver == 0)
@@ -214,16 +215,14 @@ static void check_hot(struct shared *sh, const struct history *h, enum reader_ty
     } else if (st != RKV_RETRY_EXHAUSTED) {
         atomic_fetch_add(&sh->errors, 1);
     }
+    return ver;
 }
 
-/* After the checks: the history takes what this call showed. */
-static void remember(struct history *h, const struct hot_read *r, rkv_status st,
-                     const char *buf, size_t n)
+/* After the checks: the history takes what this call showed (ver: the
+ * value's version from check_hot). */
+static void remember(struct history *h, const struct hot_read *r, rkv_status st, uint64_t ver)
 {
-    char key[32];
-    hot_key(key, sizeof key, r->i);
     if (st == RKV_OK) {
-        uint64_t ver = check_value(buf, n, key);
         if (ver > h->seen[r->i])
             h->seen[r->i] = ver;
     } else if (st == RKV_NOT_FOUND && (r->acked0 & DELETED)) {
@@ -269,8 +268,7 @@ static void read_hot(struct shared *sh, struct history *h, rkv_client *c, unsign
     hot_key(key, sizeof key, r.i);
     rkv_status st = rkv_get(c, key, strlen(key), buf, sizeof buf, &n, NULL);
     r.started1 = atomic_load(&sh->k[r.i].started);
-    check_hot(sh, h, READ_GET, &r, st, buf, n, evicting);
-    remember(h, &r, st, buf, n);
+    remember(h, &r, st, check_hot(sh, h, READ_GET, &r, st, buf, n, evicting));
 }
 
 /* One rkv_mget of MGET_KEYS hot keys, ops[0]'s key asked again last. */
@@ -281,6 +279,7 @@ static void read_hot_batch(struct shared *sh, struct history *h, rkv_client *c,
     char keys[MGET_KEYS][32];
     struct rkv_get_op ops[MGET_KEYS];
     struct hot_read r[MGET_KEYS];
+    uint64_t ver[MGET_KEYS];
     for (unsigned j = 0; j < MGET_KEYS; j++) {
         unsigned i = j == MGET_KEYS - 1 ? r[0].i : (unsigned)rand_r(seed) % HOT_KEYS;
         snapshot_before(sh, &r[j], i);
@@ -297,10 +296,11 @@ static void read_hot_batch(struct shared *sh, struct history *h, rkv_client *c,
         r[j].started1 = atomic_load(&sh->k[r[j].i].started);
     /* every result against the history from before the call ... */
     for (unsigned j = 0; j < MGET_KEYS; j++)
-        check_hot(sh, h, READ_MGET, &r[j], ops[j].status, bufs[j], ops[j].value_len, evicting);
+        ver[j] = check_hot(sh, h, READ_MGET, &r[j], ops[j].status, bufs[j], ops[j].value_len,
+                           evicting);
     /* ... which only then takes the newest of them */
     for (unsigned j = 0; j < MGET_KEYS; j++)
-        remember(h, &r[j], ops[j].status, bufs[j], ops[j].value_len);
+        remember(h, &r[j], ops[j].status, ver[j]);
 }
 
 /* Reader id: even ids look keys up through the index, odd ones through the
