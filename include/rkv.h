@@ -186,6 +186,9 @@ struct rkv_get_op {
     rkv_status status;       /* out */
 };
 /* rkv_get() for ops[0..n-1]; each op's status as rkv_get() would return it.
+ * The same key twice in one batch is two lookups run in lockstep: they may
+ * return different versions in either order, each one current at some
+ * moment during the call (reads are monotonic across calls, not inside one).
  * Returns: RKV_OK when no op carries a connection error, else the first such
  * error (RKV_CONNECTION, RKV_TIMEOUT). */
 rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n);

@@ -23,11 +23,30 @@
  *   - future:    a version no writer had started by the time the GET ended;
  *   - false miss: NOT_FOUND while the key was present and untouched for the
  *                 whole GET (checked only when eviction is off).
- * It prints operations checked and anomalies found, and fails on any anomaly.
+ *   - regress:   a version older than one this same reader already saw for
+ *                 the key (a value, or a miss explained by an acknowledged
+ *                 delete): a monotonic-reads violation. Each reader keeps
+ *                 that history in its own memory.
+ * Readers come in two types: rkv_get (one key per call) and rkv_mget (a
+ * batch of hot keys per call, the first key asked twice). The two lookups of
+ * one key in one batch run in lockstep and may observe different versions
+ * in either order (each is a valid read of some version current during the
+ * call), so each result on its own gets the stale/future checks against the
+ * call's start and end, and the monotonic-reads check applies across calls:
+ * both copies are checked against the history from before the call, and the
+ * history takes the newer of them after it.
+ * It prints operations checked (per reader type, and how many were checked
+ * against a remembered version) and anomalies found; it fails on any
+ * anomaly, and on a reader type that checked nothing, or nothing against
+ * its history (so neither check can pass vacuously).
  *
  * Usage: torture PATH/TO/rkv-server [SECONDS_PER_PHASE]
  * Phase 1: no eviction (false misses checked). Phase 2: eviction (lru) with
  * the key space larger than memory.
+ * Environment (tools/soak.sh uses these): RKV_TORTURE_PHASES=evict runs phase
+ * 2 only (noevict: phase 1 only); RKV_TORTURE_GETS=N also ends a phase once
+ * N GETs are checked; RKV_TORTURE_MEMORY sets both servers' --memory.
+ * The last line is "torture: N GETs checked, M anomalies, passed|FAILED".
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -48,6 +67,10 @@
 #define WRITERS   2
 #define READERS   4
 #define DELETED   (1ull << 63)
+#define MGET_KEYS 6             /* keys per rkv_mget batch; the first is asked twice */
+
+enum reader_type { READ_GET, READ_MGET, READER_TYPES };
+static const char *const reader_type_name[READER_TYPES] = { "get", "mget" };
 
 struct key_state {
     _Atomic uint64_t started;   /* last version a writer began writing (| DELETED) */
@@ -56,11 +79,32 @@ struct key_state {
 
 struct shared {
     struct key_state k[HOT_KEYS];
-    _Atomic uint64_t checked, garbage, stale, future, false_miss, errors, refused;
+    _Atomic uint64_t checked, garbage, stale, future, false_miss, regress, errors, refused;
+    _Atomic uint64_t type_checked[READER_TYPES];  /* GETs checked, per reader type */
+    _Atomic uint64_t type_history[READER_TYPES];  /* of those, checked against a remembered version */
     _Atomic uint64_t forwards, cache_stale; /* what caching readers met (rkv_counters) */
     _Atomic int stop;
     unsigned fillers;           /* cold keys preloaded; every 50th deleted */
+    uint64_t gets_target;       /* RKV_TORTURE_GETS: stop once this many are checked (0: none) */
 };
+
+/* What one reader has seen of each hot key: the monotonic-reads history. */
+struct history {
+    uint64_t seen[HOT_KEYS];    /* highest version this reader got as a value */
+    uint64_t gone[HOT_KEYS];    /* highest acknowledged delete that explained a miss */
+};
+
+/* One lookup of hot key i: the key's state before the call and after it. */
+struct hot_read {
+    unsigned i;
+    uint64_t acked0, started0, started1;
+};
+
+static bool phase_over(struct shared *sh)
+{
+    return atomic_load(&sh->stop) ||
+           (sh->gets_target != 0 && atomic_load(&sh->checked) >= sh->gets_target);
+}
 
 static void hot_key(char *buf, size_t len, unsigned i)
 {
@@ -109,7 +153,7 @@ static void writer(struct shared *sh, const char *uri, unsigned id)
         atomic_fetch_add(&sh->errors, 1);
         return;
     }
-    while (!atomic_load(&sh->stop)) {
+    while (!phase_over(sh)) {
         unsigned i = (unsigned)rand_r(&seed) % HOT_KEYS;
         if (i % WRITERS != id)
             continue;
@@ -138,69 +182,159 @@ static void writer(struct shared *sh, const char *uri, unsigned id)
     rkv_close(c);
 }
 
+/* Checks one hot-key result against the writers' record around the call
+ * and against what this reader saw before the call (h, not yet updated).
+ * Returns the version of a well-formed value, else 0. */
+static uint64_t check_hot(struct shared *sh, const struct history *h, enum reader_type t,
+                      const struct hot_read *r, rkv_status st, const char *buf, size_t n,
+                      bool evicting)
+{
+    char key[32];
+    uint64_t acked_ver = r->acked0 & ~DELETED, before = h->seen[r->i], ver = 0;
+    hot_key(key, sizeof key, r->i);
+    atomic_fetch_add(&sh->checked, 1);
+    atomic_fetch_add(&sh->type_checked[t], 1);
+    if (st == RKV_OK) {
+        ver = check_value(buf, n, key);
+        if (ver != 0 && (before != 0 || h->gone[r->i] != 0))
+            atomic_fetch_add(&sh->type_history[t], 1);
+        if (ver == 0)
+            atomic_fetch_add(&sh->garbage, 1);
+        else if (ver < acked_ver && !(r->acked0 & DELETED))
+            atomic_fetch_add(&sh->stale, 1);
+        else if ((r->acked0 & DELETED) && ver <= acked_ver)
+            atomic_fetch_add(&sh->stale, 1); /* deleted before we began, yet old data */
+        else if (ver > (r->started1 & ~DELETED))
+            atomic_fetch_add(&sh->future, 1);
+        else if (ver < before || ver < h->gone[r->i])
+            atomic_fetch_add(&sh->regress, 1); /* older than what we already saw */
+    } else if (st == RKV_NOT_FOUND) {
+        bool quiet = r->started0 == r->acked0 && r->started1 == r->started0;
+        if (!evicting && quiet && r->acked0 != 0 && !(r->acked0 & DELETED))
+            atomic_fetch_add(&sh->false_miss, 1);
+    } else if (st != RKV_RETRY_EXHAUSTED) {
+        atomic_fetch_add(&sh->errors, 1);
+    }
+    return ver;
+}
+
+/* After the checks: the history takes what this call showed (ver: the
+ * value's version from check_hot). */
+static void remember(struct history *h, const struct hot_read *r, rkv_status st, uint64_t ver)
+{
+    if (st == RKV_OK) {
+        if (ver > h->seen[r->i])
+            h->seen[r->i] = ver;
+    } else if (st == RKV_NOT_FOUND && (r->acked0 & DELETED)) {
+        uint64_t d = r->acked0 & ~DELETED;   /* the miss is that delete's */
+        if (d > h->gone[r->i])
+            h->gone[r->i] = d;
+    }
+}
+
+static void snapshot_before(struct shared *sh, struct hot_read *r, unsigned i)
+{
+    r->i = i;
+    r->acked0 = atomic_load(&sh->k[i].acked);
+    r->started0 = atomic_load(&sh->k[i].started);
+}
+
+/* A cold key that hot inserts may be displacing right now. */
+static void read_cold(struct shared *sh, rkv_client *c, unsigned *seed)
+{
+    char key[32], buf[4096];
+    unsigned f = (unsigned)rand_r(seed) % sh->fillers;
+    size_t n;
+    snprintf(key, sizeof key, "cold:%u", f);
+    rkv_status st = rkv_get(c, key, strlen(key), buf, sizeof buf, &n, NULL);
+    atomic_fetch_add(&sh->checked, 1);
+    atomic_fetch_add(&sh->type_checked[READ_GET], 1);
+    if (st == RKV_OK && (n != 1 || buf[0] != 'c'))
+        atomic_fetch_add(&sh->garbage, 1);
+    else if (st == RKV_NOT_FOUND && f % 50 != 0)
+        atomic_fetch_add(&sh->false_miss, 1);
+    else if (st != RKV_OK && st != RKV_NOT_FOUND && st != RKV_RETRY_EXHAUSTED)
+        atomic_fetch_add(&sh->errors, 1);
+}
+
+static void read_hot(struct shared *sh, struct history *h, rkv_client *c, unsigned *seed,
+                     bool evicting)
+{
+    char buf[4096];
+    char key[32];
+    struct hot_read r;
+    size_t n;
+    snapshot_before(sh, &r, (unsigned)rand_r(seed) % HOT_KEYS);
+    hot_key(key, sizeof key, r.i);
+    rkv_status st = rkv_get(c, key, strlen(key), buf, sizeof buf, &n, NULL);
+    r.started1 = atomic_load(&sh->k[r.i].started);
+    remember(h, &r, st, check_hot(sh, h, READ_GET, &r, st, buf, n, evicting));
+}
+
+/* One rkv_mget of MGET_KEYS hot keys, ops[0]'s key asked again last. */
+static void read_hot_batch(struct shared *sh, struct history *h, rkv_client *c,
+                           unsigned *seed, bool evicting)
+{
+    char bufs[MGET_KEYS][4096];
+    char keys[MGET_KEYS][32];
+    struct rkv_get_op ops[MGET_KEYS];
+    struct hot_read r[MGET_KEYS];
+    uint64_t ver[MGET_KEYS];
+    for (unsigned j = 0; j < MGET_KEYS; j++) {
+        unsigned i = j == MGET_KEYS - 1 ? r[0].i : (unsigned)rand_r(seed) % HOT_KEYS;
+        snapshot_before(sh, &r[j], i);
+        hot_key(keys[j], sizeof keys[j], i);
+        ops[j] = (struct rkv_get_op){ .key = keys[j], .key_len = strlen(keys[j]),
+                                      .buf = bufs[j], .buf_len = sizeof bufs[j] };
+    }
+    rkv_status st = rkv_mget(c, ops, MGET_KEYS);
+    if (st != RKV_OK) {
+        atomic_fetch_add(&sh->errors, 1);
+        return;
+    }
+    for (unsigned j = 0; j < MGET_KEYS; j++)
+        r[j].started1 = atomic_load(&sh->k[r[j].i].started);
+    /* every result against the history from before the call ... */
+    for (unsigned j = 0; j < MGET_KEYS; j++)
+        ver[j] = check_hot(sh, h, READ_MGET, &r[j], ops[j].status, bufs[j], ops[j].value_len,
+                           evicting);
+    /* ... which only then takes the newest of them */
+    for (unsigned j = 0; j < MGET_KEYS; j++)
+        remember(h, &r[j], ops[j].status, ver[j]);
+}
+
+/* Reader id: even ids look keys up through the index, odd ones through the
+ * location cache; ids 0-1 call rkv_get, 2-3 rkv_mget. */
 static void reader(struct shared *sh, const char *uri, unsigned id, bool evicting)
 {
     struct rkv_options o = { .location_cache = id % 2 ? (unsigned)-1 : 0 };
     rkv_client *cs[2] = { connect_retry(uri, &o, 5000), connect_retry(uri, &o, 5000) };
-    rkv_client *c = cs[0];
-    char key[32], buf[4096];
+    enum reader_type t = id / 2 % READER_TYPES == 0 ? READ_GET : READ_MGET;
+    struct history *h = calloc(1, sizeof *h);
     unsigned seed = id * 104729u + 3;
-    if (cs[0] == NULL || cs[1] == NULL) {
+    if (cs[0] == NULL || cs[1] == NULL || h == NULL) {
         atomic_fetch_add(&sh->errors, 1);
-        rkv_close(cs[0]);
-        rkv_close(cs[1]);
-        return;
+        goto out;
     }
-    for (unsigned op = 0; !atomic_load(&sh->stop); op++) {
-        c = cs[op % 2];
-        if (sh->fillers && rand_r(&seed) % 4 == 0) {
-            /* a cold key that hot inserts may be displacing right now */
-            unsigned f = (unsigned)rand_r(&seed) % sh->fillers;
-            size_t n;
-            snprintf(key, sizeof key, "cold:%u", f);
-            rkv_status st = rkv_get(c, key, strlen(key), buf, sizeof buf, &n, NULL);
-            atomic_fetch_add(&sh->checked, 1);
-            if (st == RKV_OK && (n != 1 || buf[0] != 'c'))
-                atomic_fetch_add(&sh->garbage, 1);
-            else if (st == RKV_NOT_FOUND && f % 50 != 0)
-                atomic_fetch_add(&sh->false_miss, 1);
-            else if (st != RKV_OK && st != RKV_NOT_FOUND && st != RKV_RETRY_EXHAUSTED)
-                atomic_fetch_add(&sh->errors, 1);
-            continue;
-        }
-        unsigned i = (unsigned)rand_r(&seed) % HOT_KEYS;
-        struct key_state *ks = &sh->k[i];
-        hot_key(key, sizeof key, i);
-        uint64_t acked0 = atomic_load(&ks->acked), started0 = atomic_load(&ks->started);
-        size_t n;
-        rkv_status st = rkv_get(c, key, strlen(key), buf, sizeof buf, &n, NULL);
-        uint64_t started1 = atomic_load(&ks->started);
-        atomic_fetch_add(&sh->checked, 1);
-        if (st == RKV_OK) {
-            uint64_t ver = check_value(buf, n, key);
-            if (ver == 0)
-                atomic_fetch_add(&sh->garbage, 1);
-            else if (ver < (acked0 & ~DELETED) && !(acked0 & DELETED))
-                atomic_fetch_add(&sh->stale, 1);
-            else if ((acked0 & DELETED) && ver <= (acked0 & ~DELETED))
-                atomic_fetch_add(&sh->stale, 1); /* deleted before we began, yet old data */
-            else if (ver > (started1 & ~DELETED))
-                atomic_fetch_add(&sh->future, 1);
-        } else if (st == RKV_NOT_FOUND) {
-            bool quiet = started0 == acked0 && started1 == started0;
-            if (!evicting && quiet && acked0 != 0 && !(acked0 & DELETED))
-                atomic_fetch_add(&sh->false_miss, 1);
-        } else if (st != RKV_RETRY_EXHAUSTED) {
-            atomic_fetch_add(&sh->errors, 1);
-        }
+    for (unsigned op = 0; !phase_over(sh); op++) {
+        rkv_client *c = cs[op % 2];
+        if (t == READ_MGET)
+            read_hot_batch(sh, h, c, &seed, evicting);
+        else if (sh->fillers && rand_r(&seed) % 4 == 0)
+            read_cold(sh, c, &seed);
+        else
+            read_hot(sh, h, c, &seed, evicting);
     }
     for (unsigned i = 0; i < 2; i++) {
         struct rkv_counters k;
         rkv_get_counters(cs[i], &k);
         atomic_fetch_add(&sh->forwards, k.forwards);
         atomic_fetch_add(&sh->cache_stale, k.cache_stale);
-        rkv_close(cs[i]);
     }
+out:
+    free(h);
+    rkv_close(cs[0]);
+    rkv_close(cs[1]);
 }
 
 /* Fill the index to ~85% of its slots with cold keys (or until the server
@@ -246,7 +380,10 @@ static unsigned preload_fillers(const char *uri)
     return n;
 }
 
-static int run_phase(const char *bin, const char *uri, unsigned seconds, bool evicting)
+/* Runs one phase; adds its GETs checked and anomalies to *checked and
+ * *anomalies. Returns nonzero when the phase failed. */
+static int run_phase(const char *bin, const char *uri, unsigned seconds, bool evicting,
+                     uint64_t gets_target, uint64_t *checked, uint64_t *anomalies_out)
 {
     /* RKV_TORTURE_MEMORY shrinks both servers where round trips are slow; a
      * power of two keeps the index (not the heap) the limit of the preload */
@@ -269,6 +406,7 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
     memset(sh, 0, sizeof *sh);
     unsigned fillers = evicting ? 0 : preload_fillers(sp.uri);
     sh->fillers = fillers;
+    sh->gets_target = gets_target;
 
     pid_t pids[WRITERS + READERS];
     for (unsigned p = 0; p < WRITERS + READERS; p++) {
@@ -286,13 +424,15 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
         char key[32], val[1024];
         memset(val, 'x', sizeof val);
         uint64_t end = rkv_now_ns() + (uint64_t)seconds * 1000000000ull;
-        for (unsigned i = 0; c && rkv_now_ns() < end; i++) {
+        for (unsigned i = 0; c && rkv_now_ns() < end && !phase_over(sh); i++) {
             snprintf(key, sizeof key, "cold:%u", i);
             rkv_put(c, key, strlen(key), val, 200 + i % 800, NULL, NULL);
         }
         rkv_close(c);
     } else {
-        sleep(seconds);
+        uint64_t end = rkv_now_ns() + (uint64_t)seconds * 1000000000ull;
+        while (rkv_now_ns() < end && !phase_over(sh))
+            usleep(20000);
     }
     atomic_store(&sh->stop, 1);
     for (unsigned p = 0; p < WRITERS + READERS; p++)
@@ -306,21 +446,34 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
         rkv_close(c);
     }
     const char *disp = strstr(stats, "displacements "), *ev = strstr(stats, "evictions ");
+    const char *moves = strstr(stats, "slab_reassigns ");
     int rc = server_stop(&sp);
-    uint64_t anomalies = sh->garbage + sh->stale + sh->future + sh->false_miss;
+    uint64_t anomalies = sh->garbage + sh->stale + sh->future + sh->false_miss + sh->regress;
     printf("torture phase %s: %llu GETs checked, %llu anomalies (garbage %llu, stale %llu, "
-           "future %llu, false miss %llu), %llu client errors, %llu writes refused for memory, "
+           "future %llu, false miss %llu, regress %llu), %llu client errors, "
+           "%llu writes refused for memory, "
            "%u fillers, %llu forwards followed, %llu stale cached locations, %s%s server exit %d\n",
            evicting ? "evict" : "no-evict", (unsigned long long)sh->checked,
            (unsigned long long)anomalies, (unsigned long long)sh->garbage,
            (unsigned long long)sh->stale, (unsigned long long)sh->future,
-           (unsigned long long)sh->false_miss, (unsigned long long)sh->errors,
+           (unsigned long long)sh->false_miss, (unsigned long long)sh->regress,
+           (unsigned long long)sh->errors,
            (unsigned long long)sh->refused, fillers, (unsigned long long)sh->forwards,
            (unsigned long long)sh->cache_stale,
            disp ? strtok((char *)disp, "\n") : "", "", rc);
     if (ev)
         printf("  %s\n", strtok((char *)ev, "\n"));
-    int fail = anomalies != 0 || sh->errors != 0 || rc != 0 || sh->checked == 0;
+    if (moves)
+        printf("  %s (slab pages moved between classes)\n", strtok((char *)moves, "\n"));
+    int fail = anomalies != 0 || sh->errors != 0 || rc != 0;
+    for (unsigned t = 0; t < READER_TYPES; t++) {
+        printf("  %s readers: %llu GETs checked, %llu against a remembered version\n",
+               reader_type_name[t], (unsigned long long)sh->type_checked[t],
+               (unsigned long long)sh->type_history[t]);
+        fail |= sh->type_checked[t] == 0 || sh->type_history[t] == 0; /* checks that ran */
+    }
+    *checked += sh->checked;
+    *anomalies_out += anomalies;
     munmap(sh, sizeof *sh);
     return fail;
 }
@@ -328,15 +481,34 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s PATH/TO/rkv-server [SECONDS_PER_PHASE]\n", argv[0]);
+        fprintf(stderr, "usage: %s PATH/TO/rkv-server [SECONDS_PER_PHASE]\n"
+                "  env RKV_TORTURE_PHASES=both|noevict|evict, RKV_TORTURE_GETS=N\n", argv[0]);
         return 2;
     }
+    const char *phases = getenv("RKV_TORTURE_PHASES"), *gets = getenv("RKV_TORTURE_GETS");
+    phases = phases ? phases : "both";
+    char *end = NULL;
+    unsigned long long gets_target = gets ? strtoull(gets, &end, 10) : 0;
     unsigned seconds = argc > 2 ? (unsigned)atoi(argv[2]) : 5;
+    if ((gets && (*gets == '\0' || *end != '\0')) || seconds == 0 ||
+        (strcmp(phases, "both") && strcmp(phases, "noevict") && strcmp(phases, "evict"))) {
+        fprintf(stderr, "torture: SECONDS_PER_PHASE must be a positive integer, "
+                "RKV_TORTURE_GETS a decimal count and RKV_TORTURE_PHASES one of "
+                "both, noevict, evict\n");
+        return 2;
+    }
     char uri[256];
-    test_uri(uri, sizeof uri, 80);
-    int fail = run_phase(argv[1], uri, seconds, false);
-    test_uri(uri, sizeof uri, 81);
-    fail |= run_phase(argv[1], uri, seconds, true);
-    printf("torture: %s\n", fail ? "FAILED" : "passed");
+    uint64_t checked = 0, anomalies = 0;
+    int fail = 0;
+    if (strcmp(phases, "evict") != 0) {
+        test_uri(uri, sizeof uri, 80);
+        fail |= run_phase(argv[1], uri, seconds, false, gets_target, &checked, &anomalies);
+    }
+    if (strcmp(phases, "noevict") != 0) {
+        test_uri(uri, sizeof uri, 81);
+        fail |= run_phase(argv[1], uri, seconds, true, gets_target, &checked, &anomalies);
+    }
+    printf("torture: %llu GETs checked, %llu anomalies, %s\n", (unsigned long long)checked,
+           (unsigned long long)anomalies, fail ? "FAILED" : "passed");
     return fail;
 }
