@@ -104,3 +104,18 @@ void server_kill(struct server_proc *sp)
     }
     sp->pid = 0;
 }
+
+bool server_stat(rkv_client *c, unsigned shard, const char *name, uint64_t *out)
+{
+    char text[8192], want[80];
+    size_t len;
+    if (rkv_stats(c, shard, text, sizeof text - 1, &len) != RKV_OK)
+        return false;
+    text[len < sizeof text - 1 ? len : sizeof text - 1] = '\0';
+    snprintf(want, sizeof want, "\n%s ", name);
+    const char *p = strstr(text, want);
+    if (p == NULL)
+        return false;
+    *out = strtoull(p + strlen(want), NULL, 10);
+    return true;
+}

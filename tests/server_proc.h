@@ -9,6 +9,8 @@
 #ifndef RKV_TEST_SERVER_PROC_H
 #define RKV_TEST_SERVER_PROC_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "rkv.h"
@@ -33,5 +35,9 @@ void test_uri(char *buf, size_t len, unsigned n);
 
 /* Connect with retries for up to timeout_ms; NULL on failure. */
 rkv_client *connect_retry(const char *uri, const struct rkv_options *o, unsigned timeout_ms);
+
+/* The value of stat `name` of the handle's server `shard` (rkv_stats);
+ * false when the call fails or the stat is absent. */
+bool server_stat(rkv_client *c, unsigned shard, const char *name, uint64_t *out);
 
 #endif

@@ -77,14 +77,9 @@ static void silent_close(struct silent *s)
 
 static uint64_t stat_of(rkv_client *c, const char *name)
 {
-    char buf[4096], key[64];
-    size_t n;
-    assert_int_equal(rkv_stats(c, 0, buf, sizeof buf - 1, &n), RKV_OK);
-    buf[RKV_MIN(n, sizeof buf - 1)] = '\0';
-    snprintf(key, sizeof key, "\n%s ", name);
-    const char *p = strstr(buf, key);
-    assert_non_null(p);
-    return strtoull(p + strlen(key), NULL, 10);
+    uint64_t v = 0;
+    assert_true(server_stat(c, 0, name, &v));
+    return v;
 }
 
 static rkv_client *good_client(const char *uri)

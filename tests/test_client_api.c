@@ -86,13 +86,9 @@ static bool is_connection_error(rkv_status st)
 /* The value of a server stat, from rkv_stats; fails the test if absent. */
 static uint64_t stat_value(rkv_client *c, unsigned shard, const char *name)
 {
-    char text[8192], want[80];
-    size_t len;
-    assert_int_equal(rkv_stats(c, shard, text, sizeof text, &len), RKV_OK);
-    snprintf(want, sizeof want, "\n%s ", name);
-    const char *p = strstr(text, want);
-    assert_non_null(p);
-    return strtoull(p + strlen(want), NULL, 10);
+    uint64_t v = 0;
+    assert_true(server_stat(c, shard, name, &v));
+    return v;
 }
 
 /* ------------------------------------------------------------ arguments */

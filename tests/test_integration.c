@@ -589,13 +589,9 @@ static void test_small_credits_with_hints(void **state)
 
 static unsigned long long stat_of(rkv_client *c, unsigned shard, const char *name)
 {
-    char stats[4096], pat[64];
-    size_t n;
-    assert_int_equal(rkv_stats(c, shard, stats, sizeof stats, &n), RKV_OK);
-    snprintf(pat, sizeof pat, "\n%s ", name);
-    const char *p = strstr(stats, pat);
-    assert_non_null(p);
-    return strtoull(p + strlen(pat), NULL, 10);
+    uint64_t v = 0;
+    assert_true(server_stat(c, shard, name, &v));
+    return v;
 }
 
 /* Several servers: keys spread by jump consistent hashing, each key lives on
