@@ -138,11 +138,11 @@ static void shard_clock(struct shard *s, uint64_t server_clock)
 static void shard_clock_refresh(struct shard *s)
 {
     size_t len;
+    if (rkv_ctrans_maps_clock(s->ops) || rkv_now_ns() - s->clock_local_ns < RKV_CLOCK_REFRESH_NS)
+        return;   /* the GET path: nothing more than this check */
     uint64_t *dst = s->ops->local_buf(s->t, &len);
     struct rkv_read_op op = { .offset = offsetof(struct rkv_region_header, clock),
                               .len = sizeof *dst, .dst = dst };
-    if (rkv_ctrans_maps_clock(s->ops) || rkv_now_ns() - s->clock_local_ns < RKV_CLOCK_REFRESH_NS)
-        return;
     if (s->ops->read(s->t, &op, 1) == RKV_OK)
         shard_clock(s, *dst);
 }
