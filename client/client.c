@@ -307,7 +307,7 @@ static rkv_status shard_geometry(rkv_client *c, struct shard *s)
         .geom = &s->geom, .read = lookup_read, .read_ctx = s,
         .scratch = local, .scratch_len = local_len,
         .ops = s->read_ops, .ops_cap = LOOKUP_OPS,
-        .max_retries = c->opts.max_get_retries, .cost = s->ops->read_cost,
+        .max_retries = c->opts.max_get_retries, .cost = s->ops->read_cost(s->t),
     };
     return RKV_OK;
 }
