@@ -286,6 +286,20 @@ static rkv_status shard_hello(rkv_client *c, struct shard *s)
 }
 
 /* Read and validate the region header; set up the lookup context. */
+/* The cost model the lookup runs with: the caller's choice, else the
+ * connection's (which the rdma transport times once). */
+static enum rkv_read_cost lookup_cost(const rkv_client *c, const struct shard *s)
+{
+    switch (c->opts.bucket_reads) {
+    case RKV_BUCKET_READS_TOGETHER:
+        return RKV_COST_ROUND_TRIPS;
+    case RKV_BUCKET_READS_FIRST:
+        return RKV_COST_PER_READ;
+    default:
+        return s->ops->read_cost(s->t);
+    }
+}
+
 static rkv_status shard_geometry(rkv_client *c, struct shard *s)
 {
     size_t local_len;
@@ -307,7 +321,7 @@ static rkv_status shard_geometry(rkv_client *c, struct shard *s)
         .geom = &s->geom, .read = lookup_read, .read_ctx = s,
         .scratch = local, .scratch_len = local_len,
         .ops = s->read_ops, .ops_cap = LOOKUP_OPS,
-        .max_retries = c->opts.max_get_retries, .cost = s->ops->read_cost,
+        .max_retries = c->opts.max_get_retries, .cost = lookup_cost(c, s),
     };
     return RKV_OK;
 }
@@ -410,6 +424,11 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
     if (opts)
         c->opts = *opts;
     apply_defaults(&c->opts);
+    if ((unsigned)c->opts.bucket_reads > RKV_BUCKET_READS_FIRST) {
+        st = fail(c, RKV_INVALID, "rkv_options.bucket_reads is %u; use RKV_BUCKET_READS_AUTO, "
+                  "_TOGETHER or _FIRST", (unsigned)c->opts.bucket_reads);
+        goto fail;
+    }
     if (c->opts.auth_secret) {
         if (strlen(c->opts.auth_secret) > RKV_MAX_SECRET) {
             st = fail(c, RKV_INVALID, "auth secret longer than %u bytes", RKV_MAX_SECRET);

@@ -50,6 +50,7 @@
 #define BOOT_WR_ID         UINT64_MAX
 #define NO_SLOT            UINT32_MAX
 #define SPIN_NS            1000000ull  /* busy-poll this long before yielding the CPU */
+#define PROBE_ROUNDS       8u       /* read_cost(): timed doorbells of 1 and of 2 READs */
 
 struct rkv_ctrans {
     struct rdma_event_channel *channel; /* cm events: connect, then disconnect */
@@ -137,8 +138,8 @@ static rkv_status sq_wait(struct rkv_ctrans *t, uint32_t limit, const char *what
 {
     enum ibv_wc_status bad = IBV_WC_SUCCESS;
     char msg[400];
-    int rc = rkv_rdma_sq_wait(&t->sq, t->send_cq, limit,
-                              rkv_now_ns() + t->timeout_ms * 1000000ull, wait_idle, t, &bad);
+    int rc = rkv_rdma_sq_wait(&t->sq, t->send_cq, limit, t->timeout_ms * 1000000ull, wait_idle, t,
+                              &bad);
 
     if (RKV_LIKELY(rc == 0))
         return RKV_OK;
@@ -590,6 +591,48 @@ static rkv_status cli_read(struct rkv_ctrans *t, const struct rkv_read_op *ops, 
     return RKV_OK;
 }
 
+/* Shortest time over PROBE_ROUNDS of one doorbell of `n` READs. */
+static uint64_t probe_ns(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n)
+{
+    uint64_t best = UINT64_MAX;
+
+    for (unsigned i = 0; i < PROBE_ROUNDS; i++) {
+        uint64_t start = rkv_now_ns();
+        if (read_chunk(t, ops, n) != RKV_OK)
+            return UINT64_MAX;
+        best = RKV_MIN(best, rkv_now_ns() - start);
+    }
+    return best;
+}
+
+/* Does a second READ in the same doorbell cost nearly nothing (a NIC serves
+ * them in parallel) or about a round trip (Soft-RoCE serves them one by
+ * one)? Timed once per connection on two lines of the region; the probe's
+ * reads are not counted. */
+static enum rkv_read_cost cli_read_cost(struct rkv_ctrans *t)
+{
+    struct rkv_trans_counters *ctr = t->ctr, scratch = { 0 };
+    struct rkv_read_op ops[2] = {
+        { .offset = 0, .len = RKV_CACHELINE, .dst = t->local.mem },
+        { .offset = RKV_MIN(t->region_size, 8192) - RKV_CACHELINE, .len = RKV_CACHELINE,
+          .dst = (uint8_t *)t->local.mem + RKV_CACHELINE },
+    };
+    enum rkv_read_cost cost = RKV_COST_ROUND_TRIPS;
+
+    if (!t->have_region || t->dead || t->region_size < 2 * RKV_CACHELINE)
+        return cost;
+    t->ctr = &scratch;
+    uint64_t one = probe_ns(t, ops, 1), two = probe_ns(t, ops, 2);
+    t->ctr = ctr;
+    if (two != UINT64_MAX && one != UINT64_MAX && two * 4 >= one * 5)
+        cost = RKV_COST_PER_READ;
+    RKV_DEBUG("rdma %s: 1 READ %llu ns, 2 READs in one doorbell %llu ns: %s", t->peer,
+              (unsigned long long)one, (unsigned long long)two,
+              cost == RKV_COST_PER_READ ? "the second bucket only when needed"
+                                        : "both buckets in one doorbell");
+    return cost;
+}
+
 static void *cli_send_buf(struct rkv_ctrans *t, unsigned i)
 {
     if (!t->have_region)
@@ -722,7 +765,7 @@ static void *cli_staging(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_bu
 
 const struct rkv_client_transport rkv_rdma_client_transport = {
     .scheme = "rdma",
-    .read_cost = RKV_COST_ROUND_TRIPS,
+    .read_cost = cli_read_cost,
     .connect = cli_connect_to,
     .set_region = cli_set_region,
     .local_buf = cli_local_buf,

@@ -144,7 +144,7 @@ static void plan_key(struct round *r, struct rkv_lookup *l)
     case PHASE_BUCKETS:
     case PHASE_RECHECK: {
         unsigned first = l->phase == PHASE_RECHECK ? 0 : l->bucket_next;
-        unsigned n = l->phase == PHASE_BUCKETS && r->ctx->cost == RKV_COST_BYTES ? 1 : 2 - first;
+        unsigned n = l->phase == PHASE_BUCKETS && r->ctx->cost == RKV_COST_PER_READ ? 1 : 2 - first;
         l->land = round_add(r, bucket_offset(g, l->bucket[first]), sizeof(struct rkv_bucket));
         if (l->land && n == 2 &&
             !round_add(r, bucket_offset(g, l->bucket[1]), sizeof(struct rkv_bucket)))

@@ -15,11 +15,13 @@
  *   concurrent move), else retry.
  *
  * The transport's cost model (rkv_lookup_ctx.cost) decides how the buckets
- * are read; the algorithm is the same. When round trips cost (rdma), both
- * candidate buckets go in one round trip. When bytes cost and round trips
- * are free (shm: a read is a memcpy), the first bucket is read alone and the
- * second only when the first held no match: most keys live in their first
- * bucket, so a cold GET reads one bucket and the item.
+ * are read; the algorithm is the same. When round trips cost and a second
+ * READ in a doorbell is nearly free (an RDMA NIC), both candidate buckets go
+ * in one round trip. When each read costs about a round trip (shm, where a
+ * read is a memcpy; Soft-RoCE, which serves READs one by one), the first
+ * bucket is read alone and the second only when the first held no match:
+ * the server fills a key's first bucket first, so most keys live there and a
+ * cold GET reads one bucket and the item.
  *
  * A verified value is copied to the caller's buffer before the next round
  * reuses the scratch memory. Torn or obsolete reads retry, at most

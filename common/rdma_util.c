@@ -762,10 +762,11 @@ int rkv_rdma_sq_poll(struct rkv_rdma_sq *sq, struct ibv_cq *cq, enum ibv_wc_stat
     return n < 0 ? n : 0;
 }
 
-int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit, uint64_t deadline_ns,
+int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit, uint64_t timeout_ns,
                      rkv_rdma_idle_fn idle, void *ctx, enum ibv_wc_status *bad)
 {
     unsigned empty = 0;
+    uint64_t deadline_ns = 0;
 
     while (sq->outstanding > limit) {
         if (sq->outstanding == sq->unsignaled)
@@ -776,7 +777,10 @@ int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit, 
         if (n == 0 && (++empty & 255u) == 0) {
             if (idle != NULL && idle(ctx))
                 return -ECANCELED;
-            if (rkv_now_ns() > deadline_ns)
+            uint64_t now = rkv_now_ns();
+            if (deadline_ns == 0)
+                deadline_ns = now + timeout_ns;
+            else if (now > deadline_ns)
                 return -ETIMEDOUT;
         }
     }

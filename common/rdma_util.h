@@ -238,10 +238,12 @@ static inline void rkv_rdma_sq_done(struct rkv_rdma_sq *sq, uint64_t wr_id)
 typedef bool (*rkv_rdma_idle_fn)(void *ctx);
 
 /* Poll `cq` (the send CQ) until at most `limit` WRs are outstanding or
- * `deadline_ns` (rkv_now_ns clock) passes. Returns 0, -ETIMEDOUT, -EIO with
- * *bad set to the failed status, -ECANCELED when idle(ctx) (may be NULL)
- * said stop, or -EDEADLK if no completion can come. */
-int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit, uint64_t deadline_ns,
+ * `timeout_ns` passes. The clock is first read only after 256 empty polls,
+ * so a wait that ends sooner (a READ on a NIC) reads no clock at all.
+ * Returns 0, -ETIMEDOUT, -EIO with *bad set to the failed status, -ECANCELED
+ * when idle(ctx) (may be NULL) said stop, or -EDEADLK if no completion can
+ * come. */
+int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit, uint64_t timeout_ns,
                      rkv_rdma_idle_fn idle, void *ctx, enum ibv_wc_status *bad);
 /* One non-blocking poll of the send CQ: account what completed. Returns 0
  * or -EIO with *bad set. */

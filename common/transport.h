@@ -64,11 +64,13 @@ struct rkv_trans_counters {
 
 struct rkv_ctrans;  /* one connection, one thread */
 
-/* What a transport's reads cost: how a GET (common/lookup.c) batches them. */
+/* What a connection's reads cost: how a GET (common/lookup.c) batches them. */
 enum rkv_read_cost {
-    RKV_COST_ROUND_TRIPS = 0, /* each round trip costs (rdma): both buckets in one doorbell */
-    RKV_COST_BYTES,           /* round trips are free, bytes cost (shm: a read is a memcpy):
-                                 the second bucket only when the first holds no match */
+    RKV_COST_ROUND_TRIPS = 0, /* round trips cost, a second READ in the same doorbell nearly
+                                 nothing (an RDMA NIC): both buckets in one doorbell */
+    RKV_COST_PER_READ,        /* each read costs about as much as a round trip (shm, where a
+                                 read is a memcpy; a software RDMA device that serves READs one
+                                 by one): the second bucket only when the first holds no match */
 };
 
 /* A client transport. Every op is required (never NULL) unless it says
@@ -77,7 +79,6 @@ enum rkv_read_cost {
  * connect() returned and are called by the one thread that owns it. */
 struct rkv_client_transport {
     const char *scheme;  /* "rdma" or "shm": the URI's "scheme://" */
-    enum rkv_read_cost read_cost; /* what its reads cost */
 
     /* Required. Called once per connection attempt (rkv_connect, and each
      * reconnect) with `addr`, the URI after "scheme://"; p may be NULL.
@@ -94,6 +95,11 @@ struct rkv_client_transport {
      * RKV_PROTOCOL / RKV_CONNECTION with `err` set (the client then closes). */
     rkv_status (*set_region)(struct rkv_ctrans *t, const struct rkv_hello *h,
                              char *err, size_t err_len);
+
+    /* Required. Called once after set_region(): what this connection's
+     * reads cost. A transport may measure it with a few reads of the region,
+     * which it does not count in its counters. */
+    enum rkv_read_cost (*read_cost)(struct rkv_ctrans *t);
 
     /* Required. The registered memory reads land in, and its size in *len. */
     void *(*local_buf)(struct rkv_ctrans *t, size_t *len);

@@ -78,6 +78,18 @@ typedef enum rkv_status {
 
 typedef struct rkv_client rkv_client;
 
+/* How a GET that has no cached location reads the key's two candidate
+ * buckets (docs/design.md, "The GET path"). */
+typedef enum {
+    RKV_BUCKET_READS_AUTO = 0, /* the connection decides: shm reads the first alone; rdma times
+                                  8 doorbells of 1 READ and of 2 once per connection and reads
+                                  the first alone when 2 take >= 1.25x as long (Soft-RoCE),
+                                  else both together (a NIC) */
+    RKV_BUCKET_READS_TOGETHER, /* both in one round trip: 2 READs, 1 doorbell */
+    RKV_BUCKET_READS_FIRST,    /* the first alone, the second only when the first has no
+                                  match (most keys live in their first bucket) */
+} rkv_bucket_reads;            /* any other value is refused with RKV_INVALID */
+
 /* Options for rkv_connect_opts(); zero-initialise and set what you need. */
 struct rkv_options {
     const char *auth_secret;    /* shared secret the server expects, or NULL */
@@ -90,6 +102,7 @@ struct rkv_options {
     unsigned max_get_retries;   /* verification retries before RKV_RETRY_EXHAUSTED; 0 = 64 */
     unsigned reconnect_ms;      /* longest backoff between reconnect attempts; 0 = 1000 */
     const char *rdma_device;    /* RDMA device name, or NULL for rdma_cm's choice */
+    rkv_bucket_reads bucket_reads; /* cold GETs: how the buckets are read; 0 = AUTO */
 };
 
 /* Connect to one server, or to several separated by commas (sharded). On

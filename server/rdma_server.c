@@ -669,7 +669,7 @@ static rkv_status sq_wait_failed(struct rkv_sconn *c, int rc, enum ibv_wc_status
 static rkv_status sq_wait(struct rkv_sconn *c, uint32_t limit, unsigned timeout_ms, const char *what)
 {
     enum ibv_wc_status bad = IBV_WC_SUCCESS;
-    int rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, limit, rkv_now_ns() + timeout_ms * 1000000ull,
+    int rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, limit, timeout_ms * 1000000ull,
                               conn_is_dead, c, &bad);
 
     return RKV_LIKELY(rc == 0) ? RKV_OK : sq_wait_failed(c, rc, bad, what);
@@ -766,7 +766,7 @@ static rkv_status srv_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb,
         conn_fail(c, "ibv_post_send (RDMA READ) failed");
         return RKV_CONNECTION;
     }
-    rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, 0, rkv_now_ns() + PULL_TIMEOUT_MS * 1000000ull,
+    rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, 0, PULL_TIMEOUT_MS * 1000000ull,
                           conn_is_dead, c, &wc_status);
     if (rc == -EIO && (wc_status == IBV_WC_REM_ACCESS_ERR || wc_status == IBV_WC_REM_INV_REQ_ERR)) {
         /* the descriptor came from the client: say whose fault it is */

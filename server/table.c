@@ -448,21 +448,13 @@ void rkv_table_set_store_observer(struct rkv_table *t, rkv_table_store_fn fn, vo
     index_unlock_all(t, since);
 }
 
-/* First empty slot of b, or -1; *empties gets how many there are. */
-static int empty_slot(const struct rkv_bucket *b, unsigned *empties)
+/* First empty slot of b, or -1. */
+static int empty_slot(const struct rkv_bucket *b)
 {
-    int first = -1;
-    unsigned n = 0;
-    for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
-        if (__atomic_load_n(&b->slot[s], __ATOMIC_RELAXED) == 0) {
-            if (first < 0)
-                first = (int)s;
-            n++;
-        }
-    }
-    if (empties)
-        *empties = n;
-    return first;
+    for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++)
+        if (__atomic_load_n(&b->slot[s], __ATOMIC_RELAXED) == 0)
+            return (int)s;
+    return -1;
 }
 
 /* Stamp an item as just used (LRU). */
@@ -936,7 +928,7 @@ static bool cuckoo_find_path(const struct rkv_table *t, const struct rkv_key_has
             uint64_t alt = other_bucket(t, slot_load(b, s), q[at].bucket);
             if (alt == q[at].bucket || on_path(q, at, alt))
                 continue;
-            int free_slot = empty_slot(&t->buckets[alt], NULL);
+            int free_slot = empty_slot(&t->buckets[alt]);
             if (free_slot >= 0) {
                 path_from(t, q, at, s, alt, (unsigned)free_slot, path);
                 return true;
@@ -1001,18 +993,21 @@ static void path_stripes(const struct rkv_table *t, const struct rkv_key_hash *h
     stripe_add(t, set, path->dest);
 }
 
-/* An empty slot in the emptier of the key's buckets (the first on a tie). */
+/* An empty slot in the key's first bucket, else in its second. Filling the
+ * first bucket first keeps most keys there (92 % at half load against 69 %
+ * for "the emptier bucket", same final load factor: table-loadfactor), so a
+ * lookup that reads the first bucket alone seldom needs the second. */
 static bool candidate_slot(struct rkv_table *t, const struct rkv_key_hash *h, struct place *p)
 {
-    unsigned e0, e1;
-    int s0 = empty_slot(&t->buckets[h->bucket[0]], &e0);
-    int s1 = empty_slot(&t->buckets[h->bucket[1]], &e1);
-    if (s0 < 0 && s1 < 0)
-        return false;
-    bool first = e0 >= e1;
-    p->bucket = &t->buckets[h->bucket[first ? 0 : 1]];
-    p->slot = (unsigned)(first ? s0 : s1);
-    return true;
+    for (unsigned i = 0; i < 2; i++) {
+        int s = empty_slot(&t->buckets[h->bucket[i]]);
+        if (s >= 0) {
+            p->bucket = &t->buckets[h->bucket[i]];
+            p->slot = (unsigned)s;
+            return true;
+        }
+    }
+    return false;
 }
 
 /* How a store may find room for a new key. */

@@ -186,7 +186,7 @@ static void test_move_between_bucket_reads_is_not_a_miss(void **state)
 static void test_move_between_bucket_reads_bytes_cost(void **state)
 {
     struct env *e = *state;
-    e->ctx.cost = RKV_COST_BYTES;
+    e->ctx.cost = RKV_COST_PER_READ;
     test_move_between_bucket_reads_is_not_a_miss(state);
 }
 
@@ -267,7 +267,7 @@ static void test_forward_is_verified(void **state)
 static void test_bytes_cost_reads_second_bucket_on_demand(void **state)
 {
     struct env *e = *state;
-    e->ctx.cost = RKV_COST_BYTES;
+    e->ctx.cost = RKV_COST_PER_READ;
     put(e, "one", "1");
     struct rkv_key_hash kh;
     rkv_hash_key("one", 3, e->sc.h->hash_seed, e->sc.h->bucket_count, &kh);

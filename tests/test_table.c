@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "clock.h"
+#include "hash.h"
 #include "log.h"
 #include "lookup.h"
 #include "region.h"
@@ -1282,6 +1283,52 @@ static uint64_t slot_of(struct env *e, const char *key)
     return l.slot;
 }
 
+/* A new key goes to its first candidate bucket while that has an empty
+ * slot, whatever the second holds, so a lookup that reads the first bucket
+ * alone (RKV_COST_PER_READ) mostly needs no second read. Seven keys that
+ * share a first bucket (and have distinct second buckets, which stay empty)
+ * fill it; the eighth goes to its second bucket. */
+static void test_first_bucket_first(void **state)
+{
+    (void)state;
+    struct env e;
+    env_make(&e, 8 * MiB, NULL);
+    const struct rkv_bucket *buckets =
+        (const void *)((const uint8_t *)e.region.base + e.h->index_offset);
+    char keys[RKV_SLOTS_PER_BUCKET + 1][24];
+    uint64_t target = UINT64_MAX, second[RKV_SLOTS_PER_BUCKET + 1];
+    unsigned found = 0;
+
+    for (unsigned n = 0; found < RKV_ARRAY_SIZE(keys) && n < 50000000; n++) {
+        struct rkv_key_hash h;
+        char k[24];
+        snprintf(k, sizeof k, "ff%u", n);
+        rkv_hash_key(k, strlen(k), e.h->hash_seed, e.h->bucket_count, &h);
+        if (target == UINT64_MAX)
+            target = h.bucket[0];
+        if (h.bucket[0] != target)
+            continue;
+        bool fresh = true;
+        for (unsigned i = 0; i < found; i++)
+            fresh = fresh && second[i] != h.bucket[1] && h.bucket[1] != target;
+        if (!fresh)
+            continue;
+        second[found] = h.bucket[1];
+        memcpy(keys[found++], k, sizeof k);
+    }
+    assert_int_equal(found, RKV_ARRAY_SIZE(keys));
+    for (unsigned i = 0; i < found; i++) {
+        assert_int_equal(put(&e, keys[i], "v"), RKV_OK);
+        uint64_t slot = slot_of(&e, keys[i]);
+        bool in_first = false;
+        for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++)
+            in_first = in_first || buckets[target].slot[s] == slot;
+        if (in_first != (i < RKV_SLOTS_PER_BUCKET))
+            fail_msg("key %u of %u: in its first bucket = %d", i + 1, found, in_first);
+    }
+    env_free(&e);
+}
+
 /* Every update (SET over a key, CAS, INCR) leaves in the old item's state
  * word OBSOLETE together with a forward to the replacement, in one store
  * (so no reader sees the mark before the forward); a delete leaves none. A
@@ -1370,6 +1417,7 @@ int main(void)
         cmocka_unit_test(test_torn_read_never_returned),
         cmocka_unit_test(test_stale_cached_slot),
         cmocka_unit_test(test_update_forwards),
+        cmocka_unit_test(test_first_bucket_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -616,6 +616,7 @@ static int connect_all(const struct bench_config *cfg, struct worker *ws)
         .auth_secret = cfg->auth,
         .timeout_ms = cfg->timeout_ms,
         .location_cache = cfg->location_cache,
+        .bucket_reads = cfg->bucket_reads,
     };
     for (unsigned i = 0; i < cfg->threads; i++) {
         rkv_status st = rkv_connect(cfg->servers, &opts, &ws[i].client);

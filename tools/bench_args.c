@@ -17,7 +17,7 @@ enum opt_id {
     OPT_SERVER, OPT_THREADS, OPT_WINDOW, OPT_DURATION, OPT_REQUESTS, OPT_KEYS,
     OPT_KEY_SIZE, OPT_VALUE_SIZE, OPT_GET_RATIO, OPT_DELETE_RATIO, OPT_DIST,
     OPT_WORKLOAD, OPT_WARMUP, OPT_PRELOAD, OPT_NO_PRELOAD, OPT_VERIFY, OPT_JSON,
-    OPT_SEED, OPT_AUTH, OPT_TIMEOUT, OPT_LOCATION_CACHE, OPT_QUIET, OPT_HELP,
+    OPT_SEED, OPT_AUTH, OPT_TIMEOUT, OPT_LOCATION_CACHE, OPT_BUCKET_READS, OPT_QUIET, OPT_HELP,
     OPT_VERSION, OPT_RATE, OPT_ARRIVAL, OPT_PROCESSES, OPT_HIST_FILE, OPT_TIMESERIES,
     OPT_HTML, OPT_COMPARE,
 };
@@ -60,6 +60,7 @@ static const struct opt_def options[] = {
     { "auth",           0,   true,  OPT_AUTH },
     { "timeout",        0,   true,  OPT_TIMEOUT },
     { "location-cache", 0,   true,  OPT_LOCATION_CACHE },
+    { "bucket-reads",   0,   true,  OPT_BUCKET_READS },
     { "quiet",          'q', false, OPT_QUIET },
     { "rate",           0,   true,  OPT_RATE },
     { "arrival",        0,   true,  OPT_ARRIVAL },
@@ -88,6 +89,8 @@ void bench_usage(FILE *out)
 "      --auth SECRET       shared secret the servers expect\n"
 "      --timeout MS        per-operation timeout (1..3600000; library default)\n"
 "      --location-cache N|off  client location-cache entries (library default)\n"
+"      --bucket-reads auto|together|first  how a cold GET reads its two buckets\n"
+"                             (rkv_options.bucket_reads; default auto)\n"
 "  -P, --processes N       fork N client processes, each with --threads threads\n"
 "                          and handles; their histograms merge exactly (1..%u; 1)\n"
 "\n"
@@ -489,6 +492,16 @@ static enum bench_args_result apply_option(struct bench_config *cfg, const struc
         else
             goto range;
         break;
+    case OPT_BUCKET_READS:
+        if (strcmp(v, "auto") == 0)
+            cfg->bucket_reads = RKV_BUCKET_READS_AUTO;
+        else if (strcmp(v, "together") == 0)
+            cfg->bucket_reads = RKV_BUCKET_READS_TOGETHER;
+        else if (strcmp(v, "first") == 0)
+            cfg->bucket_reads = RKV_BUCKET_READS_FIRST;
+        else
+            goto range;
+        break;
     case OPT_QUIET:
         cfg->quiet = true;
         break;
@@ -550,6 +563,7 @@ range:
     case OPT_SEED:     usage_error(err, "--seed: '%s' is not a whole number in 0..%llu", v, (unsigned long long)UINT64_MAX); break;
     case OPT_TIMEOUT:  usage_error(err, "--timeout: '%s' is not a number of milliseconds in 1..3600000", v); break;
     case OPT_LOCATION_CACHE: usage_error(err, "--location-cache: '%s' is not 'off' or a number of entries of at least 1", v); break;
+    case OPT_BUCKET_READS: usage_error(err, "--bucket-reads: '%s' is not auto, together or first", v); break;
     case OPT_RATE:     usage_error(err, "--rate: '%s' is not a number of operations per second above 0 and up to %.0f", v, BENCH_MAX_RATE); break;
     case OPT_ARRIVAL:  usage_error(err, "--arrival: '%s' is not constant or poisson", v); break;
     case OPT_PROCESSES: usage_error(err, "--processes: '%s' is not a whole number in 1..%u", v, BENCH_MAX_PROCESSES); break;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "bench_schedule.h"
+#include "rkv.h"
 
 /* Limits the parser enforces (also printed by --help). */
 #define BENCH_MAX_THREADS   1024u
@@ -70,6 +71,7 @@ struct bench_config {
     const char *auth;           /* --auth, or NULL */
     unsigned timeout_ms;        /* --timeout, 0 = library default */
     unsigned location_cache;    /* --location-cache: 0 = default, UINT_MAX = off */
+    rkv_bucket_reads bucket_reads; /* --bucket-reads: 0 = auto */
     bool quiet;                 /* -q */
     double rate;                /* --rate: open loop, ops/s over all threads and processes; 0 = closed loop */
     enum bench_arrival arrival; /* --arrival: constant (default) or poisson (open loop only) */

@@ -10,6 +10,11 @@
  *   default sizing: the layout rkv-server uses; reports which part filled
  *       first and the all-in overhead (region bytes per item - key - value).
  *
+ * The index-limited runs also report the share of keys that live in their
+ * first candidate bucket at 50 %, 90 % and the final load: a lookup that
+ * reads the first bucket alone (transport cost model RKV_COST_PER_READ)
+ * needs the second one only for the others.
+ *
  * A measuring tool for developers; not installed.
  *
  *   table-loadfactor [VALUE_BYTES ...]
@@ -19,6 +24,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "hash.h"
+#include "layout.h"
 #include "log.h"
 #include "region.h"
 #include "table.h"
@@ -28,8 +35,11 @@
 #define INDEX_BUCKETS 8192u               /* index-limited runs: 57344 slots */
 #define DEFAULT_REGION (64ull << 20)      /* default-sizing runs */
 
+#define SHARE_POINTS 3                    /* first-bucket share at 50 %, 90 %, final */
+
 struct fill_result {
     uint64_t items;
+    double first_bucket[SHARE_POINTS];    /* share of keys in their first candidate bucket */
     rkv_status first_failure;
     struct rkv_table_stats st;
     const struct rkv_region_header *h;
@@ -43,6 +53,36 @@ static uint64_t next_rand(uint64_t *x)
     return *x;
 }
 
+static void next_key(uint64_t *x, uint8_t key[KEY_LEN])
+{
+    for (unsigned i = 0; i < KEY_LEN; i += 8) {
+        uint64_t w = next_rand(x);
+        memcpy(key + i, &w, 8);
+    }
+}
+
+/* Share of the first `items` keys of `seed` whose slot is in their first
+ * candidate bucket. */
+static double first_bucket_share(struct rkv_table *t, uint64_t seed, uint64_t items)
+{
+    const struct rkv_region_header *g = rkv_table_header(t);
+    const struct rkv_bucket *buckets = (const void *)((const uint8_t *)g + g->index_offset);
+    uint8_t key[KEY_LEN];
+    uint64_t x = seed | 1, first = 0;
+
+    for (uint64_t n = 0; n < items; n++) {
+        struct rkv_key_hash h;
+        next_key(&x, key);
+        rkv_hash_key(key, KEY_LEN, g->hash_seed, g->bucket_count, &h);
+        const struct rkv_item *it = rkv_table_find(t, key, KEY_LEN);
+        uint64_t off = (uint64_t)((const uint8_t *)it - (const uint8_t *)g);
+        for (unsigned s = 0; it != NULL && s < RKV_SLOTS_PER_BUCKET; s++)
+            if (rkv_slot_offset(buckets[h.bucket[0]].slot[s]) == off)
+                first++;
+    }
+    return items ? (double)first / (double)items : 0;
+}
+
 /* Fill `t` with random keys and value_len-byte values until a put fails. */
 static void fill(struct rkv_table *t, uint32_t value_len, uint64_t seed, struct fill_result *r)
 {
@@ -50,14 +90,16 @@ static void fill(struct rkv_table *t, uint32_t value_len, uint64_t seed, struct 
     uint8_t key[KEY_LEN];
     uint64_t x = seed | 1;
     struct rkv_value_src src = { .data = value, .len = value_len };
+    struct rkv_table_stats empty;
+    unsigned point = 0;
 
     memset(value, 'v', value_len);
     memset(r, 0, sizeof(*r));
+    rkv_table_get_stats(t, &empty);
     for (;;) {
-        for (unsigned i = 0; i < KEY_LEN; i += 8) {
-            uint64_t w = next_rand(&x);
-            memcpy(key + i, &w, 8);
-        }
+        if (point < SHARE_POINTS - 1 && r->items == empty.slots * (point ? 9 : 5) / 10)
+            r->first_bucket[point++] = first_bucket_share(t, seed, r->items);
+        next_key(&x, key);
         rkv_status st = rkv_table_put(t, key, KEY_LEN, &src, RKV_SET, 0, 0, 0, NULL);
         if (st != RKV_OK) {
             r->first_failure = st;
@@ -65,6 +107,7 @@ static void fill(struct rkv_table *t, uint32_t value_len, uint64_t seed, struct 
         }
         r->items++;
     }
+    r->first_bucket[SHARE_POINTS - 1] = first_bucket_share(t, seed, r->items);
     rkv_table_get_stats(t, &r->st);
     r->h = rkv_table_header(t);
 }
@@ -100,10 +143,11 @@ static int run(uint64_t region_size, const struct rkv_table_config *cfg, uint32_
     const char *limit = r.st.pages_unassigned > 0 ? "index" : "heap";
 
     if (index_limited) {
-        printf("%8u  %-5s  %9llu  %9llu  %6.2f%%  %8.1f  %7.1f  %6.0f  %8.1f\n", value_len, limit,
-               (unsigned long long)r.items, (unsigned long long)r.st.slots,
+        printf("%8u  %-5s  %9llu  %9llu  %6.2f%%  %8.1f  %7.1f  %6.0f  %8.1f  %4.0f%% %4.0f%% %4.0f%%\n",
+               value_len, limit, (unsigned long long)r.items, (unsigned long long)r.st.slots,
                100.0 * items / (double)r.st.slots, index_bytes / items + header + rounding,
-               index_bytes / items, header, rounding);
+               index_bytes / items, header, rounding, 100 * r.first_bucket[0],
+               100 * r.first_bucket[1], 100 * r.first_bucket[2]);
     } else {
         double payload = KEY_LEN + (double)value_len;
         printf("%8u  %-5s  %9llu  %9llu  %6.2f%%  %8.1f  %8.1f  %7.1f\n", value_len, limit,
@@ -150,8 +194,8 @@ int main(int argc, char **argv)
      * index can hold even if every item were in the largest class used. */
     printf("index-limited (%u buckets, %u-byte keys): load factor and per-item overhead\n",
            INDEX_BUCKETS, KEY_LEN);
-    printf("%8s  %-5s  %9s  %9s  %7s  %8s  %7s  %6s  %8s\n", "value", "limit", "items", "slots",
-           "load", "overhead", "index", "header", "rounding");
+    printf("%8s  %-5s  %9s  %9s  %7s  %8s  %7s  %6s  %8s  %s\n", "value", "limit", "items", "slots",
+           "load", "overhead", "index", "header", "rounding", "1st bucket @50%,90%,final");
     for (unsigned i = 0; i < n; i++) {
         uint64_t per_item = RKV_ALIGN_UP(RKV_ITEM_HEADER_SIZE + KEY_LEN + sizes[i], 64) * 5 / 4;
         uint64_t heap = 2 * per_item * INDEX_BUCKETS * RKV_SLOTS_PER_BUCKET + (4ull << 20);

@@ -289,9 +289,13 @@ trap 'stop_qemu; exit 130' INT TERM
 # $2 > 0: give up with no-start if /init has not started within that many seconds.
 boot() {
   local accel=$1 start_limit=$2 i=0 d tail_pid="" start=$SECONDS
+  # tsc=reliable clocksource=tsc: under TCG the guest kernel distrusts the
+  # TSC and falls back to HPET, which the vDSO cannot read, so every
+  # clock_gettime becomes a syscall and an emulated MMIO read (microseconds;
+  # perftest reads the TSC directly). Real hosts run on the TSC.
   local args=(-machine q35 -m "$MEM" -smp "$SMP" -nic none -display none -monitor none -no-reboot
     -kernel "$VMLINUZ" -initrd "$INITRD"
-    -append "console=ttyS0 quiet loglevel=3 panic=-1 rxevm.run=$RUNDIR"
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 tsc=reliable clocksource=tsc rxevm.run=$RUNDIR"
     -serial "file:$RUNDIR/console.log"
     -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
     -virtfs "local,path=$RUNDIR,mount_tag=rxerun,security_model=none,multidevs=remap")
