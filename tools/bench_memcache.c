@@ -42,7 +42,8 @@ struct bench_mc {
     struct sockaddr_storage addr;
     socklen_t addr_len;
     unsigned nconns, depth, timeout_ms;
-    size_t out_cap, in_cap;
+    uint32_t value_max;             /* the longest value a request may carry */
+    size_t out_cap, in_cap;         /* out: depth requests of at most value_max */
     struct mc_conn *conns;
     bool *sent;                     /* nconns × depth: op of the round was sent */
     bool up;
@@ -145,6 +146,7 @@ rkv_status bench_mc_connect(const char *uri, unsigned conns, unsigned depth, uin
     m->nconns = RKV_MAX(conns, 1u);
     m->depth = RKV_MAX(depth, 1u);
     m->timeout_ms = timeout_ms ? timeout_ms : 5000;
+    m->value_max = value_max;
     m->out_cap = (size_t)m->depth * (MC_KEY_MAX + MC_REQ_EXTRA + value_max);
     m->in_cap = (size_t)value_max + MC_KEY_MAX + MC_LINE_MAX + 65536;
     m->conns = calloc(m->nconns, sizeof *m->conns);
@@ -336,7 +338,7 @@ static bool encode(struct bench_mc *m, struct mc_batch *b, size_t i, struct mc_c
             *st = RKV_INVALID;
             return false;
         }
-        if (p->value_len > m->out_cap - MC_KEY_MAX - MC_REQ_EXTRA) {
+        if (p->value_len > m->value_max) {      /* each request fits its share of out */
             *st = RKV_TOO_LARGE;
             return false;
         }

@@ -41,6 +41,9 @@ rkv_status bench_mc_connect(const char *uri, unsigned conns, unsigned depth, uin
 rkv_status bench_mc_get(struct bench_mc *m, const void *key, size_t key_len, void *buf,
                         size_t buf_len, size_t *value_len, struct rkv_item_info *info);
 rkv_status bench_mc_mget(struct bench_mc *m, struct rkv_get_op *ops, size_t n);
+/* As rkv_put, by set/add/replace/cas; *new_version is 0 (memcached's
+ * storage replies carry no CAS unique); a value over value_max is
+ * RKV_TOO_LARGE, unsent. */
 rkv_status bench_mc_put(struct bench_mc *m, const void *key, size_t key_len, const void *value,
                         size_t value_len, const struct rkv_put_options *opts,
                         uint64_t *new_version);
