@@ -267,7 +267,8 @@ void rkv_reset_counters(rkv_client *c);
  * Returns: that length in bytes (no status). */
 size_t rkv_max_value_size(const rkv_client *c);
 
-/* Number of servers this handle shards over, and the one that owns a key.
+/* Number of servers this handle shards over, and the one that owns a key
+ * (by the handle's placement: jump, or ketama).
  * Returns: a count, and an index 0..count-1 (no status; no round trip). */
 unsigned rkv_shard_count(const rkv_client *c);
 unsigned rkv_shard_of(const rkv_client *c, const void *key, size_t key_len);
