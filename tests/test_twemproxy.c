@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -168,6 +169,7 @@ static int start_proxy(struct env *e)
         if (e->proxy < 0)
             return -1;
         if (e->proxy == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);   /* a test killed by its timeout takes it along */
             execl(nutcracker_bin, nutcracker_bin, "-c", path, "-s", stats, "-a", "127.0.0.1",
                   "-o", log, "-p", pid, "-v", "4", (char *)NULL);
             fprintf(stderr, "exec %s: %s\n", nutcracker_bin, strerror(errno));
