@@ -103,24 +103,32 @@ static int tcp_connect(unsigned port)
     return fd;
 }
 
-/* The proxy answers a miss through to an rkv server: "END". */
-static bool proxy_answers(unsigned port)
+/* Whether the port stores a probe key on our servers: "STORED" through it
+ * and librkv finds the key (PROXY_OURS), "STORED" but not on our servers
+ * (PROXY_FOREIGN: someone else's server has the port), or not yet. */
+enum proxy_probe { PROXY_NOT_YET, PROXY_OURS, PROXY_FOREIGN };
+static enum proxy_probe proxy_answers(const struct env *e, unsigned attempt)
 {
-    static const char probe[] = "get rkv-twemproxy-probe\r\n";
-    char buf[16];
-    size_t got = 0;
-    int fd = tcp_connect(port);
+    char key[64], req[128], buf[16], v;
+    size_t got = 0, len;
+    int kl = snprintf(key, sizeof key, "rkv-twemproxy-probe-%d-%u", (int)getpid(), attempt);
+    int rl = snprintf(req, sizeof req, "set %s 0 0 1\r\nx\r\n", key);
+    int fd = tcp_connect(e->proxy_port);
     if (fd < 0)
-        return false;
-    if (send(fd, probe, sizeof probe - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof probe - 1))
-        while (got < 5) {
+        return PROXY_NOT_YET;
+    if (send(fd, req, (size_t)rl, MSG_NOSIGNAL) == rl)
+        while (got < 8) {
             ssize_t r = recv(fd, buf + got, sizeof buf - got, 0);
             if (r <= 0)
                 break;
             got += (size_t)r;
         }
     close(fd);
-    return got == 5 && memcmp(buf, "END\r\n", 5) == 0;
+    if (got != 8 || memcmp(buf, "STORED\r\n", 8) != 0)
+        return PROXY_NOT_YET;
+    if (rkv_get(e->kv, key, (size_t)kl, &v, 1, &len, NULL) != RKV_OK || v != 'x')
+        return PROXY_FOREIGN;
+    return rkv_delete(e->kv, key, (size_t)kl) == RKV_OK ? PROXY_OURS : PROXY_NOT_YET;
 }
 
 static void write_file(const char *path, const char *text)
@@ -140,7 +148,7 @@ static void show_log(const struct env *e)
 }
 
 /* nutcracker on a port drawn from the pid (retrying one that is taken:
- * nutcracker then exits), until it answers through to the servers. The
+ * nutcracker then exits), until it stores through to our servers. The
  * second server is named "beta" with weight 2, as librkv's URI says. */
 static int start_proxy(struct env *e)
 {
@@ -185,8 +193,17 @@ static int start_proxy(struct env *e)
                 e->proxy = 0;
                 break;
             }
-            if (proxy_answers(e->proxy_port))
+            enum proxy_probe pr = proxy_answers(e, attempt);
+            if (pr == PROXY_OURS)
                 return 0;
+            if (pr == PROXY_FOREIGN) {
+                fprintf(stderr, "port %u answers for someone else's server; trying another\n",
+                        e->proxy_port);
+                kill(e->proxy, SIGKILL);
+                waitpid(e->proxy, NULL, 0);
+                e->proxy = 0;
+                break;
+            }
             usleep(20000);
         }
         if (e->proxy > 0) {
@@ -288,8 +305,6 @@ static int setup(void **state)
     for (unsigned i = 0; i < NSERVERS; i++)
         if (server_start_tcp(&e->sp[i], server_bin, i, NULL, &e->port[i], one_worker) != 0)
             return -1;
-    if (start_proxy(e) != 0)
-        return -1;
     snprintf(path, sizeof path, "%s/client.py", e->dir);
     write_file(path, client_py);
     /* server 0 and 2 named from their tcp doors, server 1 "beta" of weight 2 */
@@ -297,9 +312,11 @@ static int setup(void **state)
              "%s?placement=ketama&tcp=127.0.0.1:%u,%s?name=beta&weight=2,%s?tcp=127.0.0.1:%u",
              e->sp[0].uri, e->port[0], e->sp[1].uri, e->sp[2].uri, e->port[2]);
     e->kv = connect_retry(list, NULL, 20000);
-    if (e->kv == NULL)
+    if (e->kv == NULL) {
         fprintf(stderr, "librkv: %s\n", rkv_last_error(NULL));
-    return e->kv ? 0 : -1;
+        return -1;
+    }
+    return start_proxy(e);
 }
 
 /* ------------------------------------------------------------ tests */
