@@ -26,6 +26,7 @@
 #include "hash.h"
 #include "location_cache.h"
 #include "lookup.h"
+#include "placement.h"
 #include "protocol.h"
 #include "rkv.h"
 #include "shard.h"
@@ -68,6 +69,7 @@ struct rkv_client {
     char secret[RKV_MAX_SECRET + 1];
     unsigned nshards;
     struct shard *shards;
+    struct rkv_placer placement;     /* which shard owns a key (placement.h) */
     struct rkv_loc_cache *cache;     /* the process's location cache; NULL when off */
     struct rkv_loc_cache_meter meter;/* this handle's finds and evictions: grows the cache */
     struct rkv_trans_counters tc;    /* bumped by the transports */
@@ -389,6 +391,9 @@ static rkv_status parse_uris(rkv_client *c, const char *uris)
             return fail(c, RKV_INVALID, "empty or overlong server URI in \"%s\"", uris);
         memcpy(s->uri, p, len);
         s->uri[len] = '\0';
+        rkv_status st = rkv_placement_add(&c->placement, s->uri, c->last_error, sizeof c->last_error);
+        if (st != RKV_OK)
+            return st;
         if (!rkv_uri_split(s->uri, scheme, sizeof scheme, &s->addr) || s->addr[0] == '\0' ||
             (s->ops = rkv_client_transport_by_scheme(scheme)) == NULL)
             return fail(c, RKV_INVALID, "bad server URI \"%s\": use rdma://HOST:PORT or shm://PATH",
@@ -399,7 +404,9 @@ static rkv_status parse_uris(rkv_client *c, const char *uris)
         c->nshards++;
         p += len + (end != NULL);
     }
-    return c->nshards ? RKV_OK : fail(c, RKV_INVALID, "no server URI given");
+    if (c->nshards == 0)
+        return fail(c, RKV_INVALID, "no server URI given");
+    return rkv_placement_build(&c->placement, c->last_error, sizeof c->last_error);
 }
 
 static void apply_defaults(struct rkv_options *o)
@@ -443,7 +450,9 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
     if (c->opts.location_cache != (unsigned)-1 &&
         (c->cache = rkv_loc_cache_acquire(c->opts.location_cache)) == NULL)
         goto fail;
-    st = parse_uris(c, uris ? uris : "");
+    st = rkv_placement_init(&c->placement, c->opts.placement, c->last_error, sizeof c->last_error);
+    if (st == RKV_OK)
+        st = parse_uris(c, uris ? uris : "");
     for (unsigned i = 0; st == RKV_OK && i < c->nshards; i++)
         st = shard_connect(c, &c->shards[i]);
     if (st != RKV_OK)
@@ -467,15 +476,16 @@ void rkv_close(rkv_client *c)
         free(c->shards[i].read_ops);
     }
     free(c->shards);
+    rkv_placement_free(&c->placement);
     rkv_loc_cache_release(c->cache);
     free(c);
 }
 
 /* ------------------------------------------------------------ GET */
 
-static struct shard *shard_for(rkv_client *c, uint64_t key_hash)
+static struct shard *shard_for(rkv_client *c, const void *key, size_t key_len, uint64_t key_hash)
 {
-    return &c->shards[c->nshards == 1 ? 0 : rkv_jump_hash(key_hash, c->nshards)];
+    return &c->shards[rkv_placement_pick(&c->placement, key, key_len, key_hash)];
 }
 
 /* What a call was given for one key. Single and batched calls check it with
@@ -507,7 +517,7 @@ static rkv_status route(rkv_client *c, const struct call_args *a, struct shard *
         return fail(c, RKV_INVALID, "%s: unknown put mode %u; use RKV_SET, RKV_ADD, RKV_REPLACE "
                     "or RKV_CAS", a->call, (unsigned)a->opts->mode);
     *kh = rkv_shard_hash(a->key, a->key_len);
-    *s = shard_for(c, *kh);
+    *s = shard_for(c, a->key, a->key_len, *kh);
     if (a->key_len > (*s)->geom.max_key_len)
         return fail(c, RKV_TOO_LARGE, "%s: key of %zu bytes is longer than the server's limit "
                     "of %u", a->call, a->key_len, (*s)->geom.max_key_len);
@@ -1038,5 +1048,5 @@ unsigned rkv_shard_count(const rkv_client *c)
 
 unsigned rkv_shard_of(const rkv_client *c, const void *key, size_t key_len)
 {
-    return c->nshards == 1 ? 0 : rkv_jump_hash(rkv_shard_hash(key, key_len), c->nshards);
+    return rkv_placement_pick(&c->placement, key, key_len, rkv_shard_hash(key, key_len));
 }

@@ -16,7 +16,19 @@
  *
  * URIs: "rdma://HOST:PORT" (RDMA verbs over rdma_cm) and "shm://PATH" (a unix
  * socket of a server on this host). Several URIs separated by commas shard
- * keys across servers with jump consistent hashing.
+ * keys across servers with jump consistent hashing, or with ketama as
+ * libmemcached and twemproxy place keys (rkv_options.placement, or
+ * "?placement=ketama" on a URI), so librkv reads a key from the server a
+ * memcached client wrote it to. A URI's parameters ("URI?KEY=VALUE&..."):
+ *   placement=jump|ketama  the list's placement (URIs that say must agree)
+ *   name=NAME              ketama: the server's name, verbatim (twemproxy's
+ *                          "HOST:PORT:WEIGHT NAME")
+ *   tcp=HOST:PORT          ketama: the server's tcp:// door as memcached
+ *                          clients list it; named as they name it: "HOST:PORT",
+ *                          or "HOST" when PORT is 11211
+ *   weight=N               ketama: the server's share, 1..65535 (default 1)
+ * Without name= or tcp= a server is named from its URI's address. E.g.
+ *   "shm:///run/rkv/a.sock?placement=ketama&tcp=10.0.0.1:11211,shm:///run/rkv/b.sock?tcp=10.0.0.2:11211"
  *
  * Threading: a handle is not thread-safe. Use one handle per thread; handles
  * are independent and may talk to the same servers concurrently. They share
@@ -80,7 +92,7 @@ typedef struct rkv_client rkv_client;
 
 /* How a GET that has no cached location reads the key's two candidate
  * buckets (docs/design.md, "The GET path"). */
-typedef enum {
+typedef enum rkv_bucket_reads {
     RKV_BUCKET_READS_AUTO = 0, /* the connection decides: shm reads the first alone; rdma times
                                   8 doorbells of 1 READ and of 2 once per connection and reads
                                   the first alone when 2 take >= 1.25x as long (Soft-RoCE),
@@ -89,6 +101,13 @@ typedef enum {
     RKV_BUCKET_READS_FIRST,    /* the first alone, the second only when the first has no
                                   match (most keys live in their first bucket) */
 } rkv_bucket_reads;            /* any other value is refused with RKV_INVALID */
+/* How a handle with several servers places keys on them. */
+typedef enum rkv_placement {
+    RKV_PLACEMENT_DEFAULT = 0, /* what the URIs say (placement=), else jump */
+    RKV_PLACEMENT_JUMP,        /* jump consistent hashing of the key's XXH3-64 (rkv's own) */
+    RKV_PLACEMENT_KETAMA,      /* libmemcached/twemproxy ketama: 160 MD5 points per server,
+                                  scaled by weight; twemproxy's distribution: ketama, hash: md5 */
+} rkv_placement;              /* any other value is refused with RKV_INVALID */
 
 /* Options for rkv_connect_opts(); zero-initialise and set what you need. */
 struct rkv_options {
@@ -103,6 +122,8 @@ struct rkv_options {
     unsigned reconnect_ms;      /* longest backoff between reconnect attempts; 0 = 1000 */
     const char *rdma_device;    /* RDMA device name, or NULL for rdma_cm's choice */
     rkv_bucket_reads bucket_reads; /* cold GETs: how the buckets are read; 0 = AUTO */
+    rkv_placement placement;    /* several servers: which owns a key; must agree with
+                                   the URIs' placement= when both say */
 };
 
 /* Connect to one server, or to several separated by commas (sharded). On
@@ -258,7 +279,8 @@ void rkv_reset_counters(rkv_client *c);
  * Returns: that length in bytes (no status). */
 size_t rkv_max_value_size(const rkv_client *c);
 
-/* Number of servers this handle shards over, and the one that owns a key.
+/* Number of servers this handle shards over, and the one that owns a key
+ * (by the handle's placement: jump, or ketama).
  * Returns: a count, and an index 0..count-1 (no status; no round trip). */
 unsigned rkv_shard_count(const rkv_client *c);
 unsigned rkv_shard_of(const rkv_client *c, const void *key, size_t key_len);

@@ -23,6 +23,7 @@
 #include "rdma_util.h"
 #include "shm_ring.h"
 #include "table.h"
+#include "tcp_server.h"
 #include "util.h"
 
 #define MIB (1ull << 20)
@@ -399,10 +400,19 @@ static uint64_t rdma_conn_bytes(const struct rkv_server_config *cfg, uint64_t *r
     return *registered + scratch + (cqe + send_depth + credits) * RDMA_QUEUE_ENTRY + CONN_STRUCTS;
 }
 
+/* tcp_server.c: both buffers at their limits (they grow on demand up to
+ * them) and the connection's own epoll instance. Kernel socket buffers are
+ * the kernel's (bounded by net.ipv4.tcp_mem), not counted here. */
+static uint64_t tcp_conn_bytes(const struct rkv_server_config *cfg)
+{
+    return (uint64_t)rkv_tcp_in_max(cfg->max_value_len) + rkv_tcp_out_max(cfg->max_value_len) +
+           CONN_STRUCTS;
+}
+
 void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
                           const struct rkv_mem_env *env, struct rkv_mem_need *out)
 {
-    uint64_t reg_per_conn = 0, shm = 0, rdma = 0;
+    uint64_t reg_per_conn = 0, shm = 0, rdma = 0, tcp = 0;
     memset(out, 0, sizeof *out);
     out->page_size = page_kind(memory, env);
     out->region = RKV_ALIGN_UP(memory, out->page_size);
@@ -420,10 +430,12 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
         shm = shm_conn_bytes(cfg);
     if (listens_on(cfg, "rdma"))
         rdma = rdma_conn_bytes(cfg, &reg_per_conn);
+    if (listens_on(cfg, "tcp"))
+        tcp = tcp_conn_bytes(cfg);
     /* max_conns counts connections over every listener together; the
      * transports also hold max_unauth_conns not yet past HELLO */
     uint64_t nconns = (uint64_t)cfg->max_conns + cfg->max_unauth_conns;
-    out->conns = sat_mul(nconns, RKV_MAX(shm, rdma));
+    out->conns = sat_mul(nconns, RKV_MAX(RKV_MAX(shm, rdma), tcp));
     out->process = PROCESS_BASE +
                    (uint64_t)cfg->workers * (WORKER_STACK + (uint64_t)cfg->max_conns * sizeof(void *));
     out->ram = sat_add(sat_add(out->page_size == PAGE_4K ? out->region : 0, out->page_tables),

@@ -32,8 +32,8 @@
  * queues of 8 bytes per item with geometric growth, LRU stamps) for a heap
  * full of the smallest items; max_conns connections' buffers (shm: the ring
  * memfd with its staging area and a private request copy; rdma: receive and
- * reply buffers, queues); each worker's connection array and stack; and the
- * process itself.
+ * reply buffers, queues; tcp: input and output buffers at their limits);
+ * each worker's connection array and stack; and the process itself.
  *
  * Connection buffers are allocated as peers connect, not at start, so they do
  * not decide alone whether a --memory is refused: like Redis lowering

@@ -35,7 +35,6 @@
 
 #define TCP_BACKLOG     1024
 #define TCP_BUF_MIN     (16u << 10)     /* buffers start (and shrink back to) this size */
-#define TCP_OUT_MIN_MAX (8u << 20)      /* output limit at least this */
 #define TCP_BUSY_MSG    "SERVER_ERROR too many open connections\r\n"
 
 struct tcp_quota {
@@ -397,8 +396,8 @@ static rkv_status tcp_listen(const char *addr, const struct rkv_region *region,
     l->quota->refs = 1;
     l->quota->max = rp.max_conns;
     l->rejected = rp.rejected;
-    l->in_max = (size_t)h->max_value_len + RKV_MC_MAX_GET_LINE + 2;
-    l->out_max = RKV_MAX((size_t)TCP_OUT_MIN_MAX, 2 * (size_t)h->max_value_len + RKV_MC_MAX_GET_LINE);
+    l->in_max = rkv_tcp_in_max(h->max_value_len);
+    l->out_max = rkv_tcp_out_max(h->max_value_len);
     l->sock = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (l->sock < 0 || setsockopt(l->sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(l->sock, res->ai_addr, res->ai_addrlen) != 0 || listen(l->sock, TCP_BACKLOG) != 0) {

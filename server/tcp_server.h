@@ -24,10 +24,27 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "memcache_proto.h"
 #include "transport.h"
+#include "util.h"
 
 extern const struct rkv_server_transport rkv_tcp_server_transport;
+
+/* A connection's buffer limits for a table whose values reach
+ * max_value_len: the input holds one command (the longest retrieval line,
+ * or a storage line with its block), the output max(8 MiB, two values and
+ * a line). The listener applies them; memory_budget.c counts them. */
+#define RKV_TCP_OUT_MIN_MAX (8u << 20)
+static inline size_t rkv_tcp_in_max(uint32_t max_value_len)
+{
+    return (size_t)max_value_len + RKV_MC_MAX_GET_LINE + 2;
+}
+static inline size_t rkv_tcp_out_max(uint32_t max_value_len)
+{
+    return RKV_MAX((size_t)RKV_TCP_OUT_MIN_MAX, 2 * (size_t)max_value_len + RKV_MC_MAX_GET_LINE);
+}
 
 /* Ask for room to buffer `n` input bytes (one command's worth); false when
  * that is over the connection's input limit. */

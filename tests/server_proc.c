@@ -78,6 +78,31 @@ int server_start(struct server_proc *sp, const char *binary, const char *uri,
     return -1;
 }
 
+int server_start_tcp(struct server_proc *sp, const char *binary, unsigned uri_n,
+                     const char *host, unsigned *port, const char *const *extra)
+{
+    char uri[256], tcp[300];
+    const char *args[48];
+    test_uri(uri, sizeof uri, uri_n);
+    for (unsigned attempt = 0; attempt < 40; attempt++) {
+        unsigned n = 0;
+        *port = 20000 + (unsigned)((getpid() * 131u + uri_n * 17u + attempt * 7919u) % 40000u);
+        snprintf(tcp, sizeof tcp, "tcp://%s:%u", host ? host : "127.0.0.1", *port);
+        args[n++] = "--memory";
+        args[n++] = "64M";
+        args[n++] = "--workers";
+        args[n++] = "2";
+        args[n++] = "--listen";
+        args[n++] = tcp;
+        for (unsigned i = 0; extra && extra[i] && n < RKV_ARRAY_SIZE(args) - 1; i++)
+            args[n++] = extra[i];
+        args[n] = NULL;
+        if (server_start(sp, binary, uri, args) == 0)
+            return 0;
+    }
+    return -1;
+}
+
 int server_stop(struct server_proc *sp)
 {
     int status = 0;

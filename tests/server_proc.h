@@ -23,6 +23,13 @@ struct server_proc {
 /* argv: extra flags, NULL-terminated. Returns 0 when the server answers. */
 int server_start(struct server_proc *sp, const char *binary, const char *uri,
                  const char *const *extra_args);
+/* server_start() with shm URI test_uri(uri_n) plus a tcp door on HOST
+ * (NULL = 127.0.0.1) at a port drawn from the pid and uri_n: a port taken by
+ * someone else makes the server exit, and the next one is tried. *port is
+ * the one it listens on. Returns 0 when the server answers. */
+int server_start_tcp(struct server_proc *sp, const char *binary, unsigned uri_n,
+                     const char *host, unsigned *port, const char *const *extra_args);
+
 /* SIGTERM, wait; returns the exit status (or 128+signal). */
 int server_stop(struct server_proc *sp);
 /* SIGKILL, wait. */

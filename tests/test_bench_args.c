@@ -147,6 +147,20 @@ static void every_flag(void **state)
     assert_int_equal(p->cfg.value_size.min, 0);
     assert_true(p->cfg.theta == 0.99);
     assert_int_equal(p->cfg.location_cache, 128);
+    assert_int_equal(p->cfg.protocol, BENCH_PROTO_RKV);
+    parse_free(p);
+
+    /* --protocol memcache: connections default to one per request in flight */
+    p = parse_argv("-s", "tcp://127.0.0.1:11211", "--protocol", "memcache", "-t", "2", "-w", "8",
+                   "-P", "2", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_int_equal(p->cfg.protocol, BENCH_PROTO_MEMCACHE);
+    assert_int_equal(p->cfg.connections, 32);
+    parse_free(p);
+    p = parse_argv("-s", "tcp://[::1]:11211", "--protocol", "memcache", "-t", "2", "-w", "8",
+                   "--connections", "4", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_int_equal(p->cfg.connections, 4);
     parse_free(p);
 
     /* --requests alone: no default duration */
@@ -208,6 +222,19 @@ static void bad_values(void **state)
     EXPECT_USAGE("--server: 'http://x' is not a server URI", "-s", "http://x");
     EXPECT_USAGE("--server: 'shm://' is not a server URI", "-s", "shm://");
     EXPECT_USAGE("empty URI", "-s", "shm:///a,,shm:///b");
+    /* --protocol memcache: one tcp:// server; --connections shares the window */
+    EXPECT_USAGE("'tcp://h' is not tcp://HOST:PORT", "-s", "tcp://h", "--protocol", "memcache");
+    EXPECT_USAGE("add --protocol memcache", "-s", "tcp://h:1");
+    EXPECT_USAGE("give one -s tcp://HOST:PORT", S, "--protocol", "memcache");
+    EXPECT_USAGE("give one -s tcp://HOST:PORT", "-s", "tcp://h:1,tcp://h:2", "--protocol", "memcache");
+    EXPECT_USAGE("--protocol: 'redis' is not rkv or memcache", S, "--protocol", "redis");
+    EXPECT_USAGE("--connections sets the TCP connections", S, "--connections", "2");
+    EXPECT_USAGE("--connections: '0'", "-s", "tcp://h:1", "--protocol", "memcache", "--connections", "0");
+    EXPECT_USAGE("at most --window 4", "-s", "tcp://h:1", "--protocol", "memcache", "--threads", "2",
+                 "--window", "4", "--connections", "10");
+    EXPECT_USAGE("same number", "-s", "tcp://h:1", "--protocol", "memcache", "--threads", "2",
+                 "--connections", "3");
+    EXPECT_USAGE("--auth: memcached clients", "-s", "tcp://h:1", "--protocol", "memcache", "--auth", "x");
     EXPECT_USAGE("unknown option '--bogus'", S, "--bogus");
     EXPECT_USAGE("unknown option '-x'", S, "-x");
     EXPECT_USAGE("unexpected argument 'extra'", S, "extra");

@@ -80,7 +80,7 @@ static void global_errors(void **state)
     (void)state;
     struct { int argc; char *argv[6]; const char *needle; } cases[] = {
         { 2, { "rkv-cli", "get" }, "no server given" },
-        { 3, { "rkv-cli", "-s", "tcp://x" }, "is not a server URI" },
+        { 3, { "rkv-cli", "-s", "tcp://x" }, "'tcp://x' is a memcached address" },
         { 3, { "rkv-cli", "-s", "shm:///a,," }, "has an empty URI" },
         { 2, { "rkv-cli", "-s" }, "-s needs a value" },
         { 4, { "rkv-cli", "-s", "shm:///a", "--bogus" }, "unknown option '--bogus'" },

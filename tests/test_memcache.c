@@ -47,31 +47,10 @@ struct env {
 
 /* ------------------------------------------------------------ server */
 
-/* Start a server with shm (for librkv and readiness) and a tcp door on a
- * free port: a port taken by someone else makes the server exit, and the
- * next one is tried. */
+/* A server with shm (for librkv and readiness) and a tcp door. */
 static int start_server(struct env *e, unsigned uri_n, const char *const *extra)
 {
-    char uri[256], tcp[64];
-    const char *args[24];
-    test_uri(uri, sizeof uri, uri_n);
-    for (unsigned attempt = 0; attempt < 40; attempt++) {
-        unsigned n = 0;
-        e->port = 20000 + (unsigned)((getpid() * 131u + uri_n * 17u + attempt * 7919u) % 40000u);
-        snprintf(tcp, sizeof tcp, "tcp://%s:%u", e->host ? e->host : "127.0.0.1", e->port);
-        args[n++] = "--memory";
-        args[n++] = "64M";
-        args[n++] = "--workers";
-        args[n++] = "2";
-        args[n++] = "--listen";
-        args[n++] = tcp;
-        for (unsigned i = 0; extra && extra[i] && n < 22; i++)
-            args[n++] = extra[i];
-        args[n] = NULL;
-        if (server_start(&e->sp, server_bin, uri, args) == 0)
-            return 0;
-    }
-    return -1;
+    return server_start_tcp(&e->sp, server_bin, uri_n, e->host, &e->port, extra);
 }
 
 static int mc_connect(unsigned port)

@@ -321,6 +321,49 @@ static void test_need_hugepages_and_rdma(void **state)
     assert_int_equal(n.region, 1002 * MIB);
 }
 
+/* The tcp door's connections hold an input buffer of one command and an
+ * output buffer of max(8 MiB, two values and a line), grown on demand: the
+ * budget counts both at their limits, and a machine that cannot hold
+ * max_conns of them gets a lower max_conns, as for the other doors. */
+static void test_need_tcp(void **state)
+{
+    (void)state;
+    struct rkv_server_config c;
+    struct rkv_mem_env e;
+    struct rkv_mem_need n;
+    config_for(&c, "tcp://127.0.0.1:11211");
+    c.max_conns = 10;
+    env_ram(&e, 100 * GIB);
+    rkv_mem_need_compute(&c, 256 * MIB, &e, &n);
+    uint64_t per = (c.max_value_len + 65536 + 2) + 8 * MIB + 4096;
+    assert_int_equal(n.conns, (10 + c.max_unauth_conns) * per);
+    assert_int_equal(n.ram, n.region + n.page_tables + n.bookkeeping + n.conns + n.process);
+    /* beside shm (a smaller connection), the costlier tcp one counts */
+    snprintf(c.listen[1].uri, sizeof c.listen[1].uri, "shm:///tmp/x.sock");
+    c.listen_count = 2;
+    rkv_mem_need_compute(&c, 256 * MIB, &e, &n);
+    assert_int_equal(n.conns, (10 + c.max_unauth_conns) * per);
+    /* 8 MiB values: the output holds two of them */
+    c.slab_page_size = 16 * MIB;
+    c.max_value_len = 8 * MIB;
+    rkv_mem_need_compute(&c, 256 * MIB, &e, &n);
+    assert_int_equal(n.conns, (10 + c.max_unauth_conns) *
+                              ((8 * MIB + 65538) + (16 * MIB + 65536) + 4096));
+
+    /* 1024 connections of ~9 MiB do not fit 2 GiB beside 256 MiB: fewer */
+    config_for(&c, "tcp://127.0.0.1:11211");
+    env_ram(&e, 2 * GIB);
+    unsigned conns;
+    char msg[2048];
+    assert_false(rkv_mem_check(&c, 256 * MIB, &e, msg, sizeof msg));
+    assert_true(rkv_mem_admit(&c, 256 * MIB, &e, &conns, msg, sizeof msg));
+    assert_true(conns >= RKV_MEM_MIN_CONNS && conns < 1024);
+    c.max_conns = conns;
+    assert_true(rkv_mem_check(&c, 256 * MIB, &e, msg, sizeof msg));
+    c.max_conns = conns + 1;
+    assert_false(rkv_mem_check(&c, 256 * MIB, &e, msg, sizeof msg));
+}
+
 static void test_check_memavailable(void **state)
 {
     (void)state;
@@ -473,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_headroom),
         cmocka_unit_test(test_need_shm),
         cmocka_unit_test(test_need_hugepages_and_rdma),
+        cmocka_unit_test(test_need_tcp),
         cmocka_unit_test(test_check_memavailable),
         cmocka_unit_test(test_check_cgroup),
         cmocka_unit_test(test_check_hugepages_required_and_memlock),

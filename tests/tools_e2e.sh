@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools_e2e.sh — rkv-cli and rkv-bench against a real rkv-server over shm:
 # outputs, exit statuses, binary-safe stdin mode, the --json report, and that
-# --verify passes on a correct server and fails on a value it did not write.
+# --verify passes on a correct server and fails on a value it did not write;
+# rkv-bench --protocol memcache against the same server's tcp:// door.
 # Usage: tools_e2e.sh RKV_SERVER RKV_BENCH RKV_CLI
 set -u
 SERVER=$1 BENCH=$2 CLI=$3
@@ -30,9 +31,21 @@ err_is() { [[ $(cat "$TMP/err") == "$1" ]] || fail "$2: stderr '$(head -c 300 "$
 err_has() { grep -q -- "$1" "$TMP/err" || fail "$2: stderr lacks '$1': $(head -c 300 "$TMP/err")"; }
 out_has() { grep -q -- "$1" "$TMP/out" || fail "$2: stdout lacks '$1'"; }
 
-"$SERVER" --listen "shm://$SOCK" --memory 64M --log-level warn >"$TMP/server.log" 2>&1 &
-SPID=$!
-for _ in $(seq 300); do [[ -S $SOCK ]] && break; sleep 0.1; done   # safety net: 30 s
+# a tcp door on a port drawn from the pid; a port someone holds makes the
+# server exit, and the next is tried
+for attempt in $(seq 0 19); do
+    PORT=$(( 20000 + ($$ * 131 + 4049 + attempt * 7919) % 40000 ))
+    "$SERVER" --listen "shm://$SOCK" --listen "tcp://127.0.0.1:$PORT" --memory 64M \
+        --log-level warn >"$TMP/server.log" 2>&1 &
+    SPID=$!
+    for _ in $(seq 300); do   # safety net: 30 s
+        [[ -S $SOCK ]] && break
+        kill -0 "$SPID" 2>/dev/null || break
+        sleep 0.1
+    done
+    [[ -S $SOCK ]] && break
+    wait "$SPID" 2>/dev/null; SPID=""
+done
 [[ -S $SOCK ]] || { cat "$TMP/server.log" >&2; echo "FAIL: rkv-server did not start" >&2; exit 1; }
 C=("$CLI" -s "shm://$SOCK")
 
@@ -130,6 +143,34 @@ expect 1 "bench no server" "$BENCH" -s "shm://$TMP/none.sock" -d 1 -q
 # SIGPIPE telling the dead children to stop)
 expect 1 "bench processes no server" "$BENCH" -s "shm://$TMP/none.sock" -P 2 -d 1 -q
 err_has "cannot connect" "processes: the children's message"
+
+# ---- rkv-bench --protocol memcache: the same generator over the tcp door ----
+M=("$BENCH" --protocol memcache -s "tcp://127.0.0.1:$PORT" -q)
+expect 0 "bench memcache verify json" "${M[@]}" --verify --threads 2 --window 8 --connections 4 \
+    --duration 1 --keys 2000 --value-size 16-3000 --delete-ratio 0.05 --json "$TMP/m.json"
+for f in '"errors": 0,' '"verify_failures": 0,' '"protocol": "memcache",' '"connections": 4,' "\"tcp://127.0.0.1:$PORT\""; do
+    grep -qE "$f" "$TMP/m.json" || fail "bench memcache json: no match for $f"
+done
+ops=$(sed -n 's/^  "ops": \([0-9]*\),/\1/p' "$TMP/m.json")
+[[ ${ops:-0} -gt 0 ]] || fail "bench memcache: no ops in its 1 s run"
+expect 0 "bench memcache workload F (gets + cas)" "${M[@]}" --workload F --verify --requests 2000 --keys 500
+expect 0 "bench memcache one op in flight" "${M[@]}" --verify --requests 500 --keys 100
+# what librkv wrote, read through the tcp door: a foreign value fails --verify
+expect 0 "plant a foreign value for memcache" "${C[@]}" put k7 "not rkv-bench's either"
+expect 1 "bench memcache verify catches it" "${M[@]}" --verify --no-preload --get-ratio 1 --keys 10 \
+    --key-size 2 --requests 300 --seed 3
+err_has "key k7 (index 7)" "memcache verify failure description"
+expect 2 "bench memcache with an shm server" "$BENCH" --protocol memcache -s "shm://$SOCK"
+err_has "give one -s tcp://HOST:PORT" "memcache needs tcp"
+expect 2 "bench tcp without memcache" "$BENCH" -s "tcp://127.0.0.1:$PORT"
+err_has "add --protocol memcache" "tcp needs memcache"
+expect 2 "bench connections uneven" "${M[@]}" --threads 3 --window 4 --connections 4
+err_has "give each of the 3 client threads the same number" "connections message"
+expect 2 "bench connections without memcache" "${B[@]}" --connections 4
+expect 2 "bench protocol unknown" "${B[@]}" --protocol redis
+err_has "--protocol: 'redis' is not rkv or memcache" "protocol message"
+expect 1 "bench memcache refused" "$BENCH" --protocol memcache -s "tcp://127.0.0.1:1" -d 1 -q
+err_has "connection 1 of 1: Connection refused" "memcache connect message"
 
 kill "$SPID"; wait "$SPID" 2>/dev/null; SPID=""
 if (( FAILS > 0 )); then echo "$FAILS check(s) failed" >&2; exit 1; fi

@@ -5,7 +5,10 @@
  * issuing batches of `--window` operations (rkv_mget for the GETs of a
  * batch, rkv_mput for its PUTs; plain rkv_get/rkv_put when the window is 1).
  * Keys follow a uniform, scrambled-zipfian or read-latest distribution; the
- * mix and presets follow YCSB where they fit a cache.
+ * mix and presets follow YCSB where they fit a cache. With --protocol
+ * memcache the same calls speak the memcached text protocol over TCP to
+ * rkv's tcp:// door or a memcached (bench_client.h), so both are measured
+ * by one generator and one report.
  *
  * Latency, closed loop (default): every operation is timed from the start
  * to the end of the call that carried it, so with --window N each op of a
@@ -45,6 +48,7 @@
 #include <unistd.h>
 
 #include "bench_args.h"
+#include "bench_client.h"
 #include "bench_html.h"
 #include "bench_procs.h"
 #include "bench_report.h"
@@ -104,7 +108,7 @@ struct worker {
     unsigned id;                  /* global: 0..threads x processes - 1 */
     pthread_t thread;
     struct shared *sh;
-    rkv_client *client;           /* this thread's own handle */
+    struct bench_client *client;  /* this thread's own handle (librkv or memcache) */
     struct wl_rng rng;
     uint64_t quota;               /* ops to measure; UINT64_MAX = until stopped */
     uint64_t version_seq;         /* per-thread part of value versions */
@@ -239,12 +243,12 @@ static void run_gets(struct worker *w, unsigned n, bool measuring)
     uint64_t t0 = rkv_now_ns();
     rkv_status st;
     if (n == 1) {
-        st = rkv_get(w->client, ops[0].key, ops[0].key_len, ops[0].buf, ops[0].buf_len,
+        st = bench_get(w->client, ops[0].key, ops[0].key_len, ops[0].buf, ops[0].buf_len,
                      &ops[0].value_len, NULL);
         ops[0].status = st;
         st = RKV_OK;
     } else {
-        st = rkv_mget(w->client, ops, n);
+        st = bench_mget(w->client, ops, n);
     }
     uint64_t end = rkv_now_ns();
     if (st != RKV_OK) {
@@ -280,11 +284,11 @@ static void run_puts(struct worker *w, unsigned n, bool measuring)
     uint64_t t0 = rkv_now_ns();
     rkv_status st;
     if (n == 1) {
-        ops[0].status = rkv_put(w->client, ops[0].key, ops[0].key_len, ops[0].value,
+        ops[0].status = bench_put(w->client, ops[0].key, ops[0].key_len, ops[0].value,
                                 ops[0].value_len, NULL, &ops[0].version);
         st = RKV_OK;
     } else {
-        st = rkv_mput(w->client, ops, n);
+        st = bench_mput(w->client, ops, n);
     }
     uint64_t end = rkv_now_ns();
     if (st != RKV_OK) {
@@ -303,7 +307,7 @@ static void run_puts(struct worker *w, unsigned n, bool measuring)
 static void run_delete(struct worker *w, const struct single_op *op, bool measuring)
 {
     uint64_t t0 = rkv_now_ns();
-    rkv_status st = rkv_delete(w->client, op->key, op->key_len);
+    rkv_status st = bench_delete(w->client, op->key, op->key_len);
     uint64_t end = rkv_now_ns();
     if (st != RKV_OK && st != RKV_NOT_FOUND) {
         count_error(w, BENCH_OP_DELETE, st, 1, measuring);
@@ -329,7 +333,7 @@ static void run_rmw(struct worker *w, const struct single_op *op, unsigned slot,
     for (unsigned attempt = 0; attempt < RMW_ATTEMPTS; attempt++) {
         struct rkv_item_info info;
         size_t len;
-        st = rkv_get(w->client, op->key, op->key_len, buf, w->get_buf_len, &len, &info);
+        st = bench_get(w->client, op->key, op->key_len, buf, w->get_buf_len, &len, &info);
         struct rkv_put_options po = { .mode = RKV_ADD };
         if (st == RKV_OK) {
             if (w->sh->cfg->verify)
@@ -342,7 +346,7 @@ static void run_rmw(struct worker *w, const struct single_op *op, unsigned slot,
         const void *value;
         size_t value_len;
         make_value(w, slot, op->idx, &value, &value_len);
-        st = rkv_put(w->client, op->key, op->key_len, value, value_len, &po, NULL);
+        st = bench_put(w->client, op->key, op->key_len, value, value_len, &po, NULL);
         if (st != RKV_CAS_MISMATCH && st != RKV_NOT_STORED && st != RKV_EXISTS)
             break;
         conflicts++;
@@ -443,11 +447,11 @@ static void preload(struct worker *w)
         unsigned np = 0;
         while (np < batch && idx < hi)
             add_put(w, &np, np, idx++);
-        rkv_status st = rkv_mput(w->client, w->pops, np);
+        rkv_status st = bench_mput(w->client, w->pops, np);
         for (unsigned i = 0; st == RKV_OK && i < np; i++)
             st = w->pops[i].status;
         if (st != RKV_OK) {
-            const char *detail = rkv_last_error(w->client);
+            const char *detail = bench_last_error(w->client);
             char key[KEY_STRIDE + 1];
             unsigned key_len = format_key(cfg, key, idx - 1);
             w->preload_status = st;
@@ -553,7 +557,7 @@ static void *worker_main(void *arg)
         if (phase == PHASE_STOP && !(open_loop && measuring))
             break;
         if (phase == PHASE_MEASURE && !measuring) {
-            rkv_reset_counters(w->client);
+            bench_reset_counters(w->client);
             measuring = true;
         }
         unsigned n = cfg->window;
@@ -571,7 +575,7 @@ static void *worker_main(void *arg)
     }
     w->end_ns = rkv_now_ns();
     if (measuring)
-        rkv_get_counters(w->client, &w->res->counters);
+        bench_get_counters(w->client, &w->res->counters);
     __atomic_fetch_add(&sh->finished, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -612,17 +616,12 @@ static const char *connect_hint(rkv_status st)
 
 static int connect_all(const struct bench_config *cfg, struct worker *ws)
 {
-    struct rkv_options opts = {
-        .auth_secret = cfg->auth,
-        .timeout_ms = cfg->timeout_ms,
-        .location_cache = cfg->location_cache,
-        .bucket_reads = cfg->bucket_reads,
-    };
     for (unsigned i = 0; i < cfg->threads; i++) {
-        rkv_status st = rkv_connect(cfg->servers, &opts, &ws[i].client);
+        char err[768];
+        rkv_status st = bench_client_connect(cfg, &ws[i].client, err, sizeof err);
         if (st != RKV_OK) {
-            if (rkv_last_error(NULL)[0])
-                fprintf(stderr, "rkv-bench: %s\n", rkv_last_error(NULL));
+            if (err[0])
+                fprintf(stderr, "rkv-bench: %s\n", err);
             else
                 fprintf(stderr, "rkv-bench: cannot connect to %s: %s; %s\n", cfg->servers,
                         rkv_strerror(st), connect_hint(st));
@@ -662,7 +661,7 @@ static int alloc_worker(struct worker *w, const struct bench_config *cfg, const 
 
 static void free_worker(struct worker *w)
 {
-    rkv_close(w->client);
+    bench_client_close(w->client);
     free(w->res);
     free(w->keys);
     free(w->get_bufs);

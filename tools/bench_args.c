@@ -19,7 +19,7 @@ enum opt_id {
     OPT_WORKLOAD, OPT_WARMUP, OPT_PRELOAD, OPT_NO_PRELOAD, OPT_VERIFY, OPT_JSON,
     OPT_SEED, OPT_AUTH, OPT_TIMEOUT, OPT_LOCATION_CACHE, OPT_BUCKET_READS, OPT_QUIET, OPT_HELP,
     OPT_VERSION, OPT_RATE, OPT_ARRIVAL, OPT_PROCESSES, OPT_HIST_FILE, OPT_TIMESERIES,
-    OPT_HTML, OPT_COMPARE,
+    OPT_HTML, OPT_COMPARE, OPT_PROTOCOL, OPT_CONNECTIONS,
 };
 
 /* Which settings the command line gave explicitly (a workload preset fills
@@ -29,6 +29,7 @@ enum {
     SET_DIST      = 1u << 1,
     SET_ARRIVAL   = 1u << 2,
     SET_COMPARE   = 1u << 3,   /* --compare seen: bare arguments are report files */
+    SET_CONNECTIONS = 1u << 4,
 };
 
 struct opt_def {
@@ -69,6 +70,8 @@ static const struct opt_def options[] = {
     { "timeseries",     0,   true,  OPT_TIMESERIES },
     { "html",           0,   true,  OPT_HTML },
     { "compare",        0,   false, OPT_COMPARE },
+    { "protocol",       0,   true,  OPT_PROTOCOL },
+    { "connections",    0,   true,  OPT_CONNECTIONS },
     { "help",           'h', false, OPT_HELP },
     { "version",        'V', false, OPT_VERSION },
 };
@@ -93,6 +96,13 @@ void bench_usage(FILE *out)
 "                             (rkv_options.bucket_reads; default auto)\n"
 "  -P, --processes N       fork N client processes, each with --threads threads\n"
 "                          and handles; their histograms merge exactly (1..%u; 1)\n"
+"      --protocol P        rkv (librkv; default) or memcache: the memcached text\n"
+"                          protocol over TCP to one -s tcp://HOST:PORT (rkv's\n"
+"                          tcp:// door or a memcached); a batch is pipelined over\n"
+"                          the thread's connections\n"
+"      --connections N     memcache: TCP connections in all (a multiple of\n"
+"                          threads x processes, at most that x window; default\n"
+"                          threads x processes x window: one request in flight each)\n"
 "\n"
 "Open loop (default: closed loop, each thread waits for a reply before the next):\n"
 "      --rate OPS          send OPS operations per second in total (split over\n"
@@ -296,6 +306,42 @@ static bool apply_workload(struct bench_config *cfg, unsigned set, FILE *err)
     return true;
 }
 
+/* --protocol against the servers, --connections against the threads. */
+static bool check_protocol(struct bench_config *cfg, unsigned set, FILE *err)
+{
+    bool tcp = strstr(cfg->servers, "tcp://") != NULL;
+    unsigned clients = cfg->threads * cfg->processes;
+    if (cfg->protocol == BENCH_PROTO_RKV) {
+        if (tcp) {
+            usage_error(err, "a tcp:// server speaks the memcached protocol; add --protocol memcache");
+            return false;
+        }
+        if (set & SET_CONNECTIONS) {
+            usage_error(err, "--connections sets the TCP connections of --protocol memcache; librkv "
+                        "keeps one connection per server and thread");
+            return false;
+        }
+        return true;
+    }
+    if (!tcp || cfg->server_count != 1) {
+        usage_error(err, "--protocol memcache drives one server: give one -s tcp://HOST:PORT");
+        return false;
+    }
+    if (cfg->auth != NULL) {
+        usage_error(err, "--auth: memcached clients cannot present rkv's secret; drop --auth");
+        return false;
+    }
+    if (!(set & SET_CONNECTIONS))
+        cfg->connections = clients * cfg->window;
+    if (cfg->connections % clients != 0 || cfg->connections / clients > cfg->window) {
+        usage_error(err, "--connections %u: give each of the %u client threads the same number, "
+                    "at most --window %u (a multiple of %u up to %u)", cfg->connections, clients,
+                    cfg->window, clients, clients * cfg->window);
+        return false;
+    }
+    return true;
+}
+
 /* Checks that span several flags, after all are known. */
 static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
 {
@@ -333,6 +379,8 @@ static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
         usage_error(err, "no server given; pass -s URI (e.g. -s shm:///run/rkv/rkv.sock)");
         return false;
     }
+    if (!check_protocol(cfg, set, err))
+        return false;
     if (cfg->get_ratio + cfg->delete_ratio > 1.0 + 1e-9) {
         usage_error(err, "--get-ratio %g plus --delete-ratio %g exceed 1; together they must be at most 1 "
                     "(the rest are writes)", cfg->get_ratio, cfg->delete_ratio);
@@ -402,7 +450,7 @@ static enum bench_args_result apply_option(struct bench_config *cfg, const struc
     switch (o->id) {
     case OPT_SERVER: {
         char msg[640];
-        if (server_list_add(&cfg->servers, &cfg->server_count, v, msg, sizeof msg))
+        if (server_list_add(&cfg->servers, &cfg->server_count, v, true, msg, sizeof msg))
             break;
         usage_error(err, "%s", msg);
         return BENCH_ARGS_USAGE;
@@ -538,6 +586,20 @@ static enum bench_args_result apply_option(struct bench_config *cfg, const struc
     case OPT_COMPARE:
         *set |= SET_COMPARE;
         break;
+    case OPT_PROTOCOL:
+        if (strcmp(v, "rkv") == 0)
+            cfg->protocol = BENCH_PROTO_RKV;
+        else if (strcmp(v, "memcache") == 0)
+            cfg->protocol = BENCH_PROTO_MEMCACHE;
+        else
+            goto range;
+        break;
+    case OPT_CONNECTIONS:
+        if (!rkv_parse_u64(v, 1, (uint64_t)BENCH_MAX_THREADS * BENCH_MAX_WINDOW, &u))
+            goto range;
+        cfg->connections = (unsigned)u;
+        *set |= SET_CONNECTIONS;
+        break;
     case OPT_HELP:
         bench_usage(out);
         return BENCH_ARGS_EXIT_OK;
@@ -567,6 +629,8 @@ range:
     case OPT_RATE:     usage_error(err, "--rate: '%s' is not a number of operations per second above 0 and up to %.0f", v, BENCH_MAX_RATE); break;
     case OPT_ARRIVAL:  usage_error(err, "--arrival: '%s' is not constant or poisson", v); break;
     case OPT_PROCESSES: usage_error(err, "--processes: '%s' is not a whole number in 1..%u", v, BENCH_MAX_PROCESSES); break;
+    case OPT_PROTOCOL: usage_error(err, "--protocol: '%s' is not rkv or memcache", v); break;
+    case OPT_CONNECTIONS: usage_error(err, "--connections: '%s' is not a whole number in 1..%u", v, BENCH_MAX_THREADS * BENCH_MAX_WINDOW); break;
     default:           usage_error(err, "--%s: '%s' is not a valid value", o->name, v); break;
     }
     return BENCH_ARGS_USAGE;

@@ -43,6 +43,12 @@ enum bench_write_kind {
     BENCH_WRITE_RMW,      /* rkv_get, then rkv_put with RKV_CAS (F) */
 };
 
+/* What rkv-bench speaks to the server (--protocol). */
+enum bench_protocol {
+    BENCH_PROTO_RKV,      /* librkv: one-sided GETs, RPC writes (shm://, rdma://) */
+    BENCH_PROTO_MEMCACHE, /* the memcached text protocol over TCP (tcp://) */
+};
+
 struct bench_range {
     uint32_t min, max;    /* inclusive; min == max for a fixed size */
 };
@@ -81,6 +87,9 @@ struct bench_config {
     const char *html_path;      /* --html FILE: the report as one HTML page, or NULL */
     const char **compare;       /* --compare: JSON reports to draw (owned array, argv strings) */
     unsigned compare_count;     /* how many; > 0 means no benchmark runs */
+    enum bench_protocol protocol; /* --protocol */
+    unsigned connections;       /* --connections: memcache TCP connections over all threads
+                                   and processes; default threads x processes x window */
 };
 
 enum bench_args_result {

@@ -222,6 +222,12 @@ void bench_report_text(FILE *out, const struct bench_config *cfg, const struct b
     if (cfg->rate > 0)
         text_open_loop(out, cfg, r);
     const struct rkv_counters *c = &r->counters;
+    if (cfg->protocol == BENCH_PROTO_MEMCACHE) {
+        fprintf(out, "Transport: memcached text protocol over %u TCP connection%s, %.3f send() "
+                "calls/request\n", cfg->connections, cfg->connections == 1 ? "" : "s",
+                q.doorbells_per_request);
+        return;
+    }
     fprintf(out, "Transport: %.2f READs/GET, %.2f round trips/GET, %.3f doorbells/request, "
             "%.1f%% sends inline\n", q.reads_per_get, q.round_trips_per_get,
             q.doorbells_per_request, q.inline_share * 100);
@@ -369,6 +375,9 @@ int bench_report_json_series(FILE *out, const struct bench_config *cfg, const st
         p = comma ? comma + 1 : NULL;
     }
     json_array_end(&w);
+    json_string(&w, "protocol", cfg->protocol == BENCH_PROTO_MEMCACHE ? "memcache" : "rkv");
+    if (cfg->protocol == BENCH_PROTO_MEMCACHE)
+        json_u64(&w, "connections", cfg->connections);
     json_u64(&w, "processes", cfg->processes);
     json_u64(&w, "threads", cfg->threads);
     json_u64(&w, "window", cfg->window);

@@ -121,7 +121,7 @@ enum cli_global_result cli_parse_global(int argc, char **argv, struct cli_global
         if (server) {
             char msg[640];
             unsigned count = 0;
-            if (!server_list_add(&g->servers, &count, v, msg, sizeof msg)) {
+            if (!server_list_add(&g->servers, &count, v, false, msg, sizeof msg)) {
                 global_error(err, "%s", msg);
                 goto usage;
             }

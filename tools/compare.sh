@@ -33,6 +33,16 @@
 #    the GET and SET tests become "get" and "put": the operations between two
 #    rows are placed at the later row's latency.
 #  They have no per-second series and no transport counters ("-").
+#
+# The memcached door (--only door): memcached and rkv's tcp:// door driven by
+# ONE load generator, rkv-bench --protocol memcache (same generator, same
+# report, --connections TCP connections, each thread's batch of --window
+# pipelined over its share of them), at the same server threads; then
+# librkv's one-sided GETs (rkv-bench over shm, same threads and window) on
+# the same rkv server's table, already loaded through the door. Its table
+# gives each row's ops/s (all operations, and GETs alone) over memcached's.
+# memcached missing: its row is skipped with a message, the rkv rows run.
+#
 # Missing tools are installed from Debian (apt-get) when running as root,
 # unless --no-install.
 set -euo pipefail
@@ -51,6 +61,7 @@ INSTALL=1
 ONLY="rkv,memcached,redis"
 KEEP=""
 HTML=""
+CONNECTIONS=""         # --only door: memcache connections; default threads x window
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -68,7 +79,11 @@ Benchmarks rkv (shm), memcached and Redis on this host with the same workload.
   --server-threads N  rkv workers / memcached threads (default $SERVER_THREADS; Redis: 1)
   --memory MB         memory per server (default $MEMORY_MB)
   --build DIR         rkv build directory (default: newest build*/ with rkv-server)
-  --only LIST         systems to run, from rkv,memcached,redis (default all)
+  --only LIST         systems to run, from rkv,memcached,redis,door (default
+                      rkv,memcached,redis; door: memcached and rkv's tcp:// door
+                      under rkv-bench --protocol memcache, plus librkv's
+                      one-sided GETs on the same table)
+  --connections N     door: TCP connections (default threads x window)
   --no-install        do not apt-get install missing tools; skip those systems
   --keep DIR          keep every tool's raw output in DIR
   --html FILE         the HTML page (default: compare.html in the rkv build dir)
@@ -103,6 +118,7 @@ while (( $# > 0 )); do
         --keys) check_int "$opt" "$val" 1 100000000; KEYS=$val ;;
         --value-size) check_int "$opt" "$val" 1 1048576; VALUE_SIZE=$val ;;
         --server-threads) check_int "$opt" "$val" 1 256; SERVER_THREADS=$val ;;
+        --connections) check_int "$opt" "$val" 1 65536; CONNECTIONS=$val ;;
         --memory) check_int "$opt" "$val" 64 1048576; MEMORY_MB=$val ;;
         --get-ratio)
             [[ $val =~ ^(0(\.[0-9]+)?|1(\.0+)?|\.[0-9]+)$ ]] ||
@@ -110,8 +126,8 @@ while (( $# > 0 )); do
             GET_RATIO=$val ;;
         --build) [[ -d $val ]] || die_usage "--build: '$val' is not a directory"; BUILD=$(cd "$val" && pwd) ;;
         --only)
-            [[ $val =~ ^(rkv|memcached|redis)(,(rkv|memcached|redis))*$ ]] ||
-                die_usage "--only: '$val' is not a comma-separated list of rkv, memcached, redis"
+            [[ $val =~ ^(rkv|memcached|redis|door)(,(rkv|memcached|redis|door))*$ ]] ||
+                die_usage "--only: '$val' is not a comma-separated list of rkv, memcached, redis, door"
             ONLY=$val ;;
         --keep) mkdir -p "$val" || die_usage "--keep: cannot create '$val'"; KEEP=$(cd "$val" && pwd) ;;
         --html) [[ -d $(dirname "$val") ]] || die_usage "--html: no directory for '$val'"; HTML=$val ;;
@@ -485,6 +501,99 @@ run_redis() {
     record redis "$mix" "${blend% *}" "${blend#* }" "TCP loopback; GET $get_rps/s, SET $set_rps/s, pipeline $WINDOW"
 }
 
+# ---- the memcached door: one load generator for memcached and rkv -------------
+
+DOOR_NAMES=() DOOR_OPS=() DOOR_GETS=() DOOR_P50=() DOOR_P99=() DOOR_NOTES=()
+door_record() {
+    DOOR_NAMES+=("$1")
+    if [[ -n $2 ]]; then
+        DOOR_OPS+=("$(json_get "$2" ops_per_sec)") DOOR_GETS+=("$(json_get "$2" get.ops_per_sec)")
+        DOOR_P50+=("$(json_get "$2" total.p50_us)") DOOR_P99+=("$(json_get "$2" total.p99_us)")
+        REPORTS+=("$2")
+    else
+        DOOR_OPS+=(-) DOOR_GETS+=(-) DOOR_P50+=(-) DOOR_P99+=(-)
+        FAILED=1
+    fi
+    DOOR_NOTES+=("$3")
+}
+
+# door_load NAME JSON URI [rkv-bench flags...]: the common load, one run.
+door_load() {
+    local name=$1 json=$2 uri=$3
+    shift 3
+    run_load "$name" "${json%.json}.txt" $(( DURATION * 3 + 120 )) "$DOOR_BENCH" -s "$uri" "$@" \
+        --threads "$THREADS" --window "$WINDOW" --duration "$DURATION" --keys "$KEYS" \
+        --key-size "$KEY_SIZE" --value-size "$VALUE_SIZE" --get-ratio "$GET_RATIO" \
+        --json "$json" -q
+}
+
+run_door() {
+    local server port sock conns=${CONNECTIONS:-$(( THREADS * WINDOW ))}
+    local mc=(--protocol memcache --connections "$conns")
+    server=$(find_rkv server/rkv-server)
+    DOOR_BENCH=$(find_rkv tools/rkv-bench)
+    if [[ -z $server || -z $DOOR_BENCH ]]; then
+        door_record "rkv door" "" "skipped: rkv-server or rkv-bench not built"
+        return
+    fi
+    if need memcached memcached && port=$(free_port 21211); then
+        note "door: memcached, rkv-bench --protocol memcache, $conns connections, ${DURATION}s"
+        if start_server memcached "$TMP/door-memcached.log" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" -- \
+               memcached -l 127.0.0.1 -p "$port" -U 0 -m "$MEMORY_MB" -t "$SERVER_THREADS" -c 4096 \
+               -u "$(id -un)" &&
+           door_load memcached "$TMP/door-memcached.json" "tcp://127.0.0.1:$port" "${mc[@]}"; then
+            stop "$SERVER_PID"
+            door_record memcached "$TMP/door-memcached.json" "-t $SERVER_THREADS; TCP loopback, $conns connections"
+        else
+            door_record memcached "" "skipped: did not run (output above)"
+        fi
+    else
+        note "door: memcached is not installed (apt-get install memcached, or tools/install-deps.sh --with-compare): its row is skipped"
+        door_record memcached "" "skipped: not installed"
+    fi
+    port=$(free_port 21311) || { door_record "rkv tcp door" "" "skipped: no free port near 21311"; return; }
+    sock=$TMP/door.sock
+    note "door: rkv's tcp:// door, then librkv over shm on the same table, ${DURATION}s each"
+    start_server "rkv tcp door" "$TMP/door-rkv.log" test -S "$sock" -- "$server" --listen "shm://$sock" \
+        --listen "tcp://127.0.0.1:$port" --memory "${MEMORY_MB}M" --workers "$SERVER_THREADS" \
+        --log-level warn || { door_record "rkv tcp door" "" "skipped: the server did not start"; return; }
+    if door_load "rkv tcp door" "$TMP/door-rkv-tcp.json" "tcp://127.0.0.1:$port" "${mc[@]}"; then
+        door_record "rkv tcp door" "$TMP/door-rkv-tcp.json" "--workers $SERVER_THREADS; TCP loopback, $conns connections"
+    else
+        door_record "rkv tcp door" "" "skipped: did not run (output above)"
+        return
+    fi
+    if door_load "rkv librkv" "$TMP/door-rkv-shm.json" "shm://$sock" --no-preload; then
+        door_record "rkv librkv" "$TMP/door-rkv-shm.json" "one-sided GETs over shm, the table the door loaded"
+    else
+        door_record "rkv librkv" "" "skipped: did not run (output above)"
+    fi
+    stop "$SERVER_PID"
+}
+
+# The door's table: every row over memcached's (all ops, and GETs alone).
+door_table() {
+    local base="" base_get="" i ratio gratio
+    for i in "${!DOOR_NAMES[@]}"; do
+        [[ ${DOOR_NAMES[$i]} == memcached && ${DOOR_OPS[$i]} != - ]] && base=${DOOR_OPS[$i]} base_get=${DOOR_GETS[$i]}
+    done
+    printf '\nThe memcached door: %s threads x window %s, %s server threads, %s keys of %s B, %s B values, GET ratio %s\n' \
+        "$THREADS" "$WINDOW" "$SERVER_THREADS" "$KEYS" "$KEY_SIZE" "$VALUE_SIZE" "$GET_RATIO"
+    printf '%-13s %12s %12s %9s %9s %11s %11s  %s\n' system "ops/s" "GET ops/s" "p50(us)" "p99(us)" \
+        "x memcached" "GET x mc" notes
+    for i in "${!DOOR_NAMES[@]}"; do
+        ratio=- gratio=-
+        if [[ -n $base && ${DOOR_OPS[$i]} != - ]]; then
+            ratio=$(awk -v a="${DOOR_OPS[$i]}" -v b="$base" 'BEGIN { printf "%.2fx", a / b }')
+            gratio=$(awk -v a="${DOOR_GETS[$i]}" -v b="$base_get" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')
+        fi
+        printf '%-13s %12s %12s %9s %9s %11s %11s  %s\n' "${DOOR_NAMES[$i]}" \
+            "$(awk -v v="${DOOR_OPS[$i]}" 'BEGIN { if (v == "-") print "-"; else printf "%.0f", v }')" \
+            "$(awk -v v="${DOOR_GETS[$i]}" 'BEGIN { if (v == "-") print "-"; else printf "%.0f", v }')" \
+            "$(fmt_us "${DOOR_P50[$i]}")" "$(fmt_us "${DOOR_P99[$i]}")" "$ratio" "$gratio" "${DOOR_NOTES[$i]}"
+    done
+}
+
 # ---- run and report -------------------------------------------------------
 
 echo "compare.sh: $DURATION s each; $THREADS client thread(s), $WINDOW in flight per thread;" \
@@ -493,6 +602,7 @@ echo "compare.sh: $DURATION s each; $THREADS client thread(s), $WINDOW in flight
 wants rkv && run_rkv
 wants memcached && run_memcached
 wants redis && run_redis
+wants door && run_door
 
 rkv_ops="" rkv_p50="" rkv_p99=""
 for i in "${!NAMES[@]}"; do
@@ -509,7 +619,7 @@ fmt_us() {
     awk -v v="$v" -v m="$mark" 'BEGIN { printf "%s%.*f", m, (v < 10 ? 2 : 1), v }'
 }
 
-printf '\n%-10s %12s %10s %10s %13s %13s %13s  %s\n' system "ops/s" "p50(us)" "p99(us)" \
+(( ${#NAMES[@]} > 0 )) && printf '\n%-10s %12s %10s %10s %13s %13s %13s  %s\n' system "ops/s" "p50(us)" "p99(us)" \
     "rkv x ops/s" "their/rkv p50" "their/rkv p99" notes
 for i in "${!NAMES[@]}"; do
     ratio="-" r50="-" r99="-"
@@ -524,7 +634,8 @@ for i in "${!NAMES[@]}"; do
         "$(fmt_us "${P99[$i]}")" \
         "$ratio" "$r50" "$r99" "${NOTES[$i]}"
 done
-echo "(~: interpolated from memaslap's log2 histogram. Ratios: rkv's ops/s over theirs; their latency over rkv's.)"
+(( ${#NAMES[@]} > 0 )) && echo "(~: interpolated from memaslap's log2 histogram. Ratios: rkv's ops/s over theirs; their latency over rkv's.)"
+(( ${#DOOR_NAMES[@]} > 0 )) && door_table
 
 # The page: every report that exists, drawn by rkv-bench.
 bench=$(find_rkv tools/rkv-bench)

@@ -17,9 +17,11 @@ set -euo pipefail
 
 base=(build-essential meson ninja-build pkg-config
       libibverbs-dev librdmacm-dev libxxhash-dev libinih-dev libcmocka-dev
+      libmd-dev     # librkv: MD5 for ketama placement (client/placement_ketama.c)
       clang rdma-core ibverbs-utils ibverbs-providers
       chromium      # headless: tests/bench_html_test.sh renders rkv-bench's HTML report
-      python3-pymemcache)   # tests/test_memcache.c: a third-party memcached client
+      python3-pymemcache    # tests/test_memcache.c, test_twemproxy.c: a third-party memcached client
+      nutcracker)   # tests/test_twemproxy.c: twemproxy in front of three rkv servers
 vm=(qemu-system-x86 busybox-static kmod cpio iproute2 perftest rdmacm-utils)
 compare=(memcached redis-server redis-tools libmemcached-tools)
 

@@ -6,7 +6,8 @@
 #include "server_list.h"
 #include "util.h"
 
-bool server_list_add(char **joined, unsigned *count, const char *value, char *err, size_t err_len)
+bool server_list_add(char **joined, unsigned *count, const char *value, bool allow_tcp,
+                     char *err, size_t err_len)
 {
     unsigned found = 0;
     for (const char *p = value;;) {
@@ -24,9 +25,19 @@ bool server_list_add(char **joined, unsigned *count, const char *value, char *er
         }
         memcpy(uri, p, n);
         uri[n] = '\0';
-        if (!rkv_uri_split(uri, scheme, sizeof scheme, &rest) || *rest == '\0' ||
-            (strcmp(scheme, "shm") != 0 && strcmp(scheme, "rdma") != 0)) {
-            snprintf(err, err_len, "--server: '%s' is not a server URI; use shm://PATH or rdma://HOST:PORT", uri);
+        bool tcp = rkv_uri_split(uri, scheme, sizeof scheme, &rest) && strcmp(scheme, "tcp") == 0;
+        char host[256];
+        uint16_t port;
+        if (tcp && (!allow_tcp || !rkv_host_port(rest, host, sizeof host, &port))) {
+            snprintf(err, err_len, allow_tcp ? "--server: '%s' is not tcp://HOST:PORT"
+                                             : "--server: '%s' is a memcached address; this tool "
+                                               "speaks rkv's protocol: use shm://PATH or rdma://HOST:PORT", uri);
+            return false;
+        }
+        if (!tcp && (!rkv_uri_split(uri, scheme, sizeof scheme, &rest) || *rest == '\0' ||
+                     (strcmp(scheme, "shm") != 0 && strcmp(scheme, "rdma") != 0))) {
+            snprintf(err, err_len, "--server: '%s' is not a server URI; use shm://PATH or rdma://HOST:PORT%s",
+                     uri, allow_tcp ? " (or tcp://HOST:PORT with --protocol memcache)" : "");
             return false;
         }
         found++;

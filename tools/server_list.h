@@ -2,8 +2,9 @@
  *
  * Each -s value is one server URI or several separated by commas; all of
  * them are joined with commas into the one string rkv_connect() shards over.
- * Every URI is checked here (scheme shm:// or rdma://, something after it)
- * so that a typo is a usage error naming the flag, not a failed connection.
+ * Every URI is checked here (scheme shm:// or rdma://, and tcp://HOST:PORT
+ * where the caller can speak memcached; something after it) so that a typo
+ * is a usage error naming the flag, not a failed connection.
  */
 #ifndef RKV_TOOLS_SERVER_LIST_H
 #define RKV_TOOLS_SERVER_LIST_H
@@ -17,6 +18,7 @@
 /* Checks `value` and appends it to *joined (malloc'ed, NULL at first),
  * adding its URIs to *count. On a bad value returns false with a message
  * (starting "--server: ") in err and leaves *joined as it was. */
-bool server_list_add(char **joined, unsigned *count, const char *value, char *err, size_t err_len);
+bool server_list_add(char **joined, unsigned *count, const char *value, bool allow_tcp,
+                     char *err, size_t err_len);
 
 #endif
