@@ -27,6 +27,7 @@
 #include "location_cache.h"
 #include "lookup.h"
 #include "protocol.h"
+#include "rdma_util.h"
 #include "rkv.h"
 #include "shard.h"
 #include "transport.h"
@@ -317,7 +318,9 @@ static rkv_status shard_connect(rkv_client *c, struct shard *s)
     char err[512] = "";
     struct rkv_ctrans_params p = { .local_buf_size = LOCAL_BUF_SIZE,
                                    .timeout_ms = c->opts.timeout_ms,
-                                   .device = c->opts.rdma_device };
+                                   .device = c->opts.rdma_device,
+                                   .ack_timeout = c->opts.rdma_ack_timeout,
+                                   .retry_count = c->opts.rdma_retry_count };
     rkv_status st = s->ops->connect(s->addr, &p, &c->tc, &s->t, err, sizeof err);
     if (st != RKV_OK) {
         s->t = NULL;
@@ -398,6 +401,10 @@ static void apply_defaults(struct rkv_options *o)
         o->max_get_retries = DEFAULT_RETRIES;
     if (o->reconnect_ms == 0)
         o->reconnect_ms = DEFAULT_BACKOFF;
+    if (o->rdma_ack_timeout == 0)
+        o->rdma_ack_timeout = RKV_RDMA_ACK_TIMEOUT;
+    if (o->rdma_retry_count == 0)
+        o->rdma_retry_count = RKV_RDMA_RETRY_COUNT;
 }
 
 rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_client **out)
@@ -410,6 +417,12 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
     if (opts)
         c->opts = *opts;
     apply_defaults(&c->opts);
+    char rc_err[256];
+    if (!rkv_rdma_rc_check(c->opts.rdma_ack_timeout, c->opts.rdma_retry_count, "rdma_ack_timeout",
+                           "rdma_retry_count", rc_err, sizeof rc_err)) {
+        st = fail(c, RKV_INVALID, "rkv_options: %s", rc_err);
+        goto fail;
+    }
     if (c->opts.auth_secret) {
         if (strlen(c->opts.auth_secret) > RKV_MAX_SECRET) {
             st = fail(c, RKV_INVALID, "auth secret longer than %u bytes", RKV_MAX_SECRET);

@@ -423,10 +423,10 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
      * region, the server's pulls from our staging buffer. */
     cp.initiator_depth = caps.max_init_rd_atom;
     cp.responder_resources = caps.max_rd_atom;
-    cp.retry_count = 7;
-    cp.rnr_retry_count = 7;
+    cp.retry_count = (uint8_t)(p->retry_count ? p->retry_count : RKV_RDMA_RETRY_COUNT);
+    cp.rnr_retry_count = 7;   /* retry forever: a request waits for a re-posted receive */
     cp.qp_num = t->qp->qp_num;
-    rkv_rdma_set_ack_timeout(t->id);
+    rkv_rdma_set_ack_timeout(t->id, p->ack_timeout);
     if (rdma_connect(t->id, &cp) != 0) {
         rkv_rdma_errno_error(errno, "rdma_connect", err, err_len);
         st = RKV_CONNECTION;

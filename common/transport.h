@@ -55,6 +55,8 @@ struct rkv_ctrans_params {
     unsigned timeout_ms;       /* connect / wait timeout (default 5000) */
     unsigned signal_interval;  /* rdma: signal one send in N (default 16) */
     const char *device;        /* rdma: device name, NULL = rdma_cm's choice */
+    unsigned ack_timeout;      /* rdma: RC ACK timeout exponent (rdma_util.h), 0 = 16 */
+    unsigned retry_count;      /* rdma: RC retransmissions, 0 = 7 */
 };
 
 /* Counters a transport bumps; owned by the caller, shared over its shards. */
@@ -185,6 +187,8 @@ struct rkv_strans_params {
     unsigned signal_interval;  /* signal one send in N (default 16) */
     uint8_t  tos;              /* IP ToS for RoCE (default 0) */
     int gid_index;             /* -1 (default): rdma_cm's choice */
+    unsigned ack_timeout;      /* RC ACK timeout exponent: 4.096 us x 2^N per try (default 16) */
+    unsigned retry_count;      /* RC retransmissions before a transfer fails (default 7) */
 };
 
 /* Every field at its default (the values above); rkv-server's configuration

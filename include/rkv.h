@@ -90,6 +90,13 @@ struct rkv_options {
     unsigned max_get_retries;   /* verification retries before RKV_RETRY_EXHAUSTED; 0 = 64 */
     unsigned reconnect_ms;      /* longest backoff between reconnect attempts; 0 = 1000 */
     const char *rdma_device;    /* RDMA device name, or NULL for rdma_cm's choice */
+    unsigned rdma_ack_timeout;  /* rdma: RC ACK timeout exponent, 1..31: each try of a transfer
+                                   waits 4.096 us x 2^N for the server's ACK; 0 = 16 (268 ms) */
+    unsigned rdma_retry_count;  /* rdma: RC retransmissions, 1..7, before a transfer fails with
+                                   "retry exceeded" and the call with RKV_CONNECTION; 0 = 7.
+                                   A dead server is noticed within 4.096 us x 2^timeout x
+                                   (retries + 1): 2.15 s by default, when that is below
+                                   timeout_ms (else the call's RKV_TIMEOUT comes first) */
 };
 
 /* Connect to one server, or to several separated by commas (sharded). On
