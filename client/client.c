@@ -96,6 +96,14 @@ static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
 
 /* ------------------------------------------------------------ connection */
 
+/* Why the shard's transport failed, in its own words if it has them, else
+ * the status's; call before shard_down(). */
+static const char *shard_why(const struct shard *s, rkv_status st)
+{
+    const char *why = s->t && s->ops->why ? s->ops->why(s->t) : NULL;
+    return why && why[0] ? why : rkv_strerror(st);
+}
+
 static void shard_down(struct shard *s)
 {
     if (s->t)
@@ -170,8 +178,9 @@ static rkv_status shard_wait(rkv_client *c, struct shard *s, uint32_t req_id,
         const uint8_t *p;
         rkv_status st = s->ops->recv(s->t, &msg, &len, c->opts.timeout_ms);
         if (st != RKV_OK) {
+            fail(c, st, "%s: no reply: %s", s->uri, shard_why(s, st));
             shard_down(s);
-            return fail(c, st, "%s: no reply: %s", s->uri, rkv_strerror(st));
+            return st;
         }
         st = rkv_resp_parse(msg, len, &h, &p);
         if (st != RKV_OK) {
@@ -232,8 +241,9 @@ static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *len
 {
     rkv_status st = s->ops->send(s->t, lens, n);
     if (RKV_UNLIKELY(st != RKV_OK)) {
+        fail(c, st, "%s: sending %s failed: %s", s->uri, what, shard_why(s, st));
         shard_down(s);
-        return fail(c, st, "%s: sending %s failed: %s", s->uri, what, rkv_strerror(st));
+        return st;
     }
     s->outstanding += n;
     return RKV_OK;
@@ -576,8 +586,9 @@ static rkv_status run_lookups(rkv_client *c, struct shard *s, struct rkv_lookup 
     c->c.verify_retries += s->lctx.retries - retries;
     c->c.forwards += s->lctx.forwards - forwards;
     if (st != RKV_OK) {
+        fail(c, st, "%s: read failed: %s", s->uri, shard_why(s, st));
         shard_down(s);
-        return fail(c, st, "%s: read failed: %s", s->uri, rkv_strerror(st));
+        return st;
     }
     return RKV_OK;
 }

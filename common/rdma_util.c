@@ -177,6 +177,12 @@ void rkv_rdma_cm_error(enum rdma_cm_event_type ev, int status,
 
     switch (ev) {
     case RDMA_CM_EVENT_ADDR_ERROR:
+        if (status == -ETIMEDOUT) {   /* the route is there; nobody answered ARP / ND */
+            snprintf(err, err_len,
+                     "%s is unreachable: its address did not resolve in time (rdma_cm ADDR_ERROR, "
+                     "ARP/ND timed out); is the server's host up, and the network between us?", peer);
+            break;
+        }
         snprintf(err, err_len,
                  "cannot resolve %s to a local RDMA device (rdma_cm ADDR_ERROR, status %d): the route to it "
                  "must leave through an RDMA-capable interface (`rdma link show`, `ip route get`); "

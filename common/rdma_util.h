@@ -33,18 +33,33 @@
 /* RC retransmission (both ends; rkv_options rdma_ack_timeout / rdma_retry_count,
  * rkv-server [rdma] ack_timeout / retry_count): each try waits 4.096 us << ack_timeout
  * for the peer's ACK, and after retry_count retransmissions the transfer fails with
- * IBV_WC_RETRY_EXC_ERR. Defaults: 268 ms per try, 8 tries: a vanished peer fails a
- * transfer within 2.15 s (rkv_rdma_detect_ns). */
+ * IBV_WC_RETRY_EXC_ERR. Defaults: 268 ms per try, 7 tries: a vanished peer fails a
+ * transfer within 1.88 s (rkv_rdma_detect_ns). 6, not the field's 7: Soft-RoCE
+ * (rdma_rxe) takes a retry count of 7 to mean "retry forever", as IB does for
+ * the RNR retry count, and would never notice a dead peer. */
 #define RKV_RDMA_ACK_TIMEOUT       16u
 #define RKV_RDMA_ACK_TIMEOUT_MIN   1u       /* 0 would mean "wait forever" */
 #define RKV_RDMA_ACK_TIMEOUT_MAX   31u      /* the field's 5 bits: 2.4 hours per try */
-#define RKV_RDMA_RETRY_COUNT       7u
+#define RKV_RDMA_RETRY_COUNT       6u
 #define RKV_RDMA_RETRY_COUNT_MIN   1u       /* 0 fails at the first lost packet */
 #define RKV_RDMA_RETRY_COUNT_MAX   7u       /* the field's 3 bits */
 /* RC notices a dead peer only when it sends: the server probes a connection
- * that brought no request for this long (a zero-length RDMA READ), so a client
- * that vanished while idle loses its slot within this + rkv_rdma_detect_ns(). */
+ * that brought no request for this long (an RDMA READ of the buffer the
+ * client named at connect), so a client that vanished while idle loses its
+ * slot within this + rkv_rdma_detect_ns(). */
 #define RKV_RDMA_KEEPALIVE_MS      1000u
+#define RKV_RDMA_PROBE_LEN         8u
+
+/* Private data of the client's rdma_connect(): RKV_RDMA_PROBE_LEN bytes of
+ * its own (REMOTE_READ) memory the server's keepalive probe reads. Not a
+ * zero-length READ: Soft-RoCE before Linux 6.4 breaks the responder's QP
+ * when a retransmitted zero-length READ arrives (it re-checks rkey 0). */
+#define RKV_RDMA_CONNECT_MAGIC     0x524b4350u /* "RKCP" */
+struct rkv_rdma_connect_info {
+    uint32_t magic;             /* RKV_RDMA_CONNECT_MAGIC */
+    uint32_t rkey;
+    uint64_t addr;
+};
 
 /* Private data of an rdma_reject(): why the server refused a connection. */
 #define RKV_RDMA_REJECT_MAGIC      0x524a4b52u /* "RKJR" */

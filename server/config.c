@@ -545,7 +545,8 @@ static const struct setting settings[] = {
       "4.096 us x 2^N (default 16 = 268 ms)" },
     { "rdma", "retry_count", "rdma-retry-count", 0, false, false, 0, set_uint, F(retry_count),
       RKV_RDMA_RETRY_COUNT_MIN, RKV_RDMA_RETRY_COUNT_MAX, "N", "RC retransmissions before a "
-      "transfer to a silent peer fails (default 7: 2.15 s with the default timeout)" },
+      "transfer to a silent peer fails (default 6: 1.88 s with the default timeout; "
+      "Soft-RoCE retries forever at 7)" },
     { "security", "secret", "auth-secret", 0, false, false, GROUP_SECRET, set_secret,
       F(auth_secret), 0, 0, "SECRET", "shared secret clients must present (visible in ps; "
       "prefer --auth-secret-file)" },

@@ -67,6 +67,7 @@ struct srv_shared {
     uint32_t cq_size;               /* 0: 2x the queue it serves */
     unsigned ack_timeout;           /* RC retransmission (rdma_util.h) */
     unsigned retry_count;
+    struct rkv_rdma_buf probe;      /* where keepalive probes land (contents unused) */
 };
 
 struct rkv_listener {
@@ -100,6 +101,7 @@ struct rkv_sconn {
     uint64_t requests;              /* requests polled, ever */
     uint64_t requests_seen;         /* ... at the last keepalive look */
     uint64_t probe_at;              /* rkv_now_ns() of the next keepalive probe; 0: not started */
+    struct rkv_rdma_connect_info probe; /* the client's probe buffer; magic 0: none named */
     bool armed;                     /* worker: arm() asked for a completion event */
     bool established;               /* listener: handed to a worker */
     bool reported;                  /* worker: the failure was logged */
@@ -118,6 +120,7 @@ static void shared_put(struct srv_shared *sh)
         return;
     if (sh->region_mr != NULL)
         ibv_dereg_mr(sh->region_mr);
+    rkv_rdma_buf_free(&sh->probe);
     if (sh->pd != NULL)
         ibv_dealloc_pd(sh->pd);
     if (sh->channel != NULL)
@@ -139,7 +142,16 @@ static void conn_fail(struct rkv_sconn *c, const char *msg)
 static void conn_wc_fail(struct rkv_sconn *c, enum ibv_wc_status st, const char *what)
 {
     char msg[400];
+    enum ibv_wc_status cause = IBV_WC_WR_FLUSH_ERR;
 
+    /* A flush hides the cause; a failed reply, pull or keepalive probe may
+     * be waiting on the send queue with it (retries exceeded: the peer's
+     * link or host is gone). */
+    if (st == IBV_WC_WR_FLUSH_ERR && rkv_rdma_sq_poll(&c->sq, c->send_cq, &cause) != 0 &&
+        cause != IBV_WC_WR_FLUSH_ERR) {
+        st = cause;
+        what = "a transfer to the peer (a reply, a value pull or a keepalive probe)";
+    }
     if (st == IBV_WC_WR_FLUSH_ERR) {  /* the peer left; nothing to explain */
         atomic_store(&c->dead, true);
         return;
@@ -401,7 +413,9 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     sh->region_mr = rkv_rdma_reg_mr(sh->pd, region->base, region->size,
                                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
                                     &relaxed, "table region", err, err_len);
-    if (sh->region_mr == NULL)
+    if (sh->region_mr == NULL ||
+        rkv_rdma_buf_alloc(sh->pd, RKV_RDMA_PROBE_LEN, IBV_ACCESS_LOCAL_WRITE, "keepalive buffer",
+                           &sh->probe, err, err_len) != RKV_OK)
         goto fail;
     if (rdma_listen(l->id, LISTEN_BACKLOG) != 0) {
         rkv_rdma_errno_error(errno, "rdma_listen", err, err_len);
@@ -486,6 +500,11 @@ static void on_connect_request(struct rkv_listener *l, struct rdma_cm_event *ev)
         reject_request(sh, ev, RKV_REJECT_RESOURCES);
         return;
     }
+    /* the client's keepalive buffer; a client that names none is not probed */
+    if (ev->param.conn.private_data != NULL && ev->param.conn.private_data_len >= sizeof c->probe)
+        memcpy(&c->probe, ev->param.conn.private_data, sizeof c->probe);
+    if (c->probe.magic != RKV_RDMA_CONNECT_MAGIC)
+        memset(&c->probe, 0, sizeof c->probe);
     /* Let the client keep as many READs in flight as the device serves, and
      * let our pulls do the same against the client. */
     cp.responder_resources = RKV_MIN(ev->param.conn.initiator_depth, sh->caps.max_rd_atom);
@@ -797,15 +816,18 @@ static rkv_status srv_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb,
 /* RC notices a dead peer only when it sends: a client that vanished while
  * its connection was idle (a cable pulled, a blackholed link) would hold
  * its slot and credits forever. So a connection that brought no request
- * for RKV_RDMA_KEEPALIVE_MS gets a zero-length RDMA READ (no address, no rkey: C9-88);
- * a live peer's NIC answers it, a dead one's retries run out within
- * rkv_rdma_detect_ns() and the error completion closes the connection. */
+ * for RKV_RDMA_KEEPALIVE_MS gets an RDMA READ of the few bytes the client
+ * named at connect (rdma_util.h); a live peer's NIC answers it, a dead
+ * one's retries run out within rkv_rdma_detect_ns() and the error
+ * completion closes the connection. */
 static void keepalive(struct rkv_sconn *c)
 {
     uint64_t now = rkv_now_ns();
     enum ibv_wc_status bad;
     bool signaled;
 
+    if (c->probe.magic == 0)
+        return;
     if (c->probe_at == 0 || c->requests != c->requests_seen) {
         c->requests_seen = c->requests;
         c->probe_at = now + RKV_RDMA_KEEPALIVE_MS * 1000000ull;
@@ -817,7 +839,12 @@ static void keepalive(struct rkv_sconn *c)
     }
     if (now < c->probe_at || c->sq.outstanding >= c->sq.depth)
         return;
-    struct ibv_send_wr wr = { .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED }, *bad_wr;
+    struct ibv_sge sge = { .addr = (uintptr_t)c->sh->probe.mem, .length = RKV_RDMA_PROBE_LEN,
+                           .lkey = c->sh->probe.mr->lkey };
+    struct ibv_send_wr wr = {
+        .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED,
+        .wr.rdma = { .remote_addr = c->probe.addr, .rkey = c->probe.rkey },
+    }, *bad_wr;
     wr.wr_id = rkv_rdma_sq_take(&c->sq, true, true, &signaled);
     if (ibv_post_send(c->id->qp, &wr, &bad_wr) != 0)
         conn_fail(c, "ibv_post_send (keepalive probe) failed");

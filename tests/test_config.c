@@ -122,7 +122,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.cq_size, 0);
     assert_int_equal(c.tos, 0);
     assert_int_equal(c.ack_timeout, 16);
-    assert_int_equal(c.retry_count, 7);
+    assert_int_equal(c.retry_count, 6);
     assert_string_equal(c.auth_secret, "");
     assert_string_equal(c.stats_listen, "");
     capture_free(&cap);

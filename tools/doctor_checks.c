@@ -1118,6 +1118,10 @@ void doctor_check_rc(struct doctor_report *r, const struct rkv_server_config *cf
                    "ack_timeout %u waits only %.0f us for an ACK: a congested switch or a PFC "
                    "pause delays ACKs longer, so transfers retry needlessly and connections break",
                    cfg->ack_timeout, per_try / 1e3);
+    if (cfg->retry_count == 7)
+        doctor_add(r, DOCTOR_WARN, "rdma-rc", "set [rdma] retry_count to 6 or less on Soft-RoCE",
+                   "retry_count 7: Soft-RoCE (rdma_rxe) takes 7 to mean retry forever, so there a "
+                   "dead peer is never noticed by RC");
     if (slot > RC_SLOT_WARN_NS)
         doctor_add(r, DOCTOR_WARN, "rdma-rc", "lower [rdma] ack_timeout or retry_count",
                    "a client that vanished holds its connection slot and credits for up to %.0f s",

@@ -343,7 +343,7 @@ start_guest() {
   shift 2
   local args=(-machine q35 -m "$MEM" -smp "$SMP" -display none -monitor none -no-reboot
     -kernel "$VMLINUZ" -initrd "$INITRD"
-    -append "console=ttyS0 quiet loglevel=3 panic=-1 rxevm.run=$dir"
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 no_timer_check rxevm.run=$dir"
     -serial "file:$dir/console.log"
     -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
     -virtfs "local,path=$dir,mount_tag=rxerun,security_model=none,multidevs=remap" "$@")
