@@ -81,10 +81,10 @@ server_half() {
   # client goes over rxe loopback and never touches eth0
   PORT=$PORT_FAULT
   rc=0
-  # a 537 ms ACK timeout (x 7 tries: 3.76 s) so that TCG's slow tc calls
-  # never stretch the short blackhole past the server's own retry budget
+  # a 1.07 s ACK timeout (x 7 tries: 7.5 s) so that a loaded TCG host's slow
+  # tc calls never stretch the short blackhole past the server's retry budget
   start_server /tmp/fault-server.log --listen "rdma://$RXE_IP:$PORT" --memory 16M --event-mode \
-    --rdma-ack-timeout 17 --log-level info || rc=1
+    --rdma-ack-timeout 18 --log-level info || rc=1
   "$BUILD/tests/netfault" healthy "rdma://$RXE_IP:$PORT" & local hpid=$!
   rxe_signal bh.ready
   rxe_wait bh.done 300 || { echo "the client half never finished the blackholes"; rc=1; }
