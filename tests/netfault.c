@@ -303,8 +303,8 @@ static void long_blackhole(const char *uri, rkv_client *a)
           "whose PUTs failed in the blackhole: old or new)", right, KEYS);
     while (server_stat(a, 0, "connections", &conns) && conns != before && ms_since(t1) < WAIT_MS)
         usleep(100000);
-    check(conns == before, "long: the server holds %llu connections again, as before (the dead "
-          "ones freed)", (unsigned long long)conns);
+    check(conns == before, "long: the server holds %llu connections, %llu before the blackhole "
+          "(the dead ones must be freed)", (unsigned long long)conns, (unsigned long long)before);
     rkv_close(b);
 }
 
