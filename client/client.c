@@ -28,6 +28,7 @@
 #include "lookup.h"
 #include "placement.h"
 #include "protocol.h"
+#include "rdma_util.h"
 #include "rkv.h"
 #include "shard.h"
 #include "transport.h"
@@ -96,6 +97,14 @@ static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
 }
 
 /* ------------------------------------------------------------ connection */
+
+/* Why the shard's transport failed, in its own words if it has them, else
+ * the status's; call before shard_down(). */
+static const char *shard_why(const struct shard *s, rkv_status st)
+{
+    const char *why = s->t && s->ops->why ? s->ops->why(s->t) : NULL;
+    return why && why[0] ? why : rkv_strerror(st);
+}
 
 static void shard_down(struct shard *s)
 {
@@ -171,8 +180,9 @@ static rkv_status shard_wait(rkv_client *c, struct shard *s, uint32_t req_id,
         const uint8_t *p;
         rkv_status st = s->ops->recv(s->t, &msg, &len, c->opts.timeout_ms);
         if (st != RKV_OK) {
+            fail(c, st, "%s: no reply: %s", s->uri, shard_why(s, st));
             shard_down(s);
-            return fail(c, st, "%s: no reply: %s", s->uri, rkv_strerror(st));
+            return st;
         }
         st = rkv_resp_parse(msg, len, &h, &p);
         if (st != RKV_OK) {
@@ -233,8 +243,9 @@ static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *len
 {
     rkv_status st = s->ops->send(s->t, lens, n);
     if (RKV_UNLIKELY(st != RKV_OK)) {
+        fail(c, st, "%s: sending %s failed: %s", s->uri, what, shard_why(s, st));
         shard_down(s);
-        return fail(c, st, "%s: sending %s failed: %s", s->uri, what, rkv_strerror(st));
+        return st;
     }
     s->outstanding += n;
     return RKV_OK;
@@ -333,7 +344,9 @@ static rkv_status shard_connect(rkv_client *c, struct shard *s)
     char err[512] = "";
     struct rkv_ctrans_params p = { .local_buf_size = LOCAL_BUF_SIZE,
                                    .timeout_ms = c->opts.timeout_ms,
-                                   .device = c->opts.rdma_device };
+                                   .device = c->opts.rdma_device,
+                                   .ack_timeout = c->opts.rdma_ack_timeout,
+                                   .retry_count = c->opts.rdma_retry_count };
     rkv_status st = s->ops->connect(s->addr, &p, &c->tc, &s->t, err, sizeof err);
     if (st != RKV_OK) {
         s->t = NULL;
@@ -419,6 +432,10 @@ static void apply_defaults(struct rkv_options *o)
         o->max_get_retries = DEFAULT_RETRIES;
     if (o->reconnect_ms == 0)
         o->reconnect_ms = DEFAULT_BACKOFF;
+    if (o->rdma_ack_timeout == 0)
+        o->rdma_ack_timeout = RKV_RDMA_ACK_TIMEOUT;
+    if (o->rdma_retry_count == 0)
+        o->rdma_retry_count = RKV_RDMA_RETRY_COUNT;
 }
 
 rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_client **out)
@@ -434,6 +451,12 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
     if ((unsigned)c->opts.bucket_reads > RKV_BUCKET_READS_FIRST) {
         st = fail(c, RKV_INVALID, "rkv_options.bucket_reads is %u; use RKV_BUCKET_READS_AUTO, "
                   "_TOGETHER or _FIRST", (unsigned)c->opts.bucket_reads);
+        goto fail;
+    }
+    char rc_err[256];
+    if (!rkv_rdma_rc_check(c->opts.rdma_ack_timeout, c->opts.rdma_retry_count, "rdma_ack_timeout",
+                           "rdma_retry_count", rc_err, sizeof rc_err)) {
+        st = fail(c, RKV_INVALID, "rkv_options: %s", rc_err);
         goto fail;
     }
     if (c->opts.auth_secret) {
@@ -592,8 +615,9 @@ static rkv_status run_lookups(rkv_client *c, struct shard *s, struct rkv_lookup 
     c->c.verify_retries += s->lctx.retries - retries;
     c->c.forwards += s->lctx.forwards - forwards;
     if (st != RKV_OK) {
+        fail(c, st, "%s: read failed: %s", s->uri, shard_why(s, st));
         shard_down(s);
-        return fail(c, st, "%s: read failed: %s", s->uri, rkv_strerror(st));
+        return st;
     }
     return RKV_OK;
 }

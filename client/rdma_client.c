@@ -92,6 +92,7 @@ struct rkv_ctrans {
     struct ibv_recv_wr *rwr;        /* scratch: MAX_CREDITS receive WRs */
     struct ibv_sge *rsge;
     uint64_t next_cm_check;         /* rkv_now_ns() of the next look at cm events in a wait */
+    char why[400];                  /* what killed the connection (the first failure) */
     char peer[80];                  /* "192.0.2.1:7471" */
 };
 
@@ -115,8 +116,10 @@ static bool wait_idle(void *ctx)
 
 static void fail(struct rkv_ctrans *t, const char *msg)
 {
-    if (!t->dead)
+    if (!t->dead) {
         RKV_WARN("rdma %s: %s", t->peer, msg);
+        snprintf(t->why, sizeof t->why, "%s", msg);
+    }
     t->dead = true;
 }
 
@@ -126,8 +129,13 @@ static rkv_status wc_fail(struct rkv_ctrans *t, enum ibv_wc_status st, const cha
 {
     char msg[400], reason[200];
 
+    enum ibv_wc_status cause = IBV_WC_WR_FLUSH_ERR;
+
     if (st == IBV_WC_WR_FLUSH_ERR && rkv_rdma_async_reason(t->verbs, reason, sizeof reason))
         snprintf(msg, sizeof msg, "%s failed: the connection broke: %s", what, reason);
+    else if (st == IBV_WC_WR_FLUSH_ERR && rkv_rdma_sq_poll(&t->sq, t->send_cq, &cause) != 0 &&
+             cause != IBV_WC_WR_FLUSH_ERR)   /* a request's send failed first: that is why */
+        rkv_rdma_wc_error(cause, "sending a request", msg, sizeof msg);
     else
         rkv_rdma_wc_error(st, what, msg, sizeof msg);
     fail(t, msg);
@@ -424,10 +432,16 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
      * region, the server's pulls from our staging buffer. */
     cp.initiator_depth = caps.max_init_rd_atom;
     cp.responder_resources = caps.max_rd_atom;
-    cp.retry_count = 7;
-    cp.rnr_retry_count = 7;
+    cp.retry_count = (uint8_t)(p->retry_count ? p->retry_count : RKV_RDMA_RETRY_COUNT);
+    cp.rnr_retry_count = 7;   /* retry forever: a request waits for a re-posted receive */
     cp.qp_num = t->qp->qp_num;
-    rkv_rdma_set_ack_timeout(t->id);
+    /* what the server's keepalive probe may read: the staging buffer's start */
+    struct rkv_rdma_connect_info info = { .magic = RKV_RDMA_CONNECT_MAGIC,
+                                          .rkey = t->staging.mr->rkey,
+                                          .addr = (uint64_t)(uintptr_t)t->staging.mem };
+    cp.private_data = &info;
+    cp.private_data_len = sizeof info;
+    rkv_rdma_set_ack_timeout(t->id, p->ack_timeout);
     if (rdma_connect(t->id, &cp) != 0) {
         rkv_rdma_errno_error(errno, "rdma_connect", err, err_len);
         st = RKV_CONNECTION;
@@ -763,6 +777,11 @@ static void *cli_staging(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_bu
     return t->staging.mem;
 }
 
+static const char *cli_why(struct rkv_ctrans *t)
+{
+    return t->why;
+}
+
 const struct rkv_client_transport rkv_rdma_client_transport = {
     .scheme = "rdma",
     .read_cost = cli_read_cost,
@@ -776,4 +795,5 @@ const struct rkv_client_transport rkv_rdma_client_transport = {
     .recv_done = cli_recv_done,
     .staging = cli_staging,
     .close = cli_close,
+    .why = cli_why,
 };

@@ -177,6 +177,12 @@ void rkv_rdma_cm_error(enum rdma_cm_event_type ev, int status,
 
     switch (ev) {
     case RDMA_CM_EVENT_ADDR_ERROR:
+        if (status == -ETIMEDOUT) {   /* the route is there; nobody answered ARP / ND */
+            snprintf(err, err_len,
+                     "%s is unreachable: its address did not resolve in time (rdma_cm ADDR_ERROR, "
+                     "ARP/ND timed out); is the server's host up, and the network between us?", peer);
+            break;
+        }
         snprintf(err, err_len,
                  "cannot resolve %s to a local RDMA device (rdma_cm ADDR_ERROR, status %d): the route to it "
                  "must leave through an RDMA-capable interface (`rdma link show`, `ip route get`); "
@@ -466,12 +472,69 @@ static int cdev_errno(int e)
     return e;
 }
 
-void rkv_rdma_set_ack_timeout(struct rdma_cm_id *id)
+void rkv_rdma_set_ack_timeout(struct rdma_cm_id *id, unsigned ack_timeout)
 {
-    uint8_t timeout = RKV_RDMA_ACK_TIMEOUT;
+    uint8_t timeout = (uint8_t)(ack_timeout ? ack_timeout : RKV_RDMA_ACK_TIMEOUT);
 
     /* an old rdma_cm without the option keeps its default: not an error */
     (void)rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout, sizeof timeout);
+}
+
+uint64_t rkv_rdma_detect_ns(unsigned ack_timeout, unsigned retry_count)
+{
+    return (4096ull << RKV_MIN(ack_timeout, RKV_RDMA_ACK_TIMEOUT_MAX)) * (retry_count + 1ull);
+}
+
+bool rkv_rdma_rc_check(unsigned ack_timeout, unsigned retry_count, const char *timeout_name,
+                       const char *retry_name, char *err, size_t err_len)
+{
+    if (ack_timeout < RKV_RDMA_ACK_TIMEOUT_MIN || ack_timeout > RKV_RDMA_ACK_TIMEOUT_MAX) {
+        snprintf(err, err_len, "%s %u is out of range: use %u..%u (each try waits 4.096 us x 2^N "
+                 "for the peer's ACK; %u = %.0f ms)", timeout_name, ack_timeout,
+                 RKV_RDMA_ACK_TIMEOUT_MIN, RKV_RDMA_ACK_TIMEOUT_MAX, RKV_RDMA_ACK_TIMEOUT,
+                 rkv_rdma_detect_ns(RKV_RDMA_ACK_TIMEOUT, 0) / 1e6);
+        return false;
+    }
+    if (retry_count < RKV_RDMA_RETRY_COUNT_MIN || retry_count > RKV_RDMA_RETRY_COUNT_MAX) {
+        snprintf(err, err_len, "%s %u is out of range: use %u..%u (retransmissions before a "
+                 "transfer fails)", retry_name, retry_count, RKV_RDMA_RETRY_COUNT_MIN,
+                 RKV_RDMA_RETRY_COUNT_MAX);
+        return false;
+    }
+    return true;
+}
+
+int rkv_rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *cp, unsigned retry_count)
+{
+    struct ibv_qp *qp = id->qp;
+    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RTR };
+    int mask = 0, rc;
+
+    /* what librdmacm's rdma_accept() does, with our retry count at RTS */
+    rc = rkv_rdma_modify_qp(id, qp, IBV_QPS_INIT, IBV_ACCESS_REMOTE_READ);
+    if (rc != 0)
+        return rc;
+    if (rdma_init_qp_attr(id, &attr, &mask) != 0)
+        return errno ? errno : EINVAL;
+    attr.max_dest_rd_atomic = cp->responder_resources;
+    rc = ibv_modify_qp(qp, &attr, mask & ~0xe00000);
+    if (rc != 0)
+        return rc;
+    memset(&attr, 0, sizeof attr);
+    attr.qp_state = IBV_QPS_RTS;
+    if (rdma_init_qp_attr(id, &attr, &mask) != 0)
+        return errno ? errno : EINVAL;
+    attr.max_rd_atomic = cp->initiator_depth;
+    attr.retry_cnt = (uint8_t)retry_count;
+    rc = ibv_modify_qp(qp, &attr, (mask & ~0xe00000) | IBV_QP_RETRY_CNT);
+    if (rc != 0)
+        return rc;
+    /* Without id->qp, rdma_accept() leaves the QP alone (as for rdma_establish). */
+    cp->qp_num = qp->qp_num;
+    id->qp = NULL;
+    rc = rdma_accept(id, cp) == 0 ? 0 : errno ? errno : EIO;
+    id->qp = qp;
+    return rc;
 }
 
 bool rkv_rdma_sysfs_has_devices(void)

@@ -30,8 +30,36 @@
 #define RKV_RDMA_STAGING_SIZE      ((1u << 20) + (64u << 10)) /* largest rendezvous value */
 #define RKV_RDMA_BOOT_MSG          4096u    /* HELLO buffers before max_msg is known */
 #define RKV_RDMA_CM_TIMEOUT_MS     2000u    /* address / route resolution */
-#define RKV_RDMA_ACK_TIMEOUT       16u      /* 4.096 us << 16 = 268 ms per try, 7 tries: a
-                                               vanished peer fails a transfer in ~2 s */
+/* RC retransmission (both ends; rkv_options rdma_ack_timeout / rdma_retry_count,
+ * rkv-server [rdma] ack_timeout / retry_count): each try waits 4.096 us << ack_timeout
+ * for the peer's ACK, and after retry_count retransmissions the transfer fails with
+ * IBV_WC_RETRY_EXC_ERR. Defaults: 268 ms per try, 7 tries: a vanished peer fails a
+ * transfer within 1.88 s (rkv_rdma_detect_ns). 6, not the field's 7: Soft-RoCE
+ * (rdma_rxe) takes a retry count of 7 to mean "retry forever", as IB does for
+ * the RNR retry count, and would never notice a dead peer. */
+#define RKV_RDMA_ACK_TIMEOUT       16u
+#define RKV_RDMA_ACK_TIMEOUT_MIN   1u       /* 0 would mean "wait forever" */
+#define RKV_RDMA_ACK_TIMEOUT_MAX   31u      /* the field's 5 bits: 2.4 hours per try */
+#define RKV_RDMA_RETRY_COUNT       6u
+#define RKV_RDMA_RETRY_COUNT_MIN   1u       /* 0 fails at the first lost packet */
+#define RKV_RDMA_RETRY_COUNT_MAX   7u       /* the field's 3 bits */
+/* RC notices a dead peer only when it sends: the server probes a connection
+ * that brought no request for this long (an RDMA READ of the buffer the
+ * client named at connect), so a client that vanished while idle loses its
+ * slot within this + rkv_rdma_detect_ns(). */
+#define RKV_RDMA_KEEPALIVE_MS      1000u
+#define RKV_RDMA_PROBE_LEN         8u
+
+/* Private data of the client's rdma_connect(): RKV_RDMA_PROBE_LEN bytes of
+ * its own (REMOTE_READ) memory the server's keepalive probe reads. Not a
+ * zero-length READ: Soft-RoCE before Linux 6.4 breaks the responder's QP
+ * when a retransmitted zero-length READ arrives (it re-checks rkey 0). */
+#define RKV_RDMA_CONNECT_MAGIC     0x524b4350u /* "RKCP" */
+struct rkv_rdma_connect_info {
+    uint32_t magic;             /* RKV_RDMA_CONNECT_MAGIC */
+    uint32_t rkey;
+    uint64_t addr;
+};
 
 /* Private data of an rdma_reject(): why the server refused a connection. */
 #define RKV_RDMA_REJECT_MAGIC      0x524a4b52u /* "RKJR" */
@@ -107,10 +135,28 @@ const char *rkv_rdma_device_name(const struct ibv_context *ctx);
 rkv_status rkv_rdma_open_id(void *context, struct rdma_event_channel **channel,
                             struct rdma_cm_id **id, char *err, size_t err_len);
 
-/* Set the local ACK timeout of the QP `id` connects (RKV_RDMA_ACK_TIMEOUT)
- * so a peer that vanished without a disconnect fails a transfer in seconds,
- * not the fabric default's minutes. Call before rdma_connect/rdma_accept. */
-void rkv_rdma_set_ack_timeout(struct rdma_cm_id *id);
+/* Set the local ACK timeout exponent of the QP `id` connects (0: the
+ * default RKV_RDMA_ACK_TIMEOUT) so a peer that vanished without a disconnect
+ * fails a transfer in seconds, not the fabric default's minutes. Call before
+ * rdma_connect/rdma_accept. */
+void rkv_rdma_set_ack_timeout(struct rdma_cm_id *id, unsigned ack_timeout);
+
+/* The longest an RC transfer to a dead peer takes to fail: every try waits
+ * 4.096 us x 2^ack_timeout, and there are retry_count + 1 of them. In ns. */
+uint64_t rkv_rdma_detect_ns(unsigned ack_timeout, unsigned retry_count);
+
+/* Whether ack_timeout (RKV_RDMA_ACK_TIMEOUT_MIN..MAX) and retry_count
+ * (RKV_RDMA_RETRY_COUNT_MIN..MAX) are usable; on false, err says which is
+ * out of range and what the range is, naming the setting as timeout_name
+ * or retry_name ("rdma_ack_timeout", "[rdma] retry_count"). */
+bool rkv_rdma_rc_check(unsigned ack_timeout, unsigned retry_count, const char *timeout_name,
+                       const char *retry_name, char *err, size_t err_len);
+
+/* rdma_accept() for a QP made with rdma_create_qp, with THIS end's RC retry
+ * count: rdma_cm would give the passive QP the count from the client's
+ * connect request. Moves the QP to RTR and RTS here (with cp's READ depths)
+ * and lets rdma_accept() only answer. Returns 0 or an errno. */
+int rkv_rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *cp, unsigned retry_count);
 
 /* Whether /sys/class/infiniband lists any device. */
 bool rkv_rdma_sysfs_has_devices(void);

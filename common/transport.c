@@ -23,6 +23,8 @@ void rkv_strans_params_init(struct rkv_strans_params *p)
         .max_inline = RKV_RDMA_DEFAULT_INLINE,
         .signal_interval = RKV_RDMA_DEFAULT_SIGNAL,
         .gid_index = -1,
+        .ack_timeout = RKV_RDMA_ACK_TIMEOUT,
+        .retry_count = RKV_RDMA_RETRY_COUNT,
     };
 }
 
@@ -40,4 +42,6 @@ void rkv_strans_params_resolve(const struct rkv_strans_params *p, struct rkv_str
     out->max_conns = p->max_conns ? p->max_conns : d.max_conns;
     out->max_inline = p->max_inline ? p->max_inline : d.max_inline;
     out->signal_interval = p->signal_interval ? p->signal_interval : d.signal_interval;
+    out->ack_timeout = p->ack_timeout ? p->ack_timeout : d.ack_timeout;
+    out->retry_count = p->retry_count ? p->retry_count : d.retry_count;
 }

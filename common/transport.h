@@ -55,6 +55,8 @@ struct rkv_ctrans_params {
     unsigned timeout_ms;       /* connect / wait timeout (default 5000) */
     unsigned signal_interval;  /* rdma: signal one send in N (default 16) */
     const char *device;        /* rdma: device name, NULL = rdma_cm's choice */
+    unsigned ack_timeout;      /* rdma: RC ACK timeout exponent (rdma_util.h), 0 = 16 */
+    unsigned retry_count;      /* rdma: RC retransmissions, 0 = 6 */
 };
 
 /* Counters a transport bumps; owned by the caller, shared over its shards. */
@@ -137,6 +139,12 @@ struct rkv_client_transport {
 
     /* Required. Close the connection and free everything it holds. */
     void (*close)(struct rkv_ctrans *t);
+
+    /* Optional. After an op failed: what the transport saw, in words ("RDMA
+     * READ of the server's region failed: IBV_WC_RETRY_EXC_ERR (...)"), for
+     * the handle's rkv_last_error; NULL or "" when it knows no more than the
+     * status. Valid until close(). */
+    const char *(*why)(struct rkv_ctrans *t);
 };
 
 /* Whether ops maps the region, so that rkv_ctrans_clock() needs no read. */
@@ -191,6 +199,8 @@ struct rkv_strans_params {
     unsigned signal_interval;  /* signal one send in N (default 16) */
     uint8_t  tos;              /* IP ToS for RoCE (default 0) */
     int gid_index;             /* -1 (default): rdma_cm's choice */
+    unsigned ack_timeout;      /* RC ACK timeout exponent: 4.096 us x 2^N per try (default 16) */
+    unsigned retry_count;      /* RC retransmissions before a transfer fails (default 6) */
 };
 
 /* Every field at its default (the values above); rkv-server's configuration

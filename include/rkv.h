@@ -124,6 +124,14 @@ struct rkv_options {
     rkv_bucket_reads bucket_reads; /* cold GETs: how the buckets are read; 0 = AUTO */
     rkv_placement placement;    /* several servers: which owns a key; must agree with
                                    the URIs' placement= when both say */
+    unsigned rdma_ack_timeout;  /* rdma: RC ACK timeout exponent, 1..31: each try of a transfer
+                                   waits 4.096 us x 2^N for the server's ACK; 0 = 16 (268 ms) */
+    unsigned rdma_retry_count;  /* rdma: RC retransmissions, 1..7, before a transfer fails with
+                                   "retry exceeded" and the call with RKV_CONNECTION; 0 = 6.
+                                   A dead server is noticed within 4.096 us x 2^timeout x
+                                   (retries + 1): 1.88 s by default, when that is below
+                                   timeout_ms (else the call's RKV_TIMEOUT comes first).
+                                   Soft-RoCE (rdma_rxe) retries forever at 7 */
 };
 
 /* Connect to one server, or to several separated by commas (sharded). On

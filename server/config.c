@@ -25,6 +25,7 @@
 #include "layout.h"
 #include "log.h"
 #include "protocol.h"
+#include "rdma_util.h"
 #include "rkv.h"
 #include "table.h"
 #include "transport.h"
@@ -539,6 +540,13 @@ static const struct setting settings[] = {
       "completion queue entries (default 0 = automatic)" },
     { "rdma", "tos", "tos", 0, false, false, 0, set_uint, F(tos), 0, 255, "N",
       "IP type of service for RoCE (default 0)" },
+    { "rdma", "ack_timeout", "rdma-ack-timeout", 0, false, false, 0, set_uint, F(ack_timeout),
+      RKV_RDMA_ACK_TIMEOUT_MIN, RKV_RDMA_ACK_TIMEOUT_MAX, "N", "RC ACK timeout: each try waits "
+      "4.096 us x 2^N (default 16 = 268 ms)" },
+    { "rdma", "retry_count", "rdma-retry-count", 0, false, false, 0, set_uint, F(retry_count),
+      RKV_RDMA_RETRY_COUNT_MIN, RKV_RDMA_RETRY_COUNT_MAX, "N", "RC retransmissions before a "
+      "transfer to a silent peer fails (default 6: 1.88 s with the default timeout; "
+      "Soft-RoCE retries forever at 7)" },
     { "security", "secret", "auth-secret", 0, false, false, GROUP_SECRET, set_secret,
       F(auth_secret), 0, 0, "SECRET", "shared secret clients must present (visible in ps; "
       "prefer --auth-secret-file)" },
@@ -631,6 +639,8 @@ void rkv_server_config_defaults(struct rkv_server_config *c)
     c->signal_interval = p.signal_interval;
     c->cq_size = p.cq_size;
     c->tos = p.tos;
+    c->ack_timeout = p.ack_timeout;
+    c->retry_count = p.retry_count;
 }
 
 /* Check the combination of values and fill derived defaults. */

@@ -85,6 +85,8 @@ struct rkv_server_config {
     unsigned signal_interval;    /* --signal-interval: signal one send in N (default 16, 1..1024) */
     unsigned cq_size;            /* --cq-size: completion queue entries; 0 = 2 x (send + recv depth) */
     uint8_t tos;                 /* --tos: IP type of service for RoCE traffic (default 0) */
+    unsigned ack_timeout;        /* --rdma-ack-timeout: RC ACK timeout exponent, each try waits 4.096 us x 2^N (default 16, 1..31) */
+    unsigned retry_count;        /* --rdma-retry-count: RC retransmissions before a transfer fails (default 6, 1..7; 7 = forever on Soft-RoCE) */
 
     /* [security] */
     bool tcp_allow_unauthenticated; /* --tcp-allow-unauthenticated: tcp:// (memcached) on non-loopback despite a secret */

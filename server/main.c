@@ -68,6 +68,8 @@ static int open_listeners(struct rkv_server *srv)
     p.signal_interval = cfg->signal_interval;
     p.tos = cfg->tos;
     p.gid_index = cfg->gid_index;
+    p.ack_timeout = cfg->ack_timeout;
+    p.retry_count = cfg->retry_count;
     for (unsigned i = 0; i < cfg->listen_count; i++) {
         struct rkv_listen_ep *ep = &srv->listeners[srv->nlisteners];
         char scheme[8], err[512] = "";

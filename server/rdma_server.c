@@ -65,6 +65,9 @@ struct srv_shared {
     uint32_t max_inline;            /* requested inline size */
     uint32_t interval;              /* signal one send in N */
     uint32_t cq_size;               /* 0: 2x the queue it serves */
+    unsigned ack_timeout;           /* RC retransmission (rdma_util.h) */
+    unsigned retry_count;
+    struct rkv_rdma_buf probe;      /* where keepalive probes land (contents unused) */
 };
 
 struct rkv_listener {
@@ -95,6 +98,10 @@ struct rkv_sconn {
     struct ibv_recv_wr *rwr;        /* scratch: credits recv WRs */
     struct ibv_sge *rsge;
     unsigned cq_events;             /* completion events taken, not yet acked */
+    uint64_t requests;              /* requests polled, ever */
+    uint64_t requests_seen;         /* ... at the last keepalive look */
+    uint64_t probe_at;              /* rkv_now_ns() of the next keepalive probe; 0: not started */
+    struct rkv_rdma_connect_info probe; /* the client's probe buffer; magic 0: none named */
     bool armed;                     /* worker: arm() asked for a completion event */
     bool established;               /* listener: handed to a worker */
     bool reported;                  /* worker: the failure was logged */
@@ -113,6 +120,7 @@ static void shared_put(struct srv_shared *sh)
         return;
     if (sh->region_mr != NULL)
         ibv_dereg_mr(sh->region_mr);
+    rkv_rdma_buf_free(&sh->probe);
     if (sh->pd != NULL)
         ibv_dealloc_pd(sh->pd);
     if (sh->channel != NULL)
@@ -134,7 +142,16 @@ static void conn_fail(struct rkv_sconn *c, const char *msg)
 static void conn_wc_fail(struct rkv_sconn *c, enum ibv_wc_status st, const char *what)
 {
     char msg[400];
+    enum ibv_wc_status cause = IBV_WC_WR_FLUSH_ERR;
 
+    /* A flush hides the cause; a failed reply, pull or keepalive probe may
+     * be waiting on the send queue with it (retries exceeded: the peer's
+     * link or host is gone). */
+    if (st == IBV_WC_WR_FLUSH_ERR && rkv_rdma_sq_poll(&c->sq, c->send_cq, &cause) != 0 &&
+        cause != IBV_WC_WR_FLUSH_ERR) {
+        st = cause;
+        what = "a transfer to the peer (a reply, a value pull or a keepalive probe)";
+    }
     if (st == IBV_WC_WR_FLUSH_ERR) {  /* the peer left; nothing to explain */
         atomic_store(&c->dead, true);
         return;
@@ -319,6 +336,8 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     sh->max_inline = p->max_inline;
     sh->interval = p->signal_interval;
     sh->cq_size = p->cq_size;
+    sh->ack_timeout = p->ack_timeout;
+    sh->retry_count = p->retry_count;
     rkv_rdma_format_addr((struct sockaddr *)&ss, l->addr, sizeof l->addr);
     if (sh->credits > MAX_CREDITS || sh->max_msg < RKV_MIN_MSG || sh->max_msg > RKV_MAX_MSG ||
         sh->interval > RKV_RDMA_MAX_SIGNAL) {
@@ -328,6 +347,8 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
                  sh->interval, RKV_RDMA_MAX_SIGNAL);
         goto fail;
     }
+    if (!rkv_rdma_rc_check(sh->ack_timeout, sh->retry_count, "ack_timeout", "retry_count", err, err_len))
+        goto fail;
 
     st = rkv_rdma_open_id(l, &sh->channel, &l->id, err, err_len);
     if (st != RKV_OK)
@@ -392,7 +413,9 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     sh->region_mr = rkv_rdma_reg_mr(sh->pd, region->base, region->size,
                                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
                                     &relaxed, "table region", err, err_len);
-    if (sh->region_mr == NULL)
+    if (sh->region_mr == NULL ||
+        rkv_rdma_buf_alloc(sh->pd, RKV_RDMA_PROBE_LEN, IBV_ACCESS_LOCAL_WRITE, "keepalive buffer",
+                           &sh->probe, err, err_len) != RKV_OK)
         goto fail;
     if (rdma_listen(l->id, LISTEN_BACKLOG) != 0) {
         rkv_rdma_errno_error(errno, "rdma_listen", err, err_len);
@@ -477,14 +500,20 @@ static void on_connect_request(struct rkv_listener *l, struct rdma_cm_event *ev)
         reject_request(sh, ev, RKV_REJECT_RESOURCES);
         return;
     }
+    /* the client's keepalive buffer; a client that names none is not probed */
+    if (ev->param.conn.private_data != NULL && ev->param.conn.private_data_len >= sizeof c->probe)
+        memcpy(&c->probe, ev->param.conn.private_data, sizeof c->probe);
+    if (c->probe.magic != RKV_RDMA_CONNECT_MAGIC)
+        memset(&c->probe, 0, sizeof c->probe);
     /* Let the client keep as many READs in flight as the device serves, and
      * let our pulls do the same against the client. */
     cp.responder_resources = RKV_MIN(ev->param.conn.initiator_depth, sh->caps.max_rd_atom);
     cp.initiator_depth = RKV_MIN(ev->param.conn.responder_resources, sh->caps.max_init_rd_atom);
     cp.rnr_retry_count = 7;   /* retry forever: a reply waits for a re-posted receive */
-    rkv_rdma_set_ack_timeout(id);
-    if (rdma_accept(id, &cp) != 0) {
-        RKV_WARN("rdma %s: rdma_accept for %s failed: %s", l->addr, peer, strerror(errno));
+    rkv_rdma_set_ack_timeout(id, sh->ack_timeout);
+    int rc = rkv_rdma_accept(id, &cp, sh->retry_count);
+    if (rc != 0) {
+        RKV_WARN("rdma %s: rdma_accept for %s failed: %s", l->addr, peer, strerror(rc));
         rdma_ack_cm_event(ev);
         conn_destroy(c);
         return;
@@ -638,6 +667,7 @@ static unsigned srv_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max
         c->polled_count++;
         got++;
     }
+    c->requests += got;
     return got;
 }
 
@@ -783,8 +813,48 @@ static rkv_status srv_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb,
     return RKV_OK;
 }
 
+/* RC notices a dead peer only when it sends: a client that vanished while
+ * its connection was idle (a cable pulled, a blackholed link) would hold
+ * its slot and credits forever. So a connection that brought no request
+ * for RKV_RDMA_KEEPALIVE_MS gets an RDMA READ of the few bytes the client
+ * named at connect (rdma_util.h); a live peer's NIC answers it, a dead
+ * one's retries run out within rkv_rdma_detect_ns() and the error
+ * completion closes the connection. */
+static void keepalive(struct rkv_sconn *c)
+{
+    uint64_t now = rkv_now_ns();
+    enum ibv_wc_status bad;
+    bool signaled;
+
+    if (c->probe.magic == 0)
+        return;
+    if (c->probe_at == 0 || c->requests != c->requests_seen) {
+        c->requests_seen = c->requests;
+        c->probe_at = now + RKV_RDMA_KEEPALIVE_MS * 1000000ull;
+        return;
+    }
+    if (rkv_rdma_sq_poll(&c->sq, c->send_cq, &bad) != 0) {
+        conn_wc_fail(c, bad, "probing an idle peer (keepalive)");
+        return;
+    }
+    if (now < c->probe_at || c->sq.outstanding >= c->sq.depth)
+        return;
+    struct ibv_sge sge = { .addr = (uintptr_t)c->sh->probe.mem, .length = RKV_RDMA_PROBE_LEN,
+                           .lkey = c->sh->probe.mr->lkey };
+    struct ibv_send_wr wr = {
+        .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED,
+        .wr.rdma = { .remote_addr = c->probe.addr, .rkey = c->probe.rkey },
+    }, *bad_wr;
+    wr.wr_id = rkv_rdma_sq_take(&c->sq, true, true, &signaled);
+    if (ibv_post_send(c->id->qp, &wr, &bad_wr) != 0)
+        conn_fail(c, "ibv_post_send (keepalive probe) failed");
+    c->probe_at = now + RKV_RDMA_KEEPALIVE_MS * 1000000ull;
+}
+
 static bool srv_alive(struct rkv_sconn *c)
 {
+    if (!atomic_load_explicit(&c->dead, memory_order_relaxed))
+        keepalive(c);
     return !atomic_load_explicit(&c->dead, memory_order_relaxed);
 }
 

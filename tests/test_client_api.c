@@ -320,6 +320,27 @@ static void test_error_message_shape(void **state)
                         "bad server URI \"tcp://x\": use rdma://HOST:PORT or shm://PATH");
 }
 
+/* RC settings out of range are refused before anything connects; 0 picks
+ * the defaults, which a working server then accepts. */
+static void test_rc_options(void **state)
+{
+    struct fixture *f = *state;
+    rkv_client *c = (rkv_client *)1;
+    struct rkv_options o = { .rdma_ack_timeout = 32 };
+    assert_int_equal(rkv_connect(f->sp.uri, &o, &c), RKV_INVALID);
+    assert_null(c);
+    assert_string_equal(rkv_last_error(NULL), "rkv_options: rdma_ack_timeout 32 is out of range: use "
+                        "1..31 (each try waits 4.096 us x 2^N for the peer's ACK; 16 = 268 ms)");
+    o = (struct rkv_options){ .rdma_retry_count = 8 };
+    assert_int_equal(rkv_connect(f->sp.uri, &o, &c), RKV_INVALID);
+    assert_string_equal(rkv_last_error(NULL), "rkv_options: rdma_retry_count 8 is out of range: use "
+                        "1..7 (retransmissions before a transfer fails)");
+    o = (struct rkv_options){ .rdma_ack_timeout = 31, .rdma_retry_count = 1 };
+    assert_int_equal(rkv_connect(f->sp.uri, &o, &c), RKV_OK);
+    assert_int_equal(rkv_ping(c), RKV_OK);
+    rkv_close(c);
+}
+
 /* ------------------------------------------------------------ a stopped server */
 
 #define STOP_KEYS 128
@@ -425,6 +446,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_get_arguments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rc_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_put_mode, setup, teardown),
         cmocka_unit_test_setup_teardown(test_incr_overflow, setup, teardown),

@@ -121,6 +121,8 @@ static void test_defaults(void **state)
     assert_int_equal(c.signal_interval, 16);
     assert_int_equal(c.cq_size, 0);
     assert_int_equal(c.tos, 0);
+    assert_int_equal(c.ack_timeout, 16);
+    assert_int_equal(c.retry_count, 6);
     assert_string_equal(c.auth_secret, "");
     assert_string_equal(c.stats_listen, "");
     capture_free(&cap);
@@ -189,6 +191,8 @@ static const char full_conf[] =
     "signal_interval = 8\n"
     "cq_size = 4096\n"
     "tos = 106\n"
+    "ack_timeout = 14\n"
+    "retry_count = 3\n"
     "[security]\n"
     "secret = s3cr3t\n"
     "[stats]\n"
@@ -231,6 +235,8 @@ static void test_file_sets_every_key(void **state)
     assert_int_equal(c.signal_interval, 8);
     assert_int_equal(c.cq_size, 4096);
     assert_int_equal(c.tos, 106);
+    assert_int_equal(c.ack_timeout, 14);
+    assert_int_equal(c.retry_count, 3);
     assert_string_equal(c.auth_secret, "s3cr3t");
     assert_string_equal(c.stats_listen, "127.0.0.1:9121");
     unlink(path);
@@ -246,8 +252,11 @@ static void test_flags_override_file(void **state)
     /* Flags come after the file whatever their position relative to --config. */
     assert_int_equal(load_args(&c, &cap, "--memory", "512M", "--config", path, "--evict", "none",
                                "--listen", "shm:///tmp/b.sock", "-w", "2", "--event-mode",
-                               "--gid-index", "auto", "--stats-listen", "off", NULL),
+                               "--gid-index", "auto", "--stats-listen", "off",
+                               "--rdma-ack-timeout", "18", NULL),
                      RKV_CONFIG_OK);
+    assert_int_equal(c.ack_timeout, 18);
+    assert_int_equal(c.retry_count, 3);   /* the file's */
     assert_int_equal(c.memory, 512ull << 20);
     assert_int_equal(c.evict, RKV_EVICT_NONE);
     assert_int_equal(c.workers, 2);
@@ -399,6 +408,8 @@ static void test_example_config_is_valid(void **state)
     assert_int_equal(c.signal_interval, d.signal_interval);
     assert_int_equal(c.cq_size, d.cq_size);
     assert_int_equal(c.tos, d.tos);
+    assert_int_equal(c.ack_timeout, d.ack_timeout);
+    assert_int_equal(c.retry_count, d.retry_count);
     assert_int_equal(c.event_mode, d.event_mode);
     assert_int_equal(c.hugepages_required, d.hugepages_required);
     assert_int_equal(c.memory_check, d.memory_check);
@@ -439,6 +450,11 @@ static const struct bad_flags bad_flag_cases[] = {
     { { "--max-inline", "1025" }, "expected 0..1024" },
     { { "--signal-interval", "0" }, "expected 1..1024" },
     { { "--tos", "256" }, "expected 0..255" },
+    { { "--rdma-ack-timeout", "0" }, "--rdma-ack-timeout: \"0\" is out of range; expected 1..31" },
+    { { "--rdma-ack-timeout", "32" }, "expected 1..31" },
+    { { "--rdma-ack-timeout", "fast" }, "is not a whole number; expected 1..31" },
+    { { "--rdma-retry-count", "0" }, "--rdma-retry-count: \"0\" is out of range; expected 1..7" },
+    { { "--rdma-retry-count", "8" }, "expected 1..7" },
     { { "--rdma-device", "mlx5 0" }, "is not a device name" },
     { { "--rdma-device", "" }, "is not a device name" },
     { { "--listen", "udp://1.2.3.4:5" }, "expected rdma://HOST:PORT" },
@@ -519,6 +535,8 @@ static const struct bad_file bad_file_cases[] = {
     { "[rdma]\ndevice = bad\x1b[31m\n", "[rdma] device = bad?[31m: expected a name like mlx5_0" },
     { "[rpc]\ncredits = 8\n[rdma]\ncq_size = 10\n", "cq_size 10 is below 2 x credits (16)" },
     { "[server]\nworkers =\n", "t.conf:2: [server] workers = : expected 1..64" },
+    { "[rdma]\nack_timeout = 40\n", "t.conf:2: [rdma] ack_timeout = 40: expected 1..31" },
+    { "[rdma]\nretry_count = -1\n", "t.conf:2: [rdma] retry_count = -1: expected 1..7" },
     { "[server]\nworkers = 2\n  3\n", "t.conf:3: [server] workers: this key was already set on line 2" },
 };
 

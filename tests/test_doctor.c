@@ -564,6 +564,36 @@ static void test_numa(void **state)
     assert_int_equal(f->report.count, 0);
 }
 
+/* The server's RC settings and the dead-peer times they give. */
+static void test_rc(void **state)
+{
+    struct fixture *f = *state;
+    struct rkv_server_config cfg;
+    rkv_server_config_defaults(&cfg);
+    doctor_check_rc(&f->report, &cfg);
+    assert_int_equal(count(&f->report, DOCTOR_INFO, "rdma-rc", "ack_timeout 16 (268.4 ms per try) x "
+                           "(retry_count 6 + 1) tries: a transfer to a dead peer fails within 1.88 s"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_INFO, "rdma-rc", "loses its slot within 2.88 s"), 1);
+    assert_int_equal(f->report.count, 1);
+
+    reset(f);
+    cfg.ack_timeout = 7;   /* 524 us per try */
+    doctor_check_rc(&f->report, &cfg);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "rdma-rc", "waits only 524 us for an ACK"), 1);
+
+    reset(f);
+    cfg.ack_timeout = 22;  /* 17.2 s per try, 7 tries */
+    doctor_check_rc(&f->report, &cfg);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "rdma-rc", "for up to 121 s"), 1);
+
+    reset(f);
+    cfg.ack_timeout = 16;
+    cfg.retry_count = 7;
+    doctor_check_rc(&f->report, &cfg);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "rdma-rc", "Soft-RoCE (rdma_rxe) takes 7 to mean retry forever"), 1);
+    assert_false(doctor_failed(&f->report));
+}
+
 static void test_governor(void **state)
 {
     struct fixture *f = *state;
@@ -711,6 +741,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_numa, setup, teardown),
         cmocka_unit_test_setup_teardown(test_governor, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rc, setup, teardown),
         cmocka_unit_test(test_roce_mtu),
         cmocka_unit_test_setup_teardown(test_output, setup, teardown),
         cmocka_unit_test_setup_teardown(test_program, setup, teardown),

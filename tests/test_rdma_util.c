@@ -111,6 +111,9 @@ static void test_cm_errors(void **state)
     assert_contains(err, "cannot resolve 192.0.2.9:7471");
     assert_contains(err, "ADDR_ERROR");
     assert_contains(err, "rdma link add rxe0 type rxe netdev eth0");
+    /* no answer to ARP: the peer is unreachable, not misrouted */
+    rkv_rdma_cm_error(RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT, NULL, 0, "192.0.2.9:7471", err, sizeof err);
+    assert_contains(err, "192.0.2.9:7471 is unreachable: its address did not resolve in time");
 
     rkv_rdma_cm_error(RDMA_CM_EVENT_ROUTE_ERROR, -110, NULL, 0, "h:1", err, sizeof err);
     assert_contains(err, "no RDMA route to h:1");
@@ -184,6 +187,38 @@ static void test_memlock_ok(void **state)
     assert_true(rkv_rdma_memlock_ok(1ull << 30, 1ull << 30, false, "region", err, sizeof err));
     assert_false(rkv_rdma_memlock_ok((1ull << 30) - 1, 1ull << 30, false, "region", err, sizeof err));
     assert_contains(err, "is below the 1 GiB region");
+}
+
+/* The worst case to notice a dead peer: 4.096 us x 2^timeout x (retries + 1). */
+static void test_rc_detect_time(void **state)
+{
+    (void)state;
+    assert_int_equal(rkv_rdma_detect_ns(16, 7), 4096ull * 65536 * 8);      /* 2.147 s */
+    assert_int_equal(rkv_rdma_detect_ns(RKV_RDMA_ACK_TIMEOUT, RKV_RDMA_RETRY_COUNT), 1879048192ull); /* 1.88 s */
+    assert_int_equal(rkv_rdma_detect_ns(14, 7), 536870912ull);             /* perftest's 14: 537 ms */
+    assert_int_equal(rkv_rdma_detect_ns(1, 1), 16384ull);
+    assert_int_equal(rkv_rdma_detect_ns(16, 0), 268435456ull);             /* one try */
+    assert_int_equal(rkv_rdma_detect_ns(31, 7), (4096ull << 31) * 8);      /* no overflow at the top */
+    assert_int_equal(rkv_rdma_detect_ns(40, 7), rkv_rdma_detect_ns(31, 7)); /* clamped, never UB */
+}
+
+static void test_rc_check(void **state)
+{
+    char err[300] = "";
+    (void)state;
+    assert_true(rkv_rdma_rc_check(16, 7, "a", "r", err, sizeof err));
+    assert_true(rkv_rdma_rc_check(1, 1, "a", "r", err, sizeof err));
+    assert_true(rkv_rdma_rc_check(31, 7, "a", "r", err, sizeof err));
+    assert_false(rkv_rdma_rc_check(0, 7, "rdma_ack_timeout", "rdma_retry_count", err, sizeof err));
+    assert_string_equal(err, "rdma_ack_timeout 0 is out of range: use 1..31 (each try waits "
+                             "4.096 us x 2^N for the peer's ACK; 16 = 268 ms)");
+    assert_false(rkv_rdma_rc_check(32, 7, "t", "r", err, sizeof err));
+    assert_contains(err, "t 32 is out of range: use 1..31");
+    assert_false(rkv_rdma_rc_check(16, 0, "t", "rdma_retry_count", err, sizeof err));
+    assert_string_equal(err, "rdma_retry_count 0 is out of range: use 1..7 (retransmissions "
+                             "before a transfer fails)");
+    assert_false(rkv_rdma_rc_check(16, 8, "t", "r", err, sizeof err));
+    assert_contains(err, "r 8 is out of range: use 1..7");
 }
 
 static void test_ipc_lock_parser(void **state)
@@ -509,6 +544,8 @@ int main(void)
         cmocka_unit_test(test_cm_errors),
         cmocka_unit_test(test_errno_errors),
         cmocka_unit_test(test_memlock_ok),
+        cmocka_unit_test(test_rc_detect_time),
+        cmocka_unit_test(test_rc_check),
         cmocka_unit_test(test_ipc_lock_parser),
         cmocka_unit_test(test_check_memlock_self),
         cmocka_unit_test(test_parse_addr),

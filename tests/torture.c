@@ -47,6 +47,12 @@
  * Environment (tools/soak.sh uses these): RKV_TORTURE_PHASES=evict runs phase
  * 2 only (noevict: phase 1 only); RKV_TORTURE_GETS=N also ends a phase once
  * N GETs are checked; RKV_TORTURE_MEMORY sets both servers' --memory.
+ * RKV_TORTURE_URI=rdma://HOST:PORT runs the one phase RKV_TORTURE_PHASES names
+ * against a server started elsewhere with that phase's flags (the verbs
+ * suite's two-guest step: the server in one guest, torture in the other,
+ * a lossy link between); it is neither started nor stopped here.
+ * RKV_TORTURE_READY=PATH: create PATH once every writer and reader has
+ * connected (so a test can make the link bad only then).
  * The last line is "torture: N GETs checked, M anomalies, passed|FAILED".
  */
 #include <signal.h>
@@ -87,6 +93,7 @@ struct shared {
     _Atomic uint64_t type_history[READER_TYPES];  /* of those, checked against a remembered version */
     _Atomic uint64_t forwards, cache_stale; /* what caching readers met (rkv_counters) */
     _Atomic int stop;
+    _Atomic unsigned connected; /* writers and readers past connect */
     unsigned fillers;           /* cold keys preloaded; every 50th deleted */
     uint64_t gets_target;       /* RKV_TORTURE_GETS: stop once this many are checked (0: none) */
 };
@@ -102,6 +109,29 @@ struct hot_read {
     unsigned i;
     uint64_t acked0, started0, started1;
 };
+
+/* How long a process may take to connect: 5 s, or 30 s to a server
+ * elsewhere (RKV_TORTURE_URI: another qemu guest, a slow emulated link). */
+static unsigned connect_ms = 5000;
+
+/* Count an error; the first few say what and why (rkv_last_error). */
+static void count_error(struct shared *sh, rkv_client *c, rkv_status st, const char *what)
+{
+    if (atomic_fetch_add(&sh->errors, 1) < 5)
+        fprintf(stderr, "torture: %s: %s: %s\n", what, rkv_status_name(st), c ? rkv_last_error(c) : "");
+}
+
+/* RKV_TORTURE_READY: the file, once every writer and reader is connected. */
+static void signal_ready(struct shared *sh, bool *done)
+{
+    const char *path = getenv("RKV_TORTURE_READY");
+    if (*done || path == NULL || atomic_load(&sh->connected) < WRITERS + READERS)
+        return;
+    FILE *f = fopen(path, "w");
+    if (f != NULL)
+        fclose(f);
+    *done = true;
+}
 
 static bool phase_over(struct shared *sh)
 {
@@ -149,13 +179,14 @@ static uint64_t check_value(const char *v, size_t len, const char *key)
 
 static void writer(struct shared *sh, const char *uri, unsigned id)
 {
-    rkv_client *c = connect_retry(uri, NULL, 5000);
+    rkv_client *c = connect_retry(uri, NULL, connect_ms);
     char key[32], val[2048];
     unsigned seed = id * 7919u + 1;
     if (c == NULL) {
-        atomic_fetch_add(&sh->errors, 1);
+        count_error(sh, NULL, RKV_CONNECTION, "writer connect");
         return;
     }
+    atomic_fetch_add(&sh->connected, 1);
     while (!phase_over(sh)) {
         unsigned i = (unsigned)rand_r(&seed) % HOT_KEYS;
         if (i % WRITERS != id)
@@ -178,7 +209,7 @@ static void writer(struct shared *sh, const char *uri, unsigned id)
         else if (st == RKV_OUT_OF_MEMORY)
             atomic_fetch_add(&sh->refused, 1); /* full table, eviction off: refused, nothing lost */
         else
-            atomic_fetch_add(&sh->errors, 1);
+            count_error(sh, c, st, del ? "delete" : "put");
         /* on failure `started` stays ahead of `acked`: readers treat the key as
          * being written from then on, which is the truth for a lost reply */
     }
@@ -188,9 +219,9 @@ static void writer(struct shared *sh, const char *uri, unsigned id)
 /* Checks one hot-key result against the writers' record around the call
  * and against what this reader saw before the call (h, not yet updated).
  * Returns the version of a well-formed value, else 0. */
-static uint64_t check_hot(struct shared *sh, const struct history *h, enum reader_type t,
-                      const struct hot_read *r, rkv_status st, const char *buf, size_t n,
-                      bool evicting)
+static uint64_t check_hot(struct shared *sh, rkv_client *c, const struct history *h,
+                          enum reader_type t, const struct hot_read *r, rkv_status st,
+                          const char *buf, size_t n, bool evicting)
 {
     char key[32];
     uint64_t acked_ver = r->acked0 & ~DELETED, before = h->seen[r->i], ver = 0;
@@ -218,7 +249,7 @@ static uint64_t check_hot(struct shared *sh, const struct history *h, enum reade
         if (!evicting && quiet && r->acked0 != 0 && !(r->acked0 & DELETED))
             atomic_fetch_add(&sh->false_miss, 1);
     } else if (st != RKV_RETRY_EXHAUSTED) {
-        atomic_fetch_add(&sh->errors, 1);
+        count_error(sh, c, st, "get");
     }
     return ver;
 }
@@ -259,7 +290,7 @@ static void read_cold(struct shared *sh, rkv_client *c, unsigned *seed)
     else if (st == RKV_NOT_FOUND && f % 50 != 0)
         atomic_fetch_add(&sh->false_miss, 1);
     else if (st != RKV_OK && st != RKV_NOT_FOUND && st != RKV_RETRY_EXHAUSTED)
-        atomic_fetch_add(&sh->errors, 1);
+        count_error(sh, c, st, "get (cold)");
 }
 
 static void read_hot(struct shared *sh, struct history *h, rkv_client *c, unsigned *seed,
@@ -273,7 +304,7 @@ static void read_hot(struct shared *sh, struct history *h, rkv_client *c, unsign
     hot_key(key, sizeof key, r.i);
     rkv_status st = rkv_get(c, key, strlen(key), buf, sizeof buf, &n, NULL);
     r.started1 = atomic_load(&sh->k[r.i].started);
-    remember(h, &r, st, check_hot(sh, h, READ_GET, &r, st, buf, n, evicting));
+    remember(h, &r, st, check_hot(sh, c, h, READ_GET, &r, st, buf, n, evicting));
 }
 
 /* One rkv_mget of MGET_KEYS hot keys, ops[0]'s key asked again last. */
@@ -294,14 +325,14 @@ static void read_hot_batch(struct shared *sh, struct history *h, rkv_client *c,
     }
     rkv_status st = rkv_mget(c, ops, MGET_KEYS);
     if (st != RKV_OK) {
-        atomic_fetch_add(&sh->errors, 1);
+        count_error(sh, c, st, "mget");
         return;
     }
     for (unsigned j = 0; j < MGET_KEYS; j++)
         r[j].started1 = atomic_load(&sh->k[r[j].i].started);
     /* every result against the history from before the call ... */
     for (unsigned j = 0; j < MGET_KEYS; j++)
-        ver[j] = check_hot(sh, h, READ_MGET, &r[j], ops[j].status, bufs[j], ops[j].value_len,
+        ver[j] = check_hot(sh, c, h, READ_MGET, &r[j], ops[j].status, bufs[j], ops[j].value_len,
                            evicting);
     /* ... which only then takes the newest of them */
     for (unsigned j = 0; j < MGET_KEYS; j++)
@@ -313,14 +344,15 @@ static void read_hot_batch(struct shared *sh, struct history *h, rkv_client *c,
 static void reader(struct shared *sh, const char *uri, unsigned id, bool evicting)
 {
     struct rkv_options o = { .location_cache = id % 2 ? (unsigned)-1 : 0 };
-    rkv_client *cs[2] = { connect_retry(uri, &o, 5000), connect_retry(uri, &o, 5000) };
+    rkv_client *cs[2] = { connect_retry(uri, &o, connect_ms), connect_retry(uri, &o, connect_ms) };
     enum reader_type t = id / 2 % READER_TYPES == 0 ? READ_GET : READ_MGET;
     struct history *h = calloc(1, sizeof *h);
     unsigned seed = id * 104729u + 3;
     if (cs[0] == NULL || cs[1] == NULL || h == NULL) {
-        atomic_fetch_add(&sh->errors, 1);
+        count_error(sh, NULL, RKV_CONNECTION, "reader connect");
         goto out;
     }
+    atomic_fetch_add(&sh->connected, 1);
     for (unsigned op = 0; !phase_over(sh); op++) {
         rkv_client *c = cs[op % 2];
         if (t == READ_MGET)
@@ -347,7 +379,7 @@ out:
  * index and must displace other items (cuckoo moves). */
 static unsigned preload_fillers(const char *uri)
 {
-    rkv_client *c = connect_retry(uri, NULL, 5000);
+    rkv_client *c = connect_retry(uri, NULL, connect_ms);
     char key[32], stats[4096];
     size_t len;
     unsigned n = 0;
@@ -399,8 +431,11 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
                                     "--event-mode", "--grace-ms", "20", "--workers", "3", NULL };
     const char *extra_evict[] = { "--memory", mem ? mem : "12M", "--evict", "lru",
                                   "--event-mode", "--grace-ms", "20", "--workers", "3", NULL };
-    struct server_proc sp;
-    if (server_start(&sp, bin, uri, evicting ? extra_evict : extra_noevict) != 0) {
+    struct server_proc sp = { .pid = 0 };
+    const char *remote = getenv("RKV_TORTURE_URI");
+    if (remote != NULL)
+        snprintf(sp.uri, sizeof sp.uri, "%s", remote);
+    else if (server_start(&sp, bin, uri, evicting ? extra_evict : extra_noevict) != 0) {
         fprintf(stderr, "torture: cannot start rkv-server\n");
         return 1;
     }
@@ -425,19 +460,24 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
         }
     }
     if (evicting) { /* overcommit memory: a big cold population competes with the hot set */
-        rkv_client *c = connect_retry(sp.uri, NULL, 5000);
+        rkv_client *c = connect_retry(sp.uri, NULL, connect_ms);
         char key[32], val[1024];
         memset(val, 'x', sizeof val);
         uint64_t end = rkv_now_ns() + (uint64_t)seconds * 1000000000ull;
+        bool ready = false;
         for (unsigned i = 0; c && rkv_now_ns() < end && !phase_over(sh); i++) {
+            signal_ready(sh, &ready);
             snprintf(key, sizeof key, "cold:%u", i);
             rkv_put(c, key, strlen(key), val, 200 + i % 800, NULL, NULL);
         }
         rkv_close(c);
     } else {
         uint64_t end = rkv_now_ns() + (uint64_t)seconds * 1000000000ull;
-        while (rkv_now_ns() < end && !phase_over(sh))
+        bool ready = false;
+        while (rkv_now_ns() < end && !phase_over(sh)) {
+            signal_ready(sh, &ready);
             usleep(20000);
+        }
     }
     atomic_store(&sh->stop, 1);
     for (unsigned p = 0; p < WRITERS + READERS; p++)
@@ -452,7 +492,7 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
     }
     const char *disp = strstr(stats, "displacements "), *ev = strstr(stats, "evictions ");
     const char *moves = strstr(stats, "slab_reassigns ");
-    int rc = server_stop(&sp);
+    int rc = remote != NULL ? 0 : server_stop(&sp);
     uint64_t anomalies = sh->garbage + sh->stale + sh->future + sh->false_miss + sh->regress;
     printf("torture phase %s: %llu GETs checked, %llu anomalies (garbage %llu, stale %llu, "
            "future %llu, false miss %llu, regress %llu), %llu client errors, "
@@ -504,14 +544,18 @@ int main(int argc, char **argv)
     unsigned long long gets_target = gets ? strtoull(gets, &end, 10) : 0;
     unsigned seconds = argc > 2 ? (unsigned)atoi(argv[2]) : 5;
     if ((gets && (*gets == '\0' || *end != '\0')) || seconds == 0 ||
-        (strcmp(phases, "both") && strcmp(phases, "noevict") && strcmp(phases, "evict"))) {
+        (strcmp(phases, "both") && strcmp(phases, "noevict") && strcmp(phases, "evict")) ||
+        (getenv("RKV_TORTURE_URI") != NULL && strcmp(phases, "both") == 0)) {
         fprintf(stderr, "torture: SECONDS_PER_PHASE must be a positive integer, "
                 "RKV_TORTURE_GETS a decimal count and RKV_TORTURE_PHASES one of "
-                "both, noevict, evict\n");
+                "both, noevict, evict (with RKV_TORTURE_URI: noevict or evict, the "
+                "phase whose flags the server there runs with)\n");
         return 2;
     }
     char uri[256];
     uint64_t checked = 0, anomalies = 0;
+    if (getenv("RKV_TORTURE_URI") != NULL)
+        connect_ms = 30000;
     int fail = 0;
     if (strcmp(phases, "evict") != 0) {
         test_uri(uri, sizeof uri, 80);

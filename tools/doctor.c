@@ -254,6 +254,7 @@ int main(int argc, char **argv)
     doctor_check_numa(&report, &env, devs, n, &want);
     doctor_check_governor(&report, &env);
     doctor_check_firewall(&report, devs, n);
+    doctor_check_rc(&report, &cfg);
 
     if (json)
         doctor_print_json(&report, stdout);

@@ -21,6 +21,7 @@
 #include "doctor_checks.h"
 #include "json.h"
 #include "memory_budget.h"
+#include "rdma_util.h"
 #include "util.h"
 
 #define MAX_CPU_IDS 1024u
@@ -1092,4 +1093,37 @@ void doctor_check_memory(struct doctor_report *r, const struct doctor_env *env,
     if (largest != 0)
         doctor_add(r, DOCTOR_INFO, "memory", NULL, "the largest --memory rkv-server accepts here "
                    "with this configuration: %s", b);
+}
+
+/* ------------------------------------------------------------ RC retransmission */
+
+#define RC_SLOT_WARN_NS  (60ull * 1000000000ull)  /* a vanished client holding its slot longer */
+#define RC_TRY_WARN_NS   1000000ull               /* tries shorter than a congested fabric's delays */
+
+void doctor_check_rc(struct doctor_report *r, const struct rkv_server_config *cfg)
+{
+    uint64_t per_try = rkv_rdma_detect_ns(cfg->ack_timeout, 0);
+    uint64_t detect = rkv_rdma_detect_ns(cfg->ack_timeout, cfg->retry_count);
+    uint64_t slot = detect + RKV_RDMA_KEEPALIVE_MS * 1000000ull;
+
+    doctor_add(r, DOCTOR_INFO, "rdma-rc", NULL,
+               "RC retransmission: ack_timeout %u (%.1f ms per try) x (retry_count %u + 1) tries: "
+               "a transfer to a dead peer fails within %.2f s; a connection idle for %u ms is "
+               "probed, so a vanished client loses its slot within %.2f s (clients set their own: "
+               "rkv_options rdma_ack_timeout, rdma_retry_count, default %u and %u)",
+               cfg->ack_timeout, per_try / 1e6, cfg->retry_count, detect / 1e9,
+               RKV_RDMA_KEEPALIVE_MS, slot / 1e9, RKV_RDMA_ACK_TIMEOUT, RKV_RDMA_RETRY_COUNT);
+    if (per_try < RC_TRY_WARN_NS)
+        doctor_add(r, DOCTOR_WARN, "rdma-rc", "raise [rdma] ack_timeout to 8 or more (1 ms per try)",
+                   "ack_timeout %u waits only %.0f us for an ACK: a congested switch or a PFC "
+                   "pause delays ACKs longer, so transfers retry needlessly and connections break",
+                   cfg->ack_timeout, per_try / 1e3);
+    if (cfg->retry_count == 7)
+        doctor_add(r, DOCTOR_WARN, "rdma-rc", "set [rdma] retry_count to 6 or less on Soft-RoCE",
+                   "retry_count 7: Soft-RoCE (rdma_rxe) takes 7 to mean retry forever, so there a "
+                   "dead peer is never noticed by RC");
+    if (slot > RC_SLOT_WARN_NS)
+        doctor_add(r, DOCTOR_WARN, "rdma-rc", "lower [rdma] ack_timeout or retry_count",
+                   "a client that vanished holds its connection slot and credits for up to %.0f s",
+                   slot / 1e9);
 }

@@ -155,6 +155,9 @@ void doctor_check_numa(struct doctor_report *r, const struct doctor_env *env,
                        const struct doctor_device *devs, unsigned n, const struct doctor_wanted *w);
 void doctor_check_governor(struct doctor_report *r, const struct doctor_env *env);
 void doctor_check_firewall(struct doctor_report *r, const struct doctor_device *devs, unsigned n);
+/* The server's RC retransmission settings ([rdma] ack_timeout, retry_count)
+ * and the worst-case time to notice a dead peer they give. */
+void doctor_check_rc(struct doctor_report *r, const struct rkv_server_config *cfg);
 
 /* The largest InfiniBand MTU (256..4096) a RoCE port gets on a netdev of
  * this MTU; 0 when even 256 does not fit. */

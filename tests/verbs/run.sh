@@ -15,6 +15,13 @@
 #                must print the message that says what to do; a 0.0.0.0 listener serves
 #   bench        rkv-bench --verify against an rdma rkv-server: the per-GET counters
 #   perftest     ib_send_lat / ib_read_lat, the latency reference on this machine
+# and then, in a second boot, two guests joined by a real link
+# (tools/rxe-vm/run.sh --pair, tests/verbs/pair.sh):
+#   link         torture over 1% loss and 2 ms +- 2 ms jitter; a blackhole shorter
+#                than the RC retry budget (calls stall, then complete) and one
+#                longer (calls fail in bounded time naming the cause, the server
+#                frees the dead connections, a client beside it keeps being
+#                served, the handles reconnect); about 75 s
 #
 # Usage: tests/verbs/run.sh [-C BUILD_DIR] [--timeout SEC] [--quiet] [STEP...]
 #   BUILD_DIR defaults to ./build (configure it with `meson setup build && ninja -C build`).
@@ -45,5 +52,26 @@ under_tmpfs() { case "$1" in /tmp/*|/run/*|/dev/shm/*) return 0;; esac; return 1
 if under_tmpfs "$ROOT"; then VM_OPTS+=(--rw "$ROOT"); fi
 case "$BUILD/" in "$ROOT"/*) ;; *) if under_tmpfs "$BUILD"; then VM_OPTS+=(--rw "$BUILD"); fi;; esac
 
-exec "$ROOT/tools/rxe-vm/run.sh" --timeout "$TIMEOUT" --cwd "$ROOT" "${VM_OPTS[@]}" -- \
-  "bash $(printf '%q' "$ROOT/tests/verbs/guest.sh") $(printf '%q' "$BUILD") ${STEPS[*]:-}"
+# the one-guest steps, then (if asked for, or by default) the two-guest one
+SINGLE=()
+LINK=0
+if [ ${#STEPS[@]} -eq 0 ]; then LINK=1; fi
+for s in "${STEPS[@]}"; do
+  if [ "$s" = link ]; then LINK=1; else SINGLE+=("$s"); fi
+done
+rc=0
+if [ ${#STEPS[@]} -eq 0 ] || [ ${#SINGLE[@]} -gt 0 ]; then
+  "$ROOT/tools/rxe-vm/run.sh" --timeout "$TIMEOUT" --cwd "$ROOT" "${VM_OPTS[@]}" -- \
+    "bash $(printf '%q' "$ROOT/tests/verbs/guest.sh") $(printf '%q' "$BUILD") ${SINGLE[*]:-}" || rc=1
+fi
+if [ $LINK = 1 ]; then
+  echo "=== verbs: link (two guests, limit 600s)"
+  pair="bash $(printf '%q' "$ROOT/tests/verbs/pair.sh") $(printf '%q' "$BUILD")"
+  start=$SECONDS
+  if "$ROOT/tools/rxe-vm/run.sh" --pair --timeout 600 --cwd "$ROOT" "${VM_OPTS[@]}" -- "$pair" "$pair"; then
+    echo "  link         PASS                         $((SECONDS - start))s"
+  else
+    echo "  link         FAIL                         $((SECONDS - start))s"; rc=1
+  fi
+fi
+exit $rc

@@ -11,7 +11,16 @@
 #
 # Usage:
 #   tools/rxe-vm/run.sh [options] [--] 'shell command'
+#   tools/rxe-vm/run.sh [options] --pair [--] 'server command' 'client command'
 #   tools/rxe-vm/run.sh --prepare          install packages, fetch the kernel, build the initramfs
+#
+# --pair boots two guests (one vCPU each unless --smp says otherwise), a
+# server and a client, whose virtio-net NICs are joined by a qemu socket
+# netdev on 127.0.0.1: rxe0 sits on each guest's eth0 (198.51.100.1 server,
+# .2 client), so RoCE traffic crosses a real link that tc netem can make bad.
+# Each guest runs its own command; the exit status is the first non-zero of
+# client, server. In both guests $RXE_LIB (tools/rxe-vm/netlib.sh) gives
+# rxe_netem, rxe_blackhole_on/off, rxe_signal and rxe_wait (see README.md).
 #
 # Options:
 #   --timeout SEC  kill the guest after SEC seconds (default 600); exit status 124
@@ -26,6 +35,7 @@
 #                  kvm_intel/kvm_amd, else TCG; a KVM guest that does not start
 #                  within 60 s is retried under TCG and the verdict cached)
 #   --prepare      only prepare (idempotent); no guest is started
+#   --pair         two guests joined by a network link (above)
 #
 # In the guest the command runs as root under bash, in the host's root fs
 # (read-only), with these variables set:
@@ -34,9 +44,17 @@
 #   RXE_IP         the interface's IPv4 address (192.0.2.1; RXE_VM_CIDR changes it)
 #   RXE_GID_INDEX  the GID index of the RoCEv2 IPv4 GID
 #   RXE_OUT        a writable folder that is kept on the host after the run
+# and with --pair (RXE_NETDEV is eth0 there, RXE_IP the guest's own address):
+#   RXE_ROLE       server or client
+#   RXE_PEER_IP    the other guest's address
+#   RXE_SERVER_IP  198.51.100.1        RXE_CLIENT_IP  198.51.100.2
+#   RXE_SHARED     a folder both guests read and write (a host folder in the
+#                  run folder), for files and rxe_signal / rxe_wait
+#   RXE_LIB        the helper functions to source (". \"$RXE_LIB\"")
 #
 # Exit status: the command's. 124: timeout; 125: the guest stopped without
-# reporting one (see the console log in the run folder); 126: rxe setup failed.
+# reporting one (see the console log in the run folder); 126: rxe setup failed;
+# 127 (--pair): the other guest did not come up within 120 s.
 #
 # Environment: RKV_RXE_VM_CACHE (default /var/tmp/rkv-rxe-vm) holds the kernel
 # .deb, the extracted kernel, the initramfs and the run folders; once it holds
@@ -56,16 +74,23 @@ RW_DIRS=()
 QUIET=0
 KEEP=0
 PREPARE_ONLY=0
+PAIR=0
+SMP_SET=0
 CMD=""
+CLIENT_CMD=""
+PAIR_NET=198.51.100   # RFC 5737 TEST-NET-2: server .1, client .2
 
 # Kernel modules the guest loads (dependencies are added automatically):
 # crc32_generic: rdma_rxe needs the "crc32" hash; the guest has no modprobe
 #   helper to load it on demand ("rdma link add" fails with ENOENT without it).
 # virtio_pci, 9pnet_virtio, 9p: the host filesystem shares.
+# virtio_net: --pair's link. sch_netem: loss, delay, jitter, reordering on it;
+#   sch_ingress, cls_matchall, act_gact: the blackhole's drop of what arrives.
 # ib_uverbs, rdma_rxe, rdma_ucm (+ ib_cm, iw_cm, rdma_cm): verbs and rdma_cm
 #   from user space. dummy: the interface rxe binds to (rdma_cm cannot route over lo).
 GUEST_MODULES="crc32_generic crc32_pclmul virtio_pci 9pnet_virtio 9p udp_tunnel ip6_udp_tunnel
-ib_core ib_uverbs rdma_rxe ib_cm iw_cm rdma_cm rdma_ucm dummy"
+ib_core ib_uverbs rdma_rxe ib_cm iw_cm rdma_cm rdma_ucm dummy
+virtio_net sch_netem sch_ingress cls_matchall act_gact"
 
 say() { echo "rxe-vm: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -79,17 +104,26 @@ while [ $# -gt 0 ]; do
     --rw)      [ -d "${2:-}" ] || die "--rw ${2:-}: not a directory"; RW_DIRS+=("$(realpath "$2")"); shift 2;;
     --cwd)     CWD=${2:?--cwd needs a directory}; shift 2;;
     --mem)     MEM=${2:?}; shift 2;;
-    --smp)     SMP=${2:?}; shift 2;;
+    --smp)     SMP=${2:?}; SMP_SET=1; shift 2;;
+    --pair)    PAIR=1; shift;;
     --accel)   ACCEL=${2:?}; shift 2;;
     --quiet)   QUIET=1; shift;;
     --keep)    KEEP=1; shift;;
     --prepare) PREPARE_ONLY=1; shift;;
     -h|--help) usage; exit 0;;
-    --)        shift; CMD="$*"; break;;
+    --)        shift; break;;
     -*)        die "unknown option $1 (see --help)";;
-    *)         CMD="$*"; break;;
+    *)         break;;
   esac
 done
+if [ $PAIR = 1 ]; then
+  [ $# -eq 2 ] || [ $PREPARE_ONLY = 1 ] || die "--pair takes two commands, the server guest's and the client guest's (got $#)"
+  CMD=${1:-}; CLIENT_CMD=${2:-}
+  [ $SMP_SET = 1 ] || SMP=1
+  [ -n "$CMD" ] && [ -n "$CLIENT_CMD" ] || [ $PREPARE_ONLY = 1 ] || die "--pair: a command is empty"
+else
+  CMD="$*"
+fi
 case "$TIMEOUT$MEM$SMP" in *[!0-9]*) die "--timeout, --mem and --smp take whole numbers";; esac
 case "$ACCEL" in auto|kvm|tcg) ;; *) die "--accel must be auto, kvm or tcg";; esac
 [ "$(id -u)" = 0 ] || die "run as root (apt-get, and qemu sharing / over 9p, need it)"
@@ -189,12 +223,14 @@ EOF
   chmod +x "$1"
 }
 
-# Sets INITRD. Rebuilt when this script or the module list changes.
+# Sets INITRD. One per version of this script and module list, named by
+# their hash, so that runs of different checkouts sharing the cache (and
+# running at once) each boot their own and never rebuild another's.
 build_initramfs() {
-  INITRD=$CACHE/initramfs-$KVER.cpio.gz
   local stamp root m line path base deps
   stamp=$( (cat "$0"; echo "$GUEST_MODULES") | sha1sum | cut -c1-16)
-  [ -e "$INITRD" ] && [ "$(cat "$INITRD.stamp" 2>/dev/null)" = "$stamp" ] && return 0
+  INITRD=$CACHE/initramfs-$KVER-$stamp.cpio.gz
+  [ -e "$INITRD" ] && return 0
   say "building $INITRD"
   root=$(mktemp -d "$CACHE/initramfs.XXXXXX")
   mkdir -p "$root"/{bin,dev,proc,sys,newroot,lib/modules}
@@ -218,9 +254,8 @@ build_initramfs() {
     done <<< "$deps"
   done
   write_init "$root/init"
-  (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$INITRD.tmp"
-  mv "$INITRD.tmp" "$INITRD"
-  echo "$stamp" > "$INITRD.stamp"
+  (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$root.cpio.gz"
+  mv "$root.cpio.gz" "$INITRD"
   rm -rf "$root"
 }
 
@@ -236,11 +271,16 @@ export RXE_OUT=$RUN/out
 mkdir -p "$RXE_OUT"
 say() { echo "rxe-vm[guest]: $*"; }
 ip link set lo up
+# single: rxe on a guest-only dummy interface. pair: rxe on eth0, the
+# virtio-net link to the other guest.
 setup() {
-  ip link add rxedummy0 type dummy &&
-  ip addr add "$RXE_VM_CIDR" dev rxedummy0 &&
-  ip link set rxedummy0 up &&
-  rdma link add rxe0 type rxe netdev rxedummy0
+  if [ "$RXE_VM_MODE" = pair ]; then RXE_NETDEV=eth0; else
+    RXE_NETDEV=rxedummy0
+    ip link add rxedummy0 type dummy || return 1
+  fi
+  ip addr add "$RXE_VM_CIDR" dev "$RXE_NETDEV" &&
+  ip link set "$RXE_NETDEV" up &&
+  rdma link add rxe0 type rxe netdev "$RXE_NETDEV"
 }
 if ! setup; then say "creating rxe0 failed"; dmesg | tail -n 20; exit 126; fi
 # the port turns ACTIVE and the GID table fills from the IPv4 address shortly after
@@ -260,64 +300,116 @@ for i in $(seq 1 100); do
   sleep 0.1
 done
 if [ -z "$RXE_GID_INDEX" ]; then say "rxe0 did not become ACTIVE with an IPv4 RoCEv2 GID"; ibv_devinfo -v -d rxe0; exit 126; fi
-export RXE_DEV=rxe0 RXE_NETDEV=rxedummy0 RXE_IP=${RXE_VM_CIDR%/*} RXE_GID_INDEX
+export RXE_DEV=rxe0 RXE_NETDEV RXE_IP=${RXE_VM_CIDR%/*} RXE_GID_INDEX
 say "rxe0 on $RXE_NETDEV, ip $RXE_IP, gid index $RXE_GID_INDEX, $(cut -d' ' -f1 /proc/uptime) s after boot"
+if [ "$RXE_VM_MODE" = pair ]; then
+  # both guests up (and so both ends of the link) before either command runs
+  export RXE_ROLE RXE_PEER_IP RXE_SERVER_IP RXE_CLIENT_IP RXE_SHARED RXE_LIB
+  . "$RXE_LIB"
+  rxe_signal "$RXE_ROLE.up"
+  peer=server; [ "$RXE_ROLE" = server ] && peer=client
+  if ! rxe_wait "$peer.up" 120; then say "the $peer guest did not come up"; echo 127 > "$RUN/exit_code"; exit 127; fi
+fi
 cd "$RXE_CWD" 2>/dev/null || { say "no directory $RXE_CWD in the guest; running in /tmp"; cd /tmp; }
 echo "RXE_VM_CMD_BEGIN"
 bash "$RUN/cmd.sh"
 rc=$?
 echo "RXE_VM_CMD_END"
 echo "$rc" > "$RUN/exit_code"
+[ "$RXE_VM_MODE" = pair ] && rxe_signal "$RXE_ROLE.done"
 sync
 exit $rc
 EOF
 }
 
-QPID=""
-stop_qemu() {
-  [ -n "$QPID" ] || return 0
-  kill "$QPID" 2>/dev/null || true
-  for _ in $(seq 1 20); do kill -0 "$QPID" 2>/dev/null || break; sleep 0.25; done
-  kill -9 "$QPID" 2>/dev/null || true
-  wait "$QPID" 2>/dev/null || true
-  QPID=""
+QPIDS=()
+stop_qemus() {
+  local pid
+  for pid in "${QPIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${QPIDS[@]}"; do
+    for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  QPIDS=()
 }
-trap stop_qemu EXIT
-trap 'stop_qemu; exit 130' INT TERM
+trap stop_qemus EXIT
+trap 'stop_qemus; exit 130' INT TERM
 
-# Boot one guest with accelerator $1. Sets BOOT_RESULT: finished | timeout | no-start.
-# $2 > 0: give up with no-start if /init has not started within that many seconds.
-boot() {
-  local accel=$1 start_limit=$2 i=0 d tail_pid="" start=$SECONDS
+# start_guest DIR ACCEL [QEMU_ARGS...]: start one guest whose run folder is
+# DIR (its command, env, mounts; its console.log and qemu.log land there).
+start_guest() {
+  local dir=$1 accel=$2 i=0 d
+  shift 2
   # tsc=reliable clocksource=tsc: under TCG the guest kernel distrusts the
   # TSC and falls back to HPET, which the vDSO cannot read, so every
   # clock_gettime becomes a syscall and an emulated MMIO read (microseconds;
   # perftest reads the TSC directly). Real hosts run on the TSC.
-  local args=(-machine q35 -m "$MEM" -smp "$SMP" -nic none -display none -monitor none -no-reboot
+  local args=(-machine q35 -m "$MEM" -smp "$SMP" -display none -monitor none -no-reboot
     -kernel "$VMLINUZ" -initrd "$INITRD"
-    -append "console=ttyS0 quiet loglevel=3 panic=-1 tsc=reliable clocksource=tsc rxevm.run=$RUNDIR"
-    -serial "file:$RUNDIR/console.log"
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 no_timer_check tsc=reliable clocksource=tsc rxevm.run=$dir"
+    -serial "file:$dir/console.log"
     -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
-    -virtfs "local,path=$RUNDIR,mount_tag=rxerun,security_model=none,multidevs=remap")
-  for d in "${RW_DIRS[@]}"; do
+    -virtfs "local,path=$dir,mount_tag=rxerun,security_model=none,multidevs=remap" "$@")
+  while read -r _ d; do
     args+=(-virtfs "local,path=$d,mount_tag=rw$i,security_model=none,multidevs=remap")
     i=$((i + 1))
-  done
+  done < "$dir/mounts"
   if [ "$accel" = kvm ]; then args+=(-accel kvm -cpu host); else args+=(-accel "tcg,thread=multi" -cpu max); fi
-  : > "$RUNDIR/console.log"
-  qemu-system-x86_64 "${args[@]}" < /dev/null > "$RUNDIR/qemu.log" 2>&1 &
-  QPID=$!
-  if [ $QUIET = 0 ]; then tail -n +1 -F --pid="$QPID" "$RUNDIR/console.log" 2>/dev/null & tail_pid=$!; fi
+  : > "$dir/console.log"
+  qemu-system-x86_64 "${args[@]}" < /dev/null > "$dir/qemu.log" 2>&1 &
+  QPIDS+=($!)
+}
+
+listening() { [ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]; }
+
+# --pair: the server guest listens on a free 127.0.0.1 port, the client
+# guest connects to it once it does. Returns 1 if no port could be had.
+start_pair() {
+  local accel=$1 port try net="socket,id=n0" dev="virtio-net-pci,netdev=n0"
+  for try in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 30000))
+    listening "$port" && continue
+    start_guest "$RUNDIR/server" "$accel" -netdev "$net,listen=127.0.0.1:$port" -device "$dev,mac=52:54:00:c6:33:01"
+    for _ in $(seq 1 100); do listening "$port" && break; kill -0 "${QPIDS[0]}" 2>/dev/null || break; sleep 0.1; done
+    if listening "$port"; then
+      start_guest "$RUNDIR/client" "$accel" -netdev "$net,connect=127.0.0.1:$port" -device "$dev,mac=52:54:00:c6:33:02"
+      return 0
+    fi
+    stop_qemus   # lost the port to someone else: another one
+  done
+  say "no free 127.0.0.1 port for the guests' link (qemu: $(tail -n 2 "$RUNDIR/server/qemu.log"))"
+  return 1
+}
+
+# Boot the guest(s) with accelerator $1 and wait until all have stopped.
+# Sets BOOT_RESULT: finished | timeout | no-start. $2 > 0: give up with
+# no-start if a guest's /init has not started within that many seconds.
+boot() {
+  local accel=$1 start_limit=$2 d tail_pid="" start=$SECONDS pid alive
+  if [ $PAIR = 1 ]; then
+    start_pair "$accel" || { BOOT_RESULT=no-start; return 0; }
+  else
+    start_guest "$RUNDIR" "$accel" -nic none
+  fi
+  if [ $QUIET = 0 ]; then tail -n +1 -F --pid="${QPIDS[0]}" "${GUEST_DIRS[@]/%//console.log}" 2>/dev/null & tail_pid=$!; fi
   BOOT_RESULT=finished
-  while kill -0 "$QPID" 2>/dev/null; do
-    if [ "$start_limit" -gt 0 ] && [ $((SECONDS - start)) -ge "$start_limit" ] &&
-       ! grep -q RXE_VM_INIT_STARTED "$RUNDIR/console.log"; then BOOT_RESULT=no-start; break; fi
+  while :; do
+    alive=0
+    for pid in "${QPIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ $alive = 1 ] || break
+    if [ "$start_limit" -gt 0 ] && [ $((SECONDS - start)) -ge "$start_limit" ]; then
+      for d in "${GUEST_DIRS[@]}"; do grep -q RXE_VM_INIT_STARTED "$d/console.log" || BOOT_RESULT=no-start; done
+      [ "$BOOT_RESULT" = no-start ] && break
+    fi
     if [ $((SECONDS - start)) -ge "$TIMEOUT" ]; then BOOT_RESULT=timeout; break; fi
     sleep 0.5
   done
-  stop_qemu
+  stop_qemus
   if [ -n "$tail_pid" ]; then sleep 0.3; kill "$tail_pid" 2>/dev/null || true; wait "$tail_pid" 2>/dev/null || true; fi
-  [ -s "$RUNDIR/qemu.log" ] && [ "$BOOT_RESULT" != finished ] && say "qemu: $(tail -n 3 "$RUNDIR/qemu.log")"
+  if [ "$BOOT_RESULT" != finished ]; then
+    for d in "${GUEST_DIRS[@]}"; do [ -s "$d/qemu.log" ] && say "qemu: $(tail -n 3 "$d/qemu.log")"; done
+  fi
   return 0
 }
 
@@ -331,6 +423,43 @@ pick_accel() {
   else echo tcg; fi
 }
 
+# prepare_guest DIR CMD ROLE CIDR: the run folder of one guest.
+prepare_guest() {
+  local dir=$1 cmd=$2 role=$3 cidr=$4 i=0 d
+  mkdir -p "$dir"
+  { [ $PAIR = 1 ] && echo '. "$RXE_LIB"'; printf '%s\n' "$cmd"; } > "$dir/cmd.sh"
+  write_guest_script "$dir"
+  {
+    printf 'RXE_CWD=%q\n' "$CWD"; printf 'RXE_VM_CIDR=%q\n' "$cidr"
+    if [ $PAIR = 1 ]; then
+      printf 'RXE_VM_MODE=pair\nRXE_ROLE=%q\n' "$role"
+      printf 'RXE_SERVER_IP=%q\nRXE_CLIENT_IP=%q\n' "$PAIR_NET.1" "$PAIR_NET.2"
+      if [ "$role" = server ]; then printf 'RXE_PEER_IP=%q\n' "$PAIR_NET.2"; else printf 'RXE_PEER_IP=%q\n' "$PAIR_NET.1"; fi
+      printf 'RXE_SHARED=%q\nRXE_LIB=%q\n' "$RUNDIR/shared" "$(cd "$(dirname "$0")" && pwd)/netlib.sh"
+    else
+      printf 'RXE_VM_MODE=single\n'
+    fi
+  } > "$dir/env"
+  : > "$dir/mounts"
+  for d in "${RW_DIRS[@]}"; do echo "rw$i $d" >> "$dir/mounts"; i=$((i + 1)); done
+  [ $PAIR = 1 ] && echo "rw$i $RUNDIR/shared" >> "$dir/mounts"
+  return 0
+}
+
+# The exit status one guest reported (its folder's exit_code, else the
+# console's last RXE_VM_EXIT_CODE), or 125.
+guest_rc() {
+  if [ -s "$1/exit_code" ]; then cat "$1/exit_code"
+  elif grep -qa 'RXE_VM_EXIT_CODE=' "$1/console.log" 2>/dev/null; then
+    grep -ao 'RXE_VM_EXIT_CODE=[0-9]*' "$1/console.log" | tail -n 1 | cut -d= -f2
+  else echo 125; fi
+}
+
+# What the command printed (between the markers) in a guest's console.
+guest_output() {
+  tr -d '\r' < "$1/console.log" | awk '/^RXE_VM_CMD_END/{p=0} p{print} /^RXE_VM_CMD_BEGIN/{p=1}'
+}
+
 main() {
   mkdir -p "$CACHE"
   install_packages
@@ -340,12 +469,15 @@ main() {
 
   mkdir -p "$CACHE/runs"
   RUNDIR=$(mktemp -d "$CACHE/runs/run.XXXXXX")
-  printf '%s\n' "$CMD" > "$RUNDIR/cmd.sh"
-  write_guest_script "$RUNDIR"
-  { printf 'RXE_CWD=%q\n' "$CWD"; printf 'RXE_VM_CIDR=%q\n' "$CIDR"; } > "$RUNDIR/env"
-  : > "$RUNDIR/mounts"
-  local i=0 d
-  for d in "${RW_DIRS[@]}"; do echo "rw$i $d" >> "$RUNDIR/mounts"; i=$((i + 1)); done
+  if [ $PAIR = 1 ]; then
+    mkdir -p "$RUNDIR/shared"
+    GUEST_DIRS=("$RUNDIR/server" "$RUNDIR/client")
+    prepare_guest "$RUNDIR/server" "$CMD" server "$PAIR_NET.1/24"
+    prepare_guest "$RUNDIR/client" "$CLIENT_CMD" client "$PAIR_NET.2/24"
+  else
+    GUEST_DIRS=("$RUNDIR")
+    prepare_guest "$RUNDIR" "$CMD" single "$CIDR"
+  fi
 
   local accel; accel=$(pick_accel)
   case "$accel" in
@@ -359,18 +491,25 @@ main() {
     *) boot "$accel" 0;;
   esac
 
-  local rc
+  local rc d r kept=0
   if [ "$BOOT_RESULT" = timeout ]; then say "timed out after ${TIMEOUT}s; guest stopped"; rc=124
-  elif [ -s "$RUNDIR/exit_code" ]; then rc=$(cat "$RUNDIR/exit_code")
-  elif grep -qa 'RXE_VM_EXIT_CODE=' "$RUNDIR/console.log"; then
-    rc=$(grep -ao 'RXE_VM_EXIT_CODE=[0-9]*' "$RUNDIR/console.log" | tail -n 1 | cut -d= -f2)
-  else say "the guest stopped without reporting a status"; rc=125; fi
+  elif [ "$BOOT_RESULT" = no-start ]; then rc=125
+  elif [ $PAIR = 1 ]; then
+    rc=$(guest_rc "$RUNDIR/client"); r=$(guest_rc "$RUNDIR/server")
+    say "server guest exit status $r, client guest exit status $rc"
+    [ "$rc" != 0 ] || rc=$r
+  else rc=$(guest_rc "$RUNDIR"); fi
+  [ "$rc" = 125 ] && say "a guest stopped without reporting a status"
   if [ $QUIET = 1 ]; then
-    tr -d '\r' < "$RUNDIR/console.log" | awk '/^RXE_VM_CMD_END/{p=0} p{print} /^RXE_VM_CMD_BEGIN/{p=1}'
-    [ "$rc" = 0 ] || { say "last console lines:"; tail -n 15 "$RUNDIR/console.log" | tr -d '\r' >&2; }
+    for d in "${GUEST_DIRS[@]}"; do
+      [ $PAIR = 1 ] && echo "--- $(basename "$d") guest"
+      guest_output "$d"
+      [ "$(guest_rc "$d")" = 0 ] || { say "last console lines of $d:"; tail -n 15 "$d/console.log" | tr -d '\r' >&2; }
+    done
   fi
   say "exit status $rc after ${SECONDS}s (run folder $RUNDIR)"
-  if [ "$rc" = 0 ] && [ $KEEP = 0 ] && [ -z "$(ls -A "$RUNDIR/out" 2>/dev/null)" ]; then rm -rf "$RUNDIR"; fi
+  for d in "${GUEST_DIRS[@]}"; do [ -z "$(ls -A "$d/out" 2>/dev/null)" ] || kept=1; done
+  if [ "$rc" = 0 ] && [ $KEEP = 0 ] && [ $kept = 0 ]; then rm -rf "$RUNDIR"; fi
   exit "$rc"
 }
 
