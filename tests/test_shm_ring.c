@@ -661,6 +661,47 @@ static void test_server_valid_exchange(void **state)
     assert_true(eventually_dead(c));
 }
 
+/* A second poll before the reply joins the batch: the replies to both
+ * polls go out with one publish, in arrival order, and the server never
+ * takes more requests than it has reply slots for. */
+static void test_server_repoll_joins_batch(void **state)
+{
+    struct conn_fixture *x = *state;
+    struct rkv_shm_ring rep;
+    uint32_t lens[SRV_CREDITS];
+
+    rkv_shm_ring_init(&rep, x->rc.area, &x->rc.l, RKV_SHM_REPLIES);
+    for (unsigned i = 0; i < 5; i++)
+        msg_fill(rkv_shm_ring_slot(&x->req, i), 100 + i, 16 + i);
+    uint32_t first[2] = { 16, 17 }, second[3] = { 18, 19, 20 };
+    rkv_shm_ring_publish(&x->req, first, 2);
+    assert_int_equal(2, st->poll(x->c, x->msgs, SRV_CREDITS));
+    rkv_shm_ring_publish(&x->req, second, 3);
+    assert_int_equal(3, st->poll(x->c, x->msgs + 2, SRV_CREDITS - 2));
+    for (unsigned i = 0; i < 5; i++) {
+        assert_true(msg_check(x->msgs[i].data, 100 + i, 16 + i));
+        memcpy(st->reply_buf(x->c, i), x->msgs[i].data, x->msgs[i].len);  /* echo */
+        lens[i] = x->msgs[i].len;
+    }
+    assert_int_equal(0, atomic_load(&x->rc.ctrl->rep_tail));   /* nothing published yet */
+    assert_int_equal(RKV_OK, st->reply(x->c, lens, 5));
+    assert_int_equal(5, rkv_shm_ring_ready(&rep));               /* one publish, all five */
+    for (unsigned i = 0; i < 5; i++) {
+        uint32_t len;
+        const void *m = rkv_shm_ring_peek(&rep, i, &len);
+        assert_non_null(m);
+        assert_int_equal(16 + i, len);
+        assert_true(msg_check(m, 100 + i, 16 + i));
+    }
+    /* the client keeps those five unread: only SRV_CREDITS - 5 more fit */
+    for (unsigned i = 0; i < SRV_CREDITS; i++)
+        lens[i] = 8;
+    rkv_shm_ring_publish(&x->req, lens, SRV_CREDITS);
+    assert_int_equal(SRV_CREDITS - 5, st->poll(x->c, x->msgs, SRV_CREDITS));
+    assert_int_equal(0, st->poll(x->c, x->msgs, SRV_CREDITS));
+    assert_true(st->alive(x->c));
+}
+
 /* The sleep handshake, step by step. The worker goes to sleep as worker.c
  * does: arm() (drain, announce), poll() once more, sleep when that found
  * nothing. The client sends as shm_client.c does: publish, then wake when the
@@ -1368,6 +1409,7 @@ int main(void)
         CONN_TEST(test_server_backpressure),
         CONN_TEST(test_server_bad_pull),
         CONN_TEST(test_server_shared_memory_is_safe),
+        CONN_TEST(test_server_repoll_joins_batch),
         CONN_TEST(test_server_sleep_handshake),
         cmocka_unit_test(test_listener_handshakes),
         cmocka_unit_test(test_listener_max_conns),
