@@ -711,8 +711,8 @@ static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, 
 
     cli_recv_done(t);
     for (;;) {
-        if (RKV_UNLIKELY(t->dead))
-            return RKV_CONNECTION;
+        /* Replies that arrived before the server went away still count:
+         * the CQ is drained before a disconnect is reported. */
         if (t->wc_count > 0) {
             const struct ibv_wc *wc = &t->wcs[t->wc_next];
             t->wc_next++;
@@ -745,6 +745,8 @@ static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, 
             t->wc_count = (unsigned)n;
             continue;
         }
+        if (RKV_UNLIKELY(t->dead))
+            return RKV_CONNECTION;
         if ((++idle & 127u) != 0)
             continue;
         uint64_t now = rkv_now_ns();
