@@ -11,8 +11,11 @@
  *            signaled; the receive slots freed by recv_done() are re-posted
  *            (one chained ibv_post_recv) just before, so every request in
  *            flight has a receive waiting for its reply.
- *   recv()   busy-polls the receive CQ for the next reply (yielding the CPU
- *            after a millisecond) and watches rdma_cm for a disconnect.
+ *   recv()   busy-polls the receive CQ for the next reply; after SPIN_NS
+ *            without one it arms the CQ's completion channel, polls once
+ *            more (a reply that landed before the arming raises no event)
+ *            and sleeps on the channel and on rdma_cm (a disconnect) until
+ *            a reply or the deadline: adaptive, like the server's workers.
  *   staging  a REMOTE_READ buffer a large value is copied into for the
  *            server to pull with its own RDMA READ (rendezvous).
  *
@@ -32,8 +35,8 @@
  * at connect for up to MAX_CREDITS credits.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,8 +52,9 @@
 #define DEFAULT_TIMEOUT_MS 5000u
 #define BOOT_WR_ID         UINT64_MAX
 #define NO_SLOT            UINT32_MAX
-#define SPIN_NS            1000000ull  /* busy-poll this long before yielding the CPU */
-#define PROBE_ROUNDS       8u       /* read_cost(): timed doorbells of 1 and of 2 READs */
+#define SPIN_NS            200000ull   /* busy-poll this long before sleeping on the channel */
+#define SLEEP_MAX_MS       100         /* longest sleep between looks at the connection */
+#define PROBE_ROUNDS       8u          /* read_cost(): timed doorbells of 1 and of 2 READs */
 
 struct rkv_ctrans {
     struct rdma_event_channel *channel; /* cm events: connect, then disconnect */
@@ -60,6 +64,7 @@ struct rkv_ctrans {
     struct ibv_pd *pd;
     struct ibv_cq *send_cq;         /* sends and reads */
     struct ibv_cq *recv_cq;         /* replies */
+    struct ibv_comp_channel *comp;  /* recv_cq's completion events: a waiting recv() sleeps on it */
     struct rkv_rdma_sq sq;
     struct rkv_trans_counters *ctr; /* the caller's counters */
     struct rkv_trans_counters own_ctr; /* used when the caller passes none */
@@ -256,6 +261,8 @@ static void cli_close(struct rkv_ctrans *t)
         ibv_destroy_cq(t->send_cq);
     if (t->recv_cq != NULL)
         ibv_destroy_cq(t->recv_cq);
+    if (t->comp != NULL)
+        ibv_destroy_comp_channel(t->comp);
     if (t->pd != NULL)
         ibv_dealloc_pd(t->pd);
     if (t->verbs != NULL)
@@ -333,8 +340,14 @@ static rkv_status setup_qp(struct rkv_ctrans *t, size_t local_size, char *err, s
         rkv_rdma_errno_error(errno, "ibv_alloc_pd", err, err_len);
         return RKV_CONNECTION;
     }
+    t->comp = ibv_create_comp_channel(t->verbs);
+    int flags = t->comp != NULL ? fcntl(t->comp->fd, F_GETFL) : -1;
+    if (flags < 0 || fcntl(t->comp->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        rkv_rdma_errno_error(errno, "ibv_create_comp_channel", err, err_len);
+        return RKV_CONNECTION;
+    }
     t->send_cq = ibv_create_cq(t->verbs, (int)RKV_MIN(2 * send_depth, caps.max_cqe), NULL, NULL, 0);
-    t->recv_cq = ibv_create_cq(t->verbs, (int)RKV_MIN(2 * recv_depth, caps.max_cqe), NULL, NULL, 0);
+    t->recv_cq = ibv_create_cq(t->verbs, (int)RKV_MIN(2 * recv_depth, caps.max_cqe), NULL, t->comp, 0);
     if (t->send_cq == NULL || t->recv_cq == NULL) {
         rkv_rdma_errno_error(errno, "ibv_create_cq", err, err_len);
         return RKV_CONNECTION;
@@ -709,6 +722,45 @@ static void cli_recv_done(struct rkv_ctrans *t)
     }
 }
 
+/* Take (and acknowledge) the completion events queued on the channel. */
+static void drain_comp_events(struct rkv_ctrans *t)
+{
+    struct ibv_cq *cq;
+    void *ctx;
+    unsigned n = 0;
+    while (ibv_get_cq_event(t->comp, &cq, &ctx) == 0)
+        n++;
+    if (n > 0)
+        ibv_ack_cq_events(t->recv_cq, n);
+}
+
+/* recv() found nothing for SPIN_NS: ask for an event on the next reply,
+ * look once more, and sleep on the completion channel and the rdma_cm
+ * channel (a disconnect) for at most left_ns. Returns with completions
+ * possibly in t->wcs. */
+static void sleep_for_reply(struct rkv_ctrans *t, uint64_t left_ns)
+{
+    drain_comp_events(t);
+    if (ibv_req_notify_cq(t->recv_cq, 0) != 0) {
+        fail(t, "ibv_req_notify_cq failed");
+        return;
+    }
+    int n = ibv_poll_cq(t->recv_cq, (int)RKV_ARRAY_SIZE(t->wcs), t->wcs);
+    if (n != 0) {                   /* a reply came in before the arming */
+        if (n > 0) {
+            t->wc_next = 0;
+            t->wc_count = (unsigned)n;
+        }
+        return;                     /* n < 0: the caller's next poll reports it */
+    }
+    struct pollfd pfd[2] = { { .fd = t->comp->fd, .events = POLLIN },
+                             { .fd = t->channel->fd, .events = POLLIN } };
+    int ms = (int)RKV_MIN((left_ns + 999999) / 1000000, (uint64_t)SLEEP_MAX_MS);
+    if (poll(pfd, 2, ms) > 0 && (pfd[1].revents & POLLIN))
+        check_cm(t);
+    drain_comp_events(t);
+}
+
 static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, unsigned timeout_ms)
 {
     uint64_t start = 0, deadline = 0, next_cm = 0;
@@ -716,8 +768,8 @@ static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, 
 
     cli_recv_done(t);
     for (;;) {
-        if (RKV_UNLIKELY(t->dead))
-            return RKV_CONNECTION;
+        /* Replies that arrived before the server went away still count:
+         * the CQ is drained before a disconnect is reported. */
         if (t->wc_count > 0) {
             const struct ibv_wc *wc = &t->wcs[t->wc_next];
             t->wc_next++;
@@ -750,6 +802,8 @@ static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, 
             t->wc_count = (unsigned)n;
             continue;
         }
+        if (RKV_UNLIKELY(t->dead))
+            return RKV_CONNECTION;
         if ((++idle & 127u) != 0)
             continue;
         uint64_t now = rkv_now_ns();
@@ -764,7 +818,7 @@ static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, 
             next_cm = now + 1000000ull;
         }
         if (now - start > SPIN_NS)
-            sched_yield();
+            sleep_for_reply(t, deadline - now);
     }
 }
 

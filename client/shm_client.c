@@ -39,7 +39,7 @@
 #define SHM_DEFAULT_LOCAL_BUF (4u << 20)
 #define SHM_MAX_LOCAL_BUF     (1ull << 30)
 #define SHM_DEFAULT_TIMEOUT   5000u
-#define SHM_SPIN_NS           50000ull     /* busy-poll this long before sleeping */
+#define SHM_SPIN_NS           200000ull    /* busy-poll this long before sleeping (as the server) */
 
 struct rkv_ctrans {
     int sock;                            /* unix socket: wake-ups, and hang-up = server gone */

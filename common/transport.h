@@ -260,16 +260,23 @@ struct rkv_server_transport {
 
     /* The calls below are made only by the worker that owns the connection. */
 
-    /* Required. Received requests, up to max (0: none). The worker answers
-     * each with one reply (reply_buf + reply) before polling this connection
-     * again. */
+    /* Required. Received requests, up to max (0: none). The worker may poll
+     * again before it replies (requests that arrived meanwhile join the
+     * batch); every request polled and not yet answered is one entry of the
+     * current batch, in arrival order, and stays valid until reply(). A
+     * transport never returns more unanswered requests than it has reply
+     * slots for. */
     unsigned (*poll)(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max);
-    /* Required. Where reply i of the current batch goes: max_msg bytes, which
-     * the peer may be able to read (shm) — write it, never read it back. */
+    /* Required. Where reply i of the current batch goes (the answer to its
+     * i-th request): max_msg bytes, which the peer may be able to read
+     * (shm) — write it, never read it back. */
     void *(*reply_buf)(struct rkv_sconn *c, unsigned i);
-    /* Required. Post replies 0..n-1 as one batch (one doorbell) and give the
-     * polled request buffers back to the peer. Returns RKV_OK, or an error
-     * after which the connection must be closed. */
+    /* Required. Post replies 0..n-1 of the current batch (n = every request
+     * polled so far) as one batch — one doorbell: one chained ibv_post_send
+     * signalled per signal_interval, one ring publish — and give the request
+     * buffers back to the peer in one call (one chained ibv_post_recv).
+     * Returns RKV_OK, or an error after which the connection must be
+     * closed. */
     rkv_status (*reply)(struct rkv_sconn *c, const uint32_t *lens, unsigned n);
     /* Required. Rendezvous: copy the client's staged value into dst (which may
      * be in the region). Returns RKV_OK, or RKV_PROTOCOL if the descriptor is
@@ -277,10 +284,13 @@ struct rkv_server_transport {
     rkv_status (*pull)(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst);
     /* Required. False once the peer is gone or broke the protocol; then close(). */
     bool (*alive)(struct rkv_sconn *c);
-    /* Optional (event mode; both or neither). event_fd: an fd that becomes
-     * readable when requests may be waiting, or -1; arm: ask for that wake-up,
-     * called before the worker sleeps. Without them the connection is served
-     * by polling only (the worker wakes at least every 100 ms). */
+    /* Optional (sleeping workers: poll_mode adaptive or event; both or
+     * neither). event_fd: an fd that becomes readable when requests may be
+     * waiting, or -1; arm: ask for that wake-up, called before the worker
+     * sleeps. A request that arrived before arm() may raise no wake-up: the
+     * worker polls every connection once more after arming and sleeps only
+     * when that finds nothing. Without them the connection is served by
+     * polling only (the worker wakes at least every 100 ms). */
     int (*event_fd)(struct rkv_sconn *c);
     void (*arm)(struct rkv_sconn *c);
     /* Required. A short description for logs: "shm pid 1234", "rdma 192.0.2.1:5001". */

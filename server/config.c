@@ -147,19 +147,24 @@ static bool set_pow2_size(struct rkv_server_config *c, const struct setting *s,
     return false;
 }
 
-static bool set_bool(struct rkv_server_config *c, const struct setting *s,
-                     const char *v, struct problem *p)
+static bool parse_bool(const char *v, bool *out, struct problem *p)
 {
     static const char *const yes[] = { "yes", "true", "on", "1" };
     static const char *const no[] = { "no", "false", "off", "0" };
     for (size_t i = 0; i < RKV_ARRAY_SIZE(yes); i++) {
         if (strcasecmp(v, yes[i]) == 0 || strcasecmp(v, no[i]) == 0) {
-            *(bool *)field(c, s) = strcasecmp(v, yes[i]) == 0;
+            *out = strcasecmp(v, yes[i]) == 0;
             return true;
         }
     }
     problem_set(p, "is not yes or no", "expected yes/no (or true/false, on/off, 1/0)");
     return false;
+}
+
+static bool set_bool(struct rkv_server_config *c, const struct setting *s,
+                     const char *v, struct problem *p)
+{
+    return parse_bool(v, (bool *)field(c, s), p);
 }
 
 static bool set_log_level(struct rkv_server_config *c, const struct setting *s,
@@ -189,6 +194,36 @@ static bool set_evict(struct rkv_server_config *c, const struct setting *s,
     problem_set(p, "is not an eviction policy",
                 "expected none (PUT fails when full), lru or random");
     return false;
+}
+
+static bool set_poll_mode(struct rkv_server_config *c, const struct setting *s,
+                          const char *v, struct problem *p)
+{
+    static const struct { const char *name; enum rkv_poll_mode mode; } modes[] = {
+        { "adaptive", RKV_POLL_ADAPTIVE }, { "busy", RKV_POLL_BUSY }, { "event", RKV_POLL_EVENT },
+    };
+    for (size_t i = 0; i < RKV_ARRAY_SIZE(modes); i++) {
+        if (strcmp(v, modes[i].name) == 0) {
+            *(int *)field(c, s) = (int)modes[i].mode;
+            return true;
+        }
+    }
+    problem_set(p, "is not a poll mode", "expected adaptive (spin, then sleep when idle), busy "
+                "(always spin) or event (sleep whenever idle)");
+    return false;
+}
+
+/* event_mode = yes|no (--event-mode): the older switch; yes is poll_mode
+ * event, no the busy polling it used to mean. */
+static bool set_event_mode(struct rkv_server_config *c, const struct setting *s,
+                           const char *v, struct problem *p)
+{
+    bool on;
+    (void)s;
+    if (!parse_bool(v, &on, p))
+        return false;
+    c->poll_mode = on ? RKV_POLL_EVENT : RKV_POLL_BUSY;
+    return true;
 }
 
 static bool set_gid_index(struct rkv_server_config *c, const struct setting *s,
@@ -484,7 +519,7 @@ fail:
 
 #define F(name) offsetof(struct rkv_server_config, name), sizeof(((struct rkv_server_config *)0)->name)
 
-enum { GROUP_SECRET = 200 };
+enum { GROUP_SECRET = 200, GROUP_POLL_MODE };
 
 static const struct setting settings[] = {
     { "server", "listen", "listen", 'l', false, true, 0, set_listen, F(listen), 0, 0, "URI",
@@ -500,8 +535,13 @@ static const struct setting settings[] = {
       "LEVEL", "error, warn, info or debug (default info)" },
     { "server", "log_file", "log-file", 0, false, false, 0, set_text, F(log_file), 0, 0, "PATH",
       "append log lines to PATH (default stderr)" },
-    { "server", "event_mode", "event-mode", 0, true, false, 0, set_bool, F(event_mode), 0, 0, NULL,
-      "sleep on completion events when idle instead of busy polling" },
+    { "server", "poll_mode", "poll-mode", 0, false, false, GROUP_POLL_MODE, set_poll_mode,
+      F(poll_mode), 0, 0, "MODE", "adaptive (spin, sleep after --poll-idle-us idle), busy or "
+      "event (default adaptive)" },
+    { "server", "event_mode", "event-mode", 0, true, false, GROUP_POLL_MODE, set_event_mode,
+      F(poll_mode), 0, 0, NULL, "the same as --poll-mode event" },
+    { "server", "poll_idle_us", "poll-idle-us", 0, false, false, 0, set_uint, F(poll_idle_us),
+      1, 1000000, "US", "adaptive mode: sleep after US without a request (default 200)" },
     { "server", "hugepages_required", "hugepages-required", 0, true, false, 0, set_bool,
       F(hugepages_required), 0, 0, NULL, "fail instead of falling back to normal pages" },
     { "server", "memory_check", "memory-check", 0, false, false, 0, set_bool, F(memory_check),
@@ -620,6 +660,8 @@ void rkv_server_config_defaults(struct rkv_server_config *c)
     c->memory = 256ull << 20;
     c->workers = 1;
     c->memory_check = true;
+    c->poll_mode = RKV_POLL_ADAPTIVE;
+    c->poll_idle_us = 200;
     c->log_level = RKV_LOG_INFO;
     c->slab_page_size = 1u << 20;
     c->max_value_len = 0; /* derived in finish() */

@@ -38,6 +38,16 @@ enum {
     RKV_CONFIG_BAD = 2,   /* a bad value, message printed: exit 2 */
 };
 
+/* How a worker waits for requests (worker.c). */
+enum rkv_poll_mode {
+    RKV_POLL_ADAPTIVE = 0, /* busy-poll while requests arrive; after poll_idle_us without one,
+                              sleep on the connections' wake-ups (completion channel, ring
+                              doorbell) until the next: no core burnt idle, no wake-up paid busy */
+    RKV_POLL_BUSY,         /* busy-poll forever: a core per worker, the lowest latency */
+    RKV_POLL_EVENT,        /* sleep as soon as a pass finds nothing: least CPU, a wake-up per
+                              request when requests are spaced out */
+};
+
 /* One address to listen on: "rdma://HOST:PORT" or "shm:///abs/path.sock". */
 struct rkv_listen_uri {
     char uri[256];
@@ -59,7 +69,10 @@ struct rkv_server_config {
     unsigned cpu_count;          /* 0 = no list: the server picks the NIC's NUMA node when known */
     int log_level;               /* --log-level error|warn|info|debug: enum rkv_log_level (default info) */
     char log_file[4096];         /* --log-file PATH: append log lines here; "" = stderr */
-    bool event_mode;             /* --event-mode: sleep on completion events when idle instead of busy polling */
+    int poll_mode;               /* --poll-mode adaptive|busy|event: enum rkv_poll_mode (default adaptive);
+                                    --event-mode / event_mode = yes is the older spelling of event */
+    uint32_t poll_idle_us;       /* --poll-idle-us: adaptive mode sleeps after this long without work
+                                    (default 200, 1..1000000) */
     bool hugepages_required;     /* --hugepages-required: fail instead of falling back to normal pages */
     bool memory_check;           /* --memory-check on|off: refuse a --memory this machine cannot back
                                     (RAM, cgroup limit, hugepages, memlock; server/memory_budget.h). Default on */

@@ -357,8 +357,9 @@ int main(int argc, char **argv)
         goto out;
     if (srv.cfg.stats_listen[0] && (metricsfd = rkv_metrics_listen(srv.cfg.stats_listen)) < 0)
         goto out;
-    RKV_INFO("rkv-server %s ready: %u worker(s), %s mode", RKV_VERSION_STRING, srv.nworkers,
-             srv.cfg.event_mode ? "event" : "busy-poll");
+    RKV_INFO("rkv-server %s ready: %u worker(s), %s polling", RKV_VERSION_STRING, srv.nworkers,
+             srv.cfg.poll_mode == RKV_POLL_BUSY ? "busy" :
+             srv.cfg.poll_mode == RKV_POLL_EVENT ? "event" : "adaptive");
     serve_until_signal(&srv, sigfd, tickfd, metricsfd);
     rc = 0;
 out:

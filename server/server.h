@@ -35,7 +35,9 @@ struct rkv_listen_ep {
 struct rkv_worker_stats {
     _Atomic uint64_t requests[RKV_OP_MAX];   /* by opcode (index = enum rkv_opcode) */
     _Atomic uint64_t errors[RKV_STATUS_COUNT];/* replies by non-OK status */
-    _Atomic uint64_t batches;                /* reply batches posted (doorbells) */
+    _Atomic uint64_t replies;                /* rkv replies posted (the tcp/memcached door is not counted) */
+    _Atomic uint64_t reply_doorbells;        /* reply batches posted: one doorbell each */
+    _Atomic uint64_t sleeps;                 /* times the worker slept waiting for requests */
     _Atomic uint64_t hints;                  /* access hints applied */
     _Atomic uint64_t conns;                  /* connections currently owned */
     _Atomic uint64_t closed_bad;             /* connections closed for protocol violations */

@@ -1,11 +1,19 @@
 /* worker.c — a worker thread: the server's request loop.
  *
- * Each worker owns its connections outright (no locks on the request path):
- * it polls each one for a batch of requests, answers the batch into the
- * transport's reply buffers and posts all replies with one doorbell. When
- * nothing arrives for a short spin, it arms every connection's wake-up and
- * sleeps in epoll (hybrid polling), so an idle server burns no CPU; with
- * event_mode off it busy-polls forever for the lowest latency.
+ * Each worker owns its connections outright (no locks on the request path).
+ * A pass visits every connection: it takes the requests that arrived,
+ * answers them into the transport's reply buffers, looks again for requests
+ * that came in meanwhile (they join the same batch), and then posts all
+ * replies with one reply() call: one doorbell (one chained ibv_post_send,
+ * one ring publish) and one chained repost of the receive buffers. Counted
+ * as `replies` and `reply_doorbells` (stats.c).
+ *
+ * Waiting (poll_mode, config.h): adaptive (the default) busy-polls while
+ * requests arrive and, after poll_idle_us without one, arms every
+ * connection's wake-up, polls once more (a request that arrived before the
+ * arming raises no wake-up) and sleeps in epoll, so an idle server burns no
+ * CPU and a busy one pays no wake-up; busy never sleeps while it has
+ * connections; event sleeps whenever a pass finds nothing.
  *
  * New connections arrive through the inbox (main thread → worker). A
  * connection that dies, or that broke the protocol, is closed here and all
@@ -26,7 +34,6 @@
 #include "util.h"
 
 #define BATCH          32        /* requests taken from one connection per pass */
-#define SPIN_NS        50000     /* idle time before sleeping (hybrid mode) */
 #define SLEEP_MS       100       /* longest sleep: re-check liveness and stop */
 #define ALIVE_EVERY    1024      /* passes between liveness checks while busy */
 
@@ -87,21 +94,26 @@ static void take_inbox(struct rkv_worker *w, struct worker_conns *cs, int epfd)
     pthread_mutex_unlock(&w->inbox_lock);
 }
 
-/* Serve one batch on one connection; returns requests served. */
+/* Serve one batch on one connection; returns requests served. Requests that
+ * arrive while the batch is answered join it, up to BATCH. */
 static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc)
 {
     struct rkv_msg msgs[BATCH];
     uint32_t lens[BATCH];
+    unsigned n = 0, got;
     if (wc->ops->protocol == RKV_WIRE_MEMCACHE)
         return rkv_memcache_serve(w->srv, w, wc);
-    unsigned n = wc->ops->poll(wc->conn, msgs, BATCH);
+    while (n < BATCH && !wc->closing && (got = wc->ops->poll(wc->conn, msgs + n, BATCH - n)) > 0) {
+        for (unsigned i = n; i < n + got; i++)
+            lens[i] = rkv_handle_request(w->srv, w, wc, &msgs[i], wc->ops->reply_buf(wc->conn, i));
+        n += got;
+    }
     if (n == 0)
         return 0;
-    for (unsigned i = 0; i < n; i++)
-        lens[i] = rkv_handle_request(w->srv, w, wc, &msgs[i], wc->ops->reply_buf(wc->conn, i));
     if (wc->ops->reply(wc->conn, lens, n) != RKV_OK)
         wc->closing = true;
-    rkv_stat_bump(&w->stats.batches, 1);
+    rkv_stat_bump(&w->stats.replies, n);
+    rkv_stat_bump(&w->stats.reply_doorbells, 1);
     return n;
 }
 
@@ -133,13 +145,17 @@ static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool ch
     return work;
 }
 
-static void sleep_until_work(struct rkv_worker *w, struct worker_conns *cs, int epfd)
+/* Arm every connection's wake-up, look once more, and sleep only if that
+ * finds nothing. Returns the requests served. */
+static unsigned sleep_until_work(struct rkv_worker *w, struct worker_conns *cs, int epfd)
 {
     struct epoll_event evs[16];
     for (unsigned i = 0; i < cs->n; i++)
         rkv_sconn_arm(cs->v[i]->ops, cs->v[i]->conn);
-    if (serve_all(w, cs, true) != 0)
-        return; /* work arrived while arming */
+    unsigned work = serve_all(w, cs, true);
+    if (work != 0)
+        return work; /* arrived while arming */
+    rkv_stat_bump(&w->stats.sleeps, 1);
     int n = epoll_wait(epfd, evs, (int)RKV_ARRAY_SIZE(evs), SLEEP_MS);
     for (int i = 0; i < n; i++) {
         if (evs[i].data.ptr == NULL) {
@@ -148,6 +164,17 @@ static void sleep_until_work(struct rkv_worker *w, struct worker_conns *cs, int 
             (void)r;
         }
     }
+    return 0;
+}
+
+/* Whether the worker has gone without requests long enough to sleep:
+ * *since is when the current idle stretch began (0: it begins now). */
+static bool idle_for(uint64_t *since, uint64_t ns)
+{
+    uint64_t now = rkv_now_ns();
+    if (*since == 0)
+        *since = now;
+    return now - *since >= ns;
 }
 
 static void pin(struct rkv_worker *w)
@@ -178,28 +205,25 @@ static void *worker_main(void *arg)
         atomic_store(&srv->stop, true);
         goto out;
     }
+    const enum rkv_poll_mode mode = (enum rkv_poll_mode)srv->cfg.poll_mode;
+    const uint64_t idle_ns = mode == RKV_POLL_EVENT ? 0 : srv->cfg.poll_idle_us * 1000ull;
     uint64_t idle_since = 0;
     unsigned passes = 0;
     while (!atomic_load_explicit(&srv->stop, memory_order_relaxed)) {
         if (__atomic_load_n(&w->inbox_count, __ATOMIC_RELAXED))
             take_inbox(w, &cs, epfd);
         unsigned work = serve_all(w, &cs, ++passes % ALIVE_EVERY == 0);
-        if (work) {
-            idle_since = 0;
-            continue;
-        }
-        if (!srv->cfg.event_mode && cs.n > 0) {
-            /* busy-polling: a client spinning on our CPU would starve us
-             * both; yield now and then so it can run */
+        if (work == 0 && cs.n > 0 && (mode == RKV_POLL_BUSY || !idle_for(&idle_since, idle_ns))) {
+            /* spinning: a client spinning on our CPU would starve us both;
+             * yield now and then so it can run */
             if (passes % 8 == 0)
                 sched_yield();
             continue;
         }
-        uint64_t now = rkv_now_ns();
-        if (idle_since == 0)
-            idle_since = now;
-        else if (now - idle_since > SPIN_NS)
-            sleep_until_work(w, &cs, epfd);
+        if (work == 0)
+            work = sleep_until_work(w, &cs, epfd);
+        if (work != 0)
+            idle_since = 0;
     }
     /* stopping: answer what already arrived, then close everything */
     take_inbox(w, &cs, epfd);

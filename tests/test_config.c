@@ -102,7 +102,8 @@ static void test_defaults(void **state)
     assert_int_equal(c.cpu_count, 0);
     assert_int_equal(c.log_level, RKV_LOG_INFO);
     assert_string_equal(c.log_file, "");
-    assert_false(c.event_mode);
+    assert_int_equal(c.poll_mode, RKV_POLL_ADAPTIVE);
+    assert_int_equal(c.poll_idle_us, 200);
     assert_false(c.hugepages_required);
     assert_true(c.memory_check);
     assert_int_equal(c.slab_page_size, 1u << 20);
@@ -171,7 +172,8 @@ static const char full_conf[] =
     "cpus = 0, 2-3\n"
     "log_level = debug\n"
     "log_file = /var/log/rkv.log\n"
-    "event_mode = yes\n"
+    "poll_mode = busy\n"
+    "poll_idle_us = 350\n"
     "hugepages_required = true\n"
     "memory_check = off\n"
     "[table]\n"
@@ -218,7 +220,8 @@ static void test_file_sets_every_key(void **state)
     assert_int_equal(c.cpus[2], 3);
     assert_int_equal(c.log_level, RKV_LOG_DEBUG);
     assert_string_equal(c.log_file, "/var/log/rkv.log");
-    assert_true(c.event_mode);
+    assert_int_equal(c.poll_mode, RKV_POLL_BUSY);
+    assert_int_equal(c.poll_idle_us, 350);
     assert_true(c.hugepages_required);
     assert_false(c.memory_check);
     assert_int_equal(c.slab_page_size, 2u << 20);
@@ -262,6 +265,7 @@ static void test_flags_override_file(void **state)
     assert_int_equal(c.workers, 2);
     assert_int_equal(c.gid_index, -1);
     assert_string_equal(c.stats_listen, "");
+    assert_int_equal(c.poll_mode, RKV_POLL_EVENT);   /* --event-mode over the file's busy */
     /* --listen replaces the file's list rather than adding to it. */
     assert_int_equal(c.listen_count, 1);
     assert_string_equal(c.listen[0].uri, "shm:///tmp/b.sock");
@@ -340,6 +344,35 @@ static void test_secret_file(void **state)
     rmdir(dir);
 }
 
+/* poll_mode and its older spelling event_mode: yes was event, no busy. */
+static void test_poll_mode_spellings(void **state)
+{
+    (void)state;
+    static const struct { const char *text; int mode; } cases[] = {
+        { "[server]\npoll_mode = adaptive\n", RKV_POLL_ADAPTIVE },
+        { "[server]\npoll_mode = busy\n", RKV_POLL_BUSY },
+        { "[server]\npoll_mode = event\n", RKV_POLL_EVENT },
+        { "[server]\nevent_mode = yes\n", RKV_POLL_EVENT },
+        { "[server]\nevent_mode = no\n", RKV_POLL_BUSY },
+    };
+    struct rkv_server_config c;
+    struct capture cap = { 0 };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rkv_server_config_defaults(&c);
+        assert_int_equal(rkv_server_config_parse(&c, cases[i].text, strlen(cases[i].text), "t.conf",
+                                                 NULL), RKV_CONFIG_OK);
+        assert_int_equal(c.poll_mode, cases[i].mode);
+    }
+    assert_int_equal(load_args(&c, &cap, "--event-mode", "--poll-mode", "busy", NULL), RKV_CONFIG_OK);
+    assert_int_equal(c.poll_mode, RKV_POLL_BUSY);   /* the later flag wins */
+    capture_free(&cap);
+    assert_int_equal(load_args(&c, &cap, "--poll-mode", "event", "--poll-idle-us", "1", NULL),
+                     RKV_CONFIG_OK);
+    assert_int_equal(c.poll_mode, RKV_POLL_EVENT);
+    assert_int_equal(c.poll_idle_us, 1);
+    capture_free(&cap);
+}
+
 static void test_cpu_list(void **state)
 {
     (void)state;
@@ -410,7 +443,8 @@ static void test_example_config_is_valid(void **state)
     assert_int_equal(c.tos, d.tos);
     assert_int_equal(c.ack_timeout, d.ack_timeout);
     assert_int_equal(c.retry_count, d.retry_count);
-    assert_int_equal(c.event_mode, d.event_mode);
+    assert_int_equal(c.poll_mode, d.poll_mode);
+    assert_int_equal(c.poll_idle_us, d.poll_idle_us);
     assert_int_equal(c.hugepages_required, d.hugepages_required);
     assert_int_equal(c.memory_check, d.memory_check);
 }
@@ -472,6 +506,11 @@ static const struct bad_flags bad_flag_cases[] = {
     { { "--stats-listen", "9121" }, "expected HOST:PORT" },
     { { "--cpus", "3-1" }, "--cpus: \"3-1\" is not a CPU list" },
     { { "--event-mode=no" }, "--event-mode=no: this flag takes no value" },
+    { { "--poll-mode", "spin" }, "--poll-mode: \"spin\" is not a poll mode; expected adaptive" },
+    { { "--poll-mode", "" }, "is not a poll mode" },
+    { { "--poll-idle-us", "0" }, "--poll-idle-us: \"0\" is out of range; expected 1..1000000" },
+    { { "--poll-idle-us", "1000001" }, "expected 1..1000000" },
+    { { "--poll-idle-us", "200us" }, "expected 1..1000000" },
     { { "--auth-secret", "has space" }, "is not a usable secret" },
     { { "--auth-secret", "0123456789012345678901234567890123456789012345678901234567890123x" },
       "is not a usable secret" },
@@ -531,6 +570,10 @@ static const struct bad_file bad_file_cases[] = {
     { "[server]\nthis line has no equals sign\n", "t.conf:2: not a [section] or key = value line" },
     { "[server\nworkers = 2\n", "t.conf:1: not a [section] or key = value line" },
     { "[server]\nevent_mode = maybe\n", "t.conf:2: [server] event_mode = maybe: expected yes/no" },
+    { "[server]\npoll_mode = sometimes\n", "t.conf:2: [server] poll_mode = sometimes: expected "
+                                           "adaptive" },
+    { "[server]\npoll_mode = busy\nevent_mode = yes\n",
+      "t.conf:3: [server] event_mode: poll_mode already set on line 2" },
     { "[server]\nlisten = rdma://a:1, rdma://a:1\n", "rdma://a:1 is already listed" },
     { "[rdma]\ndevice = bad\x1b[31m\n", "[rdma] device = bad?[31m: expected a name like mlx5_0" },
     { "[rpc]\ncredits = 8\n[rdma]\ncq_size = 10\n", "cq_size 10 is below 2 x credits (16)" },
@@ -598,6 +641,7 @@ int main(void)
         cmocka_unit_test(test_flags_override_file),
         cmocka_unit_test(test_listen_repeatable),
         cmocka_unit_test(test_secret_file),
+        cmocka_unit_test(test_poll_mode_spellings),
         cmocka_unit_test(test_cpu_list),
         cmocka_unit_test(test_example_config_is_valid),
         cmocka_unit_test(test_bad_flags),

@@ -661,6 +661,109 @@ static void test_server_valid_exchange(void **state)
     assert_true(eventually_dead(c));
 }
 
+/* A second poll before the reply joins the batch: the replies to both
+ * polls go out with one publish, in arrival order, and the server never
+ * takes more requests than it has reply slots for. */
+static void test_server_repoll_joins_batch(void **state)
+{
+    struct conn_fixture *x = *state;
+    struct rkv_shm_ring rep;
+    uint32_t lens[SRV_CREDITS];
+
+    rkv_shm_ring_init(&rep, x->rc.area, &x->rc.l, RKV_SHM_REPLIES);
+    for (unsigned i = 0; i < 5; i++)
+        msg_fill(rkv_shm_ring_slot(&x->req, i), 100 + i, 16 + i);
+    uint32_t first[2] = { 16, 17 }, second[3] = { 18, 19, 20 };
+    rkv_shm_ring_publish(&x->req, first, 2);
+    assert_int_equal(2, st->poll(x->c, x->msgs, SRV_CREDITS));
+    rkv_shm_ring_publish(&x->req, second, 3);
+    assert_int_equal(3, st->poll(x->c, x->msgs + 2, SRV_CREDITS - 2));
+    for (unsigned i = 0; i < 5; i++) {
+        assert_true(msg_check(x->msgs[i].data, 100 + i, 16 + i));
+        memcpy(st->reply_buf(x->c, i), x->msgs[i].data, x->msgs[i].len);  /* echo */
+        lens[i] = x->msgs[i].len;
+    }
+    assert_int_equal(0, atomic_load(&x->rc.ctrl->rep_tail));   /* nothing published yet */
+    assert_int_equal(RKV_OK, st->reply(x->c, lens, 5));
+    assert_int_equal(5, rkv_shm_ring_ready(&rep));               /* one publish, all five */
+    for (unsigned i = 0; i < 5; i++) {
+        uint32_t len;
+        const void *m = rkv_shm_ring_peek(&rep, i, &len);
+        assert_non_null(m);
+        assert_int_equal(16 + i, len);
+        assert_true(msg_check(m, 100 + i, 16 + i));
+    }
+    /* the client keeps those five unread: only SRV_CREDITS - 5 more fit */
+    for (unsigned i = 0; i < SRV_CREDITS; i++)
+        lens[i] = 8;
+    rkv_shm_ring_publish(&x->req, lens, SRV_CREDITS);
+    assert_int_equal(SRV_CREDITS - 5, st->poll(x->c, x->msgs, SRV_CREDITS));
+    assert_int_equal(0, st->poll(x->c, x->msgs, SRV_CREDITS));
+    assert_true(st->alive(x->c));
+}
+
+/* The sleep handshake, step by step. The worker goes to sleep as worker.c
+ * does: arm() (drain, announce), poll() once more, sleep when that found
+ * nothing. The client sends as shm_client.c does: publish, then wake when the
+ * server announced it sleeps. Every interleaving of those two pairs of steps
+ * is played in one thread; a wake-up is lost when the worker would sleep
+ * with a request waiting and nothing readable on its event fd. The same
+ * game with the worker's steps the wrong way round (poll, then arm) must
+ * find the lost wake-up, so the check is known to catch one. */
+enum { STEP_ARM, STEP_POLL };
+
+/* Play one interleaving: order[i] 'W' is the worker's next step, 'C' the
+ * client's. Returns true when a wake-up was lost. */
+static bool play_sleep_race(struct conn_fixture *x, const char *order, const int worker[2])
+{
+    struct pollfd pfd = { .fd = st->event_fd(x->c), .events = POLLIN };
+    unsigned w = 0, cl = 0, got = 0;
+    bool polled = false;
+    for (const char *o = order; *o; o++) {
+        if (*o == 'W' && worker[w++] == STEP_ARM) {
+            st->arm(x->c);
+        } else if (*o == 'W') {
+            got = st->poll(x->c, x->msgs, SRV_CREDITS);
+            polled = true;
+        } else if (cl++ == 0) {
+            raw_publish(x, 1, 8);
+        } else if (rkv_shm_peer_sleeping(&x->rc.ctrl->server_sleeping)) {
+            assert_int_equal(0, rkv_shm_wake(x->rc.sock));
+        }
+    }
+    assert_true(polled);
+    bool woken = poll(&pfd, 1, 0) == 1;
+    bool lost = got == 0 && !woken;
+    /* back to a quiet connection: the request answered, no flag, no byte */
+    if (got == 0)
+        got = st->poll(x->c, x->msgs, SRV_CREDITS);
+    assert_int_equal(1, got);
+    uint32_t len = 8;
+    memset(st->reply_buf(x->c, 0), 0, 8);
+    assert_int_equal(RKV_OK, st->reply(x->c, &len, 1));
+    atomic_store(&x->rc.ctrl->rep_head, atomic_load(&x->rc.ctrl->rep_tail)); /* client read it */
+    rkv_shm_sleep_cancel(&x->rc.ctrl->server_sleeping);
+    assert_true(rkv_shm_drain(pfd.fd));
+    assert_int_equal(0, poll(&pfd, 1, 0));
+    return lost;
+}
+
+static void test_server_sleep_handshake(void **state)
+{
+    struct conn_fixture *x = *state;
+    static const char *const orders[] = { "WWCC", "WCWC", "WCCW", "CWWC", "CWCW", "CCWW" };
+    static const int right[2] = { STEP_ARM, STEP_POLL }, wrong[2] = { STEP_POLL, STEP_ARM };
+    unsigned lost_wrong = 0;
+    for (unsigned i = 0; i < RKV_ARRAY_SIZE(orders); i++) {
+        if (play_sleep_race(x, orders[i], right))
+            fail_msg("interleaving %s lost a wake-up", orders[i]);
+        lost_wrong += play_sleep_race(x, orders[i], wrong);
+    }
+    /* poll-then-arm loses the request published between the two ("WCCW") */
+    assert_true(lost_wrong > 0);
+    assert_true(st->alive(x->c));
+}
+
 static void test_server_tail_jump(void **state)
 {
     struct conn_fixture *x = *state;
@@ -1306,6 +1409,8 @@ int main(void)
         CONN_TEST(test_server_backpressure),
         CONN_TEST(test_server_bad_pull),
         CONN_TEST(test_server_shared_memory_is_safe),
+        CONN_TEST(test_server_repoll_joins_batch),
+        CONN_TEST(test_server_sleep_handshake),
         cmocka_unit_test(test_listener_handshakes),
         cmocka_unit_test(test_listener_max_conns),
         cmocka_unit_test(test_listener_out_of_fds),

@@ -11,8 +11,9 @@
  * In-process server: a real region (rkv_region_create) holding a
  * recognisable byte pattern behind a plausible header, a listener, and one
  * thread that accepts connections and answers every request with exactly one
- * reply through poll / reply_buf / reply, sleeping in event mode (arm +
- * event_fd + listener_fd) when idle. Its tiny protocol:
+ * reply through poll / reply_buf / reply (polling again before it replies,
+ * as the worker does), sleeping in event mode (arm + event_fd + listener_fd)
+ * when idle. Its tiny protocol:
  *
  *   HELLO  -> an rkv_hello built from the listener (what set_region needs)
  *   ECHO   -> the request's bytes, unchanged
@@ -196,9 +197,14 @@ static unsigned serve_pass(struct t_server *s)
 
     for (unsigned i = 0; i < s->nconns;) {
         struct rkv_sconn *c = s->conns[i];
-        unsigned n = st->poll(c, msgs, T_CREDITS);
-        for (unsigned k = 0; k < n; k++)
-            lens[k] = handle(s, c, &msgs[k], st->reply_buf(c, k));
+        unsigned n = 0, got;
+        /* as server/worker.c: poll again before replying, so requests that
+         * arrived meanwhile join the batch (the contract allows it) */
+        while (n < T_CREDITS && (got = st->poll(c, msgs + n, T_CREDITS - n)) > 0) {
+            for (unsigned k = n; k < n + got; k++)
+                lens[k] = handle(s, c, &msgs[k], st->reply_buf(c, k));
+            n += got;
+        }
         if (n > 0)
             (void)st->reply(c, lens, n);     /* a dead peer shows in alive() */
         work += n;
