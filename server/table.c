@@ -134,7 +134,6 @@
 #define EXPIRE_MIN_SCAN 4096   /* buckets scanned per tick at least */
 #define DECIMAL_MAX_LEN 20     /* digits of UINT64_MAX */
 #define STRIPES_MAX     1024   /* bucket locks: bucket b is guarded by stripe b mod the stripe count */
-#define MODE_SLOTS      64     /* shared holders of the index count themselves in one of these */
 #define PATH_TRIES      4      /* displacement paths found without locks and invalidated, then exclusive */
 #define PATH_BUCKETS    (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
 
@@ -159,9 +158,13 @@ struct cuckoo_path {
 /* Counters, updated with relaxed atomics (most outside any lock). */
 struct table_counters {
     uint64_t evictions, expirations, insert_failures, hints, hints_ignored;
-    uint64_t lock_holds, lock_hold_ns, lock_hold_max_ns; /* cfg.lock_timing only */
-    uint64_t lock_exclusive_holds;   /* cfg.lock_timing only */
 };
+
+/* One thread slot's lock timing (cfg.lock_timing), on lines of its own. */
+struct slot_lock_stats {
+    struct rkv_lock_stats stripes;   /* a write's bucket stripes, taken together */
+    struct rkv_lock_stats index;     /* the whole index, exclusive */
+} __attribute__((aligned(RKV_CACHELINE)));
 
 /* What a stripe counts: changes to its buckets, and the writes that held it
  * to publish. Written under the stripe (or exclusive) with plain relaxed
@@ -176,8 +179,9 @@ struct stripe {
 } __attribute__((aligned(RKV_CACHELINE)));
 
 /* Shared holders of the index (stripe takers) registered in slot i: each
- * thread uses one slot, alone on its cache line, so taking the index shared
- * writes no line another thread uses (threads past MODE_SLOTS share). */
+ * thread uses its slot (rkv_thread_slot), alone on its cache line, so taking
+ * the index shared writes no line another thread uses (threads past
+ * RKV_THREAD_SLOTS share). */
 struct mode_slot {
     uint64_t holders;
 } __attribute__((aligned(RKV_CACHELINE)));
@@ -193,9 +197,6 @@ struct rkv_table {
     struct rkv_table_config cfg;     /* with defaults filled in */
     uint64_t start_ns;               /* creation time, for the clock (common/clock.h) */
     uint64_t (*now_ns)(void);        /* the time source: rkv_now_ns, or a test's */
-    uint64_t next_version;           /* next item version (atomic) */
-    uint32_t access_clock;           /* LRU time: +1 per stored item, with LRU only (atomic) */
-    struct table_counters n;
     rkv_table_store_fn observer;     /* see rkv_table_set_store_observer(); NULL */
     void *observer_ctx;
 
@@ -204,7 +205,8 @@ struct rkv_table {
      * whatever may touch any bucket (eviction, page moves, displacement that
      * found no path otherwise) holds the index exclusive instead, which
      * excludes every stripe holder. */
-    struct mode_slot *mode_slots;    /* MODE_SLOTS of them */
+    struct mode_slot *mode_slots;    /* RKV_THREAD_SLOTS of them */
+    struct slot_lock_stats *lock_stats; /* RKV_THREAD_SLOTS of them, with cfg.lock_timing */
     int exclusive;                   /* 1 while an exclusive holder wants or has the index (atomic) */
     pthread_mutex_t exclusive_lock;  /* held by the exclusive holder; shared takers that meet
                                       * `exclusive` wait on it */
@@ -217,6 +219,13 @@ struct rkv_table {
     uint64_t rng;                    /* xorshift state for eviction sampling */
     uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class) */
     uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look */
+
+    /* Written by writers outside any lock: each on a line of its own, so
+     * that no write invalidates the read-mostly fields above for the others. */
+    uint64_t next_version __attribute__((aligned(RKV_CACHELINE))); /* next item version (atomic) */
+    uint32_t access_clock __attribute__((aligned(RKV_CACHELINE)));
+                                     /* LRU time: +1 per stored item, with LRU only (atomic) */
+    struct table_counters n __attribute__((aligned(RKV_CACHELINE)));
 };
 
 /* Where a slot is, and what it holds. */
@@ -239,23 +248,10 @@ static uint64_t load(const uint64_t *counter)
 
 /* ------------------------------------------------------------ locking */
 
-/* Count one hold that began at `since` (lock_timing). */
-static void hold_done(struct rkv_table *t, uint64_t since, bool exclusive)
+/* This thread's lock timing, or NULL without cfg.lock_timing. */
+static struct slot_lock_stats *my_lock_stats(const struct rkv_table *t)
 {
-    struct table_counters *n = &t->n;
-    uint64_t held = rkv_now_ns() - since, max = load(&n->lock_hold_max_ns);
-    count(&n->lock_holds, 1);
-    count(&n->lock_hold_ns, (int64_t)held);
-    if (exclusive)
-        count(&n->lock_exclusive_holds, 1);
-    while (held > max && !__atomic_compare_exchange_n(&n->lock_hold_max_ns, &max, held, true,
-                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-}
-
-static uint64_t hold_start(const struct rkv_table *t)
-{
-    return t->cfg.lock_timing ? rkv_now_ns() : 0;
+    return t->lock_stats != NULL ? &t->lock_stats[rkv_thread_slot()] : NULL;
 }
 
 /* A set of stripes, ascending and without repeats: the order every thread
@@ -278,14 +274,10 @@ static void stripe_add(const struct rkv_table *t, struct stripe_set *set, uint64
     set->n++;
 }
 
-/* This thread's mode slot (threads are numbered as they first take one). */
+/* This thread's mode slot. */
 static struct mode_slot *mode_slot(struct rkv_table *t)
 {
-    static unsigned next;
-    static __thread unsigned mine = UINT32_MAX;
-    if (RKV_UNLIKELY(mine == UINT32_MAX))
-        mine = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % MODE_SLOTS;
-    return &t->mode_slots[mine];
+    return &t->mode_slots[rkv_thread_slot()];
 }
 
 /* Hold the index shared: count in our slot, then look for an exclusive
@@ -319,18 +311,37 @@ struct stripe_hold {
 static struct stripe_hold stripes_lock(struct rkv_table *t, const struct stripe_set *set)
 {
     struct stripe_hold h = { .slot = index_lock_shared(t) };
-    for (unsigned i = 0; i < set->n; i++)
-        pthread_mutex_lock(&t->stripes[set->s[i]].m);
-    h.since = hold_start(t);
+    struct slot_lock_stats *ls = my_lock_stats(t);
+    if (RKV_LIKELY(ls == NULL)) {
+        for (unsigned i = 0; i < set->n; i++)
+            pthread_mutex_lock(&t->stripes[set->s[i]].m);
+        return h;
+    }
+    /* Timed as one lock: the wait for all of them, the hold of all of them. */
+    uint64_t asked = rkv_now_ns();
+    bool waited = false;
+    for (unsigned i = 0; i < set->n; i++) {
+        pthread_mutex_t *m = &t->stripes[set->s[i]].m;
+        if (pthread_mutex_trylock(m) != 0) {
+            pthread_mutex_lock(m);
+            waited = true;
+        }
+    }
+    h.since = waited ? rkv_now_ns() : asked;
+    if (waited) {
+        __atomic_fetch_add(&ls->stripes.contended, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&ls->stripes.wait_ns, h.since - asked, __ATOMIC_RELAXED);
+    }
     return h;
 }
 
 static void stripes_unlock(struct rkv_table *t, const struct stripe_set *set, struct stripe_hold h)
 {
-    if (t->cfg.lock_timing)
-        hold_done(t, h.since, false);
-    for (unsigned i = set->n; i-- > 0;)
+    struct slot_lock_stats *ls = my_lock_stats(t);
+    for (unsigned i = set->n; i-- > 1;)
         pthread_mutex_unlock(&t->stripes[set->s[i]].m);
+    /* the first stripe's unlock is the timed one (rkv_unlock_timed counts the hold) */
+    rkv_unlock_timed(&t->stripes[set->s[0]].m, ls ? &ls->stripes : NULL, h.since);
     index_unlock_shared(h.slot);
 }
 
@@ -364,20 +375,32 @@ static void key_stripes(const struct rkv_table *t, const struct rkv_key_hash *h,
  * (holds are short, so waiting for them yields rather than sleeps). */
 static uint64_t index_lock_all(struct rkv_table *t)
 {
-    pthread_mutex_lock(&t->exclusive_lock);
+    struct slot_lock_stats *ls = my_lock_stats(t);
+    uint64_t asked = ls ? rkv_now_ns() : 0;
+    bool waited = pthread_mutex_trylock(&t->exclusive_lock) != 0;
+    if (waited)
+        pthread_mutex_lock(&t->exclusive_lock);
     __atomic_store_n(&t->exclusive, 1, __ATOMIC_SEQ_CST);
-    for (unsigned i = 0; i < MODE_SLOTS; i++)
-        while (__atomic_load_n(&t->mode_slots[i].holders, __ATOMIC_SEQ_CST) != 0)
+    for (unsigned i = 0; i < RKV_THREAD_SLOTS; i++)
+        while (__atomic_load_n(&t->mode_slots[i].holders, __ATOMIC_SEQ_CST) != 0) {
+            waited = true;
             sched_yield();
-    return hold_start(t);
+        }
+    if (ls == NULL)
+        return 0;
+    uint64_t since = rkv_now_ns();
+    if (waited) {   /* for the mutex, or for shared holders to leave */
+        __atomic_fetch_add(&ls->index.contended, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&ls->index.wait_ns, since - asked, __ATOMIC_RELAXED);
+    }
+    return since;
 }
 
 static void index_unlock_all(struct rkv_table *t, uint64_t since)
 {
-    if (t->cfg.lock_timing)
-        hold_done(t, since, true);
+    struct slot_lock_stats *ls = my_lock_stats(t);
     __atomic_store_n(&t->exclusive, 0, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&t->exclusive_lock);
+    rkv_unlock_timed(&t->exclusive_lock, ls ? &ls->index : NULL, since);
 }
 
 static struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
@@ -1469,6 +1492,8 @@ void rkv_table_tick(struct rkv_table *t)
     if (now > __atomic_load_n(&t->hdr->clock, __ATOMIC_RELAXED))
         __atomic_store_n(&t->hdr->clock, now, __ATOMIC_RELEASE);
     expire_scan(t, now);
+    for (unsigned cls = 0; cls < rkv_slab_class_count(t->slab); cls++)
+        rkv_slab_drain(t->slab, cls);   /* items freed by threads that stopped writing come back */
     automove(t);
 }
 
@@ -1497,10 +1522,11 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     out->hints = load(&t->n.hints);
     out->hints_ignored = load(&t->n.hints_ignored);
     out->slab_reassigns = ss.reassigns;
-    out->lock_holds = load(&t->n.lock_holds);
-    out->lock_hold_ns = load(&t->n.lock_hold_ns);
-    out->lock_hold_max_ns = load(&t->n.lock_hold_max_ns);
-    out->lock_exclusive_holds = load(&t->n.lock_exclusive_holds);
+    if (t->lock_stats != NULL) {
+        rkv_lock_stats_sum(&t->lock_stats[0].stripes, sizeof(t->lock_stats[0]), &out->lock_stripes);
+        rkv_lock_stats_sum(&t->lock_stats[0].index, sizeof(t->lock_stats[0]), &out->lock_index);
+    }
+    rkv_slab_lock_stats(t->slab, &out->lock_slab);
 }
 
 /* ------------------------------------------------------------ creation */
@@ -1620,17 +1646,21 @@ too_small:
 static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
 {
     uint64_t n = RKV_MIN(t->bucket_count, STRIPES_MAX);
+    size_t timing = RKV_THREAD_SLOTS * sizeof(t->lock_stats[0]);
     t->stripes = aligned_alloc(RKV_CACHELINE, n * sizeof(t->stripes[0]));
-    t->mode_slots = aligned_alloc(RKV_CACHELINE, MODE_SLOTS * sizeof(t->mode_slots[0]));
-    if (t->stripes == NULL || t->mode_slots == NULL) {
+    t->mode_slots = aligned_alloc(RKV_CACHELINE, RKV_THREAD_SLOTS * sizeof(t->mode_slots[0]));
+    if (t->cfg.lock_timing && (t->lock_stats = aligned_alloc(RKV_CACHELINE, timing)) != NULL)
+        memset(t->lock_stats, 0, timing);
+    if (t->stripes == NULL || t->mode_slots == NULL || (t->cfg.lock_timing && t->lock_stats == NULL)) {
         free(t->stripes);
         free(t->mode_slots);
+        free(t->lock_stats);
         snprintf(err, err_len, "out of memory for the table's %llu bucket locks",
                  (unsigned long long)n);
         return RKV_NO_MEMORY;
     }
     memset(t->stripes, 0, n * sizeof(t->stripes[0]));
-    memset(t->mode_slots, 0, MODE_SLOTS * sizeof(t->mode_slots[0]));
+    memset(t->mode_slots, 0, RKV_THREAD_SLOTS * sizeof(t->mode_slots[0]));
     t->stripe_mask = n - 1;
     pthread_mutexattr_t adaptive;   /* holds are short: spin a little before sleeping */
     pthread_mutexattr_init(&adaptive);
@@ -1687,6 +1717,7 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
         .page_size = c.slab_page_size, .growth_factor = c.growth_factor,
         .grace_ms = c.grace_ms, .item_meta = c.evict == RKV_EVICT_LRU,
         .clock_ns = c.now_ns,   /* one time source: a test's clock drives grace periods too */
+        .lock_timing = c.lock_timing,
     };
     if ((st = rkv_slab_create(&sc, &t->slab, err, err_len)) != RKV_OK) {
         free(t);
@@ -1731,6 +1762,7 @@ void rkv_table_destroy(struct rkv_table *t)
         pthread_mutex_destroy(&t->stripes[i].m);
     free(t->stripes);
     free(t->mode_slots);
+    free(t->lock_stats);
     pthread_mutex_destroy(&t->exclusive_lock);
     free(t);
 }

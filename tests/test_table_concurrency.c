@@ -705,7 +705,7 @@ static void many_writers(bool evict)
     if (evict) {
         size = 128 * 1024;
         c = (struct rkv_table_config){ .slab_page_size = 4096, .grace_ms = 1, .evict = RKV_EVICT_LRU,
-                                       .index_share = 64.0 * 64 / (double)size };
+                                       .index_share = 64.0 * 64 / (double)size, .lock_timing = true };
     }
     assert_int_equal(rkv_region_create(size, &sh.region, err, sizeof err), RKV_OK);
     if (rkv_table_create(sh.region.base, sh.region.size, &c, &sh.t, err, sizeof err) != RKV_OK)
@@ -754,10 +754,10 @@ static void many_writers(bool evict)
     for (unsigned i = 0; i < READERS; i++)
         lookups += rd[i].lookups;
     print_message("%u writers%s: %llu displacements, %llu evictions, %llu page moves, "
-                  "%llu of %llu lock holds exclusive; %u readers: %llu lookups\n", WRITERS,
+                  "%llu whole-index holds, %llu stripe holds; %u readers: %llu lookups\n", WRITERS,
                   evict ? " (eviction)" : "", (unsigned long long)s.displacements,
                   (unsigned long long)s.evictions, (unsigned long long)s.slab_reassigns,
-                  (unsigned long long)s.lock_exclusive_holds, (unsigned long long)s.lock_holds,
+                  (unsigned long long)s.lock_index.holds, (unsigned long long)s.lock_stripes.holds,
                   READERS, (unsigned long long)lookups);
     for (unsigned i = 0; i < WRITERS; i++)
         assert_int_equal(w[i].errors, 0);
