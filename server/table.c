@@ -134,6 +134,7 @@
 #define EXPIRE_MIN_SCAN 4096   /* buckets scanned per tick at least */
 #define DECIMAL_MAX_LEN 20     /* digits of UINT64_MAX */
 #define STRIPES_MAX     1024   /* bucket locks: bucket b is guarded by stripe b mod the stripe count */
+#define ACCESS_STEP     16     /* LRU: a thread slot advances the access clock once per this many stores */
 #define PATH_TRIES      4      /* displacement paths found without locks and invalidated, then exclusive */
 #define PATH_BUCKETS    (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
 
@@ -178,12 +179,14 @@ struct stripe {
     uint64_t n[SC_COUNT];
 } __attribute__((aligned(RKV_CACHELINE)));
 
-/* Shared holders of the index (stripe takers) registered in slot i: each
- * thread uses its slot (rkv_thread_slot), alone on its cache line, so taking
- * the index shared writes no line another thread uses (threads past
- * RKV_THREAD_SLOTS share). */
-struct mode_slot {
-    uint64_t holders;
+/* What a writer thread keeps per table, in its thread slot (rkv_thread_slot),
+ * alone on its cache line: taking the index shared, a new version and a
+ * store's LRU tick write no line another thread uses (threads past
+ * RKV_THREAD_SLOTS share slots: all three stay correct, only slower). */
+struct writer_slot {
+    uint64_t holders;        /* shared holds of the index (atomic) */
+    uint64_t last_version;   /* the last item version handed out (atomic) */
+    uint32_t stores;         /* LRU: stores since the slot last advanced the access clock */
 } __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_table {
@@ -197,6 +200,7 @@ struct rkv_table {
     struct rkv_table_config cfg;     /* with defaults filled in */
     uint64_t start_ns;               /* creation time, for the clock (common/clock.h) */
     uint64_t (*now_ns)(void);        /* the time source: rkv_now_ns, or a test's */
+    uint64_t version_base;           /* rkv_now_ns() at creation, less one: versions count from it */
     rkv_table_store_fn observer;     /* see rkv_table_set_store_observer(); NULL */
     void *observer_ctx;
 
@@ -205,7 +209,7 @@ struct rkv_table {
      * whatever may touch any bucket (eviction, page moves, displacement that
      * found no path otherwise) holds the index exclusive instead, which
      * excludes every stripe holder. */
-    struct mode_slot *mode_slots;    /* RKV_THREAD_SLOTS of them */
+    struct writer_slot *writer_slots;    /* RKV_THREAD_SLOTS of them */
     struct slot_lock_stats *lock_stats; /* RKV_THREAD_SLOTS of them, with cfg.lock_timing */
     int exclusive;                   /* 1 while an exclusive holder wants or has the index (atomic) */
     pthread_mutex_t exclusive_lock;  /* held by the exclusive holder; shared takers that meet
@@ -222,9 +226,9 @@ struct rkv_table {
 
     /* Written by writers outside any lock: each on a line of its own, so
      * that no write invalidates the read-mostly fields above for the others. */
-    uint64_t next_version __attribute__((aligned(RKV_CACHELINE))); /* next item version (atomic) */
     uint32_t access_clock __attribute__((aligned(RKV_CACHELINE)));
-                                     /* LRU time: +1 per stored item, with LRU only (atomic) */
+                                     /* LRU time: +ACCESS_STEP per ACCESS_STEP stored items of a
+                                      * thread slot, with LRU only (atomic) */
     struct table_counters n __attribute__((aligned(RKV_CACHELINE)));
 };
 
@@ -274,19 +278,19 @@ static void stripe_add(const struct rkv_table *t, struct stripe_set *set, uint64
     set->n++;
 }
 
-/* This thread's mode slot. */
-static struct mode_slot *mode_slot(struct rkv_table *t)
+/* This thread's writer slot. */
+static struct writer_slot *writer_slot(struct rkv_table *t)
 {
-    return &t->mode_slots[rkv_thread_slot()];
+    return &t->writer_slots[rkv_thread_slot()];
 }
 
 /* Hold the index shared: count in our slot, then look for an exclusive
  * holder (the exclusive side sets its flag, then looks at the slots: both
  * seq_cst, so one of the two sees the other). If one is there, step back
  * and wait for it on its mutex. */
-static struct mode_slot *index_lock_shared(struct rkv_table *t)
+static struct writer_slot *index_lock_shared(struct rkv_table *t)
 {
-    struct mode_slot *m = mode_slot(t);
+    struct writer_slot *m = writer_slot(t);
     for (;;) {
         __atomic_fetch_add(&m->holders, 1, __ATOMIC_SEQ_CST);
         if (!__atomic_load_n(&t->exclusive, __ATOMIC_SEQ_CST))
@@ -297,14 +301,14 @@ static struct mode_slot *index_lock_shared(struct rkv_table *t)
     }
 }
 
-static void index_unlock_shared(struct mode_slot *m)
+static void index_unlock_shared(struct writer_slot *m)
 {
     __atomic_fetch_sub(&m->holders, 1, __ATOMIC_RELEASE);
 }
 
 /* Hold the index shared and the stripes of `set`. */
 struct stripe_hold {
-    struct mode_slot *slot;
+    struct writer_slot *slot;
     uint64_t since;          /* lock_timing: when the hold began */
 };
 
@@ -382,7 +386,7 @@ static uint64_t index_lock_all(struct rkv_table *t)
         pthread_mutex_lock(&t->exclusive_lock);
     __atomic_store_n(&t->exclusive, 1, __ATOMIC_SEQ_CST);
     for (unsigned i = 0; i < RKV_THREAD_SLOTS; i++)
-        while (__atomic_load_n(&t->mode_slots[i].holders, __ATOMIC_SEQ_CST) != 0) {
+        while (__atomic_load_n(&t->writer_slots[i].holders, __ATOMIC_SEQ_CST) != 0) {
             waited = true;
             sched_yield();
         }
@@ -496,12 +500,46 @@ static void touch(struct rkv_table *t, uint64_t word)
         __atomic_store_n(m, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 }
 
+/* LRU: one more stored item. Each thread slot advances the shared access
+ * clock by ACCESS_STEP once per ACCESS_STEP of its stores, so that the clock's
+ * line is written rarely (items stored close together share a stamp: LRU is
+ * approximate anyway). The count is a plain load and store: a slot shared by
+ * two threads may lose a count, which only delays a step. */
+static void access_tick(struct rkv_table *t)
+{
+    struct writer_slot *w = writer_slot(t);
+    uint32_t n = __atomic_load_n(&w->stores, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(&w->stores, n == ACCESS_STEP ? 0 : n, __ATOMIC_RELAXED);
+    if (n == ACCESS_STEP)
+        __atomic_fetch_add(&t->access_clock, ACCESS_STEP, __ATOMIC_RELAXED);
+}
+
+/* A new item version: nanoseconds since the table was created, times
+ * RKV_THREAD_SLOTS, plus this thread's slot; strictly increasing per slot
+ * (the last one + RKV_THREAD_SLOTS when the clock did not move). So versions
+ * are unique, and a write that begins after another ended gets a larger one
+ * (CLOCK_MONOTONIC is one clock for all CPUs), without a line shared by
+ * writers. 2^64 / 64 ns is 9 years. */
+static uint64_t version_new(struct rkv_table *t)
+{
+    unsigned slot = rkv_thread_slot();
+    struct writer_slot *w = &t->writer_slots[slot];
+    uint64_t v = (rkv_now_ns() - t->version_base) * RKV_THREAD_SLOTS + slot;
+    uint64_t last = __atomic_load_n(&w->last_version, __ATOMIC_RELAXED);
+    do {
+        if (v <= last)
+            v = last + RKV_THREAD_SLOTS;
+    } while (!__atomic_compare_exchange_n(&w->last_version, &last, v, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return v;
+}
+
 /* Make a built item live and publish it at (b, slot). The stripe of b held. */
 static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, uint64_t word)
 {
     struct rkv_item *it = item_at(t, word);
-    if (t->cfg.evict == RKV_EVICT_LRU) {   /* the clock is LRU's only: no shared add otherwise */
-        __atomic_fetch_add(&t->access_clock, 1, __ATOMIC_RELAXED);
+    if (t->cfg.evict == RKV_EVICT_LRU) {   /* the clock is LRU's only */
+        access_tick(t);
         touch(t, word);
     }
     __atomic_store_n(&it->state, 0, __ATOMIC_RELEASE);
@@ -1147,8 +1185,9 @@ static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, 
         return st;
 
     struct rkv_item *it = (struct rkv_item *)(void *)(t->base + off);
+    uint64_t version = version_new(t);   /* before the item's first store, whose miss it would wait for */
     __atomic_store_n(&it->state, RKV_ITEM_OBSOLETE, __ATOMIC_RELEASE);
-    it->version = __atomic_fetch_add(&t->next_version, 1, __ATOMIC_RELAXED);
+    it->version = version;
     it->key_len = key_len;
     it->value_len = val->len;
     it->expire_at = expire_at;
@@ -1648,19 +1687,19 @@ static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
     uint64_t n = RKV_MIN(t->bucket_count, STRIPES_MAX);
     size_t timing = RKV_THREAD_SLOTS * sizeof(t->lock_stats[0]);
     t->stripes = aligned_alloc(RKV_CACHELINE, n * sizeof(t->stripes[0]));
-    t->mode_slots = aligned_alloc(RKV_CACHELINE, RKV_THREAD_SLOTS * sizeof(t->mode_slots[0]));
+    t->writer_slots = aligned_alloc(RKV_CACHELINE, RKV_THREAD_SLOTS * sizeof(t->writer_slots[0]));
     if (t->cfg.lock_timing && (t->lock_stats = aligned_alloc(RKV_CACHELINE, timing)) != NULL)
         memset(t->lock_stats, 0, timing);
-    if (t->stripes == NULL || t->mode_slots == NULL || (t->cfg.lock_timing && t->lock_stats == NULL)) {
+    if (t->stripes == NULL || t->writer_slots == NULL || (t->cfg.lock_timing && t->lock_stats == NULL)) {
         free(t->stripes);
-        free(t->mode_slots);
+        free(t->writer_slots);
         free(t->lock_stats);
         snprintf(err, err_len, "out of memory for the table's %llu bucket locks",
                  (unsigned long long)n);
         return RKV_NO_MEMORY;
     }
     memset(t->stripes, 0, n * sizeof(t->stripes[0]));
-    memset(t->mode_slots, 0, RKV_THREAD_SLOTS * sizeof(t->mode_slots[0]));
+    memset(t->writer_slots, 0, RKV_THREAD_SLOTS * sizeof(t->writer_slots[0]));
     t->stripe_mask = n - 1;
     pthread_mutexattr_t adaptive;   /* holds are short: spin a little before sleeping */
     pthread_mutexattr_init(&adaptive);
@@ -1708,7 +1747,7 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
     t->cfg = c;
     t->now_ns = c.now_ns != NULL ? c.now_ns : rkv_now_ns;
     t->start_ns = t->now_ns();
-    t->next_version = 1;
+    t->version_base = rkv_now_ns() - 1;
     for (unsigned i = 0; i < RKV_MAX_CLASSES; i++)
         t->reserve[i] = RESERVE_MIN;
 
@@ -1761,7 +1800,7 @@ void rkv_table_destroy(struct rkv_table *t)
     for (uint64_t i = 0; i <= t->stripe_mask; i++)
         pthread_mutex_destroy(&t->stripes[i].m);
     free(t->stripes);
-    free(t->mode_slots);
+    free(t->writer_slots);
     free(t->lock_stats);
     pthread_mutex_destroy(&t->exclusive_lock);
     free(t);
