@@ -137,6 +137,10 @@ struct slab_class {
     size_t pages_cap;     /* room in pages */
     uint64_t bump_page;   /* newest page, whose items past `handed` are fresh; NO_PAGE */
     uint64_t used;        /* items handed out and not freed (magazines' included) */
+    /* Published at every unlock, read without the lock (rkv_slab_class_spare),
+     * on a line of their own: */
+    uint64_t spare __attribute__((aligned(RKV_CACHELINE))); /* queue entries + fresh items */
+    uint64_t owned;       /* items of the class's pages */
 } __attribute__((aligned(RKV_CACHELINE)));
 
 /* One thread slot's cache of one class (see the top comment). The counts
@@ -178,7 +182,7 @@ struct rkv_slab {
                              /* guards next_page, pool, pool_len, reassigns */
     uint64_t next_page;      /* pages [0, next_page) were assigned at least once */
     uint64_t *pool;          /* page_count entries: pages taken from a class, in no order */
-    uint64_t pool_len;       /* entries in pool */
+    uint64_t pool_len;       /* entries in pool (atomic stores: rkv_slab_pages_any reads it) */
     uint64_t reassigns;      /* pages taken from a class (rkv_slab_page_take) */
     struct slab_class classes[RKV_MAX_CLASSES];
 };
@@ -350,9 +354,43 @@ void rkv_slab_lock_stats(const struct rkv_slab *s, struct rkv_lock_stats *out)
 
 /* ------------------------------------------------------------ classes */
 
+static uint64_t class_fresh(const struct rkv_slab *s, const struct slab_class *c, unsigned cls);
+
+/* Class cls's mutex, timed with lock_timing. */
+static uint64_t class_lock(struct rkv_slab *s, unsigned cls)
+{
+    return slab_lock(s, &s->classes[cls].lock);
+}
+
+/* ... and its unlock, which publishes what the class holds for
+ * rkv_slab_class_spare(). */
+static void class_unlock(struct rkv_slab *s, unsigned cls, uint64_t since)
+{
+    struct slab_class *c = &s->classes[cls];
+    __atomic_store_n(&c->spare, c->queue_len + class_fresh(s, c, cls), __ATOMIC_RELAXED);
+    __atomic_store_n(&c->owned, c->npages * s->per_page[cls], __ATOMIC_RELAXED);
+    slab_unlock(s, &c->lock, since);
+}
+
 static uint64_t page_start(const struct rkv_slab *s, uint64_t page)
 {
     return s->heap_offset + page * s->page_size;
+}
+
+/* Never-used items of the class's newest page. Class lock held. */
+static uint64_t class_fresh(const struct rkv_slab *s, const struct slab_class *c, unsigned cls)
+{
+    return c->bump_page != NO_PAGE ? s->per_page[cls] - s->pages[c->bump_page].handed : 0;
+}
+
+uint64_t rkv_slab_class_spare(struct rkv_slab *s, unsigned cls, uint64_t *owned)
+{
+    if (cls >= s->class_count) {
+        *owned = 0;
+        return 0;
+    }
+    *owned = __atomic_load_n(&s->classes[cls].owned, __ATOMIC_RELAXED);
+    return __atomic_load_n(&s->classes[cls].spare, __ATOMIC_RELAXED);
 }
 
 static struct slab_page *page_of_unit(const struct rkv_slab *s, uint64_t unit)
@@ -389,8 +427,10 @@ static uint64_t page_acquire(struct rkv_slab *s, unsigned cls)
             at = i;
         }
     }
-    if (page != NO_PAGE)
-        s->pool[at] = s->pool[--s->pool_len];
+    if (page != NO_PAGE) {
+        s->pool[at] = s->pool[s->pool_len - 1];
+        __atomic_store_n(&s->pool_len, s->pool_len - 1, __ATOMIC_RELAXED);
+    }
     else if (s->next_page < s->page_count)   /* (read without the lock: rkv_slab_pages_any) */
         __atomic_store_n(&s->next_page, (page = s->next_page) + 1, __ATOMIC_RELAXED);
     slab_unlock(s, &s->page_lock, since);
@@ -403,7 +443,8 @@ static void page_release(struct rkv_slab *s, uint64_t page)
 {
     uint64_t since = slab_lock(s, &s->page_lock);
     s->pages[page].for_cls = PAGE_FOR_ANY;
-    s->pool[s->pool_len++] = page;
+    s->pool[s->pool_len] = page;
+    __atomic_store_n(&s->pool_len, s->pool_len + 1, __ATOMIC_RELAXED);
     slab_unlock(s, &s->page_lock, since);
 }
 
@@ -616,14 +657,13 @@ static void mag_give_freed(struct rkv_slab *s, unsigned cls, struct slab_mag *m,
  * MAG_BATCH items (a new page only for the first). Magazine lock held. */
 static void mag_refill(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
 {
-    struct slab_class *c = &s->classes[cls];
     uint64_t took[MAG_BATCH];
     uint32_t n = 0;
-    uint64_t since = slab_lock(s, &c->lock), now_ns = slab_now(s), now = limbo_time(s, now_ns);
+    uint64_t since = class_lock(s, cls), now_ns = slab_now(s), now = limbo_time(s, now_ns);
     mag_give_freed(s, cls, m, now_ns);
     while (n < MAG_BATCH && (took[n] = class_take(s, cls, now, n == 0)) != 0)
         n++;
-    slab_unlock(s, &c->lock, since);
+    class_unlock(s, cls, since);
     for (uint32_t i = 0; i < n; i++)     /* handed out in the order taken */
         m->ready[n - 1 - i] = took[i];
     mag_set(&m->nready, n);
@@ -633,16 +673,15 @@ static void mag_refill(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
  * ones into the limbo now. Magazine lock held. */
 static void mag_drain(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
 {
-    struct slab_class *c = &s->classes[cls];
     if (__atomic_load_n(&m->nready, __ATOMIC_RELAXED) == 0 &&
         __atomic_load_n(&m->nfreed, __ATOMIC_RELAXED) == 0)
         return;
-    uint64_t since = slab_lock(s, &c->lock), now_ns = slab_now(s);
+    uint64_t since = class_lock(s, cls), now_ns = slab_now(s);
     mag_give_freed(s, cls, m, now_ns);
     for (uint32_t i = 0; i < m->nready; i++)   /* the next to hand out ends at the very head */
         class_put(s, cls, m->ready[i], 0, true, now_ns);
     mag_set(&m->nready, 0);
-    slab_unlock(s, &c->lock, since);
+    class_unlock(s, cls, since);
 }
 
 void rkv_slab_drain(struct rkv_slab *s, unsigned cls)
@@ -701,10 +740,9 @@ void rkv_slab_mag_count(struct rkv_slab *s, unsigned cls, uint64_t *ready, uint6
 /* An item straight from the class (no magazine). */
 static uint64_t class_alloc(struct rkv_slab *s, unsigned cls)
 {
-    struct slab_class *c = &s->classes[cls];
-    uint64_t since = slab_lock(s, &c->lock);
+    uint64_t since = class_lock(s, cls);
     uint64_t off = class_take(s, cls, limbo_now(s), true);
-    slab_unlock(s, &c->lock, since);
+    class_unlock(s, cls, since);
     return off;
 }
 
@@ -736,12 +774,11 @@ void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
 {
     if (cls >= s->class_count)
         return;
-    struct slab_class *c = &s->classes[cls];
     struct slab_mag *m = my_mag(s, cls);
     if (m == NULL) {
-        uint64_t since = slab_lock(s, &c->lock), now_ns = slab_now(s);
+        uint64_t since = class_lock(s, cls), now_ns = slab_now(s);
         class_put(s, cls, off, limbo_time(s, now_ns), false, now_ns);
-        slab_unlock(s, &c->lock, since);
+        class_unlock(s, cls, since);
         return;
     }
     struct slab_page *p;
@@ -750,9 +787,9 @@ void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
         return;   /* not an item of this class: ignored (class_put checks the rest) */
     pthread_mutex_lock(&m->lock);
     if (m->nfreed == MAG_ITEMS) {
-        uint64_t since = slab_lock(s, &c->lock);
+        uint64_t since = class_lock(s, cls);
         mag_give_freed(s, cls, m, slab_now(s));
-        slab_unlock(s, &c->lock, since);
+        class_unlock(s, cls, since);
     }
     /* stamped now, under the magazine lock: a list's entries are in time order */
     __atomic_store_n(&m->freed[m->nfreed],
@@ -788,13 +825,13 @@ uint64_t rkv_slab_sample(struct rkv_slab *s, unsigned cls, uint64_t rnd)
     struct slab_class *c = &s->classes[cls];
     uint64_t off = 0;
 
-    uint64_t since = slab_lock(s, &c->lock);
+    uint64_t since = class_lock(s, cls);
     if (c->npages > 0) {
         uint64_t page = c->pages[(rnd & 0xffffffffu) % c->npages];
         uint32_t handed = s->pages[page].handed;
         off = page_start(s, page) + ((rnd >> 32) % handed) * s->size[cls];
     }
-    slab_unlock(s, &c->lock, since);
+    class_unlock(s, cls, since);
     return off;
 }
 
@@ -806,12 +843,12 @@ int rkv_slab_limbo_wait_ms(struct rkv_slab *s, unsigned cls)
     int wait = -1;
 
     rkv_slab_drain(s, cls);
-    uint64_t since = slab_lock(s, &c->lock);
+    uint64_t since = class_lock(s, cls);
     if (c->queue_len > 0) {
         uint64_t age = entry_age(queue_at(c, 0), limbo_now(s));
         wait = grace_over(s, age) ? 0 : (int)(s->grace_ms + 1 - age);
     }
-    slab_unlock(s, &c->lock, since);
+    class_unlock(s, cls, since);
     return wait;
 }
 
@@ -835,10 +872,9 @@ bool rkv_slab_page_info(struct rkv_slab *s, uint64_t page, struct rkv_slab_page_
     int cls = rkv_slab_page_class(s, page);
     if (cls < 0)
         return false;
-    struct slab_class *c = &s->classes[cls];
     const struct slab_page *p = &s->pages[page];
     rkv_slab_drain(s, (unsigned)cls);   /* so that `used` counts no magazine's items */
-    uint64_t since = slab_lock(s, &c->lock);
+    uint64_t since = class_lock(s, cls);
     /* it may have moved since the look above */
     bool ok = __atomic_load_n(&p->cls, __ATOMIC_RELAXED) == (unsigned)cls;
     if (ok)
@@ -846,7 +882,7 @@ bool rkv_slab_page_info(struct rkv_slab *s, uint64_t page, struct rkv_slab_page_
             .page = page, .start = page_start(s, page), .cls = (unsigned)cls,
             .size = s->size[cls], .handed = p->handed, .used = p->used,
         };
-    slab_unlock(s, &c->lock, since);
+    class_unlock(s, cls, since);
     return ok;
 }
 
@@ -874,7 +910,7 @@ bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for
     bool taken = false;
 
     rkv_slab_drain(s, cls);   /* items in magazines count as used */
-    uint64_t since = slab_lock(s, &c->lock);
+    uint64_t since = class_lock(s, cls);
     if (__atomic_load_n(&p->cls, __ATOMIC_RELAXED) == cls && p->used == 0) {
         queue_drop_page(s, c, page);
         uint64_t last = c->pages[--c->npages];
@@ -891,12 +927,13 @@ bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for
         p->for_cls = for_cls < 0 ? PAGE_FOR_ANY : (uint8_t)for_cls;
         p->freed_ns = p->last_free_ns;
         p->taken_ns = slab_now(s);
-        s->pool[s->pool_len++] = page;
+        s->pool[s->pool_len] = page;
+        __atomic_store_n(&s->pool_len, s->pool_len + 1, __ATOMIC_RELAXED);
         s->reassigns++;
         slab_unlock(s, &s->page_lock, page_since);
         taken = true;
     }
-    slab_unlock(s, &c->lock, since);
+    class_unlock(s, cls, since);
     return taken;
 }
 
@@ -938,7 +975,7 @@ void rkv_slab_class_stats(struct rkv_slab *s, unsigned cls, struct rkv_slab_clas
         return;
     struct slab_class *c = &s->classes[cls];
     uint64_t mag_ready = 0, freed_ready = 0, freed_limbo = 0;
-    uint64_t since = slab_lock(s, &c->lock), now = limbo_now(s);
+    uint64_t since = class_lock(s, cls), now = limbo_now(s);
     /* Under the class lock no refill or give-back moves items between the
      * class and a magazine; the owners' own steps (hand out a ready item,
      * free one) each keep the sums right. */
@@ -951,9 +988,8 @@ void rkv_slab_class_stats(struct rkv_slab *s, unsigned cls, struct rkv_slab_clas
     uint64_t queue_ready_now = queue_ready(s, c, now);
     out->ready = queue_ready_now + mag_ready + freed_ready;
     out->limbo = c->queue_len - queue_ready_now + freed_limbo;
-    if (c->bump_page != NO_PAGE)
-        out->fresh = s->per_page[cls] - s->pages[c->bump_page].handed;
-    slab_unlock(s, &c->lock, since);
+    out->fresh = class_fresh(s, c, cls);
+    class_unlock(s, cls, since);
 }
 
 void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out)
@@ -981,9 +1017,12 @@ void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out)
 bool rkv_slab_pages_any(struct rkv_slab *s)
 {
     /* next_page only grows: pages past it were never assigned, so while
-     * there are any the answer needs no lock (every writer asks) */
-    return __atomic_load_n(&s->next_page, __ATOMIC_RELAXED) < s->page_count ||
-           rkv_slab_pages_unassigned(s) > 0;
+     * there are any the answer needs no lock (every writer asks); once all
+     * were, only the pool can hold one, and an empty pool needs no lock
+     * either (a page moving there right now is inside its grace period) */
+    if (__atomic_load_n(&s->next_page, __ATOMIC_RELAXED) < s->page_count)
+        return true;
+    return __atomic_load_n(&s->pool_len, __ATOMIC_RELAXED) > 0 && rkv_slab_pages_unassigned(s) > 0;
 }
 
 uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s)

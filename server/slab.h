@@ -197,6 +197,12 @@ bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for
  * holds none for it. */
 int rkv_slab_page_wait_ms(struct rkv_slab *s, unsigned cls);
 
+/* Items of class cls not in use that the class itself holds — free-queue
+ * entries (limbo and ready) and fresh items, not what magazines hold — and
+ * (*owned) the items of its pages, as of the last release of its lock: no
+ * lock taken, a hint for deciding whether to evict ahead. */
+uint64_t rkv_slab_class_spare(struct rkv_slab *s, unsigned cls, uint64_t *owned);
+
 /* Where one class's memory is. */
 struct rkv_slab_class_stats {
     uint32_t size;      /* bytes per item */

@@ -685,24 +685,24 @@ static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, ui
 }
 
 /* The largest evict-ahead reserve for a class: an eighth of what it owns. */
-static uint64_t reserve_cap(const struct rkv_slab_class_stats *cs)
+static uint64_t reserve_cap(uint64_t owned)
 {
-    return RKV_MAX(1, cs->pages * cs->per_page / 8);
+    return RKV_MAX(1, owned / 8);
 }
 
 /* How many items of class cls to evict ahead, so that a PUT on a full heap
- * rarely has to wait for the grace period: what its items on their way back
- * to the free list lack of the class's reserve. Needs no table lock (the
- * allocator's own locks); the answer is a hint, re-asked with the index held
- * exclusive before anything is evicted. */
+ * rarely has to wait for the grace period: what the items the class holds
+ * on their way back to allocation (limbo, ready, fresh: rkv_slab_class_spare,
+ * which does not count the few in writers' magazines, so the reserve comes on
+ * top of those) lack of the class's reserve. Takes no lock at all, since
+ * every PUT on a full heap asks; the answer is a hint, re-asked with the
+ * index held exclusive before anything is evicted. */
 static unsigned evict_ahead_want(struct rkv_table *t, unsigned cls)
 {
-    struct rkv_slab_class_stats cs;
     if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_any(t->slab))
         return 0;
-    rkv_slab_class_stats(t->slab, cls, &cs);
-    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(&cs));
-    uint64_t coming = cs.ready + cs.limbo + cs.fresh;
+    uint64_t owned, coming = rkv_slab_class_spare(t->slab, cls, &owned);
+    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(owned));
     return coming < target ? (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX) : 0;
 }
 
@@ -1140,7 +1140,7 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
         struct rkv_slab_class_stats cs;
         uint64_t since = index_lock_all(t);
         rkv_slab_class_stats(t->slab, cls, &cs);
-        uint64_t cap = reserve_cap(&cs);
+        uint64_t cap = reserve_cap(cs.pages * cs.per_page);
         bool starved = cs.pages > 0 && t->reserve[cls] >= cap; /* ran dry at the largest reserve */
         if (t->reserve[cls] < cap)   /* we ran dry: the reserve was too small */
             __atomic_store_n(&t->reserve[cls], RKV_MIN(2 * t->reserve[cls], cap), __ATOMIC_RELAXED);

@@ -16,7 +16,10 @@
  * counted.
  *
  * -e picks the eviction policy (default lru, as rkv-server): with eviction
- * on, each PUT also checks its class's evict-ahead reserve.
+ * on, each PUT also checks its class's evict-ahead reserve. -m sets the
+ * region size in MiB: by default it holds every key twice over, so nothing
+ * is evicted; smaller than the keys need, every run evicts (a full cache, the
+ * usual state of a server), and each run line says how many.
  *
  * -l times every lock hold and wait (rkv_table_config.lock_timing) and
  * prints, per kind (a write's bucket stripes, the whole index, the slab
@@ -56,6 +59,7 @@ struct options {
     unsigned rounds;
     bool lock_timing;
     enum rkv_evict_policy evict;
+    uint64_t region_mib;          /* 0: room for every key twice over */
 };
 
 struct bench {
@@ -202,6 +206,8 @@ static double run(struct rkv_table *t, const struct options *o, unsigned threads
            "%8.0f puts/cpu-s  load %.2f", threads, (unsigned long long)done, secs, rate,
            rate / threads, (double)cpu_ns / 1e9 / secs, (double)done / ((double)cpu_ns / 1e9),
            load[0]);
+    if (after.evictions != before.evictions)
+        printf("  evicted %llu", (unsigned long long)(after.evictions - before.evictions));
     if (failed)
         printf("  FAILED %llu", (unsigned long long)failed);
     printf("\n");
@@ -224,14 +230,15 @@ static int usage(const char *why)
 {
     fprintf(stderr, "table-bench: %s\n"
             "usage: table-bench [-t THREADS,...] [-k KEYS] [-n PUTS_PER_THREAD | -s SECONDS] "
-            "[-r ROUNDS] [-e none|lru|random] [-l]\n"
+            "[-r ROUNDS] [-e none|lru|random] [-m REGION_MIB] [-l]\n"
             "  -t  thread counts to compare, at most %u each (default 1,2)\n"
             "  -k  distinct keys (default 100000)\n"
             "  -n  PUTs per thread per run (default 1000000)\n"
             "  -s  seconds per run instead of -n\n"
             "  -r  rounds of all thread counts, alternating (default 3, at most %u)\n"
             "  -e  eviction policy (default lru)\n"
-            "  -l  time index lock holds (mean, max)\n", why, MAX_THREADS, MAX_ROUNDS);
+            "  -m  region size in MiB (default: every key fits twice; smaller evicts)\n"
+            "  -l  time lock holds and waits per kind\n", why, MAX_THREADS, MAX_ROUNDS);
     return 2;
 }
 
@@ -255,7 +262,7 @@ int main(int argc, char **argv)
     int opt;
 
     rkv_log_set_level(RKV_LOG_ERROR);
-    while ((opt = getopt(argc, argv, "t:k:n:s:r:e:l")) != -1) {
+    while ((opt = getopt(argc, argv, "t:k:n:s:r:e:m:l")) != -1) {
         switch (opt) {
         case 't':
             if (!parse_threads(optarg, &o))
@@ -293,6 +300,10 @@ int main(int argc, char **argv)
         case 'l':
             o.lock_timing = true;
             break;
+        case 'm':
+            if (!rkv_parse_u64(optarg, 4, 1ull << 20, &o.region_mib))
+                return usage("-m wants a region size in MiB, 4..1048576");
+            break;
         default:
             return usage("unknown option");
         }
@@ -311,7 +322,8 @@ int main(int argc, char **argv)
     uint8_t key[KEY_LEN], value[VALUE_LEN] = { 0 };
     struct rkv_value_src src = { .data = value, .len = VALUE_LEN };
 
-    if (rkv_region_create(heap * 2, &region, err, sizeof err) != RKV_OK ||
+    uint64_t region_bytes = o.region_mib ? o.region_mib << 20 : heap * 2;
+    if (rkv_region_create(region_bytes, &region, err, sizeof err) != RKV_OK ||
         rkv_table_create(region.base, region.size, &c, &t, err, sizeof err) != RKV_OK) {
         fprintf(stderr, "table-bench: %s\n", err);
         return 1;
