@@ -684,6 +684,20 @@ static void mag_drain(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
     class_unlock(s, cls, since);
 }
 
+void rkv_slab_flush(struct rkv_slab *s, unsigned cls)
+{
+    struct slab_mag *m = cls < s->class_count ? my_mag(s, cls) : NULL;
+    if (m == NULL)
+        return;
+    pthread_mutex_lock(&m->lock);
+    if (m->nfreed > 0) {
+        uint64_t since = class_lock(s, cls);
+        mag_give_freed(s, cls, m, slab_now(s));
+        class_unlock(s, cls, since);
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
 void rkv_slab_drain(struct rkv_slab *s, unsigned cls)
 {
     if (cls >= s->class_count || s->per_page[cls] < MAG_MIN_PER_PAGE)
@@ -818,21 +832,22 @@ uint32_t *rkv_slab_meta(struct rkv_slab *s, uint64_t off, unsigned cls)
     return b != NULL && i < b->cap ? &b->word[i] : NULL;
 }
 
-uint64_t rkv_slab_sample(struct rkv_slab *s, unsigned cls, uint64_t rnd)
+unsigned rkv_slab_sample(struct rkv_slab *s, unsigned cls, const uint64_t *rnd, unsigned n,
+                         uint64_t *out)
 {
     if (cls >= s->class_count)
         return 0;
     struct slab_class *c = &s->classes[cls];
-    uint64_t off = 0;
+    unsigned got = 0;
 
     uint64_t since = class_lock(s, cls);
-    if (c->npages > 0) {
-        uint64_t page = c->pages[(rnd & 0xffffffffu) % c->npages];
+    for (; got < n && c->npages > 0; got++) {
+        uint64_t page = c->pages[(rnd[got] & 0xffffffffu) % c->npages];
         uint32_t handed = s->pages[page].handed;
-        off = page_start(s, page) + ((rnd >> 32) % handed) * s->size[cls];
+        out[got] = page_start(s, page) + ((rnd[got] >> 32) % handed) * s->size[cls];
     }
     class_unlock(s, cls, since);
-    return off;
+    return got;
 }
 
 int rkv_slab_limbo_wait_ms(struct rkv_slab *s, unsigned cls)

@@ -130,16 +130,22 @@ bool rkv_slab_valid(const struct rkv_slab *s, uint64_t off, unsigned cls);
  * across reuse of the item's memory; the caller decides what it means. */
 uint32_t *rkv_slab_meta(struct rkv_slab *s, uint64_t off, unsigned cls);
 
-/* A uniformly chosen item of class cls that was handed out at least once
- * (live, in limbo or free: the caller checks), from the random bits `rnd`;
- * 0 when the class has none. */
-uint64_t rkv_slab_sample(struct rkv_slab *s, unsigned cls, uint64_t rnd);
+/* n uniformly chosen items of class cls that were handed out at least once
+ * (live, in limbo or free: the caller checks), out[i] from the random bits
+ * rnd[i], under one hold of the class lock; how many (0 when the class has
+ * no pages, else n). */
+unsigned rkv_slab_sample(struct rkv_slab *s, unsigned cls, const uint64_t *rnd, unsigned n,
+                         uint64_t *out);
 
 /* Milliseconds until the oldest limbo item of cls becomes reusable (at most
  * grace_ms + 1: the limbo clock counts whole milliseconds): 0 when one is
  * reusable now, -1 when the class's limbo is empty. Empties the class's
  * magazines first, so items freed into them count (their grace starts now). */
 int rkv_slab_limbo_wait_ms(struct rkv_slab *s, unsigned cls);
+
+/* Give this thread's freed items of class cls to the class now (so that
+ * rkv_slab_class_spare counts them), keeping their grace periods. */
+void rkv_slab_flush(struct rkv_slab *s, unsigned cls);
 
 /* Give every magazine's items of class cls back to the class (ready ones
  * stay ready, freed ones enter the limbo now). Takes each magazine's lock

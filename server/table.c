@@ -187,6 +187,7 @@ struct writer_slot {
     uint64_t holders;        /* shared holds of the index (atomic) */
     uint64_t last_version;   /* the last item version handed out (atomic) */
     uint32_t stores;         /* LRU: stores since the slot last advanced the access clock */
+    uint64_t rng;            /* xorshift state for eviction sampling; 0 until first used */
 } __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_table {
@@ -219,10 +220,12 @@ struct rkv_table {
     uint64_t expire_cursor;          /* next bucket the expiry scan claims (atomic) */
     uint64_t reserve[RKV_MAX_CLASSES]; /* evict-ahead target per class, in items (written
                                         * exclusive, read with relaxed loads) */
-    /* Guarded by the index held exclusive: */
-    uint64_t rng;                    /* xorshift state for eviction sampling */
-    uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class) */
-    uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look */
+    uint64_t rng_seed;               /* seeds each writer slot's sampling rng */
+    uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class;
+                                                * atomic) */
+    uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look
+                                                * (the index held exclusive) */
+    int evicting[RKV_MAX_CLASSES];   /* 1 while a writer evicts ahead for the class (atomic) */
 
     /* Written by writers outside any lock: each on a line of its own, so
      * that no write invalidates the read-mostly fields above for the others. */
@@ -424,13 +427,19 @@ static bool expired_now(const struct rkv_table *t, const struct rkv_item *it)
     return it->expire_at != 0 && expired(it, rkv_table_clock(t));
 }
 
+/* Random bits for eviction sampling, from this thread's writer slot (a slot
+ * shared by two threads may hand both the same bits: harmless). */
 static uint64_t rng_next(struct rkv_table *t)
 {
-    uint64_t x = t->rng;
+    struct writer_slot *w = writer_slot(t);
+    uint64_t x = __atomic_load_n(&w->rng, __ATOMIC_RELAXED);
+    if (RKV_UNLIKELY(x == 0))
+        x = (t->rng_seed ^ (uint64_t)(w - t->writer_slots) * 0x9e3779b97f4a7c15ull) | 1;
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    return t->rng = x;
+    __atomic_store_n(&w->rng, x, __ATOMIC_RELAXED);
+    return x;
 }
 
 uint32_t rkv_table_clock(const struct rkv_table *t)
@@ -473,6 +482,11 @@ void rkv_table_set_store_observer(struct rkv_table *t, rkv_table_store_fn fn, vo
     t->observer = fn;
     t->observer_ctx = ctx;
     index_unlock_all(t, since);
+}
+
+static uint64_t slot_load(const struct rkv_bucket *b, unsigned s)
+{
+    return __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
 }
 
 /* First empty slot of b, or -1; *empties gets how many there are. */
@@ -604,11 +618,14 @@ static bool index_find(struct rkv_table *t, const struct rkv_key_hash *h, const 
 
 /* Is the item at `off` of class cls in the index? Its memory may be free or
  * under construction by another thread, so its header is only a guess until
- * an index slot pointing at exactly this offset confirms it. The index held exclusive. */
+ * an index slot pointing at exactly this offset confirms it. With the index
+ * held exclusive the answer is exact; without it, a guess for eviction,
+ * which confirms it under the bucket's stripe (evict_one). */
 static bool live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
 {
     const struct rkv_item *it = (const struct rkv_item *)(const void *)(t->base + off);
-    uint32_t key_len = it->key_len, value_len = it->value_len;
+    uint32_t key_len = __atomic_load_n(&it->key_len, __ATOMIC_RELAXED);
+    uint32_t value_len = __atomic_load_n(&it->value_len, __ATOMIC_RELAXED);
     if (key_len == 0 || key_len > t->cfg.max_key_len || value_len > t->cfg.max_value_len ||
         rkv_item_size(key_len, value_len) > rkv_slab_class_size(t->slab, cls))
         return false;
@@ -617,7 +634,7 @@ static bool live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct plac
     for (unsigned i = 0; i < 2; i++) {
         struct rkv_bucket *b = &t->buckets[h.bucket[i]];
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
-            uint64_t w = b->slot[s];
+            uint64_t w = __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
             if (w != 0 && rkv_slot_offset(w) == off && rkv_slot_class(w) == cls) {
                 *p = (struct place){ .bucket = b, .slot = s, .word = w, .it = item_at(t, w) };
                 return true;
@@ -638,20 +655,23 @@ static uint32_t item_age(struct rkv_table *t, uint64_t word)
 }
 
 /* Choose a live item of class cls to evict, never the one in `keep` (the
- * item the current PUT just stored). The index held exclusive. */
+ * item the current PUT just stored). Exact with the index held exclusive;
+ * else a candidate that evict_one() confirms. */
 static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim)
 {
     bool lru = t->cfg.evict == RKV_EVICT_LRU;
     unsigned samples = lru ? LRU_SAMPLES : RANDOM_SAMPLES;
     bool found = false;
     uint32_t best_age = 0;
+    uint64_t rnd[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)], offs[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)];
 
+    for (unsigned i = 0; i < samples; i++)
+        rnd[i] = rng_next(t);
+    if (rkv_slab_sample(t->slab, cls, rnd, samples, offs) < samples)
+        return false;  /* the class has no pages */
     for (unsigned i = 0; i < samples; i++) {
-        uint64_t off = rkv_slab_sample(t->slab, cls, rng_next(t));
         struct place p;
-        if (off == 0)
-            return false;  /* the class has no pages */
-        if (!live_at(t, off, cls, &p) || p.word == keep)
+        if (!live_at(t, offs[i], cls, &p) || p.word == keep)
             continue;
         if (!lru) {
             *victim = p;
@@ -667,20 +687,40 @@ static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct
     return found;
 }
 
+/* Remove victim p from the index: at once with the index held exclusive;
+ * else under its bucket's stripe, if the slot still holds it (a write, a
+ * delete or a displacement may have moved it since it was chosen). The
+ * removal changes that bucket only, so its stripe is all it takes. */
+static bool evict_one(struct rkv_table *t, const struct place *p, bool exclusive)
+{
+    bool still = true;
+    if (exclusive) {
+        index_remove(t, p);
+    } else {
+        struct stripe_set set = { .n = 1, .s = { (uint64_t)(p->bucket - t->buckets) & t->stripe_mask } };
+        struct stripe_hold hold = stripes_lock(t, &set);
+        if ((still = slot_load(p->bucket, p->slot) == p->word))
+            index_remove(t, p);
+        stripes_unlock(t, &set, hold);
+    }
+    if (still)
+        count(&t->n.evictions, 1);
+    return still;
+}
+
 /* Evict up to `want` items of class cls, sparing `keep`; returns how many.
- * The index held exclusive. */
-static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, uint64_t keep)
+ * With the index held exclusive (`exclusive`), or holding no index lock:
+ * then each victim goes under its own bucket's stripe. */
+static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, uint64_t keep,
+                            bool exclusive)
 {
     unsigned done = 0;
     for (unsigned tries = 0; done < want && tries < 2 * want + 4; tries++) {
         struct place p;
-        if (!pick_victim(t, cls, keep, &p))
-            continue;
-        index_remove(t, &p);
-        count(&t->n.evictions, 1);
-        done++;
+        if (pick_victim(t, cls, keep, &p) && evict_one(t, &p, exclusive))
+            done++;
     }
-    t->class_evictions[cls] += done;
+    __atomic_fetch_add(&t->class_evictions[cls], done, __ATOMIC_RELAXED);
     return done;
 }
 
@@ -706,17 +746,20 @@ static unsigned evict_ahead_want(struct rkv_table *t, unsigned cls)
     return coming < target ? (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX) : 0;
 }
 
-/* Evict ahead for class cls (evict_ahead_want), sparing `keep`; takes the
- * whole index only when there is something to evict. */
+/* Evict ahead for class cls (evict_ahead_want), sparing `keep`, without
+ * the whole index: each victim under its bucket's stripe. One writer per
+ * class at a time (others go on: the reserve is ahead of need), and its
+ * evicted items go to the class at once, so the next look sees them. */
 static void evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
 {
-    if (evict_ahead_want(t, cls) == 0)
+    if (evict_ahead_want(t, cls) == 0 || __atomic_exchange_n(&t->evicting[cls], 1, __ATOMIC_ACQUIRE))
         return;
-    uint64_t since = index_lock_all(t);
     unsigned want = evict_ahead_want(t, cls);
-    if (want > 0)
-        evict_class(t, cls, want, keep);
-    index_unlock_all(t, since);
+    if (want > 0) {
+        evict_class(t, cls, want, keep, false);
+        rkv_slab_flush(t->slab, cls);
+    }
+    __atomic_store_n(&t->evicting[cls], 0, __ATOMIC_RELEASE);
 }
 
 /* Free a slot in one of the key's buckets by evicting one of their items
@@ -902,8 +945,9 @@ static void automove(struct rkv_table *t)
     uint64_t since = index_lock_all(t);
     for (unsigned c = 0; c < classes; c++) {
         struct rkv_slab_class_stats cs;
-        bool evicted = t->class_evictions[c] != t->automove_seen[c];
-        t->automove_seen[c] = t->class_evictions[c];
+        uint64_t seen = __atomic_load_n(&t->class_evictions[c], __ATOMIC_RELAXED);
+        bool evicted = seen != t->automove_seen[c];
+        t->automove_seen[c] = seen;
         if (!tail_age(t, c, &age))
             continue;
         rkv_slab_class_stats(t->slab, c, &cs);
@@ -950,11 +994,6 @@ static bool on_path(const struct bfs_node *q, int32_t at, uint64_t bucket)
         if (q[at].bucket == bucket)
             return true;
     return false;
-}
-
-static uint64_t slot_load(const struct rkv_bucket *b, unsigned s)
-{
-    return __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
 }
 
 /* The chain that ends with node `at`'s slot `s` moving to (dest, dest_slot). */
@@ -1145,7 +1184,7 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
         if (t->reserve[cls] < cap)   /* we ran dry: the reserve was too small */
             __atomic_store_n(&t->reserve[cls], RKV_MIN(2 * t->reserve[cls], cap), __ATOMIC_RELAXED);
         unsigned evicted = evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap),
-                                                                 EVICT_AHEAD_MAX), 0);
+                                                                 EVICT_AHEAD_MAX), 0, true);
         /* No page coming for it, and nothing of its own to evict or on its
          * way back, or starved: take a page from another class. */
         if (rkv_slab_page_wait_ms(t->slab, cls) < 0) {
@@ -1743,7 +1782,7 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
     t->buckets = (struct rkv_bucket *)(void *)(t->base + RKV_HEADER_SIZE);
     t->bucket_count = buckets;
     t->seed = seeds[0];
-    t->rng = seeds[2] | 1;
+    t->rng_seed = seeds[2];
     t->cfg = c;
     t->now_ns = c.now_ns != NULL ? c.now_ns : rkv_now_ns;
     t->start_ns = t->now_ns();
