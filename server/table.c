@@ -20,7 +20,7 @@
  * Locking: bucket b is guarded by stripe b mod the stripe count (one per
  * bucket up to STRIPES_MAX), and the index as a whole by a mode that is held
  * shared or exclusive.
- *   - A write holds the index shared (a count in this thread's own mode
+ *   - A write holds the index shared (a count in this thread's own writer
  *     slot: no cache line shared with other writers) and the stripes of the
  *     buckets it changes, taken in ascending order: a key's two buckets for
  *     SET/ADD/REPLACE/CAS, DELETE, INCR's read, the server-side find; one
@@ -33,30 +33,39 @@
  *     re-validates: target slot still empty, each hop's slot still the word
  *     seen, each item's other bucket still the next hop. A path changed
  *     meanwhile is searched again (PATH_TRIES), then under the whole index.
- *   - Whatever may touch any bucket holds the index exclusive: eviction
- *     (choosing victims reads arbitrary buckets), page moves, automove, a
- *     displacement that found no valid path, an evicted neighbour for a key
- *     with no room. An exclusive taker sets a flag, then waits until every
- *     mode slot is empty; a shared taker that sees the flag steps back and
- *     waits on the exclusive mutex. They are rare: eviction ahead comes in
- *     batches of up to EVICT_AHEAD_MAX, page moves once per page.
+ *   - Evicting ahead (a full heap: every PUT may) samples victims without
+ *     locks and removes each under its own bucket's stripe, after checking
+ *     that the slot still holds it; one writer per class at a time.
+ *   - Whatever may touch many buckets at once holds the index exclusive:
+ *     page moves, automove, a PUT whose class ran dry (evicting for itself,
+ *     growing the reserve, maybe moving a page), a displacement that found
+ *     no valid path, an evicted neighbour for a key with no room. An
+ *     exclusive taker sets a flag, then waits until every writer slot is
+ *     empty; a shared taker that sees the flag steps back and waits on the
+ *     exclusive mutex. They are rare: page moves once per page, running dry
+ *     only when evicting ahead fell behind.
  * Building an item (allocation, copying or pulling the value, checksum)
  * happens before any of this; freeing the item a write replaced or deleted
  * into the limbo happens after. Lock order: index mode -> stripes
- * (ascending) -> slab class -> slab pages. Client hints take no lock.
- * Counters a stripe holder changes (items, bytes, puts, deletes, incrs,
- * displacements) live in that stripe's cache lines and are summed for stats.
+ * (ascending) -> slab magazine -> slab class -> slab pages. Client hints take
+ * no lock. Counters a stripe holder changes (items, bytes, puts, deletes,
+ * incrs, displacements) live in that stripe's cache lines and are summed for
+ * stats; what a writer changes outside the stripes (its shared-mode count,
+ * its last version, its LRU store count, its sampling rng) lives in its
+ * writer slot's line, and allocation in its slab magazines (slab.c). With
+ * cfg.lock_timing each kind of hold is timed per thread slot.
  *
  * Eviction (the server never sees GETs): clients send the slot words they
  * read items through as hints; a hint stamps the item's private access word
  * (kept by the slab allocator, indexed by item) with the table's access clock,
- * which advances once per stored item (ages are taken modulo 2^32 stores, so
+ * which advances by ACCESS_STEP once per ACCESS_STEP items a thread slot
+ * stores (ages are taken modulo 2^32 stores, so
  * an item untouched for longer looks young again: LRU is approximate). LRU
  * evicts the least recently stamped of LRU_SAMPLES random items of the
  * needed class (Redis's approximated LRU); RANDOM evicts the first live item of RANDOM_SAMPLES random picks. Because
  * freed memory is reusable only after grace_ms, a full heap evicts ahead:
- * each PUT keeps (reusable + limbo + fresh) items of its class at or above a
- * per-class reserve, which doubles (up to an eighth of the class) whenever a
+ * each PUT keeps (reusable + limbo + fresh) items its class holds (beyond
+ * what writers' magazines hold) at or above a per-class reserve, which doubles (up to an eighth of the class) whenever a
  * PUT still had to wait for the limbo. A PUT waits at most grace_ms per try,
  * never spins.
  *
@@ -1351,6 +1360,29 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
     return st;
 }
 
+/* Ask for the key's two bucket lines (to write) before the item is built,
+ * so that their misses overlap the building instead of lengthening the
+ * stripe hold that needs them. */
+static void prefetch_buckets(const struct rkv_table *t, const struct rkv_key_hash *h)
+{
+    __builtin_prefetch(&t->buckets[h->bucket[0]], 1, 3);
+    __builtin_prefetch(&t->buckets[h->bucket[1]], 1, 3);
+}
+
+/* ... and, once they are in, the first line of each item whose fingerprint
+ * matches (read racily: a hint; index_find decides under the stripes). */
+static void prefetch_matches(const struct rkv_table *t, const struct rkv_key_hash *h)
+{
+    for (unsigned i = 0; i < 2; i++) {
+        const struct rkv_bucket *b = &t->buckets[h->bucket[i]];
+        for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
+            uint64_t w = slot_load(b, s);
+            if (w != 0 && rkv_slot_fp(w) == h->fp)
+                __builtin_prefetch(item_at(t, w), 1, 3);
+        }
+    }
+}
+
 /* Store key -> value with an absolute expiry: build the item, store it in
  * the index, then evict ahead if the heap is full. */
 static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key_len,
@@ -1362,9 +1394,11 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
     struct store w = { .h = &h, .key = key, .key_len = key_len, .mode = mode, .cas = cas, .op = op };
 
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
+    prefetch_buckets(t, &h);
     rkv_status st = item_build(t, &h, key, key_len, val, expire_at, user_flags, &w.nb);
     if (st != RKV_OK)
         goto fail;
+    prefetch_matches(t, &h);
     if ((st = store_index(t, &w)) != RKV_OK) {
         rkv_slab_free(t->slab, w.nb.cls, rkv_slot_offset(w.nb.word));  /* never published */
         goto fail;

@@ -17,8 +17,9 @@
  * item (allocation, copying the value, checksum) happens outside any index
  * lock; publishing, displacement and obsoleting hold only the locks of the
  * buckets they change (two per write, a few more along a displacement path),
- * so writes to different buckets run in parallel; eviction and page moves
- * hold the whole index (table.c's top comment has the details).
+ * so writes to different buckets run in parallel; evicting ahead holds each
+ * victim's bucket lock, page moves the whole index (table.c's top comment
+ * has the details).
  */
 #ifndef RKV_TABLE_H
 #define RKV_TABLE_H
