@@ -50,10 +50,12 @@
  * has one magazine per thread slot: a `ready` stack of items taken from the
  * class for that slot to hand out, and a `freed` list of items the slot freed
  * that have not reached the class yet. The slot's own thread takes the
- * magazine's mutex (a line no other thread touches, so no transfer) on every
- * call and the class mutex once per MAG_BATCH: a refill first gives back its
- * freed list, then takes up to MAG_BATCH items by the usual reuse order (a
- * new page only for the first); a freed list that fills is given back alone.
+ * magazine's spinlock (a line no other thread touches, so no transfer; other
+ * threads take it only to drain) on every call and the class mutex once per
+ * MAG_BATCH: a refill first gives back its freed list, then takes up to
+ * MAG_BATCH items by the usual reuse order (a new page only for the first);
+ * a freed list that fills is given back alone. Handing out an item
+ * prefetches the next one's first line, which the next write fills.
  * Rules that keep reuse exactly as safe as without magazines:
  *   - an item in a magazine is "used" for its class and page (c->used,
  *     p->used), so no page with an item in any magazine can be taken;
@@ -146,7 +148,9 @@ struct slab_class {
 /* One thread slot's cache of one class (see the top comment). The counts
  * change under lock, with atomic stores: stats read them without it. */
 struct slab_mag {
-    pthread_mutex_t lock;
+    pthread_spinlock_t lock;     /* a spinlock: its owner holds it for a few stores (or one
+                                  * class-lock hold), others only to drain; unlocking is
+                                  * one plain store */
     uint32_t nready;             /* ready[0, nready): handed out next, from the end */
     uint32_t nfreed;             /* freed[0, nfreed): freed, not yet in the class's queue */
     uint64_t ready[MAG_ITEMS];   /* region offsets */
@@ -617,12 +621,12 @@ static struct slab_mag *mags_of_slot(struct rkv_slab *s, unsigned slot)
         return NULL;
     memset(made, 0, bytes);
     for (unsigned i = 0; i < s->class_count; i++)
-        pthread_mutex_init(&made[i].lock, NULL);
+        pthread_spin_init(&made[i].lock, PTHREAD_PROCESS_PRIVATE);
     if (__atomic_compare_exchange_n(&s->mags[slot], &m, made, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE))
         return made;
     for (unsigned i = 0; i < s->class_count; i++)   /* another thread of the slot was first */
-        pthread_mutex_destroy(&made[i].lock);
+        pthread_spin_destroy(&made[i].lock);
     free(made);
     return m;
 }
@@ -689,13 +693,13 @@ void rkv_slab_flush(struct rkv_slab *s, unsigned cls)
     struct slab_mag *m = cls < s->class_count ? my_mag(s, cls) : NULL;
     if (m == NULL)
         return;
-    pthread_mutex_lock(&m->lock);
+    pthread_spin_lock(&m->lock);
     if (m->nfreed > 0) {
         uint64_t since = class_lock(s, cls);
         mag_give_freed(s, cls, m, slab_now(s));
         class_unlock(s, cls, since);
     }
-    pthread_mutex_unlock(&m->lock);
+    pthread_spin_unlock(&m->lock);
 }
 
 void rkv_slab_drain(struct rkv_slab *s, unsigned cls)
@@ -706,9 +710,9 @@ void rkv_slab_drain(struct rkv_slab *s, unsigned cls)
         struct slab_mag *m = __atomic_load_n(&s->mags[slot], __ATOMIC_ACQUIRE);
         if (m == NULL)
             continue;
-        pthread_mutex_lock(&m[cls].lock);
+        pthread_spin_lock(&m[cls].lock);
         mag_drain(s, cls, &m[cls]);
-        pthread_mutex_unlock(&m[cls].lock);
+        pthread_spin_unlock(&m[cls].lock);
     }
 }
 
@@ -769,14 +773,16 @@ uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
         return class_alloc(s, cls);
 
     uint64_t off = 0;
-    pthread_mutex_lock(&m->lock);
+    pthread_spin_lock(&m->lock);
     if (m->nready == 0)
         mag_refill(s, cls, m);
     if (m->nready > 0) {
         off = m->ready[m->nready - 1];
         mag_set(&m->nready, m->nready - 1);
+        if (m->nready > 0)   /* the next one's lines, for the write it will get */
+            __builtin_prefetch(s->region + m->ready[m->nready - 1], 1, 3);
     }
-    pthread_mutex_unlock(&m->lock);
+    pthread_spin_unlock(&m->lock);
     if (off != 0)
         return off;
     /* The class had nothing for us: maybe other magazines hold its items. */
@@ -799,7 +805,7 @@ void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
     uint32_t index;
     if (!locate(s, off, cls, &p, &index))
         return;   /* not an item of this class: ignored (class_put checks the rest) */
-    pthread_mutex_lock(&m->lock);
+    pthread_spin_lock(&m->lock);
     if (m->nfreed == MAG_ITEMS) {
         uint64_t since = class_lock(s, cls);
         mag_give_freed(s, cls, m, slab_now(s));
@@ -810,7 +816,7 @@ void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
                      (off - s->heap_offset) / RKV_ITEM_ALIGN << LIMBO_TIME_BITS | limbo_now(s),
                      __ATOMIC_RELAXED);
     __atomic_store_n(&m->nfreed, m->nfreed + 1, __ATOMIC_RELEASE);   /* entry first: stats read it */
-    pthread_mutex_unlock(&m->lock);
+    pthread_spin_unlock(&m->lock);
 }
 
 bool rkv_slab_valid(const struct rkv_slab *s, uint64_t off, unsigned cls)
@@ -1158,7 +1164,7 @@ void rkv_slab_destroy(struct rkv_slab *s)
         if (s->mags[slot] == NULL)
             continue;
         for (unsigned i = 0; i < s->class_count; i++)
-            pthread_mutex_destroy(&s->mags[slot][i].lock);
+            pthread_spin_destroy(&s->mags[slot][i].lock);
         free(s->mags[slot]);
     }
     if (s->pages != NULL)
