@@ -30,7 +30,8 @@
  *
  * A measuring tool for developers; not installed.
  *
- *   table-bench [-t 1,2] [-k KEYS] [-n PUTS_PER_THREAD | -s SECONDS] [-r ROUNDS] [-e none|lru|random] [-l]
+ *   table-bench [-t 1,2] [-k KEYS] [-n PUTS_PER_THREAD | -s SECONDS] [-r ROUNDS] [-e none|lru|random]
+ *               [-m REGION_MIB] [-l]
  */
 #include <pthread.h>
 #include <sched.h>
