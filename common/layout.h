@@ -115,7 +115,7 @@ static inline uint64_t rkv_slot_offset(uint64_t s) { return (s >> RKV_SLOT_OFF_S
 struct rkv_item {
     uint64_t checksum;          /* XXH3-64(seed = hash_seed) over bytes [16, 40+key_len+value_len) */
     volatile uint64_t state;    /* RKV_ITEM_* flags below; written with one 8-byte store */
-    uint64_t version;           /* unique, increasing per server: CAS token */
+    uint64_t version;           /* unique per server, larger for a later write: CAS token */
     uint32_t key_len;           /* 1..max_key_len */
     uint32_t value_len;         /* 0..max_value_len */
     uint32_t expire_at;         /* expired once the server clock >= this (rkv_expired); 0 = never */

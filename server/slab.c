@@ -43,6 +43,39 @@
  *   - limbo: write rate x grace_ms x item size is always unusable.
  * rkv_slab_stats() accounts for every heap byte in these terms.
  *
+ * Magazines. Every writer allocates and frees, so with one mutex per class
+ * all writers of a size class would meet on that mutex and on the lines it
+ * guards (queue, counters, page records) twice per write. A class of at
+ * least MAG_MIN_PER_PAGE items per page (small items, the many-writes case)
+ * has one magazine per thread slot: a `ready` stack of items taken from the
+ * class for that slot to hand out, and a `freed` list of items the slot freed
+ * that have not reached the class yet. The slot's own thread takes the
+ * magazine's spinlock (a line no other thread touches, so no transfer; other
+ * threads take it only to drain) on every call and the class mutex once per
+ * MAG_BATCH: a refill first gives back its freed list, then takes up to
+ * MAG_BATCH items by the usual reuse order (a new page only for the first);
+ * a freed list that fills is given back alone. Handing out an item
+ * prefetches the next one's first line, which the next write fills.
+ * Rules that keep reuse exactly as safe as without magazines:
+ *   - an item in a magazine is "used" for its class and page (c->used,
+ *     p->used), so no page with an item in any magazine can be taken;
+ *   - a ready item's grace period was over when the class gave it out
+ *     (queue head checked per item) or it was never used (fresh);
+ *   - a freed item enters the limbo when its list is given back, stamped
+ *     with that moment: its grace period starts later than the free, never
+ *     earlier (the table frees after its index locks for the same reason);
+ *   - stats subtract magazine items from `used` and count them as ready or
+ *     limbo (the owner changes its counts with single stores, each a
+ *     consistent step, and refills hold the class lock stats read under);
+ *   - whatever needs the class's exact state empties every magazine of the
+ *     class first (rkv_slab_drain: a page move, rkv_slab_page_info, the
+ *     limbo wait, an allocation that found nothing): ready items go back to
+ *     the head of the free queue, stamped as already past the grace period
+ *     (the queue stays "ready prefix, then limbo"), freed ones to its tail.
+ * Lock order: magazine -> class -> pages. Items freed into a magazine of a
+ * slot whose thread then stops stay there until the next drain; the table's
+ * once-a-second tick drains (rkv_slab_drain) so that they come back.
+ *
  * Per-item private words (item_meta, LRU access stamps) are read and written
  * without a lock by client hints, which may race a page move. So a page's
  * word block is never freed while the allocator lives: a page has at most two
@@ -65,6 +98,9 @@
 #define LIMBO_TIME_BITS 24
 #define LIMBO_TIME_MASK ((1ull << LIMBO_TIME_BITS) - 1)
 #define LIMBO_UNIT_MAX (UINT64_MAX >> LIMBO_TIME_BITS)
+#define MAG_ITEMS 16u          /* room in each of a magazine's two lists */
+#define MAG_BATCH 8u           /* items a refill takes from its class */
+#define MAG_MIN_PER_PAGE 64u   /* classes with fewer items per page have no magazines */
 
 RKV_STATIC_ASSERT(RKV_SLAB_MAX_GRACE_MS < (1u << (LIMBO_TIME_BITS - 1)), "grace fits the limbo clock");
 RKV_STATIC_ASSERT(RKV_MAX_CLASSES <= PAGE_FREE, "class ids fit a page's byte");
@@ -90,11 +126,10 @@ struct slab_page {
     struct meta_block *full;  /* item_meta: block for the smallest class, made on demand; freed at destroy */
 };
 
-/* One size class. Everything but size/per_page is guarded by lock. */
+/* One size class, guarded by its lock (its size is in rkv_slab.size, a
+ * line no writer changes). */
 struct slab_class {
     pthread_mutex_t lock;
-    uint32_t size;        /* bytes per item */
-    uint32_t per_page;    /* items per page */
     uint64_t *queue;      /* freed items, oldest first (see top comment) */
     size_t queue_cap;     /* entries queue can hold */
     size_t queue_head;    /* index of the oldest entry */
@@ -103,7 +138,28 @@ struct slab_class {
     size_t npages;        /* entries in pages */
     size_t pages_cap;     /* room in pages */
     uint64_t bump_page;   /* newest page, whose items past `handed` are fresh; NO_PAGE */
-    uint64_t used;        /* items handed out and not freed */
+    uint64_t used;        /* items handed out and not freed (magazines' included) */
+    /* Published at every unlock, read without the lock (rkv_slab_class_spare),
+     * on a line of their own: */
+    uint64_t spare __attribute__((aligned(RKV_CACHELINE))); /* queue entries + fresh items */
+    uint64_t owned;       /* items of the class's pages */
+} __attribute__((aligned(RKV_CACHELINE)));
+
+/* One thread slot's cache of one class (see the top comment). The counts
+ * change under lock, with atomic stores: stats read them without it. */
+struct slab_mag {
+    pthread_spinlock_t lock;     /* a spinlock: its owner holds it for a few stores (or one
+                                  * class-lock hold), others only to drain; unlocking is
+                                  * one plain store */
+    uint32_t nready;             /* ready[0, nready): handed out next, from the end */
+    uint32_t nfreed;             /* freed[0, nfreed): freed, not yet in the class's queue */
+    uint64_t ready[MAG_ITEMS];   /* region offsets */
+    uint64_t freed[MAG_ITEMS];   /* free-queue entries: item unit << 24 | limbo time of the free */
+} __attribute__((aligned(RKV_CACHELINE)));
+
+/* Lock timing of one thread slot, on a line of its own. */
+struct slot_lock_stats {
+    struct rkv_lock_stats st;
 } __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_slab {
@@ -116,13 +172,22 @@ struct rkv_slab {
     uint64_t (*clock_ns)(void); /* the configured clock, or NULL for rkv_now_ns() */
     uint64_t start_ns;       /* limbo clock origin */
     uint64_t page_count;     /* pages in the heap */
-    pthread_mutex_t page_lock; /* guards next_page, pool, pool_len, reassigns */
-    uint64_t next_page;      /* pages [0, next_page) were assigned at least once */
-    uint64_t *pool;          /* page_count entries: pages taken from a class, in no order */
-    uint64_t pool_len;       /* entries in pool */
-    uint64_t reassigns;      /* pages taken from a class (rkv_slab_page_take) */
     struct slab_page *pages; /* page_count entries */
     unsigned class_count;    /* classes in use */
+    bool lock_timing;        /* count lock holds in lock_stats */
+    uint32_t size[RKV_MAX_CLASSES];     /* bytes per item of each class */
+    uint32_t per_page[RKV_MAX_CLASSES]; /* items per page of each class */
+    struct slab_mag *mags[RKV_THREAD_SLOTS]; /* per slot: class_count magazines, made on first
+                                              * use (atomic pointer) */
+    struct slot_lock_stats *lock_stats;      /* RKV_THREAD_SLOTS of them, with lock_timing */
+
+    /* Written while serving; each group on lines of its own. */
+    pthread_mutex_t page_lock __attribute__((aligned(RKV_CACHELINE)));
+                             /* guards next_page, pool, pool_len, reassigns */
+    uint64_t next_page;      /* pages [0, next_page) were assigned at least once */
+    uint64_t *pool;          /* page_count entries: pages taken from a class, in no order */
+    uint64_t pool_len;       /* entries in pool (atomic stores: rkv_slab_pages_any reads it) */
+    uint64_t reassigns;      /* pages taken from a class (rkv_slab_page_take) */
     struct slab_class classes[RKV_MAX_CLASSES];
 };
 
@@ -209,9 +274,127 @@ static size_t queue_ready(const struct rkv_slab *s, const struct slab_class *c, 
     return lo;
 }
 
+/* ------------------------------------------------------------ locks */
+
+unsigned rkv_thread_slot(void)
+{
+    static unsigned next;
+    static __thread unsigned mine = UINT32_MAX;
+    if (RKV_UNLIKELY(mine == UINT32_MAX))
+        mine = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % RKV_THREAD_SLOTS;
+    return mine;
+}
+
+static void stat_add(uint64_t *counter, uint64_t delta)
+{
+    __atomic_fetch_add(counter, delta, __ATOMIC_RELAXED);   /* slots may be shared */
+}
+
+uint64_t rkv_lock_timed(pthread_mutex_t *m, struct rkv_lock_stats *st)
+{
+    if (st == NULL) {
+        pthread_mutex_lock(m);
+        return 0;
+    }
+    uint64_t asked = rkv_now_ns(), since = asked;
+    if (pthread_mutex_trylock(m) != 0) {
+        pthread_mutex_lock(m);
+        since = rkv_now_ns();
+        stat_add(&st->contended, 1);
+        stat_add(&st->wait_ns, since - asked);
+    }
+    return since;
+}
+
+void rkv_unlock_timed(pthread_mutex_t *m, struct rkv_lock_stats *st, uint64_t since)
+{
+    if (st != NULL) {
+        uint64_t held = rkv_now_ns() - since, max = __atomic_load_n(&st->hold_max_ns, __ATOMIC_RELAXED);
+        stat_add(&st->holds, 1);
+        stat_add(&st->hold_ns, held);
+        while (held > max && !__atomic_compare_exchange_n(&st->hold_max_ns, &max, held, true,
+                                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            ;
+    }
+    pthread_mutex_unlock(m);
+}
+
+void rkv_lock_stats_sum(const struct rkv_lock_stats *per_slot, size_t stride, struct rkv_lock_stats *out)
+{
+    for (unsigned i = 0; i < RKV_THREAD_SLOTS; i++) {
+        const struct rkv_lock_stats *st =
+            (const struct rkv_lock_stats *)(const void *)((const uint8_t *)per_slot + i * stride);
+        out->holds += __atomic_load_n(&st->holds, __ATOMIC_RELAXED);
+        out->contended += __atomic_load_n(&st->contended, __ATOMIC_RELAXED);
+        out->wait_ns += __atomic_load_n(&st->wait_ns, __ATOMIC_RELAXED);
+        out->hold_ns += __atomic_load_n(&st->hold_ns, __ATOMIC_RELAXED);
+        out->hold_max_ns = RKV_MAX(out->hold_max_ns, __atomic_load_n(&st->hold_max_ns, __ATOMIC_RELAXED));
+    }
+}
+
+/* This thread's lock counters, or NULL without lock_timing. */
+static struct rkv_lock_stats *my_lock_stats(const struct rkv_slab *s)
+{
+    return s->lock_timing ? &s->lock_stats[rkv_thread_slot()].st : NULL;
+}
+
+/* A class's or the page table's mutex, timed with lock_timing. */
+static uint64_t slab_lock(const struct rkv_slab *s, pthread_mutex_t *m)
+{
+    return rkv_lock_timed(m, my_lock_stats(s));
+}
+
+static void slab_unlock(const struct rkv_slab *s, pthread_mutex_t *m, uint64_t since)
+{
+    rkv_unlock_timed(m, my_lock_stats(s), since);
+}
+
+void rkv_slab_lock_stats(const struct rkv_slab *s, struct rkv_lock_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (s->lock_stats != NULL)
+        rkv_lock_stats_sum(&s->lock_stats[0].st, sizeof(s->lock_stats[0]), out);
+}
+
+/* ------------------------------------------------------------ classes */
+
+static uint64_t class_fresh(const struct rkv_slab *s, const struct slab_class *c, unsigned cls);
+
+/* Class cls's mutex, timed with lock_timing. */
+static uint64_t class_lock(struct rkv_slab *s, unsigned cls)
+{
+    return slab_lock(s, &s->classes[cls].lock);
+}
+
+/* ... and its unlock, which publishes what the class holds for
+ * rkv_slab_class_spare(). */
+static void class_unlock(struct rkv_slab *s, unsigned cls, uint64_t since)
+{
+    struct slab_class *c = &s->classes[cls];
+    __atomic_store_n(&c->spare, c->queue_len + class_fresh(s, c, cls), __ATOMIC_RELAXED);
+    __atomic_store_n(&c->owned, c->npages * s->per_page[cls], __ATOMIC_RELAXED);
+    slab_unlock(s, &c->lock, since);
+}
+
 static uint64_t page_start(const struct rkv_slab *s, uint64_t page)
 {
     return s->heap_offset + page * s->page_size;
+}
+
+/* Never-used items of the class's newest page. Class lock held. */
+static uint64_t class_fresh(const struct rkv_slab *s, const struct slab_class *c, unsigned cls)
+{
+    return c->bump_page != NO_PAGE ? s->per_page[cls] - s->pages[c->bump_page].handed : 0;
+}
+
+uint64_t rkv_slab_class_spare(struct rkv_slab *s, unsigned cls, uint64_t *owned)
+{
+    if (cls >= s->class_count) {
+        *owned = 0;
+        return 0;
+    }
+    *owned = __atomic_load_n(&s->classes[cls].owned, __ATOMIC_RELAXED);
+    return __atomic_load_n(&s->classes[cls].spare, __ATOMIC_RELAXED);
 }
 
 static struct slab_page *page_of_unit(const struct rkv_slab *s, uint64_t unit)
@@ -239,7 +422,7 @@ static uint64_t pool_wait(const struct rkv_slab *s, const struct slab_page *p, u
 static uint64_t page_acquire(struct rkv_slab *s, unsigned cls)
 {
     uint64_t now = slab_now(s), page = NO_PAGE, at = 0;
-    pthread_mutex_lock(&s->page_lock);
+    uint64_t since = slab_lock(s, &s->page_lock);
     for (uint64_t i = 0; i < s->pool_len; i++) {
         const struct slab_page *p = &s->pages[s->pool[i]];
         if (pool_wait(s, p, cls, now) == 0 &&
@@ -248,11 +431,13 @@ static uint64_t page_acquire(struct rkv_slab *s, unsigned cls)
             at = i;
         }
     }
-    if (page != NO_PAGE)
-        s->pool[at] = s->pool[--s->pool_len];
+    if (page != NO_PAGE) {
+        s->pool[at] = s->pool[s->pool_len - 1];
+        __atomic_store_n(&s->pool_len, s->pool_len - 1, __ATOMIC_RELAXED);
+    }
     else if (s->next_page < s->page_count)   /* (read without the lock: rkv_slab_pages_any) */
         __atomic_store_n(&s->next_page, (page = s->next_page) + 1, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&s->page_lock);
+    slab_unlock(s, &s->page_lock, since);
     return page;
 }
 
@@ -260,10 +445,11 @@ static uint64_t page_acquire(struct rkv_slab *s, unsigned cls)
  * pool, open to any class once its grace period (if any is left) is over. */
 static void page_release(struct rkv_slab *s, uint64_t page)
 {
-    pthread_mutex_lock(&s->page_lock);
+    uint64_t since = slab_lock(s, &s->page_lock);
     s->pages[page].for_cls = PAGE_FOR_ANY;
-    s->pool[s->pool_len++] = page;
-    pthread_mutex_unlock(&s->page_lock);
+    s->pool[s->pool_len] = page;
+    __atomic_store_n(&s->pool_len, s->pool_len + 1, __ATOMIC_RELAXED);
+    slab_unlock(s, &s->page_lock, since);
 }
 
 static struct meta_block *meta_block_new(uint32_t cap)
@@ -299,7 +485,7 @@ static bool page_meta_attach(struct rkv_slab *s, struct slab_page *p, uint32_t p
 static uint64_t class_grow(struct rkv_slab *s, unsigned cls)
 {
     struct slab_class *c = &s->classes[cls];
-    size_t need = (c->npages + 1) * (size_t)c->per_page;
+    size_t need = (c->npages + 1) * (size_t)s->per_page[cls];
 
     if (need > c->queue_cap) {   /* the queue can hold every item the class owns */
         size_t cap = RKV_MAX(need, 2 * c->queue_cap);
@@ -326,7 +512,7 @@ static uint64_t class_grow(struct rkv_slab *s, unsigned cls)
     if (page == NO_PAGE)
         return 0;
     struct slab_page *p = &s->pages[page];
-    if (s->item_meta && !page_meta_attach(s, p, c->per_page)) {
+    if (s->item_meta && !page_meta_attach(s, p, s->per_page[cls])) {
         page_release(s, page);
         return 0;
     }
@@ -339,34 +525,6 @@ static uint64_t class_grow(struct rkv_slab *s, unsigned cls)
     return page_start(s, page);
 }
 
-uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
-{
-    if (cls >= s->class_count)
-        return 0;
-    struct slab_class *c = &s->classes[cls];
-    uint64_t off = 0;
-
-    pthread_mutex_lock(&c->lock);
-    if (c->queue_len > 0 && grace_over(s, entry_age(queue_at(c, 0), limbo_now(s)))) {
-        uint64_t unit = queue_at(c, 0) >> LIMBO_TIME_BITS;
-        c->queue_head = (c->queue_head + 1) % c->queue_cap;
-        c->queue_len--;
-        off = s->heap_offset + unit * RKV_ITEM_ALIGN;
-        page_of_unit(s, unit)->used++;
-    } else if (c->bump_page != NO_PAGE && s->pages[c->bump_page].handed < c->per_page) {
-        struct slab_page *p = &s->pages[c->bump_page];
-        off = page_start(s, c->bump_page) + (uint64_t)p->handed * c->size;
-        __atomic_store_n(&p->handed, p->handed + 1, __ATOMIC_RELEASE);
-        p->used++;
-    } else {
-        off = class_grow(s, cls);
-    }
-    if (off != 0)
-        c->used++;
-    pthread_mutex_unlock(&c->lock);
-    return off;
-}
-
 /* The page and item index of `off` in class cls, or false. No lock. */
 static bool locate(const struct rkv_slab *s, uint64_t off, unsigned cls,
                    struct slab_page **page, uint32_t *index)
@@ -377,7 +535,7 @@ static bool locate(const struct rkv_slab *s, uint64_t off, unsigned cls,
     uint64_t rel = off - s->heap_offset;
     struct slab_page *p = &s->pages[rel / s->page_size];
     uint32_t in_page = (uint32_t)(rel % s->page_size);
-    uint32_t size = s->classes[cls].size;
+    uint32_t size = s->size[cls];
     if (__atomic_load_n(&p->cls, __ATOMIC_ACQUIRE) != cls || in_page % size != 0 ||
         in_page / size >= __atomic_load_n(&p->handed, __ATOMIC_ACQUIRE))
         return false;
@@ -386,28 +544,279 @@ static bool locate(const struct rkv_slab *s, uint64_t off, unsigned cls,
     return true;
 }
 
-void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
+/* One item of class cls by the reuse order (slab.h), or 0: the oldest limbo
+ * item if its grace period is over at now_ms (limbo clock), else a fresh one
+ * of the newest page, else (with `grow`) a new page. Class lock held. */
+static uint64_t class_take(struct rkv_slab *s, unsigned cls, uint64_t now_ms, bool grow)
 {
-    if (cls >= s->class_count)
-        return;
+    struct slab_class *c = &s->classes[cls];
+    uint64_t off = 0;
+    if (c->queue_len > 0 && grace_over(s, entry_age(queue_at(c, 0), now_ms))) {
+        uint64_t unit = queue_at(c, 0) >> LIMBO_TIME_BITS;
+        c->queue_head = (c->queue_head + 1) % c->queue_cap;
+        c->queue_len--;
+        off = s->heap_offset + unit * RKV_ITEM_ALIGN;
+        page_of_unit(s, unit)->used++;
+    } else if (c->bump_page != NO_PAGE && s->pages[c->bump_page].handed < s->per_page[cls]) {
+        struct slab_page *p = &s->pages[c->bump_page];
+        off = page_start(s, c->bump_page) + (uint64_t)p->handed * s->size[cls];
+        __atomic_store_n(&p->handed, p->handed + 1, __ATOMIC_RELEASE);
+        p->used++;
+    } else if (grow) {
+        off = class_grow(s, cls);
+    }
+    if (off != 0)
+        c->used++;
+    return off;
+}
+
+/* An item in use goes back to its class's free queue: at the tail with limbo
+ * time `at` (when it was freed; an entry older than the tail's is stamped
+ * with the tail's time instead, so the queue stays sorted: a later stamp
+ * only delays reuse) or, with `ready` (its grace period is over, or it was
+ * never used), at the head, stamped as past the grace period. now_ns is the
+ * time now. Ignored unless it is an item of class cls in use. Class lock held. */
+static void class_put(struct rkv_slab *s, unsigned cls, uint64_t off, uint64_t at, bool ready,
+                      uint64_t now_ns)
+{
     struct slab_class *c = &s->classes[cls];
     struct slab_page *p;
     uint32_t index;
 
     /* Checked under the class lock: a page joins or leaves the class only
      * under it, so the item cannot change class meanwhile. */
-    pthread_mutex_lock(&c->lock);
-    if (locate(s, off, cls, &p, &index) && p->used > 0 && c->used > 0 &&
-        c->queue_len < c->queue_cap) {
-        uint64_t unit = (off - s->heap_offset) / RKV_ITEM_ALIGN, now = slab_now(s);
-        size_t tail = (c->queue_head + c->queue_len) % c->queue_cap;
-        c->queue[tail] = unit << LIMBO_TIME_BITS | limbo_time(s, now);
-        c->queue_len++;
-        c->used--;
-        p->used--;
-        p->last_free_ns = now;
-    }   /* else not an item of this class in use: a caller bug, and harmless to drop */
-    pthread_mutex_unlock(&c->lock);
+    if (!locate(s, off, cls, &p, &index) || p->used == 0 || c->used == 0 ||
+        c->queue_len == c->queue_cap)
+        return;   /* not an item of this class in use: a caller bug, and harmless to drop */
+    uint64_t unit = (off - s->heap_offset) / RKV_ITEM_ALIGN, now = limbo_time(s, now_ns);
+    if (ready) {
+        c->queue_head = (c->queue_head + c->queue_cap - 1) % c->queue_cap;
+        c->queue[c->queue_head] = unit << LIMBO_TIME_BITS | ((now - s->grace_ms - 1) & LIMBO_TIME_MASK);
+    } else {
+        if (c->queue_len > 0) {
+            uint64_t tail = queue_at(c, c->queue_len - 1) & LIMBO_TIME_MASK;
+            if (entry_age(tail, now) < entry_age(at, now))
+                at = tail;
+        }
+        c->queue[(c->queue_head + c->queue_len) % c->queue_cap] = unit << LIMBO_TIME_BITS | at;
+        p->last_free_ns = now_ns;
+    }
+    c->queue_len++;
+    c->used--;
+    p->used--;
+}
+
+/* ------------------------------------------------------------ magazines */
+
+/* Slot `slot`'s magazines, made on its first use; NULL when out of memory
+ * (the slot then goes to the classes directly). */
+static struct slab_mag *mags_of_slot(struct rkv_slab *s, unsigned slot)
+{
+    struct slab_mag *m = __atomic_load_n(&s->mags[slot], __ATOMIC_ACQUIRE);
+    if (RKV_LIKELY(m != NULL))
+        return m;
+    size_t bytes = s->class_count * sizeof(*m);
+    struct slab_mag *made = aligned_alloc(RKV_CACHELINE, bytes);
+    if (made == NULL)
+        return NULL;
+    memset(made, 0, bytes);
+    for (unsigned i = 0; i < s->class_count; i++)
+        pthread_spin_init(&made[i].lock, PTHREAD_PROCESS_PRIVATE);
+    if (__atomic_compare_exchange_n(&s->mags[slot], &m, made, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        return made;
+    for (unsigned i = 0; i < s->class_count; i++)   /* another thread of the slot was first */
+        pthread_spin_destroy(&made[i].lock);
+    free(made);
+    return m;
+}
+
+/* This thread's magazine of class cls, or NULL when the class has none. */
+static struct slab_mag *my_mag(struct rkv_slab *s, unsigned cls)
+{
+    if (s->per_page[cls] < MAG_MIN_PER_PAGE)
+        return NULL;
+    struct slab_mag *m = mags_of_slot(s, rkv_thread_slot());
+    return m != NULL ? &m[cls] : NULL;
+}
+
+static void mag_set(uint32_t *count, uint32_t n)
+{
+    __atomic_store_n(count, n, __ATOMIC_RELAXED);
+}
+
+/* Give magazine m's freed items to the class's queue, in the order freed.
+ * Magazine and class locks held. */
+static void mag_give_freed(struct rkv_slab *s, unsigned cls, struct slab_mag *m, uint64_t now_ns)
+{
+    for (uint32_t i = 0; i < m->nfreed; i++) {
+        uint64_t entry = m->freed[i];
+        class_put(s, cls, s->heap_offset + (entry >> LIMBO_TIME_BITS) * RKV_ITEM_ALIGN,
+                  entry & LIMBO_TIME_MASK, false, now_ns);
+    }
+    mag_set(&m->nfreed, 0);
+}
+
+/* Refill an empty ready stack: give back the freed items, then take up to
+ * MAG_BATCH items (a new page only for the first). Magazine lock held. */
+static void mag_refill(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
+{
+    uint64_t took[MAG_BATCH];
+    uint32_t n = 0;
+    uint64_t since = class_lock(s, cls), now_ns = slab_now(s), now = limbo_time(s, now_ns);
+    mag_give_freed(s, cls, m, now_ns);
+    while (n < MAG_BATCH && (took[n] = class_take(s, cls, now, n == 0)) != 0)
+        n++;
+    class_unlock(s, cls, since);
+    for (uint32_t i = 0; i < n; i++)     /* handed out in the order taken */
+        m->ready[n - 1 - i] = took[i];
+    mag_set(&m->nready, n);
+}
+
+/* Give magazine m's items back to the class: ready ones still ready, freed
+ * ones into the limbo now. Magazine lock held. */
+static void mag_drain(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
+{
+    if (__atomic_load_n(&m->nready, __ATOMIC_RELAXED) == 0 &&
+        __atomic_load_n(&m->nfreed, __ATOMIC_RELAXED) == 0)
+        return;
+    uint64_t since = class_lock(s, cls), now_ns = slab_now(s);
+    mag_give_freed(s, cls, m, now_ns);
+    for (uint32_t i = 0; i < m->nready; i++)   /* the next to hand out ends at the very head */
+        class_put(s, cls, m->ready[i], 0, true, now_ns);
+    mag_set(&m->nready, 0);
+    class_unlock(s, cls, since);
+}
+
+void rkv_slab_flush(struct rkv_slab *s, unsigned cls)
+{
+    struct slab_mag *m = cls < s->class_count ? my_mag(s, cls) : NULL;
+    if (m == NULL)
+        return;
+    pthread_spin_lock(&m->lock);
+    if (m->nfreed > 0) {
+        uint64_t since = class_lock(s, cls);
+        mag_give_freed(s, cls, m, slab_now(s));
+        class_unlock(s, cls, since);
+    }
+    pthread_spin_unlock(&m->lock);
+}
+
+void rkv_slab_drain(struct rkv_slab *s, unsigned cls)
+{
+    if (cls >= s->class_count || s->per_page[cls] < MAG_MIN_PER_PAGE)
+        return;
+    for (unsigned slot = 0; slot < RKV_THREAD_SLOTS; slot++) {
+        struct slab_mag *m = __atomic_load_n(&s->mags[slot], __ATOMIC_ACQUIRE);
+        if (m == NULL)
+            continue;
+        pthread_spin_lock(&m[cls].lock);
+        mag_drain(s, cls, &m[cls]);
+        pthread_spin_unlock(&m[cls].lock);
+    }
+}
+
+/* Items of class cls in magazines: ready stacks, and of the freed lists
+ * those past their grace period at limbo time `now` and those still inside
+ * it. Class lock held: no list is given back meanwhile, so the entries below
+ * a freed count (stored after its entry) stay put. */
+static void mags_count(struct rkv_slab *s, unsigned cls, uint64_t now, uint64_t *ready,
+                       uint64_t *freed_ready, uint64_t *freed_limbo)
+{
+    *ready = *freed_ready = *freed_limbo = 0;
+    for (unsigned slot = 0; slot < RKV_THREAD_SLOTS; slot++) {
+        struct slab_mag *m = __atomic_load_n(&s->mags[slot], __ATOMIC_ACQUIRE);
+        if (m == NULL)
+            continue;
+        *ready += __atomic_load_n(&m[cls].nready, __ATOMIC_RELAXED);
+        uint32_t n = __atomic_load_n(&m[cls].nfreed, __ATOMIC_ACQUIRE);
+        for (uint32_t i = 0; i < n; i++) {
+            if (grace_over(s, entry_age(__atomic_load_n(&m[cls].freed[i], __ATOMIC_RELAXED), now)))
+                ++*freed_ready;
+            else
+                ++*freed_limbo;
+        }
+    }
+}
+
+void rkv_slab_mag_count(struct rkv_slab *s, unsigned cls, uint64_t *ready, uint64_t *freed)
+{
+    *ready = *freed = 0;
+    if (cls >= s->class_count)
+        return;
+    for (unsigned slot = 0; slot < RKV_THREAD_SLOTS; slot++) {
+        struct slab_mag *m = __atomic_load_n(&s->mags[slot], __ATOMIC_ACQUIRE);
+        if (m != NULL) {
+            *ready += __atomic_load_n(&m[cls].nready, __ATOMIC_RELAXED);
+            *freed += __atomic_load_n(&m[cls].nfreed, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ alloc / free */
+
+/* An item straight from the class (no magazine). */
+static uint64_t class_alloc(struct rkv_slab *s, unsigned cls)
+{
+    uint64_t since = class_lock(s, cls);
+    uint64_t off = class_take(s, cls, limbo_now(s), true);
+    class_unlock(s, cls, since);
+    return off;
+}
+
+uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
+{
+    if (cls >= s->class_count)
+        return 0;
+    struct slab_mag *m = my_mag(s, cls);
+    if (m == NULL)
+        return class_alloc(s, cls);
+
+    uint64_t off = 0;
+    pthread_spin_lock(&m->lock);
+    if (m->nready == 0)
+        mag_refill(s, cls, m);
+    if (m->nready > 0) {
+        off = m->ready[m->nready - 1];
+        mag_set(&m->nready, m->nready - 1);
+        if (m->nready > 0)   /* the next one's lines, for the write it will get */
+            __builtin_prefetch(s->region + m->ready[m->nready - 1], 1, 3);
+    }
+    pthread_spin_unlock(&m->lock);
+    if (off != 0)
+        return off;
+    /* The class had nothing for us: maybe other magazines hold its items. */
+    rkv_slab_drain(s, cls);
+    return class_alloc(s, cls);
+}
+
+void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
+{
+    if (cls >= s->class_count)
+        return;
+    struct slab_mag *m = my_mag(s, cls);
+    if (m == NULL) {
+        uint64_t since = class_lock(s, cls), now_ns = slab_now(s);
+        class_put(s, cls, off, limbo_time(s, now_ns), false, now_ns);
+        class_unlock(s, cls, since);
+        return;
+    }
+    struct slab_page *p;
+    uint32_t index;
+    if (!locate(s, off, cls, &p, &index))
+        return;   /* not an item of this class: ignored (class_put checks the rest) */
+    pthread_spin_lock(&m->lock);
+    if (m->nfreed == MAG_ITEMS) {
+        uint64_t since = class_lock(s, cls);
+        mag_give_freed(s, cls, m, slab_now(s));
+        class_unlock(s, cls, since);
+    }
+    /* stamped now, under the magazine lock: a list's entries are in time order */
+    __atomic_store_n(&m->freed[m->nfreed],
+                     (off - s->heap_offset) / RKV_ITEM_ALIGN << LIMBO_TIME_BITS | limbo_now(s),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&m->nfreed, m->nfreed + 1, __ATOMIC_RELEASE);   /* entry first: stats read it */
+    pthread_spin_unlock(&m->lock);
 }
 
 bool rkv_slab_valid(const struct rkv_slab *s, uint64_t off, unsigned cls)
@@ -429,21 +838,22 @@ uint32_t *rkv_slab_meta(struct rkv_slab *s, uint64_t off, unsigned cls)
     return b != NULL && i < b->cap ? &b->word[i] : NULL;
 }
 
-uint64_t rkv_slab_sample(struct rkv_slab *s, unsigned cls, uint64_t rnd)
+unsigned rkv_slab_sample(struct rkv_slab *s, unsigned cls, const uint64_t *rnd, unsigned n,
+                         uint64_t *out)
 {
     if (cls >= s->class_count)
         return 0;
     struct slab_class *c = &s->classes[cls];
-    uint64_t off = 0;
+    unsigned got = 0;
 
-    pthread_mutex_lock(&c->lock);
-    if (c->npages > 0) {
-        uint64_t page = c->pages[(rnd & 0xffffffffu) % c->npages];
+    uint64_t since = class_lock(s, cls);
+    for (; got < n && c->npages > 0; got++) {
+        uint64_t page = c->pages[(rnd[got] & 0xffffffffu) % c->npages];
         uint32_t handed = s->pages[page].handed;
-        off = page_start(s, page) + ((rnd >> 32) % handed) * c->size;
+        out[got] = page_start(s, page) + ((rnd[got] >> 32) % handed) * s->size[cls];
     }
-    pthread_mutex_unlock(&c->lock);
-    return off;
+    class_unlock(s, cls, since);
+    return got;
 }
 
 int rkv_slab_limbo_wait_ms(struct rkv_slab *s, unsigned cls)
@@ -453,12 +863,13 @@ int rkv_slab_limbo_wait_ms(struct rkv_slab *s, unsigned cls)
     struct slab_class *c = &s->classes[cls];
     int wait = -1;
 
-    pthread_mutex_lock(&c->lock);
+    rkv_slab_drain(s, cls);
+    uint64_t since = class_lock(s, cls);
     if (c->queue_len > 0) {
         uint64_t age = entry_age(queue_at(c, 0), limbo_now(s));
         wait = grace_over(s, age) ? 0 : (int)(s->grace_ms + 1 - age);
     }
-    pthread_mutex_unlock(&c->lock);
+    class_unlock(s, cls, since);
     return wait;
 }
 
@@ -482,17 +893,17 @@ bool rkv_slab_page_info(struct rkv_slab *s, uint64_t page, struct rkv_slab_page_
     int cls = rkv_slab_page_class(s, page);
     if (cls < 0)
         return false;
-    struct slab_class *c = &s->classes[cls];
     const struct slab_page *p = &s->pages[page];
-    pthread_mutex_lock(&c->lock);
+    rkv_slab_drain(s, (unsigned)cls);   /* so that `used` counts no magazine's items */
+    uint64_t since = class_lock(s, cls);
     /* it may have moved since the look above */
     bool ok = __atomic_load_n(&p->cls, __ATOMIC_RELAXED) == (unsigned)cls;
     if (ok)
         *out = (struct rkv_slab_page_info){
-            .page = page, .start = page_start(s, page), .cls = (unsigned)cls, .size = c->size,
-            .handed = p->handed, .used = p->used,
+            .page = page, .start = page_start(s, page), .cls = (unsigned)cls,
+            .size = s->size[cls], .handed = p->handed, .used = p->used,
         };
-    pthread_mutex_unlock(&c->lock);
+    class_unlock(s, cls, since);
     return ok;
 }
 
@@ -519,7 +930,8 @@ bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for
     struct slab_page *p = &s->pages[page];
     bool taken = false;
 
-    pthread_mutex_lock(&c->lock);
+    rkv_slab_drain(s, cls);   /* items in magazines count as used */
+    uint64_t since = class_lock(s, cls);
     if (__atomic_load_n(&p->cls, __ATOMIC_RELAXED) == cls && p->used == 0) {
         queue_drop_page(s, c, page);
         uint64_t last = c->pages[--c->npages];
@@ -532,16 +944,17 @@ bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for
          * (used == 0: every item handed out since it joined the class was
          * freed, and items of an earlier class drained before it joined). */
         __atomic_store_n(&p->cls, (uint8_t)PAGE_FREE, __ATOMIC_RELEASE);
-        pthread_mutex_lock(&s->page_lock);
+        uint64_t page_since = slab_lock(s, &s->page_lock);
         p->for_cls = for_cls < 0 ? PAGE_FOR_ANY : (uint8_t)for_cls;
         p->freed_ns = p->last_free_ns;
         p->taken_ns = slab_now(s);
-        s->pool[s->pool_len++] = page;
+        s->pool[s->pool_len] = page;
+        __atomic_store_n(&s->pool_len, s->pool_len + 1, __ATOMIC_RELAXED);
         s->reassigns++;
-        pthread_mutex_unlock(&s->page_lock);
+        slab_unlock(s, &s->page_lock, page_since);
         taken = true;
     }
-    pthread_mutex_unlock(&c->lock);
+    class_unlock(s, cls, since);
     return taken;
 }
 
@@ -550,13 +963,13 @@ int rkv_slab_page_wait_ms(struct rkv_slab *s, unsigned cls)
     if (cls >= s->class_count)
         return -1;
     uint64_t now = slab_now(s), best = UINT64_MAX;
-    pthread_mutex_lock(&s->page_lock);
+    uint64_t since = slab_lock(s, &s->page_lock);
     for (uint64_t i = 0; i < s->pool_len; i++) {
         const struct slab_page *p = &s->pages[s->pool[i]];
         if (p->for_cls == PAGE_FOR_ANY || p->for_cls == cls)
             best = RKV_MIN(best, pool_wait(s, p, cls, now));
     }
-    pthread_mutex_unlock(&s->page_lock);
+    slab_unlock(s, &s->page_lock, since);
     if (best == UINT64_MAX)
         return -1;
     return (int)RKV_MIN((best + 999999u) / 1000000u, (uint64_t)INT32_MAX);  /* rounded up */
@@ -567,13 +980,13 @@ int rkv_slab_page_wait_ms(struct rkv_slab *s, unsigned cls)
 static void pages_free(struct rkv_slab *s, uint64_t *unassigned, uint64_t *draining)
 {
     uint64_t now = slab_now(s), ready = 0;
-    pthread_mutex_lock(&s->page_lock);
+    uint64_t since = slab_lock(s, &s->page_lock);
     for (uint64_t i = 0; i < s->pool_len; i++)
         ready += s->pages[s->pool[i]].freed_ns + (uint64_t)s->grace_ms * 1000000u <= now;
     *unassigned = s->page_count - s->next_page + ready;
     if (draining)
         *draining = s->pool_len - ready;
-    pthread_mutex_unlock(&s->page_lock);
+    slab_unlock(s, &s->page_lock, since);
 }
 
 void rkv_slab_class_stats(struct rkv_slab *s, unsigned cls, struct rkv_slab_class_stats *out)
@@ -582,16 +995,22 @@ void rkv_slab_class_stats(struct rkv_slab *s, unsigned cls, struct rkv_slab_clas
     if (cls >= s->class_count)
         return;
     struct slab_class *c = &s->classes[cls];
-    pthread_mutex_lock(&c->lock);
-    out->size = c->size;
-    out->per_page = c->per_page;
+    uint64_t mag_ready = 0, freed_ready = 0, freed_limbo = 0;
+    uint64_t since = class_lock(s, cls), now = limbo_now(s);
+    /* Under the class lock no refill or give-back moves items between the
+     * class and a magazine; the owners' own steps (hand out a ready item,
+     * free one) each keep the sums right. */
+    if (s->per_page[cls] >= MAG_MIN_PER_PAGE)
+        mags_count(s, cls, now, &mag_ready, &freed_ready, &freed_limbo);
+    out->size = s->size[cls];
+    out->per_page = s->per_page[cls];
     out->pages = c->npages;
-    out->used = c->used;
-    out->ready = queue_ready(s, c, limbo_now(s));
-    out->limbo = c->queue_len - out->ready;
-    if (c->bump_page != NO_PAGE)
-        out->fresh = c->per_page - s->pages[c->bump_page].handed;
-    pthread_mutex_unlock(&c->lock);
+    out->used = c->used - mag_ready - freed_ready - freed_limbo;
+    uint64_t queue_ready_now = queue_ready(s, c, now);
+    out->ready = queue_ready_now + mag_ready + freed_ready;
+    out->limbo = c->queue_len - queue_ready_now + freed_limbo;
+    out->fresh = class_fresh(s, c, cls);
+    class_unlock(s, cls, since);
 }
 
 void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out)
@@ -611,17 +1030,20 @@ void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out)
     pages_free(s, &out->pages_unassigned, &out->pages_draining);
     out->unassigned = out->pages_unassigned * s->page_size;
     out->draining = out->pages_draining * s->page_size;
-    pthread_mutex_lock(&s->page_lock);
+    uint64_t since = slab_lock(s, &s->page_lock);
     out->reassigns = s->reassigns;
-    pthread_mutex_unlock(&s->page_lock);
+    slab_unlock(s, &s->page_lock, since);
 }
 
 bool rkv_slab_pages_any(struct rkv_slab *s)
 {
     /* next_page only grows: pages past it were never assigned, so while
-     * there are any the answer needs no lock (every writer asks) */
-    return __atomic_load_n(&s->next_page, __ATOMIC_RELAXED) < s->page_count ||
-           rkv_slab_pages_unassigned(s) > 0;
+     * there are any the answer needs no lock (every writer asks); once all
+     * were, only the pool can hold one, and an empty pool needs no lock
+     * either (a page moving there right now is inside its grace period) */
+    if (__atomic_load_n(&s->next_page, __ATOMIC_RELAXED) < s->page_count)
+        return true;
+    return __atomic_load_n(&s->pool_len, __ATOMIC_RELAXED) > 0 && rkv_slab_pages_unassigned(s) > 0;
 }
 
 uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s)
@@ -638,7 +1060,7 @@ unsigned rkv_slab_class_count(const struct rkv_slab *s)
 
 uint32_t rkv_slab_class_size(const struct rkv_slab *s, unsigned cls)
 {
-    return cls < s->class_count ? s->classes[cls].size : 0;
+    return cls < s->class_count ? s->size[cls] : 0;
 }
 
 int rkv_slab_class_for(const struct rkv_slab *s, size_t bytes)
@@ -646,7 +1068,7 @@ int rkv_slab_class_for(const struct rkv_slab *s, size_t bytes)
     unsigned lo = 0, hi = s->class_count;
     while (lo < hi) {
         unsigned mid = (lo + hi) / 2;
-        if (s->classes[mid].size < bytes)
+        if (s->size[mid] < bytes)
             lo = mid + 1;
         else
             hi = mid;
@@ -689,12 +1111,19 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
     s->grace_ms = cfg->grace_ms;
     s->item_meta = cfg->item_meta;
     s->clock_ns = cfg->clock_ns;
+    s->lock_timing = cfg->lock_timing;
     s->start_ns = slab_now(s);
     s->page_count = cfg->heap_size / cfg->page_size;
     pthread_mutex_init(&s->page_lock, NULL);
     if ((s->pages = calloc(s->page_count, sizeof(*s->pages))) == NULL ||
         (s->pool = calloc(s->page_count, sizeof(*s->pool))) == NULL)
         goto nomem;
+    if (s->lock_timing) {
+        size_t bytes = RKV_THREAD_SLOTS * sizeof(*s->lock_stats);
+        if ((s->lock_stats = aligned_alloc(RKV_CACHELINE, bytes)) == NULL)
+            goto nomem;
+        memset(s->lock_stats, 0, bytes);
+    }
     for (uint64_t i = 0; i < s->page_count; i++)
         s->pages[i].cls = PAGE_FREE;
     s->class_count = count;
@@ -707,8 +1136,8 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
     for (unsigned i = 0; i < count; i++) {
         struct slab_class *c = &s->classes[i];
         pthread_mutex_init(&c->lock, &adaptive);
-        c->size = sizes[i];
-        c->per_page = cfg->page_size / sizes[i];
+        s->size[i] = sizes[i];
+        s->per_page[i] = cfg->page_size / sizes[i];
         c->bump_page = NO_PAGE;
     }
     pthread_mutexattr_destroy(&adaptive);
@@ -731,11 +1160,19 @@ void rkv_slab_destroy(struct rkv_slab *s)
         free(s->classes[i].queue);
         free(s->classes[i].pages);
     }
+    for (unsigned slot = 0; slot < RKV_THREAD_SLOTS; slot++) {
+        if (s->mags[slot] == NULL)
+            continue;
+        for (unsigned i = 0; i < s->class_count; i++)
+            pthread_spin_destroy(&s->mags[slot][i].lock);
+        free(s->mags[slot]);
+    }
     if (s->pages != NULL)
         for (uint64_t i = 0; i < s->next_page; i++) {
             free(s->pages[i].first);
             free(s->pages[i].full);
         }
+    free(s->lock_stats);
     pthread_mutex_destroy(&s->page_lock);
     free(s->pool);
     free(s->pages);

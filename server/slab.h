@@ -23,10 +23,22 @@
  * rkv_slab_meta() and rkv_slab_page_class() take no lock; a per-item word
  * they return stays valid memory for the allocator's lifetime, even when its
  * page moves to another class meanwhile.
+ *
+ * Per-thread magazines: for classes of many items per page, each thread
+ * (slot, rkv_thread_slot) keeps a small cache per class — items taken from
+ * the class for it to hand out, and items it freed that are not yet in the
+ * limbo — and meets the class mutex once per batch, not once per call (see
+ * slab.c). Nothing about reuse changes: a magazine hands out only items whose
+ * grace period was over when it took them, and a freed item's grace period
+ * starts when its batch reaches the limbo, never earlier. Stats count
+ * magazine items where they belong (ready, limbo); whatever needs a class's
+ * exact state (a page move, a wait for the limbo, an allocation that found
+ * nothing) empties every magazine of the class first.
  */
 #ifndef RKV_SLAB_H
 #define RKV_SLAB_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +47,30 @@
 #include "rkv.h"
 
 #define RKV_SLAB_MAX_GRACE_MS 60000u  /* longest grace period the limbo clock can time */
+#define RKV_THREAD_SLOTS 64u          /* per-thread state is kept in this many slots */
+
+/* This thread's slot, 0..RKV_THREAD_SLOTS-1: threads are numbered as they
+ * first ask, and threads past RKV_THREAD_SLOTS share slots (whatever is kept
+ * per slot stays correct when shared, only slower). */
+unsigned rkv_thread_slot(void);
+
+/* How one kind of lock was held, with timing on (rkv_slab_config.lock_timing,
+ * rkv_table_config.lock_timing): counted per thread slot, summed on read. */
+struct rkv_lock_stats {
+    uint64_t holds;        /* acquisitions */
+    uint64_t contended;    /* of them, those that found the lock taken and waited */
+    uint64_t wait_ns;      /* total time spent waiting to acquire */
+    uint64_t hold_ns;      /* total time held */
+    uint64_t hold_max_ns;  /* longest single hold */
+};
+
+/* Lock / unlock m, counting into st (NULL: no timing, a plain lock). lock
+ * returns when the hold began, for unlock. */
+uint64_t rkv_lock_timed(pthread_mutex_t *m, struct rkv_lock_stats *st);
+void rkv_unlock_timed(pthread_mutex_t *m, struct rkv_lock_stats *st, uint64_t since);
+/* out += what `per_slot` (RKV_THREAD_SLOTS entries) counted. */
+void rkv_lock_stats_sum(const struct rkv_lock_stats *per_slot, size_t stride,
+                        struct rkv_lock_stats *out);
 
 struct rkv_slab;
 
@@ -48,6 +84,8 @@ struct rkv_slab_config {
     bool item_meta;         /* keep one private uint32 per item (rkv_slab_meta) */
     uint64_t (*clock_ns)(void); /* monotonic nanoseconds the grace periods are timed on;
                                  * NULL: rkv_now_ns() (tests pass a clock they advance) */
+    bool lock_timing;       /* time every class and page lock hold (rkv_slab_lock_stats);
+                             * costs clock reads per hold: benchmarks and tests only */
 };
 
 /* The class table for a page size and growth factor: sizes in bytes,
@@ -69,13 +107,17 @@ int rkv_slab_class_for(const struct rkv_slab *s, size_t bytes);
 
 /* An item of class cls, as a region offset; 0 when the class has nothing
  * reusable now and no unassigned page is left (or cls is out of range).
- * Reuse order: the oldest limbo item whose grace has passed, then never-used
- * items of the class's newest page, then a new page. */
+ * Reuse order: this thread's magazine, if the class has them; else (and to
+ * refill one) the oldest limbo item whose grace has passed, then never-used
+ * items of the class's newest page, then a new page; before it answers 0,
+ * the items every other magazine of the class holds. */
 uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls);
 
 /* Put an item into limbo. Its bytes stay untouched; it is handed out again
- * no earlier than grace_ms from now. Ignored unless `off` is an item of class
- * cls that is handed out (a double free or a stray offset changes nothing). */
+ * no earlier than grace_ms from now (with magazines: from when this thread's
+ * batch of freed items reaches the class, which is later). Ignored unless
+ * `off` is an item of class cls that is handed out (a double free or a stray
+ * offset changes nothing). */
 void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off);
 
 /* True when `off` starts an item of class cls in a page of that class that
@@ -88,15 +130,34 @@ bool rkv_slab_valid(const struct rkv_slab *s, uint64_t off, unsigned cls);
  * across reuse of the item's memory; the caller decides what it means. */
 uint32_t *rkv_slab_meta(struct rkv_slab *s, uint64_t off, unsigned cls);
 
-/* A uniformly chosen item of class cls that was handed out at least once
- * (live, in limbo or free: the caller checks), from the random bits `rnd`;
- * 0 when the class has none. */
-uint64_t rkv_slab_sample(struct rkv_slab *s, unsigned cls, uint64_t rnd);
+/* n uniformly chosen items of class cls that were handed out at least once
+ * (live, in limbo or free: the caller checks), out[i] from the random bits
+ * rnd[i], under one hold of the class lock; how many (0 when the class has
+ * no pages, else n). */
+unsigned rkv_slab_sample(struct rkv_slab *s, unsigned cls, const uint64_t *rnd, unsigned n,
+                         uint64_t *out);
 
 /* Milliseconds until the oldest limbo item of cls becomes reusable (at most
  * grace_ms + 1: the limbo clock counts whole milliseconds): 0 when one is
- * reusable now, -1 when the class's limbo is empty. */
+ * reusable now, -1 when the class's limbo is empty. Empties the class's
+ * magazines first, so items freed into them count (their grace starts now). */
 int rkv_slab_limbo_wait_ms(struct rkv_slab *s, unsigned cls);
+
+/* Give this thread's freed items of class cls to the class now (so that
+ * rkv_slab_class_spare counts them), keeping their grace periods. */
+void rkv_slab_flush(struct rkv_slab *s, unsigned cls);
+
+/* Give every magazine's items of class cls back to the class (ready ones
+ * stay ready, freed ones enter the limbo now). Takes each magazine's lock
+ * and the class lock: never called with either held. */
+void rkv_slab_drain(struct rkv_slab *s, unsigned cls);
+
+/* Items of class cls held in magazines now: ready to hand out, and freed on
+ * their way to the limbo (tests and stats; racy but consistent per slot). */
+void rkv_slab_mag_count(struct rkv_slab *s, unsigned cls, uint64_t *ready, uint64_t *freed);
+
+/* The class and page locks' holds so far (lock_timing; zeros without). */
+void rkv_slab_lock_stats(const struct rkv_slab *s, struct rkv_lock_stats *out);
 
 /* ---- page rebalancing: moving a page from one class to another ----
  *
@@ -116,7 +177,8 @@ uint64_t rkv_slab_page_count(const struct rkv_slab *s);
  * rkv_slab_page_info() confirms. */
 int rkv_slab_page_class(const struct rkv_slab *s, uint64_t page);
 
-/* One page of a class, as rkv_slab_page_info() saw it under its class lock. */
+/* One page of a class, as rkv_slab_page_info() saw it under its class lock
+ * (after emptying the class's magazines, so `used` is items really in use). */
 struct rkv_slab_page_info {
     uint64_t page;      /* page number */
     uint64_t start;     /* region offset of its first item */
@@ -130,7 +192,8 @@ bool rkv_slab_page_info(struct rkv_slab *s, uint64_t page, struct rkv_slab_page_
 
 /* Take page `page` away from class cls into the draining pool, reserved for
  * class for_cls (or RKV_SLAB_FOR_ANY), if none of its items is in use (every
- * item freed or never handed out); false and nothing changed otherwise. Its
+ * item freed or never handed out; the class's magazines are emptied first);
+ * false and nothing changed otherwise. Its
  * free items leave the class's limbo; its memory is handed out again no
  * earlier than grace_ms from now. */
 bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for_cls);
@@ -139,6 +202,12 @@ bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for
  * it or for any class) is ready: 0 when one is ready now, -1 when the pool
  * holds none for it. */
 int rkv_slab_page_wait_ms(struct rkv_slab *s, unsigned cls);
+
+/* Items of class cls not in use that the class itself holds — free-queue
+ * entries (limbo and ready) and fresh items, not what magazines hold — and
+ * (*owned) the items of its pages, as of the last release of its lock: no
+ * lock taken, a hint for deciding whether to evict ahead. */
+uint64_t rkv_slab_class_spare(struct rkv_slab *s, unsigned cls, uint64_t *owned);
 
 /* Where one class's memory is. */
 struct rkv_slab_class_stats {

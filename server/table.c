@@ -20,7 +20,7 @@
  * Locking: bucket b is guarded by stripe b mod the stripe count (one per
  * bucket up to STRIPES_MAX), and the index as a whole by a mode that is held
  * shared or exclusive.
- *   - A write holds the index shared (a count in this thread's own mode
+ *   - A write holds the index shared (a count in this thread's own writer
  *     slot: no cache line shared with other writers) and the stripes of the
  *     buckets it changes, taken in ascending order: a key's two buckets for
  *     SET/ADD/REPLACE/CAS, DELETE, INCR's read, the server-side find; one
@@ -33,30 +33,39 @@
  *     re-validates: target slot still empty, each hop's slot still the word
  *     seen, each item's other bucket still the next hop. A path changed
  *     meanwhile is searched again (PATH_TRIES), then under the whole index.
- *   - Whatever may touch any bucket holds the index exclusive: eviction
- *     (choosing victims reads arbitrary buckets), page moves, automove, a
- *     displacement that found no valid path, an evicted neighbour for a key
- *     with no room. An exclusive taker sets a flag, then waits until every
- *     mode slot is empty; a shared taker that sees the flag steps back and
- *     waits on the exclusive mutex. They are rare: eviction ahead comes in
- *     batches of up to EVICT_AHEAD_MAX, page moves once per page.
+ *   - Evicting ahead (a full heap: every PUT may) samples victims without
+ *     locks and removes each under its own bucket's stripe, after checking
+ *     that the slot still holds it; one writer per class at a time.
+ *   - Whatever may touch many buckets at once holds the index exclusive:
+ *     page moves, automove, a PUT whose class ran dry (evicting for itself,
+ *     growing the reserve, maybe moving a page), a displacement that found
+ *     no valid path, an evicted neighbour for a key with no room. An
+ *     exclusive taker sets a flag, then waits until every writer slot is
+ *     empty; a shared taker that sees the flag steps back and waits on the
+ *     exclusive mutex. They are rare: page moves once per page, running dry
+ *     only when evicting ahead fell behind.
  * Building an item (allocation, copying or pulling the value, checksum)
  * happens before any of this; freeing the item a write replaced or deleted
  * into the limbo happens after. Lock order: index mode -> stripes
- * (ascending) -> slab class -> slab pages. Client hints take no lock.
- * Counters a stripe holder changes (items, bytes, puts, deletes, incrs,
- * displacements) live in that stripe's cache lines and are summed for stats.
+ * (ascending) -> slab magazine -> slab class -> slab pages. Client hints take
+ * no lock. Counters a stripe holder changes (items, bytes, puts, deletes,
+ * incrs, displacements) live in that stripe's cache lines and are summed for
+ * stats; what a writer changes outside the stripes (its shared-mode count,
+ * its last version, its LRU store count, its sampling rng) lives in its
+ * writer slot's line, and allocation in its slab magazines (slab.c). With
+ * cfg.lock_timing each kind of hold is timed per thread slot.
  *
  * Eviction (the server never sees GETs): clients send the slot words they
  * read items through as hints; a hint stamps the item's private access word
  * (kept by the slab allocator, indexed by item) with the table's access clock,
- * which advances once per stored item (ages are taken modulo 2^32 stores, so
+ * which advances by ACCESS_STEP once per ACCESS_STEP items a thread slot
+ * stores (ages are taken modulo 2^32 stores, so
  * an item untouched for longer looks young again: LRU is approximate). LRU
  * evicts the least recently stamped of LRU_SAMPLES random items of the
  * needed class (Redis's approximated LRU); RANDOM evicts the first live item of RANDOM_SAMPLES random picks. Because
  * freed memory is reusable only after grace_ms, a full heap evicts ahead:
- * each PUT keeps (reusable + limbo + fresh) items of its class at or above a
- * per-class reserve, which doubles (up to an eighth of the class) whenever a
+ * each PUT keeps (reusable + limbo + fresh) items its class holds (beyond
+ * what writers' magazines hold) at or above a per-class reserve, which doubles (up to an eighth of the class) whenever a
  * PUT still had to wait for the limbo. A PUT waits at most grace_ms per try,
  * never spins.
  *
@@ -134,7 +143,7 @@
 #define EXPIRE_MIN_SCAN 4096   /* buckets scanned per tick at least */
 #define DECIMAL_MAX_LEN 20     /* digits of UINT64_MAX */
 #define STRIPES_MAX     1024   /* bucket locks: bucket b is guarded by stripe b mod the stripe count */
-#define MODE_SLOTS      64     /* shared holders of the index count themselves in one of these */
+#define ACCESS_STEP     16     /* LRU: a thread slot advances the access clock once per this many stores */
 #define PATH_TRIES      4      /* displacement paths found without locks and invalidated, then exclusive */
 #define PATH_BUCKETS    (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
 
@@ -159,9 +168,13 @@ struct cuckoo_path {
 /* Counters, updated with relaxed atomics (most outside any lock). */
 struct table_counters {
     uint64_t evictions, expirations, insert_failures, hints, hints_ignored;
-    uint64_t lock_holds, lock_hold_ns, lock_hold_max_ns; /* cfg.lock_timing only */
-    uint64_t lock_exclusive_holds;   /* cfg.lock_timing only */
 };
+
+/* One thread slot's lock timing (cfg.lock_timing), on lines of its own. */
+struct slot_lock_stats {
+    struct rkv_lock_stats stripes;   /* a write's bucket stripes, taken together */
+    struct rkv_lock_stats index;     /* the whole index, exclusive */
+} __attribute__((aligned(RKV_CACHELINE)));
 
 /* What a stripe counts: changes to its buckets, and the writes that held it
  * to publish. Written under the stripe (or exclusive) with plain relaxed
@@ -175,11 +188,15 @@ struct stripe {
     uint64_t n[SC_COUNT];
 } __attribute__((aligned(RKV_CACHELINE)));
 
-/* Shared holders of the index (stripe takers) registered in slot i: each
- * thread uses one slot, alone on its cache line, so taking the index shared
- * writes no line another thread uses (threads past MODE_SLOTS share). */
-struct mode_slot {
-    uint64_t holders;
+/* What a writer thread keeps per table, in its thread slot (rkv_thread_slot),
+ * alone on its cache line: taking the index shared, a new version and a
+ * store's LRU tick write no line another thread uses (threads past
+ * RKV_THREAD_SLOTS share slots: all three stay correct, only slower). */
+struct writer_slot {
+    uint64_t holders;        /* shared holds of the index (atomic) */
+    uint64_t last_version;   /* the last item version handed out (atomic) */
+    uint32_t stores;         /* LRU: stores since the slot last advanced the access clock */
+    uint64_t rng;            /* xorshift state for eviction sampling; 0 until first used */
 } __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_table {
@@ -193,9 +210,7 @@ struct rkv_table {
     struct rkv_table_config cfg;     /* with defaults filled in */
     uint64_t start_ns;               /* creation time, for the clock (common/clock.h) */
     uint64_t (*now_ns)(void);        /* the time source: rkv_now_ns, or a test's */
-    uint64_t next_version;           /* next item version (atomic) */
-    uint32_t access_clock;           /* LRU time: +1 per stored item, with LRU only (atomic) */
-    struct table_counters n;
+    uint64_t version_base;           /* rkv_now_ns() at creation, less one: versions count from it */
     rkv_table_store_fn observer;     /* see rkv_table_set_store_observer(); NULL */
     void *observer_ctx;
 
@@ -204,7 +219,8 @@ struct rkv_table {
      * whatever may touch any bucket (eviction, page moves, displacement that
      * found no path otherwise) holds the index exclusive instead, which
      * excludes every stripe holder. */
-    struct mode_slot *mode_slots;    /* MODE_SLOTS of them */
+    struct writer_slot *writer_slots;    /* RKV_THREAD_SLOTS of them */
+    struct slot_lock_stats *lock_stats; /* RKV_THREAD_SLOTS of them, with cfg.lock_timing */
     int exclusive;                   /* 1 while an exclusive holder wants or has the index (atomic) */
     pthread_mutex_t exclusive_lock;  /* held by the exclusive holder; shared takers that meet
                                       * `exclusive` wait on it */
@@ -213,10 +229,19 @@ struct rkv_table {
     uint64_t expire_cursor;          /* next bucket the expiry scan claims (atomic) */
     uint64_t reserve[RKV_MAX_CLASSES]; /* evict-ahead target per class, in items (written
                                         * exclusive, read with relaxed loads) */
-    /* Guarded by the index held exclusive: */
-    uint64_t rng;                    /* xorshift state for eviction sampling */
-    uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class) */
-    uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look */
+    uint64_t rng_seed;               /* seeds each writer slot's sampling rng */
+    uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class;
+                                                * atomic) */
+    uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look
+                                                * (the index held exclusive) */
+    int evicting[RKV_MAX_CLASSES];   /* 1 while a writer evicts ahead for the class (atomic) */
+
+    /* Written by writers outside any lock: each on a line of its own, so
+     * that no write invalidates the read-mostly fields above for the others. */
+    uint32_t access_clock __attribute__((aligned(RKV_CACHELINE)));
+                                     /* LRU time: +ACCESS_STEP per ACCESS_STEP stored items of a
+                                      * thread slot, with LRU only (atomic) */
+    struct table_counters n __attribute__((aligned(RKV_CACHELINE)));
 };
 
 /* Where a slot is, and what it holds. */
@@ -239,23 +264,10 @@ static uint64_t load(const uint64_t *counter)
 
 /* ------------------------------------------------------------ locking */
 
-/* Count one hold that began at `since` (lock_timing). */
-static void hold_done(struct rkv_table *t, uint64_t since, bool exclusive)
+/* This thread's lock timing, or NULL without cfg.lock_timing. */
+static struct slot_lock_stats *my_lock_stats(const struct rkv_table *t)
 {
-    struct table_counters *n = &t->n;
-    uint64_t held = rkv_now_ns() - since, max = load(&n->lock_hold_max_ns);
-    count(&n->lock_holds, 1);
-    count(&n->lock_hold_ns, (int64_t)held);
-    if (exclusive)
-        count(&n->lock_exclusive_holds, 1);
-    while (held > max && !__atomic_compare_exchange_n(&n->lock_hold_max_ns, &max, held, true,
-                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-}
-
-static uint64_t hold_start(const struct rkv_table *t)
-{
-    return t->cfg.lock_timing ? rkv_now_ns() : 0;
+    return t->lock_stats != NULL ? &t->lock_stats[rkv_thread_slot()] : NULL;
 }
 
 /* A set of stripes, ascending and without repeats: the order every thread
@@ -278,23 +290,19 @@ static void stripe_add(const struct rkv_table *t, struct stripe_set *set, uint64
     set->n++;
 }
 
-/* This thread's mode slot (threads are numbered as they first take one). */
-static struct mode_slot *mode_slot(struct rkv_table *t)
+/* This thread's writer slot. */
+static struct writer_slot *writer_slot(struct rkv_table *t)
 {
-    static unsigned next;
-    static __thread unsigned mine = UINT32_MAX;
-    if (RKV_UNLIKELY(mine == UINT32_MAX))
-        mine = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % MODE_SLOTS;
-    return &t->mode_slots[mine];
+    return &t->writer_slots[rkv_thread_slot()];
 }
 
 /* Hold the index shared: count in our slot, then look for an exclusive
  * holder (the exclusive side sets its flag, then looks at the slots: both
  * seq_cst, so one of the two sees the other). If one is there, step back
  * and wait for it on its mutex. */
-static struct mode_slot *index_lock_shared(struct rkv_table *t)
+static struct writer_slot *index_lock_shared(struct rkv_table *t)
 {
-    struct mode_slot *m = mode_slot(t);
+    struct writer_slot *m = writer_slot(t);
     for (;;) {
         __atomic_fetch_add(&m->holders, 1, __ATOMIC_SEQ_CST);
         if (!__atomic_load_n(&t->exclusive, __ATOMIC_SEQ_CST))
@@ -305,32 +313,51 @@ static struct mode_slot *index_lock_shared(struct rkv_table *t)
     }
 }
 
-static void index_unlock_shared(struct mode_slot *m)
+static void index_unlock_shared(struct writer_slot *m)
 {
     __atomic_fetch_sub(&m->holders, 1, __ATOMIC_RELEASE);
 }
 
 /* Hold the index shared and the stripes of `set`. */
 struct stripe_hold {
-    struct mode_slot *slot;
+    struct writer_slot *slot;
     uint64_t since;          /* lock_timing: when the hold began */
 };
 
 static struct stripe_hold stripes_lock(struct rkv_table *t, const struct stripe_set *set)
 {
     struct stripe_hold h = { .slot = index_lock_shared(t) };
-    for (unsigned i = 0; i < set->n; i++)
-        pthread_mutex_lock(&t->stripes[set->s[i]].m);
-    h.since = hold_start(t);
+    struct slot_lock_stats *ls = my_lock_stats(t);
+    if (RKV_LIKELY(ls == NULL)) {
+        for (unsigned i = 0; i < set->n; i++)
+            pthread_mutex_lock(&t->stripes[set->s[i]].m);
+        return h;
+    }
+    /* Timed as one lock: the wait for all of them, the hold of all of them. */
+    uint64_t asked = rkv_now_ns();
+    bool waited = false;
+    for (unsigned i = 0; i < set->n; i++) {
+        pthread_mutex_t *m = &t->stripes[set->s[i]].m;
+        if (pthread_mutex_trylock(m) != 0) {
+            pthread_mutex_lock(m);
+            waited = true;
+        }
+    }
+    h.since = waited ? rkv_now_ns() : asked;
+    if (waited) {
+        __atomic_fetch_add(&ls->stripes.contended, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&ls->stripes.wait_ns, h.since - asked, __ATOMIC_RELAXED);
+    }
     return h;
 }
 
 static void stripes_unlock(struct rkv_table *t, const struct stripe_set *set, struct stripe_hold h)
 {
-    if (t->cfg.lock_timing)
-        hold_done(t, h.since, false);
-    for (unsigned i = set->n; i-- > 0;)
+    struct slot_lock_stats *ls = my_lock_stats(t);
+    for (unsigned i = set->n; i-- > 1;)
         pthread_mutex_unlock(&t->stripes[set->s[i]].m);
+    /* the first stripe's unlock is the timed one (rkv_unlock_timed counts the hold) */
+    rkv_unlock_timed(&t->stripes[set->s[0]].m, ls ? &ls->stripes : NULL, h.since);
     index_unlock_shared(h.slot);
 }
 
@@ -364,20 +391,32 @@ static void key_stripes(const struct rkv_table *t, const struct rkv_key_hash *h,
  * (holds are short, so waiting for them yields rather than sleeps). */
 static uint64_t index_lock_all(struct rkv_table *t)
 {
-    pthread_mutex_lock(&t->exclusive_lock);
+    struct slot_lock_stats *ls = my_lock_stats(t);
+    uint64_t asked = ls ? rkv_now_ns() : 0;
+    bool waited = pthread_mutex_trylock(&t->exclusive_lock) != 0;
+    if (waited)
+        pthread_mutex_lock(&t->exclusive_lock);
     __atomic_store_n(&t->exclusive, 1, __ATOMIC_SEQ_CST);
-    for (unsigned i = 0; i < MODE_SLOTS; i++)
-        while (__atomic_load_n(&t->mode_slots[i].holders, __ATOMIC_SEQ_CST) != 0)
+    for (unsigned i = 0; i < RKV_THREAD_SLOTS; i++)
+        while (__atomic_load_n(&t->writer_slots[i].holders, __ATOMIC_SEQ_CST) != 0) {
+            waited = true;
             sched_yield();
-    return hold_start(t);
+        }
+    if (ls == NULL)
+        return 0;
+    uint64_t since = rkv_now_ns();
+    if (waited) {   /* for the mutex, or for shared holders to leave */
+        __atomic_fetch_add(&ls->index.contended, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&ls->index.wait_ns, since - asked, __ATOMIC_RELAXED);
+    }
+    return since;
 }
 
 static void index_unlock_all(struct rkv_table *t, uint64_t since)
 {
-    if (t->cfg.lock_timing)
-        hold_done(t, since, true);
+    struct slot_lock_stats *ls = my_lock_stats(t);
     __atomic_store_n(&t->exclusive, 0, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&t->exclusive_lock);
+    rkv_unlock_timed(&t->exclusive_lock, ls ? &ls->index : NULL, since);
 }
 
 static struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
@@ -397,13 +436,19 @@ static bool expired_now(const struct rkv_table *t, const struct rkv_item *it)
     return it->expire_at != 0 && expired(it, rkv_table_clock(t));
 }
 
+/* Random bits for eviction sampling, from this thread's writer slot (a slot
+ * shared by two threads may hand both the same bits: harmless). */
 static uint64_t rng_next(struct rkv_table *t)
 {
-    uint64_t x = t->rng;
+    struct writer_slot *w = writer_slot(t);
+    uint64_t x = __atomic_load_n(&w->rng, __ATOMIC_RELAXED);
+    if (RKV_UNLIKELY(x == 0))
+        x = (t->rng_seed ^ (uint64_t)(w - t->writer_slots) * 0x9e3779b97f4a7c15ull) | 1;
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    return t->rng = x;
+    __atomic_store_n(&w->rng, x, __ATOMIC_RELAXED);
+    return x;
 }
 
 uint32_t rkv_table_clock(const struct rkv_table *t)
@@ -448,11 +493,16 @@ void rkv_table_set_store_observer(struct rkv_table *t, rkv_table_store_fn fn, vo
     index_unlock_all(t, since);
 }
 
+static uint64_t slot_load(const struct rkv_bucket *b, unsigned s)
+{
+    return __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
+}
+
 /* First empty slot of b, or -1. */
 static int empty_slot(const struct rkv_bucket *b)
 {
     for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++)
-        if (__atomic_load_n(&b->slot[s], __ATOMIC_RELAXED) == 0)
+        if (slot_load(b, s) == 0)
             return (int)s;
     return -1;
 }
@@ -465,12 +515,46 @@ static void touch(struct rkv_table *t, uint64_t word)
         __atomic_store_n(m, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 }
 
+/* LRU: one more stored item. Each thread slot advances the shared access
+ * clock by ACCESS_STEP once per ACCESS_STEP of its stores, so that the clock's
+ * line is written rarely (items stored close together share a stamp: LRU is
+ * approximate anyway). The count is a plain load and store: a slot shared by
+ * two threads may lose a count, which only delays a step. */
+static void access_tick(struct rkv_table *t)
+{
+    struct writer_slot *w = writer_slot(t);
+    uint32_t n = __atomic_load_n(&w->stores, __ATOMIC_RELAXED) + 1;
+    __atomic_store_n(&w->stores, n == ACCESS_STEP ? 0 : n, __ATOMIC_RELAXED);
+    if (n == ACCESS_STEP)
+        __atomic_fetch_add(&t->access_clock, ACCESS_STEP, __ATOMIC_RELAXED);
+}
+
+/* A new item version: nanoseconds since the table was created, times
+ * RKV_THREAD_SLOTS, plus this thread's slot; strictly increasing per slot
+ * (the last one + RKV_THREAD_SLOTS when the clock did not move). So versions
+ * are unique, and a write that begins after another ended gets a larger one
+ * (CLOCK_MONOTONIC is one clock for all CPUs), without a line shared by
+ * writers. 2^64 / 64 ns is 9 years. */
+static uint64_t version_new(struct rkv_table *t)
+{
+    unsigned slot = rkv_thread_slot();
+    struct writer_slot *w = &t->writer_slots[slot];
+    uint64_t v = (rkv_now_ns() - t->version_base) * RKV_THREAD_SLOTS + slot;
+    uint64_t last = __atomic_load_n(&w->last_version, __ATOMIC_RELAXED);
+    do {
+        if (v <= last)
+            v = last + RKV_THREAD_SLOTS;
+    } while (!__atomic_compare_exchange_n(&w->last_version, &last, v, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return v;
+}
+
 /* Make a built item live and publish it at (b, slot). The stripe of b held. */
 static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, uint64_t word)
 {
     struct rkv_item *it = item_at(t, word);
-    if (t->cfg.evict == RKV_EVICT_LRU) {   /* the clock is LRU's only: no shared add otherwise */
-        __atomic_fetch_add(&t->access_clock, 1, __ATOMIC_RELAXED);
+    if (t->cfg.evict == RKV_EVICT_LRU) {   /* the clock is LRU's only */
+        access_tick(t);
         touch(t, word);
     }
     __atomic_store_n(&it->state, 0, __ATOMIC_RELEASE);
@@ -535,11 +619,14 @@ static bool index_find(struct rkv_table *t, const struct rkv_key_hash *h, const 
 
 /* Is the item at `off` of class cls in the index? Its memory may be free or
  * under construction by another thread, so its header is only a guess until
- * an index slot pointing at exactly this offset confirms it. The index held exclusive. */
+ * an index slot pointing at exactly this offset confirms it. With the index
+ * held exclusive the answer is exact; without it, a guess for eviction,
+ * which confirms it under the bucket's stripe (evict_one). */
 static bool live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
 {
     const struct rkv_item *it = (const struct rkv_item *)(const void *)(t->base + off);
-    uint32_t key_len = it->key_len, value_len = it->value_len;
+    uint32_t key_len = __atomic_load_n(&it->key_len, __ATOMIC_RELAXED);
+    uint32_t value_len = __atomic_load_n(&it->value_len, __ATOMIC_RELAXED);
     if (key_len == 0 || key_len > t->cfg.max_key_len || value_len > t->cfg.max_value_len ||
         rkv_item_size(key_len, value_len) > rkv_slab_class_size(t->slab, cls))
         return false;
@@ -548,7 +635,7 @@ static bool live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct plac
     for (unsigned i = 0; i < 2; i++) {
         struct rkv_bucket *b = &t->buckets[h.bucket[i]];
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
-            uint64_t w = b->slot[s];
+            uint64_t w = __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
             if (w != 0 && rkv_slot_offset(w) == off && rkv_slot_class(w) == cls) {
                 *p = (struct place){ .bucket = b, .slot = s, .word = w, .it = item_at(t, w) };
                 return true;
@@ -569,20 +656,23 @@ static uint32_t item_age(struct rkv_table *t, uint64_t word)
 }
 
 /* Choose a live item of class cls to evict, never the one in `keep` (the
- * item the current PUT just stored). The index held exclusive. */
+ * item the current PUT just stored). Exact with the index held exclusive;
+ * else a candidate that evict_one() confirms. */
 static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim)
 {
     bool lru = t->cfg.evict == RKV_EVICT_LRU;
     unsigned samples = lru ? LRU_SAMPLES : RANDOM_SAMPLES;
     bool found = false;
     uint32_t best_age = 0;
+    uint64_t rnd[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)], offs[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)];
 
+    for (unsigned i = 0; i < samples; i++)
+        rnd[i] = rng_next(t);
+    if (rkv_slab_sample(t->slab, cls, rnd, samples, offs) < samples)
+        return false;  /* the class has no pages */
     for (unsigned i = 0; i < samples; i++) {
-        uint64_t off = rkv_slab_sample(t->slab, cls, rng_next(t));
         struct place p;
-        if (off == 0)
-            return false;  /* the class has no pages */
-        if (!live_at(t, off, cls, &p) || p.word == keep)
+        if (!live_at(t, offs[i], cls, &p) || p.word == keep)
             continue;
         if (!lru) {
             *victim = p;
@@ -598,56 +688,79 @@ static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct
     return found;
 }
 
+/* Remove victim p from the index: at once with the index held exclusive;
+ * else under its bucket's stripe, if the slot still holds it (a write, a
+ * delete or a displacement may have moved it since it was chosen). The
+ * removal changes that bucket only, so its stripe is all it takes. */
+static bool evict_one(struct rkv_table *t, const struct place *p, bool exclusive)
+{
+    bool still = true;
+    if (exclusive) {
+        index_remove(t, p);
+    } else {
+        struct stripe_set set = { .n = 1, .s = { (uint64_t)(p->bucket - t->buckets) & t->stripe_mask } };
+        struct stripe_hold hold = stripes_lock(t, &set);
+        if ((still = slot_load(p->bucket, p->slot) == p->word))
+            index_remove(t, p);
+        stripes_unlock(t, &set, hold);
+    }
+    if (still)
+        count(&t->n.evictions, 1);
+    return still;
+}
+
 /* Evict up to `want` items of class cls, sparing `keep`; returns how many.
- * The index held exclusive. */
-static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, uint64_t keep)
+ * With the index held exclusive (`exclusive`), or holding no index lock:
+ * then each victim goes under its own bucket's stripe. */
+static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, uint64_t keep,
+                            bool exclusive)
 {
     unsigned done = 0;
     for (unsigned tries = 0; done < want && tries < 2 * want + 4; tries++) {
         struct place p;
-        if (!pick_victim(t, cls, keep, &p))
-            continue;
-        index_remove(t, &p);
-        count(&t->n.evictions, 1);
-        done++;
+        if (pick_victim(t, cls, keep, &p) && evict_one(t, &p, exclusive))
+            done++;
     }
-    t->class_evictions[cls] += done;
+    __atomic_fetch_add(&t->class_evictions[cls], done, __ATOMIC_RELAXED);
     return done;
 }
 
 /* The largest evict-ahead reserve for a class: an eighth of what it owns. */
-static uint64_t reserve_cap(const struct rkv_slab_class_stats *cs)
+static uint64_t reserve_cap(uint64_t owned)
 {
-    return RKV_MAX(1, cs->pages * cs->per_page / 8);
+    return RKV_MAX(1, owned / 8);
 }
 
 /* How many items of class cls to evict ahead, so that a PUT on a full heap
- * rarely has to wait for the grace period: what its items on their way back
- * to the free list lack of the class's reserve. Needs no table lock (the
- * allocator's own locks); the answer is a hint, re-asked with the index held
- * exclusive before anything is evicted. */
+ * rarely has to wait for the grace period: what the items the class holds
+ * on their way back to allocation (limbo, ready, fresh: rkv_slab_class_spare,
+ * which does not count the few in writers' magazines, so the reserve comes on
+ * top of those) lack of the class's reserve. Takes no lock at all, since
+ * every PUT on a full heap asks; the answer is a hint, re-asked with the
+ * index held exclusive before anything is evicted. */
 static unsigned evict_ahead_want(struct rkv_table *t, unsigned cls)
 {
-    struct rkv_slab_class_stats cs;
     if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_any(t->slab))
         return 0;
-    rkv_slab_class_stats(t->slab, cls, &cs);
-    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(&cs));
-    uint64_t coming = cs.ready + cs.limbo + cs.fresh;
+    uint64_t owned, coming = rkv_slab_class_spare(t->slab, cls, &owned);
+    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(owned));
     return coming < target ? (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX) : 0;
 }
 
-/* Evict ahead for class cls (evict_ahead_want), sparing `keep`; takes the
- * whole index only when there is something to evict. */
+/* Evict ahead for class cls (evict_ahead_want), sparing `keep`, without
+ * the whole index: each victim under its bucket's stripe. One writer per
+ * class at a time (others go on: the reserve is ahead of need), and its
+ * evicted items go to the class at once, so the next look sees them. */
 static void evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
 {
-    if (evict_ahead_want(t, cls) == 0)
+    if (evict_ahead_want(t, cls) == 0 || __atomic_exchange_n(&t->evicting[cls], 1, __ATOMIC_ACQUIRE))
         return;
-    uint64_t since = index_lock_all(t);
     unsigned want = evict_ahead_want(t, cls);
-    if (want > 0)
-        evict_class(t, cls, want, keep);
-    index_unlock_all(t, since);
+    if (want > 0) {
+        evict_class(t, cls, want, keep, false);
+        rkv_slab_flush(t->slab, cls);
+    }
+    __atomic_store_n(&t->evicting[cls], 0, __ATOMIC_RELEASE);
 }
 
 /* Free a slot in one of the key's buckets by evicting one of their items
@@ -833,8 +946,9 @@ static void automove(struct rkv_table *t)
     uint64_t since = index_lock_all(t);
     for (unsigned c = 0; c < classes; c++) {
         struct rkv_slab_class_stats cs;
-        bool evicted = t->class_evictions[c] != t->automove_seen[c];
-        t->automove_seen[c] = t->class_evictions[c];
+        uint64_t seen = __atomic_load_n(&t->class_evictions[c], __ATOMIC_RELAXED);
+        bool evicted = seen != t->automove_seen[c];
+        t->automove_seen[c] = seen;
         if (!tail_age(t, c, &age))
             continue;
         rkv_slab_class_stats(t->slab, c, &cs);
@@ -881,11 +995,6 @@ static bool on_path(const struct bfs_node *q, int32_t at, uint64_t bucket)
         if (q[at].bucket == bucket)
             return true;
     return false;
-}
-
-static uint64_t slot_load(const struct rkv_bucket *b, unsigned s)
-{
-    return __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
 }
 
 /* The chain that ends with node `at`'s slot `s` moving to (dest, dest_slot). */
@@ -1074,12 +1183,12 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
         struct rkv_slab_class_stats cs;
         uint64_t since = index_lock_all(t);
         rkv_slab_class_stats(t->slab, cls, &cs);
-        uint64_t cap = reserve_cap(&cs);
+        uint64_t cap = reserve_cap(cs.pages * cs.per_page);
         bool starved = cs.pages > 0 && t->reserve[cls] >= cap; /* ran dry at the largest reserve */
         if (t->reserve[cls] < cap)   /* we ran dry: the reserve was too small */
             __atomic_store_n(&t->reserve[cls], RKV_MIN(2 * t->reserve[cls], cap), __ATOMIC_RELAXED);
         unsigned evicted = evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap),
-                                                                 EVICT_AHEAD_MAX), 0);
+                                                                 EVICT_AHEAD_MAX), 0, true);
         /* No page coming for it, and nothing of its own to evict or on its
          * way back, or starved: take a page from another class. */
         if (rkv_slab_page_wait_ms(t->slab, cls) < 0) {
@@ -1119,8 +1228,9 @@ static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, 
         return st;
 
     struct rkv_item *it = (struct rkv_item *)(void *)(t->base + off);
+    uint64_t version = version_new(t);   /* before the item's first store, whose miss it would wait for */
     __atomic_store_n(&it->state, RKV_ITEM_OBSOLETE, __ATOMIC_RELEASE);
-    it->version = __atomic_fetch_add(&t->next_version, 1, __ATOMIC_RELAXED);
+    it->version = version;
     it->key_len = key_len;
     it->value_len = val->len;
     it->expire_at = expire_at;
@@ -1245,6 +1355,29 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
     return st;
 }
 
+/* Ask for the key's two bucket lines (to write) before the item is built,
+ * so that their misses overlap the building instead of lengthening the
+ * stripe hold that needs them. */
+static void prefetch_buckets(const struct rkv_table *t, const struct rkv_key_hash *h)
+{
+    __builtin_prefetch(&t->buckets[h->bucket[0]], 1, 3);
+    __builtin_prefetch(&t->buckets[h->bucket[1]], 1, 3);
+}
+
+/* ... and, once they are in, the first line of each item whose fingerprint
+ * matches (read racily: a hint; index_find decides under the stripes). */
+static void prefetch_matches(const struct rkv_table *t, const struct rkv_key_hash *h)
+{
+    for (unsigned i = 0; i < 2; i++) {
+        const struct rkv_bucket *b = &t->buckets[h->bucket[i]];
+        for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
+            uint64_t w = slot_load(b, s);
+            if (w != 0 && rkv_slot_fp(w) == h->fp)
+                __builtin_prefetch(item_at(t, w), 1, 3);
+        }
+    }
+}
+
 /* Store key -> value with an absolute expiry: build the item, store it in
  * the index, then evict ahead if the heap is full. */
 static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key_len,
@@ -1256,9 +1389,11 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
     struct store w = { .h = &h, .key = key, .key_len = key_len, .mode = mode, .cas = cas, .op = op };
 
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
+    prefetch_buckets(t, &h);
     rkv_status st = item_build(t, &h, key, key_len, val, expire_at, user_flags, &w.nb);
     if (st != RKV_OK)
         goto fail;
+    prefetch_matches(t, &h);
     if ((st = store_index(t, &w)) != RKV_OK) {
         rkv_slab_free(t->slab, w.nb.cls, rkv_slot_offset(w.nb.word));  /* never published */
         goto fail;
@@ -1464,6 +1599,8 @@ void rkv_table_tick(struct rkv_table *t)
     if (now > __atomic_load_n(&t->hdr->clock, __ATOMIC_RELAXED))
         __atomic_store_n(&t->hdr->clock, now, __ATOMIC_RELEASE);
     expire_scan(t, now);
+    for (unsigned cls = 0; cls < rkv_slab_class_count(t->slab); cls++)
+        rkv_slab_drain(t->slab, cls);   /* items freed by threads that stopped writing come back */
     automove(t);
 }
 
@@ -1492,10 +1629,11 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     out->hints = load(&t->n.hints);
     out->hints_ignored = load(&t->n.hints_ignored);
     out->slab_reassigns = ss.reassigns;
-    out->lock_holds = load(&t->n.lock_holds);
-    out->lock_hold_ns = load(&t->n.lock_hold_ns);
-    out->lock_hold_max_ns = load(&t->n.lock_hold_max_ns);
-    out->lock_exclusive_holds = load(&t->n.lock_exclusive_holds);
+    if (t->lock_stats != NULL) {
+        rkv_lock_stats_sum(&t->lock_stats[0].stripes, sizeof(t->lock_stats[0]), &out->lock_stripes);
+        rkv_lock_stats_sum(&t->lock_stats[0].index, sizeof(t->lock_stats[0]), &out->lock_index);
+    }
+    rkv_slab_lock_stats(t->slab, &out->lock_slab);
 }
 
 /* ------------------------------------------------------------ creation */
@@ -1615,17 +1753,21 @@ too_small:
 static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
 {
     uint64_t n = RKV_MIN(t->bucket_count, STRIPES_MAX);
+    size_t timing = RKV_THREAD_SLOTS * sizeof(t->lock_stats[0]);
     t->stripes = aligned_alloc(RKV_CACHELINE, n * sizeof(t->stripes[0]));
-    t->mode_slots = aligned_alloc(RKV_CACHELINE, MODE_SLOTS * sizeof(t->mode_slots[0]));
-    if (t->stripes == NULL || t->mode_slots == NULL) {
+    t->writer_slots = aligned_alloc(RKV_CACHELINE, RKV_THREAD_SLOTS * sizeof(t->writer_slots[0]));
+    if (t->cfg.lock_timing && (t->lock_stats = aligned_alloc(RKV_CACHELINE, timing)) != NULL)
+        memset(t->lock_stats, 0, timing);
+    if (t->stripes == NULL || t->writer_slots == NULL || (t->cfg.lock_timing && t->lock_stats == NULL)) {
         free(t->stripes);
-        free(t->mode_slots);
+        free(t->writer_slots);
+        free(t->lock_stats);
         snprintf(err, err_len, "out of memory for the table's %llu bucket locks",
                  (unsigned long long)n);
         return RKV_NO_MEMORY;
     }
     memset(t->stripes, 0, n * sizeof(t->stripes[0]));
-    memset(t->mode_slots, 0, MODE_SLOTS * sizeof(t->mode_slots[0]));
+    memset(t->writer_slots, 0, RKV_THREAD_SLOTS * sizeof(t->writer_slots[0]));
     t->stripe_mask = n - 1;
     pthread_mutexattr_t adaptive;   /* holds are short: spin a little before sleeping */
     pthread_mutexattr_init(&adaptive);
@@ -1669,11 +1811,11 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
     t->buckets = (struct rkv_bucket *)(void *)(t->base + RKV_HEADER_SIZE);
     t->bucket_count = buckets;
     t->seed = seeds[0];
-    t->rng = seeds[2] | 1;
+    t->rng_seed = seeds[2];
     t->cfg = c;
     t->now_ns = c.now_ns != NULL ? c.now_ns : rkv_now_ns;
     t->start_ns = t->now_ns();
-    t->next_version = 1;
+    t->version_base = rkv_now_ns() - 1;
     for (unsigned i = 0; i < RKV_MAX_CLASSES; i++)
         t->reserve[i] = RESERVE_MIN;
 
@@ -1682,6 +1824,7 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
         .page_size = c.slab_page_size, .growth_factor = c.growth_factor,
         .grace_ms = c.grace_ms, .item_meta = c.evict == RKV_EVICT_LRU,
         .clock_ns = c.now_ns,   /* one time source: a test's clock drives grace periods too */
+        .lock_timing = c.lock_timing,
     };
     if ((st = rkv_slab_create(&sc, &t->slab, err, err_len)) != RKV_OK) {
         free(t);
@@ -1725,7 +1868,8 @@ void rkv_table_destroy(struct rkv_table *t)
     for (uint64_t i = 0; i <= t->stripe_mask; i++)
         pthread_mutex_destroy(&t->stripes[i].m);
     free(t->stripes);
-    free(t->mode_slots);
+    free(t->writer_slots);
+    free(t->lock_stats);
     pthread_mutex_destroy(&t->exclusive_lock);
     free(t);
 }

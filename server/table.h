@@ -17,8 +17,9 @@
  * item (allocation, copying the value, checksum) happens outside any index
  * lock; publishing, displacement and obsoleting hold only the locks of the
  * buckets they change (two per write, a few more along a displacement path),
- * so writes to different buckets run in parallel; eviction and page moves
- * hold the whole index (table.c's top comment has the details).
+ * so writes to different buckets run in parallel; evicting ahead holds each
+ * victim's bucket lock, page moves the whole index (table.c's top comment
+ * has the details).
  */
 #ifndef RKV_TABLE_H
 #define RKV_TABLE_H
@@ -29,6 +30,7 @@
 
 #include "layout.h"
 #include "rkv.h"
+#include "slab.h"
 
 struct rkv_table;
 
@@ -45,9 +47,9 @@ struct rkv_table_config {
     enum rkv_evict_policy evict;
     uint64_t (*now_ns)(void);  /* the time source of the clock and of the allocator's grace
                                   periods; NULL = rkv_now_ns (tests drive their own) */
-    bool lock_timing;          /* time every index lock hold, a write's bucket locks or the whole
-                                * index (rkv_table_stats.lock_*); costs two clock reads and
-                                * shared counters per hold: tools/table-bench and tests only */
+    bool lock_timing;          /* time every lock hold and wait: a write's bucket locks, the whole
+                                * index, the allocator's locks (rkv_table_stats.lock_*); costs
+                                * clock reads per hold: tools/table-bench and tests only */
 };
 
 /* Where a value comes from: inline bytes, or a pull callback (rendezvous)
@@ -70,9 +72,10 @@ struct rkv_table_stats {
     uint64_t pages_unassigned; /* slab pages no size class holds that one may take now */
     uint64_t hints, hints_ignored; /* client hints applied / rejected as invalid */
     uint64_t slab_reassigns; /* slab pages moved from one size class to another (eviction on) */
-    /* Index lock holds, counted only with rkv_table_config.lock_timing. */
-    uint64_t lock_holds, lock_hold_ns, lock_hold_max_ns; /* how many, their total and longest time */
-    uint64_t lock_exclusive_holds; /* of lock_holds, those of the whole index (eviction, page moves, ...) */
+    /* Lock holds and waits, counted only with rkv_table_config.lock_timing. */
+    struct rkv_lock_stats lock_stripes; /* a write's bucket stripes (two, or a displacement path's) */
+    struct rkv_lock_stats lock_index;   /* the whole index, exclusive (eviction, page moves, ...) */
+    struct rkv_lock_stats lock_slab;    /* the allocator's class and page locks */
 };
 
 /* Lay out a table in `base` (size bytes, zeroed or not) and initialise the

@@ -1,9 +1,12 @@
 /* test_slab.c — the slab allocator (server/slab.c): class table, alloc/free,
  * the grace period that keeps freed items away from reuse, page exhaustion,
- * hint validation of untrusted offsets, the stats identity, threads, and
- * moving pages between classes (refused while an item is in use, not handed
- * out before grace_ms, reserved for the class that asked, per-item words
- * that outlive the move, and moves racing allocating threads).
+ * hint validation of untrusted offsets, the stats identity, threads, moving
+ * pages between classes (refused while an item is in use, not handed out
+ * before grace_ms, reserved for the class that asked, per-item words that
+ * outlive the move, and moves racing allocating threads), and the per-thread
+ * magazines of small classes (refill in batches, drain, the grace period
+ * kept for items freed by this thread or another, pages that move while
+ * magazines hold their items, lock timing).
  *
  * The heap here is plain malloc'd memory standing in for a region: the
  * allocator only hands out offsets and never touches item bytes, which the
@@ -536,6 +539,214 @@ static void test_page_move_meta(void **state)
     fixture_free(&f);
 }
 
+/* ------------------------------------------------------------ magazines */
+
+/* At 4 KiB pages class 0 (64 bytes) has 64 items per page: it has
+ * magazines (slab.c MAG_MIN_PER_PAGE), refilled MAG_BATCH (8) at a time. */
+#define MAG_CLS 0u
+#define MAG_BATCH 8u
+
+/* Runs fn(arg) on a thread of its own, so in another thread slot. */
+static void on_other_thread(void *(*fn)(void *), void *arg)
+{
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, fn, arg), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+}
+
+struct mag_op {
+    struct fixture *f;
+    uint64_t off;        /* to free, or what an allocation got */
+};
+
+static void *free_there(void *p)
+{
+    struct mag_op *op = p;
+    rkv_slab_free(op->f->slab, MAG_CLS, op->off);
+    return NULL;
+}
+
+static void *alloc_there(void *p)
+{
+    struct mag_op *op = p;
+    op->off = rkv_slab_alloc(op->f->slab, MAG_CLS);
+    return NULL;
+}
+
+static void test_magazine_refill_and_drain(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_make(&f, 2, 2.0, 10, false);
+    struct rkv_slab_class_stats cs;
+    uint64_t ready, freed;
+
+    /* one allocation takes a batch: one handed out, the rest in the magazine */
+    uint64_t a = rkv_slab_alloc(f.slab, MAG_CLS);
+    assert_int_equal(a, HEAP_OFFSET);
+    rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
+    assert_int_equal(ready, MAG_BATCH - 1);
+    assert_int_equal(freed, 0);
+    rkv_slab_class_stats(f.slab, MAG_CLS, &cs);
+    assert_int_equal(cs.used, 1);                 /* magazine items are not "used" */
+    assert_int_equal(cs.ready, MAG_BATCH - 1);
+    assert_int_equal(cs.fresh, 64 - MAG_BATCH);
+    /* the batch is handed out in order, then the next batch */
+    for (unsigned i = 1; i < 2 * MAG_BATCH; i++)
+        assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), HEAP_OFFSET + 64ull * i);
+    rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
+    assert_int_equal(ready, 0);
+
+    /* a freed item waits in the magazine, counted as limbo */
+    rkv_slab_free(f.slab, MAG_CLS, a);
+    rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
+    assert_int_equal(freed, 1);
+    rkv_slab_class_stats(f.slab, MAG_CLS, &cs);
+    assert_int_equal(cs.used, 2 * MAG_BATCH - 1);
+    assert_int_equal(cs.limbo, 1);
+    /* garbage is not taken in */
+    rkv_slab_free(f.slab, MAG_CLS, a + 1);
+    rkv_slab_free(f.slab, MAG_CLS, HEAP_OFFSET + PAGE);   /* an unassigned page */
+    rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
+    assert_int_equal(freed, 1);
+
+    /* another thread's allocation refills its own magazine; draining gives
+     * every magazine's items back: ready ones first in line, still ready */
+    struct mag_op other = { .f = &f };
+    on_other_thread(alloc_there, &other);
+    assert_int_equal(other.off, HEAP_OFFSET + 64ull * 2 * MAG_BATCH);
+    rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
+    assert_int_equal(ready, MAG_BATCH - 1);
+    assert_int_equal(freed, 1);
+    rkv_slab_drain(f.slab, MAG_CLS);
+    rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
+    assert_int_equal(ready + freed, 0);
+    rkv_slab_class_stats(f.slab, MAG_CLS, &cs);
+    assert_int_equal(cs.used, 2 * MAG_BATCH);
+    assert_int_equal(cs.ready, MAG_BATCH - 1);
+    assert_int_equal(cs.limbo, 1);
+    assert_int_equal(cs.fresh, 64 - 3 * MAG_BATCH);
+    /* what the other magazine held comes next, in its order; then fresh
+     * items: the freed one is still inside its grace period */
+    for (unsigned i = 1; i < MAG_BATCH; i++)
+        assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), other.off + 64ull * i);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), HEAP_OFFSET + 64ull * 3 * MAG_BATCH);
+    struct rkv_slab_stats ss = heap_accounted(&f);
+    assert_int_equal(ss.limbo, 64);
+    fixture_free(&f);
+}
+
+/* Nothing in a magazine is handed out inside its grace period: not an item
+ * this thread freed (its own magazine), not one another thread freed (that
+ * one's magazine, which an allocation that finds nothing drains). */
+static void test_magazine_keeps_grace_period(void **state)
+{
+    (void)state;
+    const uint32_t grace = 40;
+    struct fixture f;
+    fixture_make(&f, 1, 2.0, grace, false);
+    uint64_t all[64];
+    for (unsigned i = 0; i < 64; i++)
+        assert_int_not_equal(all[i] = rkv_slab_alloc(f.slab, MAG_CLS), 0);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);   /* one page, all handed out */
+
+    /* freed by this thread */
+    rkv_slab_free(f.slab, MAG_CLS, all[10]);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);
+    assert_int_equal(rkv_slab_limbo_wait_ms(f.slab, MAG_CLS), grace + 1);
+    advance_ms(grace);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);   /* not before grace_ms */
+    advance_ms(1);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), all[10]);
+
+    /* freed by another thread, asked for here: not before, then yes */
+    struct mag_op op = { .f = &f, .off = all[20] };
+    on_other_thread(free_there, &op);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);
+    advance_ms(grace);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);
+    advance_ms(1);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), all[20]);
+
+    /* freed here, asked for by another thread */
+    rkv_slab_free(f.slab, MAG_CLS, all[30]);
+    advance_ms(grace);
+    struct mag_op got = { .f = &f };
+    on_other_thread(alloc_there, &got);
+    assert_int_equal(got.off, 0);
+    advance_ms(1);
+    on_other_thread(alloc_there, &got);
+    assert_int_equal(got.off, all[30]);
+    /* a freed list that fills goes to the class in one batch, grace intact */
+    for (unsigned i = 40; i < 58; i++)
+        rkv_slab_free(f.slab, MAG_CLS, all[i]);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);
+    advance_ms(grace + 1);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), all[40]);
+    fixture_free(&f);
+}
+
+/* A page whose items sit only in magazines (ready, or freed) can move: the
+ * take empties the magazines first; one item in use keeps it. */
+static void test_magazine_page_take(void **state)
+{
+    (void)state;
+    const uint32_t grace = 30;
+    struct fixture f;
+    fixture_make(&f, 2, 2.0, grace, false);
+    uint64_t a = rkv_slab_alloc(f.slab, MAG_CLS);      /* page 0; 7 more of it in the magazine */
+    struct mag_op other = { .f = &f };
+    on_other_thread(alloc_there, &other);              /* page 0 too, another magazine */
+    assert_int_equal(page_of(other.off), 0);
+    assert_false(rkv_slab_page_take(f.slab, 0, MAG_CLS, RKV_SLAB_FOR_ANY));  /* both in use */
+    rkv_slab_free(f.slab, MAG_CLS, a);
+    assert_false(rkv_slab_page_take(f.slab, 0, MAG_CLS, RKV_SLAB_FOR_ANY));
+    struct rkv_slab_page_info pi;
+    assert_true(rkv_slab_page_info(f.slab, 0, &pi));
+    assert_int_equal(pi.used, 1);                      /* magazine items are not in use */
+    on_other_thread(free_there, &other);
+    assert_true(rkv_slab_page_take(f.slab, 0, MAG_CLS, RKV_SLAB_FOR_ANY));
+    uint64_t ready, freed;
+    rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
+    assert_int_equal(ready + freed, 0);
+    /* its memory waits out the grace period of the last free: meanwhile
+     * the class gets page 1 */
+    uint64_t b = rkv_slab_alloc(f.slab, MAG_CLS);
+    assert_int_equal(page_of(b), 1);
+    assert_int_equal(rkv_slab_alloc(f.slab, 3), 0);
+    advance_ms(grace + 1);
+    assert_int_equal(page_of(rkv_slab_alloc(f.slab, 3)), 0);
+    heap_accounted(&f);
+    fixture_free(&f);
+}
+
+static void test_lock_timing(void **state)
+{
+    (void)state;
+    char err[256] = "";
+    struct fixture f = { .pages = 2 };
+    f.region = aligned_alloc(4096, HEAP_OFFSET + 2 * PAGE);
+    assert_non_null(f.region);
+    struct rkv_slab_config c = {
+        .region = f.region, .heap_offset = HEAP_OFFSET, .heap_size = 2 * PAGE, .page_size = PAGE,
+        .growth_factor = 2.0, .grace_ms = 1, .clock_ns = test_clock, .lock_timing = true,
+    };
+    assert_int_equal(rkv_slab_create(&c, &f.slab, err, sizeof err), RKV_OK);
+    struct rkv_lock_stats ls;
+    rkv_slab_lock_stats(f.slab, &ls);
+    assert_int_equal(ls.holds, 0);
+    for (unsigned i = 0; i < MAG_BATCH; i++)
+        assert_int_not_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);
+    rkv_slab_lock_stats(f.slab, &ls);
+    assert_int_equal(ls.holds, 2);      /* one batch: the class lock, and the page lock inside it */
+    assert_int_equal(ls.contended, 0);
+    assert_true(ls.hold_max_ns <= ls.hold_ns);
+    assert_int_not_equal(rkv_slab_alloc(f.slab, 4), 0);   /* no magazines: one hold per call */
+    rkv_slab_lock_stats(f.slab, &ls);
+    assert_int_equal(ls.holds, 4);
+    fixture_free(&f);
+}
+
 /* ------------------------------------------------------------ threads */
 
 #define CHURNERS 3
@@ -735,6 +946,10 @@ int main(void)
         cmocka_unit_test(test_page_move_waits_for_grace),
         cmocka_unit_test(test_page_move_reserved_and_idle),
         cmocka_unit_test(test_page_move_meta),
+        cmocka_unit_test(test_magazine_refill_and_drain),
+        cmocka_unit_test(test_magazine_keeps_grace_period),
+        cmocka_unit_test(test_magazine_page_take),
+        cmocka_unit_test(test_lock_timing),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_threads_with_page_moves),
     };

@@ -16,15 +16,22 @@
  * counted.
  *
  * -e picks the eviction policy (default lru, as rkv-server): with eviction
- * on, each PUT also checks its class's evict-ahead reserve.
+ * on, each PUT also checks its class's evict-ahead reserve. -m sets the
+ * region size in MiB: by default it holds every key twice over, so nothing
+ * is evicted; smaller than the keys need, every run evicts (a full cache, the
+ * usual state of a server), and each run line says how many.
  *
- * -l times every index lock hold (rkv_table_config.lock_timing) and prints
- * the mean and longest hold per run; timing costs two clock reads per hold,
- * so throughput runs go without it.
+ * -l times every lock hold and wait (rkv_table_config.lock_timing) and
+ * prints, per kind (a write's bucket stripes, the whole index, the slab
+ * allocator's class and page locks), acquisitions per PUT, the mean hold, the
+ * share of acquisitions that found the lock taken, their mean wait and the
+ * longest hold; timing costs clock reads per hold, so throughput runs go
+ * without it.
  *
  * A measuring tool for developers; not installed.
  *
- *   table-bench [-t 1,2] [-k KEYS] [-n PUTS_PER_THREAD | -s SECONDS] [-r ROUNDS] [-e none|lru|random] [-l]
+ *   table-bench [-t 1,2] [-k KEYS] [-n PUTS_PER_THREAD | -s SECONDS] [-r ROUNDS] [-e none|lru|random]
+ *               [-m REGION_MIB] [-l]
  */
 #include <pthread.h>
 #include <sched.h>
@@ -53,6 +60,7 @@ struct options {
     unsigned rounds;
     bool lock_timing;
     enum rkv_evict_policy evict;
+    uint64_t region_mib;          /* 0: room for every key twice over */
 };
 
 struct bench {
@@ -79,10 +87,14 @@ static uint64_t thread_cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Key k as KEY_LEN bytes (and a NUL). */
-static void key_of(uint64_t k, uint8_t key[KEY_LEN + 1])
+/* Key k as KEY_LEN bytes: 'k' and 15 hex digits (no division: the key's
+ * making should cost little next to the PUT it is for). */
+static void key_of(uint64_t k, uint8_t key[KEY_LEN])
 {
-    snprintf((char *)key, KEY_LEN + 1, "k%015llu", (unsigned long long)(k % 1000000000000000ull));
+    static const char hex[] = "0123456789abcdef";
+    key[0] = 'k';
+    for (unsigned i = KEY_LEN - 1; i > 0; i--, k >>= 4)
+        key[i] = (uint8_t)hex[k & 15];
 }
 
 static uint64_t next_rand(uint64_t *x)
@@ -97,7 +109,7 @@ static void *writer_main(void *p)
 {
     struct writer *w = p;
     struct bench *b = w->b;
-    uint8_t key[KEY_LEN + 1], value[VALUE_LEN];
+    uint8_t key[KEY_LEN], value[VALUE_LEN];
     uint64_t x = 0x9e3779b97f4a7c15ull * (w->id + 1) + (uint64_t)w->cpu;
     struct rkv_value_src src = { .data = value, .len = VALUE_LEN };
 
@@ -136,6 +148,20 @@ static unsigned allowed_cpus(int *cpus, unsigned cap)
         if (CPU_ISSET(c, &set))
             cpus[n++] = c;
     return n;
+}
+
+/* One kind of lock over a run: acquisitions per PUT, mean hold, the share
+ * that found it taken, the mean wait of those, the longest hold so far. */
+static void lock_line(const char *kind, const struct rkv_lock_stats *before,
+                      const struct rkv_lock_stats *after, uint64_t puts)
+{
+    uint64_t holds = after->holds - before->holds, waits = after->contended - before->contended;
+    printf("    lock %-7s  %6.3f per PUT  hold %6.0f ns  contended %6.3f %%  wait %7.0f ns  "
+           "max hold %.1f us\n", kind, puts ? (double)holds / (double)puts : 0.0,
+           holds ? (double)(after->hold_ns - before->hold_ns) / (double)holds : 0.0,
+           holds ? 100.0 * (double)waits / (double)holds : 0.0,
+           waits ? (double)(after->wait_ns - before->wait_ns) / (double)waits : 0.0,
+           (double)after->hold_max_ns / 1e3);
 }
 
 /* One run with `threads` writers: PUTs a second, all threads together. */
@@ -181,15 +207,16 @@ static double run(struct rkv_table *t, const struct options *o, unsigned threads
            "%8.0f puts/cpu-s  load %.2f", threads, (unsigned long long)done, secs, rate,
            rate / threads, (double)cpu_ns / 1e9 / secs, (double)done / ((double)cpu_ns / 1e9),
            load[0]);
+    if (after.evictions != before.evictions)
+        printf("  evicted %llu", (unsigned long long)(after.evictions - before.evictions));
     if (failed)
         printf("  FAILED %llu", (unsigned long long)failed);
-    if (o->lock_timing) {
-        uint64_t holds = after.lock_holds - before.lock_holds;
-        printf("  holds %llu  mean %.0f ns  max so far %.1f us", (unsigned long long)holds,
-               holds ? (double)(after.lock_hold_ns - before.lock_hold_ns) / (double)holds : 0.0,
-               (double)after.lock_hold_max_ns / 1e3);
-    }
     printf("\n");
+    if (o->lock_timing) {
+        lock_line("stripes", &before.lock_stripes, &after.lock_stripes, done);
+        lock_line("index", &before.lock_index, &after.lock_index, done);
+        lock_line("slab", &before.lock_slab, &after.lock_slab, done);
+    }
     fflush(stdout);
     return rate;
 }
@@ -204,14 +231,15 @@ static int usage(const char *why)
 {
     fprintf(stderr, "table-bench: %s\n"
             "usage: table-bench [-t THREADS,...] [-k KEYS] [-n PUTS_PER_THREAD | -s SECONDS] "
-            "[-r ROUNDS] [-e none|lru|random] [-l]\n"
+            "[-r ROUNDS] [-e none|lru|random] [-m REGION_MIB] [-l]\n"
             "  -t  thread counts to compare, at most %u each (default 1,2)\n"
             "  -k  distinct keys (default 100000)\n"
             "  -n  PUTs per thread per run (default 1000000)\n"
             "  -s  seconds per run instead of -n\n"
             "  -r  rounds of all thread counts, alternating (default 3, at most %u)\n"
             "  -e  eviction policy (default lru)\n"
-            "  -l  time index lock holds (mean, max)\n", why, MAX_THREADS, MAX_ROUNDS);
+            "  -m  region size in MiB (default: every key fits twice; smaller evicts)\n"
+            "  -l  time lock holds and waits per kind\n", why, MAX_THREADS, MAX_ROUNDS);
     return 2;
 }
 
@@ -235,7 +263,7 @@ int main(int argc, char **argv)
     int opt;
 
     rkv_log_set_level(RKV_LOG_ERROR);
-    while ((opt = getopt(argc, argv, "t:k:n:s:r:e:l")) != -1) {
+    while ((opt = getopt(argc, argv, "t:k:n:s:r:e:m:l")) != -1) {
         switch (opt) {
         case 't':
             if (!parse_threads(optarg, &o))
@@ -273,6 +301,10 @@ int main(int argc, char **argv)
         case 'l':
             o.lock_timing = true;
             break;
+        case 'm':
+            if (!rkv_parse_u64(optarg, 4, 1ull << 20, &o.region_mib))
+                return usage("-m wants a region size in MiB, 4..1048576");
+            break;
         default:
             return usage("unknown option");
         }
@@ -288,10 +320,11 @@ int main(int argc, char **argv)
     struct rkv_region region;
     struct rkv_table *t = NULL;
     char err[512];
-    uint8_t key[KEY_LEN + 1], value[VALUE_LEN] = { 0 };
+    uint8_t key[KEY_LEN], value[VALUE_LEN] = { 0 };
     struct rkv_value_src src = { .data = value, .len = VALUE_LEN };
 
-    if (rkv_region_create(heap * 2, &region, err, sizeof err) != RKV_OK ||
+    uint64_t region_bytes = o.region_mib ? o.region_mib << 20 : heap * 2;
+    if (rkv_region_create(region_bytes, &region, err, sizeof err) != RKV_OK ||
         rkv_table_create(region.base, region.size, &c, &t, err, sizeof err) != RKV_OK) {
         fprintf(stderr, "table-bench: %s\n", err);
         return 1;
