@@ -96,6 +96,7 @@ struct shard {
     struct wire_entry *wire;         /* ring of WIRE_SLOTS: `outstanding` entries from wire_head */
     unsigned wire_head;
     unsigned outstanding;            /* requests sent, replies not yet taken */
+    unsigned awaited;                /* of which answer an op (not HELLO or HINTS) */
     uint64_t reply_deadline_ns;      /* while outstanding: the next reply is late after this */
     unsigned staged_out;             /* rendezvous requests sent, unanswered (0 or 1) */
     uint32_t queue_head, queue_tail; /* writes and control RPCs not yet sent (slot links) */
@@ -223,6 +224,7 @@ static void shard_down(rkv_client *c, struct shard *s, rkv_status st)
         s->ops->close(s->t);
     s->t = NULL;
     s->outstanding = 0;
+    s->awaited = 0;
     for (unsigned i = 0; i < n; i++) {
         const struct wire_entry *e = &s->wire[(s->wire_head + i) % WIRE_SLOTS];
         if (e->slot != NO_SLOT)
@@ -296,9 +298,11 @@ static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *len
 {
     if (s->outstanding == 0)
         s->reply_deadline_ns = rkv_now_ns() + (uint64_t)c->opts.timeout_ms * 1000000ull;
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = 0; i < n; i++) {
         s->wire[(s->wire_head + s->outstanding + i) % WIRE_SLOTS] =
             (struct wire_entry){ .slot = slots[i], .req_id = ids[i] };
+        s->awaited += slots[i] != NO_SLOT;
+    }
     s->outstanding += n;
     rkv_status st = s->ops->send(s->t, lens, n);
     if (RKV_UNLIKELY(st != RKV_OK)) {
@@ -326,6 +330,7 @@ static rkv_status reply_take(rkv_client *c, struct shard *s, const void *msg, si
     *slot = e->slot;
     s->wire_head = (s->wire_head + 1) % WIRE_SLOTS;
     s->outstanding--;
+    s->awaited -= e->slot != NO_SLOT;
     shard_clock(s, (*h)->clock);
     if (s->outstanding)
         s->reply_deadline_ns = rkv_now_ns() + (uint64_t)c->opts.timeout_ms * 1000000ull;
@@ -341,7 +346,7 @@ static rkv_status shard_wait(rkv_client *c, struct shard *s, struct rkv_resp *re
     size_t len;
     const struct rkv_resp *h;
     const uint8_t *p;
-    uint32_t slot;
+    uint32_t slot = NO_SLOT;
     rkv_status st = s->ops->recv(s->t, &msg, &len, c->opts.timeout_ms);
     if (st != RKV_OK) {
         fail(c, st, "%s: no reply: %s", s->uri, rkv_strerror(st));
@@ -696,8 +701,9 @@ static rkv_status lookup_round(rkv_client *c, struct shard *s)
     unsigned n = 0;
     uint32_t idx;
 
-    /* new GETs: every cache line on its way before the finds */
-    for (idx = s->gets_head; c->cache && idx != NO_SLOT; idx = c->slots[idx].next)
+    /* several new GETs: every cache line on its way before the finds */
+    bool several = c->slots[s->gets_head].next != NO_SLOT;
+    for (idx = s->gets_head; several && c->cache && idx != NO_SLOT; idx = c->slots[idx].next)
         if (!c->slots[idx].started)
             rkv_loc_cache_prefetch(c->cache, s->generation, c->slots[idx].kh);
     for (idx = s->gets_head; idx != NO_SLOT; idx = c->slots[idx].next) {
@@ -860,7 +866,7 @@ static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_
         size_t len;
         const struct rkv_resp *h;
         const uint8_t *p;
-        uint32_t idx;
+        uint32_t idx = NO_SLOT;
         rkv_status st = s->ops->recv(s->t, &msg, &len, timeout_ms);
         if (st == RKV_TIMEOUT && rkv_now_ns() < s->reply_deadline_ns)
             return RKV_OK;                   /* not yet */
@@ -883,8 +889,11 @@ static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_
 /* ------------------------------------------------------------ progress */
 
 /* One pass over shard s: connect if needed, send what credits allow, one
- * lookup round, a full hint buffer out, the replies that are there. An
- * error takes the shard down (its ops complete with it). */
+ * lookup round, a full hint buffer out, the replies that are there. Replies
+ * that complete nothing (HINTS) are taken only with others, or when they
+ * hold every credit: a GET-only client pays one poll per credits' worth of
+ * hint messages, and its deadline is checked then. An error takes the shard
+ * down (its ops complete with it). The shard stays busy while it holds ops. */
 static void shard_progress(rkv_client *c, struct shard *s)
 {
     rkv_status st = shard_ready(c, s);
@@ -894,11 +903,11 @@ static void shard_progress(rkv_client *c, struct shard *s)
         st = lookup_round(c, s);
     if (st == RKV_OK && s->nhints == MAX_HINTS && s->t)
         st = send_queued(c, s);
-    if (st == RKV_OK && s->outstanding > 0)
+    if (st == RKV_OK && (s->awaited > 0 || (s->t && s->outstanding == s->hello.credits)))
         st = take_replies(c, s, 0);
     if (st != RKV_OK)
         shard_down(c, s, st);
-    if (s->outstanding == 0 && s->queue_head == NO_SLOT && s->gets_head == NO_SLOT)
+    if (s->awaited == 0 && s->queue_head == NO_SLOT && s->gets_head == NO_SLOT)
         c->busy &= ~(1ull << (s - c->shards));
 }
 
@@ -916,7 +925,7 @@ static void await_replies(rkv_client *c, uint64_t deadline_ns)
     struct shard *s = NULL;
     for (uint64_t b = c->busy; b; b &= b - 1) {
         struct shard *x = &c->shards[__builtin_ctzll(b)];
-        if (s || x->gets_head != NO_SLOT || x->outstanding == 0 || x->t == NULL)
+        if (s || x->gets_head != NO_SLOT || x->awaited == 0 || x->t == NULL)
             return;
         s = x;
     }
@@ -936,7 +945,7 @@ static void run_until(rkv_client *c, const unsigned *count, uint64_t deadline_ns
 {
     for (;;) {
         progress(c);
-        if (*count || c->busy == 0 || rkv_now_ns() >= deadline_ns)
+        if (*count || c->busy == 0 || (deadline_ns != UINT64_MAX && rkv_now_ns() >= deadline_ns))
             return;
         await_replies(c, deadline_ns);
         if (*count)
@@ -1122,11 +1131,11 @@ unsigned rkv_outstanding(const rkv_client *c)
 /* ------------------------------------------------------------ synchronous calls */
 
 /* Wait for the wrappers' next completion (one is always coming while
- * wrap_out > 0) and take it. */
-static struct wrap_completion wrap_take(rkv_client *c)
+ * wrap_out > 0) and take it; valid until the next wrapper op is submitted. */
+static const struct wrap_completion *wrap_take(rkv_client *c)
 {
     run_until(c, &c->wrapq_count, UINT64_MAX);
-    struct wrap_completion w = c->wrapq[c->wrapq_head];
+    const struct wrap_completion *w = &c->wrapq[c->wrapq_head];
     c->wrapq_head = (c->wrapq_head + 1) % WRAP_SLOTS;
     c->wrapq_count--;
     c->wrap_out--;
@@ -1135,11 +1144,11 @@ static struct wrap_completion wrap_take(rkv_client *c)
 
 /* A synchronous call: one op through the core, waited for. RKV_OK with its
  * completion in *r, or the refusal. */
-static rkv_status run_one(rkv_client *c, const struct rkv_op *op, struct rkv_completion *r)
+static rkv_status run_one(rkv_client *c, const struct rkv_op *op, const struct rkv_completion **r)
 {
     rkv_status st = submit(c, op, true, NULL);
     if (RKV_LIKELY(st == RKV_OK))
-        *r = wrap_take(c).c;
+        *r = &wrap_take(c)->c;
     return st;
 }
 
@@ -1148,15 +1157,15 @@ rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, si
 {
     const struct rkv_op op = { .kind = RKV_KIND_GET, .key = key, .key_len = key_len,
                                .buf = buf, .buf_len = buf_len };
-    struct rkv_completion r;
+    const struct rkv_completion *r;
     rkv_status st = run_one(c, &op, &r);
     if (RKV_UNLIKELY(st != RKV_OK))
         return st;
     if (value_len)
-        *value_len = r.value_len;
-    if (info && (r.status == RKV_OK || r.status == RKV_BUFFER_TOO_SMALL))
-        *info = r.info;
-    return r.status;
+        *value_len = r->value_len;
+    if (info && (r->status == RKV_OK || r->status == RKV_BUFFER_TOO_SMALL))
+        *info = r->info;
+    return r->status;
 }
 
 rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len, const void *value,
@@ -1164,30 +1173,34 @@ rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len, const void *v
 {
     const struct rkv_op op = { .kind = RKV_KIND_PUT, .key = key, .key_len = key_len,
                                .value = value, .value_len = value_len, .opts = opts };
-    struct rkv_completion r;
+    const struct rkv_completion *r;
     rkv_status st = run_one(c, &op, &r);
-    if (st == RKV_OK && r.status == RKV_OK && new_version)
-        *new_version = r.value;
-    return st != RKV_OK ? st : r.status;
+    if (st != RKV_OK)
+        return st;
+    if (r->status == RKV_OK && new_version)
+        *new_version = r->value;
+    return r->status;
 }
 
 rkv_status rkv_delete(rkv_client *c, const void *key, size_t key_len)
 {
     const struct rkv_op op = { .kind = RKV_KIND_DELETE, .key = key, .key_len = key_len };
-    struct rkv_completion r;
+    const struct rkv_completion *r;
     rkv_status st = run_one(c, &op, &r);
-    return st != RKV_OK ? st : r.status;
+    return st != RKV_OK ? st : r->status;
 }
 
 rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len, int64_t delta, uint64_t *result)
 {
     const struct rkv_op op = { .kind = RKV_KIND_INCR, .key = key, .key_len = key_len,
                                .delta = delta };
-    struct rkv_completion r;
+    const struct rkv_completion *r;
     rkv_status st = run_one(c, &op, &r);
-    if (st == RKV_OK && r.status == RKV_OK && result)
-        *result = r.value;
-    return st != RKV_OK ? st : r.status;
+    if (st != RKV_OK)
+        return st;
+    if (r->status == RKV_OK && result)
+        *result = r->value;
+    return r->status;
 }
 
 /* ------------------------------------------------------------ batched calls */
@@ -1230,14 +1243,14 @@ static rkv_status batch_run(rkv_client *c, struct batch *b)
         }
         if (c->wrap_out == 0)
             break;
-        struct wrap_completion w = wrap_take(c);
-        if (w.shard_error) {
-            down_mask |= 1ull << w.shard;
-            down[w.shard] = w.c.status;
+        const struct wrap_completion *w = wrap_take(c);
+        if (w->shard_error) {
+            down_mask |= 1ull << w->shard;
+            down[w->shard] = w->c.status;
             if (first_error == RKV_OK)
-                first_error = w.c.status;
+                first_error = w->c.status;
         }
-        b->result(b, (size_t)w.c.token, &w.c);
+        b->result(b, (size_t)w->c.token, &w->c);
     }
     return first_error;
 }
@@ -1301,10 +1314,10 @@ static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t kind, void
     sl->buf = buf;
     sl->buf_len = cap;
     c->c.other_rpcs++;
-    struct wrap_completion w = wrap_take(c);
+    const struct wrap_completion *w = wrap_take(c);
     if (len)
-        *len = w.c.value_len;
-    return w.c.status;
+        *len = w->c.value_len;
+    return w->c.status;
 }
 
 rkv_status rkv_ping(rkv_client *c)
