@@ -248,10 +248,11 @@ rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n);
  * the value unchanged) until the op's completion has been taken. A GET
  * writes its buffer only just before it completes.
  *
- * Progress: ops advance only inside calls on the handle (rkv_poll, rkv_wait,
- * rkv_submit and every synchronous call); poll while ops are out. A GET's
- * reads run inside these calls (a memcpy over shm; over rdma one round trip
- * per server per call, all the server's pending GETs in it). */
+ * Progress: ops advance only inside rkv_poll, rkv_wait and the synchronous
+ * calls; rkv_submit only queues (so a burst of submits leaves with one
+ * doorbell per server). Poll while ops are out. A GET's reads run inside
+ * these calls (a memcpy over shm; over rdma one round trip per server and
+ * pass, with all that server's pending GETs in it). */
 
 /* What an op does. */
 typedef enum rkv_kind {
