@@ -290,8 +290,8 @@ static uint32_t shard_next_id(struct shard *s)
 
 /* The one way requests leave this client: post messages 0..n-1 of the send
  * buffers (lengths lens[], ids ids[], answering slots[]) as one batch; they
- * join the wire ring first, so that an error completes them too. On error
- * the shard is down and the message says what was being sent. */
+ * join the wire ring first, so that the shard_down() the caller owes an
+ * error completes them too. On error the message says what was being sent. */
 static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *lens,
                              const uint32_t *slots, const uint32_t *ids, unsigned n,
                              const char *what)
@@ -305,10 +305,8 @@ static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *len
     }
     s->outstanding += n;
     rkv_status st = s->ops->send(s->t, lens, n);
-    if (RKV_UNLIKELY(st != RKV_OK)) {
+    if (RKV_UNLIKELY(st != RKV_OK))
         fail(c, st, "%s: sending %s failed: %s", s->uri, what, rkv_strerror(st));
-        shard_down(c, s, st);
-    }
     return st;
 }
 
@@ -631,9 +629,10 @@ static rkv_status route(rkv_client *c, const struct call_args *a, struct shard *
 
 /* ------------------------------------------------------------ GET rounds */
 
-/* Buffer one access hint for the next request; progress() flushes a full
- * buffer on its own (one doorbell per MAX_HINTS GET hits). Best effort: a
- * down shard, or a full buffer still waiting for a credit, takes none. */
+/* Buffer one access hint for the next request; a full buffer goes out on
+ * its own before the next hit is noted (hints_flush: one doorbell per
+ * MAX_HINTS GET hits). A down shard takes none, nor a full buffer whose
+ * flush failed (the shard goes down after the round). */
 static void note_hint(struct shard *s, uint64_t slot)
 {
     if (s->t == NULL || !(s->hello.features & RKV_FEATURE_HINTS) || s->nhints == MAX_HINTS)
@@ -693,6 +692,29 @@ static void get_complete(rkv_client *c, struct shard *s, uint32_t idx)
     complete(c, idx, &r, false);
 }
 
+static rkv_status send_queued(rkv_client *c, struct shard *s);
+static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_ms);
+
+/* Milliseconds from now until deadline_ns (rounded up; 0 once passed). */
+static unsigned ms_until(uint64_t deadline_ns)
+{
+    uint64_t now = rkv_now_ns();
+    return deadline_ns > now ? (unsigned)RKV_MIN((deadline_ns - now + 999999) / 1000000, 3600000ull)
+                             : 0;
+}
+
+/* Send the full hint buffer (with the queued writes), waiting for a credit
+ * where unanswered requests hold them all: hints are never dropped for a
+ * server that is merely behind; one that stops answering times out here.
+ * Returns RKV_OK or the error the caller takes the shard down with. */
+static rkv_status hints_flush(rkv_client *c, struct shard *s)
+{
+    rkv_status st = RKV_OK;
+    while (st == RKV_OK && s->outstanding >= s->hello.credits)
+        st = take_replies(c, s, ms_until(s->reply_deadline_ns));
+    return st == RKV_OK ? send_queued(c, s) : st;
+}
+
 /* One lookup round over the shard's pending GETs (new ones start in it):
  * one round trip for all of them, then the finished ones complete. Returns
  * RKV_OK or the read's error (the caller takes the shard down). */
@@ -723,12 +745,17 @@ static rkv_status lookup_round(rkv_client *c, struct shard *s)
         if (RKV_UNLIKELY(st != RKV_OK))
             return fail(c, st, "%s: read failed: %s", s->uri, rkv_strerror(st));
     }
-    /* unlink and complete the finished, keeping the others in order */
+    /* unlink and complete the finished, keeping the others in order; the
+     * list is left whole even if a hint flush fails (the caller then takes
+     * the shard down) */
+    rkv_status flush_st = RKV_OK;
     uint32_t *link = &s->gets_head, last = NO_SLOT;
     while ((idx = *link) != NO_SLOT) {
         struct slot *sl = &c->slots[idx];
         if (rkv_lookup_done(&sl->l)) {
             *link = sl->next;
+            if (s->nhints == MAX_HINTS && flush_st == RKV_OK)
+                flush_st = hints_flush(c, s);
             get_complete(c, s, idx);
         } else {
             last = idx;
@@ -736,7 +763,7 @@ static rkv_status lookup_round(rkv_client *c, struct shard *s)
         }
     }
     s->gets_tail = last;
-    return RKV_OK;
+    return flush_st;
 }
 
 /* ------------------------------------------------------------ writes */
@@ -901,8 +928,8 @@ static void shard_progress(rkv_client *c, struct shard *s)
         st = send_queued(c, s);
     if (st == RKV_OK && s->gets_head != NO_SLOT)
         st = lookup_round(c, s);
-    if (st == RKV_OK && s->nhints == MAX_HINTS && s->t)
-        st = send_queued(c, s);
+    if (st == RKV_OK && s->nhints == MAX_HINTS)
+        st = hints_flush(c, s);
     if (st == RKV_OK && (s->awaited > 0 || (s->t && s->outstanding == s->hello.credits)))
         st = take_replies(c, s, 0);
     if (st != RKV_OK)
@@ -931,9 +958,7 @@ static void await_replies(rkv_client *c, uint64_t deadline_ns)
     }
     if (s == NULL)
         return;
-    uint64_t now = rkv_now_ns(), until = RKV_MIN(deadline_ns, s->reply_deadline_ns);
-    unsigned ms = until > now ? (unsigned)RKV_MIN((until - now + 999999) / 1000000, 3600000ull) : 0;
-    rkv_status st = take_replies(c, s, ms);
+    rkv_status st = take_replies(c, s, ms_until(RKV_MIN(deadline_ns, s->reply_deadline_ns)));
     if (st != RKV_OK)
         shard_down(c, s, st);
 }

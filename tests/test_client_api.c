@@ -354,10 +354,9 @@ static bool check_mget(const struct rkv_get_op *ops, char (*keys)[16], char (*bu
     return carried;
 }
 
-/* SIGSTOP the server: GET hits keep queueing access hints, whose requests
- * go unanswered until the credits run out (then hints are dropped, and GETs,
- * which never need the server, go on); once the oldest is timeout_ms late the
- * connection is taken down in the middle of an mget. That used to crash
+/* SIGSTOP the server: GET hits keep queueing access hints until the
+ * credits run out; the hint flush that then waits for a credit times out and
+ * takes the connection down in the middle of an mget. That used to crash
  * (shm_send_buf(NULL)). Every call must instead return its statuses, and
  * after SIGCONT the handle reconnects by itself. */
 static void test_server_stops_answering(void **state)
@@ -380,9 +379,10 @@ static void test_server_stops_answering(void **state)
                                  NULL), RKV_OK);
     }
     assert_int_equal(kill(f->sp.pid, SIGSTOP), 0);
-    /* the first reply is late 300 ms after its hints went out: the call then
-     * fails, and each reconnect attempt after it (the server accepts none);
-     * 60 s is only the safety net */
+    /* credits (64) / 4 hint messages per mget: the 17th call waits for a
+     * credit until the oldest reply is 300 ms late and fails, and so does each
+     * reconnect attempt after it (the server accepts none); 60 s is only the
+     * safety net */
     unsigned failed = 0;
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
