@@ -173,32 +173,33 @@ static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
 
 /* ------------------------------------------------------------ completions */
 
-/* Deliver slot idx's completion (status and results in *r) to its queue and
- * free the slot. A DELETE forgets the cached location whatever its outcome:
- * there is nothing left to follow. */
-static void complete(rkv_client *c, uint32_t idx, struct rkv_completion *r, bool shard_error)
+/* Complete slot idx with status st: its completion goes into its queue
+ * (the caller adds the results through the pointer returned) and the slot
+ * is free (its fields stay readable until the next submit). A DELETE forgets
+ * the cached location whatever its outcome: there is nothing left to follow. */
+static struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_status st, bool shard_error)
 {
     struct slot *sl = &c->slots[idx];
-    r->token = sl->token;
-    r->kind = (rkv_kind)sl->kind;
+    struct rkv_completion *r;
     if (sl->kind == RKV_KIND_DELETE && c->cache)
         rkv_loc_cache_store(c->cache, &c->meter, sl->s->generation, sl->kh, 0);
     if (sl->internal) {
         struct wrap_completion *w = &c->wrapq[(c->wrapq_head + c->wrapq_count++) % WRAP_SLOTS];
-        w->c = *r;
         w->shard = (unsigned)(sl->s - c->shards);
         w->shard_error = shard_error;
+        r = &w->c;
     } else {
-        c->userq[(c->userq_head + c->userq_count++) % c->window] = *r;
+        r = &c->userq[(c->userq_head + c->userq_count++) % c->window];
     }
+    *r = (struct rkv_completion){ .token = sl->token, .kind = (rkv_kind)sl->kind, .status = st };
     sl->next = c->free_head;
     c->free_head = idx;
+    return r;
 }
 
 static void complete_error(rkv_client *c, uint32_t idx, rkv_status st)
 {
-    struct rkv_completion r = { .status = st };
-    complete(c, idx, &r, true);
+    complete(c, idx, st, true);
 }
 
 /* Complete every op of the slot list from *head with st; the list is empty after. */
@@ -588,42 +589,37 @@ static struct shard *shard_for(rkv_client *c, uint64_t key_hash)
     return &c->shards[c->nshards == 1 ? 0 : rkv_jump_hash(key_hash, c->nshards)];
 }
 
-/* What a call was given for one key. Single and batched calls check it with
- * the same route(), so a batch never accepts what a single call refuses. */
-enum arg_data { DATA_NONE, DATA_BUFFER, DATA_VALUE };
-struct call_args {
-    const char *call;                    /* "get", "put", ... for messages */
-    const void *key; size_t key_len;
-    enum arg_data kind;                  /* what data/data_len are */
-    const void *data; size_t data_len;   /* get: the buffer; put: the value */
-    const struct rkv_put_options *opts;  /* put: may be NULL */
-};
-
-/* Check a call's arguments and find the shard that owns its key (the key's
- * hash in *kh). RKV_OK, or RKV_INVALID / RKV_TOO_LARGE with the message set.
+/* Check an op's arguments and find the shard that owns its key (the key's
+ * hash in *kh). Every call, single, batched or pipelined, is checked here
+ * (through submit()), so none accepts what another refuses. `call` names it
+ * in messages. RKV_OK, or RKV_INVALID / RKV_TOO_LARGE with the message set.
  * The limits are the owning server's, from its region header. */
-static rkv_status route(rkv_client *c, const struct call_args *a, struct shard **s, uint64_t *kh)
+static rkv_status route(rkv_client *c, const struct rkv_op *op, const char *call,
+                        struct shard **s, uint64_t *kh)
 {
-    const char *what = a->kind == DATA_VALUE ? "value" : "buffer";
+    bool get = op->kind == RKV_KIND_GET, put = op->kind == RKV_KIND_PUT;
+    const void *data = get ? op->buf : op->value;
+    size_t data_len = get ? op->buf_len : op->value_len;
+    const char *what = put ? "value" : "buffer";
     *s = NULL;           /* defined on every path, also for refused calls */
     *kh = 0;
-    if (a->key == NULL || a->key_len == 0)
-        return fail(c, RKV_INVALID, "%s: the key is %s; keys are 1..%u bytes", a->call,
-                    a->key == NULL ? "NULL" : "empty (key_len 0)", RKV_MAX_KEY_LEN);
-    if (a->kind != DATA_NONE && a->data == NULL && a->data_len != 0)
+    if (op->key == NULL || op->key_len == 0)
+        return fail(c, RKV_INVALID, "%s: the key is %s; keys are 1..%u bytes", call,
+                    op->key == NULL ? "NULL" : "empty (key_len 0)", RKV_MAX_KEY_LEN);
+    if ((get || put) && data == NULL && data_len != 0)
         return fail(c, RKV_INVALID, "%s: the %s is NULL but its length is %zu; pass a %s or "
-                    "length 0", a->call, what, a->data_len, what);
-    if (a->opts && (unsigned)a->opts->mode > RKV_CAS)
+                    "length 0", call, what, data_len, what);
+    if (put && op->opts && (unsigned)op->opts->mode > RKV_CAS)
         return fail(c, RKV_INVALID, "%s: unknown put mode %u; use RKV_SET, RKV_ADD, RKV_REPLACE "
-                    "or RKV_CAS", a->call, (unsigned)a->opts->mode);
-    *kh = rkv_shard_hash(a->key, a->key_len);
+                    "or RKV_CAS", call, (unsigned)op->opts->mode);
+    *kh = rkv_shard_hash(op->key, op->key_len);
     *s = shard_for(c, *kh);
-    if (a->key_len > (*s)->geom.max_key_len)
+    if (op->key_len > (*s)->geom.max_key_len)
         return fail(c, RKV_TOO_LARGE, "%s: key of %zu bytes is longer than the server's limit "
-                    "of %u", a->call, a->key_len, (*s)->geom.max_key_len);
-    if (a->kind == DATA_VALUE && a->data_len > (*s)->geom.max_value_len)
+                    "of %u", call, op->key_len, (*s)->geom.max_key_len);
+    if (put && data_len > (*s)->geom.max_value_len)
         return fail(c, RKV_TOO_LARGE, "%s: value of %zu bytes is longer than the server's limit "
-                    "of %u (rkv_max_value_size)", a->call, a->data_len, (*s)->geom.max_value_len);
+                    "of %u (rkv_max_value_size)", call, data_len, (*s)->geom.max_value_len);
     return RKV_OK;
 }
 
@@ -678,18 +674,18 @@ static void get_complete(rkv_client *c, struct shard *s, uint32_t idx)
 {
     struct slot *sl = &c->slots[idx];
     const struct rkv_lookup *l = &sl->l;
-    struct rkv_completion r = { .status = l->status, .value_len = l->value_len };
     lookup_done(c, s, &sl->l, sl->kh);
-    if (l->status == RKV_OK || l->status == RKV_BUFFER_TOO_SMALL) {
-        uint32_t now = shard_now(s);
-        r.info.version = l->version;
-        r.info.user_flags = l->user_flags;
-        r.info.ttl_left = l->expire_at == 0 ? 0 : (l->expire_at > now ? l->expire_at - now : 1);
-    }
-    if (l->status == RKV_RETRY_EXHAUSTED)
+    if (RKV_UNLIKELY(l->status == RKV_RETRY_EXHAUSTED))
         fail(c, l->status, "get: the item changed under %u consecutive reads; retry",
              c->opts.max_get_retries);
-    complete(c, idx, &r, false);
+    struct rkv_completion *r = complete(c, idx, l->status, false);
+    r->value_len = l->value_len;
+    if (l->status == RKV_OK || l->status == RKV_BUFFER_TOO_SMALL) {
+        uint32_t now = s->lctx.now;      /* the server clock of this round */
+        r->info.version = l->version;
+        r->info.user_flags = l->user_flags;
+        r->info.ttl_left = l->expire_at == 0 ? 0 : (l->expire_at > now ? l->expire_at - now : 1);
+    }
 }
 
 static rkv_status send_queued(rkv_client *c, struct shard *s);
@@ -845,8 +841,7 @@ static rkv_status send_queued(rkv_client *c, struct shard *s)
         if (s->queue_head == NO_SLOT)
             s->queue_tail = NO_SLOT;
         if (st != RKV_OK) {
-            struct rkv_completion r = { .status = st };
-            complete(c, idx, &r, false);
+            complete(c, idx, st, false);
             continue;
         }
         s->staged_out += sl->staged;
@@ -870,17 +865,18 @@ static void write_complete(rkv_client *c, struct shard *s, uint32_t idx,
                            const struct rkv_resp *h, const uint8_t *p)
 {
     struct slot *sl = &c->slots[idx];
-    struct rkv_completion r = { .status = (rkv_status)h->status, .value = h->value };
+    rkv_status st = (rkv_status)h->status;
     s->staged_out -= sl->staged;
     if (sl->kind == KIND_STATS) {
         size_t n = RKV_MIN((size_t)h->payload_len, sl->buf_len);
         if (n)
             memcpy(sl->buf, p, n);
-        r.value_len = h->payload_len;
-    } else if (r.status != RKV_OK && sl->kind != KIND_PING) {
-        fail(c, r.status, "%s: server answered: %s", s->uri, rkv_strerror(r.status));
+    } else if (st != RKV_OK && sl->kind != KIND_PING) {
+        fail(c, st, "%s: server answered: %s", s->uri, rkv_strerror(st));
     }
-    complete(c, idx, &r, false);
+    struct rkv_completion *r = complete(c, idx, st, false);
+    r->value = h->value;
+    r->value_len = sl->kind == KIND_STATS ? h->payload_len : 0;
 }
 
 /* Take the replies that are there (waiting up to timeout_ms for the first)
@@ -1021,17 +1017,9 @@ static rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, 
     if ((unsigned)op->kind > RKV_KIND_INCR)
         return fail(c, RKV_INVALID, "submit: unknown op kind %u; use RKV_KIND_GET, _PUT, _DELETE "
                     "or _INCR", (unsigned)op->kind);
-    const struct call_args a = {
-        .call = call ? call : kind_call[op->kind], .key = op->key, .key_len = op->key_len,
-        .kind = op->kind == RKV_KIND_GET ? DATA_BUFFER :
-                op->kind == RKV_KIND_PUT ? DATA_VALUE : DATA_NONE,
-        .data = op->kind == RKV_KIND_GET ? op->buf : op->value,
-        .data_len = op->kind == RKV_KIND_GET ? op->buf_len : op->value_len,
-        .opts = op->kind == RKV_KIND_PUT ? op->opts : NULL,
-    };
     struct shard *s;
     uint64_t kh;
-    rkv_status st = route(c, &a, &s, &kh);
+    rkv_status st = route(c, op, call ? call : kind_call[op->kind], &s, &kh);
     if (RKV_UNLIKELY(st != RKV_OK))
         return st;
     if (RKV_UNLIKELY(!internal && c->outstanding >= c->window))
