@@ -64,6 +64,7 @@ RKV_STATIC_ASSERT(sizeof(struct rkv_req) + MAX_HINTS * sizeof(rkv_hint) <= RKV_M
 #define DEFAULT_BACKOFF 1000
 #define LOCAL_BUF_SIZE  (4u << 20)
 #define NO_SLOT         UINT32_MAX
+#define HOT             __attribute__((always_inline)) inline /* the GET path, one call deep */
 
 /* Kinds beyond rkv_kind, for the control RPCs and hints the core also sends. */
 enum { KIND_PING = RKV_KIND_INCR + 1, KIND_STATS, KIND_HINTS };
@@ -77,6 +78,7 @@ struct wire_entry {
 
 struct shard {
     char uri[256];
+    unsigned index;                  /* in rkv_client.shards (its bit in busy) */
     const struct rkv_client_transport *ops;
     struct rkv_ctrans *t;            /* NULL while down */
     const char *addr;                /* into uri, after "scheme://" */
@@ -177,7 +179,7 @@ static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
  * (the caller adds the results through the pointer returned) and the slot
  * is free (its fields stay readable until the next submit). A DELETE forgets
  * the cached location whatever its outcome: there is nothing left to follow. */
-static struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_status st, bool shard_error)
+static HOT struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_status st, bool shard_error)
 {
     struct slot *sl = &c->slots[idx];
     struct rkv_completion *r;
@@ -185,7 +187,7 @@ static struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_status s
         rkv_loc_cache_store(c->cache, &c->meter, sl->s->generation, sl->kh, 0);
     if (sl->internal) {
         struct wrap_completion *w = &c->wrapq[(c->wrapq_head + c->wrapq_count++) % WRAP_SLOTS];
-        w->shard = (unsigned)(sl->s - c->shards);
+        w->shard = sl->s->index;
         w->shard_error = shard_error;
         r = &w->c;
     } else {
@@ -487,6 +489,7 @@ static rkv_status parse_uris(rkv_client *c, const char *uris)
         if (c->nshards == MAX_SHARDS)
             return fail(c, RKV_INVALID, "too many server URIs (at most %d)", MAX_SHARDS);
         struct shard *s = &c->shards[c->nshards];
+        s->index = c->nshards;
         char scheme[8];
         if (len == 0 || len >= sizeof s->uri)
             return fail(c, RKV_INVALID, "empty or overlong server URI in \"%s\"", uris);
@@ -594,7 +597,7 @@ static struct shard *shard_for(rkv_client *c, uint64_t key_hash)
  * (through submit()), so none accepts what another refuses. `call` names it
  * in messages. RKV_OK, or RKV_INVALID / RKV_TOO_LARGE with the message set.
  * The limits are the owning server's, from its region header. */
-static rkv_status route(rkv_client *c, const struct rkv_op *op, const char *call,
+static HOT rkv_status route(rkv_client *c, const struct rkv_op *op, const char *call,
                         struct shard **s, uint64_t *kh)
 {
     bool get = op->kind == RKV_KIND_GET, put = op->kind == RKV_KIND_PUT;
@@ -637,7 +640,7 @@ static void note_hint(struct shard *s, uint64_t slot)
 }
 
 /* Fold one finished lookup into counters, cache and hints. */
-static void lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup *l, uint64_t key_hash)
+static HOT void lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup *l, uint64_t key_hash)
 {
     bool found = l->status == RKV_OK || l->status == RKV_BUFFER_TOO_SMALL;
     c->c.gets++;
@@ -657,7 +660,7 @@ static void lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup *l, ui
 
 /* A GET's first round: its cached location (of the region connected now)
  * and the lookup's start. */
-static void get_start(rkv_client *c, struct shard *s, struct slot *sl)
+static HOT void get_start(rkv_client *c, struct shard *s, struct slot *sl)
 {
     struct rkv_lookup *l = &sl->l;
     l->key = sl->key;
@@ -670,7 +673,7 @@ static void get_start(rkv_client *c, struct shard *s, struct slot *sl)
 }
 
 /* A finished GET's completion. */
-static void get_complete(rkv_client *c, struct shard *s, uint32_t idx)
+static HOT void get_complete(rkv_client *c, struct shard *s, uint32_t idx)
 {
     struct slot *sl = &c->slots[idx];
     const struct rkv_lookup *l = &sl->l;
@@ -714,7 +717,7 @@ static rkv_status hints_flush(rkv_client *c, struct shard *s)
 /* One lookup round over the shard's pending GETs (new ones start in it):
  * one round trip for all of them, then the finished ones complete. Returns
  * RKV_OK or the read's error (the caller takes the shard down). */
-static rkv_status lookup_round(rkv_client *c, struct shard *s)
+static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
 {
     unsigned n = 0;
     uint32_t idx;
@@ -917,7 +920,7 @@ static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_
  * hold every credit: a GET-only client pays one poll per credits' worth of
  * hint messages, and its deadline is checked then. An error takes the shard
  * down (its ops complete with it). The shard stays busy while it holds ops. */
-static void shard_progress(rkv_client *c, struct shard *s)
+static HOT void shard_progress(rkv_client *c, struct shard *s)
 {
     rkv_status st = shard_ready(c, s);
     if (st == RKV_OK && s->queue_head != NO_SLOT)
@@ -931,7 +934,7 @@ static void shard_progress(rkv_client *c, struct shard *s)
     if (st != RKV_OK)
         shard_down(c, s, st);
     if (s->awaited == 0 && s->queue_head == NO_SLOT && s->gets_head == NO_SLOT)
-        c->busy &= ~(1ull << (s - c->shards));
+        c->busy &= ~(1ull << s->index);
 }
 
 static void progress(rkv_client *c)
@@ -964,7 +967,7 @@ static void await_replies(rkv_client *c, uint64_t deadline_ns)
  * no deadline this ends. */
 static void run_until(rkv_client *c, const unsigned *count, uint64_t deadline_ns)
 {
-    for (;;) {
+    while (*count == 0) {
         progress(c);
         if (*count || c->busy == 0 || (deadline_ns != UINT64_MAX && rkv_now_ns() >= deadline_ns))
             return;
@@ -980,7 +983,7 @@ static const char *const kind_call[] = { [RKV_KIND_GET] = "get", [RKV_KIND_PUT] 
                                          [RKV_KIND_DELETE] = "delete", [RKV_KIND_INCR] = "incr" };
 
 /* Take a free slot for an op on shard s and link it into the shard's work. */
-static uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, bool internal,
+static HOT uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, bool internal,
                              uint64_t token)
 {
     uint32_t idx = c->free_head;
@@ -1001,7 +1004,7 @@ static uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, bool 
     else
         c->slots[*tail].next = idx;
     *tail = idx;
-    c->busy |= 1ull << (s - c->shards);
+    c->busy |= 1ull << s->index;
     if (internal)
         c->wrap_out++;
     else
@@ -1029,18 +1032,31 @@ static rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, 
     sl->kh = kh;
     sl->key = op->key;
     sl->key_len = op->key_len;
-    sl->buf = op->buf;
-    sl->buf_len = op->buf_len;
-    sl->value = op->kind == RKV_KIND_PUT ? op->value : NULL;
-    sl->value_len = op->kind == RKV_KIND_PUT ? op->value_len : 0;
-    sl->delta = op->kind == RKV_KIND_INCR ? op->delta : 0;
-    if (op->kind == RKV_KIND_PUT && op->opts) {
-        sl->opts = *op->opts;
-        sl->has_opts = true;
+    sl->value = NULL;
+    sl->value_len = 0;
+    sl->delta = 0;
+    switch (op->kind) {
+    case RKV_KIND_GET:
+        sl->buf = op->buf;
+        sl->buf_len = op->buf_len;
+        break;
+    case RKV_KIND_PUT:
+        sl->value = op->value;
+        sl->value_len = op->value_len;
+        if (op->opts) {
+            sl->opts = *op->opts;
+            sl->has_opts = true;
+        }
+        c->c.puts++;
+        break;
+    case RKV_KIND_DELETE:
+        c->c.deletes++;
+        break;
+    case RKV_KIND_INCR:
+        sl->delta = op->delta;
+        c->c.other_rpcs++;
+        break;
     }
-    c->c.puts += op->kind == RKV_KIND_PUT;
-    c->c.deletes += op->kind == RKV_KIND_DELETE;
-    c->c.other_rpcs += op->kind == RKV_KIND_INCR;
     return RKV_OK;
 }
 

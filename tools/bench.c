@@ -447,11 +447,12 @@ static uint64_t window_token(unsigned slot, unsigned key_len, enum bench_op op)
     return slot | (uint64_t)key_len << 32 | (uint64_t)op << 48;
 }
 
-/* Draw the next op into window slot `slot` and submit it (timed from now);
+/* Draw the next op into window slot `slot` and submit it, timed from
+ * `now` (one clock read per refill: the ops of one refill leave together);
  * a read-modify-write, whose PUT depends on its GET, runs synchronously
  * (rkv_get/rkv_put wrap the same core and move the window along). Returns
  * whether the slot is now in flight. */
-static bool window_submit(struct worker *w, unsigned slot, bool measuring)
+static bool window_submit(struct worker *w, unsigned slot, uint64_t now, bool measuring)
 {
     const struct shared *sh = w->sh;
     char *key = w->keys + (size_t)slot * KEY_STRIDE;
@@ -484,7 +485,7 @@ static bool window_submit(struct worker *w, unsigned slot, bool measuring)
         op.kind = RKV_KIND_DELETE;
     }
     w->gidx[slot] = idx;
-    w->intended[slot] = rkv_now_ns();
+    w->intended[slot] = now;
     rkv_status st = rkv_submit(w->client, &op);
     if (st != RKV_OK) {          /* refused (not for the ops drawn here): counted, slot free */
         count_error(w, bop, st, 1, measuring);
@@ -554,9 +555,10 @@ static void run_window(struct worker *w)
             rkv_reset_counters(w->client);
             measuring = true;
         }
+        uint64_t now = nfree > 0 ? rkv_now_ns() : 0;
         while (nfree > 0 && (!measuring || done < w->quota)) {
             unsigned slot = w->free_slots[--nfree];
-            if (!window_submit(w, slot, measuring))
+            if (!window_submit(w, slot, now, measuring))
                 w->free_slots[nfree++] = slot;
             done += measuring;
         }
