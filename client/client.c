@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
 #include "hash.h"
@@ -173,6 +174,22 @@ static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
     return st;
 }
 
+/* The clock of reply deadlines: CLOCK_MONOTONIC_COARSE, a few ms coarse but
+ * several times cheaper than rkv_now_ns(); it is read for every request sent
+ * into an idle wire, every reply and every empty poll. */
+static uint64_t coarse_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* When a reply expected from now on is late: timeout_ms (to the coarse clock's tick). */
+static uint64_t reply_deadline(const rkv_client *c)
+{
+    return coarse_now_ns() + (uint64_t)c->opts.timeout_ms * 1000000ull;
+}
+
 /* ------------------------------------------------------------ completions */
 
 /* Complete slot idx with status st: its completion goes into its queue
@@ -260,8 +277,8 @@ static uint32_t shard_now(const struct shard *s)
 
 static void shard_clock(struct shard *s, uint64_t server_clock)
 {
-    if (server_clock == 0)
-        return;
+    if (server_clock == 0 || rkv_ctrans_maps_clock(s->ops))
+        return;              /* shard_now() reads the mapping's clock instead */
     s->clock_base = server_clock;
     s->clock_local_ns = rkv_now_ns();
 }
@@ -300,7 +317,7 @@ static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *len
                              const char *what)
 {
     if (s->outstanding == 0)
-        s->reply_deadline_ns = rkv_now_ns() + (uint64_t)c->opts.timeout_ms * 1000000ull;
+        s->reply_deadline_ns = reply_deadline(c);
     for (unsigned i = 0; i < n; i++) {
         s->wire[(s->wire_head + s->outstanding + i) % WIRE_SLOTS] =
             (struct wire_entry){ .slot = slots[i], .req_id = ids[i] };
@@ -334,7 +351,7 @@ static rkv_status reply_take(rkv_client *c, struct shard *s, const void *msg, si
     s->awaited -= e->slot != NO_SLOT;
     shard_clock(s, (*h)->clock);
     if (s->outstanding)
-        s->reply_deadline_ns = rkv_now_ns() + (uint64_t)c->opts.timeout_ms * 1000000ull;
+        s->reply_deadline_ns = reply_deadline(c);
     return RKV_OK;
 }
 
@@ -894,7 +911,7 @@ static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_
         const uint8_t *p;
         uint32_t idx = NO_SLOT;
         rkv_status st = s->ops->recv(s->t, &msg, &len, timeout_ms);
-        if (st == RKV_TIMEOUT && rkv_now_ns() < s->reply_deadline_ns)
+        if (st == RKV_TIMEOUT && coarse_now_ns() < s->reply_deadline_ns)
             return RKV_OK;                   /* not yet */
         if (st == RKV_TIMEOUT)
             return fail(c, st, "%s: no reply within %u ms (rkv_options.timeout_ms); "
