@@ -217,9 +217,10 @@ static void test_write_order_per_key(void **state)
     struct fixture *f = *state;
     rkv_client *c = f->c;
     enum { INCRS = 200 };
-    char key[32], key2[32];
+    char key[32], key2[32], key3[32];
     size_t klen = key_on(c, 1, "order", 0, key, sizeof key);
     size_t klen2 = key_on(c, 1, "order", 1, key2, sizeof key2);
+    size_t klen3 = key_on(c, 1, "order", 2, key3, sizeof key3);
     static char big1[20000], big2[20000];
     memset(big1, 'a', sizeof big1);
     memset(big2, 'b', sizeof big2);
@@ -245,8 +246,10 @@ static void test_write_order_per_key(void **state)
         }
     }
 
-    /* PUT big1, PUT "small", DELETE, PUT big2, PUT "last" on one key; and a
-     * second key's big value queued behind them */
+    /* PUT big1, PUT "small", DELETE, PUT big2, PUT "last" on one key; and
+     * two more keys' big values queued among them, both by rendezvous through
+     * the one staging buffer (sent together, the second would overwrite the
+     * first before the server pulled it) */
     const struct rkv_op chain[] = {
         { .kind = RKV_KIND_PUT, .token = 0, .key = key, .key_len = klen,
           .value = big1, .value_len = sizeof big1 },
@@ -259,12 +262,14 @@ static void test_write_order_per_key(void **state)
           .value = big1, .value_len = sizeof big1 },
         { .kind = RKV_KIND_PUT, .token = 5, .key = key, .key_len = klen,
           .value = "last", .value_len = 4 },
+        { .kind = RKV_KIND_PUT, .token = 6, .key = key3, .key_len = klen3,
+          .value = big2, .value_len = sizeof big2 },
     };
     for (unsigned i = 0; i < sizeof chain / sizeof chain[0]; i++)
         assert_int_equal(rkv_submit(c, &chain[i]), RKV_OK);
     unsigned got;
     drain(c, done, 64, &got);
-    assert_int_equal(got, 6);
+    assert_int_equal(got, 7);
     for (unsigned i = 0; i < got; i++) {
         assert_int_equal(done[i].token, i);   /* one server: the writes' order */
         assert_int_equal(done[i].status, RKV_OK);
@@ -277,6 +282,9 @@ static void test_write_order_per_key(void **state)
     assert_int_equal(rkv_get(c, key2, klen2, buf, sizeof buf, &len, NULL), RKV_OK);
     assert_int_equal(len, sizeof big1);
     assert_memory_equal(buf, big1, len);
+    assert_int_equal(rkv_get(c, key3, klen3, buf, sizeof buf, &len, NULL), RKV_OK);
+    assert_int_equal(len, sizeof big2);
+    assert_memory_equal(buf, big2, len);
 }
 
 /* The window is a hard limit: the op past it is refused and nothing of it
