@@ -210,8 +210,9 @@ rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n);
 /* ------------------------------------------------------------ pipelining
  *
  * The pipelined API: submit operations without waiting, then collect their
- * completions. Every call above is a thin wrapper over this one core (a
- * single op submitted and waited for, or a batch kept in a window).
+ * completions. rkv_get/put/delete/incr, rkv_mget/rkv_mput, rkv_ping and
+ * rkv_stats are thin wrappers over this one core (a single op submitted and
+ * waited for, or a batch kept in a window).
  *
  *     struct rkv_op op = { .kind = RKV_KIND_GET, .token = 7, .key = "k", .key_len = 1,
  *                          .buf = buf, .buf_len = sizeof buf };
