@@ -1,4 +1,5 @@
-/* client.c — librkv: connections, GET by one-sided read, writes by RPC.
+/* client.c — librkv: connections, GET by one-sided read, writes by RPC,
+ * and the pipelined core every call goes through.
  *
  * A handle holds one connection ("shard") per server URI. Per shard it keeps
  * the HELLO answer, a validated copy of the region header (the geometry a
@@ -7,20 +8,39 @@
  * word, so a repeated GET is one READ) is the process's, shared with other
  * handles (location_cache.c), and keyed by region generation.
  *
- * GET runs common/lookup.c over the shard's transport. Writes build requests
- * straight into the transport's send buffers (inline when they fit, a
- * rendezvous descriptor when the value is larger than a message), post a
- * whole batch with one send(), then collect the replies in order.
+ * The pipeline (rkv.h "pipelining"): every operation, from rkv_submit or from
+ * a synchronous call, takes a slot of the handle's slot array and is linked
+ * into its shard's work:
  *
- * Failure model: a transport error marks the shard down and returns
- * RKV_CONNECTION. The next call reconnects, with exponential backoff, and a
- * new HELLO; a changed region generation changes the location cache's keys,
- * so no location from the old region is ever used.
+ *   rkv_submit ──► slot ──► shard's GET list ──► lookup rounds (common/lookup.c:
+ *                    │                          one round trip per shard and
+ *                    │                          pass, all its pending GETs)
+ *                    └────► shard's send queue ──► wire ring (sent, in order)
+ *                           (FIFO of writes)       ──► replies, matched in order
+ *   completion ──► the user's queue (rkv_poll/rkv_wait), or the wrappers' own
+ *
+ * progress() makes one pass over the shards with work: send what credits
+ * allow (one doorbell per shard and pass), run one lookup round, take the
+ * replies that are there. Nothing blocks but the reads themselves (a memcpy
+ * over shm, one round trip over rdma) and, when only replies are awaited
+ * from one server, the wait for them (run_until). Writes keep submission
+ * order per shard: the send queue is FIFO, the wire carries them in that
+ * order on one connection, the server executes and answers in order; a
+ * value sent by rendezvous holds the queue until the one staging buffer is
+ * free again (staged_out).
+ *
+ * Failure model: a transport error (or a reply late by timeout_ms) takes the
+ * shard down, which completes every op it held with that error; the next
+ * op reconnects, with exponential backoff, and a new HELLO; a changed region
+ * generation changes the location cache's keys, so no location from the old
+ * region is ever used (a GET takes its cached location when its first round
+ * runs, after the reconnect).
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
 #include "hash.h"
@@ -34,19 +54,34 @@
 #include "transport.h"
 #include "util.h"
 
-#define MAX_SHARDS      64
+#define MAX_SHARDS      64        /* one bit each in rkv_client.busy */
 #define MAX_HINTS       32        /* hints carried by one RPC */
 RKV_STATIC_ASSERT(sizeof(struct rkv_req) + MAX_HINTS * sizeof(rkv_hint) <= RKV_MIN_MSG,
                   "a HINTS request of MAX_HINTS fits the smallest message");
 #define LOOKUP_OPS      1024      /* read ops one lookup round may post */
-#define BATCH_CHUNK     128       /* keys a batched call gathers per shard at a time */
+#define WRAP_SLOTS      128       /* ops the synchronous and batched calls keep in flight */
+#define SEND_BATCH      256       /* requests one send() posts at most */
+#define WIRE_SLOTS      4096      /* the most credits a server grants (rkv_hello_parse) */
 #define DEFAULT_TIMEOUT 5000
 #define DEFAULT_RETRIES 64
 #define DEFAULT_BACKOFF 1000
 #define LOCAL_BUF_SIZE  (4u << 20)
+#define NO_SLOT         UINT32_MAX
+#define HOT             __attribute__((always_inline)) inline /* the GET path, one call deep */
+
+/* Kinds beyond rkv_kind, for the control RPCs and hints the core also sends. */
+enum { KIND_PING = RKV_KIND_INCR + 1, KIND_STATS, KIND_HINTS };
+
+/* One request on the wire, awaiting its reply: the slot it answers
+ * (NO_SLOT for HELLO and HINTS, whose replies complete nothing). */
+struct wire_entry {
+    uint32_t slot;
+    uint32_t req_id;
+};
 
 struct shard {
     char uri[256];
+    unsigned index;                  /* in rkv_client.shards (its bit in busy) */
     const struct rkv_client_transport *ops;
     struct rkv_ctrans *t;            /* NULL while down */
     const char *addr;                /* into uri, after "scheme://" */
@@ -55,14 +90,48 @@ struct shard {
     struct rkv_lookup_ctx lctx;
     struct rkv_read_op *read_ops;    /* LOOKUP_OPS */
     uint64_t generation;             /* of the region last connected to */
-    uint32_t next_req_id;             /* never 0: 0 means "any reply" */
-    unsigned outstanding;            /* requests sent, replies not yet consumed */
+    uint32_t next_req_id;            /* never 0 */
     uint64_t clock_base;             /* server clock at clock_local_ns */
     uint64_t clock_local_ns;
     uint64_t next_attempt_ns;        /* reconnect backoff */
     unsigned backoff_ms;
     rkv_hint hints[MAX_HINTS];
     unsigned nhints;
+    /* the pipeline */
+    struct wire_entry *wire;         /* ring of WIRE_SLOTS: `outstanding` entries from wire_head */
+    unsigned wire_head;
+    unsigned outstanding;            /* requests sent, replies not yet taken */
+    unsigned awaited;                /* of which answer an op (not HELLO or HINTS) */
+    uint64_t reply_deadline_ns;      /* while outstanding: the next reply is late after this */
+    unsigned staged_out;             /* rendezvous requests sent, unanswered (0 or 1) */
+    uint32_t queue_head, queue_tail; /* writes and control RPCs not yet sent (slot links) */
+    uint32_t gets_head, gets_tail;   /* GETs being looked up (slot links) */
+};
+
+/* One operation in flight. */
+struct slot {
+    uint8_t kind;                    /* rkv_kind or KIND_* */
+    bool internal;                   /* a wrapper's op: completes into wrapq */
+    bool started;                    /* GET: its lookup has begun */
+    bool staged;                     /* write: its value went by rendezvous */
+    bool has_opts;
+    uint32_t next;                   /* link: the free list, a shard's queue or GET list */
+    struct shard *s;
+    uint64_t token;
+    uint64_t kh;                     /* the key's shard hash (location cache key) */
+    const void *key; size_t key_len;
+    const void *value; size_t value_len;
+    void *buf; size_t buf_len;       /* GET: the value's buffer; STATS: the payload's */
+    struct rkv_put_options opts;     /* PUT, when has_opts */
+    int64_t delta;                   /* INCR */
+    struct rkv_lookup l;             /* GET */
+};
+
+/* A wrapper's completion, with what its batch needs to know. */
+struct wrap_completion {
+    struct rkv_completion c;
+    unsigned shard;
+    bool shard_error;                /* the shard went down under it */
 };
 
 struct rkv_client {
@@ -75,6 +144,18 @@ struct rkv_client {
     struct rkv_loc_cache_meter meter;/* this handle's finds and evictions: grows the cache */
     struct rkv_trans_counters tc;    /* bumped by the transports */
     struct rkv_counters c;           /* the rest, bumped here */
+    /* the pipeline */
+    struct slot *slots;              /* window + WRAP_SLOTS */
+    uint32_t free_head;
+    unsigned window;
+    unsigned outstanding;            /* user ops submitted, completion not yet taken */
+    unsigned wrap_out;               /* wrapper ops submitted, completion not yet taken */
+    uint64_t busy;                   /* bit i: shard i holds ops */
+    struct rkv_completion *userq;    /* ring of `window` completions for rkv_poll */
+    unsigned userq_head, userq_count;
+    struct wrap_completion *wrapq;   /* ring of WRAP_SLOTS completions for the wrappers */
+    unsigned wrapq_head, wrapq_count;
+    struct rkv_lookup **round;       /* window + WRAP_SLOTS: one lookup round's keys */
     char last_error[768];
 };
 
@@ -96,6 +177,64 @@ static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
     return st;
 }
 
+/* The clock of reply deadlines: CLOCK_MONOTONIC_COARSE, a few ms coarse but
+ * several times cheaper than rkv_now_ns(); it is read for every request sent
+ * into an idle wire, every reply and every empty poll. */
+static uint64_t coarse_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* When a reply expected from now on is late: timeout_ms (to the coarse clock's tick). */
+static uint64_t reply_deadline(const rkv_client *c)
+{
+    return coarse_now_ns() + (uint64_t)c->opts.timeout_ms * 1000000ull;
+}
+
+/* ------------------------------------------------------------ completions */
+
+/* Complete slot idx with status st: its completion goes into its queue
+ * (the caller adds the results through the pointer returned) and the slot
+ * is free (its fields stay readable until the next submit). A DELETE forgets
+ * the cached location whatever its outcome: there is nothing left to follow. */
+static HOT struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_status st, bool shard_error)
+{
+    struct slot *sl = &c->slots[idx];
+    struct rkv_completion *r;
+    if (sl->kind == RKV_KIND_DELETE && c->cache)
+        rkv_loc_cache_store(c->cache, &c->meter, sl->s->generation, sl->kh, 0);
+    if (sl->internal) {
+        struct wrap_completion *w = &c->wrapq[(c->wrapq_head + c->wrapq_count++) % WRAP_SLOTS];
+        w->shard = sl->s->index;
+        w->shard_error = shard_error;
+        r = &w->c;
+    } else {
+        r = &c->userq[(c->userq_head + c->userq_count++) % c->window];
+    }
+    *r = (struct rkv_completion){ .token = sl->token, .kind = (rkv_kind)sl->kind, .status = st };
+    sl->next = c->free_head;
+    c->free_head = idx;
+    return r;
+}
+
+static void complete_error(rkv_client *c, uint32_t idx, rkv_status st)
+{
+    complete(c, idx, st, true);
+}
+
+/* Complete every op of the slot list from *head with st; the list is empty after. */
+static void fail_list(rkv_client *c, uint32_t *head, uint32_t *tail, rkv_status st)
+{
+    while (*head != NO_SLOT) {
+        uint32_t idx = *head;
+        *head = c->slots[idx].next;
+        complete_error(c, idx, st);
+    }
+    *tail = NO_SLOT;
+}
+
 /* ------------------------------------------------------------ connection */
 
 /* Why the shard's transport failed, in its own words if it has them, else
@@ -106,13 +245,27 @@ static const char *shard_why(const struct shard *s, rkv_status st)
     return why && why[0] ? why : rkv_strerror(st);
 }
 
-static void shard_down(struct shard *s)
+/* The shard is unusable (an error, or rkv_close): close it, and complete
+ * every op it held — sent, queued or being looked up — with st. The caller
+ * has set the message. */
+static void shard_down(rkv_client *c, struct shard *s, rkv_status st)
 {
+    unsigned n = s->outstanding;
     if (s->t)
         s->ops->close(s->t);
     s->t = NULL;
     s->outstanding = 0;
+    s->awaited = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const struct wire_entry *e = &s->wire[(s->wire_head + i) % WIRE_SLOTS];
+        if (e->slot != NO_SLOT)
+            complete_error(c, e->slot, st);
+    }
+    s->wire_head = 0;
+    s->staged_out = 0;
     s->nhints = 0;
+    fail_list(c, &s->queue_head, &s->queue_tail, st);
+    fail_list(c, &s->gets_head, &s->gets_tail, st);
 }
 
 static rkv_status lookup_read(void *ctx, const struct rkv_read_op *ops, unsigned n)
@@ -135,8 +288,8 @@ static uint32_t shard_now(const struct shard *s)
 
 static void shard_clock(struct shard *s, uint64_t server_clock)
 {
-    if (server_clock == 0)
-        return;
+    if (server_clock == 0 || rkv_ctrans_maps_clock(s->ops))
+        return;              /* shard_now() reads the mapping's clock instead */
     s->clock_base = server_clock;
     s->clock_local_ns = rkv_now_ns();
 }
@@ -158,7 +311,7 @@ static void shard_clock_refresh(struct shard *s)
         shard_clock(s, *dst);
 }
 
-/* The next request id; never 0, which shard_wait() takes as "any reply". */
+/* The next request id; never 0. */
 static uint32_t shard_next_id(struct shard *s)
 {
     if (++s->next_req_id == 0)
@@ -166,62 +319,77 @@ static uint32_t shard_next_id(struct shard *s)
     return s->next_req_id;
 }
 
-/* Wait for the reply to req_id, consuming (and dropping) earlier replies,
- * which are fire-and-forget HINTS; req_id 0 consumes any one reply. The
- * reply is copied to *resp and payload when they are not NULL. */
-static rkv_status shard_wait(rkv_client *c, struct shard *s, uint32_t req_id,
-                             struct rkv_resp *resp, void *payload, size_t payload_cap,
-                             size_t *payload_len)
+/* The one way requests leave this client: post messages 0..n-1 of the send
+ * buffers (lengths lens[], ids ids[], answering slots[]) as one batch; they
+ * join the wire ring first, so that the shard_down() the caller owes an
+ * error completes them too. On error the message says what was being sent. */
+static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *lens,
+                             const uint32_t *slots, const uint32_t *ids, unsigned n,
+                             const char *what)
 {
-    for (;;) {
-        const void *msg;
-        size_t len;
-        const struct rkv_resp *h;
-        const uint8_t *p;
-        rkv_status st = s->ops->recv(s->t, &msg, &len, c->opts.timeout_ms);
-        if (st != RKV_OK) {
-            fail(c, st, "%s: no reply: %s", s->uri, shard_why(s, st));
-            shard_down(s);
-            return st;
-        }
-        st = rkv_resp_parse(msg, len, &h, &p);
-        if (st != RKV_OK) {
-            s->ops->recv_done(s->t);
-            shard_down(s);
-            return fail(c, st, "%s: malformed reply (%zu bytes); dropping the connection", s->uri, len);
-        }
-        s->outstanding--;
-        shard_clock(s, h->clock);
-        if (h->req_id == req_id || req_id == 0) {
-            if (resp)
-                *resp = *h;
-            size_t n = RKV_MIN((size_t)h->payload_len, payload_cap);
-            if (n)
-                memcpy(payload, p, n);
-            if (payload_len)
-                *payload_len = h->payload_len;
-            s->ops->recv_done(s->t);
-            return RKV_OK;
-        }
-        s->ops->recv_done(s->t);
-        if (s->outstanding == 0) {
-            shard_down(s);
-            return fail(c, RKV_PROTOCOL, "%s: reply for request %llu never came", s->uri,
-                        (unsigned long long)req_id);
-        }
+    if (s->outstanding == 0)
+        s->reply_deadline_ns = reply_deadline(c);
+    for (unsigned i = 0; i < n; i++) {
+        s->wire[(s->wire_head + s->outstanding + i) % WIRE_SLOTS] =
+            (struct wire_entry){ .slot = slots[i], .req_id = ids[i] };
+        s->awaited += slots[i] != NO_SLOT;
     }
+    s->outstanding += n;
+    rkv_status st = s->ops->send(s->t, lens, n);
+    if (RKV_UNLIKELY(st != RKV_OK))
+        fail(c, st, "%s: sending %s failed: %s", s->uri, what, shard_why(s, st));
+    return st;
 }
 
-/* Make sure one credit is free: when async HINTS hold them all, take their
- * replies back first. */
-static rkv_status shard_credit(rkv_client *c, struct shard *s)
+/* Take the reply msg (len bytes) to the oldest request on the wire: parse
+ * it, check it answers that request, and drop the request from the wire
+ * (*slot: the op it answers, or NO_SLOT). RKV_OK, or RKV_PROTOCOL with the
+ * message set (the caller takes the shard down). */
+static rkv_status reply_take(rkv_client *c, struct shard *s, const void *msg, size_t len,
+                             const struct rkv_resp **h, const uint8_t **payload, uint32_t *slot)
 {
-    while (s->outstanding >= s->hello.credits) {
-        rkv_status st = shard_wait(c, s, 0, NULL, NULL, 0, NULL);
-        if (st != RKV_OK)
-            return st;
-    }
+    rkv_status st = rkv_resp_parse(msg, len, h, payload);
+    if (RKV_UNLIKELY(st != RKV_OK))
+        return fail(c, st, "%s: malformed reply (%zu bytes); dropping the connection", s->uri, len);
+    const struct wire_entry *e = &s->wire[s->wire_head];
+    if (RKV_UNLIKELY((*h)->req_id != e->req_id))
+        return fail(c, RKV_PROTOCOL, "%s: a reply to request %llu came where %llu was next; "
+                    "dropping the connection", s->uri, (unsigned long long)(*h)->req_id,
+                    (unsigned long long)e->req_id);
+    *slot = e->slot;
+    s->wire_head = (s->wire_head + 1) % WIRE_SLOTS;
+    s->outstanding--;
+    s->awaited -= e->slot != NO_SLOT;
+    shard_clock(s, (*h)->clock);
+    if (s->outstanding)
+        s->reply_deadline_ns = reply_deadline(c);
     return RKV_OK;
+}
+
+/* Wait for the reply to the only request outstanding (HELLO, while
+ * connecting) and copy it out. On error the shard is down. */
+static rkv_status shard_wait(rkv_client *c, struct shard *s, struct rkv_resp *resp,
+                             void *payload, size_t payload_cap, size_t *payload_len)
+{
+    const void *msg;
+    size_t len;
+    const struct rkv_resp *h;
+    const uint8_t *p;
+    uint32_t slot = NO_SLOT;
+    rkv_status st = s->ops->recv(s->t, &msg, &len, c->opts.timeout_ms);
+    if (st != RKV_OK) {
+        fail(c, st, "%s: no reply: %s", s->uri, shard_why(s, st));
+    } else if ((st = reply_take(c, s, msg, len, &h, &p, &slot)) == RKV_OK) {
+        *resp = *h;
+        memcpy(payload, p, RKV_MIN((size_t)h->payload_len, payload_cap));
+        *payload_len = h->payload_len;
+        s->ops->recv_done(s->t);
+    } else {
+        s->ops->recv_done(s->t);
+    }
+    if (st != RKV_OK)
+        shard_down(c, s, st);
+    return st;
 }
 
 /* Take the hints that fit in a request with `room` spare bytes. */
@@ -233,54 +401,20 @@ static size_t take_hints(struct shard *s, size_t room, const rkv_hint **hints)
     return n;
 }
 
-/* The one way requests leave this client: post messages 0..n-1 of the send
- * buffers (lengths lens[]) as one batch. On error the connection is unusable:
- * the shard is marked down (the caller must not use it again in this call)
- * and the message says what was being sent. On success the n requests are
- * outstanding until shard_wait() consumes their replies. */
-static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *lens, unsigned n,
-                             const char *what)
-{
-    rkv_status st = s->ops->send(s->t, lens, n);
-    if (RKV_UNLIKELY(st != RKV_OK)) {
-        fail(c, st, "%s: sending %s failed: %s", s->uri, what, shard_why(s, st));
-        shard_down(s);
-        return st;
-    }
-    s->outstanding += n;
-    return RKV_OK;
-}
-
-/* Send one request without key or value (control RPCs, HINTS) once a credit
- * is free, carrying the buffered hints that fit; its id goes to *req_id. */
-static rkv_status send_keyless(rkv_client *c, struct shard *s, uint8_t opcode, const char *what,
-                               uint32_t *req_id)
-{
-    rkv_status st = shard_credit(c, s);
-    if (st != RKV_OK)
-        return st;
-    struct rkv_req h = { .opcode = opcode, .req_id = shard_next_id(s) };
-    const rkv_hint *hints;
-    h.hint_count = (uint16_t)take_hints(s, s->hello.max_msg - sizeof h, &hints);
-    uint32_t len = (uint32_t)rkv_req_build(s->ops->send_buf(s->t, 0), &h, NULL, NULL, 0,
-                                           hints, h.hint_count);
-    *req_id = h.req_id;
-    return shard_send(c, s, &len, 1, what);
-}
-
 static rkv_status shard_hello(rkv_client *c, struct shard *s)
 {
     struct rkv_req req = { .opcode = RKV_OP_HELLO, .key_len = (uint16_t)strlen(c->secret),
                            .req_id = shard_next_id(s), .arg = RKV_PROTO_VERSION };
     uint32_t len = (uint32_t)rkv_req_build(s->ops->send_buf(s->t, 0), &req, c->secret, NULL, 0, NULL, 0);
-    rkv_status st = shard_send(c, s, &len, 1, "HELLO");
+    uint32_t none = NO_SLOT;
+    rkv_status st = shard_send(c, s, &len, &none, &req.req_id, 1, "HELLO");
     if (st != RKV_OK)
         return st;
 
     struct rkv_resp resp;
     uint8_t payload[sizeof(struct rkv_hello)];
     size_t plen;
-    st = shard_wait(c, s, req.req_id, &resp, payload, sizeof payload, &plen);
+    st = shard_wait(c, s, &resp, payload, sizeof payload, &plen);
     if (st != RKV_OK)
         return st;
     if (resp.status == RKV_AUTH)
@@ -362,7 +496,7 @@ static rkv_status shard_connect(rkv_client *c, struct shard *s)
     if (st == RKV_OK)
         st = shard_geometry(c, s);
     if (st != RKV_OK) {
-        shard_down(s);
+        shard_down(c, s, st);
         return st;
     }
     s->generation = s->hello.generation; /* a new server: new cache keys (location_cache.h) */
@@ -399,6 +533,7 @@ static rkv_status parse_uris(rkv_client *c, const char *uris)
         if (c->nshards == MAX_SHARDS)
             return fail(c, RKV_INVALID, "too many server URIs (at most %d)", MAX_SHARDS);
         struct shard *s = &c->shards[c->nshards];
+        s->index = c->nshards;
         char scheme[8];
         if (len == 0 || len >= sizeof s->uri)
             return fail(c, RKV_INVALID, "empty or overlong server URI in \"%s\"", uris);
@@ -412,7 +547,9 @@ static rkv_status parse_uris(rkv_client *c, const char *uris)
             return fail(c, RKV_INVALID, "bad server URI \"%s\": use rdma://HOST:PORT or shm://PATH",
                         s->uri);
         s->read_ops = calloc(LOOKUP_OPS, sizeof *s->read_ops);
-        if (s->read_ops == NULL)
+        s->wire = calloc(WIRE_SLOTS, sizeof *s->wire);
+        s->queue_head = s->queue_tail = s->gets_head = s->gets_tail = NO_SLOT;
+        if (s->read_ops == NULL || s->wire == NULL)
             return fail(c, RKV_NO_MEMORY, "out of memory");
         c->nshards++;
         p += len + (end != NULL);
@@ -473,9 +610,14 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
     if (c->opts.location_cache != (unsigned)-1 &&
         (c->cache = rkv_loc_cache_acquire(c->opts.location_cache)) == NULL)
         goto fail;
+    c->wrapq = calloc(WRAP_SLOTS, sizeof *c->wrapq);
+    if (c->wrapq == NULL)
+        goto fail;
     st = rkv_placement_init(&c->placement, c->opts.placement, c->last_error, sizeof c->last_error);
     if (st == RKV_OK)
         st = parse_uris(c, uris ? uris : "");
+    if (st == RKV_OK)
+        st = rkv_set_window(c, RKV_DEFAULT_WINDOW);
     for (unsigned i = 0; st == RKV_OK && i < c->nshards; i++)
         st = shard_connect(c, &c->shards[i]);
     if (st != RKV_OK)
@@ -495,95 +637,85 @@ void rkv_close(rkv_client *c)
     if (c == NULL)
         return;
     for (unsigned i = 0; c->shards && i < c->nshards; i++) {
-        shard_down(&c->shards[i]);
+        shard_down(c, &c->shards[i], RKV_CONNECTION);
         free(c->shards[i].read_ops);
+        free(c->shards[i].wire);
     }
     free(c->shards);
+    free(c->slots);
+    free(c->userq);
+    free(c->wrapq);
+    free(c->round);
     rkv_placement_free(&c->placement);
     rkv_loc_cache_release(c->cache);
     free(c);
 }
 
-/* ------------------------------------------------------------ GET */
+
+/* ------------------------------------------------------------ arguments */
 
 static struct shard *shard_for(rkv_client *c, const void *key, size_t key_len, uint64_t key_hash)
 {
     return &c->shards[rkv_placement_pick(&c->placement, key, key_len, key_hash)];
 }
 
-/* What a call was given for one key. Single and batched calls check it with
- * the same route(), so a batch never accepts what a single call refuses. */
-enum arg_data { DATA_NONE, DATA_BUFFER, DATA_VALUE };
-struct call_args {
-    const char *call;                    /* "get", "put", ... for messages */
-    const void *key; size_t key_len;
-    enum arg_data kind;                  /* what data/data_len are */
-    const void *data; size_t data_len;   /* get: the buffer; put: the value */
-    const struct rkv_put_options *opts;  /* put: may be NULL */
-};
-
-/* Check a call's arguments and find the shard that owns its key (the key's
- * hash in *kh). RKV_OK, or RKV_INVALID / RKV_TOO_LARGE with the message set.
+/* Check an op's arguments and find the shard that owns its key (the key's
+ * hash in *kh). Every call, single, batched or pipelined, is checked here
+ * (through submit()), so none accepts what another refuses. `call` names it
+ * in messages. RKV_OK, or RKV_INVALID / RKV_TOO_LARGE with the message set.
  * The limits are the owning server's, from its region header. */
-static rkv_status route(rkv_client *c, const struct call_args *a, struct shard **s, uint64_t *kh)
+static HOT rkv_status route(rkv_client *c, const struct rkv_op *op, const char *call,
+                        struct shard **s, uint64_t *kh)
 {
-    const char *what = a->kind == DATA_VALUE ? "value" : "buffer";
+    bool get = op->kind == RKV_KIND_GET, put = op->kind == RKV_KIND_PUT;
+    const void *data = get ? op->buf : op->value;
+    size_t data_len = get ? op->buf_len : op->value_len;
+    const char *what = put ? "value" : "buffer";
     *s = NULL;           /* defined on every path, also for refused calls */
     *kh = 0;
-    if (a->key == NULL || a->key_len == 0)
-        return fail(c, RKV_INVALID, "%s: the key is %s; keys are 1..%u bytes", a->call,
-                    a->key == NULL ? "NULL" : "empty (key_len 0)", RKV_MAX_KEY_LEN);
-    if (a->kind != DATA_NONE && a->data == NULL && a->data_len != 0)
+    if (op->key == NULL || op->key_len == 0)
+        return fail(c, RKV_INVALID, "%s: the key is %s; keys are 1..%u bytes", call,
+                    op->key == NULL ? "NULL" : "empty (key_len 0)", RKV_MAX_KEY_LEN);
+    if ((get || put) && data == NULL && data_len != 0)
         return fail(c, RKV_INVALID, "%s: the %s is NULL but its length is %zu; pass a %s or "
-                    "length 0", a->call, what, a->data_len, what);
-    if (a->opts && (unsigned)a->opts->mode > RKV_CAS)
+                    "length 0", call, what, data_len, what);
+    if (put && op->opts && (unsigned)op->opts->mode > RKV_CAS)
         return fail(c, RKV_INVALID, "%s: unknown put mode %u; use RKV_SET, RKV_ADD, RKV_REPLACE "
-                    "or RKV_CAS", a->call, (unsigned)a->opts->mode);
-    *kh = rkv_shard_hash(a->key, a->key_len);
-    *s = shard_for(c, a->key, a->key_len, *kh);
-    if (a->key_len > (*s)->geom.max_key_len)
+                    "or RKV_CAS", call, (unsigned)op->opts->mode);
+    *kh = rkv_shard_hash(op->key, op->key_len);
+    *s = shard_for(c, op->key, op->key_len, *kh);
+    if (op->key_len > (*s)->geom.max_key_len)
         return fail(c, RKV_TOO_LARGE, "%s: key of %zu bytes is longer than the server's limit "
-                    "of %u", a->call, a->key_len, (*s)->geom.max_key_len);
-    if (a->kind == DATA_VALUE && a->data_len > (*s)->geom.max_value_len)
+                    "of %u", call, op->key_len, (*s)->geom.max_key_len);
+    if (put && data_len > (*s)->geom.max_value_len)
         return fail(c, RKV_TOO_LARGE, "%s: value of %zu bytes is longer than the server's limit "
-                    "of %u (rkv_max_value_size)", a->call, a->data_len, (*s)->geom.max_value_len);
+                    "of %u (rkv_max_value_size)", call, data_len, (*s)->geom.max_value_len);
     return RKV_OK;
 }
 
-/* Send the buffered hints on their own, without waiting for the reply
- * (shard_wait drops it later). Costs one doorbell per MAX_HINTS GET hits.
- * Hints are best effort, but a failure to send them takes the shard down
- * like any other: the status says so, and the caller must not use the
- * shard again in this call. */
-static rkv_status hints_flush(rkv_client *c, struct shard *s)
-{
-    uint32_t req_id;
-    return send_keyless(c, s, RKV_OP_HINTS, "access hints", &req_id); /* MAX_HINTS always fit */
-}
+/* ------------------------------------------------------------ GET rounds */
 
-/* Buffer one access hint; a full buffer is flushed. A down shard takes none. */
-static rkv_status note_hint(rkv_client *c, struct shard *s, uint64_t slot)
+/* Buffer one access hint for the next request; a full buffer goes out on
+ * its own before the next hit is noted (hints_flush: one doorbell per
+ * MAX_HINTS GET hits). A down shard takes none, nor a full buffer whose
+ * flush failed (the shard goes down after the round). */
+static void note_hint(struct shard *s, uint64_t slot)
 {
-    if (s->t == NULL || !(s->hello.features & RKV_FEATURE_HINTS))
-        return RKV_OK;
+    if (s->t == NULL || !(s->hello.features & RKV_FEATURE_HINTS) || s->nhints == MAX_HINTS)
+        return;
     s->hints[s->nhints++] = slot;
-    return s->nhints == MAX_HINTS ? hints_flush(c, s) : RKV_OK;
 }
 
-/* Fold one finished lookup into counters, cache and hints. Returns RKV_OK,
- * or the error that took the shard down while flushing hints (the lookup's
- * own result stands: it was read and verified before). */
-static rkv_status lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup *l,
-                              uint64_t key_hash)
+/* Fold one finished lookup into counters, cache and hints. */
+static HOT void lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup *l, uint64_t key_hash)
 {
     bool found = l->status == RKV_OK || l->status == RKV_BUFFER_TOO_SMALL;
-    rkv_status hint_st = RKV_OK;
     c->c.gets++;
     c->c.cache_stale += l->cached_slot != 0 && !l->cache_used;
     if (found) {
         c->c.get_hits++;
         c->c.cache_hits += (uint64_t)l->cache_used;
-        hint_st = note_hint(c, s, l->slot);
+        note_hint(s, l->slot);
     } else {
         c->c.get_misses += l->status == RKV_NOT_FOUND;
     }
@@ -591,435 +723,703 @@ static rkv_status lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup 
     uint64_t slot = found ? l->slot : 0;
     if (c->cache && rkv_loc_cache_changed(l->cached_slot, slot))
         rkv_loc_cache_store(c->cache, &c->meter, s->generation, key_hash, slot);
-    return hint_st;
 }
 
-static void prepare_lookup(rkv_client *c, const struct shard *s, struct rkv_lookup *l,
-                           const void *key, size_t key_len, void *buf, size_t buf_len,
-                           uint64_t key_hash)
+/* A GET's first round: its cached location (of the region connected now)
+ * and the lookup's start. */
+static HOT void get_start(rkv_client *c, struct shard *s, struct slot *sl)
 {
-    l->key = key;
-    l->key_len = key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)key_len;
-    l->buf = buf;
-    l->buf_len = buf_len;
-    l->cached_slot = c->cache ? rkv_loc_cache_find(c->cache, &c->meter, s->generation, key_hash)
-                              : 0;
+    struct rkv_lookup *l = &sl->l;
+    l->key = sl->key;
+    l->key_len = sl->key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)sl->key_len;
+    l->buf = sl->buf;
+    l->buf_len = sl->buf_len;
+    l->cached_slot = c->cache ? rkv_loc_cache_find(c->cache, &c->meter, s->generation, sl->kh) : 0;
+    rkv_lookup_start(&s->lctx, l);
+    sl->started = true;
 }
 
-static rkv_status run_lookups(rkv_client *c, struct shard *s, struct rkv_lookup *ls, unsigned n)
+/* A finished GET's completion. */
+static HOT void get_complete(rkv_client *c, struct shard *s, uint32_t idx)
 {
-    shard_clock_refresh(s);
-    s->lctx.now = shard_now(s);
-    uint64_t retries = s->lctx.retries, forwards = s->lctx.forwards;
-    rkv_status st = rkv_lookup_batch(&s->lctx, ls, n);
-    c->c.verify_retries += s->lctx.retries - retries;
-    c->c.forwards += s->lctx.forwards - forwards;
-    if (st != RKV_OK) {
-        fail(c, st, "%s: read failed: %s", s->uri, shard_why(s, st));
-        shard_down(s);
-        return st;
+    struct slot *sl = &c->slots[idx];
+    const struct rkv_lookup *l = &sl->l;
+    lookup_done(c, s, &sl->l, sl->kh);
+    if (RKV_UNLIKELY(l->status == RKV_RETRY_EXHAUSTED))
+        fail(c, l->status, "get: the item changed under %u consecutive reads; retry",
+             c->opts.max_get_retries);
+    struct rkv_completion *r = complete(c, idx, l->status, false);
+    r->value_len = l->value_len;
+    if (l->status == RKV_OK || l->status == RKV_BUFFER_TOO_SMALL) {
+        uint32_t now = s->lctx.now;      /* the server clock of this round */
+        r->info.version = l->version;
+        r->info.user_flags = l->user_flags;
+        r->info.ttl_left = l->expire_at == 0 ? 0 : (l->expire_at > now ? l->expire_at - now : 1);
     }
-    return RKV_OK;
 }
 
-rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, size_t buf_len,
-                   size_t *value_len, struct rkv_item_info *info)
-{
-    const struct call_args a = { .call = "get", .key = key, .key_len = key_len,
-                                 .kind = DATA_BUFFER, .data = buf, .data_len = buf_len };
-    struct shard *s;
-    uint64_t kh;
-    rkv_status st = route(c, &a, &s, &kh);
-    if (RKV_LIKELY(st == RKV_OK))
-        st = shard_ready(c, s);
-    if (RKV_UNLIKELY(st != RKV_OK))
-        return st;
+static rkv_status send_queued(rkv_client *c, struct shard *s);
+static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_ms);
 
-    struct rkv_lookup l;
-    prepare_lookup(c, s, &l, key, key_len, buf, buf_len, kh);
-    st = run_lookups(c, s, &l, 1);
-    if (RKV_UNLIKELY(st != RKV_OK))
-        return st;
-    (void)lookup_done(c, s, &l, kh); /* a failed hint send: the value stands, next call reconnects */
-    if (value_len)
-        *value_len = l.value_len;
-    if (info && (l.status == RKV_OK || l.status == RKV_BUFFER_TOO_SMALL)) {
-        uint32_t now = shard_now(s);
-        info->version = l.version;
-        info->user_flags = l.user_flags;
-        info->ttl_left = l.expire_at == 0 ? 0 : (l.expire_at > now ? l.expire_at - now : 1);
+/* Milliseconds from now until deadline_ns (rounded up; 0 once passed). */
+static unsigned ms_until(uint64_t deadline_ns)
+{
+    uint64_t now = rkv_now_ns();
+    return deadline_ns > now ? (unsigned)RKV_MIN((deadline_ns - now + 999999) / 1000000, 3600000ull)
+                             : 0;
+}
+
+/* Send the full hint buffer (with the queued writes), waiting for a credit
+ * where unanswered requests hold them all: hints are never dropped for a
+ * server that is merely behind; one that stops answering times out here.
+ * Returns RKV_OK or the error the caller takes the shard down with. */
+static rkv_status hints_flush(rkv_client *c, struct shard *s)
+{
+    rkv_status st = RKV_OK;
+    while (st == RKV_OK && s->outstanding >= s->hello.credits)
+        st = take_replies(c, s, ms_until(s->reply_deadline_ns));
+    return st == RKV_OK ? send_queued(c, s) : st;
+}
+
+/* One lookup round over the shard's pending GETs (new ones start in it):
+ * one round trip for all of them, then the finished ones complete. Returns
+ * RKV_OK or the read's error (the caller takes the shard down). */
+static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
+{
+    unsigned n = 0;
+    uint32_t idx;
+
+    /* several new GETs: every cache line on its way before the finds */
+    bool several = c->slots[s->gets_head].next != NO_SLOT;
+    for (idx = s->gets_head; several && c->cache && idx != NO_SLOT; idx = c->slots[idx].next)
+        if (!c->slots[idx].started)
+            rkv_loc_cache_prefetch(c->cache, s->generation, c->slots[idx].kh);
+    for (idx = s->gets_head; idx != NO_SLOT; idx = c->slots[idx].next) {
+        struct slot *sl = &c->slots[idx];
+        if (!sl->started)
+            get_start(c, s, sl);
+        if (!rkv_lookup_done(&sl->l))
+            c->round[n++] = &sl->l;
     }
-    if (l.status == RKV_RETRY_EXHAUSTED)
-        return fail(c, l.status, "get: the item changed under %u consecutive reads; retry",
-                    c->opts.max_get_retries);
-    return l.status;
-}
-
-/* ------------------------------------------------------------ batched calls */
-
-/* A batched call (rkv_mget, rkv_mput) as its one skeleton, batch_run(),
- * sees it: the caller's ops, and what differs per call. */
-struct batch {
-    rkv_client *c;
-    void *ops;                           /* the caller's array of n ops */
-    size_t n;
-    /* op i's arguments, for route() */
-    void (*args)(const struct batch *b, size_t i, struct call_args *a);
-    /* op i gets status st and no result */
-    void (*set_status)(struct batch *b, size_t i, rkv_status st);
-    /* Run ops idx[0..k-1] (key hashes khs[]) on their shard s, whose state in
-     * this call is `down`: once it is not RKV_OK the shard is not used again
-     * and the ops without a result carry it (the first such error goes to
-     * first_error). Every op gets a status. Returns the shard's state. */
-    rkv_status (*run)(struct batch *b, struct shard *s, rkv_status down,
-                      const size_t *idx, const uint64_t *khs, unsigned k);
-    rkv_status first_error;
-};
-
-/* Every op starts RKV_INTERNAL; then one pass per shard gathers the ops it
- * owns (route() checks each; a refused op keeps route()'s status), in chunks
- * of BATCH_CHUNK, and runs each chunk. Returns the first shard error. */
-static rkv_status batch_run(struct batch *b)
-{
-    size_t idx[BATCH_CHUNK];
-    uint64_t khs[BATCH_CHUNK];
-
-    for (size_t i = 0; i < b->n; i++)
-        b->set_status(b, i, RKV_INTERNAL);
-    for (unsigned sh = 0; sh < b->c->nshards; sh++) {
-        struct shard *s = &b->c->shards[sh];
-        rkv_status down = RKV_OK;
-        size_t i = 0;
-        while (i < b->n) {
-            unsigned k = 0;
-            for (; i < b->n && k < BATCH_CHUNK; i++) {
-                struct call_args a;
-                struct shard *owner;
-                b->args(b, i, &a);
-                rkv_status st = route(b->c, &a, &owner, &khs[k]);
-                if (st != RKV_OK)
-                    b->set_status(b, i, st);
-                if (st != RKV_OK || owner != s)
-                    continue;
-                idx[k++] = i;
-            }
-            if (k > 0)
-                down = b->run(b, s, down, idx, khs, k);
+    if (n > 0) {
+        shard_clock_refresh(s);
+        s->lctx.now = shard_now(s);
+        uint64_t retries = s->lctx.retries, forwards = s->lctx.forwards;
+        rkv_status st = rkv_lookup_round(&s->lctx, c->round, n);
+        c->c.verify_retries += s->lctx.retries - retries;
+        c->c.forwards += s->lctx.forwards - forwards;
+        if (RKV_UNLIKELY(st != RKV_OK))
+            return fail(c, st, "%s: read failed: %s", s->uri, shard_why(s, st));
+    }
+    /* unlink and complete the finished, keeping the others in order; the
+     * list is left whole even if a hint flush fails (the caller then takes
+     * the shard down) */
+    rkv_status flush_st = RKV_OK;
+    uint32_t *link = &s->gets_head, last = NO_SLOT;
+    while ((idx = *link) != NO_SLOT) {
+        struct slot *sl = &c->slots[idx];
+        if (rkv_lookup_done(&sl->l)) {
+            *link = sl->next;
+            if (s->nhints == MAX_HINTS && flush_st == RKV_OK)
+                flush_st = hints_flush(c, s);
+            get_complete(c, s, idx);
+        } else {
+            last = idx;
+            link = &sl->next;
         }
     }
-    return b->first_error;
-}
-
-static void mget_args(const struct batch *b, size_t i, struct call_args *a)
-{
-    const struct rkv_get_op *op = (const struct rkv_get_op *)b->ops + i;
-    *a = (struct call_args){ .call = "mget", .key = op->key, .key_len = op->key_len,
-                             .kind = DATA_BUFFER, .data = op->buf, .data_len = op->buf_len };
-}
-
-static void mget_set_status(struct batch *b, size_t i, rkv_status st)
-{
-    struct rkv_get_op *op = (struct rkv_get_op *)b->ops + i;
-    op->status = st;
-    op->value_len = 0;
-}
-
-/* Look up one chunk on shard s, as many keys per round as its scratch holds
- * (common/lookup.h). */
-static rkv_status mget_run(struct batch *b, struct shard *s, rkv_status down,
-                           const size_t *idx, const uint64_t *khs, unsigned k)
-{
-    rkv_client *c = b->c;
-    struct rkv_get_op *ops = b->ops;
-    struct rkv_lookup ls[BATCH_CHUNK];
-
-    /* the finds, once every key's cache line is on its way */
-    for (unsigned j = 0; c->cache && j < k; j++)
-        rkv_loc_cache_prefetch(c->cache, s->generation, khs[j]);
-    for (unsigned j = 0; j < k; j++) {
-        const struct rkv_get_op *op = &ops[idx[j]];
-        prepare_lookup(c, s, &ls[j], op->key, op->key_len, op->buf, op->buf_len, khs[j]);
-        ls[j].status = RKV_INTERNAL;
-    }
-    if (down == RKV_OK)
-        down = shard_ready(c, s);
-    if (down == RKV_OK) {
-        unsigned fit = RKV_MIN(k, rkv_lookup_batch_fit(&s->lctx));
-        for (unsigned done = 0; down == RKV_OK && done < k; done += fit)
-            down = run_lookups(c, s, ls + done, RKV_MIN(fit, k - done));
-    }
-    for (unsigned j = 0; j < k; j++) {
-        struct rkv_get_op *op = &ops[idx[j]];
-        if (down != RKV_OK && ls[j].status == RKV_INTERNAL) {
-            op->status = down;           /* never looked up (or the read failed) */
-            op->value_len = 0;
-            if (b->first_error == RKV_OK)
-                b->first_error = down;
-            continue;
-        }
-        rkv_status hint = lookup_done(c, s, &ls[j], khs[j]);
-        if (down == RKV_OK)
-            down = hint;                 /* the shard went down: later chunks skip it */
-        op->status = ls[j].status;
-        op->value_len = ls[j].value_len;
-    }
-    return down;
-}
-
-rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n)
-{
-    struct batch b = { .c = c, .ops = ops, .n = n, .args = mget_args,
-                       .set_status = mget_set_status, .run = mget_run };
-    return batch_run(&b);
+    s->gets_tail = last;
+    return flush_st;
 }
 
 /* ------------------------------------------------------------ writes */
 
-/* One request of a write batch, as the batching code sees it. */
-struct write_req {
-    uint8_t opcode;
-    const void *key; size_t key_len;
-    const void *value; size_t value_len;
-    const struct rkv_put_options *opts;   /* PUT only; may be NULL */
-    uint64_t arg;                         /* INCR delta */
-    rkv_status status;                    /* out */
-    uint64_t value_out;                   /* out: version or incr result */
-};
-
-static bool needs_staging(const struct shard *s, const struct write_req *w)
+static bool needs_staging(const struct shard *s, const struct slot *sl)
 {
-    return rkv_req_size(w->key_len, w->value_len, 0, s->hello.max_msg) == 0;
+    return rkv_req_size(sl->key_len, sl->value_len, 0, s->hello.max_msg) == 0;
 }
 
-/* Build one request into send buffer `i`; a value too large for a message
- * goes through the staging buffer (rendezvous). Spare room carries hints. */
-static uint32_t build_req(struct shard *s, unsigned i, const struct write_req *w, uint32_t req_id)
+/* A value that travels by rendezvous must fit this connection's staging
+ * buffer (route() has checked everything else). */
+static rkv_status check_staging(rkv_client *c, const struct shard *s, const struct slot *sl)
 {
-    const struct rkv_put_options *o = w->opts;
-    struct rkv_req h = { .opcode = w->opcode, .key_len = (uint16_t)w->key_len,
-                         .value_len = (uint32_t)w->value_len, .req_id = req_id, .arg = w->arg };
-    if (o) {
-        h.flags = (uint8_t)o->mode;      /* route() refused unknown modes */
-        h.ttl = o->ttl;
-        h.arg = o->cas;
-        h.user_flags = o->user_flags;
-    }
-    const void *value = w->value;
-    size_t inline_len = w->value_len;
+    size_t stage_cap = 0;
     struct rkv_remote_buf rb;
-    if (needs_staging(s, w)) {
+    if (!needs_staging(s, sl))
+        return RKV_OK;
+    s->ops->staging(s->t, &stage_cap, &rb);
+    if (sl->value_len > stage_cap)
+        return fail(c, RKV_TOO_LARGE, "value of %zu bytes is larger than the client's "
+                    "staging buffer (%zu bytes)", sl->value_len, stage_cap);
+    return RKV_OK;
+}
+
+/* Build slot sl's request into send buffer `i`; a value too large for a
+ * message goes through the staging buffer (rendezvous). Spare room carries
+ * hints. */
+static uint32_t build_req(struct shard *s, unsigned i, const struct slot *sl, uint32_t req_id)
+{
+    static const uint8_t opcode[] = { [RKV_KIND_PUT] = RKV_OP_PUT, [RKV_KIND_DELETE] = RKV_OP_DELETE,
+                                      [RKV_KIND_INCR] = RKV_OP_INCR, [KIND_PING] = RKV_OP_PING,
+                                      [KIND_STATS] = RKV_OP_STATS, [KIND_HINTS] = RKV_OP_HINTS };
+    struct rkv_req h = { .opcode = opcode[sl->kind], .key_len = (uint16_t)sl->key_len,
+                         .value_len = (uint32_t)sl->value_len, .req_id = req_id,
+                         .arg = (uint64_t)sl->delta };
+    if (sl->has_opts) {
+        h.flags = (uint8_t)sl->opts.mode;      /* route() refused unknown modes */
+        h.ttl = sl->opts.ttl;
+        h.arg = sl->opts.cas;
+        h.user_flags = sl->opts.user_flags;
+    }
+    const void *value = sl->value;
+    size_t inline_len = sl->value_len;
+    struct rkv_remote_buf rb;
+    if (sl->staged) {
         size_t cap;
         void *stage = s->ops->staging(s->t, &cap, &rb);
-        memcpy(stage, w->value, w->value_len);
-        rb.len = (uint32_t)w->value_len;
+        memcpy(stage, sl->value, sl->value_len);
+        rb.len = (uint32_t)sl->value_len;
         h.flags |= RKV_REQ_REMOTE_VALUE;
         value = &rb;
         inline_len = sizeof rb;
     }
     const rkv_hint *hints;
-    h.hint_count = (uint16_t)take_hints(s, s->hello.max_msg - sizeof h - w->key_len - inline_len,
+    h.hint_count = (uint16_t)take_hints(s, s->hello.max_msg - sizeof h - sl->key_len - inline_len,
                                         &hints);
-    return (uint32_t)rkv_req_build(s->ops->send_buf(s->t, i), &h, w->key, value, inline_len,
+    return (uint32_t)rkv_req_build(s->ops->send_buf(s->t, i), &h, sl->key, value, inline_len,
                                    hints, h.hint_count);
 }
 
-/* A value that travels by rendezvous must fit this connection's staging
- * buffer (route() has checked everything else). */
-static rkv_status check_staging(rkv_client *c, const struct shard *s, const struct write_req *w)
+/* Send the head of the shard's queue, in order, as far as credits allow, as
+ * one batch (one doorbell); a full hint buffer that rode on no write goes
+ * along on its own. A value by rendezvous waits while another is out (one
+ * staging buffer), and holds the writes behind it. Returns RKV_OK or the
+ * send's error (the shard is then down). */
+static rkv_status send_queued(rkv_client *c, struct shard *s)
 {
-    size_t stage_cap = 0;
-    struct rkv_remote_buf rb;
-    if (!needs_staging(s, w))
-        return RKV_OK;
-    s->ops->staging(s->t, &stage_cap, &rb);
-    if (w->value_len > stage_cap)
-        return fail(c, RKV_TOO_LARGE, "value of %zu bytes is larger than the client's "
-                    "staging buffer (%zu bytes)", w->value_len, stage_cap);
+    uint32_t lens[SEND_BATCH], slots[SEND_BATCH], ids[SEND_BATCH];
+    unsigned room = RKV_MIN(s->hello.credits - s->outstanding, (unsigned)SEND_BATCH), k = 0;
+
+    while (k < room && s->queue_head != NO_SLOT) {
+        uint32_t idx = s->queue_head;
+        struct slot *sl = &c->slots[idx];
+        rkv_status st = sl->kind == RKV_KIND_PUT ? check_staging(c, s, sl) : RKV_OK;
+        sl->staged = st == RKV_OK && sl->kind == RKV_KIND_PUT && needs_staging(s, sl);
+        if (sl->staged && s->staged_out > 0)
+            break;
+        s->queue_head = sl->next;
+        if (s->queue_head == NO_SLOT)
+            s->queue_tail = NO_SLOT;
+        if (st != RKV_OK) {
+            complete(c, idx, st, false);
+            continue;
+        }
+        s->staged_out += sl->staged;
+        ids[k] = shard_next_id(s);
+        slots[k] = idx;
+        lens[k] = build_req(s, k, sl, ids[k]);
+        k++;
+    }
+    if (k < room && s->nhints == MAX_HINTS) {
+        const struct slot hints = { .kind = KIND_HINTS };
+        ids[k] = shard_next_id(s);
+        slots[k] = NO_SLOT;
+        lens[k] = build_req(s, k, &hints, ids[k]);
+        k++;
+    }
+    return k ? shard_send(c, s, lens, slots, ids, k, "requests") : RKV_OK;
+}
+
+/* The reply *h (payload p) to write slot idx: its completion. */
+static void write_complete(rkv_client *c, struct shard *s, uint32_t idx,
+                           const struct rkv_resp *h, const uint8_t *p)
+{
+    struct slot *sl = &c->slots[idx];
+    rkv_status st = (rkv_status)h->status;
+    s->staged_out -= sl->staged;
+    if (sl->kind == KIND_STATS) {
+        size_t n = RKV_MIN((size_t)h->payload_len, sl->buf_len);
+        if (n)
+            memcpy(sl->buf, p, n);
+    } else if (st != RKV_OK && sl->kind != KIND_PING) {
+        fail(c, st, "%s: server answered: %s", s->uri, rkv_strerror(st));
+    }
+    struct rkv_completion *r = complete(c, idx, st, false);
+    r->value = h->value;
+    r->value_len = sl->kind == KIND_STATS ? h->payload_len : 0;
+}
+
+/* Take the replies that are there (waiting up to timeout_ms for the first)
+ * and complete their ops. RKV_OK, or the error that takes the shard down: the
+ * transport's, a bad reply, or RKV_TIMEOUT once a reply is timeout_ms late. */
+static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_ms)
+{
+    while (s->outstanding > 0) {
+        const void *msg;
+        size_t len;
+        const struct rkv_resp *h;
+        const uint8_t *p;
+        uint32_t idx = NO_SLOT;
+        rkv_status st = s->ops->recv(s->t, &msg, &len, timeout_ms);
+        if (st == RKV_TIMEOUT && coarse_now_ns() < s->reply_deadline_ns)
+            return RKV_OK;                   /* not yet */
+        if (st == RKV_TIMEOUT)
+            return fail(c, st, "%s: no reply within %u ms (rkv_options.timeout_ms); "
+                        "dropping the connection", s->uri, c->opts.timeout_ms);
+        if (st != RKV_OK)
+            return fail(c, st, "%s: no reply: %s", s->uri, shard_why(s, st));
+        st = reply_take(c, s, msg, len, &h, &p, &idx);
+        if (st == RKV_OK && idx != NO_SLOT)
+            write_complete(c, s, idx, h, p);
+        s->ops->recv_done(s->t);
+        if (st != RKV_OK)
+            return st;
+        timeout_ms = 0;
+    }
     return RKV_OK;
 }
 
-/* Send ws[0..n-1] (all owned by shard s, checked by route(), status
- * RKV_INTERNAL) in as few batches as credits allow (one doorbell each) and
- * collect every reply into its write_req. A value that needs the staging
- * buffer travels in a batch of its own. `down` is the shard's state in this
- * call: when it is, or becomes, an error, the shard is not used again and
- * every write without a reply carries that error. Returns the shard's state. */
-static rkv_status shard_write_batch(rkv_client *c, struct shard *s, rkv_status down,
-                                    struct write_req **ws, size_t n)
-{
-    struct write_req *sent[256];
-    uint32_t lens[256];
-    size_t i = 0;
-    rkv_status st = down != RKV_OK ? down : shard_ready(c, s);
+/* ------------------------------------------------------------ progress */
 
-    while (st == RKV_OK && i < n) {
-        if ((st = shard_credit(c, s)) != RKV_OK)
-            break;
-        unsigned room = RKV_MIN(s->hello.credits - s->outstanding, (unsigned)RKV_ARRAY_SIZE(lens));
-        uint32_t ids[256];
-        unsigned k = 0;
-        for (; i < n && k < room; i++) {
-            struct write_req *w = ws[i];
-            if ((w->status = check_staging(c, s, w)) != RKV_OK)
-                continue;
-            w->status = RKV_INTERNAL;
-            bool staged = needs_staging(s, w);
-            if (staged && k > 0)
-                break;
-            sent[k] = w;
-            ids[k] = shard_next_id(s);
-            lens[k] = build_req(s, k, w, ids[k]);
-            k++;
-            if (staged) {
-                i++;
-                break;
-            }
-        }
-        if (k == 0)
-            continue;
-        if ((st = shard_send(c, s, lens, k, "requests")) != RKV_OK)
-            break;
-        for (unsigned r = 0; st == RKV_OK && r < k; r++) {
-            struct rkv_resp resp;
-            st = shard_wait(c, s, ids[r], &resp, NULL, 0, NULL);
-            if (st == RKV_OK) {
-                sent[r]->status = (rkv_status)resp.status;
-                sent[r]->value_out = resp.value;
-                if (resp.status != RKV_OK)
-                    fail(c, (rkv_status)resp.status, "%s: server answered: %s", s->uri,
-                         rkv_strerror((rkv_status)resp.status));
-            }
-        }
+/* One pass over shard s: connect if needed, send what credits allow, one
+ * lookup round, a full hint buffer out, the replies that are there. Replies
+ * that complete nothing (HINTS) are taken only with others, or when they
+ * hold every credit: a GET-only client pays one poll per credits' worth of
+ * hint messages, and its deadline is checked then. An error takes the shard
+ * down (its ops complete with it). The shard stays busy while it holds ops. */
+static HOT void shard_progress(rkv_client *c, struct shard *s)
+{
+    rkv_status st = shard_ready(c, s);
+    if (st == RKV_OK && s->queue_head != NO_SLOT)
+        st = send_queued(c, s);
+    if (st == RKV_OK && s->gets_head != NO_SLOT)
+        st = lookup_round(c, s);
+    if (st == RKV_OK && s->nhints == MAX_HINTS)
+        st = hints_flush(c, s);
+    if (st == RKV_OK && (s->awaited > 0 || (s->t && s->outstanding == s->hello.credits)))
+        st = take_replies(c, s, 0);
+    if (st != RKV_OK)
+        shard_down(c, s, st);
+    if (s->awaited == 0 && s->queue_head == NO_SLOT && s->gets_head == NO_SLOT)
+        c->busy &= ~(1ull << s->index);
+}
+
+static void progress(rkv_client *c)
+{
+    for (uint64_t b = c->busy; b; b &= b - 1)
+        shard_progress(c, &c->shards[__builtin_ctzll(b)]);
+}
+
+/* Between passes: where only replies are awaited, and from one server,
+ * block for them (up to deadline_ns, and no longer than the reply may take);
+ * otherwise return for the next pass. */
+static void await_replies(rkv_client *c, uint64_t deadline_ns)
+{
+    struct shard *s = NULL;
+    for (uint64_t b = c->busy; b; b &= b - 1) {
+        struct shard *x = &c->shards[__builtin_ctzll(b)];
+        if (s || x->gets_head != NO_SLOT || x->awaited == 0 || x->t == NULL)
+            return;
+        s = x;
     }
-    for (size_t j = 0; st != RKV_OK && j < n; j++)
-        if (ws[j]->status == RKV_INTERNAL)
-            ws[j]->status = st;   /* not sent, or no reply: the shard's error */
+    if (s == NULL)
+        return;
+    rkv_status st = take_replies(c, s, ms_until(RKV_MIN(deadline_ns, s->reply_deadline_ns)));
+    if (st != RKV_OK)
+        shard_down(c, s, st);
+}
+
+/* Move ops along until *count is non-zero, nothing is in flight, or
+ * deadline_ns passes. Every op completes within about timeout_ms, so with
+ * no deadline this ends. */
+static void run_until(rkv_client *c, const unsigned *count, uint64_t deadline_ns)
+{
+    while (*count == 0) {
+        progress(c);
+        if (*count || c->busy == 0 || (deadline_ns != UINT64_MAX && rkv_now_ns() >= deadline_ns))
+            return;
+        await_replies(c, deadline_ns);
+        if (*count)
+            return;
+    }
+}
+
+/* ------------------------------------------------------------ submit */
+
+static const char *const kind_call[] = { [RKV_KIND_GET] = "get", [RKV_KIND_PUT] = "put",
+                                         [RKV_KIND_DELETE] = "delete", [RKV_KIND_INCR] = "incr" };
+
+/* Take a free slot for an op on shard s and link it into the shard's work. */
+static HOT uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, bool internal,
+                             uint64_t token)
+{
+    uint32_t idx = c->free_head;
+    struct slot *sl = &c->slots[idx];
+    c->free_head = sl->next;
+    sl->kind = kind;
+    sl->internal = internal;
+    sl->started = false;
+    sl->staged = false;
+    sl->has_opts = false;
+    sl->next = NO_SLOT;
+    sl->s = s;
+    sl->token = token;
+    uint32_t *head = kind == RKV_KIND_GET ? &s->gets_head : &s->queue_head;
+    uint32_t *tail = kind == RKV_KIND_GET ? &s->gets_tail : &s->queue_tail;
+    if (*tail == NO_SLOT)
+        *head = idx;
+    else
+        c->slots[*tail].next = idx;
+    *tail = idx;
+    c->busy |= 1ull << s->index;
+    if (internal)
+        c->wrap_out++;
+    else
+        c->outstanding++;
+    return idx;
+}
+
+/* The one way an op enters the core: checked as its synchronous call checks
+ * it (route()), then queued. `internal`: a wrapper's op, within WRAP_SLOTS,
+ * outside the caller's window. `call` names it in messages. */
+static rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, const char *call)
+{
+    if ((unsigned)op->kind > RKV_KIND_INCR)
+        return fail(c, RKV_INVALID, "submit: unknown op kind %u; use RKV_KIND_GET, _PUT, _DELETE "
+                    "or _INCR", (unsigned)op->kind);
+    struct shard *s;
+    uint64_t kh;
+    rkv_status st = route(c, op, call ? call : kind_call[op->kind], &s, &kh);
+    if (RKV_UNLIKELY(st != RKV_OK))
+        return st;
+    if (RKV_UNLIKELY(!internal && c->outstanding >= c->window))
+        return fail(c, RKV_WINDOW_FULL, "submit: the window of %u ops is full; take completions "
+                    "with rkv_poll/rkv_wait first (or widen it with rkv_set_window)", c->window);
+    struct slot *sl = &c->slots[slot_enqueue(c, s, (uint8_t)op->kind, internal, op->token)];
+    sl->kh = kh;
+    sl->key = op->key;
+    sl->key_len = op->key_len;
+    sl->value = NULL;
+    sl->value_len = 0;
+    sl->delta = 0;
+    switch (op->kind) {
+    case RKV_KIND_GET:
+        sl->buf = op->buf;
+        sl->buf_len = op->buf_len;
+        break;
+    case RKV_KIND_PUT:
+        sl->value = op->value;
+        sl->value_len = op->value_len;
+        if (op->opts) {
+            sl->opts = *op->opts;
+            sl->has_opts = true;
+        }
+        c->c.puts++;
+        break;
+    case RKV_KIND_DELETE:
+        c->c.deletes++;
+        break;
+    case RKV_KIND_INCR:
+        sl->delta = op->delta;
+        c->c.other_rpcs++;
+        break;
+    }
+    return RKV_OK;
+}
+
+rkv_status rkv_submit(rkv_client *c, const struct rkv_op *op)
+{
+    if (op == NULL)
+        return fail(c, RKV_INVALID, "submit: the op is NULL; pass a struct rkv_op");
+    return submit(c, op, false, NULL);
+}
+
+/* Take up to max of the user's completions. */
+static unsigned take_user(rkv_client *c, struct rkv_completion *out, unsigned max)
+{
+    unsigned n = RKV_MIN(max, c->userq_count);
+    for (unsigned i = 0; i < n; i++)
+        out[i] = c->userq[(c->userq_head + i) % c->window];
+    c->userq_head = (c->userq_head + n) % c->window;
+    c->userq_count -= n;
+    c->outstanding -= n;
+    return n;
+}
+
+static rkv_status check_poll_args(rkv_client *c, const char *call, const struct rkv_completion *out,
+                                  unsigned max, const unsigned *n)
+{
+    if (out == NULL || max == 0 || n == NULL)
+        return fail(c, RKV_INVALID, "%s: %s; pass an array of max > 0 completions and a count",
+                    call, n == NULL ? "the count pointer is NULL" :
+                    out == NULL ? "the completion array is NULL" : "max is 0");
+    return RKV_OK;
+}
+
+rkv_status rkv_poll(rkv_client *c, struct rkv_completion *out, unsigned max, unsigned *n)
+{
+    if (c == NULL)
+        return RKV_INVALID;
+    rkv_status st = check_poll_args(c, "poll", out, max, n);
+    if (st != RKV_OK)
+        return st;
+    progress(c);
+    *n = take_user(c, out, max);
+    return RKV_OK;
+}
+
+rkv_status rkv_wait(rkv_client *c, struct rkv_completion *out, unsigned max, unsigned *n,
+                    unsigned timeout_ms)
+{
+    if (c == NULL)
+        return RKV_INVALID;
+    rkv_status st = check_poll_args(c, "wait", out, max, n);
+    if (st != RKV_OK)
+        return st;
+    if (c->userq_count == 0 && c->outstanding > 0)
+        run_until(c, &c->userq_count, rkv_now_ns() + (uint64_t)timeout_ms * 1000000ull);
+    *n = take_user(c, out, max);
+    return RKV_OK;
+}
+
+rkv_status rkv_set_window(rkv_client *c, unsigned window)
+{
+    if (window == 0 || window > RKV_MAX_WINDOW)
+        return fail(c, RKV_INVALID, "set_window: %u is out of range; use 1..%u", window,
+                    RKV_MAX_WINDOW);
+    if (c->outstanding > 0 || c->wrap_out > 0)
+        return fail(c, RKV_INVALID, "set_window: %u ops are outstanding; take their completions "
+                    "first", c->outstanding + c->wrap_out);
+    unsigned nslots = window + WRAP_SLOTS;
+    struct slot *slots = calloc(nslots, sizeof *slots);
+    struct rkv_completion *userq = calloc(window, sizeof *userq);
+    struct rkv_lookup **round = calloc(nslots, sizeof *round);
+    if (slots == NULL || userq == NULL || round == NULL) {
+        free(slots);
+        free(userq);
+        free(round);
+        return fail(c, RKV_NO_MEMORY, "set_window: out of memory for %u slots", nslots);
+    }
+    for (unsigned i = 0; i < nslots; i++)
+        slots[i].next = i + 1 < nslots ? i + 1 : NO_SLOT;
+    free(c->slots);
+    free(c->userq);
+    free(c->round);
+    c->slots = slots;
+    c->userq = userq;
+    c->round = round;
+    c->free_head = 0;
+    c->window = window;
+    c->userq_head = c->userq_count = 0;
+    return RKV_OK;
+}
+
+unsigned rkv_window(const rkv_client *c)
+{
+    return c->window;
+}
+
+unsigned rkv_outstanding(const rkv_client *c)
+{
+    return c->outstanding;
+}
+
+/* ------------------------------------------------------------ synchronous calls */
+
+/* Wait for the wrappers' next completion (one is always coming while
+ * wrap_out > 0) and take it; valid until the next wrapper op is submitted. */
+static const struct wrap_completion *wrap_take(rkv_client *c)
+{
+    run_until(c, &c->wrapq_count, UINT64_MAX);
+    const struct wrap_completion *w = &c->wrapq[c->wrapq_head];
+    c->wrapq_head = (c->wrapq_head + 1) % WRAP_SLOTS;
+    c->wrapq_count--;
+    c->wrap_out--;
+    return w;
+}
+
+/* A synchronous call: one op through the core, waited for. RKV_OK with its
+ * completion in *r, or the refusal. */
+static rkv_status run_one(rkv_client *c, const struct rkv_op *op, const struct rkv_completion **r)
+{
+    rkv_status st = submit(c, op, true, NULL);
+    if (RKV_LIKELY(st == RKV_OK))
+        *r = &wrap_take(c)->c;
     return st;
 }
 
-/* One write to the key's owner; returns its status. An update leaves the
- * cached location alone: the old item forwards to its replacement (one READ
- * more on the next GET, not the buckets); a delete leaves nothing to follow. */
-static rkv_status write_one(rkv_client *c, const char *call, struct write_req *w)
+rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, size_t buf_len,
+                   size_t *value_len, struct rkv_item_info *info)
 {
-    const struct call_args a = { .call = call, .key = w->key, .key_len = w->key_len,
-                                 .kind = w->opcode == RKV_OP_PUT ? DATA_VALUE : DATA_NONE,
-                                 .data = w->value, .data_len = w->value_len, .opts = w->opts };
-    struct shard *s;
-    uint64_t kh;
-    struct write_req *p = w;
-    rkv_status st = route(c, &a, &s, &kh);
-    if (st != RKV_OK)
+    const struct rkv_op op = { .kind = RKV_KIND_GET, .key = key, .key_len = key_len,
+                               .buf = buf, .buf_len = buf_len };
+    const struct rkv_completion *r;
+    rkv_status st = run_one(c, &op, &r);
+    if (RKV_UNLIKELY(st != RKV_OK))
         return st;
-    w->status = RKV_INTERNAL;
-    shard_write_batch(c, s, RKV_OK, &p, 1);
-    if (c->cache && w->opcode == RKV_OP_DELETE)
-        rkv_loc_cache_store(c->cache, &c->meter, s->generation, kh, 0);
-    return w->status;
+    if (value_len)
+        *value_len = r->value_len;
+    if (info && (r->status == RKV_OK || r->status == RKV_BUFFER_TOO_SMALL))
+        *info = r->info;
+    return r->status;
 }
 
 rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len, const void *value,
                    size_t value_len, const struct rkv_put_options *opts, uint64_t *new_version)
 {
-    struct write_req w = { .opcode = RKV_OP_PUT, .key = key, .key_len = key_len,
-                           .value = value, .value_len = value_len, .opts = opts };
-    c->c.puts++;
-    rkv_status st = write_one(c, "put", &w);
-    if (st == RKV_OK && new_version)
-        *new_version = w.value_out;
-    return st;
+    const struct rkv_op op = { .kind = RKV_KIND_PUT, .key = key, .key_len = key_len,
+                               .value = value, .value_len = value_len, .opts = opts };
+    const struct rkv_completion *r;
+    rkv_status st = run_one(c, &op, &r);
+    if (st != RKV_OK)
+        return st;
+    if (r->status == RKV_OK && new_version)
+        *new_version = r->value;
+    return r->status;
 }
 
 rkv_status rkv_delete(rkv_client *c, const void *key, size_t key_len)
 {
-    struct write_req w = { .opcode = RKV_OP_DELETE, .key = key, .key_len = key_len };
-    c->c.deletes++;
-    return write_one(c, "delete", &w);
+    const struct rkv_op op = { .kind = RKV_KIND_DELETE, .key = key, .key_len = key_len };
+    const struct rkv_completion *r;
+    rkv_status st = run_one(c, &op, &r);
+    return st != RKV_OK ? st : r->status;
 }
 
 rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len, int64_t delta, uint64_t *result)
 {
-    struct write_req w = { .opcode = RKV_OP_INCR, .key = key, .key_len = key_len,
-                           .arg = (uint64_t)delta };
-    c->c.other_rpcs++;
-    rkv_status st = write_one(c, "incr", &w);
-    if (st == RKV_OK && result)
-        *result = w.value_out;
-    return st;
+    const struct rkv_op op = { .kind = RKV_KIND_INCR, .key = key, .key_len = key_len,
+                               .delta = delta };
+    const struct rkv_completion *r;
+    rkv_status st = run_one(c, &op, &r);
+    if (st != RKV_OK)
+        return st;
+    if (r->status == RKV_OK && result)
+        *result = r->value;
+    return r->status;
 }
 
-static void mput_args(const struct batch *b, size_t i, struct call_args *a)
-{
-    const struct rkv_put_op *op = (const struct rkv_put_op *)b->ops + i;
-    *a = (struct call_args){ .call = "mput", .key = op->key, .key_len = op->key_len,
-                             .kind = DATA_VALUE, .data = op->value, .data_len = op->value_len,
-                             .opts = op->opts };
-}
+/* ------------------------------------------------------------ batched calls */
 
-static void mput_set_status(struct batch *b, size_t i, rkv_status st)
-{
-    struct rkv_put_op *op = (struct rkv_put_op *)b->ops + i;
-    op->status = st;
-    op->version = 0;
-}
+/* A batched call (rkv_mget, rkv_mput) as batch_run() sees it: the caller's
+ * ops, and the two things that differ per call. */
+struct batch {
+    void *ops;                           /* the caller's array of n ops */
+    size_t n;
+    const char *call;                    /* "mget", "mput" */
+    /* op i as an rkv_op (token i) */
+    void (*to_op)(const struct batch *b, size_t i, struct rkv_op *op);
+    /* op i's outcome */
+    void (*result)(struct batch *b, size_t i, const struct rkv_completion *r);
+};
 
-/* Write one chunk to shard s in as few send batches as credits allow. */
-static rkv_status mput_run(struct batch *b, struct shard *s, rkv_status down,
-                           const size_t *idx, const uint64_t *khs, unsigned k)
+/* Keep up to WRAP_SLOTS of the batch's ops in the core: submit while there
+ * is room, take a completion, submit the next. A server whose connection
+ * failed under one of them is not used again by the call: its later ops get
+ * that error without being sent. Returns the first such error, or RKV_OK. */
+static rkv_status batch_run(rkv_client *c, struct batch *b)
 {
-    struct rkv_put_op *ops = b->ops;
-    struct write_req ws[BATCH_CHUNK];
-    struct write_req *wp[BATCH_CHUNK];
+    rkv_status first_error = RKV_OK, down[MAX_SHARDS];
+    uint64_t down_mask = 0;
+    size_t next = 0;
 
-    (void)khs;
-    for (unsigned j = 0; j < k; j++) {
-        const struct rkv_put_op *op = &ops[idx[j]];
-        ws[j] = (struct write_req){ .opcode = RKV_OP_PUT, .key = op->key, .key_len = op->key_len,
-                                    .value = op->value, .value_len = op->value_len,
-                                    .opts = op->opts, .status = RKV_INTERNAL };
-        wp[j] = &ws[j];
+    while (next < b->n || c->wrap_out > 0) {
+        for (; next < b->n && c->wrap_out < WRAP_SLOTS; next++) {
+            struct rkv_op op;
+            struct rkv_completion r = { .token = next };
+            b->to_op(b, next, &op);
+            op.token = next;
+            if (down_mask && op.key && op.key_len &&
+                (down_mask >> rkv_shard_of(c, op.key, op.key_len) & 1)) {
+                r.status = down[rkv_shard_of(c, op.key, op.key_len)];
+                b->result(b, next, &r);
+            } else if ((r.status = submit(c, &op, true, b->call)) != RKV_OK) {
+                b->result(b, next, &r);      /* refused: route()'s status */
+            }
+        }
+        if (c->wrap_out == 0)
+            break;
+        const struct wrap_completion *w = wrap_take(c);
+        if (w->shard_error) {
+            down_mask |= 1ull << w->shard;
+            down[w->shard] = w->c.status;
+            if (first_error == RKV_OK)
+                first_error = w->c.status;
+        }
+        b->result(b, (size_t)w->c.token, &w->c);
     }
-    b->c->c.puts += k;
-    down = shard_write_batch(b->c, s, down, wp, k);
-    for (unsigned j = 0; j < k; j++) {
-        struct rkv_put_op *op = &ops[idx[j]];
-        op->status = ws[j].status;
-        op->version = ws[j].value_out;
-        if (down != RKV_OK && op->status == down && b->first_error == RKV_OK)
-            b->first_error = down;
-    }
-    return down;
+    return first_error;
+}
+
+static void mget_to_op(const struct batch *b, size_t i, struct rkv_op *op)
+{
+    const struct rkv_get_op *g = (const struct rkv_get_op *)b->ops + i;
+    *op = (struct rkv_op){ .kind = RKV_KIND_GET, .key = g->key, .key_len = g->key_len,
+                           .buf = g->buf, .buf_len = g->buf_len };
+}
+
+static void mget_result(struct batch *b, size_t i, const struct rkv_completion *r)
+{
+    struct rkv_get_op *g = (struct rkv_get_op *)b->ops + i;
+    g->status = r->status;
+    g->value_len = r->value_len;
+}
+
+rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n)
+{
+    struct batch b = { .ops = ops, .n = n, .call = "mget", .to_op = mget_to_op,
+                       .result = mget_result };
+    return batch_run(c, &b);
+}
+
+static void mput_to_op(const struct batch *b, size_t i, struct rkv_op *op)
+{
+    const struct rkv_put_op *p = (const struct rkv_put_op *)b->ops + i;
+    *op = (struct rkv_op){ .kind = RKV_KIND_PUT, .key = p->key, .key_len = p->key_len,
+                           .value = p->value, .value_len = p->value_len, .opts = p->opts };
+}
+
+static void mput_result(struct batch *b, size_t i, const struct rkv_completion *r)
+{
+    struct rkv_put_op *p = (struct rkv_put_op *)b->ops + i;
+    p->status = r->status;
+    p->version = r->status == RKV_OK ? r->value : 0;
 }
 
 rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
 {
-    struct batch b = { .c = c, .ops = ops, .n = n, .args = mput_args,
-                       .set_status = mput_set_status, .run = mput_run };
-    return batch_run(&b);
+    struct batch b = { .ops = ops, .n = n, .call = "mput", .to_op = mput_to_op,
+                       .result = mput_result };
+    return batch_run(c, &b);
 }
 
 /* ------------------------------------------------------------ control */
 
-/* A control RPC without key or value to shard s; the payload is copied out. */
-static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t opcode, void *payload,
+/* A control RPC without key or value to shard s, through the core; the
+ * payload is copied to buf (cap bytes), its length to *len. */
+static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t kind, void *buf,
                               size_t cap, size_t *len)
 {
-    uint32_t req_id;
-    rkv_status st = shard_ready(c, s);
-    if (st == RKV_OK)
-        st = send_keyless(c, s, opcode, "the request", &req_id);
-    if (st != RKV_OK)
-        return st;
+    struct slot *sl = &c->slots[slot_enqueue(c, s, kind, true, 0)];
+    sl->kh = 0;
+    sl->key = NULL;
+    sl->key_len = 0;
+    sl->value = NULL;
+    sl->value_len = 0;
+    sl->delta = 0;
+    sl->buf = buf;
+    sl->buf_len = cap;
     c->c.other_rpcs++;
-    struct rkv_resp resp;
-    st = shard_wait(c, s, req_id, &resp, payload, cap, len);
-    return st != RKV_OK ? st : (rkv_status)resp.status;
+    const struct wrap_completion *w = wrap_take(c);
+    if (len)
+        *len = w->c.value_len;
+    return w->c.status;
 }
 
 rkv_status rkv_ping(rkv_client *c)
 {
     for (unsigned i = 0; i < c->nshards; i++) {
-        rkv_status st = control_rpc(c, &c->shards[i], RKV_OP_PING, NULL, 0, NULL);
+        rkv_status st = control_rpc(c, &c->shards[i], KIND_PING, NULL, 0, NULL);
         if (st != RKV_OK)
             return st;
     }
@@ -1031,7 +1431,7 @@ rkv_status rkv_stats(rkv_client *c, unsigned shard, char *buf, size_t buf_len, s
     size_t n = 0;
     if (shard >= c->nshards || (buf == NULL && buf_len))
         return fail(c, RKV_INVALID, "stats: no shard %u (have %u)", shard, c->nshards);
-    rkv_status st = control_rpc(c, &c->shards[shard], RKV_OP_STATS, buf, buf_len, &n);
+    rkv_status st = control_rpc(c, &c->shards[shard], KIND_STATS, buf, buf_len, &n);
     if (len)
         *len = n;
     if (st == RKV_OK && n >= buf_len)

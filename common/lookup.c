@@ -320,8 +320,9 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
     }
 }
 
-static void start_key(const struct rkv_region_header *g, struct rkv_lookup *l)
+void rkv_lookup_start(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
 {
+    const struct rkv_region_header *g = ctx->geom;
     uint64_t off = 0;
     uint32_t len = 0;
     l->status = RKV_INTERNAL;
@@ -355,31 +356,43 @@ static void start_key(const struct rkv_region_header *g, struct rkv_lookup *l)
         l->phase = PHASE_BUCKETS;
 }
 
+rkv_status rkv_lookup_round(struct rkv_lookup_ctx *ctx, struct rkv_lookup *const *ls, unsigned n)
+{
+    struct round r = { .ctx = ctx };
+    for (unsigned i = 0; i < n; i++)
+        if (ls[i]->phase != PHASE_DONE)
+            plan_key(&r, ls[i]);
+    if (r.nops == 0)
+        return RKV_INTERNAL; /* scratch too small for even one key */
+    rkv_status st = ctx->read(ctx->read_ctx, ctx->ops, r.nops);
+    if (st != RKV_OK)
+        return st;
+    for (unsigned i = 0; i < n; i++) {
+        struct rkv_lookup *l = ls[i];
+        if (l->phase != PHASE_DONE && l->nread)
+            advance_key(ctx, l);
+    }
+    return RKV_OK;
+}
+
 rkv_status rkv_lookup_batch(struct rkv_lookup_ctx *ctx, struct rkv_lookup *ls, unsigned n)
 {
-    const struct rkv_region_header *g = ctx->geom;
-    unsigned pending = 0;
+    struct rkv_lookup *chunk[RKV_LOOKUP_BATCH_CHUNK];
 
-    for (unsigned i = 0; i < n; i++) {
-        start_key(g, &ls[i]);
-        pending += ls[i].phase != PHASE_DONE;
-    }
-    while (pending) {
-        struct round r = { .ctx = ctx };
-        for (unsigned i = 0; i < n; i++)
-            if (ls[i].phase != PHASE_DONE)
-                plan_key(&r, &ls[i]);
-        if (r.nops == 0)
-            return RKV_INTERNAL; /* scratch too small for even one key */
-        rkv_status st = ctx->read(ctx->read_ctx, ctx->ops, r.nops);
-        if (st != RKV_OK)
-            return st;
-        pending = 0;
-        for (unsigned i = 0; i < n; i++) {
-            struct rkv_lookup *l = &ls[i];
-            if (l->phase != PHASE_DONE && l->nread)
-                advance_key(ctx, l);
-            pending += l->phase != PHASE_DONE;
+    for (unsigned at = 0; at < n; at += RKV_LOOKUP_BATCH_CHUNK) {
+        unsigned k = RKV_MIN(n - at, RKV_LOOKUP_BATCH_CHUNK), pending = 0;
+        for (unsigned i = 0; i < k; i++) {
+            chunk[i] = &ls[at + i];
+            rkv_lookup_start(ctx, chunk[i]);
+            pending += !rkv_lookup_done(chunk[i]);
+        }
+        while (pending) {
+            rkv_status st = rkv_lookup_round(ctx, chunk, k);
+            if (st != RKV_OK)
+                return st;
+            pending = 0;
+            for (unsigned i = 0; i < k; i++)
+                pending += !rkv_lookup_done(chunk[i]);
         }
     }
     return RKV_OK;

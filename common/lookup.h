@@ -99,8 +99,31 @@ size_t rkv_lookup_scratch_need(const struct rkv_region_header *geom, unsigned n)
  * scratch_len >= rkv_lookup_scratch_need(geom, 1)). */
 unsigned rkv_lookup_batch_fit(const struct rkv_lookup_ctx *ctx);
 
-/* Look up ls[0..n-1]. Returns RKV_OK when every key has a status, or the
- * transport error that stopped the batch. */
+/* The step-wise form a pipelined client drives (client/client.c): start a
+ * key once, then run rounds over whichever keys are pending, adding new ones
+ * between rounds. rkv_lookup_start() hashes and checks the key (a bad key or
+ * buffer is done at once, with RKV_INVALID / RKV_TOO_LARGE); the key's
+ * cached_slot, buf and buf_len must be set before. */
+void rkv_lookup_start(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l);
+
+/* Whether l has its final status (it needs no more rounds). */
+static inline bool rkv_lookup_done(const struct rkv_lookup *l)
+{
+    return l->status != RKV_INTERNAL;
+}
+
+/* One round trip for the keys of ls[0..n-1] that are not done: plan the
+ * reads each needs (those that do not fit the scratch wait for the next
+ * round), read them all at once, advance each key on what came back. At
+ * least one key must be pending. Returns RKV_OK, or the transport's error
+ * (the keys then stay as they were; the caller gives up on them), or
+ * RKV_INTERNAL when the scratch holds no key's reads. */
+rkv_status rkv_lookup_round(struct rkv_lookup_ctx *ctx, struct rkv_lookup *const *ls, unsigned n);
+
+/* Look up ls[0..n-1], RKV_LOOKUP_BATCH_CHUNK keys in lockstep at a time.
+ * Returns RKV_OK when every key has a status, or the transport error that
+ * stopped the batch. */
+#define RKV_LOOKUP_BATCH_CHUNK 64
 rkv_status rkv_lookup_batch(struct rkv_lookup_ctx *ctx, struct rkv_lookup *ls, unsigned n);
 
 /* What a copy of an item read for `key` (len = bytes read) turned out to be. */

@@ -21,6 +21,7 @@ static const char *const status_names[RKV_STATUS_COUNT] = {
     [RKV_SERVER_BUSY] = "server busy; retry later",
     [RKV_NO_MEMORY] = "out of local memory",
     [RKV_INTERNAL] = "internal error",
+    [RKV_WINDOW_FULL] = "the window is full; take completions first",
 };
 
 const char *rkv_strerror(rkv_status s)
@@ -50,6 +51,7 @@ const char *rkv_status_name(rkv_status s)
         [RKV_SERVER_BUSY] = "server_busy",
         [RKV_NO_MEMORY] = "no_memory",
         [RKV_INTERNAL] = "internal",
+        [RKV_WINDOW_FULL] = "window_full",
     };
     if ((unsigned)s >= RKV_STATUS_COUNT || ids[s] == NULL)
         return "unknown";

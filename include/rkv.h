@@ -85,6 +85,7 @@ typedef enum rkv_status {
     RKV_SERVER_BUSY,      /* the server refused the request for now */
     RKV_NO_MEMORY,        /* a local allocation failed */
     RKV_INTERNAL,         /* a bug: please report it */
+    RKV_WINDOW_FULL,      /* rkv_submit: the window is full; take completions first */
     RKV_STATUS_COUNT
 } rkv_status;
 
@@ -247,6 +248,115 @@ struct rkv_put_op {
  * Returns: RKV_OK when no op carries a connection error, else the first such
  * error (RKV_CONNECTION, RKV_TIMEOUT). */
 rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n);
+
+/* ------------------------------------------------------------ pipelining
+ *
+ * The pipelined API: submit operations without waiting, then collect their
+ * completions. rkv_get/put/delete/incr, rkv_mget/rkv_mput, rkv_ping and
+ * rkv_stats are thin wrappers over this one core (a single op submitted and
+ * waited for, or a batch kept in a window).
+ *
+ *     struct rkv_op op = { .kind = RKV_KIND_GET, .token = 7, .key = "k", .key_len = 1,
+ *                          .buf = buf, .buf_len = sizeof buf };
+ *     rkv_set_window(c, 16);
+ *     if (rkv_submit(c, &op) != RKV_OK) ... (refused: rkv_last_error(c) says why)
+ *     struct rkv_completion done[16];
+ *     unsigned n;
+ *     rkv_wait(c, done, 16, &n, 1000);   (or rkv_poll(c, done, 16, &n): never blocks)
+ *     for (unsigned i = 0; i < n; i++) ... done[i].token, done[i].status ...
+ *
+ * Window: at most rkv_window(c) ops are outstanding per handle: submitted,
+ * and their completion not yet taken by rkv_poll/rkv_wait. A submit beyond it
+ * is refused with RKV_WINDOW_FULL (nothing is queued; take completions and
+ * submit again). The synchronous calls and rkv_mget/rkv_mput have their own
+ * slots beside the window: they may be called while pipelined ops are out,
+ * and they move those along too (their completions wait for rkv_poll).
+ *
+ * Completion: every op rkv_submit accepted completes exactly once, with its
+ * token, and within about the handle's timeout_ms: a server that stops
+ * answering or goes away completes each of its ops with RKV_TIMEOUT or
+ * RKV_CONNECTION (ops on other servers go ahead). Ops complete in any order,
+ * except:
+ *
+ * Ordering: the writes (PUT, DELETE, INCR) of one handle to one server are
+ * sent in submission order on that server's one connection, which the server
+ * executes and answers in order; so writes to one key from one handle take
+ * effect and complete in submission order. A GET is not ordered against
+ * writes in flight: a GET submitted while a write to its key is outstanding
+ * may see the value before or after it. To read your own write, submit the
+ * GET after the write's completion.
+ *
+ * Memory: rkv_submit copies the rkv_op and its put options, but not what they
+ * point to: the key, a PUT's value and a GET's buffer must stay valid (and
+ * the value unchanged) until the op's completion has been taken. A GET
+ * writes its buffer only just before it completes.
+ *
+ * Progress: ops advance only inside rkv_poll, rkv_wait and the synchronous
+ * calls; rkv_submit only queues (so a burst of submits leaves with one
+ * doorbell per server). Poll while ops are out. A GET's reads run inside
+ * these calls (a memcpy over shm; over rdma one round trip per server and
+ * pass, with all that server's pending GETs in it). */
+
+/* What an op does. */
+typedef enum rkv_kind {
+    RKV_KIND_GET = 0,   /* rkv_get(): key, buf, buf_len */
+    RKV_KIND_PUT,       /* rkv_put(): key, value, value_len, opts */
+    RKV_KIND_DELETE,    /* rkv_delete(): key */
+    RKV_KIND_INCR,      /* rkv_incr(): key, delta */
+} rkv_kind;             /* any other value is refused with RKV_INVALID */
+
+/* One operation for rkv_submit(); zero-initialise and set what its kind uses. */
+struct rkv_op {
+    rkv_kind kind;
+    uint64_t token;                      /* returned in its completion (an index, a pointer) */
+    const void *key; size_t key_len;
+    void *buf; size_t buf_len;           /* GET: where the value goes */
+    const void *value; size_t value_len; /* PUT: the value */
+    const struct rkv_put_options *opts;  /* PUT: may be NULL; copied at submit */
+    int64_t delta;                       /* INCR */
+};
+
+/* What an op came to: the status and results its synchronous call gives. */
+struct rkv_completion {
+    uint64_t token;                      /* the op's token */
+    rkv_kind kind;
+    rkv_status status;
+    size_t value_len;                    /* GET: on RKV_OK and RKV_BUFFER_TOO_SMALL, as rkv_get */
+    struct rkv_item_info info;           /* GET: on RKV_OK and RKV_BUFFER_TOO_SMALL */
+    uint64_t value;                      /* PUT: the new version; INCR: the result */
+};
+
+#define RKV_DEFAULT_WINDOW 64            /* a handle's window until rkv_set_window */
+#define RKV_MAX_WINDOW     4096
+
+/* Set the handle's window (1..RKV_MAX_WINDOW), only while nothing is
+ * outstanding (no op submitted whose completion was not taken).
+ * Returns: RKV_OK, RKV_INVALID (out of range, or ops outstanding),
+ * RKV_NO_MEMORY (the handle keeps its old window). */
+rkv_status rkv_set_window(rkv_client *c, unsigned window);
+
+/* The window, and the ops outstanding now (submitted, completion not taken).
+ * Returns: counts (no status). */
+unsigned rkv_window(const rkv_client *c);
+unsigned rkv_outstanding(const rkv_client *c);
+
+/* Start one operation; its completion comes from rkv_poll/rkv_wait. Arguments
+ * are checked as its synchronous call checks them; a refused op gets no
+ * completion. Connection errors do not refuse: they complete the op.
+ * Returns: RKV_OK (accepted), RKV_INVALID (NULL op, unknown kind, or what the
+ * call refuses), RKV_TOO_LARGE, RKV_WINDOW_FULL. */
+rkv_status rkv_submit(rkv_client *c, const struct rkv_op *op);
+
+/* Move ops along without blocking and take up to max completions into
+ * out[0..*n-1] (*n may be 0).
+ * Returns: RKV_OK, RKV_INVALID (c, out or n NULL, or max 0). */
+rkv_status rkv_poll(rkv_client *c, struct rkv_completion *out, unsigned max, unsigned *n);
+
+/* rkv_poll(), but wait up to timeout_ms for at least one completion. With
+ * nothing outstanding it returns at once with *n = 0.
+ * Returns: RKV_OK (*n = 0 when none came within timeout_ms), RKV_INVALID. */
+rkv_status rkv_wait(rkv_client *c, struct rkv_completion *out, unsigned max, unsigned *n,
+                    unsigned timeout_ms);
 
 /* Round trip to each server, in order, stopping at the first that fails.
  * Returns: RKV_OK (all answered), else that server's RKV_CONNECTION,

@@ -421,6 +421,9 @@ static void json_report_fields(void **state)
     assert_true(number_at(f, "duration_s") == 2);
     assert_true(number_at(f, "threads") == 4);
     assert_true(number_at(f, "window") == 8);
+    /* Little's law: 9 x (1+...+100) us of GETs + 100 x 20 us of PUTs = 47.45 ms
+     * in flight over 2 s and 4 threads */
+    assert_true(fabs(number_at(f, "mean_in_flight") - 0.04745 / 8) <= 0.04745 / 8 / 100);
     assert_true(number_at(f, "errors") == 2);
     assert_true(number_at(f, "get.ops") == 900);
     assert_true(number_at(f, "get.ops_per_sec") == 450);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -375,10 +376,10 @@ static bool check_mget(const struct rkv_get_op *ops, char (*keys)[16], char (*bu
 }
 
 /* SIGSTOP the server: GET hits keep queueing access hints until the
- * credits run out; the hint flush that then times out takes the connection
- * down in the middle of an mget. That used to crash (shm_send_buf(NULL)).
- * Every call must instead return its statuses, and after SIGCONT the handle
- * reconnects by itself. */
+ * credits run out; the hint flush that then waits for a credit times out and
+ * takes the connection down in the middle of an mget. That used to crash
+ * (shm_send_buf(NULL)). Every call must instead return its statuses, and
+ * after SIGCONT the handle reconnects by itself. */
 static void test_server_stops_answering(void **state)
 {
     struct fixture *f = *state;
@@ -399,10 +400,14 @@ static void test_server_stops_answering(void **state)
                                  NULL), RKV_OK);
     }
     assert_int_equal(kill(f->sp.pid, SIGSTOP), 0);
-    /* credits (64) / 4 hint messages per mget: the 17th call times out; a
-     * bound of 100 calls leaves room for any credit setting up to 400. */
-    unsigned failed = 0, calls = 0;
-    for (; calls < 100 && failed < 3; calls++) {
+    /* credits (64) / 4 hint messages per mget: the 17th call waits for a
+     * credit until the oldest reply is 300 ms late and fails, and so does each
+     * reconnect attempt after it (the server accepts none); 60 s is only the
+     * safety net */
+    unsigned failed = 0;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (now = t0; now.tv_sec - t0.tv_sec < 60 && failed < 3; clock_gettime(CLOCK_MONOTONIC, &now)) {
         fill_ops(ops, keys, bufs);
         rkv_status rc = rkv_mget(c, ops, STOP_KEYS);
         failed += check_mget(ops, keys, bufs, rc);

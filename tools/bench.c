@@ -2,8 +2,13 @@
  *
  * Drives one or more rkv servers through the public client API (rkv.h) the
  * way an application would: N threads, each with its own handle, each
- * issuing batches of `--window` operations (rkv_mget for the GETs of a
- * batch, rkv_mput for its PUTs; plain rkv_get/rkv_put when the window is 1).
+ * keeping `--window` operations in flight. Closed loop with a window above 1:
+ * a steady window through the pipelined API (rkv_submit, rkv_wait): each
+ * completion frees its slot for the next op at once, and each op is timed
+ * from its submit to its completion; the report gives the mean in-flight
+ * depth reached. `--lockstep` (and the open loop) issue batches of the
+ * window instead (rkv_mget for the GETs of a batch, rkv_mput for its PUTs;
+ * plain rkv_get/rkv_put when the window is 1), each waiting for its slowest.
  * Keys follow a uniform, scrambled-zipfian or read-latest distribution; the
  * mix and presets follow YCSB where they fit a cache. With --protocol
  * memcache the same calls speak the memcached text protocol over TCP to
@@ -11,9 +16,9 @@
  * by one generator and one report.
  *
  * Latency, closed loop (default): every operation is timed from the start
- * to the end of the call that carried it, so with --window N each op of a
- * batch is recorded with that batch's completion time (a histogram counts
- * operations, not batches). A read-modify-write (YCSB F) is timed as a
+ * to the end of the call that carried it (pipelined: its submit to its
+ * completion), so with --lockstep each op of a batch is recorded with that
+ * batch's completion time (a histogram counts operations, not batches). A read-modify-write (YCSB F) is timed as a
  * whole, get to final put.
  *
  * Open loop (--rate): each thread follows a schedule of intended send times
@@ -109,6 +114,7 @@ struct worker {
     pthread_t thread;
     struct shared *sh;
     struct bench_client *client;  /* this thread's own handle (librkv or memcache) */
+    rkv_client *kv;               /* its librkv handle (the pipelined window), or NULL */
     struct wl_rng rng;
     uint64_t quota;               /* ops to measure; UINT64_MAX = until stopped */
     uint64_t version_seq;         /* per-thread part of value versions */
@@ -126,6 +132,8 @@ struct worker {
     uint64_t *intended;           /* open loop: intended time of each batch slot */
     struct bench_schedule sched;  /* open loop: this thread's send times */
     struct single_op *singles;
+    unsigned *free_slots;         /* pipelined window: the slots not in flight */
+    struct rkv_completion *done;  /* pipelined window: completions taken at once */
     struct bench_results *res;    /* recorded while measuring (verify failures always) */
     uint64_t ops_done;            /* measured ops so far, single-writer atomic */
     uint64_t errors_seen;         /* failed ops so far, single-writer atomic */
@@ -435,7 +443,143 @@ static void run_batch(struct worker *w, unsigned n, bool measuring)
         bump(&w->ops_done, n);
 }
 
-/* Writes this thread's share of [0, keys): one version of every key. */
+/* ---- the pipelined window ---- */
+
+/* What a window slot's op was, packed into its token: the slot, its key's
+ * length and its kind. */
+static uint64_t window_token(unsigned slot, unsigned key_len, enum bench_op op)
+{
+    return slot | (uint64_t)key_len << 32 | (uint64_t)op << 48;
+}
+
+/* Draw the next op into window slot `slot` and submit it, timed from
+ * `now` (one clock read per refill: the ops of one refill leave together);
+ * a read-modify-write, whose PUT depends on its GET, runs synchronously
+ * (rkv_get/rkv_put wrap the same core and move the window along). Returns
+ * whether the slot is now in flight. */
+static bool window_submit(struct worker *w, unsigned slot, uint64_t now, bool measuring)
+{
+    const struct shared *sh = w->sh;
+    char *key = w->keys + (size_t)slot * KEY_STRIDE;
+    double u = wl_rng_double(&w->rng);
+    enum draw d = DRAW_GET;
+    while (u >= sh->cut[d])
+        d++;
+    uint64_t idx = d == DRAW_INSERT ? __atomic_fetch_add(&w->sh->next_insert, 1, __ATOMIC_RELAXED)
+                                    : pick_key(w);
+    unsigned key_len = format_key(sh->cfg, key, idx);
+    if (d == DRAW_RMW) {
+        struct single_op op = { .kind = DRAW_RMW, .idx = idx, .key = key, .key_len = key_len };
+        run_rmw(w, &op, slot, measuring);
+        if (measuring)
+            bump(&w->ops_done, 1);
+        return false;
+    }
+    enum bench_op bop = d == DRAW_GET ? BENCH_OP_GET : d == DRAW_DELETE ? BENCH_OP_DELETE
+                                                                        : BENCH_OP_PUT;
+    struct rkv_op op = { .token = window_token(slot, key_len, bop), .key = key,
+                         .key_len = key_len };
+    if (bop == BENCH_OP_GET) {
+        op.kind = RKV_KIND_GET;
+        op.buf = w->get_bufs + (size_t)slot * w->get_buf_len;
+        op.buf_len = w->get_buf_len;
+    } else if (bop == BENCH_OP_PUT) {
+        op.kind = RKV_KIND_PUT;
+        make_value(w, slot, idx, &op.value, &op.value_len);
+    } else {
+        op.kind = RKV_KIND_DELETE;
+    }
+    w->gidx[slot] = idx;
+    w->intended[slot] = now;
+    rkv_status st = rkv_submit(w->kv, &op);
+    if (st != RKV_OK) {          /* refused (not for the ops drawn here): counted, slot free */
+        count_error(w, bop, st, 1, measuring);
+        return false;
+    }
+    return true;
+}
+
+/* One completion of the window: recorded (when measuring) like the
+ * synchronous call's result. Returns its slot, free again. */
+static unsigned window_complete(struct worker *w, const struct rkv_completion *r, uint64_t end,
+                                bool measuring)
+{
+    unsigned slot = (unsigned)(r->token & 0xffffffffu);
+    unsigned key_len = (unsigned)(r->token >> 32 & 0xffffu);
+    enum bench_op op = (enum bench_op)(r->token >> 48);
+    bool ok = r->status == RKV_OK;
+    if (op == BENCH_OP_GET && ok && w->sh->cfg->verify)
+        check_value(w, w->gidx[slot], w->keys + (size_t)slot * KEY_STRIDE, key_len,
+                    w->get_bufs + (size_t)slot * w->get_buf_len, r->value_len);
+    if (!ok && r->status != RKV_NOT_FOUND) {
+        count_error(w, op, r->status, 1, measuring);
+    } else if (!ok && op == BENCH_OP_PUT) {
+        count_error(w, op, r->status, 1, measuring);
+    } else if (measuring) {
+        w->res->get_hits += op == BENCH_OP_GET && ok;
+        w->res->get_misses += op == BENCH_OP_GET && !ok;
+        w->res->delete_misses += op == BENCH_OP_DELETE && !ok;
+        hist_record(&w->res->lat[op], end > w->intended[slot] ? end - w->intended[slot] : 0);
+    }
+    if (measuring)
+        bump(&w->ops_done, 1);
+    return slot;
+}
+
+/* Take the completions there are (waiting up to a second for one), free
+ * their slots. */
+static void window_take(struct worker *w, unsigned *nfree, bool measuring)
+{
+    unsigned n = 0;
+    rkv_status st = rkv_wait(w->kv, w->done, w->sh->cfg->window, &n, 1000);
+    uint64_t end = rkv_now_ns();
+    for (unsigned i = 0; st == RKV_OK && i < n; i++)
+        w->free_slots[(*nfree)++] = window_complete(w, &w->done[i], end, measuring);
+}
+
+/* The closed loop with a pipelined window: keep every slot in flight, each
+ * completion's slot refilled at once. Counters are reset (and measuring
+ * starts) with the window drained, so they cover exactly the measured ops;
+ * ops in flight at the end complete and count. */
+static void run_window(struct worker *w)
+{
+    const struct bench_config *cfg = w->sh->cfg;
+    unsigned nfree = 0;
+    bool measuring = false;
+    uint64_t done = 0;
+
+    for (unsigned i = cfg->window; i > 0; i--)
+        w->free_slots[nfree++] = i - 1;
+    for (;;) {
+        int phase = __atomic_load_n(&w->sh->phase, __ATOMIC_ACQUIRE);
+        if (phase == PHASE_STOP)
+            break;
+        if (phase == PHASE_MEASURE && !measuring) {
+            while (rkv_outstanding(w->kv) > 0)
+                window_take(w, &nfree, false);
+            bench_reset_counters(w->client);
+            measuring = true;
+        }
+        uint64_t now = nfree > 0 ? rkv_now_ns() : 0;
+        while (nfree > 0 && (!measuring || done < w->quota)) {
+            unsigned slot = w->free_slots[--nfree];
+            if (!window_submit(w, slot, now, measuring))
+                w->free_slots[nfree++] = slot;
+            done += measuring;
+        }
+        unsigned out = rkv_outstanding(w->kv);
+        if (out == 0 && measuring && done >= w->quota)
+            break;
+        if (out > 0)
+            window_take(w, &nfree, measuring);
+    }
+    while (rkv_outstanding(w->kv) > 0)
+        window_take(w, &nfree, measuring);
+    w->end_ns = rkv_now_ns();
+    if (measuring)
+        bench_get_counters(w->client, &w->res->counters);
+}
+
 static void preload(struct worker *w)
 {
     const struct bench_config *cfg = w->sh->cfg;
@@ -544,6 +688,11 @@ static void *worker_main(void *arg)
 
     bool measuring = false, open_loop = cfg->rate > 0;
     uint64_t done = 0;
+    if (bench_window_mode(cfg) == BENCH_WINDOW_PIPELINED) {
+        run_window(w);
+        __atomic_fetch_add(&sh->finished, 1, __ATOMIC_RELEASE);
+        return NULL;
+    }
     if (open_loop) {
         /* Threads share the rate; their schedules are staggered over one gap. */
         double rate = cfg->rate / sh->all_threads;
@@ -619,6 +768,8 @@ static int connect_all(const struct bench_config *cfg, struct worker *ws)
     for (unsigned i = 0; i < cfg->threads; i++) {
         char err[768];
         rkv_status st = bench_client_connect(cfg, &ws[i].client, err, sizeof err);
+        if (st == RKV_OK)
+            ws[i].kv = bench_client_rkv(ws[i].client);
         if (st != RKV_OK) {
             if (err[0])
                 fprintf(stderr, "rkv-bench: %s\n", err);
@@ -652,8 +803,11 @@ static int alloc_worker(struct worker *w, const struct bench_config *cfg, const 
     w->pstart = calloc(w->batch_cap, sizeof *w->pstart);
     w->intended = calloc(w->batch_cap, sizeof *w->intended);
     w->singles = calloc(w->batch_cap, sizeof *w->singles);
+    w->free_slots = calloc(w->batch_cap, sizeof *w->free_slots);
+    w->done = calloc(cfg->window, sizeof *w->done);
     if (!w->res || !w->keys || !w->get_bufs || (cfg->verify && !w->put_bufs) || !w->gops ||
-        !w->gidx || !w->pops || !w->singles || !w->gstart || !w->pstart || !w->intended)
+        !w->gidx || !w->pops || !w->singles || !w->gstart || !w->pstart || !w->intended ||
+        !w->free_slots || !w->done)
         return -1;
     bench_results_init(w->res);
     return 0;
@@ -670,6 +824,8 @@ static void free_worker(struct worker *w)
     free(w->gidx);
     free(w->pops);
     free(w->singles);
+    free(w->free_slots);
+    free(w->done);
     free(w->gstart);
     free(w->pstart);
     free(w->intended);

@@ -19,7 +19,7 @@ enum opt_id {
     OPT_WORKLOAD, OPT_WARMUP, OPT_PRELOAD, OPT_NO_PRELOAD, OPT_VERIFY, OPT_JSON,
     OPT_SEED, OPT_AUTH, OPT_TIMEOUT, OPT_LOCATION_CACHE, OPT_BUCKET_READS, OPT_QUIET, OPT_HELP,
     OPT_VERSION, OPT_RATE, OPT_ARRIVAL, OPT_PROCESSES, OPT_HIST_FILE, OPT_TIMESERIES,
-    OPT_HTML, OPT_COMPARE, OPT_PROTOCOL, OPT_CONNECTIONS,
+    OPT_HTML, OPT_COMPARE, OPT_PROTOCOL, OPT_CONNECTIONS, OPT_LOCKSTEP,
 };
 
 /* Which settings the command line gave explicitly (a workload preset fills
@@ -43,6 +43,7 @@ static const struct opt_def options[] = {
     { "server",         's', true,  OPT_SERVER },
     { "threads",        't', true,  OPT_THREADS },
     { "window",         'w', true,  OPT_WINDOW },
+    { "lockstep",       0,   false, OPT_LOCKSTEP },
     { "duration",       'd', true,  OPT_DURATION },
     { "requests",       'n', true,  OPT_REQUESTS },
     { "keys",           'k', true,  OPT_KEYS },
@@ -87,8 +88,11 @@ void bench_usage(FILE *out)
 "  -s, --server URI        server to load: shm://PATH or rdma://HOST:PORT; repeat\n"
 "                          (or separate with commas) to shard keys over several\n"
 "  -t, --threads N         client threads, each with its own handle (1..%u; 1)\n"
-"  -w, --window N          operations in flight per thread: each batch of N goes\n"
-"                          out through rkv_mget/rkv_mput (1..%u; 1)\n"
+"  -w, --window N          operations in flight per thread (1..%u; 1): a steady\n"
+"                          window through rkv_submit, each completion's slot\n"
+"                          refilled at once; the report gives the mean depth\n"
+"      --lockstep          the window as batches of N through rkv_mget/rkv_mput,\n"
+"                          each waiting for its slowest op (the open loop's way)\n"
 "      --auth SECRET       shared secret the servers expect\n"
 "      --timeout MS        per-operation timeout (1..3600000; library default)\n"
 "      --location-cache N|off  client location-cache entries (library default)\n"
@@ -513,6 +517,7 @@ static enum bench_args_result apply_option(struct bench_config *cfg, const struc
     case OPT_PRELOAD:    cfg->preload = true; break;
     case OPT_NO_PRELOAD: cfg->preload = false; break;
     case OPT_VERIFY:     cfg->verify = true; break;
+    case OPT_LOCKSTEP:   cfg->lockstep = true; break;
     case OPT_JSON:
         if (*v == '\0')
             goto range;

@@ -57,7 +57,8 @@ struct bench_config {
     char *servers;              /* -s URIs joined with ',' (owned) */
     unsigned server_count;      /* how many -s URIs (or comma-separated parts) */
     unsigned threads;           /* --threads: client threads, one handle each */
-    unsigned window;            /* --window: operations per batch (rkv_mget/rkv_mput) */
+    unsigned window;            /* --window: operations in flight per thread */
+    bool lockstep;              /* --lockstep: the window as batches (rkv_mget/rkv_mput) */
     double duration_s;          /* --duration; 0 = none (then --requests limits) */
     uint64_t requests;          /* --requests: total over all threads; 0 = none */
     uint64_t keys;              /* --keys: size of the key space */

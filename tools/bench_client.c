@@ -5,6 +5,7 @@
 
 #include "bench_client.h"
 #include "bench_memcache.h"
+#include "bench_report.h"
 
 struct bench_client {
     rkv_client *kv;          /* --protocol rkv */
@@ -35,6 +36,11 @@ rkv_status bench_client_connect(const struct bench_config *cfg, struct bench_cli
         st = rkv_connect(cfg->servers, &opts, &c->kv);
         if (st != RKV_OK)
             snprintf(err, err_len, "%s", rkv_last_error(NULL));
+        else if (bench_window_mode(cfg) == BENCH_WINDOW_PIPELINED &&
+                 (st = rkv_set_window(c->kv, cfg->window)) != RKV_OK) {
+            snprintf(err, err_len, "--window %u: %s", cfg->window, rkv_last_error(c->kv));
+            rkv_close(c->kv);
+        }
     }
     if (st != RKV_OK) {
         free(c);
@@ -101,4 +107,9 @@ void bench_client_close(struct bench_client *c)
     bench_mc_close(c->mc);
     rkv_close(c->kv);
     free(c);
+}
+
+rkv_client *bench_client_rkv(struct bench_client *c)
+{
+    return c->mc ? NULL : c->kv;
 }

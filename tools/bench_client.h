@@ -32,6 +32,9 @@ rkv_status bench_delete(struct bench_client *c, const void *key, size_t key_len)
 void bench_get_counters(const struct bench_client *c, struct rkv_counters *out);
 void bench_reset_counters(struct bench_client *c);
 const char *bench_last_error(const struct bench_client *c);
+/* The librkv handle under c (rkv-bench's pipelined window drives it
+ * directly), or NULL for --protocol memcache. */
+rkv_client *bench_client_rkv(struct bench_client *c);
 void bench_client_close(struct bench_client *c);
 
 #endif

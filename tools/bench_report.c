@@ -81,6 +81,31 @@ static double ratio(uint64_t num, uint64_t den)
     return den ? (double)num / (double)den : 0.0;
 }
 
+double bench_mean_depth(const struct bench_config *cfg, const struct bench_results *r)
+{
+    double in_flight_ns = 0;
+    if (cfg->rate > 0 || r->duration_s <= 0)
+        return 0;
+    for (unsigned i = 0; i < BENCH_OP_COUNT; i++)
+        in_flight_ns += (double)r->lat[i].sum;
+    return in_flight_ns / (r->duration_s * 1e9 * cfg->threads * cfg->processes);
+}
+
+enum bench_window_mode bench_window_mode(const struct bench_config *cfg)
+{
+    if (cfg->window == 1)
+        return BENCH_WINDOW_SINGLE;
+    /* the memcached text protocol pipelines each batch over its connections */
+    return cfg->lockstep || cfg->rate > 0 || cfg->protocol == BENCH_PROTO_MEMCACHE
+               ? BENCH_WINDOW_LOCKSTEP : BENCH_WINDOW_PIPELINED;
+}
+
+const char *bench_window_mode_name(enum bench_window_mode m)
+{
+    static const char *const names[] = { "single", "pipelined", "lockstep" };
+    return names[m];
+}
+
 void bench_ratios_of(const struct rkv_counters *c, struct bench_ratios *out)
 {
     uint64_t requests = c->gets + c->puts + c->deletes + c->other_rpcs;
@@ -152,8 +177,10 @@ void bench_report_text(FILE *out, const struct bench_config *cfg, const struct b
     fprintf(out, "\nrkv-bench %s: ", RKV_VERSION_STRING);
     if (cfg->processes > 1)
         fprintf(out, "%u processes x ", cfg->processes);
-    fprintf(out, "%u thread%s x window %u, %s loop", cfg->threads, cfg->threads == 1 ? "" : "s",
-            cfg->window, cfg->rate > 0 ? "open" : "closed");
+    fprintf(out, "%u thread%s x window %u%s, %s loop", cfg->threads, cfg->threads == 1 ? "" : "s",
+            cfg->window, bench_window_mode(cfg) == BENCH_WINDOW_PIPELINED ? " (pipelined)" :
+            bench_window_mode(cfg) == BENCH_WINDOW_LOCKSTEP ? " (lockstep batches)" : "",
+            cfg->rate > 0 ? "open" : "closed");
     if (cfg->rate > 0)
         fprintf(out, " at %.0f ops/s %s", cfg->rate, bench_arrival_name(cfg->arrival));
     fprintf(out, ", %u server%s: %s\n", cfg->server_count, cfg->server_count == 1 ? "" : "s",
@@ -218,6 +245,9 @@ void bench_report_text(FILE *out, const struct bench_config *cfg, const struct b
     if (r->rmw_conflicts)
         fprintf(out, "; RMW CAS conflicts retried: %llu", (unsigned long long)r->rmw_conflicts);
     fprintf(out, "\n");
+    if (cfg->rate <= 0)
+        fprintf(out, "Window: mean in-flight depth %.2f of %u per thread\n",
+                bench_mean_depth(cfg, r), cfg->window);
 
     if (cfg->rate > 0)
         text_open_loop(out, cfg, r);
@@ -381,6 +411,11 @@ int bench_report_json_series(FILE *out, const struct bench_config *cfg, const st
     json_u64(&w, "processes", cfg->processes);
     json_u64(&w, "threads", cfg->threads);
     json_u64(&w, "window", cfg->window);
+    json_string(&w, "window_mode", bench_window_mode_name(bench_window_mode(cfg)));
+    if (cfg->rate <= 0)
+        json_double(&w, "mean_in_flight", bench_mean_depth(cfg, r));
+    else
+        json_string(&w, "mean_in_flight", NULL);
     json_double(&w, "duration_s", r->duration_s);
     json_u64(&w, "ops", ops);
     json_double(&w, "ops_per_sec", r->duration_s > 0 ? (double)ops / r->duration_s : 0.0);

@@ -45,6 +45,20 @@ uint64_t bench_results_ops(const struct bench_results *r);
 /* Failed operations, verification failures included. */
 uint64_t bench_results_errors(const struct bench_results *r);
 
+/* Mean in-flight depth a thread reached, closed loop: by Little's law, the
+ * latencies recorded (each op's time in flight) summed and divided by the
+ * measured time of all threads. 0 for the open loop (its latencies include
+ * the wait before sending) and without a measured time. */
+double bench_mean_depth(const struct bench_config *cfg, const struct bench_results *r);
+
+/* How a run keeps its window: one op at a time (window 1), a steady window
+ * through rkv_submit (closed loop), or batches through rkv_mget/rkv_mput
+ * (--lockstep, and the open loop). */
+enum bench_window_mode { BENCH_WINDOW_SINGLE, BENCH_WINDOW_PIPELINED, BENCH_WINDOW_LOCKSTEP };
+enum bench_window_mode bench_window_mode(const struct bench_config *cfg);
+/* "single", "pipelined", "lockstep" (JSON window_mode). */
+const char *bench_window_mode_name(enum bench_window_mode m);
+
 /* Transport counters per operation, as reported. Denominators that are zero
  * give 0. */
 struct bench_ratios {
