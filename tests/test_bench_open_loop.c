@@ -21,10 +21,12 @@
  *     P' - 2/R > P/2.
  * These hold however the machine schedules the three processes: a slow or
  * loaded machine only adds latency. The run's length is not fixed by time:
- * the test ends it with SIGINT after the pause, and rkv-bench still sends and
- * times every operation that was intended before that (the drain; the report
- * says none was missed), so none of the ones the bounds count can be left
- * out.
+ * the test ends it with SIGINT a progress line after the pause, and rkv-bench
+ * still sends and times the operations intended before that, in order, for
+ * up to 5 s (the drain); the report counts those it never sent ("missed"),
+ * the last ones intended. When that backlog reaches back to the pause (a
+ * bench far behind its schedule on a loaded machine), the operations the
+ * bounds count may be among them, and the bounds are not claimed.
  *
  * --processes: a closed-loop run with --requests over 3 processes does
  * exactly that many operations, and its merged distribution holds them all.
@@ -189,10 +191,12 @@ static void stopped_server_shows_in_the_tail(void **state)
     sleep_at_least(PAUSE_NS + 1000000);   /* + 1 ms: two gaps at 2000/s */
     uint64_t pause = rkv_now_ns() - t0;
     assert_int_equal(server_resume(&sp), 0);
+    uint64_t resumed = rkv_now_ns();
     fprintf(stderr, "  server stopped %.3f ms after SIGSTOP, then for %.1f ms\n",
             (t0 - asked) / 1e6, pause / 1e6);
 
     assert_true(wait_progress_line(&b));   /* still running after the pause */
+    uint64_t interrupted = rkv_now_ns();
     assert_int_equal(kill(b.pid, SIGINT), 0);
     assert_int_equal(finish_bench(&b), 0);
     assert_int_equal(server_stop(&sp), 0);
@@ -206,8 +210,19 @@ static void stopped_server_shows_in_the_tail(void **state)
     const struct json_value *ol = json_member(report, "open_loop");
     assert_non_null(ol);
     assert_int_equal(json_number_of(put, "errors", -1), 0);
-    assert_int_equal(json_number_of(ol, "missed", -1), 0);
     assert_int_equal(h->count, (uint64_t)json_number_of(put, "ops", -1));
+    assert_string_equal(json_string_of(report, "loop"), "open");
+
+    /* The unsent ones were intended after stop - (missed + 1) gaps, and the
+     * bench's stop comes after `interrupted`: all intended up to `resumed`
+     * were sent when that is still after it. */
+    double missed = json_number_of(ol, "missed", -1);
+    assert_true(missed >= 0);
+    if ((double)(interrupted - resumed) * RATE / 1e9 < missed + 2) {
+        fprintf(stderr, "  rkv-bench left %.0f operations unsent, back to the pause: no bounds "
+                "are implied\n", missed);
+        goto out;
+    }
 
     /* Operations at or above P/2: the whole buckets from the lowest boundary
      * L >= P/2 up. */
@@ -234,7 +249,7 @@ static void stopped_server_shows_in_the_tail(void **state)
     if (slow * 100 >= h->count + 100)
         assert_true(p99_us * 1000 >= PAUSE_NS / 2);
     assert_true(json_number_of(ol, "max_send_lag_us", 0) * 1000 >= PAUSE_NS / 2);
-    assert_string_equal(json_string_of(report, "loop"), "open");
+out:
     free(h);
     json_value_free(report);
 }
