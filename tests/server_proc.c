@@ -1,4 +1,5 @@
 /* server_proc.c — see server_proc.h. */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -128,6 +129,61 @@ void server_kill(struct server_proc *sp)
         waitpid(sp->pid, NULL, 0);
     }
     sp->pid = 0;
+}
+
+/* Whether thread `tid` of `pid` cannot run: stopped (T), traced (t), or
+ * gone (its stat unreadable, a zombie, dead). The state is the field after
+ * the command name, which ends at the last ')'. */
+static bool thread_stopped(pid_t pid, const char *tid)
+{
+    char path[320], stat[512];
+    snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return true;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    const char *end = strrchr(stat, ')');
+    if (end == NULL || end[1] != ' ')
+        return false;
+    return end[2] != '\0' && strchr("TtZX", end[2]) != NULL;
+}
+
+/* Whether every thread of `pid` is stopped; false also when /proc cannot
+ * list them. */
+static bool all_threads_stopped(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return false;
+    bool stopped = true;
+    const struct dirent *e;
+    while (stopped && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            stopped = thread_stopped(pid, e->d_name);
+    closedir(d);
+    return stopped;
+}
+
+int server_pause(struct server_proc *sp)
+{
+    if (sp->pid <= 0 || kill(sp->pid, SIGSTOP) != 0)
+        return -1;
+    for (int i = 0; i < 30000; i++) {   /* a safety net, not a latency claim */
+        if (all_threads_stopped(sp->pid))
+            return 0;
+        usleep(1000);
+    }
+    fprintf(stderr, "rkv-server's threads did not all stop within 30 s of SIGSTOP\n");
+    return -1;
+}
+
+int server_resume(struct server_proc *sp)
+{
+    return sp->pid > 0 && kill(sp->pid, SIGCONT) == 0 ? 0 : -1;
 }
 
 bool server_stat(rkv_client *c, unsigned shard, const char *name, uint64_t *out)

@@ -35,6 +35,18 @@ int server_stop(struct server_proc *sp);
 /* SIGKILL, wait. */
 void server_kill(struct server_proc *sp);
 
+/* SIGSTOP the server and return once every one of its threads has stopped
+ * (state T in /proc/PID/task/TID/stat). kill() returns as soon as the signal
+ * is queued: the thread picked to take it stops only when it next runs, and
+ * only then are the others told to stop, so on a busy machine a worker can
+ * go on serving requests for milliseconds after kill() returns. After
+ * server_pause() nothing the server does can happen before server_resume().
+ * Returns 0, or -1 when kill() fails or the threads are not all stopped
+ * within 30 s (a safety net). */
+int server_pause(struct server_proc *sp);
+/* SIGCONT. Returns 0, or -1 when kill() fails. */
+int server_resume(struct server_proc *sp);
+
 /* A fresh URI for this test: shm:///tmp/rkv-test-PID-N.sock, or, when the
  * environment sets RKV_TEST_LISTEN=rdma://IP:PORT, that address with the
  * port advanced by n (so restarted servers do not collide). */

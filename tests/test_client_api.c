@@ -399,7 +399,7 @@ static void test_server_stops_answering(void **state)
         assert_int_equal(rkv_put(c, keys[i], strlen(keys[i]), keys[i], strlen(keys[i]), NULL,
                                  NULL), RKV_OK);
     }
-    assert_int_equal(kill(f->sp.pid, SIGSTOP), 0);
+    assert_int_equal(server_pause(&f->sp), 0);
     /* credits (64) / 4 hint messages per mget: the 17th call waits for a
      * credit until the oldest reply is 300 ms late and fails, and so does each
      * reconnect attempt after it (the server accepts none); 60 s is only the
@@ -425,7 +425,7 @@ static void test_server_stops_answering(void **state)
     assert_true(is_connection_error(st));
     assert_true(is_connection_error(pops[0].status) && is_connection_error(pops[1].status));
 
-    assert_int_equal(kill(f->sp.pid, SIGCONT), 0);
+    assert_int_equal(server_resume(&f->sp), 0);
     /* the handle reconnects by itself (backoff <= 50 ms; bound 20 s) */
     bool ok = false;
     for (unsigned i = 0; i < 400 && !ok; i++) {

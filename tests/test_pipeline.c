@@ -461,10 +461,10 @@ static void test_server_stops_mid_window(void **state)
     unsigned got;
 
     assert_int_equal(rkv_set_window(c, NSERVERS * PER), RKV_OK);
-    assert_int_equal(kill(f->sp[1].pid, SIGSTOP), 0);
+    assert_int_equal(server_pause(&f->sp[1]), 0);
     unsigned n = submit_both(c, keys, bufs, PER);
     drain(c, done, NSERVERS * PER, &got);
-    assert_int_equal(kill(f->sp[1].pid, SIGCONT), 0);
+    assert_int_equal(server_resume(&f->sp[1]), 0);
     assert_int_equal(got, n);
     unsigned timeouts = 0;
     for (unsigned i = 0; i < got; i++) {

@@ -1153,7 +1153,9 @@ static void test_client_checks(void **state)
     uint64_t t0 = rkv_now_ns();
     assert_int_equal(RKV_TIMEOUT, ct->recv(cf.t, &msg, &len, 30));
     uint64_t waited = rkv_now_ns() - t0;
-    assert_true(waited >= 29000000ull && waited < 1000000000ull);
+    /* never early; the upper bound only says it returned (a busy machine
+     * may run us late by any amount) */
+    assert_true(waited >= 29000000ull && waited < 30000000000ull);
 
     /* the real server answers all of them */
     struct rkv_msg msgs[SRV_CREDITS];
