@@ -782,8 +782,32 @@ static rkv_status hints_flush(rkv_client *c, struct shard *s)
 }
 
 /* One lookup round over the shard's pending GETs (new ones start in it):
- * one round trip for all of them, then the finished ones complete. Returns
- * RKV_OK or the read's error (the caller takes the shard down). */
+ * one round trip for all of them, then the finished ones complete. Where
+ * round trips are free (the cost model RKV_COST_PER_READ: shm, whose read
+ * is a memcpy) the unfinished go on in further rounds of the same pass, as
+ * many as they need: a later pass could batch no more of them for less, and
+ * each pass costs its bookkeeping. Returns RKV_OK or the read's error (the
+ * caller takes the shard down). */
+/* The rounds of one pass over the lookups of round[0..n-1] (none done):
+ * one, or while round trips are free, until all are done (each round
+ * advances every lookup it reads for; a lookup ends within max_retries). */
+static HOT rkv_status rounds(struct shard *s, struct rkv_lookup **round, unsigned n)
+{
+    bool free_trips = s->lctx.cost == RKV_COST_PER_READ;
+    for (;;) {
+        rkv_status st = rkv_lookup_round(&s->lctx, round, n);
+        if (RKV_UNLIKELY(st != RKV_OK) || !free_trips)
+            return st;
+        unsigned left = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (!rkv_lookup_done(round[i]))
+                round[left++] = round[i];
+        if (left == 0)
+            return RKV_OK;
+        n = left;
+    }
+}
+
 static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
 {
     unsigned n = 0;
@@ -805,7 +829,7 @@ static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
         shard_clock_refresh(s);
         s->lctx.now = shard_now(s);
         uint64_t retries = s->lctx.retries, forwards = s->lctx.forwards;
-        rkv_status st = rkv_lookup_round(&s->lctx, c->round, n);
+        rkv_status st = rounds(s, c->round, n);
         c->c.verify_retries += s->lctx.retries - retries;
         c->c.forwards += s->lctx.forwards - forwards;
         if (RKV_UNLIKELY(st != RKV_OK))
