@@ -119,9 +119,9 @@ struct slot {
     struct shard *s;
     uint64_t token;
     uint64_t kh;                     /* the key's shard hash (location cache key) */
-    const void *key; size_t key_len;
+    const void *key; size_t key_len; /* not GET: a GET's key and buffer are in l */
     const void *value; size_t value_len;
-    void *buf; size_t buf_len;       /* GET: the value's buffer; STATS: the payload's */
+    void *buf; size_t buf_len;       /* STATS: the payload's buffer */
     struct rkv_put_options opts;     /* PUT, when has_opts */
     int64_t delta;                   /* INCR */
     struct rkv_lookup l;             /* GET */
@@ -726,14 +726,10 @@ static HOT void lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup *l
 }
 
 /* A GET's first round: its cached location (of the region connected now)
- * and the lookup's start. */
+ * and the lookup's start (submit() has set its key and buffer). */
 static HOT void get_start(rkv_client *c, struct shard *s, struct slot *sl)
 {
     struct rkv_lookup *l = &sl->l;
-    l->key = sl->key;
-    l->key_len = sl->key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)sl->key_len;
-    l->buf = sl->buf;
-    l->buf_len = sl->buf_len;
     l->cached_slot = c->cache ? rkv_loc_cache_find(c->cache, &c->meter, s->generation, sl->kh) : 0;
     rkv_lookup_start(&s->lctx, l);
     sl->started = true;
@@ -1011,7 +1007,7 @@ static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_
  * hold every credit: a GET-only client pays one poll per credits' worth of
  * hint messages, and its deadline is checked then. An error takes the shard
  * down (its ops complete with it). The shard stays busy while it holds ops. */
-static HOT void shard_progress(rkv_client *c, struct shard *s)
+static void shard_progress(rkv_client *c, struct shard *s)
 {
     rkv_status st = shard_ready(c, s);
     if (st == RKV_OK && s->queue_head != NO_SLOT)
@@ -1106,7 +1102,7 @@ static HOT uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, b
 /* The one way an op enters the core: checked as its synchronous call checks
  * it (route()), then queued. `internal`: a wrapper's op, within WRAP_SLOTS,
  * outside the caller's window. `call` names it in messages. */
-static rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, const char *call)
+static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, const char *call)
 {
     if ((unsigned)op->kind > RKV_KIND_INCR)
         return fail(c, RKV_INVALID, "submit: unknown op kind %u; use RKV_KIND_GET, _PUT, _DELETE "
@@ -1121,6 +1117,13 @@ static rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, 
                     "with rkv_poll/rkv_wait first (or widen it with rkv_set_window)", c->window);
     struct slot *sl = &c->slots[slot_enqueue(c, s, (uint8_t)op->kind, internal, op->token)];
     sl->kh = kh;
+    if (op->kind == RKV_KIND_GET) {      /* straight into its lookup (get_start) */
+        sl->l.key = op->key;
+        sl->l.key_len = op->key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)op->key_len;
+        sl->l.buf = op->buf;
+        sl->l.buf_len = op->buf_len;
+        return RKV_OK;
+    }
     sl->key = op->key;
     sl->key_len = op->key_len;
     sl->value = NULL;
@@ -1128,8 +1131,6 @@ static rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, 
     sl->delta = 0;
     switch (op->kind) {
     case RKV_KIND_GET:
-        sl->buf = op->buf;
-        sl->buf_len = op->buf_len;
         break;
     case RKV_KIND_PUT:
         sl->value = op->value;
@@ -1264,7 +1265,7 @@ static const struct wrap_completion *wrap_take(rkv_client *c)
 
 /* A synchronous call: one op through the core, waited for. RKV_OK with its
  * completion in *r, or the refusal. */
-static rkv_status run_one(rkv_client *c, const struct rkv_op *op, const struct rkv_completion **r)
+static HOT rkv_status run_one(rkv_client *c, const struct rkv_op *op, const struct rkv_completion **r)
 {
     rkv_status st = submit(c, op, true, NULL);
     if (RKV_LIKELY(st == RKV_OK))
