@@ -102,7 +102,8 @@ struct shard {
     unsigned wire_head;
     unsigned outstanding;            /* requests sent, replies not yet taken */
     unsigned awaited;                /* of which answer an op (not HELLO or HINTS) */
-    uint64_t reply_deadline_ns;      /* while outstanding: the next reply is late after this */
+    uint64_t reply_deadline_ns;      /* while outstanding: the next reply is late after this
+                                        (0: not armed yet, reply_late()) */
     unsigned staged_out;             /* rendezvous requests sent, unanswered (0 or 1) */
     uint32_t queue_head, queue_tail; /* writes and control RPCs not yet sent (slot links) */
     uint32_t gets_head, gets_tail;   /* GETs being looked up (slot links) */
@@ -178,19 +179,14 @@ static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
 }
 
 /* The clock of reply deadlines: CLOCK_MONOTONIC_COARSE, a few ms coarse but
- * several times cheaper than rkv_now_ns(); it is read for every request sent
- * into an idle wire, every reply and every empty poll. */
+ * several times cheaper than rkv_now_ns(); it is read only by an empty poll
+ * (take_replies): a reply or a send into an idle wire just disarms the
+ * deadline, and the first empty poll after arms it. */
 static uint64_t coarse_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* When a reply expected from now on is late: timeout_ms (to the coarse clock's tick). */
-static uint64_t reply_deadline(const rkv_client *c)
-{
-    return coarse_now_ns() + (uint64_t)c->opts.timeout_ms * 1000000ull;
 }
 
 /* ------------------------------------------------------------ completions */
@@ -328,7 +324,7 @@ static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *len
                              const char *what)
 {
     if (s->outstanding == 0)
-        s->reply_deadline_ns = reply_deadline(c);
+        s->reply_deadline_ns = 0;        /* disarmed: the next empty poll arms it */
     for (unsigned i = 0; i < n; i++) {
         s->wire[(s->wire_head + s->outstanding + i) % WIRE_SLOTS] =
             (struct wire_entry){ .slot = slots[i], .req_id = ids[i] };
@@ -361,8 +357,7 @@ static rkv_status reply_take(rkv_client *c, struct shard *s, const void *msg, si
     s->outstanding--;
     s->awaited -= e->slot != NO_SLOT;
     shard_clock(s, (*h)->clock);
-    if (s->outstanding)
-        s->reply_deadline_ns = reply_deadline(c);
+    s->reply_deadline_ns = 0;            /* the next reply's clock starts at the next empty poll */
     return RKV_OK;
 }
 
@@ -969,6 +964,17 @@ static void write_complete(rkv_client *c, struct shard *s, uint32_t idx,
     r->value_len = sl->kind == KIND_STATS ? h->payload_len : 0;
 }
 
+/* After an empty poll: is the oldest reply on the wire late? The first
+ * empty poll since the last reply (or since a send into an idle wire) arms
+ * the deadline, timeout_ms on (to the coarse clock's tick). */
+static bool reply_late(const rkv_client *c, struct shard *s)
+{
+    uint64_t now = coarse_now_ns();
+    if (s->reply_deadline_ns == 0)
+        s->reply_deadline_ns = now + (uint64_t)c->opts.timeout_ms * 1000000ull;
+    return now >= s->reply_deadline_ns;
+}
+
 /* Take the replies that are there (waiting up to timeout_ms for the first)
  * and complete their ops. RKV_OK, or the error that takes the shard down: the
  * transport's, a bad reply, or RKV_TIMEOUT once a reply is timeout_ms late. */
@@ -981,7 +987,7 @@ static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_
         const uint8_t *p;
         uint32_t idx = NO_SLOT;
         rkv_status st = s->ops->recv(s->t, &msg, &len, timeout_ms);
-        if (st == RKV_TIMEOUT && coarse_now_ns() < s->reply_deadline_ns)
+        if (st == RKV_TIMEOUT && !reply_late(c, s))
             return RKV_OK;                   /* not yet */
         if (st == RKV_TIMEOUT)
             return fail(c, st, "%s: no reply within %u ms (rkv_options.timeout_ms); "
@@ -1202,6 +1208,8 @@ rkv_status rkv_wait(rkv_client *c, struct rkv_completion *out, unsigned max, uns
     if (st != RKV_OK)
         return st;
     if (c->userq_count == 0 && c->outstanding > 0)
+        progress(c);                     /* a pass first: the clock only if it is empty */
+    if (c->userq_count == 0 && c->outstanding > 0 && timeout_ms > 0)
         run_until(c, &c->userq_count, rkv_now_ns() + (uint64_t)timeout_ms * 1000000ull);
     *n = take_user(c, out, max);
     return RKV_OK;
