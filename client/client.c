@@ -1263,7 +1263,10 @@ unsigned rkv_outstanding(const rkv_client *c)
  * wrap_out > 0) and take it; valid until the next wrapper op is submitted. */
 static const struct wrap_completion *wrap_take(rkv_client *c)
 {
-    run_until(c, &c->wrapq_count, UINT64_MAX);
+    if (c->wrapq_count == 0)
+        progress(c);                     /* a synchronous GET over shm ends in this pass */
+    if (c->wrapq_count == 0)
+        run_until(c, &c->wrapq_count, UINT64_MAX);
     const struct wrap_completion *w = &c->wrapq[c->wrapq_head];
     c->wrapq_head = (c->wrapq_head + 1) % WRAP_SLOTS;
     c->wrapq_count--;
