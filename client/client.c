@@ -102,7 +102,8 @@ struct shard {
     unsigned wire_head;
     unsigned outstanding;            /* requests sent, replies not yet taken */
     unsigned awaited;                /* of which answer an op (not HELLO or HINTS) */
-    uint64_t reply_deadline_ns;      /* while outstanding: the next reply is late after this */
+    uint64_t reply_deadline_ns;      /* while outstanding: the next reply is late after this
+                                        (0: not armed yet, reply_late()) */
     unsigned staged_out;             /* rendezvous requests sent, unanswered (0 or 1) */
     uint32_t queue_head, queue_tail; /* writes and control RPCs not yet sent (slot links) */
     uint32_t gets_head, gets_tail;   /* GETs being looked up (slot links) */
@@ -119,9 +120,9 @@ struct slot {
     struct shard *s;
     uint64_t token;
     uint64_t kh;                     /* the key's shard hash (location cache key) */
-    const void *key; size_t key_len;
+    const void *key; size_t key_len; /* not GET: a GET's key and buffer are in l */
     const void *value; size_t value_len;
-    void *buf; size_t buf_len;       /* GET: the value's buffer; STATS: the payload's */
+    void *buf; size_t buf_len;       /* STATS: the payload's buffer */
     struct rkv_put_options opts;     /* PUT, when has_opts */
     int64_t delta;                   /* INCR */
     struct rkv_lookup l;             /* GET */
@@ -178,19 +179,14 @@ static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
 }
 
 /* The clock of reply deadlines: CLOCK_MONOTONIC_COARSE, a few ms coarse but
- * several times cheaper than rkv_now_ns(); it is read for every request sent
- * into an idle wire, every reply and every empty poll. */
+ * several times cheaper than rkv_now_ns(); it is read only by an empty poll
+ * (take_replies): a reply or a send into an idle wire just disarms the
+ * deadline, and the first empty poll after arms it. */
 static uint64_t coarse_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* When a reply expected from now on is late: timeout_ms (to the coarse clock's tick). */
-static uint64_t reply_deadline(const rkv_client *c)
-{
-    return coarse_now_ns() + (uint64_t)c->opts.timeout_ms * 1000000ull;
 }
 
 /* ------------------------------------------------------------ completions */
@@ -328,7 +324,7 @@ static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *len
                              const char *what)
 {
     if (s->outstanding == 0)
-        s->reply_deadline_ns = reply_deadline(c);
+        s->reply_deadline_ns = 0;        /* disarmed: the next empty poll arms it */
     for (unsigned i = 0; i < n; i++) {
         s->wire[(s->wire_head + s->outstanding + i) % WIRE_SLOTS] =
             (struct wire_entry){ .slot = slots[i], .req_id = ids[i] };
@@ -361,8 +357,7 @@ static rkv_status reply_take(rkv_client *c, struct shard *s, const void *msg, si
     s->outstanding--;
     s->awaited -= e->slot != NO_SLOT;
     shard_clock(s, (*h)->clock);
-    if (s->outstanding)
-        s->reply_deadline_ns = reply_deadline(c);
+    s->reply_deadline_ns = 0;            /* the next reply's clock starts at the next empty poll */
     return RKV_OK;
 }
 
@@ -726,14 +721,10 @@ static HOT void lookup_done(rkv_client *c, struct shard *s, struct rkv_lookup *l
 }
 
 /* A GET's first round: its cached location (of the region connected now)
- * and the lookup's start. */
+ * and the lookup's start (submit() has set its key and buffer). */
 static HOT void get_start(rkv_client *c, struct shard *s, struct slot *sl)
 {
     struct rkv_lookup *l = &sl->l;
-    l->key = sl->key;
-    l->key_len = sl->key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)sl->key_len;
-    l->buf = sl->buf;
-    l->buf_len = sl->buf_len;
     l->cached_slot = c->cache ? rkv_loc_cache_find(c->cache, &c->meter, s->generation, sl->kh) : 0;
     rkv_lookup_start(&s->lctx, l);
     sl->started = true;
@@ -782,8 +773,32 @@ static rkv_status hints_flush(rkv_client *c, struct shard *s)
 }
 
 /* One lookup round over the shard's pending GETs (new ones start in it):
- * one round trip for all of them, then the finished ones complete. Returns
- * RKV_OK or the read's error (the caller takes the shard down). */
+ * one round trip for all of them, then the finished ones complete. Where
+ * round trips are free (the cost model RKV_COST_PER_READ: shm, whose read
+ * is a memcpy) the unfinished go on in further rounds of the same pass, as
+ * many as they need: a later pass could batch no more of them for less, and
+ * each pass costs its bookkeeping. Returns RKV_OK or the read's error (the
+ * caller takes the shard down). */
+/* The rounds of one pass over the lookups of round[0..n-1] (none done):
+ * one, or while round trips are free, until all are done (each round
+ * advances every lookup it reads for; a lookup ends within max_retries). */
+static HOT rkv_status rounds(struct shard *s, struct rkv_lookup **round, unsigned n)
+{
+    bool free_trips = s->lctx.cost == RKV_COST_PER_READ;
+    for (;;) {
+        rkv_status st = rkv_lookup_round(&s->lctx, round, n);
+        if (RKV_UNLIKELY(st != RKV_OK) || !free_trips)
+            return st;
+        unsigned left = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (!rkv_lookup_done(round[i]))
+                round[left++] = round[i];
+        if (left == 0)
+            return RKV_OK;
+        n = left;
+    }
+}
+
 static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
 {
     unsigned n = 0;
@@ -805,7 +820,7 @@ static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
         shard_clock_refresh(s);
         s->lctx.now = shard_now(s);
         uint64_t retries = s->lctx.retries, forwards = s->lctx.forwards;
-        rkv_status st = rkv_lookup_round(&s->lctx, c->round, n);
+        rkv_status st = rounds(s, c->round, n);
         c->c.verify_retries += s->lctx.retries - retries;
         c->c.forwards += s->lctx.forwards - forwards;
         if (RKV_UNLIKELY(st != RKV_OK))
@@ -949,6 +964,17 @@ static void write_complete(rkv_client *c, struct shard *s, uint32_t idx,
     r->value_len = sl->kind == KIND_STATS ? h->payload_len : 0;
 }
 
+/* After an empty poll: is the oldest reply on the wire late? The first
+ * empty poll since the last reply (or since a send into an idle wire) arms
+ * the deadline, timeout_ms on (to the coarse clock's tick). */
+static bool reply_late(const rkv_client *c, struct shard *s)
+{
+    uint64_t now = coarse_now_ns();
+    if (s->reply_deadline_ns == 0)
+        s->reply_deadline_ns = now + (uint64_t)c->opts.timeout_ms * 1000000ull;
+    return now >= s->reply_deadline_ns;
+}
+
 /* Take the replies that are there (waiting up to timeout_ms for the first)
  * and complete their ops. RKV_OK, or the error that takes the shard down: the
  * transport's, a bad reply, or RKV_TIMEOUT once a reply is timeout_ms late. */
@@ -961,7 +987,7 @@ static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_
         const uint8_t *p;
         uint32_t idx = NO_SLOT;
         rkv_status st = s->ops->recv(s->t, &msg, &len, timeout_ms);
-        if (st == RKV_TIMEOUT && coarse_now_ns() < s->reply_deadline_ns)
+        if (st == RKV_TIMEOUT && !reply_late(c, s))
             return RKV_OK;                   /* not yet */
         if (st == RKV_TIMEOUT)
             return fail(c, st, "%s: no reply within %u ms (rkv_options.timeout_ms); "
@@ -987,7 +1013,7 @@ static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_
  * hold every credit: a GET-only client pays one poll per credits' worth of
  * hint messages, and its deadline is checked then. An error takes the shard
  * down (its ops complete with it). The shard stays busy while it holds ops. */
-static HOT void shard_progress(rkv_client *c, struct shard *s)
+static void shard_progress(rkv_client *c, struct shard *s)
 {
     rkv_status st = shard_ready(c, s);
     if (st == RKV_OK && s->queue_head != NO_SLOT)
@@ -1082,7 +1108,7 @@ static HOT uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, b
 /* The one way an op enters the core: checked as its synchronous call checks
  * it (route()), then queued. `internal`: a wrapper's op, within WRAP_SLOTS,
  * outside the caller's window. `call` names it in messages. */
-static rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, const char *call)
+static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, const char *call)
 {
     if ((unsigned)op->kind > RKV_KIND_INCR)
         return fail(c, RKV_INVALID, "submit: unknown op kind %u; use RKV_KIND_GET, _PUT, _DELETE "
@@ -1097,6 +1123,13 @@ static rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, 
                     "with rkv_poll/rkv_wait first (or widen it with rkv_set_window)", c->window);
     struct slot *sl = &c->slots[slot_enqueue(c, s, (uint8_t)op->kind, internal, op->token)];
     sl->kh = kh;
+    if (op->kind == RKV_KIND_GET) {      /* straight into its lookup (get_start) */
+        sl->l.key = op->key;
+        sl->l.key_len = op->key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)op->key_len;
+        sl->l.buf = op->buf;
+        sl->l.buf_len = op->buf_len;
+        return RKV_OK;
+    }
     sl->key = op->key;
     sl->key_len = op->key_len;
     sl->value = NULL;
@@ -1104,8 +1137,6 @@ static rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, 
     sl->delta = 0;
     switch (op->kind) {
     case RKV_KIND_GET:
-        sl->buf = op->buf;
-        sl->buf_len = op->buf_len;
         break;
     case RKV_KIND_PUT:
         sl->value = op->value;
@@ -1177,6 +1208,8 @@ rkv_status rkv_wait(rkv_client *c, struct rkv_completion *out, unsigned max, uns
     if (st != RKV_OK)
         return st;
     if (c->userq_count == 0 && c->outstanding > 0)
+        progress(c);                     /* a pass first: the clock only if it is empty */
+    if (c->userq_count == 0 && c->outstanding > 0 && timeout_ms > 0)
         run_until(c, &c->userq_count, rkv_now_ns() + (uint64_t)timeout_ms * 1000000ull);
     *n = take_user(c, out, max);
     return RKV_OK;
@@ -1230,7 +1263,10 @@ unsigned rkv_outstanding(const rkv_client *c)
  * wrap_out > 0) and take it; valid until the next wrapper op is submitted. */
 static const struct wrap_completion *wrap_take(rkv_client *c)
 {
-    run_until(c, &c->wrapq_count, UINT64_MAX);
+    if (c->wrapq_count == 0)
+        progress(c);                     /* a synchronous GET over shm ends in this pass */
+    if (c->wrapq_count == 0)
+        run_until(c, &c->wrapq_count, UINT64_MAX);
     const struct wrap_completion *w = &c->wrapq[c->wrapq_head];
     c->wrapq_head = (c->wrapq_head + 1) % WRAP_SLOTS;
     c->wrapq_count--;
@@ -1240,7 +1276,7 @@ static const struct wrap_completion *wrap_take(rkv_client *c)
 
 /* A synchronous call: one op through the core, waited for. RKV_OK with its
  * completion in *r, or the refusal. */
-static rkv_status run_one(rkv_client *c, const struct rkv_op *op, const struct rkv_completion **r)
+static HOT rkv_status run_one(rkv_client *c, const struct rkv_op *op, const struct rkv_completion **r)
 {
     rkv_status st = submit(c, op, true, NULL);
     if (RKV_LIKELY(st == RKV_OK))

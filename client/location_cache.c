@@ -84,6 +84,7 @@ static uint64_t entry_of(const struct set *s, uint64_t tag)
 {
     uint64_t e[RKV_LOC_CACHE_WAYS];
     unsigned hits = 0;
+#pragma GCC unroll 8 /* RKV_LOC_CACHE_WAYS: one straight run of loads and compares */
     for (unsigned w = 0; w < RKV_LOC_CACHE_WAYS; w++) {
         e[w] = __atomic_load_n(&s->way[w], __ATOMIC_RELAXED);
         hits |= (unsigned)((e[w] & TAG_MASK) == tag) << w;

@@ -14,8 +14,10 @@
  *            points into the slot: zero copy) and published with one release
  *            store per batch = one doorbell, plus one wake-up byte on the
  *            socket only when the server's worker said it is sleeping.
- *   recv()   busy-polls the reply ring briefly, then sleeps on the socket,
- *            which also reports the server's death (hang-up).
+ *   recv()   takes a reply that is there at once (no clock read: the
+ *            pipeline's non-blocking poll), else busy-polls the reply ring
+ *            briefly, then sleeps on the socket, which also reports the
+ *            server's death (hang-up).
  *
  * The server is trusted with data (it owns the table) but not with our
  * memory safety: ring positions and lengths it writes are validated too.
@@ -416,6 +418,12 @@ static rkv_status shm_recv(struct rkv_ctrans *t, const void **msg, size_t *len,
     rkv_status rc;
     if (t->broken)
         return RKV_CONNECTION;
+    /* A reply already there, or a poll that may not wait (timeout 0): no
+     * clock read, no sleep announcement (its fence) — the pipeline's
+     * non-blocking check on every pass with a reply awaited. */
+    rc = try_recv(t, msg, len);
+    if (rc != RKV_TIMEOUT || timeout_ms == 0)
+        goto out;
     uint64_t start = rkv_now_ns();
     uint64_t deadline = start + (uint64_t)timeout_ms * 1000000ull;
     uint64_t spin_end = start + RKV_MIN(SHM_SPIN_NS, (uint64_t)timeout_ms * 1000000ull);
