@@ -18,10 +18,10 @@ root="$tmp/root$prefix"
 for f in bin/rkv-server bin/rkv-cli bin/rkv-bench bin/rkv-doctor include/rkv.h; do
   [ -e "$root/$f" ] || { echo "install_test: $f not installed"; exit 1; }
 done
-find "$root" -name librkv.so.0 | grep -q . ||
+find "$root" -name librkv.so.0 | grep . >/dev/null ||
   { echo "install_test: librkv.so.0 (SONAME) not installed"; find "$root" -name 'librkv*'; exit 1; }
-find "$tmp/root" -name rkv.conf | grep -q . || { echo "install_test: rkv.conf not installed"; exit 1; }
-find "$tmp/root" -name rkv-server.service | grep -q . || { echo "install_test: unit not installed"; exit 1; }
+find "$tmp/root" -name rkv.conf | grep . >/dev/null || { echo "install_test: rkv.conf not installed"; exit 1; }
+find "$tmp/root" -name rkv-server.service | grep . >/dev/null || { echo "install_test: unit not installed"; exit 1; }
 pc=$(dirname "$(find "$tmp/root" -name rkv.pc | head -1)")
 [ -d "$pc" ] || { echo "install_test: rkv.pc not installed"; exit 1; }
 

@@ -28,7 +28,7 @@ echo "quickstart: built $(ls build/server/rkv-server build/tools/rkv-bench build
 run=$(mktemp -d /tmp/rkv-quickstart.XXXXXX)
 uri="shm://$run/rkv.sock"
 # rdma when a device is up: an ACTIVE port with an IPv4 address on its netdev
-if command -v ibv_devinfo >/dev/null && ibv_devinfo 2>/dev/null | grep -q PORT_ACTIVE; then
+if command -v ibv_devinfo >/dev/null && ibv_devinfo 2>/dev/null | grep PORT_ACTIVE >/dev/null; then
   ip=$(ip -4 -o addr show scope global 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1)
   [ -n "$ip" ] && uri="rdma://$ip:7471"
 fi

@@ -235,7 +235,12 @@ build_initramfs() {
   root=$(mktemp -d "$CACHE/initramfs.XXXXXX")
   mkdir -p "$root"/{bin,dev,proc,sys,newroot,lib/modules}
   cp /bin/busybox "$root/bin/busybox"
-  "$root/bin/busybox" --list | grep -qx insmod || die "/bin/busybox has no insmod: install busybox-static"
+  # (not `busybox --list | grep -q`: under pipefail grep's early exit can
+  # kill busybox with SIGPIPE and fail the check on a busybox that has it)
+  case " $("$root/bin/busybox" --list | tr '\n' ' ') " in
+    *" insmod "*) ;;
+    *) die "/bin/busybox has no insmod: install busybox-static";;
+  esac
   for m in sh mount insmod cat echo poweroff sync chroot mkdir; do ln -s busybox "$root/bin/$m"; done
   : > "$root/modules.list"
   for m in $GUEST_MODULES; do
@@ -286,7 +291,7 @@ if ! setup; then say "creating rxe0 failed"; dmesg | tail -n 20; exit 126; fi
 # the port turns ACTIVE and the GID table fills from the IPv4 address shortly after
 RXE_GID_INDEX=""
 for i in $(seq 1 100); do
-  if ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE; then
+  if ibv_devinfo -d rxe0 2>/dev/null | grep PORT_ACTIVE >/dev/null; then
     for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do
       idx=${g##*/}
       case "$(cat "$g" 2>/dev/null)" in
