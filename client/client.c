@@ -152,8 +152,9 @@ struct rkv_client {
     unsigned outstanding;            /* user ops submitted, completion not yet taken */
     unsigned wrap_out;               /* wrapper ops submitted, completion not yet taken */
     uint64_t busy;                   /* bit i: shard i holds ops */
-    struct rkv_completion *userq;    /* ring of `window` completions for rkv_poll */
-    unsigned userq_head, userq_count;
+    struct rkv_completion *userq;    /* ring of userq_mask + 1 (>= window, a power of two:
+                                        no division per op) completions for rkv_poll */
+    unsigned userq_head, userq_count, userq_mask;
     struct wrap_completion *wrapq;   /* ring of WRAP_SLOTS completions for the wrappers */
     unsigned wrapq_head, wrapq_count;
     struct rkv_lookup **round;       /* window + WRAP_SLOTS: one lookup round's keys */
@@ -207,7 +208,7 @@ static HOT struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_stat
         w->shard_error = shard_error;
         r = &w->c;
     } else {
-        r = &c->userq[(c->userq_head + c->userq_count++) % c->window];
+        r = &c->userq[(c->userq_head + c->userq_count++) & c->userq_mask];
     }
     *r = (struct rkv_completion){ .token = sl->token, .kind = (rkv_kind)sl->kind, .status = st };
     sl->next = c->free_head;
@@ -1170,8 +1171,8 @@ static unsigned take_user(rkv_client *c, struct rkv_completion *out, unsigned ma
 {
     unsigned n = RKV_MIN(max, c->userq_count);
     for (unsigned i = 0; i < n; i++)
-        out[i] = c->userq[(c->userq_head + i) % c->window];
-    c->userq_head = (c->userq_head + n) % c->window;
+        out[i] = c->userq[(c->userq_head + i) & c->userq_mask];
+    c->userq_head = (c->userq_head + n) & c->userq_mask;
     c->userq_count -= n;
     c->outstanding -= n;
     return n;
@@ -1223,9 +1224,11 @@ rkv_status rkv_set_window(rkv_client *c, unsigned window)
     if (c->outstanding > 0 || c->wrap_out > 0)
         return fail(c, RKV_INVALID, "set_window: %u ops are outstanding; take their completions "
                     "first", c->outstanding + c->wrap_out);
-    unsigned nslots = window + WRAP_SLOTS;
+    unsigned nslots = window + WRAP_SLOTS, ring = 1;
+    while (ring < window)
+        ring *= 2;
     struct slot *slots = calloc(nslots, sizeof *slots);
-    struct rkv_completion *userq = calloc(window, sizeof *userq);
+    struct rkv_completion *userq = calloc(ring, sizeof *userq);
     struct rkv_lookup **round = calloc(nslots, sizeof *round);
     if (slots == NULL || userq == NULL || round == NULL) {
         free(slots);
@@ -1243,6 +1246,7 @@ rkv_status rkv_set_window(rkv_client *c, unsigned window)
     c->round = round;
     c->free_head = 0;
     c->window = window;
+    c->userq_mask = ring - 1;
     c->userq_head = c->userq_count = 0;
     return RKV_OK;
 }
