@@ -805,11 +805,6 @@ static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
     unsigned n = 0;
     uint32_t idx;
 
-    /* several new GETs: every cache line on its way before the finds */
-    bool several = c->slots[s->gets_head].next != NO_SLOT;
-    for (idx = s->gets_head; several && c->cache && idx != NO_SLOT; idx = c->slots[idx].next)
-        if (!c->slots[idx].started)
-            rkv_loc_cache_prefetch(c->cache, s->generation, c->slots[idx].kh);
     for (idx = s->gets_head; idx != NO_SLOT; idx = c->slots[idx].next) {
         struct slot *sl = &c->slots[idx];
         if (!sl->started)
@@ -1125,6 +1120,10 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
     struct slot *sl = &c->slots[slot_enqueue(c, s, (uint8_t)op->kind, internal, op->token)];
     sl->kh = kh;
     if (op->kind == RKV_KIND_GET) {      /* straight into its lookup (get_start) */
+        /* its location-cache set on its way while the caller submits more
+         * (a synchronous call's pass follows at once: nothing to gain) */
+        if (c->cache && !(internal && call == NULL))
+            rkv_loc_cache_prefetch(c->cache, s->generation, kh);
         sl->l.key = op->key;
         sl->l.key_len = op->key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)op->key_len;
         sl->l.buf = op->buf;
