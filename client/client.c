@@ -1106,7 +1106,9 @@ static HOT uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, b
 
 /* The one way an op enters the core: checked as its synchronous call checks
  * it (route()), then queued. `internal`: a wrapper's op, within WRAP_SLOTS,
- * outside the caller's window. `call` names it in messages. */
+ * outside the caller's window. `call` names it in messages: a batched
+ * call's name, or NULL for rkv_submit and the synchronous calls (internal
+ * and NULL: one op whose pass follows at once). */
 static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, const char *call)
 {
     if ((unsigned)op->kind > RKV_KIND_INCR)
