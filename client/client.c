@@ -152,8 +152,9 @@ struct rkv_client {
     unsigned outstanding;            /* user ops submitted, completion not yet taken */
     unsigned wrap_out;               /* wrapper ops submitted, completion not yet taken */
     uint64_t busy;                   /* bit i: shard i holds ops */
-    struct rkv_completion *userq;    /* ring of `window` completions for rkv_poll */
-    unsigned userq_head, userq_count;
+    struct rkv_completion *userq;    /* ring of userq_mask + 1 (>= window, a power of two:
+                                        no division per op) completions for rkv_poll */
+    unsigned userq_head, userq_count, userq_mask;
     struct wrap_completion *wrapq;   /* ring of WRAP_SLOTS completions for the wrappers */
     unsigned wrapq_head, wrapq_count;
     struct rkv_lookup **round;       /* window + WRAP_SLOTS: one lookup round's keys */
@@ -207,7 +208,7 @@ static HOT struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_stat
         w->shard_error = shard_error;
         r = &w->c;
     } else {
-        r = &c->userq[(c->userq_head + c->userq_count++) % c->window];
+        r = &c->userq[(c->userq_head + c->userq_count++) & c->userq_mask];
     }
     *r = (struct rkv_completion){ .token = sl->token, .kind = (rkv_kind)sl->kind, .status = st };
     sl->next = c->free_head;
@@ -649,8 +650,11 @@ void rkv_close(rkv_client *c)
 
 /* ------------------------------------------------------------ arguments */
 
+/* The shard that owns a key; with one server, no call to ask. */
 static struct shard *shard_for(rkv_client *c, const void *key, size_t key_len, uint64_t key_hash)
 {
+    if (c->nshards == 1)
+        return &c->shards[0];
     return &c->shards[rkv_placement_pick(&c->placement, key, key_len, key_hash)];
 }
 
@@ -804,11 +808,6 @@ static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
     unsigned n = 0;
     uint32_t idx;
 
-    /* several new GETs: every cache line on its way before the finds */
-    bool several = c->slots[s->gets_head].next != NO_SLOT;
-    for (idx = s->gets_head; several && c->cache && idx != NO_SLOT; idx = c->slots[idx].next)
-        if (!c->slots[idx].started)
-            rkv_loc_cache_prefetch(c->cache, s->generation, c->slots[idx].kh);
     for (idx = s->gets_head; idx != NO_SLOT; idx = c->slots[idx].next) {
         struct slot *sl = &c->slots[idx];
         if (!sl->started)
@@ -1107,7 +1106,9 @@ static HOT uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, b
 
 /* The one way an op enters the core: checked as its synchronous call checks
  * it (route()), then queued. `internal`: a wrapper's op, within WRAP_SLOTS,
- * outside the caller's window. `call` names it in messages. */
+ * outside the caller's window. `call` names it in messages: a batched
+ * call's name, or NULL for rkv_submit and the synchronous calls (internal
+ * and NULL: one op whose pass follows at once). */
 static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, const char *call)
 {
     if ((unsigned)op->kind > RKV_KIND_INCR)
@@ -1124,6 +1125,10 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
     struct slot *sl = &c->slots[slot_enqueue(c, s, (uint8_t)op->kind, internal, op->token)];
     sl->kh = kh;
     if (op->kind == RKV_KIND_GET) {      /* straight into its lookup (get_start) */
+        /* its location-cache set on its way while the caller submits more
+         * (a synchronous call's pass follows at once: nothing to gain) */
+        if (c->cache && !(internal && call == NULL))
+            rkv_loc_cache_prefetch(c->cache, s->generation, kh);
         sl->l.key = op->key;
         sl->l.key_len = op->key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)op->key_len;
         sl->l.buf = op->buf;
@@ -1170,8 +1175,8 @@ static unsigned take_user(rkv_client *c, struct rkv_completion *out, unsigned ma
 {
     unsigned n = RKV_MIN(max, c->userq_count);
     for (unsigned i = 0; i < n; i++)
-        out[i] = c->userq[(c->userq_head + i) % c->window];
-    c->userq_head = (c->userq_head + n) % c->window;
+        out[i] = c->userq[(c->userq_head + i) & c->userq_mask];
+    c->userq_head = (c->userq_head + n) & c->userq_mask;
     c->userq_count -= n;
     c->outstanding -= n;
     return n;
@@ -1223,9 +1228,11 @@ rkv_status rkv_set_window(rkv_client *c, unsigned window)
     if (c->outstanding > 0 || c->wrap_out > 0)
         return fail(c, RKV_INVALID, "set_window: %u ops are outstanding; take their completions "
                     "first", c->outstanding + c->wrap_out);
-    unsigned nslots = window + WRAP_SLOTS;
+    unsigned nslots = window + WRAP_SLOTS, ring = 1;
+    while (ring < window)
+        ring *= 2;
     struct slot *slots = calloc(nslots, sizeof *slots);
-    struct rkv_completion *userq = calloc(window, sizeof *userq);
+    struct rkv_completion *userq = calloc(ring, sizeof *userq);
     struct rkv_lookup **round = calloc(nslots, sizeof *round);
     if (slots == NULL || userq == NULL || round == NULL) {
         free(slots);
@@ -1243,6 +1250,7 @@ rkv_status rkv_set_window(rkv_client *c, unsigned window)
     c->round = round;
     c->free_head = 0;
     c->window = window;
+    c->userq_mask = ring - 1;
     c->userq_head = c->userq_count = 0;
     return RKV_OK;
 }

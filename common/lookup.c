@@ -124,6 +124,16 @@ static uint64_t bucket_offset(const struct rkv_region_header *g, uint64_t b)
     return g->index_offset + b * sizeof(struct rkv_bucket);
 }
 
+/* The item range of a slot word rkv_slot_valid() accepted before (a
+ * candidate when it was collected, at_slot when it became one): the same
+ * offset and length, without checking again. */
+static inline uint64_t checked_range(const struct rkv_region_header *g, uint64_t slot,
+                                     uint32_t *len)
+{
+    *len = g->class_size[rkv_slot_class(slot)];
+    return rkv_slot_offset(slot);
+}
+
 /* Plan this key's reads for the round; nread = 0 if they did not fit (the
  * key then waits for the next round). */
 static void plan_key(struct round *r, struct rkv_lookup *l)
@@ -131,13 +141,13 @@ static void plan_key(struct round *r, struct rkv_lookup *l)
     const struct rkv_region_header *g = r->ctx->geom;
     unsigned ops_before = r->nops;
     size_t used_before = r->used;
-    uint64_t off = 0;
-    uint32_t len = 0;
+    uint64_t off;
+    uint32_t len;
 
     l->nread = 0;
     switch (l->phase) {
     case PHASE_CACHE:
-        rkv_slot_valid(g, l->at_slot, &off, &len); /* checked before it became at_slot */
+        off = checked_range(g, l->at_slot, &len);
         l->land = round_add(r, off, len);
         l->nread = 1;
         break;
@@ -156,7 +166,7 @@ static void plan_key(struct round *r, struct rkv_lookup *l)
         /* as many candidates as fit; at least one always fits an empty round */
         l->land = NULL;
         for (unsigned i = l->next_cand; i < l->ncand; i++) {
-            rkv_slot_valid(g, l->cand[i], &off, &len); /* checked when collected */
+            off = checked_range(g, l->cand[i], &len);
             uint8_t *p = round_add(r, off, len);
             if (p == NULL)
                 break;
@@ -244,7 +254,7 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
 
     switch (l->phase) {
     case PHASE_CACHE: {
-        rkv_slot_valid(g, l->at_slot, &off, &len);
+        checked_range(g, l->at_slot, &len);
         const struct rkv_item *it = (const struct rkv_item *)(const void *)l->land;
         enum rkv_verify v = rkv_item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now);
         uint64_t next = v == RKV_VERIFY_OBSOLETE ? rkv_item_forward(it->state, l->fp) : 0;
@@ -283,7 +293,7 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         bool torn = false;
         for (unsigned i = 0; i < l->nread; i++) {
             uint64_t slot = l->cand[l->next_cand + i];
-            rkv_slot_valid(g, slot, &off, &len);
+            checked_range(g, slot, &len);
             p = (const uint8_t *)RKV_ALIGN_UP((uintptr_t)p, 8);
             const struct rkv_item *it = (const struct rkv_item *)(const void *)p;
             switch (rkv_item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now)) {

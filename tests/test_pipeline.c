@@ -336,24 +336,24 @@ static void test_window_limit(void **state)
     assert_int_equal(got, 0);
 }
 
-/* A steady window over many ops of every kind on both servers: each token
- * comes back exactly once, and the window is never exceeded. */
-static void test_tokens_exactly_once(void **state)
+/* A steady window of `window` slots over many ops of every kind on both
+ * servers, completions taken at most `take` at a time: each token comes
+ * back exactly once, and the window is never exceeded. */
+static void tokens_exactly_once(rkv_client *c, unsigned window, unsigned take)
 {
-    struct fixture *f = *state;
-    rkv_client *c = f->c;
-    enum { OPS = 3000, WINDOW = 16 };
+    enum { OPS = 3000, MAX_WINDOW = 16 };
     static uint8_t seen[OPS];
-    static char keys[OPS][16], bufs[WINDOW][64];
+    static char keys[OPS][16], bufs[MAX_WINDOW][64];
     unsigned slot_of[OPS];
-    bool slot_busy[WINDOW] = { false };
+    bool slot_busy[MAX_WINDOW] = { false };
     uint64_t next = 0, taken = 0;
     unsigned max_out = 0;
 
+    assert_true(window <= MAX_WINDOW && take <= window);
     memset(seen, 0, sizeof seen);
-    assert_int_equal(rkv_set_window(c, WINDOW), RKV_OK);
+    assert_int_equal(rkv_set_window(c, window), RKV_OK);
     while (taken < OPS) {
-        for (unsigned s = 0; s < WINDOW && next < OPS; s++) {
+        for (unsigned s = 0; s < window && next < OPS; s++) {
             if (slot_busy[s])
                 continue;
             int klen = snprintf(keys[next], sizeof keys[next], "t%llu",
@@ -368,10 +368,11 @@ static void test_tokens_exactly_once(void **state)
         }
         if (rkv_outstanding(c) > max_out)
             max_out = rkv_outstanding(c);
-        assert_true(rkv_outstanding(c) <= WINDOW);
-        struct rkv_completion done[WINDOW];
+        assert_true(rkv_outstanding(c) <= window);
+        struct rkv_completion done[MAX_WINDOW];
         unsigned got;
-        assert_int_equal(rkv_poll(c, done, WINDOW, &got), RKV_OK);
+        assert_int_equal(rkv_poll(c, done, take, &got), RKV_OK);
+        assert_true(got <= take);
         for (unsigned i = 0; i < got; i++) {
             uint64_t t = done[i].token;
             assert_true(t < next);
@@ -384,10 +385,25 @@ static void test_tokens_exactly_once(void **state)
             taken++;
         }
     }
-    assert_int_equal(max_out, WINDOW);
+    assert_int_equal(max_out, window);
     for (unsigned i = 0; i < OPS; i++)
         assert_int_equal(seen[i], 1);
     assert_int_equal(rkv_outstanding(c), 0);
+}
+
+static void test_tokens_exactly_once(void **state)
+{
+    struct fixture *f = *state;
+    tokens_exactly_once(f->c, 16, 16);
+}
+
+/* A window that is not a power of two, its completions taken a few at a
+ * time: the completion ring (rounded up to a power of two) wraps at every
+ * position and still gives each token once. */
+static void test_tokens_exactly_once_odd_window(void **state)
+{
+    struct fixture *f = *state;
+    tokens_exactly_once(f->c, 13, 5);
 }
 
 static bool is_connection_error(rkv_status st)
@@ -579,6 +595,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_write_order_per_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_window_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tokens_exactly_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tokens_exactly_once_odd_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_dies_mid_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_stops_mid_window, setup_short_timeout,
                                         teardown),
