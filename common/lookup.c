@@ -131,14 +131,11 @@ static void plan_key(struct round *r, struct rkv_lookup *l)
     const struct rkv_region_header *g = r->ctx->geom;
     unsigned ops_before = r->nops;
     size_t used_before = r->used;
-    uint64_t off = 0;
-    uint32_t len = 0;
 
     l->nread = 0;
     switch (l->phase) {
-    case PHASE_CACHE:
-        rkv_slot_valid(g, l->at_slot, &off, &len); /* checked before it became at_slot */
-        l->land = round_add(r, off, len);
+    case PHASE_CACHE:         /* at_slot was checked before it became at_slot */
+        l->land = round_add(r, rkv_slot_offset(l->at_slot), l->at_len);
         l->nread = 1;
         break;
     case PHASE_BUCKETS:
@@ -156,8 +153,8 @@ static void plan_key(struct round *r, struct rkv_lookup *l)
         /* as many candidates as fit; at least one always fits an empty round */
         l->land = NULL;
         for (unsigned i = l->next_cand; i < l->ncand; i++) {
-            rkv_slot_valid(g, l->cand[i], &off, &len); /* checked when collected */
-            uint8_t *p = round_add(r, off, len);
+            /* checked when collected */
+            uint8_t *p = round_add(r, rkv_slot_offset(l->cand[i]), l->cand_len[i]);
             if (p == NULL)
                 break;
             if (l->land == NULL)
@@ -229,8 +226,10 @@ static void collect_candidates(const struct rkv_region_header *g, struct rkv_loo
             bool dup = false;
             for (unsigned k = 0; k < l->ncand; k++)
                 dup |= l->cand[k] == slot;
-            if (!dup)
+            if (!dup) {
+                l->cand_len[l->ncand] = len;
                 l->cand[l->ncand++] = slot;
+            }
         }
     }
 }
@@ -244,9 +243,9 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
 
     switch (l->phase) {
     case PHASE_CACHE: {
-        rkv_slot_valid(g, l->at_slot, &off, &len);
         const struct rkv_item *it = (const struct rkv_item *)(const void *)l->land;
-        enum rkv_verify v = rkv_item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now);
+        enum rkv_verify v = rkv_item_verify(it, l->at_len, l->key, l->key_len, g->hash_seed,
+                                            ctx->now);
         uint64_t next = v == RKV_VERIFY_OBSOLETE ? rkv_item_forward(it->state, l->fp) : 0;
         if (v == RKV_VERIFY_OK) {
             l->cache_used = 1;
@@ -256,6 +255,7 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
             l->hops++;             /* our key, superseded: read its replacement next */
             ctx->forwards++;
             l->at_slot = next;
+            l->at_len = len;
         } else {
             l->phase = PHASE_BUCKETS; /* stale location: fall back to the index */
         }
@@ -283,7 +283,7 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         bool torn = false;
         for (unsigned i = 0; i < l->nread; i++) {
             uint64_t slot = l->cand[l->next_cand + i];
-            rkv_slot_valid(g, slot, &off, &len);
+            len = l->cand_len[l->next_cand + i];
             p = (const uint8_t *)RKV_ALIGN_UP((uintptr_t)p, 8);
             const struct rkv_item *it = (const struct rkv_item *)(const void *)p;
             switch (rkv_item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now)) {
@@ -350,6 +350,7 @@ void rkv_lookup_start(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
     else if (l->cached_slot && rkv_slot_valid(g, l->cached_slot, &off, &len)) {
         /* a cache may keep its own tag in the fingerprint bits */
         l->at_slot = (l->cached_slot & ~(uint64_t)0xffff) | l->fp;
+        l->at_len = len;
         l->phase = PHASE_CACHE;
     }
     else

@@ -82,11 +82,13 @@ struct rkv_lookup {
     uint8_t bucket_next;            /* next candidate bucket to read (0, 1; 2 = both read) */
     uint8_t hops;                   /* forwards followed from cached_slot */
     uint64_t at_slot;               /* the location PHASE_CACHE reads: cached_slot or a forward */
+    uint32_t at_len;                /* its item's bytes (rkv_slot_valid, checked once) */
     unsigned tries;
     uint16_t fp;                    /* the key's fingerprint */
     uint64_t bucket[2];             /* the key's candidate buckets */
     uint64_t bucket_version[2];
     uint64_t cand[RKV_LOOKUP_MAX_CAND];
+    uint32_t cand_len[RKV_LOOKUP_MAX_CAND]; /* each candidate's item bytes (checked once) */
     uint8_t *land;                  /* this round's landing area in scratch */
     unsigned nread;                 /* reads this round */
 };
