@@ -1124,6 +1124,8 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
     struct slot *sl = &c->slots[slot_enqueue(c, s, (uint8_t)op->kind, internal, op->token)];
     sl->kh = kh;
     if (op->kind == RKV_KIND_GET) {      /* straight into its lookup (get_start) */
+        if (c->cache)                    /* its cache line on its way before the find */
+            rkv_loc_cache_prefetch(c->cache, s->generation, kh);
         sl->l.key = op->key;
         sl->l.key_len = op->key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)op->key_len;
         sl->l.buf = op->buf;
