@@ -56,10 +56,12 @@ static uint64_t mix64(uint64_t x)
 }
 
 /* (region, key)'s hash: its set in any table is the low bits, its tag the
- * top 16 (never 0, so an empty way never matches). */
+ * top 16 (never 0, so an empty way never matches). One bijective mix of the
+ * two: for one region every key keeps its own hash, and a key's hash in
+ * another region is unrelated to it. */
 static uint64_t key_mix(uint64_t region, uint64_t key_hash)
 {
-    return mix64(key_hash ^ mix64(region));
+    return mix64(key_hash ^ region);
 }
 
 static uint64_t tag_of(uint64_t h)
