@@ -124,6 +124,26 @@ static uint64_t bucket_offset(const struct rkv_region_header *g, uint64_t b)
     return g->index_offset + b * sizeof(struct rkv_bucket);
 }
 
+/* The key's hash: its fingerprint and candidate buckets. Only the index
+ * needs them: a GET served through its cached location (or a forward from
+ * it) never hashes the key. fp != 0 tells that it is done. */
+static void hash_key(const struct rkv_region_header *g, struct rkv_lookup *l)
+{
+    struct rkv_key_hash kh;
+    rkv_hash_key(l->key, l->key_len, g->hash_seed, g->bucket_count, &kh);
+    l->fp = kh.fp;
+    l->bucket[0] = kh.bucket[0];
+    l->bucket[1] = kh.bucket[1];
+}
+
+/* Go to the index: read the key's buckets next. */
+static void to_buckets(const struct rkv_region_header *g, struct rkv_lookup *l)
+{
+    if (l->fp == 0)
+        hash_key(g, l);
+    l->phase = PHASE_BUCKETS;
+}
+
 /* Plan this key's reads for the round; nread = 0 if they did not fit (the
  * key then waits for the next round). */
 static void plan_key(struct round *r, struct rkv_lookup *l)
@@ -246,7 +266,9 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         const struct rkv_item *it = (const struct rkv_item *)(const void *)l->land;
         enum rkv_verify v = rkv_item_verify(it, l->at_len, l->key, l->key_len, g->hash_seed,
                                             ctx->now);
-        uint64_t next = v == RKV_VERIFY_OBSOLETE ? rkv_item_forward(it->state, l->fp) : 0;
+        /* a forward keeps at_slot's fingerprint bits (never 0) */
+        uint64_t next = v == RKV_VERIFY_OBSOLETE ? rkv_item_forward(it->state,
+                                                                    rkv_slot_fp(l->at_slot)) : 0;
         if (v == RKV_VERIFY_OK) {
             l->cache_used = 1;
             deliver(l, it, l->at_slot);
@@ -257,7 +279,7 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
             l->at_slot = next;
             l->at_len = len;
         } else {
-            l->phase = PHASE_BUCKETS; /* stale location: fall back to the index */
+            to_buckets(g, l);      /* stale location: fall back to the index */
         }
         break;
     }
@@ -336,25 +358,23 @@ void rkv_lookup_start(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
     l->bucket_next = 0;
     l->hops = 0;
     l->at_slot = 0;
-    if (l->key_len != 0) {
-        struct rkv_key_hash kh;
-        rkv_hash_key(l->key, l->key_len, g->hash_seed, g->bucket_count, &kh);
-        l->fp = kh.fp;
-        l->bucket[0] = kh.bucket[0];
-        l->bucket[1] = kh.bucket[1];
-    }
+    l->fp = 0;                  /* not hashed yet (hash_key) */
     if (l->key_len == 0 || l->key_len > g->max_key_len)
         finish(l, l->key_len ? RKV_TOO_LARGE : RKV_INVALID);
     else if (l->buf == NULL && l->buf_len != 0)
         finish(l, RKV_INVALID); /* deliver() would copy to NULL */
     else if (l->cached_slot && rkv_slot_valid(g, l->cached_slot, &off, &len)) {
-        /* a cache may keep its own tag in the fingerprint bits */
-        l->at_slot = (l->cached_slot & ~(uint64_t)0xffff) | l->fp;
+        /* a cache may keep its own tag (never 0) in the fingerprint bits:
+         * they stay, as the fingerprint of what this location gives (a
+         * hint's, a forward's); only a location without any takes the key's */
+        if (rkv_slot_fp(l->cached_slot) == 0)
+            hash_key(g, l);
+        l->at_slot = l->cached_slot | l->fp;
         l->at_len = len;
         l->phase = PHASE_CACHE;
     }
     else
-        l->phase = PHASE_BUCKETS;
+        to_buckets(g, l);
 }
 
 rkv_status rkv_lookup_round(struct rkv_lookup_ctx *ctx, struct rkv_lookup *const *ls, unsigned n)
