@@ -82,13 +82,14 @@ static const struct table *current(const struct rkv_loc_cache *lc)
 
 /* The entry of `s` tagged `tag`, or 0. Reads all 8 ways without an early
  * exit (one cache line; no mispredicted loop exit): per way a load, a
- * compare and a conditional move, the last match kept (two writers racing
- * for one key can leave it in two ways; either is a location to verify). */
+ * compare and a conditional move. Two writers racing for one key can leave
+ * it in two ways; the first is the one put() updates, so it is the one
+ * found (the ways are walked from the last, the first match moved in last). */
 static uint64_t entry_of(const struct set *s, uint64_t tag)
 {
     uint64_t found = 0;
 #pragma GCC unroll 8 /* RKV_LOC_CACHE_WAYS: one straight run of loads and compares */
-    for (unsigned w = 0; w < RKV_LOC_CACHE_WAYS; w++) {
+    for (unsigned w = RKV_LOC_CACHE_WAYS; w-- > 0;) {
         uint64_t e = __atomic_load_n(&s->way[w], __ATOMIC_RELAXED);
         found = (e & TAG_MASK) == tag ? e : found;
     }
