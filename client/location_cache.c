@@ -56,10 +56,12 @@ static uint64_t mix64(uint64_t x)
 }
 
 /* (region, key)'s hash: its set in any table is the low bits, its tag the
- * top 16 (never 0, so an empty way never matches). */
+ * top 16 (never 0, so an empty way never matches). One bijective mix of the
+ * two: for one region every key keeps its own hash, and a key's hash in
+ * another region is unrelated to it. */
 static uint64_t key_mix(uint64_t region, uint64_t key_hash)
 {
-    return mix64(key_hash ^ mix64(region));
+    return mix64(key_hash ^ region);
 }
 
 static uint64_t tag_of(uint64_t h)
@@ -79,17 +81,19 @@ static const struct table *current(const struct rkv_loc_cache *lc)
 }
 
 /* The entry of `s` tagged `tag`, or 0. Reads all 8 ways without an early
- * exit (one cache line; no mispredicted loop exit). */
+ * exit (one cache line; no mispredicted loop exit): per way a load, a
+ * compare and a conditional move. Two writers racing for one key can leave
+ * it in two ways; the first is the one put() updates, so it is the one
+ * found (the ways are walked from the last, the first match moved in last). */
 static uint64_t entry_of(const struct set *s, uint64_t tag)
 {
-    uint64_t e[RKV_LOC_CACHE_WAYS];
-    unsigned hits = 0;
+    uint64_t found = 0;
 #pragma GCC unroll 8 /* RKV_LOC_CACHE_WAYS: one straight run of loads and compares */
-    for (unsigned w = 0; w < RKV_LOC_CACHE_WAYS; w++) {
-        e[w] = __atomic_load_n(&s->way[w], __ATOMIC_RELAXED);
-        hits |= (unsigned)((e[w] & TAG_MASK) == tag) << w;
+    for (unsigned w = RKV_LOC_CACHE_WAYS; w-- > 0;) {
+        uint64_t e = __atomic_load_n(&s->way[w], __ATOMIC_RELAXED);
+        found = (e & TAG_MASK) == tag ? e : found;
     }
-    return hits ? e[__builtin_ctz(hits)] : 0;
+    return found;
 }
 
 static unsigned round_entries(unsigned entries)

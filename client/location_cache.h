@@ -89,7 +89,8 @@ void rkv_loc_cache_release(struct rkv_loc_cache *lc);
 unsigned rkv_loc_cache_entries(const struct rkv_loc_cache *lc);
 unsigned rkv_loc_cache_budget(const struct rkv_loc_cache *lc);
 
-/* Start loading key_hash's set into the CPU cache (rkv_mget, before its finds). */
+/* Start loading key_hash's set into the CPU cache (a GET's submit, before
+ * the pass that finds it). */
 void rkv_loc_cache_prefetch(const struct rkv_loc_cache *lc, uint64_t region, uint64_t key_hash);
 
 /* The slot word remembered for key_hash in region `region`, or 0. Its

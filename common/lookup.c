@@ -124,14 +124,24 @@ static uint64_t bucket_offset(const struct rkv_region_header *g, uint64_t b)
     return g->index_offset + b * sizeof(struct rkv_bucket);
 }
 
-/* The item range of a slot word rkv_slot_valid() accepted before (a
- * candidate when it was collected, at_slot when it became one): the same
- * offset and length, without checking again. */
-static inline uint64_t checked_range(const struct rkv_region_header *g, uint64_t slot,
-                                     uint32_t *len)
+/* The key's hash: its fingerprint and candidate buckets. Only the index
+ * needs them: a GET served through its cached location (or a forward from
+ * it) never hashes the key. fp != 0 tells that it is done. */
+static void hash_key(const struct rkv_region_header *g, struct rkv_lookup *l)
 {
-    *len = g->class_size[rkv_slot_class(slot)];
-    return rkv_slot_offset(slot);
+    struct rkv_key_hash kh;
+    rkv_hash_key(l->key, l->key_len, g->hash_seed, g->bucket_count, &kh);
+    l->fp = kh.fp;
+    l->bucket[0] = kh.bucket[0];
+    l->bucket[1] = kh.bucket[1];
+}
+
+/* Go to the index: read the key's buckets next. */
+static void to_buckets(const struct rkv_region_header *g, struct rkv_lookup *l)
+{
+    if (l->fp == 0)
+        hash_key(g, l);
+    l->phase = PHASE_BUCKETS;
 }
 
 /* Plan this key's reads for the round; nread = 0 if they did not fit (the
@@ -141,14 +151,11 @@ static void plan_key(struct round *r, struct rkv_lookup *l)
     const struct rkv_region_header *g = r->ctx->geom;
     unsigned ops_before = r->nops;
     size_t used_before = r->used;
-    uint64_t off;
-    uint32_t len;
 
     l->nread = 0;
     switch (l->phase) {
-    case PHASE_CACHE:
-        off = checked_range(g, l->at_slot, &len);
-        l->land = round_add(r, off, len);
+    case PHASE_CACHE:         /* at_slot was checked before it became at_slot */
+        l->land = round_add(r, rkv_slot_offset(l->at_slot), l->at_len);
         l->nread = 1;
         break;
     case PHASE_BUCKETS:
@@ -166,8 +173,8 @@ static void plan_key(struct round *r, struct rkv_lookup *l)
         /* as many candidates as fit; at least one always fits an empty round */
         l->land = NULL;
         for (unsigned i = l->next_cand; i < l->ncand; i++) {
-            off = checked_range(g, l->cand[i], &len);
-            uint8_t *p = round_add(r, off, len);
+            /* checked when collected */
+            uint8_t *p = round_add(r, rkv_slot_offset(l->cand[i]), l->cand_len[i]);
             if (p == NULL)
                 break;
             if (l->land == NULL)
@@ -239,8 +246,10 @@ static void collect_candidates(const struct rkv_region_header *g, struct rkv_loo
             bool dup = false;
             for (unsigned k = 0; k < l->ncand; k++)
                 dup |= l->cand[k] == slot;
-            if (!dup)
+            if (!dup) {
+                l->cand_len[l->ncand] = len;
                 l->cand[l->ncand++] = slot;
+            }
         }
     }
 }
@@ -254,10 +263,12 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
 
     switch (l->phase) {
     case PHASE_CACHE: {
-        checked_range(g, l->at_slot, &len);
         const struct rkv_item *it = (const struct rkv_item *)(const void *)l->land;
-        enum rkv_verify v = rkv_item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now);
-        uint64_t next = v == RKV_VERIFY_OBSOLETE ? rkv_item_forward(it->state, l->fp) : 0;
+        enum rkv_verify v = rkv_item_verify(it, l->at_len, l->key, l->key_len, g->hash_seed,
+                                            ctx->now);
+        /* a forward keeps at_slot's fingerprint bits (never 0) */
+        uint64_t next = v == RKV_VERIFY_OBSOLETE ? rkv_item_forward(it->state,
+                                                                    rkv_slot_fp(l->at_slot)) : 0;
         if (v == RKV_VERIFY_OK) {
             l->cache_used = 1;
             deliver(l, it, l->at_slot);
@@ -266,8 +277,9 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
             l->hops++;             /* our key, superseded: read its replacement next */
             ctx->forwards++;
             l->at_slot = next;
+            l->at_len = len;
         } else {
-            l->phase = PHASE_BUCKETS; /* stale location: fall back to the index */
+            to_buckets(g, l);      /* stale location: fall back to the index */
         }
         break;
     }
@@ -293,7 +305,7 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         bool torn = false;
         for (unsigned i = 0; i < l->nread; i++) {
             uint64_t slot = l->cand[l->next_cand + i];
-            checked_range(g, slot, &len);
+            len = l->cand_len[l->next_cand + i];
             p = (const uint8_t *)RKV_ALIGN_UP((uintptr_t)p, 8);
             const struct rkv_item *it = (const struct rkv_item *)(const void *)p;
             switch (rkv_item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now)) {
@@ -346,24 +358,23 @@ void rkv_lookup_start(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
     l->bucket_next = 0;
     l->hops = 0;
     l->at_slot = 0;
-    if (l->key_len != 0) {
-        struct rkv_key_hash kh;
-        rkv_hash_key(l->key, l->key_len, g->hash_seed, g->bucket_count, &kh);
-        l->fp = kh.fp;
-        l->bucket[0] = kh.bucket[0];
-        l->bucket[1] = kh.bucket[1];
-    }
+    l->fp = 0;                  /* not hashed yet (hash_key) */
     if (l->key_len == 0 || l->key_len > g->max_key_len)
         finish(l, l->key_len ? RKV_TOO_LARGE : RKV_INVALID);
     else if (l->buf == NULL && l->buf_len != 0)
         finish(l, RKV_INVALID); /* deliver() would copy to NULL */
     else if (l->cached_slot && rkv_slot_valid(g, l->cached_slot, &off, &len)) {
-        /* a cache may keep its own tag in the fingerprint bits */
-        l->at_slot = (l->cached_slot & ~(uint64_t)0xffff) | l->fp;
+        /* a cache may keep its own tag (never 0) in the fingerprint bits:
+         * they stay, as the fingerprint of what this location gives (a
+         * hint's, a forward's); only a location without any takes the key's */
+        if (rkv_slot_fp(l->cached_slot) == 0)
+            hash_key(g, l);
+        l->at_slot = l->cached_slot | l->fp;
+        l->at_len = len;
         l->phase = PHASE_CACHE;
     }
     else
-        l->phase = PHASE_BUCKETS;
+        to_buckets(g, l);
 }
 
 rkv_status rkv_lookup_round(struct rkv_lookup_ctx *ctx, struct rkv_lookup *const *ls, unsigned n)

@@ -64,7 +64,8 @@ struct rkv_lookup {
     const void *key;                /* in */
     uint32_t key_len;               /* in */
     uint64_t cached_slot;           /* in: a location to try first, or 0; its fingerprint
-                                       bits are ignored (the key's own are used) */
+                                       bits need not be the key's (a cache's tag): the
+                                       key's own are used where they are 0 */
     void *buf;                      /* in: where the value goes (may be NULL if buf_len 0) */
     size_t buf_len;                 /* in */
     rkv_status status;              /* out: OK, NOT_FOUND, BUFFER_TOO_SMALL, RETRY_EXHAUSTED;
@@ -73,7 +74,9 @@ struct rkv_lookup {
     uint64_t version;               /* out: item version (CAS token) */
     uint32_t user_flags;            /* out */
     uint32_t expire_at;             /* out: server clock second, 0 = never */
-    uint64_t slot;                  /* out: slot word it was found through (caches, hints) */
+    uint64_t slot;                  /* out: slot word it was found through (caches, hints);
+                                       through cached_slot (or a forward from it) with
+                                       cached_slot's fingerprint bits, never 0 */
     int cache_used;                 /* out: 1 when served through cached_slot (and forwards) */
 
     /* lookup-private state */
@@ -82,11 +85,14 @@ struct rkv_lookup {
     uint8_t bucket_next;            /* next candidate bucket to read (0, 1; 2 = both read) */
     uint8_t hops;                   /* forwards followed from cached_slot */
     uint64_t at_slot;               /* the location PHASE_CACHE reads: cached_slot or a forward */
+    uint32_t at_len;                /* its item's bytes (rkv_slot_valid, checked once) */
     unsigned tries;
-    uint16_t fp;                    /* the key's fingerprint */
-    uint64_t bucket[2];             /* the key's candidate buckets */
+    uint16_t fp;                    /* the key's fingerprint; 0 until hashed (a GET
+                                       served through cached_slot never is) */
+    uint64_t bucket[2];             /* the key's candidate buckets (once hashed) */
     uint64_t bucket_version[2];
     uint64_t cand[RKV_LOOKUP_MAX_CAND];
+    uint32_t cand_len[RKV_LOOKUP_MAX_CAND]; /* each candidate's item bytes (checked once) */
     uint8_t *land;                  /* this round's landing area in scratch */
     unsigned nread;                 /* reads this round */
 };

@@ -262,6 +262,45 @@ static void test_forward_is_verified(void **state)
     assert_memory_equal(out, "newer", 5);
 }
 
+/* A cached location's fingerprint bits may be a cache's tag: a hit through
+ * it is one READ (the key is not hashed) and reports the location with those
+ * bits; bits of 0 take the key's own fingerprint; a stale tagged location
+ * (another key's item) falls back to the buckets, which need the key's hash,
+ * and finds the key with its real slot word. */
+static void test_cached_slot_fingerprint_bits(void **state)
+{
+    struct env *e = *state;
+    put(e, "ck", "mine");
+    put(e, "ok", "theirs");
+    uint64_t s_ck = slot_of(e, "ck"), s_ok = slot_of(e, "ok");
+    uint64_t bare = s_ck & ~(uint64_t)0xffff;
+    char out[16];
+    struct rkv_lookup l = { .key = "ck", .key_len = 2, .buf = out, .buf_len = sizeof out,
+                            .cached_slot = bare | 0xabcd };
+    e->sc.calls = 0;
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_OK);
+    assert_memory_equal(out, "mine", 4);
+    assert_int_equal(e->sc.calls, 1);
+    assert_int_equal(l.cache_used, 1);
+    assert_int_equal(l.slot, bare | 0xabcd);
+
+    l.cached_slot = bare;                  /* no fingerprint: the key's */
+    e->sc.calls = 0;
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_OK);
+    assert_int_equal(e->sc.calls, 1);
+    assert_int_equal(l.slot, s_ck);
+
+    l.cached_slot = (s_ok & ~(uint64_t)0xffff) | 0xabcd;   /* stale: another key's item */
+    memset(out, 0, sizeof out);
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_OK);
+    assert_memory_equal(out, "mine", 4);
+    assert_int_equal(l.cache_used, 0);
+    assert_int_equal(l.slot, s_ck);
+}
+
 /* Bytes cost: a key in its first bucket costs one bucket READ and one item
  * READ; a miss reads the second bucket too, then re-checks both. */
 static void test_bytes_cost_reads_second_bucket_on_demand(void **state)
@@ -408,6 +447,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_move_between_bucket_reads_is_not_a_miss, setup, teardown),
         cmocka_unit_test_setup_teardown(test_move_between_bucket_reads_bytes_cost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forward_is_verified, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cached_slot_fingerprint_bits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bytes_cost_reads_second_bucket_on_demand, setup, teardown),
         cmocka_unit_test_setup_teardown(test_odd_version_retries_then_gives_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hostile_slots_are_not_read, setup, teardown),
