@@ -236,6 +236,11 @@ enum rkv_wire_protocol {
 struct rkv_server_transport {
     const char *scheme;  /* "rdma", "shm" or "tcp": the listen URI's "scheme://" */
     enum rkv_wire_protocol protocol;   /* what its connections speak */
+    /* Its connections have work only when event_fd says so (a socket): the
+     * worker serves one only when its epoll reports it, never in its polling
+     * sweep, and calls arm() after each serve to keep the wake-up current
+     * (cheap when nothing changed). false: polled (shm, rdma). */
+    bool event_driven;
 
     /* Required. Called once per listen URI at start-up with `addr`, the URI
      * after "scheme://"; p may be NULL (the defaults). Registers/exports
