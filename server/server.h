@@ -96,6 +96,7 @@ struct rkv_wconn {
     uint64_t hello_deadline_ns;              /* closed if !authed at this time */
     struct rkv_wconn *inbox_next;            /* the next one in its worker's inbox */
     unsigned slot;                           /* its index in the worker's connection list */
+    uint32_t events;                         /* event-driven: what the worker's epoll watches its event_fd for */
 };
 
 /* admission.c: bounds on connections that have not passed HELLO. */

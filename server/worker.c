@@ -57,6 +57,7 @@ struct worker_conns {
 struct worker_set {
     struct worker_conns polled, evented;
     unsigned cap;                /* both together */
+    int epfd;                    /* the worker's epoll set */
 };
 
 void rkv_worker_give(struct rkv_worker *w, struct rkv_wconn *wc)
@@ -105,7 +106,20 @@ static void conns_remove(struct worker_conns *cs, struct rkv_wconn *wc)
 static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc);
 static bool serve_evented(struct rkv_worker *w, struct worker_set *set, struct rkv_wconn *wc);
 
-static void take_inbox(struct rkv_worker *w, struct worker_set *set, int epfd)
+/* Watch wc's event_fd in the worker's epoll set: for its events() when it
+ * is event-driven, else for the wake-up arm() asks for. */
+static bool watch(struct worker_set *set, struct rkv_wconn *wc, int fd, int op)
+{
+    bool evented = wc->ops->event_driven;
+    struct epoll_event ev = { .events = evented ? wc->ops->events(wc->conn) : EPOLLIN,
+                              .data.ptr = wc };
+    if (epoll_ctl(set->epfd, op, fd, &ev) != 0)
+        return false;
+    wc->events = ev.events;
+    return true;
+}
+
+static void take_inbox(struct rkv_worker *w, struct worker_set *set)
 {
     pthread_mutex_lock(&w->inbox_lock);
     struct rkv_wconn *wc = w->inbox_head, *next;
@@ -121,13 +135,10 @@ static void take_inbox(struct rkv_worker *w, struct worker_set *set, int epfd)
         }
         int fd = rkv_sconn_event_fd(wc->ops, wc->conn);
         bool evented = wc->ops->event_driven && fd >= 0;
-        if (fd >= 0) {
-            struct epoll_event ev = { .events = EPOLLIN, .data.ptr = wc };
-            if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-                RKV_WARN("worker %u: epoll_ctl: %s; connection served by polling only",
-                         w->id, strerror(errno));
-                evented = false;
-            }
+        if (fd >= 0 && !watch(set, wc, fd, EPOLL_CTL_ADD)) {
+            RKV_WARN("worker %u: epoll_ctl: %s; connection served by polling only",
+                     w->id, strerror(errno));
+            evented = false;
         }
         conns_add(evented ? &set->evented : &set->polled, wc);
         if (evented)
@@ -192,30 +203,34 @@ static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool ch
     return work;
 }
 
-/* Serve an event-driven connection its epoll reported, then keep its
- * wake-up current; closes it when it died. Returns whether it lives. */
+/* Serve an event-driven connection its epoll reported, then watch it for
+ * what it waits for now (an epoll_ctl only when that changed); closes it
+ * when it died. Returns whether it lives. */
 static bool serve_evented(struct rkv_worker *w, struct worker_set *set, struct rkv_wconn *wc)
 {
+    const char *why = NULL;
     serve(w, wc);
     if (wc->closing)
         rkv_stat_bump(&w->stats.closed_bad, 1);
-    if (wc->closing || !wc->ops->alive(wc->conn)) {
+    if (!wc->closing && wc->ops->alive(wc->conn) && wc->ops->events(wc->conn) != wc->events &&
+        !watch(set, wc, rkv_sconn_event_fd(wc->ops, wc->conn), EPOLL_CTL_MOD))
+        why = "epoll_ctl failed";
+    if (why != NULL || wc->closing || !wc->ops->alive(wc->conn)) {
         conns_remove(&set->evented, wc);
-        close_for(w, wc, NULL);
+        close_for(w, wc, why);
         return false;
     }
-    rkv_sconn_arm(wc->ops, wc->conn);
     return true;
 }
 
 /* Take up to EVENTS events (waiting at most timeout_ms) and serve the
  * event-driven connections among them; a polled connection's event only
  * ends the wait (the next pass serves it). Returns the connections served. */
-static unsigned serve_events(struct rkv_worker *w, struct worker_set *set, int epfd, int timeout_ms)
+static unsigned serve_events(struct rkv_worker *w, struct worker_set *set, int timeout_ms)
 {
     struct epoll_event evs[EVENTS];
     unsigned served = 0;
-    int n = epoll_wait(epfd, evs, EVENTS, timeout_ms);
+    int n = epoll_wait(set->epfd, evs, EVENTS, timeout_ms);
     for (int i = 0; i < n; i++) {
         struct rkv_wconn *wc = evs[i].data.ptr;
         if (wc == NULL) {
@@ -233,7 +248,7 @@ static unsigned serve_events(struct rkv_worker *w, struct worker_set *set, int e
 /* Arm every polled connection's wake-up, look once more, and wait in epoll
  * only if that finds nothing; event-driven connections that epoll reports
  * are served here. Returns the polled connections' requests served. */
-static unsigned sleep_until_work(struct rkv_worker *w, struct worker_set *set, int epfd)
+static unsigned sleep_until_work(struct rkv_worker *w, struct worker_set *set)
 {
     struct worker_conns *cs = &set->polled;
     for (unsigned i = 0; i < cs->n; i++)
@@ -242,7 +257,7 @@ static unsigned sleep_until_work(struct rkv_worker *w, struct worker_set *set, i
     if (work != 0)
         return work; /* arrived while arming */
     rkv_stat_bump(&w->stats.sleeps, 1);
-    serve_events(w, set, epfd, SLEEP_MS);
+    serve_events(w, set, SLEEP_MS);
     return 0;
 }
 
@@ -273,8 +288,9 @@ static void *worker_main(void *arg)
 {
     struct rkv_worker *w = arg;
     struct rkv_server *srv = w->srv;
-    struct worker_set set = { .cap = srv->cfg.max_conns + srv->cfg.max_unauth_conns };
-    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct worker_set set = { .cap = srv->cfg.max_conns + srv->cfg.max_unauth_conns,
+                              .epfd = epoll_create1(EPOLL_CLOEXEC) };
+    int epfd = set.epfd;
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 
     pin(w);
@@ -292,28 +308,28 @@ static void *worker_main(void *arg)
     unsigned passes = 0;
     while (!atomic_load_explicit(&srv->stop, memory_order_relaxed)) {
         if (__atomic_load_n(&w->inbox_count, __ATOMIC_RELAXED))
-            take_inbox(w, &set, epfd);
+            take_inbox(w, &set);
         unsigned work = serve_all(w, &set.polled, ++passes % ALIVE_EVERY == 0);
         if (work == 0 && set.polled.n > 0 &&
             (mode == RKV_POLL_BUSY || !idle_for(&idle_since, idle_ns))) {
             /* spinning on polled connections: look at the event-driven
              * ones without waiting; a client spinning on our CPU would
              * starve us both: yield now and then so it can run */
-            if (set.evented.n > 0 && serve_events(w, &set, epfd, 0) != 0)
+            if (set.evented.n > 0 && serve_events(w, &set, 0) != 0)
                 continue;
             if (passes % 8 == 0)
                 sched_yield();
             continue;
         }
         if (work == 0)
-            work = sleep_until_work(w, &set, epfd);
+            work = sleep_until_work(w, &set);
         else if (set.evented.n > 0)
-            serve_events(w, &set, epfd, 0);
+            serve_events(w, &set, 0);
         if (work != 0)
             idle_since = 0;
     }
     /* stopping: answer what already arrived, then close everything */
-    take_inbox(w, &set, epfd);
+    take_inbox(w, &set);
     serve_all(w, &set.polled, false);
     for (unsigned i = set.evented.n; i-- > 0;)
         serve_evented(w, &set, set.evented.v[i]);
