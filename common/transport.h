@@ -236,6 +236,12 @@ enum rkv_wire_protocol {
 struct rkv_server_transport {
     const char *scheme;  /* "rdma", "shm" or "tcp": the listen URI's "scheme://" */
     enum rkv_wire_protocol protocol;   /* what its connections speak */
+    /* Its connections have work only when event_fd says so (a socket): the
+     * worker watches event_fd in its own epoll set for events(), serves a
+     * connection only when that epoll reports it, never in its polling
+     * sweep, and after each serve changes the registration if events()
+     * changed. false: polled (shm, rdma). */
+    bool event_driven;
 
     /* Required. Called once per listen URI at start-up with `addr`, the URI
      * after "scheme://"; p may be NULL (the defaults). Registers/exports
@@ -285,7 +291,8 @@ struct rkv_server_transport {
     /* Required. False once the peer is gone or broke the protocol; then close(). */
     bool (*alive)(struct rkv_sconn *c);
     /* Optional (sleeping workers: poll_mode adaptive or event; both or
-     * neither). event_fd: an fd that becomes readable when requests may be
+     * neither, but for event_driven transports: event_fd and events).
+     * event_fd: an fd that becomes readable when requests may be
      * waiting, or -1; arm: ask for that wake-up, called before the worker
      * sleeps. A request that arrived before arm() may raise no wake-up: the
      * worker polls every connection once more after arming and sleeps only
@@ -293,6 +300,10 @@ struct rkv_server_transport {
      * polling only (the worker wakes at least every 100 ms). */
     int (*event_fd)(struct rkv_sconn *c);
     void (*arm)(struct rkv_sconn *c);
+    /* Required when event_driven (which has event_fd and no arm): the epoll
+     * events (EPOLLIN, EPOLLOUT, EPOLLRDHUP) event_fd must be watched for
+     * now; 0 when it waits for nothing but hang-up. */
+    uint32_t (*events)(struct rkv_sconn *c);
     /* Required. A short description for logs: "shm pid 1234", "rdma 192.0.2.1:5001". */
     const char *(*peer)(struct rkv_sconn *c);
     /* Required. Close the connection and free everything it holds. */

@@ -121,15 +121,7 @@ static void accept_all(struct rkv_server *srv, struct rkv_listen_ep *ep, unsigne
         }
         atomic_fetch_add_explicit(&w->stats.conns, 1, memory_order_relaxed);
         RKV_INFO("%s: connection %s accepted by worker %u", ep->uri, ep->ops->peer(conn), w->id);
-        if (!rkv_worker_give(w, wc)) {
-            RKV_WARN("%s: worker %u inbox full; dropping %s", ep->uri, w->id, ep->ops->peer(conn));
-            atomic_fetch_sub_explicit(&w->stats.conns, 1, memory_order_relaxed);
-            atomic_fetch_add(&srv->conns_rejected, 1);
-            rkv_admission_leave(srv, wc);
-            ep->ops->close(conn);
-            free(wc);
-            continue;
-        }
+        rkv_worker_give(w, wc);
         atomic_fetch_add(&srv->conns_total, 1);
     }
 }

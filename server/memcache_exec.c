@@ -226,6 +226,21 @@ static const char *server_error(rkv_status st)
 
 /* ------------------------------------------------------------ retrieval */
 
+/* " <v>" in decimal at p (room for 21 bytes); returns its length. */
+static size_t put_dec(char *p, uint64_t v)
+{
+    char digits[20];
+    size_t n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    p[0] = ' ';
+    for (size_t i = 0; i < n; i++)
+        p[1 + i] = digits[n - 1 - i];
+    return n + 1;
+}
+
 /* One key of get/gets/gat/gats: answers VALUE ... or nothing. */
 static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key, uint32_t klen)
 {
@@ -259,10 +274,15 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
         return;
     }
     char *base = rkv_tcp_out_reserve(m->c, 0) ;  /* = where find_copy's area starts */
-    int n = snprintf(base, LINE_MAX_OUT, "VALUE %.*s %u %u", (int)klen, (const char *)key,
-                     f.copy->user_flags, f.value_len);
+    /* "VALUE <key> <flags> <bytes>[ <cas>]\r\n" without printf: every GET hit writes it */
+    size_t n = sizeof "VALUE " - 1;
+    memcpy(base, "VALUE ", n);
+    memcpy(base + n, key, klen);
+    n += klen;
+    n += put_dec(base + n, f.copy->user_flags);
+    n += put_dec(base + n, f.value_len);
     if (r->cmd == RKV_MC_GETS || r->cmd == RKV_MC_GATS)
-        n += snprintf(base + n, LINE_MAX_OUT - (size_t)n, " %llu", (unsigned long long)version);
+        n += put_dec(base + n, version);
     memcpy(base + n, "\r\n", 2);
     n += 2;
     memmove(base + n, f.value, f.value_len);

@@ -19,7 +19,6 @@
 
 #define RKV_MAX_LISTENERS 8
 #define RKV_MAX_WORKERS   64
-#define RKV_INBOX_SIZE    64
 
 struct rkv_server;
 
@@ -57,7 +56,8 @@ struct rkv_worker {
     pthread_t thread;
     int cpu;                                 /* pinned CPU, or -1 */
     pthread_mutex_t inbox_lock;
-    struct rkv_wconn *inbox[RKV_INBOX_SIZE]; /* connections handed over by main */
+    struct rkv_wconn *inbox_head;            /* connections handed over by main, oldest first */
+    struct rkv_wconn *inbox_tail;            /*   (linked by inbox_next; unbounded: the listeners bound them) */
     unsigned inbox_count;
     int wake_fd;                             /* eventfd: main → worker */
     struct rkv_worker_stats stats;
@@ -73,7 +73,7 @@ struct rkv_server {
     unsigned nworkers;
     atomic_bool stop;
     _Atomic uint64_t conns_total;            /* connections accepted since start */
-    _Atomic uint64_t conns_rejected;         /* refused with "busy": over a limit, out of fds, inbox full */
+    _Atomic uint64_t conns_rejected;         /* refused with "busy": over a limit, out of fds */
     _Atomic uint64_t unauth_dropped;         /* closed before HELLO: hello_timeout_ms or crowded out */
     _Atomic uint64_t conns_authed;           /* connections past HELLO now (<= max_conns) */
     _Atomic uint64_t *unauth;                /* max_unauth_conns slots: ticket of a connection not past HELLO, 0 = free (admission.c) */
@@ -94,6 +94,9 @@ struct rkv_wconn {
     uint64_t ticket;                         /* admission order (admission.c) */
     unsigned unauth_slot;                    /* srv->unauth slot while !authed */
     uint64_t hello_deadline_ns;              /* closed if !authed at this time */
+    struct rkv_wconn *inbox_next;            /* the next one in its worker's inbox */
+    unsigned slot;                           /* its index in the worker's connection list */
+    uint32_t events;                         /* event-driven: what the worker's epoll watches its event_fd for */
 };
 
 /* admission.c: bounds on connections that have not passed HELLO. */
@@ -112,8 +115,9 @@ void rkv_admission_leave(struct rkv_server *srv, struct rkv_wconn *wc);
 
 /* worker.c */
 int rkv_worker_start(struct rkv_server *srv, struct rkv_worker *w, unsigned id);
-/* Hand a connection to a worker; false if its inbox is full. */
-bool rkv_worker_give(struct rkv_worker *w, struct rkv_wconn *wc);
+/* Hand a connection to a worker (it always takes it: the inbox has no
+ * bound of its own, the listeners' max_conns and max_unauth_conns bound it). */
+void rkv_worker_give(struct rkv_worker *w, struct rkv_wconn *wc);
 void rkv_worker_wake(struct rkv_worker *w);
 
 /* request.c: answer one request message into reply buffer `out` (max_msg

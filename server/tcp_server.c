@@ -2,11 +2,15 @@
  *
  * A plain TCP listener (non-blocking, SO_REUSEADDR) whose connections are
  * rkv_sconns like the other transports' (tcp_server.h): main accepts them,
- * a worker polls them in its loop, no thread per connection. Each
- * connection has an input and an output buffer, both bounded, and an epoll
- * set of its own as event_fd(): arm() makes it wait for the socket to be
- * readable (while input may be taken) and writable (while output waits), so
- * the worker's sleep wakes for either.
+ * a worker serves them, no thread per connection. Each connection has an
+ * input and an output buffer, both bounded. The transport is event_driven:
+ * event_fd() is the socket itself, in the worker's epoll set, watched for
+ * what events() says — readable while input may be taken, writable while
+ * output waits — and the worker serves a connection only when that epoll
+ * reports it (a batch of events per epoll_wait, as memcached does): one
+ * read — a read that does not fill the buffer took everything the socket
+ * had — and one send() for the answers. The worker changes the
+ * registration only when events() changed (no epoll_ctl per request).
  *
  * Nothing from the peer is trusted: all socket I/O is MSG_DONTWAIT |
  * MSG_NOSIGNAL; a peer that half-closes gets its buffered commands answered
@@ -58,7 +62,6 @@ struct buf {
 
 struct rkv_sconn {
     int sock;
-    int epfd;                /* event_fd(): the socket, armed for in and/or out */
     struct tcp_quota *quota;
     struct buf in, out;
     size_t in_max, out_max;
@@ -130,8 +133,6 @@ static void tcp_conn_close(struct rkv_sconn *c)
     if (c == NULL)
         return;
     close(c->sock);
-    if (c->epfd >= 0)
-        close(c->epfd);
     free(c->in.p);
     free(c->out.p);
     atomic_fetch_sub(&c->quota->live, 1);
@@ -256,20 +257,22 @@ static bool tcp_alive(struct rkv_sconn *c)
 
 static int tcp_event_fd(struct rkv_sconn *c)
 {
-    return c->epfd;
+    return c->sock;
 }
 
-static void tcp_arm(struct rkv_sconn *c)
+static uint32_t tcp_events(struct rkv_sconn *c)
 {
-    struct epoll_event ev = { .events = 0, .data.ptr = c };
-    /* input only while we would take it: not after EOF, not while answers
-     * back up, not when closing (else a sender would keep us awake) */
-    if (!c->eof && c->close_after == NULL && !rkv_tcp_out_backed_up(c))
-        ev.events |= EPOLLIN | EPOLLRDHUP;
+    uint32_t events = 0;
+    /* input only while we would take it: not after EOF, not when closing,
+     * and while answers back up only until the input buffer is full too
+     * (then the client stopped reading: tcp_poll drops it); else a sender
+     * would keep us awake */
+    bool in_room = c->in.cap == 0 || c->in.end - c->in.start < c->in.cap;
+    if (!c->eof && c->close_after == NULL && (!rkv_tcp_out_backed_up(c) || in_room))
+        events |= EPOLLIN | EPOLLRDHUP;
     if (rkv_tcp_out_pending(c) > 0)
-        ev.events |= EPOLLOUT;
-    if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, c->sock, &ev) != 0)
-        mark_dead(c, "epoll_ctl failed");
+        events |= EPOLLOUT;
+    return events;
 }
 
 static const char *tcp_peer(struct rkv_sconn *c)
@@ -453,15 +456,6 @@ static struct rkv_sconn *conn_create(struct rkv_listener *l, int fd, const struc
     c->out_max = l->out_max;
     c->quota = l->quota;
     atomic_fetch_add(&l->quota->refs, 1);
-    c->epfd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = c };
-    if (c->epfd < 0 || epoll_ctl(c->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        RKV_WARN("tcp: cannot set up a connection: %s", strerror(errno));
-        ssize_t r = send(fd, TCP_BUSY_MSG, sizeof TCP_BUSY_MSG - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-        (void)r;
-        tcp_conn_close(c);
-        return NULL;
-    }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     unsigned port = 0;
     if (ss->ss_family == AF_INET) {
@@ -530,6 +524,7 @@ static void tcp_close_listener(struct rkv_listener *l)
 const struct rkv_server_transport rkv_tcp_server_transport = {
     .scheme = "tcp",
     .protocol = RKV_WIRE_MEMCACHE,
+    .event_driven = true,
     .listen = tcp_listen,
     .listener_fd = tcp_listener_fd,
     .accept = tcp_accept,
@@ -541,7 +536,7 @@ const struct rkv_server_transport rkv_tcp_server_transport = {
     .pull = tcp_pull,
     .alive = tcp_alive,
     .event_fd = tcp_event_fd,
-    .arm = tcp_arm,
+    .events = tcp_events,
     .peer = tcp_peer,
     .close = tcp_conn_close,
 };

@@ -1,7 +1,8 @@
 /* tcp_server.h — the byte-stream side of the tcp transport (tcp_server.c).
  *
  * rkv_tcp_server_transport is an rkv_server_transport like shm and rdma:
- * main accepts its connections, a worker polls them. Its messages are not
+ * main accepts its connections, a worker serves them when its epoll says
+ * their socket is ready (event_driven). Its messages are not
  * rkv frames but a byte stream (the memcached text protocol), so besides the
  * generic operations it offers the stream view memcache_exec.c works with:
  *

@@ -15,9 +15,18 @@
  * CPU and a busy one pays no wake-up; busy never sleeps while it has
  * connections; event sleeps whenever a pass finds nothing.
  *
- * New connections arrive through the inbox (main thread → worker). A
- * connection that dies, or that broke the protocol, is closed here and all
- * of its resources go with it (design.md invariant 6).
+ * Event-driven connections (the tcp door: a socket says when it has work)
+ * are not in the polling sweep: they are served only when the worker's
+ * epoll reports them, a batch of events per epoll_wait, the way memcached
+ * serves its sockets — no recv() on a connection that has nothing, no pass
+ * over idle ones. While polled connections keep the worker spinning it
+ * looks at that epoll without waiting; otherwise it waits in it.
+ *
+ * New connections arrive through the inbox (main thread → worker), a list
+ * with no bound of its own: every connection main accepted is served (the
+ * listeners' limits bound how many there are). A connection that dies, or
+ * that broke the protocol, is closed here and all of its resources go with
+ * it (design.md invariant 6).
  */
 #include <errno.h>
 #include <sched.h>
@@ -36,23 +45,33 @@
 #define BATCH          32        /* requests taken from one connection per pass */
 #define SLEEP_MS       100       /* longest sleep: re-check liveness and stop */
 #define ALIVE_EVERY    1024      /* passes between liveness checks while busy */
+#define EVENTS         64        /* epoll events taken per epoll_wait */
 
+/* A worker's connections: `polled` are swept every pass, `evented` only
+ * when epoll reports them (rkv_server_transport.event_driven). */
 struct worker_conns {
     struct rkv_wconn **v;
-    unsigned n, cap;
+    unsigned n;
 };
 
-bool rkv_worker_give(struct rkv_worker *w, struct rkv_wconn *wc)
+struct worker_set {
+    struct worker_conns polled, evented;
+    unsigned cap;                /* both together */
+    int epfd;                    /* the worker's epoll set */
+};
+
+void rkv_worker_give(struct rkv_worker *w, struct rkv_wconn *wc)
 {
-    bool ok;
+    wc->inbox_next = NULL;
     pthread_mutex_lock(&w->inbox_lock);
-    ok = w->inbox_count < RKV_INBOX_SIZE;
-    if (ok)
-        w->inbox[w->inbox_count++] = wc;
+    if (w->inbox_tail != NULL)
+        w->inbox_tail->inbox_next = wc;
+    else
+        w->inbox_head = wc;
+    w->inbox_tail = wc;
+    w->inbox_count++;
     pthread_mutex_unlock(&w->inbox_lock);
-    if (ok)
-        rkv_worker_wake(w);
-    return ok;
+    rkv_worker_wake(w);
 }
 
 void rkv_worker_wake(struct rkv_worker *w)
@@ -71,27 +90,60 @@ static void conn_close(struct rkv_worker *w, struct rkv_wconn *wc, const char *w
     atomic_fetch_sub_explicit(&w->stats.conns, 1, memory_order_relaxed);
 }
 
-static void take_inbox(struct rkv_worker *w, struct worker_conns *cs, int epfd)
+static void conns_add(struct worker_conns *cs, struct rkv_wconn *wc)
+{
+    wc->slot = cs->n;
+    cs->v[cs->n++] = wc;
+}
+
+static void conns_remove(struct worker_conns *cs, struct rkv_wconn *wc)
+{
+    struct rkv_wconn *last = cs->v[--cs->n];
+    cs->v[wc->slot] = last;
+    last->slot = wc->slot;
+}
+
+static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc);
+static bool serve_evented(struct rkv_worker *w, struct worker_set *set, struct rkv_wconn *wc);
+
+/* Watch wc's event_fd in the worker's epoll set: for its events() when it
+ * is event-driven, else for the wake-up arm() asks for. */
+static bool watch(struct worker_set *set, struct rkv_wconn *wc, int fd, int op)
+{
+    bool evented = wc->ops->event_driven;
+    struct epoll_event ev = { .events = evented ? wc->ops->events(wc->conn) : EPOLLIN,
+                              .data.ptr = wc };
+    if (epoll_ctl(set->epfd, op, fd, &ev) != 0)
+        return false;
+    wc->events = ev.events;
+    return true;
+}
+
+static void take_inbox(struct rkv_worker *w, struct worker_set *set)
 {
     pthread_mutex_lock(&w->inbox_lock);
-    for (unsigned i = 0; i < w->inbox_count; i++) {
-        struct rkv_wconn *wc = w->inbox[i];
-        if (cs->n == cs->cap) {
+    struct rkv_wconn *wc = w->inbox_head, *next;
+    w->inbox_head = w->inbox_tail = NULL;
+    w->inbox_count = 0;
+    pthread_mutex_unlock(&w->inbox_lock);
+    for (; wc != NULL; wc = next) {
+        next = wc->inbox_next;
+        if (set->polled.n + set->evented.n == set->cap) {
             atomic_fetch_add(&w->srv->conns_rejected, 1);
             conn_close(w, wc, "worker connection limit reached");
             continue;
         }
         int fd = rkv_sconn_event_fd(wc->ops, wc->conn);
-        if (fd >= 0) {
-            struct epoll_event ev = { .events = EPOLLIN, .data.ptr = wc };
-            if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
-                RKV_WARN("worker %u: epoll_ctl: %s; connection served by polling only",
-                         w->id, strerror(errno));
+        bool evented = wc->ops->event_driven && fd >= 0;
+        if (fd >= 0 && !watch(set, wc, fd, EPOLL_CTL_ADD)) {
+            RKV_WARN("worker %u: epoll_ctl: %s; connection served by polling only",
+                     w->id, strerror(errno));
+            evented = false;
         }
-        cs->v[cs->n++] = wc;
+        conns_add(evented ? &set->evented : &set->polled, wc);
+        if (evented)
+            serve_evented(w, set, wc);   /* its first pass: admission, what came already */
     }
-    w->inbox_count = 0;
-    pthread_mutex_unlock(&w->inbox_lock);
 }
 
 /* Serve one batch on one connection; returns requests served. Requests that
@@ -117,8 +169,14 @@ static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc)
     return n;
 }
 
-/* One pass over every connection; drops the dead, and those that did not
- * pass HELLO in time (admission.c). Returns requests served. */
+/* Close wc for the reason its state gives (or `why`). */
+static void close_for(struct rkv_worker *w, struct rkv_wconn *wc, const char *why)
+{
+    conn_close(w, wc, why ? why : wc->closing ? "protocol error or refused" : "peer gone");
+}
+
+/* One pass over every polled connection; drops the dead, and those that did
+ * not pass HELLO in time (admission.c). Returns requests served. */
 static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool check_alive)
 {
     unsigned work = 0;
@@ -136,8 +194,8 @@ static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool ch
                 atomic_fetch_add(&w->srv->unauth_dropped, 1);
         }
         if (wc->closing || why != NULL || (check_alive && !wc->ops->alive(wc->conn))) {
-            conn_close(w, wc, why ? why : wc->closing ? "protocol error or refused" : "peer gone");
-            cs->v[i] = cs->v[--cs->n];
+            conns_remove(cs, wc);
+            close_for(w, wc, why);
             continue;
         }
         i++;
@@ -145,25 +203,61 @@ static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool ch
     return work;
 }
 
-/* Arm every connection's wake-up, look once more, and sleep only if that
- * finds nothing. Returns the requests served. */
-static unsigned sleep_until_work(struct rkv_worker *w, struct worker_conns *cs, int epfd)
+/* Serve an event-driven connection its epoll reported, then watch it for
+ * what it waits for now (an epoll_ctl only when that changed); closes it
+ * when it died. Returns whether it lives. */
+static bool serve_evented(struct rkv_worker *w, struct worker_set *set, struct rkv_wconn *wc)
 {
-    struct epoll_event evs[16];
+    const char *why = NULL;
+    serve(w, wc);
+    if (wc->closing)
+        rkv_stat_bump(&w->stats.closed_bad, 1);
+    if (!wc->closing && wc->ops->alive(wc->conn) && wc->ops->events(wc->conn) != wc->events &&
+        !watch(set, wc, rkv_sconn_event_fd(wc->ops, wc->conn), EPOLL_CTL_MOD))
+        why = "epoll_ctl failed";
+    if (why != NULL || wc->closing || !wc->ops->alive(wc->conn)) {
+        conns_remove(&set->evented, wc);
+        close_for(w, wc, why);
+        return false;
+    }
+    return true;
+}
+
+/* Take up to EVENTS events (waiting at most timeout_ms) and serve the
+ * event-driven connections among them; a polled connection's event only
+ * ends the wait (the next pass serves it). Returns the connections served. */
+static unsigned serve_events(struct rkv_worker *w, struct worker_set *set, int timeout_ms)
+{
+    struct epoll_event evs[EVENTS];
+    unsigned served = 0;
+    int n = epoll_wait(set->epfd, evs, EVENTS, timeout_ms);
+    for (int i = 0; i < n; i++) {
+        struct rkv_wconn *wc = evs[i].data.ptr;
+        if (wc == NULL) {
+            uint64_t v;
+            ssize_t r = read(w->wake_fd, &v, sizeof v);
+            (void)r;
+        } else if (wc->ops->event_driven) {
+            serve_evented(w, set, wc);
+            served++;
+        }
+    }
+    return served;
+}
+
+/* Arm every polled connection's wake-up, look once more, and wait in epoll
+ * only if that finds nothing; event-driven connections that epoll reports
+ * are served here. Returns the polled connections' requests served. */
+static unsigned sleep_until_work(struct rkv_worker *w, struct worker_set *set)
+{
+    struct worker_conns *cs = &set->polled;
     for (unsigned i = 0; i < cs->n; i++)
         rkv_sconn_arm(cs->v[i]->ops, cs->v[i]->conn);
     unsigned work = serve_all(w, cs, true);
     if (work != 0)
         return work; /* arrived while arming */
     rkv_stat_bump(&w->stats.sleeps, 1);
-    int n = epoll_wait(epfd, evs, (int)RKV_ARRAY_SIZE(evs), SLEEP_MS);
-    for (int i = 0; i < n; i++) {
-        if (evs[i].data.ptr == NULL) {
-            uint64_t v;
-            ssize_t r = read(w->wake_fd, &v, sizeof v);
-            (void)r;
-        }
-    }
+    serve_events(w, set, SLEEP_MS);
     return 0;
 }
 
@@ -194,13 +288,16 @@ static void *worker_main(void *arg)
 {
     struct rkv_worker *w = arg;
     struct rkv_server *srv = w->srv;
-    struct worker_conns cs = { .cap = srv->cfg.max_conns + srv->cfg.max_unauth_conns };
-    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct worker_set set = { .cap = srv->cfg.max_conns + srv->cfg.max_unauth_conns,
+                              .epfd = epoll_create1(EPOLL_CLOEXEC) };
+    int epfd = set.epfd;
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 
     pin(w);
-    cs.v = calloc(cs.cap, sizeof *cs.v);
-    if (cs.v == NULL || epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) != 0) {
+    set.polled.v = calloc(set.cap, sizeof *set.polled.v);
+    set.evented.v = calloc(set.cap, sizeof *set.evented.v);
+    if (set.polled.v == NULL || set.evented.v == NULL || epfd < 0 ||
+        epoll_ctl(epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) != 0) {
         RKV_ERROR("worker %u: cannot start (out of memory or file descriptors)", w->id);
         atomic_store(&srv->stop, true);
         goto out;
@@ -211,27 +308,38 @@ static void *worker_main(void *arg)
     unsigned passes = 0;
     while (!atomic_load_explicit(&srv->stop, memory_order_relaxed)) {
         if (__atomic_load_n(&w->inbox_count, __ATOMIC_RELAXED))
-            take_inbox(w, &cs, epfd);
-        unsigned work = serve_all(w, &cs, ++passes % ALIVE_EVERY == 0);
-        if (work == 0 && cs.n > 0 && (mode == RKV_POLL_BUSY || !idle_for(&idle_since, idle_ns))) {
-            /* spinning: a client spinning on our CPU would starve us both;
-             * yield now and then so it can run */
+            take_inbox(w, &set);
+        unsigned work = serve_all(w, &set.polled, ++passes % ALIVE_EVERY == 0);
+        if (work == 0 && set.polled.n > 0 &&
+            (mode == RKV_POLL_BUSY || !idle_for(&idle_since, idle_ns))) {
+            /* spinning on polled connections: look at the event-driven
+             * ones without waiting; a client spinning on our CPU would
+             * starve us both: yield now and then so it can run */
+            if (set.evented.n > 0 && serve_events(w, &set, 0) != 0)
+                continue;
             if (passes % 8 == 0)
                 sched_yield();
             continue;
         }
         if (work == 0)
-            work = sleep_until_work(w, &cs, epfd);
+            work = sleep_until_work(w, &set);
+        else if (set.evented.n > 0)
+            serve_events(w, &set, 0);
         if (work != 0)
             idle_since = 0;
     }
     /* stopping: answer what already arrived, then close everything */
-    take_inbox(w, &cs, epfd);
-    serve_all(w, &cs, false);
-    while (cs.n)
-        conn_close(w, cs.v[--cs.n], "server shutting down");
+    take_inbox(w, &set);
+    serve_all(w, &set.polled, false);
+    for (unsigned i = set.evented.n; i-- > 0;)
+        serve_evented(w, &set, set.evented.v[i]);
+    while (set.polled.n)
+        conn_close(w, set.polled.v[--set.polled.n], "server shutting down");
+    while (set.evented.n)
+        conn_close(w, set.evented.v[--set.evented.n], "server shutting down");
 out:
-    free(cs.v);
+    free(set.polled.v);
+    free(set.evented.v);
     if (epfd >= 0)
         close(epfd);
     return NULL;

@@ -37,11 +37,16 @@
 # The memcached door (--only door): memcached and rkv's tcp:// door driven by
 # ONE load generator, rkv-bench --protocol memcache (same generator, same
 # report, --connections TCP connections, each thread's batch of --window
-# pipelined over its share of them), at the same server threads; then
-# librkv's one-sided GETs (rkv-bench over shm, same threads and window) on
-# the same rkv server's table, already loaded through the door. Its table
-# gives each row's ops/s (all operations, and GETs alone) over memcached's.
-# memcached missing: its row is skipped with a message, the rkv rows run.
+# pipelined over its share of them), at the same server threads, with the
+# --get-ratio mix; then GETs alone (--get-ratio 1) twice: memcached's over
+# the same connections, and librkv's one-sided GETs (rkv-bench over shm,
+# same threads and window) on the same rkv server's table, already loaded
+# through the door. librkv's writes are RPCs answered by the server's
+# worker: in a mix, a thread's window waits on them, so the mix's GET rate
+# measures that path, not the one-sided read. Its table gives each row's
+# ops/s (all operations, and GETs alone) over memcached's row of the same
+# mix. memcached missing: its rows are skipped with a message, the rkv rows
+# run.
 #
 # Missing tools are installed from Debian (apt-get) when running as root,
 # unless --no-install.
@@ -503,9 +508,10 @@ run_redis() {
 
 # ---- the memcached door: one load generator for memcached and rkv -------------
 
-DOOR_NAMES=() DOOR_OPS=() DOOR_GETS=() DOOR_P50=() DOOR_P99=() DOOR_NOTES=()
+# door_record NAME JSON NOTE [MIX]: one row; MIX is its GET ratio (default --get-ratio).
+DOOR_NAMES=() DOOR_OPS=() DOOR_GETS=() DOOR_P50=() DOOR_P99=() DOOR_NOTES=() DOOR_MIX=()
 door_record() {
-    DOOR_NAMES+=("$1")
+    DOOR_NAMES+=("$1") DOOR_MIX+=("${4:-$GET_RATIO}")
     if [[ -n $2 ]]; then
         DOOR_OPS+=("$(json_get "$2" ops_per_sec)") DOOR_GETS+=("$(json_get "$2" get.ops_per_sec)")
         DOOR_P50+=("$(json_get "$2" total.p50_us)") DOOR_P99+=("$(json_get "$2" total.p99_us)")
@@ -517,13 +523,14 @@ door_record() {
     DOOR_NOTES+=("$3")
 }
 
-# door_load NAME JSON URI [rkv-bench flags...]: the common load, one run.
+# door_load NAME JSON URI RATIO [rkv-bench flags...]: the common load with
+# GET ratio RATIO, one run.
 door_load() {
-    local name=$1 json=$2 uri=$3
-    shift 3
+    local name=$1 json=$2 uri=$3 ratio=$4
+    shift 4
     run_load "$name" "${json%.json}.txt" $(( DURATION * 3 + 120 )) "$DOOR_BENCH" -s "$uri" "$@" \
         --threads "$THREADS" --window "$WINDOW" --duration "$DURATION" --keys "$KEYS" \
-        --key-size "$KEY_SIZE" --value-size "$VALUE_SIZE" --get-ratio "$GET_RATIO" \
+        --key-size "$KEY_SIZE" --value-size "$VALUE_SIZE" --get-ratio "$ratio" \
         --json "$json" -q
 }
 
@@ -541,14 +548,20 @@ run_door() {
         if start_server memcached "$TMP/door-memcached.log" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" -- \
                memcached -l 127.0.0.1 -p "$port" -U 0 -m "$MEMORY_MB" -t "$SERVER_THREADS" -c 4096 \
                -u "$(id -un)" &&
-           door_load memcached "$TMP/door-memcached.json" "tcp://127.0.0.1:$port" "${mc[@]}"; then
-            stop "$SERVER_PID"
+           door_load memcached "$TMP/door-memcached.json" "tcp://127.0.0.1:$port" "$GET_RATIO" "${mc[@]}"; then
             door_record memcached "$TMP/door-memcached.json" "-t $SERVER_THREADS; TCP loopback, $conns connections"
+            if door_load "memcached GETs" "$TMP/door-memcached-get.json" "tcp://127.0.0.1:$port" 1 \
+                   "${mc[@]}" --no-preload; then
+                door_record "memcached GETs" "$TMP/door-memcached-get.json" "GETs alone, the same connections and table" 1
+            else
+                door_record "memcached GETs" "" "skipped: did not run (output above)" 1
+            fi
+            stop "$SERVER_PID"
         else
             door_record memcached "" "skipped: did not run (output above)"
         fi
     else
-        note "door: memcached is not installed (apt-get install memcached, or tools/install-deps.sh --with-compare): its row is skipped"
+        note "door: memcached is not installed (apt-get install memcached, or tools/install-deps.sh --with-compare): its rows are skipped"
         door_record memcached "" "skipped: not installed"
     fi
     port=$(free_port 21311) || { door_record "rkv tcp door" "" "skipped: no free port near 21311"; return; }
@@ -557,37 +570,40 @@ run_door() {
     start_server "rkv tcp door" "$TMP/door-rkv.log" test -S "$sock" -- "$server" --listen "shm://$sock" \
         --listen "tcp://127.0.0.1:$port" --memory "${MEMORY_MB}M" --workers "$SERVER_THREADS" \
         --log-level warn || { door_record "rkv tcp door" "" "skipped: the server did not start"; return; }
-    if door_load "rkv tcp door" "$TMP/door-rkv-tcp.json" "tcp://127.0.0.1:$port" "${mc[@]}"; then
+    if door_load "rkv tcp door" "$TMP/door-rkv-tcp.json" "tcp://127.0.0.1:$port" "$GET_RATIO" "${mc[@]}"; then
         door_record "rkv tcp door" "$TMP/door-rkv-tcp.json" "--workers $SERVER_THREADS; TCP loopback, $conns connections"
     else
         door_record "rkv tcp door" "" "skipped: did not run (output above)"
         return
     fi
-    if door_load "rkv librkv" "$TMP/door-rkv-shm.json" "shm://$sock" --no-preload; then
-        door_record "rkv librkv" "$TMP/door-rkv-shm.json" "one-sided GETs over shm, the table the door loaded"
+    if door_load "rkv librkv" "$TMP/door-rkv-shm.json" "shm://$sock" 1 --no-preload; then
+        door_record "rkv librkv" "$TMP/door-rkv-shm.json" "one-sided GETs alone over shm, the table the door loaded" 1
     else
-        door_record "rkv librkv" "" "skipped: did not run (output above)"
+        door_record "rkv librkv" "" "skipped: did not run (output above)" 1
     fi
     stop "$SERVER_PID"
 }
 
-# The door's table: every row over memcached's (all ops, and GETs alone).
+# The door's table: every row over memcached's row of the same mix (all
+# ops, and GETs alone): the door over memcached's --get-ratio run, librkv's
+# GETs over memcached's GETs.
 door_table() {
-    local base="" base_get="" i ratio gratio
-    for i in "${!DOOR_NAMES[@]}"; do
-        [[ ${DOOR_NAMES[$i]} == memcached && ${DOOR_OPS[$i]} != - ]] && base=${DOOR_OPS[$i]} base_get=${DOOR_GETS[$i]}
-    done
+    local base="" base_get="" i j ratio gratio
     printf '\nThe memcached door: %s threads x window %s, %s server threads, %s keys of %s B, %s B values, GET ratio %s\n' \
         "$THREADS" "$WINDOW" "$SERVER_THREADS" "$KEYS" "$KEY_SIZE" "$VALUE_SIZE" "$GET_RATIO"
-    printf '%-13s %12s %12s %9s %9s %11s %11s  %s\n' system "ops/s" "GET ops/s" "p50(us)" "p99(us)" \
+    printf '%-14s %5s %12s %12s %9s %9s %11s %11s  %s\n' system mix "ops/s" "GET ops/s" "p50(us)" "p99(us)" \
         "x memcached" "GET x mc" notes
     for i in "${!DOOR_NAMES[@]}"; do
-        ratio=- gratio=-
+        ratio=- gratio=- base="" base_get=""
+        for j in "${!DOOR_NAMES[@]}"; do
+            [[ ${DOOR_NAMES[$j]} == memcached* && ${DOOR_MIX[$j]} == "${DOOR_MIX[$i]}" && ${DOOR_OPS[$j]} != - ]] &&
+                base=${DOOR_OPS[$j]} base_get=${DOOR_GETS[$j]}
+        done
         if [[ -n $base && ${DOOR_OPS[$i]} != - ]]; then
             ratio=$(awk -v a="${DOOR_OPS[$i]}" -v b="$base" 'BEGIN { printf "%.2fx", a / b }')
             gratio=$(awk -v a="${DOOR_GETS[$i]}" -v b="$base_get" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')
         fi
-        printf '%-13s %12s %12s %9s %9s %11s %11s  %s\n' "${DOOR_NAMES[$i]}" \
+        printf '%-14s %5s %12s %12s %9s %9s %11s %11s  %s\n' "${DOOR_NAMES[$i]}" "${DOOR_MIX[$i]}" \
             "$(awk -v v="${DOOR_OPS[$i]}" 'BEGIN { if (v == "-") print "-"; else printf "%.0f", v }')" \
             "$(awk -v v="${DOOR_GETS[$i]}" 'BEGIN { if (v == "-") print "-"; else printf "%.0f", v }')" \
             "$(fmt_us "${DOOR_P50[$i]}")" "$(fmt_us "${DOOR_P99[$i]}")" "$ratio" "$gratio" "${DOOR_NOTES[$i]}"
