@@ -226,6 +226,15 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor,
     return RKV_OK;
 }
 
+uint64_t rkv_slab_mag_bytes(uint32_t page_size, double growth_factor)
+{
+    uint32_t sizes[RKV_MAX_CLASSES], n;
+    char err[8];
+    if (rkv_slab_classes(page_size, growth_factor, sizes, &n, err, sizeof err) != RKV_OK)
+        return 0;
+    return RKV_ALIGN_UP((uint64_t)n * sizeof(struct slab_mag), RKV_CACHELINE);   /* mags_of_slot() */
+}
+
 /* Now, in nanoseconds, on the clock grace periods are timed on. */
 static uint64_t slab_now(const struct rkv_slab *s)
 {
