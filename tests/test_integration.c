@@ -509,7 +509,7 @@ static double cpu_seconds(pid_t pid)
  * is one the worker spent asleep whatever the scheduler did; a busy-polling
  * worker never sleeps and fails the wait. The CPU bound is loose on purpose:
  * under 50 % of a core over the window, where busy polling uses ~100 %; the
- * measured figure (~1 %) is printed and recorded in docs/bench.md. */
+ * measured figure (well under 1 %) is printed and recorded in docs/bench.md. */
 static int setup_default_mode(void **state)
 {
     static const char *const extra[] = { "--memory", "16M", "--workers", "2", NULL };
