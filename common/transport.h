@@ -192,6 +192,8 @@ struct rkv_strans_params {
     _Atomic uint64_t *rejected;/* bumped for each peer refused "busy" (limits, fds); may be NULL */
     bool make_dir;             /* path addresses (shm): create a missing parent directory
                                   (one level, 0755) before binding (default false) */
+    uint64_t (*now_ns)(void);  /* shm only: the clock handshake deadlines are timed on;
+                                  NULL (default): rkv_now_ns. Tests drive their own. */
     /* rdma only */
     const char *device;        /* NULL (default): the device rdma_cm binds the address to */
     unsigned cq_size;          /* 0 (default): 2 * (send + recv depth) */

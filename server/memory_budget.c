@@ -22,6 +22,7 @@
 #include "memory_budget.h"
 #include "rdma_util.h"
 #include "shm_ring.h"
+#include "slab.h"
 #include "table.h"
 #include "tcp_server.h"
 #include "util.h"
@@ -425,6 +426,11 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
     uint64_t per_item = QUEUE_ENTRY + (cfg->evict == RKV_EVICT_LRU ? 2 * LRU_WORD : 0);
     out->bookkeeping = sat_add(out->region / cfg->slab_page_size * SLAB_PAGE_BOOK,
                                sat_mul(items, per_item));
+    /* and the magazines of every thread that writes: the workers and the
+     * main thread (its tick frees expired items) */
+    uint64_t writers = RKV_MIN((uint64_t)cfg->workers + 1, RKV_THREAD_SLOTS);
+    out->bookkeeping = sat_add(out->bookkeeping,
+                               sat_mul(writers, rkv_slab_mag_bytes(cfg->slab_page_size, RKV_TABLE_GROWTH)));
 
     if (listens_on(cfg, "shm"))
         shm = shm_conn_bytes(cfg);

@@ -30,7 +30,8 @@
  * the region rounded to its page kind; the page tables mapping it; the slab
  * allocator's bookkeeping outside the region (page table, per-class free
  * queues of 8 bytes per item with geometric growth, LRU stamps) for a heap
- * full of the smallest items; max_conns connections' buffers (shm: the ring
+ * full of the smallest items, and the magazines of every thread that writes
+ * (the workers and the main thread); max_conns connections' buffers (shm: the ring
  * memfd with its staging area and a private request copy; rdma: receive and
  * reply buffers, queues; tcp: input and output buffers at their limits);
  * each worker's connection array and stack; and the process itself.
@@ -95,7 +96,8 @@ struct rkv_mem_need {
     uint64_t region;        /* the region, rounded up to its page kind */
     uint64_t page_size;     /* the page kind region.c will get: 4096, 2 MiB or 1 GiB */
     uint64_t page_tables;   /* the server's page tables mapping the region */
-    uint64_t bookkeeping;   /* slab page table, free queues and LRU stamps (smallest items) */
+    uint64_t bookkeeping;   /* slab page table, free queues and LRU stamps (smallest items),
+                               and each writer thread's magazines */
     uint64_t conns;         /* max_conns + max_unauth_conns connections' buffers, on the
                                costliest transport listened on */
     uint64_t process;       /* workers (connection arrays, stacks) and the process itself */

@@ -58,7 +58,7 @@ int rkv_metrics_listen(const char *host_port)
 static bool is_gauge(const char *name)
 {
     static const char *const gauges[] = {
-        "uptime", "clock", "items", "bytes", "bytes_free", "limit_maxbytes", "region_bytes",
+        "uptime", "clock", "clock_published", "items", "bytes", "bytes_free", "limit_maxbytes", "region_bytes",
         "hugepages", "buckets", "connections", "workers",
     };
     for (size_t i = 0; i < RKV_ARRAY_SIZE(gauges); i++)

@@ -73,6 +73,7 @@ struct rkv_listener {
     struct shm_quota *quota;
     _Atomic uint64_t *rejected;      /* the server's refusal counter, or NULL */
     int spare_fd;                    /* reserve descriptor: closed to answer "busy" on EMFILE */
+    uint64_t (*now_ns)(void);        /* handshake deadlines' clock (rkv_strans_params) */
     struct shm_pending pending[SHM_MAX_PENDING];
     unsigned npending;
     uint64_t last_accept_warn_ns;    /* rate limit for accept() failure logs */
@@ -119,16 +120,19 @@ static void conn_mark_dead(struct rkv_sconn *c, const char *why)
     c->dead = true;
 }
 
+/* The place is given back before the socket closes: a peer that sees the
+ * hang-up and reconnects at once must not be refused "busy" for a place
+ * this connection still seemed to hold. */
 static void shm_conn_close(struct rkv_sconn *c)
 {
     if (c == NULL)
         return;
     if (c->area != NULL)
         munmap(c->area, c->layout.total);
-    if (c->sock >= 0)
-        close(c->sock);
     free(c->copies);
     atomic_fetch_sub(&c->quota->live, 1);
+    if (c->sock >= 0)
+        close(c->sock);
     quota_put(c->quota);
     free(c);
 }
@@ -322,7 +326,7 @@ static void accept_new(struct rkv_listener *l)
             continue;
         }
         l->pending[l->npending].fd = fd;
-        l->pending[l->npending].deadline_ns = rkv_now_ns() + SHM_HANDSHAKE_NS;
+        l->pending[l->npending].deadline_ns = l->now_ns() + SHM_HANDSHAKE_NS;
         l->npending++;
     }
 }
@@ -359,7 +363,7 @@ static struct rkv_sconn *handshake(struct rkv_listener *l, unsigned i)
 
 static void expire_pending(struct rkv_listener *l)
 {
-    uint64_t now = rkv_now_ns();
+    uint64_t now = l->now_ns();
     for (unsigned i = 0; i < l->npending;) {
         if (now >= l->pending[i].deadline_ns) {
             RKV_WARN("shm: dropped a client on %s that sent no connect message in time", l->path);
@@ -517,6 +521,7 @@ static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
     }
     l->sock = l->epfd = l->region_fd = -1;
     l->rejected = p->rejected;
+    l->now_ns = p->now_ns != NULL ? p->now_ns : rkv_now_ns;
     l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     l->quota = calloc(1, sizeof *l->quota);
     if (l->quota == NULL) {

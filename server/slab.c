@@ -52,10 +52,14 @@
  * that have not reached the class yet. The slot's own thread takes the
  * magazine's spinlock (a line no other thread touches, so no transfer; other
  * threads take it only to drain) on every call and the class mutex once per
- * MAG_BATCH: a refill first gives back its freed list, then takes up to
- * MAG_BATCH items by the usual reuse order (a new page only for the first);
- * a freed list that fills is given back alone. Handing out an item
- * prefetches the next one's first line, which the next write fills.
+ * batch: a refill first gives back its freed list, then takes up to the
+ * class's batch by the usual reuse order (a new page only for the first);
+ * a freed list that fills (twice the batch) is given back alone.
+ * The batch is an eighth of a page's items, 8 to 32 (mag_batch): a class
+ * of small items is where writes come fastest, so the one lock hold per
+ * batch serves 32 writes there, and no magazine strands more than an
+ * eighth of a page. Handing out an item prefetches the next one's first
+ * line, which the next write fills.
  * Rules that keep reuse exactly as safe as without magazines:
  *   - an item in a magazine is "used" for its class and page (c->used,
  *     p->used), so no page with an item in any magazine can be taken;
@@ -98,8 +102,10 @@
 #define LIMBO_TIME_BITS 24
 #define LIMBO_TIME_MASK ((1ull << LIMBO_TIME_BITS) - 1)
 #define LIMBO_UNIT_MAX (UINT64_MAX >> LIMBO_TIME_BITS)
-#define MAG_ITEMS 16u          /* room in each of a magazine's two lists */
-#define MAG_BATCH 8u           /* items a refill takes from its class */
+#define MAG_BATCH_MIN 8u       /* items a refill takes from its class: per_page / 8, */
+#define MAG_BATCH_MAX 32u      /*   within these bounds (mag_batch) */
+#define MAG_FREED (2 * MAG_BATCH_MAX) /* room in a magazine's freed list; it is given
+                                        back at twice the class's batch */
 #define MAG_MIN_PER_PAGE 64u   /* classes with fewer items per page have no magazines */
 
 RKV_STATIC_ASSERT(RKV_SLAB_MAX_GRACE_MS < (1u << (LIMBO_TIME_BITS - 1)), "grace fits the limbo clock");
@@ -129,8 +135,9 @@ struct slab_page {
 /* One size class, guarded by its lock (its size is in rkv_slab.size, a
  * line no writer changes). */
 struct slab_class {
-    pthread_mutex_t lock;
-    uint64_t *queue;      /* freed items, oldest first (see top comment) */
+    pthread_mutex_t lock; /* alone on its line: a waiter spinning on it does not
+                             pull the holder's fields away */
+    uint64_t *queue __attribute__((aligned(RKV_CACHELINE))); /* freed items, oldest first (see top comment) */
     size_t queue_cap;     /* entries queue can hold */
     size_t queue_head;    /* index of the oldest entry */
     size_t queue_len;     /* entries in the queue */
@@ -153,8 +160,8 @@ struct slab_mag {
                                   * one plain store */
     uint32_t nready;             /* ready[0, nready): handed out next, from the end */
     uint32_t nfreed;             /* freed[0, nfreed): freed, not yet in the class's queue */
-    uint64_t ready[MAG_ITEMS];   /* region offsets */
-    uint64_t freed[MAG_ITEMS];   /* free-queue entries: item unit << 24 | limbo time of the free */
+    uint64_t ready[MAG_BATCH_MAX]; /* region offsets */
+    uint64_t freed[MAG_FREED];   /* free-queue entries: item unit << 24 | limbo time of the free */
 } __attribute__((aligned(RKV_CACHELINE)));
 
 /* Lock timing of one thread slot, on a line of its own. */
@@ -167,6 +174,7 @@ struct rkv_slab {
     uint64_t heap_offset;    /* first page's offset */
     uint64_t heap_size;      /* bytes of heap */
     uint32_t page_size;      /* bytes per page */
+    unsigned unit_shift;     /* log2(page_size / RKV_ITEM_ALIGN) when a power of two, else 0 */
     uint32_t grace_ms;       /* reuse delay */
     bool item_meta;          /* allocate per-item words */
     uint64_t (*clock_ns)(void); /* the configured clock, or NULL for rkv_now_ns() */
@@ -177,6 +185,7 @@ struct rkv_slab {
     bool lock_timing;        /* count lock holds in lock_stats */
     uint32_t size[RKV_MAX_CLASSES];     /* bytes per item of each class */
     uint32_t per_page[RKV_MAX_CLASSES]; /* items per page of each class */
+    uint32_t mag_batch[RKV_MAX_CLASSES];/* items a magazine refill takes; 0: no magazines */
     struct slab_mag *mags[RKV_THREAD_SLOTS]; /* per slot: class_count magazines, made on first
                                               * use (atomic pointer) */
     struct slot_lock_stats *lock_stats;      /* RKV_THREAD_SLOTS of them, with lock_timing */
@@ -224,6 +233,15 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor,
     }
     *class_count = n;
     return RKV_OK;
+}
+
+uint64_t rkv_slab_mag_bytes(uint32_t page_size, double growth_factor)
+{
+    uint32_t sizes[RKV_MAX_CLASSES], n;
+    char err[8];
+    if (rkv_slab_classes(page_size, growth_factor, sizes, &n, err, sizeof err) != RKV_OK)
+        return 0;
+    return RKV_ALIGN_UP((uint64_t)n * sizeof(struct slab_mag), RKV_CACHELINE);   /* mags_of_slot() */
 }
 
 /* Now, in nanoseconds, on the clock grace periods are timed on. */
@@ -397,9 +415,13 @@ uint64_t rkv_slab_class_spare(struct rkv_slab *s, unsigned cls, uint64_t *owned)
     return __atomic_load_n(&s->classes[cls].spare, __ATOMIC_RELAXED);
 }
 
+/* The page of heap unit `unit` (an RKV_ITEM_ALIGN step into the heap): a
+ * shift for a power-of-two page size (rkv-server's always are), since the
+ * class lock's holds look up a page per item. */
 static struct slab_page *page_of_unit(const struct rkv_slab *s, uint64_t unit)
 {
-    return &s->pages[unit * RKV_ITEM_ALIGN / s->page_size];
+    uint64_t page = s->unit_shift != 0 ? unit >> s->unit_shift : unit * RKV_ITEM_ALIGN / s->page_size;
+    return &s->pages[page];
 }
 
 /* Nanoseconds until pool page p may go to class cls: grace_ms after the
@@ -570,25 +592,20 @@ static uint64_t class_take(struct rkv_slab *s, unsigned cls, uint64_t now_ms, bo
     return off;
 }
 
-/* An item in use goes back to its class's free queue: at the tail with limbo
- * time `at` (when it was freed; an entry older than the tail's is stamped
- * with the tail's time instead, so the queue stays sorted: a later stamp
- * only delays reuse) or, with `ready` (its grace period is over, or it was
- * never used), at the head, stamped as past the grace period. now_ns is the
- * time now. Ignored unless it is an item of class cls in use. Class lock held. */
-static void class_put(struct rkv_slab *s, unsigned cls, uint64_t off, uint64_t at, bool ready,
-                      uint64_t now_ns)
+/* An item in use, unit `unit` of page p, goes back to its class's free
+ * queue: at the tail with limbo time `at` (when it was freed; an entry older
+ * than the tail's is stamped with the tail's time instead, so the queue stays
+ * sorted: a later stamp only delays reuse) or, with `ready` (its grace period
+ * is over, or it was never used), at the head, stamped as past the grace
+ * period. now_ns is the time now. The caller has checked that the unit is an
+ * item of class cls on page p. Class lock held. */
+static void class_queue_put(struct rkv_slab *s, unsigned cls, struct slab_page *p, uint64_t unit,
+                            uint64_t at, bool ready, uint64_t now_ns)
 {
     struct slab_class *c = &s->classes[cls];
-    struct slab_page *p;
-    uint32_t index;
-
-    /* Checked under the class lock: a page joins or leaves the class only
-     * under it, so the item cannot change class meanwhile. */
-    if (!locate(s, off, cls, &p, &index) || p->used == 0 || c->used == 0 ||
-        c->queue_len == c->queue_cap)
-        return;   /* not an item of this class in use: a caller bug, and harmless to drop */
-    uint64_t unit = (off - s->heap_offset) / RKV_ITEM_ALIGN, now = limbo_time(s, now_ns);
+    if (p->used == 0 || c->used == 0 || c->queue_len == c->queue_cap)
+        return;   /* not in use: a caller bug, and harmless to drop */
+    uint64_t now = limbo_time(s, now_ns);
     if (ready) {
         c->queue_head = (c->queue_head + c->queue_cap - 1) % c->queue_cap;
         c->queue[c->queue_head] = unit << LIMBO_TIME_BITS | ((now - s->grace_ms - 1) & LIMBO_TIME_MASK);
@@ -604,6 +621,20 @@ static void class_put(struct rkv_slab *s, unsigned cls, uint64_t off, uint64_t a
     c->queue_len++;
     c->used--;
     p->used--;
+}
+
+/* class_queue_put for an item given by its offset, checked first: ignored
+ * unless it is an item of class cls in use. Class lock held. */
+static void class_put(struct rkv_slab *s, unsigned cls, uint64_t off, uint64_t at, bool ready,
+                      uint64_t now_ns)
+{
+    struct slab_page *p;
+    uint32_t index;
+
+    /* Checked under the class lock: a page joins or leaves the class only
+     * under it, so the item cannot change class meanwhile. */
+    if (locate(s, off, cls, &p, &index))
+        class_queue_put(s, cls, p, (off - s->heap_offset) / RKV_ITEM_ALIGN, at, ready, now_ns);
 }
 
 /* ------------------------------------------------------------ magazines */
@@ -634,7 +665,7 @@ static struct slab_mag *mags_of_slot(struct rkv_slab *s, unsigned slot)
 /* This thread's magazine of class cls, or NULL when the class has none. */
 static struct slab_mag *my_mag(struct rkv_slab *s, unsigned cls)
 {
-    if (s->per_page[cls] < MAG_MIN_PER_PAGE)
+    if (s->mag_batch[cls] == 0)
         return NULL;
     struct slab_mag *m = mags_of_slot(s, rkv_thread_slot());
     return m != NULL ? &m[cls] : NULL;
@@ -646,26 +677,31 @@ static void mag_set(uint32_t *count, uint32_t n)
 }
 
 /* Give magazine m's freed items to the class's queue, in the order freed.
- * Magazine and class locks held. */
+ * rkv_slab_free checked each (locate) as it entered the list, and its page
+ * cannot have changed class since: the item counts as used until now. So
+ * the hold only finds its page (a shift). Magazine and class locks held. */
 static void mag_give_freed(struct rkv_slab *s, unsigned cls, struct slab_mag *m, uint64_t now_ns)
 {
     for (uint32_t i = 0; i < m->nfreed; i++) {
-        uint64_t entry = m->freed[i];
-        class_put(s, cls, s->heap_offset + (entry >> LIMBO_TIME_BITS) * RKV_ITEM_ALIGN,
-                  entry & LIMBO_TIME_MASK, false, now_ns);
+        uint64_t entry = m->freed[i], unit = entry >> LIMBO_TIME_BITS;
+        class_queue_put(s, cls, page_of_unit(s, unit), unit, entry & LIMBO_TIME_MASK, false, now_ns);
     }
     mag_set(&m->nfreed, 0);
 }
 
 /* Refill an empty ready stack: give back the freed items, then take up to
- * MAG_BATCH items (a new page only for the first). Magazine lock held. */
+ * the class's batch (a new page only for the first). The page records the
+ * freed items go back to are fetched before the class lock, so their misses
+ * are not part of its hold. Magazine lock held. */
 static void mag_refill(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
 {
-    uint64_t took[MAG_BATCH];
-    uint32_t n = 0;
+    uint64_t took[MAG_BATCH_MAX];
+    uint32_t n = 0, batch = s->mag_batch[cls];
+    for (uint32_t i = 0; i < m->nfreed; i++)
+        __builtin_prefetch(page_of_unit(s, m->freed[i] >> LIMBO_TIME_BITS), 1, 3);
     uint64_t since = class_lock(s, cls), now_ns = slab_now(s), now = limbo_time(s, now_ns);
     mag_give_freed(s, cls, m, now_ns);
-    while (n < MAG_BATCH && (took[n] = class_take(s, cls, now, n == 0)) != 0)
+    while (n < batch && (took[n] = class_take(s, cls, now, n == 0)) != 0)
         n++;
     class_unlock(s, cls, since);
     for (uint32_t i = 0; i < n; i++)     /* handed out in the order taken */
@@ -704,7 +740,7 @@ void rkv_slab_flush(struct rkv_slab *s, unsigned cls)
 
 void rkv_slab_drain(struct rkv_slab *s, unsigned cls)
 {
-    if (cls >= s->class_count || s->per_page[cls] < MAG_MIN_PER_PAGE)
+    if (cls >= s->class_count || s->mag_batch[cls] == 0)
         return;
     for (unsigned slot = 0; slot < RKV_THREAD_SLOTS; slot++) {
         struct slab_mag *m = __atomic_load_n(&s->mags[slot], __ATOMIC_ACQUIRE);
@@ -806,7 +842,7 @@ void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
     if (!locate(s, off, cls, &p, &index))
         return;   /* not an item of this class: ignored (class_put checks the rest) */
     pthread_spin_lock(&m->lock);
-    if (m->nfreed == MAG_ITEMS) {
+    if (m->nfreed == 2 * s->mag_batch[cls]) {
         uint64_t since = class_lock(s, cls);
         mag_give_freed(s, cls, m, slab_now(s));
         class_unlock(s, cls, since);
@@ -1000,7 +1036,7 @@ void rkv_slab_class_stats(struct rkv_slab *s, unsigned cls, struct rkv_slab_clas
     /* Under the class lock no refill or give-back moves items between the
      * class and a magazine; the owners' own steps (hand out a ready item,
      * free one) each keep the sums right. */
-    if (s->per_page[cls] >= MAG_MIN_PER_PAGE)
+    if (s->mag_batch[cls] != 0)
         mags_count(s, cls, now, &mag_ready, &freed_ready, &freed_limbo);
     out->size = s->size[cls];
     out->per_page = s->per_page[cls];
@@ -1114,6 +1150,9 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
     s->lock_timing = cfg->lock_timing;
     s->start_ns = slab_now(s);
     s->page_count = cfg->heap_size / cfg->page_size;
+    uint32_t units = cfg->page_size / RKV_ITEM_ALIGN;
+    if ((units & (units - 1)) == 0)
+        s->unit_shift = (unsigned)__builtin_ctz(units);
     pthread_mutex_init(&s->page_lock, NULL);
     if ((s->pages = calloc(s->page_count, sizeof(*s->pages))) == NULL ||
         (s->pool = calloc(s->page_count, sizeof(*s->pool))) == NULL)
@@ -1138,6 +1177,8 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
         pthread_mutex_init(&c->lock, &adaptive);
         s->size[i] = sizes[i];
         s->per_page[i] = cfg->page_size / sizes[i];
+        s->mag_batch[i] = s->per_page[i] < MAG_MIN_PER_PAGE ? 0 :
+                          RKV_MIN(MAG_BATCH_MAX, RKV_MAX(MAG_BATCH_MIN, s->per_page[i] / 8));
         c->bump_page = NO_PAGE;
     }
     pthread_mutexattr_destroy(&adaptive);

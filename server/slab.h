@@ -96,6 +96,13 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor,
                             uint32_t class_size[RKV_MAX_CLASSES], uint32_t *class_count,
                             char *err, size_t err_len);
 
+/* Bytes one writing thread slot's magazines take outside the region for the
+ * classes of page_size and growth_factor (a slot makes one per class at its
+ * first allocation or free, and keeps them while the allocator lives); 0
+ * when the arguments are out of range. memory_budget.c counts them per
+ * writer thread. */
+uint64_t rkv_slab_mag_bytes(uint32_t page_size, double growth_factor);
+
 rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **out,
                            char *err, size_t err_len);
 void rkv_slab_destroy(struct rkv_slab *s);

@@ -62,6 +62,9 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     }
     line(&t, "uptime", (rkv_now_ns() - srv->start_ns) / 1000000000ull);
     line(&t, "clock", rkv_table_clock(srv->table));
+    /* the clock the tick last published in the region header: what shm
+     * clients judge expiry by (common/clock.h); at most `clock` */
+    line(&t, "clock_published", __atomic_load_n(&rkv_table_header(srv->table)->clock, __ATOMIC_ACQUIRE));
     line(&t, "items", ts.items);
     line(&t, "bytes", ts.bytes_used);
     line(&t, "bytes_free", ts.bytes_free);
@@ -100,6 +103,8 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
             sum += load(&srv->workers[i].stats.requests[o]);
         snprintf(name, sizeof name, "worker_%u_requests", i);
         line(&t, name, sum);
+        snprintf(name, sizeof name, "worker_%u_sleeps", i);
+        line(&t, name, load(&srv->workers[i].stats.sleeps));
     }
     return t.len;
 }

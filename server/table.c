@@ -116,7 +116,6 @@
 #include "util.h"
 
 #define DEFAULT_PAGE_SIZE     (1u << 20)
-#define DEFAULT_GROWTH        1.25
 #define DEFAULT_GRACE_MS      100u
 #define DEFAULT_HEAP_PER_SLOT 96u      /* default index sizing: one slot per 96 heap bytes */
 #define MIN_PAGE_SIZE         1024u
@@ -1648,7 +1647,7 @@ static rkv_status resolve_config(const struct rkv_table_config *in, struct rkv_t
     if (c->max_key_len == 0)
         c->max_key_len = RKV_MAX_KEY_LEN;
     if (c->growth_factor == 0)
-        c->growth_factor = DEFAULT_GROWTH;
+        c->growth_factor = RKV_TABLE_GROWTH;
     if (c->grace_ms == 0)
         c->grace_ms = DEFAULT_GRACE_MS;
 

@@ -327,27 +327,55 @@ static void test_mget_mixed(void **state)
     }
 }
 
+/* Wait until the server has published clock `want` in its region header
+ * (the clock shm clients judge expiry by; an rdma client is told at least
+ * as much in the STATS reply itself). Returns the clock published. The wait
+ * is for the server's ticker; the bound is only a safety net. */
+static uint64_t wait_published_clock(rkv_client *c, uint64_t want)
+{
+    uint64_t pub = 0;
+    for (int i = 0; i < 3000; i++) {   /* safety net: 60 s */
+        assert_true(server_stat(c, 0, "clock_published", &pub));
+        if (pub >= want)
+            break;
+        usleep(20000);
+    }
+    assert_true(pub >= want);
+    return pub;
+}
+
+/* TTL against the server clock (common/clock.h), never against the wall
+ * clock: the test reads the server's clocks and waits for the one it needs. */
 static void test_ttl(void **state)
 {
     struct fixture *f = *state;
     rkv_client *c = f->c;
     struct rkv_put_options o = { .ttl = 2 };
     struct rkv_item_info info;
+    uint64_t clock0, pub0, clock1;
     char buf[16];
     size_t n;
-    /* The server clock counts whole seconds and may tick right after the
-     * PUT: a 2 s item is live for at least 1 s. Claimed only when the GET
-     * came within that second (a stalled scheduler proves nothing). */
-    uint64_t t0 = rkv_now_ns();
+
+    /* the PUT ran at a clock P with clock0 <= P <= clock1, so the item
+     * expires at E = P + 2; the client's own clock is at least pub0 */
+    assert_true(server_stat(c, 0, "clock", &clock0));
+    assert_true(server_stat(c, 0, "clock_published", &pub0));
     assert_int_equal(rkv_put(c, "ttl", 3, "x", 1, &o, NULL), RKV_OK);
     rkv_status st = rkv_get(c, "ttl", 3, buf, sizeof buf, &n, &info);
-    if (rkv_now_ns() - t0 < 1000000000ull) {
+    assert_true(server_stat(c, 0, "clock", &clock1));
+    assert_true(pub0 <= clock0 && clock0 <= clock1);
+    /* the GET ran at a clock <= clock1; when clock1 < clock0 + 2 <= E the
+     * item was live then, with E - clock1 .. E - pub0 seconds left */
+    if (clock1 < clock0 + 2) {
         assert_int_equal(st, RKV_OK);
-        assert_true(info.ttl_left >= 1 && info.ttl_left <= 2);
+        assert_true(info.ttl_left >= 1 && info.ttl_left <= 2 + (clock1 - pub0));
     }
-    sleep(3);
-    /* expired: a miss judged by the client from the server clock */
+    /* once E <= clock1 + 2 is published, every client judges it expired:
+     * a miss decided by the client from the server clock */
+    wait_published_clock(c, clock1 + 2);
     assert_int_equal(rkv_get(c, "ttl", 3, buf, sizeof buf, &n, NULL), RKV_NOT_FOUND);
+    /* and the server's own decisions agree: the DELETE finds nothing */
+    assert_int_equal(rkv_delete(c, "ttl", 3), RKV_NOT_FOUND);
     char stats[4096];
     size_t len;
     assert_int_equal(rkv_ping(c), RKV_OK);
@@ -471,40 +499,77 @@ static double cpu_seconds(pid_t pid)
 
 /* Adaptive polling, the default: a server with one connected, idle client
  * sleeps instead of burning its worker's core, and a request after the idle
- * stretch is answered (the wake-up is not lost). The bound is loose on
- * purpose — under 50 % of a core over at least a second of wall time, where
- * busy polling uses ~100 % — so a loaded machine cannot fail it; the measured
- * figure (well under 1 %) is printed and recorded in docs/bench.md. */
+ * stretch is answered (the wake-up is not lost).
+ *
+ * The server runs two workers: the idle client sits on one, and a second
+ * client on the other reads the idle worker's `worker_N_sleeps` counter
+ * without ever waking it. The measurement window lasts at least a second
+ * and until the idle worker has gone to sleep 5 more times (each sleep ends
+ * only on an event or after 100 ms, and it gets no events), so the window
+ * is one the worker spent asleep whatever the scheduler did; a busy-polling
+ * worker never sleeps and fails the wait. The CPU bound is loose on purpose:
+ * under 50 % of a core over the window, where busy polling uses ~100 %; the
+ * measured figure (well under 1 %) is printed and recorded in docs/bench.md. */
 static int setup_default_mode(void **state)
 {
-    static const char *const extra[] = { "--memory", "16M", NULL };
+    static const char *const extra[] = { "--memory", "16M", "--workers", "2", NULL };
     return start_with(state, extra);
+}
+
+/* Worker `w`'s counter worker_W_<what>, read through client `c`. */
+static uint64_t worker_stat(rkv_client *c, unsigned w, const char *what)
+{
+    char name[64];
+    uint64_t v = 0;
+    snprintf(name, sizeof name, "worker_%u_%s", w, what);
+    assert_true(server_stat(c, 0, name, &v));
+    return v;
+}
+
+/* Wait (safety net 60 s) until worker `w` has slept more than `after`
+ * times and, when min_ns > 0, min_ns have passed since start_ns. */
+static uint64_t wait_worker_sleeps(rkv_client *observer, unsigned w, uint64_t after,
+                                   uint64_t start_ns, uint64_t min_ns)
+{
+    uint64_t sleeps = 0;
+    for (int i = 0; i < 1200; i++) {
+        sleeps = worker_stat(observer, w, "sleeps");
+        if (sleeps > after && rkv_now_ns() - start_ns >= min_ns)
+            break;
+        usleep(50000);
+    }
+    if (sleeps <= after)
+        fail_msg("worker %u never went to sleep with an idle client (sleeps stayed at %llu)",
+                 w, (unsigned long long)sleeps);
+    return sleeps;
 }
 
 static void test_idle_server_sleeps(void **state)
 {
     struct fixture *f = *state;
+    rkv_client *observer = connect_retry(f->sp.uri, NULL, 5000);
     char buf[16];
     size_t n;
-    uint64_t sleeps0 = 0, sleeps = 0, sleeps_after = 0;
 
-    assert_int_equal(rkv_put(f->c, "idle", 4, "v1", 2, NULL, NULL), RKV_OK);
-    /* the worker goes to sleep by itself once requests stop: each STATS
-     * request below wakes it, and it sleeps again (safety net 10 s) */
-    assert_true(server_stat(f->c, 0, "worker_sleeps", &sleeps0));
-    for (int i = 0; i < 1000 && sleeps <= sleeps0; i++) {
-        usleep(10000);
-        assert_true(server_stat(f->c, 0, "worker_sleeps", &sleeps));
-    }
-    assert_true(sleeps > sleeps0);
+    assert_non_null(observer);
+    /* consecutive connections go to the two workers in turn: find which
+     * one serves the idle client (3 PUTs there, 1 STATS on the other) */
+    uint64_t req0[2] = { worker_stat(observer, 0, "requests"), worker_stat(observer, 1, "requests") };
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(rkv_put(f->c, "idle", 4, "v1", 2, NULL, NULL), RKV_OK);
+    uint64_t d0 = worker_stat(observer, 0, "requests") - req0[0];
+    uint64_t d1 = worker_stat(observer, 1, "requests") - req0[1];
+    assert_true((d0 == 3 && d1 == 2) || (d0 == 2 && d1 == 3));
+    const unsigned w = d0 == 3 ? 0 : 1;
 
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* it sleeps by itself once the requests stop */
+    uint64_t sleeps = wait_worker_sleeps(observer, w, worker_stat(observer, w, "sleeps"), 0, 0);
+
+    uint64_t t0 = rkv_now_ns();
     double cpu0 = cpu_seconds(f->sp.pid);
-    usleep(1000000);                        /* the measurement window, not a wait for state */
+    wait_worker_sleeps(observer, w, sleeps + 4, t0, 1000000000ull);
     double cpu1 = cpu_seconds(f->sp.pid);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    double wall = (double)(rkv_now_ns() - t0) / 1e9;
     print_message("idle server with a connected client: %.3f s CPU in %.3f s (%.2f %% of a core)\n",
                   cpu1 - cpu0, wall, 100.0 * (cpu1 - cpu0) / wall);
     assert_true(cpu1 - cpu0 < 0.5 * wall);
@@ -514,8 +579,7 @@ static void test_idle_server_sleeps(void **state)
     assert_int_equal(rkv_get(f->c, "idle", 4, buf, sizeof buf, &n, NULL), RKV_OK);
     assert_int_equal(n, 2);
     assert_memory_equal(buf, "v2", 2);
-    assert_true(server_stat(f->c, 0, "worker_sleeps", &sleeps_after));
-    assert_true(sleeps_after > sleeps);     /* it slept during the window */
+    rkv_close(observer);
 }
 
 static void test_auth(void **state)

@@ -420,6 +420,16 @@ struct srv_fixture {
 
 static const struct rkv_server_transport *st = &rkv_shm_server_transport;
 
+/* The clock the test listeners time handshake deadlines on: it stands
+ * still until a test advances it, so no deadline passes behind a test's
+ * back however slowly it runs. */
+static _Atomic uint64_t srv_clock_ns = 1;
+
+static uint64_t srv_now(void)
+{
+    return atomic_load(&srv_clock_ns);
+}
+
 static void srv_setup(struct srv_fixture *f, unsigned max_conns)
 {
     char err[256];
@@ -431,7 +441,7 @@ static void srv_setup(struct srv_fixture *f, unsigned max_conns)
     /* what a live server holds; shm readers refuse a region without it */
     assert_int_equal(0, rkv_region_hold_liveness(f->region.base, err, sizeof err));
     struct rkv_strans_params p = { .credits = SRV_CREDITS, .max_msg = SRV_MAX_MSG,
-                                   .max_conns = max_conns };
+                                   .max_conns = max_conns, .now_ns = srv_now };
     rkv_status rc = st->listen(f->path, &f->region, &p, &f->l, err, sizeof err);
     if (rc != RKV_OK)
         fail_msg("listen: %s", err);
@@ -453,11 +463,13 @@ static void srv_teardown(struct srv_fixture *f)
     rmdir(f->dir);
 }
 
-/* accept() until a connection appears (the client side is already
- * connected and has sent its message), or fail after 2 s. */
-static struct rkv_sconn *srv_accept_one(struct srv_fixture *f)
+/* accept() until a connection appears or, when peer >= 0, that client
+ * socket has the listener's answer (a refusal); NULL then. The client side
+ * is already connected and has sent its message. Safety net: 20 s. */
+static struct rkv_sconn *srv_accept_for(struct srv_fixture *f, int peer)
 {
-    for (int i = 0; i < 2000; i++) {
+    struct pollfd ppfd = { .fd = peer, .events = POLLIN };
+    for (int i = 0; i < 20000 && (peer < 0 || poll(&ppfd, 1, 0) == 0); i++) {
         struct rkv_sconn *c;
         assert_int_equal(RKV_OK, st->accept(f->l, &c));
         if (c != NULL)
@@ -465,8 +477,14 @@ static struct rkv_sconn *srv_accept_one(struct srv_fixture *f)
         struct pollfd pfd = { .fd = st->listener_fd(f->l), .events = POLLIN };
         poll(&pfd, 1, 1);
     }
-    fail_msg("no connection accepted");
+    if (peer < 0 || poll(&ppfd, 1, 0) == 0)
+        fail_msg("no connection accepted");
     return NULL;
+}
+
+static struct rkv_sconn *srv_accept_one(struct srv_fixture *f)
+{
+    return srv_accept_for(f, -1);
 }
 
 /* A hand-made client: the raw handshake, then direct access to everything
@@ -490,7 +508,10 @@ static int raw_connect_only(const char *path)
     return s;
 }
 
-static void raw_connect(struct srv_fixture *f, struct raw_client *rc, struct rkv_sconn **c)
+/* The raw handshake; returns the status the listener answered. Accepted
+ * (RKV_OK): *c is the server's side and rc maps everything shared. Refused:
+ * *c is NULL and rc->sock is still open for the caller to close. */
+static rkv_status raw_try_connect(struct srv_fixture *f, struct raw_client *rc, struct rkv_sconn **c)
 {
     char err[256];
     struct rkv_shm_connect_msg hello = { RKV_SHM_MAGIC, RKV_SHM_VERSION, (uint32_t)getpid() };
@@ -500,10 +521,15 @@ static void raw_connect(struct srv_fixture *f, struct raw_client *rc, struct rkv
 
     rc->sock = raw_connect_only(f->path);
     assert_int_equal(0, rkv_shm_send_fds(rc->sock, &hello, sizeof hello, NULL, 0));
-    *c = srv_accept_one(f);
+    *c = srv_accept_for(f, rc->sock);
     assert_int_equal(0, rkv_shm_recv_fds(rc->sock, &rc->m, sizeof rc->m, &got, fds, 2, &nfds));
     assert_int_equal(sizeof rc->m, got);
-    assert_int_equal(RKV_OK, rc->m.status);
+    if (rc->m.status != RKV_OK) {
+        assert_null(*c);
+        assert_int_equal(0, nfds);
+        return rc->m.status;
+    }
+    assert_non_null(*c);
     assert_int_equal(2, nfds);
     rc->region_fd = fds[0];
     rc->conn_fd = fds[1];
@@ -514,6 +540,12 @@ static void raw_connect(struct srv_fixture *f, struct raw_client *rc, struct rkv
     assert_true(rc->area != MAP_FAILED);
     rc->ctrl = rkv_shm_ctrl_of(rc->area);
     assert_true(st->alive(*c));
+    return RKV_OK;
+}
+
+static void raw_connect(struct srv_fixture *f, struct raw_client *rc, struct rkv_sconn **c)
+{
+    assert_int_equal(RKV_OK, raw_try_connect(f, rc, c));
 }
 
 static void raw_close(struct raw_client *rc)
@@ -882,27 +914,30 @@ static void test_listener_handshakes(void **state)
     struct rkv_shm_connect_msg m = { RKV_SHM_MAGIC, RKV_SHM_VERSION + 1, 1 };
     assert_int_equal(sizeof m, send(old, &m, sizeof m, 0));
 
-    uint64_t t0 = rkv_now_ns();
     raw_connect(&f, &rc, &c);                 /* accepted despite the three */
-    /* had the silent one blocked the listener, this would have waited out
-     * its 2 s handshake deadline (SHM_HANDSHAKE_NS): the widest bound */
-    assert_true(rkv_now_ns() - t0 < 2000000000ull);
+    /* ... with the silent one still waiting for its deadline (the listener's
+     * clock has not moved): it did not wait for it to run out */
+    char buf[16];
+    struct pollfd spfd = { .fd = silent, .events = POLLIN };
+    assert_int_equal(0, poll(&spfd, 1, 0));
 
     /* the garbage sender was hung up on; the old version got a reason */
-    char buf[16];
     assert_int_equal(0, recv(garbage, buf, sizeof buf, 0));
     struct rkv_shm_accept_msg am;
     assert_int_equal(sizeof am, recv(old, &am, sizeof am, 0));
     assert_int_equal(RKV_VERSION_MISMATCH, am.status);
     assert_non_null(strstr(am.reason, "version"));
-    /* the silent one is dropped after its handshake deadline */
+    /* the silent one is dropped once its 2 s handshake deadline has passed,
+     * at the next accept call, and not before */
     struct rkv_sconn *none;
-    struct pollfd spfd = { .fd = silent, .events = POLLIN };
-    for (int i = 0; i < 50 && poll(&spfd, 1, 0) == 0; i++) {
-        assert_int_equal(RKV_OK, st->accept(f.l, &none));
-        assert_null(none);
-        usleep(100000);
-    }
+    atomic_fetch_add(&srv_clock_ns, 2000000000ull - 1);
+    assert_int_equal(RKV_OK, st->accept(f.l, &none));
+    assert_null(none);
+    assert_int_equal(0, poll(&spfd, 1, 0));
+    atomic_fetch_add(&srv_clock_ns, 1);
+    assert_int_equal(RKV_OK, st->accept(f.l, &none));
+    assert_null(none);
+    assert_int_equal(1, poll(&spfd, 1, 0));
     assert_int_equal(0, recv(silent, buf, sizeof buf, MSG_DONTWAIT));
     close(silent);
     close(garbage);
@@ -921,20 +956,11 @@ static void test_listener_max_conns(void **state)
 
     srv_setup(&f, 1);
     raw_connect(&f, &rc, &c);
-    int s = raw_connect_only(f.path);
-    struct rkv_shm_connect_msg m = { RKV_SHM_MAGIC, RKV_SHM_VERSION, 1 };
-    assert_int_equal(sizeof m, send(s, &m, sizeof m, 0));
+    struct raw_client refused;
     struct rkv_sconn *none;
-    for (int i = 0; i < 20; i++) {
-        assert_int_equal(RKV_OK, st->accept(f.l, &none));
-        assert_null(none);
-        usleep(1000);
-    }
-    struct rkv_shm_accept_msg am;
-    assert_int_equal(sizeof am, recv(s, &am, sizeof am, 0));
-    assert_int_equal(RKV_SERVER_BUSY, am.status);
-    assert_non_null(strstr(am.reason, "max_conns"));
-    close(s);
+    assert_int_equal(RKV_SERVER_BUSY, raw_try_connect(&f, &refused, &none));
+    assert_non_null(strstr(refused.m.reason, "max_conns"));
+    close(refused.sock);
     /* closing the first frees its place; a connection may outlive its listener */
     st->close(c);
     raw_close(&rc);
@@ -947,6 +973,89 @@ static void test_listener_max_conns(void **state)
     srv_region_free(&f);
     unlink(f.path);
     rmdir(f.dir);
+}
+
+/* close() with a pause, for test_conn_close_frees_place_first: the test
+ * binary links with -Wl,--wrap=close, so every close() in it (the shm
+ * server's included) comes here. Armed, the one thread named stops right
+ * after the close() that shows its peer socket `watch` the hang-up, until
+ * the test releases it: the moment a client first learns its connection
+ * is gone, held open as long as the test needs. */
+static struct {
+    pthread_t thread;
+    _Atomic int watch;       /* peer socket; -1: not armed */
+    _Atomic bool paused;     /* the pause happened */
+    _Atomic bool release;
+} close_hook = { .watch = -1 };
+
+int __real_close(int fd);
+int __wrap_close(int fd);
+
+int __wrap_close(int fd)
+{
+    int rc = __real_close(fd);
+    int watch = atomic_load(&close_hook.watch);
+    if (watch < 0 || !pthread_equal(pthread_self(), close_hook.thread))
+        return rc;
+    struct pollfd pfd = { .fd = watch, .events = POLLIN };
+    if (poll(&pfd, 1, 0) == 1) {
+        atomic_store(&close_hook.watch, -1);
+        atomic_store(&close_hook.paused, true);
+        for (int i = 0; i < 20000 && !atomic_load(&close_hook.release); i++)
+            usleep(1000);    /* safety net: 20 s */
+    }
+    return rc;
+}
+
+struct close_job {
+    struct rkv_sconn *c;
+    int peer;
+};
+
+static void *close_conn_thread(void *arg)
+{
+    struct close_job *j = arg;
+    close_hook.thread = pthread_self();
+    atomic_store(&close_hook.watch, j->peer);
+    st->close(j->c);
+    return NULL;
+}
+
+/* A connection gives its place back before its peer can see the hang-up:
+ * a client at max_conns that reconnects the moment its connection closes
+ * is accepted, not refused "busy". The server's close is held right after
+ * the peer could first see the hang-up (close_hook) while the client
+ * reconnects. */
+static void test_conn_close_frees_place_first(void **state)
+{
+    (void)state;
+    struct srv_fixture f;
+    struct raw_client rc, again;
+    struct rkv_sconn *c, *c2;
+    struct close_job job;
+    pthread_t th;
+
+    srv_setup(&f, 1);
+    raw_connect(&f, &rc, &c);
+    job = (struct close_job){ .c = c, .peer = rc.sock };
+    atomic_store(&close_hook.paused, false);
+    atomic_store(&close_hook.release, false);
+    assert_int_equal(0, pthread_create(&th, NULL, close_conn_thread, &job));
+    struct pollfd pfd = { .fd = rc.sock, .events = POLLIN };
+    assert_int_equal(1, poll(&pfd, 1, 20000));          /* the hang-up; safety net 20 s */
+    char byte;
+    assert_int_equal(0, recv(rc.sock, &byte, 1, MSG_DONTWAIT));
+    rkv_status st_again = raw_try_connect(&f, &again, &c2);
+    atomic_store(&close_hook.release, true);
+    pthread_join(th, NULL);
+    assert_true(atomic_load(&close_hook.paused));       /* the close was held */
+    raw_close(&rc);
+    if (st_again != RKV_OK)
+        fail_msg("reconnect after the hang-up refused (%s: %s)", rkv_status_name(st_again),
+                 again.m.reason);
+    st->close(c2);
+    raw_close(&again);
+    srv_teardown(&f);
 }
 
 /* Out of file descriptors, the listener still answers: the peer gets
@@ -1415,6 +1524,7 @@ int main(void)
         CONN_TEST(test_server_sleep_handshake),
         cmocka_unit_test(test_listener_handshakes),
         cmocka_unit_test(test_listener_max_conns),
+        cmocka_unit_test(test_conn_close_frees_place_first),
         cmocka_unit_test(test_listener_out_of_fds),
         cmocka_unit_test(test_listener_socket_path),
         cmocka_unit_test(test_client_checks),

@@ -747,6 +747,49 @@ static void test_lock_timing(void **state)
     fixture_free(&f);
 }
 
+/* Classes of many items per page refill more at a time (an eighth of a
+ * page's items, up to 32): at 16 KiB pages class 0 has 256 items, so one
+ * class-lock hold serves 32 allocations, a freed list takes 64 before it
+ * is given back, and the grace period holds all the same. */
+static void test_magazine_large_batch(void **state)
+{
+    (void)state;
+    const uint32_t page = 4 * PAGE, grace = 20;
+    char err[256] = "";
+    struct fixture f = { .pages = 1 };
+    f.region = aligned_alloc(4096, HEAP_OFFSET + page);
+    assert_non_null(f.region);
+    struct rkv_slab_config c = {
+        .region = f.region, .heap_offset = HEAP_OFFSET, .heap_size = page, .page_size = page,
+        .growth_factor = 2.0, .grace_ms = grace, .clock_ns = test_clock, .lock_timing = true,
+    };
+    assert_int_equal(rkv_slab_create(&c, &f.slab, err, sizeof err), RKV_OK);
+    struct rkv_lock_stats ls;
+    uint64_t ready, freed, all[256];
+    for (unsigned i = 0; i < 256; i++)
+        assert_int_equal(all[i] = rkv_slab_alloc(f.slab, MAG_CLS), HEAP_OFFSET + 64ull * i);
+    rkv_slab_lock_stats(f.slab, &ls);
+    assert_int_equal(ls.holds, 256 / 32 + 1);   /* 8 refills, and the page lock inside the first */
+    for (unsigned i = 0; i < 64; i++)
+        rkv_slab_free(f.slab, MAG_CLS, all[i]);
+    rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
+    assert_int_equal(freed, 64);
+    rkv_slab_free(f.slab, MAG_CLS, all[64]);    /* the full list goes back first */
+    rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
+    assert_int_equal(freed, 1);
+    rkv_slab_lock_stats(f.slab, &ls);
+    assert_int_equal(ls.holds, 256 / 32 + 2);
+    /* none comes back inside its grace period, then the oldest first */
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);
+    advance_ms(grace);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);
+    advance_ms(1);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), all[0]);
+    rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
+    assert_int_equal(ready, 31);                /* one refill of 32 */
+    fixture_free(&f);
+}
+
 /* ------------------------------------------------------------ threads */
 
 #define CHURNERS 3
@@ -950,6 +993,7 @@ int main(void)
         cmocka_unit_test(test_magazine_keeps_grace_period),
         cmocka_unit_test(test_magazine_page_take),
         cmocka_unit_test(test_lock_timing),
+        cmocka_unit_test(test_magazine_large_batch),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_threads_with_page_moves),
     };
