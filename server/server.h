@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "reply_batch.h"
 #include "table.h"
 #include "transport.h"
 
@@ -37,6 +38,10 @@ struct rkv_worker_stats {
     _Atomic uint64_t errors[RKV_STATUS_COUNT];/* replies by non-OK status */
     _Atomic uint64_t replies;                /* rkv replies posted (the tcp/memcached door is not counted) */
     _Atomic uint64_t reply_doorbells;        /* reply batches posted: one doorbell each */
+    _Atomic uint64_t reply_holds;            /* ... of them held for a request marked RKV_REQ_MORE
+                                                to be followed (reply_batch.h) */
+    _Atomic uint64_t reply_hold_expired;     /* ... of those posted because no request followed
+                                                within RKV_REPLY_HOLD_PASSES passes */
     _Atomic uint64_t sleeps;                 /* times the worker slept waiting for requests */
     _Atomic uint64_t hints;                  /* access hints applied */
     _Atomic uint64_t conns;                  /* connections currently owned */
@@ -94,6 +99,7 @@ struct rkv_wconn {
     uint64_t ticket;                         /* admission order (admission.c) */
     unsigned unauth_slot;                    /* srv->unauth slot while !authed */
     uint64_t hello_deadline_ns;              /* closed if !authed at this time */
+    struct rkv_reply_batch replies;          /* answered, not yet posted (worker.c) */
 };
 
 /* admission.c: bounds on connections that have not passed HELLO. */
