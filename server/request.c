@@ -139,6 +139,7 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
     }
     if (st == RKV_OK) {
         rkv_stat_bump(&w->stats.requests[v.hdr->opcode], 1);
+        rkv_stat_bump(&w->stats.marked_requests, (v.hdr->flags & RKV_REQ_MORE) != 0);
         switch ((enum rkv_opcode)v.hdr->opcode) {
         case RKV_OP_HELLO:
             len = reply_hello(srv, wc, &v, r, &st);

@@ -36,6 +36,8 @@ struct rkv_listen_ep {
 struct rkv_worker_stats {
     _Atomic uint64_t requests[RKV_OP_MAX];   /* by opcode (index = enum rkv_opcode) */
     _Atomic uint64_t errors[RKV_STATUS_COUNT];/* replies by non-OK status */
+    _Atomic uint64_t marked_requests;        /* valid requests marked RKV_REQ_MORE (more of their
+                                                client's doorbell batch follows) */
     _Atomic uint64_t replies;                /* rkv replies posted (the tcp/memcached door is not counted) */
     _Atomic uint64_t reply_doorbells;        /* reply batches posted: one doorbell each */
     _Atomic uint64_t reply_holds;            /* ... of them held for a request marked RKV_REQ_MORE

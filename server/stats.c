@@ -42,7 +42,7 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     struct rkv_table_stats ts;
     uint64_t ops[RKV_OP_MAX] = { 0 }, errs[RKV_STATUS_COUNT] = { 0 };
     uint64_t conns = 0, replies = 0, doorbells = 0, holds = 0, expired = 0, sleeps = 0;
-    uint64_t hints = 0, bad = 0;
+    uint64_t marked = 0, hints = 0, bad = 0;
     char name[64];
 
     if (cap)
@@ -55,6 +55,7 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
         for (unsigned e = 0; e < RKV_STATUS_COUNT; e++)
             errs[e] += load(&ws->errors[e]);
         conns += load(&ws->conns);
+        marked += load(&ws->marked_requests);
         replies += load(&ws->replies);
         doorbells += load(&ws->reply_doorbells);
         holds += load(&ws->reply_holds);
@@ -91,6 +92,7 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
         snprintf(name, sizeof name, "err_%s", rkv_status_name((rkv_status)e));
         line(&t, name, errs[e]);
     }
+    line(&t, "marked_requests", marked);
     line(&t, "replies", replies);
     line(&t, "reply_doorbells", doorbells);
     line(&t, "reply_holds", holds);

@@ -282,24 +282,33 @@ static void test_garbage_hints(void **state)
  * the write is done, and the connection goes on: a marked request with its
  * successor in the same send, and an old client's unmarked ones, get their
  * replies in order. The bound on each wait is a safety net (10 s). */
+static struct server_proc mark_sp;   /* test_mark_nothing_follows' server, killed on failure */
+
+static int mark_teardown(void **state)
+{
+    (void)state;
+    server_kill(&mark_sp);
+    return 0;
+}
+
 static void test_mark_nothing_follows(void **state)
 {
     (void)state;
     static const char *const modes[] = { "busy", "adaptive", "event" };
+    struct server_proc *s = &mark_sp;
     for (unsigned m = 0; m < RKV_ARRAY_SIZE(modes); m++) {
         const char *const extra[] = { "--memory", "16M", "--workers", "1",
                                       "--poll-mode", modes[m], NULL };
-        struct server_proc s;
         struct rkv_resp resp;
         struct raw r;
         uint64_t buf[64], holds = 0, expired = 0;
         char uri[256], val[8];
         size_t n;
         test_uri(uri, sizeof uri, 60 + m);
-        assert_int_equal(server_start(&s, server_bin, uri, extra), 0);
-        rkv_client *c = connect_retry(s.uri, NULL, 5000);
+        assert_int_equal(server_start(s, server_bin, uri, extra), 0);
+        rkv_client *c = connect_retry(s->uri, NULL, 5000);
         assert_non_null(c);
-        raw_open_at(&r, s.uri);
+        raw_open_at(&r, s->uri);
         raw_hello(&r);
         assert_true(r.hello.features & RKV_FEATURE_MORE);
 
@@ -333,7 +342,7 @@ static void test_mark_nothing_follows(void **state)
         }
         raw_close(&r);
         rkv_close(c);
-        assert_int_equal(server_stop(&s), 0);
+        assert_int_equal(server_stop(s), 0);
     }
 }
 
@@ -513,7 +522,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_oversized),
         cmocka_unit_test(test_bad_rendezvous),
         cmocka_unit_test(test_garbage_hints),
-        cmocka_unit_test(test_mark_nothing_follows),
+        cmocka_unit_test_teardown(test_mark_nothing_follows, mark_teardown),
         cmocka_unit_test(test_many_bad_clients_then_clean_state),
         cmocka_unit_test(test_shm_client_cannot_write_region),
     };
