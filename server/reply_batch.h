@@ -21,7 +21,8 @@
  *   otherwise                               hold
  *
  * The bound is a count of passes, not a clock: a pass serves every
- * connection of the worker, so a held connection never delays another, and
+ * connection of the worker, so a held connection never delays another
+ * (design.md invariant 6), and
  * a worker holding replies keeps passing (it never sleeps then, worker.c).
  * A held request also holds its receive buffer, i.e. the client's credit;
  * the client marks only a request whose successor is in the same post, so

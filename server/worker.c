@@ -132,6 +132,8 @@ static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc, bool may_hold)
         more = rkv_req_more(msgs[got - 1].data, msgs[got - 1].len);
         taken += got;
     }
+    if (b->n == 0)
+        return 0;   /* the idle pass: nothing taken, nothing waits */
     enum rkv_reply_verdict v = rkv_reply_batch_decide(b, taken, more, may_hold && !wc->closing);
     if (v == RKV_REPLY_POST || v == RKV_REPLY_EXPIRED)
         post_replies(w, wc, v);

@@ -3,8 +3,10 @@
 # in one guest run: the issue-12 measurement. For each poll mode (busy,
 # adaptive, event) and each build folder given, a fresh rkv-server on
 # rdma://$RXE_IP, a window-16 write run (rkv-bench -w 16 -r 0), and the
-# deltas of the server's `replies`, `reply_doorbells` (and `reply_holds`
-# where the build counts it) around the run. Given two build folders it
+# deltas of the server's `replies`, `reply_doorbells` (and `reply_holds`,
+# `reply_hold_expired` where the build counts them) around the run, next to
+# the client's own doorbells per request (rkv-bench's transport line: the
+# fewest reply doorbells the server can answer its batches with). Given two build folders it
 # alternates them (A/B of a server or client change: each build runs its
 # own server and client).
 #
@@ -30,7 +32,7 @@ delta() {  # delta BEFORE AFTER
 }
 
 run_one() {  # run_one BUILD MODE
-  local build=$1 mode=$2 uri="rdma://$RXE_IP:$port" pid before after r d h
+  local build=$1 mode=$2 uri="rdma://$RXE_IP:$port" pid before after r d h x cli
   port=$((port + 1))
   taskset -c 1 "$build/server/rkv-server" --listen "$uri" --memory 64M --workers 1 \
     --max-conns 16 --poll-mode "$mode" > "$out/reply-doorbells-server-$mode.log" 2>&1 &
@@ -44,8 +46,11 @@ run_one() {  # run_one BUILD MODE
   r=$(delta "$(counter replies "$before")" "$(counter replies "$after")")
   d=$(delta "$(counter reply_doorbells "$before")" "$(counter reply_doorbells "$after")")
   h=$(delta "$(counter reply_holds "$before")" "$(counter reply_holds "$after")")
-  printf '%-9s %-40s replies %7s  reply_doorbells %6s  reply_holds %6s  per reply %s\n' \
-    "$mode" "$build" "$r" "$d" "$h" "$(awk -v r="$r" -v d="$d" 'BEGIN { if (r > 0) printf "%.4f", d / r; else print "-" }')"
+  x=$(delta "$(counter reply_hold_expired "$before")" "$(counter reply_hold_expired "$after")")
+  cli=$(sed -n 's/.* \([0-9.]*\) doorbells\/request.*/\1/p' "$out/reply-doorbells-bench-$mode.log")
+  printf '%-9s %-40s replies %7s  reply_doorbells %6s  holds %6s  expired %4s  per reply %s  (client %s/request)\n' \
+    "$mode" "$build" "$r" "$d" "$h" "$x" \
+    "$(awk -v r="$r" -v d="$d" 'BEGIN { if (r > 0) printf "%.4f", d / r; else print "-" }')" "${cli:--}"
 }
 
 for mode in $MODES; do
