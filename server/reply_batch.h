@@ -38,9 +38,11 @@
 
 #define RKV_REPLY_BATCH        32u    /* replies posted with one doorbell at most */
 /* Passes without news before held replies go. A pass over one idle
- * connection is tens of ns on a real host, so this is well under a
- * millisecond there; Soft-RoCE under qemu TCG delivers the requests of one
- * post further apart than 1,024 passes about half the time (docs/bench.md). */
+ * connection costs well under a microsecond on a real host (an empty CQ or
+ * ring poll, and the idle loop's sched_yield every 8 passes), so a lying
+ * mark costs its sender about a millisecond at most there; Soft-RoCE under
+ * qemu TCG delivers the requests of one post further apart than 1,024
+ * passes about half the time (docs/bench.md). */
 #define RKV_REPLY_HOLD_PASSES  8192u
 
 struct rkv_reply_batch {
