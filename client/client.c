@@ -319,13 +319,18 @@ static uint32_t shard_next_id(struct shard *s)
 /* The one way requests leave this client: post messages 0..n-1 of the send
  * buffers (lengths lens[], ids ids[], answering slots[]) as one batch; they
  * join the wire ring first, so that the shard_down() the caller owes an
- * error completes them too. On error the message says what was being sent. */
+ * error completes them too. A server that reads RKV_REQ_MORE finds it on
+ * all but the last: the rest of this doorbell follows. On error the message
+ * says what was being sent. */
 static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *lens,
                              const uint32_t *slots, const uint32_t *ids, unsigned n,
                              const char *what)
 {
     if (s->outstanding == 0)
         s->reply_deadline_ns = 0;        /* disarmed: the next empty poll arms it */
+    if (n > 1 && (s->hello.features & RKV_FEATURE_MORE))
+        for (unsigned i = 0; i < n; i++)
+            rkv_req_set_more(s->ops->send_buf(s->t, i), i + 1 < n);
     for (unsigned i = 0; i < n; i++) {
         s->wire[(s->wire_head + s->outstanding + i) % WIRE_SLOTS] =
             (struct wire_entry){ .slot = slots[i], .req_id = ids[i] };

@@ -30,7 +30,8 @@ rkv_status rkv_req_parse(const void *msg, size_t len, uint32_t max_key_len,
         return RKV_PROTOCOL;
     if (h->opcode == RKV_OP_HELLO ? h->key_len > RKV_MAX_SECRET : h->key_len > max_key_len)
         return RKV_TOO_LARGE;
-    if (h->opcode != RKV_OP_PUT && (h->value_len != 0 || h->flags != 0 || h->user_flags != 0))
+    if (h->opcode != RKV_OP_PUT &&
+        (h->value_len != 0 || (h->flags & ~RKV_REQ_MORE) != 0 || h->user_flags != 0))
         return RKV_PROTOCOL;
     if (h->opcode == RKV_OP_PUT && h->value_len > max_value_len)
         return RKV_TOO_LARGE;

@@ -17,8 +17,9 @@
 #ifndef RKV_PROTOCOL_H
 #define RKV_PROTOCOL_H
 
-#include <stdint.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "layout.h"
 #include "rkv.h"
@@ -41,7 +42,15 @@ enum rkv_opcode {
 
 #define RKV_PUT_MODE_MASK     0x03u  /* rkv_put_mode */
 #define RKV_REQ_REMOTE_VALUE  0x04u  /* value travels by rendezvous */
-#define RKV_REQ_FLAGS_ALL     0x07u
+/* Any opcode: the next request of the same doorbell batch (one send() of the
+ * client transport) is already on its way, so the server may hold this
+ * one's reply to answer both with one doorbell. A client sets it only when
+ * the server's HELLO offered RKV_FEATURE_MORE, on every request of a batch
+ * but the last; a server holds replies for it only a bounded number of
+ * worker passes (server/reply_batch.h), so a wrong mark costs its sender
+ * latency, never a hang. */
+#define RKV_REQ_MORE          0x10u
+#define RKV_REQ_FLAGS_ALL     0x17u
 
 struct rkv_req {
     uint8_t  opcode;       /* enum rkv_opcode */
@@ -95,6 +104,7 @@ struct rkv_hello {
 };
 
 #define RKV_FEATURE_HINTS 1u /* send access hints: the server evicts by recency */
+#define RKV_FEATURE_MORE  2u /* the server reads RKV_REQ_MORE (older servers refuse it) */
 
 /* A request that passed rkv_req_parse(): pointers into the message. */
 struct rkv_req_view {
@@ -117,6 +127,21 @@ rkv_status rkv_resp_parse(const void *msg, size_t len, const struct rkv_resp **h
 
 /* Validate a HELLO payload. Returns RKV_OK, RKV_PROTOCOL or RKV_VERSION_MISMATCH. */
 rkv_status rkv_hello_parse(const uint8_t *payload, size_t len, struct rkv_hello *out);
+
+/* Set or clear RKV_REQ_MORE in a built request (msg: its first byte). */
+static inline void rkv_req_set_more(void *msg, bool more)
+{
+    uint8_t *flags = (uint8_t *)msg + offsetof(struct rkv_req, flags);
+    *flags = (uint8_t)(more ? *flags | RKV_REQ_MORE : *flags & ~RKV_REQ_MORE);
+}
+
+/* Whether a received message of len bytes carries RKV_REQ_MORE; false for
+ * one shorter than a header. Only a hint: the message may still be refused. */
+static inline bool rkv_req_more(const void *msg, size_t len)
+{
+    return len >= sizeof(struct rkv_req) &&
+           (((const uint8_t *)msg)[offsetof(struct rkv_req, flags)] & RKV_REQ_MORE) != 0;
+}
 
 /* Bytes a request with these parts needs; 0 if it would not fit in max_msg. */
 size_t rkv_req_size(size_t key_len, size_t inline_value_len, size_t hint_count, size_t max_msg);

@@ -80,7 +80,7 @@ static uint32_t reply_hello(struct rkv_server *srv, struct rkv_wconn *wc,
         .region_size = srv->region.size,
         .generation = rkv_table_header(srv->table)->generation,
         .clock = rkv_table_clock(srv->table),
-        .features = srv->cfg.evict == RKV_EVICT_LRU ? RKV_FEATURE_HINTS : 0,
+        .features = RKV_FEATURE_MORE | (srv->cfg.evict == RKV_EVICT_LRU ? RKV_FEATURE_HINTS : 0),
     };
     wc->ep->ops->region_desc(wc->ep->l, &h.rkey, &h.region_addr);
     memcpy(r + 1, &h, sizeof h);
@@ -139,6 +139,7 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
     }
     if (st == RKV_OK) {
         rkv_stat_bump(&w->stats.requests[v.hdr->opcode], 1);
+        rkv_stat_bump(&w->stats.marked_requests, (v.hdr->flags & RKV_REQ_MORE) != 0);
         switch ((enum rkv_opcode)v.hdr->opcode) {
         case RKV_OP_HELLO:
             len = reply_hello(srv, wc, &v, r, &st);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "reply_batch.h"
 #include "table.h"
 #include "transport.h"
 
@@ -34,8 +35,14 @@ struct rkv_listen_ep {
 struct rkv_worker_stats {
     _Atomic uint64_t requests[RKV_OP_MAX];   /* by opcode (index = enum rkv_opcode) */
     _Atomic uint64_t errors[RKV_STATUS_COUNT];/* replies by non-OK status */
+    _Atomic uint64_t marked_requests;        /* valid requests marked RKV_REQ_MORE (more of their
+                                                client's doorbell batch follows) */
     _Atomic uint64_t replies;                /* rkv replies posted (the tcp/memcached door is not counted) */
     _Atomic uint64_t reply_doorbells;        /* reply batches posted: one doorbell each */
+    _Atomic uint64_t reply_holds;            /* ... of them held for a request marked RKV_REQ_MORE
+                                                to be followed (reply_batch.h) */
+    _Atomic uint64_t reply_hold_expired;     /* ... of those posted because no request followed
+                                                within RKV_REPLY_HOLD_PASSES passes */
     _Atomic uint64_t sleeps;                 /* times the worker slept waiting for requests */
     _Atomic uint64_t hints;                  /* access hints applied */
     _Atomic uint64_t conns;                  /* connections currently owned */
@@ -97,6 +104,7 @@ struct rkv_wconn {
     struct rkv_wconn *inbox_next;            /* the next one in its worker's inbox */
     unsigned slot;                           /* its index in the worker's connection list */
     uint32_t events;                         /* event-driven: what the worker's epoll watches its event_fd for */
+    struct rkv_reply_batch replies;          /* answered, not yet posted (worker.c) */
 };
 
 /* admission.c: bounds on connections that have not passed HELLO. */

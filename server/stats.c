@@ -41,7 +41,8 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     struct text t = { .buf = buf, .cap = cap };
     struct rkv_table_stats ts;
     uint64_t ops[RKV_OP_MAX] = { 0 }, errs[RKV_STATUS_COUNT] = { 0 };
-    uint64_t conns = 0, replies = 0, doorbells = 0, sleeps = 0, hints = 0, bad = 0;
+    uint64_t conns = 0, replies = 0, doorbells = 0, holds = 0, expired = 0, sleeps = 0;
+    uint64_t marked = 0, hints = 0, bad = 0;
     char name[64];
 
     if (cap)
@@ -54,8 +55,11 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
         for (unsigned e = 0; e < RKV_STATUS_COUNT; e++)
             errs[e] += load(&ws->errors[e]);
         conns += load(&ws->conns);
+        marked += load(&ws->marked_requests);
         replies += load(&ws->replies);
         doorbells += load(&ws->reply_doorbells);
+        holds += load(&ws->reply_holds);
+        expired += load(&ws->reply_hold_expired);
         sleeps += load(&ws->sleeps);
         hints += load(&ws->hints);
         bad += load(&ws->closed_bad);
@@ -91,8 +95,11 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
         snprintf(name, sizeof name, "err_%s", rkv_status_name((rkv_status)e));
         line(&t, name, errs[e]);
     }
+    line(&t, "marked_requests", marked);
     line(&t, "replies", replies);
     line(&t, "reply_doorbells", doorbells);
+    line(&t, "reply_holds", holds);
+    line(&t, "reply_hold_expired", expired);
     line(&t, "worker_sleeps", sleeps);
     line(&t, "hints_received", hints);
     line(&t, "hints_ignored", ts.hints_ignored);

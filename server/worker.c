@@ -6,7 +6,11 @@
  * that came in meanwhile (they join the same batch), and then posts all
  * replies with one reply() call: one doorbell (one chained ibv_post_send,
  * one ring publish) and one chained repost of the receive buffers. Counted
- * as `replies` and `reply_doorbells` (stats.c).
+ * as `replies` and `reply_doorbells` (stats.c). When the last request taken
+ * says more of its client batch follows (RKV_REQ_MORE), the replies wait for
+ * it instead, a bounded number of passes (reply_batch.h: `reply_holds`,
+ * `reply_hold_expired`); a worker holding replies keeps passing, and the
+ * last look before a sleep posts everything.
  *
  * Waiting (poll_mode, config.h): adaptive (the default) busy-polls while
  * requests arrive and, after poll_idle_us without one, arms every
@@ -38,11 +42,11 @@
 
 #include "log.h"
 #include "memcache_exec.h"   /* issue 13: the tcp door */
+#include "reply_batch.h"
 #include "server.h"
 #include "tcp_server.h"
 #include "util.h"
 
-#define BATCH          32        /* requests taken from one connection per pass */
 #define SLEEP_MS       100       /* longest sleep: re-check liveness and stop */
 #define ALIVE_EVERY    1024      /* passes between liveness checks while busy */
 #define EVENTS         64        /* epoll events taken per epoll_wait */
@@ -103,7 +107,7 @@ static void conns_remove(struct worker_conns *cs, struct rkv_wconn *wc)
     last->slot = wc->slot;
 }
 
-static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc);
+static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc, bool may_hold);
 static bool serve_evented(struct rkv_worker *w, struct worker_set *set, struct rkv_wconn *wc);
 
 /* Watch wc's event_fd in the worker's epoll set: for its events() when it
@@ -146,27 +150,46 @@ static void take_inbox(struct rkv_worker *w, struct worker_set *set)
     }
 }
 
-/* Serve one batch on one connection; returns requests served. Requests that
- * arrive while the batch is answered join it, up to BATCH. */
-static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc)
+/* Post a connection's waiting replies with one doorbell. */
+static void post_replies(struct rkv_worker *w, struct rkv_wconn *wc, enum rkv_reply_verdict v)
 {
-    struct rkv_msg msgs[BATCH];
-    uint32_t lens[BATCH];
-    unsigned n = 0, got;
+    struct rkv_reply_batch *b = &wc->replies;
+    if (wc->ops->reply(wc->conn, b->lens, b->n) != RKV_OK)
+        wc->closing = true;
+    rkv_stat_bump(&w->stats.replies, b->n);
+    rkv_stat_bump(&w->stats.reply_doorbells, 1);
+    rkv_stat_bump(&w->stats.reply_holds, b->held);
+    rkv_stat_bump(&w->stats.reply_hold_expired, v == RKV_REPLY_EXPIRED);
+    rkv_reply_batch_posted(b);
+}
+
+/* Serve one connection for one pass; returns the requests taken. Requests
+ * that arrive while they are answered join the batch, up to
+ * RKV_REPLY_BATCH; the replies then go out, or wait for the rest of the
+ * client's batch when may_hold (reply_batch.h). */
+static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc, bool may_hold)
+{
+    struct rkv_reply_batch *b = &wc->replies;
+    struct rkv_msg msgs[RKV_REPLY_BATCH];
+    unsigned taken = 0, got;
+    bool more = false;
     if (wc->ops->protocol == RKV_WIRE_MEMCACHE)
         return rkv_memcache_serve(w->srv, w, wc);
-    while (n < BATCH && !wc->closing && (got = wc->ops->poll(wc->conn, msgs + n, BATCH - n)) > 0) {
-        for (unsigned i = n; i < n + got; i++)
-            lens[i] = rkv_handle_request(w->srv, w, wc, &msgs[i], wc->ops->reply_buf(wc->conn, i));
-        n += got;
+    while (rkv_reply_batch_room(b) > 0 && !wc->closing &&
+           (got = wc->ops->poll(wc->conn, msgs, rkv_reply_batch_room(b))) > 0) {
+        for (unsigned i = 0; i < got; i++) {
+            void *out = wc->ops->reply_buf(wc->conn, b->n);
+            rkv_reply_batch_add(b, rkv_handle_request(w->srv, w, wc, &msgs[i], out));
+        }
+        more = rkv_req_more(msgs[got - 1].data, msgs[got - 1].len);
+        taken += got;
     }
-    if (n == 0)
-        return 0;
-    if (wc->ops->reply(wc->conn, lens, n) != RKV_OK)
-        wc->closing = true;
-    rkv_stat_bump(&w->stats.replies, n);
-    rkv_stat_bump(&w->stats.reply_doorbells, 1);
-    return n;
+    if (b->n == 0)
+        return 0;   /* the idle pass: nothing taken, nothing waits */
+    enum rkv_reply_verdict v = rkv_reply_batch_decide(b, taken, more, may_hold && !wc->closing);
+    if (v == RKV_REPLY_POST || v == RKV_REPLY_EXPIRED)
+        post_replies(w, wc, v);
+    return taken;
 }
 
 /* Close wc for the reason its state gives (or `why`). */
@@ -176,15 +199,19 @@ static void close_for(struct rkv_worker *w, struct rkv_wconn *wc, const char *wh
 }
 
 /* One pass over every polled connection; drops the dead, and those that did
- * not pass HELLO in time (admission.c). Returns requests served. */
-static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool check_alive)
+ * not pass HELLO in time (admission.c). Returns requests taken; *held counts
+ * the connections whose replies wait for the next pass (never with
+ * !may_hold). */
+static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool check_alive,
+                          bool may_hold, unsigned *held)
 {
     unsigned work = 0;
     uint64_t now = 0;
+    *held = 0;
     for (unsigned i = 0; i < cs->n;) {
         struct rkv_wconn *wc = cs->v[i];
         const char *why = NULL;
-        work += serve(w, wc);
+        work += serve(w, wc, may_hold);
         if (wc->closing)
             rkv_stat_bump(&w->stats.closed_bad, 1);
         if (!wc->closing && !wc->authed) {
@@ -198,6 +225,7 @@ static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool ch
             close_for(w, wc, why);
             continue;
         }
+        *held += wc->replies.n > 0;
         i++;
     }
     return work;
@@ -209,7 +237,7 @@ static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool ch
 static bool serve_evented(struct rkv_worker *w, struct worker_set *set, struct rkv_wconn *wc)
 {
     const char *why = NULL;
-    serve(w, wc);
+    serve(w, wc, false);   /* the tcp door answers in rkv_memcache_serve */
     if (wc->closing)
         rkv_stat_bump(&w->stats.closed_bad, 1);
     if (!wc->closing && wc->ops->alive(wc->conn) && wc->ops->events(wc->conn) != wc->events &&
@@ -247,13 +275,15 @@ static unsigned serve_events(struct rkv_worker *w, struct worker_set *set, int t
 
 /* Arm every polled connection's wake-up, look once more, and wait in epoll
  * only if that finds nothing; event-driven connections that epoll reports
- * are served here. Returns the polled connections' requests served. */
+ * are served here. That look holds no replies: a sleeping worker owes none.
+ * Returns the polled connections' requests taken. */
 static unsigned sleep_until_work(struct rkv_worker *w, struct worker_set *set)
 {
     struct worker_conns *cs = &set->polled;
+    unsigned held;
     for (unsigned i = 0; i < cs->n; i++)
         rkv_sconn_arm(cs->v[i]->ops, cs->v[i]->conn);
-    unsigned work = serve_all(w, cs, true);
+    unsigned work = serve_all(w, cs, true, false, &held);
     if (work != 0)
         return work; /* arrived while arming */
     rkv_stat_bump(&w->stats.sleeps, 1);
@@ -305,13 +335,14 @@ static void *worker_main(void *arg)
     const enum rkv_poll_mode mode = (enum rkv_poll_mode)srv->cfg.poll_mode;
     const uint64_t idle_ns = mode == RKV_POLL_EVENT ? 0 : srv->cfg.poll_idle_us * 1000ull;
     uint64_t idle_since = 0;
-    unsigned passes = 0;
+    unsigned passes = 0, held = 0;
     while (!atomic_load_explicit(&srv->stop, memory_order_relaxed)) {
         if (__atomic_load_n(&w->inbox_count, __ATOMIC_RELAXED))
             take_inbox(w, &set);
-        unsigned work = serve_all(w, &set.polled, ++passes % ALIVE_EVERY == 0);
+        unsigned work = serve_all(w, &set.polled, ++passes % ALIVE_EVERY == 0, true, &held);
+        /* held replies: keep passing until they go (reply_batch.h bounds it) */
         if (work == 0 && set.polled.n > 0 &&
-            (mode == RKV_POLL_BUSY || !idle_for(&idle_since, idle_ns))) {
+            (mode == RKV_POLL_BUSY || held > 0 || !idle_for(&idle_since, idle_ns))) {
             /* spinning on polled connections: look at the event-driven
              * ones without waiting; a client spinning on our CPU would
              * starve us both: yield now and then so it can run */
@@ -330,7 +361,7 @@ static void *worker_main(void *arg)
     }
     /* stopping: answer what already arrived, then close everything */
     take_inbox(w, &set);
-    serve_all(w, &set.polled, false);
+    serve_all(w, &set.polled, false, false, &held);
     for (unsigned i = set.evented.n; i-- > 0;)
         serve_evented(w, &set, set.evented.v[i]);
     while (set.polled.n)

@@ -4,7 +4,8 @@
  * safety nets) and sends what a buggy or malicious peer might: requests
  * before HELLO, truncated headers, lengths that disagree with the bytes,
  * unknown opcodes and flags, oversized keys and values, rendezvous
- * descriptors outside the staging buffer, garbage hints; and, over shm, a
+ * descriptors outside the staging buffer, garbage hints, a "more follow"
+ * mark that nothing follows (in each poll mode); and, over shm, a
  * client that tries every route to write the region it maps read-only, as
  * an unprivileged user. Each must get an
  * error reply or a closed connection; the server must keep serving other
@@ -51,28 +52,30 @@ struct raw {
     struct rkv_hello hello;
 };
 
-static void raw_open(struct raw *r)
+static void raw_open_at(struct raw *r, const char *uri)
 {
     char scheme[8], err[256];
     const char *addr;
     memset(r, 0, sizeof *r);
-    assert_true(rkv_uri_split(sp.uri, scheme, sizeof scheme, &addr));
+    assert_true(rkv_uri_split(uri, scheme, sizeof scheme, &addr));
     r->ops = rkv_client_transport_by_scheme(scheme);
     assert_non_null(r->ops);
     struct rkv_ctrans_params p = { .local_buf_size = 1 << 20, .timeout_ms = 2000 };
     assert_int_equal(r->ops->connect(addr, &p, &r->tc, &r->t, err, sizeof err), RKV_OK);
 }
 
-/* Send one message of `len` bytes; return the reply status, or -1 when the
- * server closed the connection (or never answered) instead. */
-static int raw_call(struct raw *r, const void *msg, uint32_t len, struct rkv_resp *out)
+static void raw_open(struct raw *r)
 {
-    memcpy(r->ops->send_buf(r->t, 0), msg, len);
-    if (r->ops->send(r->t, &len, 1) != RKV_OK)
-        return -1;
+    raw_open_at(r, sp.uri);
+}
+
+/* Wait up to timeout_ms for the next reply; return its status (header in
+ * *out), or -1 when the server closed the connection or never answered. */
+static int raw_recv(struct raw *r, unsigned timeout_ms, struct rkv_resp *out)
+{
     const void *reply;
     size_t rlen;
-    if (r->ops->recv(r->t, &reply, &rlen, 2000) != RKV_OK)
+    if (r->ops->recv(r->t, &reply, &rlen, timeout_ms) != RKV_OK)
         return -1;
     const struct rkv_resp *h;
     const uint8_t *payload;
@@ -83,6 +86,16 @@ static int raw_call(struct raw *r, const void *msg, uint32_t len, struct rkv_res
         assert_int_equal(rkv_hello_parse(payload, h->payload_len, &r->hello), RKV_OK);
     r->ops->recv_done(r->t);
     return st;
+}
+
+/* Send one message of `len` bytes; return the reply status, or -1 when the
+ * server closed the connection (or never answered) instead. */
+static int raw_call(struct raw *r, const void *msg, uint32_t len, struct rkv_resp *out)
+{
+    memcpy(r->ops->send_buf(r->t, 0), msg, len);
+    if (r->ops->send(r->t, &len, 1) != RKV_OK)
+        return -1;
+    return raw_recv(r, 2000, out);
 }
 
 static size_t build(void *buf, uint8_t op, uint8_t flags, const char *key, uint16_t key_len,
@@ -258,6 +271,79 @@ static void test_garbage_hints(void **state)
     assert_int_equal(raw_call(&r, buf, len, NULL), RKV_OK); /* ignored, not fatal */
     raw_close(&r);
     expect_rejected(-1, true);
+}
+
+/* A client whose RKV_REQ_MORE mark lies: a marked request that nothing
+ * follows. Its server holds the reply only a bounded number of worker
+ * passes (server/reply_batch.h), then answers; in every poll mode — event
+ * and adaptive workers must not go to sleep holding it (a worker asleep
+ * would wake only every 100 ms and take minutes over the bound). Each
+ * server counts the held batch as `reply_holds` and `reply_hold_expired`,
+ * the write is done, and the connection goes on: a marked request with its
+ * successor in the same send, and an old client's unmarked ones, get their
+ * replies in order. The bound on each wait is a safety net (10 s). */
+static struct server_proc mark_sp;   /* test_mark_nothing_follows' server, killed on failure */
+
+static int mark_teardown(void **state)
+{
+    (void)state;
+    server_kill(&mark_sp);
+    return 0;
+}
+
+static void test_mark_nothing_follows(void **state)
+{
+    (void)state;
+    static const char *const modes[] = { "busy", "adaptive", "event" };
+    struct server_proc *s = &mark_sp;
+    for (unsigned m = 0; m < RKV_ARRAY_SIZE(modes); m++) {
+        const char *const extra[] = { "--memory", "16M", "--workers", "1",
+                                      "--poll-mode", modes[m], NULL };
+        struct rkv_resp resp;
+        struct raw r;
+        uint64_t buf[64], holds = 0, expired = 0;
+        char uri[256], val[8];
+        size_t n;
+        test_uri(uri, sizeof uri, 60 + m);
+        assert_int_equal(server_start(s, server_bin, uri, extra), 0);
+        rkv_client *c = connect_retry(s->uri, NULL, 5000);
+        assert_non_null(c);
+        raw_open_at(&r, s->uri);
+        raw_hello(&r);
+        assert_true(r.hello.features & RKV_FEATURE_MORE);
+
+        uint32_t len = (uint32_t)build(buf, RKV_OP_PUT, RKV_REQ_MORE, "lonely", 6, "v", 1, 0);
+        memcpy(r.ops->send_buf(r.t, 0), buf, len);
+        assert_int_equal(r.ops->send(r.t, &len, 1), RKV_OK);
+        if (raw_recv(&r, 10000, &resp) != RKV_OK)
+            fail_msg("poll mode %s: no reply to a marked request that nothing followed", modes[m]);
+        assert_true(server_stat(c, 0, "reply_holds", &holds));
+        assert_true(server_stat(c, 0, "reply_hold_expired", &expired));
+        if (holds < 1 || expired < 1)
+            fail_msg("poll mode %s: reply_holds %llu, reply_hold_expired %llu (want >= 1 each)",
+                     modes[m], (unsigned long long)holds, (unsigned long long)expired);
+        assert_int_equal(rkv_get(c, "lonely", 6, val, sizeof val, &n, NULL), RKV_OK);
+        assert_int_equal(n, 1);
+
+        /* marked + unmarked in one send, then two unmarked (an old client) */
+        for (unsigned round = 0; round < 2; round++) {
+            uint32_t lens[2];
+            for (unsigned i = 0; i < 2; i++) {
+                uint8_t flags = round == 0 && i == 0 ? RKV_REQ_MORE : 0;
+                lens[i] = (uint32_t)build(buf, RKV_OP_PING, flags, "", 0, NULL, 0, 0);
+                ((struct rkv_req *)buf)->req_id = 100 + i;
+                memcpy(r.ops->send_buf(r.t, i), buf, lens[i]);
+            }
+            assert_int_equal(r.ops->send(r.t, lens, 2), RKV_OK);
+            for (unsigned i = 0; i < 2; i++) {
+                assert_int_equal(raw_recv(&r, 10000, &resp), RKV_OK);
+                assert_int_equal(resp.req_id, 100 + i);
+            }
+        }
+        raw_close(&r);
+        rkv_close(c);
+        assert_int_equal(server_stop(s), 0);
+    }
 }
 
 static void test_many_bad_clients_then_clean_state(void **state)
@@ -436,6 +522,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_oversized),
         cmocka_unit_test(test_bad_rendezvous),
         cmocka_unit_test(test_garbage_hints),
+        cmocka_unit_test_teardown(test_mark_nothing_follows, mark_teardown),
         cmocka_unit_test(test_many_bad_clients_then_clean_state),
         cmocka_unit_test(test_shm_client_cannot_write_region),
     };

@@ -264,7 +264,7 @@ static void test_hello(void **state)
     assert_int_equal(hello_reply.max_msg, MAX_MSG);
     assert_int_equal(hello_reply.region_size, f->srv->region.size);
     assert_int_equal(hello_reply.generation, rkv_table_header(f->srv->table)->generation);
-    assert_int_equal(hello_reply.features, RKV_FEATURE_HINTS);
+    assert_int_equal(hello_reply.features, RKV_FEATURE_HINTS | RKV_FEATURE_MORE);
     assert_int_equal(hello_reply.rkey, 0x1234);
     assert_int_equal(hello_reply.region_addr, 0xabcd0000);
     assert_true(f->wc[0].authed);
