@@ -273,14 +273,15 @@ static rkv_status lookup_read(void *ctx, const struct rkv_read_op *ops, unsigned
 
 /* The server clock for expiry (common/clock.h): the region header's word
  * where the transport maps the region (shm), else the last clock the server
- * sent, extrapolated — never ahead of the server's own clock. */
-static uint32_t shard_now(const struct shard *s)
+ * sent, extrapolated to now_ns (rkv_now_ns()) — never ahead of the server's
+ * own clock. */
+static uint32_t shard_now(const struct shard *s, uint64_t now_ns)
 {
     uint32_t now;
     if (rkv_ctrans_clock(s->ops, s->t, &now))
         return now;
     uint32_t seen = s->clock_base > UINT32_MAX ? UINT32_MAX : (uint32_t)s->clock_base;
-    return rkv_clock_extrapolate(seen, s->clock_local_ns, rkv_now_ns());
+    return rkv_clock_extrapolate(seen, s->clock_local_ns, now_ns);
 }
 
 static void shard_clock(struct shard *s, uint64_t server_clock)
@@ -296,10 +297,10 @@ static void shard_clock(struct shard *s, uint64_t server_clock)
  * RKV_CLOCK_REFRESH_NS, so the two hosts' clock rates cannot drift apart.
  * Lands in the local buffer before a lookup uses it; a failed READ is left
  * to the lookup to report. */
-static void shard_clock_refresh(struct shard *s)
+static void shard_clock_refresh(struct shard *s, uint64_t now_ns)
 {
     size_t len;
-    if (rkv_ctrans_maps_clock(s->ops) || rkv_now_ns() - s->clock_local_ns < RKV_CLOCK_REFRESH_NS)
+    if (rkv_ctrans_maps_clock(s->ops) || now_ns < s->clock_local_ns + RKV_CLOCK_REFRESH_NS)
         return;   /* the GET path: nothing more than this check */
     uint64_t *dst = s->ops->local_buf(s->t, &len);
     struct rkv_read_op op = { .offset = offsetof(struct rkv_region_header, clock),
@@ -821,8 +822,10 @@ static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
             c->round[n++] = &sl->l;
     }
     if (n > 0) {
-        shard_clock_refresh(s);
-        s->lctx.now = shard_now(s);
+        /* one clock read a round, none where the region is mapped */
+        uint64_t now_ns = rkv_ctrans_maps_clock(s->ops) ? 0 : rkv_now_ns();
+        shard_clock_refresh(s, now_ns);
+        s->lctx.now = shard_now(s, now_ns);
         uint64_t retries = s->lctx.retries, forwards = s->lctx.forwards;
         rkv_status st = rounds(s, c->round, n);
         c->c.verify_retries += s->lctx.retries - retries;

@@ -3,9 +3,12 @@
 # in one guest run: the issue-11 measurement (warm GET through the location
 # cache; cold GET without it, with both buckets in one doorbell and with the
 # connection's own choice, --bucket-reads auto; and ib_read_lat's typical
-# READ, on the same vCPUs). Given two build folders it alternates their
-# rkv-bench on one server (A/B of client changes); the server is the first
-# build's.
+# READ, on the same vCPUs, in every round: of 2 bytes, the reference, and of
+# 128 bytes, the size a warm GET of a 32-byte value reads — its 88-byte item's
+# size class; Soft-RoCE's per-byte work (ICRC, copies) is part of a GET's
+# time). Given two build folders it alternates their rkv-bench on one server
+# (A/B of client changes); the server is the first build's, stopped (SIGSTOP)
+# while ib_read_lat runs.
 #
 # Run from the host:
 #   tools/rxe-vm/run.sh --quiet --timeout 300 -- \
@@ -30,6 +33,15 @@ bench() {  # bench BUILD ARGS...: one rkv-bench run on vCPU 0, its GET and trans
     grep -E "^GET |READs/GET"
 }
 
+read_lat() {  # read_lat BYTES: ib_read_lat's line, server on vCPU 1, client on vCPU 0
+  taskset -c 1 ib_read_lat -d "$RXE_DEV" -x "$RXE_GID_INDEX" -n 2000 -s "$1" > /dev/null 2>&1 &
+  local lat=$!
+  sleep 1
+  taskset -c 0 ib_read_lat -d "$RXE_DEV" -x "$RXE_GID_INDEX" -n 2000 -s "$1" "$RXE_IP" 2>&1 |
+    grep -E "^ *$1 +2000 "
+  wait "$lat"
+}
+
 bench "$A" > /dev/null   # preload every key
 for round in 1 2; do
   for b in "$A" $B; do
@@ -40,11 +52,10 @@ for round in 1 2; do
     echo "== round $round, $b: warm GET (location cache, 1 s warm-up)"
     bench "$b" --warmup 1s --no-preload
   done
+  kill -STOP "$pid"
+  echo "== round $round: ib_read_lat, same vCPUs (#bytes #iterations t_min t_max t_typical ...)"
+  read_lat 2
+  read_lat 128
+  kill -CONT "$pid"
 done
 kill "$pid"; wait "$pid"
-
-echo "== ib_read_lat, same vCPUs"
-taskset -c 1 ib_read_lat -d "$RXE_DEV" -x "$RXE_GID_INDEX" -n 2000 > /dev/null 2>&1 &
-sleep 1
-taskset -c 0 ib_read_lat -d "$RXE_DEV" -x "$RXE_GID_INDEX" -n 2000 "$RXE_IP" 2>&1 | grep -E "^ *#bytes|^ *2 "
-wait
