@@ -55,7 +55,7 @@
 #include "util.h"
 
 #define MAX_SHARDS      64        /* one bit each in rkv_client.busy */
-#define MAX_HINTS       32        /* hints carried by one RPC */
+#define MAX_HINTS       60        /* hints carried by one RPC: a HINTS request fills the smallest message */
 RKV_STATIC_ASSERT(sizeof(struct rkv_req) + MAX_HINTS * sizeof(rkv_hint) <= RKV_MIN_MSG,
                   "a HINTS request of MAX_HINTS fits the smallest message");
 #define LOOKUP_OPS      1024      /* read ops one lookup round may post */
@@ -700,13 +700,26 @@ static HOT rkv_status route(rkv_client *c, const struct rkv_op *op, const char *
 
 /* ------------------------------------------------------------ GET rounds */
 
+/* Whether the hint buffer holds slot already: a compare per buffered hint,
+ * without a branch each (the buffer is at most MAX_HINTS words). */
+static bool hint_buffered(const struct shard *s, uint64_t slot)
+{
+    bool seen = false;
+    for (unsigned i = 0; i < s->nhints; i++)
+        seen |= s->hints[i] == slot;
+    return seen;
+}
+
 /* Buffer one access hint for the next request; a full buffer goes out on
  * its own before the next hit is noted (hints_flush: one doorbell per
- * MAX_HINTS GET hits). A down shard takes none, nor a full buffer whose
- * flush failed (the shard goes down after the round). */
+ * MAX_HINTS distinct GET hits). A hit on an item the buffer names already
+ * adds nothing LRU could tell apart (both stamps within one flush). A down shard
+ * takes none, nor a full buffer whose flush failed (the shard goes down
+ * after the round). */
 static void note_hint(struct shard *s, uint64_t slot)
 {
-    if (s->t == NULL || !(s->hello.features & RKV_FEATURE_HINTS) || s->nhints == MAX_HINTS)
+    if (s->t == NULL || !(s->hello.features & RKV_FEATURE_HINTS) || s->nhints == MAX_HINTS ||
+        hint_buffered(s, slot))
         return;
     s->hints[s->nhints++] = slot;
 }

@@ -40,11 +40,7 @@ static rkv_status pull_value(void *ctx, void *dst, uint32_t len)
 
 static void apply_hints(struct rkv_server *srv, struct rkv_worker *w, const struct rkv_req_view *v)
 {
-    for (unsigned i = 0; i < v->hdr->hint_count; i++) {
-        rkv_hint h;
-        memcpy(&h, v->hints + (size_t)i * sizeof h, sizeof h);
-        rkv_table_hint(srv->table, h);
-    }
+    rkv_table_hints(srv->table, v->hints, v->hdr->hint_count);
     rkv_stat_bump(&w->stats.hints, v->hdr->hint_count);
 }
 

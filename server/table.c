@@ -142,6 +142,7 @@
 #define EXPIRE_MIN_SCAN 4096   /* buckets scanned per tick at least */
 #define DECIMAL_MAX_LEN 20     /* digits of UINT64_MAX */
 #define STRIPES_MAX     1024   /* bucket locks: bucket b is guarded by stripe b mod the stripe count */
+#define HINT_BATCH      64     /* client hints validated and prefetched together */
 #define ACCESS_STEP     16     /* LRU: a thread slot advances the access clock once per this many stores */
 #define PATH_TRIES      4      /* displacement paths found without locks and invalidated, then exclusive */
 #define PATH_BUCKETS    (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
@@ -1547,18 +1548,67 @@ const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint
     return it;
 }
 
-void rkv_table_hint(struct rkv_table *t, uint64_t slot)
+/* The access word of the item a hint names, or NULL; *valid says whether the
+ * hint named an item at all. The word came from the network: the allocator
+ * checks that it names an item of a page of that class before anything is
+ * stamped (rkv_slab_meta() validates as rkv_slab_valid() does; without
+ * LRU's words, or while a moved page's words change, only the latter says). */
+static uint32_t *hint_word(struct rkv_table *t, uint64_t slot, bool *valid)
 {
     unsigned cls = rkv_slot_class(slot);
     uint64_t off = rkv_slot_offset(slot);
-    /* The word came from the network: the allocator checks that it names an
-     * item of a page of that class before anything is stamped. */
-    if (slot == 0 || rkv_slot_fp(slot) == 0 || !rkv_slab_valid(t->slab, off, cls)) {
-        count(&t->n.hints_ignored, 1);
-        return;
+    uint32_t *m = NULL;
+    *valid = false;
+    if (slot == 0 || rkv_slot_fp(slot) == 0)
+        return NULL;
+    m = rkv_slab_meta(t->slab, off, cls);
+    *valid = m != NULL || rkv_slab_valid(t->slab, off, cls);
+    return m;
+}
+
+/* Validate up to HINT_BATCH hints and prefetch their items' access words,
+ * then stamp them: the words are random lines, so their misses overlap
+ * instead of following one another. A word that already holds the clock is
+ * only read (a hot item hinted again stays a clean line, as memcached bumps
+ * an item once per interval). Returns how many hints were valid. */
+static unsigned hint_batch(struct rkv_table *t, const uint8_t *hints, unsigned n)
+{
+    uint32_t *words[HINT_BATCH];
+    unsigned valid = 0, k = 0;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t slot;
+        bool ok;
+        memcpy(&slot, hints + (size_t)i * sizeof slot, sizeof slot);
+        uint32_t *m = hint_word(t, slot, &ok);
+        valid += ok;
+        if (m != NULL) {
+            __builtin_prefetch(m, 1, 3);
+            words[k++] = m;
+        }
     }
-    touch(t, slot);
-    count(&t->n.hints, 1);
+    uint32_t now = __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < k; i++)
+        if (__atomic_load_n(words[i], __ATOMIC_RELAXED) != now)
+            __atomic_store_n(words[i], now, __ATOMIC_RELAXED);
+    return valid;
+}
+
+void rkv_table_hints(struct rkv_table *t, const void *hints, size_t n)
+{
+    const uint8_t *p = hints;
+    uint64_t valid = 0;
+    for (size_t done = 0; done < n; done += HINT_BATCH)
+        valid += hint_batch(t, p + done * sizeof(uint64_t), (unsigned)RKV_MIN(n - done, HINT_BATCH));
+    /* the shared counters' line is written once per request, not per hint */
+    if (valid > 0)
+        count(&t->n.hints, (int64_t)valid);
+    if (n > valid)
+        count(&t->n.hints_ignored, (int64_t)(n - valid));
+}
+
+uint32_t rkv_table_access_age(struct rkv_table *t, uint64_t slot)
+{
+    return item_age(t, slot);
 }
 
 /* ------------------------------------------------------------ clock */

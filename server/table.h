@@ -102,8 +102,15 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
  * lock): copies nothing, returns the live item or NULL. */
 const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint32_t key_len);
 
-/* Recency hint from a client: the slot word it found an item through. */
-void rkv_table_hint(struct rkv_table *t, uint64_t slot);
+/* Recency hints from a client: n slot words (8 bytes each, any alignment)
+ * it found items through. Each is validated; a valid one stamps its item
+ * as just used, an invalid one is only counted (hints_ignored). */
+void rkv_table_hints(struct rkv_table *t, const void *hints, size_t n);
+
+/* LRU: the access clock's advance (in stores) since the item a slot word
+ * names was last stamped; 0 for a word naming no item, or without LRU.
+ * For tests and tools. */
+uint32_t rkv_table_access_age(struct rkv_table *t, uint64_t slot);
 
 /* Once a second: publishes the clock in the region header (for shm
  * readers), reclaims expired items, releases grace-period memory and (LRU)

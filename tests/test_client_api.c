@@ -400,10 +400,10 @@ static void test_server_stops_answering(void **state)
                                  NULL), RKV_OK);
     }
     assert_int_equal(server_pause(&f->sp), 0);
-    /* credits (64) / 4 hint messages per mget: the 17th call waits for a
-     * credit until the oldest reply is 300 ms late and fails, and so does each
-     * reconnect attempt after it (the server accepts none); 60 s is only the
-     * safety net */
+    /* credits (64) / about 2 hint messages per mget (128 hits, 60 hints a
+     * message): about the 31st call waits for a credit until the oldest
+     * reply is 300 ms late and fails, and so does each reconnect attempt
+     * after it (the server accepts none); 60 s is only the safety net */
     unsigned failed = 0;
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -748,16 +748,21 @@ static void test_small_credits_with_hints(void **state)
     static const char *const extra[] = { "--memory", "16M", "--credits", "2", "--evict", "lru",
                                          "--event-mode", NULL };
     struct server_proc sp;
-    char uri[256], buf[16], keys[40][16];
+    char uri[256], buf[16], keys[40][16], hot[200][16];
     size_t n;
     test_uri(uri, sizeof uri, uri_seq++);
     assert_int_equal(server_start(&sp, server_bin, uri, extra), 0);
     rkv_client *c = connect_retry(uri, NULL, 5000);
     assert_non_null(c);
-    assert_int_equal(rkv_put(c, "hot", 3, "v", 1, NULL, NULL), RKV_OK);
+    for (unsigned i = 0; i < 200; i++) {
+        snprintf(hot[i], sizeof hot[i], "hot%u", i);
+        assert_int_equal(rkv_put(c, hot[i], strlen(hot[i]), "v", 1, NULL, NULL), RKV_OK);
+    }
     for (int round = 0; round < 3; round++) {
-        for (int i = 0; i < 200; i++)   /* 200 hits: several HINTS messages in flight */
-            assert_int_equal(rkv_get(c, "hot", 3, buf, sizeof buf, &n, NULL), RKV_OK);
+        /* hits on 200 keys (a client sends one hint per key it holds):
+         * several HINTS messages in flight */
+        for (unsigned i = 0; i < 200; i++)
+            assert_int_equal(rkv_get(c, hot[i], strlen(hot[i]), buf, sizeof buf, &n, NULL), RKV_OK);
         struct rkv_put_op ops[40];
         for (unsigned i = 0; i < 40; i++) {
             snprintf(keys[i], sizeof keys[i], "c%d_%u", round, i);

@@ -851,7 +851,7 @@ static void test_evict_lru_follows_hints(void **state)
         key_of(key, sizeof key, i);
         if (get(&e, key, (uint32_t)strlen(key), 0, NULL, 0, &l) == RKV_NOT_FOUND)
             continue;  /* (found: BUFFER_TOO_SMALL, with the slot) */
-        rkv_table_hint(e.t, l.slot);
+        rkv_table_hints(e.t, &l.slot, 1);
         hot[nhot++] = i;
     }
     assert_true(nhot > n / 8);
@@ -888,6 +888,68 @@ static void test_evict_when_index_full(void **state)
     env_free(&e);
 }
 
+/* A batch of hints, as a request carries them (more than one internal batch,
+ * valid words mixed with words that name no item): exactly the items the
+ * valid words name are stamped, every word is counted once, and a repeat
+ * (a stamp the word already holds) changes nothing. */
+static void test_hints_batch_stamps_valid_only(void **state)
+{
+    (void)state;
+    struct env e;
+    small_heap(&e, RKV_EVICT_LRU);
+    enum { ITEMS = 40, STORES = 64 };
+    uint64_t slot[ITEMS];
+    for (unsigned i = 0; i < ITEMS; i++) {
+        char key[32], val[100];
+        struct rkv_lookup l;
+        assert_int_equal(put_n(&e, i), RKV_OK);
+        key_of(key, sizeof key, i);
+        assert_int_equal(get(&e, key, (uint32_t)strlen(key), 0, val, sizeof val, &l), RKV_OK);
+        slot[i] = l.slot;
+    }
+    for (unsigned i = 0; i < STORES; i++)   /* the clock moves on: every item ages */
+        assert_int_equal(put_n(&e, ITEMS), RKV_OK);
+    uint32_t age[ITEMS];
+    for (unsigned i = 0; i < ITEMS; i++) {
+        age[i] = rkv_table_access_age(e.t, slot[i]);
+        assert_true(age[i] >= STORES - 16);   /* (the clock steps by ACCESS_STEP) */
+    }
+
+    /* even items hinted (twice each); odd items only by words that must not
+     * stamp them: fingerprint 0, wrong class, inside the item, the empty word */
+    uint64_t words[4 * ITEMS];
+    unsigned n = 0, valid = 0;
+    for (unsigned i = 0; i < ITEMS; i++) {
+        uint64_t w = slot[i];
+        unsigned cls = rkv_slot_class(w);
+        uint64_t off = rkv_slot_offset(w);
+        if (i % 2 == 0) {
+            words[n++] = w;
+            words[n++] = w;
+            valid += 2;
+        } else {
+            words[n++] = w & ~0xffffull;
+            words[n++] = rkv_slot_make(rkv_slot_fp(w), cls + 1, off);
+            words[n++] = rkv_slot_make(rkv_slot_fp(w), cls, off + 64);
+            words[n++] = 0;
+        }
+    }
+    assert_true(n > 64);   /* more than one HINT_BATCH */
+    for (unsigned round = 1; round <= 2; round++) {
+        rkv_table_hints(e.t, words, n);
+        struct rkv_table_stats s = stats(&e);
+        assert_int_equal(s.hints, round * valid);
+        assert_int_equal(s.hints_ignored, round * (n - valid));
+        for (unsigned i = 0; i < ITEMS; i++) {
+            if (i % 2 == 0)
+                assert_int_equal(rkv_table_access_age(e.t, slot[i]), 0);
+            else
+                assert_int_equal(rkv_table_access_age(e.t, slot[i]), age[i]);
+        }
+    }
+    env_free(&e);
+}
+
 static void test_hints_validated(void **state)
 {
     (void)state;
@@ -904,7 +966,7 @@ static void test_hints_validated(void **state)
     uint16_t fp = rkv_slot_fp(good);
     uint32_t sz = e.h->class_size[cls];
 
-    rkv_table_hint(e.t, good);
+    rkv_table_hints(e.t, &good, 1);
     const uint64_t garbage[] = {
         0,                                                   /* empty slot */
         good & ~0xffffull,                                   /* fingerprint 0 */
@@ -921,16 +983,21 @@ static void test_hints_validated(void **state)
         UINT64_MAX,
     };
     for (unsigned i = 0; i < RKV_ARRAY_SIZE(garbage); i++)
-        rkv_table_hint(e.t, garbage[i]);
+        rkv_table_hints(e.t, &garbage[i], 1);
     struct rkv_table_stats s = stats(&e);
     assert_int_equal(s.hints, 1);
     assert_int_equal(s.hints_ignored, RKV_ARRAY_SIZE(garbage));
 
-    /* random words: counted, never a crash (ASan builds check the bounds) */
+    /* random words, in batches at an odd address as a request carries them:
+     * counted, never a crash (ASan builds check the bounds) */
     uint64_t x = 0x9e3779b97f4a7c15ull;
+    static uint8_t batch[1000 * sizeof(uint64_t) + 1];
     for (unsigned i = 0; i < 200000; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        rkv_table_hint(e.t, i % 2 ? x : (x & 0xffffff) | ((off / 64) << 24));
+        uint64_t w = i % 2 ? x : (x & 0xffffff) | ((off / 64) << 24);
+        memcpy(batch + 1 + (i % 1000) * sizeof w, &w, sizeof w);
+        if (i % 1000 == 999)
+            rkv_table_hints(e.t, batch + 1, 1000);
     }
     s = stats(&e);
     assert_int_equal(s.hints + s.hints_ignored, 1 + RKV_ARRAY_SIZE(garbage) + 200000);
@@ -1414,6 +1481,7 @@ int main(void)
         cmocka_unit_test(test_no_page_move_without_eviction),
         cmocka_unit_test(test_automove_lru),
         cmocka_unit_test(test_hints_validated),
+        cmocka_unit_test(test_hints_batch_stamps_valid_only),
         cmocka_unit_test(test_torn_read_never_returned),
         cmocka_unit_test(test_stale_cached_slot),
         cmocka_unit_test(test_update_forwards),
