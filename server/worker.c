@@ -9,8 +9,8 @@
  * as `replies` and `reply_doorbells` (stats.c). When the last request taken
  * says more of its client batch follows (RKV_REQ_MORE), the replies wait for
  * it instead, a bounded number of passes (reply_batch.h: `reply_holds`,
- * `reply_hold_expired`); a worker holding replies keeps passing, and the
- * last look before a sleep posts everything.
+ * `reply_hold_expired`); a worker holding replies keeps passing and never
+ * sleeps.
  *
  * Waiting (poll_mode, config.h): adaptive (the default) busy-polls while
  * requests arrive and, after poll_idle_us without one, arms every
@@ -275,7 +275,9 @@ static unsigned serve_events(struct rkv_worker *w, struct worker_set *set, int t
 
 /* Arm every polled connection's wake-up, look once more, and wait in epoll
  * only if that finds nothing; event-driven connections that epoll reports
- * are served here. That look holds no replies: a sleeping worker owes none.
+ * are served here. That look may hold replies like any pass (a marked
+ * request that arrives during it is held, not posted at once), but the
+ * worker never sleeps while it holds any: a sleeping worker owes none.
  * Returns the polled connections' requests taken. */
 static unsigned sleep_until_work(struct rkv_worker *w, struct worker_set *set)
 {
@@ -283,9 +285,9 @@ static unsigned sleep_until_work(struct rkv_worker *w, struct worker_set *set)
     unsigned held;
     for (unsigned i = 0; i < cs->n; i++)
         rkv_sconn_arm(cs->v[i]->ops, cs->v[i]->conn);
-    unsigned work = serve_all(w, cs, true, false, &held);
-    if (work != 0)
-        return work; /* arrived while arming */
+    unsigned work = serve_all(w, cs, true, true, &held);
+    if (work != 0 || held != 0)
+        return work; /* arrived while arming; held replies keep the worker passing */
     rkv_stat_bump(&w->stats.sleeps, 1);
     serve_events(w, set, SLEEP_MS);
     return 0;
