@@ -329,10 +329,10 @@ static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *len
 {
     if (s->outstanding == 0)
         s->reply_deadline_ns = 0;        /* disarmed: the next empty poll arms it */
-    if (n > 1 && (s->hello.features & RKV_FEATURE_MORE))
-        for (unsigned i = 0; i < n; i++)
-            rkv_req_set_more(s->ops->send_buf(s->t, i), i + 1 < n);
+    const bool mark = n > 1 && (s->hello.features & RKV_FEATURE_MORE);
     for (unsigned i = 0; i < n; i++) {
+        if (mark)
+            rkv_req_set_more(s->ops->send_buf(s->t, i), i + 1 < n);
         s->wire[(s->wire_head + s->outstanding + i) % WIRE_SLOTS] =
             (struct wire_entry){ .slot = slots[i], .req_id = ids[i] };
         s->awaited += slots[i] != NO_SLOT;
