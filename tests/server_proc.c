@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,10 +51,18 @@ int server_start(struct server_proc *sp, const char *binary, const char *uri,
     argv[n] = NULL;
     snprintf(sp->uri, sizeof sp->uri, "%s", uri);
 
+    pid_t test = getpid();
     sp->pid = fork();
     if (sp->pid < 0)
         return -1;
     if (sp->pid == 0) {
+        /* The server dies with its test. A test that fails an assert (or
+         * crashes) before it stops its servers would otherwise leave them
+         * holding the test's stdout and stderr open: meson then waits out
+         * the test's whole timeout and reports TIMEOUT instead of the
+         * failure. SIGKILL when the test exits survives the exec. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != test)
+            _exit(127);                  /* the test is already gone */
         execv(binary, (char *const *)argv);
         fprintf(stderr, "exec %s: %s\n", binary, strerror(errno));
         _exit(127);

@@ -4,7 +4,10 @@
  * with the given flags plus --listen URI, then waits until a client can
  * connect (or the process dies, which fails the test with its exit status).
  * server_stop() sends SIGTERM and returns the exit status, so a test can
- * require a clean shutdown.
+ * require a clean shutdown. A server is SIGKILLed when the thread that
+ * started it exits (PR_SET_PDEATHSIG), so a test that fails or crashes
+ * before it stops its servers ends at once instead of leaving them to hold
+ * its output open; start servers from the test's main thread.
  */
 #ifndef RKV_TEST_SERVER_PROC_H
 #define RKV_TEST_SERVER_PROC_H
