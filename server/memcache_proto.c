@@ -13,6 +13,7 @@
 #define MAX_TOKENS 24   /* memcached's MAX_TOKENS: command + 23 arguments */
 
 #define BAD_FORMAT "bad command line format"
+#define BAD_EXPTIME "invalid exptime argument"
 
 struct line {
     const char *tok[MAX_TOKENS];
@@ -74,14 +75,19 @@ static bool parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out)
     return true;
 }
 
-/* A signed decimal in [INT32_MIN, INT32_MAX] (memcached's exptime range). */
+/* An exptime as memcached 1.6 reads one (safe_strtol: strtol into a long,
+ * then stored in an int32_t): an optionally signed decimal that fits in 64
+ * bits, of which the low 32 are the exptime as a signed number. So
+ * 4294967295 is -1 (expired), which is what clients that hold exptime in
+ * an unsigned 32-bit field (pylibmc over libmemcached) send for a negative
+ * time, and 4294967296 is 0 (no expiry) as in memcached. */
 static bool parse_exptime(const char *s, size_t n, int64_t *out)
 {
     uint64_t v;
-    bool neg = n > 0 && s[0] == '-';
-    if (!parse_u64(s + neg, n - neg, neg ? (uint64_t)INT32_MAX + 1 : INT32_MAX, &v))
+    bool neg = n > 0 && s[0] == '-', sign = n > 0 && (s[0] == '-' || s[0] == '+');
+    if (!parse_u64(s + sign, n - sign, neg ? (uint64_t)INT64_MAX + 1 : INT64_MAX, &v))
         return false;
-    *out = neg ? -(int64_t)v : (int64_t)v;
+    *out = (int32_t)(uint32_t)(neg ? 0 - v : v);
     return true;
 }
 
@@ -119,8 +125,10 @@ static enum rkv_mc_result parse_retrieval(const struct line *l, struct rkv_mc_re
 {
     unsigned first = 1;
     if (r->cmd == RKV_MC_GAT || r->cmd == RKV_MC_GATS) {
-        if (l->ntok < 3 || !parse_exptime(l->tok[1], l->tlen[1], &r->exptime))
+        if (l->ntok < 3)
             return RKV_MC_ERROR;
+        if (!parse_exptime(l->tok[1], l->tlen[1], &r->exptime))
+            return client_error(r, BAD_EXPTIME);
         first = 2;
     } else if (l->ntok < 2) {
         return RKV_MC_ERROR;
@@ -190,7 +198,7 @@ static enum rkv_mc_result parse_key_number(const struct line *l, struct rkv_mc_r
     set_key(r, l->tok[1], l->tlen[1]);
     if (r->cmd == RKV_MC_TOUCH)
         return parse_exptime(l->tok[2], l->tlen[2], &r->exptime) ? RKV_MC_OK
-                                                                   : client_error(r, "invalid exptime argument");
+                                                                   : client_error(r, BAD_EXPTIME);
     return parse_u64(l->tok[2], l->tlen[2], UINT64_MAX, &r->delta) ? RKV_MC_OK
                                                                     : client_error(r, "invalid numeric delta argument");
 }
@@ -224,7 +232,7 @@ static enum rkv_mc_result parse_admin(const struct line *l, struct rkv_mc_req *r
         if (n > 2)
             return RKV_MC_ERROR;
         if (n == 2 && !parse_exptime(l->tok[1], l->tlen[1], &r->exptime))
-            return client_error(r, BAD_FORMAT);
+            return client_error(r, BAD_EXPTIME);
         return RKV_MC_OK;
     default:
         return RKV_MC_ERROR;
@@ -302,6 +310,28 @@ static enum rkv_mc_result meta_flag(const char *t, size_t n, uint64_t allowed, s
     }
 }
 
+/* The flags from token `first` on, then the key (token 1, base64 under b). */
+static enum rkv_mc_result parse_meta_flags_key(const struct line *l, unsigned first,
+                                               uint64_t allowed, struct rkv_mc_req *r)
+{
+    enum rkv_mc_result res;
+    for (unsigned i = first; i < l->ntok; i++)
+        if ((res = meta_flag(l->tok[i], l->tlen[i], allowed, r)) != RKV_MC_OK)
+            return res;
+    if (r->mflags & RKV_MC_F('b')) {
+        long n = rkv_mc_base64_decode(l->tok[1], l->tlen[1], r->keybuf, sizeof r->keybuf);
+        if (n <= 0)
+            return client_error(r, "error decoding key");
+        r->key = r->keybuf;
+        r->key_len = (uint32_t)n;
+    } else if (!key_ok(l->tok[1], l->tlen[1])) {
+        return client_error(r, BAD_FORMAT);
+    } else {
+        set_key(r, l->tok[1], l->tlen[1]);
+    }
+    return RKV_MC_OK;
+}
+
 /* mg|md|ma <key> <flags>*  /  ms <key> <datalen> <flags>*  /  me <key> */
 static enum rkv_mc_result parse_meta(const struct line *l, struct rkv_mc_req *r)
 {
@@ -324,21 +354,10 @@ static enum rkv_mc_result parse_meta(const struct line *l, struct rkv_mc_req *r)
         r->bytes = (uint32_t)bytes;
         first = 3;
     }
-    for (unsigned i = first; i < l->ntok; i++)
-        if ((res = meta_flag(l->tok[i], l->tlen[i], allowed[r->cmd], r)) != RKV_MC_OK)
-            return res;
-    if (r->mflags & RKV_MC_F('b')) {
-        long n = rkv_mc_base64_decode(l->tok[1], l->tlen[1], r->keybuf, sizeof r->keybuf);
-        if (n <= 0)
-            return client_error(r, "error decoding key");
-        r->key = r->keybuf;
-        r->key_len = (uint32_t)n;
-    } else if (!key_ok(l->tok[1], l->tlen[1])) {
-        return client_error(r, BAD_FORMAT);
-    } else {
-        set_key(r, l->tok[1], l->tlen[1]);
-    }
-    return RKV_MC_OK;
+    res = parse_meta_flags_key(l, first, allowed[r->cmd], r);
+    if (res != RKV_MC_OK && r->cmd == RKV_MC_MS)
+        r->swallow = (uint64_t)r->bytes + 2;   /* memcached skips the data block of a refused ms */
+    return res;
 }
 
 /* ------------------------------------------------------------ dispatch */
