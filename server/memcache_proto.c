@@ -120,6 +120,20 @@ static bool noreply_at(const struct line *l, unsigned i)
     return is_cmd(l, i, "noreply");
 }
 
+/* The key list [p, end) of a retrieval command: every key valid. */
+static bool retrieval_keys(const char *p, const char *end, struct rkv_mc_req *r)
+{
+    const uint8_t *k;
+    uint32_t kn;
+    const char *pos = p;
+    r->keys = p;
+    r->keys_len = (size_t)(end - p);
+    while (rkv_mc_next_key(&pos, end, &k, &kn))
+        if (!key_ok((const char *)k, kn))
+            return false;
+    return true;
+}
+
 /* get|gets <key>*  /  gat|gats <exptime> <key>* */
 static enum rkv_mc_result parse_retrieval(const struct line *l, struct rkv_mc_req *r)
 {
@@ -134,15 +148,8 @@ static enum rkv_mc_result parse_retrieval(const struct line *l, struct rkv_mc_re
         return RKV_MC_ERROR;
     }
     /* keys: from token `first` to the end of the line (may exceed MAX_TOKENS) */
-    const char *p = l->tok[first];
-    r->keys = p;
-    r->keys_len = (size_t)(l->end - p);
-    const uint8_t *k;
-    uint32_t kn;
-    const char *pos = p;
-    while (rkv_mc_next_key(&pos, l->end, &k, &kn))
-        if (!key_ok((const char *)k, kn))
-            return client_error(r, BAD_FORMAT);
+    if (!retrieval_keys(l->tok[first], l->end, r))
+        return client_error(r, BAD_FORMAT);
     set_key(r, l->tok[first], l->tlen[first]);
     return RKV_MC_OK;
 }
@@ -414,23 +421,59 @@ static bool has_data_block(enum rkv_mc_cmd c)
     return (c >= RKV_MC_SET && c <= RKV_MC_CAS) || c == RKV_MC_MS;
 }
 
-enum rkv_mc_result rkv_mc_parse(const char *in, size_t len, uint32_t max_value,
-                                struct rkv_mc_req *req, size_t *consumed, size_t *need)
+/* The keys of a long retrieval line in [in, end), the line going on
+ * (more) or ending here: its command comes from *st (in_keys) or from the
+ * line's start (not yet in_keys; then *st learns it). */
+static enum rkv_mc_result retrieval_part(const char *in, const char *end, bool more,
+                                         struct rkv_mc_stream *st, struct rkv_mc_req *r)
+{
+    enum rkv_mc_result res = RKV_MC_OK;
+    if (!st->in_keys) {
+        struct line l;
+        tokenize(in, end, &l);
+        res = parse_line(&l, r);
+    } else {
+        r->cmd = st->cmd;
+        r->exptime = st->exptime;
+        if (!retrieval_keys(in, end, r))
+            res = client_error(r, BAD_FORMAT);
+    }
+    st->in_keys = more && res == RKV_MC_OK;
+    st->cmd = r->cmd;
+    st->exptime = r->exptime;
+    r->parted = true;
+    r->more = st->in_keys;
+    r->close = r->close || (res != RKV_MC_OK && more);   /* the rest of the line cannot be read */
+    return res;
+}
+
+static enum rkv_mc_result parse_any(const char *in, size_t len, uint32_t max_value,
+                                    struct rkv_mc_stream *st, struct rkv_mc_req *req,
+                                    size_t *consumed, size_t *need)
 {
     struct line l;
     memset(req, 0, offsetof(struct rkv_mc_req, keybuf));
     req->error = NULL;
     req->close = false;
     req->swallow = 0;
+    req->parted = req->more = false;
     *consumed = 0;
     *need = 0;
 
-    size_t limit = is_retrieval(in, len) ? RKV_MC_MAX_GET_LINE : RKV_MC_MAX_LINE;
+    bool keys = st && st->in_keys;
+    size_t limit = keys || is_retrieval(in, len) ? RKV_MC_MAX_GET_LINE : RKV_MC_MAX_LINE;
     const char *nl = memchr(in, '\n', len < limit ? len : limit);
     if (nl == NULL) {
+        const char *cut = len >= limit ? memrchr(in, ' ', limit) : NULL;
+        if (cut != NULL && st != NULL && limit == RKV_MC_MAX_GET_LINE) {
+            *consumed = (size_t)(cut - in) + 1;      /* the keys before the last space */
+            return retrieval_part(in, cut, true, st, req);
+        }
         if (len >= limit) {
             req->close = true;
             *consumed = len;
+            if (st)
+                st->in_keys = false;
             return client_error(req, "line too long");
         }
         *need = len + 1;
@@ -440,8 +483,10 @@ enum rkv_mc_result rkv_mc_parse(const char *in, size_t len, uint32_t max_value,
     const char *e = nl;
     if (e > in && e[-1] == '\r')
         e--;
-    tokenize(in, e, &l);
     *consumed = line_len;
+    if (keys)
+        return retrieval_part(in, e, false, st, req);
+    tokenize(in, e, &l);
     enum rkv_mc_result res = parse_line(&l, req);
     if (res != RKV_MC_OK || !has_data_block(req->cmd))
         return res;
@@ -465,6 +510,19 @@ enum rkv_mc_result rkv_mc_parse(const char *in, size_t len, uint32_t max_value,
     req->data = (const uint8_t *)in + line_len;
     *consumed = total;
     return RKV_MC_OK;
+}
+
+enum rkv_mc_result rkv_mc_parse(const char *in, size_t len, uint32_t max_value,
+                                struct rkv_mc_req *req, size_t *consumed, size_t *need)
+{
+    return parse_any(in, len, max_value, NULL, req, consumed, need);
+}
+
+enum rkv_mc_result rkv_mc_parse_stream(const char *in, size_t len, uint32_t max_value,
+                                       struct rkv_mc_stream *st, struct rkv_mc_req *req,
+                                       size_t *consumed, size_t *need)
+{
+    return parse_any(in, len, max_value, st, req, consumed, need);
 }
 
 bool rkv_mc_next_key(const char **pos, const char *end, const uint8_t **key, uint32_t *key_len)

@@ -290,7 +290,7 @@ static void test_admin(void **state)
 {
     struct env *e = *state;
     int fd = mc_connect(e->port);
-    exchange(fd, "version\r\n", "VERSION " RKV_VERSION_STRING "\r\n");
+    exchange(fd, "version\r\n", "VERSION 1.6.18-rkv-" RKV_VERSION_STRING "\r\n");
     exchange(fd, "verbosity 1\r\n", "OK\r\n");
     exchange(fd, "flush_all\r\n", "SERVER_ERROR flush_all is not supported by rkv: its table has no "
              "flush; delete the keys or restart the server\r\n");

@@ -122,6 +122,85 @@ static void test_framing(void **state)
     assert_int_equal(used, strlen("bogus a b\r\n"));
 }
 
+/* A retrieval line longer than RKV_MC_MAX_GET_LINE (libmemcached's mget of
+ * thousands of keys is one "get" line): served in parts, each with the
+ * complete keys so far, the command remembered until the line ends. */
+static void test_long_retrieval_line(void **state)
+{
+    (void)state;
+    struct rkv_mc_stream st = { 0 };
+    struct rkv_mc_req r;
+    size_t used, need, len = 0, off = 0, nkeys = 0, parts = 0;
+    const size_t total = 3 * RKV_MC_MAX_GET_LINE;
+    char *line = malloc(total + 64);
+    len = (size_t)sprintf(line, "gats 100");
+    unsigned want = 0;
+    while (len < total)
+        len += (size_t)sprintf(line + len, " key:%06u", want++);
+    len += (size_t)sprintf(line + len, "\r\nmn\r\n");
+    /* the plain parser still refuses it */
+    assert_int_equal(rkv_mc_parse(line, len, MAXV, &r, &used, &need), RKV_MC_CLIENT_ERROR);
+    assert_true(r.close);
+    for (;;) {
+        enum rkv_mc_result res = rkv_mc_parse_stream(line + off, len - off, MAXV, &st, &r, &used, &need);
+        assert_int_equal(res, RKV_MC_OK);
+        assert_int_equal(r.cmd, RKV_MC_GATS);
+        assert_int_equal(r.exptime, 100);
+        assert_true(r.parted);
+        assert_true(used > 0 && used <= RKV_MC_MAX_GET_LINE);
+        const char *pos = r.keys, *end = r.keys + r.keys_len;
+        const uint8_t *k;
+        uint32_t kn;
+        while (rkv_mc_next_key(&pos, end, &k, &kn)) {
+            char expect[16];
+            snprintf(expect, sizeof expect, "key:%06zu", nkeys++);
+            assert_int_equal(kn, strlen(expect));
+            assert_memory_equal(k, expect, kn);
+        }
+        off += used;
+        parts++;
+        if (!r.more)
+            break;
+        assert_true(st.in_keys);
+    }
+    assert_int_equal(nkeys, want);
+    assert_true(parts >= 3);
+    assert_false(st.in_keys);
+    assert_int_equal(rkv_mc_parse_stream(line + off, len - off, MAXV, &st, &r, &used, &need), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_MN);   /* the next command is read as one */
+
+    /* a part that ends inside a key waits for the rest */
+    st = (struct rkv_mc_stream){ .in_keys = true, .cmd = RKV_MC_GET };
+    assert_int_equal(rkv_mc_parse_stream("ke", 2, MAXV, &st, &r, &used, &need), RKV_MC_NEED_MORE);
+    assert_int_equal(need, 3);
+    assert_int_equal(rkv_mc_parse_stream("key\r\n", 5, MAXV, &st, &r, &used, &need), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_GET);
+    assert_false(r.more);
+    assert_int_equal(r.keys_len, 3);
+    /* a bad key in a later part: refused, and the connection closes */
+    st = (struct rkv_mc_stream){ .in_keys = true, .cmd = RKV_MC_GET };
+    memset(line, 'x', RKV_MC_MAX_GET_LINE);
+    line[300] = ' ';
+    assert_int_equal(rkv_mc_parse_stream(line, RKV_MC_MAX_GET_LINE, MAXV, &st, &r, &used, &need),
+                     RKV_MC_CLIENT_ERROR);
+    assert_true(r.close);
+    assert_false(st.in_keys);
+    /* no space in a whole window: a key far too long, closes */
+    st = (struct rkv_mc_stream){ .in_keys = true, .cmd = RKV_MC_GET };
+    memset(line, 'x', RKV_MC_MAX_GET_LINE);
+    assert_int_equal(rkv_mc_parse_stream(line, RKV_MC_MAX_GET_LINE, MAXV, &st, &r, &used, &need),
+                     RKV_MC_CLIENT_ERROR);
+    assert_string_equal(r.error, "line too long");
+    assert_true(r.close);
+    /* a long line that is not a retrieval still closes */
+    st = (struct rkv_mc_stream){ 0 };
+    memcpy(line, "set k ", 6);
+    assert_int_equal(rkv_mc_parse_stream(line, RKV_MC_MAX_GET_LINE, MAXV, &st, &r, &used, &need),
+                     RKV_MC_CLIENT_ERROR);
+    assert_true(r.close);
+    free(line);
+}
+
 static void test_retrieval(void **state)
 {
     (void)state;
@@ -337,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_other_commands),
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_exptime),
+        cmocka_unit_test(test_long_retrieval_line),
         cmocka_unit_test(test_meta_set_refused_swallows),
         cmocka_unit_test(test_base64),
     };
