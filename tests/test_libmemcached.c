@@ -23,6 +23,9 @@
  *    librkv with ketama placement over the same names and weights finds
  *    every one on the server libmemcached chose, and every server has some.
  * 5. The reverse: librkv writes N keys with ketama, pylibmc reads them all.
+ * 6. libmemcached's spymemcached-compatible ketama (distribution "consistent
+ *    ketama spy", weighted) writes N keys; librkv finds them all with the
+ *    servers named as that mode names them (name=/HOST:PORT).
  *
  * N is RKV_TEST_LIBMEMCACHED_KEYS, default 10000. Skipped (exit 77) when
  * /usr/bin/python3 has no pylibmc or a libmemcached tool is missing
@@ -57,6 +60,7 @@ struct env {
     char dir[64];                 /* the python client, its reports */
     rkv_client *one;              /* server 0 alone */
     rkv_client *ring;             /* ketama over the three, named as libmemcached names them */
+    rkv_client *spy;              /* the same, named as libmemcached's spymemcached mode names them */
 };
 
 /* ------------------------------------------------------------ the client */
@@ -164,11 +168,14 @@ static const char client_py[] =
     "    # libmemcached's libketama-compatible continuum: MD5, 160 points per\n"
     "    # server at an even share, the weight after the second colon\n"
     "    servers = ['127.0.0.1:%d' % ports[0], '127.0.0.1:%d:2' % ports[1], '127.0.0.1:%d' % ports[2]]\n"
-    "    c = Raw(servers, behaviors={'ketama_weighted': True})\n"
+    "    behaviors = {'ketama_weighted': True}\n"
+    "    if mode == 'spy-write':   # spymemcached's labels: '/HOST:PORT-i'\n"
+    "        behaviors['distribution'] = 'consistent ketama spy'\n"
+    "    c = Raw(servers, behaviors=behaviors)\n"
     "    prefix, count = sys.argv[4], int(sys.argv[5])\n"
     "    for start in range(0, count, 500):\n"
     "        items = [item(prefix, i) for i in range(start, min(count, start + 500))]\n"
-    "        if mode == 'ring-write':\n"
+    "        if mode != 'ring-read':\n"
     "            failed = c.set_multi({k: (v, f) for k, v, f in items})\n"
     "            check('set_multi', failed, [])\n"
     "        else:\n"
@@ -223,6 +230,7 @@ static int teardown(void **state)
         return 0;
     rkv_close(e->one);
     rkv_close(e->ring);
+    rkv_close(e->spy);
     for (unsigned i = 0; i < NSERVERS; i++)
         if (e->sp[i].pid > 0 && server_stop(&e->sp[i]) != 0)
             rc = -1;
@@ -263,7 +271,13 @@ static int setup(void **state)
              "%s?placement=ketama&tcp=127.0.0.1:%u,%s?tcp=127.0.0.1:%u&weight=2,%s?tcp=127.0.0.1:%u",
              e->sp[0].uri, e->port[0], e->sp[1].uri, e->port[1], e->sp[2].uri, e->port[2]);
     e->ring = connect_retry(list, NULL, 20000);
-    if (e->one == NULL || e->ring == NULL) {
+    /* its spymemcached mode names them "/HOST:PORT", whatever the port */
+    snprintf(list, sizeof list,
+             "%s?placement=ketama&name=/127.0.0.1:%u,%s?name=/127.0.0.1:%u&weight=2,"
+             "%s?name=/127.0.0.1:%u",
+             e->sp[0].uri, e->port[0], e->sp[1].uri, e->port[1], e->sp[2].uri, e->port[2]);
+    e->spy = connect_retry(list, NULL, 20000);
+    if (e->one == NULL || e->ring == NULL || e->spy == NULL) {
         fprintf(stderr, "librkv: %s\n", rkv_last_error(NULL));
         return -1;
     }
@@ -399,40 +413,53 @@ static void test_tools(void **state)
 
 /* ------------------------------------------------------------ ketama */
 
-static void test_ketama_libmemcached_to_librkv(void **state)
+/* libmemcached (`mode` of client_py) writes nkeys keys of `prefix` to the
+ * three servers; kv, a ketama handle over them, finds every one. */
+static void ring_to_librkv(struct env *e, rkv_client *kv, const char *mode, const char *prefix)
 {
-    struct env *e = *state;
     static char want[4096], got[4096];
     char key[32], args[64];
     uint64_t before[NSERVERS], items, total = 0;
     for (unsigned s = 0; s < NSERVERS; s++)
-        assert_true(server_stat(e->ring, s, "items", &before[s]));
-    snprintf(args, sizeof args, "lk:p %u", nkeys);
-    assert_int_equal(run_client(e, "ring-write", args), 0);
+        assert_true(server_stat(kv, s, "items", &before[s]));
+    snprintf(args, sizeof args, "%s %u", prefix, nkeys);
+    assert_int_equal(run_client(e, mode, args), 0);
     unsigned bad = 0;
     for (unsigned i = 0; i < nkeys; i++) {
         uint32_t flags;
-        size_t n = item("lk:p", i, key, want, &flags), len = 0;
+        size_t n = item(prefix, i, key, want, &flags), len = 0;
         struct rkv_item_info info;
-        rkv_status st = rkv_get(e->ring, key, strlen(key), got, sizeof got, &len, &info);
+        rkv_status st = rkv_get(kv, key, strlen(key), got, sizeof got, &len, &info);
         if (st != RKV_OK || len != n || memcmp(got, want, n) != 0 || info.user_flags != flags) {
             if (bad++ < 5)
                 print_message("%s (ketama: server %u): %s, %zu bytes, flags %u; libmemcached "
                               "wrote %zu bytes, flags %u\n", key,
-                              rkv_shard_of(e->ring, key, strlen(key)), rkv_strerror(st), len,
+                              rkv_shard_of(kv, key, strlen(key)), rkv_strerror(st), len,
                               info.user_flags, n, flags);
         }
     }
-    print_message("librkv read %u keys libmemcached placed: %u wrong\n", nkeys, bad);
+    print_message("librkv read %u keys libmemcached placed (%s): %u wrong\n", nkeys, mode, bad);
     assert_int_equal(bad, 0);
     for (unsigned s = 0; s < NSERVERS; s++) {
-        assert_true(server_stat(e->ring, s, "items", &items));
+        assert_true(server_stat(kv, s, "items", &items));
         print_message("server %u (weight %u): %llu of libmemcached's keys\n", s, s == 1 ? 2 : 1,
                       (unsigned long long)(items - before[s]));
         assert_true(items > before[s]);               /* libmemcached used every server */
         total += items - before[s];
     }
     assert_int_equal(total, nkeys);
+}
+
+static void test_ketama_libmemcached_to_librkv(void **state)
+{
+    ring_to_librkv(*state, ((struct env *)*state)->ring, "ring-write", "lk:p");
+}
+
+/* libmemcached's MEMCACHED_DISTRIBUTION_CONSISTENT_KETAMA_SPY, weighted:
+ * the same continuum over other labels, which name= gives librkv. */
+static void test_ketama_spy_libmemcached_to_librkv(void **state)
+{
+    ring_to_librkv(*state, ((struct env *)*state)->spy, "spy-write", "lk:s");
 }
 
 static void test_ketama_librkv_to_libmemcached(void **state)
@@ -483,6 +510,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tools),
         cmocka_unit_test(test_ketama_libmemcached_to_librkv),
         cmocka_unit_test(test_ketama_librkv_to_libmemcached),
+        cmocka_unit_test(test_ketama_spy_libmemcached_to_librkv),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
