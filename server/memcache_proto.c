@@ -443,7 +443,9 @@ static enum rkv_mc_result retrieval_part(const char *in, const char *end, bool m
     st->exptime = r->exptime;
     r->parted = true;
     r->more = st->in_keys;
-    r->close = r->close || (res != RKV_MC_OK && more);   /* the rest of the line cannot be read */
+    /* an error in a part: the rest of the line cannot be told from the next
+     * command, and the parts before went out as VALUEs already */
+    r->close = r->close || res != RKV_MC_OK;
     return res;
 }
 

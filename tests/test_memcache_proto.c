@@ -185,6 +185,12 @@ static void test_long_retrieval_line(void **state)
                      RKV_MC_CLIENT_ERROR);
     assert_true(r.close);
     assert_false(st.in_keys);
+    /* ... and in the part that ends the line (values of earlier parts went out) */
+    st = (struct rkv_mc_stream){ .in_keys = true, .cmd = RKV_MC_GET };
+    assert_int_equal(rkv_mc_parse_stream("a b\x01c\r\n", 7, MAXV, &st, &r, &used, &need),
+                     RKV_MC_CLIENT_ERROR);
+    assert_true(r.close);
+    assert_false(st.in_keys);
     /* no space in a whole window: a key far too long, closes */
     st = (struct rkv_mc_stream){ .in_keys = true, .cmd = RKV_MC_GET };
     memset(line, 'x', RKV_MC_MAX_GET_LINE);
