@@ -473,6 +473,10 @@ static void stats_general(struct mc *m)
     for (size_t i = 0; i < RKV_ARRAY_SIZE(counters); i++)
         stat_line(m, counters[i].name, sum(counters[i].off, srv->nworkers));
     stat_line(m, "curr_items", ts.items);
+    /* what memcached monitoring reads (libmemcached's memcached_stat_st, memcstat) */
+    stat_line(m, "bytes", ts.bytes_used);
+    stat_line(m, "limit_maxbytes", ts.heap_bytes);
+    stat_line(m, "evictions", ts.evictions);
     /* then everything rkv counts, with an rkv_ prefix ("name value" lines) */
     size_t n = rkv_server_stats_text(srv, text, sizeof text);
     for (char *s = text, *e; s < text + n && (e = memchr(s, '\n', (size_t)(text + n - s))); s = e + 1)
