@@ -32,6 +32,12 @@
 #include "tcp_server.h"
 #include "util.h"
 
+/* What "version" and "stats" answer: the memcached release whose protocol
+ * the door speaks, then rkv's own. Clients parse a memcached version out of
+ * it (libmemcached reads MAJOR.MINOR.MICRO and refuses a major version of 0,
+ * which failed memcstat, memcping and every memcached_version() call). */
+#define RKV_MC_VERSION_STRING "1.6.18-rkv-" RKV_VERSION_STRING
+
 #define READ_TRIES   16    /* copies of an item that raced a writer before giving up */
 #define RMW_TRIES    1024  /* CAS-loop rounds of append/prepend/touch (each lost
                               * round is another writer's success) */
@@ -302,9 +308,12 @@ static void do_retrieval(struct mc *m, const struct rkv_mc_req *r)
         rkv_tcp_out_rewind(m->c, mark);
         m->full = false;
         outs(m, "SERVER_ERROR out of memory writing get response\r\n");
+        if (r->parted)   /* values of the line's earlier parts went out already */
+            rkv_tcp_close_after_output(m->c, "get response too large");
         return;
     }
-    outs(m, "END\r\n");
+    if (!r->more)
+        outs(m, "END\r\n");
 }
 
 /* ------------------------------------------------------------ storage */
@@ -455,7 +464,7 @@ static void stats_general(struct mc *m)
     stat_line(m, "pid", (uint64_t)getpid());
     stat_line(m, "uptime", (rkv_now_ns() - srv->start_ns) / 1000000000ull);
     stat_line(m, "time", (uint64_t)time(NULL));
-    outf(m, "STAT version %s\r\n", RKV_VERSION_STRING);
+    outf(m, "STAT version %s\r\n", RKV_MC_VERSION_STRING);
     stat_line(m, "pointer_size", sizeof(void *) * 8);
     stat_line(m, "curr_connections", atomic_load(&srv->conns_authed));
     stat_line(m, "total_connections", atomic_load(&srv->conns_total));
@@ -464,6 +473,10 @@ static void stats_general(struct mc *m)
     for (size_t i = 0; i < RKV_ARRAY_SIZE(counters); i++)
         stat_line(m, counters[i].name, sum(counters[i].off, srv->nworkers));
     stat_line(m, "curr_items", ts.items);
+    /* what memcached monitoring reads (libmemcached's memcached_stat_st, memcstat) */
+    stat_line(m, "bytes", ts.bytes_used);
+    stat_line(m, "limit_maxbytes", ts.heap_bytes);
+    stat_line(m, "evictions", ts.evictions);
     /* then everything rkv counts, with an rkv_ prefix ("name value" lines) */
     size_t n = rkv_server_stats_text(srv, text, sizeof text);
     for (char *s = text, *e; s < text + n && (e = memchr(s, '\n', (size_t)(text + n - s))); s = e + 1)
@@ -708,7 +721,7 @@ static void execute(struct mc *m, const struct rkv_mc_req *r)
     case RKV_MC_MA: do_ma(m, r); break;
     case RKV_MC_MN: outs(m, "MN\r\n"); break;
     case RKV_MC_STATS: do_stats(m, r); break;
-    case RKV_MC_VERSION: outs(m, "VERSION " RKV_VERSION_STRING "\r\n"); break;
+    case RKV_MC_VERSION: outs(m, "VERSION " RKV_MC_VERSION_STRING "\r\n"); break;
     case RKV_MC_VERBOSITY:
         if (!r->noreply)
             outs(m, "OK\r\n");
@@ -752,8 +765,9 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
     size_t len = msg.len, need = 0;
     while (consumed < len && !rkv_tcp_out_backed_up(m.c)) {
         size_t used;
-        enum rkv_mc_result res = rkv_mc_parse(in + consumed, len - consumed, m.g->max_value_len,
-                                              &req, &used, &need);
+        enum rkv_mc_result res = rkv_mc_parse_stream(in + consumed, len - consumed,
+                                                     m.g->max_value_len, rkv_tcp_mc_stream(m.c),
+                                                     &req, &used, &need);
         if (res == RKV_MC_NEED_MORE)
             break;
         need = 0;

@@ -13,6 +13,7 @@
 #define MAX_TOKENS 24   /* memcached's MAX_TOKENS: command + 23 arguments */
 
 #define BAD_FORMAT "bad command line format"
+#define BAD_EXPTIME "invalid exptime argument"
 
 struct line {
     const char *tok[MAX_TOKENS];
@@ -74,14 +75,19 @@ static bool parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out)
     return true;
 }
 
-/* A signed decimal in [INT32_MIN, INT32_MAX] (memcached's exptime range). */
+/* An exptime as memcached 1.6 reads one (safe_strtol: strtol into a long,
+ * then stored in an int32_t): an optionally signed decimal that fits in 64
+ * bits, of which the low 32 are the exptime as a signed number. So
+ * 4294967295 is -1 (expired), which is what clients that hold exptime in
+ * an unsigned 32-bit field (pylibmc over libmemcached) send for a negative
+ * time, and 4294967296 is 0 (no expiry) as in memcached. */
 static bool parse_exptime(const char *s, size_t n, int64_t *out)
 {
     uint64_t v;
-    bool neg = n > 0 && s[0] == '-';
-    if (!parse_u64(s + neg, n - neg, neg ? (uint64_t)INT32_MAX + 1 : INT32_MAX, &v))
+    bool neg = n > 0 && s[0] == '-', sign = n > 0 && (s[0] == '-' || s[0] == '+');
+    if (!parse_u64(s + sign, n - sign, neg ? (uint64_t)INT64_MAX + 1 : INT64_MAX, &v))
         return false;
-    *out = neg ? -(int64_t)v : (int64_t)v;
+    *out = (int32_t)(uint32_t)(neg ? 0 - v : v);
     return true;
 }
 
@@ -114,27 +120,36 @@ static bool noreply_at(const struct line *l, unsigned i)
     return is_cmd(l, i, "noreply");
 }
 
+/* The key list [p, end) of a retrieval command: every key valid. */
+static bool retrieval_keys(const char *p, const char *end, struct rkv_mc_req *r)
+{
+    const uint8_t *k;
+    uint32_t kn;
+    const char *pos = p;
+    r->keys = p;
+    r->keys_len = (size_t)(end - p);
+    while (rkv_mc_next_key(&pos, end, &k, &kn))
+        if (!key_ok((const char *)k, kn))
+            return false;
+    return true;
+}
+
 /* get|gets <key>*  /  gat|gats <exptime> <key>* */
 static enum rkv_mc_result parse_retrieval(const struct line *l, struct rkv_mc_req *r)
 {
     unsigned first = 1;
     if (r->cmd == RKV_MC_GAT || r->cmd == RKV_MC_GATS) {
-        if (l->ntok < 3 || !parse_exptime(l->tok[1], l->tlen[1], &r->exptime))
+        if (l->ntok < 3)
             return RKV_MC_ERROR;
+        if (!parse_exptime(l->tok[1], l->tlen[1], &r->exptime))
+            return client_error(r, BAD_EXPTIME);
         first = 2;
     } else if (l->ntok < 2) {
         return RKV_MC_ERROR;
     }
     /* keys: from token `first` to the end of the line (may exceed MAX_TOKENS) */
-    const char *p = l->tok[first];
-    r->keys = p;
-    r->keys_len = (size_t)(l->end - p);
-    const uint8_t *k;
-    uint32_t kn;
-    const char *pos = p;
-    while (rkv_mc_next_key(&pos, l->end, &k, &kn))
-        if (!key_ok((const char *)k, kn))
-            return client_error(r, BAD_FORMAT);
+    if (!retrieval_keys(l->tok[first], l->end, r))
+        return client_error(r, BAD_FORMAT);
     set_key(r, l->tok[first], l->tlen[first]);
     return RKV_MC_OK;
 }
@@ -190,7 +205,7 @@ static enum rkv_mc_result parse_key_number(const struct line *l, struct rkv_mc_r
     set_key(r, l->tok[1], l->tlen[1]);
     if (r->cmd == RKV_MC_TOUCH)
         return parse_exptime(l->tok[2], l->tlen[2], &r->exptime) ? RKV_MC_OK
-                                                                   : client_error(r, "invalid exptime argument");
+                                                                   : client_error(r, BAD_EXPTIME);
     return parse_u64(l->tok[2], l->tlen[2], UINT64_MAX, &r->delta) ? RKV_MC_OK
                                                                     : client_error(r, "invalid numeric delta argument");
 }
@@ -224,7 +239,7 @@ static enum rkv_mc_result parse_admin(const struct line *l, struct rkv_mc_req *r
         if (n > 2)
             return RKV_MC_ERROR;
         if (n == 2 && !parse_exptime(l->tok[1], l->tlen[1], &r->exptime))
-            return client_error(r, BAD_FORMAT);
+            return client_error(r, BAD_EXPTIME);
         return RKV_MC_OK;
     default:
         return RKV_MC_ERROR;
@@ -302,6 +317,28 @@ static enum rkv_mc_result meta_flag(const char *t, size_t n, uint64_t allowed, s
     }
 }
 
+/* The flags from token `first` on, then the key (token 1, base64 under b). */
+static enum rkv_mc_result parse_meta_flags_key(const struct line *l, unsigned first,
+                                               uint64_t allowed, struct rkv_mc_req *r)
+{
+    enum rkv_mc_result res;
+    for (unsigned i = first; i < l->ntok; i++)
+        if ((res = meta_flag(l->tok[i], l->tlen[i], allowed, r)) != RKV_MC_OK)
+            return res;
+    if (r->mflags & RKV_MC_F('b')) {
+        long n = rkv_mc_base64_decode(l->tok[1], l->tlen[1], r->keybuf, sizeof r->keybuf);
+        if (n <= 0)
+            return client_error(r, "error decoding key");
+        r->key = r->keybuf;
+        r->key_len = (uint32_t)n;
+    } else if (!key_ok(l->tok[1], l->tlen[1])) {
+        return client_error(r, BAD_FORMAT);
+    } else {
+        set_key(r, l->tok[1], l->tlen[1]);
+    }
+    return RKV_MC_OK;
+}
+
 /* mg|md|ma <key> <flags>*  /  ms <key> <datalen> <flags>*  /  me <key> */
 static enum rkv_mc_result parse_meta(const struct line *l, struct rkv_mc_req *r)
 {
@@ -324,21 +361,10 @@ static enum rkv_mc_result parse_meta(const struct line *l, struct rkv_mc_req *r)
         r->bytes = (uint32_t)bytes;
         first = 3;
     }
-    for (unsigned i = first; i < l->ntok; i++)
-        if ((res = meta_flag(l->tok[i], l->tlen[i], allowed[r->cmd], r)) != RKV_MC_OK)
-            return res;
-    if (r->mflags & RKV_MC_F('b')) {
-        long n = rkv_mc_base64_decode(l->tok[1], l->tlen[1], r->keybuf, sizeof r->keybuf);
-        if (n <= 0)
-            return client_error(r, "error decoding key");
-        r->key = r->keybuf;
-        r->key_len = (uint32_t)n;
-    } else if (!key_ok(l->tok[1], l->tlen[1])) {
-        return client_error(r, BAD_FORMAT);
-    } else {
-        set_key(r, l->tok[1], l->tlen[1]);
-    }
-    return RKV_MC_OK;
+    res = parse_meta_flags_key(l, first, allowed[r->cmd], r);
+    if (res != RKV_MC_OK && r->cmd == RKV_MC_MS)
+        r->swallow = (uint64_t)r->bytes + 2;   /* memcached skips the data block of a refused ms */
+    return res;
 }
 
 /* ------------------------------------------------------------ dispatch */
@@ -395,23 +421,61 @@ static bool has_data_block(enum rkv_mc_cmd c)
     return (c >= RKV_MC_SET && c <= RKV_MC_CAS) || c == RKV_MC_MS;
 }
 
-enum rkv_mc_result rkv_mc_parse(const char *in, size_t len, uint32_t max_value,
-                                struct rkv_mc_req *req, size_t *consumed, size_t *need)
+/* The keys of a long retrieval line in [in, end), the line going on
+ * (more) or ending here: its command comes from *st (in_keys) or from the
+ * line's start (not yet in_keys; then *st learns it). */
+static enum rkv_mc_result retrieval_part(const char *in, const char *end, bool more,
+                                         struct rkv_mc_stream *st, struct rkv_mc_req *r)
+{
+    enum rkv_mc_result res = RKV_MC_OK;
+    if (!st->in_keys) {
+        struct line l;
+        tokenize(in, end, &l);
+        res = parse_line(&l, r);
+    } else {
+        r->cmd = st->cmd;
+        r->exptime = st->exptime;
+        if (!retrieval_keys(in, end, r))
+            res = client_error(r, BAD_FORMAT);
+    }
+    st->in_keys = more && res == RKV_MC_OK;
+    st->cmd = r->cmd;
+    st->exptime = r->exptime;
+    r->parted = true;
+    r->more = st->in_keys;
+    /* an error in a part: the rest of the line cannot be told from the next
+     * command, and the parts before went out as VALUEs already */
+    r->close = r->close || res != RKV_MC_OK;
+    return res;
+}
+
+static enum rkv_mc_result parse_any(const char *in, size_t len, uint32_t max_value,
+                                    struct rkv_mc_stream *st, struct rkv_mc_req *req,
+                                    size_t *consumed, size_t *need)
 {
     struct line l;
     memset(req, 0, offsetof(struct rkv_mc_req, keybuf));
     req->error = NULL;
     req->close = false;
     req->swallow = 0;
+    req->parted = req->more = false;
     *consumed = 0;
     *need = 0;
 
-    size_t limit = is_retrieval(in, len) ? RKV_MC_MAX_GET_LINE : RKV_MC_MAX_LINE;
+    bool keys = st && st->in_keys;
+    size_t limit = keys || is_retrieval(in, len) ? RKV_MC_MAX_GET_LINE : RKV_MC_MAX_LINE;
     const char *nl = memchr(in, '\n', len < limit ? len : limit);
     if (nl == NULL) {
+        const char *cut = len >= limit ? memrchr(in, ' ', limit) : NULL;
+        if (cut != NULL && st != NULL && limit == RKV_MC_MAX_GET_LINE) {
+            *consumed = (size_t)(cut - in) + 1;      /* the keys before the last space */
+            return retrieval_part(in, cut, true, st, req);
+        }
         if (len >= limit) {
             req->close = true;
             *consumed = len;
+            if (st)
+                st->in_keys = false;
             return client_error(req, "line too long");
         }
         *need = len + 1;
@@ -421,8 +485,10 @@ enum rkv_mc_result rkv_mc_parse(const char *in, size_t len, uint32_t max_value,
     const char *e = nl;
     if (e > in && e[-1] == '\r')
         e--;
-    tokenize(in, e, &l);
     *consumed = line_len;
+    if (keys)
+        return retrieval_part(in, e, false, st, req);
+    tokenize(in, e, &l);
     enum rkv_mc_result res = parse_line(&l, req);
     if (res != RKV_MC_OK || !has_data_block(req->cmd))
         return res;
@@ -446,6 +512,19 @@ enum rkv_mc_result rkv_mc_parse(const char *in, size_t len, uint32_t max_value,
     req->data = (const uint8_t *)in + line_len;
     *consumed = total;
     return RKV_MC_OK;
+}
+
+enum rkv_mc_result rkv_mc_parse(const char *in, size_t len, uint32_t max_value,
+                                struct rkv_mc_req *req, size_t *consumed, size_t *need)
+{
+    return parse_any(in, len, max_value, NULL, req, consumed, need);
+}
+
+enum rkv_mc_result rkv_mc_parse_stream(const char *in, size_t len, uint32_t max_value,
+                                       struct rkv_mc_stream *st, struct rkv_mc_req *req,
+                                       size_t *consumed, size_t *need)
+{
+    return parse_any(in, len, max_value, st, req, consumed, need);
 }
 
 bool rkv_mc_next_key(const char **pos, const char *end, const uint8_t **key, uint32_t *key_len)

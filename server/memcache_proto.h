@@ -9,7 +9,10 @@
  * memcached 1.6's protocol.txt: lines end in "\r\n" (a bare "\n" is
  * accepted), keys are 1..250 bytes without control characters, a command
  * line is at most RKV_MC_MAX_LINE bytes (retrieval lines, which carry many
- * keys, RKV_MC_MAX_GET_LINE). The binary protocol is not spoken.
+ * keys, RKV_MC_MAX_GET_LINE). A longer retrieval line is served in parts
+ * by rkv_mc_parse_stream(), as memcached serves multigets of any length
+ * (libmemcached sends one "get" line for all the keys of an mget). The
+ * binary protocol is not spoken.
  */
 #ifndef RKV_MEMCACHE_PROTO_H
 #define RKV_MEMCACHE_PROTO_H
@@ -76,6 +79,16 @@ struct rkv_mc_req {
     const char *error;         /* reason after CLIENT_ERROR / SERVER_ERROR */
     bool close;                /* close the connection after answering (memcached does) */
     uint64_t swallow;          /* bytes after *consumed to discard unseen (a refused data block) */
+    bool parted;               /* retrieval: a part of a line too long for one (rkv_mc_parse_stream) */
+    bool more;                 /* ... and not its last: more keys follow (no END yet) */
+};
+
+/* A connection's place inside a retrieval line longer than
+ * RKV_MC_MAX_GET_LINE (rkv_mc_parse_stream); zero-initialised = not in one. */
+struct rkv_mc_stream {
+    bool in_keys;              /* the input continues a retrieval line's key list */
+    enum rkv_mc_cmd cmd;       /* its command: get, gets, gat or gats */
+    int64_t exptime;           /* gat/gats: its exptime */
 };
 
 /* Parse the first command of in[0..len). max_value: the largest data block
@@ -85,6 +98,16 @@ struct rkv_mc_req {
  * are done with (the whole command, or the line in error). */
 enum rkv_mc_result rkv_mc_parse(const char *in, size_t len, uint32_t max_value,
                                 struct rkv_mc_req *req, size_t *consumed, size_t *need);
+
+/* rkv_mc_parse() for a connection's stream: a retrieval line with no end
+ * within RKV_MC_MAX_GET_LINE bytes is returned in parts, each RKV_MC_OK
+ * with the complete keys so far and req->more set (answer them, no END);
+ * *st remembers the command until the part that ends the line (more
+ * false). A part with no complete key in RKV_MC_MAX_GET_LINE bytes (a key
+ * far over 250 bytes) is "line too long" and closes. */
+enum rkv_mc_result rkv_mc_parse_stream(const char *in, size_t len, uint32_t max_value,
+                                       struct rkv_mc_stream *st, struct rkv_mc_req *req,
+                                       size_t *consumed, size_t *need);
 
 /* The next key of a retrieval command's key list; false at the end. */
 bool rkv_mc_next_key(const char **pos, const char *end, const uint8_t **key, uint32_t *key_len);

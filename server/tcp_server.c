@@ -70,6 +70,7 @@ struct rkv_sconn {
     bool eof;                /* the peer shut down its sending side */
     bool dead;
     const char *close_after; /* close once output is written, and why */
+    struct rkv_mc_stream mc; /* inside a long retrieval line (memcache_exec.c) */
     char peer[64];
 };
 
@@ -281,6 +282,11 @@ static const char *tcp_peer(struct rkv_sconn *c)
 }
 
 /* ------------------------------------------------------------ stream view */
+
+struct rkv_mc_stream *rkv_tcp_mc_stream(struct rkv_sconn *c)
+{
+    return &c->mc;
+}
 
 bool rkv_tcp_want_input(struct rkv_sconn *c, size_t n)
 {

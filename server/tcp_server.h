@@ -68,6 +68,9 @@ bool rkv_tcp_out_backed_up(const struct rkv_sconn *c);
 /* Close once the output is written (quit, refused connection). */
 void rkv_tcp_close_after_output(struct rkv_sconn *c, const char *why);
 
+/* The connection's place in a long retrieval line (rkv_mc_parse_stream). */
+struct rkv_mc_stream *rkv_tcp_mc_stream(struct rkv_sconn *c);
+
 /* Whether every address HOST resolves to is a loopback address. */
 bool rkv_tcp_is_loopback(const char *host_port);
 

@@ -290,7 +290,7 @@ static void test_admin(void **state)
 {
     struct env *e = *state;
     int fd = mc_connect(e->port);
-    exchange(fd, "version\r\n", "VERSION " RKV_VERSION_STRING "\r\n");
+    exchange(fd, "version\r\n", "VERSION 1.6.18-rkv-" RKV_VERSION_STRING "\r\n");
     exchange(fd, "verbosity 1\r\n", "OK\r\n");
     exchange(fd, "flush_all\r\n", "SERVER_ERROR flush_all is not supported by rkv: its table has no "
              "flush; delete the keys or restart the server\r\n");
@@ -396,6 +396,47 @@ static void test_pipelining(void **state)
     free(want);
     free(got);
     close(fd);
+}
+
+/* A get line far over 64 KiB (libmemcached sends one for a whole mget):
+ * answered as memcached answers it, in order, then the next command; a bad
+ * key in a later part of such a line gets memcached's error and closes. */
+static void test_long_multiget(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    size_t cap = 400000, n = 0;   /* 20,000 keys of 17 bytes and the rest */
+    char *line = malloc(cap);
+    exchange(fd, "set lg:1 1 0 2\r\nv1\r\n", "STORED\r\n");
+    exchange(fd, "set lg:2 2 0 2\r\nv2\r\n", "STORED\r\n");
+    exchange(fd, "set lg:3 3 0 2\r\nv3\r\n", "STORED\r\n");
+    n += (size_t)sprintf(line, "get lg:1");
+    for (unsigned i = 0; i < 20000; i++) {
+        n += (size_t)sprintf(line + n, " lg:missing:%05u", i);
+        if (i == 10000)
+            n += (size_t)sprintf(line + n, " lg:2");
+    }
+    assert_true(n > 3 * 65536 && n < cap - 64);
+    n += (size_t)sprintf(line + n, " lg:3\r\nmn\r\n");
+    exchange(fd, line, "VALUE lg:1 1 2\r\nv1\r\nVALUE lg:2 2 2\r\nv2\r\n"
+             "VALUE lg:3 3 2\r\nv3\r\nEND\r\nMN\r\n");
+    close(fd);
+
+    fd = mc_connect(e->port);
+    n = (size_t)sprintf(line, "get");
+    for (unsigned i = 0; i < 10000; i++)
+        n += (size_t)sprintf(line + n, " lg:missing:%05u", i);
+    line[n++] = ' ';
+    memset(line + n, 'k', 251);             /* one byte over memcached's key limit */
+    n += 251;
+    n += (size_t)sprintf(line + n, " lg:1\r\n");
+    send_all(fd, line, n);
+    char got[64] = "";
+    read_line(fd, got, sizeof got);
+    assert_string_equal(got, "CLIENT_ERROR bad command line format\r\n");
+    assert_true(closed_by_server(fd));
+    close(fd);
+    free(line);
 }
 
 static void test_errors(void **state)
@@ -878,6 +919,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_long_multiget),
         cmocka_unit_test(test_two_doors),
         cmocka_unit_test(test_append_atomic),
         cmocka_unit_test(test_garbage),

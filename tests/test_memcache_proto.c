@@ -122,6 +122,91 @@ static void test_framing(void **state)
     assert_int_equal(used, strlen("bogus a b\r\n"));
 }
 
+/* A retrieval line longer than RKV_MC_MAX_GET_LINE (libmemcached's mget of
+ * thousands of keys is one "get" line): served in parts, each with the
+ * complete keys so far, the command remembered until the line ends. */
+static void test_long_retrieval_line(void **state)
+{
+    (void)state;
+    struct rkv_mc_stream st = { 0 };
+    struct rkv_mc_req r;
+    size_t used, need, len = 0, off = 0, nkeys = 0, parts = 0;
+    const size_t total = 3 * RKV_MC_MAX_GET_LINE;
+    char *line = malloc(total + 64);
+    len = (size_t)sprintf(line, "gats 100");
+    unsigned want = 0;
+    while (len < total)
+        len += (size_t)sprintf(line + len, " key:%06u", want++);
+    len += (size_t)sprintf(line + len, "\r\nmn\r\n");
+    /* the plain parser still refuses it */
+    assert_int_equal(rkv_mc_parse(line, len, MAXV, &r, &used, &need), RKV_MC_CLIENT_ERROR);
+    assert_true(r.close);
+    for (;;) {
+        enum rkv_mc_result res = rkv_mc_parse_stream(line + off, len - off, MAXV, &st, &r, &used, &need);
+        assert_int_equal(res, RKV_MC_OK);
+        assert_int_equal(r.cmd, RKV_MC_GATS);
+        assert_int_equal(r.exptime, 100);
+        assert_true(r.parted);
+        assert_true(used > 0 && used <= RKV_MC_MAX_GET_LINE);
+        const char *pos = r.keys, *end = r.keys + r.keys_len;
+        const uint8_t *k;
+        uint32_t kn;
+        while (rkv_mc_next_key(&pos, end, &k, &kn)) {
+            char expect[16];
+            snprintf(expect, sizeof expect, "key:%06zu", nkeys++);
+            assert_int_equal(kn, strlen(expect));
+            assert_memory_equal(k, expect, kn);
+        }
+        off += used;
+        parts++;
+        if (!r.more)
+            break;
+        assert_true(st.in_keys);
+    }
+    assert_int_equal(nkeys, want);
+    assert_true(parts >= 3);
+    assert_false(st.in_keys);
+    assert_int_equal(rkv_mc_parse_stream(line + off, len - off, MAXV, &st, &r, &used, &need), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_MN);   /* the next command is read as one */
+
+    /* a part that ends inside a key waits for the rest */
+    st = (struct rkv_mc_stream){ .in_keys = true, .cmd = RKV_MC_GET };
+    assert_int_equal(rkv_mc_parse_stream("ke", 2, MAXV, &st, &r, &used, &need), RKV_MC_NEED_MORE);
+    assert_int_equal(need, 3);
+    assert_int_equal(rkv_mc_parse_stream("key\r\n", 5, MAXV, &st, &r, &used, &need), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_GET);
+    assert_false(r.more);
+    assert_int_equal(r.keys_len, 3);
+    /* a bad key in a later part: refused, and the connection closes */
+    st = (struct rkv_mc_stream){ .in_keys = true, .cmd = RKV_MC_GET };
+    memset(line, 'x', RKV_MC_MAX_GET_LINE);
+    line[300] = ' ';
+    assert_int_equal(rkv_mc_parse_stream(line, RKV_MC_MAX_GET_LINE, MAXV, &st, &r, &used, &need),
+                     RKV_MC_CLIENT_ERROR);
+    assert_true(r.close);
+    assert_false(st.in_keys);
+    /* ... and in the part that ends the line (values of earlier parts went out) */
+    st = (struct rkv_mc_stream){ .in_keys = true, .cmd = RKV_MC_GET };
+    assert_int_equal(rkv_mc_parse_stream("a b\x01c\r\n", 7, MAXV, &st, &r, &used, &need),
+                     RKV_MC_CLIENT_ERROR);
+    assert_true(r.close);
+    assert_false(st.in_keys);
+    /* no space in a whole window: a key far too long, closes */
+    st = (struct rkv_mc_stream){ .in_keys = true, .cmd = RKV_MC_GET };
+    memset(line, 'x', RKV_MC_MAX_GET_LINE);
+    assert_int_equal(rkv_mc_parse_stream(line, RKV_MC_MAX_GET_LINE, MAXV, &st, &r, &used, &need),
+                     RKV_MC_CLIENT_ERROR);
+    assert_string_equal(r.error, "line too long");
+    assert_true(r.close);
+    /* a long line that is not a retrieval still closes */
+    st = (struct rkv_mc_stream){ 0 };
+    memcpy(line, "set k ", 6);
+    assert_int_equal(rkv_mc_parse_stream(line, RKV_MC_MAX_GET_LINE, MAXV, &st, &r, &used, &need),
+                     RKV_MC_CLIENT_ERROR);
+    assert_true(r.close);
+    free(line);
+}
+
 static void test_retrieval(void **state)
 {
     (void)state;
@@ -143,7 +228,8 @@ static void test_retrieval(void **state)
     assert_int_equal(r.exptime, 100);
     assert_int_equal(r.key_len, 1);
     assert_int_equal(parse("get\r\n", &r, &used), RKV_MC_ERROR);
-    assert_int_equal(parse("gats x a\r\n", &r, &used), RKV_MC_ERROR);
+    assert_int_equal(parse("gats x a\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_string_equal(r.error, "invalid exptime argument");   /* memcached 1.6's answer */
     /* more keys than memcached's 24 tokens still parse */
     char line[512] = "get";
     for (int i = 0; i < 40; i++)
@@ -182,6 +268,82 @@ static void test_other_commands(void **state)
     assert_int_equal(r.cmd, RKV_MC_QUIT);
     assert_int_equal(parse("mn\r\n", &r, &used), RKV_MC_OK);
     assert_int_equal(parse("me k\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+}
+
+/* exptime as memcached 1.6 reads it: a decimal that fits in 64 bits, its
+ * low 32 bits taken as a signed number. pylibmc (libmemcached) sends a
+ * negative time as its unsigned 32-bit value: "set k 0 4294967295 1" must
+ * be an item expired on arrival, as memcached stores it, not an error. */
+static void test_exptime(void **state)
+{
+    (void)state;
+    static const struct { const char *tok; int64_t want; } ok[] = {
+        { "0", 0 }, { "100", 100 }, { "-1", -1 }, { "+5", 5 }, { "2592001", 2592001 },
+        { "4294967295", -1 }, { "4294967296", 0 }, { "2147483648", INT32_MIN },
+        { "2147483647", INT32_MAX }, { "-2147483649", INT32_MAX }, { "4294967396", 100 },
+        { "9223372036854775807", -1 }, { "-9223372036854775808", 0 },
+    };
+    static const char *const bad[] = {
+        "9223372036854775808", "-9223372036854775809", "18446744073709551615",
+        "99999999999999999999", "abc", "-", "+", "1x", "--1", "+-1",
+    };
+    struct rkv_mc_req r;
+    size_t used;
+    char line[128];
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        snprintf(line, sizeof line, "set k 0 %s 1\r\nx\r\n", ok[i].tok);
+        assert_int_equal(parse(line, &r, &used), RKV_MC_OK);
+        assert_int_equal(r.exptime, ok[i].want);
+        snprintf(line, sizeof line, "touch k %s\r\n", ok[i].tok);
+        assert_int_equal(parse(line, &r, &used), RKV_MC_OK);
+        assert_int_equal(r.exptime, ok[i].want);
+        snprintf(line, sizeof line, "gat %s k\r\n", ok[i].tok);
+        assert_int_equal(parse(line, &r, &used), RKV_MC_OK);
+        assert_int_equal(r.exptime, ok[i].want);
+        snprintf(line, sizeof line, "mg k v T%s\r\n", ok[i].tok);
+        assert_int_equal(parse(line, &r, &used), RKV_MC_OK);
+        assert_int_equal(r.exptime, ok[i].want);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(line, sizeof line, "set k 0 %s 1\r\nx\r\n", bad[i]);
+        assert_int_equal(parse(line, &r, &used), RKV_MC_CLIENT_ERROR);
+        assert_string_equal(r.error, "bad command line format");
+        assert_int_equal(r.swallow, 0);   /* memcached reads the data line as a command */
+        snprintf(line, sizeof line, "touch k %s\r\n", bad[i]);
+        assert_int_equal(parse(line, &r, &used), RKV_MC_CLIENT_ERROR);
+        assert_string_equal(r.error, "invalid exptime argument");
+        snprintf(line, sizeof line, "gat %s k\r\n", bad[i]);
+        assert_int_equal(parse(line, &r, &used), RKV_MC_CLIENT_ERROR);
+        assert_string_equal(r.error, "invalid exptime argument");
+        snprintf(line, sizeof line, "flush_all %s\r\n", bad[i]);
+        assert_int_equal(parse(line, &r, &used), RKV_MC_CLIENT_ERROR);
+        assert_string_equal(r.error, "invalid exptime argument");
+    }
+}
+
+/* A refused ms (a bad flag or key after a good datalen): memcached answers
+ * the error and skips the data block, which is not read as a command. */
+static void test_meta_set_refused_swallows(void **state)
+{
+    (void)state;
+    struct rkv_mc_req r;
+    size_t used;
+    assert_int_equal(parse("ms k 5 Tabc\r\nhello\r\nmn\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_int_equal(used, strlen("ms k 5 Tabc\r\n"));
+    assert_int_equal(r.swallow, 7);
+    assert_int_equal(parse("ms k 1 h\r\nx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_string_equal(r.error, "invalid flag");
+    assert_int_equal(r.swallow, 3);
+    char line[320];
+    snprintf(line, sizeof line, "ms %0300d 2\r\nhi\r\n", 1);   /* key too long */
+    assert_int_equal(parse(line, &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_int_equal(r.swallow, 4);
+    /* a bad datalen leaves nothing to skip (memcached: the same) */
+    assert_int_equal(parse("ms k x\r\nhi\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_int_equal(r.swallow, 0);
+    /* mg has no data block */
+    assert_int_equal(parse("mg k Tabc\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_int_equal(r.swallow, 0);
 }
 
 static void test_meta(void **state)
@@ -259,6 +421,9 @@ int main(void)
         cmocka_unit_test(test_retrieval),
         cmocka_unit_test(test_other_commands),
         cmocka_unit_test(test_meta),
+        cmocka_unit_test(test_exptime),
+        cmocka_unit_test(test_long_retrieval_line),
+        cmocka_unit_test(test_meta_set_refused_swallows),
         cmocka_unit_test(test_base64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

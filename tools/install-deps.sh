@@ -21,9 +21,10 @@ base=(build-essential meson ninja-build pkg-config
       clang rdma-core ibverbs-utils ibverbs-providers
       chromium      # headless: tests/bench_html_test.sh renders rkv-bench's HTML report
       python3-pymemcache    # tests/test_memcache.c, test_twemproxy.c: a third-party memcached client
+      python3-pylibmc libmemcached-tools   # tests/test_libmemcached.c: libmemcached, its ketama and tools
       nutcracker)   # tests/test_twemproxy.c: twemproxy in front of three rkv servers
 vm=(qemu-system-x86 busybox-static kmod cpio iproute2 perftest rdmacm-utils)
-compare=(memcached redis-server redis-tools libmemcached-tools)
+compare=(memcached redis-server redis-tools)   # libmemcached-tools (memaslap) is in base
 
 usage() {
   sed -n '2,11s/^# \{0,1\}//p' "$0"

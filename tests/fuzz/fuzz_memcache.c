@@ -31,9 +31,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(in, data, size);
     size_t off = 0;
     struct rkv_mc_req r;
+    struct rkv_mc_stream st = { 0 };   /* long retrieval lines come in parts */
     while (off < size) {
         size_t used, need;
-        enum rkv_mc_result res = rkv_mc_parse(in + off, size - off, 4096, &r, &used, &need);
+        enum rkv_mc_result res = rkv_mc_parse_stream(in + off, size - off, 4096, &st, &r, &used,
+                                                     &need);
         if (res == RKV_MC_NEED_MORE) {
             if (need <= size - off)
                 abort();
