@@ -507,14 +507,6 @@ static int empty_slot(const struct rkv_bucket *b)
     return -1;
 }
 
-/* Stamp an item as just used (LRU). */
-static void touch(struct rkv_table *t, uint64_t word)
-{
-    uint32_t *m = rkv_slab_meta(t->slab, rkv_slot_offset(word), rkv_slot_class(word));
-    if (m != NULL)
-        __atomic_store_n(m, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-}
-
 /* LRU: one more stored item. Each thread slot advances the shared access
  * clock by ACCESS_STEP once per ACCESS_STEP of its stores, so that the clock's
  * line is written rarely (items stored close together share a stamp: LRU is
@@ -549,16 +541,27 @@ static uint64_t version_new(struct rkv_table *t)
     return v;
 }
 
-/* Make a built item live and publish it at (b, slot). The stripe of b held. */
-static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, uint64_t word)
+/* A new item, built before any index lock: not live (OBSOLETE) until published. */
+struct built {
+    unsigned cls;
+    uint64_t word;      /* slot word to publish */
+    uint64_t version;
+    uint32_t *access;   /* LRU: its access word (rkv_slab_meta), asked for to write while the
+                         * item was built, stamped as it is published; else NULL */
+};
+
+/* Make a built item live and publish it at (b, slot), stamped as just used
+ * (LRU). The stripe of b held. */
+static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, const struct built *nb)
 {
-    struct rkv_item *it = item_at(t, word);
-    if (t->cfg.evict == RKV_EVICT_LRU) {   /* the clock is LRU's only */
+    struct rkv_item *it = item_at(t, nb->word);
+    if (t->cfg.evict == RKV_EVICT_LRU)   /* the clock is LRU's only */
         access_tick(t);
-        touch(t, word);
-    }
+    if (nb->access != NULL)
+        __atomic_store_n(nb->access, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED),
+                         __ATOMIC_RELAXED);
     __atomic_store_n(&it->state, 0, __ATOMIC_RELEASE);
-    slot_store(t, b, slot, word);
+    slot_store(t, b, slot, nb->word);
     stripe_count(t, b, SC_ITEMS, 1);
     stripe_count(t, b, SC_ITEM_BYTES, (int64_t)rkv_item_size(it->key_len, it->value_len));
 }
@@ -1208,13 +1211,6 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
     }
 }
 
-/* A new item, built before any index lock: not live (OBSOLETE) until published. */
-struct built {
-    unsigned cls;
-    uint64_t word;      /* slot word to publish */
-    uint64_t version;
-};
-
 static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
                              uint32_t key_len, const struct rkv_value_src *val,
                              uint32_t expire_at, uint32_t user_flags, struct built *out)
@@ -1228,6 +1224,11 @@ static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, 
         return st;
 
     struct rkv_item *it = (struct rkv_item *)(void *)(t->base + off);
+    /* Its access word's line may be another writer's (neighbours' stamps):
+     * asked for now, it is here when the stripe hold stamps it. */
+    out->access = t->cfg.evict == RKV_EVICT_LRU ? rkv_slab_meta(t->slab, off, (unsigned)cls) : NULL;
+    if (out->access != NULL)
+        rkv_prefetch_write(out->access);
     uint64_t version = version_new(t);   /* before the item's first store, whose miss it would wait for */
     __atomic_store_n(&it->state, RKV_ITEM_OBSOLETE, __ATOMIC_RELEASE);
     it->version = version;
@@ -1299,7 +1300,7 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
     if (st != RKV_OK)
         return st;
     if (found) {
-        publish(t, old.bucket, old.slot, w->nb.word);   /* same slot: one store replaces */
+        publish(t, old.bucket, old.slot, &w->nb);   /* same slot: one store replaces */
         /* Superseded: the forward and the OBSOLETE mark go out in one store,
          * so a client holding the old location follows it with one READ.
          * Expired: readers must miss, not follow. */
@@ -1312,7 +1313,7 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
         return RKV_OK;
     }
     if (index_make_room(t, w->h, room, &p)) {
-        publish(t, p.bucket, p.slot, w->nb.word);
+        publish(t, p.bucket, p.slot, &w->nb);
         stripe_count(t, p.bucket, w->op, 1);
         return RKV_OK;
     }
@@ -1360,8 +1361,8 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
  * stripe hold that needs them. */
 static void prefetch_buckets(const struct rkv_table *t, const struct rkv_key_hash *h)
 {
-    __builtin_prefetch(&t->buckets[h->bucket[0]], 1, 3);
-    __builtin_prefetch(&t->buckets[h->bucket[1]], 1, 3);
+    rkv_prefetch_write(&t->buckets[h->bucket[0]]);
+    rkv_prefetch_write(&t->buckets[h->bucket[1]]);
 }
 
 /* ... and, once they are in, the first line of each item whose fingerprint
@@ -1373,7 +1374,7 @@ static void prefetch_matches(const struct rkv_table *t, const struct rkv_key_has
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
             uint64_t w = slot_load(b, s);
             if (w != 0 && rkv_slot_fp(w) == h->fp)
-                __builtin_prefetch(item_at(t, w), 1, 3);
+                rkv_prefetch_write(item_at(t, w));
         }
     }
 }
