@@ -58,8 +58,8 @@
  * The batch is an eighth of a page's items, 8 to 32 (mag_batch): a class
  * of small items is where writes come fastest, so the one lock hold per
  * batch serves 32 writes there, and no magazine strands more than an
- * eighth of a page. Handing out an item prefetches the next one's first
- * line, which the next write fills.
+ * eighth of a page. Handing out an item asks for the next one's lines
+ * (to write, up to MAG_PREFETCH_LINES), which the next write fills.
  * Rules that keep reuse exactly as safe as without magazines:
  *   - an item in a magazine is "used" for its class and page (c->used,
  *     the page's use count), so no page with an item in any magazine can be taken;
@@ -107,6 +107,7 @@
 #define MAG_FREED (2 * MAG_BATCH_MAX) /* room in a magazine's freed list; it is given
                                         back at twice the class's batch */
 #define MAG_MIN_PER_PAGE 64u   /* classes with fewer items per page have no magazines */
+#define MAG_PREFETCH_LINES 4u  /* lines of the next item a magazine asks for as it hands one out */
 
 RKV_STATIC_ASSERT(RKV_SLAB_MAX_GRACE_MS < (1u << (LIMBO_TIME_BITS - 1)), "grace fits the limbo clock");
 RKV_STATIC_ASSERT(RKV_MAX_CLASSES <= PAGE_FREE, "class ids fit a page's byte");
@@ -810,6 +811,16 @@ static uint64_t class_alloc(struct rkv_slab *s, unsigned cls)
     return off;
 }
 
+/* Ask for the lines of the item at `off`, up to MAG_PREFETCH_LINES, to
+ * write: the next allocation fills them all, and a freed item's lines are
+ * as likely as not in another writer's cache (it marked the item obsolete). */
+static void mag_prefetch(const struct rkv_slab *s, unsigned cls, uint64_t off)
+{
+    uint32_t bytes = RKV_MIN(s->size[cls], MAG_PREFETCH_LINES * RKV_CACHELINE);
+    for (uint32_t at = 0; at < bytes; at += RKV_CACHELINE)
+        rkv_prefetch_write(s->region + off + at);
+}
+
 uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
 {
     if (cls >= s->class_count)
@@ -826,7 +837,7 @@ uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
         off = m->ready[m->nready - 1];
         mag_set(&m->nready, m->nready - 1);
         if (m->nready > 0)   /* the next one's lines, for the write it will get */
-            rkv_prefetch_write(s->region + m->ready[m->nready - 1]);
+            mag_prefetch(s, cls, m->ready[m->nready - 1]);
     }
     pthread_spin_unlock(&m->lock);
     if (off != 0)

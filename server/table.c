@@ -1356,13 +1356,16 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
     return st;
 }
 
-/* Ask for the key's two bucket lines (to write) before the item is built,
- * so that their misses overlap the building instead of lengthening the
- * stripe hold that needs them. */
+/* Ask for the key's two bucket lines and their stripes' lock lines (to
+ * write) before the item is built, so that their misses overlap the building
+ * instead of lengthening the stripe hold that needs them: with several
+ * writers, a stripe's line is as likely as not in another core's cache. */
 static void prefetch_buckets(const struct rkv_table *t, const struct rkv_key_hash *h)
 {
-    rkv_prefetch_write(&t->buckets[h->bucket[0]]);
-    rkv_prefetch_write(&t->buckets[h->bucket[1]]);
+    for (unsigned i = 0; i < 2; i++) {
+        rkv_prefetch_write(&t->buckets[h->bucket[i]]);
+        rkv_prefetch_write(&t->stripes[h->bucket[i] & t->stripe_mask]);
+    }
 }
 
 /* ... and, once they are in, the first line of each item whose fingerprint
