@@ -51,8 +51,9 @@
  * no lock. Counters a stripe holder changes (items, bytes, puts, deletes,
  * incrs, displacements) live in that stripe's cache lines and are summed for
  * stats; what a writer changes outside the stripes (its shared-mode count,
- * its last version, its LRU store count, its sampling rng) lives in its
- * writer slot's line, and allocation in its slab magazines (slab.c). With
+ * its last version, its LRU store count, its sampling rng, its evictions,
+ * expiries, failed inserts and hints) lives in its writer slot's lines,
+ * also summed for stats, and allocation in its slab magazines (slab.c). With
  * cfg.lock_timing each kind of hold is timed per thread slot.
  *
  * Eviction (the server never sees GETs): clients send the slot words they
@@ -165,7 +166,8 @@ struct cuckoo_path {
     unsigned dest_slot;
 };
 
-/* Counters, updated with relaxed atomics (most outside any lock). */
+/* Counters of events no stripe counts, kept per writer slot (relaxed atomic
+ * adds: slots may be shared) and summed by stats (counters_sum). */
 struct table_counters {
     uint64_t evictions, expirations, insert_failures, hints, hints_ignored;
 };
@@ -189,14 +191,16 @@ struct stripe {
 } __attribute__((aligned(RKV_CACHELINE)));
 
 /* What a writer thread keeps per table, in its thread slot (rkv_thread_slot),
- * alone on its cache line: taking the index shared, a new version and a
- * store's LRU tick write no line another thread uses (threads past
- * RKV_THREAD_SLOTS share slots: all three stay correct, only slower). */
+ * on lines of its own: taking the index shared, a new version, a store's
+ * LRU tick and counting an eviction, expiry, failure or hint write no line
+ * another thread uses (threads past RKV_THREAD_SLOTS share slots: all of it
+ * stays correct, only slower). */
 struct writer_slot {
     uint64_t holders;        /* shared holds of the index (atomic) */
     uint64_t last_version;   /* the last item version handed out (atomic) */
     uint32_t stores;         /* LRU: stores since the slot last advanced the access clock */
     uint64_t rng;            /* xorshift state for eviction sampling; 0 until first used */
+    struct table_counters n; /* this slot's share of the table's counters */
 } __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_table {
@@ -236,12 +240,11 @@ struct rkv_table {
                                                 * (the index held exclusive) */
     int evicting[RKV_MAX_CLASSES];   /* 1 while a writer evicts ahead for the class (atomic) */
 
-    /* Written by writers outside any lock: each on a line of its own, so
-     * that no write invalidates the read-mostly fields above for the others. */
+    /* Written by writers outside any lock: on a line of its own, so that
+     * no write invalidates the read-mostly fields above for the others. */
     uint32_t access_clock __attribute__((aligned(RKV_CACHELINE)));
                                      /* LRU time: +ACCESS_STEP per ACCESS_STEP stored items of a
                                       * thread slot, with LRU only (atomic) */
-    struct table_counters n __attribute__((aligned(RKV_CACHELINE)));
 };
 
 /* Where a slot is, and what it holds. */
@@ -257,10 +260,6 @@ static void count(uint64_t *counter, int64_t delta)
     __atomic_fetch_add(counter, (uint64_t)delta, __ATOMIC_RELAXED);
 }
 
-static uint64_t load(const uint64_t *counter)
-{
-    return __atomic_load_n(counter, __ATOMIC_RELAXED);
-}
 
 /* ------------------------------------------------------------ locking */
 
@@ -708,7 +707,7 @@ static bool evict_one(struct rkv_table *t, const struct place *p, bool exclusive
         stripes_unlock(t, &set, hold);
     }
     if (still)
-        count(&t->n.evictions, 1);
+        count(&writer_slot(t)->n.evictions, 1);
     return still;
 }
 
@@ -789,7 +788,7 @@ static bool evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, st
     if (best.word == 0)
         return false;
     index_remove(t, &best);
-    count(&t->n.evictions, 1);
+    count(&writer_slot(t)->n.evictions, 1);
     *out = best;
     return true;
 }
@@ -882,7 +881,7 @@ static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
     for (uint32_t i = 0; i < pi->handed && live > 0; i++) {
         if (live_at(t, pi->start + (uint64_t)i * pi->size, pi->cls, &p)) {
             index_remove(t, &p);
-            count(&t->n.evictions, 1);
+            count(&writer_slot(t)->n.evictions, 1);
             live--;
         }
     }
@@ -1307,7 +1306,7 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
         retire_mark(t, old.bucket, old.word, live ? rkv_item_state_forward(w->nb.word)
                                                   : RKV_ITEM_OBSOLETE);
         if (!live)
-            count(&t->n.expirations, 1);
+            count(&writer_slot(t)->n.expirations, 1);
         w->replaced = old.word;
         stripe_count(t, old.bucket, w->op, 1);
         return RKV_OK;
@@ -1409,7 +1408,7 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
 
 fail:
     if (st == RKV_OUT_OF_MEMORY)
-        count(&t->n.insert_failures, 1);
+        count(&writer_slot(t)->n.insert_failures, 1);
     return st;
 }
 
@@ -1456,7 +1455,7 @@ rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_l
     st = RKV_NOT_FOUND;
     if (found) {
         if (expired_now(t, p.it)) {
-            count(&t->n.expirations, 1);
+            count(&writer_slot(t)->n.expirations, 1);
         } else {
             st = RKV_OK;
             stripe_count(t, p.bucket, SC_DELETES, 1);
@@ -1605,9 +1604,9 @@ void rkv_table_hints(struct rkv_table *t, const void *hints, size_t n)
         valid += hint_batch(t, p + done * sizeof(uint64_t), (unsigned)RKV_MIN(n - done, HINT_BATCH));
     /* the shared counters' line is written once per request, not per hint */
     if (valid > 0)
-        count(&t->n.hints, (int64_t)valid);
+        count(&writer_slot(t)->n.hints, (int64_t)valid);
     if (n > valid)
-        count(&t->n.hints_ignored, (int64_t)(n - valid));
+        count(&writer_slot(t)->n.hints_ignored, (int64_t)(n - valid));
 }
 
 uint32_t rkv_table_access_age(struct rkv_table *t, uint64_t slot)
@@ -1629,7 +1628,7 @@ static void expire_bucket(struct rkv_table *t, uint64_t bucket, uint32_t now)
         if (w != 0 && expired(item_at(t, w), now)) {
             struct place p = { .bucket = b, .slot = s, .word = w };
             index_remove(t, &p);
-            count(&t->n.expirations, 1);
+            count(&writer_slot(t)->n.expirations, 1);
         }
     }
     stripes_unlock(t, &set, hold);
@@ -1657,6 +1656,20 @@ void rkv_table_tick(struct rkv_table *t)
     automove(t);
 }
 
+/* The table's counters: every writer slot's share, added up. */
+static void counters_sum(const struct rkv_table *t, struct table_counters *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned i = 0; i < RKV_THREAD_SLOTS; i++) {
+        const struct table_counters *n = &t->writer_slots[i].n;
+        out->evictions += __atomic_load_n(&n->evictions, __ATOMIC_RELAXED);
+        out->expirations += __atomic_load_n(&n->expirations, __ATOMIC_RELAXED);
+        out->insert_failures += __atomic_load_n(&n->insert_failures, __ATOMIC_RELAXED);
+        out->hints += __atomic_load_n(&n->hints, __ATOMIC_RELAXED);
+        out->hints_ignored += __atomic_load_n(&n->hints_ignored, __ATOMIC_RELAXED);
+    }
+}
+
 void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
 {
     struct rkv_slab_stats ss;
@@ -1668,19 +1681,21 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     out->heap_bytes = ss.heap;
     out->buckets = t->bucket_count;
     out->slots = t->bucket_count * RKV_SLOTS_PER_BUCKET;
-    out->evictions = load(&t->n.evictions);
-    out->expirations = load(&t->n.expirations);
+    struct table_counters n;
+    counters_sum(t, &n);
+    out->evictions = n.evictions;
+    out->expirations = n.expirations;
     out->displacements = stripe_sum(t, SC_DISPLACEMENTS);
     out->puts = stripe_sum(t, SC_PUTS);
     out->deletes = stripe_sum(t, SC_DELETES);
     out->incrs = stripe_sum(t, SC_INCRS);
-    out->insert_failures = load(&t->n.insert_failures);
+    out->insert_failures = n.insert_failures;
     out->item_bytes = stripe_sum(t, SC_ITEM_BYTES);
     out->limbo_bytes = ss.limbo + ss.draining;          /* items and moved pages inside grace_ms */
     out->tail_bytes = ss.tail;
     out->pages_unassigned = ss.pages_unassigned;
-    out->hints = load(&t->n.hints);
-    out->hints_ignored = load(&t->n.hints_ignored);
+    out->hints = n.hints;
+    out->hints_ignored = n.hints_ignored;
     out->slab_reassigns = ss.reassigns;
     if (t->lock_stats != NULL) {
         rkv_lock_stats_sum(&t->lock_stats[0].stripes, sizeof(t->lock_stats[0]), &out->lock_stripes);
