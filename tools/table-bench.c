@@ -71,13 +71,16 @@ struct bench {
     int ready;                    /* writers pinned and waiting (atomic) */
 };
 
+/* One writer thread's state, on lines of its own: done and failed change on
+ * every PUT, and a line shared with the next writer's would be traffic the
+ * table does not cause. */
 struct writer {
     struct bench *b;
     pthread_t tid;
     unsigned id;
     int cpu;                      /* -1: not pinned */
     uint64_t done, failed, ns, cpu_ns;
-};
+} __attribute__((aligned(RKV_CACHELINE)));
 
 /* CPU time this thread has run, in ns. */
 static uint64_t thread_cpu_ns(void)
