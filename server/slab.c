@@ -708,6 +708,12 @@ static void mag_refill(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
 {
     uint64_t took[MAG_BATCH_MAX];
     uint32_t n = 0, batch = s->mag_batch[cls];
+    struct slab_class *c = &s->classes[cls];
+    /* the class's own lines too (lock, queue fields, published counts): the
+     * last hold was as likely as not another writer's */
+    rkv_prefetch_write(&c->lock);
+    rkv_prefetch_write(&c->queue);
+    rkv_prefetch_write(&c->spare);
     for (uint32_t i = 0; i < m->nfreed; i++)
         rkv_prefetch_write(&s->use[page_of_unit(s, m->freed[i] >> LIMBO_TIME_BITS)]);
     uint64_t since = class_lock(s, cls), now_ns = slab_now(s), now = limbo_time(s, now_ns);
