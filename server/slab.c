@@ -607,7 +607,7 @@ static uint64_t class_take(struct rkv_slab *s, unsigned cls, uint64_t now_ms, bo
  * sorted: a later stamp only delays reuse) or, with `ready` (its grace period
  * is over, or it was never used), at the head, stamped as past the grace
  * period. now_ns is the time now. The caller has checked that the unit is an
- * item of class cls on page p. Class lock held. */
+ * item of class cls on that page. Class lock held. */
 static void class_queue_put(struct rkv_slab *s, unsigned cls, uint64_t page, uint64_t unit,
                             uint64_t at, bool ready, uint64_t now_ns)
 {

@@ -260,7 +260,6 @@ static void count(uint64_t *counter, int64_t delta)
     __atomic_fetch_add(counter, (uint64_t)delta, __ATOMIC_RELAXED);
 }
 
-
 /* ------------------------------------------------------------ locking */
 
 /* This thread's lock timing, or NULL without cfg.lock_timing. */
