@@ -58,11 +58,11 @@
  * The batch is an eighth of a page's items, 8 to 32 (mag_batch): a class
  * of small items is where writes come fastest, so the one lock hold per
  * batch serves 32 writes there, and no magazine strands more than an
- * eighth of a page. Handing out an item prefetches the next one's first
- * line, which the next write fills.
+ * eighth of a page. Handing out an item asks for the next one's lines
+ * (to write, up to MAG_PREFETCH_LINES), which the next write fills.
  * Rules that keep reuse exactly as safe as without magazines:
  *   - an item in a magazine is "used" for its class and page (c->used,
- *     p->used), so no page with an item in any magazine can be taken;
+ *     the page's use count), so no page with an item in any magazine can be taken;
  *   - a ready item's grace period was over when the class gave it out
  *     (queue head checked per item) or it was never used (fresh);
  *   - a freed item enters the limbo when its list is given back, stamped
@@ -107,6 +107,7 @@
 #define MAG_FREED (2 * MAG_BATCH_MAX) /* room in a magazine's freed list; it is given
                                         back at twice the class's batch */
 #define MAG_MIN_PER_PAGE 64u   /* classes with fewer items per page have no magazines */
+#define MAG_PREFETCH_LINES 4u  /* lines of the next item a magazine asks for as it hands one out */
 
 RKV_STATIC_ASSERT(RKV_SLAB_MAX_GRACE_MS < (1u << (LIMBO_TIME_BITS - 1)), "grace fits the limbo clock");
 RKV_STATIC_ASSERT(RKV_MAX_CLASSES <= PAGE_FREE, "class ids fit a page's byte");
@@ -122,14 +123,22 @@ struct slab_page {
     uint8_t cls;              /* its class, or PAGE_FREE; stored last (release) */
     uint8_t for_cls;          /* in the pool: the class it was taken for, or PAGE_FOR_ANY (page lock) */
     uint32_t handed;          /* items [0, handed) were handed out since it joined its class (release) */
-    uint32_t used;            /* items handed out and not freed (class lock) */
     uint64_t slot;            /* its entry in its class's pages[] (class lock) */
-    uint64_t last_free_ns;    /* slab_now() when an item of it was last freed (class lock) */
     uint64_t freed_ns;        /* in the pool: last_free_ns when it left its class (page lock) */
     uint64_t taken_ns;        /* in the pool: slab_now() when it left its class (page lock) */
     struct meta_block *meta;  /* item_meta: the block its class uses (release), else NULL */
     struct meta_block *first; /* item_meta: block sized for its first class; freed at destroy */
     struct meta_block *full;  /* item_meta: block for the smallest class, made on demand; freed at destroy */
+};
+
+/* What the class lock's holds change for every item of a page they hand out
+ * or take back, kept apart from the page's record (struct slab_page), which
+ * every write reads without a lock (locate(): for each free and each LRU
+ * stamp): so one writer's refills and give-backs, which touch the pages of
+ * a whole batch, do not take the record lines the other writers read. */
+struct page_use {
+    uint32_t used;            /* items handed out and not freed (class lock) */
+    uint64_t last_free_ns;    /* slab_now() when an item of it was last freed (class lock) */
 };
 
 /* One size class, guarded by its lock (its size is in rkv_slab.size, a
@@ -181,6 +190,7 @@ struct rkv_slab {
     uint64_t start_ns;       /* limbo clock origin */
     uint64_t page_count;     /* pages in the heap */
     struct slab_page *pages; /* page_count entries */
+    struct page_use *use;    /* page_count entries: pages[i]'s counts */
     unsigned class_count;    /* classes in use */
     bool lock_timing;        /* count lock holds in lock_stats */
     uint32_t size[RKV_MAX_CLASSES];     /* bytes per item of each class */
@@ -418,10 +428,9 @@ uint64_t rkv_slab_class_spare(struct rkv_slab *s, unsigned cls, uint64_t *owned)
 /* The page of heap unit `unit` (an RKV_ITEM_ALIGN step into the heap): a
  * shift for a power-of-two page size (rkv-server's always are), since the
  * class lock's holds look up a page per item. */
-static struct slab_page *page_of_unit(const struct rkv_slab *s, uint64_t unit)
+static uint64_t page_of_unit(const struct rkv_slab *s, uint64_t unit)
 {
-    uint64_t page = s->unit_shift != 0 ? unit >> s->unit_shift : unit * RKV_ITEM_ALIGN / s->page_size;
-    return &s->pages[page];
+    return s->unit_shift != 0 ? unit >> s->unit_shift : unit * RKV_ITEM_ALIGN / s->page_size;
 }
 
 /* Nanoseconds until pool page p may go to class cls: grace_ms after the
@@ -538,7 +547,7 @@ static uint64_t class_grow(struct rkv_slab *s, unsigned cls)
         page_release(s, page);
         return 0;
     }
-    p->used = 1;
+    s->use[page].used = 1;
     p->slot = c->npages;
     __atomic_store_n(&p->handed, 1u, __ATOMIC_RELEASE);
     __atomic_store_n(&p->cls, (uint8_t)cls, __ATOMIC_RELEASE);
@@ -578,12 +587,12 @@ static uint64_t class_take(struct rkv_slab *s, unsigned cls, uint64_t now_ms, bo
         c->queue_head = (c->queue_head + 1) % c->queue_cap;
         c->queue_len--;
         off = s->heap_offset + unit * RKV_ITEM_ALIGN;
-        page_of_unit(s, unit)->used++;
+        s->use[page_of_unit(s, unit)].used++;
     } else if (c->bump_page != NO_PAGE && s->pages[c->bump_page].handed < s->per_page[cls]) {
         struct slab_page *p = &s->pages[c->bump_page];
         off = page_start(s, c->bump_page) + (uint64_t)p->handed * s->size[cls];
         __atomic_store_n(&p->handed, p->handed + 1, __ATOMIC_RELEASE);
-        p->used++;
+        s->use[c->bump_page].used++;
     } else if (grow) {
         off = class_grow(s, cls);
     }
@@ -592,17 +601,18 @@ static uint64_t class_take(struct rkv_slab *s, unsigned cls, uint64_t now_ms, bo
     return off;
 }
 
-/* An item in use, unit `unit` of page p, goes back to its class's free
+/* An item in use, unit `unit` of page `page`, goes back to its class's free
  * queue: at the tail with limbo time `at` (when it was freed; an entry older
  * than the tail's is stamped with the tail's time instead, so the queue stays
  * sorted: a later stamp only delays reuse) or, with `ready` (its grace period
  * is over, or it was never used), at the head, stamped as past the grace
  * period. now_ns is the time now. The caller has checked that the unit is an
- * item of class cls on page p. Class lock held. */
-static void class_queue_put(struct rkv_slab *s, unsigned cls, struct slab_page *p, uint64_t unit,
+ * item of class cls on that page. Class lock held. */
+static void class_queue_put(struct rkv_slab *s, unsigned cls, uint64_t page, uint64_t unit,
                             uint64_t at, bool ready, uint64_t now_ns)
 {
     struct slab_class *c = &s->classes[cls];
+    struct page_use *p = &s->use[page];
     if (p->used == 0 || c->used == 0 || c->queue_len == c->queue_cap)
         return;   /* not in use: a caller bug, and harmless to drop */
     uint64_t now = limbo_time(s, now_ns);
@@ -634,7 +644,8 @@ static void class_put(struct rkv_slab *s, unsigned cls, uint64_t off, uint64_t a
     /* Checked under the class lock: a page joins or leaves the class only
      * under it, so the item cannot change class meanwhile. */
     if (locate(s, off, cls, &p, &index))
-        class_queue_put(s, cls, p, (off - s->heap_offset) / RKV_ITEM_ALIGN, at, ready, now_ns);
+        class_queue_put(s, cls, (uint64_t)(p - s->pages), (off - s->heap_offset) / RKV_ITEM_ALIGN,
+                        at, ready, now_ns);
 }
 
 /* ------------------------------------------------------------ magazines */
@@ -697,8 +708,14 @@ static void mag_refill(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
 {
     uint64_t took[MAG_BATCH_MAX];
     uint32_t n = 0, batch = s->mag_batch[cls];
+    struct slab_class *c = &s->classes[cls];
+    /* the class's own lines too (lock, queue fields, published counts): the
+     * last hold was as likely as not another writer's */
+    rkv_prefetch_write(&c->lock);
+    rkv_prefetch_write(&c->queue);
+    rkv_prefetch_write(&c->spare);
     for (uint32_t i = 0; i < m->nfreed; i++)
-        __builtin_prefetch(page_of_unit(s, m->freed[i] >> LIMBO_TIME_BITS), 1, 3);
+        rkv_prefetch_write(&s->use[page_of_unit(s, m->freed[i] >> LIMBO_TIME_BITS)]);
     uint64_t since = class_lock(s, cls), now_ns = slab_now(s), now = limbo_time(s, now_ns);
     mag_give_freed(s, cls, m, now_ns);
     while (n < batch && (took[n] = class_take(s, cls, now, n == 0)) != 0)
@@ -800,6 +817,16 @@ static uint64_t class_alloc(struct rkv_slab *s, unsigned cls)
     return off;
 }
 
+/* Ask for the lines of the item at `off`, up to MAG_PREFETCH_LINES, to
+ * write: the next allocation fills them all, and a freed item's lines are
+ * as likely as not in another writer's cache (it marked the item obsolete). */
+static void mag_prefetch(const struct rkv_slab *s, unsigned cls, uint64_t off)
+{
+    uint32_t bytes = RKV_MIN(s->size[cls], MAG_PREFETCH_LINES * RKV_CACHELINE);
+    for (uint32_t at = 0; at < bytes; at += RKV_CACHELINE)
+        rkv_prefetch_write(s->region + off + at);
+}
+
 uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
 {
     if (cls >= s->class_count)
@@ -816,7 +843,7 @@ uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
         off = m->ready[m->nready - 1];
         mag_set(&m->nready, m->nready - 1);
         if (m->nready > 0)   /* the next one's lines, for the write it will get */
-            __builtin_prefetch(s->region + m->ready[m->nready - 1], 1, 3);
+            mag_prefetch(s, cls, m->ready[m->nready - 1]);
     }
     pthread_spin_unlock(&m->lock);
     if (off != 0)
@@ -937,7 +964,7 @@ bool rkv_slab_page_info(struct rkv_slab *s, uint64_t page, struct rkv_slab_page_
     if (ok)
         *out = (struct rkv_slab_page_info){
             .page = page, .start = page_start(s, page), .cls = (unsigned)cls,
-            .size = s->size[cls], .handed = p->handed, .used = p->used,
+            .size = s->size[cls], .handed = p->handed, .used = s->use[page].used,
         };
     class_unlock(s, cls, since);
     return ok;
@@ -947,11 +974,10 @@ bool rkv_slab_page_info(struct rkv_slab *s, uint64_t page, struct rkv_slab_page_
  * order (so still sorted by age). Class lock held. */
 static void queue_drop_page(const struct rkv_slab *s, struct slab_class *c, uint64_t page)
 {
-    const struct slab_page *p = &s->pages[page];
     size_t kept = 0;
     for (size_t i = 0; i < c->queue_len; i++) {
         uint64_t entry = queue_at(c, i);
-        if (page_of_unit(s, entry >> LIMBO_TIME_BITS) != p)
+        if (page_of_unit(s, entry >> LIMBO_TIME_BITS) != page)
             c->queue[(c->queue_head + kept++) % c->queue_cap] = entry;
     }
     c->queue_len = kept;
@@ -968,7 +994,7 @@ bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for
 
     rkv_slab_drain(s, cls);   /* items in magazines count as used */
     uint64_t since = class_lock(s, cls);
-    if (__atomic_load_n(&p->cls, __ATOMIC_RELAXED) == cls && p->used == 0) {
+    if (__atomic_load_n(&p->cls, __ATOMIC_RELAXED) == cls && s->use[page].used == 0) {
         queue_drop_page(s, c, page);
         uint64_t last = c->pages[--c->npages];
         c->pages[p->slot] = last;
@@ -982,7 +1008,7 @@ bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for
         __atomic_store_n(&p->cls, (uint8_t)PAGE_FREE, __ATOMIC_RELEASE);
         uint64_t page_since = slab_lock(s, &s->page_lock);
         p->for_cls = for_cls < 0 ? PAGE_FOR_ANY : (uint8_t)for_cls;
-        p->freed_ns = p->last_free_ns;
+        p->freed_ns = s->use[page].last_free_ns;
         p->taken_ns = slab_now(s);
         s->pool[s->pool_len] = page;
         __atomic_store_n(&s->pool_len, s->pool_len + 1, __ATOMIC_RELAXED);
@@ -1155,6 +1181,7 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
         s->unit_shift = (unsigned)__builtin_ctz(units);
     pthread_mutex_init(&s->page_lock, NULL);
     if ((s->pages = calloc(s->page_count, sizeof(*s->pages))) == NULL ||
+        (s->use = calloc(s->page_count, sizeof(*s->use))) == NULL ||
         (s->pool = calloc(s->page_count, sizeof(*s->pool))) == NULL)
         goto nomem;
     if (s->lock_timing) {
@@ -1217,5 +1244,6 @@ void rkv_slab_destroy(struct rkv_slab *s)
     pthread_mutex_destroy(&s->page_lock);
     free(s->pool);
     free(s->pages);
+    free(s->use);
     free(s);
 }

@@ -51,8 +51,9 @@
  * no lock. Counters a stripe holder changes (items, bytes, puts, deletes,
  * incrs, displacements) live in that stripe's cache lines and are summed for
  * stats; what a writer changes outside the stripes (its shared-mode count,
- * its last version, its LRU store count, its sampling rng) lives in its
- * writer slot's line, and allocation in its slab magazines (slab.c). With
+ * its last version, its LRU store count, its sampling rng, its evictions,
+ * expiries, failed inserts and hints) lives in its writer slot's lines,
+ * also summed for stats, and allocation in its slab magazines (slab.c). With
  * cfg.lock_timing each kind of hold is timed per thread slot.
  *
  * Eviction (the server never sees GETs): clients send the slot words they
@@ -165,7 +166,8 @@ struct cuckoo_path {
     unsigned dest_slot;
 };
 
-/* Counters, updated with relaxed atomics (most outside any lock). */
+/* Counters of events no stripe counts, kept per writer slot (relaxed atomic
+ * adds: slots may be shared) and summed by stats (counters_sum). */
 struct table_counters {
     uint64_t evictions, expirations, insert_failures, hints, hints_ignored;
 };
@@ -189,14 +191,16 @@ struct stripe {
 } __attribute__((aligned(RKV_CACHELINE)));
 
 /* What a writer thread keeps per table, in its thread slot (rkv_thread_slot),
- * alone on its cache line: taking the index shared, a new version and a
- * store's LRU tick write no line another thread uses (threads past
- * RKV_THREAD_SLOTS share slots: all three stay correct, only slower). */
+ * on lines of its own: taking the index shared, a new version, a store's
+ * LRU tick and counting an eviction, expiry, failure or hint write no line
+ * another thread uses (threads past RKV_THREAD_SLOTS share slots: all of it
+ * stays correct, only slower). */
 struct writer_slot {
     uint64_t holders;        /* shared holds of the index (atomic) */
     uint64_t last_version;   /* the last item version handed out (atomic) */
     uint32_t stores;         /* LRU: stores since the slot last advanced the access clock */
     uint64_t rng;            /* xorshift state for eviction sampling; 0 until first used */
+    struct table_counters n; /* this slot's share of the table's counters */
 } __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_table {
@@ -236,12 +240,11 @@ struct rkv_table {
                                                 * (the index held exclusive) */
     int evicting[RKV_MAX_CLASSES];   /* 1 while a writer evicts ahead for the class (atomic) */
 
-    /* Written by writers outside any lock: each on a line of its own, so
-     * that no write invalidates the read-mostly fields above for the others. */
+    /* Written by writers outside any lock: on a line of its own, so that
+     * no write invalidates the read-mostly fields above for the others. */
     uint32_t access_clock __attribute__((aligned(RKV_CACHELINE)));
                                      /* LRU time: +ACCESS_STEP per ACCESS_STEP stored items of a
                                       * thread slot, with LRU only (atomic) */
-    struct table_counters n __attribute__((aligned(RKV_CACHELINE)));
 };
 
 /* Where a slot is, and what it holds. */
@@ -255,11 +258,6 @@ struct place {
 static void count(uint64_t *counter, int64_t delta)
 {
     __atomic_fetch_add(counter, (uint64_t)delta, __ATOMIC_RELAXED);
-}
-
-static uint64_t load(const uint64_t *counter)
-{
-    return __atomic_load_n(counter, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------ locking */
@@ -507,14 +505,6 @@ static int empty_slot(const struct rkv_bucket *b)
     return -1;
 }
 
-/* Stamp an item as just used (LRU). */
-static void touch(struct rkv_table *t, uint64_t word)
-{
-    uint32_t *m = rkv_slab_meta(t->slab, rkv_slot_offset(word), rkv_slot_class(word));
-    if (m != NULL)
-        __atomic_store_n(m, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-}
-
 /* LRU: one more stored item. Each thread slot advances the shared access
  * clock by ACCESS_STEP once per ACCESS_STEP of its stores, so that the clock's
  * line is written rarely (items stored close together share a stamp: LRU is
@@ -549,16 +539,27 @@ static uint64_t version_new(struct rkv_table *t)
     return v;
 }
 
-/* Make a built item live and publish it at (b, slot). The stripe of b held. */
-static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, uint64_t word)
+/* A new item, built before any index lock: not live (OBSOLETE) until published. */
+struct built {
+    unsigned cls;
+    uint64_t word;      /* slot word to publish */
+    uint64_t version;
+    uint32_t *access;   /* LRU: its access word (rkv_slab_meta), asked for to write while the
+                         * item was built, stamped as it is published; else NULL */
+};
+
+/* Make a built item live and publish it at (b, slot), stamped as just used
+ * (LRU). The stripe of b held. */
+static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, const struct built *nb)
 {
-    struct rkv_item *it = item_at(t, word);
-    if (t->cfg.evict == RKV_EVICT_LRU) {   /* the clock is LRU's only */
+    struct rkv_item *it = item_at(t, nb->word);
+    if (t->cfg.evict == RKV_EVICT_LRU)   /* the clock is LRU's only */
         access_tick(t);
-        touch(t, word);
-    }
+    if (nb->access != NULL)
+        __atomic_store_n(nb->access, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED),
+                         __ATOMIC_RELAXED);
     __atomic_store_n(&it->state, 0, __ATOMIC_RELEASE);
-    slot_store(t, b, slot, word);
+    slot_store(t, b, slot, nb->word);
     stripe_count(t, b, SC_ITEMS, 1);
     stripe_count(t, b, SC_ITEM_BYTES, (int64_t)rkv_item_size(it->key_len, it->value_len));
 }
@@ -705,7 +706,7 @@ static bool evict_one(struct rkv_table *t, const struct place *p, bool exclusive
         stripes_unlock(t, &set, hold);
     }
     if (still)
-        count(&t->n.evictions, 1);
+        count(&writer_slot(t)->n.evictions, 1);
     return still;
 }
 
@@ -786,7 +787,7 @@ static bool evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, st
     if (best.word == 0)
         return false;
     index_remove(t, &best);
-    count(&t->n.evictions, 1);
+    count(&writer_slot(t)->n.evictions, 1);
     *out = best;
     return true;
 }
@@ -879,7 +880,7 @@ static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
     for (uint32_t i = 0; i < pi->handed && live > 0; i++) {
         if (live_at(t, pi->start + (uint64_t)i * pi->size, pi->cls, &p)) {
             index_remove(t, &p);
-            count(&t->n.evictions, 1);
+            count(&writer_slot(t)->n.evictions, 1);
             live--;
         }
     }
@@ -1208,13 +1209,6 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
     }
 }
 
-/* A new item, built before any index lock: not live (OBSOLETE) until published. */
-struct built {
-    unsigned cls;
-    uint64_t word;      /* slot word to publish */
-    uint64_t version;
-};
-
 static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
                              uint32_t key_len, const struct rkv_value_src *val,
                              uint32_t expire_at, uint32_t user_flags, struct built *out)
@@ -1228,6 +1222,11 @@ static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, 
         return st;
 
     struct rkv_item *it = (struct rkv_item *)(void *)(t->base + off);
+    /* Its access word's line may be another writer's (neighbours' stamps):
+     * asked for now, it is here when the stripe hold stamps it. */
+    out->access = t->cfg.evict == RKV_EVICT_LRU ? rkv_slab_meta(t->slab, off, (unsigned)cls) : NULL;
+    if (out->access != NULL)
+        rkv_prefetch_write(out->access);
     uint64_t version = version_new(t);   /* before the item's first store, whose miss it would wait for */
     __atomic_store_n(&it->state, RKV_ITEM_OBSOLETE, __ATOMIC_RELEASE);
     it->version = version;
@@ -1299,20 +1298,20 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
     if (st != RKV_OK)
         return st;
     if (found) {
-        publish(t, old.bucket, old.slot, w->nb.word);   /* same slot: one store replaces */
+        publish(t, old.bucket, old.slot, &w->nb);   /* same slot: one store replaces */
         /* Superseded: the forward and the OBSOLETE mark go out in one store,
          * so a client holding the old location follows it with one READ.
          * Expired: readers must miss, not follow. */
         retire_mark(t, old.bucket, old.word, live ? rkv_item_state_forward(w->nb.word)
                                                   : RKV_ITEM_OBSOLETE);
         if (!live)
-            count(&t->n.expirations, 1);
+            count(&writer_slot(t)->n.expirations, 1);
         w->replaced = old.word;
         stripe_count(t, old.bucket, w->op, 1);
         return RKV_OK;
     }
     if (index_make_room(t, w->h, room, &p)) {
-        publish(t, p.bucket, p.slot, w->nb.word);
+        publish(t, p.bucket, p.slot, &w->nb);
         stripe_count(t, p.bucket, w->op, 1);
         return RKV_OK;
     }
@@ -1355,13 +1354,16 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
     return st;
 }
 
-/* Ask for the key's two bucket lines (to write) before the item is built,
- * so that their misses overlap the building instead of lengthening the
- * stripe hold that needs them. */
+/* Ask for the key's two bucket lines and their stripes' lock lines (to
+ * write) before the item is built, so that their misses overlap the building
+ * instead of lengthening the stripe hold that needs them: with several
+ * writers, a stripe's line is as likely as not in another core's cache. */
 static void prefetch_buckets(const struct rkv_table *t, const struct rkv_key_hash *h)
 {
-    __builtin_prefetch(&t->buckets[h->bucket[0]], 1, 3);
-    __builtin_prefetch(&t->buckets[h->bucket[1]], 1, 3);
+    for (unsigned i = 0; i < 2; i++) {
+        rkv_prefetch_write(&t->buckets[h->bucket[i]]);
+        rkv_prefetch_write(&t->stripes[h->bucket[i] & t->stripe_mask]);
+    }
 }
 
 /* ... and, once they are in, the first line of each item whose fingerprint
@@ -1373,7 +1375,7 @@ static void prefetch_matches(const struct rkv_table *t, const struct rkv_key_has
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
             uint64_t w = slot_load(b, s);
             if (w != 0 && rkv_slot_fp(w) == h->fp)
-                __builtin_prefetch(item_at(t, w), 1, 3);
+                rkv_prefetch_write(item_at(t, w));
         }
     }
 }
@@ -1405,7 +1407,7 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
 
 fail:
     if (st == RKV_OUT_OF_MEMORY)
-        count(&t->n.insert_failures, 1);
+        count(&writer_slot(t)->n.insert_failures, 1);
     return st;
 }
 
@@ -1452,7 +1454,7 @@ rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_l
     st = RKV_NOT_FOUND;
     if (found) {
         if (expired_now(t, p.it)) {
-            count(&t->n.expirations, 1);
+            count(&writer_slot(t)->n.expirations, 1);
         } else {
             st = RKV_OK;
             stripe_count(t, p.bucket, SC_DELETES, 1);
@@ -1601,9 +1603,9 @@ void rkv_table_hints(struct rkv_table *t, const void *hints, size_t n)
         valid += hint_batch(t, p + done * sizeof(uint64_t), (unsigned)RKV_MIN(n - done, HINT_BATCH));
     /* the shared counters' line is written once per request, not per hint */
     if (valid > 0)
-        count(&t->n.hints, (int64_t)valid);
+        count(&writer_slot(t)->n.hints, (int64_t)valid);
     if (n > valid)
-        count(&t->n.hints_ignored, (int64_t)(n - valid));
+        count(&writer_slot(t)->n.hints_ignored, (int64_t)(n - valid));
 }
 
 uint32_t rkv_table_access_age(struct rkv_table *t, uint64_t slot)
@@ -1625,7 +1627,7 @@ static void expire_bucket(struct rkv_table *t, uint64_t bucket, uint32_t now)
         if (w != 0 && expired(item_at(t, w), now)) {
             struct place p = { .bucket = b, .slot = s, .word = w };
             index_remove(t, &p);
-            count(&t->n.expirations, 1);
+            count(&writer_slot(t)->n.expirations, 1);
         }
     }
     stripes_unlock(t, &set, hold);
@@ -1653,6 +1655,20 @@ void rkv_table_tick(struct rkv_table *t)
     automove(t);
 }
 
+/* The table's counters: every writer slot's share, added up. */
+static void counters_sum(const struct rkv_table *t, struct table_counters *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned i = 0; i < RKV_THREAD_SLOTS; i++) {
+        const struct table_counters *n = &t->writer_slots[i].n;
+        out->evictions += __atomic_load_n(&n->evictions, __ATOMIC_RELAXED);
+        out->expirations += __atomic_load_n(&n->expirations, __ATOMIC_RELAXED);
+        out->insert_failures += __atomic_load_n(&n->insert_failures, __ATOMIC_RELAXED);
+        out->hints += __atomic_load_n(&n->hints, __ATOMIC_RELAXED);
+        out->hints_ignored += __atomic_load_n(&n->hints_ignored, __ATOMIC_RELAXED);
+    }
+}
+
 void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
 {
     struct rkv_slab_stats ss;
@@ -1664,19 +1680,21 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     out->heap_bytes = ss.heap;
     out->buckets = t->bucket_count;
     out->slots = t->bucket_count * RKV_SLOTS_PER_BUCKET;
-    out->evictions = load(&t->n.evictions);
-    out->expirations = load(&t->n.expirations);
+    struct table_counters n;
+    counters_sum(t, &n);
+    out->evictions = n.evictions;
+    out->expirations = n.expirations;
     out->displacements = stripe_sum(t, SC_DISPLACEMENTS);
     out->puts = stripe_sum(t, SC_PUTS);
     out->deletes = stripe_sum(t, SC_DELETES);
     out->incrs = stripe_sum(t, SC_INCRS);
-    out->insert_failures = load(&t->n.insert_failures);
+    out->insert_failures = n.insert_failures;
     out->item_bytes = stripe_sum(t, SC_ITEM_BYTES);
     out->limbo_bytes = ss.limbo + ss.draining;          /* items and moved pages inside grace_ms */
     out->tail_bytes = ss.tail;
     out->pages_unassigned = ss.pages_unassigned;
-    out->hints = load(&t->n.hints);
-    out->hints_ignored = load(&t->n.hints_ignored);
+    out->hints = n.hints;
+    out->hints_ignored = n.hints_ignored;
     out->slab_reassigns = ss.reassigns;
     if (t->lock_stats != NULL) {
         rkv_lock_stats_sum(&t->lock_stats[0].stripes, sizeof(t->lock_stats[0]), &out->lock_stripes);

@@ -16,7 +16,8 @@
  * Threads only count; the main thread asserts after joining them. Then
  * deterministic lock checks: writes to other buckets proceed while one is
  * inside its publish, and evicting ahead on a full heap never takes the
- * whole index.
+ * whole index. Last, the counters kept per writer slot add up exactly when
+ * more threads than slots count at once.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -29,6 +30,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "clock.h"
 #include "hash.h"
 #include "log.h"
 #include "lookup.h"
@@ -1008,6 +1010,188 @@ static void test_evict_ahead_without_whole_index(void **state)
     rkv_region_destroy(&region);
 }
 
+/* ------------------------------------------------------------ counters
+ *
+ * The counters no stripe keeps (expirations, insert failures, hints,
+ * evictions) are kept per writer slot and summed when stats are read. More
+ * threads than there are slots count at once, so some threads share a slot
+ * and every slot holds a share; each thread counts what it caused, and the
+ * sums must come out exact. Expiry runs on the test's clock, which stands
+ * still but for one jump, so what expires and what fails is deterministic. */
+
+#define CT_THREADS    (RKV_THREAD_SLOTS + 6)
+#define CT_KEYS       16      /* keys with a TTL each thread stores, then finds expired */
+#define CT_HINTS      24      /* valid hints, and as many invalid ones, each thread sends */
+#define CT_FAILS      3       /* failed inserts each thread collects on the full heap */
+#define CT_PUT_CAP    100000  /* safety net: a thread that never fails stops here */
+#define CT_EVICT_KEYS 300     /* new keys each thread stores into the evicting table */
+
+static uint64_t ct_clock_ns = 1000000000ull;
+
+static uint64_t ct_clock(void)
+{
+    return __atomic_load_n(&ct_clock_ns, __ATOMIC_RELAXED);
+}
+
+struct ct_shared {
+    struct rkv_table *t;
+    pthread_barrier_t step;   /* the threads and the main thread, around the clock's jump */
+    uint64_t hint;            /* a slot word naming a live item nobody removes */
+};
+
+struct ct_thread {
+    struct ct_shared *sh;
+    pthread_t tid;
+    unsigned id;
+    uint64_t stored, expired, failed, errors;
+};
+
+/* Store key (a 32-byte value) with ttl; counts what came of it. */
+static void ct_put(struct ct_thread *w, const char *key, uint32_t ttl)
+{
+    static const char value[32] = "0123456789abcdef0123456789abcdef";
+    struct rkv_value_src src = { .data = value, .len = sizeof value };
+    rkv_status st = rkv_table_put(w->sh->t, key, (uint32_t)strlen(key), &src, RKV_SET, 0, ttl,
+                                  0, NULL);
+    w->stored += st == RKV_OK;
+    w->failed += st == RKV_OUT_OF_MEMORY;
+    w->errors += st != RKV_OK && st != RKV_OUT_OF_MEMORY;
+}
+
+static void *ct_counting_main(void *p)
+{
+    struct ct_thread *w = p;
+    struct rkv_table *t = w->sh->t;
+    char key[32];
+
+    for (unsigned k = 0; k < CT_KEYS; k++) {
+        snprintf(key, sizeof key, "x%u.%u", w->id, k);
+        ct_put(w, key, 1);
+    }
+    pthread_barrier_wait(&w->sh->step);   /* the main thread moves the clock past the TTLs */
+    pthread_barrier_wait(&w->sh->step);
+    for (unsigned k = 0; k < CT_KEYS; k++) {
+        snprintf(key, sizeof key, "x%u.%u", w->id, k);
+        rkv_status st = rkv_table_delete(t, key, (uint32_t)strlen(key));
+        w->expired += st == RKV_NOT_FOUND;
+        w->errors += st != RKV_NOT_FOUND;
+    }
+    uint64_t junk = UINT64_MAX;
+    for (unsigned i = 0; i < CT_HINTS; i++) {
+        rkv_table_hints(t, &w->sh->hint, 1);
+        rkv_table_hints(t, &junk, 1);
+    }
+    /* the clock stands still from here, so nothing freed is reusable: the
+     * heap fills, and each thread collects its failures */
+    for (unsigned k = 0; w->failed < CT_FAILS && k < CT_PUT_CAP; k++) {
+        snprintf(key, sizeof key, "y%u.%u", w->id, k);
+        ct_put(w, key, 0);
+    }
+    w->errors += w->failed < CT_FAILS;
+    return NULL;
+}
+
+static void *ct_evicting_main(void *p)
+{
+    struct ct_thread *w = p;
+    char key[32];
+    pthread_barrier_wait(&w->sh->step);
+    for (unsigned k = 0; k < CT_EVICT_KEYS; k++) {
+        snprintf(key, sizeof key, "z%u.%u", w->id, k);
+        ct_put(w, key, 0);
+    }
+    return NULL;
+}
+
+/* Start CT_THREADS threads running fn over sh; with `jump`, move the clock
+ * 10 s on between their two waits at sh->step, else meet them at one. */
+static void ct_run(struct ct_shared *sh, struct ct_thread *w, void *(*fn)(void *), bool jump)
+{
+    assert_int_equal(pthread_barrier_init(&sh->step, NULL, CT_THREADS + 1), 0);
+    for (unsigned i = 0; i < CT_THREADS; i++) {
+        w[i] = (struct ct_thread){ .sh = sh, .id = i };
+        assert_int_equal(pthread_create(&w[i].tid, NULL, fn, &w[i]), 0);
+    }
+    pthread_barrier_wait(&sh->step);
+    if (jump) {
+        __atomic_add_fetch(&ct_clock_ns, 10 * RKV_NS_PER_S, __ATOMIC_RELAXED);
+        pthread_barrier_wait(&sh->step);
+    }
+    for (unsigned i = 0; i < CT_THREADS; i++) {
+        pthread_join(w[i].tid, NULL);
+        assert_int_equal(w[i].errors, 0);
+    }
+    pthread_barrier_destroy(&sh->step);
+}
+
+static void test_counters_summed_from_writers(void **state)
+{
+    (void)state;
+    static struct ct_thread w[CT_THREADS];
+    struct ct_shared sh = { 0 };
+    struct rkv_region region;
+    char err[512] = "";
+    /* 4 MiB of 4 KiB pages, a quarter of it index: room for every thread's
+     * TTL keys and a few thousand more */
+    struct rkv_table_config c = { .slab_page_size = 4096, .grace_ms = 1, .index_share = 0.25,
+                                  .now_ns = ct_clock };
+    assert_int_equal(rkv_region_create(4 << 20, &region, err, sizeof err), RKV_OK);
+    if (rkv_table_create(region.base, region.size, &c, &sh.t, err, sizeof err) != RKV_OK)
+        fail_msg("%s", err);
+    /* the hint: the slot word of a key nobody touches, as a client read it */
+    assert_int_equal(put_str(sh.t, "hinted", "value"), RKV_OK);
+    struct rkv_key_hash h;
+    const struct rkv_region_header *hdr = rkv_table_header(sh.t);
+    const struct rkv_bucket *buckets = (const void *)((const uint8_t *)region.base + hdr->index_offset);
+    const struct rkv_item *it = rkv_table_find(sh.t, "hinted", 6);
+    assert_non_null(it);
+    rkv_hash_key("hinted", 6, hdr->hash_seed, hdr->bucket_count, &h);
+    for (unsigned b = 0; b < 2 && sh.hint == 0; b++)
+        for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++)
+            if (buckets[h.bucket[b]].slot[s] != 0 &&
+                rkv_slot_offset(buckets[h.bucket[b]].slot[s]) ==
+                (uint64_t)((const uint8_t *)it - (const uint8_t *)region.base))
+                sh.hint = buckets[h.bucket[b]].slot[s];
+    assert_true(sh.hint != 0);
+
+    ct_run(&sh, w, ct_counting_main, true);
+    uint64_t expired = 0, failed = 0;
+    for (unsigned i = 0; i < CT_THREADS; i++) {
+        expired += w[i].expired;
+        failed += w[i].failed;
+    }
+    struct rkv_table_stats s;
+    rkv_table_get_stats(sh.t, &s);
+    assert_int_equal(expired, (uint64_t)CT_THREADS * CT_KEYS);   /* every TTL key was stored */
+    assert_int_equal(s.expirations, expired);
+    assert_int_equal(s.insert_failures, failed);
+    assert_int_equal(s.hints, (uint64_t)CT_THREADS * CT_HINTS);
+    assert_int_equal(s.hints_ignored, (uint64_t)CT_THREADS * CT_HINTS);
+    rkv_table_destroy(sh.t);
+    rkv_region_destroy(&region);
+
+    /* Evictions: an LRU table too small for what the threads store. Nothing
+     * is deleted, replaced or expires, so every stored item is either still
+     * there or was counted evicted, whichever writer evicted it. */
+    c = (struct rkv_table_config){ .slab_page_size = 4096, .grace_ms = 1, .index_share = 0.25,
+                                   .evict = RKV_EVICT_LRU };
+    assert_int_equal(rkv_region_create(1 << 20, &region, err, sizeof err), RKV_OK);
+    if (rkv_table_create(region.base, region.size, &c, &sh.t, err, sizeof err) != RKV_OK)
+        fail_msg("%s", err);
+    ct_run(&sh, w, ct_evicting_main, false);
+    uint64_t stored = 0;
+    for (unsigned i = 0; i < CT_THREADS; i++)
+        stored += w[i].stored;
+    rkv_table_get_stats(sh.t, &s);
+    print_message("%u threads: %llu stored, %llu evicted, %llu left\n", CT_THREADS,
+                  (unsigned long long)stored, (unsigned long long)s.evictions,
+                  (unsigned long long)s.items);
+    assert_true(s.evictions > 0);
+    assert_int_equal(s.items + s.evictions, stored);
+    rkv_table_destroy(sh.t);
+    rkv_region_destroy(&region);
+}
+
 int main(void)
 {
     rkv_log_set_level(RKV_LOG_ERROR);
@@ -1017,6 +1201,7 @@ int main(void)
         cmocka_unit_test(test_writers_race_writers_evicting),
         cmocka_unit_test(test_disjoint_writes_overlap),
         cmocka_unit_test(test_evict_ahead_without_whole_index),
+        cmocka_unit_test(test_counters_summed_from_writers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

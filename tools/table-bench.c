@@ -11,7 +11,11 @@
  * each count's median and its ratio to the first count's. Each run also
  * says how many CPUs its writers got (CPU time / wall time) and PUTs per
  * CPU-second: on a machine shared with other work, a count that got fewer
- * CPUs than threads was starved, not slowed by the table. One run of the
+ * CPUs than threads was starved, not slowed by the table. With -n, a run of
+ * several threads also says which share of it came after the first writer
+ * was done (`tail`): writers that run at different speeds (a VM's vCPUs on
+ * unequally busy host cores) leave the slowest one alone at the end, which
+ * lowers `cpus` and the rate without any waiting in the table. One run of the
  * first count before the rounds warms the heap (limbo reuse) and is not
  * counted.
  *
@@ -71,13 +75,16 @@ struct bench {
     int ready;                    /* writers pinned and waiting (atomic) */
 };
 
+/* One writer thread's state, on lines of its own: done and failed change on
+ * every PUT, and a line shared with the next writer's would be traffic the
+ * table does not cause. */
 struct writer {
     struct bench *b;
     pthread_t tid;
     unsigned id;
     int cpu;                      /* -1: not pinned */
     uint64_t done, failed, ns, cpu_ns;
-};
+} __attribute__((aligned(RKV_CACHELINE)));
 
 /* CPU time this thread has run, in ns. */
 static uint64_t thread_cpu_ns(void)
@@ -190,12 +197,14 @@ static double run(struct rkv_table *t, const struct options *o, unsigned threads
         nanosleep(&ts, NULL);
         __atomic_store_n(&b.stop, 1, __ATOMIC_RELAXED);
     }
-    uint64_t done = 0, failed = 0, cpu_ns = 0;
+    uint64_t done = 0, failed = 0, cpu_ns = 0, first_ns = UINT64_MAX, last_ns = 0;
     for (unsigned i = 0; i < threads; i++) {
         pthread_join(w[i].tid, NULL);
         done += w[i].done;
         failed += w[i].failed;
         cpu_ns += w[i].cpu_ns;
+        first_ns = RKV_MIN(first_ns, w[i].ns);
+        last_ns = RKV_MAX(last_ns, w[i].ns);
     }
     double secs = (double)(rkv_now_ns() - start) / 1e9;
     double rate = (double)done / secs;
@@ -207,6 +216,8 @@ static double run(struct rkv_table *t, const struct options *o, unsigned threads
            "%8.0f puts/cpu-s  load %.2f", threads, (unsigned long long)done, secs, rate,
            rate / threads, (double)cpu_ns / 1e9 / secs, (double)done / ((double)cpu_ns / 1e9),
            load[0]);
+    if (threads > 1 && o->puts != 0)   /* the share of the run after the first writer finished */
+        printf("  tail %.0f %%", last_ns ? 100.0 * (double)(last_ns - first_ns) / (double)last_ns : 0.0);
     if (after.evictions != before.evictions)
         printf("  evicted %llu", (unsigned long long)(after.evictions - before.evictions));
     if (failed)
