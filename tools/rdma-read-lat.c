@@ -28,10 +28,21 @@
  *                   --stop PID stops the server (SIGSTOP) while they run,
  *                   which rxe does not need (its responder is the kernel).
  *
+ * Cases: each `--case "LABEL: OPTIONS"` is one setup (the options outside
+ * any --case, then its own); all are set up first, then READ round-robin,
+ * one READ per case in turn, -n times each. Whatever else the machine does
+ * (on a 2-core host running a TCG guest next to other work, wall-clock
+ * runs of the same setup swing by 1.5x from one run to the next) then
+ * falls on every case alike, and cases compare within one run.
+ *
  * Per READ: the time from before ibv_post_send (transport->read) to the
  * poll that returned its completion, as ib_read_lat's t_typical counts it
  * (the median of post-to-post times in a loop that does nothing else).
- * Output: one line, "LABEL bytes N reads M: min / p50 / p99 / mean us".
+ * Output: one line per case, its min, percentiles and mean in us, and the
+ * share of READs within 1.5x its fastest. --switches adds the thread's
+ * context switches per READ (getrusage around each READ, outside its time):
+ * on rxe the responder runs as a tasklet, inline or in ksoftirqd (two
+ * switches), and that choice is most of the spread between min and p50.
  *
  * A measuring tool for developers; not installed.
  *
@@ -39,9 +50,10 @@
  *                 [--like perftest|rkv] [--sq N] [--rq N] [--inline N] [--sge N] [--cq N]
  *                 [--shared-cq 0|1] [--rd-atomic N] [--mtu 256..4096] [--timeout N] [--retry N]
  *                 [--region BYTES] [--region-kind anon|memfd|huge] [--spread BYTES]
- *                 [--local BYTES] [--dst-off N] [--poll N] [--relaxed 0|1]
+ *                 [--local BYTES] [--dst-off N] [--poll N] [--relaxed 0|1] [--switches]
  *   rdma-read-lat --rkv rdma://HOST:PORT [--stop SERVER_PID] [-s BYTES] [-n READS] [-w WARMUP]
  *                 [--spread BYTES] [-l LABEL]
+ *   rdma-read-lat [COMMON OPTIONS] --case "LABEL: OPTIONS" --case "LABEL: OPTIONS" ...
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -53,6 +65,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <infiniband/verbs.h>
@@ -105,7 +118,8 @@ static const struct setup like_rkv = {
 struct opts {
     const char *dev, *label, *rkv_uri;
     int gid_index;
-    pid_t stop_pid;             /* --rkv: SIGSTOP this process (the server) while the READs run */
+    pid_t stop_pid;             /* SIGSTOP this process (an rkv-server) while the READs run */
+    bool switches;              /* count this thread's context switches across each READ */
     uint32_t size, reads, warmup;
     size_t spread;              /* READs at random offsets within this many bytes; 0: one offset */
     struct setup s;
@@ -292,135 +306,190 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void report(const struct opts *o, uint64_t *ns, uint32_t n)
+/* One line: min, percentiles and mean in us; the share of READs within
+ * 1.5x the fastest (on rxe, those whose responder ran without a switch to
+ * ksoftirqd); with --switches, context switches per READ. */
+static void report(const struct opts *o, uint64_t *ns, uint32_t n, uint64_t switches)
 {
     double sum = 0;
+    uint32_t fast = 0;
 
     qsort(ns, n, sizeof *ns, cmp_u64);
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         sum += (double)ns[i];
-    printf("%-28s bytes %5u reads %6u: min %7.2f  p50 %7.2f  p99 %8.2f  mean %7.2f us\n",
-           o->label, o->size, n, ns[0] / 1e3, ns[n / 2] / 1e3, ns[(uint64_t)n * 99 / 100] / 1e3,
-           sum / n / 1e3);
+        fast += ns[i] * 2 <= ns[0] * 3;
+    }
+#define PCT(q) (ns[(uint64_t)n * (q) / 100] / 1e3)
+    printf("%-30s %5u B x %5u: min %6.2f  p10 %6.2f  p25 %6.2f  p50 %6.2f  p75 %6.2f  p90 %6.2f  "
+           "p99 %7.2f  mean %6.2f us  fast %4.1f%%", o->label, o->size, n, ns[0] / 1e3, PCT(10),
+           PCT(25), PCT(50), PCT(75), PCT(90), PCT(99), sum / n / 1e3, 100.0 * fast / n);
+#undef PCT
+    if (o->switches)
+        printf("  switches/READ %.2f", (double)switches / n);
+    putchar('\n');
 }
 
-static void run_self(const struct opts *o)
+/* One line of the output: a setup and the READs timed on it. */
+struct lat_case {
+    struct opts o;
+    uint64_t rng;
+    uint64_t *ns;               /* o.reads times */
+    uint64_t switches;          /* --switches: context switches during the timed READs */
+    /* self mode */
+    struct side req, resp;
+    struct ibv_sge sge;
+    struct ibv_send_wr wr;
+    int batch;
+    /* --rkv */
+    struct rkv_ctrans *t;
+    struct rkv_trans_counters ctr;
+    struct rkv_read_op op;
+    size_t base, span;          /* READs at base + [0, span) of the region */
+};
+
+static void self_setup(struct lat_case *c)
 {
+    const struct opts *o = &c->o;
     const struct setup *s = &o->s;
-    struct side req = { 0 }, resp = { 0 };
     struct ibv_port_attr port;
     struct ibv_device_attr dev;
     union ibv_gid gid;
-    uint64_t rng = 1, *ns = calloc(o->reads, sizeof *ns);
 
-    if (ns == NULL)
-        die(0, "out of memory");
     if (s->dst_off + o->size > s->local || o->size > s->region)
-        die(0, "a %u-byte READ does not fit --local / --region", o->size);
-    side_open(&resp, o, s->region, s->kind, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-    side_open(&req, o, s->local, REGION_ANON, IBV_ACCESS_LOCAL_WRITE);
-    if (ibv_query_port(req.ctx, 1, &port) || ibv_query_device(req.ctx, &dev) ||
-        ibv_query_gid(req.ctx, 1, o->gid_index, &gid))
+        die(0, "%s: a %u-byte READ does not fit --local / --region", o->label, o->size);
+    side_open(&c->resp, o, s->region, s->kind, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    side_open(&c->req, o, s->local, REGION_ANON, IBV_ACCESS_LOCAL_WRITE);
+    if (ibv_query_port(c->req.ctx, 1, &port) || ibv_query_device(c->req.ctx, &dev) ||
+        ibv_query_gid(c->req.ctx, 1, o->gid_index, &gid))
         die(errno, "querying the device, port 1 or GID index %d (-x)", o->gid_index);
     uint8_t rd = (uint8_t)(s->rd_atomic ? s->rd_atomic
                                         : (uint32_t)RKV_MIN(dev.max_qp_rd_atom, dev.max_qp_init_rd_atom));
     enum ibv_mtu mtu = mtu_enum(s->mtu, port.active_mtu);
-    connect_qp(&resp, req.qp->qp_num, &gid, o, mtu, rd);
-    connect_qp(&req, resp.qp->qp_num, &gid, o, mtu, rd);
+    connect_qp(&c->resp, c->req.qp->qp_num, &gid, o, mtu, rd);
+    connect_qp(&c->req, c->resp.qp->qp_num, &gid, o, mtu, rd);
 
     struct ibv_qp_attr qa;
     struct ibv_qp_init_attr qi;
-    if (ibv_query_qp(req.qp, &qa, IBV_QP_CAP, &qi) == 0)
+    if (ibv_query_qp(c->req.qp, &qa, IBV_QP_CAP, &qi) == 0)
         fprintf(stderr, "%s: granted send %u recv %u inline %u sge %u, rd_atomic %u, mtu %d\n",
                 o->label, qi.cap.max_send_wr, qi.cap.max_recv_wr, qi.cap.max_inline_data,
                 qi.cap.max_send_sge, rd, 128 << mtu);
-
-    struct ibv_sge sge = { .addr = (uintptr_t)(req.mem + s->dst_off), .length = o->size,
-                           .lkey = req.mr->lkey };
-    struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
-                              .send_flags = IBV_SEND_SIGNALED, .wr.rdma.rkey = resp.mr->rkey };
-    struct ibv_wc wc[64];
-    int batch = RKV_MIN(RKV_MAX(s->poll, 1), (int)RKV_ARRAY_SIZE(wc));
-
-    for (uint32_t i = 0; i < o->warmup + o->reads; i++) {
-        struct ibv_send_wr *bad;
-        int got;
-        wr.wr.rdma.remote_addr = (uintptr_t)resp.mem + read_offset(o, &rng, s->region);
-        uint64_t t0 = rkv_now_ns();
-        if (ibv_post_send(req.qp, &wr, &bad) != 0)
-            die(errno, "ibv_post_send");
-        while ((got = ibv_poll_cq(req.scq, batch, wc)) == 0)
-            ;
-        uint64_t t1 = rkv_now_ns();
-        if (got < 0 || wc[0].status != IBV_WC_SUCCESS)
-            die(0, "READ failed: %s", got < 0 ? "poll" : ibv_wc_status_str(wc[0].status));
-        if (i >= o->warmup)
-            ns[i - o->warmup] = t1 - t0;
-    }
-    report(o, ns, o->reads);
-    free(ns);
+    c->sge = (struct ibv_sge){ .addr = (uintptr_t)(c->req.mem + s->dst_off), .length = o->size,
+                               .lkey = c->req.mr->lkey };
+    c->wr = (struct ibv_send_wr){ .sg_list = &c->sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+                                  .send_flags = IBV_SEND_SIGNALED, .wr.rdma.rkey = c->resp.mr->rkey };
+    c->batch = RKV_MIN(RKV_MAX(s->poll, 1), 64);
 }
 
-/* ------------------------------------------------------------ rkv mode */
+/* One READ as ib_read_lat posts it: signaled, then poll until it completes. */
+static uint64_t self_read(struct lat_case *c)
+{
+    struct ibv_send_wr *bad;
+    struct ibv_wc wc[64];
+    int got;
 
-static void run_rkv(const struct opts *o)
+    c->wr.wr.rdma.remote_addr = (uintptr_t)c->resp.mem + read_offset(&c->o, &c->rng, c->o.s.region);
+    uint64_t t0 = rkv_now_ns();
+    if (ibv_post_send(c->req.qp, &c->wr, &bad) != 0)
+        die(errno, "ibv_post_send");
+    while ((got = ibv_poll_cq(c->req.scq, c->batch, wc)) == 0)
+        ;
+    uint64_t t1 = rkv_now_ns();
+    if (got < 0 || wc[0].status != IBV_WC_SUCCESS)
+        die(0, "READ failed: %s", got < 0 ? "poll" : ibv_wc_status_str(wc[0].status));
+    return t1 - t0;
+}
+
+static void rkv_setup(struct lat_case *c)
 {
     const struct rkv_client_transport *ops = &rkv_rdma_client_transport;
-    struct rkv_trans_counters ctr = { 0 };
-    struct rkv_ctrans *t = NULL;
+    const struct opts *o = &c->o;
     struct rkv_hello h;
     char err[400];
     const void *msg;
     size_t len;
-    const char *addr = strstr(o->rkv_uri, "://");
-    uint64_t rng = 1, *ns = calloc(o->reads, sizeof *ns);
 
-    if (ns == NULL)
-        die(0, "out of memory");
-    if (addr == NULL || strncmp(o->rkv_uri, "rdma://", 7) != 0)
+    if (strncmp(o->rkv_uri, "rdma://", 7) != 0)
         die(0, "--rkv takes rdma://HOST:PORT, not \"%s\"", o->rkv_uri);
-    if (ops->connect(addr + 3, NULL, &ctr, &t, err, sizeof err) != RKV_OK)
+    if (ops->connect(o->rkv_uri + 7, NULL, &c->ctr, &c->t, err, sizeof err) != RKV_OK)
         die(0, "connect: %s", err);
     struct rkv_req req = { .opcode = RKV_OP_HELLO, .req_id = 1, .arg = RKV_PROTO_VERSION };
-    uint32_t n = (uint32_t)rkv_req_build(ops->send_buf(t, 0), &req, "", NULL, 0, NULL, 0);
+    uint32_t n = (uint32_t)rkv_req_build(ops->send_buf(c->t, 0), &req, "", NULL, 0, NULL, 0);
     const struct rkv_resp *rh;
     const uint8_t *payload;
-    if (ops->send(t, &n, 1) != RKV_OK || ops->recv(t, &msg, &len, 5000) != RKV_OK)
-        die(0, "HELLO: %s", ops->why(t));
+    if (ops->send(c->t, &n, 1) != RKV_OK || ops->recv(c->t, &msg, &len, 5000) != RKV_OK)
+        die(0, "HELLO: %s", ops->why(c->t));
     if (rkv_resp_parse(msg, len, &rh, &payload) != RKV_OK || rh->status != RKV_OK ||
         rkv_hello_parse(payload, rh->payload_len, &h) != RKV_OK)
         die(0, "HELLO refused or malformed (a server with --auth?)");
-    ops->recv_done(t);
-    if (ops->set_region(t, &h, err, sizeof err) != RKV_OK)
+    ops->recv_done(c->t);
+    if (ops->set_region(c->t, &h, err, sizeof err) != RKV_OK)
         die(0, "set_region: %s", err);
-
-    uint8_t *dst = ops->local_buf(t, &len);
-    size_t base = RKV_MIN((size_t)h.region_size / 2, (size_t)1 << 20);   /* past the header and index */
-    struct rkv_read_op op = { .len = o->size, .dst = dst };
-    if (o->size > len || base + RKV_MIN(o->spread, (size_t)h.region_size / 2) + o->size > h.region_size)
+    c->op = (struct rkv_read_op){ .len = o->size, .dst = ops->local_buf(c->t, &len) };
+    c->base = RKV_MIN((size_t)h.region_size / 2, (size_t)1 << 20);   /* past header and index */
+    c->span = (size_t)h.region_size - c->base - o->size;
+    if (o->size > len || o->size + c->base > h.region_size)
         die(0, "a %u-byte READ does not fit the region or the read buffer", o->size);
-    if (o->stop_pid > 0 && kill(o->stop_pid, SIGSTOP) != 0)
-        die(errno, "kill(%d, SIGSTOP)", (int)o->stop_pid);
-    for (uint32_t i = 0; i < o->warmup + o->reads; i++) {
-        op.offset = base + read_offset(o, &rng, (size_t)h.region_size / 2);
-        uint64_t t0 = rkv_now_ns();
-        if (ops->read(t, &op, 1) != RKV_OK)
-            die(0, "READ: %s", ops->why(t));
-        uint64_t t1 = rkv_now_ns();
-        if (i >= o->warmup)
-            ns[i - o->warmup] = t1 - t0;
+}
+
+/* One READ through rkv's transport, as a GET's read() makes it. */
+static uint64_t rkv_read(struct lat_case *c)
+{
+    c->op.offset = c->base + read_offset(&c->o, &c->rng, c->span);
+    uint64_t t0 = rkv_now_ns();
+    if (rkv_rdma_client_transport.read(c->t, &c->op, 1) != RKV_OK)
+        die(0, "READ: %s", rkv_rdma_client_transport.why(c->t));
+    return rkv_now_ns() - t0;
+}
+
+/* Voluntary and involuntary context switches of this thread so far. */
+static uint64_t thread_switches(void)
+{
+    struct rusage ru;
+
+    if (getrusage(RUSAGE_THREAD, &ru) != 0)
+        return 0;
+    return (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+}
+
+/* Set every case up, then READ round-robin, one per case in turn, so that
+ * whatever else the machine does falls on every case alike. */
+static void run_cases(struct lat_case *cases, unsigned n, pid_t stop_pid)
+{
+    const uint32_t warmup = cases[0].o.warmup, reads = cases[0].o.reads;
+
+    for (unsigned k = 0; k < n; k++) {
+        cases[k].rng = 1;
+        cases[k].ns = calloc(reads, sizeof *cases[k].ns);
+        if (cases[k].ns == NULL)
+            die(0, "out of memory");
+        if (cases[k].o.rkv_uri != NULL)
+            rkv_setup(&cases[k]);
+        else
+            self_setup(&cases[k]);
     }
-    if (o->stop_pid > 0)
-        kill(o->stop_pid, SIGCONT);
-    report(o, ns, o->reads);
-    ops->close(t);
-    free(ns);
+    if (stop_pid > 0 && kill(stop_pid, SIGSTOP) != 0)
+        die(errno, "kill(%d, SIGSTOP)", (int)stop_pid);
+    for (uint32_t i = 0; i < warmup + reads; i++)
+        for (unsigned k = 0; k < n; k++) {
+            uint64_t before = cases[k].o.switches ? thread_switches() : 0;
+            uint64_t ns = cases[k].o.rkv_uri != NULL ? rkv_read(&cases[k]) : self_read(&cases[k]);
+            if (i < warmup)
+                continue;
+            cases[k].ns[i - warmup] = ns;
+            if (cases[k].o.switches)
+                cases[k].switches += thread_switches() - before;
+        }
+    if (stop_pid > 0)
+        kill(stop_pid, SIGCONT);
+    for (unsigned k = 0; k < n; k++)
+        report(&cases[k].o, cases[k].ns, reads, cases[k].switches);
 }
 
 /* ------------------------------------------------------------ options */
 
 enum { O_LIKE = 256, O_SQ, O_RQ, O_INLINE, O_SGE, O_CQ, O_SHARED_CQ, O_RD, O_MTU, O_TIMEOUT,
-       O_RETRY, O_REGION, O_KIND, O_SPREAD, O_LOCAL, O_DST, O_POLL, O_RELAXED, O_RKV, O_STOP };
+       O_RETRY, O_REGION, O_KIND, O_SPREAD, O_LOCAL, O_DST, O_POLL, O_RELAXED, O_RKV, O_STOP, O_SWITCHES };
 
 static void usage(void)
 {
@@ -429,9 +498,10 @@ static void usage(void)
             "         [--like perftest|rkv] [--sq N] [--rq N] [--inline N] [--sge N] [--cq N]\n"
             "         [--shared-cq 0|1] [--rd-atomic N] [--mtu 256..4096] [--timeout N] [--retry N]\n"
             "         [--region BYTES] [--region-kind anon|memfd|huge] [--spread BYTES]\n"
-            "         [--local BYTES] [--dst-off N] [--poll N] [--relaxed 0|1]\n"
+            "         [--local BYTES] [--dst-off N] [--poll N] [--relaxed 0|1] [--switches]\n"
             "       rdma-read-lat --rkv rdma://HOST:PORT [--stop SERVER_PID] [-s BYTES] [-n READS] [-w WARMUP]\n"
-            "         [--spread BYTES] [-l LABEL]\n");
+            "         [--spread BYTES] [-l LABEL]\n"
+            "       rdma-read-lat [COMMON OPTIONS] --case \"LABEL: OPTIONS\" --case \"LABEL: OPTIONS\" ...\n");
     exit(2);
 }
 
@@ -444,7 +514,8 @@ static void parse(int argc, char **argv, struct opts *o)
         { "timeout", 1, 0, O_TIMEOUT }, { "retry", 1, 0, O_RETRY }, { "region", 1, 0, O_REGION },
         { "region-kind", 1, 0, O_KIND }, { "spread", 1, 0, O_SPREAD }, { "local", 1, 0, O_LOCAL },
         { "dst-off", 1, 0, O_DST }, { "poll", 1, 0, O_POLL }, { "relaxed", 1, 0, O_RELAXED },
-        { "rkv", 1, 0, O_RKV }, { "stop", 1, 0, O_STOP }, { 0, 0, 0, 0 },
+        { "rkv", 1, 0, O_RKV }, { "stop", 1, 0, O_STOP },
+        { "switches", 0, 0, O_SWITCHES }, { 0, 0, 0, 0 },
     };
     struct setup *s = &o->s;
     int c;
@@ -492,6 +563,7 @@ static void parse(int argc, char **argv, struct opts *o)
         case O_RELAXED: s->relaxed = parse_num(optarg, "--relaxed") != 0; break;
         case O_RKV: o->rkv_uri = optarg; break;
         case O_STOP: o->stop_pid = (pid_t)parse_num(optarg, "--stop"); break;
+        case O_SWITCHES: o->switches = true; break;
         default: usage();
         }
     }
@@ -500,14 +572,73 @@ static void parse(int argc, char **argv, struct opts *o)
         usage();
 }
 
+#define MAX_CASES 16
+#define MAX_ARGS  128
+
+/* argv for one case: the program, the options outside any --case, then the
+ * case's own (its text after "LABEL:", split at spaces; `buf` holds them). */
+static int case_argv(int argc, char **argv, const char *text, char *buf, size_t buf_len,
+                     char **out, const char **label)
+{
+    const char *colon = strchr(text, ':');
+    int n = 0;
+
+    snprintf(buf, buf_len, "%s", colon ? colon + 1 : text);
+    *label = NULL;
+    if (colon != NULL) {
+        size_t l = (size_t)(colon - text);
+        char *lab = malloc(l + 1);
+        if (lab == NULL)
+            die(0, "out of memory");
+        memcpy(lab, text, l);
+        lab[l] = '\0';
+        *label = lab;
+    }
+    out[n++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--case") == 0) {
+            i++;
+            continue;
+        }
+        if (n + 1 >= MAX_ARGS)
+            die(0, "too many arguments");
+        out[n++] = argv[i];
+    }
+    for (char *tok = strtok(buf, " "); tok != NULL; tok = strtok(NULL, " ")) {
+        if (n + 1 >= MAX_ARGS)
+            die(0, "too many arguments in --case \"%s\"", text);
+        out[n++] = tok;
+    }
+    out[n] = NULL;
+    return n;
+}
+
 int main(int argc, char **argv)
 {
-    struct opts o;
+    static struct lat_case cases[MAX_CASES];
+    static char bufs[MAX_CASES][1024];
+    const char *texts[MAX_CASES];
+    unsigned n = 0;
 
-    parse(argc, argv, &o);
-    if (o.rkv_uri != NULL)
-        run_rkv(&o);
-    else
-        run_self(&o);
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--case") == 0) {
+            if (i + 1 >= argc || n == MAX_CASES)
+                die(0, "--case takes \"LABEL: OPTIONS\" (at most %d cases)", MAX_CASES);
+            texts[n++] = argv[++i];
+        }
+    if (n == 0)
+        texts[n++] = "";
+    for (unsigned k = 0; k < n; k++) {
+        char *args[MAX_ARGS];
+        const char *label;
+        int m = case_argv(argc, argv, texts[k], bufs[k], sizeof bufs[k], args, &label);
+        optind = 0;                 /* glibc: a full rescan of a new argv */
+        parse(m, args, &cases[k].o);
+        if (label != NULL)
+            cases[k].o.label = label;
+        if (cases[k].o.reads != cases[0].o.reads || cases[k].o.warmup != cases[0].o.warmup)
+            die(0, "-n and -w belong outside --case: every case makes as many READs");
+    }
+    run_cases(cases, n, cases[0].o.stop_pid);
     return 0;
 }

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # tools/rxe-vm/read-lat-factors.sh — which of rkv's READ setup choices cost
-# time over Soft-RoCE, in one guest run (issue 11). Every line is one
-# rdma-read-lat (tools/rdma-read-lat.c) or ib_read_lat run on vCPU 0:
+# time over Soft-RoCE, in one guest run (issue 11). Each experiment is one
+# rdma-read-lat process on vCPU 0 (tools/rdma-read-lat.c) whose cases READ
+# round-robin, so the host's load falls on all of them alike; rkv-server
+# runs on vCPU 1 as in get-latency.sh:
 #
-#   references  ib_read_lat; rdma-read-lat --like perftest (its own QPs set
-#               up as ib_read_lat sets them) and --like rkv (as rkv's client
-#               and server set theirs); rkv's own client transport against
-#               a real rkv-server on vCPU 1 (--rkv), with the server running
-#               and stopped (SIGSTOP: rxe serves a READ in the kernel).
-#   +FACTOR     --like perftest with one of rkv's choices
-#   -FACTOR     --like rkv with that choice back at perftest's
+#   ref      rdma-read-lat --like perftest (its own QPs set up as ib_read_lat
+#            sets them up), --like rkv (as rkv's client and server set theirs
+#            up), and rkv's own client transport against the rkv-server
+#            (--rkv); at fixed offsets and spread over 1 MiB; 2 and 128 B
+#   switches ref at 2 B with the server stopped and context switches counted
+#   +FACTOR  --like perftest with one of rkv's choices (2 B)
+#   -FACTOR  --like rkv with that choice back at perftest's (2 B)
+#   size     rkv's transport at 2, 64, 78, 79, 88 and 128 B: a warm GET of a
+#            32-byte value reads its 88-byte item's 128-byte size class, and
+#            the kernel's ICRC takes crc32-pclmul from 79 bytes on
 #
-# All of it RKV_RLF_ROUNDS times (default 3), the order of the factors
-# reversed every other round, so the host's load falls on every line alike.
+# and ib_read_lat at 2 and 128 B (not interleaved; the server stopped), all
+# RKV_RLF_ROUNDS times (default 3).
 #
 # Run from the host:
 #   tools/rxe-vm/run.sh --quiet --timeout 600 -- \
@@ -37,23 +42,26 @@ factors=(
   "mtu|--mtu 1024|--mtu 0"
   "local2M|--local 2M|--local 8K"
   "region|--region 64M --region-kind memfd|--region 8K --region-kind anon"
+  "spread|--region 64M --region-kind memfd --spread 1M|--region 8K --region-kind anon --spread 0"
 )
 
-self() {  # self LABEL ARGS...: one rdma-read-lat line
-  local label=$1; shift
-  taskset -c 0 "$tool" -d "$RXE_DEV" -x "$RXE_GID_INDEX" -n "$N" -l "$label" "$@" 2>> "$out/rlf.err" ||
-    echo "$label: failed (see rlf.err)"
+lat() {  # lat ARGS...: one rdma-read-lat process
+  taskset -c 0 "$tool" -d "$RXE_DEV" -x "$RXE_GID_INDEX" -n "$N" "$@" 2>> "$out/rlf.err" ||
+    echo "rdma-read-lat $*: failed (see rlf.err)"
 }
 
-read_lat() {  # read_lat BYTES LABEL [ARGS]: ib_read_lat's typical, server on vCPU 1, client on vCPU 0
-  local s=$1 l=$2; shift 2
-  taskset -c 1 ib_read_lat -d "$RXE_DEV" -x "$RXE_GID_INDEX" -n "$N" -s "$s" "$@" > /dev/null 2>&1 &
+read_lat() {  # read_lat BYTES: ib_read_lat's line, server on vCPU 1, client on vCPU 0
+  taskset -c 1 ib_read_lat -d "$RXE_DEV" -x "$RXE_GID_INDEX" -n "$N" -s "$1" > /dev/null 2>&1 &
   local lat=$!
   sleep 1
-  taskset -c 0 ib_read_lat -d "$RXE_DEV" -x "$RXE_GID_INDEX" -n "$N" -s "$s" "$@" "$RXE_IP" 2>&1 |
-    awk -v l="$l" -v s="$s" '$1 == s && $2 > 0 { printf "%-28s bytes %5u reads %6u: min %7.2f  t_typical %7.2f  p99 %8.2f  (t_avg %s) us\n", l, s, $2, $3, $5, $8, $6 }'
+  taskset -c 0 ib_read_lat -d "$RXE_DEV" -x "$RXE_GID_INDEX" -n "$N" -s "$1" "$RXE_IP" 2>&1 |
+    awk -v s="$1" '$1 == s && $2 > 0 { printf "%-30s %5u B x %5u: min %6.2f  t_typical %6.2f  p99 %7.2f  t_avg %s us\n", "ib_read_lat", s, $2, $3, $5, $8, $6 }'
   wait "$lat"
 }
+
+ref_cases=(--case "perftest-like: --like perftest" --case "rkv-like: --like rkv"
+           --case "rkv-like, 1M spread: --like rkv --spread 1M"
+           --case "rkv transport: --rkv $uri" --case "rkv transport, 1M spread: --rkv $uri --spread 1M")
 
 taskset -c 1 "$A/server/rkv-server" --listen "$uri" --memory 64M --workers 1 --max-conns 16 \
   > "$out/rlf-server.log" 2>&1 &
@@ -61,35 +69,32 @@ pid=$!
 for _ in $(seq 100); do "$A/tools/rkv-cli" -s "$uri" ping > /dev/null 2>&1 && break; sleep 0.1; done
 grep -h "region" "$out/rlf-server.log" | head -2
 
+plus=(--case "perftest: --like perftest")
+minus=(--case "rkv: --like rkv")
+for f in "${factors[@]}"; do
+  IFS='|' read -r name p m <<< "$f"
+  plus+=(--case "perftest +$name: --like perftest $p")
+  minus+=(--case "rkv -$name: --like rkv $m")
+done
+
 for round in $(seq "$ROUNDS"); do
-  echo "== round $round"
-  for s in 2 128; do
-    kill -STOP "$pid"
-    read_lat "$s" "ib_read_lat (server stopped)"
-    read_lat "$s" "ib_read_lat --use_old_post_send" --use_old_post_send
-    self "perftest-like" -s "$s"
-    self "rkv-like" -s "$s" --like rkv
-    self "rkv-like, 1M spread" -s "$s" --like rkv --spread 1M
-    kill -CONT "$pid"
-    taskset -c 0 "$tool" --rkv "$uri" --stop "$pid" -n "$N" -s "$s" -l "rkv transport (srv stopped)" 2>> "$out/rlf.err"
-    taskset -c 0 "$tool" --rkv "$uri" --stop "$pid" -n "$N" -s "$s" --spread 1M -l "rkv transport, 1M spread" 2>> "$out/rlf.err"
-    taskset -c 0 "$tool" --rkv "$uri" -n "$N" -s "$s" -l "rkv transport (srv running)" 2>> "$out/rlf.err"
-    read_lat "$s" "ib_read_lat (server running)"
-    self "perftest-like (srv running)" -s "$s"
-  done
+  echo "== round $round: ref (server running)"
+  lat -s 2 "${ref_cases[@]}"
+  lat -s 128 "${ref_cases[@]}"
+  echo "== round $round: switches (2 B, server stopped)"
+  lat -s 2 --stop "$pid" --switches "${ref_cases[@]}"
+  echo "== round $round: one factor (2 B, server stopped)"
+  lat -s 2 --stop "$pid" "${plus[@]}"
+  lat -s 2 --stop "$pid" "${minus[@]}"
+  echo "== round $round: size (rkv transport, server running)"
+  lat --rkv "$uri" --case "2: -s 2" --case "64: -s 64" --case "78: -s 78" --case "79: -s 79" \
+    --case "88: -s 88" --case "128: -s 128"
+  echo "== round $round: ib_read_lat (server stopped)"
   kill -STOP "$pid"
-  list=("${factors[@]}")
-  if [ $((round % 2)) = 0 ]; then
-    list=(); for ((i = ${#factors[@]} - 1; i >= 0; i--)); do list+=("${factors[$i]}"); done
-  fi
-  for f in "${list[@]}"; do
-    IFS='|' read -r name plus minus <<< "$f"
-    # shellcheck disable=SC2086
-    self "perftest +$name" -s 2 $plus
-    # shellcheck disable=SC2086
-    self "rkv -$name" -s 2 --like rkv $minus
-  done
+  read_lat 2
+  read_lat 128
   kill -CONT "$pid"
 done
 kill "$pid"; wait "$pid"
-sort -u "$out/rlf.err" | head -40
+sort -u "$out/rlf.err" | grep -v granted | head -20
+grep -h granted "$out/rlf.err" | sort -u | head -30
