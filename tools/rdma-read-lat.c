@@ -27,6 +27,11 @@
  *                   transport->read() with no GET code around them;
  *                   --stop PID stops the server (SIGSTOP) while they run,
  *                   which rxe does not need (its responder is the kernel).
+ *   --get URI       whole GETs through librkv (rkv_get of a random one of
+ *                   --keys stored 16-byte keys with 32-byte values, as
+ *                   rkv-bench's), through the location cache (warm) or,
+ *                   with --cold, without one: the issue's ratio of a GET to
+ *                   a READ, measured with both in one interleaved run.
  *
  * Cases: each `--case "LABEL: OPTIONS"` is one setup (the options outside
  * any --case, then its own); all are set up first, then READ round-robin,
@@ -53,6 +58,7 @@
  *                 [--local BYTES] [--dst-off N] [--poll N] [--relaxed 0|1] [--switches]
  *   rdma-read-lat --rkv rdma://HOST:PORT [--stop SERVER_PID] [-s BYTES] [-n READS] [-w WARMUP]
  *                 [--spread BYTES] [-l LABEL]
+ *   rdma-read-lat --get URI [--keys N] [--cold] [-n GETS] [-w WARMUP] [-l LABEL]
  *   rdma-read-lat [COMMON OPTIONS] --case "LABEL: OPTIONS" --case "LABEL: OPTIONS" ...
  */
 #include <errno.h>
@@ -71,6 +77,7 @@
 #include <infiniband/verbs.h>
 
 #include "protocol.h"
+#include "rkv.h"
 #include "transport.h"
 #include "util.h"
 
@@ -117,6 +124,9 @@ static const struct setup like_rkv = {
 
 struct opts {
     const char *dev, *label, *rkv_uri;
+    const char *get_uri;        /* --get: rkv_get()s through librkv instead of READs */
+    uint32_t keys;              /* --get: keys stored and read at random */
+    bool cold;                  /* --get: no location cache (every GET reads its buckets) */
     int gid_index;
     pid_t stop_pid;             /* SIGSTOP this process (an rkv-server) while the READs run */
     bool switches;              /* count this thread's context switches across each READ */
@@ -345,6 +355,8 @@ struct lat_case {
     struct rkv_trans_counters ctr;
     struct rkv_read_op op;
     size_t base, span;          /* READs at base + [0, span) of the region */
+    /* --get */
+    rkv_client *kv;
 };
 
 static void self_setup(struct lat_case *c)
@@ -442,6 +454,52 @@ static uint64_t rkv_read(struct lat_case *c)
     return rkv_now_ns() - t0;
 }
 
+#define GET_KEY_LEN   16        /* rkv-bench's: with a 32-byte value, an 88-byte item */
+#define GET_VALUE_LEN 32
+
+static void get_key(char *key, uint32_t i)
+{
+    char tmp[24];
+    snprintf(tmp, sizeof tmp, "rdmalat-%08u", i % 100000000u);
+    memcpy(key, tmp, GET_KEY_LEN);
+}
+
+/* Connect through librkv, store every key, GET each once (warm: the
+ * location cache now knows them all). */
+static void get_setup(struct lat_case *c)
+{
+    struct rkv_options ko = { .location_cache = c->o.cold ? (unsigned)-1 : 0 };
+    char key[GET_KEY_LEN], value[GET_VALUE_LEN];
+    size_t len;
+
+    if (rkv_connect(c->o.get_uri, &ko, &c->kv) != RKV_OK)
+        die(0, "--get: %s", rkv_last_error(NULL));
+    memset(value, 'v', sizeof value);
+    for (uint32_t i = 0; i < c->o.keys; i++) {
+        get_key(key, i);
+        if (rkv_put(c->kv, key, sizeof key, value, sizeof value, NULL, NULL) != RKV_OK ||
+            rkv_get(c->kv, key, sizeof key, value, sizeof value, &len, NULL) != RKV_OK)
+            die(0, "--get: storing key %u: %s", i, rkv_last_error(c->kv));
+    }
+    c->o.size = GET_VALUE_LEN;
+}
+
+/* One rkv_get() of a random stored key; it must find its value. */
+static uint64_t get_one(struct lat_case *c)
+{
+    char key[GET_KEY_LEN], value[GET_VALUE_LEN];
+    size_t len = 0;
+
+    c->rng = c->rng * 6364136223846793005ull + 1442695040888963407ull;
+    get_key(key, (uint32_t)((c->rng >> 33) % c->o.keys));
+    uint64_t t0 = rkv_now_ns();
+    rkv_status st = rkv_get(c->kv, key, sizeof key, value, sizeof value, &len, NULL);
+    uint64_t t1 = rkv_now_ns();
+    if (st != RKV_OK || len != GET_VALUE_LEN)
+        die(0, "GET: %s", st != RKV_OK ? rkv_last_error(c->kv) : "wrong value length");
+    return t1 - t0;
+}
+
 /* Voluntary and involuntary context switches of this thread so far. */
 static uint64_t thread_switches(void)
 {
@@ -463,7 +521,9 @@ static void run_cases(struct lat_case *cases, unsigned n, pid_t stop_pid)
         cases[k].ns = calloc(reads, sizeof *cases[k].ns);
         if (cases[k].ns == NULL)
             die(0, "out of memory");
-        if (cases[k].o.rkv_uri != NULL)
+        if (cases[k].o.get_uri != NULL)
+            get_setup(&cases[k]);
+        else if (cases[k].o.rkv_uri != NULL)
             rkv_setup(&cases[k]);
         else
             self_setup(&cases[k]);
@@ -473,7 +533,8 @@ static void run_cases(struct lat_case *cases, unsigned n, pid_t stop_pid)
     for (uint32_t i = 0; i < warmup + reads; i++)
         for (unsigned k = 0; k < n; k++) {
             uint64_t before = cases[k].o.switches ? thread_switches() : 0;
-            uint64_t ns = cases[k].o.rkv_uri != NULL ? rkv_read(&cases[k]) : self_read(&cases[k]);
+            uint64_t ns = cases[k].o.get_uri != NULL ? get_one(&cases[k])
+                          : cases[k].o.rkv_uri != NULL ? rkv_read(&cases[k]) : self_read(&cases[k]);
             if (i < warmup)
                 continue;
             cases[k].ns[i - warmup] = ns;
@@ -489,7 +550,8 @@ static void run_cases(struct lat_case *cases, unsigned n, pid_t stop_pid)
 /* ------------------------------------------------------------ options */
 
 enum { O_LIKE = 256, O_SQ, O_RQ, O_INLINE, O_SGE, O_CQ, O_SHARED_CQ, O_RD, O_MTU, O_TIMEOUT,
-       O_RETRY, O_REGION, O_KIND, O_SPREAD, O_LOCAL, O_DST, O_POLL, O_RELAXED, O_RKV, O_STOP, O_SWITCHES };
+       O_RETRY, O_REGION, O_KIND, O_SPREAD, O_LOCAL, O_DST, O_POLL, O_RELAXED, O_RKV, O_STOP, O_SWITCHES,
+       O_GET, O_KEYS, O_COLD };
 
 static void usage(void)
 {
@@ -501,6 +563,7 @@ static void usage(void)
             "         [--local BYTES] [--dst-off N] [--poll N] [--relaxed 0|1] [--switches]\n"
             "       rdma-read-lat --rkv rdma://HOST:PORT [--stop SERVER_PID] [-s BYTES] [-n READS] [-w WARMUP]\n"
             "         [--spread BYTES] [-l LABEL]\n"
+            "       rdma-read-lat --get URI [--keys N] [--cold] [-n GETS] [-w WARMUP] [-l LABEL]\n"
             "       rdma-read-lat [COMMON OPTIONS] --case \"LABEL: OPTIONS\" --case \"LABEL: OPTIONS\" ...\n");
     exit(2);
 }
@@ -515,12 +578,14 @@ static void parse(int argc, char **argv, struct opts *o)
         { "region-kind", 1, 0, O_KIND }, { "spread", 1, 0, O_SPREAD }, { "local", 1, 0, O_LOCAL },
         { "dst-off", 1, 0, O_DST }, { "poll", 1, 0, O_POLL }, { "relaxed", 1, 0, O_RELAXED },
         { "rkv", 1, 0, O_RKV }, { "stop", 1, 0, O_STOP },
-        { "switches", 0, 0, O_SWITCHES }, { 0, 0, 0, 0 },
+        { "switches", 0, 0, O_SWITCHES }, { "get", 1, 0, O_GET }, { "keys", 1, 0, O_KEYS },
+        { "cold", 0, 0, O_COLD }, { 0, 0, 0, 0 },
     };
     struct setup *s = &o->s;
     int c;
 
     *o = (struct opts){ .label = "read", .gid_index = 1, .size = 2, .reads = 2000, .warmup = 100,
+                        .keys = 2000,
                         .s = like_perftest };
     while ((c = getopt_long(argc, argv, "d:x:s:n:w:l:", longs, NULL)) != -1) {
         switch (c) {
@@ -564,11 +629,14 @@ static void parse(int argc, char **argv, struct opts *o)
         case O_RKV: o->rkv_uri = optarg; break;
         case O_STOP: o->stop_pid = (pid_t)parse_num(optarg, "--stop"); break;
         case O_SWITCHES: o->switches = true; break;
+        case O_GET: o->get_uri = optarg; break;
+        case O_KEYS: o->keys = (uint32_t)parse_num(optarg, "--keys"); break;
+        case O_COLD: o->cold = true; break;
         default: usage();
         }
     }
     if (optind != argc || o->size == 0 || o->reads == 0 || s->sq == 0 || s->rq == 0 || s->sge == 0 ||
-        s->region == 0 || s->local == 0)
+        s->region == 0 || s->local == 0 || o->keys == 0)
         usage();
 }
 
