@@ -319,7 +319,8 @@ static int cmp_u64(const void *a, const void *b)
 /* One line: min, percentiles and mean in us; the share of READs within
  * 1.5x the fastest (on rxe, those whose responder ran without a switch to
  * ksoftirqd); with --switches, context switches per READ. */
-static void report(const struct opts *o, uint64_t *ns, uint32_t n, uint64_t switches)
+static void report(const struct opts *o, uint64_t *ns, uint32_t n, uint64_t switches,
+                   const char *extra)
 {
     double sum = 0;
     uint32_t fast = 0;
@@ -336,12 +337,13 @@ static void report(const struct opts *o, uint64_t *ns, uint32_t n, uint64_t swit
 #undef PCT
     if (o->switches)
         printf("  switches/READ %.2f", (double)switches / n);
-    putchar('\n');
+    printf("%s\n", extra);
 }
 
 /* One line of the output: a setup and the READs timed on it. */
 struct lat_case {
     struct opts o;
+    unsigned id;                /* its index among the cases */
     uint64_t rng;
     uint64_t *ns;               /* o.reads times */
     uint64_t switches;          /* --switches: context switches during the timed READs */
@@ -357,6 +359,7 @@ struct lat_case {
     size_t base, span;          /* READs at base + [0, span) of the region */
     /* --get */
     rkv_client *kv;
+    char extra[160];            /* --get: the handle's counters per GET */
 };
 
 static void self_setup(struct lat_case *c)
@@ -457,10 +460,12 @@ static uint64_t rkv_read(struct lat_case *c)
 #define GET_KEY_LEN   16        /* rkv-bench's: with a 32-byte value, an 88-byte item */
 #define GET_VALUE_LEN 32
 
-static void get_key(char *key, uint32_t i)
+/* Key i of case `id`: each case stores its own keys, so that one case's
+ * PUTs do not supersede the items another's location cache points at. */
+static void get_key(char *key, unsigned id, uint32_t i)
 {
     char tmp[24];
-    snprintf(tmp, sizeof tmp, "rdmalat-%08u", i % 100000000u);
+    snprintf(tmp, sizeof tmp, "rlat%02u-%09u", id % 100u, i % 1000000000u);
     memcpy(key, tmp, GET_KEY_LEN);
 }
 
@@ -476,12 +481,26 @@ static void get_setup(struct lat_case *c)
         die(0, "--get: %s", rkv_last_error(NULL));
     memset(value, 'v', sizeof value);
     for (uint32_t i = 0; i < c->o.keys; i++) {
-        get_key(key, i);
+        get_key(key, c->id, i);
         if (rkv_put(c->kv, key, sizeof key, value, sizeof value, NULL, NULL) != RKV_OK ||
             rkv_get(c->kv, key, sizeof key, value, sizeof value, &len, NULL) != RKV_OK)
             die(0, "--get: storing key %u: %s", i, rkv_last_error(c->kv));
     }
     c->o.size = GET_VALUE_LEN;
+    rkv_reset_counters(c->kv);
+}
+
+/* What the timed GETs (and the warm-up's) did, per GET. */
+static void get_counters(struct lat_case *c)
+{
+    struct rkv_counters k;
+
+    rkv_get_counters(c->kv, &k);
+    double g = k.gets ? (double)k.gets : 1;
+    snprintf(c->extra, sizeof c->extra, "  per GET: READs %.3f round trips %.3f cache hits %.3f "
+             "forwards %.3f stale %.3f retries %.3f sends %.3f", k.reads / g,
+             k.read_round_trips / g, k.cache_hits / g, k.forwards / g, k.cache_stale / g,
+             k.verify_retries / g, k.sends / g);
 }
 
 /* One rkv_get() of a random stored key; it must find its value. */
@@ -491,7 +510,7 @@ static uint64_t get_one(struct lat_case *c)
     size_t len = 0;
 
     c->rng = c->rng * 6364136223846793005ull + 1442695040888963407ull;
-    get_key(key, (uint32_t)((c->rng >> 33) % c->o.keys));
+    get_key(key, c->id, (uint32_t)((c->rng >> 33) % c->o.keys));
     uint64_t t0 = rkv_now_ns();
     rkv_status st = rkv_get(c->kv, key, sizeof key, value, sizeof value, &len, NULL);
     uint64_t t1 = rkv_now_ns();
@@ -517,6 +536,7 @@ static void run_cases(struct lat_case *cases, unsigned n, pid_t stop_pid)
     const uint32_t warmup = cases[0].o.warmup, reads = cases[0].o.reads;
 
     for (unsigned k = 0; k < n; k++) {
+        cases[k].id = k;
         cases[k].rng = 1;
         cases[k].ns = calloc(reads, sizeof *cases[k].ns);
         if (cases[k].ns == NULL)
@@ -543,8 +563,11 @@ static void run_cases(struct lat_case *cases, unsigned n, pid_t stop_pid)
         }
     if (stop_pid > 0)
         kill(stop_pid, SIGCONT);
-    for (unsigned k = 0; k < n; k++)
-        report(&cases[k].o, cases[k].ns, reads, cases[k].switches);
+    for (unsigned k = 0; k < n; k++) {
+        if (cases[k].kv != NULL)
+            get_counters(&cases[k]);
+        report(&cases[k].o, cases[k].ns, reads, cases[k].switches, cases[k].extra);
+    }
 }
 
 /* ------------------------------------------------------------ options */
