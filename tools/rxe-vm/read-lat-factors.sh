@@ -10,8 +10,8 @@
 #            up), and rkv's own client transport against the rkv-server
 #            (--rkv); at fixed offsets and spread over 1 MiB; 2 and 128 B
 #   switches ref at 2 B with the server stopped and context switches counted
-#   +FACTOR  --like perftest with one of rkv's choices (2 B)
-#   -FACTOR  --like rkv with that choice back at perftest's (2 B)
+#   factors  --like perftest with one of rkv's choices, and --like rkv with
+#            that choice back at perftest's (2 B; `factors` below)
 #   size     rkv's transport at 2, 64, 78, 79, 88 and 128 B: a warm GET of a
 #            32-byte value reads its 88-byte item's 128-byte size class, and
 #            the kernel's ICRC takes crc32-pclmul from 79 bytes on
@@ -30,19 +30,24 @@ out=${RXE_OUT:-/tmp}
 tool="$A/tools/rdma-read-lat"
 uri="rdma://$RXE_IP:7992"
 
-# NAME|flags that give perftest's setup rkv's choice|flags that give rkv's setup perftest's
+# perftest's setup with one of rkv's choices | its flags | rkv's setup with
+# that choice as perftest makes it | its flags (the last two rows probe
+# choices neither makes: READs landing 72 bytes into the buffer, and the
+# region on 2 MiB hugepages, what rkv-server gets where they are reserved)
 factors=(
-  "sq|--sq 352|--sq 1"
-  "rq|--rq 257|--rq 1"
-  "inline|--inline 256|--inline 0"
-  "cq|--cq 704|--cq 1"
-  "ownrcq|--shared-cq 0|--shared-cq 1"
-  "poll16|--poll 16|--poll 1"
-  "timeout|--timeout 16 --retry 6|--timeout 14 --retry 7"
-  "mtu|--mtu 1024|--mtu 0"
-  "local2M|--local 2M|--local 8K"
-  "region|--region 64M --region-kind memfd|--region 8K --region-kind anon"
-  "spread|--region 64M --region-kind memfd --spread 1M|--region 8K --region-kind anon --spread 0"
+  "perftest +sq 352|--sq 352|rkv, sq 1|--sq 1"
+  "perftest +rq 257|--rq 257|rkv, rq 1|--rq 1"
+  "perftest +inline 256|--inline 256|rkv, inline 0|--inline 0"
+  "perftest +cq 704|--cq 704|rkv, cq 1|--cq 1"
+  "perftest +own recv CQ|--shared-cq 0|rkv, shared CQ|--shared-cq 1"
+  "perftest +poll 16|--poll 16|rkv, poll 1|--poll 1"
+  "perftest +timeout 16/6|--timeout 16 --retry 6|rkv, timeout 14/7|--timeout 14 --retry 7"
+  "perftest +mtu 1024 (same)|--mtu 1024|rkv, port mtu (same)|--mtu 0"
+  "perftest +local 2M|--local 2M|rkv, local 8K|--local 8K"
+  "perftest +region 64M memfd|--region 64M --region-kind memfd|rkv, region 8K|--region 8K --region-kind anon"
+  "perftest +spread 1M|--region 64M --region-kind memfd --spread 1M|rkv, spread 1M|--spread 1M"
+  "perftest +dst +72|--dst-off 72|rkv, dst +72|--dst-off 72"
+  "perftest +region 64M huge|--region 64M --region-kind huge|rkv, region huge|--region-kind huge"
 )
 
 lat() {  # lat ARGS...: one rdma-read-lat process
@@ -69,12 +74,13 @@ pid=$!
 for _ in $(seq 100); do "$A/tools/rkv-cli" -s "$uri" ping > /dev/null 2>&1 && break; sleep 0.1; done
 grep -h "region" "$out/rlf-server.log" | head -2
 
+echo 96 > /proc/sys/vm/nr_hugepages   # after the server started: its region stays on 4 KiB pages
 plus=(--case "perftest: --like perftest")
 minus=(--case "rkv: --like rkv")
 for f in "${factors[@]}"; do
-  IFS='|' read -r name p m <<< "$f"
-  plus+=(--case "perftest +$name: --like perftest $p")
-  minus+=(--case "rkv -$name: --like rkv $m")
+  IFS='|' read -r pl p ml m <<< "$f"
+  plus+=(--case "$pl: --like perftest $p")
+  minus+=(--case "$ml: --like rkv $m")
 done
 
 for round in $(seq "$ROUNDS"); do
