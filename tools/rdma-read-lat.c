@@ -11,7 +11,7 @@
  * set by a flag, so one guest run can change them one at a time
  * (tools/rxe-vm/read-lat-factors.sh).
  *
- * Two modes:
+ * Three kinds of case:
  *   self (default)  one process, two RC QPs on the device, each on its own
  *                   verbs context and PD (as two processes would have them),
  *                   connected to each other by hand (the GID at -x); the
@@ -25,8 +25,9 @@
  *                   QP, CQs, buffers and READ path) against a running
  *                   rkv-server: HELLO, then READs of the region through
  *                   transport->read() with no GET code around them;
- *                   --stop PID stops the server (SIGSTOP) while they run,
- *                   which rxe does not need (its responder is the kernel).
+ *                   --stop PID (outside any --case) stops the server
+ *                   (SIGSTOP) while the timed operations run, which rxe's
+ *                   READs do not need (their responder is the kernel).
  *   --get URI       whole GETs through librkv (rkv_get of a random one of
  *                   --keys stored 16-byte keys with 32-byte values, as
  *                   rkv-bench's), through the location cache (warm) or,
@@ -62,14 +63,14 @@
  *   rdma-read-lat [COMMON OPTIONS] --case "LABEL: OPTIONS" --case "LABEL: OPTIONS" ...
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -144,6 +145,7 @@ struct side {
     uint8_t *mem;
     size_t len;
     struct ibv_mr *mr;
+    enum region_kind kind;      /* how mem was allocated */
 };
 
 /* Print "rdma-read-lat: MESSAGE[: strerror(errnum)]" and exit 1. */
@@ -242,12 +244,36 @@ static void side_open(struct side *sd, const struct opts *o, size_t len, enum re
     if (sd->qp == NULL)
         die(errno, "ibv_create_qp");
     sd->len = len;
+    sd->kind = kind;
     sd->mem = alloc_mem(len, kind);
     sd->mr = ibv_reg_mr(sd->pd, sd->mem, len, access | (s->relaxed ? IBV_ACCESS_RELAXED_ORDERING : 0));
     if (sd->mr == NULL && s->relaxed && (errno == EINVAL || errno == EOPNOTSUPP))
         sd->mr = ibv_reg_mr(sd->pd, sd->mem, len, access);
     if (sd->mr == NULL)
         die(errno, "ibv_reg_mr (RLIMIT_MEMLOCK?)");
+}
+
+static void side_close(struct side *sd)
+{
+    if (sd->qp != NULL)
+        ibv_destroy_qp(sd->qp);
+    if (sd->mr != NULL)
+        ibv_dereg_mr(sd->mr);
+    if (sd->rcq != NULL && sd->rcq != sd->scq)
+        ibv_destroy_cq(sd->rcq);
+    if (sd->scq != NULL)
+        ibv_destroy_cq(sd->scq);
+    if (sd->pd != NULL)
+        ibv_dealloc_pd(sd->pd);
+    if (sd->ctx != NULL)
+        ibv_close_device(sd->ctx);
+    if (sd->mem != NULL) {
+        if (sd->kind == REGION_ANON)
+            free(sd->mem);
+        else
+            munmap(sd->mem, sd->len);
+    }
+    memset(sd, 0, sizeof *sd);
 }
 
 static enum ibv_mtu mtu_enum(uint32_t bytes, enum ibv_mtu active)
@@ -519,6 +545,20 @@ static uint64_t get_one(struct lat_case *c)
     return t1 - t0;
 }
 
+static void case_close(struct lat_case *c)
+{
+    if (c->kv != NULL)
+        rkv_close(c->kv);
+    if (c->t != NULL)
+        rkv_rdma_client_transport.close(c->t);
+    side_close(&c->req);
+    side_close(&c->resp);
+    free(c->ns);
+    c->kv = NULL;
+    c->t = NULL;
+    c->ns = NULL;
+}
+
 /* Voluntary and involuntary context switches of this thread so far. */
 static uint64_t thread_switches(void)
 {
@@ -568,6 +608,8 @@ static void run_cases(struct lat_case *cases, unsigned n, pid_t stop_pid)
             get_counters(&cases[k]);
         report(&cases[k].o, cases[k].ns, reads, cases[k].switches, cases[k].extra);
     }
+    for (unsigned k = 0; k < n; k++)
+        case_close(&cases[k]);
 }
 
 /* ------------------------------------------------------------ options */
@@ -667,23 +709,21 @@ static void parse(int argc, char **argv, struct opts *o)
 #define MAX_ARGS  128
 
 /* argv for one case: the program, the options outside any --case, then the
- * case's own (its text after "LABEL:", split at spaces; `buf` holds them). */
+ * case's own (its text after "LABEL:", split at spaces). `buf` holds the
+ * label and the options' text; *label is NULL when the text has no colon. */
 static int case_argv(int argc, char **argv, const char *text, char *buf, size_t buf_len,
                      char **out, const char **label)
 {
-    const char *colon = strchr(text, ':');
+    char *opts = buf, *colon;
     int n = 0;
 
-    snprintf(buf, buf_len, "%s", colon ? colon + 1 : text);
+    if ((size_t)snprintf(buf, buf_len, "%s", text) >= buf_len)
+        die(0, "--case \"%.40s...\" is too long", text);
     *label = NULL;
-    if (colon != NULL) {
-        size_t l = (size_t)(colon - text);
-        char *lab = malloc(l + 1);
-        if (lab == NULL)
-            die(0, "out of memory");
-        memcpy(lab, text, l);
-        lab[l] = '\0';
-        *label = lab;
+    if ((colon = strchr(buf, ':')) != NULL) {
+        *colon = '\0';
+        *label = buf;
+        opts = colon + 1;
     }
     out[n++] = argv[0];
     for (int i = 1; i < argc; i++) {
@@ -695,7 +735,7 @@ static int case_argv(int argc, char **argv, const char *text, char *buf, size_t 
             die(0, "too many arguments");
         out[n++] = argv[i];
     }
-    for (char *tok = strtok(buf, " "); tok != NULL; tok = strtok(NULL, " ")) {
+    for (char *tok = strtok(opts, " "); tok != NULL; tok = strtok(NULL, " ")) {
         if (n + 1 >= MAX_ARGS)
             die(0, "too many arguments in --case \"%s\"", text);
         out[n++] = tok;
