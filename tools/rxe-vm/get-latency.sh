@@ -8,7 +8,12 @@
 # size class; Soft-RoCE's per-byte work (ICRC, copies) is part of a GET's
 # time). Given two build folders it alternates their rkv-bench on one server
 # (A/B of client changes); the server is the first build's, stopped (SIGSTOP)
-# while ib_read_lat runs.
+# while ib_read_lat runs. Every round ends with one rdma-read-lat process per
+# build (tools/rdma-read-lat.c) that interleaves, GET by GET and READ by
+# READ, a 2 B and a 128 B READ on QPs set up as ib_read_lat sets them up,
+# a 128 B READ through rkv's transport, warm and cold GETs: separate runs on
+# this host swing by 1.5x from one to the next, so the ratios the issue asks
+# for are best read inside that one process.
 #
 # Run from the host:
 #   tools/rxe-vm/run.sh --quiet --timeout 300 -- \
@@ -42,6 +47,17 @@ read_lat() {  # read_lat BYTES: ib_read_lat's line, server on vCPU 1, client on 
   wait "$lat"
 }
 
+interleaved() {  # interleaved BUILD: GETs and READs in one rdma-read-lat process, round-robin
+  local tool="$1/tools/rdma-read-lat" n=${RKV_LAT_INTERLEAVED:-2000}
+  [ -x "$tool" ] || return 0
+  echo "== $1: interleaved, one process on vCPU 0 (READ = own QPs set up as ib_read_lat's)"
+  taskset -c 0 "$tool" -d "$RXE_DEV" -x "$RXE_GID_INDEX" -n "$n" \
+    --case "READ 2 B: -s 2" --case "READ 128 B: -s 128" \
+    --case "rkv transport READ 128 B: --rkv $uri -s 128" \
+    --case "warm GET: --get $uri --keys $KEYS" --case "cold GET: --get $uri --keys $KEYS --cold" 2>&1 |
+    grep -v granted
+}
+
 bench "$A" > /dev/null   # preload every key
 for round in 1 2; do
   for b in "$A" $B; do
@@ -57,5 +73,6 @@ for round in 1 2; do
   read_lat 2
   read_lat 128
   kill -CONT "$pid"
+  for b in "$A" $B; do interleaved "$b"; done
 done
 kill "$pid"; wait "$pid"
