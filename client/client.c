@@ -271,6 +271,12 @@ static rkv_status lookup_read(void *ctx, const struct rkv_read_op *ops, unsigned
     return s->ops->read(s->t, ops, n);
 }
 
+static void lookup_prefetch(void *ctx, uint64_t offset, uint32_t len)
+{
+    struct shard *s = ctx;
+    s->ops->prefetch(s->t, offset, len);
+}
+
 /* The server clock for expiry (common/clock.h): the region header's word
  * where the transport maps the region (shm), else the last clock the server
  * sent, extrapolated to now_ns (rkv_now_ns()) — never ahead of the server's
@@ -465,6 +471,7 @@ static rkv_status shard_geometry(rkv_client *c, struct shard *s)
     s->geom = g;
     s->lctx = (struct rkv_lookup_ctx){
         .geom = &s->geom, .read = lookup_read, .read_ctx = s,
+        .prefetch = s->ops->prefetch ? lookup_prefetch : NULL,
         .scratch = local, .scratch_len = local_len,
         .ops = s->read_ops, .ops_cap = LOOKUP_OPS,
         .max_retries = c->opts.max_get_retries, .cost = lookup_cost(c, s),
@@ -1133,8 +1140,9 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
     sl->kh = kh;
     if (op->kind == RKV_KIND_GET) {      /* straight into its lookup (get_start) */
         /* its location-cache set on its way while the caller submits more
-         * (a synchronous call's pass follows at once: nothing to gain) */
-        if (c->cache && !(internal && call == NULL))
+         * (or, for a synchronous call, while its pass starts: the miss
+         * overlaps the bookkeeping up to get_start's find) */
+        if (c->cache)
             rkv_loc_cache_prefetch(c->cache, s->generation, kh);
         sl->l.key = op->key;
         sl->l.key_len = op->key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)op->key_len;

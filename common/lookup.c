@@ -372,6 +372,8 @@ void rkv_lookup_start(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         l->at_slot = l->cached_slot | l->fp;
         l->at_len = len;
         l->phase = PHASE_CACHE;
+        if (ctx->prefetch)      /* the item's miss overlaps the planning of its round */
+            ctx->prefetch(ctx->read_ctx, off, len);
     }
     else
         to_buckets(g, l);
