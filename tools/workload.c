@@ -193,15 +193,20 @@ unsigned wl_format_key(char *buf, uint64_t idx, unsigned len)
                                 "75767778798081828384858687888990919293949596979899";
     unsigned i = len - 1;
     buf[0] = 'k';
-    for (; i >= 2 && idx >= 10; i -= 2) {   /* two digits a division */
-        unsigned r = (unsigned)(idx % 100);
-        idx /= 100;
+    for (; i >= 1 && idx > UINT32_MAX; i--) {   /* digits above 32 bits: one a division */
+        buf[i] = (char)('0' + idx % 10);
+        idx /= 10;
+    }
+    uint32_t v = (uint32_t)idx;                 /* the rest in 32-bit arithmetic */
+    for (; i >= 2 && v >= 10; i -= 2) {         /* two digits a division */
+        unsigned r = v % 100;
+        v /= 100;
         buf[i] = pairs[2 * r + 1];
         buf[i - 1] = pairs[2 * r];
     }
-    for (; i >= 1 && idx != 0; i--) {
-        buf[i] = (char)('0' + idx % 10);
-        idx /= 10;
+    for (; i >= 1 && v != 0; i--) {
+        buf[i] = (char)('0' + v % 10);
+        v /= 10;
     }
     memset(buf + 1, '0', i);   /* the leading zeros: no division each */
     return len;
