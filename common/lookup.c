@@ -105,7 +105,8 @@ struct round {
 
 /* Reserve scratch and an op for reading [offset, offset+len); NULL when the
  * round is full (the key then waits for the next round). */
-static void *round_add(struct round *r, uint64_t offset, uint32_t len)
+static inline __attribute__((always_inline)) void *round_add(struct round *r, uint64_t offset,
+                                                           uint32_t len)
 {
     struct rkv_lookup_ctx *ctx = r->ctx;
     size_t at = RKV_ALIGN_UP(r->used, 8);
