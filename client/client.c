@@ -44,6 +44,7 @@
 
 #include "clock.h"
 #include "hash.h"
+#include "hint_buffer.h"
 #include "location_cache.h"
 #include "lookup.h"
 #include "placement.h"
@@ -55,7 +56,7 @@
 #include "util.h"
 
 #define MAX_SHARDS      64        /* one bit each in rkv_client.busy */
-#define MAX_HINTS       60        /* hints carried by one RPC: a HINTS request fills the smallest message */
+#define MAX_HINTS       RKV_HINT_BUFFER_CAP /* hints carried by one RPC */
 RKV_STATIC_ASSERT(sizeof(struct rkv_req) + MAX_HINTS * sizeof(rkv_hint) <= RKV_MIN_MSG,
                   "a HINTS request of MAX_HINTS fits the smallest message");
 #define LOOKUP_OPS      1024      /* read ops one lookup round may post */
@@ -95,8 +96,7 @@ struct shard {
     uint64_t clock_local_ns;
     uint64_t next_attempt_ns;        /* reconnect backoff */
     unsigned backoff_ms;
-    rkv_hint hints[MAX_HINTS];
-    unsigned nhints;
+    struct rkv_hint_buffer hints;    /* for the next request (hint_buffer.h) */
     /* the pipeline */
     struct wire_entry *wire;         /* ring of WIRE_SLOTS: `outstanding` entries from wire_head */
     unsigned wire_head;
@@ -260,7 +260,7 @@ static void shard_down(rkv_client *c, struct shard *s, rkv_status st)
     }
     s->wire_head = 0;
     s->staged_out = 0;
-    s->nhints = 0;
+    rkv_hint_buffer_clear(&s->hints);
     fail_list(c, &s->queue_head, &s->queue_tail, st);
     fail_list(c, &s->gets_head, &s->gets_tail, st);
 }
@@ -269,6 +269,12 @@ static rkv_status lookup_read(void *ctx, const struct rkv_read_op *ops, unsigned
 {
     struct shard *s = ctx;
     return s->ops->read(s->t, ops, n);
+}
+
+static void lookup_prefetch(void *ctx, uint64_t offset, uint32_t len)
+{
+    struct shard *s = ctx;
+    s->ops->prefetch(s->t, offset, len);
 }
 
 /* The server clock for expiry (common/clock.h): the region header's word
@@ -397,10 +403,7 @@ static rkv_status shard_wait(rkv_client *c, struct shard *s, struct rkv_resp *re
 /* Take the hints that fit in a request with `room` spare bytes. */
 static size_t take_hints(struct shard *s, size_t room, const rkv_hint **hints)
 {
-    size_t n = RKV_MIN((size_t)s->nhints, room / sizeof(rkv_hint));
-    *hints = s->hints + s->nhints - n;
-    s->nhints -= (unsigned)n;
-    return n;
+    return rkv_hint_buffer_take(&s->hints, room / sizeof(rkv_hint), hints);
 }
 
 static rkv_status shard_hello(rkv_client *c, struct shard *s)
@@ -468,6 +471,7 @@ static rkv_status shard_geometry(rkv_client *c, struct shard *s)
     s->geom = g;
     s->lctx = (struct rkv_lookup_ctx){
         .geom = &s->geom, .read = lookup_read, .read_ctx = s,
+        .prefetch = s->ops->prefetch ? lookup_prefetch : NULL,
         .scratch = local, .scratch_len = local_len,
         .ops = s->read_ops, .ops_cap = LOOKUP_OPS,
         .max_retries = c->opts.max_get_retries, .cost = lookup_cost(c, s),
@@ -700,28 +704,17 @@ static HOT rkv_status route(rkv_client *c, const struct rkv_op *op, const char *
 
 /* ------------------------------------------------------------ GET rounds */
 
-/* Whether the hint buffer holds slot already: a compare per buffered hint,
- * without a branch each (the buffer is at most MAX_HINTS words). */
-static bool hint_buffered(const struct shard *s, uint64_t slot)
-{
-    bool seen = false;
-    for (unsigned i = 0; i < s->nhints; i++)
-        seen |= s->hints[i] == slot;
-    return seen;
-}
-
 /* Buffer one access hint for the next request; a full buffer goes out on
  * its own before the next hit is noted (hints_flush: one doorbell per
  * MAX_HINTS distinct GET hits). A hit on an item the buffer names already
- * adds nothing LRU could tell apart (both stamps within one flush). A down shard
+ * adds nothing LRU could tell apart (both stamps within one flush; a filter
+ * bit says so, hint_buffer.h). A down shard
  * takes none, nor a full buffer whose flush failed (the shard goes down
  * after the round). */
 static void note_hint(struct shard *s, uint64_t slot)
 {
-    if (s->t == NULL || !(s->hello.features & RKV_FEATURE_HINTS) || s->nhints == MAX_HINTS ||
-        hint_buffered(s, slot))
-        return;
-    s->hints[s->nhints++] = slot;
+    if (s->t != NULL && (s->hello.features & RKV_FEATURE_HINTS))
+        (void)rkv_hint_buffer_add(&s->hints, slot);
 }
 
 /* Fold one finished lookup into counters, cache and hints. */
@@ -855,7 +848,7 @@ static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
         struct slot *sl = &c->slots[idx];
         if (rkv_lookup_done(&sl->l)) {
             *link = sl->next;
-            if (s->nhints == MAX_HINTS && flush_st == RKV_OK)
+            if (rkv_hint_buffer_full(&s->hints) && flush_st == RKV_OK)
                 flush_st = hints_flush(c, s);
             get_complete(c, s, idx);
         } else {
@@ -955,7 +948,7 @@ static rkv_status send_queued(rkv_client *c, struct shard *s)
         lens[k] = build_req(s, k, sl, ids[k]);
         k++;
     }
-    if (k < room && s->nhints == MAX_HINTS) {
+    if (k < room && rkv_hint_buffer_full(&s->hints)) {
         const struct slot hints = { .kind = KIND_HINTS };
         ids[k] = shard_next_id(s);
         slots[k] = NO_SLOT;
@@ -1040,7 +1033,7 @@ static void shard_progress(rkv_client *c, struct shard *s)
         st = send_queued(c, s);
     if (st == RKV_OK && s->gets_head != NO_SLOT)
         st = lookup_round(c, s);
-    if (st == RKV_OK && s->nhints == MAX_HINTS)
+    if (st == RKV_OK && rkv_hint_buffer_full(&s->hints))
         st = hints_flush(c, s);
     if (st == RKV_OK && (s->awaited > 0 || (s->t && s->outstanding == s->hello.credits)))
         st = take_replies(c, s, 0);
@@ -1147,8 +1140,9 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
     sl->kh = kh;
     if (op->kind == RKV_KIND_GET) {      /* straight into its lookup (get_start) */
         /* its location-cache set on its way while the caller submits more
-         * (a synchronous call's pass follows at once: nothing to gain) */
-        if (c->cache && !(internal && call == NULL))
+         * (or, for a synchronous call, while its pass starts: the miss
+         * overlaps the bookkeeping up to get_start's find) */
+        if (c->cache)
             rkv_loc_cache_prefetch(c->cache, s->generation, kh);
         sl->l.key = op->key;
         sl->l.key_len = op->key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)op->key_len;

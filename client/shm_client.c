@@ -361,6 +361,16 @@ static rkv_status shm_read(struct rkv_ctrans *t, const struct rkv_read_op *ops, 
     return RKV_OK;
 }
 
+/* An item's first and last line on their way (both lines of a small one;
+ * the copy of a longer one streams between them). */
+static void shm_prefetch(struct rkv_ctrans *t, uint64_t offset, uint32_t len)
+{
+    if (offset < t->region_size && len != 0 && len <= t->region_size - offset) {
+        __builtin_prefetch(t->region + offset);
+        __builtin_prefetch(t->region + offset + len - 1);
+    }
+}
+
 static void *shm_send_buf(struct rkv_ctrans *t, unsigned i)
 {
     if (i >= t->layout.credits)
@@ -510,6 +520,7 @@ const struct rkv_client_transport rkv_shm_client_transport = {
     .set_region = shm_set_region,
     .local_buf = shm_local_buf,
     .read = shm_read,
+    .prefetch = shm_prefetch,
     .send_buf = shm_send_buf,
     .send = shm_send,
     .recv = shm_recv,

@@ -105,7 +105,8 @@ struct round {
 
 /* Reserve scratch and an op for reading [offset, offset+len); NULL when the
  * round is full (the key then waits for the next round). */
-static void *round_add(struct round *r, uint64_t offset, uint32_t len)
+static inline __attribute__((always_inline)) void *round_add(struct round *r, uint64_t offset,
+                                                           uint32_t len)
 {
     struct rkv_lookup_ctx *ctx = r->ctx;
     size_t at = RKV_ALIGN_UP(r->used, 8);
@@ -372,6 +373,8 @@ void rkv_lookup_start(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         l->at_slot = l->cached_slot | l->fp;
         l->at_len = len;
         l->phase = PHASE_CACHE;
+        if (ctx->prefetch)      /* the item's miss overlaps the planning of its round */
+            ctx->prefetch(ctx->read_ctx, off, len);
     }
     else
         to_buckets(g, l);

@@ -48,6 +48,10 @@ struct rkv_lookup_ctx {
     const struct rkv_region_header *geom; /* validated with rkv_header_valid() */
     rkv_read_fn read;
     void *read_ctx;
+    /* optional: start loading what a read of [offset, offset+len) will
+     * read (read_ctx is its ctx); called where a read's source is known
+     * before its round is planned (a cached location) */
+    void (*prefetch)(void *ctx, uint64_t offset, uint32_t len);
     uint8_t *scratch;       /* where reads land (the transport's local buffer) */
     size_t scratch_len;     /* >= rkv_lookup_scratch_need(geom, 1) */
     struct rkv_read_op *ops;/* room for ops_cap read ops */

@@ -112,6 +112,13 @@ struct rkv_client_transport {
      * RKV_CONNECTION or RKV_TIMEOUT (the connection is then unusable). */
     rkv_status (*read)(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n);
 
+    /* Optional (NULL where a read's source is not this host's memory: rdma).
+     * Start loading bytes [offset, offset+len) of the region into the CPU's
+     * caches for a read that follows (a GET's cached location: its item's
+     * miss then overlaps the lookup's planning). Only a hint: any offset is
+     * accepted, nothing is read or counted. */
+    void (*prefetch)(struct rkv_ctrans *t, uint64_t offset, uint32_t len);
+
     /* Required. Buffer for message i (0 <= i < credits) of the next send
      * batch; at least max_msg bytes. Valid until send(). */
     void *(*send_buf)(struct rkv_ctrans *t, unsigned i);

@@ -31,6 +31,11 @@ struct scripted {
     unsigned move_on_call, move_after_op;
     uint64_t move_from, move_to;     /* bucket indexes */
     uint64_t pin_odd_bucket;         /* keep this bucket's version odd (UINT64_MAX: off) */
+    unsigned prefetches;             /* prefetch calls, the last one's range */
+    uint64_t prefetch_off;
+    uint32_t prefetch_len;
+    uint64_t first_off;              /* the first op of the first read call */
+    uint32_t first_len;
     const struct rkv_region_header *h;
 };
 
@@ -63,7 +68,10 @@ static uint16_t move_fp;
 static rkv_status scripted_read(void *ctx, const struct rkv_read_op *ops, unsigned n)
 {
     struct scripted *s = ctx;
-    s->calls++;
+    if (++s->calls == 1 && n > 0) {
+        s->first_off = ops[0].offset;
+        s->first_len = ops[0].len;
+    }
     for (unsigned i = 0; i < n; i++) {
         assert_true(ops[i].offset + ops[i].len <= s->size);
         memcpy(ops[i].dst, s->base + ops[i].offset, ops[i].len);
@@ -74,6 +82,14 @@ static rkv_status scripted_read(void *ctx, const struct rkv_read_op *ops, unsign
             move_slot(s, s->move_from, s->move_to, move_fp);
     }
     return RKV_OK;
+}
+
+static void scripted_prefetch(void *ctx, uint64_t offset, uint32_t len)
+{
+    struct scripted *s = ctx;
+    s->prefetches++;
+    s->prefetch_off = offset;
+    s->prefetch_len = len;
 }
 
 struct env {
@@ -301,6 +317,39 @@ static void test_cached_slot_fingerprint_bits(void **state)
     assert_int_equal(l.slot, s_ck);
 }
 
+/* A cached location that passes the range check is prefetched, and exactly
+ * the range its READ then reads; a location that fails it (or none) is not:
+ * a prefetch never reaches outside the heap. */
+static void test_prefetch_is_the_read_that_follows(void **state)
+{
+    struct env *e = *state;
+    const struct rkv_region_header *h = e->sc.h;
+    put(e, "pk", "value");
+    uint64_t s_pk = slot_of(e, "pk");
+    e->ctx.prefetch = scripted_prefetch;
+    char out[16];
+    struct rkv_lookup l = { .key = "pk", .key_len = 2, .buf = out, .buf_len = sizeof out,
+                            .cached_slot = s_pk };
+    e->sc.calls = 0;
+    assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+    assert_int_equal(l.status, RKV_OK);
+    assert_int_equal(e->sc.prefetches, 1);
+    assert_int_equal(e->sc.calls, 1);
+    assert_true(e->sc.prefetch_off == rkv_slot_offset(s_pk));
+    assert_true(e->sc.prefetch_off == e->sc.first_off);
+    assert_int_equal(e->sc.prefetch_len, e->sc.first_len);
+
+    uint64_t hostile[] = { 0, rkv_slot_make(1, 0, h->region_size), rkv_slot_make(1, 0, 0),
+                           rkv_slot_make(1, h->class_count, h->heap_offset) };
+    for (unsigned i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        e->sc.prefetches = 0;
+        l.cached_slot = hostile[i];
+        assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+        assert_int_equal(l.status, RKV_OK);          /* through the buckets */
+        assert_int_equal(e->sc.prefetches, 0);
+    }
+}
+
 /* Bytes cost: a key in its first bucket costs one bucket READ and one item
  * READ; a miss reads the second bucket too, then re-checks both. */
 static void test_bytes_cost_reads_second_bucket_on_demand(void **state)
@@ -448,6 +497,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_move_between_bucket_reads_bytes_cost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forward_is_verified, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cached_slot_fingerprint_bits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prefetch_is_the_read_that_follows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bytes_cost_reads_second_bucket_on_demand, setup, teardown),
         cmocka_unit_test_setup_teardown(test_odd_version_retries_then_gives_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hostile_slots_are_not_read, setup, teardown),

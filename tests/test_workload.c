@@ -167,6 +167,55 @@ static void keys_are_formatted_and_unique(void **state)
     free(keys);
 }
 
+/* The formatting rkv-bench has always written, digit by digit: the faster
+ * one must write the same bytes (a key set is the same across versions). */
+static void format_by_digits(char *buf, uint64_t idx, unsigned len)
+{
+    unsigned i = len - 1;
+    buf[0] = 'k';
+    for (; i >= 1 && idx != 0; i--) {
+        buf[i] = (char)('0' + idx % 10);
+        idx /= 10;
+    }
+    for (; i >= 1; i--)
+        buf[i] = '0';
+}
+
+static void check_key(uint64_t idx, unsigned len)
+{
+    char want[64], got[64];
+    unsigned digits = 1;
+    for (uint64_t v = idx; v >= 10; v /= 10)
+        digits++;
+    assert_int_equal(wl_key_min_len(idx), 1 + digits);
+    format_by_digits(want, idx, len);
+    assert_int_equal(wl_format_key(got, idx, len), len);
+    assert_memory_equal(got, want, len);
+}
+
+/* Every power of ten and its neighbours, all short lengths (too short
+ * ones keep the low digits, as ever), and a spread of indexes. */
+static void keys_format_as_digit_by_digit(void **state)
+{
+    (void)state;
+    uint64_t p = 1;
+    for (unsigned e = 0; e < 20; e++, p *= 10)
+        for (uint64_t d = 0; d < 3; d++)
+            for (unsigned len = 1; len <= 24; len++) {
+                check_key(p - 1 + d, len);
+                if (p > 1)
+                    check_key(p - 2 + d, len);
+            }
+    for (unsigned len = 1; len <= 24; len++)
+        check_key(UINT64_MAX, len);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (unsigned i = 0; i < 20000; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        check_key(i, 16);
+        check_key(x >> (i % 64), 1 + i % 24);
+    }
+}
+
 static void values_check_roundtrip(void **state)
 {
     (void)state;
@@ -229,6 +278,7 @@ int main(void)
         cmocka_unit_test(zipf_zeta_tail_is_accurate),
         cmocka_unit_test(permutation_is_bijection),
         cmocka_unit_test(keys_are_formatted_and_unique),
+        cmocka_unit_test(keys_format_as_digit_by_digit),
         cmocka_unit_test(values_check_roundtrip),
         cmocka_unit_test(values_catch_wrong_ones),
     };

@@ -155,14 +155,20 @@ uint64_t wl_perm_apply(const struct wl_perm *p, uint64_t x)
 
 /* ---- keys ---- */
 
+static const uint64_t pow10_of[20] = {
+    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
+    1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull,
+    100000000000000ull, 1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
+    1000000000000000000ull, 10000000000000000000ull,
+};
+
+/* Digits of v from its bit length (log10(2) ~ 1233/4096), corrected by one
+ * compare: no division (a key is formatted per operation). */
 static unsigned decimal_digits(uint64_t v)
 {
-    unsigned d = 1;
-    while (v >= 10) {
-        v /= 10;
-        d++;
-    }
-    return d;
+    uint64_t u = v | 1;                       /* 0 has one digit, as 1 */
+    unsigned t = (unsigned)((64 - __builtin_clzll(u)) * 1233) >> 12;
+    return t + (u >= pow10_of[t]);
 }
 
 unsigned wl_key_min_len(uint64_t idx)
@@ -181,11 +187,26 @@ unsigned wl_key_len(uint64_t idx, unsigned min, unsigned max)
 
 unsigned wl_format_key(char *buf, uint64_t idx, unsigned len)
 {
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324"
+                                "25262728293031323334353637383940414243444546474849"
+                                "50515253545556575859606162636465666768697071727374"
+                                "75767778798081828384858687888990919293949596979899";
     unsigned i = len - 1;
     buf[0] = 'k';
-    for (; i >= 1 && idx != 0; i--) {
+    for (; i >= 1 && idx > UINT32_MAX; i--) {   /* digits above 32 bits: one a division */
         buf[i] = (char)('0' + idx % 10);
         idx /= 10;
+    }
+    uint32_t v = (uint32_t)idx;                 /* the rest in 32-bit arithmetic */
+    for (; i >= 2 && v >= 10; i -= 2) {         /* two digits a division */
+        unsigned r = v % 100;
+        v /= 100;
+        buf[i] = pairs[2 * r + 1];
+        buf[i - 1] = pairs[2 * r];
+    }
+    for (; i >= 1 && v != 0; i--) {
+        buf[i] = (char)('0' + v % 10);
+        v /= 10;
     }
     memset(buf + 1, '0', i);   /* the leading zeros: no division each */
     return len;
