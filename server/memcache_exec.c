@@ -16,7 +16,8 @@
  * one-sided reader does, retrying when a writer raced it. Read-modify-write
  * commands (append, prepend, touch, gat) are a CAS loop on the item version
  * under the table's write path, so they are atomic against every writer;
- * a touched item gets a new version (rkv writes out of place).
+ * a touched item gets a new version (rkv writes out of place); a touch to a
+ * past exptime answers the item as it was and deletes that version only.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -182,9 +183,11 @@ static rkv_status compose_pull(void *ctx, void *dst, uint32_t len)
 }
 
 /* Read-modify-write under a CAS on the version: the new value is the old one
- * with `add` appended (or prepended), or unchanged with a new ttl (touch).
+ * with `add` appended (or prepended), or unchanged with a new ttl (touch),
+ * or the item goes (expire: a touch to a past exptime, which memcached
+ * answers with the item as it was; *version is then the old one).
  * Leaves a verified copy of the old item in *f (output buffer, uncommitted). */
-enum rmw { RMW_APPEND, RMW_PREPEND, RMW_TOUCH };
+enum rmw { RMW_APPEND, RMW_PREPEND, RMW_TOUCH, RMW_EXPIRE };
 static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t klen,
                       const uint8_t *add, uint32_t add_len, uint32_t ttl, bool cas_given,
                       uint64_t cas, struct found *f, uint64_t *version)
@@ -209,10 +212,16 @@ static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t k
         if ((uint64_t)cp.alen + cp.blen > m->g->max_value_len)
             return RKV_TOO_LARGE;
         struct rkv_value_src src = { .pull = compose_pull, .ctx = &cp, .len = cp.alen + cp.blen };
-        rkv_status st = rkv_table_put(m->t, key, klen, &src, RKV_CAS, f->copy->version,
-                                      how == RMW_TOUCH ? ttl : ttl_keep(m, f->copy->expire_at),
-                                      f->copy->user_flags, version);
-        if (st != RKV_CAS_MISMATCH && st != RKV_NOT_STORED)
+        rkv_status st;
+        if (how == RMW_EXPIRE) {
+            st = rkv_table_delete_version(m->t, key, klen, f->copy->version);
+            *version = f->copy->version;
+        } else {
+            st = rkv_table_put(m->t, key, klen, &src, RKV_CAS, f->copy->version,
+                               how == RMW_TOUCH ? ttl : ttl_keep(m, f->copy->expire_at),
+                               f->copy->user_flags, version);
+        }
+        if (st != RKV_CAS_MISMATCH && st != RKV_NOT_STORED && st != RKV_NOT_FOUND)
             return st;
         /* another writer got in between (or it went): read again */
     }
@@ -259,13 +268,9 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
     if (touch) {
         uint32_t ttl;
         rkv_stat_bump(&m->st->cmd_touch, 1);
-        if (!ttl_of(r->exptime, &ttl)) {       /* expired at once: the item goes */
-            rkv_status st = rkv_table_delete(m->t, key, klen);
-            rkv_stat_bump(st == RKV_OK ? &m->st->touch_hits : &m->st->touch_misses, 1);
-            rkv_stat_bump(&m->st->get_misses, 1);
-            return;
-        }
-        rkv_status st = rmw(m, RMW_TOUCH, key, klen, NULL, 0, ttl, false, 0, &f, &version);
+        /* expired at once: answered as it was, gone for every later read */
+        enum rmw how = ttl_of(r->exptime, &ttl) ? RMW_TOUCH : RMW_EXPIRE;
+        rkv_status st = rmw(m, how, key, klen, NULL, 0, ttl, false, 0, &f, &version);
         res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
         rkv_stat_bump(res == 1 ? &m->st->touch_hits : &m->st->touch_misses, 1);
     } else {
@@ -560,13 +565,14 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
     rkv_stat_bump(&m->st->cmd_get, 1);
     if (r->mflags & RKV_MC_F('T')) {
         uint32_t ttl;
-        rkv_status st = ttl_of(r->exptime, &ttl)
-            ? rmw(m, RMW_TOUCH, r->key, r->key_len, NULL, 0, ttl, false, 0, &f, &version)
-            : (rkv_table_delete(m->t, r->key, r->key_len), RKV_NOT_FOUND);
+        /* expired at once: answered as it was (t0), gone for every later read */
+        bool live = ttl_of(r->exptime, &ttl);
+        rkv_status st = rmw(m, live ? RMW_TOUCH : RMW_EXPIRE, r->key, r->key_len, NULL, 0, ttl,
+                            false, 0, &f, &version);
         res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
         if (res == 1) /* the touched item's expiry, for t */
             ((struct rkv_item *)(uintptr_t)f.copy)->expire_at =
-                ttl == 0 ? 0 : clock_now(m) + ttl;
+                !live ? clock_now(m) : ttl == 0 ? 0 : clock_now(m) + ttl;
     } else {
         res = find_copy(m, r->key, r->key_len, LINE_MAX_OUT, &f);
         version = res == 1 ? f.copy->version : 0;

@@ -286,6 +286,71 @@ static void test_arith_touch(void **state)
     close(fd);
 }
 
+/* librkv's one-sided GET of key misses: the item is gone for every reader. */
+static void gone_for_librkv(struct env *e, const char *key)
+{
+    char buf[64];
+    size_t len;
+    assert_int_equal(rkv_get(e->kv, key, strlen(key), buf, sizeof buf, &len, NULL), RKV_NOT_FOUND);
+}
+
+/* A touch to a past exptime (negative, or an absolute time gone by) on gat,
+ * gats and mg T answers the item as it was, as memcached 1.6.18 does (value,
+ * flags, CAS), and leaves it gone for every later read of either door. */
+static void test_touch_expired(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    char req[128], want[256];
+
+    exchange(fd, "set x1 5 0 3\r\nabc\r\n", "STORED\r\n");
+    exchange(fd, "gat -1 x1 xnope\r\n", "VALUE x1 5 3\r\nabc\r\nEND\r\n");
+    exchange(fd, "get x1\r\n", "END\r\n");
+    gone_for_librkv(e, "x1");
+    exchange(fd, "gat -1 x1\r\n", "END\r\n");              /* a miss stays a miss */
+
+    exchange(fd, "set x2 7 0 3\r\nabc\r\n", "STORED\r\n");
+    uint64_t cas = gets_cas(fd, "x2");
+    snprintf(want, sizeof want, "VALUE x2 7 3 %llu\r\nabc\r\nEND\r\n", (unsigned long long)cas);
+    exchange(fd, "gats -1 x2\r\n", want);                /* the CAS it had */
+    exchange(fd, "gets x2\r\n", "END\r\n");
+    gone_for_librkv(e, "x2");
+
+    exchange(fd, "set x3 0 0 1\r\nz\r\n", "STORED\r\n");
+    exchange(fd, "gat 1000000000 x3\r\n", "VALUE x3 0 1\r\nz\r\nEND\r\n"); /* 2001: past */
+    exchange(fd, "get x3\r\n", "END\r\n");
+    gone_for_librkv(e, "x3");
+
+    /* mg T-1, with and without v: the hit with its flags (t0: no time left) */
+    exchange(fd, "set x4 5 0 3\r\nabc\r\n", "STORED\r\n");
+    cas = gets_cas(fd, "x4");
+    snprintf(want, sizeof want, "VA 3 c%llu f5 t0 s3\r\nabc\r\n", (unsigned long long)cas);
+    exchange(fd, "mg x4 T-1 v c f t s\r\n", want);
+    exchange(fd, "mg x4 v\r\n", "EN\r\n");
+    gone_for_librkv(e, "x4");
+    exchange(fd, "set x4 6 0 3\r\nabc\r\n", "STORED\r\n");
+    cas = gets_cas(fd, "x4");
+    snprintf(want, sizeof want, "HD c%llu f6\r\n", (unsigned long long)cas);
+    exchange(fd, "mg x4 T-1 c f\r\n", want);
+    exchange(fd, "mg x4 v\r\n", "EN\r\n");
+    gone_for_librkv(e, "x4");
+    exchange(fd, "set x4 6 0 3\r\nabc\r\n", "STORED\r\n");
+    exchange(fd, "mg x4 T-1\r\n", "HD\r\n");
+    exchange(fd, "mg x4 T-1\r\n", "EN\r\n");
+    exchange(fd, "mg x4 T-1 q\r\nmn\r\n", "MN\r\n");
+    gone_for_librkv(e, "x4");
+
+    /* touch: TOUCHED, then gone; a miss is NOT_FOUND */
+    exchange(fd, "set x5 0 0 1\r\nz\r\n", "STORED\r\n");
+    exchange(fd, "touch x5 -1\r\n", "TOUCHED\r\n");
+    gone_for_librkv(e, "x5");
+    exchange(fd, "touch x5 -1\r\n", "NOT_FOUND\r\n");
+    /* a store after the expiring touch is a new item, untouched by it */
+    snprintf(req, sizeof req, "set x5 0 0 2\r\nok\r\nget x5\r\n");
+    exchange(fd, req, "STORED\r\nVALUE x5 0 2\r\nok\r\nEND\r\n");
+    close(fd);
+}
+
 static void test_admin(void **state)
 {
     struct env *e = *state;
@@ -915,6 +980,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_storage_commands),
         cmocka_unit_test(test_noreply),
         cmocka_unit_test(test_arith_touch),
+        cmocka_unit_test(test_touch_expired),
         cmocka_unit_test(test_admin),
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_pipelining),
