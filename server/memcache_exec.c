@@ -48,7 +48,9 @@
 struct mc_stats {
     _Atomic uint64_t cmd_get, get_hits, get_misses, cmd_set, cmd_touch, touch_hits, touch_misses,
         delete_hits, delete_misses, incr_hits, incr_misses, decr_hits, decr_misses,
-        cas_hits, cas_misses, cas_badval, protocol_errors;
+        cas_hits, cas_misses, cas_badval, protocol_errors,
+        bytes_read, bytes_written,   /* every byte received and sent (tcp_server.c counts) */
+        touch_stores;                /* touches that stored a new item (not in total_items) */
 };
 static struct mc_stats mc_stats[RKV_MAX_WORKERS];
 
@@ -221,6 +223,8 @@ static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t k
                                how == RMW_TOUCH ? ttl : ttl_keep(m, f->copy->expire_at),
                                f->copy->user_flags, version);
         }
+        if (st == RKV_OK && how == RMW_TOUCH)
+            rkv_stat_bump(&m->st->touch_stores, 1);
         if (st != RKV_CAS_MISMATCH && st != RKV_NOT_STORED && st != RKV_NOT_FOUND)
             return st;
         /* another writer got in between (or it went): read again */
@@ -460,11 +464,16 @@ static void stats_general(struct mc *m)
         C(cmd_get), C(get_hits), C(get_misses), C(cmd_set), C(cmd_touch), C(touch_hits),
         C(touch_misses), C(delete_hits), C(delete_misses), C(incr_hits), C(incr_misses),
         C(decr_hits), C(decr_misses), C(cas_hits), C(cas_misses), C(cas_badval),
+        C(bytes_read), C(bytes_written),
 #undef C
     };
     struct rkv_server *srv = m->srv;
     struct rkv_table_stats ts;
     char text[8192];
+    /* total_items: every item stored by either door, as memcached counts
+     * the items it links; but a touch, which memcached does in place, is a
+     * store of a new item in rkv (read first: each is in the table's puts) */
+    uint64_t touch_stores = sum(offsetof(struct mc_stats, touch_stores), srv->nworkers);
     rkv_table_get_stats(m->t, &ts);
     stat_line(m, "pid", (uint64_t)getpid());
     stat_line(m, "uptime", (rkv_now_ns() - srv->start_ns) / 1000000000ull);
@@ -478,6 +487,7 @@ static void stats_general(struct mc *m)
     for (size_t i = 0; i < RKV_ARRAY_SIZE(counters); i++)
         stat_line(m, counters[i].name, sum(counters[i].off, srv->nworkers));
     stat_line(m, "curr_items", ts.items);
+    stat_line(m, "total_items", ts.puts > touch_stores ? ts.puts - touch_stores : 0);
     /* what memcached monitoring reads (libmemcached's memcached_stat_st, memcstat) */
     stat_line(m, "bytes", ts.bytes_used);
     stat_line(m, "limit_maxbytes", ts.heap_bytes);
@@ -755,6 +765,8 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
     uint32_t consumed = 0;
     uint64_t swallow = 0;
     unsigned done = 0;
+
+    rkv_tcp_count_io(m.c, &m.st->bytes_read, &m.st->bytes_written);
 
     if (!wc->authed && !rkv_admission_authenticate(srv, wc)) {
         /* max_conns, shared with the other doors */

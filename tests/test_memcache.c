@@ -388,6 +388,75 @@ static void test_admin(void **state)
     close(fd);
 }
 
+/* What test_stats_counts reads from one `stats`. */
+struct stats_seen {
+    uint64_t bytes_read, bytes_written, total_items;
+};
+
+/* One `stats`: its bytes_read, bytes_written and total_items; returns the
+ * reply's length. */
+static size_t stats_io(int fd, struct stats_seen *s)
+{
+    char line[512];
+    size_t total = 0;
+    unsigned long long v;
+    s->bytes_read = s->bytes_written = s->total_items = UINT64_MAX;
+    send_all(fd, "stats\r\n", 7);
+    for (int i = 0; i < 500; i++) {
+        read_line(fd, line, sizeof line);
+        total += strlen(line);
+        if (strcmp(line, "END\r\n") == 0)
+            break;
+        if (sscanf(line, "STAT bytes_read %llu", &v) == 1)
+            s->bytes_read = v;
+        if (sscanf(line, "STAT bytes_written %llu", &v) == 1)
+            s->bytes_written = v;
+        if (sscanf(line, "STAT total_items %llu", &v) == 1)
+            s->total_items = v;
+    }
+    assert_true(s->bytes_read != UINT64_MAX && s->bytes_written != UINT64_MAX &&
+                s->total_items != UINT64_MAX);
+    return total;
+}
+
+/* As memcached's: bytes_read and bytes_written count every byte the door
+ * received and sent; total_items every item stored (either door; a touch
+ * is not a store). On a server of its own, with one client, the counts
+ * move by exactly what the client sent and was answered (a stats reply is
+ * counted once it is written, so in the next one) and stored. */
+static void test_stats_counts(void **state)
+{
+    (void)state;
+    struct env e2 = { 0 };
+    assert_int_equal(start_server(&e2, 2, NULL), 0);
+    rkv_client *kv = connect_retry(e2.sp.uri, NULL, 10000);
+    assert_non_null(kv);
+    int fd = mc_connect(e2.port);
+    static const char set[] = "set sb 0 0 5\r\nhello\r\n", get[] = "get sb\r\n";
+    static const char got[] = "VALUE sb 0 5\r\nhello\r\nEND\r\n";
+    struct stats_seen s0, s1, s2;
+    size_t first = stats_io(fd, &s0);
+    assert_int_equal(s0.bytes_read, 7);   /* only this stats line came in so far */
+    assert_int_equal(s0.bytes_written, 0);
+    assert_int_equal(s0.total_items, 0);
+    exchange(fd, set, "STORED\r\n");
+    exchange(fd, get, got);
+    stats_io(fd, &s1);
+    assert_int_equal(s1.bytes_read, s0.bytes_read + strlen(set) + strlen(get) + 7);
+    assert_int_equal(s1.bytes_written, s0.bytes_written + first + strlen("STORED\r\n") + strlen(got));
+    assert_int_equal(s1.total_items, 1);
+    /* touches are no stores; append, a librkv put and an expired store are */
+    exchange(fd, "touch sb 100\r\ngat 200 sb\r\nmg sb T300\r\n",
+             "TOUCHED\r\nVALUE sb 0 5\r\nhello\r\nEND\r\nHD\r\n");
+    exchange(fd, "append sb 0 0 1\r\n!\r\nset sc 0 -1 1\r\nx\r\n", "STORED\r\nSTORED\r\n");
+    assert_int_equal(rkv_put(kv, "sd", 2, "v", 1, NULL, NULL), RKV_OK);
+    stats_io(fd, &s2);
+    assert_int_equal(s2.total_items, 4);
+    close(fd);
+    rkv_close(kv);
+    assert_int_equal(server_stop(&e2.sp), 0);
+}
+
 static void test_meta(void **state)
 {
     struct env *e = *state;
@@ -982,6 +1051,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_arith_touch),
         cmocka_unit_test(test_touch_expired),
         cmocka_unit_test(test_admin),
+        cmocka_unit_test(test_stats_counts),
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_errors),
