@@ -260,6 +260,19 @@ static size_t put_dec(char *p, uint64_t v)
     return n + 1;
 }
 
+/* A read's counters as memcached 1.6.18 keeps them: a touching read (gat,
+ * gats, an mg T hit) counts as a touch only, any other as a get. */
+static void count_read(struct mc *m, bool touch, bool hit)
+{
+    if (touch) {
+        rkv_stat_bump(&m->st->cmd_touch, 1);
+        rkv_stat_bump(hit ? &m->st->touch_hits : &m->st->touch_misses, 1);
+    } else {
+        rkv_stat_bump(&m->st->cmd_get, 1);
+        rkv_stat_bump(hit ? &m->st->get_hits : &m->st->get_misses, 1);
+    }
+}
+
 /* One key of get/gets/gat/gats: answers VALUE ... or nothing. */
 static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key, uint32_t klen)
 {
@@ -268,20 +281,17 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
     int res;
     bool touch = r->cmd == RKV_MC_GAT || r->cmd == RKV_MC_GATS;
 
-    rkv_stat_bump(&m->st->cmd_get, 1);
     if (touch) {
         uint32_t ttl;
-        rkv_stat_bump(&m->st->cmd_touch, 1);
         /* expired at once: answered as it was, gone for every later read */
         enum rmw how = ttl_of(r->exptime, &ttl) ? RMW_TOUCH : RMW_EXPIRE;
         rkv_status st = rmw(m, how, key, klen, NULL, 0, ttl, false, 0, &f, &version);
         res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
-        rkv_stat_bump(res == 1 ? &m->st->touch_hits : &m->st->touch_misses, 1);
     } else {
         res = find_copy(m, key, klen, LINE_MAX_OUT, &f);
         version = res == 1 ? f.copy->version : 0;
     }
-    rkv_stat_bump(res == 1 ? &m->st->get_hits : &m->st->get_misses, 1);
+    count_read(m, touch, res == 1);
     if (res == 0)
         return;
     if (res < 0) {
@@ -572,8 +582,8 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
     struct found f;
     uint64_t version = 0;
     int res;
-    rkv_stat_bump(&m->st->cmd_get, 1);
-    if (r->mflags & RKV_MC_F('T')) {
+    bool touch = (r->mflags & RKV_MC_F('T')) != 0;
+    if (touch) {
         uint32_t ttl;
         /* expired at once: answered as it was (t0), gone for every later read */
         bool live = ttl_of(r->exptime, &ttl);
@@ -587,7 +597,7 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
         res = find_copy(m, r->key, r->key_len, LINE_MAX_OUT, &f);
         version = res == 1 ? f.copy->version : 0;
     }
-    rkv_stat_bump(res == 1 ? &m->st->get_hits : &m->st->get_misses, 1);
+    count_read(m, touch && res == 1, res == 1);   /* memcached: an mg miss is a get miss, T or not */
     if (res == 0) {
         if (!r->noreply)
             outs(m, "EN\r\n");

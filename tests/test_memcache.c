@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
@@ -391,6 +392,7 @@ static void test_admin(void **state)
 /* What test_stats_counts reads from one `stats`. */
 struct stats_seen {
     uint64_t bytes_read, bytes_written, total_items;
+    uint64_t cmd_get, get_hits, get_misses, cmd_touch, touch_hits, touch_misses;
 };
 
 /* One `stats`: its bytes_read, bytes_written and total_items; returns the
@@ -400,7 +402,7 @@ static size_t stats_io(int fd, struct stats_seen *s)
     char line[512];
     size_t total = 0;
     unsigned long long v;
-    s->bytes_read = s->bytes_written = s->total_items = UINT64_MAX;
+    *s = (struct stats_seen){ UINT64_MAX, UINT64_MAX, UINT64_MAX, 0, 0, 0, 0, 0, 0 };
     send_all(fd, "stats\r\n", 7);
     for (int i = 0; i < 500; i++) {
         read_line(fd, line, sizeof line);
@@ -413,6 +415,12 @@ static size_t stats_io(int fd, struct stats_seen *s)
             s->bytes_written = v;
         if (sscanf(line, "STAT total_items %llu", &v) == 1)
             s->total_items = v;
+        sscanf(line, "STAT cmd_get %" SCNu64, &s->cmd_get);
+        sscanf(line, "STAT get_hits %" SCNu64, &s->get_hits);
+        sscanf(line, "STAT get_misses %" SCNu64, &s->get_misses);
+        sscanf(line, "STAT cmd_touch %" SCNu64, &s->cmd_touch);
+        sscanf(line, "STAT touch_hits %" SCNu64, &s->touch_hits);
+        sscanf(line, "STAT touch_misses %" SCNu64, &s->touch_misses);
     }
     assert_true(s->bytes_read != UINT64_MAX && s->bytes_written != UINT64_MAX &&
                 s->total_items != UINT64_MAX);
@@ -452,6 +460,18 @@ static void test_stats_counts(void **state)
     assert_int_equal(rkv_put(kv, "sd", 2, "v", 1, NULL, NULL), RKV_OK);
     stats_io(fd, &s2);
     assert_int_equal(s2.total_items, 4);
+    /* reads as memcached 1.6.18 counts them: a touching read is a touch
+     * only, but an mg T miss a get miss */
+    exchange(fd, "gat 100 sb sbnope\r\n", "VALUE sb 0 6\r\nhello!\r\nEND\r\n");
+    exchange(fd, "mg sb T100\r\nmg sbnope T100\r\n", "HD\r\nEN\r\n");
+    exchange(fd, "mg sb\r\nget sbnope\r\n", "HD\r\nEND\r\n");
+    stats_io(fd, &s1);
+    assert_int_equal(s1.cmd_get - s2.cmd_get, 3);
+    assert_int_equal(s1.get_hits - s2.get_hits, 1);
+    assert_int_equal(s1.get_misses - s2.get_misses, 2);
+    assert_int_equal(s1.cmd_touch - s2.cmd_touch, 3);
+    assert_int_equal(s1.touch_hits - s2.touch_hits, 2);
+    assert_int_equal(s1.touch_misses - s2.touch_misses, 1);
     close(fd);
     rkv_close(kv);
     assert_int_equal(server_stop(&e2.sp), 0);
