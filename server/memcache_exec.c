@@ -16,7 +16,8 @@
  * one-sided reader does, retrying when a writer raced it. Read-modify-write
  * commands (append, prepend, touch, gat) are a CAS loop on the item version
  * under the table's write path, so they are atomic against every writer;
- * a touched item gets a new version (rkv writes out of place).
+ * a touched item gets a new version (rkv writes out of place); a touch to a
+ * past exptime answers the item as it was and deletes that version only.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,7 +48,9 @@
 struct mc_stats {
     _Atomic uint64_t cmd_get, get_hits, get_misses, cmd_set, cmd_touch, touch_hits, touch_misses,
         delete_hits, delete_misses, incr_hits, incr_misses, decr_hits, decr_misses,
-        cas_hits, cas_misses, cas_badval, protocol_errors;
+        cas_hits, cas_misses, cas_badval, protocol_errors,
+        bytes_read, bytes_written,   /* every byte received and sent (tcp_server.c counts) */
+        touch_stores;                /* touches that stored a new item (not in total_items) */
 };
 static struct mc_stats mc_stats[RKV_MAX_WORKERS];
 
@@ -182,9 +185,11 @@ static rkv_status compose_pull(void *ctx, void *dst, uint32_t len)
 }
 
 /* Read-modify-write under a CAS on the version: the new value is the old one
- * with `add` appended (or prepended), or unchanged with a new ttl (touch).
+ * with `add` appended (or prepended), or unchanged with a new ttl (touch),
+ * or the item goes (expire: a touch to a past exptime, which memcached
+ * answers with the item as it was; *version is then the old one).
  * Leaves a verified copy of the old item in *f (output buffer, uncommitted). */
-enum rmw { RMW_APPEND, RMW_PREPEND, RMW_TOUCH };
+enum rmw { RMW_APPEND, RMW_PREPEND, RMW_TOUCH, RMW_EXPIRE };
 static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t klen,
                       const uint8_t *add, uint32_t add_len, uint32_t ttl, bool cas_given,
                       uint64_t cas, struct found *f, uint64_t *version)
@@ -209,10 +214,18 @@ static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t k
         if ((uint64_t)cp.alen + cp.blen > m->g->max_value_len)
             return RKV_TOO_LARGE;
         struct rkv_value_src src = { .pull = compose_pull, .ctx = &cp, .len = cp.alen + cp.blen };
-        rkv_status st = rkv_table_put(m->t, key, klen, &src, RKV_CAS, f->copy->version,
-                                      how == RMW_TOUCH ? ttl : ttl_keep(m, f->copy->expire_at),
-                                      f->copy->user_flags, version);
-        if (st != RKV_CAS_MISMATCH && st != RKV_NOT_STORED)
+        rkv_status st;
+        if (how == RMW_EXPIRE) {
+            st = rkv_table_delete_version(m->t, key, klen, f->copy->version);
+            *version = f->copy->version;
+        } else {
+            st = rkv_table_put(m->t, key, klen, &src, RKV_CAS, f->copy->version,
+                               how == RMW_TOUCH ? ttl : ttl_keep(m, f->copy->expire_at),
+                               f->copy->user_flags, version);
+        }
+        if (st == RKV_OK && how == RMW_TOUCH)
+            rkv_stat_bump(&m->st->touch_stores, 1);
+        if (st != RKV_CAS_MISMATCH && st != RKV_NOT_STORED && st != RKV_NOT_FOUND)
             return st;
         /* another writer got in between (or it went): read again */
     }
@@ -247,6 +260,19 @@ static size_t put_dec(char *p, uint64_t v)
     return n + 1;
 }
 
+/* A read's counters as memcached 1.6.18 keeps them: a touching read (gat,
+ * gats, an mg T hit) counts as a touch only, any other as a get. */
+static void count_read(struct mc *m, bool touch, bool hit)
+{
+    if (touch) {
+        rkv_stat_bump(&m->st->cmd_touch, 1);
+        rkv_stat_bump(hit ? &m->st->touch_hits : &m->st->touch_misses, 1);
+    } else {
+        rkv_stat_bump(&m->st->cmd_get, 1);
+        rkv_stat_bump(hit ? &m->st->get_hits : &m->st->get_misses, 1);
+    }
+}
+
 /* One key of get/gets/gat/gats: answers VALUE ... or nothing. */
 static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key, uint32_t klen)
 {
@@ -255,24 +281,17 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
     int res;
     bool touch = r->cmd == RKV_MC_GAT || r->cmd == RKV_MC_GATS;
 
-    rkv_stat_bump(&m->st->cmd_get, 1);
     if (touch) {
         uint32_t ttl;
-        rkv_stat_bump(&m->st->cmd_touch, 1);
-        if (!ttl_of(r->exptime, &ttl)) {       /* expired at once: the item goes */
-            rkv_status st = rkv_table_delete(m->t, key, klen);
-            rkv_stat_bump(st == RKV_OK ? &m->st->touch_hits : &m->st->touch_misses, 1);
-            rkv_stat_bump(&m->st->get_misses, 1);
-            return;
-        }
-        rkv_status st = rmw(m, RMW_TOUCH, key, klen, NULL, 0, ttl, false, 0, &f, &version);
+        /* expired at once: answered as it was, gone for every later read */
+        enum rmw how = ttl_of(r->exptime, &ttl) ? RMW_TOUCH : RMW_EXPIRE;
+        rkv_status st = rmw(m, how, key, klen, NULL, 0, ttl, false, 0, &f, &version);
         res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
-        rkv_stat_bump(res == 1 ? &m->st->touch_hits : &m->st->touch_misses, 1);
     } else {
         res = find_copy(m, key, klen, LINE_MAX_OUT, &f);
         version = res == 1 ? f.copy->version : 0;
     }
-    rkv_stat_bump(res == 1 ? &m->st->get_hits : &m->st->get_misses, 1);
+    count_read(m, touch, res == 1);
     if (res == 0)
         return;
     if (res < 0) {
@@ -455,11 +474,16 @@ static void stats_general(struct mc *m)
         C(cmd_get), C(get_hits), C(get_misses), C(cmd_set), C(cmd_touch), C(touch_hits),
         C(touch_misses), C(delete_hits), C(delete_misses), C(incr_hits), C(incr_misses),
         C(decr_hits), C(decr_misses), C(cas_hits), C(cas_misses), C(cas_badval),
+        C(bytes_read), C(bytes_written),
 #undef C
     };
     struct rkv_server *srv = m->srv;
     struct rkv_table_stats ts;
     char text[8192];
+    /* total_items: every item stored by either door, as memcached counts
+     * the items it links; but a touch, which memcached does in place, is a
+     * store of a new item in rkv (read first: each is in the table's puts) */
+    uint64_t touch_stores = sum(offsetof(struct mc_stats, touch_stores), srv->nworkers);
     rkv_table_get_stats(m->t, &ts);
     stat_line(m, "pid", (uint64_t)getpid());
     stat_line(m, "uptime", (rkv_now_ns() - srv->start_ns) / 1000000000ull);
@@ -473,6 +497,7 @@ static void stats_general(struct mc *m)
     for (size_t i = 0; i < RKV_ARRAY_SIZE(counters); i++)
         stat_line(m, counters[i].name, sum(counters[i].off, srv->nworkers));
     stat_line(m, "curr_items", ts.items);
+    stat_line(m, "total_items", ts.puts > touch_stores ? ts.puts - touch_stores : 0);
     /* what memcached monitoring reads (libmemcached's memcached_stat_st, memcstat) */
     stat_line(m, "bytes", ts.bytes_used);
     stat_line(m, "limit_maxbytes", ts.heap_bytes);
@@ -557,21 +582,22 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
     struct found f;
     uint64_t version = 0;
     int res;
-    rkv_stat_bump(&m->st->cmd_get, 1);
-    if (r->mflags & RKV_MC_F('T')) {
+    bool touch = (r->mflags & RKV_MC_F('T')) != 0;
+    if (touch) {
         uint32_t ttl;
-        rkv_status st = ttl_of(r->exptime, &ttl)
-            ? rmw(m, RMW_TOUCH, r->key, r->key_len, NULL, 0, ttl, false, 0, &f, &version)
-            : (rkv_table_delete(m->t, r->key, r->key_len), RKV_NOT_FOUND);
+        /* expired at once: answered as it was (t0), gone for every later read */
+        bool live = ttl_of(r->exptime, &ttl);
+        rkv_status st = rmw(m, live ? RMW_TOUCH : RMW_EXPIRE, r->key, r->key_len, NULL, 0, ttl,
+                            false, 0, &f, &version);
         res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
         if (res == 1) /* the touched item's expiry, for t */
             ((struct rkv_item *)(uintptr_t)f.copy)->expire_at =
-                ttl == 0 ? 0 : clock_now(m) + ttl;
+                !live ? clock_now(m) : ttl == 0 ? 0 : clock_now(m) + ttl;
     } else {
         res = find_copy(m, r->key, r->key_len, LINE_MAX_OUT, &f);
         version = res == 1 ? f.copy->version : 0;
     }
-    rkv_stat_bump(res == 1 ? &m->st->get_hits : &m->st->get_misses, 1);
+    count_read(m, touch && res == 1, res == 1);   /* memcached: an mg miss is a get miss, T or not */
     if (res == 0) {
         if (!r->noreply)
             outs(m, "EN\r\n");
@@ -749,6 +775,8 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
     uint32_t consumed = 0;
     uint64_t swallow = 0;
     unsigned done = 0;
+
+    rkv_tcp_count_io(m.c, &m.st->bytes_read, &m.st->bytes_written);
 
     if (!wc->authed && !rkv_admission_authenticate(srv, wc)) {
         /* max_conns, shared with the other doors */

@@ -1438,7 +1438,10 @@ rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
     return table_store(t, key, key_len, val, mode, cas, expire_at, user_flags, SC_PUTS, version);
 }
 
-rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_len)
+/* Unlink key's item under its stripes; with `if_version`, only the live
+ * item of version `cas` (an expired one goes either way: it is dead). */
+static rkv_status table_unlink(struct rkv_table *t, const void *key, uint32_t key_len,
+                               bool if_version, uint64_t cas)
 {
     struct rkv_key_hash h;
     struct place p;
@@ -1455,10 +1458,15 @@ rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_l
     if (found) {
         if (expired_now(t, p.it)) {
             count(&writer_slot(t)->n.expirations, 1);
+        } else if (if_version && p.it->version != cas) {
+            found = false;                       /* another write's item: it stays */
+            st = RKV_CAS_MISMATCH;
         } else {
             st = RKV_OK;
             stripe_count(t, p.bucket, SC_DELETES, 1);
         }
+    }
+    if (found) {
         slot_store(t, p.bucket, p.slot, 0);
         retire_mark(t, p.bucket, p.word, RKV_ITEM_OBSOLETE);
     }
@@ -1466,6 +1474,17 @@ rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_l
     if (found)
         item_free(t, p.word);   /* see retire_mark */
     return st;
+}
+
+rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_len)
+{
+    return table_unlink(t, key, key_len, false, 0);
+}
+
+rkv_status rkv_table_delete_version(struct rkv_table *t, const void *key, uint32_t key_len,
+                                    uint64_t version)
+{
+    return table_unlink(t, key, key_len, true, version);
 }
 
 /* A value that is 1..20 decimal digits and fits a u64. */

@@ -95,6 +95,11 @@ rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
                          uint64_t cas, uint32_t ttl, uint32_t user_flags,
                          uint64_t *version);
 rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_len);
+/* Delete only while the live item is the one of `version` (a CAS on the
+ * version, as RKV_CAS is for a put): RKV_CAS_MISMATCH when another write
+ * replaced it (nothing changes), RKV_NOT_FOUND when no live item is there. */
+rkv_status rkv_table_delete_version(struct rkv_table *t, const void *key, uint32_t key_len,
+                                    uint64_t version);
 rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len,
                           int64_t delta, uint64_t *result);
 

@@ -34,6 +34,7 @@
 #include "layout.h"
 #include "log.h"
 #include "memcache_proto.h"
+#include "server.h"
 #include "tcp_server.h"
 #include "util.h"
 
@@ -71,6 +72,7 @@ struct rkv_sconn {
     bool dead;
     const char *close_after; /* close once output is written, and why */
     struct rkv_mc_stream mc; /* inside a long retrieval line (memcache_exec.c) */
+    _Atomic uint64_t *bytes_in, *bytes_out; /* the serving worker's counters, or NULL */
     char peer[64];
 };
 
@@ -148,6 +150,8 @@ static void flush_out(struct rkv_sconn *c)
                          MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n > 0) {
             c->out.start += (size_t)n;
+            if (c->bytes_out != NULL)
+                rkv_stat_bump(c->bytes_out, (uint64_t)n);
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -175,6 +179,8 @@ static void fill_in(struct rkv_sconn *c)
         ssize_t n = recv(c->sock, c->in.p + c->in.end, c->in.cap - c->in.end, MSG_DONTWAIT);
         if (n > 0) {
             c->in.end += (size_t)n;
+            if (c->bytes_in != NULL)
+                rkv_stat_bump(c->bytes_in, (uint64_t)n);
             /* discard a refused data block as it arrives */
             size_t drop = (size_t)RKV_MIN(c->skip, (uint64_t)(c->in.end - c->in.start));
             c->in.start += drop;
@@ -282,6 +288,12 @@ static const char *tcp_peer(struct rkv_sconn *c)
 }
 
 /* ------------------------------------------------------------ stream view */
+
+void rkv_tcp_count_io(struct rkv_sconn *c, _Atomic uint64_t *bytes_in, _Atomic uint64_t *bytes_out)
+{
+    c->bytes_in = bytes_in;
+    c->bytes_out = bytes_out;
+}
 
 struct rkv_mc_stream *rkv_tcp_mc_stream(struct rkv_sconn *c)
 {

@@ -68,6 +68,10 @@ bool rkv_tcp_out_backed_up(const struct rkv_sconn *c);
 /* Close once the output is written (quit, refused connection). */
 void rkv_tcp_close_after_output(struct rkv_sconn *c, const char *why);
 
+/* Count every byte received and sent from now on into these counters (the
+ * serving worker's, bumped with rkv_stat_bump: only it calls poll and reply). */
+void rkv_tcp_count_io(struct rkv_sconn *c, _Atomic uint64_t *bytes_in, _Atomic uint64_t *bytes_out);
+
 /* The connection's place in a long retrieval line (rkv_mc_parse_stream). */
 struct rkv_mc_stream *rkv_tcp_mc_stream(struct rkv_sconn *c);
 

@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
@@ -286,6 +287,71 @@ static void test_arith_touch(void **state)
     close(fd);
 }
 
+/* librkv's one-sided GET of key misses: the item is gone for every reader. */
+static void gone_for_librkv(struct env *e, const char *key)
+{
+    char buf[64];
+    size_t len;
+    assert_int_equal(rkv_get(e->kv, key, strlen(key), buf, sizeof buf, &len, NULL), RKV_NOT_FOUND);
+}
+
+/* A touch to a past exptime (negative, or an absolute time gone by) on gat,
+ * gats and mg T answers the item as it was, as memcached 1.6.18 does (value,
+ * flags, CAS), and leaves it gone for every later read of either door. */
+static void test_touch_expired(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    char req[128], want[256];
+
+    exchange(fd, "set x1 5 0 3\r\nabc\r\n", "STORED\r\n");
+    exchange(fd, "gat -1 x1 xnope\r\n", "VALUE x1 5 3\r\nabc\r\nEND\r\n");
+    exchange(fd, "get x1\r\n", "END\r\n");
+    gone_for_librkv(e, "x1");
+    exchange(fd, "gat -1 x1\r\n", "END\r\n");              /* a miss stays a miss */
+
+    exchange(fd, "set x2 7 0 3\r\nabc\r\n", "STORED\r\n");
+    uint64_t cas = gets_cas(fd, "x2");
+    snprintf(want, sizeof want, "VALUE x2 7 3 %llu\r\nabc\r\nEND\r\n", (unsigned long long)cas);
+    exchange(fd, "gats -1 x2\r\n", want);                /* the CAS it had */
+    exchange(fd, "gets x2\r\n", "END\r\n");
+    gone_for_librkv(e, "x2");
+
+    exchange(fd, "set x3 0 0 1\r\nz\r\n", "STORED\r\n");
+    exchange(fd, "gat 1000000000 x3\r\n", "VALUE x3 0 1\r\nz\r\nEND\r\n"); /* 2001: past */
+    exchange(fd, "get x3\r\n", "END\r\n");
+    gone_for_librkv(e, "x3");
+
+    /* mg T-1, with and without v: the hit with its flags (t0: no time left) */
+    exchange(fd, "set x4 5 0 3\r\nabc\r\n", "STORED\r\n");
+    cas = gets_cas(fd, "x4");
+    snprintf(want, sizeof want, "VA 3 c%llu f5 t0 s3\r\nabc\r\n", (unsigned long long)cas);
+    exchange(fd, "mg x4 T-1 v c f t s\r\n", want);
+    exchange(fd, "mg x4 v\r\n", "EN\r\n");
+    gone_for_librkv(e, "x4");
+    exchange(fd, "set x4 6 0 3\r\nabc\r\n", "STORED\r\n");
+    cas = gets_cas(fd, "x4");
+    snprintf(want, sizeof want, "HD c%llu f6\r\n", (unsigned long long)cas);
+    exchange(fd, "mg x4 T-1 c f\r\n", want);
+    exchange(fd, "mg x4 v\r\n", "EN\r\n");
+    gone_for_librkv(e, "x4");
+    exchange(fd, "set x4 6 0 3\r\nabc\r\n", "STORED\r\n");
+    exchange(fd, "mg x4 T-1\r\n", "HD\r\n");
+    exchange(fd, "mg x4 T-1\r\n", "EN\r\n");
+    exchange(fd, "mg x4 T-1 q\r\nmn\r\n", "MN\r\n");
+    gone_for_librkv(e, "x4");
+
+    /* touch: TOUCHED, then gone; a miss is NOT_FOUND */
+    exchange(fd, "set x5 0 0 1\r\nz\r\n", "STORED\r\n");
+    exchange(fd, "touch x5 -1\r\n", "TOUCHED\r\n");
+    gone_for_librkv(e, "x5");
+    exchange(fd, "touch x5 -1\r\n", "NOT_FOUND\r\n");
+    /* a store after the expiring touch is a new item, untouched by it */
+    snprintf(req, sizeof req, "set x5 0 0 2\r\nok\r\nget x5\r\n");
+    exchange(fd, req, "STORED\r\nVALUE x5 0 2\r\nok\r\nEND\r\n");
+    close(fd);
+}
+
 static void test_admin(void **state)
 {
     struct env *e = *state;
@@ -321,6 +387,94 @@ static void test_admin(void **state)
     exchange(fd, "quit\r\n", "");
     assert_true(closed_by_server(fd));
     close(fd);
+}
+
+/* What test_stats_counts reads from one `stats`. */
+struct stats_seen {
+    uint64_t bytes_read, bytes_written, total_items;
+    uint64_t cmd_get, get_hits, get_misses, cmd_touch, touch_hits, touch_misses;
+};
+
+/* One `stats`: its bytes_read, bytes_written and total_items; returns the
+ * reply's length. */
+static size_t stats_io(int fd, struct stats_seen *s)
+{
+    char line[512];
+    size_t total = 0;
+    unsigned long long v;
+    *s = (struct stats_seen){ UINT64_MAX, UINT64_MAX, UINT64_MAX, 0, 0, 0, 0, 0, 0 };
+    send_all(fd, "stats\r\n", 7);
+    for (int i = 0; i < 500; i++) {
+        read_line(fd, line, sizeof line);
+        total += strlen(line);
+        if (strcmp(line, "END\r\n") == 0)
+            break;
+        if (sscanf(line, "STAT bytes_read %llu", &v) == 1)
+            s->bytes_read = v;
+        if (sscanf(line, "STAT bytes_written %llu", &v) == 1)
+            s->bytes_written = v;
+        if (sscanf(line, "STAT total_items %llu", &v) == 1)
+            s->total_items = v;
+        sscanf(line, "STAT cmd_get %" SCNu64, &s->cmd_get);
+        sscanf(line, "STAT get_hits %" SCNu64, &s->get_hits);
+        sscanf(line, "STAT get_misses %" SCNu64, &s->get_misses);
+        sscanf(line, "STAT cmd_touch %" SCNu64, &s->cmd_touch);
+        sscanf(line, "STAT touch_hits %" SCNu64, &s->touch_hits);
+        sscanf(line, "STAT touch_misses %" SCNu64, &s->touch_misses);
+    }
+    assert_true(s->bytes_read != UINT64_MAX && s->bytes_written != UINT64_MAX &&
+                s->total_items != UINT64_MAX);
+    return total;
+}
+
+/* As memcached's: bytes_read and bytes_written count every byte the door
+ * received and sent; total_items every item stored (either door; a touch
+ * is not a store). On a server of its own, with one client, the counts
+ * move by exactly what the client sent and was answered (a stats reply is
+ * counted once it is written, so in the next one) and stored. */
+static void test_stats_counts(void **state)
+{
+    (void)state;
+    struct env e2 = { 0 };
+    assert_int_equal(start_server(&e2, 2, NULL), 0);
+    rkv_client *kv = connect_retry(e2.sp.uri, NULL, 10000);
+    assert_non_null(kv);
+    int fd = mc_connect(e2.port);
+    static const char set[] = "set sb 0 0 5\r\nhello\r\n", get[] = "get sb\r\n";
+    static const char got[] = "VALUE sb 0 5\r\nhello\r\nEND\r\n";
+    struct stats_seen s0, s1, s2;
+    size_t first = stats_io(fd, &s0);
+    assert_int_equal(s0.bytes_read, 7);   /* only this stats line came in so far */
+    assert_int_equal(s0.bytes_written, 0);
+    assert_int_equal(s0.total_items, 0);
+    exchange(fd, set, "STORED\r\n");
+    exchange(fd, get, got);
+    stats_io(fd, &s1);
+    assert_int_equal(s1.bytes_read, s0.bytes_read + strlen(set) + strlen(get) + 7);
+    assert_int_equal(s1.bytes_written, s0.bytes_written + first + strlen("STORED\r\n") + strlen(got));
+    assert_int_equal(s1.total_items, 1);
+    /* touches are no stores; append, a librkv put and an expired store are */
+    exchange(fd, "touch sb 100\r\ngat 200 sb\r\nmg sb T300\r\n",
+             "TOUCHED\r\nVALUE sb 0 5\r\nhello\r\nEND\r\nHD\r\n");
+    exchange(fd, "append sb 0 0 1\r\n!\r\nset sc 0 -1 1\r\nx\r\n", "STORED\r\nSTORED\r\n");
+    assert_int_equal(rkv_put(kv, "sd", 2, "v", 1, NULL, NULL), RKV_OK);
+    stats_io(fd, &s2);
+    assert_int_equal(s2.total_items, 4);
+    /* reads as memcached 1.6.18 counts them: a touching read is a touch
+     * only, but an mg T miss a get miss */
+    exchange(fd, "gat 100 sb sbnope\r\n", "VALUE sb 0 6\r\nhello!\r\nEND\r\n");
+    exchange(fd, "mg sb T100\r\nmg sbnope T100\r\n", "HD\r\nEN\r\n");
+    exchange(fd, "mg sb\r\nget sbnope\r\n", "HD\r\nEND\r\n");
+    stats_io(fd, &s1);
+    assert_int_equal(s1.cmd_get - s2.cmd_get, 3);
+    assert_int_equal(s1.get_hits - s2.get_hits, 1);
+    assert_int_equal(s1.get_misses - s2.get_misses, 2);
+    assert_int_equal(s1.cmd_touch - s2.cmd_touch, 3);
+    assert_int_equal(s1.touch_hits - s2.touch_hits, 2);
+    assert_int_equal(s1.touch_misses - s2.touch_misses, 1);
+    close(fd);
+    rkv_close(kv);
+    assert_int_equal(server_stop(&e2.sp), 0);
 }
 
 static void test_meta(void **state)
@@ -915,7 +1069,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_storage_commands),
         cmocka_unit_test(test_noreply),
         cmocka_unit_test(test_arith_touch),
+        cmocka_unit_test(test_touch_expired),
         cmocka_unit_test(test_admin),
+        cmocka_unit_test(test_stats_counts),
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_errors),

@@ -546,6 +546,45 @@ static void test_ttl(void **state)
     env_free(&d);
 }
 
+/* Delete under a CAS on the version: only the item that was read goes; a
+ * write that replaced it in between stays, untouched. */
+static void test_delete_version(void **state)
+{
+    (void)state;
+    struct env e;
+    uint64_t v1, v2;
+    struct rkv_table_config fc = { .now_ns = fake_now };
+    env_make(&e, 8 * MiB, &fc);
+
+    assert_int_equal(rkv_table_delete_version(e.t, "k", 1, 1), RKV_NOT_FOUND);
+    assert_int_equal(put_mode(&e, "k", 1, "a", 1, RKV_SET, 0, 0, &v1), RKV_OK);
+    const struct rkv_item *first = rkv_table_find(e.t, "k", 1);
+    assert_int_equal(put_mode(&e, "k", 1, "b", 1, RKV_SET, 0, 0, &v2), RKV_OK);
+    /* the version read is gone: the newer item stays, and the heap as it was */
+    assert_int_equal(rkv_table_delete_version(e.t, "k", 1, v1), RKV_CAS_MISMATCH);
+    assert_string_equal(get_str(&e, "k"), "b");
+    assert_int_equal(stats(&e).items, 1);
+    assert_int_equal(stats(&e).deletes, 0);
+    /* the live version goes, for the server and a one-sided reader alike */
+    const struct rkv_item *second = rkv_table_find(e.t, "k", 1);
+    assert_int_equal(rkv_table_delete_version(e.t, "k", 1, v2), RKV_OK);
+    assert_int_equal(second->state & RKV_ITEM_OBSOLETE, RKV_ITEM_OBSOLETE);
+    assert_int_equal(first->state & RKV_ITEM_OBSOLETE, RKV_ITEM_OBSOLETE);
+    assert_null(get_str(&e, "k"));
+    assert_null(rkv_table_find(e.t, "k", 1));
+    assert_int_equal(stats(&e).items, 0);
+    assert_int_equal(stats(&e).deletes, 1);
+    assert_int_equal(rkv_table_delete_version(e.t, "k", 1, v2), RKV_NOT_FOUND);
+    /* an expired item is dead whatever the version: not found, and unlinked */
+    assert_int_equal(put_mode(&e, "x", 1, "c", 1, RKV_SET, 0, 1, &v1), RKV_OK);
+    fake_ns += 1000000000ull;
+    assert_int_equal(rkv_table_delete_version(e.t, "x", 1, v1), RKV_NOT_FOUND);
+    assert_int_equal(stats(&e).items, 0);
+    /* a bad key is refused as for a delete */
+    assert_int_equal(rkv_table_delete_version(e.t, "x", 0, v1), RKV_INVALID);
+    env_free(&e);
+}
+
 /* Server and client agree on expiry at the boundary (common/clock.h): an
  * item with expire_at E is live while clock < E and gone from clock == E, to
  * the server (find, DELETE) and to a client lookup alike; and the clock is
@@ -1466,6 +1505,7 @@ int main(void)
         cmocka_unit_test(test_key_and_value_sizes),
         cmocka_unit_test(test_pulled_value),
         cmocka_unit_test(test_put_modes),
+        cmocka_unit_test(test_delete_version),
         cmocka_unit_test(test_incr),
         cmocka_unit_test(test_ttl),
         cmocka_unit_test(test_expiry_boundary),
