@@ -1,6 +1,4 @@
 /* shard.c — jump consistent hashing (Lamping & Veach, 2014); see shard.h. */
-/* inline: a key's shard hash is computed on every op (the same function) */
-#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "shard.h"
