@@ -213,6 +213,15 @@ unsigned wl_format_key(char *buf, uint64_t idx, unsigned len)
         idx /= 10;
     }
     uint32_t v = (uint32_t)idx;                 /* the rest in 32-bit arithmetic */
+    if (i >= 8 && v < 100000000u) {             /* the usual: 8 digits (its zeros are
+                                                   the padding's), four pairs, no loop */
+        uint32_t hi = v / 10000, lo = v % 10000;
+        memcpy(buf + i - 7, pairs + 2 * (hi / 100), 2);
+        memcpy(buf + i - 5, pairs + 2 * (hi % 100), 2);
+        memcpy(buf + i - 3, pairs + 2 * (lo / 100), 2);
+        memcpy(buf + i - 1, pairs + 2 * (lo % 100), 2);
+        return len;
+    }
     for (; i >= 2 && v >= 10; i -= 2) {         /* two digits a division */
         unsigned r = v % 100;
         v /= 100;
