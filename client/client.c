@@ -837,10 +837,10 @@ static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
         uint64_t now_ns = rkv_ctrans_maps_clock(s->ops) ? 0 : rkv_now_ns();
         shard_clock_refresh(s, now_ns);
         s->lctx.now = shard_now(s, now_ns);
-        uint64_t retries = s->lctx.retries, forwards = s->lctx.forwards;
+        s->lctx.retries = s->lctx.forwards = 0;   /* the lookup adds this pass's */
         rkv_status st = rounds(s, c->round, n);
-        c->c.verify_retries += s->lctx.retries - retries;
-        c->c.forwards += s->lctx.forwards - forwards;
+        c->c.verify_retries += s->lctx.retries;
+        c->c.forwards += s->lctx.forwards;
         if (RKV_UNLIKELY(st != RKV_OK))
             return fail(c, st, "%s: read failed: %s", s->uri, shard_why(s, st));
     }
