@@ -693,6 +693,11 @@ static HOT rkv_status route(rkv_client *c, const struct rkv_op *op, const char *
                     "or RKV_CAS", call, (unsigned)op->opts->mode);
     *kh = rkv_shard_hash(op->key, op->key_len);
     *s = shard_for(c, op->key, op->key_len, *kh);
+    /* a GET's location-cache set on its way as soon as it is known: while
+     * the caller submits more, or, for a synchronous call, while the checks,
+     * the slot and the pass's start run up to get_start's find */
+    if (get && c->cache)
+        rkv_loc_cache_prefetch(c->cache, (*s)->generation, *kh);
     if (op->key_len > (*s)->geom.max_key_len)
         return fail(c, RKV_TOO_LARGE, "%s: key of %zu bytes is longer than the server's limit "
                     "of %u", call, op->key_len, (*s)->geom.max_key_len);
@@ -832,10 +837,10 @@ static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
         uint64_t now_ns = rkv_ctrans_maps_clock(s->ops) ? 0 : rkv_now_ns();
         shard_clock_refresh(s, now_ns);
         s->lctx.now = shard_now(s, now_ns);
-        uint64_t retries = s->lctx.retries, forwards = s->lctx.forwards;
+        s->lctx.retries = s->lctx.forwards = 0;   /* the lookup adds this pass's */
         rkv_status st = rounds(s, c->round, n);
-        c->c.verify_retries += s->lctx.retries - retries;
-        c->c.forwards += s->lctx.forwards - forwards;
+        c->c.verify_retries += s->lctx.retries;
+        c->c.forwards += s->lctx.forwards;
         if (RKV_UNLIKELY(st != RKV_OK))
             return fail(c, st, "%s: read failed: %s", s->uri, shard_why(s, st));
     }
@@ -1026,7 +1031,7 @@ static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_
  * hold every credit: a GET-only client pays one poll per credits' worth of
  * hint messages, and its deadline is checked then. An error takes the shard
  * down (its ops complete with it). The shard stays busy while it holds ops. */
-static void shard_progress(rkv_client *c, struct shard *s)
+static HOT void shard_progress(rkv_client *c, struct shard *s)
 {
     rkv_status st = shard_ready(c, s);
     if (st == RKV_OK && s->queue_head != NO_SLOT)
@@ -1139,11 +1144,6 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
     struct slot *sl = &c->slots[slot_enqueue(c, s, (uint8_t)op->kind, internal, op->token)];
     sl->kh = kh;
     if (op->kind == RKV_KIND_GET) {      /* straight into its lookup (get_start) */
-        /* its location-cache set on its way while the caller submits more
-         * (or, for a synchronous call, while its pass starts: the miss
-         * overlaps the bookkeeping up to get_start's find) */
-        if (c->cache)
-            rkv_loc_cache_prefetch(c->cache, s->generation, kh);
         sl->l.key = op->key;
         sl->l.key_len = op->key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)op->key_len;
         sl->l.buf = op->buf;

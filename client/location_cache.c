@@ -288,6 +288,22 @@ void rkv_loc_cache_prefetch(const struct rkv_loc_cache *lc, uint64_t region, uin
     __builtin_prefetch(set_of(current(lc), key_mix(region, key_hash)));
 }
 
+/* A find's miss in the current table t: the table t replaced may still
+ * know the key (out of line: the hit path then saves no registers). */
+static __attribute__((noinline)) uint64_t find_in_prev(struct rkv_loc_cache *lc,
+                                                       struct rkv_loc_cache_meter *m,
+                                                       const struct table *t, uint64_t h,
+                                                       uint64_t tag)
+{
+    uint64_t e;
+    const struct table *p = __atomic_load_n(&t->prev, __ATOMIC_ACQUIRE);
+    if (p == NULL || (e = entry_of(set_of(p, h), tag)) == 0)
+        return 0;
+    if (put(t, h, tag, e))
+        note_eviction(lc, m, t);         /* promoted into the current table */
+    return e;
+}
+
 uint64_t rkv_loc_cache_find(struct rkv_loc_cache *lc, struct rkv_loc_cache_meter *m,
                             uint64_t region, uint64_t key_hash)
 {
@@ -298,13 +314,7 @@ uint64_t rkv_loc_cache_find(struct rkv_loc_cache *lc, struct rkv_loc_cache_meter
         m->finds++;
     if (RKV_LIKELY(e != 0))
         return e;
-    /* not here: the table this one replaced may still know it */
-    const struct table *p = __atomic_load_n(&t->prev, __ATOMIC_ACQUIRE);
-    if (p == NULL || (e = entry_of(set_of(p, h), tag)) == 0)
-        return 0;
-    if (put(t, h, tag, e))
-        note_eviction(lc, m, t);         /* promoted into the current table */
-    return e;
+    return find_in_prev(lc, m, t, h, tag);
 }
 
 void rkv_loc_cache_store(struct rkv_loc_cache *lc, struct rkv_loc_cache_meter *m,

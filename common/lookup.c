@@ -66,21 +66,50 @@ bool rkv_slot_valid(const struct rkv_region_header *geom, uint64_t slot,
     return true;
 }
 
-enum rkv_verify rkv_item_verify(const struct rkv_item *it, size_t len, const void *key,
-                                uint32_t key_len, uint64_t seed, uint32_t now)
+static inline uint64_t load64(const void *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Whether a[0..n) and b[0..n) are equal: memcmp, but a key of 8..32 bytes
+ * (the common sizes) is compared as two or four overlapping words, without a
+ * call. */
+static inline bool key_equal(const void *a, const void *b, size_t n)
+{
+    const uint8_t *x = a, *y = b;
+    if (n < 8 || n > 32)
+        return memcmp(a, b, n) == 0;
+    uint64_t d = (load64(x) ^ load64(y)) | (load64(x + n - 8) ^ load64(y + n - 8));
+    if (n > 16)
+        d |= (load64(x + 8) ^ load64(y + 8)) | (load64(x + n - 16) ^ load64(y + n - 16));
+    return d == 0;
+}
+
+/* rkv_item_verify, inlined into the lookup's two callers. */
+static inline __attribute__((always_inline)) enum rkv_verify
+item_verify(const struct rkv_item *it, size_t len, const void *key, uint32_t key_len,
+            uint64_t seed, uint32_t now)
 {
     if (len < RKV_ITEM_HEADER_SIZE ||
         (uint64_t)it->key_len + it->value_len > len - RKV_ITEM_HEADER_SIZE)
         return RKV_VERIFY_TORN;
     if (rkv_item_checksum(it, seed) != it->checksum)
         return RKV_VERIFY_TORN;
-    if (it->key_len != key_len || memcmp(it->data, key, key_len) != 0)
+    if (it->key_len != key_len || !key_equal(it->data, key, key_len))
         return RKV_VERIFY_OTHER_KEY;
     if (it->state & RKV_ITEM_OBSOLETE)
         return RKV_VERIFY_OBSOLETE;
     if (now != 0 && rkv_expired(it->expire_at, now))
         return RKV_VERIFY_EXPIRED;
     return RKV_VERIFY_OK;
+}
+
+enum rkv_verify rkv_item_verify(const struct rkv_item *it, size_t len, const void *key,
+                                uint32_t key_len, uint64_t seed, uint32_t now)
+{
+    return item_verify(it, len, key, key_len, seed, now);
 }
 
 size_t rkv_lookup_scratch_need(const struct rkv_region_header *geom, unsigned n)
@@ -265,8 +294,7 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
     switch (l->phase) {
     case PHASE_CACHE: {
         const struct rkv_item *it = (const struct rkv_item *)(const void *)l->land;
-        enum rkv_verify v = rkv_item_verify(it, l->at_len, l->key, l->key_len, g->hash_seed,
-                                            ctx->now);
+        enum rkv_verify v = item_verify(it, l->at_len, l->key, l->key_len, g->hash_seed, ctx->now);
         /* a forward keeps at_slot's fingerprint bits (never 0) */
         uint64_t next = v == RKV_VERIFY_OBSOLETE ? rkv_item_forward(it->state,
                                                                     rkv_slot_fp(l->at_slot)) : 0;
@@ -309,7 +337,7 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
             len = l->cand_len[l->next_cand + i];
             p = (const uint8_t *)RKV_ALIGN_UP((uintptr_t)p, 8);
             const struct rkv_item *it = (const struct rkv_item *)(const void *)p;
-            switch (rkv_item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now)) {
+            switch (item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now)) {
             case RKV_VERIFY_OK:
                 deliver(l, it, slot);
                 return;

@@ -127,6 +127,16 @@ static void saturation(void **state)
     hist_record(h, 5);
     assert_int_equal(h->sum, UINT64_MAX);   /* saturated, not wrapped */
     free(h);
+    /* value x n past 64 bits saturates too (the product alone overflows) */
+    h = new_hist();
+    hist_record_n(h, 1ull << 40, 1ull << 30);
+    assert_int_equal(h->sum, UINT64_MAX);
+    assert_int_equal(h->count, 1ull << 30);
+    free(h);
+    h = new_hist();
+    hist_record_n(h, 3, 1ull << 20);         /* and a product that fits is exact */
+    assert_int_equal(h->sum, 3ull << 20);
+    free(h);
 }
 
 static void merge_and_record_n(void **state)

@@ -466,6 +466,44 @@ static void test_batch_larger_than_scratch(void **state)
     e->ctx.scratch_len = sizeof e->scratch;
 }
 
+/* The key check compares every byte at every key length: 1..7 and 33..40
+ * go through memcmp, 8..32 through overlapping words (lookup.c key_equal).
+ * Per length, the stored key verifies; one byte changed anywhere, or one
+ * byte shorter, does not, through rkv_item_verify and through a lookup
+ * whose cached location is the stored item. */
+static void test_verify_compares_every_key_byte(void **state)
+{
+    struct env *e = *state;
+    const struct rkv_region_header *h = e->sc.h;
+    for (uint32_t n = 1; n <= 40; n++) {
+        char key[41], other[41];
+        for (uint32_t i = 0; i < n; i++)
+            key[i] = (char)('a' + (i * 7 + n) % 26);
+        key[n] = 0;
+        put(e, key, "value");
+        struct rkv_lookup l = { .key = key, .key_len = n };
+        assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
+        assert_int_equal(l.status, RKV_BUFFER_TOO_SMALL);
+        uint64_t off;
+        uint32_t len;
+        assert_true(rkv_slot_valid(h, l.slot, &off, &len));
+        const struct rkv_item *it = (const struct rkv_item *)(const void *)(e->sc.base + off);
+        assert_int_equal(rkv_item_verify(it, len, key, n, h->hash_seed, 0), RKV_VERIFY_OK);
+        assert_int_equal(rkv_item_verify(it, len, key, n - 1, h->hash_seed, 0),
+                         RKV_VERIFY_OTHER_KEY);
+        for (uint32_t i = 0; i < n; i++) {
+            memcpy(other, key, n + 1);
+            other[i] ^= 0x20;
+            assert_int_equal(rkv_item_verify(it, len, other, n, h->hash_seed, 0),
+                             RKV_VERIFY_OTHER_KEY);
+            struct rkv_lookup m = { .key = other, .key_len = n, .cached_slot = l.slot };
+            assert_int_equal(rkv_lookup_batch(&e->ctx, &m, 1), RKV_OK);
+            assert_int_equal(m.status, RKV_NOT_FOUND);
+            assert_int_equal(m.cache_used, 0);
+        }
+    }
+}
+
 static void test_header_valid_field_by_field(void **state)
 {
     struct env *e = *state;
@@ -502,6 +540,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_odd_version_retries_then_gives_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hostile_slots_are_not_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_larger_than_scratch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verify_compares_every_key_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_valid_field_by_field, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -201,7 +201,7 @@ static void keys_format_as_digit_by_digit(void **state)
     uint64_t p = 1;
     for (unsigned e = 0; e < 20; e++, p *= 10)
         for (uint64_t d = 0; d < 3; d++)
-            for (unsigned len = 1; len <= 24; len++) {
+            for (unsigned len = 1; len <= 60; len++) {  /* padding of 0..59: bytes, words */
                 check_key(p - 1 + d, len);
                 if (p > 1)
                     check_key(p - 2 + d, len);

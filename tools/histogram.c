@@ -51,10 +51,10 @@ void hist_record_n(struct histogram *h, uint64_t value, uint64_t n)
     if (n == 0)
         return;
     counter_add(&h->buckets[hist_bucket_of(value)], n);
-    uint64_t add = value * n;
-    uint64_t sum = counter_get(&h->sum);
-    bool overflow = (n != 0 && add / n != value) || sum + add < sum;
-    __atomic_store_n(&h->sum, overflow ? UINT64_MAX : sum + add, __ATOMIC_RELAXED);
+    uint64_t add, sum = counter_get(&h->sum);
+    /* saturating, and without the division an add / n check costs per op */
+    bool overflow = __builtin_mul_overflow(value, n, &add) || __builtin_add_overflow(sum, add, &sum);
+    __atomic_store_n(&h->sum, overflow ? UINT64_MAX : sum, __ATOMIC_RELAXED);
     if (value < counter_get(&h->min))
         __atomic_store_n(&h->min, value, __ATOMIC_RELAXED);
     if (value > counter_get(&h->max))

@@ -185,6 +185,20 @@ unsigned wl_key_len(uint64_t idx, unsigned min, unsigned max)
     return len < need ? need : len;
 }
 
+/* buf[from, to) = '0': 8-byte stores (the last one overlapping), no call. */
+static void fill_zeros(char *buf, unsigned from, unsigned to)
+{
+    static const char zeros[8] = "00000000";
+    if (to - from < 8) {
+        for (unsigned p = from; p < to; p++)
+            buf[p] = '0';
+        return;
+    }
+    for (unsigned p = from; p + 8 <= to; p += 8)
+        memcpy(buf + p, zeros, 8);
+    memcpy(buf + to - 8, zeros, 8);
+}
+
 unsigned wl_format_key(char *buf, uint64_t idx, unsigned len)
 {
     static const char pairs[] = "00010203040506070809101112131415161718192021222324"
@@ -193,22 +207,29 @@ unsigned wl_format_key(char *buf, uint64_t idx, unsigned len)
                                 "75767778798081828384858687888990919293949596979899";
     unsigned i = len - 1;
     buf[0] = 'k';
+    fill_zeros(buf, 1, len);   /* the padding first: the digits overwrite its end */
     for (; i >= 1 && idx > UINT32_MAX; i--) {   /* digits above 32 bits: one a division */
         buf[i] = (char)('0' + idx % 10);
         idx /= 10;
     }
     uint32_t v = (uint32_t)idx;                 /* the rest in 32-bit arithmetic */
+    if (i >= 8 && v < 100000000u) {             /* the usual: 8 digits (its zeros are
+                                                   the padding's), four pairs, no loop */
+        uint32_t hi = v / 10000, lo = v % 10000;
+        memcpy(buf + i - 7, pairs + 2 * (hi / 100), 2);
+        memcpy(buf + i - 5, pairs + 2 * (hi % 100), 2);
+        memcpy(buf + i - 3, pairs + 2 * (lo / 100), 2);
+        memcpy(buf + i - 1, pairs + 2 * (lo % 100), 2);
+        return len;
+    }
     for (; i >= 2 && v >= 10; i -= 2) {         /* two digits a division */
         unsigned r = v % 100;
         v /= 100;
         buf[i] = pairs[2 * r + 1];
         buf[i - 1] = pairs[2 * r];
     }
-    for (; i >= 1 && v != 0; i--) {
+    if (i >= 1 && v != 0)                       /* one digit left (the lowest, if short) */
         buf[i] = (char)('0' + v % 10);
-        v /= 10;
-    }
-    memset(buf + 1, '0', i);   /* the leading zeros: no division each */
     return len;
 }
 
