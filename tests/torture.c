@@ -52,7 +52,11 @@
  * suite's two-guest step: the server in one guest, torture in the other,
  * a lossy link between); it is neither started nor stopped here.
  * RKV_TORTURE_READY=PATH: create PATH once every writer and reader has
- * connected (so a test can make the link bad only then).
+ * connected (so a test can make the link bad only then). A phase's seconds
+ * count from that moment, not from the start: connecting over rdma_cm on a
+ * loaded TCG host can take longer than a whole phase.
+ * RKV_TORTURE_CONNECT_DELAY_MS=N: writers and readers wait N ms before they
+ * connect (tests/torture_ready.sh: connections slower than a phase).
  * The last line is "torture: N GETs checked, M anomalies, passed|FAILED".
  */
 #include <signal.h>
@@ -94,6 +98,7 @@ struct shared {
     _Atomic uint64_t forwards, cache_stale; /* what caching readers met (rkv_counters) */
     _Atomic int stop;
     _Atomic unsigned connected; /* writers and readers past connect */
+    _Atomic unsigned gave_up;   /* writers and readers whose connect failed */
     unsigned fillers;           /* cold keys preloaded; every 50th deleted */
     uint64_t gets_target;       /* RKV_TORTURE_GETS: stop once this many are checked (0: none) */
 };
@@ -121,16 +126,31 @@ static void count_error(struct shared *sh, rkv_client *c, rkv_status st, const c
         fprintf(stderr, "torture: %s: %s: %s\n", what, rkv_status_name(st), c ? rkv_last_error(c) : "");
 }
 
-/* RKV_TORTURE_READY: the file, once every writer and reader is connected. */
-static void signal_ready(struct shared *sh, bool *done)
+/* Wait until every writer and reader has connected or given up (bounded:
+ * their own connects give up after connect_ms; the bound is a safety net),
+ * then, when all connected, create RKV_TORTURE_READY's file. */
+static void wait_connected(struct shared *sh)
 {
+    const char *delay = getenv("RKV_TORTURE_CONNECT_DELAY_MS");
+    uint64_t bound_ms = 2ull * connect_ms + 10000 + (delay ? strtoull(delay, NULL, 10) : 0);
+    uint64_t deadline = rkv_now_ns() + bound_ms * 1000000ull;
+    while (atomic_load(&sh->connected) + atomic_load(&sh->gave_up) < WRITERS + READERS &&
+           rkv_now_ns() < deadline)
+        usleep(1000);
     const char *path = getenv("RKV_TORTURE_READY");
-    if (*done || path == NULL || atomic_load(&sh->connected) < WRITERS + READERS)
+    if (path == NULL || atomic_load(&sh->connected) < WRITERS + READERS)
         return;
     FILE *f = fopen(path, "w");
     if (f != NULL)
         fclose(f);
-    *done = true;
+}
+
+/* RKV_TORTURE_CONNECT_DELAY_MS: a writer's or reader's wait before it connects. */
+static void connect_delay(void)
+{
+    const char *delay = getenv("RKV_TORTURE_CONNECT_DELAY_MS");
+    if (delay != NULL)
+        usleep((useconds_t)(strtoull(delay, NULL, 10) * 1000));
 }
 
 static bool phase_over(struct shared *sh)
@@ -179,11 +199,13 @@ static uint64_t check_value(const char *v, size_t len, const char *key)
 
 static void writer(struct shared *sh, const char *uri, unsigned id)
 {
+    connect_delay();
     rkv_client *c = connect_retry(uri, NULL, connect_ms);
     char key[32], val[2048];
     unsigned seed = id * 7919u + 1;
     if (c == NULL) {
         count_error(sh, NULL, RKV_CONNECTION, "writer connect");
+        atomic_fetch_add(&sh->gave_up, 1);
         return;
     }
     atomic_fetch_add(&sh->connected, 1);
@@ -344,12 +366,14 @@ static void read_hot_batch(struct shared *sh, struct history *h, rkv_client *c,
 static void reader(struct shared *sh, const char *uri, unsigned id, bool evicting)
 {
     struct rkv_options o = { .location_cache = id % 2 ? (unsigned)-1 : 0 };
+    connect_delay();
     rkv_client *cs[2] = { connect_retry(uri, &o, connect_ms), connect_retry(uri, &o, connect_ms) };
     enum reader_type t = id / 2 % READER_TYPES == 0 ? READ_GET : READ_MGET;
     struct history *h = calloc(1, sizeof *h);
     unsigned seed = id * 104729u + 3;
     if (cs[0] == NULL || cs[1] == NULL || h == NULL) {
         count_error(sh, NULL, RKV_CONNECTION, "reader connect");
+        atomic_fetch_add(&sh->gave_up, 1);
         goto out;
     }
     atomic_fetch_add(&sh->connected, 1);
@@ -459,25 +483,24 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
             _exit(0);
         }
     }
-    if (evicting) { /* overcommit memory: a big cold population competes with the hot set */
-        rkv_client *c = connect_retry(sp.uri, NULL, connect_ms);
+    /* overcommit memory: a big cold population competes with the hot set
+     * (its connection, too, is made before the link may turn bad) */
+    rkv_client *cold = evicting ? connect_retry(sp.uri, NULL, connect_ms) : NULL;
+    wait_connected(sh);
+    if (evicting) {
+        rkv_client *c = cold;
         char key[32], val[1024];
         memset(val, 'x', sizeof val);
         uint64_t end = rkv_now_ns() + (uint64_t)seconds * 1000000000ull;
-        bool ready = false;
         for (unsigned i = 0; c && rkv_now_ns() < end && !phase_over(sh); i++) {
-            signal_ready(sh, &ready);
             snprintf(key, sizeof key, "cold:%u", i);
             rkv_put(c, key, strlen(key), val, 200 + i % 800, NULL, NULL);
         }
         rkv_close(c);
     } else {
         uint64_t end = rkv_now_ns() + (uint64_t)seconds * 1000000000ull;
-        bool ready = false;
-        while (rkv_now_ns() < end && !phase_over(sh)) {
-            signal_ready(sh, &ready);
+        while (rkv_now_ns() < end && !phase_over(sh))
             usleep(20000);
-        }
     }
     atomic_store(&sh->stop, 1);
     for (unsigned p = 0; p < WRITERS + READERS; p++)
