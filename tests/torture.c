@@ -118,6 +118,7 @@ struct hot_read {
 /* How long a process may take to connect: 5 s, or 30 s to a server
  * elsewhere (RKV_TORTURE_URI: another qemu guest, a slow emulated link). */
 static unsigned connect_ms = 5000;
+static unsigned connect_delay_ms; /* RKV_TORTURE_CONNECT_DELAY_MS */
 
 /* Count an error; the first few say what and why (rkv_last_error). */
 static void count_error(struct shared *sh, rkv_client *c, rkv_status st, const char *what)
@@ -131,8 +132,7 @@ static void count_error(struct shared *sh, rkv_client *c, rkv_status st, const c
  * then, when all connected, create RKV_TORTURE_READY's file. */
 static void wait_connected(struct shared *sh)
 {
-    const char *delay = getenv("RKV_TORTURE_CONNECT_DELAY_MS");
-    uint64_t bound_ms = 2ull * connect_ms + 10000 + (delay ? strtoull(delay, NULL, 10) : 0);
+    uint64_t bound_ms = 2ull * connect_ms + 10000 + connect_delay_ms;
     uint64_t deadline = rkv_now_ns() + bound_ms * 1000000ull;
     while (atomic_load(&sh->connected) + atomic_load(&sh->gave_up) < WRITERS + READERS &&
            rkv_now_ns() < deadline)
@@ -148,9 +148,8 @@ static void wait_connected(struct shared *sh)
 /* RKV_TORTURE_CONNECT_DELAY_MS: a writer's or reader's wait before it connects. */
 static void connect_delay(void)
 {
-    const char *delay = getenv("RKV_TORTURE_CONNECT_DELAY_MS");
-    if (delay != NULL)
-        usleep((useconds_t)(strtoull(delay, NULL, 10) * 1000));
+    if (connect_delay_ms != 0)
+        usleep((useconds_t)connect_delay_ms * 1000);
 }
 
 static bool phase_over(struct shared *sh)
@@ -579,6 +578,8 @@ int main(int argc, char **argv)
     uint64_t checked = 0, anomalies = 0;
     if (getenv("RKV_TORTURE_URI") != NULL)
         connect_ms = 30000;
+    const char *delay = getenv("RKV_TORTURE_CONNECT_DELAY_MS");
+    connect_delay_ms = delay ? (unsigned)strtoul(delay, NULL, 10) : 0;
     int fail = 0;
     if (strcmp(phases, "evict") != 0) {
         test_uri(uri, sizeof uri, 80);

@@ -16,18 +16,15 @@ set -euo pipefail
 base=${1:?usage: shm-get.sh BASE_BUILD NEW_BUILD [ROUNDS]}
 new=${2:?usage: shm-get.sh BASE_BUILD NEW_BUILD [ROUNDS]}
 rounds=${3:-7}
-tmp=$(mktemp -d)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+# shellcheck source=servers.sh
+. "$(dirname "$0")/servers.sh"
+tmp=$ab_tmp
+trap ab_stop EXIT
 
 build_of() { if [ "$1" = b ]; then echo "$base"; else echo "$new"; fi; }
 
-for x in b n; do
-  "$(build_of $x)/server/rkv-server" --listen "shm://$tmp/$x.sock" --memory 256M \
-    --log-level warn > "$tmp/$x.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 100); do [ -S "$tmp/b.sock" ] && [ -S "$tmp/n.sock" ] && break; sleep 0.1; done
+for x in b n; do ab_start $x "$(build_of $x)" warn; done
+ab_wait b n
 for x in b n; do
   "$(build_of $x)/tools/rkv-bench" -s "shm://$tmp/$x.sock" -t 1 -w 1 -k 100000 --value-size 64 \
     -r 1 -d 2s -q > /dev/null 2>&1

@@ -14,18 +14,15 @@ set -euo pipefail
 old=${1:?usage: window.sh OLD_BUILD NEW_BUILD [ROUNDS]}
 new=${2:?usage: window.sh OLD_BUILD NEW_BUILD [ROUNDS]}
 rounds=${3:-5}
-tmp=$(mktemp -d)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+# shellcheck source=servers.sh
+. "$(dirname "$0")/servers.sh"
+tmp=$ab_tmp
+trap ab_stop EXIT
 
 build_of() { if [ "$1" = old ]; then echo "$old"; else echo "$new"; fi; }
 
-for x in old new; do
-  "$(build_of $x)/server/rkv-server" --listen "shm://$tmp/$x.sock" --memory 256M \
-    --log-level error > "$tmp/$x.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 100); do [ -S "$tmp/old.sock" ] && [ -S "$tmp/new.sock" ] && break; sleep 0.1; done
+for x in old new; do ab_start $x "$(build_of $x)" error; done
+ab_wait old new
 for x in old new; do
   "$(build_of $x)/tools/rkv-bench" -s "shm://$tmp/$x.sock" -t 1 -w 1 -k 100000 --key-size 16 \
     --value-size 32 -r 1 -d 1s -q > /dev/null 2>&1
