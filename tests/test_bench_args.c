@@ -312,6 +312,23 @@ static void open_loop_and_outputs(void **state)
     assert_int_equal(p->cfg.processes, 1);
     parse_free(p);
 
+    /* --clock: auto by default; tsc is for the closed loop only */
+    p = parse_argv("-s", "shm:///x", NULL);
+    assert_int_equal(p->cfg.clock, BENCH_CLOCK_AUTO);
+    parse_free(p);
+    p = parse_argv("-s", "shm:///x", "--clock", "monotonic", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_int_equal(p->cfg.clock, BENCH_CLOCK_MONOTONIC);
+    parse_free(p);
+    p = parse_argv("-s", "shm:///x", "--clock", "tsc", NULL);
+    assert_int_equal(p->cfg.clock, BENCH_CLOCK_TSC);
+    parse_free(p);
+    p = parse_argv("-s", "shm:///x", "--clock", "auto", "--rate", "10", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    parse_free(p);
+    EXPECT_USAGE("--clock: 'rdtsc' is not auto, tsc or monotonic", "-s", "shm:///x", "--clock", "rdtsc");
+    EXPECT_USAGE("--clock tsc times closed-loop ops", "-s", "shm:///x", "--clock", "tsc", "--rate", "10");
+
     p = parse_argv("--compare", "a.json", "b.json", "--html", "o.html", "c.json", NULL);
     assert_int_equal(p->r, BENCH_ARGS_RUN);
     assert_int_equal(p->cfg.compare_count, 3);

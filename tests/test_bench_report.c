@@ -391,9 +391,12 @@ static void json_report_fields(void **state)
                      "--threads", "4", "--window", "8", "--dist", "zipf:0.9", NULL };
     struct bench_config cfg;
     parse_config(&cfg, argv, 11);
+    cfg.clock_name = "tsc 2300.0 MHz";
     struct bench_results *r = sample_results();
     struct report_arg a = { &cfg, r, -1 };
     char *text = capture(write_json_report, &a);
+    assert_non_null(strstr(text, "\"clock\":"));
+    assert_non_null(strstr(text, "\"tsc 2300.0 MHz\""));
     assert_int_equal(a.rc, 0);
     struct flat *f = calloc(1, sizeof *f);
     assert_non_null(f);
@@ -481,7 +484,12 @@ static void text_report_content(void **state)
     assert_non_null(strstr(text, "2.00 READs/GET"));
     assert_non_null(strstr(text, "75.0% sends inline"));
     assert_non_null(strstr(text, "450.0"));    /* GET ops/s */
+    assert_null(strstr(text, "timed by"));     /* no clock named: none said */
     assert_int_equal(bench_results_errors(r), 3);
+    free(text);
+    cfg.clock_name = "tsc 2300.0 MHz";         /* what rkv-bench sets once calibrated */
+    text = capture(write_text_report, &a);
+    assert_non_null(strstr(text, "s measured, timed by tsc 2300.0 MHz\n"));
     free(text);
     free(r);
     bench_config_free(&cfg);

@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "bench_args.h"
+#include "bench_clock.h"
 #include "bench_client.h"
 #include "bench_html.h"
 #include "bench_procs.h"
@@ -147,6 +148,10 @@ struct worker {
  * was due), the second also ends that drain. */
 static volatile sig_atomic_t stop_requested;
 
+/* What closed-loop ops are timed with (bench_clock.h): chosen and calibrated
+ * in main, before any worker thread or client process exists. */
+static struct bench_clock op_clock;
+
 static void on_signal(int sig)
 {
     (void)sig;
@@ -214,13 +219,22 @@ static void count_error(struct worker *w, enum bench_op op, rkv_status st, uint6
     bump(&w->errors_seen, n);
 }
 
-/* Latency of an operation that ended at `end`: from its intended time in an
- * open-loop run, else from the start of its call. */
+/* A reading for an operation's start or end: op_clock's ticks in a closed
+ * loop; CLOCK_MONOTONIC ns in an open one, where latency runs from the
+ * intended send times on that clock. */
+static inline uint64_t op_time(const struct worker *w)
+{
+    return w->sh->cfg->rate > 0 ? rkv_now_ns() : bench_clock_read(&op_clock);
+}
+
+/* Latency of an operation that ended at `end` (op_time): from its intended
+ * time in an open-loop run, else from the start of its call. */
 static inline uint64_t latency_of(uint64_t end, uint64_t started, const uint64_t *intended,
                                   unsigned i)
 {
-    uint64_t from = intended != NULL ? intended[i] : started;
-    return end > from ? end - from : 0;
+    if (intended != NULL)
+        return end > intended[i] ? end - intended[i] : 0;
+    return bench_clock_ns(&op_clock, started, end);
 }
 
 /* --verify: check a value read for key idx; failures always count. */
@@ -248,7 +262,7 @@ static void check_value(struct worker *w, uint64_t idx, const char *key, unsigne
 static void run_gets(struct worker *w, unsigned n, bool measuring)
 {
     struct rkv_get_op *ops = w->gops;
-    uint64_t t0 = rkv_now_ns();
+    uint64_t t0 = op_time(w);
     rkv_status st;
     if (n == 1) {
         st = bench_get(w->client, ops[0].key, ops[0].key_len, ops[0].buf, ops[0].buf_len,
@@ -258,7 +272,7 @@ static void run_gets(struct worker *w, unsigned n, bool measuring)
     } else {
         st = bench_mget(w->client, ops, n);
     }
-    uint64_t end = rkv_now_ns();
+    uint64_t end = op_time(w);
     if (st != RKV_OK) {
         count_error(w, BENCH_OP_GET, st, n, measuring);
         return;
@@ -289,7 +303,7 @@ static void run_gets(struct worker *w, unsigned n, bool measuring)
 static void run_puts(struct worker *w, unsigned n, bool measuring)
 {
     struct rkv_put_op *ops = w->pops;
-    uint64_t t0 = rkv_now_ns();
+    uint64_t t0 = op_time(w);
     rkv_status st;
     if (n == 1) {
         ops[0].status = bench_put(w->client, ops[0].key, ops[0].key_len, ops[0].value,
@@ -298,7 +312,7 @@ static void run_puts(struct worker *w, unsigned n, bool measuring)
     } else {
         st = bench_mput(w->client, ops, n);
     }
-    uint64_t end = rkv_now_ns();
+    uint64_t end = op_time(w);
     if (st != RKV_OK) {
         count_error(w, BENCH_OP_PUT, st, n, measuring);
         return;
@@ -314,9 +328,9 @@ static void run_puts(struct worker *w, unsigned n, bool measuring)
 
 static void run_delete(struct worker *w, const struct single_op *op, bool measuring)
 {
-    uint64_t t0 = rkv_now_ns();
+    uint64_t t0 = op_time(w);
     rkv_status st = bench_delete(w->client, op->key, op->key_len);
-    uint64_t end = rkv_now_ns();
+    uint64_t end = op_time(w);
     if (st != RKV_OK && st != RKV_NOT_FOUND) {
         count_error(w, BENCH_OP_DELETE, st, 1, measuring);
         return;
@@ -337,7 +351,7 @@ static void run_rmw(struct worker *w, const struct single_op *op, unsigned slot,
     char *buf = w->get_bufs + (size_t)slot * w->get_buf_len;
     uint64_t conflicts = 0;
     rkv_status st = RKV_CAS_MISMATCH;
-    uint64_t t0 = rkv_now_ns();
+    uint64_t t0 = op_time(w);
     for (unsigned attempt = 0; attempt < RMW_ATTEMPTS; attempt++) {
         struct rkv_item_info info;
         size_t len;
@@ -359,7 +373,7 @@ static void run_rmw(struct worker *w, const struct single_op *op, unsigned slot,
             break;
         conflicts++;
     }
-    uint64_t end = rkv_now_ns();
+    uint64_t end = op_time(w);
     if (measuring)
         w->res->rmw_conflicts += conflicts;
     if (st != RKV_OK) {
@@ -519,7 +533,7 @@ static unsigned window_complete(struct worker *w, const struct rkv_completion *r
         w->res->get_hits += op == BENCH_OP_GET && ok;
         w->res->get_misses += op == BENCH_OP_GET && !ok;
         w->res->delete_misses += op == BENCH_OP_DELETE && !ok;
-        hist_record(&w->res->lat[op], end > w->intended[slot] ? end - w->intended[slot] : 0);
+        hist_record(&w->res->lat[op], bench_clock_ns(&op_clock, w->intended[slot], end));
     }
     if (measuring)
         bump(&w->ops_done, 1);
@@ -532,7 +546,7 @@ static void window_take(struct worker *w, unsigned *nfree, bool measuring)
 {
     unsigned n = 0;
     rkv_status st = rkv_wait(w->kv, w->done, w->sh->cfg->window, &n, 1000);
-    uint64_t end = rkv_now_ns();
+    uint64_t end = bench_clock_read(&op_clock);
     for (unsigned i = 0; st == RKV_OK && i < n; i++)
         w->free_slots[(*nfree)++] = window_complete(w, &w->done[i], end, measuring);
 }
@@ -560,7 +574,7 @@ static void run_window(struct worker *w)
             bench_reset_counters(w->client);
             measuring = true;
         }
-        uint64_t now = nfree > 0 ? rkv_now_ns() : 0;
+        uint64_t now = nfree > 0 ? bench_clock_read(&op_clock) : 0;
         while (nfree > 0 && (!measuring || done < w->quota)) {
             unsigned slot = w->free_slots[--nfree];
             if (!window_submit(w, slot, now, measuring))
@@ -1420,6 +1434,14 @@ int main(int argc, char **argv)
         bench_config_free(&cfg);
         return crc;
     }
+    char clock_err[256], clock_name[32];
+    if (bench_clock_init(&op_clock, cfg.clock, NULL, clock_err, sizeof clock_err) != 0) {
+        fprintf(stderr, "rkv-bench: %s\n", clock_err);
+        bench_config_free(&cfg);
+        return 2;
+    }
+    cfg.clock_name = cfg.rate > 0 ? "monotonic (open loop)"
+                                  : bench_clock_describe(&op_clock, clock_name, sizeof clock_name);
     int rc = 1;
     struct bench_results *total = malloc(sizeof *total);
     struct sink *sink = malloc(sizeof *sink);

@@ -19,7 +19,7 @@ enum opt_id {
     OPT_WORKLOAD, OPT_WARMUP, OPT_PRELOAD, OPT_NO_PRELOAD, OPT_VERIFY, OPT_JSON,
     OPT_SEED, OPT_AUTH, OPT_TIMEOUT, OPT_LOCATION_CACHE, OPT_BUCKET_READS, OPT_QUIET, OPT_HELP,
     OPT_VERSION, OPT_RATE, OPT_ARRIVAL, OPT_PROCESSES, OPT_HIST_FILE, OPT_TIMESERIES,
-    OPT_HTML, OPT_COMPARE, OPT_PROTOCOL, OPT_CONNECTIONS, OPT_LOCKSTEP,
+    OPT_HTML, OPT_COMPARE, OPT_PROTOCOL, OPT_CONNECTIONS, OPT_LOCKSTEP, OPT_CLOCK,
 };
 
 /* Which settings the command line gave explicitly (a workload preset fills
@@ -73,6 +73,7 @@ static const struct opt_def options[] = {
     { "compare",        0,   false, OPT_COMPARE },
     { "protocol",       0,   true,  OPT_PROTOCOL },
     { "connections",    0,   true,  OPT_CONNECTIONS },
+    { "clock",          0,   true,  OPT_CLOCK },
     { "help",           'h', false, OPT_HELP },
     { "version",        'V', false, OPT_VERSION },
 };
@@ -149,6 +150,9 @@ void bench_usage(FILE *out)
 "      --html FILE         the report as one self-contained HTML page with charts\n"
 "      --compare A.json B.json ... --html FILE\n"
 "                          draw saved --json reports on one page (runs nothing)\n"
+"      --clock C           what a closed-loop op is timed with: auto (default:\n"
+"                          the TSC where the kernel's clocksource is tsc, else\n"
+"                          CLOCK_MONOTONIC), tsc or monotonic; the report names it\n"
 "  -q, --quiet             no progress lines\n"
 "  -h, --help              this text;  -V, --version  the version\n"
 "\n"
@@ -365,6 +369,11 @@ static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
         }
         return true;
     }
+    if (cfg->clock == BENCH_CLOCK_TSC && cfg->rate > 0) {
+        usage_error(err, "--clock tsc times closed-loop ops; an open-loop run (--rate) times from "
+                    "intended send times on CLOCK_MONOTONIC: drop one of them");
+        return false;
+    }
     if ((set & SET_ARRIVAL) && cfg->rate == 0) {
         usage_error(err, "--arrival sets how an open-loop run spaces its sends; add --rate OPS");
         return false;
@@ -571,6 +580,16 @@ static enum bench_args_result apply_option(struct bench_config *cfg, const struc
             goto range;
         *set |= SET_ARRIVAL;
         break;
+    case OPT_CLOCK:
+        if (strcmp(v, "auto") == 0)
+            cfg->clock = BENCH_CLOCK_AUTO;
+        else if (strcmp(v, "tsc") == 0)
+            cfg->clock = BENCH_CLOCK_TSC;
+        else if (strcmp(v, "monotonic") == 0)
+            cfg->clock = BENCH_CLOCK_MONOTONIC;
+        else
+            goto range;
+        break;
     case OPT_PROCESSES:
         if (!rkv_parse_u64(v, 1, BENCH_MAX_PROCESSES, &u))
             goto range;
@@ -633,6 +652,7 @@ range:
     case OPT_BUCKET_READS: usage_error(err, "--bucket-reads: '%s' is not auto, together or first", v); break;
     case OPT_RATE:     usage_error(err, "--rate: '%s' is not a number of operations per second above 0 and up to %.0f", v, BENCH_MAX_RATE); break;
     case OPT_ARRIVAL:  usage_error(err, "--arrival: '%s' is not constant or poisson", v); break;
+    case OPT_CLOCK:    usage_error(err, "--clock: '%s' is not auto, tsc or monotonic", v); break;
     case OPT_PROCESSES: usage_error(err, "--processes: '%s' is not a whole number in 1..%u", v, BENCH_MAX_PROCESSES); break;
     case OPT_PROTOCOL: usage_error(err, "--protocol: '%s' is not rkv or memcache", v); break;
     case OPT_CONNECTIONS: usage_error(err, "--connections: '%s' is not a whole number in 1..%u", v, BENCH_MAX_THREADS * BENCH_MAX_WINDOW); break;

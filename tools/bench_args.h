@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bench_clock.h"
 #include "bench_schedule.h"
 #include "rkv.h"
 
@@ -89,6 +90,9 @@ struct bench_config {
     const char **compare;       /* --compare: JSON reports to draw (owned array, argv strings) */
     unsigned compare_count;     /* how many; > 0 means no benchmark runs */
     enum bench_protocol protocol; /* --protocol */
+    enum bench_clock_mode clock;/* --clock: what closed-loop latencies are timed with */
+    const char *clock_name;     /* the clock chosen, for the report ("tsc 2300.0 MHz",
+                                   "monotonic"): set by rkv-bench once calibrated; NULL: unsaid */
     unsigned connections;       /* --connections: memcache TCP connections over all threads
                                    and processes; default threads x processes x window */
 };

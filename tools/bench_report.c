@@ -199,7 +199,10 @@ void bench_report_text(FILE *out, const struct bench_config *cfg, const struct b
     if (mix.insert > 0) fprintf(out, " insert %.0f%%", mix.insert * 100);
     if (mix.rmw > 0)    fprintf(out, " rmw %.0f%%", mix.rmw * 100);
     if (mix.del > 0)    fprintf(out, " delete %.0f%%", mix.del * 100);
-    fprintf(out, "; %.3f s measured%s\n\n", r->duration_s, cfg->verify ? ", values verified" : "");
+    fprintf(out, "; %.3f s measured%s", r->duration_s, cfg->verify ? ", values verified" : "");
+    if (cfg->clock_name != NULL)
+        fprintf(out, ", timed by %s", cfg->clock_name);
+    fputs("\n\n", out);
 
     fprintf(out, "%-7s %12s %12s %10s %10s %9s %9s %9s %9s %9s %9s\n", "Type", "Ops/sec", "Ops",
             "Hits", "Misses", "Min(us)", "p50(us)", "p90(us)", "p99(us)", "p99.9(us)", "Max(us)");
@@ -412,6 +415,7 @@ int bench_report_json_series(FILE *out, const struct bench_config *cfg, const st
     json_u64(&w, "threads", cfg->threads);
     json_u64(&w, "window", cfg->window);
     json_string(&w, "window_mode", bench_window_mode_name(bench_window_mode(cfg)));
+    json_string(&w, "clock", cfg->clock_name);
     if (cfg->rate <= 0)
         json_double(&w, "mean_in_flight", bench_mean_depth(cfg, r));
     else
