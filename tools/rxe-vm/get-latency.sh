@@ -23,9 +23,11 @@ set -u
 A=${1:?usage: get-latency.sh BUILD_DIR [BUILD_DIR_B]}
 B=${2:-}
 KEYS=${RKV_LAT_KEYS:-2000}
+ROUNDS=${RKV_LAT_ROUNDS:-2}
 SECS=${RKV_LAT_SECONDS:-3}
 uri="rdma://$RXE_IP:7990"
 out=${RXE_OUT:-/tmp}
+: > "$out/get-latency-interleaved.log"
 
 taskset -c 1 "$A/server/rkv-server" --listen "$uri" --memory 64M --workers 1 --max-conns 16 \
   > "$out/get-latency-server.log" 2>&1 &
@@ -59,7 +61,7 @@ interleaved() {  # interleaved BUILD: GETs and READs in one rdma-read-lat proces
 }
 
 bench "$A" > /dev/null   # preload every key
-for round in 1 2; do
+for round in $(seq "$ROUNDS"); do
   for b in "$A" $B; do
     for reads in together auto; do
       echo "== round $round, $b: cold GET (--location-cache off --bucket-reads $reads)"
@@ -73,6 +75,29 @@ for round in 1 2; do
   read_lat 2
   read_lat 128
   kill -CONT "$pid"
-  for b in "$A" $B; do interleaved "$b"; done
+  for b in "$A" $B; do interleaved "$b" | tee -a "$out/get-latency-interleaved.log"; done
 done
 kill "$pid"; wait "$pid"
+
+# The verdict: per interleaved run, each GET's p50 over the same run's
+# 2-byte READ p50 (the issue's ratios), and per build their median over the
+# runs (separate runs swing by 1.5x; a ratio inside one run does not).
+echo "== ratios of p50s within each interleaved run (GET / READ 2 B), and their median"
+awk '
+  function p50(line,  i, n, f) { n = split(line, f, " "); for (i = 1; i < n; i++) if (f[i] == "p50") return f[i + 1]; return 0 }
+  function median(a, n,  i, j, t) {
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  /^== .*interleaved/ { b = $2; sub(/:$/, "", b); if (!(b in n)) order[++nb] = b; r = 0 }
+  /^READ 2 B /  { r = p50($0) }
+  /^warm GET /  { if (r > 0) { k = ++n[b]; wr[b, k] = p50($0) / r } }
+  /^cold GET /  { if (r > 0 && n[b]) { cr[b, n[b]] = p50($0) / r; printf "%s run %d: warm %.3f  cold %.3f\n", b, n[b], wr[b, n[b]], cr[b, n[b]] } }
+  END {
+    for (i = 1; i <= nb; i++) {
+      b = order[i]; split("", w); split("", c)
+      for (k = 1; k <= n[b]; k++) { w[k] = wr[b, k]; c[k] = cr[b, k] }
+      printf "%s: median of %d runs: warm GET %.3f x, cold GET %.3f x a 2-byte READ\n", b, n[b], median(w, n[b]), median(c, n[b])
+    }
+  }
+' "$out/get-latency-interleaved.log"
