@@ -663,13 +663,23 @@ static void do_ms(struct mc *m, const struct rkv_mc_req *r)
     meta_flags(m, r, NULL, st == RKV_OK ? version : 0, 0);
 }
 
+/* md: delete; with C<cas>, only while the item is still that version
+ * (one atomic step in the table: EX if another write replaced it). */
 static void do_md(struct mc *m, const struct rkv_mc_req *r)
 {
-    rkv_status st = rkv_table_delete(m->t, r->key, r->key_len);
-    rkv_stat_bump(st == RKV_OK ? &m->st->delete_hits : &m->st->delete_misses, 1);
+    bool cas_given = (r->mflags & RKV_MC_F('C')) != 0;
+    rkv_status st = cas_given ? rkv_table_delete_version(m->t, r->key, r->key_len, r->cas)
+                              : rkv_table_delete(m->t, r->key, r->key_len);
+    if (st == RKV_OK || st == RKV_NOT_FOUND)
+        rkv_stat_bump(st == RKV_OK ? &m->st->delete_hits : &m->st->delete_misses, 1);
     if (r->noreply && st == RKV_OK)
         return;
-    outs(m, st == RKV_OK ? "HD" : "NF");
+    switch (st) {
+    case RKV_OK:           outs(m, "HD"); break;
+    case RKV_NOT_FOUND:    outs(m, "NF"); break;
+    case RKV_CAS_MISMATCH: outs(m, "EX"); break;
+    default:               outs(m, server_error(st)); return;
+    }
     meta_flags(m, r, NULL, 0, 0);
 }
 

@@ -254,7 +254,7 @@ static enum rkv_mc_result parse_admin(const struct line *l, struct rkv_mc_req *r
                   RKV_MC_F('u'))
 #define MS_FLAGS (RKV_MC_F('b') | RKV_MC_F('c') | RKV_MC_F('C') | RKV_MC_F('F') | RKV_MC_F('k') | \
                   RKV_MC_F('O') | RKV_MC_F('q') | RKV_MC_F('T') | RKV_MC_F('M'))
-#define MD_FLAGS (RKV_MC_F('b') | RKV_MC_F('k') | RKV_MC_F('O') | RKV_MC_F('q'))
+#define MD_FLAGS (RKV_MC_F('b') | RKV_MC_F('C') | RKV_MC_F('k') | RKV_MC_F('O') | RKV_MC_F('q'))
 #define MA_FLAGS (RKV_MC_F('b') | RKV_MC_F('N') | RKV_MC_F('J') | RKV_MC_F('D') | \
                   RKV_MC_F('M') | RKV_MC_F('q') | RKV_MC_F('t') | RKV_MC_F('c') | \
                   RKV_MC_F('v') | RKV_MC_F('k') | RKV_MC_F('O'))

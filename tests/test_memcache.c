@@ -506,6 +506,18 @@ static void test_meta(void **state)
     exchange(fd, "md m1\r\n", "NF\r\n");
     exchange(fd, "ms m1 1\r\nx\r\n", "HD\r\n");
     exchange(fd, "md m1 q\r\nmd m1 q\r\nmn\r\n", "NF\r\nMN\r\n");
+    /* md C<cas>: deletes only the version named, atomically */
+    exchange(fd, "ms m1 1\r\nx\r\n", "HD\r\n");
+    cas = gets_cas(fd, "m1");
+    snprintf(req, sizeof req, "md m1 C%llu k\r\n", (unsigned long long)cas + 1);
+    exchange(fd, req, "EX km1\r\n");                   /* another version: kept */
+    exchange(fd, "mg m1 v\r\n", "VA 1\r\nx\r\n");
+    snprintf(req, sizeof req, "md m1 C%llu q\r\nmn\r\n", (unsigned long long)cas);
+    exchange(fd, req, "MN\r\n");                       /* its own: gone, q hides HD */
+    exchange(fd, "mg m1 v\r\n", "EN\r\n");
+    snprintf(req, sizeof req, "md m1 C%llu\r\n", (unsigned long long)cas);
+    exchange(fd, req, "NF\r\n");
+    exchange(fd, "md m1 Cx\r\n", "CLIENT_ERROR bad token in command line format\r\n");
     /* base64 keys: binary keys the classic commands cannot name */
     exchange(fd, "ms AAEC b 2\r\n", "CLIENT_ERROR bad command line format\r\n");
     exchange(fd, "ms AAEC 2 b\r\nhi\r\n", "HD\r\n");

@@ -372,6 +372,9 @@ static void test_meta(void **state)
     assert_int_equal(parse("ma n\r\n", &r, &used), RKV_MC_OK);
     assert_int_equal(r.delta, 1);
     assert_int_equal(parse("md foo q Lpath\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(parse("md foo C77 k\r\n", &r, &used), RKV_MC_OK);
+    assert_true(r.mflags & RKV_MC_F('C'));
+    assert_int_equal(r.cas, 77);
     /* refused: unknown or unsupported flags, duplicates, bad tokens and modes */
     assert_int_equal(parse("mg foo h\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
     assert_string_equal(r.error, "invalid flag");
