@@ -35,6 +35,7 @@ uint64_t bench_clock_rate(uint64_t ticks, uint64_t ns)
 static void paired_reading(uint64_t *ns, uint64_t *tsc)
 {
     uint64_t best = UINT64_MAX;
+    *ns = *tsc = 0;
     for (unsigned i = 0; i < BRACKET_TRIES; i++) {
         uint64_t a = rkv_now_ns(), t = __rdtsc(), b = rkv_now_ns();
         if (b - a < best) {
