@@ -171,10 +171,14 @@ static void free_scratch(struct rkv_sconn *c)
     free(c->rsge);
 }
 
+/* The max_conns place is given back first: a peer that sees the disconnect
+ * and reconnects at once must not be refused for a place this connection,
+ * already going, still seemed to hold (its resources are freed just after). */
 static void conn_destroy(struct rkv_sconn *c)
 {
     struct srv_shared *sh = c->sh;
 
+    atomic_fetch_sub(&sh->conns, 1);
     pthread_mutex_lock(&c->close_lock);
     c->closing = true;
     pthread_mutex_unlock(&c->close_lock);
@@ -199,7 +203,6 @@ static void conn_destroy(struct rkv_sconn *c)
     pthread_mutex_destroy(&c->close_lock);
     free_scratch(c);
     free(c);
-    atomic_fetch_sub(&sh->conns, 1);
     shared_put(sh);
 }
 

@@ -19,12 +19,20 @@
  *   ECHO   -> the request's bytes, unchanged
  *   PULL   -> pulls the staged value the request describes and answers with
  *             pull()'s status and the XXH3 hash of what arrived
+ *   BYE    -> the request's bytes; then the connection is handed to the
+ *             test (t_server.handed), which closes it
  *
  * Clients check: batches cost exactly one doorbell, replies come back whole
  * and in order, credits can all be in flight at once and not more, region
  * reads return the region's bytes, staged values arrive exactly, a client
  * that vanishes mid-batch is cleaned up while the listener keeps serving,
- * and several clients at once get only their own replies.
+ * several clients at once get only their own replies, and a connection the
+ * server closes gives its max_conns place back before its peer can see the
+ * hang-up.
+ *
+ * Linked with --wrap=close and --wrap=rdma_disconnect: the hang-up hook
+ * (test_place_given_back_first) holds a close right after the step that
+ * lets the peer see it.
  */
 #include <errno.h>
 #include <poll.h>
@@ -37,7 +45,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <rdma/rdma_cma.h>
 #include <cmocka.h>
 #include <xxhash.h>
 
@@ -65,7 +75,7 @@ static const struct rkv_server_transport *st;
 
 /* ------------------------------------------------ the test protocol */
 
-enum { T_HELLO = 1, T_ECHO, T_PULL };
+enum { T_HELLO = 1, T_ECHO, T_PULL, T_BYE };
 
 struct t_hdr {
     uint32_t kind;   /* T_* */
@@ -130,6 +140,8 @@ struct t_server {
     _Atomic bool sleep_untimed;    /* block with no timeout: only a wake-up ends a sleep */
     struct rkv_sconn *conns[T_MAX_CONNS];
     unsigned nconns;
+    struct rkv_sconn *bye;         /* said BYE in this pass: handed over after its reply */
+    struct rkv_sconn *_Atomic handed; /* a BYE connection for the test to close */
 };
 
 static struct t_server g_srv;
@@ -157,6 +169,10 @@ static uint32_t handle(struct t_server *s, struct rkv_sconn *c, const struct rkv
         memcpy(out, &r, sizeof r);
         return sizeof r;
     }
+    case T_BYE:            /* answered as an echo, then handed over */
+        s->bye = c;
+        memcpy(out, m->data, m->len);
+        return m->len;
     case T_ECHO:
         memcpy(out, m->data, m->len);
         return m->len;
@@ -208,6 +224,12 @@ static unsigned serve_pass(struct t_server *s)
         if (n > 0)
             (void)st->reply(c, lens, n);     /* a dead peer shows in alive() */
         work += n;
+        if (s->bye == c) {                   /* the test closes it */
+            s->bye = NULL;
+            s->conns[i] = s->conns[--s->nconns];
+            atomic_store(&s->handed, c);
+            continue;
+        }
         if (!st->alive(c)) {
             st->close(c);
             s->conns[i] = s->conns[--s->nconns];
@@ -757,6 +779,98 @@ static void test_concurrent_clients(void **state)
     assert_int_equal(0, atomic_load(&g_srv.bad_requests));
 }
 
+/* The hang-up hook: a close in the thread that armed it is held right after
+ * the step that lets the peer see the hang-up (rdma_disconnect() over rdma,
+ * the close() of the connection's socket over shm) until released. */
+static struct {
+    pthread_t thread;
+    _Atomic bool armed, paused, release;
+} hangup_hook;
+
+static void hangup_hold(void)
+{
+    if (!atomic_load(&hangup_hook.armed) || !pthread_equal(pthread_self(), hangup_hook.thread))
+        return;
+    atomic_store(&hangup_hook.armed, false);
+    atomic_store(&hangup_hook.paused, true);
+    for (int i = 0; i < 20000 && !atomic_load(&hangup_hook.release); i++)
+        usleep(1000);      /* safety net: 20 s */
+}
+
+int __real_close(int fd);
+int __wrap_close(int fd);
+int __wrap_close(int fd)
+{
+    struct stat sb;
+    bool sock = atomic_load(&hangup_hook.armed) && pthread_equal(pthread_self(), hangup_hook.thread) &&
+                fstat(fd, &sb) == 0 && S_ISSOCK(sb.st_mode);
+    int rc = __real_close(fd);
+    if (sock)
+        hangup_hold();
+    return rc;
+}
+
+int __real_rdma_disconnect(struct rdma_cm_id *id);
+int __wrap_rdma_disconnect(struct rdma_cm_id *id);
+int __wrap_rdma_disconnect(struct rdma_cm_id *id)
+{
+    int rc = __real_rdma_disconnect(id);
+    hangup_hold();
+    return rc;
+}
+
+static void *close_armed(void *arg)
+{
+    hangup_hook.thread = pthread_self();
+    atomic_store(&hangup_hook.armed, true);
+    st->close(arg);
+    return NULL;
+}
+
+/* A connection the server closes gives its place back before its peer can
+ * see the hang-up: with every max_conns place taken, a client that connects
+ * the moment one closes is accepted, not refused. The server's close is held
+ * right after the peer-visible step while the new client connects. */
+static void test_place_given_back_first(void **state)
+{
+    (void)state;
+    struct t_client cl[T_MAX_CONNS], again;
+    struct rkv_ctrans_params p = { .timeout_ms = T_TIMEOUT_MS, .local_buf_size = 4u << 20 };
+    char err[512] = "";
+    pthread_t th;
+
+    for (unsigned i = 0; i < T_MAX_CONNS; i++)
+        client_open(&cl[i], 200 + i);          /* every place taken */
+    struct t_hdr h = { T_BYE, 1 }, r;
+    memcpy(ct->send_buf(cl[0].t, 0), &h, sizeof h);
+    uint32_t len = sizeof h;
+    assert_int_equal(RKV_OK, ct->send(cl[0].t, &len, 1));
+    assert_int_equal(sizeof r, recv_copy(&cl[0], &r, sizeof r));
+    struct rkv_sconn *c = NULL;
+    for (int i = 0; i < 20000 && (c = atomic_load(&g_srv.handed)) == NULL; i++)
+        usleep(1000);      /* the server hands it over after the reply; safety net 20 s */
+    assert_non_null(c);
+    atomic_store(&g_srv.handed, NULL);
+    atomic_store(&hangup_hook.paused, false);
+    atomic_store(&hangup_hook.release, false);
+    assert_int_equal(0, pthread_create(&th, NULL, close_armed, c));
+    for (int i = 0; i < 20000 && !atomic_load(&hangup_hook.paused); i++)
+        usleep(1000);      /* safety net: 20 s */
+    bool held = atomic_load(&hangup_hook.paused);
+    memset(&again, 0, sizeof again);
+    rkv_status rc = ct->connect(g_addr, &p, &again.counters, &again.t, err, sizeof err);
+    atomic_store(&hangup_hook.release, true);
+    pthread_join(th, NULL);
+    if (rc == RKV_OK)
+        client_close(&again);
+    for (unsigned i = 0; i < T_MAX_CONNS; i++)
+        client_close(&cl[i]);
+    assert_true(held);     /* the close was held where the peer could see the hang-up */
+    if (rc != RKV_OK)
+        fail_msg("a client connecting once the hang-up could be seen was refused: %s", err);
+    assert_int_equal(0, atomic_load(&g_srv.bad_requests));
+}
+
 /* ------------------------------------------------------------- main */
 
 static bool pick_transport(const char *uri)
@@ -799,6 +913,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_disconnect_mid_batch),
         cmocka_unit_test(test_event_wakeup),
         cmocka_unit_test(test_concurrent_clients),
+        cmocka_unit_test(test_place_given_back_first),
     };
     int rc = cmocka_run_group_tests(tests, server_start, server_stop);
     if (g_tmpdir[0] != '\0')
