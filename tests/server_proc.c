@@ -113,6 +113,41 @@ int server_start_tcp(struct server_proc *sp, const char *binary, unsigned uri_n,
     return -1;
 }
 
+int server_group_start(struct server_group *g, const char *binary, unsigned n, unsigned uri_base,
+                       const char *name)
+{
+    const char *const one_worker[] = { "--workers", "1", NULL };
+    memset(g, 0, sizeof *g);
+    if (n > SERVER_GROUP_MAX)
+        return -1;
+    g->n = n;
+    snprintf(g->dir, sizeof g->dir, "/tmp/rkv-%s-XXXXXX", name);
+    if (mkdtemp(g->dir) == NULL) {
+        g->dir[0] = '\0';
+        return -1;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (server_start_tcp(&g->sp[i], binary, uri_base + i, NULL, &g->port[i], one_worker) != 0)
+            return -1;
+    return 0;
+}
+
+int server_group_stop(struct server_group *g)
+{
+    int rc = 0;
+    for (unsigned i = 0; i < g->n; i++)
+        if (g->sp[i].pid > 0 && server_stop(&g->sp[i]) != 0)
+            rc = -1;
+    if (g->dir[0]) {
+        char cmd[96];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", g->dir);
+        if (system(cmd) != 0)
+            rc = -1;
+        g->dir[0] = '\0';
+    }
+    return rc;
+}
+
 int server_stop(struct server_proc *sp)
 {
     int status = 0;

@@ -33,6 +33,27 @@ int server_start(struct server_proc *sp, const char *binary, const char *uri,
 int server_start_tcp(struct server_proc *sp, const char *binary, unsigned uri_n,
                      const char *host, unsigned *port, const char *const *extra_args);
 
+/* Several servers, each with a tcp door (server_start_tcp, one worker), and
+ * a fresh directory for the test's own files (configs, a client script):
+ * what the memcached-client tests (test_twemproxy, test_libmemcached)
+ * stand on. */
+#define SERVER_GROUP_MAX 4
+struct server_group {
+    struct server_proc sp[SERVER_GROUP_MAX];
+    unsigned port[SERVER_GROUP_MAX];   /* their tcp doors */
+    unsigned n;                        /* servers asked for */
+    char dir[64];                      /* /tmp/rkv-NAME-XXXXXX, or "" */
+};
+
+/* n servers at uri_n uri_base, uri_base + 1, ... and the directory named
+ * after `name`. 0 when all answer; on failure what started is left for
+ * server_group_stop. */
+int server_group_start(struct server_group *g, const char *binary, unsigned n, unsigned uri_base,
+                       const char *name);
+/* Stop every server, remove the directory; 0 when every server stopped
+ * cleanly and the directory went. */
+int server_group_stop(struct server_group *g);
+
 /* SIGTERM, wait; returns the exit status (or 128+signal). */
 int server_stop(struct server_proc *sp);
 /* SIGKILL, wait. */

@@ -55,9 +55,7 @@ static const char *server_bin;
 static unsigned nkeys = 10000;
 
 struct env {
-    struct server_proc sp[NSERVERS];
-    unsigned port[NSERVERS];      /* their tcp doors */
-    char dir[64];                 /* the python client, its reports */
+    struct server_group g;        /* NSERVERS servers, their tcp doors, the directory */
     rkv_client *one;              /* server 0 alone */
     rkv_client *ring;             /* ketama over the three, named as libmemcached names them */
     rkv_client *spy;              /* the same, named as libmemcached's spymemcached mode names them */
@@ -197,8 +195,8 @@ static const char client_py[] =
 static int run_client(const struct env *e, const char *mode, const char *args)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/client.py %s %s/%s.out %u,%u,%u %s", e->dir,
-             mode, e->dir, mode, e->port[0], e->port[1], e->port[2], args);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/client.py %s %s/%s.out %u,%u,%u %s", e->g.dir,
+             mode, e->g.dir, mode, e->g.port[0], e->g.port[1], e->g.port[2], args);
     return system(cmd);
 }
 
@@ -239,15 +237,8 @@ static int teardown(void **state)
     rkv_close(e->one);
     rkv_close(e->ring);
     rkv_close(e->spy);
-    for (unsigned i = 0; i < NSERVERS; i++)
-        if (e->sp[i].pid > 0 && server_stop(&e->sp[i]) != 0)
-            rc = -1;
-    if (e->dir[0]) {
-        char cmd[96];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", e->dir);
-        if (system(cmd) != 0)
-            rc = -1;
-    }
+    if (server_group_stop(&e->g) != 0)
+        rc = -1;
     free(e);
     return rc;
 }
@@ -256,34 +247,27 @@ static int setup(void **state)
 {
     struct env *e = calloc(1, sizeof *e);
     char list[1024], path[128];
-    const char *const one_worker[] = { "--workers", "1", NULL };
     *state = e;
     if (e == NULL)
         return -1;
-    snprintf(e->dir, sizeof e->dir, "/tmp/rkv-libmemcached-XXXXXX");
-    if (mkdtemp(e->dir) == NULL) {
-        e->dir[0] = '\0';
+    if (server_group_start(&e->g, server_bin, NSERVERS, 40, "libmemcached") != 0)
         return -1;
-    }
-    for (unsigned i = 0; i < NSERVERS; i++)
-        if (server_start_tcp(&e->sp[i], server_bin, 40 + i, NULL, &e->port[i], one_worker) != 0)
-            return -1;
-    snprintf(path, sizeof path, "%s/client.py", e->dir);
+    snprintf(path, sizeof path, "%s/client.py", e->g.dir);
     FILE *f = fopen(path, "w");
     if (f == NULL || fputs(client_py, f) < 0 || fclose(f) != 0)
         return -1;
-    e->one = connect_retry(e->sp[0].uri, NULL, 20000);
+    e->one = connect_retry(e->g.sp[0].uri, NULL, 20000);
     /* libmemcached names a server HOST:PORT (HOST alone for 11211), as
      * twemproxy does: tcp= derives the same name */
     snprintf(list, sizeof list,
              "%s?placement=ketama&tcp=127.0.0.1:%u,%s?tcp=127.0.0.1:%u&weight=2,%s?tcp=127.0.0.1:%u",
-             e->sp[0].uri, e->port[0], e->sp[1].uri, e->port[1], e->sp[2].uri, e->port[2]);
+             e->g.sp[0].uri, e->g.port[0], e->g.sp[1].uri, e->g.port[1], e->g.sp[2].uri, e->g.port[2]);
     e->ring = connect_retry(list, NULL, 20000);
     /* its spymemcached mode names them "/HOST:PORT", whatever the port */
     snprintf(list, sizeof list,
              "%s?placement=ketama&name=/127.0.0.1:%u,%s?name=/127.0.0.1:%u&weight=2,"
              "%s?name=/127.0.0.1:%u",
-             e->sp[0].uri, e->port[0], e->sp[1].uri, e->port[1], e->sp[2].uri, e->port[2]);
+             e->g.sp[0].uri, e->g.port[0], e->g.sp[1].uri, e->g.port[1], e->g.sp[2].uri, e->g.port[2]);
     e->spy = connect_retry(list, NULL, 20000);
     if (e->one == NULL || e->ring == NULL || e->spy == NULL) {
         fprintf(stderr, "librkv: %s\n", rkv_last_error(NULL));
@@ -299,7 +283,7 @@ static void test_libmemcached_to_librkv(void **state)
     struct env *e = *state;
     char path[160], line[4096], key[300], hex[2100], want[1100], got[1100];
     assert_int_equal(run_client(e, "ops", ""), 0);
-    snprintf(path, sizeof path, "%s/ops.out", e->dir);
+    snprintf(path, sizeof path, "%s/ops.out", e->g.dir);
     FILE *f = fopen(path, "r");
     assert_non_null(f);
     unsigned items = 0, gone = 0;
@@ -356,7 +340,7 @@ static void test_librkv_to_libmemcached(void **state)
     struct env *e = *state;
     char path[160], key[32], value[64], last_key[32] = "";
     uint64_t last_version = 0;
-    snprintf(path, sizeof path, "%s/expect", e->dir);
+    snprintf(path, sizeof path, "%s/expect", e->g.dir);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     for (unsigned i = 0; i < 200; i++) {
@@ -393,15 +377,15 @@ static void test_tools(void **state)
     struct env *e = *state;
     char cmd[512], file[128], servers[64], got[64];
     size_t len;
-    snprintf(servers, sizeof servers, "--servers=127.0.0.1:%u", e->port[0]);
-    snprintf(file, sizeof file, "%s/tool-item", e->dir);
+    snprintf(servers, sizeof servers, "--servers=127.0.0.1:%u", e->g.port[0]);
+    snprintf(file, sizeof file, "%s/tool-item", e->g.dir);
     FILE *f = fopen(file, "w");
     assert_non_null(f);
     fputs("copied by memccp\n", f);
     assert_int_equal(fclose(f), 0);
     snprintf(cmd, sizeof cmd, "cd %s && memccp %s tool-item && memcexist %s tool-item && "
              "memccat %s tool-item | grep -qx 'copied by memccp' && memctouch %s --expire=500 tool-item",
-             e->dir, servers, servers, servers, servers);
+             e->g.dir, servers, servers, servers, servers);
     assert_int_equal(system(cmd), 0);
     struct rkv_item_info info;
     assert_int_equal(rkv_get(e->one, "tool-item", 9, got, sizeof got, &len, &info), RKV_OK);

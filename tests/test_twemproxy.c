@@ -47,11 +47,9 @@ static const char *server_bin, *nutcracker_bin;
 static unsigned nkeys = 10000;
 
 struct env {
-    struct server_proc sp[NSERVERS];
-    unsigned port[NSERVERS];      /* their tcp doors */
+    struct server_group g;        /* NSERVERS servers, their tcp doors, the directory */
     pid_t proxy;                  /* nutcracker */
     unsigned proxy_port;
-    char dir[64];                 /* config, log, the python client */
     rkv_client *kv;               /* ketama over the three shm listeners */
 };
 
@@ -142,7 +140,7 @@ static void write_file(const char *path, const char *text)
 static void show_log(const struct env *e)
 {
     char cmd[160];
-    snprintf(cmd, sizeof cmd, "tail -n 20 %s/nutcracker.log >&2", e->dir);
+    snprintf(cmd, sizeof cmd, "tail -n 20 %s/nutcracker.log >&2", e->g.dir);
     if (system(cmd) != 0)
         fprintf(stderr, "(no nutcracker log)\n");
 }
@@ -167,12 +165,12 @@ static int start_proxy(struct env *e)
                  "   - 127.0.0.1:%u:1\n"
                  "   - 127.0.0.1:%u:2 beta\n"
                  "   - 127.0.0.1:%u:1\n",
-                 e->proxy_port, e->port[0], e->port[1], e->port[2]);
-        snprintf(path, sizeof path, "%s/nutcracker.yml", e->dir);
+                 e->proxy_port, e->g.port[0], e->g.port[1], e->g.port[2]);
+        snprintf(path, sizeof path, "%s/nutcracker.yml", e->g.dir);
         write_file(path, conf);
         char log[128], pid[128];
-        snprintf(log, sizeof log, "%s/nutcracker.log", e->dir);
-        snprintf(pid, sizeof pid, "%s/nutcracker.pid", e->dir);
+        snprintf(log, sizeof log, "%s/nutcracker.log", e->g.dir);
+        snprintf(pid, sizeof pid, "%s/nutcracker.pid", e->g.dir);
         e->proxy = fork();
         if (e->proxy < 0)
             return -1;
@@ -258,7 +256,7 @@ static const char client_py[] =
 static int run_client(const struct env *e, const char *mode, const char *prefix)
 {
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/client.py %u %s %s %u", e->dir, e->proxy_port,
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/client.py %u %s %s %u", e->g.dir, e->proxy_port,
              mode, prefix, nkeys);
     return system(cmd);
 }
@@ -276,15 +274,8 @@ static int teardown(void **state)
         kill(e->proxy, SIGTERM);
         waitpid(e->proxy, NULL, 0);
     }
-    for (unsigned i = 0; i < NSERVERS; i++)
-        if (e->sp[i].pid > 0 && server_stop(&e->sp[i]) != 0)
-            rc = -1;
-    if (e->dir[0]) {
-        char cmd[96];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", e->dir);
-        if (system(cmd) != 0)
-            rc = -1;
-    }
+    if (server_group_stop(&e->g) != 0)
+        rc = -1;
     free(e);
     return rc;
 }
@@ -293,24 +284,17 @@ static int setup(void **state)
 {
     struct env *e = calloc(1, sizeof *e);
     char list[1024], path[128];
-    const char *const one_worker[] = { "--workers", "1", NULL };
     *state = e;
     if (e == NULL)
         return -1;
-    snprintf(e->dir, sizeof e->dir, "/tmp/rkv-twemproxy-XXXXXX");
-    if (mkdtemp(e->dir) == NULL) {
-        e->dir[0] = '\0';
+    if (server_group_start(&e->g, server_bin, NSERVERS, 0, "twemproxy") != 0)
         return -1;
-    }
-    for (unsigned i = 0; i < NSERVERS; i++)
-        if (server_start_tcp(&e->sp[i], server_bin, i, NULL, &e->port[i], one_worker) != 0)
-            return -1;
-    snprintf(path, sizeof path, "%s/client.py", e->dir);
+    snprintf(path, sizeof path, "%s/client.py", e->g.dir);
     write_file(path, client_py);
     /* server 0 and 2 named from their tcp doors, server 1 "beta" of weight 2 */
     snprintf(list, sizeof list,
              "%s?placement=ketama&tcp=127.0.0.1:%u,%s?name=beta&weight=2,%s?tcp=127.0.0.1:%u",
-             e->sp[0].uri, e->port[0], e->sp[1].uri, e->sp[2].uri, e->port[2]);
+             e->g.sp[0].uri, e->g.port[0], e->g.sp[1].uri, e->g.sp[2].uri, e->g.port[2]);
     e->kv = connect_retry(list, NULL, 20000);
     if (e->kv == NULL) {
         fprintf(stderr, "librkv: %s\n", rkv_last_error(NULL));
