@@ -19,25 +19,19 @@ if [[ -z $CHROME ]]; then
          "or tools/install-deps.sh) to run the browser test" >&2
     exit 77
 fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/rkv-html.XXXXXX")
-SPID=""
-cleanup() { [[ -n $SPID ]] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
-FAILS=0
-fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+# shellcheck source=e2e.sh
+. "$(dirname "$0")/e2e.sh"
+e2e_init html
 mkdir -p "$OUTDIR"
 
-SOCK=$TMP/s.sock
-"$SERVER" --listen "shm://$SOCK" --memory 64M --log-level warn >"$TMP/server.log" 2>&1 &
-SPID=$!
-for _ in $(seq 300); do [[ -S $SOCK ]] && break; sleep 0.1; done   # safety net: 30 s
-[[ -S $SOCK ]] || { cat "$TMP/server.log" >&2; echo "FAIL: rkv-server did not start" >&2; exit 1; }
+e2e_server "$SERVER" --memory 64M --log-level warn
+e2e_started
 
 "$BENCH" -s "shm://$SOCK" -q --rate 4000 --duration 2 --keys 1000 --json "$TMP/open.json" \
     --html "$TMP/run.html" >"$TMP/open.txt" 2>&1 || { cat "$TMP/open.txt" >&2; fail "open-loop run"; }
 "$BENCH" -s "shm://$SOCK" -q --requests 20000 --keys 1000 --threads 2 --get-ratio 0.5 \
     --json "$TMP/closed.json" >"$TMP/closed.txt" 2>&1 || { cat "$TMP/closed.txt" >&2; fail "closed-loop run"; }
-kill "$SPID"; wait "$SPID" 2>/dev/null; SPID=""
+e2e_server_stop
 
 # Another system's numbers as compare.sh writes them: no transport counters,
 # a distribution rebuilt from a coarse histogram, and a note saying so.

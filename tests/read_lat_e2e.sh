@@ -9,26 +9,11 @@
 # Usage: read_lat_e2e.sh RKV_SERVER RDMA_READ_LAT
 set -u
 SERVER=$1 TOOL=$2
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/rkv-read-lat.XXXXXX")
-SOCK=$TMP/rkv.sock
-FAILS=0
-SPID=""
-
-cleanup() {
-    if [[ -n $SPID ]]; then kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
-
-"$SERVER" --listen "shm://$SOCK" --memory 64M --log-level warn >"$TMP/server.log" 2>&1 &
-SPID=$!
-for _ in $(seq 300); do   # safety net: 30 s
-    [[ -S $SOCK ]] && break
-    kill -0 "$SPID" 2>/dev/null || break
-    sleep 0.1
-done
-[[ -S $SOCK ]] || { cat "$TMP/server.log" >&2; echo "FAIL: rkv-server did not start" >&2; exit 1; }
+# shellcheck source=e2e.sh
+. "$(dirname "$0")/e2e.sh"
+e2e_init read-lat
+e2e_server "$SERVER" --memory 64M --log-level warn
+e2e_started
 U="shm://$SOCK"
 
 # warm first: the cold case is set up after it (its PUTs come later)

@@ -6,18 +6,10 @@
 # Usage: tools_e2e.sh RKV_SERVER RKV_BENCH RKV_CLI
 set -u
 SERVER=$1 BENCH=$2 CLI=$3
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/rkv-tools-e2e.XXXXXX")
-SOCK=$TMP/rkv.sock
-FAILS=0
-SPID=""
+# shellcheck source=e2e.sh
+. "$(dirname "$0")/e2e.sh"
+e2e_init tools-e2e
 
-cleanup() {
-    if [[ -n $SPID ]]; then kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
 # expect RC DESCRIPTION CMD...: runs CMD (stdout/stderr to $TMP/out, $TMP/err), checks its status.
 expect() {
     local want=$1 what=$2 rc
@@ -35,18 +27,9 @@ out_has() { grep -q -- "$1" "$TMP/out" || fail "$2: stdout lacks '$1'"; }
 # server exit, and the next is tried
 for attempt in $(seq 0 19); do
     PORT=$(( 20000 + ($$ * 131 + 4049 + attempt * 7919) % 40000 ))
-    "$SERVER" --listen "shm://$SOCK" --listen "tcp://127.0.0.1:$PORT" --memory 64M \
-        --log-level warn >"$TMP/server.log" 2>&1 &
-    SPID=$!
-    for _ in $(seq 300); do   # safety net: 30 s
-        [[ -S $SOCK ]] && break
-        kill -0 "$SPID" 2>/dev/null || break
-        sleep 0.1
-    done
-    [[ -S $SOCK ]] && break
-    wait "$SPID" 2>/dev/null; SPID=""
+    e2e_server "$SERVER" --listen "tcp://127.0.0.1:$PORT" --memory 64M --log-level warn && break
 done
-[[ -S $SOCK ]] || { cat "$TMP/server.log" >&2; echo "FAIL: rkv-server did not start" >&2; exit 1; }
+e2e_started
 C=("$CLI" -s "shm://$SOCK")
 
 # ---- rkv-cli ----
@@ -172,6 +155,6 @@ err_has "--protocol: 'redis' is not rkv or memcache" "protocol message"
 expect 1 "bench memcache refused" "$BENCH" --protocol memcache -s "tcp://127.0.0.1:1" -d 1 -q
 err_has "connection 1 of 1: Connection refused" "memcache connect message"
 
-kill "$SPID"; wait "$SPID" 2>/dev/null; SPID=""
+e2e_server_stop
 if (( FAILS > 0 )); then echo "$FAILS check(s) failed" >&2; exit 1; fi
 echo "all tools checks passed"
