@@ -78,6 +78,7 @@
 #include <infiniband/verbs.h>
 
 #include "protocol.h"
+#include "workload.h"   /* wl_format_key: rkv-bench's keys */
 #include "rkv.h"
 #include "transport.h"
 #include "util.h"
@@ -486,20 +487,14 @@ static uint64_t rkv_read(struct lat_case *c)
 #define GET_KEY_LEN   16        /* rkv-bench's: with a 32-byte value, an 88-byte item */
 #define GET_VALUE_LEN 32
 
-/* Key i of case `id`, "rlatII-NNNNNNNNN": each case stores its own keys, so
- * that one case's PUTs do not supersede the items another's location cache
- * points at. Formatted by hand: it runs between timed GETs, and snprintf's
- * code and data would evict the GET's from the caches (under TCG, also its
- * translated blocks) as rkv-bench's own key formatting does not. */
+/* Key i of case `id`: each case stores its own keys, so that one case's
+ * PUTs do not supersede the items another's location cache points at.
+ * Formatted as rkv-bench formats its keys (wl_format_key, no snprintf): it
+ * runs between timed GETs, and snprintf's code and data would evict the
+ * GET's from the caches (under TCG, also its translated blocks). */
 static void get_key(char *key, unsigned id, uint32_t i)
 {
-    memcpy(key, "rlat", 4);
-    key[4] = (char)('0' + id / 10u % 10u);
-    key[5] = (char)('0' + id % 10u);
-    key[6] = '-';
-    i %= 1000000000u;
-    for (int d = GET_KEY_LEN - 1; d >= 7; d--, i /= 10u)
-        key[d] = (char)('0' + i % 10u);
+    wl_format_key(key, (uint64_t)id * 1000000000u + i % 1000000000u, GET_KEY_LEN);
 }
 
 /* Connect through librkv, store every key, GET each once (warm: the
