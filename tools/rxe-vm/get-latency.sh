@@ -28,6 +28,8 @@ SECS=${RKV_LAT_SECONDS:-3}
 uri="rdma://$RXE_IP:7990"
 out=${RXE_OUT:-/tmp}
 : > "$out/get-latency-interleaved.log"
+# which crc32 rdma_rxe's ICRC runs on (run.sh's RXE_VM_CRC32): it prices bytes
+echo "== guest ICRC: $(awk '/^name/ { n = $3 } /^driver/ && n == "crc32" { print $3; exit }' /proc/crypto)"
 
 taskset -c 1 "$A/server/rkv-server" --listen "$uri" --memory 64M --workers 1 --max-conns 16 \
   > "$out/get-latency-server.log" 2>&1 &

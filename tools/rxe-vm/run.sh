@@ -59,8 +59,9 @@
 # Environment: RKV_RXE_VM_CACHE (default /var/tmp/rkv-rxe-vm) holds the kernel
 # .deb, the extracted kernel, the initramfs and the run folders; once it holds
 # them, runs need no network. RXE_VM_KVER picks a kernel version
-# (default: what linux-image-amd64 depends on). Run as root: apt-get, and qemu
-# sharing / over 9p with the host's ownership, need it.
+# (default: what linux-image-amd64 depends on). RXE_VM_CRC32=pclmul also loads
+# crc32_pclmul for rdma_rxe's ICRC (default generic: see GUEST_MODULES). Run as
+# root: apt-get, and qemu sharing / over 9p with the host's ownership, need it.
 set -euo pipefail
 
 CACHE=${RKV_RXE_VM_CACHE:-/var/tmp/rkv-rxe-vm}
@@ -83,12 +84,23 @@ PAIR_NET=198.51.100   # RFC 5737 TEST-NET-2: server .1, client .2
 # Kernel modules the guest loads (dependencies are added automatically):
 # crc32_generic: rdma_rxe needs the "crc32" hash; the guest has no modprobe
 #   helper to load it on demand ("rdma link add" fails with ENOENT without it).
+#   Only the generic one (RXE_VM_CRC32=pclmul adds crc32_pclmul): with it, the
+#   ICRC of every packet whose payload is 80 bytes or more runs in a kernel FPU
+#   section, an XSAVE/XRSTOR of `-cpu max`'s state plus emulated PCLMULQDQ,
+#   +4-7 us a READ under TCG between a 76- and an 80-byte payload (7-10 % of a
+#   READ), a step no NIC has: it computes the ICRC in hardware. crc32_generic
+#   costs per byte, with no step (docs/bench.md, "The guest's ICRC").
 # virtio_pci, 9pnet_virtio, 9p: the host filesystem shares.
 # virtio_net: --pair's link. sch_netem: loss, delay, jitter, reordering on it;
 #   sch_ingress, cls_matchall, act_gact: the blackhole's drop of what arrives.
 # ib_uverbs, rdma_rxe, rdma_ucm (+ ib_cm, iw_cm, rdma_cm): verbs and rdma_cm
 #   from user space. dummy: the interface rxe binds to (rdma_cm cannot route over lo).
-GUEST_MODULES="crc32_generic crc32_pclmul virtio_pci 9pnet_virtio 9p udp_tunnel ip6_udp_tunnel
+case "${RXE_VM_CRC32:-generic}" in
+  generic) CRC32_MODULES=crc32_generic;;
+  pclmul) CRC32_MODULES="crc32_generic crc32_pclmul";;
+  *) echo "rxe-vm: RXE_VM_CRC32 must be generic or pclmul, not '$RXE_VM_CRC32'" >&2; exit 2;;
+esac
+GUEST_MODULES="$CRC32_MODULES virtio_pci 9pnet_virtio 9p udp_tunnel ip6_udp_tunnel
 ib_core ib_uverbs rdma_rxe ib_cm iw_cm rdma_cm rdma_ucm dummy
 virtio_net sch_netem sch_ingress cls_matchall act_gact"
 
