@@ -54,7 +54,7 @@
 #define NO_SLOT            UINT32_MAX
 #define SPIN_NS            200000ull   /* busy-poll this long before sleeping on the channel */
 #define SLEEP_MAX_MS       100         /* longest sleep between looks at the connection */
-#define PROBE_ROUNDS       8u          /* read_cost(): timed doorbells of 1 and of 2 READs */
+#define PROBE_ROUNDS       9u          /* read_cost(): timed doorbells of 1 and of 2 READs */
 
 struct rkv_ctrans {
     struct rdma_event_channel *channel; /* cm events: connect, then disconnect */
@@ -630,24 +630,20 @@ static rkv_status cli_read(struct rkv_ctrans *t, const struct rkv_read_op *ops, 
     return RKV_OK;
 }
 
-/* Shortest time over PROBE_ROUNDS of one doorbell of `n` READs. */
+/* One doorbell of `n` READs, timed: its ns, or UINT64_MAX if it failed. */
 static uint64_t probe_ns(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n)
 {
-    uint64_t best = UINT64_MAX;
-
-    for (unsigned i = 0; i < PROBE_ROUNDS; i++) {
-        uint64_t start = rkv_now_ns();
-        if (read_chunk(t, ops, n) != RKV_OK)
-            return UINT64_MAX;
-        best = RKV_MIN(best, rkv_now_ns() - start);
-    }
-    return best;
+    uint64_t start = rkv_now_ns();
+    return read_chunk(t, ops, n) == RKV_OK ? rkv_now_ns() - start : UINT64_MAX;
 }
 
 /* Does a second READ in the same doorbell cost nearly nothing (a NIC serves
  * them in parallel) or about a round trip (Soft-RoCE serves them one by
- * one)? Timed once per connection on two lines of the region; the probe's
- * reads are not counted. */
+ * one)? Timed once per connection on two lines of the region, doorbells of
+ * 1 and of 2 READs taken in turn, so that a change of the machine's speed
+ * during the probe (a VM's vCPU descheduled, a frequency step) falls on
+ * both alike; the medians decide (rkv_rdma_reads_serial). The probe's reads
+ * are not counted. */
 static enum rkv_read_cost cli_read_cost(struct rkv_ctrans *t)
 {
     struct rkv_trans_counters *ctr = t->ctr, scratch = { 0 };
@@ -656,17 +652,25 @@ static enum rkv_read_cost cli_read_cost(struct rkv_ctrans *t)
         { .offset = RKV_MIN(t->region_size, 8192) - RKV_CACHELINE, .len = RKV_CACHELINE,
           .dst = (uint8_t *)t->local.mem + RKV_CACHELINE },
     };
-    enum rkv_read_cost cost = RKV_COST_ROUND_TRIPS;
+    uint64_t one[PROBE_ROUNDS], two[PROBE_ROUNDS];
+    unsigned n = 0;
 
     if (!t->have_region || t->dead || t->region_size < 2 * RKV_CACHELINE)
-        return cost;
+        return RKV_COST_ROUND_TRIPS;
     t->ctr = &scratch;
-    uint64_t one = probe_ns(t, ops, 1), two = probe_ns(t, ops, 2);
+    for (; n < PROBE_ROUNDS; n++) {
+        one[n] = probe_ns(t, ops, 1);
+        two[n] = probe_ns(t, ops, 2);
+        if (one[n] == UINT64_MAX || two[n] == UINT64_MAX)
+            break;
+    }
     t->ctr = ctr;
-    if (two != UINT64_MAX && one != UINT64_MAX && two * 4 >= one * 5)
-        cost = RKV_COST_PER_READ;
-    RKV_DEBUG("rdma %s: 1 READ %llu ns, 2 READs in one doorbell %llu ns: %s", t->peer,
-              (unsigned long long)one, (unsigned long long)two,
+    if (n < PROBE_ROUNDS)        /* a READ failed: the connection is going down */
+        return RKV_COST_ROUND_TRIPS;
+    enum rkv_read_cost cost = rkv_rdma_reads_serial(one, two, n) ? RKV_COST_PER_READ
+                                                                : RKV_COST_ROUND_TRIPS;
+    RKV_DEBUG("rdma %s: 1 READ %llu ns, 2 READs in one doorbell %llu ns (medians of %u): %s",
+              t->peer, (unsigned long long)one[n / 2], (unsigned long long)two[n / 2], n,
               cost == RKV_COST_PER_READ ? "the second bucket only when needed"
                                         : "both buckets in one doorbell");
     return cost;
