@@ -179,10 +179,11 @@ static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
     return st;
 }
 
-/* The clock of reply deadlines: CLOCK_MONOTONIC_COARSE, a few ms coarse but
- * several times cheaper than rkv_now_ns(); it is read only by an empty poll
- * (take_replies): a reply or a send into an idle wire just disarms the
- * deadline, and the first empty poll after arms it. */
+/* CLOCK_MONOTONIC_COARSE: a few ms coarse but several times cheaper than
+ * rkv_now_ns() (no TSC read), and on the same time base, never ahead of it.
+ * The clock of reply deadlines, read only by an empty poll (take_replies: a
+ * reply or a send into an idle wire just disarms the deadline, and the first
+ * empty poll after arms it), and of a GET pass's expiry clock (shard_now). */
 static uint64_t coarse_now_ns(void)
 {
     struct timespec ts;
@@ -279,8 +280,10 @@ static void lookup_prefetch(void *ctx, uint64_t offset, uint32_t len)
 
 /* The server clock for expiry (common/clock.h): the region header's word
  * where the transport maps the region (shm), else the last clock the server
- * sent, extrapolated to now_ns (rkv_now_ns()) — never ahead of the server's
- * own clock. */
+ * sent, extrapolated to now_ns — never ahead of the server's own clock.
+ * now_ns may be coarse_now_ns(): that clock runs behind rkv_now_ns() by at
+ * most a tick, so it can only make the estimate lag (by milliseconds, of a
+ * clock that counts seconds), never lead. */
 static uint32_t shard_now(const struct shard *s, uint64_t now_ns)
 {
     uint32_t now;
@@ -833,8 +836,9 @@ static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
             c->round[n++] = &sl->l;
     }
     if (n > 0) {
-        /* one clock read a round, none where the region is mapped */
-        uint64_t now_ns = rkv_ctrans_maps_clock(s->ops) ? 0 : rkv_now_ns();
+        /* one coarse clock read a pass (expiry counts seconds), none where
+         * the region is mapped */
+        uint64_t now_ns = rkv_ctrans_maps_clock(s->ops) ? 0 : coarse_now_ns();
         shard_clock_refresh(s, now_ns);
         s->lctx.now = shard_now(s, now_ns);
         s->lctx.retries = s->lctx.forwards = 0;   /* the lookup adds this pass's */
