@@ -46,10 +46,12 @@
 #include "hash.h"
 #include "hint_buffer.h"
 #include "location_cache.h"
+#include "log.h"
 #include "lookup.h"
 #include "placement.h"
 #include "protocol.h"
 #include "rdma_util.h"
+#include "read_cost.h"
 #include "rkv.h"
 #include "shard.h"
 #include "transport.h"
@@ -97,6 +99,7 @@ struct shard {
     uint64_t next_attempt_ns;        /* reconnect backoff */
     unsigned backoff_ms;
     struct rkv_hint_buffer hints;    /* for the next request (hint_buffer.h) */
+    struct rkv_cost_watch watch;     /* while the transport says "both buckets together" (read_cost.h) */
     /* the pipeline */
     struct wire_entry *wire;         /* ring of WIRE_SLOTS: `outstanding` entries from wire_head */
     unsigned wire_head;
@@ -266,9 +269,28 @@ static void shard_down(rkv_client *c, struct shard *s, rkv_status st)
     fail_list(c, &s->gets_head, &s->gets_tail, st);
 }
 
+/* A lookup's doorbell timed for the cost watch (read_cost.h): once the
+ * samples say the connection's READs serialize, its lookups read the first
+ * bucket alone. */
+static rkv_status watched_read(struct shard *s, const struct rkv_read_op *ops, unsigned n)
+{
+    uint64_t start = rkv_now_ns();
+    rkv_status st = s->ops->read(s->t, ops, n);
+    if (st == RKV_OK && rkv_cost_watch_add(&s->watch, n, rkv_now_ns() - start)) {
+        s->lctx.cost = RKV_COST_PER_READ;
+        RKV_DEBUG("%s: 2 READs in one doorbell take %.2fx one (medians of %u sampled doorbells): "
+                  "the second bucket only when needed from now on", s->uri,
+                  (double)s->watch.ns[1][RKV_COST_WATCH_SAMPLES / 2] /
+                  (double)s->watch.ns[0][RKV_COST_WATCH_SAMPLES / 2], RKV_COST_WATCH_SAMPLES);
+    }
+    return st;
+}
+
 static rkv_status lookup_read(void *ctx, const struct rkv_read_op *ops, unsigned n)
 {
     struct shard *s = ctx;
+    if (RKV_UNLIKELY(rkv_cost_watch_pick(&s->watch, ops, n)))
+        return watched_read(s, ops, n);
     return s->ops->read(s->t, ops, n);
 }
 
@@ -479,6 +501,9 @@ static rkv_status shard_geometry(rkv_client *c, struct shard *s)
         .ops = s->read_ops, .ops_cap = LOOKUP_OPS,
         .max_retries = c->opts.max_get_retries, .cost = lookup_cost(c, s),
     };
+    s->watch.on = false;
+    if (c->opts.bucket_reads == RKV_BUCKET_READS_AUTO && s->lctx.cost == RKV_COST_ROUND_TRIPS)
+        rkv_cost_watch_start(&s->watch);   /* the transport's verdict, checked as it goes */
     return RKV_OK;
 }
 

@@ -43,6 +43,7 @@
 
 #include "log.h"
 #include "rdma_util.h"
+#include "read_cost.h"
 #include "transport.h"
 #include "util.h"
 
@@ -642,8 +643,9 @@ static uint64_t probe_ns(struct rkv_ctrans *t, const struct rkv_read_op *ops, un
  * one)? Timed once per connection on two lines of the region, doorbells of
  * 1 and of 2 READs taken in turn, so that a change of the machine's speed
  * during the probe (a VM's vCPU descheduled, a frequency step) falls on
- * both alike; the medians decide (rkv_rdma_reads_serial). The probe's reads
- * are not counted. */
+ * both alike; the medians decide (rkv_reads_serial; read_cost.h: the
+ * client keeps checking a "together" verdict against its own doorbells).
+ * The probe's reads are not counted. */
 static enum rkv_read_cost cli_read_cost(struct rkv_ctrans *t)
 {
     struct rkv_trans_counters *ctr = t->ctr, scratch = { 0 };
@@ -667,8 +669,8 @@ static enum rkv_read_cost cli_read_cost(struct rkv_ctrans *t)
     t->ctr = ctr;
     if (n < PROBE_ROUNDS)        /* a READ failed: the connection is going down */
         return RKV_COST_ROUND_TRIPS;
-    enum rkv_read_cost cost = rkv_rdma_reads_serial(one, two, n) ? RKV_COST_PER_READ
-                                                                : RKV_COST_ROUND_TRIPS;
+    enum rkv_read_cost cost = rkv_reads_serial(one, two, n) ? RKV_COST_PER_READ
+                                                           : RKV_COST_ROUND_TRIPS;
     RKV_DEBUG("rdma %s: 1 READ %llu ns, 2 READs in one doorbell %llu ns (medians of %u): %s",
               t->peer, (unsigned long long)one[n / 2], (unsigned long long)two[n / 2], n,
               cost == RKV_COST_PER_READ ? "the second bucket only when needed"

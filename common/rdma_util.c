@@ -850,25 +850,6 @@ int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit, 
     return 0;
 }
 
-/* The median of v[0..n-1] (n > 0; sorts v: insertion, n is a probe's few). */
-static uint64_t median_ns(uint64_t *v, unsigned n)
-{
-    for (unsigned i = 1; i < n; i++)
-        for (unsigned j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            uint64_t t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n % 2 ? v[n / 2] : v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
-}
-
-bool rkv_rdma_reads_serial(uint64_t *one_ns, uint64_t *two_ns, unsigned n)
-{
-    if (n == 0)
-        return false;
-    return (double)median_ns(two_ns, n) >= RKV_RDMA_SERIAL_READS * (double)median_ns(one_ns, n);
-}
-
 int rkv_rdma_post_sends(struct ibv_qp *qp, struct rkv_rdma_sq *sq, struct rkv_rdma_ring *ring,
                         const uint32_t *lens, unsigned n, uint32_t max_inline,
                         struct ibv_send_wr *wrs, struct ibv_sge *sges, unsigned *inlined)

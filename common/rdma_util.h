@@ -295,17 +295,6 @@ int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit, 
  * or -EIO with *bad set. */
 int rkv_rdma_sq_poll(struct rkv_rdma_sq *sq, struct ibv_cq *cq, enum ibv_wc_status *bad);
 
-/* The read-cost probe's verdict (client/rdma_client.c read_cost): given the
- * durations of n doorbells of one READ and n of two, taken alternately, does
- * the device serve a doorbell's READs one by one (the 2-READ median is at
- * least RKV_RDMA_SERIAL_READS of the 1-READ median: Soft-RoCE), rather than
- * in parallel (a NIC: nearly 1x)? Medians, not minima: a few READs that
- * escape a slow path (a Soft-RoCE READ whose tasklet runs without a context
- * switch takes half the usual time) must not decide it, nor a few that a
- * preemption stretched. Sorts both arrays in place. */
-#define RKV_RDMA_SERIAL_READS 1.25
-bool rkv_rdma_reads_serial(uint64_t *one_ns, uint64_t *two_ns, unsigned n);
-
 /* Post lens[0..n-1] bytes from slots 0..n-1 of `ring` as one chained SEND
  * list (one ibv_post_send): inline when len <= max_inline, signaled per the
  * sq rules, the ring head advanced by n. `wrs`/`sges` are scratch arrays of

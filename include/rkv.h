@@ -95,9 +95,10 @@ typedef struct rkv_client rkv_client;
  * buckets (docs/design.md, "The GET path"). */
 typedef enum rkv_bucket_reads {
     RKV_BUCKET_READS_AUTO = 0, /* the connection decides: shm reads the first alone; rdma times
-                                  8 doorbells of 1 READ and of 2 once per connection and reads
-                                  the first alone when 2 take >= 1.25x as long (Soft-RoCE),
-                                  else both together (a NIC) */
+                                  9 doorbells of 1 READ and of 2 when it connects and reads the
+                                  first alone when 2 take >= 1.25x as long (Soft-RoCE), else
+                                  both together (a NIC), and keeps timing a few of its GETs'
+                                  doorbells: once they say 1.25x, the first alone from then on */
     RKV_BUCKET_READS_TOGETHER, /* both in one round trip: 2 READs, 1 doorbell */
     RKV_BUCKET_READS_FIRST,    /* the first alone, the second only when the first has no
                                   match (most keys live in their first bucket) */

@@ -435,40 +435,6 @@ static void test_ring_slots(void **state)
     assert_ptr_equal(rkv_rdma_ring_slot(&r, 6), mem + 4 * 64);
 }
 
-/* The read-cost probe's verdict, on timings a guest's Soft-RoCE gave
- * (client/rdma_client.c takes 9 of each, alternately). */
-static void test_reads_serial(void **state)
-{
-    (void)state;
-    /* Soft-RoCE: 2 READs take ~1.5x one; one 2-READ doorbell escaped the
-     * tasklet's context switch and took 82 us. The shortest of each (the
-     * verdict before: 82 < 1.25 x 84.9) called this a NIC, and such a
-     * connection reads both buckets of every cold GET: 3 READs a GET. */
-    uint64_t one[9] = { 85043, 87000, 86100, 84900, 88000, 86500, 85500, 87500, 86000 };
-    uint64_t two[9] = { 131000, 129000, 82343, 130000, 128500, 132000, 129500, 131500, 130500 };
-    assert_true(rkv_rdma_reads_serial(one, two, 9));
-    assert_int_equal(one[4], 86100);           /* sorted in place: the median in the middle */
-    assert_int_equal(two[4], 130000);
-
-    /* a NIC: the second READ nearly free, a preemption in either set */
-    uint64_t nic1[9] = { 2000, 2010, 1990, 2005, 60000, 1995, 2002, 2008, 1998 };
-    uint64_t nic2[9] = { 2100, 2090, 2110, 70000, 2105, 2095, 2098, 2102, 2101 };
-    assert_false(rkv_rdma_reads_serial(nic1, nic2, 9));
-
-    /* the machine halves its speed mid-probe: taken alternately, both sets
-     * straddle the change and still tell serial (1.5x) from parallel */
-    uint64_t slow1[9] = { 120, 120, 120, 120, 60, 60, 60, 60, 60 };
-    uint64_t slow2[9] = { 180, 180, 180, 180, 90, 90, 90, 90, 90 };
-    assert_true(rkv_rdma_reads_serial(slow1, slow2, 9));
-
-    /* the threshold itself, an even count, and no samples */
-    uint64_t e1[4] = { 100, 100, 100, 100 }, e2[4] = { 125, 125, 125, 125 };
-    assert_true(rkv_rdma_reads_serial(e1, e2, 4));
-    uint64_t f1[4] = { 100, 100, 100, 100 }, f2[4] = { 124, 124, 124, 124 };
-    assert_false(rkv_rdma_reads_serial(f1, f2, 4));
-    assert_false(rkv_rdma_reads_serial(NULL, NULL, 0));
-}
-
 /* ------------------------------------------------------------ the real stack */
 
 static void test_device_environment(void **state)
@@ -586,7 +552,6 @@ int main(void)
         cmocka_unit_test(test_sq_signaling),
         cmocka_unit_test(test_sq_wait_deadlock_guard),
         cmocka_unit_test(test_ring_slots),
-        cmocka_unit_test(test_reads_serial),
         cmocka_unit_test(test_device_environment),
         cmocka_unit_test(test_client_connect_errors),
     };
