@@ -15,7 +15,7 @@
 #   size     rkv's transport at 2, 64, 78, 79, 88 and 128 B: a warm GET of a
 #            32-byte value reads its 88-byte item's 128-byte size class, and
 #            with RXE_VM_CRC32=pclmul the kernel's ICRC takes crc32-pclmul
-#            from 80 bytes on (run.sh)
+#            from 77 bytes on (run.sh)
 #
 # and ib_read_lat at 2 and 128 B (not interleaved; the server stopped), all
 # RKV_RLF_ROUNDS times (default 3).

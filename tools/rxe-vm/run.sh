@@ -85,7 +85,7 @@ PAIR_NET=198.51.100   # RFC 5737 TEST-NET-2: server .1, client .2
 # crc32_generic: rdma_rxe needs the "crc32" hash; the guest has no modprobe
 #   helper to load it on demand ("rdma link add" fails with ENOENT without it).
 #   Only the generic one (RXE_VM_CRC32=pclmul adds crc32_pclmul): with it, the
-#   ICRC of every packet whose payload is 80 bytes or more runs in a kernel FPU
+#   ICRC of every packet whose payload is 77 bytes or more runs in a kernel FPU
 #   section, an XSAVE/XRSTOR of `-cpu max`'s state plus emulated PCLMULQDQ,
 #   +4-7 us a READ under TCG between a 76- and an 80-byte payload (7-10 % of a
 #   READ), a step no NIC has: it computes the ICRC in hardware. crc32_generic
