@@ -822,14 +822,23 @@ static void page_cost(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
     out->live_age = live ? (uint32_t)(ages / live) : UINT32_MAX;
 }
 
+/* Does page pi hold the item of slot word `word`? */
+static bool page_holds(const struct rkv_slab_page_info *pi, uint64_t word)
+{
+    uint64_t off = rkv_slot_offset(word);
+    return word != 0 && rkv_slot_class(word) == pi->cls && off >= pi->start &&
+           off - pi->start < (uint64_t)pi->handed * pi->size;
+}
+
 /* A page a move for class cls may take: another class's (from_cls's when
- * that is >= 0). */
+ * that is >= 0), and not the one holding `keep` (the writing key's own
+ * item; 0 for none). */
 static bool page_candidate(struct rkv_table *t, uint64_t page, unsigned cls, int from_cls,
-                           struct rkv_slab_page_info *pi)
+                           uint64_t keep, struct rkv_slab_page_info *pi)
 {
     int pc = rkv_slab_page_class(t->slab, page);
     return pc >= 0 && (unsigned)pc != cls && (from_cls < 0 || pc == from_cls) &&
-           rkv_slab_page_info(t->slab, page, pi);
+           rkv_slab_page_info(t->slab, page, pi) && !page_holds(pi, keep);
 }
 
 /* The page a move for class cls takes (from class from_cls when >= 0, else
@@ -837,7 +846,7 @@ static bool page_candidate(struct rkv_table *t, uint64_t page, unsigned cls, int
  * least (page_cost), the colder on a tie. When PAGE_PROBES random looks find
  * none (the other classes hold few pages), a scan from a random page takes
  * the first. The index held exclusive. */
-static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls,
+static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls, uint64_t keep,
                              struct rkv_slab_page_info *out, struct page_cost *cost)
 {
     uint64_t pages = rkv_slab_page_count(t->slab);
@@ -846,7 +855,7 @@ static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls,
     struct page_cost pc;
 
     for (unsigned probe = 0; probe < PAGE_PROBES && found < PAGE_SAMPLES; probe++) {
-        if (!page_candidate(t, rng_next(t) % pages, cls, from_cls, &pi))
+        if (!page_candidate(t, rng_next(t) % pages, cls, from_cls, keep, &pi))
             continue;
         page_cost(t, &pi, &pc);
         if (found++ == 0 || pc.loss < cost->loss ||
@@ -857,7 +866,7 @@ static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls,
     }
     uint64_t start = rng_next(t) % pages;
     for (uint64_t i = 0; i < pages && found == 0; i++)
-        if (page_candidate(t, (start + i) % pages, cls, from_cls, out)) {
+        if (page_candidate(t, (start + i) % pages, cls, from_cls, keep, out)) {
             page_cost(t, out, cost);
             found = 1;
         }
@@ -913,15 +922,17 @@ static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_
     return theirs.pages >= mine.pages + 2;
 }
 
-/* Move a page of another class (from_cls when >= 0) to class cls; with
- * `starved`, only one page_worth_less() allows. True when one went to the
- * allocator's pool. The index held exclusive. */
-static bool page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved)
+/* Move a page of another class (from_cls when >= 0) to class cls, never
+ * the page holding `keep` (0: none); with `starved`, only one
+ * page_worth_less() allows. True when one went to the allocator's pool.
+ * The index held exclusive. */
+static bool page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved,
+                          uint64_t keep)
 {
     for (unsigned tries = 0; tries < MOVE_TRIES; tries++) {
         struct rkv_slab_page_info pi;
         struct page_cost cost;
-        if (!pick_victim_page(t, cls, from_cls, &pi, &cost) ||
+        if (!pick_victim_page(t, cls, from_cls, keep, &pi, &cost) ||
             (starved && !page_worth_less(t, cls, &pi, &cost)))
             return false;
         if (page_move(t, &pi, cls))
@@ -964,7 +975,7 @@ static void automove(struct rkv_table *t)
     }
     if (young >= 0 && old >= 0 && young != old && old_age / MOVE_COLDER > young_age &&
         rkv_slab_page_wait_ms(t->slab, (unsigned)young) < 0)
-        page_reassign(t, (unsigned)young, old, false);
+        page_reassign(t, (unsigned)young, old, false, 0);
     index_unlock_all(t, since);
 }
 
@@ -1170,10 +1181,23 @@ static int wait_min(int a, int b)
     return a < 0 ? b : b < 0 ? a : RKV_MIN(a, b);
 }
 
+/* The live item of the key being written, which evicting for its new
+ * version must spare (design.md invariant 7): an append, an incr or a CAS
+ * whose own item were the victim would find nothing to replace and lose the
+ * key. 0 when the key has none. The index held exclusive. */
+static uint64_t own_item(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
+                         uint32_t key_len)
+{
+    struct place p;
+    return index_find(t, h, key, key_len, &p) ? p.word : 0;
+}
+
 /* Memory for an item of class cls, evicting when the policy allows: items
- * of its class, else a page of another class. Called without any index lock; may
- * wait for the limbo or a moved page (at most grace_ms per try). */
-static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
+ * of its class, else a page of another class, never the key's own item.
+ * Called without any index lock; may wait for the limbo or a moved page
+ * (at most grace_ms per try). */
+static rkv_status item_alloc(struct rkv_table *t, unsigned cls, const struct rkv_key_hash *h,
+                             const void *key, uint32_t key_len, uint64_t *off)
 {
     for (unsigned tries = 0;; tries++) {
         if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
@@ -1183,20 +1207,21 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, uint64_t *off)
 
         struct rkv_slab_class_stats cs;
         uint64_t since = index_lock_all(t);
+        uint64_t keep = own_item(t, h, key, key_len);
         rkv_slab_class_stats(t->slab, cls, &cs);
         uint64_t cap = reserve_cap(cs.pages * cs.per_page);
         bool starved = cs.pages > 0 && t->reserve[cls] >= cap; /* ran dry at the largest reserve */
         if (t->reserve[cls] < cap)   /* we ran dry: the reserve was too small */
             __atomic_store_n(&t->reserve[cls], RKV_MIN(2 * t->reserve[cls], cap), __ATOMIC_RELAXED);
         unsigned evicted = evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap),
-                                                                 EVICT_AHEAD_MAX), 0, true);
+                                                                 EVICT_AHEAD_MAX), keep, true);
         /* No page coming for it, and nothing of its own to evict or on its
          * way back, or starved: take a page from another class. */
         if (rkv_slab_page_wait_ms(t->slab, cls) < 0) {
             if (evicted == 0 && rkv_slab_limbo_wait_ms(t->slab, cls) < 0)
-                page_reassign(t, cls, -1, false);
+                page_reassign(t, cls, -1, false, keep);
             else if (starved)
-                page_reassign(t, cls, -1, true);
+                page_reassign(t, cls, -1, true, keep);
         }
         index_unlock_all(t, since);
 
@@ -1217,7 +1242,7 @@ static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, 
     uint64_t off;
     if (cls < 0)
         return RKV_TOO_LARGE;
-    rkv_status st = item_alloc(t, (unsigned)cls, &off);
+    rkv_status st = item_alloc(t, (unsigned)cls, h, key, key_len, &off);
     if (st != RKV_OK)
         return st;
 
@@ -1421,23 +1446,6 @@ static uint32_t expiry_for(const struct rkv_table *t, uint32_t ttl)
     return at > UINT32_MAX ? UINT32_MAX : (uint32_t)at;
 }
 
-rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
-                         const struct rkv_value_src *val, rkv_put_mode mode,
-                         uint64_t cas, uint32_t ttl, uint32_t user_flags,
-                         uint64_t *version)
-{
-    rkv_status st = check_key(t, key, key_len);
-    if (st != RKV_OK)
-        return st;
-    if (val == NULL || (val->len > 0 && val->data == NULL && val->pull == NULL) ||
-        (unsigned)mode > RKV_CAS)
-        return RKV_INVALID;
-    if (val->len > t->cfg.max_value_len)
-        return RKV_TOO_LARGE;
-    uint32_t expire_at = ttl == RKV_TTL_NEVER ? 0 : expiry_for(t, ttl);
-    return table_store(t, key, key_len, val, mode, cas, expire_at, user_flags, SC_PUTS, version);
-}
-
 /* Unlink key's item under its stripes; with `if_version`, only the live
  * item of version `cas` (an expired one goes either way: it is dead). */
 static rkv_status table_unlink(struct rkv_table *t, const void *key, uint32_t key_len,
@@ -1473,6 +1481,30 @@ static rkv_status table_unlink(struct rkv_table *t, const void *key, uint32_t ke
     stripes_unlock(t, &set, hold);
     if (found)
         item_free(t, p.word);   /* see retire_mark */
+    return st;
+}
+
+rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
+                         const struct rkv_value_src *val, rkv_put_mode mode,
+                         uint64_t cas, uint32_t ttl, uint32_t user_flags,
+                         uint64_t *version)
+{
+    rkv_status st = check_key(t, key, key_len);
+    if (st != RKV_OK)
+        return st;
+    if (val == NULL || (val->len > 0 && val->data == NULL && val->pull == NULL) ||
+        (unsigned)mode > RKV_CAS)
+        return RKV_INVALID;
+    uint32_t expire_at = ttl == RKV_TTL_NEVER ? 0 : expiry_for(t, ttl);
+    st = val->len > t->cfg.max_value_len
+             ? RKV_TOO_LARGE
+             : table_store(t, key, key_len, val, mode, cas, expire_at, user_flags, SC_PUTS, version);
+    /* A SET refused for size or memory drops the value it was to replace,
+     * as memcached's set does: the writer meant that value gone, and no
+     * reader may go on getting it (design.md invariant 7). The conditional
+     * modes leave the old item: their writer still relies on it. */
+    if (mode == RKV_SET && (st == RKV_TOO_LARGE || st == RKV_OUT_OF_MEMORY))
+        table_unlink(t, key, key_len, false, 0);
     return st;
 }
 

@@ -1494,6 +1494,155 @@ static void test_update_forwards(void **state)
     env_free(&e);
 }
 
+/* ------------------------------------------------------------ failed updates */
+
+#define PRESSURE_GRACE_MS 5   /* a class's page of versions fills well inside it */
+
+/* A heap of 4 KiB pages full of 1000-byte F items (it has begun to evict),
+ * so that a write whose class runs dry must evict or move a page, and a
+ * class that only one key's versions use fills within the grace period. */
+static void pressure_heap(struct env *e, enum rkv_evict_policy policy)
+{
+    struct rkv_table_config c = { .slab_page_size = 4096, .grace_ms = PRESSURE_GRACE_MS,
+                                  .evict = policy };
+    env_make(e, 256 * 1024, &c);
+    for (unsigned i = 0; stats(e).evictions == 0; i++)
+        assert_int_equal(put_sized(e, 'F', i, B_LEN), RKV_OK);
+}
+
+/* memcached's append, on the table: read the live item, store it with `add`
+ * appended as a CAS on its version. */
+static rkv_status append(struct env *e, const char *key, const char *add, size_t add_len)
+{
+    char val[4096];
+    const struct rkv_item *it = rkv_table_find(e->t, key, (uint32_t)strlen(key));
+    if (it == NULL)
+        return RKV_NOT_FOUND;
+    assert_true(it->value_len + add_len <= sizeof val);
+    memcpy(val, it->data + it->key_len, it->value_len);
+    memcpy(val + it->value_len, add, add_len);
+    return put_mode(e, key, (uint32_t)strlen(key), val, (uint32_t)(it->value_len + add_len),
+                    RKV_CAS, it->version, 0, NULL);
+}
+
+/* An append chain on a full heap, as a memcached client's: every append is
+ * stored and the key is never lost. Each version of the growing item goes
+ * to a class that no other key uses, whose page its own superseded versions
+ * fill: the only live item there to evict is the key's own, and evicting it
+ * for its own new version failed the CAS and lost the key. A class change
+ * that takes a page from another class must not take the key's page. */
+static void append_chain_keeps_key(enum rkv_evict_policy policy)
+{
+    struct env e;
+    pressure_heap(&e, policy);
+    char want[4096];
+    size_t len = 1;
+    want[0] = '<';
+    assert_int_equal(put_mode(&e, "chain", 5, want, 1, RKV_SET, 0, 0, NULL), RKV_OK);
+    unsigned appends = 0;
+    while (len + 13 <= e.h->max_value_len - 8) {
+        char add[13];
+        for (unsigned b = 0; b < sizeof add; b++)
+            add[b] = (char)('a' + (appends + b) % 26);
+        rkv_status st = append(&e, "chain", add, sizeof add);
+        if (st != RKV_OK)
+            fail_msg("append #%u (value %zu bytes) answered %s", appends + 1, len,
+                     rkv_strerror(st));
+        memcpy(want + len, add, sizeof add);
+        len += sizeof add;
+        appends++;
+        const char *got = get_str(&e, "chain");
+        assert_non_null(got);
+        assert_int_equal(strlen(got), len);
+        assert_memory_equal(got, want, len);
+    }
+    print_message("%s: %u appends, value %zu bytes, %llu evictions, %llu page moves\n",
+                  policy == RKV_EVICT_LRU ? "lru" : "random", appends, len,
+                  (unsigned long long)stats(&e).evictions,
+                  (unsigned long long)stats(&e).slab_reassigns);
+    assert_true(appends > 250);
+    env_free(&e);
+}
+
+static void test_append_chain_lru(void **state)
+{
+    (void)state;
+    append_chain_keeps_key(RKV_EVICT_LRU);
+}
+
+static void test_append_chain_random(void **state)
+{
+    (void)state;
+    append_chain_keeps_key(RKV_EVICT_RANDOM);
+}
+
+/* incr on a full heap: a counter is the only live item of its class, whose
+ * page its superseded versions fill; no incr evicts the counter itself. */
+static void test_incr_under_pressure(void **state)
+{
+    (void)state;
+    struct env e;
+    pressure_heap(&e, RKV_EVICT_LRU);
+    uint64_t v = 0;
+    assert_int_equal(put(&e, "ctr", "1000000"), RKV_OK);
+    for (unsigned i = 1; i <= 1000; i++) {
+        rkv_status st = rkv_table_incr(e.t, "ctr", 3, 1, &v);
+        if (st != RKV_OK)
+            fail_msg("incr #%u answered %s", i, rkv_strerror(st));
+        assert_int_equal(v, 1000000 + i);
+    }
+    assert_string_equal(get_str(&e, "ctr"), "1001000");
+    env_free(&e);
+}
+
+/* A SET refused for size or memory leaves no item: the value it was to
+ * replace is gone for every reader, as memcached's set drops it. The
+ * conditional modes (ADD, REPLACE, CAS) refused the same way keep the old
+ * item, as memcached's do. */
+static void test_failed_set_drops_old_value(void **state)
+{
+    (void)state;
+    struct env e;
+    env_make(&e, 4 * MiB, NULL);
+    uint32_t max = e.h->max_value_len;
+    char *big = calloc(1, (size_t)max + 1);
+    uint64_t ver;
+    assert_non_null(big);
+
+    assert_int_equal(put(&e, "k", "MOO"), RKV_OK);
+    assert_int_equal(put_mode(&e, "k", 1, big, max + 1, RKV_SET, 0, 0, NULL), RKV_TOO_LARGE);
+    assert_null(get_str(&e, "k"));
+    assert_null(rkv_table_find(e.t, "k", 1));
+
+    assert_int_equal(put_mode(&e, "r", 1, "old", 3, RKV_SET, 0, 0, &ver), RKV_OK);
+    assert_int_equal(put_mode(&e, "r", 1, big, max + 1, RKV_REPLACE, 0, 0, NULL), RKV_TOO_LARGE);
+    assert_int_equal(put_mode(&e, "r", 1, big, max + 1, RKV_CAS, ver, 0, NULL), RKV_TOO_LARGE);
+    assert_int_equal(put_mode(&e, "r", 1, big, max + 1, RKV_ADD, 0, 0, NULL), RKV_TOO_LARGE);
+    assert_string_equal(get_str(&e, "r"), "old");
+    free(big);
+    env_free(&e);
+
+    /* out of memory: no eviction, the heap full of A items, no page for B */
+    struct rkv_table_config c = { .slab_page_size = 4096, .grace_ms = 10, .evict = RKV_EVICT_NONE };
+    env_make(&e, 128 * 1024, &c);
+    unsigned na = 0;
+    while (put_sized(&e, 'A', na, A_LEN) == RKV_OK)
+        na++;
+    char key[32], val[B_LEN];
+    memset(val, 'b', sizeof val);
+    sized_key(key, sizeof key, 'A', 0);
+    uint32_t klen = (uint32_t)strlen(key);
+    ver = rkv_table_find(e.t, key, klen)->version;
+    assert_int_equal(put_mode(&e, key, klen, val, B_LEN, RKV_REPLACE, 0, 0, NULL), RKV_OUT_OF_MEMORY);
+    assert_int_equal(put_mode(&e, key, klen, val, B_LEN, RKV_CAS, ver, 0, NULL), RKV_OUT_OF_MEMORY);
+    assert_true(has_sized(&e, 'A', 0, A_LEN, 0, NULL));
+    assert_int_equal(put_mode(&e, key, klen, val, B_LEN, RKV_SET, 0, 0, NULL), RKV_OUT_OF_MEMORY);
+    assert_false(has_sized(&e, 'A', 0, A_LEN, 0, NULL));
+    assert_null(rkv_table_find(e.t, key, klen));
+    assert_true(has_sized(&e, 'A', 1, A_LEN, 0, NULL));   /* nothing else went */
+    env_free(&e);
+}
+
 int main(void)
 {
     rkv_log_set_level(RKV_LOG_ERROR);  /* no hugepage warning per test region */
@@ -1526,6 +1675,10 @@ int main(void)
         cmocka_unit_test(test_stale_cached_slot),
         cmocka_unit_test(test_update_forwards),
         cmocka_unit_test(test_first_bucket_first),
+        cmocka_unit_test(test_append_chain_lru),
+        cmocka_unit_test(test_append_chain_random),
+        cmocka_unit_test(test_incr_under_pressure),
+        cmocka_unit_test(test_failed_set_drops_old_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
