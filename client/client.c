@@ -72,8 +72,10 @@ RKV_STATIC_ASSERT(sizeof(struct rkv_req) + MAX_HINTS * sizeof(rkv_hint) <= RKV_M
 #define NO_SLOT         UINT32_MAX
 #define HOT             __attribute__((always_inline)) inline /* the GET path, one call deep */
 
-/* Kinds beyond rkv_kind, for the control RPCs and hints the core also sends. */
-enum { KIND_PING = RKV_KIND_INCR + 1, KIND_STATS, KIND_HINTS };
+/* Kinds beyond rkv_kind, for the control RPCs and hints the core also
+ * sends, and KIND_DROP: a SET refused for size, which goes out as a DELETE
+ * of its key and completes as the PUT it was (RKV_TOO_LARGE). */
+enum { KIND_PING = RKV_KIND_INCR + 1, KIND_STATS, KIND_HINTS, KIND_DROP };
 
 /* One request on the wire, awaiting its reply: the slot it answers
  * (NO_SLOT for HELLO and HINTS, whose replies complete nothing). */
@@ -204,7 +206,7 @@ static HOT struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_stat
 {
     struct slot *sl = &c->slots[idx];
     struct rkv_completion *r;
-    if (sl->kind == RKV_KIND_DELETE && c->cache)
+    if ((sl->kind == RKV_KIND_DELETE || sl->kind == KIND_DROP) && c->cache)
         rkv_loc_cache_store(c->cache, &c->meter, sl->s->generation, sl->kh, 0);
     if (sl->internal) {
         struct wrap_completion *w = &c->wrapq[(c->wrapq_head + c->wrapq_count++) % WRAP_SLOTS];
@@ -214,7 +216,8 @@ static HOT struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_stat
     } else {
         r = &c->userq[(c->userq_head + c->userq_count++) & c->userq_mask];
     }
-    *r = (struct rkv_completion){ .token = sl->token, .kind = (rkv_kind)sl->kind, .status = st };
+    *r = (struct rkv_completion){ .token = sl->token, .status = st,
+                                  .kind = sl->kind == KIND_DROP ? RKV_KIND_PUT : (rkv_kind)sl->kind };
     sl->next = c->free_head;
     c->free_head = idx;
     return r;
@@ -923,7 +926,8 @@ static uint32_t build_req(struct shard *s, unsigned i, const struct slot *sl, ui
 {
     static const uint8_t opcode[] = { [RKV_KIND_PUT] = RKV_OP_PUT, [RKV_KIND_DELETE] = RKV_OP_DELETE,
                                       [RKV_KIND_INCR] = RKV_OP_INCR, [KIND_PING] = RKV_OP_PING,
-                                      [KIND_STATS] = RKV_OP_STATS, [KIND_HINTS] = RKV_OP_HINTS };
+                                      [KIND_STATS] = RKV_OP_STATS, [KIND_HINTS] = RKV_OP_HINTS,
+                                      [KIND_DROP] = RKV_OP_DELETE };
     struct rkv_req h = { .opcode = opcode[sl->kind], .key_len = (uint16_t)sl->key_len,
                          .value_len = (uint32_t)sl->value_len, .req_id = req_id,
                          .arg = (uint64_t)sl->delta };
@@ -1003,6 +1007,11 @@ static void write_complete(rkv_client *c, struct shard *s, uint32_t idx,
         size_t n = RKV_MIN((size_t)h->payload_len, sl->buf_len);
         if (n)
             memcpy(sl->buf, p, n);
+    } else if (sl->kind == KIND_DROP && (st == RKV_OK || st == RKV_NOT_FOUND)) {
+        st = RKV_TOO_LARGE;
+        fail(c, st, "put: the value is longer than the server's limit of %u bytes "
+             "(rkv_max_value_size); the key's old value was removed, as memcached's set "
+             "removes it", s->geom.max_value_len);
     } else if (st != RKV_OK && sl->kind != KIND_PING) {
         fail(c, st, "%s: server answered: %s", s->uri, rkv_strerror(st));
     }
@@ -1152,6 +1161,17 @@ static HOT uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, b
     return idx;
 }
 
+/* A SET whose value is over the owning server's limit (route() refused it
+ * for that alone): memcached's set then drops the key's old item, so that
+ * no reader goes on getting the value the writer meant to replace
+ * (design.md invariant 7); such a put goes out as a DELETE of its key
+ * (KIND_DROP). */
+static bool set_too_large(const struct rkv_op *op, const struct shard *s)
+{
+    return s != NULL && op->kind == RKV_KIND_PUT && (op->opts == NULL || op->opts->mode == RKV_SET) &&
+           op->key_len <= s->geom.max_key_len && op->value_len > s->geom.max_value_len;
+}
+
 /* The one way an op enters the core: checked as its synchronous call checks
  * it (route()), then queued. `internal`: a wrapper's op, within WRAP_SLOTS,
  * outside the caller's window. `call` names it in messages: a batched
@@ -1164,13 +1184,17 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
                     "or _INCR", (unsigned)op->kind);
     struct shard *s;
     uint64_t kh;
+    uint8_t kind = (uint8_t)op->kind;
     rkv_status st = route(c, op, call ? call : kind_call[op->kind], &s, &kh);
-    if (RKV_UNLIKELY(st != RKV_OK))
-        return st;
+    if (RKV_UNLIKELY(st != RKV_OK)) {
+        if (!set_too_large(op, s))
+            return st;
+        kind = KIND_DROP;
+    }
     if (RKV_UNLIKELY(!internal && c->outstanding >= c->window))
         return fail(c, RKV_WINDOW_FULL, "submit: the window of %u ops is full; take completions "
                     "with rkv_poll/rkv_wait first (or widen it with rkv_set_window)", c->window);
-    struct slot *sl = &c->slots[slot_enqueue(c, s, (uint8_t)op->kind, internal, op->token)];
+    struct slot *sl = &c->slots[slot_enqueue(c, s, kind, internal, op->token)];
     sl->kh = kh;
     if (op->kind == RKV_KIND_GET) {      /* straight into its lookup (get_start) */
         sl->l.key = op->key;
@@ -1188,13 +1212,15 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
     case RKV_KIND_GET:
         break;
     case RKV_KIND_PUT:
+        c->c.puts++;
+        if (kind == KIND_DROP)
+            break;                       /* its key's DELETE: no value, no options */
         sl->value = op->value;
         sl->value_len = op->value_len;
         if (op->opts) {
             sl->opts = *op->opts;
             sl->has_opts = true;
         }
-        c->c.puts++;
         break;
     case RKV_KIND_DELETE:
         c->c.deletes++;

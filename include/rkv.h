@@ -46,7 +46,13 @@
  * Arguments: every call, single or batched, checks its arguments the same
  * way: a NULL or empty key, or a NULL value/buffer with a non-zero length,
  * or an unknown put mode is RKV_INVALID; a key or value over the server's
- * limits is RKV_TOO_LARGE. Nothing is sent for such an op.
+ * limits is RKV_TOO_LARGE. Nothing is sent for such an op, with one
+ * exception: a SET (RKV_SET) whose value is over the limit removes the key's
+ * current item, as memcached's set does, so that no reader goes on getting
+ * the value the writer meant to replace. It is sent as that removal and
+ * completes with RKV_TOO_LARGE. Failed updates in general: a SET refused for
+ * size or memory leaves no item; a refused ADD, REPLACE, CAS or INCR leaves
+ * the old item as it was.
  *
  * Connection errors: RKV_CONNECTION (cannot connect, the connection broke,
  * or a reconnect is backing off) and RKV_TIMEOUT (no reply within
@@ -195,7 +201,8 @@ struct rkv_put_options {
  * Store a value. opts may be NULL (RKV_SET, default TTL). `new_version`
  * (may be NULL) receives the stored item's version.
  * Returns: RKV_OK, RKV_EXISTS / RKV_NOT_STORED / RKV_CAS_MISMATCH (the mode's
- * condition failed), RKV_OUT_OF_MEMORY, RKV_TOO_LARGE (key or value),
+ * condition failed), RKV_OUT_OF_MEMORY, RKV_TOO_LARGE (key or value; a SET
+ * refused for either of these two leaves the key with no item),
  * RKV_INVALID (NULL/empty key, value NULL with value_len > 0, unknown mode),
  * RKV_CONNECTION, RKV_TIMEOUT, RKV_SERVER_BUSY. */
 rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len,
@@ -345,7 +352,9 @@ unsigned rkv_outstanding(const rkv_client *c);
  * are checked as its synchronous call checks them; a refused op gets no
  * completion. Connection errors do not refuse: they complete the op.
  * Returns: RKV_OK (accepted), RKV_INVALID (NULL op, unknown kind, or what the
- * call refuses), RKV_TOO_LARGE, RKV_WINDOW_FULL. */
+ * call refuses), RKV_TOO_LARGE (a key; a value other than a SET's: a SET's
+ * is accepted and completes with RKV_TOO_LARGE, see "Arguments" above),
+ * RKV_WINDOW_FULL. */
 rkv_status rkv_submit(rkv_client *c, const struct rkv_op *op);
 
 /* Move ops along without blocking and take up to max completions into

@@ -362,7 +362,11 @@ static rkv_status store(struct mc *m, enum rkv_mc_cmd how, const struct rkv_mc_r
         st = rmw(m, how == RKV_MC_APPEND ? RMW_APPEND : RMW_PREPEND, r->key, r->key_len,
                  r->data, r->bytes, 0, cas_given, r->cas, &f, version);
         rkv_tcp_out_rewind(m->c, mark);           /* the old value's copy was scratch */
-        return st == RKV_NOT_FOUND ? RKV_NOT_STORED : st;
+        /* memcached answers NOT_STORED when the joined value has no room
+         * (too large, or out of memory), and keeps the old item */
+        if (st == RKV_NOT_FOUND || st == RKV_TOO_LARGE || st == RKV_OUT_OF_MEMORY)
+            return RKV_NOT_STORED;
+        return st;
     }
     rkv_put_mode mode = how == RKV_MC_ADD ? RKV_ADD : how == RKV_MC_REPLACE ? RKV_REPLACE
                       : cas_given ? RKV_CAS : RKV_SET;
@@ -649,6 +653,11 @@ static void do_ms(struct mc *m, const struct rkv_mc_req *r)
     }
     rkv_status st = store(m, how, r, cas_given, &version);
     rkv_stat_bump(&m->st->cmd_set, 1);
+    /* memcached's ms takes the memory for its data before it looks at the
+     * mode, and on failure unlinks the key in every mode (a set refused for
+     * size never gets here: drop_refused_set) */
+    if (st == RKV_OUT_OF_MEMORY)
+        rkv_table_delete(m->t, r->key, r->key_len);
     const char *code;
     switch (st) {
     case RKV_OK: code = "HD"; break;
@@ -776,6 +785,17 @@ static void execute(struct mc *m, const struct rkv_mc_req *r)
     }
 }
 
+/* A set or ms whose data block the parser refused as too large drops the
+ * key's item, as memcached does when it cannot allocate a set's item: the
+ * client meant the old value replaced, and no reader of either door may go
+ * on getting it (design.md invariant 7). add, replace, cas and append keep
+ * theirs, as in memcached. */
+static void drop_refused_set(struct mc *m, const struct rkv_mc_req *r)
+{
+    if (r->cmd == RKV_MC_SET || r->cmd == RKV_MC_MS)
+        rkv_table_delete(m->t, r->key, r->key_len);
+}
+
 unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct rkv_wconn *wc)
 {
     struct mc m = { .srv = srv, .t = srv->table, .c = wc->conn, .st = &mc_stats[w->id],
@@ -821,6 +841,8 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
             break;
         case RKV_MC_CLIENT_ERROR:
         case RKV_MC_SERVER_ERROR:
+            if (res == RKV_MC_SERVER_ERROR)
+                drop_refused_set(&m, &req);
             rkv_stat_bump(&m.st->protocol_errors, 1);
             outf(&m, "%s %s\r\n", res == RKV_MC_CLIENT_ERROR ? "CLIENT_ERROR" : "SERVER_ERROR",
                  req.error);

@@ -797,6 +797,171 @@ static void test_append_atomic(void **state)
     close(fd);
 }
 
+/* ------------------------------------------------------------ failed updates */
+
+/* Read "get key"'s answer: the value into val (NUL-terminated, at most
+ * cap - 1 bytes), its length, or -1 for a miss. */
+static long get_value(int fd, const char *key, char *val, size_t cap)
+{
+    char req[300], line[512];
+    unsigned flags;
+    unsigned long bytes;
+    snprintf(req, sizeof req, "get %s\r\n", key);
+    send_all(fd, req, strlen(req));
+    read_line(fd, line, sizeof line);
+    if (strcmp(line, "END\r\n") == 0)
+        return -1;
+    if (sscanf(line, "VALUE %*s %u %lu", &flags, &bytes) != 2 || bytes + 1 > cap)
+        fail_msg("get %s: answer %s", key, line);
+    assert_int_equal(recv_n(fd, val, bytes), bytes);
+    val[bytes] = '\0';
+    read_line(fd, line, sizeof line);
+    assert_string_equal(line, "\r\n");
+    read_line(fd, line, sizeof line);
+    assert_string_equal(line, "END\r\n");
+    return (long)bytes;
+}
+
+/* A data block of n bytes (value `fill`) for a storage command of line
+ * `head`, sent whole. */
+static void send_block(int fd, const char *head, size_t n, char fill)
+{
+    char *blk = malloc(n + 2);
+    assert_non_null(blk);
+    memset(blk, fill, n);
+    memcpy(blk + n, "\r\n", 2);
+    send_all(fd, head, strlen(head));
+    send_all(fd, blk, n + 2);
+    free(blk);
+}
+
+/* A set refused for size drops the old value for both doors, as memcached
+ * drops it; a refused add, replace, cas or append keeps it, as memcached
+ * does (an append whose joined value has no room answers NOT_STORED). The
+ * one-sided reader holds the item's location, so its miss shows the old
+ * item was unlinked, not only hidden from the door. */
+static void test_failed_set_drops_old_value(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    char buf[64], req[128];
+    size_t n, max = rkv_max_value_size(e->kv);
+
+    exchange(fd, "set fk 0 0 3\r\nMOO\r\n", "STORED\r\n");
+    assert_int_equal(rkv_get(e->kv, "fk", 2, buf, sizeof buf, &n, NULL), RKV_OK);
+    assert_int_equal(rkv_get(e->kv, "fk", 2, buf, sizeof buf, &n, NULL), RKV_OK); /* cached */
+    snprintf(req, sizeof req, "set fk 0 0 %zu\r\n", max + 1);
+    send_block(fd, req, max + 1, 'x');
+    exchange(fd, "get fk\r\n", "SERVER_ERROR object too large for cache\r\nEND\r\n");
+    assert_int_equal(rkv_get(e->kv, "fk", 2, buf, sizeof buf, &n, NULL), RKV_NOT_FOUND);
+
+    exchange(fd, "ms fm 3\r\nMOO\r\n", "HD\r\n");
+    snprintf(req, sizeof req, "ms fm %zu T0\r\n", max + 1);
+    send_block(fd, req, max + 1, 'x');
+    exchange(fd, "mg fm v\r\n", "SERVER_ERROR object too large for cache\r\nEN\r\n");
+
+    /* the conditional commands keep the old value */
+    exchange(fd, "set fr 0 0 3\r\nMOO\r\n", "STORED\r\n");
+    uint64_t cas = gets_cas(fd, "fr");
+    const char *cmds[] = { "replace", "add", "prepend" };
+    for (unsigned i = 0; i < 3; i++) {
+        snprintf(req, sizeof req, "%s fr 0 0 %zu\r\n", cmds[i], max + 1);
+        send_block(fd, req, max + 1, 'x');
+        exchange(fd, "mn\r\n", "SERVER_ERROR object too large for cache\r\nMN\r\n");
+    }
+    snprintf(req, sizeof req, "cas fr 0 0 %zu %llu\r\n", max + 1, (unsigned long long)cas);
+    send_block(fd, req, max + 1, 'x');
+    exchange(fd, "mn\r\n", "SERVER_ERROR object too large for cache\r\nMN\r\n");
+    snprintf(req, sizeof req, "append fr 0 0 %zu\r\n", max - 1);   /* fits alone, not joined */
+    send_block(fd, req, max - 1, 'x');
+    exchange(fd, "mn\r\n", "NOT_STORED\r\nMN\r\n");
+    exchange(fd, "get fr\r\n", "VALUE fr 0 3\r\nMOO\r\nEND\r\n");
+
+    /* librkv: a SET too large drops the key for the door too; a REPLACE
+     * too large is refused with the old value kept */
+    char *big = calloc(1, max + 1);
+    assert_non_null(big);
+    exchange(fd, "set fl 0 0 3\r\nMOO\r\n", "STORED\r\n");
+    assert_int_equal(rkv_get(e->kv, "fl", 2, buf, sizeof buf, &n, NULL), RKV_OK);
+    assert_int_equal(rkv_put(e->kv, "fl", 2, big, max + 1, NULL, NULL), RKV_TOO_LARGE);
+    assert_non_null(strstr(rkv_last_error(e->kv), "old value was removed"));
+    assert_int_equal(rkv_get(e->kv, "fl", 2, buf, sizeof buf, &n, NULL), RKV_NOT_FOUND);
+    exchange(fd, "get fl\r\n", "END\r\n");
+    const struct rkv_put_options repl = { .mode = RKV_REPLACE };
+    assert_int_equal(rkv_put(e->kv, "fr", 2, big, max + 1, &repl, NULL), RKV_TOO_LARGE);
+    exchange(fd, "get fr\r\n", "VALUE fr 0 3\r\nMOO\r\nEND\r\n");
+    free(big);
+    close(fd);
+}
+
+/* Append under memory pressure, as a memcached client does it: a server
+ * full of large values (it has begun to evict), then one key grown by 13
+ * bytes at a time and read back after every append. Every append is
+ * stored and the key is never lost: its growing item is the only live item
+ * of its size class, whose page its superseded versions fill, and evicting
+ * it to make room for its own next version lost the key (memcached stores
+ * all of them). incr on a counter alone in its class, likewise. */
+static void test_append_under_pressure(void **state)
+{
+    (void)state;
+    struct env e2 = { 0 };
+    const char *extra[] = { "--memory", "16M", "--workers", "1", NULL };
+    assert_int_equal(start_server(&e2, 5, extra), 0);
+    rkv_client *kv = connect_retry(e2.sp.uri, NULL, 10000);
+    assert_non_null(kv);
+    size_t fill_len = 300u << 10;
+    char *fill = malloc(fill_len), key[32];
+    assert_non_null(fill);
+    memset(fill, 'f', fill_len);
+    uint64_t evictions = 0;
+    for (unsigned i = 0; evictions == 0; i++) {
+        assert_true(i < 1000);
+        snprintf(key, sizeof key, "fill%u", i);
+        assert_int_equal(rkv_put(kv, key, strlen(key), fill, fill_len, NULL, NULL), RKV_OK);
+        assert_true(server_stat(kv, 0, "evictions", &evictions));
+    }
+    free(fill);
+
+    int fd = mc_connect(e2.port);
+    enum { APPENDS = 1500, ADD = 13 };
+    char *want = malloc(APPENDS * ADD + 2), *got = malloc(APPENDS * ADD + 2);
+    assert_non_null(want);
+    assert_non_null(got);
+    exchange(fd, "set chain 0 0 1\r\n<\r\n", "STORED\r\n");
+    want[0] = '<';
+    size_t len = 1;
+    for (unsigned i = 0; i < APPENDS; i++) {
+        char req[64];
+        snprintf(req, sizeof req, "append chain 0 0 %d\r\n", ADD);
+        for (unsigned b = 0; b < ADD; b++)
+            want[len + b] = (char)('a' + (i + b) % 26);
+        send_all(fd, req, strlen(req));
+        send_all(fd, want + len, ADD);
+        send_all(fd, "\r\n", 2);
+        char line[128];
+        read_line(fd, line, sizeof line);
+        if (strcmp(line, "STORED\r\n") != 0)
+            fail_msg("append #%u (value %zu bytes) answered %s", i + 1, len, line);
+        len += ADD;
+        long n = get_value(fd, "chain", got, APPENDS * ADD + 2);
+        if (n < 0)
+            fail_msg("after append #%u the key is gone", i + 1);
+        assert_int_equal(n, len);
+        assert_memory_equal(got, want, len);
+    }
+    exchange(fd, "set ctr 0 0 1\r\n1\r\n", "STORED\r\n");
+    for (unsigned i = 2; i <= 3000; i++) {
+        char want_line[32];
+        snprintf(want_line, sizeof want_line, "%u\r\n", i);
+        exchange(fd, "incr ctr 1\r\n", want_line);
+    }
+    free(want);
+    free(got);
+    close(fd);
+    rkv_close(kv);
+    assert_int_equal(server_stop(&e2.sp), 0);
+}
+
 /* ------------------------------------------------------------ hostile */
 
 static void test_garbage(void **state)
@@ -1090,6 +1255,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_long_multiget),
         cmocka_unit_test(test_two_doors),
         cmocka_unit_test(test_append_atomic),
+        cmocka_unit_test(test_failed_set_drops_old_value),
+        cmocka_unit_test(test_append_under_pressure),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_slowloris),
         cmocka_unit_test(test_half_close),

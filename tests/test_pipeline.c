@@ -547,6 +547,40 @@ static void test_bad_arguments(void **state)
     assert_int_equal(rkv_poll(NULL, done, 4, &got), RKV_INVALID);
 }
 
+/* A SET whose value is over the server's limit is accepted and completes
+ * as a PUT with RKV_TOO_LARGE, having removed the key's old value (as
+ * memcached's set does); a REPLACE over the limit is refused at submit and
+ * leaves the old value. */
+static void test_set_too_large_completes(void **state)
+{
+    struct fixture *f = *state;
+    rkv_client *c = f->c;
+    size_t max = rkv_max_value_size(c), len;
+    char *big = calloc(1, max + 1), buf[16];
+    struct rkv_completion done[1];
+    unsigned got = 0;
+    const struct rkv_put_options repl = { .mode = RKV_REPLACE };
+    assert_non_null(big);
+
+    assert_int_equal(rkv_put(c, "tl", 2, "old", 3, NULL, NULL), RKV_OK);
+    const struct rkv_op rop = { .kind = RKV_KIND_PUT, .key = "tl", .key_len = 2, .value = big,
+                                .value_len = max + 1, .opts = &repl };
+    assert_int_equal(rkv_submit(c, &rop), RKV_TOO_LARGE);
+    assert_int_equal(rkv_outstanding(c), 0);
+    assert_int_equal(rkv_get(c, "tl", 2, buf, sizeof buf, &len, NULL), RKV_OK);
+
+    const struct rkv_op op = { .kind = RKV_KIND_PUT, .key = "tl", .key_len = 2, .value = big,
+                               .value_len = max + 1, .token = 77 };
+    assert_int_equal(rkv_submit(c, &op), RKV_OK);
+    assert_int_equal(rkv_wait(c, done, 1, &got, 30000), RKV_OK);
+    assert_int_equal(got, 1);
+    assert_int_equal(done[0].token, 77);
+    assert_int_equal(done[0].kind, RKV_KIND_PUT);
+    assert_int_equal(done[0].status, RKV_TOO_LARGE);
+    assert_int_equal(rkv_get(c, "tl", 2, buf, sizeof buf, &len, NULL), RKV_NOT_FOUND);
+    free(big);
+}
+
 /* Synchronous calls while pipelined ops are out: they wrap the same core
  * but never take the pipelined ops' completions, and move them along. */
 static void test_sync_calls_beside_the_window(void **state)
@@ -599,6 +633,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_server_dies_mid_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_stops_mid_window, setup_short_timeout,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_set_too_large_completes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sync_calls_beside_the_window, setup, teardown),
     };
