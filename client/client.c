@@ -75,7 +75,7 @@ RKV_STATIC_ASSERT(sizeof(struct rkv_req) + MAX_HINTS * sizeof(rkv_hint) <= RKV_M
 /* Kinds beyond rkv_kind, for the control RPCs and hints the core also
  * sends, and KIND_DROP: a SET refused for size, which goes out as a DELETE
  * of its key and completes as the PUT it was (RKV_TOO_LARGE). */
-enum { KIND_PING = RKV_KIND_INCR + 1, KIND_STATS, KIND_HINTS, KIND_DROP };
+enum { KIND_PING = RKV_KIND_INCR + 1, KIND_STATS, KIND_HINTS, KIND_FLUSH, KIND_DROP };
 
 /* One request on the wire, awaiting its reply: the slot it answers
  * (NO_SLOT for HELLO and HINTS, whose replies complete nothing). */
@@ -927,7 +927,7 @@ static uint32_t build_req(struct shard *s, unsigned i, const struct slot *sl, ui
     static const uint8_t opcode[] = { [RKV_KIND_PUT] = RKV_OP_PUT, [RKV_KIND_DELETE] = RKV_OP_DELETE,
                                       [RKV_KIND_INCR] = RKV_OP_INCR, [KIND_PING] = RKV_OP_PING,
                                       [KIND_STATS] = RKV_OP_STATS, [KIND_HINTS] = RKV_OP_HINTS,
-                                      [KIND_DROP] = RKV_OP_DELETE };
+                                      [KIND_FLUSH] = RKV_OP_FLUSH, [KIND_DROP] = RKV_OP_DELETE };
     struct rkv_req h = { .opcode = opcode[sl->kind], .key_len = (uint16_t)sl->key_len,
                          .value_len = (uint32_t)sl->value_len, .req_id = req_id,
                          .arg = (uint64_t)sl->delta };
@@ -1511,8 +1511,8 @@ rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
 
 /* A control RPC without key or value to shard s, through the core; the
  * payload is copied to buf (cap bytes), its length to *len. */
-static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t kind, void *buf,
-                              size_t cap, size_t *len)
+static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t kind, int64_t arg,
+                              void *buf, size_t cap, size_t *len)
 {
     struct slot *sl = &c->slots[slot_enqueue(c, s, kind, true, 0)];
     sl->kh = 0;
@@ -1520,7 +1520,7 @@ static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t kind, void
     sl->key_len = 0;
     sl->value = NULL;
     sl->value_len = 0;
-    sl->delta = 0;
+    sl->delta = arg;
     sl->buf = buf;
     sl->buf_len = cap;
     c->c.other_rpcs++;
@@ -1533,11 +1533,22 @@ static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t kind, void
 rkv_status rkv_ping(rkv_client *c)
 {
     for (unsigned i = 0; i < c->nshards; i++) {
-        rkv_status st = control_rpc(c, &c->shards[i], KIND_PING, NULL, 0, NULL);
+        rkv_status st = control_rpc(c, &c->shards[i], KIND_PING, 0, NULL, 0, NULL);
         if (st != RKV_OK)
             return st;
     }
     return RKV_OK;
+}
+
+rkv_status rkv_flush(rkv_client *c, uint32_t delay_s)
+{
+    rkv_status first = RKV_OK;
+    for (unsigned i = 0; i < c->nshards; i++) {   /* every server, even past a failed one */
+        rkv_status st = control_rpc(c, &c->shards[i], KIND_FLUSH, delay_s, NULL, 0, NULL);
+        if (first == RKV_OK)
+            first = st;
+    }
+    return first;
 }
 
 rkv_status rkv_stats(rkv_client *c, unsigned shard, char *buf, size_t buf_len, size_t *len)
@@ -1545,7 +1556,7 @@ rkv_status rkv_stats(rkv_client *c, unsigned shard, char *buf, size_t buf_len, s
     size_t n = 0;
     if (shard >= c->nshards || (buf == NULL && buf_len))
         return fail(c, RKV_INVALID, "stats: no shard %u (have %u)", shard, c->nshards);
-    rkv_status st = control_rpc(c, &c->shards[shard], KIND_STATS, buf, buf_len, &n);
+    rkv_status st = control_rpc(c, &c->shards[shard], KIND_STATS, 0, buf, buf_len, &n);
     if (len)
         *len = n;
     if (st == RKV_OK && n >= buf_len)

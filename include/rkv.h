@@ -373,6 +373,17 @@ rkv_status rkv_wait(rkv_client *c, struct rkv_completion *out, unsigned max, uns
  * RKV_TIMEOUT, RKV_AUTH or RKV_PROTOCOL. */
 rkv_status rkv_ping(rkv_client *c);
 
+/* Remove every item stored so far, on every server (memcached's
+ * flush_all); with delay_s > 0, have each server do so delay_s seconds from
+ * now instead (replacing a flush it has scheduled; a flush now cancels
+ * one). Items stored after the flush stay. Once it returns, no GET of any
+ * client, one-sided or through the memcached door, returns a flushed item,
+ * whatever locations it has cached. Every server is asked, even after one
+ * failed; the status is the first failure's.
+ * Returns: RKV_OK, RKV_CONNECTION, RKV_TIMEOUT, RKV_PROTOCOL (a server older
+ * than flush). */
+rkv_status rkv_flush(rkv_client *c, uint32_t delay_s);
+
 /* Server statistics as text, one "name value" line each, for server `shard`
  * (0 for a single server). *len (may be NULL) is the text's length; the
  * text is NUL-terminated when it fits.

@@ -46,7 +46,8 @@
 
 /* memcached's counters for `stats`, per worker (written by its worker only). */
 struct mc_stats {
-    _Atomic uint64_t cmd_get, get_hits, get_misses, cmd_set, cmd_touch, touch_hits, touch_misses,
+    _Atomic uint64_t cmd_get, get_hits, get_misses, cmd_set, cmd_flush, cmd_touch, touch_hits,
+        touch_misses,
         delete_hits, delete_misses, incr_hits, incr_misses, decr_hits, decr_misses,
         cas_hits, cas_misses, cas_badval, protocol_errors,
         bytes_read, bytes_written,   /* every byte received and sent (tcp_server.c counts) */
@@ -457,6 +458,21 @@ static void do_touch(struct mc *m, const struct rkv_mc_req *r)
     outs(m, st == RKV_OK ? "TOUCHED\r\n" : st == RKV_NOT_FOUND ? "NOT_FOUND\r\n" : server_error(st));
 }
 
+/* flush_all [delay]: every item stored before now (or before the delay
+ * runs out) goes, for both doors (rkv_table_flush). The delay reads as an
+ * exptime: a relative one, or a unix time; one at or before now flushes at
+ * once (memcached ignores an absolute time before its start). */
+static void do_flush_all(struct mc *m, const struct rkv_mc_req *r)
+{
+    uint32_t delay = 0;
+    rkv_stat_bump(&m->st->cmd_flush, 1);
+    if (r->exptime > 0 && !ttl_of(r->exptime, &delay))
+        delay = 0;
+    rkv_table_flush(m->t, delay);
+    if (!r->noreply)
+        outs(m, "OK\r\n");
+}
+
 static void stat_line(struct mc *m, const char *name, uint64_t v)
 {
     outf(m, "STAT %s %llu\r\n", name, (unsigned long long)v);
@@ -475,7 +491,7 @@ static void stats_general(struct mc *m)
 {
     static const struct { const char *name; size_t off; } counters[] = {
 #define C(x) { #x, offsetof(struct mc_stats, x) }
-        C(cmd_get), C(get_hits), C(get_misses), C(cmd_set), C(cmd_touch), C(touch_hits),
+        C(cmd_get), C(get_hits), C(get_misses), C(cmd_set), C(cmd_flush), C(cmd_touch), C(touch_hits),
         C(touch_misses), C(delete_hits), C(delete_misses), C(incr_hits), C(incr_misses),
         C(decr_hits), C(decr_misses), C(cas_hits), C(cas_misses), C(cas_badval),
         C(bytes_read), C(bytes_written),
@@ -655,7 +671,7 @@ static void do_ms(struct mc *m, const struct rkv_mc_req *r)
     rkv_stat_bump(&m->st->cmd_set, 1);
     /* memcached's ms takes the memory for its data before it looks at the
      * mode, and on failure unlinks the key in every mode (a set refused for
-     * size never gets here: drop_refused_set) */
+     * size never gets here: refused()) */
     if (st == RKV_OUT_OF_MEMORY)
         rkv_table_delete(m->t, r->key, r->key_len);
     const char *code;
@@ -771,10 +787,7 @@ static void execute(struct mc *m, const struct rkv_mc_req *r)
         if (!r->noreply)
             outs(m, "OK\r\n");
         break;
-    case RKV_MC_FLUSH_ALL:
-        outs(m, "SERVER_ERROR flush_all is not supported by rkv: its table has no flush; "
-                "delete the keys or restart the server\r\n");
-        break;
+    case RKV_MC_FLUSH_ALL: do_flush_all(m, r); break;
     case RKV_MC_QUIT:
         rkv_tcp_close_after_output(m->c, "client sent quit");
         break;
@@ -785,15 +798,18 @@ static void execute(struct mc *m, const struct rkv_mc_req *r)
     }
 }
 
-/* A set or ms whose data block the parser refused as too large drops the
- * key's item, as memcached does when it cannot allocate a set's item: the
- * client meant the old value replaced, and no reader of either door may go
- * on getting it (design.md invariant 7). add, replace, cas and append keep
- * theirs, as in memcached. */
-static void drop_refused_set(struct mc *m, const struct rkv_mc_req *r)
+/* What a command the parser refused still does in memcached. A set or ms
+ * whose data block is too large drops the key's item, as memcached does
+ * when it cannot allocate a set's item: the client meant the old value
+ * replaced, and no reader of either door may go on getting it
+ * (design.md invariant 7); add, replace, cas and append keep theirs, as in
+ * memcached. A flush_all with a bad delay is counted in cmd_flush. */
+static void refused(struct mc *m, const struct rkv_mc_req *r, enum rkv_mc_result res)
 {
-    if (r->cmd == RKV_MC_SET || r->cmd == RKV_MC_MS)
+    if (res == RKV_MC_SERVER_ERROR && (r->cmd == RKV_MC_SET || r->cmd == RKV_MC_MS))
         rkv_table_delete(m->t, r->key, r->key_len);
+    if (res == RKV_MC_CLIENT_ERROR && r->cmd == RKV_MC_FLUSH_ALL)
+        rkv_stat_bump(&m->st->cmd_flush, 1);
 }
 
 unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct rkv_wconn *wc)
@@ -841,8 +857,7 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
             break;
         case RKV_MC_CLIENT_ERROR:
         case RKV_MC_SERVER_ERROR:
-            if (res == RKV_MC_SERVER_ERROR)
-                drop_refused_set(&m, &req);
+            refused(&m, &req, res);
             rkv_stat_bump(&m.st->protocol_errors, 1);
             outf(&m, "%s %s\r\n", res == RKV_MC_CLIENT_ERROR ? "CLIENT_ERROR" : "SERVER_ERROR",
                  req.error);

@@ -232,13 +232,14 @@ static enum rkv_mc_result parse_admin(const struct line *l, struct rkv_mc_req *r
         }
         return n == 2 ? RKV_MC_OK : RKV_MC_ERROR;
     case RKV_MC_FLUSH_ALL:
-        if (n >= 2 && noreply_at(l, n - 1)) {
-            r->noreply = true;
-            n--;
-        }
-        if (n > 2)
+        /* memcached takes up to two arguments and reads the first as the
+         * delay unless it is all there is beside a final noreply: so
+         * "flush_all 1 2" flushes in a second, "flush_all noreply 5" is
+         * refused */
+        if (n > 3)
             return RKV_MC_ERROR;
-        if (n == 2 && !parse_exptime(l->tok[1], l->tlen[1], &r->exptime))
+        r->noreply = n >= 2 && noreply_at(l, n - 1);
+        if (n != (r->noreply ? 2u : 1u) && !parse_exptime(l->tok[1], l->tlen[1], &r->exptime))
             return client_error(r, BAD_EXPTIME);
         return RKV_MC_OK;
     default:

@@ -152,6 +152,10 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
         case RKV_OP_STATS:
             len = reply_stats(srv, r);
             break;
+        case RKV_OP_FLUSH:
+            value = rkv_table_flush(srv->table, v.hdr->arg > UINT32_MAX ? UINT32_MAX
+                                                                        : (uint32_t)v.hdr->arg);
+            break;
         case RKV_OP_PING:
         case RKV_OP_HINTS:
         case RKV_OP_MAX:

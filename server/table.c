@@ -169,7 +169,7 @@ struct cuckoo_path {
 /* Counters of events no stripe counts, kept per writer slot (relaxed atomic
  * adds: slots may be shared) and summed by stats (counters_sum). */
 struct table_counters {
-    uint64_t evictions, expirations, insert_failures, hints, hints_ignored;
+    uint64_t evictions, expirations, insert_failures, hints, hints_ignored, flushed;
 };
 
 /* One thread slot's lock timing (cfg.lock_timing), on lines of its own. */
@@ -239,6 +239,7 @@ struct rkv_table {
     uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look
                                                 * (the index held exclusive) */
     int evicting[RKV_MAX_CLASSES];   /* 1 while a writer evicts ahead for the class (atomic) */
+    uint64_t flush_at_ns;            /* a scheduled flush's time (now_ns's); 0 = none (atomic) */
 
     /* Written by writers outside any lock: on a line of its own, so that
      * no write invalidates the read-mostly fields above for the others. */
@@ -1695,11 +1696,96 @@ static void expire_scan(struct rkv_table *t, uint32_t now)
         expire_bucket(t, (first + i) & (t->bucket_count - 1), now);
 }
 
+/* ------------------------------------------------------------ flush */
+
+/* The version of the moment `ns` (rkv_now_ns's time): every item built
+ * before it has a smaller one, every item built after a larger one (a
+ * writer slot's versions run ahead of the time only within one ns). */
+static uint64_t version_at(const struct rkv_table *t, uint64_t ns)
+{
+    return ns > t->version_base ? (ns - t->version_base) * RKV_THREAD_SLOTS + RKV_THREAD_SLOTS - 1 : 0;
+}
+
+/* A version at least that of every item stored so far: the time's, or a
+ * writer slot's last one where it ran ahead. */
+static uint64_t version_now(const struct rkv_table *t)
+{
+    uint64_t v = version_at(t, rkv_now_ns());
+    for (unsigned i = 0; i < RKV_THREAD_SLOTS; i++)
+        v = RKV_MAX(v, __atomic_load_n(&t->writer_slots[i].last_version, __ATOMIC_RELAXED));
+    return v;
+}
+
+/* Remove the item at `off` of class cls if the index holds it and its
+ * version is at most `upto`: found without locks (live_at), confirmed under
+ * its bucket's stripe, as evict_one confirms a victim. True when removed. */
+static bool flush_item(struct rkv_table *t, uint64_t off, unsigned cls, uint64_t upto)
+{
+    struct place p;
+    if (!live_at(t, off, cls, &p))
+        return false;
+    struct stripe_set set = { .n = 1, .s = { (uint64_t)(p.bucket - t->buckets) & t->stripe_mask } };
+    struct stripe_hold hold = stripes_lock(t, &set);
+    bool gone = slot_load(p.bucket, p.slot) == p.word && p.it->version <= upto;
+    if (gone)
+        index_remove(t, &p);
+    stripes_unlock(t, &set, hold);
+    return gone;
+}
+
+/* Remove every item of version at most `upto`, walking the heap page by
+ * page rather than the index: the index moves items between buckets
+ * (displacement) while the walk goes on, and one could move from a bucket
+ * not yet swept to one already swept; in memory items never move, so the
+ * walk meets each exactly once. A removal is a delete's (OBSOLETE, then the
+ * limbo), so a one-sided reader that holds the item's location fails its
+ * verification and finds the index empty (design.md invariant 8). Writers
+ * go on meanwhile: an item built after the flush began has a larger version
+ * and stays. Returns the items removed. */
+static uint64_t flush_sweep(struct rkv_table *t, uint64_t upto)
+{
+    uint64_t removed = 0, pages = rkv_slab_page_count(t->slab);
+    for (uint64_t pg = 0; pg < pages; pg++) {
+        struct rkv_slab_page_info pi;
+        if (!rkv_slab_page_info(t->slab, pg, &pi))
+            continue;
+        for (uint32_t i = 0; i < pi.handed; i++)
+            removed += flush_item(t, pi.start + (uint64_t)i * pi.size, pi.cls, upto);
+    }
+    count(&writer_slot(t)->n.flushed, (int64_t)removed);
+    return removed;
+}
+
+uint64_t rkv_table_flush(struct rkv_table *t, uint32_t delay_s)
+{
+    if (delay_s > 0) {
+        uint64_t at = t->now_ns() + (uint64_t)delay_s * RKV_NS_PER_S;
+        __atomic_store_n(&t->flush_at_ns, at, __ATOMIC_RELAXED);
+        return 0;
+    }
+    __atomic_store_n(&t->flush_at_ns, 0, __ATOMIC_RELAXED);   /* a flush now replaces it */
+    return flush_sweep(t, version_now(t));
+}
+
+/* A scheduled flush whose time has come: the items built before that time
+ * go, however late the tick that runs it (the time is taken back by the
+ * tick's lateness into rkv_now_ns's time, which versions count in). */
+static void flush_due(struct rkv_table *t)
+{
+    uint64_t at = __atomic_load_n(&t->flush_at_ns, __ATOMIC_RELAXED), now = t->now_ns();
+    if (at == 0 || now < at ||
+        !__atomic_compare_exchange_n(&t->flush_at_ns, &at, 0, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    uint64_t real = rkv_now_ns(), late = now - at;
+    flush_sweep(t, version_at(t, real > late ? real - late : 0));
+}
+
 void rkv_table_tick(struct rkv_table *t)
 {
     uint32_t now = rkv_table_clock(t);
     if (now > __atomic_load_n(&t->hdr->clock, __ATOMIC_RELAXED))
         __atomic_store_n(&t->hdr->clock, now, __ATOMIC_RELEASE);
+    flush_due(t);
     expire_scan(t, now);
     for (unsigned cls = 0; cls < rkv_slab_class_count(t->slab); cls++)
         rkv_slab_drain(t->slab, cls);   /* items freed by threads that stopped writing come back */
@@ -1717,6 +1803,7 @@ static void counters_sum(const struct rkv_table *t, struct table_counters *out)
         out->insert_failures += __atomic_load_n(&n->insert_failures, __ATOMIC_RELAXED);
         out->hints += __atomic_load_n(&n->hints, __ATOMIC_RELAXED);
         out->hints_ignored += __atomic_load_n(&n->hints_ignored, __ATOMIC_RELAXED);
+        out->flushed += __atomic_load_n(&n->flushed, __ATOMIC_RELAXED);
     }
 }
 
@@ -1746,6 +1833,7 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     out->pages_unassigned = ss.pages_unassigned;
     out->hints = n.hints;
     out->hints_ignored = n.hints_ignored;
+    out->flushed = n.flushed;
     out->slab_reassigns = ss.reassigns;
     if (t->lock_stats != NULL) {
         rkv_lock_stats_sum(&t->lock_stats[0].stripes, sizeof(t->lock_stats[0]), &out->lock_stripes);

@@ -74,6 +74,7 @@ struct rkv_table_stats {
     uint64_t pages_unassigned; /* slab pages no size class holds that one may take now */
     uint64_t hints, hints_ignored; /* client hints applied / rejected as invalid */
     uint64_t slab_reassigns; /* slab pages moved from one size class to another (eviction on) */
+    uint64_t flushed;        /* items removed by flushes (rkv_table_flush) */
     /* Lock holds and waits, counted only with rkv_table_config.lock_timing. */
     struct rkv_lock_stats lock_stripes; /* a write's bucket stripes (two, or a displacement path's) */
     struct rkv_lock_stats lock_index;   /* the whole index, exclusive (eviction, page moves, ...) */
@@ -102,6 +103,16 @@ rkv_status rkv_table_delete_version(struct rkv_table *t, const void *key, uint32
                                     uint64_t version);
 rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len,
                           int64_t delta, uint64_t *result);
+
+/* memcached's flush_all. delay_s 0: remove every item stored so far, now,
+ * and return how many went; an item a concurrent write publishes meanwhile
+ * may stay (it was stored after the flush began). delay_s > 0: schedule
+ * that for delay_s seconds from now (the time source's), replacing a flush
+ * already scheduled, and return 0; the first tick at or after that time
+ * removes every item stored before it. A flush now cancels a scheduled one.
+ * The removal is a delete's: one-sided readers holding an item's location
+ * see it OBSOLETE and miss. */
+uint64_t rkv_table_flush(struct rkv_table *t, uint32_t delay_s);
 
 /* Server-side lookup for tests and tools (incr has its own, under the
  * lock): copies nothing, returns the live item or NULL. */

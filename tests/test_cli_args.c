@@ -178,6 +178,11 @@ static void good_commands(void **state)
     assert_int_equal(c.shard, 2);
     assert_true(parse_words(&c, err, sizeof err, "ping", NULL));
     assert_int_equal(c.cmd, CLI_PING);
+    assert_true(parse_words(&c, err, sizeof err, "flush", NULL));
+    assert_int_equal(c.cmd, CLI_FLUSH);
+    assert_int_equal(c.delay, 0);
+    assert_true(parse_words(&c, err, sizeof err, "flush", "4294967295", NULL));
+    assert_int_equal(c.delay, UINT32_MAX);
 
     char key250[251];
     memset(key250, 'k', 250);
@@ -222,6 +227,9 @@ static void bad_commands(void **state)
     BAD("del: missing arguments", "del");
     BAD("stats: SHARD 'one'", "stats", "one");
     BAD("ping: too many arguments", "ping", "x");
+    BAD("flush: DELAY 'soon' is not a whole number of seconds", "flush", "soon");
+    BAD("flush: DELAY '4294967296'", "flush", "4294967296");
+    BAD("flush: too many arguments", "flush", "1", "2");
 #undef BAD
     assert_false(cli_parse_command(NULL, 0, &c, err, sizeof err));
     assert_non_null(strstr(err, "no command"));

@@ -264,6 +264,25 @@ static void test_other_commands(void **state)
     assert_int_equal(parse("verbosity 1 noreply\r\n", &r, &used), RKV_MC_OK);
     assert_true(r.noreply);
     assert_int_equal(parse("flush_all 0\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_FLUSH_ALL);
+    /* memcached's rules: up to two arguments; the first is the delay unless
+     * all there is beside a final noreply (measured against 1.6.18) */
+    assert_int_equal(parse("flush_all\r\n", &r, &used), RKV_MC_OK);
+    assert_false(r.noreply);
+    assert_int_equal(r.exptime, 0);
+    assert_int_equal(parse("flush_all noreply\r\n", &r, &used), RKV_MC_OK);
+    assert_true(r.noreply);
+    assert_int_equal(parse("flush_all 10 noreply\r\n", &r, &used), RKV_MC_OK);
+    assert_true(r.noreply);
+    assert_int_equal(r.exptime, 10);
+    assert_int_equal(parse("flush_all 1 2\r\n", &r, &used), RKV_MC_OK);
+    assert_false(r.noreply);
+    assert_int_equal(r.exptime, 1);
+    assert_int_equal(parse("flush_all -1\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.exptime, -1);
+    assert_int_equal(parse("flush_all noreply 5\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_string_equal(r.error, "invalid exptime argument");
+    assert_int_equal(parse("flush_all 5 noreply extra\r\n", &r, &used), RKV_MC_ERROR);
     assert_int_equal(parse("quit\r\n", &r, &used), RKV_MC_OK);
     assert_int_equal(r.cmd, RKV_MC_QUIT);
     assert_int_equal(parse("mn\r\n", &r, &used), RKV_MC_OK);

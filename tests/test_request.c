@@ -226,7 +226,7 @@ static void test_nothing_acts_before_hello(void **state)
     (void)state;
     struct fx *f = fx_new("", 16);
     static const uint8_t opcodes[] = { RKV_OP_PUT, RKV_OP_DELETE, RKV_OP_INCR, RKV_OP_PING,
-                                       RKV_OP_STATS, RKV_OP_HINTS };
+                                       RKV_OP_STATS, RKV_OP_HINTS, RKV_OP_FLUSH };
     for (unsigned i = 0; i < RKV_ARRAY_SIZE(opcodes); i++) {
         bool keyed = opcodes[i] == RKV_OP_PUT || opcodes[i] == RKV_OP_DELETE ||
                      opcodes[i] == RKV_OP_INCR;
@@ -407,8 +407,24 @@ static void test_opcodes(void **state)
     assert_non_null(strstr(text, "\nerr_not_found 2\n"));
     assert_int_equal(text[r->payload_len - 1], '\n');
 
+    /* FLUSH: no key; the reply carries the items removed; with a key: refused */
+    h = (struct rkv_req){ .opcode = RKV_OP_FLUSH };
+    r = handle(f, 0, build(f, h, NULL, NULL, 0, NULL), &n);
+    assert_int_equal(r->status, RKV_OK);
+    assert_int_equal(r->value, 1);                      /* "hot" */
+    assert_null(rkv_table_find(f->srv->table, "hot", 3));
+    h = (struct rkv_req){ .opcode = RKV_OP_FLUSH, .arg = 60 };   /* scheduled: nothing now */
+    assert_int_equal(put(f, 0, "later", "v"), RKV_OK);
+    r = handle(f, 0, build(f, h, NULL, NULL, 0, NULL), &n);
+    assert_int_equal(r->status, RKV_OK);
+    assert_int_equal(r->value, 0);
+    assert_non_null(rkv_table_find(f->srv->table, "later", 5));
+
     assert_false(f->wc[0].closing);
-    assert_int_equal(counter(&f->w->stats.requests[RKV_OP_PUT]), 4);
+    h = (struct rkv_req){ .opcode = RKV_OP_FLUSH };
+    assert_int_equal(handle(f, 0, build(f, h, "k", NULL, 0, NULL), NULL)->status, RKV_PROTOCOL);
+    f->wc[0].closing = false;
+    assert_int_equal(counter(&f->w->stats.requests[RKV_OP_PUT]), 5);
     assert_int_equal(counter(&f->w->stats.requests[RKV_OP_INCR]), 2);
     assert_int_equal(counter(&f->w->stats.requests[RKV_OP_DELETE]), 2);
     fx_free(f);

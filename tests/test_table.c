@@ -1643,6 +1643,96 @@ static void test_failed_set_drops_old_value(void **state)
     env_free(&e);
 }
 
+/* ------------------------------------------------------------ flush */
+
+/* flush now: every item goes, whatever its size class, for a reader that
+ * looks it up and for one that holds its location (the removal marks it
+ * OBSOLETE: design.md invariant 8); incr and the put modes see no item; an
+ * item stored after the flush stays. */
+static void test_flush_now(void **state)
+{
+    (void)state;
+    struct env e;
+    struct rkv_table_config c = { .evict = RKV_EVICT_LRU, .slab_page_size = 64 * 1024 };
+    env_make(&e, 8 * MiB, &c);
+    enum { N = 600 };
+    uint64_t slot[N];
+    char key[32], val[3000];
+    memset(val, 'v', sizeof val);
+    for (unsigned i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "key%u", i);
+        assert_int_equal(put_mode(&e, key, (uint32_t)strlen(key), val, 1 + (i * 37) % 2900,
+                                  RKV_SET, 0, 0, NULL), RKV_OK);
+    }
+    assert_int_equal(put(&e, "ctr", "7"), RKV_OK);
+    for (unsigned i = 0; i < N; i++) {
+        struct rkv_lookup l;
+        snprintf(key, sizeof key, "key%u", i);
+        assert_int_equal(get(&e, key, (uint32_t)strlen(key), 0, val, sizeof val, &l), RKV_OK);
+        slot[i] = l.slot;
+    }
+    assert_int_equal(rkv_table_flush(e.t, 0), N + 1);
+    for (unsigned i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "key%u", i);
+        assert_int_equal(get(&e, key, (uint32_t)strlen(key), 0, val, sizeof val, NULL), RKV_NOT_FOUND);
+        assert_int_equal(get(&e, key, (uint32_t)strlen(key), slot[i], val, sizeof val, NULL),
+                         RKV_NOT_FOUND);
+    }
+    uint64_t v;
+    assert_int_equal(rkv_table_incr(e.t, "ctr", 3, 1, &v), RKV_NOT_FOUND);
+    assert_int_equal(put_mode(&e, "key1", 4, "r", 1, RKV_REPLACE, 0, 0, NULL), RKV_NOT_STORED);
+    struct rkv_table_stats s = stats(&e);
+    assert_int_equal(s.items, 0);
+    assert_int_equal(s.item_bytes, 0);
+    assert_int_equal(s.flushed, N + 1);
+    assert_int_equal(put(&e, "after", "kept"), RKV_OK);
+    assert_int_equal(rkv_table_flush(e.t, 0), 1);
+    assert_int_equal(put(&e, "after", "kept"), RKV_OK);
+    assert_string_equal(get_str(&e, "after"), "kept");
+    env_free(&e);
+}
+
+/* flush_all with a delay: nothing goes before its time; the tick at its
+ * time removes what was stored before; what is stored after stays. A flush
+ * scheduled later replaces an earlier one; a flush now cancels it. */
+static void test_flush_scheduled(void **state)
+{
+    (void)state;
+    struct env e;
+    struct rkv_table_config fc = { .now_ns = fake_now };
+    env_make(&e, 8 * MiB, &fc);
+    assert_int_equal(put(&e, "a", "1"), RKV_OK);
+    assert_int_equal(rkv_table_flush(e.t, 5), 0);
+    assert_int_equal(put(&e, "b", "2"), RKV_OK);
+    fake_ns += 4 * 1000000000ull;
+    rkv_table_tick(e.t);
+    assert_string_equal(get_str(&e, "a"), "1");
+    assert_string_equal(get_str(&e, "b"), "2");
+    fake_ns += 1000000000ull;                  /* the flush's time */
+    rkv_table_tick(e.t);
+    assert_null(get_str(&e, "a"));
+    assert_null(get_str(&e, "b"));
+    assert_int_equal(put(&e, "c", "3"), RKV_OK);
+    fake_ns += 3 * 1000000000ull;
+    rkv_table_tick(e.t);                       /* done once: c stays */
+    assert_string_equal(get_str(&e, "c"), "3");
+
+    assert_int_equal(rkv_table_flush(e.t, 100), 0);
+    assert_int_equal(rkv_table_flush(e.t, 2), 0);  /* replaces the one at 100 */
+    fake_ns += 2 * 1000000000ull;
+    rkv_table_tick(e.t);
+    assert_null(get_str(&e, "c"));
+
+    assert_int_equal(put(&e, "d", "4"), RKV_OK);
+    assert_int_equal(rkv_table_flush(e.t, 2), 0);
+    assert_int_equal(rkv_table_flush(e.t, 0), 1);   /* now, and the scheduled one is off */
+    assert_int_equal(put(&e, "e", "5"), RKV_OK);
+    fake_ns += 5 * 1000000000ull;
+    rkv_table_tick(e.t);
+    assert_string_equal(get_str(&e, "e"), "5");
+    env_free(&e);
+}
+
 int main(void)
 {
     rkv_log_set_level(RKV_LOG_ERROR);  /* no hugepage warning per test region */
@@ -1679,6 +1769,8 @@ int main(void)
         cmocka_unit_test(test_append_chain_random),
         cmocka_unit_test(test_incr_under_pressure),
         cmocka_unit_test(test_failed_set_drops_old_value),
+        cmocka_unit_test(test_flush_now),
+        cmocka_unit_test(test_flush_scheduled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

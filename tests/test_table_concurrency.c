@@ -955,6 +955,82 @@ static void test_disjoint_writes_overlap(void **state)
     rkv_region_destroy(&region);
 }
 
+/* ------------------------------------------------------------ flush under displacement
+ *
+ * A flush while a writer keeps a small index nearly full, so that its
+ * inserts move items between buckets (cuckoo) throughout: every item stored
+ * before the flush began is gone once it returns, wherever displacement
+ * moved it meanwhile (a sweep of the index in bucket order could miss an
+ * item moved from a bucket not yet swept to one already swept). Which
+ * interleaving happens varies; the assertion holds for all of them. */
+
+#define FD_OLD   1400    /* keys stored before the flush: ~78 % of 256 x 7 slots */
+#define FD_LIVE  150     /* the writer keeps this many of its own keys */
+
+struct flush_displace {
+    struct rkv_table *t;
+    int stop;            /* atomic */
+    uint64_t inserts;    /* atomic */
+};
+
+static void *fd_writer(void *p)
+{
+    struct flush_displace *f = p;
+    char key[32];
+    for (unsigned i = 0; !__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE); i++) {
+        snprintf(key, sizeof key, "new%u", i);
+        put_str(f->t, key, "n");
+        if (i >= FD_LIVE) {
+            snprintf(key, sizeof key, "new%u", i - FD_LIVE);
+            rkv_table_delete(f->t, key, (uint32_t)strlen(key));
+        }
+        __atomic_fetch_add(&f->inserts, 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+static void test_flush_races_displacement(void **state)
+{
+    (void)state;
+    static struct flush_displace f;
+    struct rkv_region region;
+    char err[512] = "", key[32];
+    struct rkv_table_config c = { .index_share = 256.0 * 64 / (16 << 20) };
+    assert_int_equal(rkv_region_create(16 << 20, &region, err, sizeof err), RKV_OK);
+    if (rkv_table_create(region.base, region.size, &c, &f.t, err, sizeof err) != RKV_OK)
+        fail_msg("%s", err);
+    assert_int_equal(rkv_table_header(f.t)->bucket_count, 256);
+    for (unsigned k = 0; k < FD_OLD; k++) {
+        snprintf(key, sizeof key, "old%u", k);
+        assert_int_equal(put_str(f.t, key, "o"), RKV_OK);
+    }
+    struct rkv_table_stats s0;
+    rkv_table_get_stats(f.t, &s0);
+
+    pthread_t w;
+    f.stop = 0;
+    f.inserts = 0;
+    assert_int_equal(pthread_create(&w, NULL, fd_writer, &f), 0);
+    while (__atomic_load_n(&f.inserts, __ATOMIC_ACQUIRE) < 2 * FD_LIVE)
+        sched_yield();                     /* the writer is displacing by now */
+    uint64_t removed = rkv_table_flush(f.t, 0);
+    for (unsigned k = 0; k < FD_OLD; k++) {
+        snprintf(key, sizeof key, "old%u", k);
+        if (rkv_table_find(f.t, key, (uint32_t)strlen(key)) != NULL)
+            fail_msg("%s was stored before the flush and is still there", key);
+    }
+    __atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(w, NULL);
+    struct rkv_table_stats s;
+    rkv_table_get_stats(f.t, &s);
+    print_message("flush removed %llu items while the writer made %llu displacements\n",
+                  (unsigned long long)removed,
+                  (unsigned long long)(s.displacements - s0.displacements));
+    assert_true(removed >= FD_OLD);
+    rkv_table_destroy(f.t);
+    rkv_region_destroy(&region);
+}
+
 /* ------------------------------------------------------------ eviction locks
  *
  * Deterministic: on a full heap, a PUT evicts ahead (keeping its class's
@@ -1200,6 +1276,7 @@ int main(void)
         cmocka_unit_test(test_writers_race_writers),
         cmocka_unit_test(test_writers_race_writers_evicting),
         cmocka_unit_test(test_disjoint_writes_overlap),
+        cmocka_unit_test(test_flush_races_displacement),
         cmocka_unit_test(test_evict_ahead_without_whole_index),
         cmocka_unit_test(test_counters_summed_from_writers),
     };

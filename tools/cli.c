@@ -8,7 +8,7 @@
  * Output contract (scripts rely on it): a value is written raw, followed by
  * one newline, whether stdout is a terminal or not; incr/decr print the new
  * number; stats prints the server's "name value" lines; ping prints PONG;
- * writes print nothing (OK on a terminal). Everything else — misses, refusals,
+ * writes (flush too) print nothing (OK on a terminal). Everything else — misses, refusals,
  * errors — goes to stderr as "rkv-cli: COMMAND: ...". Exit status: 0, 1
  * (miss or refused write), 2 (usage, connection or server error).
  */
@@ -209,6 +209,16 @@ static int cmd_ping(struct cli_ctx *x, const struct cli_command *c)
     return CLI_EXIT_OK;
 }
 
+static int cmd_flush(struct cli_ctx *x, const struct cli_command *c)
+{
+    rkv_status st = rkv_flush(x->client, c->delay);
+    if (st != RKV_OK)
+        return report(x, c, st);
+    if (x->stdout_tty)
+        puts("OK");
+    return CLI_EXIT_OK;
+}
+
 static int run_command(struct cli_ctx *x, const struct cli_arg *args, size_t n, long line)
 {
     struct cli_command c;
@@ -231,6 +241,7 @@ static int run_command(struct cli_ctx *x, const struct cli_arg *args, size_t n, 
     case CLI_DECR:  rc = cmd_incr(x, &c); break;
     case CLI_STATS: rc = cmd_stats(x, &c); break;
     case CLI_PING:  rc = cmd_ping(x, &c); break;
+    case CLI_FLUSH: rc = cmd_flush(x, &c); break;
     }
     fflush(stdout);
     return rc;

@@ -37,6 +37,8 @@ void cli_usage(FILE *out)
 "  decr KEY [DELTA]     subtract DELTA (saturating at 0); print the result\n"
 "  stats [SHARD]        the server's statistics as 'name value' lines\n"
 "  ping                 round trip to every server; prints PONG\n"
+"  flush [DELAY]        remove every item from every server, now or in DELAY\n"
+"                       seconds (memcached's flush_all)\n"
 "Writes print nothing on success unless stdout is a terminal (then OK).\n"
 "'--' ends a command's options, so `put k -- --ttl` stores the value \"--ttl\".\n"
 "\n"
@@ -217,6 +219,7 @@ static const struct {
     { "decr",   CLI_DECR,  1, 2, "decr KEY [DELTA]" },
     { "stats",  CLI_STATS, 0, 1, "stats [SHARD]" },
     { "ping",   CLI_PING,  0, 0, "ping" },
+    { "flush",  CLI_FLUSH, 0, 1, "flush [DELAY]" },
 };
 
 /* A put/get option at args[*i]; advances *i past its value. */
@@ -275,12 +278,12 @@ bool cli_parse_command(const struct cli_arg *args, size_t n, struct cli_command 
     size_t npos = 0, k;
     memset(c, 0, sizeof *c);
     if (n == 0)
-        return fail(err, err_len, "no command; use get, put, del, incr, decr, stats or ping");
+        return fail(err, err_len, "no command; use get, put, del, incr, decr, stats, ping or flush");
     for (k = 0; k < RKV_ARRAY_SIZE(commands); k++)
         if (arg_is(&args[0], commands[k].name))
             break;
     if (k == RKV_ARRAY_SIZE(commands))
-        return fail(err, err_len, "unknown command '%.*s'; use get, put, del, incr, decr, stats or ping",
+        return fail(err, err_len, "unknown command '%.*s'; use get, put, del, incr, decr, stats, ping or flush",
                     (int)args[0].len, args[0].s);
     c->cmd = commands[k].cmd;
     c->name = commands[k].name;
@@ -335,6 +338,14 @@ bool cli_parse_command(const struct cli_arg *args, size_t n, struct cli_command 
         }
         return true;
     case CLI_PING:
+        return true;
+    case CLI_FLUSH:
+        if (npos == 1) {
+            if (!arg_u64(&pos[0], 0, UINT32_MAX, &v))
+                return fail(err, err_len, "flush: DELAY '%.*s' is not a whole number of seconds in "
+                            "0..%u", (int)pos[0].len, pos[0].s, UINT32_MAX);
+            c->delay = (uint32_t)v;
+        }
         return true;
     }
     return true;

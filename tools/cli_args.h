@@ -49,7 +49,7 @@ struct cli_arg {
     size_t len;      /* their number */
 };
 
-enum cli_cmd { CLI_GET, CLI_PUT, CLI_DEL, CLI_INCR, CLI_DECR, CLI_STATS, CLI_PING };
+enum cli_cmd { CLI_GET, CLI_PUT, CLI_DEL, CLI_INCR, CLI_DECR, CLI_STATS, CLI_PING, CLI_FLUSH };
 
 struct cli_command {
     enum cli_cmd cmd;
@@ -61,6 +61,7 @@ struct cli_command {
     bool meta;                       /* get --meta: print version/flags/ttl to stderr */
     bool all_shards;                 /* stats without SHARD */
     unsigned shard;                  /* stats SHARD */
+    uint32_t delay;                  /* flush DELAY seconds, default 0 (now) */
 };
 
 /* Parses args[0] (the command) and its arguments. Returns false with a
