@@ -8,11 +8,12 @@
  *         (libibverbs + librdmacm, RC queue pairs)
  *   shm   client/shm_client.c, server/shm_server.c, common/shm_ring.c
  *         (memfd region mapped read-only, shared-memory rings)
- *   tcp   server/tcp_server.c only: the memcached text protocol door. Its
- *         messages are a byte stream, not rkv frames: its `protocol`
- *         (RKV_WIRE_MEMCACHE) has worker.c hand its connections to
- *         server/memcache_exec.c instead of request.c, and main.c skip
- *         HELLO admission for them.
+ *   tcp   server/tcp_server.c only: a byte stream, the door memcached
+ *         clients come in by.
+ *
+ * What the messages or bytes mean is the business of the server's wire
+ * protocol (server/wire.h), which each listener's URI scheme chooses; no
+ * transport knows which it carries.
  *
  * Callers find a transport by its URI scheme (rkv_client_transport_by_scheme,
  * rkv_server_transport_by_scheme: the tables in client/transports.c and
@@ -233,18 +234,8 @@ struct rkv_msg {
  * "optional"; call optional ops only through their rkv_sconn_*() wrapper
  * below. Listener ops are called by the main thread; connection ops only by
  * the worker that owns the connection. */
-/* What a server transport's connections speak, which decides how a worker
- * serves them (worker.c) and whether they are admitted through HELLO. */
-enum rkv_wire_protocol {
-    RKV_WIRE_RKV = 0,    /* rkv's messages (protocol.h): HELLO first (the shared secret,
-                            admission.c), then requests answered by rkv_handle_request */
-    RKV_WIRE_MEMCACHE,   /* the memcached text protocol (memcache_exec.c): no HELLO, so
-                            with a secret only loopback or an explicit allow (main.c) */
-};
-
 struct rkv_server_transport {
     const char *scheme;  /* "rdma", "shm" or "tcp": the listen URI's "scheme://" */
-    enum rkv_wire_protocol protocol;   /* what its connections speak */
     /* Its connections have work only when event_fd says so (a socket): the
      * worker watches event_fd in its own epoll set for events(), serves a
      * connection only when that epoll reports it, never in its polling

@@ -541,7 +541,6 @@ static void tcp_close_listener(struct rkv_listener *l)
 
 const struct rkv_server_transport rkv_tcp_server_transport = {
     .scheme = "tcp",
-    .protocol = RKV_WIRE_MEMCACHE,
     .event_driven = true,
     .listen = tcp_listen,
     .listener_fd = tcp_listener_fd,
