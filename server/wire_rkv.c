@@ -49,6 +49,7 @@ static void post_replies(struct rkv_worker *w, struct rkv_wconn *wc, enum rkv_re
  * the client's batch when may_hold (reply_batch.h). */
 static unsigned serve_requests(struct rkv_worker *w, struct rkv_wconn *wc, bool may_hold)
 {
+    const struct rkv_msg_transport_ops *msg = wc->ops->msg;
     struct rkv_reply_batch *b = &wc->replies;
     struct rkv_msg msgs[RKV_REPLY_BATCH];
     unsigned taken = 0, got;
@@ -56,7 +57,7 @@ static unsigned serve_requests(struct rkv_worker *w, struct rkv_wconn *wc, bool 
     while (rkv_reply_batch_room(b) > 0 && !wc->closing &&
            (got = wc->ops->poll(wc->conn, msgs, rkv_reply_batch_room(b))) > 0) {
         for (unsigned i = 0; i < got; i++) {
-            void *out = wc->ops->reply_buf(wc->conn, b->n);
+            void *out = msg->reply_buf(wc->conn, b->n);
             rkv_reply_batch_add(b, rkv_handle_request(w->srv, w, wc, &msgs[i], out));
         }
         more = rkv_req_more(msgs[got - 1].data, msgs[got - 1].len);

@@ -103,13 +103,17 @@ static void fake_close(struct rkv_sconn *c)
     atomic_fetch_add(&c->closes, 1);
 }
 
+static const struct rkv_msg_transport_ops fake_msg_ops = {
+    .reply_buf = fake_reply_buf,
+    .pull = fake_pull,
+};
+
 /* Polled (no event_fd): the worker sweeps these connections every pass. */
 static const struct rkv_server_transport fake_transport = {
     .scheme = "fake",
+    .msg = &fake_msg_ops,
     .poll = fake_poll,
-    .reply_buf = fake_reply_buf,
     .reply = fake_reply,
-    .pull = fake_pull,
     .alive = fake_alive,
     .peer = fake_peer,
     .close = fake_close,
