@@ -8,11 +8,14 @@
  *         (libibverbs + librdmacm, RC queue pairs)
  *   shm   client/shm_client.c, server/shm_server.c, common/shm_ring.c
  *         (memfd region mapped read-only, shared-memory rings)
- *   tcp   server/tcp_server.c only: the memcached text protocol door. Its
- *         messages are a byte stream, not rkv frames: its `protocol`
- *         (RKV_WIRE_MEMCACHE) has worker.c hand its connections to
- *         server/memcache_exec.c instead of request.c, and main.c skip
- *         HELLO admission for them.
+ *   tcp   server/tcp_server.c only: a byte stream, the door memcached
+ *         clients come in by. It carries no rkv messages and offers no
+ *         one-sided reads, so it has no rkv_msg_transport_ops (below).
+ *
+ * A server transport carries messages (rdma, shm: they fill
+ * rkv_msg_transport_ops too) or bytes (tcp). What the messages or bytes
+ * mean is the business of the server's wire protocol (server/wire.h), which
+ * each listener's URI scheme chooses; no transport knows which it carries.
  *
  * Callers find a transport by its URI scheme (rkv_client_transport_by_scheme,
  * rkv_server_transport_by_scheme: the tables in client/transports.c and
@@ -20,10 +23,11 @@
  * transports is an op or a parameter here. A new transport adds its files and
  * one entry in each table.
  *
- * Message contract (both directions): a message is at most `max_msg` bytes and
- * is delivered whole, with its byte count, or not at all. The client keeps at
- * most `credits` requests outstanding; the server answers each request with
- * exactly one reply, in order, and the reply returns the credit.
+ * Message contract (message transports, both directions): a message is at
+ * most `max_msg` bytes and is delivered whole, with its byte count, or not
+ * at all. The client keeps at most `credits` requests outstanding; the
+ * server answers each request with exactly one reply, in order, and the
+ * reply returns the credit.
  *
  * Counting contract: every call that makes the hardware (or the peer) start
  * work — one ibv_post_send, one ring publish — adds 1 to `doorbells`.
@@ -229,28 +233,42 @@ struct rkv_msg {
     uint32_t len;
 };
 
+/* What only a message transport (shm, rdma) has: replies built in buffers
+ * it lends, a region its clients read one-sidedly, values they stage for
+ * the server to pull. They serve the rkv wire protocol (server/wire_rkv.c,
+ * request.c). A byte-stream transport (tcp) has none of them: its `msg` is
+ * NULL, and only a wire protocol that speaks byte streams is paired with it
+ * (server/wires.c). In a message transport every op here is required. */
+struct rkv_msg_transport_ops {
+    /* Required. Main thread, for each HELLO reply: the region's rkey and
+     * address as clients must use them (rdma); zeros where clients map the
+     * region (shm). */
+    void (*region_desc)(struct rkv_listener *l, uint32_t *rkey, uint64_t *addr);
+    /* Required. Where reply i of the current batch goes (the answer to its
+     * i-th request): max_msg bytes, which the peer may be able to read
+     * (shm) — write it, never read it back. */
+    void *(*reply_buf)(struct rkv_sconn *c, unsigned i);
+    /* Required. Rendezvous: copy the client's staged value into dst (which may
+     * be in the region). Returns RKV_OK, or RKV_PROTOCOL if the descriptor is
+     * out of bounds, RKV_CONNECTION if the copy failed. */
+    rkv_status (*pull)(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst);
+};
+
 /* A server transport. Every op is required (never NULL) unless it says
  * "optional"; call optional ops only through their rkv_sconn_*() wrapper
  * below. Listener ops are called by the main thread; connection ops only by
  * the worker that owns the connection. */
-/* What a server transport's connections speak, which decides how a worker
- * serves them (worker.c) and whether they are admitted through HELLO. */
-enum rkv_wire_protocol {
-    RKV_WIRE_RKV = 0,    /* rkv's messages (protocol.h): HELLO first (the shared secret,
-                            admission.c), then requests answered by rkv_handle_request */
-    RKV_WIRE_MEMCACHE,   /* the memcached text protocol (memcache_exec.c): no HELLO, so
-                            with a secret only loopback or an explicit allow (main.c) */
-};
-
 struct rkv_server_transport {
     const char *scheme;  /* "rdma", "shm" or "tcp": the listen URI's "scheme://" */
-    enum rkv_wire_protocol protocol;   /* what its connections speak */
     /* Its connections have work only when event_fd says so (a socket): the
      * worker watches event_fd in its own epoll set for events(), serves a
      * connection only when that epoll reports it, never in its polling
      * sweep, and after each serve changes the registration if events()
      * changed. false: polled (shm, rdma). */
     bool event_driven;
+    /* Required in a message transport (shm, rdma); NULL in a byte stream
+     * (tcp). Its ops are above. */
+    const struct rkv_msg_transport_ops *msg;
 
     /* Required. Called once per listen URI at start-up with `addr`, the URI
      * after "scheme://"; p may be NULL (the defaults). Registers/exports
@@ -267,36 +285,32 @@ struct rkv_server_transport {
      * *out = NULL when none is pending; errors on one peer (refused, counted
      * in p->rejected) do not fail the listener. */
     rkv_status (*accept)(struct rkv_listener *l, struct rkv_sconn **out);
-    /* Required. Called for each HELLO reply: the region's rkey and address as
-     * clients must use them (rdma); zeros where clients map the region (shm). */
-    void (*region_desc)(struct rkv_listener *l, uint32_t *rkey, uint64_t *addr);
     /* Required. Called at shutdown, after every connection is closed. */
     void (*close_listener)(struct rkv_listener *l);
 
     /* The calls below are made only by the worker that owns the connection. */
 
-    /* Required. Received requests, up to max (0: none). The worker may poll
-     * again before it replies (requests that arrived meanwhile join the
-     * batch); every request polled and not yet answered is one entry of the
-     * current batch, in arrival order, and stays valid until reply(). A
-     * transport never returns more unanswered requests than it has reply
-     * slots for. */
+    /* Required. A message transport: received requests, up to max (0:
+     * none). The worker may poll again before it replies (requests that
+     * arrived meanwhile join the batch); every request polled and not yet
+     * answered is one entry of the current batch, in arrival order, and
+     * stays valid until reply(). A transport never returns more unanswered
+     * requests than it has reply slots for.
+     * A byte stream: 1 with msgs[0] = all input received and not yet
+     * consumed, valid until reply(), or 0 when there is none or it takes no
+     * more for now (server/tcp_server.h). */
     unsigned (*poll)(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max);
-    /* Required. Where reply i of the current batch goes (the answer to its
-     * i-th request): max_msg bytes, which the peer may be able to read
-     * (shm) — write it, never read it back. */
-    void *(*reply_buf)(struct rkv_sconn *c, unsigned i);
-    /* Required. Post replies 0..n-1 of the current batch (n = every request
-     * polled so far) as one batch — one doorbell: one chained ibv_post_send
-     * signalled per signal_interval, one ring publish — and give the request
-     * buffers back to the peer in one call (one chained ibv_post_recv).
+    /* Required. A message transport: post replies 0..n-1 of the current
+     * batch (n = every request polled so far; reply i in reply_buf(i)) as
+     * one batch — one doorbell: one chained ibv_post_send signalled per
+     * signal_interval, one ring publish — and give the request buffers back
+     * to the peer in one call (one chained ibv_post_recv).
+     * A byte stream: n is 1 and lens[0] the input bytes now consumed; the
+     * answers, already appended through the transport's own stream calls
+     * (server/tcp_server.h), are written.
      * Returns RKV_OK, or an error after which the connection must be
      * closed. */
     rkv_status (*reply)(struct rkv_sconn *c, const uint32_t *lens, unsigned n);
-    /* Required. Rendezvous: copy the client's staged value into dst (which may
-     * be in the region). Returns RKV_OK, or RKV_PROTOCOL if the descriptor is
-     * out of bounds, RKV_CONNECTION if the copy failed. */
-    rkv_status (*pull)(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst);
     /* Required. False once the peer is gone or broke the protocol; then close(). */
     bool (*alive)(struct rkv_sconn *c);
     /* Optional (sleeping workers: poll_mode adaptive or event; both or
@@ -336,7 +350,7 @@ extern const struct rkv_server_transport rkv_shm_server_transport;
 extern const struct rkv_server_transport rkv_rdma_server_transport;
 extern const struct rkv_server_transport rkv_tcp_server_transport; /* server/tcp_server.h */
 
-/* The server transport for a listen URI's scheme ("shm", "rdma"), or NULL
+/* The server transport for a listen URI's scheme ("shm", "rdma", "tcp"), or NULL
  * (server/transports.c). */
 const struct rkv_server_transport *rkv_server_transport_by_scheme(const char *scheme);
 

@@ -24,30 +24,8 @@
 #include "numa.h"
 #include "region.h"
 #include "server.h"
-#include "tcp_server.h"
 #include "util.h"
-
-/* issue 13: memcached clients have no way to present the shared secret, so
- * with one set the tcp door opens only on loopback, or when told to. */
-static int check_tcp_auth(const struct rkv_server_config *cfg, const char *uri, const char *addr)
-{
-    if (cfg->auth_secret[0] == '\0')
-        return 0;
-    if (cfg->tcp_allow_unauthenticated) {
-        RKV_WARN("%s: memcached clients are not authenticated (tcp_allow_unauthenticated); "
-                 "the shared secret guards only the rdma and shm doors", uri);
-        return 0;
-    }
-    if (rkv_tcp_is_loopback(addr)) {
-        RKV_INFO("%s: memcached clients are not authenticated; this door is open to local "
-                 "processes only (loopback)", uri);
-        return 0;
-    }
-    RKV_ERROR("cannot listen on %s: the server has a shared secret but memcached clients cannot "
-              "present one; bind the tcp door to loopback (tcp://127.0.0.1:PORT) or set "
-              "[security] tcp_allow_unauthenticated = yes (--tcp-allow-unauthenticated)", uri);
-    return -1;
-}
+#include "wire.h"
 
 static int open_listeners(struct rkv_server *srv)
 {
@@ -77,12 +55,13 @@ static int open_listeners(struct rkv_server *srv)
         memcpy(ep->uri, cfg->listen[i].uri, sizeof ep->uri);
         ep->uri[sizeof ep->uri - 1] = '\0';
         if (!rkv_uri_split(ep->uri, scheme, sizeof scheme, &addr) ||
-            (ep->ops = rkv_server_transport_by_scheme(scheme)) == NULL) {
+            (ep->ops = rkv_server_transport_by_scheme(scheme)) == NULL ||
+            (ep->wire = rkv_wire_by_scheme(scheme)) == NULL) {
             RKV_ERROR("cannot listen on %s: unknown transport; use rdma://HOST:PORT, shm://PATH "
                       "or tcp://HOST:PORT", ep->uri);
             return -1;
         }
-        if (ep->ops->protocol == RKV_WIRE_MEMCACHE && check_tcp_auth(cfg, ep->uri, addr) != 0)
+        if (rkv_wire_check_listener(ep->wire, cfg, ep->uri, addr) != 0)
             return -1;
         rkv_status st = ep->ops->listen(addr, &srv->region, &p, &ep->l, err, sizeof err);
         if (st != RKV_OK) {
@@ -90,7 +69,7 @@ static int open_listeners(struct rkv_server *srv)
             return -1;
         }
         srv->nlisteners++;
-        RKV_INFO("listening on %s", ep->uri);
+        RKV_INFO("listening on %s (%s)", ep->uri, ep->wire->name);
     }
     return 0;
 }
@@ -111,11 +90,8 @@ static void accept_all(struct rkv_server *srv, struct rkv_listen_ep *ep, unsigne
             ep->ops->close(conn);
             continue;
         }
-        *wc = (struct rkv_wconn){ .ops = ep->ops, .conn = conn, .ep = ep };
-        /* the memcached protocol has no HELLO: memcache_exec.c counts it against max_conns */
-        if (ep->ops->protocol == RKV_WIRE_RKV && rkv_admission_admit(srv, wc)) {
-            RKV_WARN("%s: %u connections are waiting for HELLO (max_unauth_conns); dropping the "
-                     "oldest for %s", ep->uri, srv->cfg.max_unauth_conns, ep->ops->peer(conn));
+        *wc = (struct rkv_wconn){ .ops = ep->ops, .wire = ep->wire, .conn = conn, .ep = ep };
+        if (rkv_wire_accept(wc->wire, srv, wc)) {   /* crowded one out: its worker closes it */
             for (unsigned i = 0; i < srv->nworkers; i++)
                 rkv_worker_wake(&srv->workers[i]);
         }

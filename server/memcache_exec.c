@@ -1,7 +1,8 @@
 /* memcache_exec.c — serve memcached text protocol commands from the table.
  *
- * The worker calls rkv_memcache_serve() for a tcp connection where it calls
- * rkv_handle_request() for an rkv one. One pass takes the connection's
+ * The memcached wire protocol (wire_memcache.c) calls rkv_memcache_serve()
+ * for a pass over a tcp connection, as the rkv protocol (wire_rkv.c) calls
+ * rkv_handle_request() for an rkv message. One pass takes the connection's
  * unconsumed input, parses commands from it (memcache_proto.c) and runs
  * each against the same table API request.c uses, appending answers to the
  * connection's output; the transport then writes the whole batch with one

@@ -886,17 +886,21 @@ static void srv_close(struct rkv_sconn *c)
     conn_destroy(c);
 }
 
+static const struct rkv_msg_transport_ops rdma_msg_ops = {
+    .region_desc = srv_region_desc,
+    .reply_buf = srv_reply_buf,
+    .pull = srv_pull,
+};
+
 const struct rkv_server_transport rkv_rdma_server_transport = {
     .scheme = "rdma",
+    .msg = &rdma_msg_ops,
     .listen = srv_listen,
     .listener_fd = srv_listener_fd,
     .accept = srv_accept_conn,
-    .region_desc = srv_region_desc,
     .close_listener = srv_close_listener,
     .poll = srv_poll,
-    .reply_buf = srv_reply_buf,
     .reply = srv_reply,
-    .pull = srv_pull,
     .alive = srv_alive,
     .event_fd = srv_event_fd,
     .arm = srv_arm,

@@ -35,7 +35,7 @@ static rkv_status pull_value(void *ctx, void *dst, uint32_t len)
     struct pull_ctx *p = ctx;
     if (len != p->rb.len)
         return RKV_PROTOCOL;
-    return p->wc->ops->pull(p->wc->conn, &p->rb, dst);
+    return p->wc->ops->msg->pull(p->wc->conn, &p->rb, dst);
 }
 
 static void apply_hints(struct rkv_server *srv, struct rkv_worker *w, const struct rkv_req_view *v)
@@ -78,7 +78,7 @@ static uint32_t reply_hello(struct rkv_server *srv, struct rkv_wconn *wc,
         .clock = rkv_table_clock(srv->table),
         .features = RKV_FEATURE_MORE | (srv->cfg.evict == RKV_EVICT_LRU ? RKV_FEATURE_HINTS : 0),
     };
-    wc->ep->ops->region_desc(wc->ep->l, &h.rkey, &h.region_addr);
+    wc->ep->ops->msg->region_desc(wc->ep->l, &h.rkey, &h.region_addr);
     memcpy(r + 1, &h, sizeof h);
     r->payload_len = sizeof h;
     return (uint32_t)(sizeof *r + sizeof h);

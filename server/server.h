@@ -17,6 +17,7 @@
 #include "reply_batch.h"
 #include "table.h"
 #include "transport.h"
+#include "wire.h"
 
 #define RKV_MAX_LISTENERS 8
 #define RKV_MAX_WORKERS   64
@@ -25,6 +26,7 @@ struct rkv_server;
 
 struct rkv_listen_ep {
     const struct rkv_server_transport *ops;
+    const struct rkv_wire *wire;             /* what its connections speak (wire.h) */
     struct rkv_listener *l;
     char uri[256];
 };
@@ -91,6 +93,7 @@ struct rkv_server {
 /* One connection as its worker sees it. */
 struct rkv_wconn {
     const struct rkv_server_transport *ops;
+    const struct rkv_wire *wire;             /* what it speaks: its listener's, chosen at accept */
     struct rkv_sconn *conn;
     struct rkv_listen_ep *ep;
     bool authed;                             /* HELLO with the right secret seen */
@@ -110,8 +113,9 @@ struct rkv_wconn {
 /* admission.c: bounds on connections that have not passed HELLO. */
 int rkv_admission_init(struct rkv_server *srv);
 void rkv_admission_free(struct rkv_server *srv);
-/* Main thread, at accept: take an unauthenticated slot for wc, crowding out
- * the oldest holder when all are taken (returns true then: wake workers). */
+/* Main thread, at accept (the rkv protocol's, wire_rkv.c): take an
+ * unauthenticated slot for wc, crowding out the oldest holder when all are
+ * taken (returns true then: wake workers). */
 bool rkv_admission_admit(struct rkv_server *srv, struct rkv_wconn *wc);
 /* Worker: why wc must be closed now (crowded out, HELLO deadline), or NULL. */
 const char *rkv_admission_check(struct rkv_server *srv, struct rkv_wconn *wc, uint64_t now_ns);

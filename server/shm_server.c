@@ -735,17 +735,21 @@ static const char *shm_peer(struct rkv_sconn *c)
     return c->peer;
 }
 
+static const struct rkv_msg_transport_ops shm_msg_ops = {
+    .region_desc = shm_region_desc,
+    .reply_buf = shm_reply_buf,
+    .pull = shm_pull,
+};
+
 const struct rkv_server_transport rkv_shm_server_transport = {
     .scheme = "shm",
+    .msg = &shm_msg_ops,
     .listen = shm_listen,
     .listener_fd = shm_listener_fd,
     .accept = shm_accept,
-    .region_desc = shm_region_desc,
     .close_listener = shm_close_listener,
     .poll = shm_poll,
-    .reply_buf = shm_reply_buf,
     .reply = shm_reply,
-    .pull = shm_pull,
     .alive = shm_alive,
     .event_fd = shm_event_fd,
     .arm = shm_arm,

@@ -229,13 +229,6 @@ static unsigned tcp_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max
     return 1;
 }
 
-static void *tcp_reply_buf(struct rkv_sconn *c, unsigned i)
-{
-    (void)c;
-    (void)i;
-    return NULL;   /* answers go through rkv_tcp_out_reserve */
-}
-
 /* lens[0]: input bytes the batch consumed. One send() for all answers. */
 static rkv_status tcp_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned n)
 {
@@ -247,14 +240,6 @@ static rkv_status tcp_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned 
     if (c->eof && c->in.start == c->in.end && c->out.start == c->out.end)
         mark_dead(c, "peer closed its sending side");
     return RKV_OK;   /* a dead connection shows in alive() */
-}
-
-static rkv_status tcp_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst)
-{
-    (void)c;
-    (void)rb;
-    (void)dst;
-    return RKV_PROTOCOL;   /* no rendezvous over tcp: values come in the stream */
 }
 
 static bool tcp_alive(struct rkv_sconn *c)
@@ -522,14 +507,6 @@ static rkv_status tcp_accept(struct rkv_listener *l, struct rkv_sconn **out)
     }
 }
 
-/* No one-sided reads through this door: no region descriptor. */
-static void tcp_region_desc(struct rkv_listener *l, uint32_t *rkey, uint64_t *addr)
-{
-    (void)l;
-    *rkey = 0;
-    *addr = 0;
-}
-
 static void tcp_close_listener(struct rkv_listener *l)
 {
     if (l == NULL)
@@ -541,17 +518,14 @@ static void tcp_close_listener(struct rkv_listener *l)
 
 const struct rkv_server_transport rkv_tcp_server_transport = {
     .scheme = "tcp",
-    .protocol = RKV_WIRE_MEMCACHE,
     .event_driven = true,
+    .msg = NULL,   /* a byte stream: no reply buffers, rendezvous or region to read */
     .listen = tcp_listen,
     .listener_fd = tcp_listener_fd,
     .accept = tcp_accept,
-    .region_desc = tcp_region_desc,
     .close_listener = tcp_close_listener,
     .poll = tcp_poll,
-    .reply_buf = tcp_reply_buf,
     .reply = tcp_reply,
-    .pull = tcp_pull,
     .alive = tcp_alive,
     .event_fd = tcp_event_fd,
     .events = tcp_events,

@@ -2,9 +2,10 @@
  *
  * rkv_tcp_server_transport is an rkv_server_transport like shm and rdma:
  * main accepts its connections, a worker serves them when its epoll says
- * their socket is ready (event_driven). Its messages are not
- * rkv frames but a byte stream (the memcached text protocol), so besides the
- * generic operations it offers the stream view memcache_exec.c works with:
+ * their socket is ready (event_driven). It carries a byte stream, not
+ * messages (it has no rkv_msg_transport_ops): the memcached text protocol
+ * (wire_memcache.c), which besides poll and reply works with the stream
+ * view below (memcache_exec.c):
  *
  *   poll(c, msgs, 1)  reads what the socket has (bounded by the input
  *                     buffer) and returns 1 with msgs[0] = all unconsumed

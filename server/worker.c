@@ -1,16 +1,14 @@
 /* worker.c — a worker thread: the server's request loop.
  *
  * Each worker owns its connections outright (no locks on the request path).
- * A pass visits every connection: it takes the requests that arrived,
- * answers them into the transport's reply buffers, looks again for requests
- * that came in meanwhile (they join the same batch), and then posts all
- * replies with one reply() call: one doorbell (one chained ibv_post_send,
- * one ring publish) and one chained repost of the receive buffers. Counted
- * as `replies` and `reply_doorbells` (stats.c). When the last request taken
- * says more of its client batch follows (RKV_REQ_MORE), the replies wait for
- * it instead, a bounded number of passes (reply_batch.h: `reply_holds`,
- * `reply_hold_expired`); a worker holding replies keeps passing and never
- * sleeps.
+ * A pass visits every connection and has the wire protocol it was accepted
+ * with serve it (wire.h): take what arrived, answer it, send the answers
+ * (the rkv protocol: one doorbell per batch of replies, server/wire_rkv.c;
+ * the memcached text protocol: one send(), server/wire_memcache.c). A
+ * connection whose replies wait for the next pass (the rkv protocol holds
+ * them while its client says more of its batch follows, a bounded number
+ * of passes: reply_batch.h) keeps its worker passing: a worker holding
+ * replies never sleeps.
  *
  * Waiting (poll_mode, config.h): adaptive (the default) busy-polls while
  * requests arrive and, after poll_idle_us without one, arms every
@@ -41,11 +39,10 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "memcache_exec.h"   /* issue 13: the tcp door */
 #include "reply_batch.h"
 #include "server.h"
-#include "tcp_server.h"
 #include "util.h"
+#include "wire.h"
 
 #define SLEEP_MS       100       /* longest sleep: re-check liveness and stop */
 #define ALIVE_EVERY    1024      /* passes between liveness checks while busy */
@@ -107,7 +104,6 @@ static void conns_remove(struct worker_conns *cs, struct rkv_wconn *wc)
     last->slot = wc->slot;
 }
 
-static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc, bool may_hold);
 static bool serve_evented(struct rkv_worker *w, struct worker_set *set, struct rkv_wconn *wc);
 
 /* Watch wc's event_fd in the worker's epoll set: for its events() when it
@@ -150,48 +146,6 @@ static void take_inbox(struct rkv_worker *w, struct worker_set *set)
     }
 }
 
-/* Post a connection's waiting replies with one doorbell. */
-static void post_replies(struct rkv_worker *w, struct rkv_wconn *wc, enum rkv_reply_verdict v)
-{
-    struct rkv_reply_batch *b = &wc->replies;
-    if (wc->ops->reply(wc->conn, b->lens, b->n) != RKV_OK)
-        wc->closing = true;
-    rkv_stat_bump(&w->stats.replies, b->n);
-    rkv_stat_bump(&w->stats.reply_doorbells, 1);
-    rkv_stat_bump(&w->stats.reply_holds, b->held);
-    rkv_stat_bump(&w->stats.reply_hold_expired, v == RKV_REPLY_EXPIRED);
-    rkv_reply_batch_posted(b);
-}
-
-/* Serve one connection for one pass; returns the requests taken. Requests
- * that arrive while they are answered join the batch, up to
- * RKV_REPLY_BATCH; the replies then go out, or wait for the rest of the
- * client's batch when may_hold (reply_batch.h). */
-static unsigned serve(struct rkv_worker *w, struct rkv_wconn *wc, bool may_hold)
-{
-    struct rkv_reply_batch *b = &wc->replies;
-    struct rkv_msg msgs[RKV_REPLY_BATCH];
-    unsigned taken = 0, got;
-    bool more = false;
-    if (wc->ops->protocol == RKV_WIRE_MEMCACHE)
-        return rkv_memcache_serve(w->srv, w, wc);
-    while (rkv_reply_batch_room(b) > 0 && !wc->closing &&
-           (got = wc->ops->poll(wc->conn, msgs, rkv_reply_batch_room(b))) > 0) {
-        for (unsigned i = 0; i < got; i++) {
-            void *out = wc->ops->reply_buf(wc->conn, b->n);
-            rkv_reply_batch_add(b, rkv_handle_request(w->srv, w, wc, &msgs[i], out));
-        }
-        more = rkv_req_more(msgs[got - 1].data, msgs[got - 1].len);
-        taken += got;
-    }
-    if (b->n == 0)
-        return 0;   /* the idle pass: nothing taken, nothing waits */
-    enum rkv_reply_verdict v = rkv_reply_batch_decide(b, taken, more, may_hold && !wc->closing);
-    if (v == RKV_REPLY_POST || v == RKV_REPLY_EXPIRED)
-        post_replies(w, wc, v);
-    return taken;
-}
-
 /* Close wc for the reason its state gives (or `why`). */
 static void close_for(struct rkv_worker *w, struct rkv_wconn *wc, const char *why)
 {
@@ -211,7 +165,7 @@ static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool ch
     for (unsigned i = 0; i < cs->n;) {
         struct rkv_wconn *wc = cs->v[i];
         const char *why = NULL;
-        work += serve(w, wc, may_hold);
+        work += wc->wire->serve(w, wc, may_hold);
         if (wc->closing)
             rkv_stat_bump(&w->stats.closed_bad, 1);
         if (!wc->closing && !wc->authed) {
@@ -237,7 +191,7 @@ static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool ch
 static bool serve_evented(struct rkv_worker *w, struct worker_set *set, struct rkv_wconn *wc)
 {
     const char *why = NULL;
-    serve(w, wc, false);   /* the tcp door answers in rkv_memcache_serve */
+    wc->wire->serve(w, wc, false);
     if (wc->closing)
         rkv_stat_bump(&w->stats.closed_bad, 1);
     if (!wc->closing && wc->ops->alive(wc->conn) && wc->ops->events(wc->conn) != wc->events &&

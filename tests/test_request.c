@@ -76,11 +76,15 @@ static const char *fake_peer(struct rkv_sconn *c)
 }
 
 /* Only what request.c calls; the worker's and listener's ops are not used. */
-static const struct rkv_server_transport fake_transport = {
-    .scheme = "fake",
+static const struct rkv_msg_transport_ops fake_msg_ops = {
     .region_desc = fake_region_desc,
     .reply_buf = fake_reply_buf,
     .pull = fake_pull,
+};
+
+static const struct rkv_server_transport fake_transport = {
+    .scheme = "fake",
+    .msg = &fake_msg_ops,
     .peer = fake_peer,
 };
 
@@ -156,7 +160,7 @@ static const struct rkv_resp *handle(struct fx *f, unsigned i, uint32_t len, uin
 {
     struct rkv_msg m = { .data = f->msg, .len = len };
     struct rkv_wconn *wc = &f->wc[i];
-    void *out = wc->ops->reply_buf(wc->conn, 0);
+    void *out = wc->ops->msg->reply_buf(wc->conn, 0);
     memset(out, 0xee, MAX_MSG); /* a reply must set every byte it sends */
     uint32_t n = rkv_handle_request(f->srv, f->w, wc, &m, out);
     assert_true(n >= sizeof(struct rkv_resp) && n <= MAX_MSG);

@@ -651,8 +651,8 @@ static void test_server_valid_exchange(void **state)
     assert_int_equal(2, atomic_load(&rc->ctrl->req_head));
 
     /* replies land in the reply ring with one publish */
-    memcpy(st->reply_buf(c, 0), "ok", 2);
-    memcpy(st->reply_buf(c, 1), "fine", 4);
+    memcpy(st->msg->reply_buf(c, 0), "ok", 2);
+    memcpy(st->msg->reply_buf(c, 1), "fine", 4);
     uint32_t rl[2] = { 2, 4 };
     assert_int_equal(RKV_OK, st->reply(c, rl, 2));
     assert_int_equal(2, atomic_load(&rc->ctrl->rep_tail));
@@ -666,11 +666,11 @@ static void test_server_valid_exchange(void **state)
     msg_fill(staging + 4096, 77, 100000);
     uint8_t *dst = malloc(100000);
     struct rkv_remote_buf rb = { .addr = 4096, .rkey = 0, .len = 100000 };
-    assert_int_equal(RKV_OK, st->pull(c, &rb, dst));
+    assert_int_equal(RKV_OK, st->msg->pull(c, &rb, dst));
     assert_true(msg_check(dst, 77, 100000));
     rb.addr = rc->m.staging_size - 10;
     rb.len = 10;
-    assert_int_equal(RKV_OK, st->pull(c, &rb, dst));   /* the very end is fine */
+    assert_int_equal(RKV_OK, st->msg->pull(c, &rb, dst));   /* the very end is fine */
     free(dst);
     assert_true(st->alive(c));
 
@@ -712,7 +712,7 @@ static void test_server_repoll_joins_batch(void **state)
     assert_int_equal(3, st->poll(x->c, x->msgs + 2, SRV_CREDITS - 2));
     for (unsigned i = 0; i < 5; i++) {
         assert_true(msg_check(x->msgs[i].data, 100 + i, 16 + i));
-        memcpy(st->reply_buf(x->c, i), x->msgs[i].data, x->msgs[i].len);  /* echo */
+        memcpy(st->msg->reply_buf(x->c, i), x->msgs[i].data, x->msgs[i].len);  /* echo */
         lens[i] = x->msgs[i].len;
     }
     assert_int_equal(0, atomic_load(&x->rc.ctrl->rep_tail));   /* nothing published yet */
@@ -771,7 +771,7 @@ static bool play_sleep_race(struct conn_fixture *x, const char *order, const int
         got = st->poll(x->c, x->msgs, SRV_CREDITS);
     assert_int_equal(1, got);
     uint32_t len = 8;
-    memset(st->reply_buf(x->c, 0), 0, 8);
+    memset(st->msg->reply_buf(x->c, 0), 0, 8);
     assert_int_equal(RKV_OK, st->reply(x->c, &len, 1));
     atomic_store(&x->rc.ctrl->rep_head, atomic_load(&x->rc.ctrl->rep_tail)); /* client read it */
     rkv_shm_sleep_cancel(&x->rc.ctrl->server_sleeping);
@@ -872,7 +872,7 @@ static void test_server_bad_pull(void **state)
             raw_close(&x->rc);
             raw_connect(&x->f, &x->rc, &x->c);
         }
-        assert_int_equal(RKV_PROTOCOL, st->pull(x->c, &bad[i], dst));
+        assert_int_equal(RKV_PROTOCOL, st->msg->pull(x->c, &bad[i], dst));
         assert_false(st->alive(x->c));
     }
 }
@@ -1270,7 +1270,7 @@ static void test_client_checks(void **state)
     struct rkv_msg msgs[SRV_CREDITS];
     assert_int_equal(SRV_CREDITS, st->poll(cf.c, msgs, SRV_CREDITS));
     for (unsigned i = 0; i < SRV_CREDITS; i++)
-        msg_fill(st->reply_buf(cf.c, i), 1000 + i, i + 1);
+        msg_fill(st->msg->reply_buf(cf.c, i), 1000 + i, i + 1);
     uint32_t rl[SRV_CREDITS];
     for (unsigned i = 0; i < SRV_CREDITS; i++)
         rl[i] = i + 1;
@@ -1302,7 +1302,7 @@ static void test_client_server_death(void **state)
     struct rkv_msg msgs[1];
     assert_int_equal(1, st->poll(cf.c, msgs, 1));
     /* one reply, then the server drops the connection */
-    memcpy(st->reply_buf(cf.c, 0), "lastword", 8);
+    memcpy(st->msg->reply_buf(cf.c, 0), "lastword", 8);
     assert_int_equal(RKV_OK, st->reply(cf.c, &len, 1));
     st->close(cf.c);
     cf.c = NULL;

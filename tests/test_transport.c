@@ -162,7 +162,7 @@ static uint32_t handle(struct t_server *s, struct rkv_sconn *c, const struct rkv
         r.hello.proto_version = RKV_PROTO_VERSION;
         r.hello.credits = s->params.credits;
         r.hello.max_msg = s->params.max_msg;
-        st->region_desc(s->l, &r.hello.rkey, &r.hello.region_addr);
+        st->msg->region_desc(s->l, &r.hello.rkey, &r.hello.region_addr);
         r.hello.region_size = s->region.size;
         r.hello.generation = ((const struct rkv_region_header *)s->region.base)->generation;
         r.hello.clock = 1;
@@ -187,7 +187,7 @@ static uint32_t handle(struct t_server *s, struct rkv_sconn *c, const struct rkv
         }
         memcpy(&req, m->data, sizeof req);
         uint8_t *buf = req.rb.len <= T_MAX_PULL ? malloc(req.rb.len + 1) : NULL;
-        r.status = buf != NULL ? st->pull(c, &req.rb, buf) : RKV_TOO_LARGE;
+        r.status = buf != NULL ? st->msg->pull(c, &req.rb, buf) : RKV_TOO_LARGE;
         if (r.status == RKV_OK) {
             r.hash = XXH3_64bits(buf, req.rb.len);
             atomic_fetch_add(&s->pulls_ok, 1);
@@ -218,7 +218,7 @@ static unsigned serve_pass(struct t_server *s)
          * arrived meanwhile join the batch (the contract allows it) */
         while (n < T_CREDITS && (got = st->poll(c, msgs + n, T_CREDITS - n)) > 0) {
             for (unsigned k = n; k < n + got; k++)
-                lens[k] = handle(s, c, &msgs[k], st->reply_buf(c, k));
+                lens[k] = handle(s, c, &msgs[k], st->msg->reply_buf(c, k));
             n += got;
         }
         if (n > 0)
@@ -880,7 +880,7 @@ static bool pick_transport(const char *uri)
         return false;
     ct = rkv_client_transport_by_scheme(scheme);
     st = rkv_server_transport_by_scheme(scheme);
-    return ct != NULL && st != NULL;
+    return ct != NULL && st != NULL && st->msg != NULL;   /* a message transport */
 }
 
 int main(int argc, char **argv)

@@ -103,13 +103,17 @@ static void fake_close(struct rkv_sconn *c)
     atomic_fetch_add(&c->closes, 1);
 }
 
+static const struct rkv_msg_transport_ops fake_msg_ops = {
+    .reply_buf = fake_reply_buf,
+    .pull = fake_pull,
+};
+
 /* Polled (no event_fd): the worker sweeps these connections every pass. */
 static const struct rkv_server_transport fake_transport = {
     .scheme = "fake",
+    .msg = &fake_msg_ops,
     .poll = fake_poll,
-    .reply_buf = fake_reply_buf,
     .reply = fake_reply,
-    .pull = fake_pull,
     .alive = fake_alive,
     .peer = fake_peer,
     .close = fake_close,
@@ -122,7 +126,8 @@ static void test_inbox_takes_every_connection(void **state)
     (void)state;
     struct rkv_server *srv = calloc(1, sizeof *srv);
     struct rkv_sconn *conns = calloc(CONNS, sizeof *conns);
-    struct rkv_listen_ep ep = { .ops = &fake_transport, .uri = "fake://inbox" };
+    struct rkv_listen_ep ep = { .ops = &fake_transport, .wire = &rkv_wire_rkv,
+                                .uri = "fake://inbox" };
     assert_non_null(srv);
     assert_non_null(conns);
     rkv_server_config_defaults(&srv->cfg);
@@ -137,8 +142,8 @@ static void test_inbox_takes_every_connection(void **state)
         struct rkv_wconn *wc = calloc(1, sizeof *wc);
         assert_non_null(wc);
         conns[i].id = i;
-        *wc = (struct rkv_wconn){ .ops = &fake_transport, .conn = &conns[i], .ep = &ep,
-                                  .authed = true };
+        *wc = (struct rkv_wconn){ .ops = &fake_transport, .wire = &rkv_wire_rkv,
+                                  .conn = &conns[i], .ep = &ep, .authed = true };
         atomic_fetch_add(&srv->conns_authed, 1);
         atomic_fetch_add(&srv->workers[0].stats.conns, 1);
         rkv_worker_give(&srv->workers[0], wc);
