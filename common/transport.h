@@ -47,17 +47,35 @@ struct rkv_read_op {
     void *dst;         /* inside the transport's local_buf() */
 };
 
-/* Tunables a client passes to its transport. Zero (or NULL) in any field,
- * or a NULL params pointer, means the transport's default. */
+/* Tunables a client passes to its transport. Start from
+ * rkv_ctrans_params_init() and change what differs; zero (or NULL) in any
+ * field, or a NULL params pointer, also means its default. Every transport
+ * resolves them with rkv_ctrans_params_resolve(), so each default is the
+ * same for all of them. */
 struct rkv_ctrans_params {
-    size_t local_buf_size;     /* bytes of read-landing memory (>= 2 buckets + largest item);
-                                  default rdma 2 MiB, shm 4 MiB */
-    unsigned timeout_ms;       /* connect / wait timeout (default 5000) */
-    unsigned signal_interval;  /* rdma: signal one send in N (default 16) */
+    size_t local_buf_size;     /* bytes of read-landing memory (>= 2 buckets + largest item),
+                                  at most RKV_CTRANS_MAX_LOCAL_BUF */
+    unsigned timeout_ms;       /* connect / wait timeout */
+    unsigned signal_interval;  /* rdma: signal one send in N, at most RKV_RDMA_MAX_SIGNAL */
     const char *device;        /* rdma: device name, NULL = rdma_cm's choice */
-    unsigned ack_timeout;      /* rdma: RC ACK timeout exponent (rdma_util.h), 0 = 16 */
-    unsigned retry_count;      /* rdma: RC retransmissions, 0 = 6 */
+    unsigned ack_timeout;      /* rdma: RC ACK timeout exponent (rdma_util.h) */
+    unsigned retry_count;      /* rdma: RC retransmissions (rdma_util.h) */
 };
+
+#define RKV_CTRANS_MAX_LOCAL_BUF (1ull << 30)  /* local_buf_size: a mapping, not a cache */
+
+/* Every field at its default (common/transport.c): librkv's rkv_options
+ * defaults (RKV_DEFAULT_* in rkv.h) where rkv_options sets the field. */
+void rkv_ctrans_params_init(struct rkv_ctrans_params *p);
+
+/* What a connection runs with: *p (NULL: the defaults) with each zero
+ * replaced by its default and signal_interval capped at RKV_RDMA_MAX_SIGNAL.
+ * Returns RKV_OK, or RKV_INVALID with `err` saying which field is out of
+ * range and what is accepted (local_buf_size over RKV_CTRANS_MAX_LOCAL_BUF;
+ * ack_timeout or retry_count outside rdma_util.h's RC ranges). Every
+ * transport's connect() calls it first. */
+rkv_status rkv_ctrans_params_resolve(const struct rkv_ctrans_params *p,
+                                     struct rkv_ctrans_params *out, char *err, size_t err_len);
 
 /* Counters a transport bumps; owned by the caller, shared over its shards. */
 struct rkv_trans_counters {
