@@ -23,9 +23,10 @@
 
 #include "rkv.h"
 
-/* Defaults and limits both ends agree on. */
-#define RKV_RDMA_DEFAULT_INLINE    256u     /* requested max_inline_data */
-#define RKV_RDMA_DEFAULT_SIGNAL    16u      /* signal one send in N */
+/* Defaults and limits both ends agree on. The defaults are bare numbers:
+ * rkv-server's settings table (server/config.c) spells them into its rows. */
+#define RKV_RDMA_DEFAULT_INLINE    256      /* requested max_inline_data */
+#define RKV_RDMA_DEFAULT_SIGNAL    16       /* signal one send in N */
 #define RKV_RDMA_MAX_SIGNAL        64u
 #define RKV_RDMA_STAGING_SIZE      ((1u << 20) + (64u << 10)) /* largest rendezvous value */
 #define RKV_RDMA_BOOT_MSG          4096u    /* HELLO buffers before max_msg is known */

@@ -3,10 +3,10 @@
  * Both client transports (client/shm_client.c, client/rdma_client.c)
  * resolve their parameters here, and librkv's rkv_options defaults
  * (client/client.c) come from rkv_ctrans_params_init(). Both listeners
- * (server/shm_server.c, server/rdma_server.c) resolve theirs here, and
- * rkv-server's configuration defaults (server/config.c) start from
- * rkv_strans_params_init(). So a default is changed in one place. See
- * common/transport.h for what each field means.
+ * (server/shm_server.c, server/rdma_server.c) resolve theirs here, from the
+ * constants rkv-server's settings table (server/config.c) spells into its
+ * rows. So a default is changed in one place. See common/transport.h for
+ * what each field means.
  */
 #include <stdio.h>
 #include <string.h>
@@ -64,16 +64,12 @@ rkv_status rkv_ctrans_params_resolve(const struct rkv_ctrans_params *p,
 
 /* ------------------------------------------------------------ server side */
 
-#define DEFAULT_CREDITS   64u
-#define DEFAULT_MAX_MSG   4096u
-#define DEFAULT_MAX_CONNS 1024u
-
 void rkv_strans_params_init(struct rkv_strans_params *p)
 {
     *p = (struct rkv_strans_params){
-        .credits = DEFAULT_CREDITS,
-        .max_msg = DEFAULT_MAX_MSG,
-        .max_conns = DEFAULT_MAX_CONNS,
+        .credits = RKV_STRANS_DEFAULT_CREDITS,
+        .max_msg = RKV_STRANS_DEFAULT_MAX_MSG,
+        .max_conns = RKV_STRANS_DEFAULT_MAX_CONNS,
         .max_inline = RKV_RDMA_DEFAULT_INLINE,
         .signal_interval = RKV_RDMA_DEFAULT_SIGNAL,
         .gid_index = -1,

@@ -209,11 +209,17 @@ struct rkv_region {
 
 /* Tunables for a listener. Start from rkv_strans_params_init() and change
  * what differs; a zero count (credits, max_msg, max_conns, max_inline,
- * signal_interval) also means its default, but gid_index 0 is GID 0. */
+ * signal_interval) also means its default, but gid_index 0 is GID 0. The
+ * defaults are these constants and rdma_util.h's: bare numbers, because
+ * rkv-server's settings table (server/config.c) spells them into its rows,
+ * so its defaults are the listeners'. */
+#define RKV_STRANS_DEFAULT_CREDITS   64
+#define RKV_STRANS_DEFAULT_MAX_MSG   4096
+#define RKV_STRANS_DEFAULT_MAX_CONNS 1024
 struct rkv_strans_params {
-    unsigned credits;          /* receive buffers per connection (default 64) */
-    uint32_t max_msg;          /* bytes per message (default 4096) */
-    unsigned max_conns;        /* connections at once (default 1024) */
+    unsigned credits;          /* receive buffers per connection */
+    uint32_t max_msg;          /* bytes per message */
+    unsigned max_conns;        /* connections at once */
     _Atomic uint64_t *rejected;/* bumped for each peer refused "busy" (limits, fds); may be NULL */
     bool make_dir;             /* path addresses (shm): create a missing parent directory
                                   (one level, 0755) before binding (default false) */
@@ -222,16 +228,16 @@ struct rkv_strans_params {
     /* rdma only */
     const char *device;        /* NULL (default): the device rdma_cm binds the address to */
     unsigned cq_size;          /* 0 (default): 2 * (send + recv depth) */
-    unsigned max_inline;       /* requested max_inline_data (default 256) */
-    unsigned signal_interval;  /* signal one send in N (default 16) */
+    unsigned max_inline;       /* requested max_inline_data */
+    unsigned signal_interval;  /* signal one send in N */
     uint8_t  tos;              /* IP ToS for RoCE (default 0) */
     int gid_index;             /* -1 (default): rdma_cm's choice */
-    unsigned ack_timeout;      /* RC ACK timeout exponent: 4.096 us x 2^N per try (default 16) */
-    unsigned retry_count;      /* RC retransmissions before a transfer fails (default 6) */
+    unsigned ack_timeout;      /* RC ACK timeout exponent: 4.096 us x 2^N per try */
+    unsigned retry_count;      /* RC retransmissions before a transfer fails */
 };
 
-/* Every field at its default (the values above); rkv-server's configuration
- * defaults (server/config.c) come from here too. */
+/* Every field at its default (common/transport.c): the constants above and
+ * rdma_util.h's, which rkv-server's settings table gives too. */
 void rkv_strans_params_init(struct rkv_strans_params *p);
 
 /* What a listener runs with: *p (NULL: the defaults) with each zero count
