@@ -65,10 +65,6 @@ RKV_STATIC_ASSERT(sizeof(struct rkv_req) + MAX_HINTS * sizeof(rkv_hint) <= RKV_M
 #define WRAP_SLOTS      128       /* ops the synchronous and batched calls keep in flight */
 #define SEND_BATCH      256       /* requests one send() posts at most */
 #define WIRE_SLOTS      4096      /* the most credits a server grants (rkv_hello_parse) */
-#define DEFAULT_TIMEOUT 5000
-#define DEFAULT_RETRIES 64
-#define DEFAULT_BACKOFF 1000
-#define LOCAL_BUF_SIZE  (4u << 20)
 #define NO_SLOT         UINT32_MAX
 #define HOT             __attribute__((always_inline)) inline /* the GET path, one call deep */
 
@@ -513,11 +509,12 @@ static rkv_status shard_geometry(rkv_client *c, struct shard *s)
 static rkv_status shard_connect(rkv_client *c, struct shard *s)
 {
     char err[512] = "";
-    struct rkv_ctrans_params p = { .local_buf_size = LOCAL_BUF_SIZE,
-                                   .timeout_ms = c->opts.timeout_ms,
-                                   .device = c->opts.rdma_device,
-                                   .ack_timeout = c->opts.rdma_ack_timeout,
-                                   .retry_count = c->opts.rdma_retry_count };
+    struct rkv_ctrans_params p;
+    rkv_ctrans_params_init(&p);
+    p.timeout_ms = c->opts.timeout_ms;
+    p.device = c->opts.rdma_device;
+    p.ack_timeout = c->opts.rdma_ack_timeout;
+    p.retry_count = c->opts.rdma_retry_count;
     rkv_status st = s->ops->connect(s->addr, &p, &c->tc, &s->t, err, sizeof err);
     if (st != RKV_OK) {
         s->t = NULL;
@@ -596,20 +593,24 @@ static rkv_status parse_uris(rkv_client *c, const char *uris)
     return rkv_placement_build(&c->placement, c->last_error, sizeof c->last_error);
 }
 
+/* Each zero option becomes its default: a transport setting the
+ * transports' own (rkv_ctrans_params_init), any other rkv.h's. */
 static void apply_defaults(struct rkv_options *o)
 {
+    struct rkv_ctrans_params d;
+    rkv_ctrans_params_init(&d);
     if (o->timeout_ms == 0)
-        o->timeout_ms = DEFAULT_TIMEOUT;
+        o->timeout_ms = d.timeout_ms;
     if (o->location_cache == 0)
-        o->location_cache = RKV_LOC_CACHE_DEFAULT;
+        o->location_cache = RKV_DEFAULT_LOCATION_CACHE;
     if (o->max_get_retries == 0)
-        o->max_get_retries = DEFAULT_RETRIES;
+        o->max_get_retries = RKV_DEFAULT_GET_RETRIES;
     if (o->reconnect_ms == 0)
-        o->reconnect_ms = DEFAULT_BACKOFF;
+        o->reconnect_ms = RKV_DEFAULT_RECONNECT_MS;
     if (o->rdma_ack_timeout == 0)
-        o->rdma_ack_timeout = RKV_RDMA_ACK_TIMEOUT;
+        o->rdma_ack_timeout = d.ack_timeout;
     if (o->rdma_retry_count == 0)
-        o->rdma_retry_count = RKV_RDMA_RETRY_COUNT;
+        o->rdma_retry_count = d.retry_count;
 }
 
 rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_client **out)

@@ -25,7 +25,8 @@
  * RKV_LOC_CACHE_GROW_SAMPLE evictions, grows the table. A table that fits
  * the working set stays in the CPU's caches: a 100k-key working set settles
  * at 256 Ki entries (2 MiB, ~0.2% of GETs evicting), 1M keys at 2 Mi
- * entries (16 MiB, ~0.7%); the 32 MiB default is then only a ceiling.
+ * entries (16 MiB, ~0.7%); the default budget (RKV_DEFAULT_LOCATION_CACHE,
+ * rkv.h) is then only a ceiling.
  * The growth is one mmap by the caller that decided it, under the cache's
  * own mutex (a trylock: a concurrent grower just skips), then one atomic
  * pointer store; readers load that pointer once per find.
@@ -61,7 +62,6 @@
 
 #define RKV_LOC_CACHE_WAYS    8u
 #define RKV_LOC_CACHE_START   (1u << 16)  /* most entries a table starts with: 512 KiB */
-#define RKV_LOC_CACHE_DEFAULT (1u << 22)  /* budget, entries: 32 MiB */
 #define RKV_LOC_CACHE_MAX     (1u << 25)  /* entries: 256 MiB */
 #define RKV_LOC_CACHE_GROW_RATE   64u     /* grow at >= 1 eviction per 64 finds */
 #define RKV_LOC_CACHE_GROW_SAMPLE 64u     /* judged over this many evictions */

@@ -49,8 +49,6 @@
 
 #define MAX_CREDITS        256u     /* largest credit count a server may grant us */
 #define MAX_READS          64u      /* READs per doorbell; larger read() calls are split */
-#define DEFAULT_LOCAL_BUF  (2u << 20)
-#define DEFAULT_TIMEOUT_MS 5000u
 #define BOOT_WR_ID         UINT64_MAX
 #define NO_SLOT            UINT32_MAX
 #define SPIN_NS            200000ull   /* busy-poll this long before sleeping on the channel */
@@ -388,7 +386,7 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
                                   struct rkv_trans_counters *counters,
                                   struct rkv_ctrans **out, char *err, size_t err_len)
 {
-    struct rkv_ctrans_params defaults = { 0 };
+    struct rkv_ctrans_params params;
     struct sockaddr_storage dst;
     struct rkv_ctrans *t;
     struct rkv_rdma_caps caps;
@@ -397,8 +395,9 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     rkv_status st;
 
     *out = NULL;
-    if (p == NULL)
-        p = &defaults;
+    st = rkv_ctrans_params_resolve(p, &params, err, err_len);
+    if (st != RKV_OK)
+        return st;
     st = rkv_rdma_parse_addr(addr, false, &dst, err, err_len);
     if (st != RKV_OK)
         return st;
@@ -412,8 +411,8 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
         return RKV_NO_MEMORY;
     }
     t->ctr = counters ? counters : &t->own_ctr;
-    t->timeout_ms = p->timeout_ms ? p->timeout_ms : DEFAULT_TIMEOUT_MS;
-    t->interval = p->signal_interval ? RKV_MIN(p->signal_interval, RKV_RDMA_MAX_SIGNAL) : RKV_RDMA_DEFAULT_SIGNAL;
+    t->timeout_ms = params.timeout_ms;
+    t->interval = params.signal_interval;
     t->credits = 1;
     t->max_msg = RKV_RDMA_BOOT_MSG;
     t->cur_slot = NO_SLOT;
@@ -433,10 +432,10 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     st = rkv_rdma_open_id(t, &t->channel, &t->id, err, err_len);
     if (st != RKV_OK)
         goto fail;
-    st = resolve(t, (struct sockaddr *)&dst, p->device, deadline, err, err_len);
+    st = resolve(t, (struct sockaddr *)&dst, params.device, deadline, err, err_len);
     if (st != RKV_OK)
         goto fail;
-    st = setup_qp(t, p->local_buf_size ? p->local_buf_size : DEFAULT_LOCAL_BUF, err, err_len);
+    st = setup_qp(t, params.local_buf_size, err, err_len);
     if (st != RKV_OK)
         goto fail;
     st = rkv_rdma_query_caps(t->verbs, &caps, err, err_len);
@@ -446,7 +445,7 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
      * region, the server's pulls from our staging buffer. */
     cp.initiator_depth = caps.max_init_rd_atom;
     cp.responder_resources = caps.max_rd_atom;
-    cp.retry_count = (uint8_t)(p->retry_count ? p->retry_count : RKV_RDMA_RETRY_COUNT);
+    cp.retry_count = (uint8_t)params.retry_count;
     cp.rnr_retry_count = 7;   /* retry forever: a request waits for a re-posted receive */
     cp.qp_num = t->qp->qp_num;
     /* what the server's keepalive probe may read: the staging buffer's start */
@@ -455,7 +454,7 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
                                           .addr = (uint64_t)(uintptr_t)t->staging.mem };
     cp.private_data = &info;
     cp.private_data_len = sizeof info;
-    rkv_rdma_set_ack_timeout(t->id, p->ack_timeout);
+    rkv_rdma_set_ack_timeout(t->id, params.ack_timeout);
     if (rdma_connect(t->id, &cp) != 0) {
         rkv_rdma_errno_error(errno, "rdma_connect", err, err_len);
         st = RKV_CONNECTION;

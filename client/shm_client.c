@@ -38,9 +38,6 @@
 #include "transport.h"
 #include "util.h"
 
-#define SHM_DEFAULT_LOCAL_BUF (4u << 20)
-#define SHM_MAX_LOCAL_BUF     (1ull << 30)
-#define SHM_DEFAULT_TIMEOUT   5000u
 #define SHM_SPIN_NS           200000ull    /* busy-poll this long before sleeping (as the server) */
 
 struct rkv_ctrans {
@@ -246,18 +243,15 @@ static rkv_status shm_connect(const char *addr, const struct rkv_ctrans_params *
                               struct rkv_ctrans **out, char *err, size_t err_len)
 {
     struct rkv_ctrans *t;
+    struct rkv_ctrans_params params;
     rkv_status rc;
-    unsigned timeout_ms = p != NULL && p->timeout_ms ? p->timeout_ms : SHM_DEFAULT_TIMEOUT;
-    size_t local_len = p != NULL && p->local_buf_size ? p->local_buf_size : SHM_DEFAULT_LOCAL_BUF;
 
     *out = NULL;
+    rc = rkv_ctrans_params_resolve(p, &params, err, err_len);
+    if (rc != RKV_OK)
+        return rc;
     if (addr == NULL) {
         snprintf(err, err_len, "shm address missing; use shm://PATH");
-        return RKV_INVALID;
-    }
-    if (local_len > SHM_MAX_LOCAL_BUF) {
-        snprintf(err, err_len, "local buffer of %zu bytes is over the 1 GiB limit; lower "
-                 "local_buf_size", local_len);
         return RKV_INVALID;
     }
     t = calloc(1, sizeof *t);
@@ -267,7 +261,7 @@ static rkv_status shm_connect(const char *addr, const struct rkv_ctrans_params *
     }
     t->sock = -1;
     t->counters = counters != NULL ? counters : &t->own_counters;
-    uint64_t deadline = rkv_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = rkv_now_ns() + (uint64_t)params.timeout_ms * 1000000ull;
 
     rc = sock_connect(t, addr, deadline, err, err_len);
     if (rc != RKV_OK)
@@ -275,7 +269,7 @@ static rkv_status shm_connect(const char *addr, const struct rkv_ctrans_params *
     rc = handshake(t, deadline, err, err_len);
     if (rc != RKV_OK)
         goto fail;
-    t->local_len = RKV_ALIGN_UP(local_len, 4096);
+    t->local_len = RKV_ALIGN_UP(params.local_buf_size, 4096);
     void *local = mmap(NULL, t->local_len, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (local == MAP_FAILED) {

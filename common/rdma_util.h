@@ -23,9 +23,10 @@
 
 #include "rkv.h"
 
-/* Defaults and limits both ends agree on. */
-#define RKV_RDMA_DEFAULT_INLINE    256u     /* requested max_inline_data */
-#define RKV_RDMA_DEFAULT_SIGNAL    16u      /* signal one send in N */
+/* Defaults and limits both ends agree on. The defaults are bare numbers:
+ * rkv-server's settings table (server/config.c) spells them into its rows. */
+#define RKV_RDMA_DEFAULT_INLINE    256      /* requested max_inline_data */
+#define RKV_RDMA_DEFAULT_SIGNAL    16       /* signal one send in N */
 #define RKV_RDMA_MAX_SIGNAL        64u
 #define RKV_RDMA_STAGING_SIZE      ((1u << 20) + (64u << 10)) /* largest rendezvous value */
 #define RKV_RDMA_BOOT_MSG          4096u    /* HELLO buffers before max_msg is known */
@@ -33,14 +34,15 @@
 /* RC retransmission (both ends; rkv_options rdma_ack_timeout / rdma_retry_count,
  * rkv-server [rdma] ack_timeout / retry_count): each try waits 4.096 us << ack_timeout
  * for the peer's ACK, and after retry_count retransmissions the transfer fails with
- * IBV_WC_RETRY_EXC_ERR. Defaults: 268 ms per try, 7 tries: a vanished peer fails a
- * transfer within 1.88 s (rkv_rdma_detect_ns). 6, not the field's 7: Soft-RoCE
- * (rdma_rxe) takes a retry count of 7 to mean "retry forever", as IB does for
- * the RNR retry count, and would never notice a dead peer. */
-#define RKV_RDMA_ACK_TIMEOUT       16u
+ * IBV_WC_RETRY_EXC_ERR. The defaults are librkv's (rkv.h), and rkv-server's too: a
+ * vanished peer fails a transfer within rkv_rdma_detect_ns() of them. The retry
+ * count's is below the field's 7: Soft-RoCE (rdma_rxe) takes a retry count of 7 to
+ * mean "retry forever", as IB does for the RNR retry count, and would never notice
+ * a dead peer. */
+#define RKV_RDMA_ACK_TIMEOUT       RKV_DEFAULT_RDMA_ACK_TIMEOUT
 #define RKV_RDMA_ACK_TIMEOUT_MIN   1u       /* 0 would mean "wait forever" */
 #define RKV_RDMA_ACK_TIMEOUT_MAX   31u      /* the field's 5 bits: 2.4 hours per try */
-#define RKV_RDMA_RETRY_COUNT       6u
+#define RKV_RDMA_RETRY_COUNT       RKV_DEFAULT_RDMA_RETRY_COUNT
 #define RKV_RDMA_RETRY_COUNT_MIN   1u       /* 0 fails at the first lost packet */
 #define RKV_RDMA_RETRY_COUNT_MAX   7u       /* the field's 3 bits */
 /* RC notices a dead peer only when it sends: the server probes a connection

@@ -51,17 +51,35 @@ struct rkv_read_op {
     void *dst;         /* inside the transport's local_buf() */
 };
 
-/* Tunables a client passes to its transport. Zero (or NULL) in any field,
- * or a NULL params pointer, means the transport's default. */
+/* Tunables a client passes to its transport. Start from
+ * rkv_ctrans_params_init() and change what differs; zero (or NULL) in any
+ * field, or a NULL params pointer, also means its default. Every transport
+ * resolves them with rkv_ctrans_params_resolve(), so each default is the
+ * same for all of them. */
 struct rkv_ctrans_params {
-    size_t local_buf_size;     /* bytes of read-landing memory (>= 2 buckets + largest item);
-                                  default rdma 2 MiB, shm 4 MiB */
-    unsigned timeout_ms;       /* connect / wait timeout (default 5000) */
-    unsigned signal_interval;  /* rdma: signal one send in N (default 16) */
+    size_t local_buf_size;     /* bytes of read-landing memory (>= 2 buckets + largest item),
+                                  at most RKV_CTRANS_MAX_LOCAL_BUF */
+    unsigned timeout_ms;       /* connect / wait timeout */
+    unsigned signal_interval;  /* rdma: signal one send in N, at most RKV_RDMA_MAX_SIGNAL */
     const char *device;        /* rdma: device name, NULL = rdma_cm's choice */
-    unsigned ack_timeout;      /* rdma: RC ACK timeout exponent (rdma_util.h), 0 = 16 */
-    unsigned retry_count;      /* rdma: RC retransmissions, 0 = 6 */
+    unsigned ack_timeout;      /* rdma: RC ACK timeout exponent (rdma_util.h) */
+    unsigned retry_count;      /* rdma: RC retransmissions (rdma_util.h) */
 };
+
+#define RKV_CTRANS_MAX_LOCAL_BUF (1ull << 30)  /* local_buf_size: a mapping, not a cache */
+
+/* Every field at its default (common/transport.c): librkv's rkv_options
+ * defaults (RKV_DEFAULT_* in rkv.h) where rkv_options sets the field. */
+void rkv_ctrans_params_init(struct rkv_ctrans_params *p);
+
+/* What a connection runs with: *p (NULL: the defaults) with each zero
+ * replaced by its default and signal_interval capped at RKV_RDMA_MAX_SIGNAL.
+ * Returns RKV_OK, or RKV_INVALID with `err` saying which field is out of
+ * range and what is accepted (local_buf_size over RKV_CTRANS_MAX_LOCAL_BUF;
+ * ack_timeout or retry_count outside rdma_util.h's RC ranges). Every
+ * transport's connect() calls it first. */
+rkv_status rkv_ctrans_params_resolve(const struct rkv_ctrans_params *p,
+                                     struct rkv_ctrans_params *out, char *err, size_t err_len);
 
 /* Counters a transport bumps; owned by the caller, shared over its shards. */
 struct rkv_trans_counters {
@@ -195,11 +213,17 @@ struct rkv_region {
 
 /* Tunables for a listener. Start from rkv_strans_params_init() and change
  * what differs; a zero count (credits, max_msg, max_conns, max_inline,
- * signal_interval) also means its default, but gid_index 0 is GID 0. */
+ * signal_interval) also means its default, but gid_index 0 is GID 0. The
+ * defaults are these constants and rdma_util.h's: bare numbers, because
+ * rkv-server's settings table (server/config.c) spells them into its rows,
+ * so its defaults are the listeners'. */
+#define RKV_STRANS_DEFAULT_CREDITS   64
+#define RKV_STRANS_DEFAULT_MAX_MSG   4096
+#define RKV_STRANS_DEFAULT_MAX_CONNS 1024
 struct rkv_strans_params {
-    unsigned credits;          /* receive buffers per connection (default 64) */
-    uint32_t max_msg;          /* bytes per message (default 4096) */
-    unsigned max_conns;        /* connections at once (default 1024) */
+    unsigned credits;          /* receive buffers per connection */
+    uint32_t max_msg;          /* bytes per message */
+    unsigned max_conns;        /* connections at once */
     _Atomic uint64_t *rejected;/* bumped for each peer refused "busy" (limits, fds); may be NULL */
     bool make_dir;             /* path addresses (shm): create a missing parent directory
                                   (one level, 0755) before binding (default false) */
@@ -208,16 +232,16 @@ struct rkv_strans_params {
     /* rdma only */
     const char *device;        /* NULL (default): the device rdma_cm binds the address to */
     unsigned cq_size;          /* 0 (default): 2 * (send + recv depth) */
-    unsigned max_inline;       /* requested max_inline_data (default 256) */
-    unsigned signal_interval;  /* signal one send in N (default 16) */
+    unsigned max_inline;       /* requested max_inline_data */
+    unsigned signal_interval;  /* signal one send in N */
     uint8_t  tos;              /* IP ToS for RoCE (default 0) */
     int gid_index;             /* -1 (default): rdma_cm's choice */
-    unsigned ack_timeout;      /* RC ACK timeout exponent: 4.096 us x 2^N per try (default 16) */
-    unsigned retry_count;      /* RC retransmissions before a transfer fails (default 6) */
+    unsigned ack_timeout;      /* RC ACK timeout exponent: 4.096 us x 2^N per try */
+    unsigned retry_count;      /* RC retransmissions before a transfer fails */
 };
 
-/* Every field at its default (the values above); rkv-server's configuration
- * defaults (server/config.c) come from here too. */
+/* Every field at its default (common/transport.c): the constants above and
+ * rdma_util.h's, which rkv-server's settings table gives too. */
 void rkv_strans_params_init(struct rkv_strans_params *p);
 
 /* What a listener runs with: *p (NULL: the defaults) with each zero count

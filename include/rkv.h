@@ -117,28 +117,41 @@ typedef enum rkv_placement {
                                   scaled by weight; twemproxy's distribution: ketama, hash: md5 */
 } rkv_placement;              /* any other value is refused with RKV_INVALID */
 
+/* What a zero in struct rkv_options stands for: each default, written once. */
+#define RKV_DEFAULT_TIMEOUT_MS       5000    /* timeout_ms */
+#define RKV_DEFAULT_LOCATION_CACHE   4194304 /* location_cache, entries: 32 MiB */
+#define RKV_DEFAULT_GET_RETRIES      64      /* max_get_retries */
+#define RKV_DEFAULT_RECONNECT_MS     1000    /* reconnect_ms */
+#define RKV_DEFAULT_RDMA_ACK_TIMEOUT 16      /* rdma_ack_timeout: 268 ms per try */
+#define RKV_DEFAULT_RDMA_RETRY_COUNT 6       /* rdma_retry_count: with the default ACK
+                                                timeout, a dead server is noticed in 1.88 s */
+
 /* Options for rkv_connect_opts(); zero-initialise and set what you need. */
 struct rkv_options {
     const char *auth_secret;    /* shared secret the server expects, or NULL */
-    unsigned timeout_ms;        /* per-operation timeout; 0 = 5000 */
+    unsigned timeout_ms;        /* per-operation timeout; 0 = RKV_DEFAULT_TIMEOUT_MS */
     unsigned location_cache;    /* budget in entries (8 bytes each) of the key→item location
                                    cache, shared by the process's handles asking for the same
                                    budget; its table starts at 1/64 of it (at most 512 KiB) and
                                    doubles, up to the budget, while entries are being evicted;
-                                   0 = 4194304 (32 MiB), (unsigned)-1 = this handle uses none */
-    unsigned max_get_retries;   /* verification retries before RKV_RETRY_EXHAUSTED; 0 = 64 */
-    unsigned reconnect_ms;      /* longest backoff between reconnect attempts; 0 = 1000 */
+                                   0 = RKV_DEFAULT_LOCATION_CACHE, (unsigned)-1 = this handle
+                                   uses none */
+    unsigned max_get_retries;   /* verification retries before RKV_RETRY_EXHAUSTED;
+                                   0 = RKV_DEFAULT_GET_RETRIES */
+    unsigned reconnect_ms;      /* longest backoff between reconnect attempts;
+                                   0 = RKV_DEFAULT_RECONNECT_MS */
     const char *rdma_device;    /* RDMA device name, or NULL for rdma_cm's choice */
     rkv_bucket_reads bucket_reads; /* cold GETs: how the buckets are read; 0 = AUTO */
     rkv_placement placement;    /* several servers: which owns a key; must agree with
                                    the URIs' placement= when both say */
     unsigned rdma_ack_timeout;  /* rdma: RC ACK timeout exponent, 1..31: each try of a transfer
-                                   waits 4.096 us x 2^N for the server's ACK; 0 = 16 (268 ms) */
+                                   waits 4.096 us x 2^N for the server's ACK;
+                                   0 = RKV_DEFAULT_RDMA_ACK_TIMEOUT */
     unsigned rdma_retry_count;  /* rdma: RC retransmissions, 1..7, before a transfer fails with
-                                   "retry exceeded" and the call with RKV_CONNECTION; 0 = 6.
-                                   A dead server is noticed within 4.096 us x 2^timeout x
-                                   (retries + 1): 1.88 s by default, when that is below
-                                   timeout_ms (else the call's RKV_TIMEOUT comes first).
+                                   "retry exceeded" and the call with RKV_CONNECTION;
+                                   0 = RKV_DEFAULT_RDMA_RETRY_COUNT. A dead server is noticed
+                                   within 4.096 us x 2^timeout x (retries + 1), when that is
+                                   below timeout_ms (else the call's RKV_TIMEOUT comes first).
                                    Soft-RoCE (rdma_rxe) retries forever at 7 */
 };
 

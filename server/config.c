@@ -1,12 +1,16 @@
 /* config.c — see config.h.
  *
  * One table (settings[]) names every setting once: its INI section and key,
- * its command-line flag, where it lives in struct rkv_server_config and how
- * its value is checked. The INI handler and the getopt loop both look a
- * setting up in that table and call the same setter, so a file line and a
- * flag are validated by exactly the same code. Setters never print: they
- * describe a bad value in a `struct problem`, and the caller words the
- * message for its source (flag or file line).
+ * its command-line flag, where it lives in struct rkv_server_config, how
+ * its value is checked, and its default. The INI handler and the getopt loop
+ * both look a setting up in that table and call the same setter, so a file
+ * line and a flag are validated by exactly the same code. Setters never
+ * print: they describe a bad value in a `struct problem`, and the caller
+ * words the message for its source (flag or file line).
+ *
+ * A default is written only in its row: rkv_server_config_defaults() applies
+ * it through the row's setter, as if a file said it, and --help prints it
+ * from the row.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -62,7 +66,11 @@ struct setting {
     size_t field_size;    /* sizeof that field */
     uint64_t min, max;    /* numeric range (setters that use it) */
     const char *arg;      /* argument name in --help */
-    const char *help;     /* one line for --help */
+    const char *help;     /* one line for --help, which appends the default */
+    const char *default_value; /* spelt as in the file; applied through `set` and shown as
+                                  "(default VALUE)"; NULL: the field starts zero or empty */
+    const char *default_words; /* without a default_value: what applies unset (derived by
+                                  finish(), or no value), shown as "(default: WORDS)" */
 };
 
 static void problem_set(struct problem *p, const char *what, const char *fmt, ...)
@@ -521,85 +529,103 @@ fail:
 
 enum { GROUP_SECRET = 200, GROUP_POLL_MODE };
 
+/* The last two fields of a row: its default (struct setting). */
+#define DEFAULT_VALUE(v) (v), NULL
+#define DEFAULT_WORDS(w) NULL, (w)
+#define NO_DEFAULT       NULL, NULL
+/* A default another file owns as a bare number, spelt as text. */
+#define SPELL(n)      SPELL_TEXT(n)
+#define SPELL_TEXT(n) #n
+
 static const struct setting settings[] = {
     { "server", "listen", "listen", 'l', false, true, 0, set_listen, F(listen), 0, 0, "URI",
-      "listen on rdma://HOST:PORT, shm:///PATH or tcp://HOST:PORT (memcached text protocol) "
-      "(repeatable; default shm://RUNDIR/rkv.sock)" },
+      "listen on rdma://HOST:PORT, shm:///PATH or tcp://HOST:PORT (memcached text protocol); "
+      "repeatable", DEFAULT_WORDS("shm://RUNDIR/rkv.sock") },
     { "server", "memory", "memory", 'm', false, false, 0, set_size, F(memory),
-      RKV_CONFIG_MIN_MEMORY, 16ull << 40, "SIZE", "table region size (default 256M)" },
+      RKV_CONFIG_MIN_MEMORY, 16ull << 40, "SIZE", "table region size", DEFAULT_VALUE("256M") },
     { "server", "workers", "workers", 'w', false, false, 0, set_uint, F(workers),
-      1, RKV_CONFIG_MAX_WORKERS, "N", "request threads (default 1)" },
+      1, RKV_CONFIG_MAX_WORKERS, "N", "request threads", DEFAULT_VALUE("1") },
     { "server", "cpus", "cpus", 0, false, false, 0, set_cpus, F(cpus), 0, 0, "LIST",
-      "pin workers to these CPUs, e.g. 0,2-3 (default: the NIC's NUMA node)" },
+      "pin workers to these CPUs, e.g. 0,2-3; auto: the NIC's NUMA node", DEFAULT_VALUE("auto") },
     { "server", "log_level", "log-level", 0, false, false, 0, set_log_level, F(log_level), 0, 0,
-      "LEVEL", "error, warn, info or debug (default info)" },
+      "LEVEL", "error, warn, info or debug", DEFAULT_VALUE("info") },
     { "server", "log_file", "log-file", 0, false, false, 0, set_text, F(log_file), 0, 0, "PATH",
-      "append log lines to PATH (default stderr)" },
+      "append log lines to PATH", DEFAULT_WORDS("stderr") },
     { "server", "poll_mode", "poll-mode", 0, false, false, GROUP_POLL_MODE, set_poll_mode,
       F(poll_mode), 0, 0, "MODE", "adaptive (spin, sleep after --poll-idle-us idle), busy or "
-      "event (default adaptive)" },
+      "event", DEFAULT_VALUE("adaptive") },
     { "server", "event_mode", "event-mode", 0, true, false, GROUP_POLL_MODE, set_event_mode,
-      F(poll_mode), 0, 0, NULL, "the same as --poll-mode event" },
+      F(poll_mode), 0, 0, NULL, "the same as --poll-mode event", NO_DEFAULT },
     { "server", "poll_idle_us", "poll-idle-us", 0, false, false, 0, set_uint, F(poll_idle_us),
-      1, 1000000, "US", "adaptive mode: sleep after US without a request (default 200)" },
+      1, 1000000, "US", "adaptive mode: sleep after US without a request", DEFAULT_VALUE("200") },
     { "server", "hugepages_required", "hugepages-required", 0, true, false, 0, set_bool,
-      F(hugepages_required), 0, 0, NULL, "fail instead of falling back to normal pages" },
+      F(hugepages_required), 0, 0, NULL, "fail instead of falling back to normal pages",
+      DEFAULT_VALUE("no") },
     { "server", "memory_check", "memory-check", 0, false, false, 0, set_bool, F(memory_check),
-      0, 0, "on|off", "refuse a --memory this machine cannot back (default on)" },
+      0, 0, "on|off", "refuse a --memory this machine cannot back", DEFAULT_VALUE("on") },
     { "table", "slab_page_size", "slab-page-size", 0, false, false, 0, set_pow2_size,
-      F(slab_page_size), 64u << 10, 16u << 20, "SIZE", "slab page = largest item (default 1M)" },
+      F(slab_page_size), 64u << 10, 16u << 20, "SIZE", "slab page = largest item",
+      DEFAULT_VALUE("1M") },
     { "table", "max_value_len", "max-value-len", 0, false, false, 0, set_size, F(max_value_len),
-      1, 16u << 20, "SIZE", "longest value (default: what a slab page holds)" },
+      1, 16u << 20, "SIZE", "longest value", DEFAULT_WORDS("what a slab page holds") },
     { "table", "grace_ms", "grace-ms", 0, false, false, 0, set_uint, F(grace_ms), 0, 60000, "MS",
-      "reuse freed memory only after MS (default 100)" },
+      "reuse freed memory only after MS", DEFAULT_VALUE("100") },
     { "table", "default_ttl", "default-ttl", 0, false, false, 0, set_uint, F(default_ttl),
-      0, INT32_MAX, "SECONDS", "TTL for PUTs that give none (default 0 = never)" },
+      0, INT32_MAX, "SECONDS", "TTL for PUTs that give none; 0 = never", DEFAULT_VALUE("0") },
     { "table", "evict", "evict", 0, false, false, 0, set_evict, F(evict), 0, 0, "POLICY",
-      "none, lru or random (default lru)" },
+      "none, lru or random", DEFAULT_VALUE("lru") },
     { "rpc", "credits", "credits", 0, false, false, 0, set_uint, F(credits), 1, 4096, "N",
-      "requests in flight per connection (default 64)" },
+      "requests in flight per connection", DEFAULT_VALUE(SPELL(RKV_STRANS_DEFAULT_CREDITS)) },
     { "rpc", "max_msg", "max-msg", 0, false, false, 0, set_size, F(max_msg), RKV_MIN_MSG,
-      RKV_MAX_MSG, "SIZE", "bytes per request message (default 4096)" },
+      RKV_MAX_MSG, "SIZE", "bytes per request message",
+      DEFAULT_VALUE(SPELL(RKV_STRANS_DEFAULT_MAX_MSG)) },
     { "rpc", "max_conns", "max-conns", 0, false, false, 0, set_uint, F(max_conns), 1, 65536, "N",
-      "authenticated connections at once (default 1024)" },
+      "authenticated connections at once", DEFAULT_VALUE(SPELL(RKV_STRANS_DEFAULT_MAX_CONNS)) },
     { "rpc", "max_unauth_conns", "max-unauth-conns", 0, false, false, 0, set_uint,
       F(max_unauth_conns), 1, 4096, "N", "connections not past HELLO yet; the oldest is dropped "
-      "for a new one (default 16)" },
+      "for a new one", DEFAULT_VALUE("16") },
     { "rpc", "hello_timeout_ms", "hello-timeout-ms", 0, false, false, 0, set_uint,
-      F(hello_timeout_ms), 10, 600000, "MS", "close a connection without HELLO after MS "
-      "(default 5000)" },
+      F(hello_timeout_ms), 10, 600000, "MS", "close a connection without HELLO after MS",
+      DEFAULT_VALUE("5000") },
     { "rdma", "device", "rdma-device", 0, false, false, 0, set_device, F(rdma_device), 0, 0, "NAME",
-      "RDMA device, e.g. mlx5_0 (default: rdma_cm's choice)" },
+      "RDMA device, e.g. mlx5_0", DEFAULT_WORDS("rdma_cm's choice") },
     { "rdma", "gid_index", "gid-index", 0, false, false, 0, set_gid_index, F(gid_index), 0, 65535,
-      "N", "RoCE GID index (default auto)" },
+      "N", "RoCE GID index; auto: rdma_cm's choice", DEFAULT_VALUE("auto") },
     { "rdma", "max_inline", "max-inline", 0, false, false, 0, set_uint, F(max_inline), 0, 1024,
-      "BYTES", "inline data per send (default 256)" },
+      "BYTES", "inline data per send", DEFAULT_VALUE(SPELL(RKV_RDMA_DEFAULT_INLINE)) },
     { "rdma", "signal_interval", "signal-interval", 0, false, false, 0, set_uint,
-      F(signal_interval), 1, 1024, "N", "signal one send in N (default 16)" },
+      F(signal_interval), 1, 1024, "N", "signal one send in N",
+      DEFAULT_VALUE(SPELL(RKV_RDMA_DEFAULT_SIGNAL)) },
     { "rdma", "cq_size", "cq-size", 0, false, false, 0, set_uint, F(cq_size), 0, 4u << 20, "N",
-      "completion queue entries (default 0 = automatic)" },
+      "completion queue entries; 0 = automatic", DEFAULT_VALUE("0") },
     { "rdma", "tos", "tos", 0, false, false, 0, set_uint, F(tos), 0, 255, "N",
-      "IP type of service for RoCE (default 0)" },
+      "IP type of service for RoCE", DEFAULT_VALUE("0") },
     { "rdma", "ack_timeout", "rdma-ack-timeout", 0, false, false, 0, set_uint, F(ack_timeout),
       RKV_RDMA_ACK_TIMEOUT_MIN, RKV_RDMA_ACK_TIMEOUT_MAX, "N", "RC ACK timeout: each try waits "
-      "4.096 us x 2^N (default 16 = 268 ms)" },
+      "4.096 us x 2^N", DEFAULT_VALUE(SPELL(RKV_RDMA_ACK_TIMEOUT)) },
     { "rdma", "retry_count", "rdma-retry-count", 0, false, false, 0, set_uint, F(retry_count),
       RKV_RDMA_RETRY_COUNT_MIN, RKV_RDMA_RETRY_COUNT_MAX, "N", "RC retransmissions before a "
-      "transfer to a silent peer fails (default 6: 1.88 s with the default timeout; "
-      "Soft-RoCE retries forever at 7)" },
+      "transfer to a silent peer fails; Soft-RoCE retries forever at 7",
+      DEFAULT_VALUE(SPELL(RKV_RDMA_RETRY_COUNT)) },
     { "security", "secret", "auth-secret", 0, false, false, GROUP_SECRET, set_secret,
-      F(auth_secret), 0, 0, "SECRET", "shared secret clients must present (visible in ps; "
-      "prefer --auth-secret-file)" },
+      F(auth_secret), 0, 0, "SECRET", "shared secret clients must present; visible in ps, so "
+      "prefer --auth-secret-file", DEFAULT_WORDS("none") },
     { "security", "secret_file", "auth-secret-file", 0, false, false, GROUP_SECRET,
-      set_secret_file, F(auth_secret), 0, 0, "FILE", "read the shared secret from FILE" },
+      set_secret_file, F(auth_secret), 0, 0, "FILE", "read the shared secret from FILE",
+      NO_DEFAULT },
     { "security", "tcp_allow_unauthenticated", "tcp-allow-unauthenticated", 0, true, false, 0,
       set_bool, F(tcp_allow_unauthenticated), 0, 0, NULL, "with a secret, open tcp:// (memcached, "
-      "which cannot authenticate) on non-loopback addresses too" },
+      "which cannot authenticate) on non-loopback addresses too", DEFAULT_VALUE("no") },
     { "stats", "listen", "stats-listen", 0, false, false, 0, set_host_port, F(stats_listen), 0, 0,
-      "HOST:PORT", "serve Prometheus text metrics, e.g. 127.0.0.1:9121 (default off)" },
+      "HOST:PORT", "serve Prometheus text metrics, e.g. 127.0.0.1:9121", DEFAULT_VALUE("off") },
 };
 
 #undef F
+#undef DEFAULT_VALUE
+#undef DEFAULT_WORDS
+#undef NO_DEFAULT
+#undef SPELL
+#undef SPELL_TEXT
 
 #define N_SETTINGS RKV_ARRAY_SIZE(settings)
 static const char *const sections[] = { "server", "table", "rpc", "rdma", "security", "stats" };
@@ -657,32 +683,17 @@ static void default_listen(struct rkv_server_config *c)
 void rkv_server_config_defaults(struct rkv_server_config *c)
 {
     memset(c, 0, sizeof *c);
-    c->memory = 256ull << 20;
-    c->workers = 1;
-    c->memory_check = true;
-    c->poll_mode = RKV_POLL_ADAPTIVE;
-    c->poll_idle_us = 200;
-    c->log_level = RKV_LOG_INFO;
-    c->slab_page_size = 1u << 20;
-    c->max_value_len = 0; /* derived in finish() */
-    c->grace_ms = 100;
-    c->default_ttl = 0;
-    c->evict = RKV_EVICT_LRU;
-    c->max_unauth_conns = 16;
-    c->hello_timeout_ms = 5000;
-    /* the transport settings' defaults are the listeners' own */
-    struct rkv_strans_params p;
-    rkv_strans_params_init(&p);
-    c->credits = p.credits;
-    c->max_msg = p.max_msg;
-    c->max_conns = p.max_conns;
-    c->gid_index = p.gid_index;
-    c->max_inline = p.max_inline;
-    c->signal_interval = p.signal_interval;
-    c->cq_size = p.cq_size;
-    c->tos = p.tos;
-    c->ack_timeout = p.ack_timeout;
-    c->retry_count = p.retry_count;
+    /* Each row's default_value, as a file would give it; every other field
+     * stays zero or empty, and finish() derives listen and max_value_len. */
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const struct setting *s = &settings[i];
+        struct problem p;
+        if (s->default_value != NULL && !s->set(c, s, s->default_value, &p)) {
+            fprintf(stderr, PROG ": internal error: the default [%s] %s = %s is refused: %s\n",
+                    s->section, s->key, s->default_value, p.expect);
+            abort();
+        }
+    }
 }
 
 /* Check the combination of values and fill derived defaults. */
@@ -996,12 +1007,28 @@ void rkv_server_config_usage(FILE *out, const char *argv0)
         snprintf(left, sizeof left, "%s%c%s--%s%s%s", s->short_flag ? "-" : "    ",
                  s->short_flag ? s->short_flag : ' ', s->short_flag ? ", " : "", s->flag,
                  s->arg ? " " : "", s->arg ? s->arg : "");
-        fprintf(out, "  %-26s %s\n", left, s->help);
+        if (s->default_value != NULL)
+            fprintf(out, "  %-26s %s (default %s)\n", left, s->help, s->default_value);
+        else if (s->default_words != NULL)
+            fprintf(out, "  %-26s %s (default: %s)\n", left, s->help, s->default_words);
+        else
+            fprintf(out, "  %-26s %s\n", left, s->help);
     }
     fprintf(out,
             "  -h, --help                 show this help and exit\n"
             "  -V, --version              show the version and exit\n\n"
             "Sizes take K/M/G/T suffixes (binary). Exit status: 0 ok, 2 bad configuration.\n");
+}
+
+bool rkv_server_config_setting(size_t i, struct rkv_setting_info *out)
+{
+    if (i >= N_SETTINGS)
+        return false;
+    const struct setting *s = &settings[i];
+    *out = (struct rkv_setting_info){ .section = s->section, .key = s->key, .flag = s->flag,
+                                      .no_arg = s->no_arg, .default_value = s->default_value,
+                                      .default_words = s->default_words };
+    return true;
 }
 
 int rkv_server_config_load_to(struct rkv_server_config *c, int argc, char **argv,

@@ -1,7 +1,9 @@
 /* config.h — rkv-server's configuration: an INI file plus command-line flags.
  *
  * Sources, in the order they are applied (later wins):
- *   1. built-in defaults (rkv_server_config_defaults);
+ *   1. built-in defaults (rkv_server_config_defaults): each written once, in
+ *      server/config.c's settings table, which `rkv-server --help` prints
+ *      them from (the field comments below do not repeat them);
  *   2. the INI file named by --config FILE (inih syntax; sections [server],
  *      [table], [rpc], [rdma], [security], [stats]; see config/rkv.conf);
  *   3. command-line flags, one per file key (--memory 1G, --grace-ms 50 ...).
@@ -22,6 +24,7 @@
 #define RKV_SERVER_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -59,47 +62,47 @@ struct rkv_server_config {
 
     /* [server] */
     /* --listen URI (repeatable) / listen = (repeatable, or a comma list).
-     * Flags replace the file's list. Default: shm://DIR/rkv.sock with DIR =
+     * Flags replace the file's list. Unset: shm://DIR/rkv.sock with DIR =
      * $RUNTIME_DIRECTORY (systemd), /run/rkv for root, $XDG_RUNTIME_DIR, /tmp. */
     struct rkv_listen_uri listen[RKV_CONFIG_MAX_LISTEN];
     unsigned listen_count;
-    uint64_t memory;             /* --memory SIZE: table region bytes (default 256M, >= 8M) */
-    unsigned workers;            /* --workers N: request threads (default 1, 1..64) */
+    uint64_t memory;             /* --memory SIZE: table region bytes (>= 8M) */
+    unsigned workers;            /* --workers N: request threads (1..64) */
     int cpus[RKV_CONFIG_MAX_CPUS]; /* --cpus LIST "0,2-3": worker i runs on cpus[i % cpu_count] */
     unsigned cpu_count;          /* 0 = no list: the server picks the NIC's NUMA node when known */
-    int log_level;               /* --log-level error|warn|info|debug: enum rkv_log_level (default info) */
+    int log_level;               /* --log-level error|warn|info|debug: enum rkv_log_level */
     char log_file[4096];         /* --log-file PATH: append log lines here; "" = stderr */
-    int poll_mode;               /* --poll-mode adaptive|busy|event: enum rkv_poll_mode (default adaptive);
+    int poll_mode;               /* --poll-mode adaptive|busy|event: enum rkv_poll_mode;
                                     --event-mode / event_mode = yes is the older spelling of event */
     uint32_t poll_idle_us;       /* --poll-idle-us: adaptive mode sleeps after this long without work
-                                    (default 200, 1..1000000) */
+                                    (1..1000000) */
     bool hugepages_required;     /* --hugepages-required: fail instead of falling back to normal pages */
     bool memory_check;           /* --memory-check on|off: refuse a --memory this machine cannot back
-                                    (RAM, cgroup limit, hugepages, memlock; server/memory_budget.h). Default on */
+                                    (RAM, cgroup limit, hugepages, memlock; server/memory_budget.h) */
 
     /* [table] */
-    uint32_t slab_page_size;     /* --slab-page-size: bytes per slab page = largest item (default 1M; power of two 64K..16M) */
-    uint32_t max_value_len;      /* --max-value-len: longest value (default: slab page - item header - longest key) */
-    uint32_t grace_ms;           /* --grace-ms: freed item memory is reused only after this long (default 100, 0..60000) */
+    uint32_t slab_page_size;     /* --slab-page-size: bytes per slab page = largest item (power of two 64K..16M) */
+    uint32_t max_value_len;      /* --max-value-len: longest value (unset: slab page - item header - longest key) */
+    uint32_t grace_ms;           /* --grace-ms: freed item memory is reused only after this long (0..60000) */
     uint32_t default_ttl;        /* --default-ttl SECONDS: applied when a PUT gives none; 0 = never expire */
-    int evict;                   /* --evict none|lru|random: enum rkv_evict_policy (default lru) */
+    int evict;                   /* --evict none|lru|random: enum rkv_evict_policy */
 
     /* [rpc] */
-    unsigned credits;            /* --credits: receive buffers = requests in flight per connection (default 64, 1..4096) */
-    uint32_t max_msg;            /* --max-msg: bytes per request/reply message (default 4096, RKV_MIN_MSG..RKV_MAX_MSG) */
-    unsigned max_conns;          /* --max-conns: authenticated connections at once (default 1024, 1..65536) */
-    unsigned max_unauth_conns;   /* --max-unauth-conns: connections not past HELLO yet; a new one drops the oldest (default 16, 1..4096) */
-    unsigned hello_timeout_ms;   /* --hello-timeout-ms: a connection without HELLO is closed after this (default 5000, 10..600000) */
+    unsigned credits;            /* --credits: receive buffers = requests in flight per connection (1..4096) */
+    uint32_t max_msg;            /* --max-msg: bytes per request/reply message (RKV_MIN_MSG..RKV_MAX_MSG) */
+    unsigned max_conns;          /* --max-conns: authenticated connections at once (1..65536) */
+    unsigned max_unauth_conns;   /* --max-unauth-conns: connections not past HELLO yet; a new one drops the oldest (1..4096) */
+    unsigned hello_timeout_ms;   /* --hello-timeout-ms: a connection without HELLO is closed after this (10..600000) */
 
     /* [rdma] */
     char rdma_device[64];        /* --rdma-device NAME: e.g. mlx5_0; "" = the device rdma_cm binds the address to */
-    int gid_index;               /* --gid-index: GID table index for RoCE; -1 = rdma_cm's choice (default) */
-    unsigned max_inline;         /* --max-inline: bytes sent inline with a work request (default 256, 0..1024) */
-    unsigned signal_interval;    /* --signal-interval: signal one send in N (default 16, 1..1024) */
+    int gid_index;               /* --gid-index: GID table index for RoCE; -1 = rdma_cm's choice */
+    unsigned max_inline;         /* --max-inline: bytes sent inline with a work request (0..1024) */
+    unsigned signal_interval;    /* --signal-interval: signal one send in N (1..1024) */
     unsigned cq_size;            /* --cq-size: completion queue entries; 0 = 2 x (send + recv depth) */
-    uint8_t tos;                 /* --tos: IP type of service for RoCE traffic (default 0) */
-    unsigned ack_timeout;        /* --rdma-ack-timeout: RC ACK timeout exponent, each try waits 4.096 us x 2^N (default 16, 1..31) */
-    unsigned retry_count;        /* --rdma-retry-count: RC retransmissions before a transfer fails (default 6, 1..7; 7 = forever on Soft-RoCE) */
+    uint8_t tos;                 /* --tos: IP type of service for RoCE traffic */
+    unsigned ack_timeout;        /* --rdma-ack-timeout: RC ACK timeout exponent, each try waits 4.096 us x 2^N (1..31) */
+    unsigned retry_count;        /* --rdma-retry-count: RC retransmissions before a transfer fails (1..7; 7 = forever on Soft-RoCE) */
 
     /* [security] */
     bool tcp_allow_unauthenticated; /* --tcp-allow-unauthenticated: tcp:// (memcached) on non-loopback despite a secret */
@@ -133,6 +136,20 @@ int rkv_server_config_parse(struct rkv_server_config *c, const char *text, size_
                             const char *name, FILE *err);
 
 void rkv_server_config_usage(FILE *out, const char *argv0);
+
+/* One row of the settings table as --help shows it. */
+struct rkv_setting_info {
+    const char *section, *key;  /* in the INI file */
+    const char *flag;           /* long option without "--" */
+    bool no_arg;                /* the flag takes no value */
+    const char *default_value;  /* spelt as in the file, shown "(default VALUE)"; or NULL */
+    const char *default_words;  /* with no value: what applies unset, shown "(default: WORDS)";
+                                   NULL with default_value NULL: --help shows no default */
+};
+
+/* Row i of the settings table (0, 1, ... until it returns false). For tests
+ * that hold --help and the defaults against the table. */
+bool rkv_server_config_setting(size_t i, struct rkv_setting_info *out);
 
 /* Parse a CPU list "0,2-3,8" into cpus[] (at most max entries, each below
  * 1024, no repeats). Returns the count, or -1 with a reason in why. */

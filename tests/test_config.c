@@ -21,6 +21,7 @@
 #include "layout.h"
 #include "log.h"
 #include "table.h"
+#include "transport.h"
 
 #ifndef RKV_EXAMPLE_CONF
 #error "RKV_EXAMPLE_CONF must name config/rkv.conf"
@@ -158,6 +159,118 @@ static void test_help_and_version(void **state)
     assert_int_equal(load_args(&c, &cap, "-V", NULL), RKV_CONFIG_EXIT);
     assert_non_null(strstr(cap.out, "rkv-server 0.1.0"));
     capture_free(&cap);
+}
+
+/* The line of --help that describes --FLAG (its left column names it, after
+ * any short option), copied into line; false when there is none or more than one. */
+static bool help_line(const char *help, const char *flag, char *line, size_t len)
+{
+    unsigned found = 0;
+    for (const char *at = help; *at != '\0';) {
+        const char *end = strchr(at, '\n');
+        size_t n = end ? (size_t)(end - at) : strlen(at);
+        const char *q = at + strspn(at, " ");
+        if (q[0] == '-' && q[1] != '-' && q[2] == ',')
+            q += 3 + strspn(q + 3, " ");
+        size_t f = strlen(flag);
+        if (strncmp(q, "--", 2) == 0 && strncmp(q + 2, flag, f) == 0 &&
+            (q[2 + f] == ' ' || q[2 + f] == '\n' || q[2 + f] == '\0')) {
+            snprintf(line, len, "%.*s", (int)n, at);
+            found++;
+        }
+        at += n + (end != NULL);
+    }
+    return found == 1;
+}
+
+/* The settings table is where each default is written: --help shows, on
+ * each setting's line, the default its row holds (a value, or words for one
+ * that is derived or absent), and no line claims another. */
+static void test_help_shows_table_defaults(void **state)
+{
+    (void)state;
+    struct rkv_server_config c;
+    struct capture cap = { 0 };
+    struct rkv_setting_info info;
+    assert_int_equal(load_args(&c, &cap, "--help", NULL), RKV_CONFIG_EXIT);
+    size_t i = 0;
+    for (; rkv_server_config_setting(i, &info); i++) {
+        char line[512], want[160];
+        if (!help_line(cap.out, info.flag, line, sizeof line))
+            fail_msg("--help has not exactly one line for --%s", info.flag);
+        if (info.default_value != NULL)
+            snprintf(want, sizeof want, " (default %s)", info.default_value);
+        else if (info.default_words != NULL)
+            snprintf(want, sizeof want, " (default: %s)", info.default_words);
+        else
+            want[0] = '\0';
+        size_t n = strlen(line), w = strlen(want);
+        if (w > 0 && (n < w || strcmp(line + n - w, want) != 0))
+            fail_msg("--help line \"%s\" does not end with \"%s\"", line, want);
+        const char *claim = strstr(line, "(default");
+        if (claim != NULL && claim != line + n - w + 1)
+            fail_msg("--help line \"%s\" names a default its row does not hold", line);
+    }
+    assert_true(i > 30);
+    capture_free(&cap);
+}
+
+/* A default_value is exactly what the defaults hold: giving it in a file
+ * (or as a flag) changes nothing. */
+static void test_table_defaults_change_nothing(void **state)
+{
+    (void)state;
+    struct rkv_server_config c, d;
+    struct capture cap = { 0 };
+    struct rkv_setting_info info;
+    assert_int_equal(parse_text(&d, &cap, "", 0), RKV_CONFIG_OK);
+    capture_free(&cap);
+    for (size_t i = 0; rkv_server_config_setting(i, &info); i++) {
+        if (info.default_value == NULL)
+            continue;
+        char text[256], flag[64];
+        int n = snprintf(text, sizeof text, "[%s]\n%s = %s\n", info.section, info.key,
+                         info.default_value);
+        assert_int_equal(parse_text(&c, &cap, text, (size_t)n), RKV_CONFIG_OK);
+        if (memcmp(&c, &d, sizeof c) != 0)
+            fail_msg("[%s] %s = %s is not the default", info.section, info.key,
+                     info.default_value);
+        capture_free(&cap);
+        if (info.no_arg)
+            continue;                   /* a flag without a value can only say "yes" */
+        snprintf(flag, sizeof flag, "--%s", info.flag);
+        assert_int_equal(load_args(&c, &cap, flag, info.default_value, NULL), RKV_CONFIG_OK);
+        capture_free(&cap);
+        struct rkv_server_config plain;
+        assert_int_equal(load_args(&plain, &cap, NULL), RKV_CONFIG_OK);
+        capture_free(&cap);
+        if (memcmp(&c, &plain, sizeof c) != 0)
+            fail_msg("%s %s is not the default", flag, info.default_value);
+    }
+}
+
+/* The listener settings' defaults are the listeners' own: rkv-server run
+ * with no [rpc] or [rdma] settings passes what rkv_strans_params_init()
+ * gives a listener that is handed none. */
+static void test_transport_defaults_are_the_listeners(void **state)
+{
+    (void)state;
+    struct rkv_server_config c;
+    struct rkv_strans_params p;
+    rkv_server_config_defaults(&c);
+    rkv_strans_params_init(&p);
+    assert_int_equal(c.credits, p.credits);
+    assert_int_equal(c.max_msg, p.max_msg);
+    assert_int_equal(c.max_conns, p.max_conns);
+    assert_int_equal(c.gid_index, p.gid_index);
+    assert_int_equal(c.max_inline, p.max_inline);
+    assert_int_equal(c.signal_interval, p.signal_interval);
+    assert_int_equal(c.cq_size, p.cq_size);
+    assert_int_equal(c.tos, p.tos);
+    assert_int_equal(c.ack_timeout, p.ack_timeout);
+    assert_int_equal(c.retry_count, p.retry_count);
+    assert_string_equal(c.rdma_device, "");
+    assert_null(p.device);
 }
 
 /* ------------------------------------------------------------ files and flags */
@@ -637,6 +750,9 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_default_listen_follows_runtime_directory),
         cmocka_unit_test(test_help_and_version),
+        cmocka_unit_test(test_help_shows_table_defaults),
+        cmocka_unit_test(test_table_defaults_change_nothing),
+        cmocka_unit_test(test_transport_defaults_are_the_listeners),
         cmocka_unit_test(test_file_sets_every_key),
         cmocka_unit_test(test_flags_override_file),
         cmocka_unit_test(test_listen_repeatable),

@@ -14,6 +14,7 @@
 
 #include "layout.h"
 #include "location_cache.h"
+#include "rkv.h"
 
 #define REGION_A 0x1234567890abcdefull
 #define REGION_B 0x0fedcba987654321ull
@@ -107,11 +108,11 @@ static void test_default_size_keeps_working_set(void **state)
 {
     (void)state;
     enum { KEYS = 200000, PASSES = 4 };
-    struct rkv_loc_cache *lc = rkv_loc_cache_acquire(RKV_LOC_CACHE_DEFAULT);
+    struct rkv_loc_cache *lc = rkv_loc_cache_acquire(RKV_DEFAULT_LOCATION_CACHE);
     struct rkv_loc_cache_meter m = { 0 };
     assert_non_null(lc);
     assert_int_equal(rkv_loc_cache_entries(lc), RKV_LOC_CACHE_START);
-    assert_int_equal(rkv_loc_cache_budget(lc), RKV_LOC_CACHE_DEFAULT);
+    assert_int_equal(rkv_loc_cache_budget(lc), RKV_DEFAULT_LOCATION_CACHE);
     for (unsigned pass = 0; pass < PASSES; pass++)
         for (unsigned i = 0; i < KEYS; i++)
             use_key(lc, &m, 0x9e3779b97f4a7c15ull * (i + 1), slot_for(i % 1000, 1));
@@ -121,7 +122,7 @@ static void test_default_size_keeps_working_set(void **state)
                                                0x9e3779b97f4a7c15ull * (i + 1))) == i % 1000;
     assert_true(kept >= KEYS - KEYS / 100); /* below 1 in 64 evicting: next to no losses */
     assert_true(rkv_loc_cache_entries(lc) >= 2 * KEYS);
-    assert_true(rkv_loc_cache_entries(lc) <= RKV_LOC_CACHE_DEFAULT / 4);
+    assert_true(rkv_loc_cache_entries(lc) <= RKV_DEFAULT_LOCATION_CACHE / 4);
     rkv_loc_cache_release(lc);
 }
 

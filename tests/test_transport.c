@@ -26,9 +26,10 @@
  * and in order, credits can all be in flight at once and not more, region
  * reads return the region's bytes, staged values arrive exactly, a client
  * that vanishes mid-batch is cleaned up while the listener keeps serving,
- * several clients at once get only their own replies, and a connection the
+ * several clients at once get only their own replies, a connection the
  * server closes gives its max_conns place back before its peer can see the
- * hang-up.
+ * hang-up, and connect() with NULL or zero params runs with
+ * rkv_ctrans_params_init()'s values.
  *
  * Linked with --wrap=close and --wrap=rdma_disconnect: the hang-up hook
  * (test_place_given_back_first) holds a close right after the step that
@@ -871,6 +872,31 @@ static void test_place_given_back_first(void **state)
     assert_int_equal(0, atomic_load(&g_srv.bad_requests));
 }
 
+/* connect() with NULL params, or with every field zero, runs with
+ * rkv_ctrans_params_init()'s values: every transport resolves them the same
+ * way (the read buffer shows it). Last: its connections end without HELLO,
+ * and no later test needs their max_conns places. */
+static void test_null_params_are_defaults(void **state)
+{
+    (void)state;
+    struct rkv_ctrans_params d;
+    const struct rkv_ctrans_params zeros = { 0 };
+    rkv_ctrans_params_init(&d);
+    for (int i = 0; i < 2; i++) {
+        struct rkv_trans_counters counters = { 0 };
+        struct rkv_ctrans *t = NULL;
+        char err[512] = "";
+        size_t len = 0;
+        rkv_status rc = ct->connect(g_addr, i == 0 ? NULL : &zeros, &counters, &t, err,
+                                    sizeof err);
+        if (rc != RKV_OK)
+            fail_msg("connect %s with %s params: %s", g_uri, i == 0 ? "NULL" : "zero", err);
+        assert_non_null(ct->local_buf(t, &len));
+        assert_int_equal(len, d.local_buf_size);
+        ct->close(t);
+    }
+}
+
 /* ------------------------------------------------------------- main */
 
 static bool pick_transport(const char *uri)
@@ -914,6 +940,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_event_wakeup),
         cmocka_unit_test(test_concurrent_clients),
         cmocka_unit_test(test_place_given_back_first),
+        cmocka_unit_test(test_null_params_are_defaults),
     };
     int rc = cmocka_run_group_tests(tests, server_start, server_stop);
     if (g_tmpdir[0] != '\0')
