@@ -27,8 +27,8 @@
 #include "tcp_server.h"
 #include "util.h"
 
-/* issue 13: memcached clients have no way to present the shared secret, so
- * with one set the tcp door opens only on loopback, or when told to. */
+/* memcached clients have no way to present the shared secret, so with one
+ * set the tcp door opens only on loopback, or when told to. */
 static int check_tcp_auth(const struct rkv_server_config *cfg, const char *uri, const char *addr)
 {
     if (cfg->auth_secret[0] == '\0')

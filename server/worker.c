@@ -41,7 +41,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "memcache_exec.h"   /* issue 13: the tcp door */
+#include "memcache_exec.h"   /* the tcp door: memcached commands on a connection */
 #include "reply_batch.h"
 #include "server.h"
 #include "tcp_server.h"
