@@ -42,7 +42,8 @@
  * ring poll, and the idle loop's sched_yield every 8 passes), so a lying
  * mark costs its sender about a millisecond at most there; Soft-RoCE under
  * qemu TCG delivers the requests of one post further apart than 1,024
- * passes about half the time (docs/bench.md). */
+ * passes about half the time
+ * (docs/results/2026-12-01-reply-more-follow-mark.md). */
 #define RKV_REPLY_HOLD_PASSES  8192u
 
 struct rkv_reply_batch {

@@ -275,7 +275,7 @@ static void test_counters_shape(void **state)
      * and the RKV_REQ_MORE marks on the first 31 (counted as they arrive)
      * never made it wait; over
      * rdma they arrive one by one, and the marks hold the replies for the
-     * rest (docs/bench.md measures it) */
+     * rest (docs/results/2026-12-01-reply-more-follow-mark.md measures it) */
     assert_true(server_stat(c, 0, "replies", &replies1));
     assert_true(server_stat(c, 0, "reply_doorbells", &bells1));
     assert_true(server_stat(c, 0, "reply_holds", &holds1));
@@ -520,7 +520,8 @@ static double cpu_seconds(pid_t pid)
  * is one the worker spent asleep whatever the scheduler did; a busy-polling
  * worker never sleeps and fails the wait. The CPU bound is loose on purpose:
  * under 50 % of a core over the window, where busy polling uses ~100 %; the
- * measured figure (well under 1 %) is printed and recorded in docs/bench.md. */
+ * measured figure (well under 1 %) is printed and recorded in
+ * docs/results/2026-12-01-reply-batching-poll-modes.md. */
 static int setup_default_mode(void **state)
 {
     static const char *const extra[] = { "--memory", "16M", "--workers", "2", NULL };

@@ -314,7 +314,7 @@ static void test_hello_refusals(void **state)
     fx_free(f);
 }
 
-/* Regression (issue #16): a HELLO's hints were applied before its secret was
+/* Regression: a HELLO's hints were once applied before its secret was
  * checked, so an unauthenticated peer could stamp LRU recency on any item.
  * Hints act only once their connection passed HELLO. */
 static void test_refused_hello_applies_no_hints(void **state)

@@ -1,7 +1,7 @@
 /* rdma-read-lat.c — one RDMA READ at a time, timed, with every setup choice a flag.
  *
- * Issue 11 asks why rkv's READ costs more than perftest's ib_read_lat at the
- * same size on Soft-RoCE. The two differ in how they set the READ up, not in
+ * Why: rkv's READ measured slower than perftest's ib_read_lat at the same
+ * size on Soft-RoCE. The two differ in how they set the READ up, not in
  * the READ: queue sizes (which size rxe's work-request and completion rings),
  * inline size and scatter entries (the size of each ring slot), READ depths,
  * path MTU, ACK timeout and retry count, the responder's memory (a small
@@ -31,8 +31,8 @@
  *   --get URI       whole GETs through librkv (rkv_get of a random one of
  *                   --keys stored 16-byte keys with 32-byte values, as
  *                   rkv-bench's), through the location cache (warm) or,
- *                   with --cold, without one: the issue's ratio of a GET to
- *                   a READ, measured with both in one interleaved run.
+ *                   with --cold, without one: a GET's latency over a
+ *                   READ's, with both in one interleaved run.
  *
  * Cases: each `--case "LABEL: OPTIONS"` is one setup (the options outside
  * any --case, then its own); all are set up first, then READ round-robin,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/ab/shm-get.sh — issue 11's synchronous GET over shm, two builds side
+# tools/ab/shm-get.sh — the synchronous GET over shm, two builds side
 # by side.
 #
 #   tools/ab/shm-get.sh [--clocks] BASE_BUILD NEW_BUILD [ROUNDS]   (default 7 rounds)
@@ -10,7 +10,8 @@
 # uniform 100k keys, 64 B values, 100 % GET for 3 s against its own server.
 # --clocks adds a third arm per round: NEW's rkv-bench with --clock
 # monotonic, timed as a build from before rkv-bench's TSC clock times, which
-# tells the library's gain from the clock's (docs/bench.md).
+# tells the library's gain from the clock's
+# (docs/results/2026-12-01-bench-tsc-clock.md).
 # Prints one line per run (ops/s and the 1-minute load average, which says
 # whether the host was quiet) and the medians with their ratios to the
 # base. A measuring tool for developers (docs/bench.md); a quiet host is the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/ab/window.sh — issue 12's 90/10 mix over shm at window 1 and window
+# tools/ab/window.sh — the 90/10 mix over shm at window 1 and window
 # 16, two builds side by side (the same build twice is a noise check).
 #
 #   tools/ab/window.sh OLD_BUILD NEW_BUILD [ROUNDS]     (default 5 rounds)

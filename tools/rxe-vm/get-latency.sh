@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/rxe-vm/get-latency.sh — GET latency over Soft-RoCE next to perftest,
-# in one guest run: the issue-11 measurement (warm GET through the location
+# in one guest run: a GET's p50 over a READ's (warm GET through the location
 # cache; cold GET without it, with both buckets in one doorbell and with the
 # connection's own choice, --bucket-reads auto; and ib_read_lat's typical
 # READ, on the same vCPUs, in every round: of 2 bytes, the reference, and of
@@ -12,8 +12,8 @@
 # build (tools/rdma-read-lat.c) that interleaves, GET by GET and READ by
 # READ, a 2 B and a 128 B READ on QPs set up as ib_read_lat sets them up,
 # a 128 B READ through rkv's transport, warm and cold GETs: separate runs on
-# this host swing by 1.5x from one to the next, so the ratios the issue asks
-# for are best read inside that one process.
+# this host swing by 1.5x from one to the next, so the GET-to-READ ratios
+# are best read inside that one process.
 #
 # Run from the host:
 #   tools/rxe-vm/run.sh --quiet --timeout 300 -- \
@@ -82,8 +82,8 @@ done
 kill "$pid"; wait "$pid"
 
 # The verdict: per interleaved run, each GET's p50 over the same run's
-# 2-byte READ p50 (the issue's ratios), and per build their median over the
-# runs (separate runs swing by 1.5x; a ratio inside one run does not).
+# 2-byte READ p50, and per build their median over the runs (separate
+# runs swing by 1.5x; a ratio inside one run does not).
 echo "== ratios of p50s within each interleaved run (GET / READ 2 B), and their median"
 awk '
   function p50(line,  i, n, f) { n = split(line, f, " "); for (i = 1; i < n; i++) if (f[i] == "p50") return f[i + 1]; return 0 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/rxe-vm/read-lat-factors.sh — which of rkv's READ setup choices cost
-# time over Soft-RoCE, in one guest run (issue 11). Each experiment is one
+# time over Soft-RoCE, in one guest run. Each experiment is one
 # rdma-read-lat process on vCPU 0 (tools/rdma-read-lat.c) whose cases READ
 # round-robin, so the host's load falls on all of them alike; rkv-server
 # runs on vCPU 1 as in get-latency.sh:

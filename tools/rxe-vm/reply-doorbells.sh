@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/rxe-vm/reply-doorbells.sh — reply doorbells per reply over Soft-RoCE,
-# in one guest run: the issue-12 measurement. For each poll mode (busy,
-# adaptive, event) and each build folder given, a fresh rkv-server on
+# in one guest run: how well a worker batches its replies to a client's
+# window of writes. For each poll mode (busy, adaptive, event) and each
+# build folder given, a fresh rkv-server on
 # rdma://$RXE_IP, a window-16 write run (rkv-bench -w 16 -r 0), and the
 # deltas of the server's `replies`, `reply_doorbells` (and `reply_holds`,
 # `reply_hold_expired` where the build counts them) around the run, next to

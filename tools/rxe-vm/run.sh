@@ -89,7 +89,8 @@ PAIR_NET=198.51.100   # RFC 5737 TEST-NET-2: server .1, client .2
 #   section, an XSAVE/XRSTOR of `-cpu max`'s state plus emulated PCLMULQDQ,
 #   +4-7 us a READ under TCG between a 76- and an 80-byte payload (7-10 % of a
 #   READ), a step no NIC has: it computes the ICRC in hardware. crc32_generic
-#   costs per byte, with no step (docs/bench.md, "The guest's ICRC").
+#   costs per byte, with no step
+#   (docs/results/2026-12-01-soft-roce-icrc-probe-ratios.md).
 # virtio_pci, 9pnet_virtio, 9p: the host filesystem shares.
 # virtio_net: --pair's link. sch_netem: loss, delay, jitter, reordering on it;
 #   sch_ingress, cls_matchall, act_gact: the blackhole's drop of what arrives.
