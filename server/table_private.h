@@ -1,0 +1,118 @@
+/* table_private.h — the table's insides, shared by the files that make it up.
+ *
+ * Not installed, and included only by server/table.c (the index and the
+ * write protocol, with the locking) and the policy that decides what goes
+ * when the heap is full (server/evict.c: which items; server/page_move.c:
+ * which slab pages move to another size class). Here are the table's
+ * bookkeeping, the small structs and static inline helpers those files
+ * share, and the few functions that cross between them, each with the locks
+ * its caller must hold. Everything else stays static in its file.
+ */
+#ifndef RKV_TABLE_PRIVATE_H
+#define RKV_TABLE_PRIVATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "slab.h"
+#include "table.h"
+
+struct stripe;            /* a bucket lock with its counters (table.c) */
+struct slot_lock_stats;   /* a thread slot's lock timing (table.c) */
+
+/* Counters of events no stripe counts, kept per writer slot (relaxed atomic
+ * adds: slots may be shared) and summed by stats (counters_sum). */
+struct table_counters {
+    uint64_t evictions, expirations, insert_failures, hints, hints_ignored;
+};
+
+/* What a writer thread keeps per table, in its thread slot (rkv_thread_slot),
+ * on lines of its own: taking the index shared, a new version, a store's
+ * LRU tick and counting an eviction, expiry, failure or hint write no line
+ * another thread uses (threads past RKV_THREAD_SLOTS share slots: all of it
+ * stays correct, only slower). */
+struct writer_slot {
+    uint64_t holders;        /* shared holds of the index (atomic) */
+    uint64_t last_version;   /* the last item version handed out (atomic) */
+    uint32_t stores;         /* LRU: stores since the slot last advanced the access clock */
+    uint64_t rng;            /* xorshift state for eviction sampling; 0 until first used */
+    struct table_counters n; /* this slot's share of the table's counters */
+} __attribute__((aligned(RKV_CACHELINE)));
+
+struct rkv_table {
+    uint8_t *base;                   /* region start */
+    size_t size;                     /* region bytes */
+    struct rkv_region_header *hdr;   /* at base */
+    struct rkv_bucket *buckets;      /* the index */
+    uint64_t bucket_count;           /* power of two */
+    uint64_t seed;                   /* hdr->hash_seed */
+    struct rkv_slab *slab;           /* the heap */
+    struct rkv_table_config cfg;     /* with defaults filled in */
+    uint64_t start_ns;               /* creation time, for the clock (common/clock.h) */
+    uint64_t (*now_ns)(void);        /* the time source: rkv_now_ns, or a test's */
+    uint64_t version_base;           /* rkv_now_ns() at creation, less one: versions count from it */
+    rkv_table_store_fn observer;     /* see rkv_table_set_store_observer(); NULL */
+    void *observer_ctx;
+
+    /* Locking (see table.c's top comment): a change to bucket b holds stripe
+     * b & stripe_mask, and the index shared (counted in a mode slot);
+     * whatever may touch any bucket (eviction, page moves, displacement that
+     * found no path otherwise) holds the index exclusive instead, which
+     * excludes every stripe holder. */
+    struct writer_slot *writer_slots;    /* RKV_THREAD_SLOTS of them */
+    struct slot_lock_stats *lock_stats; /* RKV_THREAD_SLOTS of them, with cfg.lock_timing */
+    int exclusive;                   /* 1 while an exclusive holder wants or has the index (atomic) */
+    pthread_mutex_t exclusive_lock;  /* held by the exclusive holder; shared takers that meet
+                                      * `exclusive` wait on it */
+    struct stripe *stripes;          /* stripe_mask + 1 of them */
+    uint64_t stripe_mask;
+    uint64_t expire_cursor;          /* next bucket the expiry scan claims (atomic) */
+    uint64_t reserve[RKV_MAX_CLASSES]; /* evict-ahead target per class, in items (written
+                                        * exclusive, read with relaxed loads) */
+    uint64_t rng_seed;               /* seeds each writer slot's sampling rng */
+    uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class;
+                                                * atomic) */
+    uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look
+                                                * (the index held exclusive) */
+    int evicting[RKV_MAX_CLASSES];   /* 1 while a writer evicts ahead for the class (atomic) */
+
+    /* Written by writers outside any lock: on a line of its own, so that
+     * no write invalidates the read-mostly fields above for the others. */
+    uint32_t access_clock __attribute__((aligned(RKV_CACHELINE)));
+                                     /* LRU time: +ACCESS_STEP per ACCESS_STEP stored items of a
+                                      * thread slot, with LRU only (atomic) */
+};
+
+/* Where a slot is, and what it holds. */
+struct place {
+    struct rkv_bucket *bucket;
+    unsigned slot;
+    uint64_t word;
+    struct rkv_item *it;
+};
+
+/* Add to a counter of a writer slot (relaxed: slots may be shared). */
+static inline void count(uint64_t *counter, int64_t delta)
+{
+    __atomic_fetch_add(counter, (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+/* This thread's writer slot. */
+static inline struct writer_slot *writer_slot(struct rkv_table *t)
+{
+    return &t->writer_slots[rkv_thread_slot()];
+}
+
+static inline struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
+{
+    return (struct rkv_item *)(void *)(t->base + rkv_slot_offset(word));
+}
+
+static inline uint64_t slot_load(const struct rkv_bucket *b, unsigned s)
+{
+    return __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
+}
+
+#endif
