@@ -86,7 +86,7 @@
  * rate as 1 / its access age (a page of cold items is cheap, a page with a
  * few recently used items costs about as many); RANDOM, the fewest live
  * items (no recency to weigh). Every live item on it is evicted through the
- * normal delete path (index_remove: bucket version protocol, OBSOLETE,
+ * normal delete path (rkv_table_index_remove: bucket version protocol, OBSOLETE,
  * counted as evictions) and the allocator keeps the page for grace_ms after
  * the last of its items was freed before the class gets it; the PUT waits
  * for that as for the limbo. So with eviction on, a PUT fails only when the
@@ -306,7 +306,7 @@ static void key_stripes(const struct rkv_table *t, const struct rkv_key_hash *h,
 /* The whole index, excluding every stripe holder: one exclusive taker at a
  * time; new shared takers step back from the flag, those holding finish
  * (holds are short, so waiting for them yields rather than sleeps). */
-static uint64_t index_lock_all(struct rkv_table *t)
+uint64_t rkv_table_index_lock_all(struct rkv_table *t)
 {
     struct slot_lock_stats *ls = my_lock_stats(t);
     uint64_t asked = ls ? rkv_now_ns() : 0;
@@ -329,7 +329,7 @@ static uint64_t index_lock_all(struct rkv_table *t)
     return since;
 }
 
-static void index_unlock_all(struct rkv_table *t, uint64_t since)
+void rkv_table_index_unlock_all(struct rkv_table *t, uint64_t since)
 {
     struct slot_lock_stats *ls = my_lock_stats(t);
     __atomic_store_n(&t->exclusive, 0, __ATOMIC_RELEASE);
@@ -399,10 +399,10 @@ static void slot_store(struct rkv_table *t, struct rkv_bucket *b, unsigned slot,
 
 void rkv_table_set_store_observer(struct rkv_table *t, rkv_table_store_fn fn, void *ctx)
 {
-    uint64_t since = index_lock_all(t);
+    uint64_t since = rkv_table_index_lock_all(t);
     t->observer = fn;
     t->observer_ctx = ctx;
-    index_unlock_all(t, since);
+    rkv_table_index_unlock_all(t, since);
 }
 
 /* First empty slot of b, or -1. */
@@ -500,16 +500,31 @@ static void retire(struct rkv_table *t, const struct rkv_bucket *b, uint64_t wor
 }
 
 /* Remove the item at p from the index and retire it (eviction, expiry). */
-static void index_remove(struct rkv_table *t, const struct place *p)
+void rkv_table_index_remove(struct rkv_table *t, const struct place *p)
 {
     slot_store(t, p->bucket, p->slot, 0);
     retire(t, p->bucket, p->word);
 }
 
+/* Remove the item at p, found without locks, under its bucket's stripe if
+ * the slot still holds it (a write, a delete or a displacement may have
+ * moved it since). The removal changes that bucket only, so its stripe is
+ * all it takes. */
+bool rkv_table_index_remove_if(struct rkv_table *t, const struct place *p)
+{
+    bool still;
+    struct stripe_set set = { .n = 1, .s = { (uint64_t)(p->bucket - t->buckets) & t->stripe_mask } };
+    struct stripe_hold hold = stripes_lock(t, &set);
+    if ((still = slot_load(p->bucket, p->slot) == p->word))
+        rkv_table_index_remove(t, p);
+    stripes_unlock(t, &set, hold);
+    return still;
+}
+
 /* ------------------------------------------------------------ finding */
 
-static bool index_find(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
-                       uint32_t key_len, struct place *p)
+bool rkv_table_index_find(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
+                          uint32_t key_len, struct place *p)
 {
     for (unsigned i = 0; i < 2; i++) {
         struct rkv_bucket *b = &t->buckets[h->bucket[i]];
@@ -531,8 +546,8 @@ static bool index_find(struct rkv_table *t, const struct rkv_key_hash *h, const 
  * under construction by another thread, so its header is only a guess until
  * an index slot pointing at exactly this offset confirms it. With the index
  * held exclusive the answer is exact; without it, a guess for eviction,
- * which confirms it under the bucket's stripe (evict_one). */
-static bool live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
+ * which confirms it under the bucket's stripe (rkv_table_index_remove_if). */
+bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
 {
     const struct rkv_item *it = (const struct rkv_item *)(const void *)(t->base + off);
     uint32_t key_len = __atomic_load_n(&it->key_len, __ATOMIC_RELAXED);
@@ -582,7 +597,7 @@ static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct
         return false;  /* the class has no pages */
     for (unsigned i = 0; i < samples; i++) {
         struct place p;
-        if (!live_at(t, offs[i], cls, &p) || p.word == keep)
+        if (!rkv_table_live_at(t, offs[i], cls, &p) || p.word == keep)
             continue;
         if (!lru) {
             *victim = p;
@@ -600,20 +615,15 @@ static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct
 
 /* Remove victim p from the index: at once with the index held exclusive;
  * else under its bucket's stripe, if the slot still holds it (a write, a
- * delete or a displacement may have moved it since it was chosen). The
- * removal changes that bucket only, so its stripe is all it takes. */
+ * delete or a displacement may have moved it since it was chosen:
+ * rkv_table_index_remove_if). */
 static bool evict_one(struct rkv_table *t, const struct place *p, bool exclusive)
 {
     bool still = true;
-    if (exclusive) {
-        index_remove(t, p);
-    } else {
-        struct stripe_set set = { .n = 1, .s = { (uint64_t)(p->bucket - t->buckets) & t->stripe_mask } };
-        struct stripe_hold hold = stripes_lock(t, &set);
-        if ((still = slot_load(p->bucket, p->slot) == p->word))
-            index_remove(t, p);
-        stripes_unlock(t, &set, hold);
-    }
+    if (exclusive)
+        rkv_table_index_remove(t, p);
+    else
+        still = rkv_table_index_remove_if(t, p);
     if (still)
         count(&writer_slot(t)->n.evictions, 1);
     return still;
@@ -695,7 +705,7 @@ static bool evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, st
     }
     if (best.word == 0)
         return false;
-    index_remove(t, &best);
+    rkv_table_index_remove(t, &best);
     count(&writer_slot(t)->n.evictions, 1);
     *out = best;
     return true;
@@ -720,7 +730,7 @@ static void page_cost(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
     for (unsigned i = 0; i < n; i++) {
         struct place p;
         uint64_t item = (uint64_t)i * pi->handed / n;
-        if (!live_at(t, pi->start + item * pi->size, pi->cls, &p))
+        if (!rkv_table_live_at(t, pi->start + item * pi->size, pi->cls, &p))
             continue;
         uint32_t age = t->cfg.evict == RKV_EVICT_LRU ? item_age(t, p.word) : 0;
         loss += LOSS_UNIT / (1 + (uint64_t)age);
@@ -792,12 +802,12 @@ static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
     struct place p;
     uint32_t live = 0;
     for (uint32_t i = 0; i < pi->handed; i++)
-        live += live_at(t, pi->start + (uint64_t)i * pi->size, pi->cls, &p);
+        live += rkv_table_live_at(t, pi->start + (uint64_t)i * pi->size, pi->cls, &p);
     if (live != pi->used)
         return false;
     for (uint32_t i = 0; i < pi->handed && live > 0; i++) {
-        if (live_at(t, pi->start + (uint64_t)i * pi->size, pi->cls, &p)) {
-            index_remove(t, &p);
+        if (rkv_table_live_at(t, pi->start + (uint64_t)i * pi->size, pi->cls, &p)) {
+            rkv_table_index_remove(t, &p);
             count(&writer_slot(t)->n.evictions, 1);
             live--;
         }
@@ -864,7 +874,7 @@ static void automove(struct rkv_table *t)
 
     if (t->cfg.evict != RKV_EVICT_LRU || rkv_slab_pages_any(t->slab))
         return;
-    uint64_t since = index_lock_all(t);
+    uint64_t since = rkv_table_index_lock_all(t);
     for (unsigned c = 0; c < classes; c++) {
         struct rkv_slab_class_stats cs;
         uint64_t seen = __atomic_load_n(&t->class_evictions[c], __ATOMIC_RELAXED);
@@ -885,7 +895,7 @@ static void automove(struct rkv_table *t)
     if (young >= 0 && old >= 0 && young != old && old_age / MOVE_COLDER > young_age &&
         rkv_slab_page_wait_ms(t->slab, (unsigned)young) < 0)
         page_reassign(t, (unsigned)young, old, false, 0);
-    index_unlock_all(t, since);
+    rkv_table_index_unlock_all(t, since);
 }
 
 /* ------------------------------------------------------------ cuckoo */
@@ -1098,7 +1108,7 @@ static uint64_t own_item(struct rkv_table *t, const struct rkv_key_hash *h, cons
                          uint32_t key_len)
 {
     struct place p;
-    return index_find(t, h, key, key_len, &p) ? p.word : 0;
+    return rkv_table_index_find(t, h, key, key_len, &p) ? p.word : 0;
 }
 
 /* Memory for an item of class cls, evicting when the policy allows: items
@@ -1115,7 +1125,7 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, const struct rkv
             return RKV_OUT_OF_MEMORY;
 
         struct rkv_slab_class_stats cs;
-        uint64_t since = index_lock_all(t);
+        uint64_t since = rkv_table_index_lock_all(t);
         uint64_t keep = own_item(t, h, key, key_len);
         rkv_slab_class_stats(t->slab, cls, &cs);
         uint64_t cap = reserve_cap(cs.pages * cs.per_page);
@@ -1132,7 +1142,7 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, const struct rkv
             else if (starved)
                 page_reassign(t, cls, -1, true, keep);
         }
-        index_unlock_all(t, since);
+        rkv_table_index_unlock_all(t, since);
 
         if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
             return RKV_OK;
@@ -1225,7 +1235,7 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
                                bool *again)
 {
     struct place old, p;
-    bool found = index_find(t, w->h, w->key, w->key_len, &old);
+    bool found = rkv_table_index_find(t, w->h, w->key, w->key_len, &old);
     bool live = found && !expired_now(t, old.it);
     rkv_status st = mode_check(w->mode, live, live ? old.it->version : 0, w->cas);
     *again = false;
@@ -1279,9 +1289,9 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
     }
     if (again) {
         room = (struct room){ .exclusive = true };
-        uint64_t since = index_lock_all(t);
+        uint64_t since = rkv_table_index_lock_all(t);
         st = store_locked(t, w, &room, &again);
-        index_unlock_all(t, since);
+        rkv_table_index_unlock_all(t, since);
     }
     if (w->replaced != 0)
         item_free(t, w->replaced);
@@ -1301,7 +1311,7 @@ static void prefetch_buckets(const struct rkv_table *t, const struct rkv_key_has
 }
 
 /* ... and, once they are in, the first line of each item whose fingerprint
- * matches (read racily: a hint; index_find decides under the stripes). */
+ * matches (read racily: a hint; rkv_table_index_find decides under the stripes). */
 static void prefetch_matches(const struct rkv_table *t, const struct rkv_key_hash *h)
 {
     for (unsigned i = 0; i < 2; i++) {
@@ -1370,7 +1380,7 @@ static rkv_status table_unlink(struct rkv_table *t, const void *key, uint32_t ke
     struct stripe_set set;
     key_stripes(t, &h, &set);
     struct stripe_hold hold = stripes_lock(t, &set);
-    bool found = index_find(t, &h, key, key_len, &p);
+    bool found = rkv_table_index_find(t, &h, key, key_len, &p);
     st = RKV_NOT_FOUND;
     if (found) {
         if (expired_now(t, p.it)) {
@@ -1461,7 +1471,7 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
 
         struct stripe_hold hold = stripes_lock(t, &set);
         st = RKV_NOT_FOUND;
-        if (index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
+        if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
             st = value_number(p.it, &cur) ? RKV_OK : RKV_NOT_NUMBER;
             version = p.it->version;
             expire_at = p.it->expire_at;
@@ -1504,7 +1514,7 @@ const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint
     struct stripe_set set;
     key_stripes(t, &h, &set);
     struct stripe_hold hold = stripes_lock(t, &set);
-    if (index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it))
+    if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it))
         it = p.it;
     stripes_unlock(t, &set, hold);
     return it;
@@ -1586,7 +1596,7 @@ static void expire_bucket(struct rkv_table *t, uint64_t bucket, uint32_t now)
         uint64_t w = b->slot[s];
         if (w != 0 && expired(item_at(t, w), now)) {
             struct place p = { .bucket = b, .slot = s, .word = w };
-            index_remove(t, &p);
+            rkv_table_index_remove(t, &p);
             count(&writer_slot(t)->n.expirations, 1);
         }
     }

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "hash.h"
 #include "layout.h"
 #include "slab.h"
 #include "table.h"
@@ -114,5 +115,32 @@ static inline uint64_t slot_load(const struct rkv_bucket *b, unsigned s)
 {
     return __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
 }
+
+/* ---- table.c: the index, for the policy. Lock order and what each lock
+ * guards: table.c's top comment. */
+
+/* Hold the whole index exclusive (no stripe holder inside, new ones wait);
+ * returns what rkv_table_index_unlock_all() needs for lock timing. Holding
+ * no index lock. */
+uint64_t rkv_table_index_lock_all(struct rkv_table *t);
+void rkv_table_index_unlock_all(struct rkv_table *t, uint64_t since);
+
+/* Find the key's item in its two buckets (h: its hash). The key's stripes
+ * held, or the index exclusive. */
+bool rkv_table_index_find(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
+                          uint32_t key_len, struct place *p);
+
+/* Is the item at heap offset `off` of class cls in the index, and where?
+ * Exact with the index held exclusive; with no index lock, a guess that
+ * rkv_table_index_remove_if() confirms. */
+bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p);
+
+/* Clear p's slot and retire its item (OBSOLETE, freed into the limbo): an
+ * eviction or expiry. The stripe of p's bucket held, or the index exclusive. */
+void rkv_table_index_remove(struct rkv_table *t, const struct place *p);
+
+/* rkv_table_index_remove() under p's bucket's stripe, if the slot still
+ * holds p->word; false if not. Holding no index lock. */
+bool rkv_table_index_remove_if(struct rkv_table *t, const struct place *p);
 
 #endif
