@@ -56,19 +56,8 @@
  * also summed for stats, and allocation in its slab magazines (slab.c). With
  * cfg.lock_timing each kind of hold is timed per thread slot.
  *
- * Eviction (the server never sees GETs): clients send the slot words they
- * read items through as hints; a hint stamps the item's private access word
- * (kept by the slab allocator, indexed by item) with the table's access clock,
- * which advances by ACCESS_STEP once per ACCESS_STEP items a thread slot
- * stores (ages are taken modulo 2^32 stores, so
- * an item untouched for longer looks young again: LRU is approximate). LRU
- * evicts the least recently stamped of LRU_SAMPLES random items of the
- * needed class (Redis's approximated LRU); RANDOM evicts the first live item of RANDOM_SAMPLES random picks. Because
- * freed memory is reusable only after grace_ms, a full heap evicts ahead:
- * each PUT keeps (reusable + limbo + fresh) items its class holds (beyond
- * what writers' magazines hold) at or above a per-class reserve, which doubles (up to an eighth of the class) whenever a
- * PUT still had to wait for the limbo. A PUT waits at most grace_ms per try,
- * never spins.
+ * Eviction, which items go when the heap is full, is evict.c's; it reaches
+ * the index through table_private.h, with the locks described above.
  *
  * Page moves (slab.c, calcification). A page of another class is moved to
  * the class of a PUT that must wait for memory when
@@ -128,11 +117,6 @@
 
 #define BFS_MAX_DEPTH   5      /* longest displacement chain, in moves */
 #define BFS_MAX_NODES   512    /* buckets a displacement search may visit */
-#define LRU_SAMPLES     16
-#define RANDOM_SAMPLES  16
-#define RESERVE_MIN     8      /* initial evict-ahead reserve per class, in items */
-#define EVICT_AHEAD_MAX 32     /* evictions one PUT does ahead of need */
-#define ALLOC_TRIES     3      /* waits for the limbo or a moved page before a PUT gives up */
 #define PAGE_SAMPLES    8      /* pages a page move compares */
 #define PAGE_PROBES     32     /* random looks for another class's page before a scan */
 #define PAGE_AGE_SAMPLES 16    /* items that rate what moving a page loses */
@@ -348,21 +332,6 @@ static bool expired_now(const struct rkv_table *t, const struct rkv_item *it)
     return it->expire_at != 0 && expired(it, rkv_table_clock(t));
 }
 
-/* Random bits for eviction sampling, from this thread's writer slot (a slot
- * shared by two threads may hand both the same bits: harmless). */
-static uint64_t rng_next(struct rkv_table *t)
-{
-    struct writer_slot *w = writer_slot(t);
-    uint64_t x = __atomic_load_n(&w->rng, __ATOMIC_RELAXED);
-    if (RKV_UNLIKELY(x == 0))
-        x = (t->rng_seed ^ (uint64_t)(w - t->writer_slots) * 0x9e3779b97f4a7c15ull) | 1;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    __atomic_store_n(&w->rng, x, __ATOMIC_RELAXED);
-    return x;
-}
-
 uint32_t rkv_table_clock(const struct rkv_table *t)
 {
     return rkv_clock_at(t->start_ns, t->now_ns());
@@ -570,147 +539,6 @@ bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct p
     return false;
 }
 
-/* ------------------------------------------------------------ eviction */
-
-static uint32_t item_age(struct rkv_table *t, uint64_t word)
-{
-    uint32_t *m = rkv_slab_meta(t->slab, rkv_slot_offset(word), rkv_slot_class(word));
-    if (m == NULL)
-        return 0;
-    return __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED) - __atomic_load_n(m, __ATOMIC_RELAXED);
-}
-
-/* Choose a live item of class cls to evict, never the one in `keep` (the
- * item the current PUT just stored). Exact with the index held exclusive;
- * else a candidate that evict_one() confirms. */
-static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim)
-{
-    bool lru = t->cfg.evict == RKV_EVICT_LRU;
-    unsigned samples = lru ? LRU_SAMPLES : RANDOM_SAMPLES;
-    bool found = false;
-    uint32_t best_age = 0;
-    uint64_t rnd[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)], offs[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)];
-
-    for (unsigned i = 0; i < samples; i++)
-        rnd[i] = rng_next(t);
-    if (rkv_slab_sample(t->slab, cls, rnd, samples, offs) < samples)
-        return false;  /* the class has no pages */
-    for (unsigned i = 0; i < samples; i++) {
-        struct place p;
-        if (!rkv_table_live_at(t, offs[i], cls, &p) || p.word == keep)
-            continue;
-        if (!lru) {
-            *victim = p;
-            return true;
-        }
-        uint32_t age = item_age(t, p.word);
-        if (!found || age > best_age) {
-            *victim = p;
-            best_age = age;
-            found = true;
-        }
-    }
-    return found;
-}
-
-/* Remove victim p from the index: at once with the index held exclusive;
- * else under its bucket's stripe, if the slot still holds it (a write, a
- * delete or a displacement may have moved it since it was chosen:
- * rkv_table_index_remove_if). */
-static bool evict_one(struct rkv_table *t, const struct place *p, bool exclusive)
-{
-    bool still = true;
-    if (exclusive)
-        rkv_table_index_remove(t, p);
-    else
-        still = rkv_table_index_remove_if(t, p);
-    if (still)
-        count(&writer_slot(t)->n.evictions, 1);
-    return still;
-}
-
-/* Evict up to `want` items of class cls, sparing `keep`; returns how many.
- * With the index held exclusive (`exclusive`), or holding no index lock:
- * then each victim goes under its own bucket's stripe. */
-static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, uint64_t keep,
-                            bool exclusive)
-{
-    unsigned done = 0;
-    for (unsigned tries = 0; done < want && tries < 2 * want + 4; tries++) {
-        struct place p;
-        if (pick_victim(t, cls, keep, &p) && evict_one(t, &p, exclusive))
-            done++;
-    }
-    __atomic_fetch_add(&t->class_evictions[cls], done, __ATOMIC_RELAXED);
-    return done;
-}
-
-/* The largest evict-ahead reserve for a class: an eighth of what it owns. */
-static uint64_t reserve_cap(uint64_t owned)
-{
-    return RKV_MAX(1, owned / 8);
-}
-
-/* How many items of class cls to evict ahead, so that a PUT on a full heap
- * rarely has to wait for the grace period: what the items the class holds
- * on their way back to allocation (limbo, ready, fresh: rkv_slab_class_spare,
- * which does not count the few in writers' magazines, so the reserve comes on
- * top of those) lack of the class's reserve. Takes no lock at all, since
- * every PUT on a full heap asks; the answer is a hint, re-asked with the
- * index held exclusive before anything is evicted. */
-static unsigned evict_ahead_want(struct rkv_table *t, unsigned cls)
-{
-    if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_any(t->slab))
-        return 0;
-    uint64_t owned, coming = rkv_slab_class_spare(t->slab, cls, &owned);
-    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(owned));
-    return coming < target ? (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX) : 0;
-}
-
-/* Evict ahead for class cls (evict_ahead_want), sparing `keep`, without
- * the whole index: each victim under its bucket's stripe. One writer per
- * class at a time (others go on: the reserve is ahead of need), and its
- * evicted items go to the class at once, so the next look sees them. */
-static void evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
-{
-    if (evict_ahead_want(t, cls) == 0 || __atomic_exchange_n(&t->evicting[cls], 1, __ATOMIC_ACQUIRE))
-        return;
-    unsigned want = evict_ahead_want(t, cls);
-    if (want > 0) {
-        evict_class(t, cls, want, keep, false);
-        rkv_slab_flush(t->slab, cls);
-    }
-    __atomic_store_n(&t->evicting[cls], 0, __ATOMIC_RELEASE);
-}
-
-/* Free a slot in one of the key's buckets by evicting one of their items
- * (the index is full there and no displacement path exists). The index held exclusive. */
-static bool evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struct place *out)
-{
-    struct place best = { 0 };
-    uint32_t best_age = 0;
-    unsigned pick = (unsigned)(rng_next(t) % (2 * RKV_SLOTS_PER_BUCKET));
-
-    for (unsigned i = 0; i < 2 * RKV_SLOTS_PER_BUCKET; i++) {
-        struct rkv_bucket *b = &t->buckets[h->bucket[i / RKV_SLOTS_PER_BUCKET]];
-        unsigned s = i % RKV_SLOTS_PER_BUCKET;
-        uint64_t w = b->slot[s];
-        if (w == 0)
-            continue;
-        uint32_t age = t->cfg.evict == RKV_EVICT_LRU ? item_age(t, w) : (i == pick);
-        if (best.word == 0 || age > best_age) {
-            best = (struct place){ .bucket = b, .slot = s, .word = w, .it = item_at(t, w) };
-            best_age = age;
-        }
-    }
-    if (best.word == 0)
-        return false;
-    rkv_table_index_remove(t, &best);
-    count(&writer_slot(t)->n.evictions, 1);
-    *out = best;
-    return true;
-}
-
 /* ------------------------------------------------------------ page moves */
 
 /* What moving a page would lose, estimated from up to PAGE_AGE_SAMPLES of
@@ -732,7 +560,7 @@ static void page_cost(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
         uint64_t item = (uint64_t)i * pi->handed / n;
         if (!rkv_table_live_at(t, pi->start + item * pi->size, pi->cls, &p))
             continue;
-        uint32_t age = t->cfg.evict == RKV_EVICT_LRU ? item_age(t, p.word) : 0;
+        uint32_t age = t->cfg.evict == RKV_EVICT_LRU ? rkv_evict_item_age(t, p.word) : 0;
         loss += LOSS_UNIT / (1 + (uint64_t)age);
         ages += age;
         live++;
@@ -774,7 +602,7 @@ static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls, ui
     struct page_cost pc;
 
     for (unsigned probe = 0; probe < PAGE_PROBES && found < PAGE_SAMPLES; probe++) {
-        if (!page_candidate(t, rng_next(t) % pages, cls, from_cls, keep, &pi))
+        if (!page_candidate(t, rkv_evict_rng(t) % pages, cls, from_cls, keep, &pi))
             continue;
         page_cost(t, &pi, &pc);
         if (found++ == 0 || pc.loss < cost->loss ||
@@ -783,7 +611,7 @@ static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls, ui
             *cost = pc;
         }
     }
-    uint64_t start = rng_next(t) % pages;
+    uint64_t start = rkv_evict_rng(t) % pages;
     for (uint64_t i = 0; i < pages && found == 0; i++)
         if (page_candidate(t, (start + i) % pages, cls, from_cls, keep, out)) {
             page_cost(t, out, cost);
@@ -820,9 +648,9 @@ static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
 static bool tail_age(struct rkv_table *t, unsigned cls, uint32_t *age)
 {
     struct place p;
-    if (!pick_victim(t, cls, 0, &p))
+    if (!rkv_evict_pick_victim(t, cls, 0, &p))
         return false;
-    *age = item_age(t, p.word);
+    *age = rkv_evict_item_age(t, p.word);
     return true;
 }
 
@@ -845,8 +673,8 @@ static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_
  * the page holding `keep` (0: none); with `starved`, only one
  * page_worth_less() allows. True when one went to the allocator's pool.
  * The index held exclusive. */
-static bool page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved,
-                          uint64_t keep)
+bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved,
+                       uint64_t keep)
 {
     for (unsigned tries = 0; tries < MOVE_TRIES; tries++) {
         struct rkv_slab_page_info pi;
@@ -866,7 +694,7 @@ static bool page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool 
  * MOVE_COLDER times older and that class has pages to spare (two or more).
  * One page per tick at most: memory moves toward where LRU would evict the
  * youngest items, without following every burst. */
-static void automove(struct rkv_table *t)
+void rkv_page_automove(struct rkv_table *t)
 {
     unsigned classes = rkv_slab_class_count(t->slab);
     int young = -1, old = -1;
@@ -894,7 +722,7 @@ static void automove(struct rkv_table *t)
     }
     if (young >= 0 && old >= 0 && young != old && old_age / MOVE_COLDER > young_age &&
         rkv_slab_page_wait_ms(t->slab, (unsigned)young) < 0)
-        page_reassign(t, (unsigned)young, old, false, 0);
+        rkv_page_reassign(t, (unsigned)young, old, false, 0);
     rkv_table_index_unlock_all(t, since);
 }
 
@@ -1075,7 +903,7 @@ static bool index_make_room(struct rkv_table *t, const struct rkv_key_hash *h,
         cuckoo_apply(t, &path, p);
         return true;
     }
-    return t->cfg.evict != RKV_EVICT_NONE && evict_for_slot(t, h, p);
+    return t->cfg.evict != RKV_EVICT_NONE && rkv_evict_for_slot(t, h, p);
 }
 
 /* ------------------------------------------------------------ writes */
@@ -1087,70 +915,14 @@ static rkv_status check_key(const struct rkv_table *t, const void *key, uint32_t
     return key_len > t->cfg.max_key_len ? RKV_TOO_LARGE : RKV_OK;
 }
 
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
-/* The shorter of two waits in ms, where -1 means "nothing to wait for". */
-static int wait_min(int a, int b)
-{
-    return a < 0 ? b : b < 0 ? a : RKV_MIN(a, b);
-}
-
-/* The live item of the key being written, which evicting for its new
- * version must spare (design.md invariant 7): an append, an incr or a CAS
- * whose own item were the victim would find nothing to replace and lose the
- * key. 0 when the key has none. The index held exclusive. */
-static uint64_t own_item(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
-                         uint32_t key_len)
-{
-    struct place p;
-    return rkv_table_index_find(t, h, key, key_len, &p) ? p.word : 0;
-}
-
-/* Memory for an item of class cls, evicting when the policy allows: items
- * of its class, else a page of another class, never the key's own item.
- * Called without any index lock; may wait for the limbo or a moved page
- * (at most grace_ms per try). */
+/* Memory for an item of class cls: the class's own, else what evicting
+ * frees (rkv_evict_alloc, which may wait). Called without any index lock. */
 static rkv_status item_alloc(struct rkv_table *t, unsigned cls, const struct rkv_key_hash *h,
                              const void *key, uint32_t key_len, uint64_t *off)
 {
-    for (unsigned tries = 0;; tries++) {
-        if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
-            return RKV_OK;
-        if (t->cfg.evict == RKV_EVICT_NONE || tries == ALLOC_TRIES)
-            return RKV_OUT_OF_MEMORY;
-
-        struct rkv_slab_class_stats cs;
-        uint64_t since = rkv_table_index_lock_all(t);
-        uint64_t keep = own_item(t, h, key, key_len);
-        rkv_slab_class_stats(t->slab, cls, &cs);
-        uint64_t cap = reserve_cap(cs.pages * cs.per_page);
-        bool starved = cs.pages > 0 && t->reserve[cls] >= cap; /* ran dry at the largest reserve */
-        if (t->reserve[cls] < cap)   /* we ran dry: the reserve was too small */
-            __atomic_store_n(&t->reserve[cls], RKV_MIN(2 * t->reserve[cls], cap), __ATOMIC_RELAXED);
-        unsigned evicted = evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap),
-                                                                 EVICT_AHEAD_MAX), keep, true);
-        /* No page coming for it, and nothing of its own to evict or on its
-         * way back, or starved: take a page from another class. */
-        if (rkv_slab_page_wait_ms(t->slab, cls) < 0) {
-            if (evicted == 0 && rkv_slab_limbo_wait_ms(t->slab, cls) < 0)
-                page_reassign(t, cls, -1, false, keep);
-            else if (starved)
-                page_reassign(t, cls, -1, true, keep);
-        }
-        rkv_table_index_unlock_all(t, since);
-
-        if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
-            return RKV_OK;
-        int wait = wait_min(rkv_slab_limbo_wait_ms(t->slab, cls), rkv_slab_page_wait_ms(t->slab, cls));
-        if (wait < 0)
-            return RKV_OUT_OF_MEMORY;  /* nothing evictable anywhere, nothing on its way back */
-        sleep_ms((unsigned)wait + 1);
-    }
+    if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
+        return RKV_OK;
+    return rkv_evict_alloc(t, cls, h, key, key_len, off);
 }
 
 static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
@@ -1344,7 +1116,7 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
         rkv_slab_free(t->slab, w.nb.cls, rkv_slot_offset(w.nb.word));  /* never published */
         goto fail;
     }
-    evict_ahead(t, w.nb.cls, w.nb.word);
+    rkv_evict_ahead(t, w.nb.cls, w.nb.word);
     if (version)
         *version = w.nb.version;
     return RKV_OK;
@@ -1580,7 +1352,7 @@ void rkv_table_hints(struct rkv_table *t, const void *hints, size_t n)
 
 uint32_t rkv_table_access_age(struct rkv_table *t, uint64_t slot)
 {
-    return item_age(t, slot);
+    return rkv_evict_item_age(t, slot);
 }
 
 /* ------------------------------------------------------------ clock */
@@ -1622,7 +1394,7 @@ void rkv_table_tick(struct rkv_table *t)
     expire_scan(t, now);
     for (unsigned cls = 0; cls < rkv_slab_class_count(t->slab); cls++)
         rkv_slab_drain(t->slab, cls);   /* items freed by threads that stopped writing come back */
-    automove(t);
+    rkv_page_automove(t);
 }
 
 /* The table's counters: every writer slot's share, added up. */
@@ -1853,8 +1625,7 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
     t->now_ns = c.now_ns != NULL ? c.now_ns : rkv_now_ns;
     t->start_ns = t->now_ns();
     t->version_base = rkv_now_ns() - 1;
-    for (unsigned i = 0; i < RKV_MAX_CLASSES; i++)
-        t->reserve[i] = RESERVE_MIN;
+    rkv_evict_init(t);
 
     struct rkv_slab_config sc = {
         .region = t->base, .heap_offset = heap_offset, .heap_size = heap_size,

@@ -143,4 +143,66 @@ void rkv_table_index_remove(struct rkv_table *t, const struct place *p);
  * holds p->word; false if not. Holding no index lock. */
 bool rkv_table_index_remove_if(struct rkv_table *t, const struct place *p);
 
+
+/* ---- evict.c: which items go, for table.c and page_move.c. */
+
+/* Each class's evict-ahead reserve at its starting size (at creation). */
+void rkv_evict_init(struct rkv_table *t);
+
+/* Random bits for sampling, from this thread's writer slot. */
+uint64_t rkv_evict_rng(struct rkv_table *t);
+
+/* LRU: how many stores ago the item of slot word `word` was last stamped;
+ * 0 without LRU. */
+uint32_t rkv_evict_item_age(struct rkv_table *t, uint64_t word);
+
+/* A live item of class cls to evict, never `keep`. Exact with the index
+ * held exclusive; with no index lock, a candidate that
+ * rkv_table_index_remove_if() confirms. */
+bool rkv_evict_pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim);
+
+/* How many items of class cls to evict ahead now; 0 unless the heap is
+ * full. Takes no lock: a hint, asked again once the class is claimed. */
+unsigned rkv_evict_ahead_want(struct rkv_table *t, unsigned cls);
+
+/* Evict ahead for class cls, sparing `keep`, as the writer that set
+ * t->evicting[cls]; clears it. Holding no index lock. */
+void rkv_evict_ahead_claimed(struct rkv_table *t, unsigned cls, uint64_t keep);
+
+/* After a PUT stored `keep` of class cls: evict ahead when the class's
+ * items on their way back fall short of its reserve, one writer per class
+ * at a time (others go on: the reserve is ahead of need). Holding no index
+ * lock. Inline because every PUT asks, and most go no further than the
+ * look. */
+static inline void rkv_evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
+{
+    if (rkv_evict_ahead_want(t, cls) == 0 || __atomic_exchange_n(&t->evicting[cls], 1, __ATOMIC_ACQUIRE))
+        return;
+    rkv_evict_ahead_claimed(t, cls, keep);
+}
+
+/* Memory for an item of class cls for the key (h, key) once the class had
+ * none: evicts (never the key's own item), moves a page, waits for the
+ * limbo; RKV_OUT_OF_MEMORY when nothing comes. Holding no index lock. */
+rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned cls, const struct rkv_key_hash *h,
+                           const void *key, uint32_t key_len, uint64_t *off);
+
+/* Free a slot in one of the key's full buckets by evicting one of their
+ * items (no displacement path). The index held exclusive. */
+bool rkv_evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struct place *out);
+
+/* ---- page_move.c: slab pages between size classes, for evict.c and the
+ * tick. */
+
+/* Move a page of another class (from_cls when >= 0) to class cls, never
+ * the page holding `keep` (0: none); with `starved`, only a page clearly
+ * worth less than what cls evicts. True when one went to the allocator's
+ * pool. The index held exclusive. */
+bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved,
+                       uint64_t keep);
+
+/* Automove (LRU, heap full): at most one page toward the class evicting
+ * the youngest items. Once a tick; takes the index exclusive itself. */
+void rkv_page_automove(struct rkv_table *t);
+
 #endif
