@@ -65,7 +65,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 
 #include "clock.h"
 #include "hash.h"

@@ -106,18 +106,23 @@ static inline struct writer_slot *writer_slot(struct rkv_table *t)
     return &t->writer_slots[rkv_thread_slot()];
 }
 
+/* The item a slot word points at. */
 static inline struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
 {
     return (struct rkv_item *)(void *)(t->base + rkv_slot_offset(word));
 }
 
+/* Slot s of bucket b: exact under its stripe (or the index exclusive), a
+ * guess without. */
 static inline uint64_t slot_load(const struct rkv_bucket *b, unsigned s)
 {
     return __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
 }
 
-/* ---- table.c: the index, for the policy. Lock order and what each lock
- * guards: table.c's top comment. */
+/* ---- table.c: the index, for the policy. What each lock guards is in
+ * table.c's top comment; the order they are taken in is index mode ->
+ * stripes (ascending) -> slab magazine -> slab class -> slab pages, so the
+ * policy calls the allocator with the index held, never the other way. */
 
 /* Hold the whole index exclusive (no stripe holder inside, new ones wait);
  * returns what rkv_table_index_unlock_all() needs for lock timing. Holding
@@ -143,13 +148,12 @@ void rkv_table_index_remove(struct rkv_table *t, const struct place *p);
  * holds p->word; false if not. Holding no index lock. */
 bool rkv_table_index_remove_if(struct rkv_table *t, const struct place *p);
 
-
 /* ---- evict.c: which items go, for table.c and page_move.c. */
 
 /* Each class's evict-ahead reserve at its starting size (at creation). */
 void rkv_evict_init(struct rkv_table *t);
 
-/* Random bits for sampling, from this thread's writer slot. */
+/* Random bits for sampling victims and pages, from this thread's writer slot. */
 uint64_t rkv_evict_rng(struct rkv_table *t);
 
 /* LRU: how many stores ago the item of slot word `word` was last stamped;
@@ -161,8 +165,9 @@ uint32_t rkv_evict_item_age(struct rkv_table *t, uint64_t word);
  * rkv_table_index_remove_if() confirms. */
 bool rkv_evict_pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim);
 
-/* How many items of class cls to evict ahead now; 0 unless the heap is
- * full. Takes no lock: a hint, asked again once the class is claimed. */
+/* How many items of class cls to evict ahead now; 0 without eviction or
+ * before the heap is full. Takes no lock: a hint, asked again once the
+ * class is claimed. */
 unsigned rkv_evict_ahead_want(struct rkv_table *t, unsigned cls);
 
 /* Evict ahead for class cls, sparing `keep`, as the writer that set
@@ -182,8 +187,9 @@ static inline void rkv_evict_ahead(struct rkv_table *t, unsigned cls, uint64_t k
 }
 
 /* Memory for an item of class cls for the key (h, key) once the class had
- * none: evicts (never the key's own item), moves a page, waits for the
- * limbo; RKV_OUT_OF_MEMORY when nothing comes. Holding no index lock. */
+ * none: evicts (never the key's own item), may move a page, waits for the
+ * limbo or the page; RKV_OUT_OF_MEMORY when nothing comes. Holding no index
+ * lock (it takes the index exclusive itself). */
 rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned cls, const struct rkv_key_hash *h,
                            const void *key, uint32_t key_len, uint64_t *off);
 
