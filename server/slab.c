@@ -37,7 +37,7 @@
  *     class_grow() hands it out; a reserved page nobody claims is open to every class
  *     after one more grace_ms. A page whose items are still in use (being
  *     built by a writer) is never taken, so no allocated item ever loses its
- *     memory. See table.c for how pages are chosen.
+ *     memory. See page_move.c for how pages are chosen.
  *   - draining: pages in the pool inside their grace period
  *     (rkv_slab_stats().draining); at most a page per move under way.
  *   - limbo: write rate x grace_ms x item size is always unusable.

@@ -56,64 +56,21 @@
  * also summed for stats, and allocation in its slab magazines (slab.c). With
  * cfg.lock_timing each kind of hold is timed per thread slot.
  *
- * Eviction (the server never sees GETs): clients send the slot words they
- * read items through as hints; a hint stamps the item's private access word
- * (kept by the slab allocator, indexed by item) with the table's access clock,
- * which advances by ACCESS_STEP once per ACCESS_STEP items a thread slot
- * stores (ages are taken modulo 2^32 stores, so
- * an item untouched for longer looks young again: LRU is approximate). LRU
- * evicts the least recently stamped of LRU_SAMPLES random items of the
- * needed class (Redis's approximated LRU); RANDOM evicts the first live item of RANDOM_SAMPLES random picks. Because
- * freed memory is reusable only after grace_ms, a full heap evicts ahead:
- * each PUT keeps (reusable + limbo + fresh) items its class holds (beyond
- * what writers' magazines hold) at or above a per-class reserve, which doubles (up to an eighth of the class) whenever a
- * PUT still had to wait for the limbo. A PUT waits at most grace_ms per try,
- * never spins.
- *
- * Page moves (slab.c, calcification). A page of another class is moved to
- * the class of a PUT that must wait for memory when
- *   - its class has nothing to evict and nothing on its way back (it owns
- *     no pages, or all its items are being built): any page will do; or
- *   - its class is starved: the PUT has to wait although the class's
- *     evict-ahead reserve is at its cap, i.e. the class's memory turns over
- *     within about grace_ms. Then only a page that is clearly worth less
- *     moves: LRU, one whose live items are on average MOVE_COLDER times
- *     older than the items the class itself evicts next; RANDOM, one of a
- *     class that holds at least two pages more. So two busy classes cannot
- *     take pages back and forth.
- * The page is, of PAGE_SAMPLES random pages, the one whose move loses least:
- * LRU, the least reuse expected of its live items, taking an item's reuse
- * rate as 1 / its access age (a page of cold items is cheap, a page with a
- * few recently used items costs about as many); RANDOM, the fewest live
- * items (no recency to weigh). Every live item on it is evicted through the
- * normal delete path (index_remove: bucket version protocol, OBSOLETE,
- * counted as evictions) and the allocator keeps the page for grace_ms after
- * the last of its items was freed before the class gets it; the PUT waits
- * for that as for the limbo. So with eviction on, a PUT fails only when the
- * heap holds nothing evictable. A move holds the whole index while it checks
- * every item of the page (a hash each: about 4 ms for a 1 MiB page of 16384
- * live 64-byte items). With LRU, once a tick, a class that had to evict
- * although another class's next victims are MOVE_COLDER times older than
- * its own also gets a page of that class (memcached's automove, by age):
- * memory follows the mix of item sizes. A page with an item being built on
- * it (allocated, not yet published) is never moved.
- *
- * A heap with fewer slab pages than size classes in use (e.g. 8 MiB of
- * 1 MiB pages for values of 16..4000 bytes) cannot hold every class at once:
- * PUTs then move pages nearly every time and each waits grace_ms. Smaller
- * slab pages avoid that.
+ * The policy for a full heap has files of its own: which items go (evict.c)
+ * and which slab pages move to another size class (page_move.c). They reach
+ * the index through table_private.h, under the locks described above.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 
 #include "clock.h"
 #include "hash.h"
 #include "slab.h"
 #include "table.h"
+#include "table_private.h"
 #include "util.h"
 
 #define DEFAULT_PAGE_SIZE     (1u << 20)
@@ -127,17 +84,6 @@
 
 #define BFS_MAX_DEPTH   5      /* longest displacement chain, in moves */
 #define BFS_MAX_NODES   512    /* buckets a displacement search may visit */
-#define LRU_SAMPLES     16
-#define RANDOM_SAMPLES  16
-#define RESERVE_MIN     8      /* initial evict-ahead reserve per class, in items */
-#define EVICT_AHEAD_MAX 32     /* evictions one PUT does ahead of need */
-#define ALLOC_TRIES     3      /* waits for the limbo or a moved page before a PUT gives up */
-#define PAGE_SAMPLES    8      /* pages a page move compares */
-#define PAGE_PROBES     32     /* random looks for another class's page before a scan */
-#define PAGE_AGE_SAMPLES 16    /* items that rate what moving a page loses */
-#define LOSS_UNIT       (1u << 16) /* page_cost of one live item of access age 0 */
-#define MOVE_TRIES      4      /* pages a move tries when one has an item being built */
-#define MOVE_COLDER     4      /* a starved class / automove takes pages this many times colder */
 #define INCR_TRIES      64     /* optimistic incr attempts under contention */
 #define EXPIRE_CHUNK    256    /* buckets scanned per index-lock hold in tick */
 #define EXPIRE_MIN_SCAN 4096   /* buckets scanned per tick at least */
@@ -166,12 +112,6 @@ struct cuckoo_path {
     unsigned dest_slot;
 };
 
-/* Counters of events no stripe counts, kept per writer slot (relaxed atomic
- * adds: slots may be shared) and summed by stats (counters_sum). */
-struct table_counters {
-    uint64_t evictions, expirations, insert_failures, hints, hints_ignored, flushed;
-};
-
 /* One thread slot's lock timing (cfg.lock_timing), on lines of its own. */
 struct slot_lock_stats {
     struct rkv_lock_stats stripes;   /* a write's bucket stripes, taken together */
@@ -189,77 +129,6 @@ struct stripe {
     pthread_mutex_t m;
     uint64_t n[SC_COUNT];
 } __attribute__((aligned(RKV_CACHELINE)));
-
-/* What a writer thread keeps per table, in its thread slot (rkv_thread_slot),
- * on lines of its own: taking the index shared, a new version, a store's
- * LRU tick and counting an eviction, expiry, failure or hint write no line
- * another thread uses (threads past RKV_THREAD_SLOTS share slots: all of it
- * stays correct, only slower). */
-struct writer_slot {
-    uint64_t holders;        /* shared holds of the index (atomic) */
-    uint64_t last_version;   /* the last item version handed out (atomic) */
-    uint32_t stores;         /* LRU: stores since the slot last advanced the access clock */
-    uint64_t rng;            /* xorshift state for eviction sampling; 0 until first used */
-    struct table_counters n; /* this slot's share of the table's counters */
-} __attribute__((aligned(RKV_CACHELINE)));
-
-struct rkv_table {
-    uint8_t *base;                   /* region start */
-    size_t size;                     /* region bytes */
-    struct rkv_region_header *hdr;   /* at base */
-    struct rkv_bucket *buckets;      /* the index */
-    uint64_t bucket_count;           /* power of two */
-    uint64_t seed;                   /* hdr->hash_seed */
-    struct rkv_slab *slab;           /* the heap */
-    struct rkv_table_config cfg;     /* with defaults filled in */
-    uint64_t start_ns;               /* creation time, for the clock (common/clock.h) */
-    uint64_t (*now_ns)(void);        /* the time source: rkv_now_ns, or a test's */
-    uint64_t version_base;           /* rkv_now_ns() at creation, less one: versions count from it */
-    rkv_table_store_fn observer;     /* see rkv_table_set_store_observer(); NULL */
-    void *observer_ctx;
-
-    /* Locking (see the top comment): a change to bucket b holds stripe
-     * b & stripe_mask, and the index shared (counted in a mode slot);
-     * whatever may touch any bucket (eviction, page moves, displacement that
-     * found no path otherwise) holds the index exclusive instead, which
-     * excludes every stripe holder. */
-    struct writer_slot *writer_slots;    /* RKV_THREAD_SLOTS of them */
-    struct slot_lock_stats *lock_stats; /* RKV_THREAD_SLOTS of them, with cfg.lock_timing */
-    int exclusive;                   /* 1 while an exclusive holder wants or has the index (atomic) */
-    pthread_mutex_t exclusive_lock;  /* held by the exclusive holder; shared takers that meet
-                                      * `exclusive` wait on it */
-    struct stripe *stripes;          /* stripe_mask + 1 of them */
-    uint64_t stripe_mask;
-    uint64_t expire_cursor;          /* next bucket the expiry scan claims (atomic) */
-    uint64_t reserve[RKV_MAX_CLASSES]; /* evict-ahead target per class, in items (written
-                                        * exclusive, read with relaxed loads) */
-    uint64_t rng_seed;               /* seeds each writer slot's sampling rng */
-    uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class;
-                                                * atomic) */
-    uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look
-                                                * (the index held exclusive) */
-    int evicting[RKV_MAX_CLASSES];   /* 1 while a writer evicts ahead for the class (atomic) */
-    uint64_t flush_at_ns;            /* a scheduled flush's time (now_ns's); 0 = none (atomic) */
-
-    /* Written by writers outside any lock: on a line of its own, so that
-     * no write invalidates the read-mostly fields above for the others. */
-    uint32_t access_clock __attribute__((aligned(RKV_CACHELINE)));
-                                     /* LRU time: +ACCESS_STEP per ACCESS_STEP stored items of a
-                                      * thread slot, with LRU only (atomic) */
-};
-
-/* Where a slot is, and what it holds. */
-struct place {
-    struct rkv_bucket *bucket;
-    unsigned slot;
-    uint64_t word;
-    struct rkv_item *it;
-};
-
-static void count(uint64_t *counter, int64_t delta)
-{
-    __atomic_fetch_add(counter, (uint64_t)delta, __ATOMIC_RELAXED);
-}
 
 /* ------------------------------------------------------------ locking */
 
@@ -287,12 +156,6 @@ static void stripe_add(const struct rkv_table *t, struct stripe_set *set, uint64
     memmove(&set->s[i + 1], &set->s[i], (set->n - i) * sizeof(set->s[0]));
     set->s[i] = s;
     set->n++;
-}
-
-/* This thread's writer slot. */
-static struct writer_slot *writer_slot(struct rkv_table *t)
-{
-    return &t->writer_slots[rkv_thread_slot()];
 }
 
 /* Hold the index shared: count in our slot, then look for an exclusive
@@ -388,7 +251,7 @@ static void key_stripes(const struct rkv_table *t, const struct rkv_key_hash *h,
 /* The whole index, excluding every stripe holder: one exclusive taker at a
  * time; new shared takers step back from the flag, those holding finish
  * (holds are short, so waiting for them yields rather than sleeps). */
-static uint64_t index_lock_all(struct rkv_table *t)
+uint64_t rkv_table_index_lock_all(struct rkv_table *t)
 {
     struct slot_lock_stats *ls = my_lock_stats(t);
     uint64_t asked = ls ? rkv_now_ns() : 0;
@@ -411,16 +274,11 @@ static uint64_t index_lock_all(struct rkv_table *t)
     return since;
 }
 
-static void index_unlock_all(struct rkv_table *t, uint64_t since)
+void rkv_table_index_unlock_all(struct rkv_table *t, uint64_t since)
 {
     struct slot_lock_stats *ls = my_lock_stats(t);
     __atomic_store_n(&t->exclusive, 0, __ATOMIC_RELEASE);
     rkv_unlock_timed(&t->exclusive_lock, ls ? &ls->index : NULL, since);
-}
-
-static struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
-{
-    return (struct rkv_item *)(void *)(t->base + rkv_slot_offset(word));
 }
 
 static bool expired(const struct rkv_item *it, uint32_t now)
@@ -433,21 +291,6 @@ static bool expired(const struct rkv_item *it, uint32_t now)
 static bool expired_now(const struct rkv_table *t, const struct rkv_item *it)
 {
     return it->expire_at != 0 && expired(it, rkv_table_clock(t));
-}
-
-/* Random bits for eviction sampling, from this thread's writer slot (a slot
- * shared by two threads may hand both the same bits: harmless). */
-static uint64_t rng_next(struct rkv_table *t)
-{
-    struct writer_slot *w = writer_slot(t);
-    uint64_t x = __atomic_load_n(&w->rng, __ATOMIC_RELAXED);
-    if (RKV_UNLIKELY(x == 0))
-        x = (t->rng_seed ^ (uint64_t)(w - t->writer_slots) * 0x9e3779b97f4a7c15ull) | 1;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    __atomic_store_n(&w->rng, x, __ATOMIC_RELAXED);
-    return x;
 }
 
 uint32_t rkv_table_clock(const struct rkv_table *t)
@@ -486,15 +329,10 @@ static void slot_store(struct rkv_table *t, struct rkv_bucket *b, unsigned slot,
 
 void rkv_table_set_store_observer(struct rkv_table *t, rkv_table_store_fn fn, void *ctx)
 {
-    uint64_t since = index_lock_all(t);
+    uint64_t since = rkv_table_index_lock_all(t);
     t->observer = fn;
     t->observer_ctx = ctx;
-    index_unlock_all(t, since);
-}
-
-static uint64_t slot_load(const struct rkv_bucket *b, unsigned s)
-{
-    return __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
+    rkv_table_index_unlock_all(t, since);
 }
 
 /* First empty slot of b, or -1. */
@@ -592,16 +430,31 @@ static void retire(struct rkv_table *t, const struct rkv_bucket *b, uint64_t wor
 }
 
 /* Remove the item at p from the index and retire it (eviction, expiry). */
-static void index_remove(struct rkv_table *t, const struct place *p)
+void rkv_table_index_remove(struct rkv_table *t, const struct place *p)
 {
     slot_store(t, p->bucket, p->slot, 0);
     retire(t, p->bucket, p->word);
 }
 
+/* Remove the item at p, found without locks, under its bucket's stripe if
+ * the slot still holds it (a write, a delete or a displacement may have
+ * moved it since). The removal changes that bucket only, so its stripe is
+ * all it takes. */
+bool rkv_table_index_remove_if(struct rkv_table *t, const struct place *p)
+{
+    bool still;
+    struct stripe_set set = { .n = 1, .s = { (uint64_t)(p->bucket - t->buckets) & t->stripe_mask } };
+    struct stripe_hold hold = stripes_lock(t, &set);
+    if ((still = slot_load(p->bucket, p->slot) == p->word))
+        rkv_table_index_remove(t, p);
+    stripes_unlock(t, &set, hold);
+    return still;
+}
+
 /* ------------------------------------------------------------ finding */
 
-static bool index_find(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
-                       uint32_t key_len, struct place *p)
+bool rkv_table_index_find(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
+                          uint32_t key_len, struct place *p)
 {
     for (unsigned i = 0; i < 2; i++) {
         struct rkv_bucket *b = &t->buckets[h->bucket[i]];
@@ -623,8 +476,8 @@ static bool index_find(struct rkv_table *t, const struct rkv_key_hash *h, const 
  * under construction by another thread, so its header is only a guess until
  * an index slot pointing at exactly this offset confirms it. With the index
  * held exclusive the answer is exact; without it, a guess for eviction,
- * which confirms it under the bucket's stripe (evict_one). */
-static bool live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
+ * which confirms it under the bucket's stripe (rkv_table_index_remove_if). */
+bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
 {
     const struct rkv_item *it = (const struct rkv_item *)(const void *)(t->base + off);
     uint32_t key_len = __atomic_load_n(&it->key_len, __ATOMIC_RELAXED);
@@ -645,339 +498,6 @@ static bool live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct plac
         }
     }
     return false;
-}
-
-/* ------------------------------------------------------------ eviction */
-
-static uint32_t item_age(struct rkv_table *t, uint64_t word)
-{
-    uint32_t *m = rkv_slab_meta(t->slab, rkv_slot_offset(word), rkv_slot_class(word));
-    if (m == NULL)
-        return 0;
-    return __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED) - __atomic_load_n(m, __ATOMIC_RELAXED);
-}
-
-/* Choose a live item of class cls to evict, never the one in `keep` (the
- * item the current PUT just stored). Exact with the index held exclusive;
- * else a candidate that evict_one() confirms. */
-static bool pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim)
-{
-    bool lru = t->cfg.evict == RKV_EVICT_LRU;
-    unsigned samples = lru ? LRU_SAMPLES : RANDOM_SAMPLES;
-    bool found = false;
-    uint32_t best_age = 0;
-    uint64_t rnd[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)], offs[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)];
-
-    for (unsigned i = 0; i < samples; i++)
-        rnd[i] = rng_next(t);
-    if (rkv_slab_sample(t->slab, cls, rnd, samples, offs) < samples)
-        return false;  /* the class has no pages */
-    for (unsigned i = 0; i < samples; i++) {
-        struct place p;
-        if (!live_at(t, offs[i], cls, &p) || p.word == keep)
-            continue;
-        if (!lru) {
-            *victim = p;
-            return true;
-        }
-        uint32_t age = item_age(t, p.word);
-        if (!found || age > best_age) {
-            *victim = p;
-            best_age = age;
-            found = true;
-        }
-    }
-    return found;
-}
-
-/* Remove victim p from the index: at once with the index held exclusive;
- * else under its bucket's stripe, if the slot still holds it (a write, a
- * delete or a displacement may have moved it since it was chosen). The
- * removal changes that bucket only, so its stripe is all it takes. */
-static bool evict_one(struct rkv_table *t, const struct place *p, bool exclusive)
-{
-    bool still = true;
-    if (exclusive) {
-        index_remove(t, p);
-    } else {
-        struct stripe_set set = { .n = 1, .s = { (uint64_t)(p->bucket - t->buckets) & t->stripe_mask } };
-        struct stripe_hold hold = stripes_lock(t, &set);
-        if ((still = slot_load(p->bucket, p->slot) == p->word))
-            index_remove(t, p);
-        stripes_unlock(t, &set, hold);
-    }
-    if (still)
-        count(&writer_slot(t)->n.evictions, 1);
-    return still;
-}
-
-/* Evict up to `want` items of class cls, sparing `keep`; returns how many.
- * With the index held exclusive (`exclusive`), or holding no index lock:
- * then each victim goes under its own bucket's stripe. */
-static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, uint64_t keep,
-                            bool exclusive)
-{
-    unsigned done = 0;
-    for (unsigned tries = 0; done < want && tries < 2 * want + 4; tries++) {
-        struct place p;
-        if (pick_victim(t, cls, keep, &p) && evict_one(t, &p, exclusive))
-            done++;
-    }
-    __atomic_fetch_add(&t->class_evictions[cls], done, __ATOMIC_RELAXED);
-    return done;
-}
-
-/* The largest evict-ahead reserve for a class: an eighth of what it owns. */
-static uint64_t reserve_cap(uint64_t owned)
-{
-    return RKV_MAX(1, owned / 8);
-}
-
-/* How many items of class cls to evict ahead, so that a PUT on a full heap
- * rarely has to wait for the grace period: what the items the class holds
- * on their way back to allocation (limbo, ready, fresh: rkv_slab_class_spare,
- * which does not count the few in writers' magazines, so the reserve comes on
- * top of those) lack of the class's reserve. Takes no lock at all, since
- * every PUT on a full heap asks; the answer is a hint, re-asked with the
- * index held exclusive before anything is evicted. */
-static unsigned evict_ahead_want(struct rkv_table *t, unsigned cls)
-{
-    if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_any(t->slab))
-        return 0;
-    uint64_t owned, coming = rkv_slab_class_spare(t->slab, cls, &owned);
-    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(owned));
-    return coming < target ? (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX) : 0;
-}
-
-/* Evict ahead for class cls (evict_ahead_want), sparing `keep`, without
- * the whole index: each victim under its bucket's stripe. One writer per
- * class at a time (others go on: the reserve is ahead of need), and its
- * evicted items go to the class at once, so the next look sees them. */
-static void evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
-{
-    if (evict_ahead_want(t, cls) == 0 || __atomic_exchange_n(&t->evicting[cls], 1, __ATOMIC_ACQUIRE))
-        return;
-    unsigned want = evict_ahead_want(t, cls);
-    if (want > 0) {
-        evict_class(t, cls, want, keep, false);
-        rkv_slab_flush(t->slab, cls);
-    }
-    __atomic_store_n(&t->evicting[cls], 0, __ATOMIC_RELEASE);
-}
-
-/* Free a slot in one of the key's buckets by evicting one of their items
- * (the index is full there and no displacement path exists). The index held exclusive. */
-static bool evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struct place *out)
-{
-    struct place best = { 0 };
-    uint32_t best_age = 0;
-    unsigned pick = (unsigned)(rng_next(t) % (2 * RKV_SLOTS_PER_BUCKET));
-
-    for (unsigned i = 0; i < 2 * RKV_SLOTS_PER_BUCKET; i++) {
-        struct rkv_bucket *b = &t->buckets[h->bucket[i / RKV_SLOTS_PER_BUCKET]];
-        unsigned s = i % RKV_SLOTS_PER_BUCKET;
-        uint64_t w = b->slot[s];
-        if (w == 0)
-            continue;
-        uint32_t age = t->cfg.evict == RKV_EVICT_LRU ? item_age(t, w) : (i == pick);
-        if (best.word == 0 || age > best_age) {
-            best = (struct place){ .bucket = b, .slot = s, .word = w, .it = item_at(t, w) };
-            best_age = age;
-        }
-    }
-    if (best.word == 0)
-        return false;
-    index_remove(t, &best);
-    count(&writer_slot(t)->n.evictions, 1);
-    *out = best;
-    return true;
-}
-
-/* ------------------------------------------------------------ page moves */
-
-/* What moving a page would lose, estimated from up to PAGE_AGE_SAMPLES of
- * its items spread over it. */
-struct page_cost {
-    uint64_t loss;      /* LRU: sum over its live items of LOSS_UNIT / (1 + access age): the
-                         * reuse expected of them if reuse falls as 1 / idle time, so a page
-                         * of cold items costs almost nothing and one recent item about one
-                         * unit; RANDOM: LOSS_UNIT per live item */
-    uint32_t live_age;  /* mean access age of the sampled live items; UINT32_MAX when none */
-};
-
-static void page_cost(struct rkv_table *t, const struct rkv_slab_page_info *pi, struct page_cost *out)
-{
-    unsigned n = RKV_MIN(pi->handed, PAGE_AGE_SAMPLES), live = 0;
-    uint64_t loss = 0, ages = 0;
-    for (unsigned i = 0; i < n; i++) {
-        struct place p;
-        uint64_t item = (uint64_t)i * pi->handed / n;
-        if (!live_at(t, pi->start + item * pi->size, pi->cls, &p))
-            continue;
-        uint32_t age = t->cfg.evict == RKV_EVICT_LRU ? item_age(t, p.word) : 0;
-        loss += LOSS_UNIT / (1 + (uint64_t)age);
-        ages += age;
-        live++;
-    }
-    out->loss = n ? loss * pi->handed / n : 0;
-    out->live_age = live ? (uint32_t)(ages / live) : UINT32_MAX;
-}
-
-/* Does page pi hold the item of slot word `word`? */
-static bool page_holds(const struct rkv_slab_page_info *pi, uint64_t word)
-{
-    uint64_t off = rkv_slot_offset(word);
-    return word != 0 && rkv_slot_class(word) == pi->cls && off >= pi->start &&
-           off - pi->start < (uint64_t)pi->handed * pi->size;
-}
-
-/* A page a move for class cls may take: another class's (from_cls's when
- * that is >= 0), and not the one holding `keep` (the writing key's own
- * item; 0 for none). */
-static bool page_candidate(struct rkv_table *t, uint64_t page, unsigned cls, int from_cls,
-                           uint64_t keep, struct rkv_slab_page_info *pi)
-{
-    int pc = rkv_slab_page_class(t->slab, page);
-    return pc >= 0 && (unsigned)pc != cls && (from_cls < 0 || pc == from_cls) &&
-           rkv_slab_page_info(t->slab, page, pi) && !page_holds(pi, keep);
-}
-
-/* The page a move for class cls takes (from class from_cls when >= 0, else
- * any other): of PAGE_SAMPLES random candidates, the one whose move loses
- * least (page_cost), the colder on a tie. When PAGE_PROBES random looks find
- * none (the other classes hold few pages), a scan from a random page takes
- * the first. The index held exclusive. */
-static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls, uint64_t keep,
-                             struct rkv_slab_page_info *out, struct page_cost *cost)
-{
-    uint64_t pages = rkv_slab_page_count(t->slab);
-    unsigned found = 0;
-    struct rkv_slab_page_info pi;
-    struct page_cost pc;
-
-    for (unsigned probe = 0; probe < PAGE_PROBES && found < PAGE_SAMPLES; probe++) {
-        if (!page_candidate(t, rng_next(t) % pages, cls, from_cls, keep, &pi))
-            continue;
-        page_cost(t, &pi, &pc);
-        if (found++ == 0 || pc.loss < cost->loss ||
-            (pc.loss == cost->loss && pc.live_age > cost->live_age)) {
-            *out = pi;
-            *cost = pc;
-        }
-    }
-    uint64_t start = rng_next(t) % pages;
-    for (uint64_t i = 0; i < pages && found == 0; i++)
-        if (page_candidate(t, (start + i) % pages, cls, from_cls, keep, out)) {
-            page_cost(t, out, cost);
-            found = 1;
-        }
-    return found > 0;
-}
-
-/* Evict every live item on page pi (through the index, as any eviction) and
- * hand the page to the allocator's pool for class for_cls. False when the
- * page holds an item being built (handed out, not in the index): then it
- * stays, and nothing is evicted unless that item appeared meanwhile.
- * The index held exclusive. */
-static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, unsigned for_cls)
-{
-    struct place p;
-    uint32_t live = 0;
-    for (uint32_t i = 0; i < pi->handed; i++)
-        live += live_at(t, pi->start + (uint64_t)i * pi->size, pi->cls, &p);
-    if (live != pi->used)
-        return false;
-    for (uint32_t i = 0; i < pi->handed && live > 0; i++) {
-        if (live_at(t, pi->start + (uint64_t)i * pi->size, pi->cls, &p)) {
-            index_remove(t, &p);
-            count(&writer_slot(t)->n.evictions, 1);
-            live--;
-        }
-    }
-    return rkv_slab_page_take(t->slab, pi->page, pi->cls, (int)for_cls);
-}
-
-/* The access age of the item LRU would evict next in class cls, estimated
- * from LRU_SAMPLES items; false when none of them is live. The index held exclusive. */
-static bool tail_age(struct rkv_table *t, unsigned cls, uint32_t *age)
-{
-    struct place p;
-    if (!pick_victim(t, cls, 0, &p))
-        return false;
-    *age = item_age(t, p.word);
-    return true;
-}
-
-/* May a starved class cls take page pi (see the top comment)? The index held exclusive. */
-static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_slab_page_info *pi,
-                            const struct page_cost *cost)
-{
-    if (t->cfg.evict == RKV_EVICT_LRU) {
-        uint32_t own;
-        return cost->live_age == UINT32_MAX || !tail_age(t, cls, &own) ||
-               cost->live_age / MOVE_COLDER > own;
-    }
-    struct rkv_slab_class_stats mine, theirs;
-    rkv_slab_class_stats(t->slab, cls, &mine);
-    rkv_slab_class_stats(t->slab, pi->cls, &theirs);
-    return theirs.pages >= mine.pages + 2;
-}
-
-/* Move a page of another class (from_cls when >= 0) to class cls, never
- * the page holding `keep` (0: none); with `starved`, only one
- * page_worth_less() allows. True when one went to the allocator's pool.
- * The index held exclusive. */
-static bool page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved,
-                          uint64_t keep)
-{
-    for (unsigned tries = 0; tries < MOVE_TRIES; tries++) {
-        struct rkv_slab_page_info pi;
-        struct page_cost cost;
-        if (!pick_victim_page(t, cls, from_cls, keep, &pi, &cost) ||
-            (starved && !page_worth_less(t, cls, &pi, &cost)))
-            return false;
-        if (page_move(t, &pi, cls))
-            return true;
-    }
-    return false;
-}
-
-/* Automove (LRU, once a tick, heap full): the class that evicted for its
- * own PUTs since the last look and whose eviction candidates are youngest
- * gets a page of the class with the oldest ones, when those are at least
- * MOVE_COLDER times older and that class has pages to spare (two or more).
- * One page per tick at most: memory moves toward where LRU would evict the
- * youngest items, without following every burst. */
-static void automove(struct rkv_table *t)
-{
-    unsigned classes = rkv_slab_class_count(t->slab);
-    int young = -1, old = -1;
-    uint32_t young_age = UINT32_MAX, old_age = 0, age;
-
-    if (t->cfg.evict != RKV_EVICT_LRU || rkv_slab_pages_any(t->slab))
-        return;
-    uint64_t since = index_lock_all(t);
-    for (unsigned c = 0; c < classes; c++) {
-        struct rkv_slab_class_stats cs;
-        uint64_t seen = __atomic_load_n(&t->class_evictions[c], __ATOMIC_RELAXED);
-        bool evicted = seen != t->automove_seen[c];
-        t->automove_seen[c] = seen;
-        if (!tail_age(t, c, &age))
-            continue;
-        rkv_slab_class_stats(t->slab, c, &cs);
-        if (evicted && age < young_age) {
-            young = (int)c;
-            young_age = age;
-        }
-        if (cs.pages >= 2 && age > old_age) {
-            old = (int)c;
-            old_age = age;
-        }
-    }
-    if (young >= 0 && old >= 0 && young != old && old_age / MOVE_COLDER > young_age &&
-        rkv_slab_page_wait_ms(t->slab, (unsigned)young) < 0)
-        page_reassign(t, (unsigned)young, old, false, 0);
-    index_unlock_all(t, since);
 }
 
 /* ------------------------------------------------------------ cuckoo */
@@ -1157,7 +677,7 @@ static bool index_make_room(struct rkv_table *t, const struct rkv_key_hash *h,
         cuckoo_apply(t, &path, p);
         return true;
     }
-    return t->cfg.evict != RKV_EVICT_NONE && evict_for_slot(t, h, p);
+    return t->cfg.evict != RKV_EVICT_NONE && rkv_evict_for_slot(t, h, p);
 }
 
 /* ------------------------------------------------------------ writes */
@@ -1169,70 +689,14 @@ static rkv_status check_key(const struct rkv_table *t, const void *key, uint32_t
     return key_len > t->cfg.max_key_len ? RKV_TOO_LARGE : RKV_OK;
 }
 
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
-/* The shorter of two waits in ms, where -1 means "nothing to wait for". */
-static int wait_min(int a, int b)
-{
-    return a < 0 ? b : b < 0 ? a : RKV_MIN(a, b);
-}
-
-/* The live item of the key being written, which evicting for its new
- * version must spare (design.md invariant 7): an append, an incr or a CAS
- * whose own item were the victim would find nothing to replace and lose the
- * key. 0 when the key has none. The index held exclusive. */
-static uint64_t own_item(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
-                         uint32_t key_len)
-{
-    struct place p;
-    return index_find(t, h, key, key_len, &p) ? p.word : 0;
-}
-
-/* Memory for an item of class cls, evicting when the policy allows: items
- * of its class, else a page of another class, never the key's own item.
- * Called without any index lock; may wait for the limbo or a moved page
- * (at most grace_ms per try). */
+/* Memory for an item of class cls: the class's own, else what evicting
+ * frees (rkv_evict_alloc, which may wait). Called without any index lock. */
 static rkv_status item_alloc(struct rkv_table *t, unsigned cls, const struct rkv_key_hash *h,
                              const void *key, uint32_t key_len, uint64_t *off)
 {
-    for (unsigned tries = 0;; tries++) {
-        if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
-            return RKV_OK;
-        if (t->cfg.evict == RKV_EVICT_NONE || tries == ALLOC_TRIES)
-            return RKV_OUT_OF_MEMORY;
-
-        struct rkv_slab_class_stats cs;
-        uint64_t since = index_lock_all(t);
-        uint64_t keep = own_item(t, h, key, key_len);
-        rkv_slab_class_stats(t->slab, cls, &cs);
-        uint64_t cap = reserve_cap(cs.pages * cs.per_page);
-        bool starved = cs.pages > 0 && t->reserve[cls] >= cap; /* ran dry at the largest reserve */
-        if (t->reserve[cls] < cap)   /* we ran dry: the reserve was too small */
-            __atomic_store_n(&t->reserve[cls], RKV_MIN(2 * t->reserve[cls], cap), __ATOMIC_RELAXED);
-        unsigned evicted = evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap),
-                                                                 EVICT_AHEAD_MAX), keep, true);
-        /* No page coming for it, and nothing of its own to evict or on its
-         * way back, or starved: take a page from another class. */
-        if (rkv_slab_page_wait_ms(t->slab, cls) < 0) {
-            if (evicted == 0 && rkv_slab_limbo_wait_ms(t->slab, cls) < 0)
-                page_reassign(t, cls, -1, false, keep);
-            else if (starved)
-                page_reassign(t, cls, -1, true, keep);
-        }
-        index_unlock_all(t, since);
-
-        if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
-            return RKV_OK;
-        int wait = wait_min(rkv_slab_limbo_wait_ms(t->slab, cls), rkv_slab_page_wait_ms(t->slab, cls));
-        if (wait < 0)
-            return RKV_OUT_OF_MEMORY;  /* nothing evictable anywhere, nothing on its way back */
-        sleep_ms((unsigned)wait + 1);
-    }
+    if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
+        return RKV_OK;
+    return rkv_evict_alloc(t, cls, h, key, key_len, off);
 }
 
 static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
@@ -1317,7 +781,7 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
                                bool *again)
 {
     struct place old, p;
-    bool found = index_find(t, w->h, w->key, w->key_len, &old);
+    bool found = rkv_table_index_find(t, w->h, w->key, w->key_len, &old);
     bool live = found && !expired_now(t, old.it);
     rkv_status st = mode_check(w->mode, live, live ? old.it->version : 0, w->cas);
     *again = false;
@@ -1371,9 +835,9 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
     }
     if (again) {
         room = (struct room){ .exclusive = true };
-        uint64_t since = index_lock_all(t);
+        uint64_t since = rkv_table_index_lock_all(t);
         st = store_locked(t, w, &room, &again);
-        index_unlock_all(t, since);
+        rkv_table_index_unlock_all(t, since);
     }
     if (w->replaced != 0)
         item_free(t, w->replaced);
@@ -1393,7 +857,7 @@ static void prefetch_buckets(const struct rkv_table *t, const struct rkv_key_has
 }
 
 /* ... and, once they are in, the first line of each item whose fingerprint
- * matches (read racily: a hint; index_find decides under the stripes). */
+ * matches (read racily: a hint; rkv_table_index_find decides under the stripes). */
 static void prefetch_matches(const struct rkv_table *t, const struct rkv_key_hash *h)
 {
     for (unsigned i = 0; i < 2; i++) {
@@ -1426,7 +890,7 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
         rkv_slab_free(t->slab, w.nb.cls, rkv_slot_offset(w.nb.word));  /* never published */
         goto fail;
     }
-    evict_ahead(t, w.nb.cls, w.nb.word);
+    rkv_evict_ahead(t, w.nb.cls, w.nb.word);
     if (version)
         *version = w.nb.version;
     return RKV_OK;
@@ -1462,7 +926,7 @@ static rkv_status table_unlink(struct rkv_table *t, const void *key, uint32_t ke
     struct stripe_set set;
     key_stripes(t, &h, &set);
     struct stripe_hold hold = stripes_lock(t, &set);
-    bool found = index_find(t, &h, key, key_len, &p);
+    bool found = rkv_table_index_find(t, &h, key, key_len, &p);
     st = RKV_NOT_FOUND;
     if (found) {
         if (expired_now(t, p.it)) {
@@ -1553,7 +1017,7 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
 
         struct stripe_hold hold = stripes_lock(t, &set);
         st = RKV_NOT_FOUND;
-        if (index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
+        if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
             st = value_number(p.it, &cur) ? RKV_OK : RKV_NOT_NUMBER;
             version = p.it->version;
             expire_at = p.it->expire_at;
@@ -1596,7 +1060,7 @@ const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint
     struct stripe_set set;
     key_stripes(t, &h, &set);
     struct stripe_hold hold = stripes_lock(t, &set);
-    if (index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it))
+    if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it))
         it = p.it;
     stripes_unlock(t, &set, hold);
     return it;
@@ -1662,7 +1126,7 @@ void rkv_table_hints(struct rkv_table *t, const void *hints, size_t n)
 
 uint32_t rkv_table_access_age(struct rkv_table *t, uint64_t slot)
 {
-    return item_age(t, slot);
+    return rkv_evict_item_age(t, slot);
 }
 
 /* ------------------------------------------------------------ clock */
@@ -1678,7 +1142,7 @@ static void expire_bucket(struct rkv_table *t, uint64_t bucket, uint32_t now)
         uint64_t w = b->slot[s];
         if (w != 0 && expired(item_at(t, w), now)) {
             struct place p = { .bucket = b, .slot = s, .word = w };
-            index_remove(t, &p);
+            rkv_table_index_remove(t, &p);
             count(&writer_slot(t)->n.expirations, 1);
         }
     }
@@ -1717,18 +1181,20 @@ static uint64_t version_now(const struct rkv_table *t)
 }
 
 /* Remove the item at `off` of class cls if the index holds it and its
- * version is at most `upto`: found without locks (live_at), confirmed under
- * its bucket's stripe, as evict_one confirms a victim. True when removed. */
+ * version is at most `upto`: found without locks (rkv_table_live_at),
+ * confirmed under its bucket's stripe as rkv_table_index_remove_if confirms
+ * a victim, with the version read there too (the memory may have been
+ * reused meanwhile). True when removed. */
 static bool flush_item(struct rkv_table *t, uint64_t off, unsigned cls, uint64_t upto)
 {
     struct place p;
-    if (!live_at(t, off, cls, &p))
+    if (!rkv_table_live_at(t, off, cls, &p))
         return false;
     struct stripe_set set = { .n = 1, .s = { (uint64_t)(p.bucket - t->buckets) & t->stripe_mask } };
     struct stripe_hold hold = stripes_lock(t, &set);
     bool gone = slot_load(p.bucket, p.slot) == p.word && p.it->version <= upto;
     if (gone)
-        index_remove(t, &p);
+        rkv_table_index_remove(t, &p);
     stripes_unlock(t, &set, hold);
     return gone;
 }
@@ -1789,7 +1255,7 @@ void rkv_table_tick(struct rkv_table *t)
     expire_scan(t, now);
     for (unsigned cls = 0; cls < rkv_slab_class_count(t->slab); cls++)
         rkv_slab_drain(t->slab, cls);   /* items freed by threads that stopped writing come back */
-    automove(t);
+    rkv_page_automove(t);
 }
 
 /* The table's counters: every writer slot's share, added up. */
@@ -2022,8 +1488,7 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
     t->now_ns = c.now_ns != NULL ? c.now_ns : rkv_now_ns;
     t->start_ns = t->now_ns();
     t->version_base = rkv_now_ns() - 1;
-    for (unsigned i = 0; i < RKV_MAX_CLASSES; i++)
-        t->reserve[i] = RESERVE_MIN;
+    rkv_evict_init(t);
 
     struct rkv_slab_config sc = {
         .region = t->base, .heap_offset = heap_offset, .heap_size = heap_size,

@@ -1,0 +1,270 @@
+/* evict.c — which items go when the heap is full (table_private.h).
+ *
+ * Eviction (the server never sees GETs): clients send the slot words they
+ * read items through as hints; a hint stamps the item's private access word
+ * (kept by the slab allocator, indexed by item) with the table's access
+ * clock, which advances by ACCESS_STEP once per ACCESS_STEP items a thread
+ * slot stores (table.c; ages are taken modulo 2^32 stores, so an item
+ * untouched for longer looks young again: LRU is approximate). LRU evicts
+ * the least recently stamped of LRU_SAMPLES random items of the needed
+ * class (Redis's approximated LRU); RANDOM evicts the first live item of
+ * RANDOM_SAMPLES random picks. Because freed memory is reusable only after
+ * grace_ms, a full heap evicts ahead: each PUT keeps (reusable + limbo +
+ * fresh) items its class holds (beyond what writers' magazines hold) at or
+ * above a per-class reserve, which doubles (up to an eighth of the class)
+ * whenever a PUT still had to wait for the limbo. A PUT waits at most
+ * grace_ms per try, never spins.
+ *
+ * A victim leaves through table.c's delete path (rkv_table_index_remove:
+ * bucket version protocol, OBSOLETE, freed into the limbo), counted as an
+ * eviction, under the locks table.c's top comment describes: evicting ahead
+ * holds no index lock and takes each victim's bucket stripe
+ * (rkv_table_index_remove_if); a PUT whose class ran dry, and evicting a
+ * neighbour for a key with no room, hold the index exclusive. When evicting
+ * in its own class is not enough, a PUT takes a page of another class
+ * (page_move.c has when and which).
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "slab.h"
+#include "table.h"
+#include "table_private.h"
+#include "util.h"
+
+#define LRU_SAMPLES     16
+#define RANDOM_SAMPLES  16
+#define RESERVE_MIN     8      /* initial evict-ahead reserve per class, in items */
+#define EVICT_AHEAD_MAX 32     /* evictions one PUT does ahead of need */
+#define ALLOC_TRIES     3      /* waits for the limbo or a moved page before a PUT gives up */
+
+/* Each class's evict-ahead reserve starts at RESERVE_MIN items. */
+void rkv_evict_init(struct rkv_table *t)
+{
+    for (unsigned i = 0; i < RKV_MAX_CLASSES; i++)
+        t->reserve[i] = RESERVE_MIN;
+}
+
+/* Random bits for eviction and page sampling, from this thread's writer
+ * slot (a slot shared by two threads may hand both the same bits: harmless). */
+uint64_t rkv_evict_rng(struct rkv_table *t)
+{
+    struct writer_slot *w = writer_slot(t);
+    uint64_t x = __atomic_load_n(&w->rng, __ATOMIC_RELAXED);
+    if (RKV_UNLIKELY(x == 0))
+        x = (t->rng_seed ^ (uint64_t)(w - t->writer_slots) * 0x9e3779b97f4a7c15ull) | 1;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    __atomic_store_n(&w->rng, x, __ATOMIC_RELAXED);
+    return x;
+}
+
+/* LRU: how many stores ago the item in slot word `word` was last stamped
+ * (stored or hinted); 0 without LRU's access words. */
+uint32_t rkv_evict_item_age(struct rkv_table *t, uint64_t word)
+{
+    uint32_t *m = rkv_slab_meta(t->slab, rkv_slot_offset(word), rkv_slot_class(word));
+    if (m == NULL)
+        return 0;
+    return __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED) - __atomic_load_n(m, __ATOMIC_RELAXED);
+}
+
+/* Choose a live item of class cls to evict, never the one in `keep` (the
+ * item the current PUT just stored). Exact with the index held exclusive;
+ * else a candidate that evict_one() confirms. */
+bool rkv_evict_pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim)
+{
+    bool lru = t->cfg.evict == RKV_EVICT_LRU;
+    unsigned samples = lru ? LRU_SAMPLES : RANDOM_SAMPLES;
+    bool found = false;
+    uint32_t best_age = 0;
+    uint64_t rnd[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)], offs[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)];
+
+    for (unsigned i = 0; i < samples; i++)
+        rnd[i] = rkv_evict_rng(t);
+    if (rkv_slab_sample(t->slab, cls, rnd, samples, offs) < samples)
+        return false;  /* the class has no pages */
+    for (unsigned i = 0; i < samples; i++) {
+        struct place p;
+        if (!rkv_table_live_at(t, offs[i], cls, &p) || p.word == keep)
+            continue;
+        if (!lru) {
+            *victim = p;
+            return true;
+        }
+        uint32_t age = rkv_evict_item_age(t, p.word);
+        if (!found || age > best_age) {
+            *victim = p;
+            best_age = age;
+            found = true;
+        }
+    }
+    return found;
+}
+
+/* Remove victim p from the index: at once with the index held exclusive;
+ * else under its bucket's stripe, if the slot still holds it (a write, a
+ * delete or a displacement may have moved it since it was chosen:
+ * rkv_table_index_remove_if). */
+static bool evict_one(struct rkv_table *t, const struct place *p, bool exclusive)
+{
+    bool still = true;
+    if (exclusive)
+        rkv_table_index_remove(t, p);
+    else
+        still = rkv_table_index_remove_if(t, p);
+    if (still)
+        count(&writer_slot(t)->n.evictions, 1);
+    return still;
+}
+
+/* Evict up to `want` items of class cls, sparing `keep`; returns how many.
+ * With the index held exclusive (`exclusive`), or holding no index lock:
+ * then each victim goes under its own bucket's stripe. */
+static unsigned evict_class(struct rkv_table *t, unsigned cls, unsigned want, uint64_t keep,
+                            bool exclusive)
+{
+    unsigned done = 0;
+    for (unsigned tries = 0; done < want && tries < 2 * want + 4; tries++) {
+        struct place p;
+        if (rkv_evict_pick_victim(t, cls, keep, &p) && evict_one(t, &p, exclusive))
+            done++;
+    }
+    __atomic_fetch_add(&t->class_evictions[cls], done, __ATOMIC_RELAXED);
+    return done;
+}
+
+/* The largest evict-ahead reserve for a class: an eighth of what it owns. */
+static uint64_t reserve_cap(uint64_t owned)
+{
+    return RKV_MAX(1, owned / 8);
+}
+
+/* How many items of class cls to evict ahead, so that a PUT on a full heap
+ * rarely has to wait for the grace period: what the items the class holds
+ * on their way back to allocation (limbo, ready, fresh: rkv_slab_class_spare,
+ * which does not count the few in writers' magazines, so the reserve comes on
+ * top of those) lack of the class's reserve. Takes no lock at all, since
+ * every PUT on a full heap asks; the answer is a hint, re-asked by the
+ * writer that claimed the class before anything is evicted. (inline: an
+ * external definition still, that rkv_evict_ahead_claimed's look inlines.) */
+inline unsigned rkv_evict_ahead_want(struct rkv_table *t, unsigned cls)
+{
+    if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_any(t->slab))
+        return 0;
+    uint64_t owned, coming = rkv_slab_class_spare(t->slab, cls, &owned);
+    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(owned));
+    return coming < target ? (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX) : 0;
+}
+
+/* Evict ahead for class cls (rkv_evict_ahead_want), sparing `keep`, without
+ * the whole index: each victim under its bucket's stripe. The caller claimed
+ * the class (rkv_evict_ahead in table_private.h): one writer per class at a
+ * time (others go on: the reserve is ahead of need), and its evicted items
+ * go to the class at once, so the next look sees them. */
+void rkv_evict_ahead_claimed(struct rkv_table *t, unsigned cls, uint64_t keep)
+{
+    unsigned want = rkv_evict_ahead_want(t, cls);
+    if (want > 0) {
+        evict_class(t, cls, want, keep, false);
+        rkv_slab_flush(t->slab, cls);
+    }
+    __atomic_store_n(&t->evicting[cls], 0, __ATOMIC_RELEASE);
+}
+
+/* Free a slot in one of the key's buckets by evicting one of their items
+ * (the index is full there and no displacement path exists). The index held exclusive. */
+bool rkv_evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struct place *out)
+{
+    struct place best = { 0 };
+    uint32_t best_age = 0;
+    unsigned pick = (unsigned)(rkv_evict_rng(t) % (2 * RKV_SLOTS_PER_BUCKET));
+
+    for (unsigned i = 0; i < 2 * RKV_SLOTS_PER_BUCKET; i++) {
+        struct rkv_bucket *b = &t->buckets[h->bucket[i / RKV_SLOTS_PER_BUCKET]];
+        unsigned s = i % RKV_SLOTS_PER_BUCKET;
+        uint64_t w = b->slot[s];
+        if (w == 0)
+            continue;
+        uint32_t age = t->cfg.evict == RKV_EVICT_LRU ? rkv_evict_item_age(t, w) : (i == pick);
+        if (best.word == 0 || age > best_age) {
+            best = (struct place){ .bucket = b, .slot = s, .word = w, .it = item_at(t, w) };
+            best_age = age;
+        }
+    }
+    if (best.word == 0)
+        return false;
+    rkv_table_index_remove(t, &best);
+    count(&writer_slot(t)->n.evictions, 1);
+    *out = best;
+    return true;
+}
+
+/* The live item of the key being written, which evicting for its new
+ * version must spare (design.md invariant 7): an append, an incr or a CAS
+ * whose own item were the victim would find nothing to replace and lose the
+ * key. 0 when the key has none. The index held exclusive. */
+static uint64_t own_item(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
+                         uint32_t key_len)
+{
+    struct place p;
+    return rkv_table_index_find(t, h, key, key_len, &p) ? p.word : 0;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* The shorter of two waits in ms, where -1 means "nothing to wait for". */
+static int wait_min(int a, int b)
+{
+    return a < 0 ? b : b < 0 ? a : RKV_MIN(a, b);
+}
+
+/* Memory for an item of class cls when the class had none to hand out
+ * (table.c's item_alloc asked first), evicting when the policy allows:
+ * items of its class, else a page of another class, never the key's own
+ * item. Called without any index lock; may wait for the limbo or a moved
+ * page (at most grace_ms per try), and asks the class again after each. */
+rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned cls, const struct rkv_key_hash *h,
+                           const void *key, uint32_t key_len, uint64_t *off)
+{
+    for (unsigned tries = 0;; tries++) {
+        if (t->cfg.evict == RKV_EVICT_NONE || tries == ALLOC_TRIES)
+            return RKV_OUT_OF_MEMORY;
+
+        struct rkv_slab_class_stats cs;
+        uint64_t since = rkv_table_index_lock_all(t);
+        uint64_t keep = own_item(t, h, key, key_len);
+        rkv_slab_class_stats(t->slab, cls, &cs);
+        uint64_t cap = reserve_cap(cs.pages * cs.per_page);
+        bool starved = cs.pages > 0 && t->reserve[cls] >= cap; /* ran dry at the largest reserve */
+        if (t->reserve[cls] < cap)   /* we ran dry: the reserve was too small */
+            __atomic_store_n(&t->reserve[cls], RKV_MIN(2 * t->reserve[cls], cap), __ATOMIC_RELAXED);
+        unsigned evicted = evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap),
+                                                                 EVICT_AHEAD_MAX), keep, true);
+        /* No page coming for it, and nothing of its own to evict or on its
+         * way back, or starved: take a page from another class. */
+        if (rkv_slab_page_wait_ms(t->slab, cls) < 0) {
+            if (evicted == 0 && rkv_slab_limbo_wait_ms(t->slab, cls) < 0)
+                rkv_page_reassign(t, cls, -1, false, keep);
+            else if (starved)
+                rkv_page_reassign(t, cls, -1, true, keep);
+        }
+        rkv_table_index_unlock_all(t, since);
+
+        if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
+            return RKV_OK;
+        int wait = wait_min(rkv_slab_limbo_wait_ms(t->slab, cls), rkv_slab_page_wait_ms(t->slab, cls));
+        if (wait < 0)
+            return RKV_OUT_OF_MEMORY;  /* nothing evictable anywhere, nothing on its way back */
+        sleep_ms((unsigned)wait + 1);
+        if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
+            return RKV_OK;
+    }
+}

@@ -1,0 +1,215 @@
+/* table_private.h — the table's insides, shared by the files that make it up.
+ *
+ * Not installed, and included only by server/table.c (the index and the
+ * write protocol, with the locking) and the policy that decides what goes
+ * when the heap is full (server/evict.c: which items; server/page_move.c:
+ * which slab pages move to another size class). Here are the table's
+ * bookkeeping, the small structs and static inline helpers those files
+ * share, and the few functions that cross between them, each with the locks
+ * its caller must hold. Everything else stays static in its file.
+ */
+#ifndef RKV_TABLE_PRIVATE_H
+#define RKV_TABLE_PRIVATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hash.h"
+#include "layout.h"
+#include "slab.h"
+#include "table.h"
+
+struct stripe;            /* a bucket lock with its counters (table.c) */
+struct slot_lock_stats;   /* a thread slot's lock timing (table.c) */
+
+/* Counters of events no stripe counts, kept per writer slot (relaxed atomic
+ * adds: slots may be shared) and summed by stats (counters_sum). */
+struct table_counters {
+    uint64_t evictions, expirations, insert_failures, hints, hints_ignored, flushed;
+};
+
+/* What a writer thread keeps per table, in its thread slot (rkv_thread_slot),
+ * on lines of its own: taking the index shared, a new version, a store's
+ * LRU tick and counting an eviction, expiry, failure or hint write no line
+ * another thread uses (threads past RKV_THREAD_SLOTS share slots: all of it
+ * stays correct, only slower). */
+struct writer_slot {
+    uint64_t holders;        /* shared holds of the index (atomic) */
+    uint64_t last_version;   /* the last item version handed out (atomic) */
+    uint32_t stores;         /* LRU: stores since the slot last advanced the access clock */
+    uint64_t rng;            /* xorshift state for eviction sampling; 0 until first used */
+    struct table_counters n; /* this slot's share of the table's counters */
+} __attribute__((aligned(RKV_CACHELINE)));
+
+struct rkv_table {
+    uint8_t *base;                   /* region start */
+    size_t size;                     /* region bytes */
+    struct rkv_region_header *hdr;   /* at base */
+    struct rkv_bucket *buckets;      /* the index */
+    uint64_t bucket_count;           /* power of two */
+    uint64_t seed;                   /* hdr->hash_seed */
+    struct rkv_slab *slab;           /* the heap */
+    struct rkv_table_config cfg;     /* with defaults filled in */
+    uint64_t start_ns;               /* creation time, for the clock (common/clock.h) */
+    uint64_t (*now_ns)(void);        /* the time source: rkv_now_ns, or a test's */
+    uint64_t version_base;           /* rkv_now_ns() at creation, less one: versions count from it */
+    rkv_table_store_fn observer;     /* see rkv_table_set_store_observer(); NULL */
+    void *observer_ctx;
+
+    /* Locking (see table.c's top comment): a change to bucket b holds stripe
+     * b & stripe_mask, and the index shared (counted in a mode slot);
+     * whatever may touch any bucket (eviction, page moves, displacement that
+     * found no path otherwise) holds the index exclusive instead, which
+     * excludes every stripe holder. */
+    struct writer_slot *writer_slots;    /* RKV_THREAD_SLOTS of them */
+    struct slot_lock_stats *lock_stats; /* RKV_THREAD_SLOTS of them, with cfg.lock_timing */
+    int exclusive;                   /* 1 while an exclusive holder wants or has the index (atomic) */
+    pthread_mutex_t exclusive_lock;  /* held by the exclusive holder; shared takers that meet
+                                      * `exclusive` wait on it */
+    struct stripe *stripes;          /* stripe_mask + 1 of them */
+    uint64_t stripe_mask;
+    uint64_t expire_cursor;          /* next bucket the expiry scan claims (atomic) */
+    uint64_t reserve[RKV_MAX_CLASSES]; /* evict-ahead target per class, in items (written
+                                        * exclusive, read with relaxed loads) */
+    uint64_t rng_seed;               /* seeds each writer slot's sampling rng */
+    uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class;
+                                                * atomic) */
+    uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look
+                                                * (the index held exclusive) */
+    int evicting[RKV_MAX_CLASSES];   /* 1 while a writer evicts ahead for the class (atomic) */
+    uint64_t flush_at_ns;            /* a scheduled flush's time (now_ns's); 0 = none (atomic) */
+
+    /* Written by writers outside any lock: on a line of its own, so that
+     * no write invalidates the read-mostly fields above for the others. */
+    uint32_t access_clock __attribute__((aligned(RKV_CACHELINE)));
+                                     /* LRU time: +ACCESS_STEP per ACCESS_STEP stored items of a
+                                      * thread slot, with LRU only (atomic) */
+};
+
+/* Where a slot is, and what it holds. */
+struct place {
+    struct rkv_bucket *bucket;
+    unsigned slot;
+    uint64_t word;
+    struct rkv_item *it;
+};
+
+/* Add to a counter of a writer slot (relaxed: slots may be shared). */
+static inline void count(uint64_t *counter, int64_t delta)
+{
+    __atomic_fetch_add(counter, (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+/* This thread's writer slot. */
+static inline struct writer_slot *writer_slot(struct rkv_table *t)
+{
+    return &t->writer_slots[rkv_thread_slot()];
+}
+
+/* The item a slot word points at. */
+static inline struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
+{
+    return (struct rkv_item *)(void *)(t->base + rkv_slot_offset(word));
+}
+
+/* Slot s of bucket b: exact under its stripe (or the index exclusive), a
+ * guess without. */
+static inline uint64_t slot_load(const struct rkv_bucket *b, unsigned s)
+{
+    return __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
+}
+
+/* ---- table.c: the index, for the policy. What each lock guards is in
+ * table.c's top comment; the order they are taken in is index mode ->
+ * stripes (ascending) -> slab magazine -> slab class -> slab pages, so the
+ * policy calls the allocator with the index held, never the other way. */
+
+/* Hold the whole index exclusive (no stripe holder inside, new ones wait);
+ * returns what rkv_table_index_unlock_all() needs for lock timing. Holding
+ * no index lock. */
+uint64_t rkv_table_index_lock_all(struct rkv_table *t);
+void rkv_table_index_unlock_all(struct rkv_table *t, uint64_t since);
+
+/* Find the key's item in its two buckets (h: its hash). The key's stripes
+ * held, or the index exclusive. */
+bool rkv_table_index_find(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
+                          uint32_t key_len, struct place *p);
+
+/* Is the item at heap offset `off` of class cls in the index, and where?
+ * Exact with the index held exclusive; with no index lock, a guess that
+ * rkv_table_index_remove_if() confirms. */
+bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p);
+
+/* Clear p's slot and retire its item (OBSOLETE, freed into the limbo): an
+ * eviction or expiry. The stripe of p's bucket held, or the index exclusive. */
+void rkv_table_index_remove(struct rkv_table *t, const struct place *p);
+
+/* rkv_table_index_remove() under p's bucket's stripe, if the slot still
+ * holds p->word; false if not. Holding no index lock. */
+bool rkv_table_index_remove_if(struct rkv_table *t, const struct place *p);
+
+/* ---- evict.c: which items go, for table.c and page_move.c. */
+
+/* Each class's evict-ahead reserve at its starting size (at creation). */
+void rkv_evict_init(struct rkv_table *t);
+
+/* Random bits for sampling victims and pages, from this thread's writer slot. */
+uint64_t rkv_evict_rng(struct rkv_table *t);
+
+/* LRU: how many stores ago the item of slot word `word` was last stamped;
+ * 0 without LRU. */
+uint32_t rkv_evict_item_age(struct rkv_table *t, uint64_t word);
+
+/* A live item of class cls to evict, never `keep`. Exact with the index
+ * held exclusive; with no index lock, a candidate that
+ * rkv_table_index_remove_if() confirms. */
+bool rkv_evict_pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim);
+
+/* How many items of class cls to evict ahead now; 0 without eviction or
+ * before the heap is full. Takes no lock: a hint, asked again once the
+ * class is claimed. */
+unsigned rkv_evict_ahead_want(struct rkv_table *t, unsigned cls);
+
+/* Evict ahead for class cls, sparing `keep`, as the writer that set
+ * t->evicting[cls]; clears it. Holding no index lock. */
+void rkv_evict_ahead_claimed(struct rkv_table *t, unsigned cls, uint64_t keep);
+
+/* After a PUT stored `keep` of class cls: evict ahead when the class's
+ * items on their way back fall short of its reserve, one writer per class
+ * at a time (others go on: the reserve is ahead of need). Holding no index
+ * lock. Inline because every PUT asks, and most go no further than the
+ * look. */
+static inline void rkv_evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
+{
+    if (rkv_evict_ahead_want(t, cls) == 0 || __atomic_exchange_n(&t->evicting[cls], 1, __ATOMIC_ACQUIRE))
+        return;
+    rkv_evict_ahead_claimed(t, cls, keep);
+}
+
+/* Memory for an item of class cls for the key (h, key) once the class had
+ * none: evicts (never the key's own item), may move a page, waits for the
+ * limbo or the page; RKV_OUT_OF_MEMORY when nothing comes. Holding no index
+ * lock (it takes the index exclusive itself). */
+rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned cls, const struct rkv_key_hash *h,
+                           const void *key, uint32_t key_len, uint64_t *off);
+
+/* Free a slot in one of the key's full buckets by evicting one of their
+ * items (no displacement path). The index held exclusive. */
+bool rkv_evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struct place *out);
+
+/* ---- page_move.c: slab pages between size classes, for evict.c and the
+ * tick. */
+
+/* Move a page of another class (from_cls when >= 0) to class cls, never
+ * the page holding `keep` (0: none); with `starved`, only a page clearly
+ * worth less than what cls evicts. True when one went to the allocator's
+ * pool. The index held exclusive. */
+bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved,
+                       uint64_t keep);
+
+/* Automove (LRU, heap full): at most one page toward the class evicting
+ * the youngest items. Once a tick; takes the index exclusive itself. */
+void rkv_page_automove(struct rkv_table *t);
+
+#endif
