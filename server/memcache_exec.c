@@ -142,7 +142,7 @@ static uint32_t ttl_keep(struct mc *m, uint32_t expire_at)
 static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre, struct found *f)
 {
     for (unsigned i = 0; i < READ_TRIES; i++) {
-        const struct rkv_item *it = rkv_table_find(m->t, key, klen);
+        const struct rkv_item *it = rkv_table_read(m->t, key, klen);   /* an access, for LRU */
         if (it == NULL)
             return 0;
         size_t size = rkv_item_size(it->key_len, it->value_len);

@@ -1049,7 +1049,20 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
     return RKV_SERVER_BUSY;
 }
 
-const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint32_t key_len)
+/* Stamp the item of slot word `word` as just used (LRU's access word; none
+ * without LRU). A word that holds the clock already is only read. */
+static void access_stamp(struct rkv_table *t, uint64_t word)
+{
+    uint32_t *m = rkv_slab_meta(t->slab, rkv_slot_offset(word), rkv_slot_class(word));
+    uint32_t now = __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED);
+    if (m != NULL && __atomic_load_n(m, __ATOMIC_RELAXED) != now)
+        __atomic_store_n(m, now, __ATOMIC_RELAXED);
+}
+
+/* The live item of key under its stripes, or NULL; `used`: stamped as an
+ * access while it is sure to be the key's. */
+static const struct rkv_item *table_find(struct rkv_table *t, const void *key, uint32_t key_len,
+                                         bool used)
 {
     struct rkv_key_hash h;
     struct place p;
@@ -1060,10 +1073,23 @@ const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint
     struct stripe_set set;
     key_stripes(t, &h, &set);
     struct stripe_hold hold = stripes_lock(t, &set);
-    if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it))
+    if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
         it = p.it;
+        if (used)
+            access_stamp(t, p.word);
+    }
     stripes_unlock(t, &set, hold);
     return it;
+}
+
+const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint32_t key_len)
+{
+    return table_find(t, key, key_len, false);
+}
+
+const struct rkv_item *rkv_table_read(struct rkv_table *t, const void *key, uint32_t key_len)
+{
+    return table_find(t, key, key_len, true);
 }
 
 /* The access word of the item a hint names, or NULL; *valid says whether the

@@ -118,6 +118,12 @@ uint64_t rkv_table_flush(struct rkv_table *t, uint32_t delay_s);
  * lock): copies nothing, returns the live item or NULL. */
 const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint32_t key_len);
 
+/* A read the server serves itself (the memcached door): rkv_table_find,
+ * and the item found counts as just used, as a client's access hint makes
+ * it (rkv_table_hints), so reads through either door feed one eviction
+ * policy. */
+const struct rkv_item *rkv_table_read(struct rkv_table *t, const void *key, uint32_t key_len);
+
 /* Recency hints from a client: n slot words (8 bytes each, any alignment)
  * it found items through. Each is validated; a valid one stamps its item
  * as just used, an invalid one is only counted (hints_ignored). */

@@ -1059,6 +1059,78 @@ static void test_flush_all(void **state)
     assert_int_equal(server_stop(&e2.sp), 0);
 }
 
+/* ------------------------------------------------------------ eviction */
+
+/* A skewed workload through the door: 200 hot keys read between every 50
+ * stores of keys never read again, 3x what the server holds. Reads through
+ * the door count as accesses (rkv_table_read), as librkv's hints do, so LRU
+ * keeps the hot keys and random eviction loses most of them. Without door
+ * reads counting, LRU evicts the hot keys first (they are the oldest
+ * stores). Returns how many hot keys are still there at the end. */
+static unsigned hot_keys_kept(const char *policy, unsigned uri_n)
+{
+    struct env e2 = { 0 };
+    const char *extra[] = { "--memory", "8M", "--evict", policy, NULL };
+    assert_int_equal(start_server(&e2, uri_n, extra), 0);
+    int fd = mc_connect(e2.port);
+    char req[256], val[101], line[256];
+    memset(val, 'v', 100);
+    val[100] = '\0';
+    enum { HOT = 200, COLD_PER_ROUND = 50 };
+    for (unsigned i = 0; i < HOT; i++) {
+        snprintf(req, sizeof req, "set hot%u 0 0 100\r\n%s\r\n", i, val);
+        exchange(fd, req, "STORED\r\n");
+    }
+    uint64_t cold = 0, items = 0;
+    rkv_client *kv = connect_retry(e2.sp.uri, NULL, 10000);
+    assert_non_null(kv);
+    assert_true(server_stat(kv, 0, "items", &items));
+    uint64_t target = 0;
+    for (unsigned round = 0; target == 0 || cold < target; round++) {
+        for (unsigned i = 0; i < HOT; i++) {        /* read every hot key */
+            snprintf(req, sizeof req, "mg hot%u\r\n", i);
+            send_all(fd, req, strlen(req));
+        }
+        for (unsigned i = 0; i < HOT; i++)
+            read_line(fd, line, sizeof line);        /* HD, or EN once lost */
+        for (unsigned i = 0; i < COLD_PER_ROUND; i++, cold++) {
+            snprintf(req, sizeof req, "set cold%llu 0 0 100 noreply\r\n%s\r\n",
+                     (unsigned long long)cold, val);
+            send_all(fd, req, strlen(req));
+        }
+        exchange(fd, "mn\r\n", "MN\r\n");
+        if (target == 0 && round % 50 == 49) {
+            uint64_t ev = 0;
+            assert_true(server_stat(kv, 0, "evictions", &ev));
+            if (ev > 0) {
+                assert_true(server_stat(kv, 0, "items", &items));
+                target = cold + 3 * items;           /* turn the cache over 3 times */
+            }
+        }
+    }
+    unsigned kept = 0;
+    for (unsigned i = 0; i < HOT; i++) {
+        snprintf(req, sizeof req, "mg hot%u\r\n", i);
+        send_all(fd, req, strlen(req));
+        read_line(fd, line, sizeof line);
+        kept += strcmp(line, "HD\r\n") == 0;
+    }
+    print_message("%s: %u of %u hot keys kept after %llu stores into %llu items\n", policy, kept,
+                  HOT, (unsigned long long)cold, (unsigned long long)items);
+    close(fd);
+    rkv_close(kv);
+    assert_int_equal(server_stop(&e2.sp), 0);
+    return kept;
+}
+
+static void test_door_reads_feed_lru(void **state)
+{
+    (void)state;
+    unsigned lru = hot_keys_kept("lru", 7), rnd = hot_keys_kept("random", 8);
+    assert_true(lru >= 190);
+    assert_true(rnd <= 100);
+}
+
 /* ------------------------------------------------------------ hostile */
 
 static void test_garbage(void **state)
@@ -1355,6 +1427,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_failed_set_drops_old_value),
         cmocka_unit_test(test_append_under_pressure),
         cmocka_unit_test(test_flush_all),
+        cmocka_unit_test(test_door_reads_feed_lru),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_slowloris),
         cmocka_unit_test(test_half_close),
