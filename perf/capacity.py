@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""capacity.py — how many items rkv and memcached hold in the same memory.
+
+For each value size of a geometric sweep (1 B to 512 KiB), start a fresh
+memcached (-m MiB) and a fresh rkv-server (--memory MiB, a tcp door), fill
+each through the memcached text protocol with 16-byte keys until it has
+evicted and then by half as much again, and print what each holds: items,
+process RSS, RSS per item, and rkv's items per byte of RSS over memcached's
+(the ratio at equal RSS). Both servers take the same stream of sets.
+
+A measuring tool for developers, not a test. Run it inside a memory cgroup
+with a limit (it starts servers that fill what they are given):
+
+    perf/capacity.py --rkv build/server/rkv-server [--memory 64] [--points 30]
+                     [--sizes 32,100] [--evict lru]
+
+Exit status: 0, or 2 on a bad argument or a server that would not start.
+"""
+import argparse
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+
+KEY_FMT = "k%014d"          # 16-byte keys
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rkv", required=True, help="path to rkv-server")
+    p.add_argument("--memcached", default="memcached", help="memcached binary (default: on PATH)")
+    p.add_argument("--memory", type=int, default=64, help="MiB for each server (default 64)")
+    p.add_argument("--points", type=int, default=30, help="value sizes in the sweep (default 30)")
+    p.add_argument("--sizes", help="comma-separated value sizes instead of the sweep")
+    p.add_argument("--evict", default="lru", choices=["lru", "random"], help="rkv's policy")
+    p.add_argument("--port", type=int, default=22400, help="first tcp port to use")
+    a = p.parse_args()
+    if a.memory < 8 or a.points < 2:
+        p.error("--memory is at least 8 (MiB) and --points at least 2")
+    return a
+
+
+def sweep(points):
+    lo, hi = 0.0, math.log(512 * 1024)
+    sizes = sorted({max(1, int(round(math.exp(lo + (hi - lo) * i / (points - 1))))) for i in range(points)})
+    return sizes
+
+
+def rss_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Door:
+    """A memcached text protocol connection."""
+
+    def __init__(self, port):
+        deadline = time.time() + 10
+        while True:
+            try:
+                self.s = socket.create_connection(("127.0.0.1", port), timeout=60)
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
+        self.buf = b""
+
+    def line(self):
+        while b"\r\n" not in self.buf:
+            d = self.s.recv(1 << 16)
+            if not d:
+                raise OSError("server closed the connection")
+            self.buf += d
+        l, self.buf = self.buf.split(b"\r\n", 1)
+        return l
+
+    def sync(self):
+        """Wait until everything sent before has been served (mn -> MN)."""
+        self.s.sendall(b"mn\r\n")
+        while True:
+            l = self.line()
+            if l == b"MN":
+                return
+            if not l.startswith(b"SERVER_ERROR"):   # noreply sets answer only errors
+                raise OSError("unexpected reply %r" % l)
+
+    def stats(self):
+        self.s.sendall(b"stats\r\n")
+        out = {}
+        while True:
+            l = self.line().decode()
+            if l == "END":
+                return out
+            parts = l.split(" ", 2)
+            if len(parts) == 3 and parts[0] == "STAT":
+                out[parts[1]] = parts[2]
+
+
+def start(cmd, port):
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        return proc, Door(port)
+    except OSError:
+        proc.kill()
+        sys.exit("capacity: %s did not start (port %d)" % (cmd[0], port))
+
+
+def fill(door, size):
+    """Set keys until the server has evicted, then half as many again."""
+    val = b"v" * size
+    batch = max(1, min(2000, (4 << 20) // (size + 64)))
+    n = 0
+    target = None
+    while target is None or n < target:
+        chunk = b"".join(b"set %s 0 0 %d noreply\r\n%s\r\n" % ((KEY_FMT % (n + i)).encode(), size, val)
+                         for i in range(batch))
+        door.s.sendall(chunk)
+        n += batch
+        door.sync()
+        if target is None:
+            st = door.stats()
+            if int(st.get("evictions", "0")) > 0:
+                target = n + n // 2
+    return n
+
+
+def measure(cmd, port, size):
+    proc, door = start(cmd, port)
+    try:
+        sent = fill(door, size)
+        st = door.stats()
+        return int(st["curr_items"]), rss_bytes(proc.pid), sent
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def main():
+    a = parse_args()
+    sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else sweep(a.points)
+    mc_user = ["-u", "root"] if os.geteuid() == 0 else []
+    print("capacity: %d MiB each; memcached -m %d, rkv-server --memory %dM --evict %s; 16-byte keys"
+          % (a.memory, a.memory, a.memory, a.evict))
+    print("%8s  %10s %9s %8s  %10s %9s %8s  %7s" % ("value", "mc items", "mc RSS", "mc B/it",
+                                                    "rkv items", "rkv RSS", "rkv B/it", "ratio"))
+    worst = None
+    for i, size in enumerate(sizes):
+        port = a.port + 2 * (i % 100)
+        mc = measure([a.memcached, "-p", str(port), "-U", "0", "-t", "1", "-m", str(a.memory)] + mc_user,
+                     port, size)
+        rk = measure([a.rkv, "--listen", "tcp://127.0.0.1:%d" % (port + 1),
+                      "--listen", "shm:///tmp/rkv-capacity-%d.sock" % os.getpid(),
+                      "--memory", "%dM" % a.memory, "--evict", a.evict, "--log-level", "error"],
+                     port + 1, size)
+        ratio = (rk[0] / rk[1]) / (mc[0] / mc[1]) if mc[0] and rk[1] else float("nan")
+        worst = ratio if worst is None else min(worst, ratio)
+        print("%8d  %10d %8.1fM %8.1f  %10d %8.1fM %8.1f  %6.2fx" % (
+            size, mc[0], mc[1] / 2**20, mc[1] / max(mc[0], 1),
+            rk[0], rk[1] / 2**20, rk[1] / max(rk[0], 1), ratio), flush=True)
+    print("ratio = rkv's items per RSS byte / memcached's; lowest %.2fx" % worst)
+
+
+if __name__ == "__main__":
+    main()
