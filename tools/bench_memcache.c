@@ -372,7 +372,10 @@ static bool encode(struct bench_mc *m, struct mc_batch *b, size_t i, struct mc_c
 }
 
 /* An error line where a reply was expected: its status (RKV_PROTOCOL when
- * it is not one of memcached's error lines). */
+ * it is not one of memcached's error lines). line is never NULL (read_line's
+ * line); nonnull says so, or GCC with UBSan's recoverable nonnull check on
+ * strncmp sees a path on which a NULL line reaches say()'s "%s". */
+static rkv_status error_line(struct bench_mc *m, const char *line) __attribute__((nonnull));
 static rkv_status error_line(struct bench_mc *m, const char *line)
 {
     if (strncmp(line, "SERVER_ERROR", 12) == 0) {

@@ -4,7 +4,8 @@
 # This is the README's test command and what CI (.ci/run) runs, as root, on a
 # fresh Debian 12 machine with only the package archive reachable:
 #   1. tools/install-deps.sh: build, test and VM packages (apt-get);
-#   2. plain build (build/): unit + integration tests (meson test);
+#   2. plain build (build/, like every build here with --werror): unit +
+#      integration tests (meson test);
 #   3. AddressSanitizer + UBSan build (build-asan/): the same tests;
 #   4. libFuzzer targets (build-fuzz/, clang): each for RKV_FUZZ_SECONDS (default 20);
 #   5. the verbs suite in a Soft-RoCE VM (tests/verbs/run.sh): the integration
@@ -54,12 +55,15 @@ fuzz_toolchain() {
   done
 }
 
+# Every build here warns as an error (--werror): meson.build leaves werror off
+# for users, so a newer compiler's warning cannot fail their plain build, and
+# CI is where a warning must fail.
 build() { # dir, meson options...
   local dir=$1; shift
   if [ -d "$dir" ] && [ -f "$dir/build.ninja" ]; then
-    meson setup --reconfigure "$dir" "$@" >/dev/null || return 1
+    meson setup --reconfigure --werror "$dir" "$@" >/dev/null || return 1
   else
-    meson setup "$dir" "$@" >/dev/null || return 1
+    meson setup --werror "$dir" "$@" >/dev/null || return 1
   fi
   ninja -C "$dir"
 }
