@@ -51,7 +51,7 @@ struct rkv_table_config {
                                   periods; NULL = rkv_now_ns (tests drive their own) */
     bool lock_timing;          /* time every lock hold and wait: a write's bucket locks, the whole
                                 * index, the allocator's locks (rkv_table_stats.lock_*); costs
-                                * clock reads per hold: tools/table-bench and tests only */
+                                * clock reads per hold: perf/table-bench and tests only */
 };
 
 /* Where a value comes from: inline bytes, or a pull callback (rendezvous)

@@ -2,7 +2,7 @@
 # bench_html_test.sh SERVER BENCH OUTDIR — rkv-bench's HTML report in a real
 # browser. A real server and two real runs (open loop with --html, closed
 # loop), then --compare of both plus a hand-written report of another
-# system with a "note" (the shape tools/compare.sh writes); headless
+# system with a "note" (the shape perf/compare.sh writes); headless
 # Chromium loads each page from a file and the test checks, in the DOM
 # Chromium built, the three SVG charts with their lines and the tables, and
 # that the page logged nothing to the console. A control page with a script
@@ -10,13 +10,13 @@
 # reporting console messages fails this test instead of passing it.
 # Screenshots go to OUTDIR (the build directory), never the repository.
 # Exit 77 (skip) only when no Chromium is installed
-# (tools/install-deps.sh installs Debian's `chromium`).
+# (scripts/install-deps.sh installs Debian's `chromium`).
 set -uo pipefail
 SERVER=$1 BENCH=$2 OUTDIR=$3
 CHROME=$(command -v chromium || command -v chromium-browser || true)
 if [[ -z $CHROME ]]; then
     echo "SKIP: no chromium in PATH; install it (apt-get install --no-install-recommends chromium," \
-         "or tools/install-deps.sh) to run the browser test" >&2
+         "or scripts/install-deps.sh) to run the browser test" >&2
     exit 77
 fi
 # shellcheck source=e2e.sh

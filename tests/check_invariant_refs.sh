@@ -9,7 +9,7 @@
 # Usage: check_invariant_refs.sh SOURCE_ROOT
 set -eu
 cd "${1:-.}"
-dirs="include common server client tools tests"
+dirs="include common server client tools bench perf scripts tests"
 self=check_invariant_refs.sh
 fail=0
 

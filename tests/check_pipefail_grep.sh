@@ -22,6 +22,6 @@ while IFS= read -r f; do
     echo "$hits" | sed 's/^/  /'
     bad=1
   fi
-done < <(cd "$root" && find tools tests .ci -type f \( -name '*.sh' -o -name run \) 2>/dev/null | sort | sed "s|^|$root/|")
+done < <(cd "$root" && find scripts perf tools tests .ci -type f \( -name '*.sh' -o -name run \) 2>/dev/null | sort | sed "s|^|$root/|")
 [ $bad = 0 ] && echo "check_pipefail_grep: no pipe into grep -q under pipefail"
 exit $bad

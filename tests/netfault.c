@@ -1,6 +1,6 @@
 /* netfault.c — what rkv does when the link to the server goes silent.
  *
- * Runs in the two guests of `tools/rxe-vm/run.sh --pair` (tests/verbs/pair.sh
+ * Runs in the two guests of `scripts/rxe-vm/run.sh --pair` (tests/verbs/pair.sh
  * starts it); the link between them is blackholed with netlib.sh's
  * rxe_blackhole_on/off (every packet dropped both ways; link and ports stay
  * up, as on a fabric that silently drops).
@@ -361,7 +361,7 @@ int main(int argc, char **argv)
 {
     if (argc != 3 || (strcmp(argv[1], "client") != 0 && strcmp(argv[1], "healthy") != 0) ||
         getenv("RXE_SHARED") == NULL || getenv("RXE_LIB") == NULL) {
-        fprintf(stderr, "usage: %s client|healthy URI (inside tools/rxe-vm/run.sh --pair: "
+        fprintf(stderr, "usage: %s client|healthy URI (inside scripts/rxe-vm/run.sh --pair: "
                 "RXE_SHARED and RXE_LIB must be set)\n", argv[0]);
         return 2;
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# read_lat_e2e.sh — tools/rdma-read-lat's --get cases against a real
+# read_lat_e2e.sh — perf/rdma-read-lat's --get cases against a real
 # rkv-server over shm (the READ cases need an RDMA device: the Soft-RoCE VM,
-# tools/rxe-vm/read-lat-factors.sh). Interleaved cases must not disturb one
+# scripts/rxe-vm/read-lat-factors.sh). Interleaved cases must not disturb one
 # another: a warm case next to other --get cases reads each item once
 # through its location cache (1 READ per GET, no forward to follow), which
 # fails when the cases store the same keys (the later PUTs supersede the

@@ -1,4 +1,4 @@
-/* test_bench_clock.c — rkv-bench's operation clock (tools/bench_clock.h):
+/* test_bench_clock.c — rkv-bench's operation clock (bench/bench_clock.h):
  * the choice by the kernel's clocksource (from a file the test writes), the
  * --clock tsc refusal and its message, the 32.32 conversion's arithmetic
  * over short and long durations, and, where the kernel's clocksource is

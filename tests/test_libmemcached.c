@@ -29,7 +29,7 @@
  *
  * N is RKV_TEST_LIBMEMCACHED_KEYS, default 10000. Skipped (exit 77) when
  * /usr/bin/python3 has no pylibmc or a libmemcached tool is missing
- * (tools/install-deps.sh installs python3-pylibmc and libmemcached-tools).
+ * (scripts/install-deps.sh installs python3-pylibmc and libmemcached-tools).
  * No sleeps, no clocks but TTLs checked against generous bounds.
  */
 #include <errno.h>
@@ -484,14 +484,14 @@ int main(int argc, char **argv)
         nkeys = (unsigned)strtoul(getenv("RKV_TEST_LIBMEMCACHED_KEYS"), NULL, 10);
     if (system("/usr/bin/python3 -c 'import pylibmc' 2>/dev/null") != 0) {
         printf("test_libmemcached: skipped: /usr/bin/python3 has no pylibmc; "
-               "tools/install-deps.sh installs it (apt-get install python3-pylibmc)\n");
+               "scripts/install-deps.sh installs it (apt-get install python3-pylibmc)\n");
         return 77;
     }
     for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", tools[i]);
         if (system(cmd) != 0) {
-            printf("test_libmemcached: skipped: %s is not installed; tools/install-deps.sh "
+            printf("test_libmemcached: skipped: %s is not installed; scripts/install-deps.sh "
                    "installs it (apt-get install libmemcached-tools)\n", tools[i]);
             return 77;
         }

@@ -1374,7 +1374,7 @@ static void test_pymemcache(void **state)
 {
     struct env *e = *state;
     if (system("/usr/bin/python3 -c 'import pymemcache' 2>/dev/null") != 0) {
-        print_message("python3-pymemcache not installed (tools/install-deps.sh): skipped\n");
+        print_message("python3-pymemcache not installed (scripts/install-deps.sh): skipped\n");
         skip();
     }
     char cmd[2048];

@@ -16,7 +16,7 @@
  *
  * N is RKV_TEST_TWEMPROXY_KEYS, default 10000. Skipped (exit 77) when
  * nutcracker or /usr/bin/python3's pymemcache is missing
- * (tools/install-deps.sh installs both). No sleeps but a bounded poll for
+ * (scripts/install-deps.sh installs both). No sleeps but a bounded poll for
  * nutcracker to listen.
  */
 #include <arpa/inet.h>
@@ -375,12 +375,12 @@ int main(int argc, char **argv)
     nutcracker_bin = find_nutcracker();
     if (nutcracker_bin == NULL) {
         printf("test_twemproxy: skipped: nutcracker (twemproxy) is not installed; "
-               "tools/install-deps.sh installs it (apt-get install nutcracker)\n");
+               "scripts/install-deps.sh installs it (apt-get install nutcracker)\n");
         return 77;
     }
     if (system("/usr/bin/python3 -c 'import pymemcache' 2>/dev/null") != 0) {
         printf("test_twemproxy: skipped: /usr/bin/python3 has no pymemcache; "
-               "tools/install-deps.sh installs it (apt-get install python3-pymemcache)\n");
+               "scripts/install-deps.sh installs it (apt-get install python3-pymemcache)\n");
         return 77;
     }
     const struct CMUnitTest tests[] = {

@@ -44,7 +44,7 @@
  * Usage: torture PATH/TO/rkv-server [SECONDS_PER_PHASE]
  * Phase 1: no eviction (false misses checked). Phase 2: eviction (lru) with
  * the key space larger than memory.
- * Environment (tools/soak.sh uses these): RKV_TORTURE_PHASES=evict runs phase
+ * Environment (perf/soak.sh uses these): RKV_TORTURE_PHASES=evict runs phase
  * 2 only (noevict: phase 1 only); RKV_TORTURE_GETS=N also ends a phase once
  * N GETs are checked; RKV_TORTURE_MEMORY sets both servers' --memory.
  * RKV_TORTURE_URI=rdma://HOST:PORT runs the one phase RKV_TORTURE_PHASES names

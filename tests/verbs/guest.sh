@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/verbs/guest.sh — the verbs test steps, run INSIDE the Soft-RoCE guest.
 #
-# tests/verbs/run.sh starts this through tools/rxe-vm/run.sh, which has set
+# tests/verbs/run.sh starts this through scripts/rxe-vm/run.sh, which has set
 # RXE_DEV, RXE_IP and RXE_GID_INDEX. Every step is bounded by `timeout`; the
 # build folder is read-only here and tests write only under /tmp (guest tmpfs).
 #
@@ -124,7 +124,7 @@ run_errors() {
 # round trips per GET, doorbells per request, inline share) are what a real
 # NIC would see too; the rates are TCG's.
 run_bench() {
-  local srv=$BUILD/server/rkv-server bench=$BUILD/tools/rkv-bench pid rc=0
+  local srv=$BUILD/server/rkv-server bench=$BUILD/bench/rkv-bench pid rc=0
   need "$srv" && need "$bench" || return 1
   local uri="rdma://$RXE_IP:$((PORT_BASE + 400))"
   # event mode: a busy-polling worker and a busy-polling client on the 2 emulated

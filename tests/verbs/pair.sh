@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/verbs/pair.sh — the verbs suite's bad-network steps, run INSIDE both
-# guests of `tools/rxe-vm/run.sh --pair` (tests/verbs/run.sh starts it as
+# guests of `scripts/rxe-vm/run.sh --pair` (tests/verbs/run.sh starts it as
 # the `link` step). $RXE_ROLE says which half this is; the halves meet
-# through files in $RXE_SHARED (rxe_signal / rxe_wait, tools/rxe-vm/netlib.sh).
+# through files in $RXE_SHARED (rxe_signal / rxe_wait, scripts/rxe-vm/netlib.sh).
 #
 #   lossy_torture   rkv-server in the server guest, the torture test
 #                   (tests/torture.c, eviction phase) in the client guest; once
@@ -130,6 +130,6 @@ echo "pair $RXE_ROLE on $RXE_DEV ($RXE_IP, peer $RXE_PEER_IP), build $BUILD"
 case "$RXE_ROLE" in
   server) server_half;;
   client) client_half;;
-  *) echo "RXE_ROLE must be server or client (run under tools/rxe-vm/run.sh --pair)"; exit 2;;
+  *) echo "RXE_ROLE must be server or client (run under scripts/rxe-vm/run.sh --pair)"; exit 2;;
 esac
 exit $FAILED

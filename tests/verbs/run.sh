@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/verbs/run.sh — rkv's tests over a real RDMA verbs stack (Soft-RoCE).
 #
-# Boots the Soft-RoCE VM once (tools/rxe-vm/run.sh) and runs inside it, one
+# Boots the Soft-RoCE VM once (scripts/rxe-vm/run.sh) and runs inside it, one
 # bounded step after the other (tests/verbs/guest.sh):
 #   rdma_util    tests/test_rdma_util against the real rxe0 (device, port, GID checks)
 #   transport    tests/test_transport rdma://$RXE_IP:7471 — the transport contract
@@ -16,7 +16,7 @@
 #   bench        rkv-bench --verify against an rdma rkv-server: the per-GET counters
 #   perftest     ib_send_lat / ib_read_lat, the latency reference on this machine
 # and then, in a second boot, two guests joined by a real link
-# (tools/rxe-vm/run.sh --pair, tests/verbs/pair.sh):
+# (scripts/rxe-vm/run.sh --pair, tests/verbs/pair.sh):
 #   link         torture over 1% loss and 2 ms +- 2 ms jitter; a blackhole shorter
 #                than the RC retry budget (calls stall, then complete) and one
 #                longer (calls fail in bounded time naming the cause, the server
@@ -61,14 +61,14 @@ for s in "${STEPS[@]}"; do
 done
 rc=0
 if [ ${#STEPS[@]} -eq 0 ] || [ ${#SINGLE[@]} -gt 0 ]; then
-  "$ROOT/tools/rxe-vm/run.sh" --timeout "$TIMEOUT" --cwd "$ROOT" "${VM_OPTS[@]}" -- \
+  "$ROOT/scripts/rxe-vm/run.sh" --timeout "$TIMEOUT" --cwd "$ROOT" "${VM_OPTS[@]}" -- \
     "bash $(printf '%q' "$ROOT/tests/verbs/guest.sh") $(printf '%q' "$BUILD") ${SINGLE[*]:-}" || rc=1
 fi
 if [ $LINK = 1 ]; then
   echo "=== verbs: link (two guests, limit 600s)"
   pair="bash $(printf '%q' "$ROOT/tests/verbs/pair.sh") $(printf '%q' "$BUILD")"
   start=$SECONDS
-  if "$ROOT/tools/rxe-vm/run.sh" --pair --timeout 600 --cwd "$ROOT" "${VM_OPTS[@]}" -- "$pair" "$pair"; then
+  if "$ROOT/scripts/rxe-vm/run.sh" --pair --timeout 600 --cwd "$ROOT" "${VM_OPTS[@]}" -- "$pair" "$pair"; then
     echo "  link         PASS                         $((SECONDS - start))s"
   else
     echo "  link         FAIL                         $((SECONDS - start))s"; rc=1
