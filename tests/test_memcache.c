@@ -967,7 +967,7 @@ static void test_append_under_pressure(void **state)
  * location. */
 static void flush_fill(int fd, rkv_client *kv, unsigned n)
 {
-    char key[32], req[96], buf[32];
+    char key[32], req[256], buf[32];
     size_t len;
     for (unsigned i = 0; i < n; i++) {
         snprintf(key, sizeof key, "fl%u", i);
@@ -989,7 +989,7 @@ static void flush_fill(int fd, rkv_client *kv, unsigned n)
  * cached: design.md invariant 8), by get, gets, mg, incr and touch. */
 static void flush_gone(int fd, rkv_client *kv, unsigned n)
 {
-    char key[32], req[96], buf[32];
+    char key[32], req[256], buf[32];
     size_t len;
     for (unsigned i = 0; i < n; i++) {
         snprintf(key, sizeof key, "fl%u", i);
