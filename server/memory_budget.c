@@ -36,7 +36,7 @@
 #define HEADROOM_SHIFT 4                  /* keep 1/16 free */
 #define PROCESS_BASE (32ull << 20)        /* code, libraries, heap, main thread (measured: 2.7 MiB RSS besides the region) */
 #define WORKER_STACK (1ull << 20)         /* stack pages a worker touches, generously */
-#define CONN_STRUCTS 4096ull              /* rkv_sconn + rkv_wconn and allocator slack */
+#define CONN_STRUCTS 4096ull              /* a transport's *_sconn + rkv_wconn and allocator slack */
 #define SLAB_PAGE_BOOK 72ull              /* struct slab_page (64) + its pool entry (8) */
 #define QUEUE_ENTRY 8ull                  /* slab.c: one free-queue entry per item */
 #define LRU_WORD 4ull                     /* slab.c: one meta word per item, per block */
