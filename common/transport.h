@@ -32,18 +32,18 @@
  * Counting contract: every call that makes the hardware (or the peer) start
  * work — one ibv_post_send, one ring publish — adds 1 to `doorbells`.
  *
- * Listener and connection types: the server ops take the generic struct
- * rkv_listener and rkv_sconn, and code outside a transport knows only
- * those. Each transport has its own struct of each, named for it (struct
- * rdma_sconn, struct tcp_listener, ...: one definition each), which embeds
- * the generic one as its first member; the transport hands out a pointer
- * to that member and its ops get their own struct back with a
- * container_of (RKV_CONTAINER_OF, util.h) in a helper next to its
- * definition (rdma_sconn_of()). The generic structs hold nothing the
- * transports share yet, so each has just a placeholder byte (ISO C has no
- * empty struct). Why not one opaque tag that each transport defines: that
- * is three different types under one name to a grep, a debugger and a
- * link-time type check.
+ * Listener and connection types: the ops take the generic struct
+ * rkv_listener and rkv_sconn (server) and rkv_ctrans (client), and code
+ * outside a transport knows only those. Each transport has its own struct
+ * of each, named for it (struct rdma_sconn, struct tcp_listener, struct
+ * shm_ctrans, ...: one definition each), which embeds the generic one as
+ * its first member; the transport hands out a pointer to that member and
+ * its ops get their own struct back with a container_of (RKV_CONTAINER_OF,
+ * util.h) in a helper next to its definition (rdma_sconn_of()). The
+ * generic structs hold nothing the transports share yet, so each has just
+ * a placeholder byte (ISO C has no empty struct). Why not one opaque tag
+ * that each transport defines: that is several different types under one
+ * name to a grep, a debugger and a link-time type check.
  */
 #ifndef RKV_TRANSPORT_H
 #define RKV_TRANSPORT_H
@@ -99,7 +99,11 @@ struct rkv_trans_counters {
     uint64_t reads, read_round_trips, doorbells, sends, inline_sends;
 };
 
-struct rkv_ctrans;  /* one connection, one thread */
+/* One connection, one thread: the generic part of a client transport's own
+ * connection struct (shm_ctrans, rdma_ctrans; see the top of this file). */
+struct rkv_ctrans {
+    unsigned char unused;
+};
 
 /* What a connection's reads cost: how a GET (common/lookup.c) batches them. */
 enum rkv_read_cost {
