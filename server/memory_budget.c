@@ -371,7 +371,7 @@ static bool listens_on(const struct rkv_server_config *cfg, const char *scheme)
     return false;
 }
 
-/* shm_server.c conn_create(): the ring memfd (control block, two rings,
+/* shm_server.c shm_conn_create(): the ring memfd (control block, two rings,
  * staging) and the private request copies. */
 static uint64_t shm_conn_bytes(const struct rkv_server_config *cfg)
 {
@@ -383,7 +383,7 @@ static uint64_t shm_conn_bytes(const struct rkv_server_config *cfg)
     return (uint64_t)l.total + (uint64_t)l.slot_stride * l.credits + CONN_STRUCTS;
 }
 
-/* rdma_server.c conn_create(): receive and reply buffers, the lazy pull
+/* rdma_server.c rdma_conn_create(): receive and reply buffers, the lazy pull
  * bounce buffer, scratch arrays, and the QP's and CQs' queues. Sets
  * *registered to the part registered (pinned) with the NIC. */
 static uint64_t rdma_conn_bytes(const struct rkv_server_config *cfg, uint64_t *registered)

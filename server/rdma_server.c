@@ -220,8 +220,8 @@ static void conn_destroy(struct rdma_sconn *c)
 
 /* Everything a connection needs before rdma_accept(): CQs, QP, buffers, the
  * receive slots posted. */
-static struct rdma_sconn *conn_create(struct srv_shared *sh, struct rdma_cm_id *id,
-                                      char *err, size_t err_len)
+static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm_id *id,
+                                           char *err, size_t err_len)
 {
     const uint32_t credits = sh->credits;
     const uint32_t ring = credits + 2 * sh->interval;
@@ -511,7 +511,7 @@ static void on_connect_request(struct rdma_listener *l, struct rdma_cm_event *ev
         reject_request(sh, ev, RKV_REJECT_TOO_MANY);
         return;
     }
-    c = conn_create(sh, id, err, sizeof err);
+    c = rdma_conn_create(sh, id, err, sizeof err);
     if (c == NULL) {
         RKV_ERROR("rdma %s: rejecting %s: %s", l->addr, peer, err);
         reject_request(sh, ev, RKV_REJECT_RESOURCES);

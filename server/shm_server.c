@@ -189,7 +189,7 @@ static void refuse(struct shm_listener *l, int fd, rkv_status st, const char *re
 
 /* Build a connection for socket `fd` (whose connect message was valid) and
  * send the client its descriptors. Takes ownership of fd either way. */
-static struct shm_sconn *conn_create(struct shm_listener *l, int fd)
+static struct shm_sconn *shm_conn_create(struct shm_listener *l, int fd)
 {
     struct shm_sconn *c = NULL;
     struct ucred cred;
@@ -371,7 +371,7 @@ static struct shm_sconn *handshake(struct shm_listener *l, unsigned i)
         close(fd);
         return NULL;
     }
-    return conn_create(l, fd);
+    return shm_conn_create(l, fd);
 }
 
 static void expire_pending(struct shm_listener *l)

@@ -372,7 +372,7 @@ void rkv_tcp_close_after_output(struct rkv_sconn *sconn, const char *why)
 
 /* ------------------------------------------------------------ listener */
 
-static int resolve(const char *host_port, struct addrinfo **res, char *err, size_t err_len)
+static int tcp_resolve(const char *host_port, struct addrinfo **res, char *err, size_t err_len)
 {
     char host[256], port_s[8];
     uint16_t port;
@@ -396,7 +396,7 @@ bool rkv_tcp_is_loopback(const char *host_port)
     struct addrinfo *res = NULL;
     char err[256];
     bool all = true;
-    if (resolve(host_port, &res, err, sizeof err) != 0)
+    if (tcp_resolve(host_port, &res, err, sizeof err) != 0)
         return false;
     for (struct addrinfo *a = res; a != NULL; a = a->ai_next) {
         if (a->ai_family == AF_INET) {
@@ -432,7 +432,7 @@ static rkv_status tcp_listen(const char *addr, const struct rkv_region *region,
     }
     l->sock = -1;
     l->quota = calloc(1, sizeof *l->quota);
-    if (l->quota == NULL || resolve(addr, &res, err, err_len) != 0)
+    if (l->quota == NULL || tcp_resolve(addr, &res, err, err_len) != 0)
         goto fail;
     l->quota->refs = 1;
     l->quota->max = rp.max_conns;
@@ -481,7 +481,7 @@ static void refuse(struct tcp_listener *l, int fd, const char *why)
     close(fd);
 }
 
-static struct tcp_sconn *conn_create(struct tcp_listener *l, int fd, const struct sockaddr_storage *ss)
+static struct tcp_sconn *tcp_conn_create(struct tcp_listener *l, int fd, const struct sockaddr_storage *ss)
 {
     struct tcp_sconn *c = calloc(1, sizeof *c);
     char host[INET6_ADDRSTRLEN] = "?";
@@ -535,7 +535,7 @@ static rkv_status tcp_accept(struct rkv_listener *listener, struct rkv_sconn **o
             refuse(l, fd, "max_conns connections are open; raise [rpc] max_conns");
             continue;
         }
-        struct tcp_sconn *c = conn_create(l, fd, &ss);
+        struct tcp_sconn *c = tcp_conn_create(l, fd, &ss);
         if (c == NULL) {
             atomic_fetch_sub(&l->quota->live, 1);
             continue;
