@@ -124,7 +124,7 @@ static bool wait_idle(void *ctx)
 
 /* ------------------------------------------------------------ helpers */
 
-static void fail(struct rdma_ctrans *t, const char *msg)
+static void rdma_client_fail(struct rdma_ctrans *t, const char *msg)
 {
     if (!t->dead) {
         RKV_WARN("rdma %s: %s", t->peer, msg);
@@ -148,7 +148,7 @@ static rkv_status wc_fail(struct rdma_ctrans *t, enum ibv_wc_status st, const ch
         rkv_rdma_wc_error(cause, "sending a request", msg, sizeof msg);
     else
         rkv_rdma_wc_error(st, what, msg, sizeof msg);
-    fail(t, msg);
+    rdma_client_fail(t, msg);
     return RKV_CONNECTION;
 }
 
@@ -163,7 +163,7 @@ static rkv_status sq_wait(struct rdma_ctrans *t, uint32_t limit, const char *wha
         return RKV_OK;
     if (rc == -ETIMEDOUT) {
         snprintf(msg, sizeof msg, "%s: no completion within %u ms", what, t->timeout_ms);
-        fail(t, msg);
+        rdma_client_fail(t, msg);
         return RKV_TIMEOUT;
     }
     if (rc == -ECANCELED)
@@ -171,7 +171,7 @@ static rkv_status sq_wait(struct rdma_ctrans *t, uint32_t limit, const char *wha
     if (rc == -EIO)
         return wc_fail(t, bad, what);
     snprintf(msg, sizeof msg, "%s: send queue accounting error (a bug: please report it)", what);
-    fail(t, msg);
+    rdma_client_fail(t, msg);
     return RKV_CONNECTION;
 }
 
@@ -225,7 +225,7 @@ static void check_cm(struct rdma_ctrans *t)
     while (rdma_get_cm_event(t->channel, &ev) == 0) {
         if (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
             rkv_rdma_cm_error(ev->event, ev->status, NULL, 0, t->peer, msg, sizeof msg);
-            fail(t, msg);
+            rdma_client_fail(t, msg);
         }
         rdma_ack_cm_event(ev);
     }
@@ -288,8 +288,8 @@ static void cli_close(struct rkv_ctrans *ctrans)
 /* ------------------------------------------------------------ connect */
 
 /* Resolve address and route, checking the device and port on the way. */
-static rkv_status resolve(struct rdma_ctrans *t, const struct sockaddr *dst, const char *device,
-                          uint64_t deadline, char *err, size_t err_len)
+static rkv_status rdma_client_resolve(struct rdma_ctrans *t, const struct sockaddr *dst, const char *device,
+                                      uint64_t deadline, char *err, size_t err_len)
 {
     unsigned step_ms = RKV_MIN(t->timeout_ms, RKV_RDMA_CM_TIMEOUT_MS);
     rkv_status st;
@@ -439,7 +439,7 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     st = rkv_rdma_open_id(t, &t->channel, &t->id, err, err_len);
     if (st != RKV_OK)
         goto fail;
-    st = resolve(t, (struct sockaddr *)&dst, params.device, deadline, err, err_len);
+    st = rdma_client_resolve(t, (struct sockaddr *)&dst, params.device, deadline, err, err_len);
     if (st != RKV_OK)
         goto fail;
     st = setup_qp(t, params.local_buf_size, err, err_len);
@@ -609,7 +609,7 @@ static rkv_status read_chunk(struct rdma_ctrans *t, const struct rkv_read_op *op
         read_wr(t, i, op, i + 1 < n ? &t->swr[i + 1] : NULL, i + 1 == n);
     }
     if (RKV_UNLIKELY(ibv_post_send(t->qp, t->swr, &bad) != 0)) {
-        fail(t, "ibv_post_send (RDMA READ) failed");
+        rdma_client_fail(t, "ibv_post_send (RDMA READ) failed");
         return RKV_CONNECTION;
     }
     t->ctr->doorbells++;
@@ -711,13 +711,13 @@ static rkv_status cli_send(struct rkv_ctrans *ctrans, const uint32_t *lens, unsi
         if (RKV_UNLIKELY(lens[i] > ring->stride))
             return RKV_INVALID;
     if (!t->have_region && !t->boot_posted && post_boot_recv(t) != 0) {
-        fail(t, "ibv_post_recv failed");
+        rdma_client_fail(t, "ibv_post_recv failed");
         return RKV_CONNECTION;
     }
     if (t->repost_count > 0) {
         if (RKV_UNLIKELY(rkv_rdma_post_recvs(t->qp, &t->recvs, t->max_msg, t->repost,
                                              t->repost_count, t->rwr, t->rsge) != 0)) {
-            fail(t, "ibv_post_recv failed");
+            rdma_client_fail(t, "ibv_post_recv failed");
             return RKV_CONNECTION;
         }
         t->repost_count = 0;
@@ -730,7 +730,7 @@ static rkv_status cli_send(struct rkv_ctrans *ctrans, const uint32_t *lens, unsi
     if (RKV_UNLIKELY(rc != 0)) {
         char msg[200];
         rkv_rdma_errno_error(rc, "ibv_post_send", msg, sizeof msg);
-        fail(t, msg);
+        rdma_client_fail(t, msg);
         return RKV_CONNECTION;
     }
     t->inflight += n;
@@ -773,7 +773,7 @@ static void sleep_for_reply(struct rdma_ctrans *t, uint64_t left_ns)
 {
     drain_comp_events(t);
     if (ibv_req_notify_cq(t->recv_cq, 0) != 0) {
-        fail(t, "ibv_req_notify_cq failed");
+        rdma_client_fail(t, "ibv_req_notify_cq failed");
         return;
     }
     int n = ibv_poll_cq(t->recv_cq, (int)RKV_ARRAY_SIZE(t->wcs), t->wcs);
@@ -816,7 +816,7 @@ static rkv_status cli_recv(struct rkv_ctrans *ctrans, const void **msg, size_t *
                 t->cur_slot = (uint32_t)wc->wr_id;
                 *msg = t->recvs.mem + (size_t)t->cur_slot * t->max_msg;
             } else {
-                fail(t, "unexpected receive completion");
+                rdma_client_fail(t, "unexpected receive completion");
                 return RKV_CONNECTION;
             }
             *len = wc->byte_len;
@@ -826,7 +826,7 @@ static rkv_status cli_recv(struct rkv_ctrans *ctrans, const void **msg, size_t *
         }
         int n = ibv_poll_cq(t->recv_cq, (int)RKV_ARRAY_SIZE(t->wcs), t->wcs);
         if (RKV_UNLIKELY(n < 0)) {
-            fail(t, "ibv_poll_cq failed");
+            rdma_client_fail(t, "ibv_poll_cq failed");
             return RKV_CONNECTION;
         }
         if (n > 0) {
