@@ -17,8 +17,8 @@ struct reader {
     bool failed;
 };
 
-static void fail(struct reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(struct reader *r, const char *fmt, ...)
+static void json_fail(struct reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void json_fail(struct reader *r, const char *fmt, ...)
 {
     if (r->failed)
         return;
@@ -89,18 +89,18 @@ static char *parse_string(struct reader *r)
     while (end < r->n && r->s[end] != '"')
         end += r->s[end] == '\\' ? 2 : 1;
     if (end >= r->n) {
-        fail(r, "a string is not closed");
+        json_fail(r, "a string is not closed");
         return NULL;
     }
     char *out = malloc(end - start + 1), *o = out;   /* decoding never grows */
     if (out == NULL) {
-        fail(r, "out of memory");
+        json_fail(r, "out of memory");
         return NULL;
     }
     while (r->i < end) {
         unsigned char c = (unsigned char)r->s[r->i];
         if (c < 0x20) {
-            fail(r, "a control character inside a string (escape it)");
+            json_fail(r, "a control character inside a string (escape it)");
             goto bad;
         }
         if (c != '\\') {
@@ -122,7 +122,7 @@ static char *parse_string(struct reader *r)
         case 'u': {
             int hi = r->i + 4 <= end ? hex4(r->s + r->i) : -1;
             if (hi < 0) {
-                fail(r, "\\u needs four hex digits");
+                json_fail(r, "\\u needs four hex digits");
                 goto bad;
             }
             r->i += 4;
@@ -131,20 +131,20 @@ static char *parse_string(struct reader *r)
                 int lo = r->i + 6 <= end && r->s[r->i] == '\\' && r->s[r->i + 1] == 'u'
                              ? hex4(r->s + r->i + 2) : -1;
                 if (lo < 0xdc00 || lo > 0xdfff) {
-                    fail(r, "a \\u high surrogate without its low surrogate");
+                    json_fail(r, "a \\u high surrogate without its low surrogate");
                     goto bad;
                 }
                 r->i += 6;
                 cp = 0x10000 + (((uint32_t)hi - 0xd800) << 10) + ((uint32_t)lo - 0xdc00);
             } else if (hi >= 0xdc00 && hi <= 0xdfff) {
-                fail(r, "a lone \\u low surrogate");
+                json_fail(r, "a lone \\u low surrogate");
                 goto bad;
             }
             o += put_utf8(o, cp);
             break;
         }
         default:
-            fail(r, "unknown escape \\%c", e);
+            json_fail(r, "unknown escape \\%c", e);
             goto bad;
         }
     }
@@ -206,7 +206,7 @@ static struct json_value *grow(struct reader *r, struct json_value *v, size_t *c
         size_t ncap = *cap ? *cap * 2 : 8;
         struct json_value *items = realloc(v->items, ncap * sizeof *items);
         if (items == NULL) {
-            fail(r, "out of memory");
+            json_fail(r, "out of memory");
             free(key);
             return NULL;
         }
@@ -214,7 +214,7 @@ static struct json_value *grow(struct reader *r, struct json_value *v, size_t *c
         if (v->type == JSON_OBJECT) {
             char **keys = realloc(v->keys, ncap * sizeof *keys);
             if (keys == NULL) {
-                fail(r, "out of memory");
+                json_fail(r, "out of memory");
                 free(key);
                 return NULL;
             }
@@ -233,7 +233,7 @@ static bool parse_container(struct reader *r, struct json_value *v, char close)
 {
     size_t cap = 0;
     if (++r->depth > JSON_PARSE_MAX_DEPTH) {
-        fail(r, "nested deeper than %d levels", JSON_PARSE_MAX_DEPTH);
+        json_fail(r, "nested deeper than %d levels", JSON_PARSE_MAX_DEPTH);
         return false;
     }
     r->i++;   /* the bracket */
@@ -248,7 +248,7 @@ static bool parse_container(struct reader *r, struct json_value *v, char close)
         skip_ws(r);
         if (close == '}') {
             if (r->i >= r->n || r->s[r->i] != '"') {
-                fail(r, "expected a member name in quotes");
+                json_fail(r, "expected a member name in quotes");
                 return false;
             }
             if ((key = parse_string(r)) == NULL)
@@ -256,7 +256,7 @@ static bool parse_container(struct reader *r, struct json_value *v, char close)
             skip_ws(r);
             if (r->i >= r->n || r->s[r->i] != ':') {
                 free(key);
-                fail(r, "expected ':' after a member name");
+                json_fail(r, "expected ':' after a member name");
                 return false;
             }
             r->i++;
@@ -274,7 +274,7 @@ static bool parse_container(struct reader *r, struct json_value *v, char close)
             r->depth--;
             return true;
         }
-        fail(r, "expected ',' or '%c'", close);
+        json_fail(r, "expected ',' or '%c'", close);
         return false;
     }
 }
@@ -283,7 +283,7 @@ static bool parse_value(struct reader *r, struct json_value *v)
 {
     skip_ws(r);
     if (r->i >= r->n) {
-        fail(r, "a value is missing (the text ends)");
+        json_fail(r, "a value is missing (the text ends)");
         return false;
     }
     char c = r->s[r->i];
@@ -317,7 +317,7 @@ static bool parse_value(struct reader *r, struct json_value *v)
         break;
     }
     v->type = JSON_NULL;
-    fail(r, "not a JSON value");
+    json_fail(r, "not a JSON value");
     return false;
 }
 
@@ -345,7 +345,7 @@ struct json_value *json_parse(const char *text, size_t len, char *err, size_t er
         skip_ws(&r);
         if (r.i == r.n)
             return v;
-        fail(&r, "text after the end of the value");
+        json_fail(&r, "text after the end of the value");
     }
     json_value_free(v);
     return NULL;

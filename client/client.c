@@ -169,9 +169,9 @@ const char *rkv_last_error(const rkv_client *c)
     return c ? c->last_error : connect_error;
 }
 
-static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
+static rkv_status client_fail(rkv_client *c, rkv_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static rkv_status fail(rkv_client *c, rkv_status st, const char *fmt, ...)
+static rkv_status client_fail(rkv_client *c, rkv_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -370,7 +370,7 @@ static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *len
     s->outstanding += n;
     rkv_status st = s->ops->send(s->t, lens, n);
     if (RKV_UNLIKELY(st != RKV_OK))
-        fail(c, st, "%s: sending %s failed: %s", s->uri, what, shard_why(s, st));
+        client_fail(c, st, "%s: sending %s failed: %s", s->uri, what, shard_why(s, st));
     return st;
 }
 
@@ -383,12 +383,12 @@ static rkv_status reply_take(rkv_client *c, struct shard *s, const void *msg, si
 {
     rkv_status st = rkv_resp_parse(msg, len, h, payload);
     if (RKV_UNLIKELY(st != RKV_OK))
-        return fail(c, st, "%s: malformed reply (%zu bytes); dropping the connection", s->uri, len);
+        return client_fail(c, st, "%s: malformed reply (%zu bytes); dropping the connection", s->uri, len);
     const struct wire_entry *e = &s->wire[s->wire_head];
     if (RKV_UNLIKELY((*h)->req_id != e->req_id))
-        return fail(c, RKV_PROTOCOL, "%s: a reply to request %llu came where %llu was next; "
-                    "dropping the connection", s->uri, (unsigned long long)(*h)->req_id,
-                    (unsigned long long)e->req_id);
+        return client_fail(c, RKV_PROTOCOL, "%s: a reply to request %llu came where %llu was next; "
+                           "dropping the connection", s->uri, (unsigned long long)(*h)->req_id,
+                           (unsigned long long)e->req_id);
     *slot = e->slot;
     s->wire_head = (s->wire_head + 1) % WIRE_SLOTS;
     s->outstanding--;
@@ -410,7 +410,7 @@ static rkv_status shard_wait(rkv_client *c, struct shard *s, struct rkv_resp *re
     uint32_t slot = NO_SLOT;
     rkv_status st = s->ops->recv(s->t, &msg, &len, c->opts.timeout_ms);
     if (st != RKV_OK) {
-        fail(c, st, "%s: no reply: %s", s->uri, shard_why(s, st));
+        client_fail(c, st, "%s: no reply: %s", s->uri, shard_why(s, st));
     } else if ((st = reply_take(c, s, msg, len, &h, &p, &slot)) == RKV_OK) {
         *resp = *h;
         memcpy(payload, p, RKV_MIN((size_t)h->payload_len, payload_cap));
@@ -447,17 +447,17 @@ static rkv_status shard_hello(rkv_client *c, struct shard *s)
     if (st != RKV_OK)
         return st;
     if (resp.status == RKV_AUTH)
-        return fail(c, RKV_AUTH, "%s: the server refused our shared secret; set the secret it is "
-                    "configured with (rkv_options.auth_secret, --auth)", s->uri);
+        return client_fail(c, RKV_AUTH, "%s: the server refused our shared secret; set the secret it is "
+                           "configured with (rkv_options.auth_secret, --auth)", s->uri);
     if (resp.status != RKV_OK)
-        return fail(c, (rkv_status)resp.status, "%s: HELLO refused: %s", s->uri,
-                    rkv_strerror((rkv_status)resp.status));
+        return client_fail(c, (rkv_status)resp.status, "%s: HELLO refused: %s", s->uri,
+                           rkv_strerror((rkv_status)resp.status));
     st = plen == sizeof payload ? rkv_hello_parse(payload, plen, &s->hello) : RKV_PROTOCOL;
     if (st == RKV_VERSION_MISMATCH)
-        return fail(c, st, "%s: server speaks protocol %u, this client %u; upgrade the older side",
-                    s->uri, s->hello.proto_version, RKV_PROTO_VERSION);
+        return client_fail(c, st, "%s: server speaks protocol %u, this client %u; upgrade the older side",
+                           s->uri, s->hello.proto_version, RKV_PROTO_VERSION);
     if (st != RKV_OK)
-        return fail(c, st, "%s: malformed HELLO reply", s->uri);
+        return client_fail(c, st, "%s: malformed HELLO reply", s->uri);
     return RKV_OK;
 }
 
@@ -483,15 +483,15 @@ static rkv_status shard_geometry(rkv_client *c, struct shard *s)
     struct rkv_read_op op = { .offset = 0, .len = RKV_HEADER_SIZE, .dst = local };
     rkv_status st = s->ops->read(s->t, &op, 1);
     if (st != RKV_OK)
-        return fail(c, st, "%s: cannot read the region header: %s", s->uri, rkv_strerror(st));
+        return client_fail(c, st, "%s: cannot read the region header: %s", s->uri, rkv_strerror(st));
     struct rkv_region_header g;   /* s->geom keeps the last valid one (route() uses it) */
     memcpy(&g, local, sizeof g);
     if (!rkv_header_valid(&g, s->hello.region_size) || g.generation != s->hello.generation)
-        return fail(c, RKV_PROTOCOL, "%s: the region header is invalid or from another server "
-                    "generation; is the server version compatible?", s->uri);
+        return client_fail(c, RKV_PROTOCOL, "%s: the region header is invalid or from another server "
+                           "generation; is the server version compatible?", s->uri);
     if (local_len < rkv_lookup_scratch_need(&g, 1))
-        return fail(c, RKV_INTERNAL, "%s: local buffer (%zu bytes) smaller than the largest item",
-                    s->uri, local_len);
+        return client_fail(c, RKV_INTERNAL, "%s: local buffer (%zu bytes) smaller than the largest item",
+                           s->uri, local_len);
     s->geom = g;
     s->lctx = (struct rkv_lookup_ctx){
         .geom = &s->geom, .read = lookup_read, .read_ctx = s,
@@ -518,14 +518,14 @@ static rkv_status shard_connect(rkv_client *c, struct shard *s)
     rkv_status st = s->ops->connect(s->addr, &p, &c->tc, &s->t, err, sizeof err);
     if (st != RKV_OK) {
         s->t = NULL;
-        return fail(c, st, "%s: %s", s->uri, err[0] ? err : rkv_strerror(st));
+        return client_fail(c, st, "%s: %s", s->uri, err[0] ? err : rkv_strerror(st));
     }
     st = shard_hello(c, s);
     if (st == RKV_OK) {
         err[0] = '\0';
         st = s->ops->set_region(s->t, &s->hello, err, sizeof err);
         if (st != RKV_OK)
-            fail(c, st, "%s: %s", s->uri, err);
+            client_fail(c, st, "%s: %s", s->uri, err);
     }
     if (st == RKV_OK)
         st = shard_geometry(c, s);
@@ -546,8 +546,8 @@ static rkv_status shard_ready(rkv_client *c, struct shard *s)
         return RKV_OK;
     uint64_t now = rkv_now_ns();
     if (now < s->next_attempt_ns)
-        return fail(c, RKV_CONNECTION, "%s: server unreachable; next reconnect attempt in %llu ms",
-                    s->uri, (unsigned long long)((s->next_attempt_ns - now) / 1000000));
+        return client_fail(c, RKV_CONNECTION, "%s: server unreachable; next reconnect attempt in %llu ms",
+                           s->uri, (unsigned long long)((s->next_attempt_ns - now) / 1000000));
     rkv_status st = shard_connect(c, s);
     if (st == RKV_OK) {
         c->c.reconnects++;
@@ -565,12 +565,12 @@ static rkv_status parse_uris(rkv_client *c, const char *uris)
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         if (c->nshards == MAX_SHARDS)
-            return fail(c, RKV_INVALID, "too many server URIs (at most %d)", MAX_SHARDS);
+            return client_fail(c, RKV_INVALID, "too many server URIs (at most %d)", MAX_SHARDS);
         struct shard *s = &c->shards[c->nshards];
         s->index = c->nshards;
         char scheme[8];
         if (len == 0 || len >= sizeof s->uri)
-            return fail(c, RKV_INVALID, "empty or overlong server URI in \"%s\"", uris);
+            return client_fail(c, RKV_INVALID, "empty or overlong server URI in \"%s\"", uris);
         memcpy(s->uri, p, len);
         s->uri[len] = '\0';
         rkv_status st = rkv_placement_add(&c->placement, s->uri, c->last_error, sizeof c->last_error);
@@ -578,18 +578,18 @@ static rkv_status parse_uris(rkv_client *c, const char *uris)
             return st;
         if (!rkv_uri_split(s->uri, scheme, sizeof scheme, &s->addr) || s->addr[0] == '\0' ||
             (s->ops = rkv_client_transport_by_scheme(scheme)) == NULL)
-            return fail(c, RKV_INVALID, "bad server URI \"%s\": use rdma://HOST:PORT or shm://PATH",
-                        s->uri);
+            return client_fail(c, RKV_INVALID, "bad server URI \"%s\": use rdma://HOST:PORT or shm://PATH",
+                               s->uri);
         s->read_ops = calloc(LOOKUP_OPS, sizeof *s->read_ops);
         s->wire = calloc(WIRE_SLOTS, sizeof *s->wire);
         s->queue_head = s->queue_tail = s->gets_head = s->gets_tail = NO_SLOT;
         if (s->read_ops == NULL || s->wire == NULL)
-            return fail(c, RKV_NO_MEMORY, "out of memory");
+            return client_fail(c, RKV_NO_MEMORY, "out of memory");
         c->nshards++;
         p += len + (end != NULL);
     }
     if (c->nshards == 0)
-        return fail(c, RKV_INVALID, "no server URI given");
+        return client_fail(c, RKV_INVALID, "no server URI given");
     return rkv_placement_build(&c->placement, c->last_error, sizeof c->last_error);
 }
 
@@ -624,19 +624,19 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
         c->opts = *opts;
     apply_defaults(&c->opts);
     if ((unsigned)c->opts.bucket_reads > RKV_BUCKET_READS_FIRST) {
-        st = fail(c, RKV_INVALID, "rkv_options.bucket_reads is %u; use RKV_BUCKET_READS_AUTO, "
-                  "_TOGETHER or _FIRST", (unsigned)c->opts.bucket_reads);
+        st = client_fail(c, RKV_INVALID, "rkv_options.bucket_reads is %u; use RKV_BUCKET_READS_AUTO, "
+                         "_TOGETHER or _FIRST", (unsigned)c->opts.bucket_reads);
         goto fail;
     }
     char rc_err[256];
     if (!rkv_rdma_rc_check(c->opts.rdma_ack_timeout, c->opts.rdma_retry_count, "rdma_ack_timeout",
                            "rdma_retry_count", rc_err, sizeof rc_err)) {
-        st = fail(c, RKV_INVALID, "rkv_options: %s", rc_err);
+        st = client_fail(c, RKV_INVALID, "rkv_options: %s", rc_err);
         goto fail;
     }
     if (c->opts.auth_secret) {
         if (strlen(c->opts.auth_secret) > RKV_MAX_SECRET) {
-            st = fail(c, RKV_INVALID, "auth secret longer than %u bytes", RKV_MAX_SECRET);
+            st = client_fail(c, RKV_INVALID, "auth secret longer than %u bytes", RKV_MAX_SECRET);
             goto fail;
         }
         strcpy(c->secret, c->opts.auth_secret);
@@ -664,7 +664,7 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
     return RKV_OK;
 fail:
     if (c->last_error[0] == '\0')
-        fail(c, st, "%s", rkv_strerror(st));
+        client_fail(c, st, "%s", rkv_strerror(st));
     memcpy(connect_error, c->last_error, sizeof connect_error);
     rkv_close(c);
     return st;
@@ -715,14 +715,14 @@ static HOT rkv_status route(rkv_client *c, const struct rkv_op *op, const char *
     *s = NULL;           /* defined on every path, also for refused calls */
     *kh = 0;
     if (op->key == NULL || op->key_len == 0)
-        return fail(c, RKV_INVALID, "%s: the key is %s; keys are 1..%u bytes", call,
-                    op->key == NULL ? "NULL" : "empty (key_len 0)", RKV_MAX_KEY_LEN);
+        return client_fail(c, RKV_INVALID, "%s: the key is %s; keys are 1..%u bytes", call,
+                           op->key == NULL ? "NULL" : "empty (key_len 0)", RKV_MAX_KEY_LEN);
     if ((get || put) && data == NULL && data_len != 0)
-        return fail(c, RKV_INVALID, "%s: the %s is NULL but its length is %zu; pass a %s or "
-                    "length 0", call, what, data_len, what);
+        return client_fail(c, RKV_INVALID, "%s: the %s is NULL but its length is %zu; pass a %s or "
+                           "length 0", call, what, data_len, what);
     if (put && op->opts && (unsigned)op->opts->mode > RKV_CAS)
-        return fail(c, RKV_INVALID, "%s: unknown put mode %u; use RKV_SET, RKV_ADD, RKV_REPLACE "
-                    "or RKV_CAS", call, (unsigned)op->opts->mode);
+        return client_fail(c, RKV_INVALID, "%s: unknown put mode %u; use RKV_SET, RKV_ADD, RKV_REPLACE "
+                           "or RKV_CAS", call, (unsigned)op->opts->mode);
     *kh = rkv_shard_hash(op->key, op->key_len);
     *s = shard_for(c, op->key, op->key_len, *kh);
     /* a GET's location-cache set on its way as soon as it is known: while
@@ -731,11 +731,11 @@ static HOT rkv_status route(rkv_client *c, const struct rkv_op *op, const char *
     if (get && c->cache)
         rkv_loc_cache_prefetch(c->cache, (*s)->generation, *kh);
     if (op->key_len > (*s)->geom.max_key_len)
-        return fail(c, RKV_TOO_LARGE, "%s: key of %zu bytes is longer than the server's limit "
-                    "of %u", call, op->key_len, (*s)->geom.max_key_len);
+        return client_fail(c, RKV_TOO_LARGE, "%s: key of %zu bytes is longer than the server's limit "
+                           "of %u", call, op->key_len, (*s)->geom.max_key_len);
     if (put && data_len > (*s)->geom.max_value_len)
-        return fail(c, RKV_TOO_LARGE, "%s: value of %zu bytes is longer than the server's limit "
-                    "of %u (rkv_max_value_size)", call, data_len, (*s)->geom.max_value_len);
+        return client_fail(c, RKV_TOO_LARGE, "%s: value of %zu bytes is longer than the server's limit "
+                           "of %u (rkv_max_value_size)", call, data_len, (*s)->geom.max_value_len);
     return RKV_OK;
 }
 
@@ -790,8 +790,8 @@ static HOT void get_complete(rkv_client *c, struct shard *s, uint32_t idx)
     const struct rkv_lookup *l = &sl->l;
     lookup_done(c, s, &sl->l, sl->kh);
     if (RKV_UNLIKELY(l->status == RKV_RETRY_EXHAUSTED))
-        fail(c, l->status, "get: the item changed under %u consecutive reads; retry",
-             c->opts.max_get_retries);
+        client_fail(c, l->status, "get: the item changed under %u consecutive reads; retry",
+                    c->opts.max_get_retries);
     struct rkv_completion *r = complete(c, idx, l->status, false);
     r->value_len = l->value_len;
     if (l->status == RKV_OK || l->status == RKV_BUFFER_TOO_SMALL) {
@@ -875,7 +875,7 @@ static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
         c->c.verify_retries += s->lctx.retries;
         c->c.forwards += s->lctx.forwards;
         if (RKV_UNLIKELY(st != RKV_OK))
-            return fail(c, st, "%s: read failed: %s", s->uri, shard_why(s, st));
+            return client_fail(c, st, "%s: read failed: %s", s->uri, shard_why(s, st));
     }
     /* unlink and complete the finished, keeping the others in order; the
      * list is left whole even if a hint flush fails (the caller then takes
@@ -915,8 +915,8 @@ static rkv_status check_staging(rkv_client *c, const struct shard *s, const stru
         return RKV_OK;
     s->ops->staging(s->t, &stage_cap, &rb);
     if (sl->value_len > stage_cap)
-        return fail(c, RKV_TOO_LARGE, "value of %zu bytes is larger than the client's "
-                    "staging buffer (%zu bytes)", sl->value_len, stage_cap);
+        return client_fail(c, RKV_TOO_LARGE, "value of %zu bytes is larger than the client's "
+                           "staging buffer (%zu bytes)", sl->value_len, stage_cap);
     return RKV_OK;
 }
 
@@ -1010,11 +1010,11 @@ static void write_complete(rkv_client *c, struct shard *s, uint32_t idx,
             memcpy(sl->buf, p, n);
     } else if (sl->kind == KIND_DROP && (st == RKV_OK || st == RKV_NOT_FOUND)) {
         st = RKV_TOO_LARGE;
-        fail(c, st, "put: the value is longer than the server's limit of %u bytes "
-             "(rkv_max_value_size); the key's old value was removed, as memcached's set "
-             "removes it", s->geom.max_value_len);
+        client_fail(c, st, "put: the value is longer than the server's limit of %u bytes "
+                    "(rkv_max_value_size); the key's old value was removed, as memcached's set "
+                    "removes it", s->geom.max_value_len);
     } else if (st != RKV_OK && sl->kind != KIND_PING) {
-        fail(c, st, "%s: server answered: %s", s->uri, rkv_strerror(st));
+        client_fail(c, st, "%s: server answered: %s", s->uri, rkv_strerror(st));
     }
     struct rkv_completion *r = complete(c, idx, st, false);
     r->value = h->value;
@@ -1047,10 +1047,10 @@ static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_
         if (st == RKV_TIMEOUT && !reply_late(c, s))
             return RKV_OK;                   /* not yet */
         if (st == RKV_TIMEOUT)
-            return fail(c, st, "%s: no reply within %u ms (rkv_options.timeout_ms); "
-                        "dropping the connection", s->uri, c->opts.timeout_ms);
+            return client_fail(c, st, "%s: no reply within %u ms (rkv_options.timeout_ms); "
+                               "dropping the connection", s->uri, c->opts.timeout_ms);
         if (st != RKV_OK)
-            return fail(c, st, "%s: no reply: %s", s->uri, shard_why(s, st));
+            return client_fail(c, st, "%s: no reply: %s", s->uri, shard_why(s, st));
         st = reply_take(c, s, msg, len, &h, &p, &idx);
         if (st == RKV_OK && idx != NO_SLOT)
             write_complete(c, s, idx, h, p);
@@ -1181,8 +1181,8 @@ static bool set_too_large(const struct rkv_op *op, const struct shard *s)
 static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, const char *call)
 {
     if ((unsigned)op->kind > RKV_KIND_INCR)
-        return fail(c, RKV_INVALID, "submit: unknown op kind %u; use RKV_KIND_GET, _PUT, _DELETE "
-                    "or _INCR", (unsigned)op->kind);
+        return client_fail(c, RKV_INVALID, "submit: unknown op kind %u; use RKV_KIND_GET, _PUT, _DELETE "
+                           "or _INCR", (unsigned)op->kind);
     struct shard *s;
     uint64_t kh;
     uint8_t kind = (uint8_t)op->kind;
@@ -1193,8 +1193,8 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
         kind = KIND_DROP;
     }
     if (RKV_UNLIKELY(!internal && c->outstanding >= c->window))
-        return fail(c, RKV_WINDOW_FULL, "submit: the window of %u ops is full; take completions "
-                    "with rkv_poll/rkv_wait first (or widen it with rkv_set_window)", c->window);
+        return client_fail(c, RKV_WINDOW_FULL, "submit: the window of %u ops is full; take completions "
+                           "with rkv_poll/rkv_wait first (or widen it with rkv_set_window)", c->window);
     struct slot *sl = &c->slots[slot_enqueue(c, s, kind, internal, op->token)];
     sl->kh = kh;
     if (op->kind == RKV_KIND_GET) {      /* straight into its lookup (get_start) */
@@ -1237,7 +1237,7 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
 rkv_status rkv_submit(rkv_client *c, const struct rkv_op *op)
 {
     if (op == NULL)
-        return fail(c, RKV_INVALID, "submit: the op is NULL; pass a struct rkv_op");
+        return client_fail(c, RKV_INVALID, "submit: the op is NULL; pass a struct rkv_op");
     return submit(c, op, false, NULL);
 }
 
@@ -1257,9 +1257,9 @@ static rkv_status check_poll_args(rkv_client *c, const char *call, const struct 
                                   unsigned max, const unsigned *n)
 {
     if (out == NULL || max == 0 || n == NULL)
-        return fail(c, RKV_INVALID, "%s: %s; pass an array of max > 0 completions and a count",
-                    call, n == NULL ? "the count pointer is NULL" :
-                    out == NULL ? "the completion array is NULL" : "max is 0");
+        return client_fail(c, RKV_INVALID, "%s: %s; pass an array of max > 0 completions and a count",
+                           call, n == NULL ? "the count pointer is NULL" :
+                           out == NULL ? "the completion array is NULL" : "max is 0");
     return RKV_OK;
 }
 
@@ -1294,11 +1294,11 @@ rkv_status rkv_wait(rkv_client *c, struct rkv_completion *out, unsigned max, uns
 rkv_status rkv_set_window(rkv_client *c, unsigned window)
 {
     if (window == 0 || window > RKV_MAX_WINDOW)
-        return fail(c, RKV_INVALID, "set_window: %u is out of range; use 1..%u", window,
-                    RKV_MAX_WINDOW);
+        return client_fail(c, RKV_INVALID, "set_window: %u is out of range; use 1..%u", window,
+                           RKV_MAX_WINDOW);
     if (c->outstanding > 0 || c->wrap_out > 0)
-        return fail(c, RKV_INVALID, "set_window: %u ops are outstanding; take their completions "
-                    "first", c->outstanding + c->wrap_out);
+        return client_fail(c, RKV_INVALID, "set_window: %u ops are outstanding; take their completions "
+                           "first", c->outstanding + c->wrap_out);
     unsigned nslots = window + WRAP_SLOTS, ring = 1;
     while (ring < window)
         ring *= 2;
@@ -1309,7 +1309,7 @@ rkv_status rkv_set_window(rkv_client *c, unsigned window)
         free(slots);
         free(userq);
         free(round);
-        return fail(c, RKV_NO_MEMORY, "set_window: out of memory for %u slots", nslots);
+        return client_fail(c, RKV_NO_MEMORY, "set_window: out of memory for %u slots", nslots);
     }
     for (unsigned i = 0; i < nslots; i++)
         slots[i].next = i + 1 < nslots ? i + 1 : NO_SLOT;
@@ -1556,7 +1556,7 @@ rkv_status rkv_stats(rkv_client *c, unsigned shard, char *buf, size_t buf_len, s
 {
     size_t n = 0;
     if (shard >= c->nshards || (buf == NULL && buf_len))
-        return fail(c, RKV_INVALID, "stats: no shard %u (have %u)", shard, c->nshards);
+        return client_fail(c, RKV_INVALID, "stats: no shard %u (have %u)", shard, c->nshards);
     rkv_status st = control_rpc(c, &c->shards[shard], KIND_STATS, 0, buf, buf_len, &n);
     if (len)
         *len = n;

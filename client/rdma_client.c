@@ -55,7 +55,8 @@
 #define SLEEP_MAX_MS       100         /* longest sleep between looks at the connection */
 #define PROBE_ROUNDS       9u          /* read_cost(): timed doorbells of 1 and of 2 READs */
 
-struct rkv_ctrans {
+struct rdma_ctrans {
+    struct rkv_ctrans ctrans;       /* first: what the ops take (transport.h) */
     struct rdma_event_channel *channel; /* cm events: connect, then disconnect */
     struct rdma_cm_id *id;
     struct ibv_context *verbs;      /* our own context on the device rdma_cm picked */
@@ -100,13 +101,18 @@ struct rkv_ctrans {
     char peer[80];                  /* "192.0.2.1:7471" */
 };
 
-static void check_cm(struct rkv_ctrans *t);
+static inline struct rdma_ctrans *rdma_ctrans_of(struct rkv_ctrans *ctrans)
+{
+    return RKV_CONTAINER_OF(ctrans, struct rdma_ctrans, ctrans);
+}
+
+static void check_cm(struct rdma_ctrans *t);
 
 /* While a wait finds nothing: notice a disconnect within a millisecond
  * instead of waiting for the transport's retries to give up. */
 static bool wait_idle(void *ctx)
 {
-    struct rkv_ctrans *t = ctx;
+    struct rdma_ctrans *t = ctx;
     uint64_t now = rkv_now_ns();
 
     if (now >= t->next_cm_check) {
@@ -118,7 +124,7 @@ static bool wait_idle(void *ctx)
 
 /* ------------------------------------------------------------ helpers */
 
-static void fail(struct rkv_ctrans *t, const char *msg)
+static void rdma_client_fail(struct rdma_ctrans *t, const char *msg)
 {
     if (!t->dead) {
         RKV_WARN("rdma %s: %s", t->peer, msg);
@@ -129,7 +135,7 @@ static void fail(struct rkv_ctrans *t, const char *msg)
 
 /* A failed completion: say why, with the device's own reason when a flush
  * hides it. */
-static rkv_status wc_fail(struct rkv_ctrans *t, enum ibv_wc_status st, const char *what)
+static rkv_status wc_fail(struct rdma_ctrans *t, enum ibv_wc_status st, const char *what)
 {
     char msg[400], reason[200];
 
@@ -142,11 +148,11 @@ static rkv_status wc_fail(struct rkv_ctrans *t, enum ibv_wc_status st, const cha
         rkv_rdma_wc_error(cause, "sending a request", msg, sizeof msg);
     else
         rkv_rdma_wc_error(st, what, msg, sizeof msg);
-    fail(t, msg);
+    rdma_client_fail(t, msg);
     return RKV_CONNECTION;
 }
 
-static rkv_status sq_wait(struct rkv_ctrans *t, uint32_t limit, const char *what)
+static rkv_status sq_wait(struct rdma_ctrans *t, uint32_t limit, const char *what)
 {
     enum ibv_wc_status bad = IBV_WC_SUCCESS;
     char msg[400];
@@ -157,7 +163,7 @@ static rkv_status sq_wait(struct rkv_ctrans *t, uint32_t limit, const char *what
         return RKV_OK;
     if (rc == -ETIMEDOUT) {
         snprintf(msg, sizeof msg, "%s: no completion within %u ms", what, t->timeout_ms);
-        fail(t, msg);
+        rdma_client_fail(t, msg);
         return RKV_TIMEOUT;
     }
     if (rc == -ECANCELED)
@@ -165,12 +171,12 @@ static rkv_status sq_wait(struct rkv_ctrans *t, uint32_t limit, const char *what
     if (rc == -EIO)
         return wc_fail(t, bad, what);
     snprintf(msg, sizeof msg, "%s: send queue accounting error (a bug: please report it)", what);
-    fail(t, msg);
+    rdma_client_fail(t, msg);
     return RKV_CONNECTION;
 }
 
 /* Wait for the next cm event; RKV_OK if it is `want`, else err explains. */
-static rkv_status wait_cm(struct rkv_ctrans *t, enum rdma_cm_event_type want, uint64_t deadline,
+static rkv_status wait_cm(struct rdma_ctrans *t, enum rdma_cm_event_type want, uint64_t deadline,
                           char *err, size_t err_len)
 {
     struct rdma_cm_event *ev;
@@ -211,7 +217,7 @@ static rkv_status wait_cm(struct rkv_ctrans *t, enum rdma_cm_event_type want, ui
 }
 
 /* Non-blocking look at cm events after connect: a disconnect kills the connection. */
-static void check_cm(struct rkv_ctrans *t)
+static void check_cm(struct rdma_ctrans *t)
 {
     struct rdma_cm_event *ev;
     char msg[300];
@@ -219,14 +225,14 @@ static void check_cm(struct rkv_ctrans *t)
     while (rdma_get_cm_event(t->channel, &ev) == 0) {
         if (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
             rkv_rdma_cm_error(ev->event, ev->status, NULL, 0, t->peer, msg, sizeof msg);
-            fail(t, msg);
+            rdma_client_fail(t, msg);
         }
         rdma_ack_cm_event(ev);
     }
 }
 
 /* Returns 0 or the errno of ibv_post_recv. */
-static int post_boot_recv(struct rkv_ctrans *t)
+static int post_boot_recv(struct rdma_ctrans *t)
 {
     struct ibv_sge sge = {
         .addr = (uintptr_t)(t->boot.buf.mem + RKV_RDMA_BOOT_MSG),
@@ -241,10 +247,11 @@ static int post_boot_recv(struct rkv_ctrans *t)
     return rc;
 }
 
-static void cli_close(struct rkv_ctrans *t)
+static void cli_close(struct rkv_ctrans *ctrans)
 {
-    if (t == NULL)
+    if (ctrans == NULL)
         return;
+    struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     if (t->qp != NULL) {
         struct ibv_qp_attr err_state = { .qp_state = IBV_QPS_ERR };
         ibv_modify_qp(t->qp, &err_state, IBV_QP_STATE);
@@ -281,8 +288,8 @@ static void cli_close(struct rkv_ctrans *t)
 /* ------------------------------------------------------------ connect */
 
 /* Resolve address and route, checking the device and port on the way. */
-static rkv_status resolve(struct rkv_ctrans *t, const struct sockaddr *dst, const char *device,
-                          uint64_t deadline, char *err, size_t err_len)
+static rkv_status rdma_client_resolve(struct rdma_ctrans *t, const struct sockaddr *dst, const char *device,
+                                      uint64_t deadline, char *err, size_t err_len)
 {
     unsigned step_ms = RKV_MIN(t->timeout_ms, RKV_RDMA_CM_TIMEOUT_MS);
     rkv_status st;
@@ -313,7 +320,7 @@ static rkv_status resolve(struct rkv_ctrans *t, const struct sockaddr *dst, cons
 }
 
 /* PD, CQs, QP and the buffers needed before HELLO. */
-static rkv_status setup_qp(struct rkv_ctrans *t, size_t local_size, char *err, size_t err_len)
+static rkv_status setup_qp(struct rdma_ctrans *t, size_t local_size, char *err, size_t err_len)
 {
     struct rkv_rdma_caps caps;
     uint32_t send_depth, recv_depth;
@@ -388,7 +395,7 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
 {
     struct rkv_ctrans_params params;
     struct sockaddr_storage dst;
-    struct rkv_ctrans *t;
+    struct rdma_ctrans *t;
     struct rkv_rdma_caps caps;
     struct rdma_conn_param cp = { 0 };
     uint64_t deadline;
@@ -432,7 +439,7 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     st = rkv_rdma_open_id(t, &t->channel, &t->id, err, err_len);
     if (st != RKV_OK)
         goto fail;
-    st = resolve(t, (struct sockaddr *)&dst, params.device, deadline, err, err_len);
+    st = rdma_client_resolve(t, (struct sockaddr *)&dst, params.device, deadline, err, err_len);
     if (st != RKV_OK)
         goto fail;
     st = setup_qp(t, params.local_buf_size, err, err_len);
@@ -483,17 +490,18 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     }
     RKV_DEBUG("rdma: connected to %s via %s (inline %u)", t->peer,
               rkv_rdma_device_name(t->verbs), t->max_inline);
-    *out = t;
+    *out = &t->ctrans;
     return RKV_OK;
 
 fail:
-    cli_close(t);
+    cli_close(&t->ctrans);
     return st;
 }
 
-static rkv_status cli_set_region(struct rkv_ctrans *t, const struct rkv_hello *h,
+static rkv_status cli_set_region(struct rkv_ctrans *ctrans, const struct rkv_hello *h,
                                   char *err, size_t err_len)
 {
+    struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     const uint32_t ring = h->credits + 2 * t->interval;
     rkv_status st;
 
@@ -555,8 +563,9 @@ static rkv_status cli_set_region(struct rkv_ctrans *t, const struct rkv_hello *h
 
 /* ------------------------------------------------------------ data path */
 
-static void *cli_local_buf(struct rkv_ctrans *t, size_t *len)
+static void *cli_local_buf(struct rkv_ctrans *ctrans, size_t *len)
 {
+    struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     *len = t->local.size;
     return t->local.mem;
 }
@@ -564,7 +573,7 @@ static void *cli_local_buf(struct rkv_ctrans *t, size_t *len)
 /* One READ work request for op, chained to `next`. Only the fields a READ
  * uses are written: the scratch WRs are calloc'd and every writer of them
  * sets what its opcode needs, so a GET pays no 128-byte zeroing per READ. */
-static void read_wr(struct rkv_ctrans *t, unsigned i, const struct rkv_read_op *op,
+static void read_wr(struct rdma_ctrans *t, unsigned i, const struct rkv_read_op *op,
                     struct ibv_send_wr *next, bool last)
 {
     struct ibv_sge *sge = &t->ssge[i];
@@ -585,7 +594,7 @@ static void read_wr(struct rkv_ctrans *t, unsigned i, const struct rkv_read_op *
 }
 
 /* Post ops[0..n-1] (n <= MAX_READS) as one chain and wait for the last. */
-static rkv_status read_chunk(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n)
+static rkv_status read_chunk(struct rdma_ctrans *t, const struct rkv_read_op *ops, unsigned n)
 {
     struct ibv_send_wr *bad = NULL;
     const uint8_t *lo = t->local.mem, *hi = t->local.mem + t->local.size;
@@ -600,7 +609,7 @@ static rkv_status read_chunk(struct rkv_ctrans *t, const struct rkv_read_op *ops
         read_wr(t, i, op, i + 1 < n ? &t->swr[i + 1] : NULL, i + 1 == n);
     }
     if (RKV_UNLIKELY(ibv_post_send(t->qp, t->swr, &bad) != 0)) {
-        fail(t, "ibv_post_send (RDMA READ) failed");
+        rdma_client_fail(t, "ibv_post_send (RDMA READ) failed");
         return RKV_CONNECTION;
     }
     t->ctr->doorbells++;
@@ -609,8 +618,9 @@ static rkv_status read_chunk(struct rkv_ctrans *t, const struct rkv_read_op *ops
     return sq_wait(t, 0, "RDMA READ of the server's region");
 }
 
-static rkv_status cli_read(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n)
+static rkv_status cli_read(struct rkv_ctrans *ctrans, const struct rkv_read_op *ops, unsigned n)
 {
+    struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     if (RKV_UNLIKELY(t->dead))
         return RKV_CONNECTION;
     if (RKV_UNLIKELY(!t->have_region))
@@ -631,7 +641,7 @@ static rkv_status cli_read(struct rkv_ctrans *t, const struct rkv_read_op *ops, 
 }
 
 /* One doorbell of `n` READs, timed: its ns, or UINT64_MAX if it failed. */
-static uint64_t probe_ns(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n)
+static uint64_t probe_ns(struct rdma_ctrans *t, const struct rkv_read_op *ops, unsigned n)
 {
     uint64_t start = rkv_now_ns();
     return read_chunk(t, ops, n) == RKV_OK ? rkv_now_ns() - start : UINT64_MAX;
@@ -645,8 +655,9 @@ static uint64_t probe_ns(struct rkv_ctrans *t, const struct rkv_read_op *ops, un
  * both alike; the medians decide (rkv_reads_serial; read_cost.h: the
  * client keeps checking a "together" verdict against its own doorbells).
  * The probe's reads are not counted. */
-static enum rkv_read_cost cli_read_cost(struct rkv_ctrans *t)
+static enum rkv_read_cost cli_read_cost(struct rkv_ctrans *ctrans)
 {
+    struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     struct rkv_trans_counters *ctr = t->ctr, scratch = { 0 };
     struct rkv_read_op ops[2] = {
         { .offset = 0, .len = RKV_CACHELINE, .dst = t->local.mem },
@@ -677,15 +688,17 @@ static enum rkv_read_cost cli_read_cost(struct rkv_ctrans *t)
     return cost;
 }
 
-static void *cli_send_buf(struct rkv_ctrans *t, unsigned i)
+static void *cli_send_buf(struct rkv_ctrans *ctrans, unsigned i)
 {
+    struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     if (!t->have_region)
         return i == 0 ? rkv_rdma_ring_slot(&t->boot, 0) : NULL;
     return i < t->credits ? rkv_rdma_ring_slot(&t->sends, i) : NULL;
 }
 
-static rkv_status cli_send(struct rkv_ctrans *t, const uint32_t *lens, unsigned n)
+static rkv_status cli_send(struct rkv_ctrans *ctrans, const uint32_t *lens, unsigned n)
 {
+    struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     struct rkv_rdma_ring *ring = t->have_region ? &t->sends : &t->boot;
     unsigned inlined;
     rkv_status st;
@@ -698,13 +711,13 @@ static rkv_status cli_send(struct rkv_ctrans *t, const uint32_t *lens, unsigned 
         if (RKV_UNLIKELY(lens[i] > ring->stride))
             return RKV_INVALID;
     if (!t->have_region && !t->boot_posted && post_boot_recv(t) != 0) {
-        fail(t, "ibv_post_recv failed");
+        rdma_client_fail(t, "ibv_post_recv failed");
         return RKV_CONNECTION;
     }
     if (t->repost_count > 0) {
         if (RKV_UNLIKELY(rkv_rdma_post_recvs(t->qp, &t->recvs, t->max_msg, t->repost,
                                              t->repost_count, t->rwr, t->rsge) != 0)) {
-            fail(t, "ibv_post_recv failed");
+            rdma_client_fail(t, "ibv_post_recv failed");
             return RKV_CONNECTION;
         }
         t->repost_count = 0;
@@ -717,7 +730,7 @@ static rkv_status cli_send(struct rkv_ctrans *t, const uint32_t *lens, unsigned 
     if (RKV_UNLIKELY(rc != 0)) {
         char msg[200];
         rkv_rdma_errno_error(rc, "ibv_post_send", msg, sizeof msg);
-        fail(t, msg);
+        rdma_client_fail(t, msg);
         return RKV_CONNECTION;
     }
     t->inflight += n;
@@ -729,8 +742,9 @@ static rkv_status cli_send(struct rkv_ctrans *t, const uint32_t *lens, unsigned 
 }
 
 /* Release the message recv() handed out (also done implicitly by the next recv()). */
-static void cli_recv_done(struct rkv_ctrans *t)
+static void cli_recv_done(struct rkv_ctrans *ctrans)
 {
+    struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     if (t->cur_boot) {
         t->cur_boot = false;    /* send() re-posts it if another bootstrap message comes */
     } else if (t->cur_slot != NO_SLOT) {
@@ -740,7 +754,7 @@ static void cli_recv_done(struct rkv_ctrans *t)
 }
 
 /* Take (and acknowledge) the completion events queued on the channel. */
-static void drain_comp_events(struct rkv_ctrans *t)
+static void drain_comp_events(struct rdma_ctrans *t)
 {
     struct ibv_cq *cq;
     void *ctx;
@@ -755,11 +769,11 @@ static void drain_comp_events(struct rkv_ctrans *t)
  * look once more, and sleep on the completion channel and the rdma_cm
  * channel (a disconnect) for at most left_ns. Returns with completions
  * possibly in t->wcs. */
-static void sleep_for_reply(struct rkv_ctrans *t, uint64_t left_ns)
+static void sleep_for_reply(struct rdma_ctrans *t, uint64_t left_ns)
 {
     drain_comp_events(t);
     if (ibv_req_notify_cq(t->recv_cq, 0) != 0) {
-        fail(t, "ibv_req_notify_cq failed");
+        rdma_client_fail(t, "ibv_req_notify_cq failed");
         return;
     }
     int n = ibv_poll_cq(t->recv_cq, (int)RKV_ARRAY_SIZE(t->wcs), t->wcs);
@@ -778,12 +792,13 @@ static void sleep_for_reply(struct rkv_ctrans *t, uint64_t left_ns)
     drain_comp_events(t);
 }
 
-static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, unsigned timeout_ms)
+static rkv_status cli_recv(struct rkv_ctrans *ctrans, const void **msg, size_t *len, unsigned timeout_ms)
 {
+    struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     uint64_t start = 0, deadline = 0, next_cm = 0;
     unsigned idle = 0;
 
-    cli_recv_done(t);
+    cli_recv_done(ctrans);
     for (;;) {
         /* Replies that arrived before the server went away still count:
          * the CQ is drained before a disconnect is reported. */
@@ -801,7 +816,7 @@ static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, 
                 t->cur_slot = (uint32_t)wc->wr_id;
                 *msg = t->recvs.mem + (size_t)t->cur_slot * t->max_msg;
             } else {
-                fail(t, "unexpected receive completion");
+                rdma_client_fail(t, "unexpected receive completion");
                 return RKV_CONNECTION;
             }
             *len = wc->byte_len;
@@ -811,7 +826,7 @@ static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, 
         }
         int n = ibv_poll_cq(t->recv_cq, (int)RKV_ARRAY_SIZE(t->wcs), t->wcs);
         if (RKV_UNLIKELY(n < 0)) {
-            fail(t, "ibv_poll_cq failed");
+            rdma_client_fail(t, "ibv_poll_cq failed");
             return RKV_CONNECTION;
         }
         if (n > 0) {
@@ -839,8 +854,9 @@ static rkv_status cli_recv(struct rkv_ctrans *t, const void **msg, size_t *len, 
     }
 }
 
-static void *cli_staging(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_buf *desc)
+static void *cli_staging(struct rkv_ctrans *ctrans, size_t *cap, struct rkv_remote_buf *desc)
 {
+    struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     *cap = RKV_RDMA_STAGING_SIZE;
     desc->addr = (uint64_t)(uintptr_t)t->staging.mem;
     desc->rkey = t->staging.mr->rkey;
@@ -848,8 +864,9 @@ static void *cli_staging(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_bu
     return t->staging.mem;
 }
 
-static const char *cli_why(struct rkv_ctrans *t)
+static const char *cli_why(struct rkv_ctrans *ctrans)
 {
+    struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     return t->why;
 }
 

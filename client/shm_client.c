@@ -40,7 +40,8 @@
 
 #define SHM_SPIN_NS           200000ull    /* busy-poll this long before sleeping (as the server) */
 
-struct rkv_ctrans {
+struct shm_ctrans {
+    struct rkv_ctrans ctrans;            /* first: what the ops take (transport.h) */
     int sock;                            /* unix socket: wake-ups, and hang-up = server gone */
     struct rkv_trans_counters *counters; /* the caller's, or `own_counters` */
     struct rkv_trans_counters own_counters;
@@ -57,10 +58,16 @@ struct rkv_ctrans {
     bool broken;                         /* the server hung up or broke the protocol */
 };
 
-static void shm_close(struct rkv_ctrans *t)
+static inline struct shm_ctrans *shm_ctrans_of(struct rkv_ctrans *ctrans)
 {
-    if (t == NULL)
+    return RKV_CONTAINER_OF(ctrans, struct shm_ctrans, ctrans);
+}
+
+static void shm_close(struct rkv_ctrans *ctrans)
+{
+    if (ctrans == NULL)
         return;
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     if (t->region != NULL)
         munmap((void *)t->region, t->region_size);
     if (t->area != NULL)
@@ -73,7 +80,7 @@ static void shm_close(struct rkv_ctrans *t)
 }
 
 /* connect() with a deadline: a server whose backlog is full answers EAGAIN. */
-static rkv_status sock_connect(struct rkv_ctrans *t, const char *path, uint64_t deadline,
+static rkv_status sock_connect(struct shm_ctrans *t, const char *path, uint64_t deadline,
                                char *err, size_t err_len)
 {
     struct sockaddr_un sa;
@@ -129,7 +136,7 @@ static rkv_status wait_readable(int sock, uint64_t deadline)
 }
 
 /* Map the descriptors the server sent and check them against its message. */
-static rkv_status map_conn(struct rkv_ctrans *t, const struct rkv_shm_accept_msg *m,
+static rkv_status map_conn(struct shm_ctrans *t, const struct rkv_shm_accept_msg *m,
                            const int *fds, char *err, size_t err_len)
 {
     struct stat st;
@@ -171,7 +178,7 @@ static rkv_status map_conn(struct rkv_ctrans *t, const struct rkv_shm_accept_msg
 }
 
 /* Send our connect message and take the server's answer and descriptors. */
-static rkv_status handshake(struct rkv_ctrans *t, uint64_t deadline,
+static rkv_status handshake(struct shm_ctrans *t, uint64_t deadline,
                             char *err, size_t err_len)
 {
     struct rkv_shm_connect_msg hello = {
@@ -242,7 +249,7 @@ static rkv_status shm_connect(const char *addr, const struct rkv_ctrans_params *
                               struct rkv_trans_counters *counters,
                               struct rkv_ctrans **out, char *err, size_t err_len)
 {
-    struct rkv_ctrans *t;
+    struct shm_ctrans *t;
     struct rkv_ctrans_params params;
     rkv_status rc;
 
@@ -279,17 +286,18 @@ static rkv_status shm_connect(const char *addr, const struct rkv_ctrans_params *
         goto fail;
     }
     t->local = local;
-    *out = t;
+    *out = &t->ctrans;
     return RKV_OK;
 
 fail:
-    shm_close(t);
+    shm_close(&t->ctrans);
     return rc;
 }
 
-static rkv_status shm_set_region(struct rkv_ctrans *t, const struct rkv_hello *h,
+static rkv_status shm_set_region(struct rkv_ctrans *ctrans, const struct rkv_hello *h,
                                  char *err, size_t err_len)
 {
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     if (h->region_size != t->region_size) {
         snprintf(err, err_len, "the server's HELLO names a %llu-byte region but its shm memfd "
                  "has %llu bytes; the socket may belong to a different server instance, "
@@ -307,20 +315,23 @@ static rkv_status shm_set_region(struct rkv_ctrans *t, const struct rkv_hello *h
 }
 
 /* A read is a memcpy: round trips are free, every read costs its bytes. */
-static enum rkv_read_cost shm_read_cost(struct rkv_ctrans *t)
+static enum rkv_read_cost shm_read_cost(struct rkv_ctrans *ctrans)
 {
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     (void)t;
     return RKV_COST_PER_READ;
 }
 
-static void *shm_local_buf(struct rkv_ctrans *t, size_t *len)
+static void *shm_local_buf(struct rkv_ctrans *ctrans, size_t *len)
 {
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     *len = t->local_len;
     return t->local;
 }
 
-static rkv_status shm_read(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n)
+static rkv_status shm_read(struct rkv_ctrans *ctrans, const struct rkv_read_op *ops, unsigned n)
 {
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     if (t->broken)
         return RKV_CONNECTION;
     /* Several reads are one round trip: every source line on its way before
@@ -357,23 +368,26 @@ static rkv_status shm_read(struct rkv_ctrans *t, const struct rkv_read_op *ops, 
 
 /* An item's first and last line on their way (both lines of a small one;
  * the copy of a longer one streams between them). */
-static void shm_prefetch(struct rkv_ctrans *t, uint64_t offset, uint32_t len)
+static void shm_prefetch(struct rkv_ctrans *ctrans, uint64_t offset, uint32_t len)
 {
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     if (offset < t->region_size && len != 0 && len <= t->region_size - offset) {
         __builtin_prefetch(t->region + offset);
         __builtin_prefetch(t->region + offset + len - 1);
     }
 }
 
-static void *shm_send_buf(struct rkv_ctrans *t, unsigned i)
+static void *shm_send_buf(struct rkv_ctrans *ctrans, unsigned i)
 {
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     if (i >= t->layout.credits)
         return NULL;
     return rkv_shm_ring_slot(&t->req, i);
 }
 
-static rkv_status shm_send(struct rkv_ctrans *t, const uint32_t *lens, unsigned n)
+static rkv_status shm_send(struct rkv_ctrans *ctrans, const uint32_t *lens, unsigned n)
 {
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     if (t->broken)
         return RKV_CONNECTION;
     if (n == 0)
@@ -405,7 +419,7 @@ static rkv_status shm_send(struct rkv_ctrans *t, const uint32_t *lens, unsigned 
 
 /* The next reply if one is there: RKV_OK with *msg set, RKV_TIMEOUT when
  * none yet, RKV_PROTOCOL when the server broke the ring. */
-static rkv_status try_recv(struct rkv_ctrans *t, const void **msg, size_t *len)
+static rkv_status try_recv(struct shm_ctrans *t, const void **msg, size_t *len)
 {
     int ready = rkv_shm_ring_ready(&t->rep);
     if (ready < 0)
@@ -422,9 +436,10 @@ static rkv_status try_recv(struct rkv_ctrans *t, const void **msg, size_t *len)
     return RKV_OK;
 }
 
-static rkv_status shm_recv(struct rkv_ctrans *t, const void **msg, size_t *len,
+static rkv_status shm_recv(struct rkv_ctrans *ctrans, const void **msg, size_t *len,
                            unsigned timeout_ms)
 {
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     rkv_status rc;
     if (t->broken)
         return RKV_CONNECTION;
@@ -483,23 +498,26 @@ out:
     return rc;
 }
 
-static void shm_recv_done(struct rkv_ctrans *t)
+static void shm_recv_done(struct rkv_ctrans *ctrans)
 {
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     if (t->taken == 0)
         return;
     rkv_shm_ring_release(&t->rep, t->taken);
     t->taken = 0;
 }
 
-static uint32_t shm_clock(struct rkv_ctrans *t)
+static uint32_t shm_clock(struct rkv_ctrans *ctrans)
 {
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     const struct rkv_region_header *h = (const void *)t->region;
     uint64_t c = __atomic_load_n(&h->clock, __ATOMIC_RELAXED);
     return c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
 }
 
-static void *shm_staging(struct rkv_ctrans *t, size_t *cap, struct rkv_remote_buf *desc)
+static void *shm_staging(struct rkv_ctrans *ctrans, size_t *cap, struct rkv_remote_buf *desc)
 {
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     desc->addr = 0;     /* offsets within the staging area */
     desc->rkey = 0;
     desc->len = 0;

@@ -31,6 +31,19 @@
  *
  * Counting contract: every call that makes the hardware (or the peer) start
  * work — one ibv_post_send, one ring publish — adds 1 to `doorbells`.
+ *
+ * Listener and connection types: the ops take the generic struct
+ * rkv_listener and rkv_sconn (server) and rkv_ctrans (client), and code
+ * outside a transport knows only those. Each transport has its own struct
+ * of each, named for it (struct rdma_sconn, struct tcp_listener, struct
+ * shm_ctrans, ...: one definition each), which embeds the generic one as
+ * its first member; the transport hands out a pointer to that member and
+ * its ops get their own struct back with a container_of (RKV_CONTAINER_OF,
+ * util.h) in a helper next to its definition (rdma_sconn_of()). The
+ * generic structs hold nothing the transports share yet, so each has just
+ * a placeholder byte (ISO C has no empty struct). Why not one opaque tag
+ * that each transport defines: that is several different types under one
+ * name to a grep, a debugger and a link-time type check.
  */
 #ifndef RKV_TRANSPORT_H
 #define RKV_TRANSPORT_H
@@ -86,7 +99,11 @@ struct rkv_trans_counters {
     uint64_t reads, read_round_trips, doorbells, sends, inline_sends;
 };
 
-struct rkv_ctrans;  /* one connection, one thread */
+/* One connection, one thread: the generic part of a client transport's own
+ * connection struct (shm_ctrans, rdma_ctrans; see the top of this file). */
+struct rkv_ctrans {
+    unsigned char unused;
+};
 
 /* What a connection's reads cost: how a GET (common/lookup.c) batches them. */
 enum rkv_read_cost {
@@ -248,8 +265,15 @@ void rkv_strans_params_init(struct rkv_strans_params *p);
  * replaced by its default. Both listeners call it first. */
 void rkv_strans_params_resolve(const struct rkv_strans_params *p, struct rkv_strans_params *out);
 
-struct rkv_listener;
-struct rkv_sconn;
+/* The generic part of a server transport's own listener (tcp_listener,
+ * shm_listener, rdma_listener) and connection (tcp_sconn, shm_sconn,
+ * rdma_sconn) structs; see the top of this file. */
+struct rkv_listener {
+    unsigned char unused;
+};
+struct rkv_sconn {
+    unsigned char unused;
+};
 
 /* One received request, valid until the reply batch that answers it. */
 struct rkv_msg {

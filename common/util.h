@@ -14,6 +14,13 @@
 #define RKV_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RKV_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* The `type` whose `member` ptr points at: how a transport gets from the
+ * generic struct it embeds (transport.h) back to its own. The unevaluated
+ * comparison makes a ptr of another type than the member a compile error. */
+#define RKV_CONTAINER_OF(ptr, type, member)                                  \
+    ((type *)(void *)((char *)(ptr) - offsetof(type, member) +              \
+                      0 * sizeof(&((type *)0)->member == (ptr))))
+
 /* "4096", "64K", "256M", "4G", "1T" (binary units, optional "iB"/"B").
  * Returns false on anything else, on 0, or on overflow. */
 bool rkv_parse_size(const char *s, uint64_t *out);

@@ -744,8 +744,8 @@ struct ini_state {
     char msg[768];                    /* first error's message */
 };
 
-static void ini_fail(struct ini_state *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ini_fail(struct ini_state *st, const char *fmt, ...)
+static void config_ini_fail(struct ini_state *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void config_ini_fail(struct ini_state *st, const char *fmt, ...)
 {
     if (st->err_line != 0)
         return;
@@ -777,12 +777,12 @@ static char *ini_read_line(char *str, int num, void *stream)
     size_t n = nl ? (size_t)(nl - start) + 1 : st->len - st->pos;
     st->lineno++;
     if (memchr(start, '\0', n) != NULL) {
-        ini_fail(st, "contains a NUL byte; a config file is text");
+        config_ini_fail(st, "contains a NUL byte; a config file is text");
         return NULL;
     }
     if (n > (size_t)num - 1) {
-        ini_fail(st, "is longer than %d characters; shorten it (long paths: use a symlink)",
-                 num - 3);
+        config_ini_fail(st, "is longer than %d characters; shorten it (long paths: use a symlink)",
+                        num - 3);
         return NULL;
     }
     memcpy(str, start, n);
@@ -801,8 +801,8 @@ static char *ini_read_line(char *str, int num, void *stream)
         size_t len = RKV_MIN((size_t)(close - q - 1), sizeof copy - 1);
         memcpy(copy, q + 1, len);
         copy[len] = '\0';
-        ini_fail(st, "[%s] is not a section; sections are [server], [table], [rpc], [rdma], "
-                 "[security] and [stats]", shown(copy, name, sizeof name));
+        config_ini_fail(st, "[%s] is not a section; sections are [server], [table], [rpc], [rdma], "
+                        "[security] and [stats]", shown(copy, name, sizeof name));
         return NULL;
     }
     return str;
@@ -827,12 +827,12 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
         return 0;
     if (!known_section(section, strlen(section))) {
         if (section[0] == '\0')
-            ini_fail(st, "%s = %s comes before any [section]; put it under [server], [table], "
-                     "[rpc], [rdma], [security] or [stats]", shown(name, keys, sizeof keys),
-                     shown(value, v, sizeof v));
+            config_ini_fail(st, "%s = %s comes before any [section]; put it under [server], [table], "
+                            "[rpc], [rdma], [security] or [stats]", shown(name, keys, sizeof keys),
+                            shown(value, v, sizeof v));
         else
-            ini_fail(st, "[%s] is not a section; sections are [server], [table], [rpc], [rdma], "
-                     "[security] and [stats]", shown(section, keys, sizeof keys));
+            config_ini_fail(st, "[%s] is not a section; sections are [server], [table], [rpc], [rdma], "
+                            "[security] and [stats]", shown(section, keys, sizeof keys));
         return 0;
     }
     const struct setting *s = NULL;
@@ -842,22 +842,22 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
     if (s == NULL) {
         char shown_name[SHOW_MAX + 8];
         list_keys(section, keys, sizeof keys);
-        ini_fail(st, "[%s] %s: unknown key; [%s] accepts %s", section,
-                 shown(name, shown_name, sizeof shown_name), section, keys);
+        config_ini_fail(st, "[%s] %s: unknown key; [%s] accepts %s", section,
+                        shown(name, shown_name, sizeof shown_name), section, keys);
         return 0;
     }
     size_t idx = (size_t)(s - settings);
     for (size_t i = 0; i < N_SETTINGS && !s->repeatable; i++) {
         bool same = i == idx || (s->dup_group != 0 && settings[i].dup_group == s->dup_group);
         if (same && st->set_line[i] != 0) {
-            ini_fail(st, "[%s] %s: %s already set on line %u; give each key once (a line "
-                     "starting with a space continues the previous key)", section, name,
-                     i == idx ? "this key was" : settings[i].key, st->set_line[i]);
+            config_ini_fail(st, "[%s] %s: %s already set on line %u; give each key once (a line "
+                            "starting with a space continues the previous key)", section, name,
+                            i == idx ? "this key was" : settings[i].key, st->set_line[i]);
             return 0;
         }
     }
     if (!s->set(st->c, s, value, &p)) {
-        ini_fail(st, "[%s] %s = %s: %s", section, name, shown(value, v, sizeof v), p.expect);
+        config_ini_fail(st, "[%s] %s = %s: %s", section, name, shown(value, v, sizeof v), p.expect);
         return 0;
     }
     st->set_line[idx] = st->lineno;

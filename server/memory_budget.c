@@ -36,7 +36,7 @@
 #define HEADROOM_SHIFT 4                  /* keep 1/16 free */
 #define PROCESS_BASE (32ull << 20)        /* code, libraries, heap, main thread (measured: 2.7 MiB RSS besides the region) */
 #define WORKER_STACK (1ull << 20)         /* stack pages a worker touches, generously */
-#define CONN_STRUCTS 4096ull              /* rkv_sconn + rkv_wconn and allocator slack */
+#define CONN_STRUCTS 4096ull              /* a transport's *_sconn + rkv_wconn and allocator slack */
 #define SLAB_PAGE_BOOK 72ull              /* struct slab_page (64) + its pool entry (8) */
 #define QUEUE_ENTRY 8ull                  /* slab.c: one free-queue entry per item */
 #define LRU_WORD 4ull                     /* slab.c: one meta word per item, per block */
@@ -371,7 +371,7 @@ static bool listens_on(const struct rkv_server_config *cfg, const char *scheme)
     return false;
 }
 
-/* shm_server.c conn_create(): the ring memfd (control block, two rings,
+/* shm_server.c shm_conn_create(): the ring memfd (control block, two rings,
  * staging) and the private request copies. */
 static uint64_t shm_conn_bytes(const struct rkv_server_config *cfg)
 {
@@ -383,7 +383,7 @@ static uint64_t shm_conn_bytes(const struct rkv_server_config *cfg)
     return (uint64_t)l.total + (uint64_t)l.slot_stride * l.credits + CONN_STRUCTS;
 }
 
-/* rdma_server.c conn_create(): receive and reply buffers, the lazy pull
+/* rdma_server.c rdma_conn_create(): receive and reply buffers, the lazy pull
  * bounce buffer, scratch arrays, and the QP's and CQs' queues. Sets
  * *registered to the part registered (pinned) with the NIC. */
 static uint64_t rdma_conn_bytes(const struct rkv_server_config *cfg, uint64_t *registered)

@@ -70,14 +70,16 @@ struct srv_shared {
     struct rkv_rdma_buf probe;      /* where keepalive probes land (contents unused) */
 };
 
-struct rkv_listener {
+struct rdma_listener {
+    struct rkv_listener listener;   /* first: what the ops take (transport.h) */
     struct srv_shared *sh;
     struct rdma_cm_id *id;          /* the listening id */
-    struct rkv_sconn *setup;        /* accepted, not yet ESTABLISHED: owned by the listener */
+    struct rdma_sconn *setup;       /* accepted, not yet ESTABLISHED: owned by the listener */
     char addr[80];                  /* for logs */
 };
 
-struct rkv_sconn {
+struct rdma_sconn {
+    struct rkv_sconn sconn;         /* first: what the ops take (transport.h) */
     struct srv_shared *sh;
     struct rdma_cm_id *id;
     struct ibv_comp_channel *comp;  /* wakes an event-mode worker on requests */
@@ -108,9 +110,19 @@ struct rkv_sconn {
     bool closing;                   /* under close_lock: the worker is tearing the QP down */
     atomic_bool dead;               /* peer gone or broke the protocol */
     pthread_mutex_t close_lock;     /* listener's disconnect vs worker's close */
-    struct rkv_sconn *next;         /* listener's setup list */
+    struct rdma_sconn *next;        /* listener's setup list */
     char peer[80];                  /* "rdma 192.0.2.1:40000" */
 };
+
+static inline struct rdma_listener *rdma_listener_of(struct rkv_listener *listener)
+{
+    return RKV_CONTAINER_OF(listener, struct rdma_listener, listener);
+}
+
+static inline struct rdma_sconn *rdma_sconn_of(struct rkv_sconn *sconn)
+{
+    return RKV_CONTAINER_OF(sconn, struct rdma_sconn, sconn);
+}
 
 /* ------------------------------------------------------------ shared state */
 
@@ -130,7 +142,7 @@ static void shared_put(struct srv_shared *sh)
 
 /* ------------------------------------------------------------ connections */
 
-static void conn_fail(struct rkv_sconn *c, const char *msg)
+static void conn_fail(struct rdma_sconn *c, const char *msg)
 {
     atomic_store(&c->dead, true);
     if (!c->reported) {
@@ -139,7 +151,7 @@ static void conn_fail(struct rkv_sconn *c, const char *msg)
     }
 }
 
-static void conn_wc_fail(struct rkv_sconn *c, enum ibv_wc_status st, const char *what)
+static void conn_wc_fail(struct rdma_sconn *c, enum ibv_wc_status st, const char *what)
 {
     char msg[400];
     enum ibv_wc_status cause = IBV_WC_WR_FLUSH_ERR;
@@ -160,7 +172,7 @@ static void conn_wc_fail(struct rkv_sconn *c, enum ibv_wc_status st, const char 
     conn_fail(c, msg);
 }
 
-static void free_scratch(struct rkv_sconn *c)
+static void free_scratch(struct rdma_sconn *c)
 {
     free(c->polled);
     free(c->repost);
@@ -174,7 +186,7 @@ static void free_scratch(struct rkv_sconn *c)
 /* The max_conns place is given back first: a peer that sees the disconnect
  * and reconnects at once must not be refused for a place this connection,
  * already going, still seemed to hold (its resources are freed just after). */
-static void conn_destroy(struct rkv_sconn *c)
+static void conn_destroy(struct rdma_sconn *c)
 {
     struct srv_shared *sh = c->sh;
 
@@ -208,14 +220,14 @@ static void conn_destroy(struct rkv_sconn *c)
 
 /* Everything a connection needs before rdma_accept(): CQs, QP, buffers, the
  * receive slots posted. */
-static struct rkv_sconn *conn_create(struct srv_shared *sh, struct rdma_cm_id *id,
-                                     char *err, size_t err_len)
+static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm_id *id,
+                                           char *err, size_t err_len)
 {
     const uint32_t credits = sh->credits;
     const uint32_t ring = credits + 2 * sh->interval;
     const uint32_t send_depth = ring + 1;   /* replies + one pull */
     uint32_t send_cqe, recv_cqe;
-    struct rkv_sconn *c = calloc(1, sizeof *c);
+    struct rdma_sconn *c = calloc(1, sizeof *c);
     struct ibv_qp *qp;
     int flags, rc;
 
@@ -303,7 +315,7 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     struct rkv_strans_params params;
     struct sockaddr_storage ss;
     struct srv_shared *sh = NULL;
-    struct rkv_listener *l = NULL;
+    struct rdma_listener *l = NULL;
     uint8_t port;
     bool relaxed = false;
     char size_text[32];
@@ -428,7 +440,7 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
              l->addr, rkv_rdma_device_name(sh->verbs),
              rkv_format_size(region->size, size_text, sizeof size_text),
              sh->region_mr->rkey, relaxed ? "on" : "off");
-    *out = l;
+    *out = &l->listener;
     return RKV_OK;
 
 fail:
@@ -439,20 +451,22 @@ fail:
     return st;
 }
 
-static int srv_listener_fd(struct rkv_listener *l)
+static int srv_listener_fd(struct rkv_listener *listener)
 {
+    struct rdma_listener *l = rdma_listener_of(listener);
     return l->sh->channel->fd;
 }
 
-static void srv_region_desc(struct rkv_listener *l, uint32_t *rkey, uint64_t *addr)
+static void srv_region_desc(struct rkv_listener *listener, uint32_t *rkey, uint64_t *addr)
 {
+    struct rdma_listener *l = rdma_listener_of(listener);
     *rkey = l->sh->region_mr->rkey;
     *addr = (uint64_t)(uintptr_t)l->sh->region_base;
 }
 
-static void setup_unlink(struct rkv_listener *l, struct rkv_sconn *c)
+static void setup_unlink(struct rdma_listener *l, struct rdma_sconn *c)
 {
-    for (struct rkv_sconn **pp = &l->setup; *pp != NULL; pp = &(*pp)->next) {
+    for (struct rdma_sconn **pp = &l->setup; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == c) {
             *pp = c->next;
             c->next = NULL;
@@ -476,12 +490,12 @@ static void reject_request(struct srv_shared *sh, struct rdma_cm_event *ev,
     rdma_destroy_id(id);
 }
 
-static void on_connect_request(struct rkv_listener *l, struct rdma_cm_event *ev)
+static void on_connect_request(struct rdma_listener *l, struct rdma_cm_event *ev)
 {
     struct srv_shared *sh = l->sh;
     struct rdma_cm_id *id = ev->id;
     struct rdma_conn_param cp = { 0 };
-    struct rkv_sconn *c;
+    struct rdma_sconn *c;
     char peer[80], err[400];
 
     rkv_rdma_format_addr(rdma_get_peer_addr(id), peer, sizeof peer);
@@ -497,7 +511,7 @@ static void on_connect_request(struct rkv_listener *l, struct rdma_cm_event *ev)
         reject_request(sh, ev, RKV_REJECT_TOO_MANY);
         return;
     }
-    c = conn_create(sh, id, err, sizeof err);
+    c = rdma_conn_create(sh, id, err, sizeof err);
     if (c == NULL) {
         RKV_ERROR("rdma %s: rejecting %s: %s", l->addr, peer, err);
         reject_request(sh, ev, RKV_REJECT_RESOURCES);
@@ -527,9 +541,9 @@ static void on_connect_request(struct rkv_listener *l, struct rdma_cm_event *ev)
 }
 
 /* A connection's teardown event. Returns after acking ev. */
-static void on_conn_gone(struct rkv_listener *l, struct rdma_cm_event *ev)
+static void on_conn_gone(struct rdma_listener *l, struct rdma_cm_event *ev)
 {
-    struct rkv_sconn *c = ev->id->context;
+    struct rdma_sconn *c = ev->id->context;
 
     if (c == NULL) {
         rdma_ack_cm_event(ev);
@@ -551,8 +565,9 @@ static void on_conn_gone(struct rkv_listener *l, struct rdma_cm_event *ev)
     rdma_ack_cm_event(ev);
 }
 
-static rkv_status srv_accept_conn(struct rkv_listener *l, struct rkv_sconn **out)
+static rkv_status srv_accept_conn(struct rkv_listener *listener, struct rkv_sconn **out)
 {
+    struct rdma_listener *l = rdma_listener_of(listener);
     struct rdma_cm_event *ev;
 
     *out = NULL;
@@ -575,7 +590,7 @@ static rkv_status srv_accept_conn(struct rkv_listener *l, struct rkv_sconn **out
             on_connect_request(l, ev);
             break;
         case RDMA_CM_EVENT_ESTABLISHED: {
-            struct rkv_sconn *c = ev->id->context;
+            struct rdma_sconn *c = ev->id->context;
             rdma_ack_cm_event(ev);
             if (c != NULL && !c->established) {
                 /* rdma_cm grants every QP remote write; this one serves READs only */
@@ -586,7 +601,7 @@ static rkv_status srv_accept_conn(struct rkv_listener *l, struct rkv_sconn **out
                 setup_unlink(l, c);
                 c->established = true;
                 RKV_DEBUG("rdma %s: %s connected (inline %u)", l->addr, c->peer, c->max_inline);
-                *out = c;
+                *out = &c->sconn;
                 return RKV_OK;
             }
             break;
@@ -605,10 +620,11 @@ static rkv_status srv_accept_conn(struct rkv_listener *l, struct rkv_sconn **out
     }
 }
 
-static void srv_close_listener(struct rkv_listener *l)
+static void srv_close_listener(struct rkv_listener *listener)
 {
+    struct rdma_listener *l = rdma_listener_of(listener);
     while (l->setup != NULL) {
-        struct rkv_sconn *c = l->setup;
+        struct rdma_sconn *c = l->setup;
         l->setup = c->next;
         conn_destroy(c);
     }
@@ -620,7 +636,7 @@ static void srv_close_listener(struct rkv_listener *l)
 /* ------------------------------------------------------------ per connection */
 
 /* After arm(), completion events queue on the channel; take and ack them. */
-static void drain_cq_events(struct rkv_sconn *c)
+static void drain_cq_events(struct rdma_sconn *c)
 {
     struct ibv_cq *cq;
     void *ctx;
@@ -633,8 +649,9 @@ static void drain_cq_events(struct rkv_sconn *c)
     }
 }
 
-static unsigned srv_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max)
+static unsigned srv_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned max)
 {
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
     const uint32_t credits = c->sh->credits;
     unsigned room = credits - c->polled_count, got = 0;
     int n;
@@ -674,20 +691,21 @@ static unsigned srv_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max
     return got;
 }
 
-static void *srv_reply_buf(struct rkv_sconn *c, unsigned i)
+static void *srv_reply_buf(struct rkv_sconn *sconn, unsigned i)
 {
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
     return rkv_rdma_ring_slot(&c->replies, i);
 }
 
 /* The listener thread may learn first that the peer left. */
 static bool conn_is_dead(void *ctx)
 {
-    struct rkv_sconn *c = ctx;
+    struct rdma_sconn *c = ctx;
     return atomic_load_explicit(&c->dead, memory_order_relaxed);
 }
 
 /* Report a failed rkv_rdma_sq_wait(); returns RKV_CONNECTION. */
-static rkv_status sq_wait_failed(struct rkv_sconn *c, int rc, enum ibv_wc_status bad, const char *what)
+static rkv_status sq_wait_failed(struct rdma_sconn *c, int rc, enum ibv_wc_status bad, const char *what)
 {
     /* -ECANCELED: the listener saw the peer leave and already set dead */
     if (rc == -EIO)
@@ -699,7 +717,7 @@ static rkv_status sq_wait_failed(struct rkv_sconn *c, int rc, enum ibv_wc_status
     return RKV_CONNECTION;
 }
 
-static rkv_status sq_wait(struct rkv_sconn *c, uint32_t limit, unsigned timeout_ms, const char *what)
+static rkv_status sq_wait(struct rdma_sconn *c, uint32_t limit, unsigned timeout_ms, const char *what)
 {
     enum ibv_wc_status bad = IBV_WC_SUCCESS;
     int rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, limit, timeout_ms * 1000000ull,
@@ -708,8 +726,9 @@ static rkv_status sq_wait(struct rkv_sconn *c, uint32_t limit, unsigned timeout_
     return RKV_LIKELY(rc == 0) ? RKV_OK : sq_wait_failed(c, rc, bad, what);
 }
 
-static rkv_status srv_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned n)
+static rkv_status srv_reply(struct rkv_sconn *sconn, const uint32_t *lens, unsigned n)
 {
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
     const uint32_t credits = c->sh->credits;
     unsigned inlined;
     int rc;
@@ -754,7 +773,7 @@ static rkv_status srv_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned 
 }
 
 /* Post one signaled RDMA READ of the client's buffer into `land`. */
-static int post_pull_read(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *land, uint32_t lkey)
+static int post_pull_read(struct rdma_sconn *c, const struct rkv_remote_buf *rb, void *land, uint32_t lkey)
 {
     bool signaled;
     struct ibv_sge sge = { .addr = (uintptr_t)land, .length = rb->len, .lkey = lkey };
@@ -770,8 +789,9 @@ static int post_pull_read(struct rkv_sconn *c, const struct rkv_remote_buf *rb, 
     return ibv_post_send(c->id->qp, &wr, &bad_wr);
 }
 
-static rkv_status srv_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst)
+static rkv_status srv_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf *rb, void *dst)
 {
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
     struct srv_shared *sh = c->sh;
     uint8_t *d = dst, *land = dst;
     uint32_t lkey = sh->region_mr->lkey;
@@ -823,7 +843,7 @@ static rkv_status srv_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb,
  * named at connect (rdma_util.h); a live peer's NIC answers it, a dead
  * one's retries run out within rkv_rdma_detect_ns() and the error
  * completion closes the connection. */
-static void keepalive(struct rkv_sconn *c)
+static void keepalive(struct rdma_sconn *c)
 {
     uint64_t now = rkv_now_ns();
     enum ibv_wc_status bad;
@@ -854,35 +874,40 @@ static void keepalive(struct rkv_sconn *c)
     c->probe_at = now + RKV_RDMA_KEEPALIVE_MS * 1000000ull;
 }
 
-static bool srv_alive(struct rkv_sconn *c)
+static bool srv_alive(struct rkv_sconn *sconn)
 {
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
     if (!atomic_load_explicit(&c->dead, memory_order_relaxed))
         keepalive(c);
     return !atomic_load_explicit(&c->dead, memory_order_relaxed);
 }
 
-static int srv_event_fd(struct rkv_sconn *c)
+static int srv_event_fd(struct rkv_sconn *sconn)
 {
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
     return c->comp->fd;
 }
 
 /* Ask for a completion event on the next request. The worker polls once
  * more after arming (a request that arrived just before is not signaled)
  * and sleeps on event_fd() only if that poll finds nothing. */
-static void srv_arm(struct rkv_sconn *c)
+static void srv_arm(struct rkv_sconn *sconn)
 {
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
     if (ibv_req_notify_cq(c->recv_cq, 0) != 0)
         conn_fail(c, "ibv_req_notify_cq failed");
     c->armed = true;
 }
 
-static const char *srv_peer(struct rkv_sconn *c)
+static const char *srv_peer(struct rkv_sconn *sconn)
 {
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
     return c->peer;
 }
 
-static void srv_close(struct rkv_sconn *c)
+static void srv_close(struct rkv_sconn *sconn)
 {
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
     conn_destroy(c);
 }
 

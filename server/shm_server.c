@@ -64,7 +64,8 @@ struct shm_pending {
     uint64_t deadline_ns;    /* dropped when still silent at this time */
 };
 
-struct rkv_listener {
+struct shm_listener {
+    struct rkv_listener listener;    /* first: what the ops take (transport.h) */
     int sock;                        /* listening unix socket */
     int epfd;                        /* sock + pending sockets; listener_fd() */
     int region_fd;                   /* O_RDONLY region descriptor handed to clients */
@@ -82,7 +83,8 @@ struct rkv_listener {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
 
-struct rkv_sconn {
+struct shm_sconn {
+    struct rkv_sconn sconn;          /* first: what the ops take (transport.h) */
     int sock;                        /* wake-ups both ways; HUP = peer died */
     struct shm_quota *quota;
     void *area;                      /* connection memfd mapping (hostile memory) */
@@ -96,6 +98,16 @@ struct rkv_sconn {
     uint64_t next_alive_check_ns;    /* rate limit for the socket HUP check */
     char peer[64];                   /* "shm pid N uid N" */
 };
+
+static inline struct shm_listener *shm_listener_of(struct rkv_listener *listener)
+{
+    return RKV_CONTAINER_OF(listener, struct shm_listener, listener);
+}
+
+static inline struct shm_sconn *shm_sconn_of(struct rkv_sconn *sconn)
+{
+    return RKV_CONTAINER_OF(sconn, struct shm_sconn, sconn);
+}
 
 /* ------------------------------------------------------------- quota */
 
@@ -111,7 +123,7 @@ static void quota_put(struct shm_quota *q)
 
 /* A protocol violation is worth a warning; a peer that hung up is routine
  * (the worker logs the close) and only shows at debug level. */
-static void conn_mark_dead(struct rkv_sconn *c, const char *why)
+static void conn_mark_dead(struct shm_sconn *c, const char *why)
 {
     if (!c->dead && strcmp(why, SHM_PEER_HANGUP) == 0)
         RKV_DEBUG("shm: dropping connection %s: %s", c->peer, why);
@@ -123,10 +135,11 @@ static void conn_mark_dead(struct rkv_sconn *c, const char *why)
 /* The place is given back before the socket closes: a peer that sees the
  * hang-up and reconnects at once must not be refused "busy" for a place
  * this connection still seemed to hold. */
-static void shm_conn_close(struct rkv_sconn *c)
+static void shm_conn_close(struct rkv_sconn *sconn)
 {
-    if (c == NULL)
+    if (sconn == NULL)
         return;
+    struct shm_sconn *c = shm_sconn_of(sconn);
     if (c->area != NULL)
         munmap(c->area, c->layout.total);
     free(c->copies);
@@ -158,7 +171,7 @@ static int conn_memfd(size_t size)
  * caller closes fd next: what the peer sent and we never read is taken off
  * the socket first, or closing it would reset the connection and the peer
  * would see "connection reset" instead of the reason. */
-static void refuse(struct rkv_listener *l, int fd, rkv_status st, const char *reason)
+static void refuse(struct shm_listener *l, int fd, rkv_status st, const char *reason)
 {
     struct rkv_shm_accept_msg m;
     char unread[sizeof(struct rkv_shm_connect_msg)];
@@ -176,9 +189,9 @@ static void refuse(struct rkv_listener *l, int fd, rkv_status st, const char *re
 
 /* Build a connection for socket `fd` (whose connect message was valid) and
  * send the client its descriptors. Takes ownership of fd either way. */
-static struct rkv_sconn *conn_create(struct rkv_listener *l, int fd)
+static struct shm_sconn *shm_conn_create(struct shm_listener *l, int fd)
 {
-    struct rkv_sconn *c = NULL;
+    struct shm_sconn *c = NULL;
     struct ucred cred;
     socklen_t cl = sizeof cred;
     int memfd = -1;
@@ -249,7 +262,7 @@ fail:
     if (memfd >= 0)
         close(memfd);
     if (c != NULL) {
-        shm_conn_close(c);          /* closes fd, gives the quota back */
+        shm_conn_close(&c->sconn);  /* closes fd, gives the quota back */
     } else {
         atomic_fetch_sub(&l->quota->live, 1);
         close(fd);
@@ -259,7 +272,7 @@ fail:
 
 /* ---------------------------------------------------------- listener */
 
-static void pending_remove(struct rkv_listener *l, unsigned i, bool close_fd)
+static void pending_remove(struct shm_listener *l, unsigned i, bool close_fd)
 {
     epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->pending[i].fd, NULL);
     if (close_fd)
@@ -267,7 +280,7 @@ static void pending_remove(struct rkv_listener *l, unsigned i, bool close_fd)
     l->pending[i] = l->pending[--l->npending];
 }
 
-static int pending_find(const struct rkv_listener *l, int fd)
+static int pending_find(const struct shm_listener *l, int fd)
 {
     for (unsigned i = 0; i < l->npending; i++)
         if (l->pending[i].fd == fd)
@@ -279,7 +292,7 @@ static int pending_find(const struct rkv_listener *l, int fd)
  * "busy" and close it (rather than leave it hanging in the backlog, which
  * would also keep the listener readable forever), then take the reserve
  * back. Returns false when even that fails. */
-static bool refuse_without_fds(struct rkv_listener *l)
+static bool refuse_without_fds(struct shm_listener *l)
 {
     if (l->spare_fd < 0)
         return false;
@@ -293,7 +306,7 @@ static bool refuse_without_fds(struct rkv_listener *l)
     return fd >= 0;
 }
 
-static void accept_new(struct rkv_listener *l)
+static void accept_new(struct shm_listener *l)
 {
     for (;;) {
         int fd = accept4(l->sock, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -333,7 +346,7 @@ static void accept_new(struct rkv_listener *l)
 
 /* Advance pending handshake i. Returns a connection, or NULL when it is
  * still waiting or was dropped. */
-static struct rkv_sconn *handshake(struct rkv_listener *l, unsigned i)
+static struct shm_sconn *handshake(struct shm_listener *l, unsigned i)
 {
     int fd = l->pending[i].fd;
     struct rkv_shm_connect_msg m;
@@ -358,10 +371,10 @@ static struct rkv_sconn *handshake(struct rkv_listener *l, unsigned i)
         close(fd);
         return NULL;
     }
-    return conn_create(l, fd);
+    return shm_conn_create(l, fd);
 }
 
-static void expire_pending(struct rkv_listener *l)
+static void expire_pending(struct shm_listener *l)
 {
     uint64_t now = l->now_ns();
     for (unsigned i = 0; i < l->npending;) {
@@ -374,8 +387,9 @@ static void expire_pending(struct rkv_listener *l)
     }
 }
 
-static rkv_status shm_accept(struct rkv_listener *l, struct rkv_sconn **out)
+static rkv_status shm_accept(struct rkv_listener *listener, struct rkv_sconn **out)
 {
+    struct shm_listener *l = shm_listener_of(listener);
     struct epoll_event ev[16];
 
     *out = NULL;
@@ -391,9 +405,11 @@ static rkv_status shm_accept(struct rkv_listener *l, struct rkv_sconn **out)
             continue;
         /* One connection per call; the level-triggered epoll set keeps the
          * rest readable for the next call. */
-        *out = handshake(l, (unsigned)i);
-        if (*out != NULL)
+        struct shm_sconn *c = handshake(l, (unsigned)i);
+        if (c != NULL) {
+            *out = &c->sconn;
             return RKV_OK;
+        }
     }
     return RKV_OK;
 }
@@ -451,11 +467,12 @@ static rkv_status clear_stale_socket(const char *path, const struct sockaddr_un 
     return RKV_OK;
 }
 
-static void shm_close_listener(struct rkv_listener *l)
+static void shm_close_listener(struct rkv_listener *listener)
 {
     struct stat st;
-    if (l == NULL)
+    if (listener == NULL)
         return;
+    struct shm_listener *l = shm_listener_of(listener);
     while (l->npending > 0)
         pending_remove(l, 0, true);
     if (l->sock >= 0) {
@@ -494,7 +511,7 @@ static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
                              const struct rkv_strans_params *p,
                              struct rkv_listener **out, char *err, size_t err_len)
 {
-    struct rkv_listener *l = NULL;
+    struct shm_listener *l = NULL;
     struct rkv_strans_params params;
     struct sockaddr_un sa;
     struct stat st;
@@ -594,30 +611,32 @@ static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
     RKV_INFO("shm: listening on %s (%u credits, %u-byte messages, %s staging per connection)",
              addr, l->layout.credits, l->layout.max_msg,
              rkv_format_size(l->layout.staging_size, sz, sizeof sz));
-    *out = l;
+    *out = &l->listener;
     return RKV_OK;
 
 fail:
-    shm_close_listener(l);
+    shm_close_listener(&l->listener);
     return st_rc;
 }
 
-static int shm_listener_fd(struct rkv_listener *l)
+static int shm_listener_fd(struct rkv_listener *listener)
 {
+    struct shm_listener *l = shm_listener_of(listener);
     return l->epfd;
 }
 
-static void shm_region_desc(struct rkv_listener *l, uint32_t *rkey, uint64_t *addr)
+static void shm_region_desc(struct rkv_listener *listener, uint32_t *rkey, uint64_t *addr)
 {
-    (void)l;
+    (void)listener;
     *rkey = 0;      /* shm clients map the region; offsets are from its start */
     *addr = 0;
 }
 
 /* ------------------------------------------------------ request path */
 
-static unsigned shm_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max)
+static unsigned shm_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned max)
 {
+    struct shm_sconn *c = shm_sconn_of(sconn);
     if (c->dead)
         return 0;
     int ready = rkv_shm_ring_ready(&c->req);
@@ -655,15 +674,17 @@ static unsigned shm_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max
 
 /* Straight into the reply ring slot (zero copy). The client can read and
  * write this memory at any time: build the reply there, never read it back. */
-static void *shm_reply_buf(struct rkv_sconn *c, unsigned i)
+static void *shm_reply_buf(struct rkv_sconn *sconn, unsigned i)
 {
+    struct shm_sconn *c = shm_sconn_of(sconn);
     if (i >= c->layout.credits)
         return NULL;
     return rkv_shm_ring_slot(&c->rep, i);
 }
 
-static rkv_status shm_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned n)
+static rkv_status shm_reply(struct rkv_sconn *sconn, const uint32_t *lens, unsigned n)
 {
+    struct shm_sconn *c = shm_sconn_of(sconn);
     if (c->dead)
         return RKV_CONNECTION;
     if (n > c->owed) {
@@ -687,8 +708,9 @@ static rkv_status shm_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned 
     return RKV_OK;
 }
 
-static rkv_status shm_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst)
+static rkv_status shm_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf *rb, void *dst)
 {
+    struct shm_sconn *c = shm_sconn_of(sconn);
     struct rkv_remote_buf d;
     memcpy(&d, rb, sizeof d);   /* read the descriptor once; it may be unaligned */
     if (c->dead)
@@ -702,8 +724,9 @@ static rkv_status shm_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb,
     return RKV_OK;
 }
 
-static bool shm_alive(struct rkv_sconn *c)
+static bool shm_alive(struct rkv_sconn *sconn)
 {
+    struct shm_sconn *c = shm_sconn_of(sconn);
     if (c->dead)
         return false;
     uint64_t now = rkv_now_ns();
@@ -716,13 +739,15 @@ static bool shm_alive(struct rkv_sconn *c)
     return !c->dead;
 }
 
-static int shm_event_fd(struct rkv_sconn *c)
+static int shm_event_fd(struct rkv_sconn *sconn)
 {
+    struct shm_sconn *c = shm_sconn_of(sconn);
     return c->sock;     /* readable on a wake-up byte, and on hang-up */
 }
 
-static void shm_arm(struct rkv_sconn *c)
+static void shm_arm(struct rkv_sconn *sconn)
 {
+    struct shm_sconn *c = shm_sconn_of(sconn);
     if (!rkv_shm_drain(c->sock)) {
         conn_mark_dead(c, SHM_PEER_HANGUP);
         return;
@@ -730,8 +755,9 @@ static void shm_arm(struct rkv_sconn *c)
     rkv_shm_sleep_announce(&c->ctrl->server_sleeping);
 }
 
-static const char *shm_peer(struct rkv_sconn *c)
+static const char *shm_peer(struct rkv_sconn *sconn)
 {
+    struct shm_sconn *c = shm_sconn_of(sconn);
     return c->peer;
 }
 

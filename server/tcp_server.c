@@ -48,7 +48,8 @@ struct tcp_quota {
     unsigned max;
 };
 
-struct rkv_listener {
+struct tcp_listener {
+    struct rkv_listener listener;  /* first: what the ops take (transport.h) */
     int sock;
     struct tcp_quota *quota;
     _Atomic uint64_t *rejected;
@@ -61,7 +62,8 @@ struct buf {
     size_t start, end, cap;  /* live bytes are p[start, end) */
 };
 
-struct rkv_sconn {
+struct tcp_sconn {
+    struct rkv_sconn sconn;  /* first: what the ops take (transport.h) */
     int sock;
     struct tcp_quota *quota;
     struct buf in, out;
@@ -75,6 +77,21 @@ struct rkv_sconn {
     _Atomic uint64_t *bytes_in, *bytes_out; /* the serving worker's counters, or NULL */
     char peer[64];
 };
+
+static inline struct tcp_listener *tcp_listener_of(struct rkv_listener *listener)
+{
+    return RKV_CONTAINER_OF(listener, struct tcp_listener, listener);
+}
+
+static inline struct tcp_sconn *tcp_sconn_of(struct rkv_sconn *sconn)
+{
+    return RKV_CONTAINER_OF(sconn, struct tcp_sconn, sconn);
+}
+
+static inline const struct tcp_sconn *tcp_sconn_of_const(const struct rkv_sconn *sconn)
+{
+    return RKV_CONTAINER_OF(sconn, const struct tcp_sconn, sconn);
+}
 
 /* ------------------------------------------------------------ buffers */
 
@@ -118,7 +135,7 @@ static void buf_settle(struct buf *b)
 
 /* ------------------------------------------------------------ connections */
 
-static void mark_dead(struct rkv_sconn *c, const char *why)
+static void mark_dead(struct tcp_sconn *c, const char *why)
 {
     if (!c->dead)
         RKV_DEBUG("tcp: %s: %s", c->peer, why);
@@ -131,10 +148,11 @@ static void quota_put(struct tcp_quota *q)
         free(q);
 }
 
-static void tcp_conn_close(struct rkv_sconn *c)
+static void tcp_conn_close(struct rkv_sconn *sconn)
 {
-    if (c == NULL)
+    if (sconn == NULL)
         return;
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     close(c->sock);
     free(c->in.p);
     free(c->out.p);
@@ -143,7 +161,7 @@ static void tcp_conn_close(struct rkv_sconn *c)
     free(c);
 }
 
-static void flush_out(struct rkv_sconn *c)
+static void flush_out(struct tcp_sconn *c)
 {
     while (!c->dead && c->out.end > c->out.start) {
         ssize_t n = send(c->sock, c->out.p + c->out.start, c->out.end - c->out.start,
@@ -166,7 +184,7 @@ static void flush_out(struct rkv_sconn *c)
 }
 
 /* Take what the socket has, up to the input limit. */
-static void fill_in(struct rkv_sconn *c)
+static void fill_in(struct tcp_sconn *c)
 {
     for (unsigned i = 0; i < 4 && !c->eof && !c->dead; i++) {
         size_t target = RKV_MIN(RKV_MAX(c->in_want, (size_t)TCP_BUF_MIN), c->in_max);
@@ -201,14 +219,15 @@ static void fill_in(struct rkv_sconn *c)
     }
 }
 
-static unsigned tcp_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max)
+static unsigned tcp_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned max)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     if (c->dead || max == 0)
         return 0;
     flush_out(c);
     fill_in(c);
     size_t have = c->in.end - c->in.start;
-    if (rkv_tcp_out_backed_up(c)) {
+    if (rkv_tcp_out_backed_up(&c->sconn)) {
         if (c->in.cap > 0 && have == c->in.cap)
             mark_dead(c, "client does not read its replies (output and input buffers full)");
         return 0;   /* backed up: no more answers until it reads */
@@ -230,8 +249,9 @@ static unsigned tcp_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max
 }
 
 /* lens[0]: input bytes the batch consumed. One send() for all answers. */
-static rkv_status tcp_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned n)
+static rkv_status tcp_reply(struct rkv_sconn *sconn, const uint32_t *lens, unsigned n)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     if (n > 0) {
         c->in.start += RKV_MIN((size_t)lens[0], c->in.end - c->in.start);
         buf_settle(&c->in);
@@ -242,102 +262,117 @@ static rkv_status tcp_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned 
     return RKV_OK;   /* a dead connection shows in alive() */
 }
 
-static bool tcp_alive(struct rkv_sconn *c)
+static bool tcp_alive(struct rkv_sconn *sconn)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     return !c->dead;
 }
 
-static int tcp_event_fd(struct rkv_sconn *c)
+static int tcp_event_fd(struct rkv_sconn *sconn)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     return c->sock;
 }
 
-static uint32_t tcp_events(struct rkv_sconn *c)
+static uint32_t tcp_events(struct rkv_sconn *sconn)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     uint32_t events = 0;
     /* input only while we would take it: not after EOF, not when closing,
      * and while answers back up only until the input buffer is full too
      * (then the client stopped reading: tcp_poll drops it); else a sender
      * would keep us awake */
     bool in_room = c->in.cap == 0 || c->in.end - c->in.start < c->in.cap;
-    if (!c->eof && c->close_after == NULL && (!rkv_tcp_out_backed_up(c) || in_room))
+    if (!c->eof && c->close_after == NULL && (!rkv_tcp_out_backed_up(&c->sconn) || in_room))
         events |= EPOLLIN | EPOLLRDHUP;
-    if (rkv_tcp_out_pending(c) > 0)
+    if (rkv_tcp_out_pending(&c->sconn) > 0)
         events |= EPOLLOUT;
     return events;
 }
 
-static const char *tcp_peer(struct rkv_sconn *c)
+static const char *tcp_peer(struct rkv_sconn *sconn)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     return c->peer;
 }
 
 /* ------------------------------------------------------------ stream view */
 
-void rkv_tcp_count_io(struct rkv_sconn *c, _Atomic uint64_t *bytes_in, _Atomic uint64_t *bytes_out)
+void rkv_tcp_count_io(struct rkv_sconn *sconn, _Atomic uint64_t *bytes_in, _Atomic uint64_t *bytes_out)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     c->bytes_in = bytes_in;
     c->bytes_out = bytes_out;
 }
 
-struct rkv_mc_stream *rkv_tcp_mc_stream(struct rkv_sconn *c)
+struct rkv_mc_stream *rkv_tcp_mc_stream(struct rkv_sconn *sconn)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     return &c->mc;
 }
 
-bool rkv_tcp_want_input(struct rkv_sconn *c, size_t n)
+bool rkv_tcp_want_input(struct rkv_sconn *sconn, size_t n)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     c->in_want = n;
     return n <= c->in_max;
 }
 
-void rkv_tcp_skip_input(struct rkv_sconn *c, uint64_t n)
+void rkv_tcp_skip_input(struct rkv_sconn *sconn, uint64_t n)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     size_t drop = (size_t)RKV_MIN(n, (uint64_t)(c->in.end - c->in.start));
     c->in.start += drop;
     c->skip += n - drop;
 }
 
-char *rkv_tcp_out_reserve(struct rkv_sconn *c, size_t n)
+char *rkv_tcp_out_reserve(struct rkv_sconn *sconn, size_t n)
 {
-    if (rkv_tcp_out_pending(c) + n > c->out_max || !buf_reserve(&c->out, n, c->out_max))
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
+    if (rkv_tcp_out_pending(sconn) + n > c->out_max || !buf_reserve(&c->out, n, c->out_max))
         return NULL;
     return c->out.p + c->out.end;
 }
 
-void rkv_tcp_out_commit(struct rkv_sconn *c, size_t n)
+void rkv_tcp_out_commit(struct rkv_sconn *sconn, size_t n)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     c->out.end += n;
 }
 
-size_t rkv_tcp_out_mark(const struct rkv_sconn *c)
+size_t rkv_tcp_out_mark(const struct rkv_sconn *sconn)
 {
+    const struct tcp_sconn *c = tcp_sconn_of_const(sconn);
     return c->out.end - c->out.start;
 }
 
-void rkv_tcp_out_rewind(struct rkv_sconn *c, size_t mark)
+void rkv_tcp_out_rewind(struct rkv_sconn *sconn, size_t mark)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     c->out.end = c->out.start + mark;
 }
 
-size_t rkv_tcp_out_pending(const struct rkv_sconn *c)
+size_t rkv_tcp_out_pending(const struct rkv_sconn *sconn)
 {
+    const struct tcp_sconn *c = tcp_sconn_of_const(sconn);
     return c->out.end - c->out.start;
 }
 
-bool rkv_tcp_out_backed_up(const struct rkv_sconn *c)
+bool rkv_tcp_out_backed_up(const struct rkv_sconn *sconn)
 {
-    return rkv_tcp_out_pending(c) > c->out_max / 2;
+    const struct tcp_sconn *c = tcp_sconn_of_const(sconn);
+    return rkv_tcp_out_pending(sconn) > c->out_max / 2;
 }
 
-void rkv_tcp_close_after_output(struct rkv_sconn *c, const char *why)
+void rkv_tcp_close_after_output(struct rkv_sconn *sconn, const char *why)
 {
+    struct tcp_sconn *c = tcp_sconn_of(sconn);
     c->close_after = why;
 }
 
 /* ------------------------------------------------------------ listener */
 
-static int resolve(const char *host_port, struct addrinfo **res, char *err, size_t err_len)
+static int tcp_resolve(const char *host_port, struct addrinfo **res, char *err, size_t err_len)
 {
     char host[256], port_s[8];
     uint16_t port;
@@ -361,7 +396,7 @@ bool rkv_tcp_is_loopback(const char *host_port)
     struct addrinfo *res = NULL;
     char err[256];
     bool all = true;
-    if (resolve(host_port, &res, err, sizeof err) != 0)
+    if (tcp_resolve(host_port, &res, err, sizeof err) != 0)
         return false;
     for (struct addrinfo *a = res; a != NULL; a = a->ai_next) {
         if (a->ai_family == AF_INET) {
@@ -383,7 +418,7 @@ static rkv_status tcp_listen(const char *addr, const struct rkv_region *region,
                              struct rkv_listener **out, char *err, size_t err_len)
 {
     struct addrinfo *res = NULL;
-    struct rkv_listener *l = calloc(1, sizeof *l);
+    struct tcp_listener *l = calloc(1, sizeof *l);
     const struct rkv_region_header *h = region->base;
     struct rkv_strans_params rp;
     int one = 1;
@@ -397,7 +432,7 @@ static rkv_status tcp_listen(const char *addr, const struct rkv_region *region,
     }
     l->sock = -1;
     l->quota = calloc(1, sizeof *l->quota);
-    if (l->quota == NULL || resolve(addr, &res, err, err_len) != 0)
+    if (l->quota == NULL || tcp_resolve(addr, &res, err, err_len) != 0)
         goto fail;
     l->quota->refs = 1;
     l->quota->max = rp.max_conns;
@@ -413,7 +448,7 @@ static rkv_status tcp_listen(const char *addr, const struct rkv_region *region,
         goto fail;
     }
     freeaddrinfo(res);
-    *out = l;
+    *out = &l->listener;
     return RKV_OK;
 fail:
     if (res != NULL)
@@ -425,13 +460,14 @@ fail:
     return RKV_CONNECTION;
 }
 
-static int tcp_listener_fd(struct rkv_listener *l)
+static int tcp_listener_fd(struct rkv_listener *listener)
 {
+    struct tcp_listener *l = tcp_listener_of(listener);
     return l->sock;
 }
 
 /* Over the limit: say so the way memcached does, and close. */
-static void refuse(struct rkv_listener *l, int fd, const char *why)
+static void refuse(struct tcp_listener *l, int fd, const char *why)
 {
     ssize_t r = send(fd, TCP_BUSY_MSG, sizeof TCP_BUSY_MSG - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)r;
@@ -445,9 +481,9 @@ static void refuse(struct rkv_listener *l, int fd, const char *why)
     close(fd);
 }
 
-static struct rkv_sconn *conn_create(struct rkv_listener *l, int fd, const struct sockaddr_storage *ss)
+static struct tcp_sconn *tcp_conn_create(struct tcp_listener *l, int fd, const struct sockaddr_storage *ss)
 {
-    struct rkv_sconn *c = calloc(1, sizeof *c);
+    struct tcp_sconn *c = calloc(1, sizeof *c);
     char host[INET6_ADDRSTRLEN] = "?";
     int one = 1;
     if (c == NULL) {
@@ -474,8 +510,9 @@ static struct rkv_sconn *conn_create(struct rkv_listener *l, int fd, const struc
     return c;
 }
 
-static rkv_status tcp_accept(struct rkv_listener *l, struct rkv_sconn **out)
+static rkv_status tcp_accept(struct rkv_listener *listener, struct rkv_sconn **out)
 {
+    struct tcp_listener *l = tcp_listener_of(listener);
     struct sockaddr_storage ss;
     *out = NULL;
     for (;;) {
@@ -498,19 +535,21 @@ static rkv_status tcp_accept(struct rkv_listener *l, struct rkv_sconn **out)
             refuse(l, fd, "max_conns connections are open; raise [rpc] max_conns");
             continue;
         }
-        *out = conn_create(l, fd, &ss);
-        if (*out == NULL) {
+        struct tcp_sconn *c = tcp_conn_create(l, fd, &ss);
+        if (c == NULL) {
             atomic_fetch_sub(&l->quota->live, 1);
             continue;
         }
+        *out = &c->sconn;
         return RKV_OK;
     }
 }
 
-static void tcp_close_listener(struct rkv_listener *l)
+static void tcp_close_listener(struct rkv_listener *listener)
 {
-    if (l == NULL)
+    if (listener == NULL)
         return;
+    struct tcp_listener *l = tcp_listener_of(listener);
     close(l->sock);
     quota_put(l->quota);
     free(l);

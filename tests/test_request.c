@@ -40,21 +40,29 @@
 /* ------------------------------------------------------------ fake transport */
 
 /* One connection: where replies land, and what pull() copies from. */
-struct rkv_sconn {
+struct fake_request_sconn {
+    struct rkv_sconn sconn;       /* first: what the ops take (transport.h) */
     _Alignas(8) uint8_t reply[MAX_MSG];
     const uint8_t *staging;       /* the client's staged value (rendezvous) */
     size_t staging_len;
     unsigned pulls;
 };
 
-static void *fake_reply_buf(struct rkv_sconn *c, unsigned i)
+static struct fake_request_sconn *fake_request_sconn_of(struct rkv_sconn *sconn)
 {
+    return RKV_CONTAINER_OF(sconn, struct fake_request_sconn, sconn);
+}
+
+static void *fake_reply_buf(struct rkv_sconn *sconn, unsigned i)
+{
+    struct fake_request_sconn *c = fake_request_sconn_of(sconn);
     assert_int_equal(i, 0);
     return c->reply;
 }
 
-static rkv_status fake_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst)
+static rkv_status fake_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf *rb, void *dst)
 {
+    struct fake_request_sconn *c = fake_request_sconn_of(sconn);
     c->pulls++;
     if (rb->addr > c->staging_len || rb->len > c->staging_len - rb->addr)
         return RKV_PROTOCOL;
@@ -94,7 +102,7 @@ struct fx {
     struct rkv_server *srv;
     struct rkv_worker *w;
     struct rkv_listen_ep ep;
-    struct rkv_sconn conn[2];
+    struct fake_request_sconn conn[2];
     struct rkv_wconn wc[2];
     _Alignas(8) uint8_t msg[MAX_MSG];
     uint32_t next_id;
@@ -127,7 +135,7 @@ static struct fx *fx_new(const char *secret, unsigned max_conns)
     f->w->srv = srv;
     f->ep = (struct rkv_listen_ep){ .ops = &fake_transport, .uri = "fake://test" };
     for (unsigned i = 0; i < 2; i++) {
-        f->wc[i] = (struct rkv_wconn){ .ops = &fake_transport, .conn = &f->conn[i], .ep = &f->ep };
+        f->wc[i] = (struct rkv_wconn){ .ops = &fake_transport, .conn = &f->conn[i].sconn, .ep = &f->ep };
         assert_false(rkv_admission_admit(srv, &f->wc[i]));
     }
     return f;

@@ -109,10 +109,6 @@ static void test_memcache_listener_needs_loopback_with_a_secret(void **state)
 
 /* ------------------------------------------------------------ accept */
 
-struct rkv_sconn {
-    int unused;
-};
-
 static const char *fake_peer(struct rkv_sconn *c)
 {
     (void)c;

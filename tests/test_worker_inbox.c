@@ -35,10 +35,16 @@
 
 /* ------------------------------------------------------------ fake transport */
 
-struct rkv_sconn {
+struct fake_inbox_sconn {
+    struct rkv_sconn sconn;   /* first: what the ops take (transport.h) */
     unsigned id;
     _Atomic unsigned polls, closes;
 };
+
+static struct fake_inbox_sconn *fake_inbox_sconn_of(struct rkv_sconn *sconn)
+{
+    return RKV_CONTAINER_OF(sconn, struct fake_inbox_sconn, sconn);
+}
 
 static sem_t held, release;   /* the worker is inside conn 0's first poll / may leave it */
 
@@ -52,8 +58,9 @@ static void wait_sem(sem_t *s, const char *what)
             fail_msg("%s did not happen within %d s", what, SAFETY_S);
 }
 
-static unsigned fake_poll(struct rkv_sconn *c, struct rkv_msg *msgs, unsigned max)
+static unsigned fake_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned max)
 {
+    struct fake_inbox_sconn *c = fake_inbox_sconn_of(sconn);
     (void)msgs;
     (void)max;
     if (atomic_fetch_add(&c->polls, 1) == 0 && c->id == 0) {
@@ -98,8 +105,9 @@ static const char *fake_peer(struct rkv_sconn *c)
     return "fake peer";
 }
 
-static void fake_close(struct rkv_sconn *c)
+static void fake_close(struct rkv_sconn *sconn)
 {
+    struct fake_inbox_sconn *c = fake_inbox_sconn_of(sconn);
     atomic_fetch_add(&c->closes, 1);
 }
 
@@ -125,7 +133,7 @@ static void test_inbox_takes_every_connection(void **state)
 {
     (void)state;
     struct rkv_server *srv = calloc(1, sizeof *srv);
-    struct rkv_sconn *conns = calloc(CONNS, sizeof *conns);
+    struct fake_inbox_sconn *conns = calloc(CONNS, sizeof *conns);
     struct rkv_listen_ep ep = { .ops = &fake_transport, .wire = &rkv_wire_rkv,
                                 .uri = "fake://inbox" };
     assert_non_null(srv);
@@ -143,7 +151,7 @@ static void test_inbox_takes_every_connection(void **state)
         assert_non_null(wc);
         conns[i].id = i;
         *wc = (struct rkv_wconn){ .ops = &fake_transport, .wire = &rkv_wire_rkv,
-                                  .conn = &conns[i], .ep = &ep, .authed = true };
+                                  .conn = &conns[i].sconn, .ep = &ep, .authed = true };
         atomic_fetch_add(&srv->conns_authed, 1);
         atomic_fetch_add(&srv->workers[0].stats.conns, 1);
         rkv_worker_give(&srv->workers[0], wc);

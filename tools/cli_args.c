@@ -167,8 +167,8 @@ void cli_global_free(struct cli_global *g)
 
 /* ---- commands ---- */
 
-static bool fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t err_len, const char *fmt, ...)
+static bool cli_fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool cli_fail(char *err, size_t err_len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -196,10 +196,10 @@ static bool arg_u64(const struct cli_arg *a, uint64_t min, uint64_t max, uint64_
 static bool check_key(const struct cli_command *c, char *err, size_t err_len)
 {
     if (c->key.len == 0)
-        return fail(err, err_len, "%s: the key is empty; keys are 1..%u bytes", c->name, CLI_MAX_KEY);
+        return cli_fail(err, err_len, "%s: the key is empty; keys are 1..%u bytes", c->name, CLI_MAX_KEY);
     if (c->key.len > CLI_MAX_KEY)
-        return fail(err, err_len, "%s: the key is %zu bytes; keys are 1..%u bytes", c->name,
-                    c->key.len, CLI_MAX_KEY);
+        return cli_fail(err, err_len, "%s: the key is %zu bytes; keys are 1..%u bytes", c->name,
+                        c->key.len, CLI_MAX_KEY);
     return true;
 }
 
@@ -234,40 +234,40 @@ static bool command_option(struct cli_command *c, const struct cli_arg *args, si
         return true;
     }
     if (c->cmd != CLI_PUT)
-        return fail(err, err_len, "%s: unknown option '%.*s'", c->name, (int)a->len, a->s);
+        return cli_fail(err, err_len, "%s: unknown option '%.*s'", c->name, (int)a->len, a->s);
     if (arg_is(a, "--add") || arg_is(a, "--replace")) {
         modes = c->put.mode != RKV_SET;
         c->put.mode = arg_is(a, "--add") ? RKV_ADD : RKV_REPLACE;
     } else if (arg_is(a, "--ttl") || arg_is(a, "--flags") || arg_is(a, "--cas")) {
         if (*i + 1 >= n)
-            return fail(err, err_len, "%s: %.*s needs a value", c->name, (int)a->len, a->s);
+            return cli_fail(err, err_len, "%s: %.*s needs a value", c->name, (int)a->len, a->s);
         const struct cli_arg *val = &args[++*i];
         if (arg_is(a, "--ttl")) {
             if (arg_is(val, "never"))
                 v = RKV_TTL_NEVER;
             else if (!arg_u64(val, 0, RKV_TTL_NEVER - 1, &v))
-                return fail(err, err_len, "%s: --ttl: '%.*s' is not a number of seconds in 0..%u "
-                            "or 'never'", c->name, (int)val->len, val->s, RKV_TTL_NEVER - 1);
+                return cli_fail(err, err_len, "%s: --ttl: '%.*s' is not a number of seconds in 0..%u "
+                                "or 'never'", c->name, (int)val->len, val->s, RKV_TTL_NEVER - 1);
             c->put.ttl = (uint32_t)v;
         } else if (arg_is(a, "--flags")) {
             if (!arg_u64(val, 0, UINT32_MAX, &v))
-                return fail(err, err_len, "%s: --flags: '%.*s' is not a whole number in 0..%u",
-                            c->name, (int)val->len, val->s, UINT32_MAX);
+                return cli_fail(err, err_len, "%s: --flags: '%.*s' is not a whole number in 0..%u",
+                                c->name, (int)val->len, val->s, UINT32_MAX);
             c->put.user_flags = (uint32_t)v;
         } else {
             if (!arg_u64(val, 1, UINT64_MAX, &v))
-                return fail(err, err_len, "%s: --cas: '%.*s' is not an item version (1..%llu; "
-                            "get --meta prints it)", c->name, (int)val->len, val->s,
-                            (unsigned long long)UINT64_MAX);
+                return cli_fail(err, err_len, "%s: --cas: '%.*s' is not an item version (1..%llu; "
+                                "get --meta prints it)", c->name, (int)val->len, val->s,
+                                (unsigned long long)UINT64_MAX);
             modes = c->put.mode != RKV_SET;
             c->put.mode = RKV_CAS;
             c->put.cas = v;
         }
     } else {
-        return fail(err, err_len, "%s: unknown option '%.*s'", c->name, (int)a->len, a->s);
+        return cli_fail(err, err_len, "%s: unknown option '%.*s'", c->name, (int)a->len, a->s);
     }
     if (modes)
-        return fail(err, err_len, "%s: give at most one of --add, --replace and --cas", c->name);
+        return cli_fail(err, err_len, "%s: give at most one of --add, --replace and --cas", c->name);
     return true;
 }
 
@@ -278,13 +278,13 @@ bool cli_parse_command(const struct cli_arg *args, size_t n, struct cli_command 
     size_t npos = 0, k;
     memset(c, 0, sizeof *c);
     if (n == 0)
-        return fail(err, err_len, "no command; use get, put, del, incr, decr, stats, ping or flush");
+        return cli_fail(err, err_len, "no command; use get, put, del, incr, decr, stats, ping or flush");
     for (k = 0; k < RKV_ARRAY_SIZE(commands); k++)
         if (arg_is(&args[0], commands[k].name))
             break;
     if (k == RKV_ARRAY_SIZE(commands))
-        return fail(err, err_len, "unknown command '%.*s'; use get, put, del, incr, decr, stats, ping or flush",
-                    (int)args[0].len, args[0].s);
+        return cli_fail(err, err_len, "unknown command '%.*s'; use get, put, del, incr, decr, stats, ping or flush",
+                        (int)args[0].len, args[0].s);
     c->cmd = commands[k].cmd;
     c->name = commands[k].name;
     c->delta = 1;
@@ -303,11 +303,11 @@ bool cli_parse_command(const struct cli_arg *args, size_t n, struct cli_command 
             continue;
         }
         if (npos == commands[k].max_pos)
-            return fail(err, err_len, "%s: too many arguments; usage: %s", c->name, commands[k].usage);
+            return cli_fail(err, err_len, "%s: too many arguments; usage: %s", c->name, commands[k].usage);
         pos[npos++] = *a;
     }
     if (npos < commands[k].min_pos)
-        return fail(err, err_len, "%s: missing arguments; usage: %s", c->name, commands[k].usage);
+        return cli_fail(err, err_len, "%s: missing arguments; usage: %s", c->name, commands[k].usage);
 
     uint64_t v;
     switch (c->cmd) {
@@ -323,16 +323,16 @@ bool cli_parse_command(const struct cli_arg *args, size_t n, struct cli_command 
         c->key = pos[0];
         if (npos == 2) {
             if (!arg_u64(&pos[1], 0, INT64_MAX, &v))
-                return fail(err, err_len, "%s: DELTA '%.*s' is not a whole number in 0..%lld",
-                            c->name, (int)pos[1].len, pos[1].s, (long long)INT64_MAX);
+                return cli_fail(err, err_len, "%s: DELTA '%.*s' is not a whole number in 0..%lld",
+                                c->name, (int)pos[1].len, pos[1].s, (long long)INT64_MAX);
             c->delta = v;
         }
         return check_key(c, err, err_len);
     case CLI_STATS:
         if (npos == 1) {
             if (!arg_u64(&pos[0], 0, UINT32_MAX, &v))
-                return fail(err, err_len, "stats: SHARD '%.*s' is not a shard number (0 = first server)",
-                            (int)pos[0].len, pos[0].s);
+                return cli_fail(err, err_len, "stats: SHARD '%.*s' is not a shard number (0 = first server)",
+                                (int)pos[0].len, pos[0].s);
             c->shard = (unsigned)v;
             c->all_shards = false;
         }
@@ -342,8 +342,8 @@ bool cli_parse_command(const struct cli_arg *args, size_t n, struct cli_command 
     case CLI_FLUSH:
         if (npos == 1) {
             if (!arg_u64(&pos[0], 0, UINT32_MAX, &v))
-                return fail(err, err_len, "flush: DELAY '%.*s' is not a whole number of seconds in "
-                            "0..%u", (int)pos[0].len, pos[0].s, UINT32_MAX);
+                return cli_fail(err, err_len, "flush: DELAY '%.*s' is not a whole number of seconds in "
+                                "0..%u", (int)pos[0].len, pos[0].s, UINT32_MAX);
             c->delay = (uint32_t)v;
         }
         return true;
@@ -371,7 +371,7 @@ bool cli_tokenize(const char *line, size_t len, struct cli_tokens *out, char *er
     out->storage = malloc(len + 1 + (len / 2 + 1));
     out->args = calloc(len / 2 + 1, sizeof *out->args);
     if (out->storage == NULL || out->args == NULL) {
-        fail(err, err_len, "out of memory");
+        cli_fail(err, err_len, "out of memory");
         goto fail;
     }
     char *w = out->storage;
@@ -391,7 +391,7 @@ bool cli_tokenize(const char *line, size_t len, struct cli_tokens *out, char *er
         for (;;) {
             if (i == len) {
                 if (quote) {
-                    fail(err, err_len, "unterminated %c quote starting at column %zu", quote, opened + 1);
+                    cli_fail(err, err_len, "unterminated %c quote starting at column %zu", quote, opened + 1);
                     goto fail;
                 }
                 break;
@@ -402,7 +402,7 @@ bool cli_tokenize(const char *line, size_t len, struct cli_tokens *out, char *er
             if (quote && ch == quote) {
                 i++;
                 if (i < len && line[i] != ' ' && line[i] != '\t' && line[i] != '\r') {
-                    fail(err, err_len, "closing quote at column %zu must be followed by a space", i);
+                    cli_fail(err, err_len, "closing quote at column %zu must be followed by a space", i);
                     goto fail;
                 }
                 break;
@@ -414,7 +414,7 @@ bool cli_tokenize(const char *line, size_t len, struct cli_tokens *out, char *er
             }
             if (quote == '"' && ch == '\\') {
                 if (i + 1 == len) {
-                    fail(err, err_len, "a backslash ends the line at column %zu", i + 1);
+                    cli_fail(err, err_len, "a backslash ends the line at column %zu", i + 1);
                     goto fail;
                 }
                 char e = line[i + 1];
@@ -430,7 +430,7 @@ bool cli_tokenize(const char *line, size_t len, struct cli_tokens *out, char *er
                     int hi = i < len ? hex_digit(line[i]) : -1;
                     int lo = i + 1 < len ? hex_digit(line[i + 1]) : -1;
                     if (hi < 0 || lo < 0) {
-                        fail(err, err_len, "\\x at column %zu needs two hex digits", i - 1);
+                        cli_fail(err, err_len, "\\x at column %zu needs two hex digits", i - 1);
                         goto fail;
                     }
                     *w++ = (char)(hi << 4 | lo);
@@ -438,8 +438,8 @@ bool cli_tokenize(const char *line, size_t len, struct cli_tokens *out, char *er
                     break;
                 }
                 default:
-                    fail(err, err_len, "unknown escape \\%c at column %zu; use \\xHH, \\n, \\r, \\t, \\0, "
-                         "\\\\ or \\\"", e, i - 1);
+                    cli_fail(err, err_len, "unknown escape \\%c at column %zu; use \\xHH, \\n, \\r, \\t, \\0, "
+                             "\\\\ or \\\"", e, i - 1);
                     goto fail;
                 }
                 continue;

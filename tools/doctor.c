@@ -28,7 +28,7 @@
 
 #define MAX_GROUPS 256
 
-static void usage(FILE *out)
+static void doctor_usage(FILE *out)
 {
     fprintf(out,
             "Usage: rkv-doctor [OPTION]...\n"
@@ -160,7 +160,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'h': usage(stdout); return 0;
+        case 'h': doctor_usage(stdout); return 0;
         case 'V': printf("rkv-doctor %s\n", RKV_VERSION_STRING); return 0;
         default:
             fprintf(stderr, "rkv-doctor: see rkv-doctor --help\n");
