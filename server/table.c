@@ -201,6 +201,8 @@ struct writer_slot {
     uint32_t stores;         /* LRU: stores since the slot last advanced the access clock */
     uint64_t rng;            /* xorshift state for eviction sampling; 0 until first used */
     struct table_counters n; /* this slot's share of the table's counters */
+    uint64_t class_evicted[RKV_MAX_CLASSES];   /* evictions by the victim's class (atomic adds) */
+    uint64_t class_evicted_ttl[RKV_MAX_CLASSES]; /* ... of victims that had an expiry time */
 } __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_table {
@@ -421,6 +423,19 @@ static void index_unlock_all(struct rkv_table *t, uint64_t since)
 static struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
 {
     return (struct rkv_item *)(void *)(t->base + rkv_slot_offset(word));
+}
+
+/* An eviction: the table's count, and its victim's class's (stats items). */
+static void count_eviction(struct rkv_table *t, uint64_t word)
+{
+    struct writer_slot *w = writer_slot(t);
+    unsigned cls = rkv_slot_class(word);
+    count(&w->n.evictions, 1);
+    if (cls < RKV_MAX_CLASSES) {
+        count(&w->class_evicted[cls], 1);
+        if (item_at(t, word)->expire_at != 0)
+            count(&w->class_evicted_ttl[cls], 1);
+    }
 }
 
 static bool expired(const struct rkv_item *it, uint32_t now)
@@ -707,7 +722,7 @@ static bool evict_one(struct rkv_table *t, const struct place *p, bool exclusive
         stripes_unlock(t, &set, hold);
     }
     if (still)
-        count(&writer_slot(t)->n.evictions, 1);
+        count_eviction(t, p->word);
     return still;
 }
 
@@ -788,7 +803,7 @@ static bool evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, st
     if (best.word == 0)
         return false;
     index_remove(t, &best);
-    count(&writer_slot(t)->n.evictions, 1);
+    count_eviction(t, best.word);
     *out = best;
     return true;
 }
@@ -890,7 +905,7 @@ static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
     for (uint32_t i = 0; i < pi->handed && live > 0; i++) {
         if (live_at(t, pi->start + (uint64_t)i * pi->size, pi->cls, &p)) {
             index_remove(t, &p);
-            count(&writer_slot(t)->n.evictions, 1);
+            count_eviction(t, p.word);
             live--;
         }
     }
@@ -1587,17 +1602,29 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
 
 const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint32_t key_len)
 {
+    return rkv_table_find_live(t, key, key_len, NULL);
+}
+
+const struct rkv_item *rkv_table_find_live(struct rkv_table *t, const void *key, uint32_t key_len,
+                                           bool *expired)
+{
     struct rkv_key_hash h;
     struct place p;
     const struct rkv_item *it = NULL;
+    if (expired != NULL)
+        *expired = false;
     if (check_key(t, key, key_len) != RKV_OK)
         return NULL;
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
     struct stripe_set set;
     key_stripes(t, &h, &set);
     struct stripe_hold hold = stripes_lock(t, &set);
-    if (index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it))
-        it = p.it;
+    if (index_find(t, &h, key, key_len, &p)) {
+        if (!expired_now(t, p.it))
+            it = p.it;
+        else if (expired != NULL)
+            *expired = true;
+    }
     stripes_unlock(t, &set, hold);
     return it;
 }
@@ -1840,6 +1867,18 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
         rkv_lock_stats_sum(&t->lock_stats[0].index, sizeof(t->lock_stats[0]), &out->lock_index);
     }
     rkv_slab_lock_stats(t->slab, &out->lock_slab);
+}
+
+void rkv_table_class_stats(struct rkv_table *t, unsigned cls, struct rkv_table_class_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (cls >= rkv_slab_class_count(t->slab))
+        return;
+    rkv_slab_class_stats(t->slab, cls, &out->slab);
+    for (unsigned i = 0; i < RKV_THREAD_SLOTS; i++) {
+        out->evicted += __atomic_load_n(&t->writer_slots[i].class_evicted[cls], __ATOMIC_RELAXED);
+        out->evicted_ttl += __atomic_load_n(&t->writer_slots[i].class_evicted_ttl[cls], __ATOMIC_RELAXED);
+    }
 }
 
 /* ------------------------------------------------------------ creation */
