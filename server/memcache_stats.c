@@ -32,7 +32,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memcache_proto.h"
 #include "memcache_stats.h"
 #include "tcp_server.h"
 #include "util.h"
@@ -50,7 +49,6 @@ _Static_assert(sizeof(struct rkv_mc_counters) % sizeof(_Atomic uint64_t) == 0,
 #define STAT_LINE_MAX   320
 #define DETAIL_MAX      4096   /* key prefixes `stats detail` keeps counts for */
 #define DETAIL_BUCKETS  256
-#define DETAIL_PREFIX   RKV_MC_MAX_KEY
 
 /* ------------------------------------------------------------ counting */
 
