@@ -22,7 +22,9 @@ base=(build-essential meson ninja-build pkg-config
       chromium      # headless: tests/bench_html_test.sh renders rkv-bench's HTML report
       python3-pymemcache    # tests/test_memcache.c, test_twemproxy.c: a third-party memcached client
       python3-pylibmc libmemcached-tools   # tests/test_libmemcached.c: libmemcached, its ketama and tools
-      nutcracker)   # tests/test_twemproxy.c: twemproxy in front of three rkv servers
+      nutcracker    # tests/test_twemproxy.c: twemproxy in front of three rkv servers
+      php-cli php-memcached   # tests/client.php: PHP's Memcached extension against the door
+      golang-go golang-github-bradfitz-gomemcache-dev)   # tests/client_gomemcache.go: Go's gomemcache
 vm=(qemu-system-x86 busybox-static kmod cpio iproute2 perftest rdmacm-utils)
 compare=(memcached redis-server redis-tools)   # libmemcached-tools (memaslap) is in base
 

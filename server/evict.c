@@ -116,7 +116,7 @@ static bool evict_one(struct rkv_table *t, const struct place *p, bool exclusive
     else
         still = rkv_table_index_remove_if(t, p);
     if (still)
-        count(&writer_slot(t)->n.evictions, 1);
+        count_eviction(t, p->word);
     return still;
 }
 
@@ -197,7 +197,7 @@ bool rkv_evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struc
     if (best.word == 0)
         return false;
     rkv_table_index_remove(t, &best);
-    count(&writer_slot(t)->n.evictions, 1);
+    count_eviction(t, best.word);
     *out = best;
     return true;
 }

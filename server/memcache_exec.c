@@ -31,36 +31,21 @@
 #include "lookup.h"
 #include "memcache_exec.h"
 #include "memcache_proto.h"
+#include "memcache_stats.h"
 #include "tcp_server.h"
 #include "util.h"
-
-/* What "version" and "stats" answer: the memcached release whose protocol
- * the door speaks, then rkv's own. Clients parse a memcached version out of
- * it (libmemcached reads MAJOR.MINOR.MICRO and refuses a major version of 0,
- * which failed memcstat, memcping and every memcached_version() call). */
-#define RKV_MC_VERSION_STRING "1.6.18-rkv-" RKV_VERSION_STRING
 
 #define READ_TRIES   16    /* copies of an item that raced a writer before giving up */
 #define RMW_TRIES    1024  /* CAS-loop rounds of append/prepend/touch (each lost
                               * round is another writer's success) */
 #define LINE_MAX_OUT 512   /* longest answer line but the data block */
 
-/* memcached's counters for `stats`, per worker (written by its worker only). */
-struct mc_stats {
-    _Atomic uint64_t cmd_get, get_hits, get_misses, cmd_set, cmd_flush, cmd_touch, touch_hits,
-        touch_misses,
-        delete_hits, delete_misses, incr_hits, incr_misses, decr_hits, decr_misses,
-        cas_hits, cas_misses, cas_badval, protocol_errors,
-        bytes_read, bytes_written,   /* every byte received and sent (tcp_server.c counts) */
-        touch_stores;                /* touches that stored a new item (not in total_items) */
-};
-static struct mc_stats mc_stats[RKV_MAX_WORKERS];
-
 struct mc {
     struct rkv_server *srv;
     struct rkv_table *t;
     struct rkv_sconn *c;
-    struct mc_stats *st;
+    struct rkv_wconn *wc;
+    struct rkv_mc_counters *st;          /* this worker's (memcache_stats.h) */
     const struct rkv_region_header *g;
     bool full;                 /* an answer did not fit the output buffer */
 };
@@ -142,9 +127,13 @@ static uint32_t ttl_keep(struct mc *m, uint32_t expire_at)
 static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre, struct found *f)
 {
     for (unsigned i = 0; i < READ_TRIES; i++) {
-        const struct rkv_item *it = rkv_table_read(m->t, key, klen);   /* an access, for LRU */
-        if (it == NULL)
+        bool expired;   /* a read counts as an access, for LRU */
+        const struct rkv_item *it = rkv_table_read(m->t, key, klen, &expired);
+        if (it == NULL) {
+            if (expired)   /* memcached's get_expired: any read that met one */
+                rkv_stat_bump(&m->st->get_expired, 1);
             return 0;
+        }
         size_t size = rkv_item_size(it->key_len, it->value_len);
         if (size > m->g->slab_page_size)
             continue;                              /* torn header: read again */
@@ -154,8 +143,10 @@ static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre
         struct rkv_item *copy = (void *)RKV_ALIGN_UP((uintptr_t)(base + pre), 8);
         memcpy(copy, it, size);
         enum rkv_verify v = rkv_item_verify(copy, size, key, klen, m->g->hash_seed, clock_now(m));
-        if (v == RKV_VERIFY_EXPIRED)
+        if (v == RKV_VERIFY_EXPIRED) {
+            rkv_stat_bump(&m->st->get_expired, 1);
             return 0;
+        }
         /* superseded since the find, but whole (checksum, key): it was the
          * live item when found under the lock, so it answers; a torn copy
          * (the memory reused after grace_ms) is read again */
@@ -294,12 +285,15 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
         version = res == 1 ? f.copy->version : 0;
     }
     count_read(m, touch, res == 1);
+    rkv_mc_detail(res == 1 ? RKV_MC_DETAIL_HIT : RKV_MC_DETAIL_GET, key, klen);
     if (res == 0)
         return;
     if (res < 0) {
         m->full = m->full || res == -1;
         return;
     }
+    rkv_mc_count_class(m->st, m->g, touch ? RKV_MC_CLS_TOUCH_HITS : RKV_MC_CLS_GET_HITS, klen,
+                       f.value_len);
     char *base = rkv_tcp_out_reserve(m->c, 0) ;  /* = where find_copy's area starts */
     /* "VALUE <key> <flags> <bytes>[ <cas>]\r\n" without printf: every GET hit writes it */
     size_t n = sizeof "VALUE " - 1;
@@ -374,6 +368,8 @@ static rkv_status store(struct mc *m, enum rkv_mc_cmd how, const struct rkv_mc_r
                       : cas_given ? RKV_CAS : RKV_SET;
     struct rkv_value_src src = { .data = r->data, .len = r->bytes };
     st = rkv_table_put(m->t, r->key, r->key_len, &src, mode, r->cas, ttl, r->flags, version);
+    if (st == RKV_TOO_LARGE || st == RKV_OUT_OF_MEMORY)
+        rkv_stat_bump(st == RKV_TOO_LARGE ? &m->st->store_too_large : &m->st->store_no_memory, 1);
     if (st == RKV_OK && !live)
         rkv_table_delete(m->t, r->key, r->key_len); /* stored already expired: gone at once */
     return st;
@@ -382,11 +378,16 @@ static rkv_status store(struct mc *m, enum rkv_mc_cmd how, const struct rkv_mc_r
 static void do_storage(struct mc *m, const struct rkv_mc_req *r)
 {
     uint64_t version;
+    rkv_mc_detail(RKV_MC_DETAIL_SET, r->key, r->key_len);
     rkv_status st = store(m, r->cmd, r, r->cmd == RKV_MC_CAS, &version);
     rkv_stat_bump(&m->st->cmd_set, 1);
+    rkv_mc_count_class(m->st, m->g, RKV_MC_CLS_CMD_SET, r->key_len, r->bytes);
     if (r->cmd == RKV_MC_CAS)
         rkv_stat_bump(st == RKV_OK ? &m->st->cas_hits : st == RKV_CAS_MISMATCH ? &m->st->cas_badval
                                                                                : &m->st->cas_misses, 1);
+    if (r->cmd == RKV_MC_CAS && (st == RKV_OK || st == RKV_CAS_MISMATCH))
+        rkv_mc_count_class(m->st, m->g, st == RKV_OK ? RKV_MC_CLS_CAS_HITS : RKV_MC_CLS_CAS_BADVAL,
+                           r->key_len, r->bytes);
     if (!r->noreply || (st != RKV_OK && st != RKV_EXISTS && st != RKV_NOT_STORED &&
                         st != RKV_NOT_FOUND && st != RKV_CAS_MISMATCH))
         outs(m, store_answer(r->cmd, st));
@@ -396,6 +397,7 @@ static void do_storage(struct mc *m, const struct rkv_mc_req *r)
 
 static void do_delete(struct mc *m, const struct rkv_mc_req *r)
 {
+    rkv_mc_detail(RKV_MC_DETAIL_DEL, r->key, r->key_len);
     rkv_status st = rkv_table_delete(m->t, r->key, r->key_len);
     rkv_stat_bump(st == RKV_OK ? &m->st->delete_hits : &m->st->delete_misses, 1);
     if (!r->noreply)
@@ -448,10 +450,13 @@ static void do_touch(struct mc *m, const struct rkv_mc_req *r)
     size_t mark = rkv_tcp_out_mark(m->c);
     rkv_status st;
     rkv_stat_bump(&m->st->cmd_touch, 1);
-    if (ttl_of(r->exptime, &ttl))
+    if (ttl_of(r->exptime, &ttl)) {
         st = rmw(m, RMW_TOUCH, r->key, r->key_len, NULL, 0, ttl, false, 0, &f, &version);
-    else
-        st = rkv_table_delete(m->t, r->key, r->key_len);
+        if (st == RKV_OK)
+            rkv_mc_count_class(m->st, m->g, RKV_MC_CLS_TOUCH_HITS, r->key_len, f.value_len);
+    } else {
+        st = rkv_table_delete(m->t, r->key, r->key_len);   /* a hit of unknown class */
+    }
     rkv_tcp_out_rewind(m->c, mark);
     rkv_stat_bump(st == RKV_OK ? &m->st->touch_hits : &m->st->touch_misses, 1);
     if (r->noreply && (st == RKV_OK || st == RKV_NOT_FOUND))
@@ -474,83 +479,9 @@ static void do_flush_all(struct mc *m, const struct rkv_mc_req *r)
         outs(m, "OK\r\n");
 }
 
-static void stat_line(struct mc *m, const char *name, uint64_t v)
-{
-    outf(m, "STAT %s %llu\r\n", name, (unsigned long long)v);
-}
-
-static uint64_t sum(size_t field, unsigned nworkers)
-{
-    uint64_t s = 0;
-    for (unsigned i = 0; i < nworkers; i++)
-        s += atomic_load_explicit((_Atomic uint64_t *)(void *)((char *)&mc_stats[i] + field),
-                                  memory_order_relaxed);
-    return s;
-}
-
-static void stats_general(struct mc *m)
-{
-    static const struct { const char *name; size_t off; } counters[] = {
-#define C(x) { #x, offsetof(struct mc_stats, x) }
-        C(cmd_get), C(get_hits), C(get_misses), C(cmd_set), C(cmd_flush), C(cmd_touch), C(touch_hits),
-        C(touch_misses), C(delete_hits), C(delete_misses), C(incr_hits), C(incr_misses),
-        C(decr_hits), C(decr_misses), C(cas_hits), C(cas_misses), C(cas_badval),
-        C(bytes_read), C(bytes_written),
-#undef C
-    };
-    struct rkv_server *srv = m->srv;
-    struct rkv_table_stats ts;
-    char text[8192];
-    /* total_items: every item stored by either door, as memcached counts
-     * the items it links; but a touch, which memcached does in place, is a
-     * store of a new item in rkv (read first: each is in the table's puts) */
-    uint64_t touch_stores = sum(offsetof(struct mc_stats, touch_stores), srv->nworkers);
-    rkv_table_get_stats(m->t, &ts);
-    stat_line(m, "pid", (uint64_t)getpid());
-    stat_line(m, "uptime", (rkv_now_ns() - srv->start_ns) / 1000000000ull);
-    stat_line(m, "time", (uint64_t)time(NULL));
-    outf(m, "STAT version %s\r\n", RKV_MC_VERSION_STRING);
-    stat_line(m, "pointer_size", sizeof(void *) * 8);
-    stat_line(m, "curr_connections", atomic_load(&srv->conns_authed));
-    stat_line(m, "total_connections", atomic_load(&srv->conns_total));
-    stat_line(m, "rejected_connections", atomic_load(&srv->conns_rejected));
-    stat_line(m, "threads", srv->nworkers);
-    for (size_t i = 0; i < RKV_ARRAY_SIZE(counters); i++)
-        stat_line(m, counters[i].name, sum(counters[i].off, srv->nworkers));
-    stat_line(m, "curr_items", ts.items);
-    stat_line(m, "total_items", ts.puts > touch_stores ? ts.puts - touch_stores : 0);
-    /* what memcached monitoring reads (libmemcached's memcached_stat_st, memcstat) */
-    stat_line(m, "bytes", ts.bytes_used);
-    stat_line(m, "limit_maxbytes", ts.heap_bytes);
-    stat_line(m, "evictions", ts.evictions);
-    /* then everything rkv counts, with an rkv_ prefix ("name value" lines) */
-    size_t n = rkv_server_stats_text(srv, text, sizeof text);
-    for (char *s = text, *e; s < text + n && (e = memchr(s, '\n', (size_t)(text + n - s))); s = e + 1)
-        outf(m, "STAT rkv_%.*s\r\n", (int)(e - s), s);
-    outs(m, "END\r\n");
-}
-
-static void stats_settings(struct mc *m)
-{
-    const struct rkv_server_config *cfg = &m->srv->cfg;
-    stat_line(m, "maxbytes", m->g->heap_size);
-    stat_line(m, "maxconns", cfg->max_conns);
-    stat_line(m, "num_threads", cfg->workers);
-    stat_line(m, "item_size_max", m->g->max_value_len);
-    outf(m, "STAT evictions %s\r\n", cfg->evict == 0 ? "off" : "on");
-    outs(m, "STAT cas_enabled yes\r\nSTAT binding_protocol ascii\r\nSTAT auth_enabled_sasl no\r\n");
-    stat_line(m, "key_max", RKV_MC_MAX_KEY);
-    outs(m, "END\r\n");
-}
-
 static void do_stats(struct mc *m, const struct rkv_mc_req *r)
 {
-    if (r->arg_len == 0)
-        stats_general(m);
-    else if (r->arg_len == 8 && memcmp(r->arg, "settings", 8) == 0)
-        stats_settings(m);
-    else
-        outs(m, "CLIENT_ERROR rkv answers only \"stats\" and \"stats settings\"\r\n");
+    rkv_mc_stats(m->srv, m->wc, r->arg, r->arg_len);
 }
 
 /* ------------------------------------------------------------ meta */
@@ -619,6 +550,9 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
         version = res == 1 ? f.copy->version : 0;
     }
     count_read(m, touch && res == 1, res == 1);   /* memcached: an mg miss is a get miss, T or not */
+    if (res == 1)
+        rkv_mc_count_class(m->st, m->g, touch ? RKV_MC_CLS_TOUCH_HITS : RKV_MC_CLS_GET_HITS,
+                           r->key_len, f.value_len);
     if (res == 0) {
         if (!r->noreply)
             outs(m, "EN\r\n");
@@ -670,6 +604,7 @@ static void do_ms(struct mc *m, const struct rkv_mc_req *r)
     }
     rkv_status st = store(m, how, r, cas_given, &version);
     rkv_stat_bump(&m->st->cmd_set, 1);
+    rkv_mc_count_class(m->st, m->g, RKV_MC_CLS_CMD_SET, r->key_len, r->bytes);
     /* memcached's ms takes the memory for its data before it looks at the
      * mode, and on failure unlinks the key in every mode (a set refused for
      * size never gets here: refused()) */
@@ -809,13 +744,15 @@ static void refused(struct mc *m, const struct rkv_mc_req *r, enum rkv_mc_result
 {
     if (res == RKV_MC_SERVER_ERROR && (r->cmd == RKV_MC_SET || r->cmd == RKV_MC_MS))
         rkv_table_delete(m->t, r->key, r->key_len);
+    if (res == RKV_MC_SERVER_ERROR)   /* a data block over the largest value */
+        rkv_stat_bump(&m->st->store_too_large, 1);
     if (res == RKV_MC_CLIENT_ERROR && r->cmd == RKV_MC_FLUSH_ALL)
         rkv_stat_bump(&m->st->cmd_flush, 1);
 }
 
 unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct rkv_wconn *wc)
 {
-    struct mc m = { .srv = srv, .t = srv->table, .c = wc->conn, .st = &mc_stats[w->id],
+    struct mc m = { .srv = srv, .t = srv->table, .c = wc->conn, .wc = wc, .st = &rkv_mc_counters[w->id],
                     .g = rkv_table_header(srv->table) };
     struct rkv_msg msg;
     struct rkv_mc_req req;

@@ -147,7 +147,7 @@ static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
     for (uint32_t i = 0; i < pi->handed && live > 0; i++) {
         if (rkv_table_live_at(t, pi->start + (uint64_t)i * pi->size, pi->cls, &p)) {
             rkv_table_index_remove(t, &p);
-            count(&writer_slot(t)->n.evictions, 1);
+            count_eviction(t, p.word);
             live--;
         }
     }

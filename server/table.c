@@ -1059,24 +1059,31 @@ static void access_stamp(struct rkv_table *t, uint64_t word)
         __atomic_store_n(m, now, __ATOMIC_RELAXED);
 }
 
-/* The live item of key under its stripes, or NULL; `used`: stamped as an
- * access while it is sure to be the key's. */
+/* The live item of key under its stripes, or NULL (*expired, when not NULL:
+ * whether an expired item was all there was); `used`: stamped as an access
+ * while it is sure to be the key's. */
 static const struct rkv_item *table_find(struct rkv_table *t, const void *key, uint32_t key_len,
-                                         bool used)
+                                         bool used, bool *expired)
 {
     struct rkv_key_hash h;
     struct place p;
     const struct rkv_item *it = NULL;
+    if (expired != NULL)
+        *expired = false;
     if (check_key(t, key, key_len) != RKV_OK)
         return NULL;
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
     struct stripe_set set;
     key_stripes(t, &h, &set);
     struct stripe_hold hold = stripes_lock(t, &set);
-    if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
-        it = p.it;
-        if (used)
-            access_stamp(t, p.word);
+    if (rkv_table_index_find(t, &h, key, key_len, &p)) {
+        if (!expired_now(t, p.it)) {
+            it = p.it;
+            if (used)
+                access_stamp(t, p.word);
+        } else if (expired != NULL) {
+            *expired = true;
+        }
     }
     stripes_unlock(t, &set, hold);
     return it;
@@ -1084,12 +1091,19 @@ static const struct rkv_item *table_find(struct rkv_table *t, const void *key, u
 
 const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint32_t key_len)
 {
-    return table_find(t, key, key_len, false);
+    return table_find(t, key, key_len, false, NULL);
 }
 
-const struct rkv_item *rkv_table_read(struct rkv_table *t, const void *key, uint32_t key_len)
+const struct rkv_item *rkv_table_find_live(struct rkv_table *t, const void *key, uint32_t key_len,
+                                           bool *expired)
 {
-    return table_find(t, key, key_len, true);
+    return table_find(t, key, key_len, false, expired);
+}
+
+const struct rkv_item *rkv_table_read(struct rkv_table *t, const void *key, uint32_t key_len,
+                                      bool *expired)
+{
+    return table_find(t, key, key_len, true, expired);
 }
 
 /* The access word of the item a hint names, or NULL; *valid says whether the
@@ -1332,6 +1346,18 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
         rkv_lock_stats_sum(&t->lock_stats[0].index, sizeof(t->lock_stats[0]), &out->lock_index);
     }
     rkv_slab_lock_stats(t->slab, &out->lock_slab);
+}
+
+void rkv_table_class_stats(struct rkv_table *t, unsigned cls, struct rkv_table_class_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (cls >= rkv_slab_class_count(t->slab))
+        return;
+    rkv_slab_class_stats(t->slab, cls, &out->slab);
+    for (unsigned i = 0; i < RKV_THREAD_SLOTS; i++) {
+        out->evicted += __atomic_load_n(&t->writer_slots[i].class_evicted[cls], __ATOMIC_RELAXED);
+        out->evicted_ttl += __atomic_load_n(&t->writer_slots[i].class_evicted_ttl[cls], __ATOMIC_RELAXED);
+    }
 }
 
 /* ------------------------------------------------------------ creation */

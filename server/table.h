@@ -117,12 +117,17 @@ uint64_t rkv_table_flush(struct rkv_table *t, uint32_t delay_s);
 /* Server-side lookup for tests and tools (incr has its own, under the
  * lock): copies nothing, returns the live item or NULL. */
 const struct rkv_item *rkv_table_find(struct rkv_table *t, const void *key, uint32_t key_len);
+/* The same; *expired (when not NULL) says whether a NULL answer found the
+ * key's item expired, not yet reclaimed (the door's get_expired). */
+const struct rkv_item *rkv_table_find_live(struct rkv_table *t, const void *key, uint32_t key_len,
+                                           bool *expired);
 
-/* A read the server serves itself (the memcached door): rkv_table_find,
+/* A read the server serves itself (the memcached door): rkv_table_find_live,
  * and the item found counts as just used, as a client's access hint makes
  * it (rkv_table_hints), so reads through either door feed one eviction
  * policy. */
-const struct rkv_item *rkv_table_read(struct rkv_table *t, const void *key, uint32_t key_len);
+const struct rkv_item *rkv_table_read(struct rkv_table *t, const void *key, uint32_t key_len,
+                                      bool *expired);
 
 /* Recency hints from a client: n slot words (8 bytes each, any alignment)
  * it found items through. Each is validated; a valid one stamps its item
@@ -143,6 +148,16 @@ void rkv_table_tick(struct rkv_table *t);
 uint32_t rkv_table_clock(const struct rkv_table *t);
 
 void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out);
+
+/* One size class (0-based) as memcached's `stats slabs` and `stats items`
+ * show it: where its memory is, and the items evicted from it (to make
+ * room, or with a page moved to another class). Zeros past the last class. */
+struct rkv_table_class_stats {
+    struct rkv_slab_class_stats slab;
+    uint64_t evicted;       /* items of this class evicted */
+    uint64_t evicted_ttl;   /* ... of them, items that had an expiry time */
+};
+void rkv_table_class_stats(struct rkv_table *t, unsigned cls, struct rkv_table_class_stats *out);
 
 /* Debugging and tests: fn is called after every slot store, under that
  * bucket's lock, while its version is still odd — so a trace shows the

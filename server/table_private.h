@@ -40,6 +40,8 @@ struct writer_slot {
     uint32_t stores;         /* LRU: stores since the slot last advanced the access clock */
     uint64_t rng;            /* xorshift state for eviction sampling; 0 until first used */
     struct table_counters n; /* this slot's share of the table's counters */
+    uint64_t class_evicted[RKV_MAX_CLASSES];     /* evictions by the victim's class (atomic adds) */
+    uint64_t class_evicted_ttl[RKV_MAX_CLASSES]; /* ... of victims that had an expiry time */
 } __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_table {
@@ -111,6 +113,20 @@ static inline struct writer_slot *writer_slot(struct rkv_table *t)
 static inline struct rkv_item *item_at(const struct rkv_table *t, uint64_t word)
 {
     return (struct rkv_item *)(void *)(t->base + rkv_slot_offset(word));
+}
+
+/* An eviction of the item of slot word `word`: the table's count, and its
+ * class's (the door's stats items). */
+static inline void count_eviction(struct rkv_table *t, uint64_t word)
+{
+    struct writer_slot *w = writer_slot(t);
+    unsigned cls = rkv_slot_class(word);
+    count(&w->n.evictions, 1);
+    if (cls < RKV_MAX_CLASSES) {
+        count(&w->class_evicted[cls], 1);
+        if (item_at(t, word)->expire_at != 0)
+            count(&w->class_evicted_ttl[cls], 1);
+    }
 }
 
 /* Slot s of bucket b: exact under its stripe (or the index exclusive), a

@@ -38,7 +38,6 @@
 #include "tcp_server.h"
 #include "util.h"
 
-#define TCP_BACKLOG     1024
 #define TCP_BUF_MIN     (16u << 10)     /* buffers start (and shrink back to) this size */
 #define TCP_BUSY_MSG    "SERVER_ERROR too many open connections\r\n"
 
@@ -441,7 +440,7 @@ static rkv_status tcp_listen(const char *addr, const struct rkv_region *region,
     l->out_max = rkv_tcp_out_max(h->max_value_len);
     l->sock = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (l->sock < 0 || setsockopt(l->sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(l->sock, res->ai_addr, res->ai_addrlen) != 0 || listen(l->sock, TCP_BACKLOG) != 0) {
+        bind(l->sock, res->ai_addr, res->ai_addrlen) != 0 || listen(l->sock, RKV_TCP_BACKLOG) != 0) {
         snprintf(err, err_len, "%s: %s%s", addr, strerror(errno),
                  errno == EADDRINUSE ? "; another process (memcached?) has the port: pick another" :
                  errno == EACCES ? "; ports below 1024 need privileges" : "");
