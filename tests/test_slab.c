@@ -88,7 +88,7 @@ static void test_class_table(void **state)
     uint32_t sz[RKV_MAX_CLASSES], n;
     char err[256];
 
-    assert_int_equal(rkv_slab_classes(1u << 20, 1.25, sz, &n, err, sizeof err), RKV_OK);
+    assert_int_equal(rkv_slab_classes(1u << 20, 1.25, 0, sz, &n, err, sizeof err), RKV_OK);
     assert_true(n > 10 && n <= RKV_MAX_CLASSES);
     assert_int_equal(sz[0], 64);
     assert_int_equal(sz[n - 1], 1u << 20);
@@ -103,15 +103,15 @@ static void test_class_table(void **state)
     }
     /* a larger factor gives fewer classes */
     uint32_t n2;
-    assert_int_equal(rkv_slab_classes(1u << 20, 2.0, sz, &n2, err, sizeof err), RKV_OK);
+    assert_int_equal(rkv_slab_classes(1u << 20, 2.0, 0, sz, &n2, err, sizeof err), RKV_OK);
     assert_true(n2 < n);
     assert_int_equal(sz[1], 128);
 
     /* refused: too many classes, factor <= 1, bad page size */
-    assert_int_equal(rkv_slab_classes(1u << 20, 1.01, sz, &n, err, sizeof err), RKV_INVALID);
+    assert_int_equal(rkv_slab_classes(1u << 20, 1.01, 0, sz, &n, err, sizeof err), RKV_INVALID);
     assert_non_null(strstr(err, "growth factor"));
-    assert_int_equal(rkv_slab_classes(1u << 20, 1.0, sz, &n, err, sizeof err), RKV_INVALID);
-    assert_int_equal(rkv_slab_classes(1000, 1.25, sz, &n, err, sizeof err), RKV_INVALID);
+    assert_int_equal(rkv_slab_classes(1u << 20, 1.0, 0, sz, &n, err, sizeof err), RKV_INVALID);
+    assert_int_equal(rkv_slab_classes(1000, 1.25, 0, sz, &n, err, sizeof err), RKV_INVALID);
 }
 
 static void test_class_for(void **state)
