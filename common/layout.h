@@ -34,13 +34,14 @@ RKV_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                   "the region and message formats are little endian: build rkv on a little-endian host");
 
 #define RKV_REGION_MAGIC    0x314e4745524b5652ull /* "RKVREGN1" */
-#define RKV_FORMAT_VERSION  2u  /* 2: superseded items forward to their replacement */
+#define RKV_FORMAT_VERSION  3u  /* 2: superseded items forward to their replacement;
+                                 * 3: items on 8-byte boundaries, finer size classes */
 #define RKV_HEADER_SIZE     4096u
 #define RKV_CACHELINE       64u
 
 #define RKV_SLOTS_PER_BUCKET 7u   /* 7 slots + 1 version word = 64 bytes */
-#define RKV_MAX_CLASSES      64u  /* size classes; class id fits 8 bits */
-#define RKV_ITEM_ALIGN       64u  /* items start on 64-byte boundaries */
+#define RKV_MAX_CLASSES      192u /* size classes; class id fits 8 bits */
+#define RKV_ITEM_ALIGN       8u   /* items start on 8-byte boundaries (the state word's stores) */
 #define RKV_MAX_KEY_LEN      250u /* memcached's limit; keys are binary-safe */
 
 /* The first page of the region. Written once at start (geometry) except for
@@ -95,7 +96,8 @@ struct rkv_bucket {
 RKV_STATIC_ASSERT(sizeof(struct rkv_bucket) == RKV_CACHELINE, "bucket is one cache line");
 
 /* Slot word: bits 0-15 fingerprint (never 0), 16-23 size class,
- * 24-63 item offset from the region start in 64-byte units. 0 = empty. */
+ * 24-63 item offset from the region start in RKV_ITEM_ALIGN (8-byte) units,
+ * so regions up to 8 TiB. 0 = empty. */
 #define RKV_SLOT_FP_BITS     16
 #define RKV_SLOT_CLASS_SHIFT 16
 #define RKV_SLOT_OFF_SHIFT   24
@@ -156,6 +158,11 @@ static inline uint64_t rkv_item_forward(uint64_t state, uint16_t fp)
 
 /* The checksum of an item whose header fields and data are already in place. */
 uint64_t rkv_item_checksum(const struct rkv_item *it, uint64_t seed);
+
+/* The smallest item (a 1-byte key, no value), rounded up to RKV_ITEM_ALIGN:
+ * the smallest size class. */
+#define RKV_MIN_ITEM_SIZE \
+    ((RKV_ITEM_HEADER_SIZE + 1 + RKV_ITEM_ALIGN - 1) / RKV_ITEM_ALIGN * RKV_ITEM_ALIGN)
 
 static inline size_t rkv_item_size(uint32_t key_len, uint32_t value_len)
 {

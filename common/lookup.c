@@ -43,7 +43,7 @@ bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len)
         return false;
     for (unsigned i = 0; i < h->class_count; i++) {
         uint32_t sz = h->class_size[i];
-        if (sz < RKV_ITEM_ALIGN || sz % RKV_ITEM_ALIGN != 0 || sz > h->slab_page_size ||
+        if (sz < RKV_MIN_ITEM_SIZE || sz % RKV_ITEM_ALIGN != 0 || sz > h->slab_page_size ||
             sz > h->heap_size ||
             (i > 0 && sz <= h->class_size[i - 1]))
             return false;

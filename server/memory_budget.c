@@ -419,10 +419,10 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
     out->region = RKV_ALIGN_UP(memory, out->page_size);
     out->page_tables = RKV_ALIGN_UP(out->region / out->page_size * 8, PAGE_4K);
 
-    /* slab.c, for a heap of the smallest items (one RKV_ITEM_ALIGN unit):
+    /* slab.c, for a heap of the smallest items (RKV_MIN_ITEM_SIZE):
      * the page table and pool, a free-queue entry per item, and with LRU
      * eviction up to two blocks of meta words per page. */
-    uint64_t items = out->region / RKV_ITEM_ALIGN;
+    uint64_t items = out->region / RKV_MIN_ITEM_SIZE;
     uint64_t per_item = QUEUE_ENTRY + (cfg->evict == RKV_EVICT_LRU ? 2 * LRU_WORD : 0);
     out->bookkeeping = sat_add(out->region / cfg->slab_page_size * SLAB_PAGE_BOOK,
                                sat_mul(items, per_item));
@@ -430,7 +430,8 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
      * main thread (its tick frees expired items) */
     uint64_t writers = RKV_MIN((uint64_t)cfg->workers + 1, RKV_THREAD_SLOTS);
     out->bookkeeping = sat_add(out->bookkeeping,
-                               sat_mul(writers, rkv_slab_mag_bytes(cfg->slab_page_size, RKV_TABLE_GROWTH)));
+                               sat_mul(writers, rkv_slab_mag_bytes(cfg->slab_page_size, RKV_TABLE_GROWTH,
+                                                                  RKV_TABLE_FINE_LIMIT)));
 
     if (listens_on(cfg, "shm"))
         shm = shm_conn_bytes(cfg);

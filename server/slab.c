@@ -19,9 +19,10 @@
  * assigned.
  *
  * Fragmentation — where heap bytes go that no item uses:
- *   - internal: an item is rounded up to its class. With factor f the waste
- *     is below (f-1)/f of the slot (20% at 1.25, about 10% on average) plus
- *     the 64-byte alignment, which dominates for items under ~256 bytes.
+ *   - internal: an item is rounded up to its class: at most 7 bytes below
+ *     the fine limit (8-byte steps), above it at most the step between two
+ *     classes, about sqrt(f) (under 12% of the slot at f = 1.25, about 5%
+ *     on average; rkv_slab_classes).
  *   - page tails: page_size % class_size bytes at the end of each page
  *     (rkv_slab_stats().tail).
  *   - calcification: a page given to a class stays there until it is moved.
@@ -84,8 +85,8 @@
  * without a lock by client hints, which may race a page move. So a page's
  * word block is never freed while the allocator lives: a page has at most two
  * — one sized for its first class and, once it has moved to a class with more
- * items per page than that, one for the smallest class — and a reader always
- * bounds its index by the block it loaded. A race stamps the wrong item, which
+ * items per page than that, one for the smallest class (per_page[0]) — and
+ * a reader always bounds its index by the block it loaded. A race stamps the wrong item, which
  * is harmless for an approximate LRU.
  */
 #include <pthread.h>
@@ -210,27 +211,19 @@ struct rkv_slab {
     struct slab_class classes[RKV_MAX_CLASSES];
 };
 
-rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor,
-                            uint32_t class_size[RKV_MAX_CLASSES], uint32_t *class_count,
-                            char *err, size_t err_len)
+/* The coarse sequence: from 64 bytes by the growth factor, each rounded up
+ * to 64 bytes, the last the page size (at most RKV_SLAB_COARSE_CLASSES). */
+static rkv_status coarse_classes(uint32_t page_size, double growth_factor,
+                                 uint32_t class_size[RKV_SLAB_COARSE_CLASSES], unsigned *count,
+                                 char *err, size_t err_len)
 {
-    if (page_size < RKV_ITEM_ALIGN || page_size % RKV_ITEM_ALIGN != 0) {
-        snprintf(err, err_len, "slab page size %u is not a positive multiple of %u bytes; "
-                 "use a power of two such as 1048576", page_size, RKV_ITEM_ALIGN);
-        return RKV_INVALID;
-    }
-    if (!(growth_factor > 1.0 && growth_factor <= 8.0)) {
-        snprintf(err, err_len, "slab growth factor %g is out of range; use a value in (1, 8], "
-                 "typically 1.25", growth_factor);
-        return RKV_INVALID;
-    }
-    uint64_t size = RKV_ITEM_ALIGN;
+    uint64_t size = RKV_SLAB_COARSE_STEP;
     unsigned n = 0;
     for (;;) {
-        if (n == RKV_MAX_CLASSES) {
+        if (n == RKV_SLAB_COARSE_CLASSES) {
             snprintf(err, err_len, "slab growth factor %g needs more than %u size classes to "
                      "reach the %u-byte page size; raise the growth factor or lower the page size",
-                     growth_factor, RKV_MAX_CLASSES, page_size);
+                     growth_factor, RKV_SLAB_COARSE_CLASSES, page_size);
             return RKV_INVALID;
         }
         if (size >= page_size) {
@@ -238,18 +231,84 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor,
             break;
         }
         class_size[n++] = (uint32_t)size;
-        uint64_t next = RKV_ALIGN_UP((uint64_t)((double)size * growth_factor), RKV_ITEM_ALIGN);
-        size = next > size ? next : size + RKV_ITEM_ALIGN;
+        uint64_t next = RKV_ALIGN_UP((uint64_t)((double)size * growth_factor), RKV_SLAB_COARSE_STEP);
+        size = next > size ? next : size + RKV_SLAB_COARSE_STEP;
+    }
+    *count = n;
+    return RKV_OK;
+}
+
+/* floor(sqrt(x)) */
+static uint64_t isqrt(uint64_t x)
+{
+    uint64_t r = 0;
+    for (uint64_t bit = 1ull << 62; bit != 0; bit >>= 2) {
+        if (x >= r + bit) {
+            x -= r + bit;
+            r = (r >> 1) + bit;
+        } else {
+            r >>= 1;
+        }
+    }
+    return r;
+}
+
+rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t fine_limit,
+                            uint32_t class_size[RKV_MAX_CLASSES], uint32_t *class_count,
+                            char *err, size_t err_len)
+{
+    if (page_size < RKV_SLAB_COARSE_STEP || page_size % RKV_SLAB_COARSE_STEP != 0) {
+        snprintf(err, err_len, "slab page size %u is not a positive multiple of %u bytes; "
+                 "use a power of two such as 1048576", page_size, RKV_SLAB_COARSE_STEP);
+        return RKV_INVALID;
+    }
+    if (!(growth_factor > 1.0 && growth_factor <= 8.0)) {
+        snprintf(err, err_len, "slab growth factor %g is out of range; use a value in (1, 8], "
+                 "typically 1.25", growth_factor);
+        return RKV_INVALID;
+    }
+    uint32_t coarse[RKV_SLAB_COARSE_CLASSES];
+    unsigned nc, n = 0;
+    rkv_status st = coarse_classes(page_size, growth_factor, coarse, &nc, err, err_len);
+    if (st != RKV_OK)
+        return st;
+    if (fine_limit == 0) {
+        memcpy(class_size, coarse, nc * sizeof(coarse[0]));
+        *class_count = nc;
+        return RKV_OK;
+    }
+    /* Fine: every RKV_ITEM_ALIGN step from the smallest item up to fine_limit.
+     * Then every coarse class (so no item takes more than it would with the
+     * coarse classes alone), each preceded by the geometric mean of it and
+     * the class before, rounded up to RKV_ITEM_ALIGN (so the steps above
+     * fine_limit grow by about the square root of the factor). At most
+     * RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES fine classes fit. */
+    uint32_t prev = 0;
+    for (uint32_t s = RKV_MIN_ITEM_SIZE; s < fine_limit && s < page_size; s += RKV_ITEM_ALIGN) {
+        if (n == RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES) {
+            snprintf(err, err_len, "fine size classes up to %u bytes are more than %u",
+                     fine_limit, RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES);
+            return RKV_INVALID;
+        }
+        class_size[n++] = prev = s;
+    }
+    for (unsigned i = 0; i < nc; i++) {
+        if (coarse[i] <= prev)
+            continue;
+        uint64_t mid = RKV_ALIGN_UP(isqrt((uint64_t)prev * coarse[i]), RKV_ITEM_ALIGN);
+        if (prev != 0 && mid > prev && mid < coarse[i])
+            class_size[n++] = (uint32_t)mid;
+        class_size[n++] = prev = coarse[i];
     }
     *class_count = n;
     return RKV_OK;
 }
 
-uint64_t rkv_slab_mag_bytes(uint32_t page_size, double growth_factor)
+uint64_t rkv_slab_mag_bytes(uint32_t page_size, double growth_factor, uint32_t fine_limit)
 {
     uint32_t sizes[RKV_MAX_CLASSES], n;
     char err[8];
-    if (rkv_slab_classes(page_size, growth_factor, sizes, &n, err, sizeof err) != RKV_OK)
+    if (rkv_slab_classes(page_size, growth_factor, fine_limit, sizes, &n, err, sizeof err) != RKV_OK)
         return 0;
     return RKV_ALIGN_UP((uint64_t)n * sizeof(struct slab_mag), RKV_CACHELINE);   /* mags_of_slot() */
 }
@@ -502,7 +561,7 @@ static bool page_meta_attach(struct rkv_slab *s, struct slab_page *p, uint32_t p
         if ((b = p->first = meta_block_new(per_page)) == NULL)
             return false;
     } else if (b->cap < per_page) {
-        if (p->full == NULL && (p->full = meta_block_new(s->page_size / RKV_ITEM_ALIGN)) == NULL)
+        if (p->full == NULL && (p->full = meta_block_new(s->per_page[0])) == NULL)
             return false;
         b = p->full;
     }
@@ -1144,7 +1203,8 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
     uint32_t sizes[RKV_MAX_CLASSES];
     uint32_t count;
     struct rkv_slab *s = NULL;
-    rkv_status st = rkv_slab_classes(cfg->page_size, cfg->growth_factor, sizes, &count, err, err_len);
+    rkv_status st = rkv_slab_classes(cfg->page_size, cfg->growth_factor, cfg->fine_limit, sizes, &count,
+                                     err, err_len);
     if (st != RKV_OK)
         return st;
     if (cfg->heap_size < cfg->page_size || cfg->heap_size % cfg->page_size != 0 ||

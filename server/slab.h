@@ -3,9 +3,10 @@
  * The heap (layout.h) is cut into equal slab pages. A page is given to one
  * size class the first time that class needs memory and then holds items of
  * that class only, until the table moves it to another class (page
- * rebalancing: rkv_slab_page_take, see slab.c). Classes start at 64 bytes
- * (RKV_ITEM_ALIGN) and grow by the configured factor up to the page size, so
- * the largest item fills a page.
+ * rebalancing: rkv_slab_page_take, see slab.c). Classes step by
+ * RKV_ITEM_ALIGN (8 bytes) from the smallest item up to a fine limit, then
+ * grow by about the square root of the configured factor up to the page
+ * size, so the largest item fills a page (rkv_slab_classes).
  *
  * Memory a client may still be reading is never handed out early: a freed
  * item goes into a per-class limbo and becomes reusable only grace_ms later,
@@ -80,6 +81,8 @@ struct rkv_slab_config {
     uint64_t heap_size;     /* bytes of heap, a multiple of page_size */
     uint32_t page_size;     /* bytes per slab page, a multiple of RKV_ITEM_ALIGN */
     double growth_factor;   /* class size growth, > 1.0 */
+    uint32_t fine_limit;    /* classes step by RKV_ITEM_ALIGN below this size; 0: coarse
+                             * classes only (rkv_slab_classes) */
     uint32_t grace_ms;      /* a freed item is reused only this long after, <= RKV_SLAB_MAX_GRACE_MS */
     bool item_meta;         /* keep one private uint32 per item (rkv_slab_meta) */
     uint64_t (*clock_ns)(void); /* monotonic nanoseconds the grace periods are timed on;
@@ -88,11 +91,23 @@ struct rkv_slab_config {
                              * costs clock reads per hold: benchmarks and tests only */
 };
 
-/* The class table for a page size and growth factor: sizes in bytes,
- * increasing multiples of RKV_ITEM_ALIGN from 64, the last equal to
- * page_size. RKV_INVALID (message in err) when it would need more than
- * RKV_MAX_CLASSES classes or the arguments are out of range. */
-rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor,
+/* The coarse classes: from RKV_SLAB_COARSE_STEP bytes by the growth factor,
+ * each rounded up to RKV_SLAB_COARSE_STEP, the last the page size; at most
+ * RKV_SLAB_COARSE_CLASSES of them. */
+#define RKV_SLAB_COARSE_STEP    64u
+#define RKV_SLAB_COARSE_CLASSES 64u
+
+/* The class table for a page size, growth factor and fine limit: sizes in
+ * bytes, strictly increasing multiples of RKV_ITEM_ALIGN, the last equal to
+ * page_size. fine_limit 0: the coarse classes alone. Otherwise every
+ * RKV_ITEM_ALIGN step from RKV_MIN_ITEM_SIZE below fine_limit, then the
+ * coarse classes from fine_limit up, each with one class between it and the
+ * one before (their geometric mean, rounded up): a superset of the coarse
+ * classes, so no item takes more than it would with those alone.
+ * RKV_INVALID (message in err) when the coarse classes would be more than
+ * RKV_SLAB_COARSE_CLASSES, the fine ones too many, or the arguments are out
+ * of range. */
+rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t fine_limit,
                             uint32_t class_size[RKV_MAX_CLASSES], uint32_t *class_count,
                             char *err, size_t err_len);
 
@@ -101,7 +116,7 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor,
  * first allocation or free, and keeps them while the allocator lives); 0
  * when the arguments are out of range. memory_budget.c counts them per
  * writer thread. */
-uint64_t rkv_slab_mag_bytes(uint32_t page_size, double growth_factor);
+uint64_t rkv_slab_mag_bytes(uint32_t page_size, double growth_factor, uint32_t fine_limit);
 
 rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **out,
                            char *err, size_t err_len);

@@ -79,7 +79,7 @@
 #define MIN_PAGE_SIZE         1024u
 #define MAX_PAGE_SIZE         (1u << 30)
 #define MAX_INDEX_SHARE       0.9
-#define MAX_REGION_BYTES      (1ull << (64 - RKV_SLOT_OFF_SHIFT + 6)) /* 40-bit slot offsets in 64-byte units */
+#define MAX_REGION_BYTES      ((1ull << (64 - RKV_SLOT_OFF_SHIFT)) * RKV_ITEM_ALIGN) /* 40-bit slot offsets */
 #define HEAP_ALIGN            4096u
 
 #define BFS_MAX_DEPTH   5      /* longest displacement chain, in moves */
@@ -1545,6 +1545,7 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
     struct rkv_slab_config sc = {
         .region = t->base, .heap_offset = heap_offset, .heap_size = heap_size,
         .page_size = c.slab_page_size, .growth_factor = c.growth_factor,
+        .fine_limit = RKV_TABLE_FINE_LIMIT,
         .grace_ms = c.grace_ms, .item_meta = c.evict == RKV_EVICT_LRU,
         .clock_ns = c.now_ns,   /* one time source: a test's clock drives grace periods too */
         .lock_timing = c.lock_timing,

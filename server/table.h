@@ -37,6 +37,7 @@ struct rkv_table;
 enum rkv_evict_policy { RKV_EVICT_NONE, RKV_EVICT_LRU, RKV_EVICT_RANDOM };
 
 #define RKV_TABLE_GROWTH 1.25   /* size class growth factor unless configured */
+#define RKV_TABLE_FINE_LIMIT 256u /* size classes step by 8 bytes below this (rkv_slab_classes) */
 
 struct rkv_table_config {
     uint32_t slab_page_size;   /* bytes per slab page = largest item (default 1 MiB) */

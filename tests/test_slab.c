@@ -88,7 +88,7 @@ static void test_class_table(void **state)
     uint32_t sz[RKV_MAX_CLASSES], n;
     char err[256];
 
-    assert_int_equal(rkv_slab_classes(1u << 20, 1.25, sz, &n, err, sizeof err), RKV_OK);
+    assert_int_equal(rkv_slab_classes(1u << 20, 1.25, 0, sz, &n, err, sizeof err), RKV_OK);
     assert_true(n > 10 && n <= RKV_MAX_CLASSES);
     assert_int_equal(sz[0], 64);
     assert_int_equal(sz[n - 1], 1u << 20);
@@ -103,15 +103,70 @@ static void test_class_table(void **state)
     }
     /* a larger factor gives fewer classes */
     uint32_t n2;
-    assert_int_equal(rkv_slab_classes(1u << 20, 2.0, sz, &n2, err, sizeof err), RKV_OK);
+    assert_int_equal(rkv_slab_classes(1u << 20, 2.0, 0, sz, &n2, err, sizeof err), RKV_OK);
     assert_true(n2 < n);
     assert_int_equal(sz[1], 128);
 
     /* refused: too many classes, factor <= 1, bad page size */
-    assert_int_equal(rkv_slab_classes(1u << 20, 1.01, sz, &n, err, sizeof err), RKV_INVALID);
+    assert_int_equal(rkv_slab_classes(1u << 20, 1.01, 0, sz, &n, err, sizeof err), RKV_INVALID);
     assert_non_null(strstr(err, "growth factor"));
-    assert_int_equal(rkv_slab_classes(1u << 20, 1.0, sz, &n, err, sizeof err), RKV_INVALID);
-    assert_int_equal(rkv_slab_classes(1000, 1.25, sz, &n, err, sizeof err), RKV_INVALID);
+    assert_int_equal(rkv_slab_classes(1u << 20, 1.0, 0, sz, &n, err, sizeof err), RKV_INVALID);
+    assert_int_equal(rkv_slab_classes(1000, 1.25, 0, sz, &n, err, sizeof err), RKV_INVALID);
+}
+
+/* The table's classes: 8-byte steps from the smallest item below the fine
+ * limit, then every coarse class with one class between each two; strictly
+ * increasing, aligned, ending at the page size, within RKV_MAX_CLASSES even
+ * at the largest pages and the smallest factor the coarse table allows. */
+static void test_fine_class_table(void **state)
+{
+    (void)state;
+    static const struct { uint32_t page; double factor; } cases[] = {
+        { 1u << 20, 1.25 }, { 64u << 10, 1.25 }, { 16u << 20, 1.25 }, { 1u << 30, 1.5 },
+        { 1u << 20, 2.0 }, { 4096, 1.25 }, { 1u << 20, 1.18 },
+    };
+    const uint32_t fine = 256;
+    char err[256];
+
+    for (unsigned c = 0; c < RKV_ARRAY_SIZE(cases); c++) {
+        uint32_t sz[RKV_MAX_CLASSES], n, coarse[RKV_MAX_CLASSES], nc;
+        assert_int_equal(rkv_slab_classes(cases[c].page, cases[c].factor, fine, sz, &n, err,
+                                          sizeof err), RKV_OK);
+        assert_int_equal(rkv_slab_classes(cases[c].page, cases[c].factor, 0, coarse, &nc, err,
+                                          sizeof err), RKV_OK);
+        assert_true(n > nc && n <= RKV_MAX_CLASSES);
+        assert_int_equal(sz[0], RKV_MIN_ITEM_SIZE);
+        assert_int_equal(sz[n - 1], cases[c].page);
+        for (unsigned i = 0; i < n; i++) {
+            assert_int_equal(sz[i] % RKV_ITEM_ALIGN, 0);
+            if (i > 0)
+                assert_true(sz[i] > sz[i - 1]);
+            if (sz[i] < fine)   /* fine-grained: every 8 bytes */
+                assert_int_equal(sz[i], RKV_MIN_ITEM_SIZE + i * RKV_ITEM_ALIGN);
+            else if (i > 0)     /* above: steps of about sqrt(factor) */
+                assert_true(sz[i] <= RKV_MAX((uint32_t)(sz[i - 1] * cases[c].factor) + 64,
+                                             sz[i - 1] + 64));
+        }
+        /* every coarse class is a class: no item takes more than it would there */
+        for (unsigned j = 0, i = 0; j < nc; j++) {
+            while (i < n && sz[i] < coarse[j])
+                i++;
+            assert_true(i < n);
+            assert_int_equal(sz[i], coarse[j]);
+        }
+        /* between two coarse classes above the fine limit, at most one class */
+        for (unsigned j = 1; j < nc; j++) {
+            unsigned between = 0;
+            for (unsigned i = 0; i < n; i++)
+                between += sz[i] > coarse[j - 1] && sz[i] < coarse[j];
+            if (coarse[j - 1] >= fine)
+                assert_true(between <= 1);
+        }
+    }
+    /* the largest table the limits allow still fits */
+    uint32_t sz[RKV_MAX_CLASSES], n;
+    assert_int_equal(rkv_slab_classes(1u << 20, 1.01, fine, sz, &n, err, sizeof err), RKV_INVALID);
+    assert_int_equal(rkv_slab_classes(1u << 20, 1.25, 4096, sz, &n, err, sizeof err), RKV_INVALID);
 }
 
 static void test_class_for(void **state)
@@ -977,6 +1032,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_table),
+        cmocka_unit_test(test_fine_class_table),
         cmocka_unit_test(test_class_for),
         cmocka_unit_test(test_create_refuses_bad_geometry),
         cmocka_unit_test(test_alloc_distinct_aligned),

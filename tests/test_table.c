@@ -229,7 +229,8 @@ static void test_layout_and_header(void **state)
     assert_int_equal(h->slab_page_size, 1 * MiB);
     assert_int_equal(h->max_key_len, RKV_MAX_KEY_LEN);
     assert_int_equal(h->max_value_len, 1 * MiB - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN);
-    assert_int_equal(h->class_size[0], 64);
+    assert_int_equal(h->class_size[0], RKV_MIN_ITEM_SIZE);
+    assert_int_equal(h->class_size[1], RKV_MIN_ITEM_SIZE + RKV_ITEM_ALIGN);
     assert_int_equal(h->class_size[h->class_count - 1], h->slab_page_size);
     assert_int_equal(rkv_table_clock(a.t), 1);
     /* default sizing: at least one slot per 96 heap bytes, at most two */
@@ -1321,6 +1322,67 @@ static void test_torn_read_never_returned(void **state)
     env_free(&e);
 }
 
+/* Items sit on 8-byte boundaries: 56-byte items (class 1) laid side by
+ * side start at every offset mod 64, so at every position against a cache
+ * line. Each reads back through the lookup, cold and through its location,
+ * and a torn copy of each (a flipped byte at either end, or the first half
+ * of another item's image) is never returned. */
+static void test_items_at_every_alignment(void **state)
+{
+    (void)state;
+    struct env e;
+    env_make(&e, 8 * MiB, NULL);
+    enum { N = 16, KEY = 5, VAL = 56 - RKV_ITEM_HEADER_SIZE - KEY };
+    char key[N][8];
+    uint8_t val[VAL], buf[VAL], torn[64];
+    uint64_t slot[N];
+    unsigned seen = 0;   /* offsets mod 64 met, one bit per 8 bytes */
+    struct rkv_lookup l;
+
+    assert_int_equal(e.h->class_size[1], 56);
+    for (unsigned i = 0; i < N; i++) {
+        snprintf(key[i], sizeof key[i], "a%04u", i);
+        memset(val, 'a' + (int)i, sizeof val);
+        assert_int_equal(put_mode(&e, key[i], KEY, val, VAL, RKV_SET, 0, 0, NULL), RKV_OK);
+    }
+    for (unsigned i = 0; i < N; i++) {
+        memset(buf, 0, sizeof buf);
+        assert_int_equal(get(&e, key[i], KEY, 0, buf, sizeof buf, &l), RKV_OK);
+        assert_int_equal(l.value_len, VAL);
+        for (unsigned j = 0; j < VAL; j++)
+            assert_int_equal(buf[j], 'a' + (int)i);
+        assert_int_equal(rkv_slot_class(l.slot), 1);
+        uint64_t off = rkv_slot_offset(l.slot);
+        assert_int_equal(off % RKV_ITEM_ALIGN, 0);
+        seen |= 1u << (off % 64 / 8);
+        slot[i] = l.slot;
+        assert_int_equal(get(&e, key[i], KEY, slot[i], buf, sizeof buf, &l), RKV_OK);
+        assert_int_equal(l.cache_used, 1);
+    }
+    assert_int_equal(seen, 0xff);
+
+    for (unsigned i = 0; i < N; i++) {
+        uint64_t off = rkv_slot_offset(slot[i]);
+        const uint8_t *img = (const uint8_t *)e.region.base + off;
+        for (unsigned how = 0; how < 3; how++) {
+            memcpy(torn, img, 56);
+            if (how == 0)
+                torn[RKV_ITEM_HEADER_SIZE] ^= 1;           /* first key byte */
+            else if (how == 1)
+                torn[55] ^= 0x80;                          /* last value byte */
+            else                                           /* another item's second half */
+                memcpy(torn + 28, (const uint8_t *)e.region.base + rkv_slot_offset(slot[(i + 1) % N]) + 28, 28);
+            e.rd = (struct reader){ .base = e.region.base, .size = e.region.size, .torn_off = off,
+                                    .torn_img = torn, .torn_len = 56, .torn_left = 1000 };
+            assert_int_equal(get(&e, key[i], KEY, slot[i], buf, sizeof buf, &l), RKV_RETRY_EXHAUSTED);
+            assert_true(e.retries >= 8);
+        }
+        e.rd.torn_left = 0;
+        assert_int_equal(get(&e, key[i], KEY, slot[i], buf, sizeof buf, &l), RKV_OK);
+    }
+    env_free(&e);
+}
+
 static void test_stale_cached_slot(void **state)
 {
     (void)state;
@@ -1353,7 +1415,7 @@ static void test_stale_cached_slot(void **state)
     char key[32];
     bool reused = false;
     for (unsigned i = 0; i < 1000 && !reused; i++) {
-        snprintf(key, sizeof key, "other%u", i);
+        snprintf(key, sizeof key, "o%04u", i);   /* as long as "stale": the same class */
         assert_int_equal(put(&e, key, "xx"), RKV_OK);
         const struct rkv_item *it = rkv_table_find(e.t, key, (uint32_t)strlen(key));
         reused = (uint64_t)((const uint8_t *)it - (const uint8_t *)e.region.base) == rkv_slot_offset(s1);
@@ -1762,6 +1824,7 @@ int main(void)
         cmocka_unit_test(test_hints_validated),
         cmocka_unit_test(test_hints_batch_stamps_valid_only),
         cmocka_unit_test(test_torn_read_never_returned),
+        cmocka_unit_test(test_items_at_every_alignment),
         cmocka_unit_test(test_stale_cached_slot),
         cmocka_unit_test(test_update_forwards),
         cmocka_unit_test(test_first_bucket_first),

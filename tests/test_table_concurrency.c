@@ -324,8 +324,10 @@ static void test_readers_race_writer(void **state)
     char err[512] = "";
 
     /* 64 buckets (448 slots) for up to 461 keys: inserts displace items all
-     * the time, and some find no room at all. */
-    struct rkv_table_config c = { .index_share = 64.0 * 64 / (16 << 20), .grace_ms = 2 };
+     * the time, and some find no room at all. 64 KiB pages: values of 1 to
+     * 400 bytes fill some 30 size classes, each needing pages of its own. */
+    struct rkv_table_config c = { .index_share = 64.0 * 64 / (16 << 20), .grace_ms = 2,
+                                  .slab_page_size = 64 << 10 };
     assert_int_equal(rkv_region_create(16 << 20, &sh.region, err, sizeof err), RKV_OK);
     if (rkv_table_create(sh.region.base, sh.region.size, &c, &sh.t, err, sizeof err) != RKV_OK)
         fail_msg("%s", err);
@@ -703,9 +705,10 @@ static void many_writers(bool evict)
     sh.evict = evict;
     /* Without eviction: 64 buckets (448 slots) for up to 465 keys, as the
      * single-writer test. With it: a 128 KiB region of 4 KiB pages behind
-     * the same 64 buckets, so both the heap and the index overfill. */
+     * the same 64 buckets, so both the heap and the index overfill. 64 KiB
+     * pages without eviction: some 30 size classes, each with pages of its own. */
     struct rkv_table_config c = { .index_share = 64.0 * 64 / (16 << 20), .grace_ms = 2,
-                                  .lock_timing = true };
+                                  .slab_page_size = 64 << 10, .lock_timing = true };
     uint64_t size = 16 << 20;
     if (evict) {
         size = 128 * 1024;
