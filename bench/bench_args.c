@@ -1,9 +1,18 @@
-/* bench_args.c — see bench_args.h. */
+/* bench_args.c — see bench_args.h.
+ *
+ * The options are a table (bench_options[], like server/config.c's
+ * settings): one row per option with its names, what it takes, its default,
+ * its help and the setter that applies a value, mostly a generic one writing
+ * the row's field of struct bench_config within the row's range. The
+ * defaults, the parser and --help all read the table; what spans several
+ * options is checked after the whole command line (check_combination).
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,14 +22,8 @@
 #include "util.h"
 #include "workload.h"
 
-enum opt_id {
-    OPT_SERVER, OPT_THREADS, OPT_WINDOW, OPT_DURATION, OPT_REQUESTS, OPT_KEYS,
-    OPT_KEY_SIZE, OPT_VALUE_SIZE, OPT_GET_RATIO, OPT_DELETE_RATIO, OPT_DIST,
-    OPT_WORKLOAD, OPT_WARMUP, OPT_PRELOAD, OPT_NO_PRELOAD, OPT_VERIFY, OPT_JSON,
-    OPT_SEED, OPT_AUTH, OPT_TIMEOUT, OPT_LOCATION_CACHE, OPT_BUCKET_READS, OPT_QUIET, OPT_HELP,
-    OPT_VERSION, OPT_RATE, OPT_ARRIVAL, OPT_PROCESSES, OPT_HIST_FILE, OPT_TIMESERIES,
-    OPT_HTML, OPT_COMPARE, OPT_PROTOCOL, OPT_CONNECTIONS, OPT_LOCKSTEP, OPT_CLOCK,
-};
+/* The skew of zipf and latest when none is given (also a preset's). */
+#define DEFAULT_THETA 0.99
 
 /* Which settings the command line gave explicitly (a workload preset fills
  * in only the others, whatever the order of the flags). */
@@ -30,137 +33,8 @@ enum {
     SET_ARRIVAL   = 1u << 2,
     SET_COMPARE   = 1u << 3,   /* --compare seen: bare arguments are report files */
     SET_CONNECTIONS = 1u << 4,
+    SET_DURATION  = 1u << 5,
 };
-
-struct opt_def {
-    const char *name;   /* long name without "--" */
-    char short_name;    /* or 0 */
-    bool has_arg;       /* takes a value */
-    enum opt_id id;
-};
-
-static const struct opt_def options[] = {
-    { "server",         's', true,  OPT_SERVER },
-    { "threads",        't', true,  OPT_THREADS },
-    { "window",         'w', true,  OPT_WINDOW },
-    { "lockstep",       0,   false, OPT_LOCKSTEP },
-    { "duration",       'd', true,  OPT_DURATION },
-    { "requests",       'n', true,  OPT_REQUESTS },
-    { "keys",           'k', true,  OPT_KEYS },
-    { "key-size",       0,   true,  OPT_KEY_SIZE },
-    { "value-size",     0,   true,  OPT_VALUE_SIZE },
-    { "get-ratio",      'r', true,  OPT_GET_RATIO },
-    { "delete-ratio",   0,   true,  OPT_DELETE_RATIO },
-    { "dist",           0,   true,  OPT_DIST },
-    { "workload",       0,   true,  OPT_WORKLOAD },
-    { "warmup",         0,   true,  OPT_WARMUP },
-    { "preload",        0,   false, OPT_PRELOAD },
-    { "no-preload",     0,   false, OPT_NO_PRELOAD },
-    { "verify",         0,   false, OPT_VERIFY },
-    { "json",           0,   true,  OPT_JSON },
-    { "seed",           0,   true,  OPT_SEED },
-    { "auth",           0,   true,  OPT_AUTH },
-    { "timeout",        0,   true,  OPT_TIMEOUT },
-    { "location-cache", 0,   true,  OPT_LOCATION_CACHE },
-    { "bucket-reads",   0,   true,  OPT_BUCKET_READS },
-    { "quiet",          'q', false, OPT_QUIET },
-    { "rate",           0,   true,  OPT_RATE },
-    { "arrival",        0,   true,  OPT_ARRIVAL },
-    { "processes",      'P', true,  OPT_PROCESSES },
-    { "hist-file",      0,   true,  OPT_HIST_FILE },
-    { "timeseries",     0,   true,  OPT_TIMESERIES },
-    { "html",           0,   true,  OPT_HTML },
-    { "compare",        0,   false, OPT_COMPARE },
-    { "protocol",       0,   true,  OPT_PROTOCOL },
-    { "connections",    0,   true,  OPT_CONNECTIONS },
-    { "clock",          0,   true,  OPT_CLOCK },
-    { "help",           'h', false, OPT_HELP },
-    { "version",        'V', false, OPT_VERSION },
-};
-
-void bench_usage(FILE *out)
-{
-    fprintf(out,
-"Usage: rkv-bench -s URI [options]\n"
-"Load generator for rkv: drives one or more servers through librkv and reports\n"
-"throughput, latency percentiles and the transport's per-operation counters.\n"
-"\n"
-"Servers and threads:\n"
-"  -s, --server URI        server to load: shm://PATH or rdma://HOST:PORT; repeat\n"
-"                          (or separate with commas) to shard keys over several\n"
-"  -t, --threads N         client threads, each with its own handle (1..%u; 1)\n"
-"  -w, --window N          operations in flight per thread (1..%u; 1): a steady\n"
-"                          window through rkv_submit, each completion's slot\n"
-"                          refilled at once; the report gives the mean depth\n"
-"      --lockstep          the window as batches of N through rkv_mget/rkv_mput,\n"
-"                          each waiting for its slowest op (the open loop's way)\n"
-"      --auth SECRET       shared secret the servers expect\n"
-"      --timeout MS        per-operation timeout (1..3600000; library default)\n"
-"      --location-cache N|off  client location-cache entries (library default)\n"
-"      --bucket-reads auto|together|first  how a cold GET reads its two buckets\n"
-"                             (rkv_options.bucket_reads; default auto)\n"
-"  -P, --processes N       fork N client processes, each with --threads threads\n"
-"                          and handles; their histograms merge exactly (1..%u; 1)\n"
-"      --protocol P        rkv (librkv; default) or memcache: the memcached text\n"
-"                          protocol over TCP to one -s tcp://HOST:PORT (rkv's\n"
-"                          tcp:// door or a memcached); a batch is pipelined over\n"
-"                          the thread's connections\n"
-"      --connections N     memcache: TCP connections in all (a multiple of\n"
-"                          threads x processes, at most that x window; default\n"
-"                          threads x processes x window: one request in flight each)\n"
-"\n"
-"Open loop (default: closed loop, each thread waits for a reply before the next):\n"
-"      --rate OPS          send OPS operations per second in total (split over\n"
-"                          threads and processes) on a fixed schedule; latency is\n"
-"                          measured from each operation's intended send time, so\n"
-"                          it includes the queueing a late reply causes\n"
-"      --arrival KIND      constant (default) or poisson spacing of the sends\n"
-"\n"
-"How long:\n"
-"  -d, --duration TIME     measure for TIME: 10, 2.5s, 500ms, 1m (default 10s)\n"
-"  -n, --requests N        stop after N operations in total (over all threads)\n"
-"      --warmup TIME       run the workload TIME before measuring (0)\n"
-"\n"
-"What:\n"
-"  -k, --keys N            key space size (1..2^40; 100000)\n"
-"      --key-size N|MIN-MAX    key bytes (%u..%u; 16); keys are \"k\" + index\n"
-"      --value-size N|MIN-MAX  value bytes (0..1M; 32); K/M suffixes accepted\n"
-"  -r, --get-ratio R       share of GETs, 0..1 (0.9); the rest are writes\n"
-"      --delete-ratio R    share of DELETEs, 0..1 (0)\n"
-"      --dist D            key choice: uniform, zipf[:THETA], latest[:THETA]\n"
-"                          (THETA in (0,1), default 0.99; default dist uniform)\n"
-"      --workload A..F     YCSB preset: A 50%% read/50%% update zipf; B 95/5 zipf;\n"
-"                          C read-only zipf; D 95%% read/5%% insert, read-latest;\n"
-"                          F 50%% read/50%% read-modify-write (get + CAS put).\n"
-"                          E (range scans) does not apply to a key-value cache.\n"
-"                          Flags given explicitly override the preset.\n"
-"      --preload           write every key once before measuring (default)\n"
-"      --no-preload        start from whatever the server holds\n"
-"      --verify            values carry their key and version; every GET checks\n"
-"                          them, and any bad value fails the run (exit 1)\n"
-"      --seed N            random seed (1); same seed, same key sequence\n"
-"\n"
-"Output:\n"
-"      --json FILE         also write the report as JSON to FILE ('-': stdout,\n"
-"                          and the text report goes to stderr)\n"
-"      --hist-file PREFIX  write each operation type's full latency distribution\n"
-"                          in HdrHistogram's text format to PREFIX-get.hgrm,\n"
-"                          PREFIX-put.hgrm, ... (microseconds)\n"
-"      --timeseries FILE   per-second CSV: ops/s, p50, p99, errors per type\n"
-"      --html FILE         the report as one self-contained HTML page with charts\n"
-"      --compare A.json B.json ... --html FILE\n"
-"                          draw saved --json reports on one page (runs nothing)\n"
-"      --clock C           what a closed-loop op is timed with: auto (default:\n"
-"                          the TSC where the kernel's clocksource is tsc, else\n"
-"                          CLOCK_MONOTONIC), tsc or monotonic; the report names it\n"
-"  -q, --quiet             no progress lines\n"
-"  -h, --help              this text;  -V, --version  the version\n"
-"\n"
-"Exit status: 0 success, 1 the run failed (connection, errors, verification),\n"
-"2 bad command line.\n",
-        BENCH_MAX_THREADS, BENCH_MAX_WINDOW, BENCH_MAX_PROCESSES, BENCH_MIN_KEY_SIZE,
-        BENCH_MAX_KEY_SIZE);
-}
 
 static void usage_error(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void usage_error(FILE *err, const char *fmt, ...)
@@ -252,7 +126,7 @@ static bool parse_dist(const char *s, enum bench_dist *dist, double *theta)
 {
     const char *colon = strchr(s, ':');
     size_t n = colon ? (size_t)(colon - s) : strlen(s);
-    double t = 0.99;
+    double t = DEFAULT_THETA;
     if (n == 7 && strncmp(s, "uniform", 7) == 0 && colon == NULL) {
         *dist = BENCH_DIST_UNIFORM;
         return true;
@@ -269,20 +143,447 @@ static bool parse_dist(const char *s, enum bench_dist *dist, double *theta)
     return true;
 }
 
+/* ------------------------------------------------------------ setters */
+
+static void *field(struct bench_config *cfg, const struct bench_option *o)
+{
+    return (char *)cfg + o->offset;
+}
+
+/* An unsigned value into a field of any of the integer widths used
+ * (unsigned, uint64_t, and the enums of choices). */
+static void store_uint(void *dst, size_t size, uint64_t v)
+{
+    switch (size) {
+    case 1: *(uint8_t *)dst = (uint8_t)v; break;
+    case 2: *(uint16_t *)dst = (uint16_t)v; break;
+    case 4: *(uint32_t *)dst = (uint32_t)v; break;
+    default: *(uint64_t *)dst = v; break;
+    }
+}
+
+#define SETTER(name) \
+    static enum bench_opt_result name(struct bench_config *cfg, const struct bench_option *o, \
+                                      const char *v, unsigned *set, FILE *out, FILE *err)
+
+/* A whole number in min..max. */
+SETTER(set_uint)
+{
+    (void)set, (void)out, (void)err;
+    uint64_t u;
+    if (!rkv_parse_u64(v, o->min, o->max, &u))
+        return BENCH_OPT_BAD;
+    store_uint(field(cfg, o), o->size, u);
+    return BENCH_OPT_OK;
+}
+
+/* A number in min..max (above min with above_min). */
+SETTER(set_double)
+{
+    (void)set, (void)out, (void)err;
+    double d;
+    if (!parse_double(v, (double)o->min, (double)o->max, &d) || (o->above_min && d <= (double)o->min))
+        return BENCH_OPT_BAD;
+    *(double *)field(cfg, o) = d;
+    return BENCH_OPT_OK;
+}
+
+/* A time ("10", "2.5s", "500ms", "1m", "1h") in min..max seconds. */
+SETTER(set_seconds)
+{
+    (void)set, (void)out, (void)err;
+    double d;
+    if (!parse_seconds(v, &d) || d < (double)o->min || d > (double)o->max ||
+        (o->above_min && d <= (double)o->min))
+        return BENCH_OPT_BAD;
+    *(double *)field(cfg, o) = d;
+    return BENCH_OPT_OK;
+}
+
+/* "N" or "MIN-MAX" bytes within min..max. */
+SETTER(set_range)
+{
+    (void)set, (void)out, (void)err;
+    return parse_range(v, (uint32_t)o->min, (uint32_t)o->max, field(cfg, o)) ? BENCH_OPT_OK
+                                                                            : BENCH_OPT_BAD;
+}
+
+/* A non-empty string, kept (argv outlives the config). */
+SETTER(set_text)
+{
+    (void)set, (void)out, (void)err;
+    if (*v == '\0')
+        return BENCH_OPT_BAD;
+    *(const char **)field(cfg, o) = v;
+    return BENCH_OPT_OK;
+}
+
+/* One of the row's choices. */
+SETTER(set_choice)
+{
+    (void)set, (void)out, (void)err;
+    for (const struct bench_choice *c = o->choices; c->name != NULL; c++) {
+        if (strcmp(v, c->name) == 0) {
+            store_uint(field(cfg, o), o->size, (uint64_t)c->value);
+            return BENCH_OPT_OK;
+        }
+    }
+    return BENCH_OPT_BAD;
+}
+
+/* A switch that sets its bool; set_false, one that clears it. */
+SETTER(set_true)
+{
+    (void)v, (void)set, (void)out, (void)err;
+    *(bool *)field(cfg, o) = true;
+    return BENCH_OPT_OK;
+}
+
+SETTER(set_false)
+{
+    (void)v, (void)set, (void)out, (void)err;
+    *(bool *)field(cfg, o) = false;
+    return BENCH_OPT_OK;
+}
+
+SETTER(set_server)
+{
+    (void)o, (void)set, (void)out;
+    char msg[640];
+    if (server_list_add(&cfg->servers, &cfg->server_count, v, true, msg, sizeof msg))
+        return BENCH_OPT_OK;
+    usage_error(err, "%s", msg);
+    return BENCH_OPT_REFUSED;
+}
+
+/* --requests: a whole number; given without --duration, the run has no
+ * time limit (the default duration is dropped, whatever the order). */
+SETTER(set_requests)
+{
+    enum bench_opt_result r = set_uint(cfg, o, v, set, out, err);
+    if (r == BENCH_OPT_OK && !(*set & SET_DURATION))
+        cfg->duration_s = 0;
+    return r;
+}
+
+SETTER(set_dist)
+{
+    (void)o, (void)set, (void)out, (void)err;
+    return parse_dist(v, &cfg->dist, &cfg->theta) ? BENCH_OPT_OK : BENCH_OPT_BAD;
+}
+
+/* A YCSB letter; apply_workload takes the preset once every flag is known. */
+SETTER(set_workload)
+{
+    (void)o, (void)set, (void)out, (void)err;
+    if (strlen(v) != 1 || !isalpha((unsigned char)v[0]))
+        return BENCH_OPT_BAD;
+    cfg->workload = (char)toupper((unsigned char)v[0]);
+    return BENCH_OPT_OK;
+}
+
+/* "off", or a number of entries within min..max. */
+SETTER(set_location_cache)
+{
+    (void)set, (void)out, (void)err;
+    uint64_t u;
+    if (strcmp(v, "off") == 0)
+        cfg->location_cache = UINT_MAX;
+    else if (rkv_parse_u64(v, o->min, o->max, &u))
+        cfg->location_cache = (unsigned)u;
+    else
+        return BENCH_OPT_BAD;
+    return BENCH_OPT_OK;
+}
+
+/* --compare: the bare arguments that follow are reports (add_compare). */
+SETTER(set_compare)
+{
+    (void)cfg, (void)o, (void)v, (void)set, (void)out, (void)err;
+    return BENCH_OPT_OK;
+}
+
+SETTER(show_help)
+{
+    (void)cfg, (void)o, (void)v, (void)set, (void)err;
+    bench_usage(out);
+    return BENCH_OPT_EXIT;
+}
+
+SETTER(show_version)
+{
+    (void)cfg, (void)o, (void)v, (void)set, (void)err;
+    fprintf(out, "rkv-bench %s\n", RKV_VERSION_STRING);
+    return BENCH_OPT_EXIT;
+}
+
+/* ------------------------------------------------------------ the table */
+
+static const struct bench_choice bucket_reads_choices[] = {
+    { "auto", RKV_BUCKET_READS_AUTO }, { "together", RKV_BUCKET_READS_TOGETHER },
+    { "first", RKV_BUCKET_READS_FIRST }, { NULL, 0 },
+};
+static const struct bench_choice protocol_choices[] = {
+    { "rkv", BENCH_PROTO_RKV }, { "memcache", BENCH_PROTO_MEMCACHE }, { NULL, 0 },
+};
+static const struct bench_choice arrival_choices[] = {
+    { "constant", BENCH_ARRIVAL_CONSTANT }, { "poisson", BENCH_ARRIVAL_POISSON }, { NULL, 0 },
+};
+static const struct bench_choice clock_choices[] = {
+    { "auto", BENCH_CLOCK_AUTO }, { "tsc", BENCH_CLOCK_TSC }, { "monotonic", BENCH_CLOCK_MONOTONIC },
+    { NULL, 0 },
+};
+
+#define F(f) .offset = offsetof(struct bench_config, f), .size = sizeof(((struct bench_config *)0)->f)
+#define VALUE(metavar) .kind = BENCH_ARG_REQUIRED, .arg = (metavar)
+
+/* In --help's order. */
+const struct bench_option bench_options[] = {
+    { .name = "server", .short_name = 's', VALUE("URI"), .set = set_server,
+      .section = "Servers and threads:",
+      .help = "server to load: shm://PATH or rdma://HOST:PORT; repeat\n"
+              "(or separate with commas) to shard keys over several" },
+    { .name = "threads", .short_name = 't', VALUE("N"), .def = "1", .set = set_uint, F(threads),
+      .min = 1, .max = BENCH_MAX_THREADS,
+      .help = "client threads, each with its own handle ({min}..{max}; {default})" },
+    { .name = "window", .short_name = 'w', VALUE("N"), .def = "1", .set = set_uint, F(window),
+      .min = 1, .max = BENCH_MAX_WINDOW,
+      .help = "operations in flight per thread ({min}..{max}; {default}): a steady\n"
+              "window through rkv_submit, each completion's slot\n"
+              "refilled at once; the report gives the mean depth" },
+    { .name = "lockstep", .set = set_true, F(lockstep),
+      .help = "the window as batches of N through rkv_mget/rkv_mput,\n"
+              "each waiting for its slowest op (the open loop's way)" },
+    { .name = "auth", VALUE("SECRET"), .set = set_text, F(auth),
+      .help = "shared secret the servers expect" },
+    { .name = "timeout", VALUE("MS"), .set = set_uint, F(timeout_ms), .min = 1, .max = 3600000,
+      .help = "per-operation timeout ({min}..{max}; library default)",
+      .bad = "is not a number of milliseconds in {min}..{max}" },
+    { .name = "location-cache", VALUE("N|off"), .set = set_location_cache, F(location_cache),
+      .min = 1, .max = UINT_MAX - 1,
+      .help = "client location-cache entries (library default)",
+      .bad = "is not 'off' or a number of entries of at least {min}" },
+    { .name = "bucket-reads", VALUE("auto|together|first"), .def = "auto", .set = set_choice,
+      F(bucket_reads), .choices = bucket_reads_choices,
+      .help = "how a cold GET reads its two buckets\n"
+              "(rkv_options.bucket_reads; default {default})" },
+    { .name = "processes", .short_name = 'P', VALUE("N"), .def = "1", .set = set_uint, F(processes),
+      .min = 1, .max = BENCH_MAX_PROCESSES,
+      .help = "fork N client processes, each with --threads threads\n"
+              "and handles; their histograms merge exactly ({min}..{max}; {default})" },
+    { .name = "protocol", VALUE("P"), .def = "rkv", .set = set_choice, F(protocol),
+      .choices = protocol_choices,
+      .help = "rkv (librkv; default) or memcache: the memcached text\n"
+              "protocol over TCP to one -s tcp://HOST:PORT (rkv's\n"
+              "tcp:// door or a memcached); a batch is pipelined over\n"
+              "the thread's connections" },
+    { .name = "connections", VALUE("N"), .set = set_uint, F(connections),
+      .min = 1, .max = (uint64_t)BENCH_MAX_THREADS * BENCH_MAX_WINDOW, .set_bit = SET_CONNECTIONS,
+      .help = "memcache: TCP connections in all (a multiple of\n"
+              "threads x processes, at most that x window; default\n"
+              "threads x processes x window: one request in flight each)" },
+
+    { .name = "rate", VALUE("OPS"), .set = set_double, F(rate),
+      .min = 0, .max = (uint64_t)BENCH_MAX_RATE, .above_min = true,
+      .section = "Open loop (default: closed loop, each thread waits for a reply before the next):",
+      .help = "send OPS operations per second in total (split over\n"
+              "threads and processes) on a fixed schedule; latency is\n"
+              "measured from each operation's intended send time, so\n"
+              "it includes the queueing a late reply causes",
+      .bad = "is not a number of operations per second above {min} and up to {max}" },
+    { .name = "arrival", VALUE("KIND"), .def = "constant", .set = set_choice, F(arrival),
+      .choices = arrival_choices, .set_bit = SET_ARRIVAL,
+      .help = "constant (default) or poisson spacing of the sends" },
+
+    { .name = "duration", .short_name = 'd', VALUE("TIME"), .def = "10s", .set = set_seconds,
+      F(duration_s), .min = 0, .max = (uint64_t)BENCH_MAX_SECONDS, .above_min = true,
+      .set_bit = SET_DURATION, .section = "How long:",
+      .help = "measure for TIME: 10, 2.5s, 500ms, 1m (default {default};\n"
+              "none with --requests alone)",
+      .bad = "is not a time above {min} and up to {max} s (e.g. 10, 2.5s, 500ms, 1m)" },
+    { .name = "requests", .short_name = 'n', VALUE("N"), .set = set_requests, F(requests),
+      .min = 1, .max = UINT64_MAX / 2,
+      .help = "stop after N operations in total (over all threads)",
+      .bad = "is not a whole number of at least {min}" },
+    { .name = "warmup", VALUE("TIME"), .def = "0", .set = set_seconds, F(warmup_s),
+      .min = 0, .max = (uint64_t)BENCH_MAX_SECONDS,
+      .help = "run the workload TIME before measuring ({default})",
+      .bad = "is not a time from {min} to {max} s (e.g. 2, 500ms)" },
+
+    { .name = "keys", .short_name = 'k', VALUE("N"), .def = "100000", .set = set_uint, F(keys),
+      .min = 1, .max = BENCH_MAX_KEYS, .section = "What:",
+      .help = "key space size (1..2^40; {default})" },
+    { .name = "key-size", VALUE("N|MIN-MAX"), .def = "16", .set = set_range, F(key_size),
+      .min = BENCH_MIN_KEY_SIZE, .max = BENCH_MAX_KEY_SIZE,
+      .help = "key bytes ({min}..{max}; {default}); keys are \"k\" + index",
+      .bad = "is not N or MIN-MAX with {min} <= MIN <= MAX <= {max}" },
+    { .name = "value-size", VALUE("N|MIN-MAX"), .def = "32", .set = set_range, F(value_size),
+      .min = 0, .max = BENCH_MAX_VALUE,
+      .help = "value bytes (0..1M; {default}); K/M suffixes accepted",
+      .bad = "is not N or MIN-MAX with {min} <= MIN <= MAX <= {max} (1M)" },
+    { .name = "get-ratio", .short_name = 'r', VALUE("R"), .def = "0.9", .set = set_double,
+      F(get_ratio), .min = 0, .max = 1, .set_bit = SET_GET_RATIO,
+      .help = "share of GETs, 0..1 ({default}); the rest are writes" },
+    { .name = "delete-ratio", VALUE("R"), .def = "0", .set = set_double, F(delete_ratio),
+      .min = 0, .max = 1,
+      .help = "share of DELETEs, 0..1 ({default})" },
+    { .name = "dist", VALUE("D"), .def = "uniform", .set = set_dist, F(dist), .set_bit = SET_DIST,
+      .help = "key choice: uniform, zipf[:THETA], latest[:THETA]\n"
+              "(THETA in (0,1), default 0.99; default dist {default})",
+      .bad = "is not uniform, zipf[:THETA] or latest[:THETA] with 0 < THETA < 1" },
+    { .name = "workload", VALUE("A..F"), .set = set_workload, F(workload),
+      .help = "YCSB preset: A 50% read/50% update zipf; B 95/5 zipf;\n"
+              "C read-only zipf; D 95% read/5% insert, read-latest;\n"
+              "F 50% read/50% read-modify-write (get + CAS put).\n"
+              "E (range scans) does not apply to a key-value cache.\n"
+              "Flags given explicitly override the preset.",
+      .bad = "is not a YCSB workload; use A, B, C, D or F" },
+    { .name = "preload", .def = "on", .set = set_true, F(preload),
+      .help = "write every key once before measuring (default)" },
+    { .name = "no-preload", .set = set_false, F(preload),
+      .help = "start from whatever the server holds" },
+    { .name = "verify", .set = set_true, F(verify),
+      .help = "values carry their key and version; every GET checks\n"
+              "them, and any bad value fails the run (exit 1)" },
+    { .name = "seed", VALUE("N"), .def = "1", .set = set_uint, F(seed), .min = 0, .max = UINT64_MAX,
+      .help = "random seed ({default}); same seed, same key sequence" },
+
+    { .name = "json", VALUE("FILE"), .set = set_text, F(json_path), .section = "Output:",
+      .help = "also write the report as JSON to FILE ('-': stdout,\n"
+              "and the text report goes to stderr)" },
+    { .name = "hist-file", VALUE("PREFIX"), .set = set_text, F(hist_prefix),
+      .help = "write each operation type's full latency distribution\n"
+              "in HdrHistogram's text format to PREFIX-get.hgrm,\n"
+              "PREFIX-put.hgrm, ... (microseconds)" },
+    { .name = "timeseries", VALUE("FILE"), .set = set_text, F(timeseries_path),
+      .help = "per-second CSV: ops/s, p50, p99, errors per type" },
+    { .name = "html", VALUE("FILE"), .set = set_text, F(html_path),
+      .help = "the report as one self-contained HTML page with charts" },
+    { .name = "compare", .arg = "A.json B.json ...", .set = set_compare, .set_bit = SET_COMPARE,
+      .help = "draw saved --json reports on one page with --html FILE\n"
+              "(runs nothing)" },
+    { .name = "clock", VALUE("C"), .def = "auto", .set = set_choice, F(clock),
+      .choices = clock_choices,
+      .help = "what a closed-loop op is timed with: auto (default:\n"
+              "the TSC where the kernel's clocksource is tsc, else\n"
+              "CLOCK_MONOTONIC), tsc or monotonic; the report names it" },
+    { .name = "quiet", .short_name = 'q', .set = set_true, F(quiet),
+      .help = "no progress lines" },
+    { .name = "help", .short_name = 'h', .set = show_help,
+      .help = "this text" },
+    { .name = "version", .short_name = 'V', .set = show_version,
+      .help = "the version" },
+};
+const size_t bench_option_count = RKV_ARRAY_SIZE(bench_options);
+
+#undef VALUE
+#undef F
+
+/* A row's text with {min}, {max} and {default} filled in. */
+static void expand(const struct bench_option *o, const char *text, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (const char *p = text; *p != '\0' && n + 1 < len;) {
+        char num[32];
+        const char *put = NULL;
+        size_t skip = 0;
+        if (strncmp(p, "{min}", 5) == 0) {
+            snprintf(num, sizeof num, "%llu", (unsigned long long)o->min);
+            put = num, skip = 5;
+        } else if (strncmp(p, "{max}", 5) == 0) {
+            snprintf(num, sizeof num, "%llu", (unsigned long long)o->max);
+            put = num, skip = 5;
+        } else if (strncmp(p, "{default}", 9) == 0) {
+            put = o->def ? o->def : "none", skip = 9;
+        }
+        if (put == NULL) {
+            buf[n++] = *p++;
+            buf[n] = '\0';
+            continue;
+        }
+        n += (size_t)snprintf(buf + n, len - n, "%s", put);
+        if (n >= len)
+            n = len - 1;
+        p += skip;
+    }
+}
+
+/* The message after "--NAME: 'VALUE' " for a value the row's setter refused:
+ * the row's own, or its setter's kind ("is not auto, tsc or monotonic"). */
+static void bad_text(const struct bench_option *o, char *buf, size_t len)
+{
+    if (o->bad != NULL) {
+        expand(o, o->bad, buf, len);
+    } else if (o->set == set_uint) {
+        expand(o, "is not a whole number in {min}..{max}", buf, len);
+    } else if (o->set == set_double) {
+        expand(o, "is not a number from {min} to {max}", buf, len);
+    } else if (o->choices != NULL) {
+        size_t n = (size_t)snprintf(buf, len, "is not");
+        for (const struct bench_choice *c = o->choices; c->name != NULL && n < len; c++)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", c == o->choices ? " " :
+                                  c[1].name == NULL ? " or " : ", ", c->name);
+    } else {
+        snprintf(buf, len, "is not a valid value");
+    }
+}
+
+/* The defaults: zero, then each row's default through its own setter. */
 static void set_defaults(struct bench_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->threads = 1;
-    cfg->window = 1;
-    cfg->keys = 100000;
-    cfg->key_size = (struct bench_range){ 16, 16 };
-    cfg->value_size = (struct bench_range){ 32, 32 };
-    cfg->get_ratio = 0.9;
-    cfg->dist = BENCH_DIST_UNIFORM;
-    cfg->theta = 0.99;
-    cfg->preload = true;
-    cfg->seed = 1;
-    cfg->processes = 1;
+    cfg->theta = DEFAULT_THETA;
+    for (size_t i = 0; i < bench_option_count; i++) {
+        const struct bench_option *o = &bench_options[i];
+        unsigned ignored = 0;
+        if (o->def == NULL)
+            continue;
+        enum bench_opt_result r = o->set(cfg, o, o->kind == BENCH_ARG_NONE ? NULL : o->def,
+                                         &ignored, stdout, stderr);
+        if (r != BENCH_OPT_OK)
+            abort();   /* a default its own setter refuses: the table is wrong (test_bench_args) */
+    }
+}
+
+/* --help: the table, section by section; an option's help starts in column
+ * 27 (on the next line when its names are too long) and continues there. */
+void bench_usage(FILE *out)
+{
+    enum { HELP_COL = 26 };
+    fputs("Usage: rkv-bench -s URI [options]\n"
+          "Load generator for rkv: drives one or more servers through librkv and reports\n"
+          "throughput, latency percentiles and the transport's per-operation counters.\n", out);
+    for (size_t i = 0; i < bench_option_count; i++) {
+        const struct bench_option *o = &bench_options[i];
+        char left[96], help[1024];
+        if (o->section != NULL)
+            fprintf(out, "\n%s\n", o->section);
+        if (o->short_name != 0)
+            snprintf(left, sizeof left, "  -%c, --%s%s%s", o->short_name, o->name,
+                     o->arg ? " " : "", o->arg ? o->arg : "");
+        else
+            snprintf(left, sizeof left, "      --%s%s%s", o->name, o->arg ? " " : "",
+                     o->arg ? o->arg : "");
+        expand(o, o->help, help, sizeof help);
+        size_t w = strlen(left);
+        if (w + 2 <= HELP_COL)
+            fprintf(out, "%s%*s", left, (int)(HELP_COL - w), "");
+        else if (w + 2 <= HELP_COL + 8)
+            fprintf(out, "%s  ", left);
+        else
+            fprintf(out, "%s\n%*s", left, HELP_COL, "");
+        for (const char *line = help; *line != '\0';) {
+            const char *nl = strchr(line, '\n');
+            size_t n = nl ? (size_t)(nl - line) : strlen(line);
+            if (line != help)
+                fprintf(out, "%*s", HELP_COL, "");
+            fprintf(out, "%.*s\n", (int)n, line);
+            line += n + (nl != NULL);
+        }
+    }
+    fputs("\nExit status: 0 success, 1 the run failed (connection, errors, verification),\n"
+          "2 bad command line.\n", out);
 }
 
 /* YCSB presets; only settings not given explicitly are taken. */
@@ -419,8 +720,6 @@ static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
                     (unsigned long long)(BENCH_MAX_THREAD_BUFFER >> 21));
         return false;
     }
-    if (cfg->duration_s == 0 && cfg->requests == 0)
-        cfg->duration_s = 10;
     return true;
 }
 
@@ -439,226 +738,41 @@ static bool add_compare(struct bench_config *cfg, const char *path, FILE *err)
     return true;
 }
 
-static const struct opt_def *find_long(const char *name, size_t len)
+static const struct bench_option *find_long(const char *name, size_t len)
 {
-    for (size_t i = 0; i < RKV_ARRAY_SIZE(options); i++)
-        if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
-            return &options[i];
+    for (size_t i = 0; i < bench_option_count; i++)
+        if (strlen(bench_options[i].name) == len && strncmp(bench_options[i].name, name, len) == 0)
+            return &bench_options[i];
     return NULL;
 }
 
-static const struct opt_def *find_short(char c)
+static const struct bench_option *find_short(char c)
 {
-    for (size_t i = 0; i < RKV_ARRAY_SIZE(options); i++)
-        if (options[i].short_name == c)
-            return &options[i];
+    for (size_t i = 0; i < bench_option_count; i++)
+        if (bench_options[i].short_name == c)
+            return &bench_options[i];
     return NULL;
 }
 
-/* Applies one option with its value (NULL for flags). */
-static enum bench_args_result apply_option(struct bench_config *cfg, const struct opt_def *o,
+/* Applies one option with its value (NULL for a switch). */
+static enum bench_args_result apply_option(struct bench_config *cfg, const struct bench_option *o,
                                            const char *v, unsigned *set, FILE *out, FILE *err)
 {
-    uint64_t u;
-    switch (o->id) {
-    case OPT_SERVER: {
-        char msg[640];
-        if (server_list_add(&cfg->servers, &cfg->server_count, v, true, msg, sizeof msg))
-            break;
-        usage_error(err, "%s", msg);
+    char bad[256];
+    switch (o->set(cfg, o, v, set, out, err)) {
+    case BENCH_OPT_OK:
+        *set |= o->set_bit;
+        return BENCH_ARGS_RUN;
+    case BENCH_OPT_EXIT:
+        return BENCH_ARGS_EXIT_OK;
+    case BENCH_OPT_BAD:
+        bad_text(o, bad, sizeof bad);
+        usage_error(err, "--%s: '%s' %s", o->name, v ? v : "", bad);
+        return BENCH_ARGS_USAGE;
+    case BENCH_OPT_REFUSED:
+    default:
         return BENCH_ARGS_USAGE;
     }
-    case OPT_THREADS:
-        if (!rkv_parse_u64(v, 1, BENCH_MAX_THREADS, &u))
-            goto range;
-        cfg->threads = (unsigned)u;
-        break;
-    case OPT_WINDOW:
-        if (!rkv_parse_u64(v, 1, BENCH_MAX_WINDOW, &u))
-            goto range;
-        cfg->window = (unsigned)u;
-        break;
-    case OPT_DURATION:
-        if (!parse_seconds(v, &cfg->duration_s) || cfg->duration_s <= 0)
-            goto range;
-        break;
-    case OPT_REQUESTS:
-        if (!rkv_parse_u64(v, 1, UINT64_MAX / 2, &cfg->requests))
-            goto range;
-        break;
-    case OPT_KEYS:
-        if (!rkv_parse_u64(v, 1, BENCH_MAX_KEYS, &cfg->keys))
-            goto range;
-        break;
-    case OPT_KEY_SIZE:
-        if (!parse_range(v, BENCH_MIN_KEY_SIZE, BENCH_MAX_KEY_SIZE, &cfg->key_size))
-            goto range;
-        break;
-    case OPT_VALUE_SIZE:
-        if (!parse_range(v, 0, BENCH_MAX_VALUE, &cfg->value_size))
-            goto range;
-        break;
-    case OPT_GET_RATIO:
-        if (!parse_double(v, 0, 1, &cfg->get_ratio))
-            goto range;
-        *set |= SET_GET_RATIO;
-        break;
-    case OPT_DELETE_RATIO:
-        if (!parse_double(v, 0, 1, &cfg->delete_ratio))
-            goto range;
-        break;
-    case OPT_DIST:
-        if (!parse_dist(v, &cfg->dist, &cfg->theta))
-            goto range;
-        *set |= SET_DIST;
-        break;
-    case OPT_WORKLOAD:
-        if (strlen(v) != 1 || !isalpha((unsigned char)v[0])) {
-            usage_error(err, "--workload: '%s' is not a YCSB workload; use A, B, C, D or F", v);
-            return BENCH_ARGS_USAGE;
-        }
-        cfg->workload = (char)toupper((unsigned char)v[0]);
-        break;
-    case OPT_WARMUP:
-        if (!parse_seconds(v, &cfg->warmup_s))
-            goto range;
-        break;
-    case OPT_PRELOAD:    cfg->preload = true; break;
-    case OPT_NO_PRELOAD: cfg->preload = false; break;
-    case OPT_VERIFY:     cfg->verify = true; break;
-    case OPT_LOCKSTEP:   cfg->lockstep = true; break;
-    case OPT_JSON:
-        if (*v == '\0')
-            goto range;
-        cfg->json_path = v;
-        break;
-    case OPT_SEED:
-        if (!rkv_parse_u64(v, 0, UINT64_MAX, &cfg->seed))
-            goto range;
-        break;
-    case OPT_AUTH:
-        if (*v == '\0')
-            goto range;
-        cfg->auth = v;
-        break;
-    case OPT_TIMEOUT:
-        if (!rkv_parse_u64(v, 1, 3600000, &u))
-            goto range;
-        cfg->timeout_ms = (unsigned)u;
-        break;
-    case OPT_LOCATION_CACHE:
-        if (strcmp(v, "off") == 0)
-            cfg->location_cache = UINT_MAX;
-        else if (rkv_parse_u64(v, 1, UINT_MAX - 1, &u))
-            cfg->location_cache = (unsigned)u;
-        else
-            goto range;
-        break;
-    case OPT_BUCKET_READS:
-        if (strcmp(v, "auto") == 0)
-            cfg->bucket_reads = RKV_BUCKET_READS_AUTO;
-        else if (strcmp(v, "together") == 0)
-            cfg->bucket_reads = RKV_BUCKET_READS_TOGETHER;
-        else if (strcmp(v, "first") == 0)
-            cfg->bucket_reads = RKV_BUCKET_READS_FIRST;
-        else
-            goto range;
-        break;
-    case OPT_QUIET:
-        cfg->quiet = true;
-        break;
-    case OPT_RATE:
-        if (!parse_double(v, 0, BENCH_MAX_RATE, &cfg->rate) || cfg->rate <= 0)
-            goto range;
-        break;
-    case OPT_ARRIVAL:
-        if (strcmp(v, "constant") == 0)
-            cfg->arrival = BENCH_ARRIVAL_CONSTANT;
-        else if (strcmp(v, "poisson") == 0)
-            cfg->arrival = BENCH_ARRIVAL_POISSON;
-        else
-            goto range;
-        *set |= SET_ARRIVAL;
-        break;
-    case OPT_CLOCK:
-        if (strcmp(v, "auto") == 0)
-            cfg->clock = BENCH_CLOCK_AUTO;
-        else if (strcmp(v, "tsc") == 0)
-            cfg->clock = BENCH_CLOCK_TSC;
-        else if (strcmp(v, "monotonic") == 0)
-            cfg->clock = BENCH_CLOCK_MONOTONIC;
-        else
-            goto range;
-        break;
-    case OPT_PROCESSES:
-        if (!rkv_parse_u64(v, 1, BENCH_MAX_PROCESSES, &u))
-            goto range;
-        cfg->processes = (unsigned)u;
-        break;
-    case OPT_HIST_FILE:
-    case OPT_TIMESERIES:
-    case OPT_HTML:
-        if (*v == '\0')
-            goto range;
-        if (o->id == OPT_HIST_FILE)
-            cfg->hist_prefix = v;
-        else if (o->id == OPT_TIMESERIES)
-            cfg->timeseries_path = v;
-        else
-            cfg->html_path = v;
-        break;
-    case OPT_COMPARE:
-        *set |= SET_COMPARE;
-        break;
-    case OPT_PROTOCOL:
-        if (strcmp(v, "rkv") == 0)
-            cfg->protocol = BENCH_PROTO_RKV;
-        else if (strcmp(v, "memcache") == 0)
-            cfg->protocol = BENCH_PROTO_MEMCACHE;
-        else
-            goto range;
-        break;
-    case OPT_CONNECTIONS:
-        if (!rkv_parse_u64(v, 1, (uint64_t)BENCH_MAX_THREADS * BENCH_MAX_WINDOW, &u))
-            goto range;
-        cfg->connections = (unsigned)u;
-        *set |= SET_CONNECTIONS;
-        break;
-    case OPT_HELP:
-        bench_usage(out);
-        return BENCH_ARGS_EXIT_OK;
-    case OPT_VERSION:
-        fprintf(out, "rkv-bench %s\n", RKV_VERSION_STRING);
-        return BENCH_ARGS_EXIT_OK;
-    }
-    return BENCH_ARGS_RUN;
-
-range:
-    switch (o->id) {
-    case OPT_THREADS:  usage_error(err, "--threads: '%s' is not a whole number in 1..%u", v, BENCH_MAX_THREADS); break;
-    case OPT_WINDOW:   usage_error(err, "--window: '%s' is not a whole number in 1..%u", v, BENCH_MAX_WINDOW); break;
-    case OPT_DURATION: usage_error(err, "--duration: '%s' is not a time above 0 and up to %.0f s (e.g. 10, 2.5s, 500ms, 1m)", v, BENCH_MAX_SECONDS); break;
-    case OPT_WARMUP:   usage_error(err, "--warmup: '%s' is not a time from 0 to %.0f s (e.g. 2, 500ms)", v, BENCH_MAX_SECONDS); break;
-    case OPT_REQUESTS: usage_error(err, "--requests: '%s' is not a whole number of at least 1", v); break;
-    case OPT_KEYS:     usage_error(err, "--keys: '%s' is not a whole number in 1..%llu", v, (unsigned long long)BENCH_MAX_KEYS); break;
-    case OPT_KEY_SIZE: usage_error(err, "--key-size: '%s' is not N or MIN-MAX with %u <= MIN <= MAX <= %u", v, BENCH_MIN_KEY_SIZE, BENCH_MAX_KEY_SIZE); break;
-    case OPT_VALUE_SIZE: usage_error(err, "--value-size: '%s' is not N or MIN-MAX with 0 <= MIN <= MAX <= %u (1M)", v, BENCH_MAX_VALUE); break;
-    case OPT_GET_RATIO: usage_error(err, "--get-ratio: '%s' is not a number from 0 to 1", v); break;
-    case OPT_DELETE_RATIO: usage_error(err, "--delete-ratio: '%s' is not a number from 0 to 1", v); break;
-    case OPT_DIST:     usage_error(err, "--dist: '%s' is not uniform, zipf[:THETA] or latest[:THETA] with 0 < THETA < 1", v); break;
-    case OPT_SEED:     usage_error(err, "--seed: '%s' is not a whole number in 0..%llu", v, (unsigned long long)UINT64_MAX); break;
-    case OPT_TIMEOUT:  usage_error(err, "--timeout: '%s' is not a number of milliseconds in 1..3600000", v); break;
-    case OPT_LOCATION_CACHE: usage_error(err, "--location-cache: '%s' is not 'off' or a number of entries of at least 1", v); break;
-    case OPT_BUCKET_READS: usage_error(err, "--bucket-reads: '%s' is not auto, together or first", v); break;
-    case OPT_RATE:     usage_error(err, "--rate: '%s' is not a number of operations per second above 0 and up to %.0f", v, BENCH_MAX_RATE); break;
-    case OPT_ARRIVAL:  usage_error(err, "--arrival: '%s' is not constant or poisson", v); break;
-    case OPT_CLOCK:    usage_error(err, "--clock: '%s' is not auto, tsc or monotonic", v); break;
-    case OPT_PROCESSES: usage_error(err, "--processes: '%s' is not a whole number in 1..%u", v, BENCH_MAX_PROCESSES); break;
-    case OPT_PROTOCOL: usage_error(err, "--protocol: '%s' is not rkv or memcache", v); break;
-    case OPT_CONNECTIONS: usage_error(err, "--connections: '%s' is not a whole number in 1..%u", v, BENCH_MAX_THREADS * BENCH_MAX_WINDOW); break;
-    default:           usage_error(err, "--%s: '%s' is not a valid value", o->name, v); break;
-    }
-    return BENCH_ARGS_USAGE;
 }
 
 enum bench_args_result bench_parse_args(int argc, char **argv, struct bench_config *cfg,
@@ -669,14 +783,14 @@ enum bench_args_result bench_parse_args(int argc, char **argv, struct bench_conf
     set_defaults(cfg);
     for (int i = 1; i < argc && r == BENCH_ARGS_RUN; i++) {
         const char *a = argv[i];
-        const struct opt_def *o = NULL;
+        const struct bench_option *o = NULL;
         const char *value = NULL;
         if (strncmp(a, "--", 2) == 0 && a[2] != '\0') {
             const char *eq = strchr(a + 2, '=');
             size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
             o = find_long(a + 2, len);
             if (o != NULL && eq != NULL) {
-                if (!o->has_arg) {
+                if (o->kind == BENCH_ARG_NONE) {
                     usage_error(err, "--%s takes no value (got '%s')", o->name, a);
                     r = BENCH_ARGS_USAGE;
                     break;
@@ -686,7 +800,7 @@ enum bench_args_result bench_parse_args(int argc, char **argv, struct bench_conf
         } else if (a[0] == '-' && a[1] != '\0' && a[1] != '-') {
             o = find_short(a[1]);
             if (o != NULL && a[2] != '\0') {
-                if (!o->has_arg) {
+                if (o->kind == BENCH_ARG_NONE) {
                     usage_error(err, "-%c takes no value (got '%s')", a[1], a);
                     r = BENCH_ARGS_USAGE;
                     break;
@@ -709,7 +823,7 @@ enum bench_args_result bench_parse_args(int argc, char **argv, struct bench_conf
             r = BENCH_ARGS_USAGE;
             break;
         }
-        if (o->has_arg && value == NULL) {
+        if (o->kind == BENCH_ARG_REQUIRED && value == NULL) {
             if (i + 1 >= argc) {
                 usage_error(err, "--%s needs a value", o->name);
                 r = BENCH_ARGS_USAGE;

@@ -103,6 +103,60 @@ enum bench_args_result {
     BENCH_ARGS_USAGE,       /* a bad command line; message printed; exit 2 */
 };
 
+/* ------------------------------------------------------------ the options
+ *
+ * Every option is one row of bench_options[] (bench_args.c): its names, what
+ * it takes, its default, its help and how a value is applied; the parser,
+ * the defaults and --help all come from the table. */
+
+struct bench_option;
+
+/* What applying one value did. */
+enum bench_opt_result {
+    BENCH_OPT_OK,        /* applied */
+    BENCH_OPT_BAD,       /* not a valid value: "--NAME: 'VALUE' <bad>" is printed */
+    BENCH_OPT_REFUSED,   /* refused, and the setter printed why */
+    BENCH_OPT_EXIT,      /* --help / --version printed: exit 0 */
+};
+
+/* Applies value v (NULL for an option that takes none) to cfg. set collects
+ * which options the command line gave (bits private to bench_args.c). */
+typedef enum bench_opt_result (*bench_opt_setter)(struct bench_config *cfg,
+                                                  const struct bench_option *o, const char *v,
+                                                  unsigned *set, FILE *out, FILE *err);
+
+enum bench_arg_kind {
+    BENCH_ARG_NONE,      /* a switch: --NAME (and --NAME=x is refused) */
+    BENCH_ARG_REQUIRED,  /* --NAME VALUE, --NAME=VALUE, -C VALUE, -CVALUE */
+};
+
+/* A choice among names (set_choice): the value stored for each. */
+struct bench_choice {
+    const char *name;
+    int value;
+};
+
+struct bench_option {
+    const char *name;          /* long name, without "--" */
+    char short_name;           /* -C, or 0 */
+    enum bench_arg_kind kind;
+    const char *arg;           /* what --help shows after the name ("N", "FILE"), or NULL */
+    const char *def;           /* default, applied through set before the command line
+                                  (a switch: non-NULL = on); NULL = none */
+    bench_opt_setter set;
+    size_t offset, size;       /* the field of struct bench_config set writes (size 0: none) */
+    uint64_t min, max;         /* the accepted range, for the setters that have one */
+    bool above_min;            /* numbers: min itself is refused */
+    const struct bench_choice *choices; /* set_choice: NULL-terminated */
+    unsigned set_bit;          /* recorded in set when given (private) */
+    const char *section;       /* --help: starts this section, or NULL */
+    const char *help;          /* --help: lines separated by \n; {min} {max} {default} expand */
+    const char *bad;           /* after "--NAME: 'VALUE' " for a bad value; NULL: the setter's */
+};
+
+extern const struct bench_option bench_options[];
+extern const size_t bench_option_count;
+
 /* Parses argv into *cfg (defaults first). Messages and help go to `err` and
  * `out`. On BENCH_ARGS_RUN the caller frees with bench_config_free(). */
 enum bench_args_result bench_parse_args(int argc, char **argv, struct bench_config *cfg,

@@ -1,6 +1,8 @@
 /* test_bench_args.c — rkv-bench's command-line parser: defaults, every flag
  * with good values, bad values with their message (naming the flag and the
- * accepted range) and exit status, YCSB presets and their overrides. */
+ * accepted range) and exit status, YCSB presets and their overrides; and its
+ * option table: every row named once, with help, listed by --help, its value
+ * checked, its default the parser's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,22 @@ struct parse {
     char *out, *err;   /* what went to stdout / stderr */
 };
 
+/* argv[0] is "rkv-bench"; argv[argc] is NULL. */
+static struct parse *parse_vec(int argc, char **argv)
+{
+    struct parse *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    size_t out_len, err_len;
+    FILE *out = open_memstream(&p->out, &out_len);
+    FILE *err = open_memstream(&p->err, &err_len);
+    assert_non_null(out);
+    assert_non_null(err);
+    p->r = bench_parse_args(argc, argv, &p->cfg, out, err);
+    fclose(out);
+    fclose(err);
+    return p;
+}
+
 static struct parse *parse_argv(const char *first, ...)
 {
     char *argv[MAX_ARGS];
@@ -35,17 +53,7 @@ static struct parse *parse_argv(const char *first, ...)
     }
     va_end(ap);
     argv[argc] = NULL;
-    struct parse *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    size_t out_len, err_len;
-    FILE *out = open_memstream(&p->out, &out_len);
-    FILE *err = open_memstream(&p->err, &err_len);
-    assert_non_null(out);
-    assert_non_null(err);
-    p->r = bench_parse_args(argc, argv, &p->cfg, out, err);
-    fclose(out);
-    fclose(err);
-    return p;
+    return parse_vec(argc, argv);
 }
 
 static void parse_free(struct parse *p)
@@ -349,6 +357,126 @@ static void open_loop_and_outputs(void **state)
     EXPECT_USAGE("unexpected argument 'a.json'", "-s", "shm:///x", "a.json");
 }
 
+/* ------------------------------------------------------------ the table */
+
+/* Every row: a name of lowercase letters and dashes, used once (short names
+ * too), a setter, help; a value's row names its value for --help. */
+static void table_rows(void **state)
+{
+    (void)state;
+    assert_true(bench_option_count > 30);
+    for (size_t i = 0; i < bench_option_count; i++) {
+        const struct bench_option *o = &bench_options[i];
+        assert_non_null(o->name);
+        if (o->name[0] == '\0' || strspn(o->name, "abcdefghijklmnopqrstuvwxyz-") != strlen(o->name))
+            fail_msg("row %zu: name '%s' is not lowercase letters and dashes", i, o->name);
+        assert_non_null(o->set);
+        if (o->help == NULL || o->help[0] == '\0')
+            fail_msg("--%s has no help", o->name);
+        if (o->kind == BENCH_ARG_REQUIRED && (o->arg == NULL || o->arg[0] == '\0'))
+            fail_msg("--%s takes a value but --help does not name it", o->name);
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(o->name, bench_options[j].name) == 0)
+                fail_msg("--%s is in the table twice", o->name);
+            if (o->short_name != 0 && o->short_name == bench_options[j].short_name)
+                fail_msg("-%c is both --%s and --%s", o->short_name, bench_options[j].name, o->name);
+        }
+    }
+    assert_non_null(bench_options[0].section);   /* --help starts with a section */
+}
+
+/* --help lists every row: its names, the first words of its help, and no
+ * placeholder left unfilled. */
+static void help_lists_every_option(void **state)
+{
+    (void)state;
+    struct parse *p = parse_argv("--help", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_EXIT_OK);
+    assert_string_equal(p->err, "");
+    for (size_t i = 0; i < bench_option_count; i++) {
+        const struct bench_option *o = &bench_options[i];
+        char want[128];
+        if (o->short_name != 0)
+            snprintf(want, sizeof want, "\n  -%c, --%s%s%s", o->short_name, o->name,
+                     o->arg ? " " : "", o->arg ? o->arg : "");
+        else
+            snprintf(want, sizeof want, "\n      --%s%s%s", o->name, o->arg ? " " : "",
+                     o->arg ? o->arg : "");
+        const char *at = strstr(p->out, want);
+        if (at == NULL || o->help == NULL) {
+            fail_msg("--help does not list '%s' (or the row has no help)", want);
+            continue;
+        }
+        size_t n = strcspn(o->help, "{\n");   /* the help's first words, before any placeholder */
+        n = n < 60 ? n : 60;
+        memcpy(want, o->help, n);
+        want[n] = '\0';
+        if (strstr(at, want) == NULL)
+            fail_msg("--help does not show --%s's help '%s'", o->name, want);
+        if (o->section != NULL && strstr(p->out, o->section) == NULL)
+            fail_msg("--help lacks the section '%s'", o->section);
+    }
+    if (strchr(p->out, '{') != NULL || strchr(p->out, '}') != NULL)
+        fail_msg("--help has a placeholder left: %s", strchr(p->out, '{'));
+    parse_free(p);
+}
+
+/* Every value is checked: an empty one is refused naming the option (exit
+ * status 2), and a switch refuses --NAME=VALUE. */
+static void every_value_checked(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < bench_option_count; i++) {
+        const struct bench_option *o = &bench_options[i];
+        char opt[64], needle[80];
+        struct parse *p;
+        if (o->kind == BENCH_ARG_REQUIRED) {
+            snprintf(opt, sizeof opt, "--%s", o->name);
+            p = parse_argv("-s", "shm:///a", opt, "", NULL);
+            snprintf(needle, sizeof needle, "--%s: ", o->name);
+        } else {
+            snprintf(opt, sizeof opt, "--%s=yes", o->name);
+            p = parse_argv("-s", "shm:///a", opt, NULL);
+            snprintf(needle, sizeof needle, "--%s takes no value", o->name);
+        }
+        if (p->r != BENCH_ARGS_USAGE || strstr(p->err, needle) == NULL)
+            fail_msg("%s: result %d, message '%s' (wanted exit status 2 and '%s')", opt, p->r,
+                     p->err, needle);
+        parse_free(p);
+    }
+}
+
+/* A row's default is what a command line without the option gets: giving
+ * it explicitly changes nothing in the row's field. (--rate 1 on both: an
+ * explicit --arrival needs an open loop.) */
+static void defaults_from_table(void **state)
+{
+    (void)state;
+    char *base[] = { (char *)"rkv-bench", (char *)"-s", (char *)"shm:///a", (char *)"--rate",
+                     (char *)"1", NULL };
+    struct parse *bare = parse_vec(5, base);
+    assert_int_equal(bare->r, BENCH_ARGS_RUN);
+    for (size_t i = 0; i < bench_option_count; i++) {
+        const struct bench_option *o = &bench_options[i];
+        char opt[64];
+        char *argv[8] = { base[0], base[1], base[2], base[3], base[4], opt, NULL, NULL };
+        int argc = 6;
+        if (o->def == NULL)
+            continue;
+        snprintf(opt, sizeof opt, "--%s", o->name);
+        if (o->kind == BENCH_ARG_REQUIRED)
+            argv[argc++] = (char *)o->def;
+        struct parse *p = parse_vec(argc, argv);
+        if (p->r != BENCH_ARGS_RUN)
+            fail_msg("%s %s: its own default is refused: %s", opt, o->def, p->err);
+        assert_true(o->size > 0);
+        if (memcmp((char *)&p->cfg + o->offset, (char *)&bare->cfg + o->offset, o->size) != 0)
+            fail_msg("%s %s is not what the parser starts from", opt, o->def);
+        parse_free(p);
+    }
+    parse_free(bare);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +486,10 @@ int main(void)
         cmocka_unit_test(bad_values),
         cmocka_unit_test(workloads),
         cmocka_unit_test(open_loop_and_outputs),
+        cmocka_unit_test(table_rows),
+        cmocka_unit_test(help_lists_every_option),
+        cmocka_unit_test(every_value_checked),
+        cmocka_unit_test(defaults_from_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
