@@ -63,6 +63,7 @@
 #include "json_parse.h"
 #include "histogram.h"
 #include "rkv.h"
+#include "trace.h"
 #include "shm_ring.h"   /* rkv_shm_cpu_relax */
 #include "util.h"
 #include "workload.h"
@@ -95,6 +96,8 @@ struct shared {
     unsigned all_threads;         /* threads over all processes */
     uint64_t start_ns;            /* when the gate opened: open-loop schedules start here */
     uint64_t stop_ns;             /* when the run ended; written before PHASE_STOP */
+    uint64_t trace_next;          /* --trace: the next line to replay, atomic */
+    uint64_t trace_end;           /* --trace: lines to replay (the trace, or --requests) */
     pthread_mutex_t lock;         /* guards the two fields below */
     pthread_cond_t cond;          /* signalled when either changes */
     unsigned preloaded;           /* workers done preloading */
@@ -104,7 +107,7 @@ struct shared {
 /* One RMW or DELETE waiting in a batch (they go one by one). */
 struct single_op {
     enum draw kind;
-    uint64_t idx;
+    uint64_t idx;                 /* key index; --trace: the line */
     const char *key;
     unsigned key_len;
     uint64_t intended;            /* open loop: intended send time; else 0 */
@@ -130,6 +133,10 @@ struct worker {
     uint64_t *gstart;             /* open loop: intended time of each gops entry */
     struct rkv_put_op *pops;
     uint64_t *pstart;             /* open loop: intended time of each pops entry */
+    struct rkv_put_op *fops;      /* --fill-on-miss: the SETs after a batch's GET misses */
+    struct rkv_put_options *popts;/* --trace: each pops entry's mode and TTL */
+    uint8_t *gtop, *ptop;         /* --trace: each gops / pops entry's trace operation */
+    size_t value_limit;           /* --trace: longer values are skipped (the server's limit) */
     uint64_t *intended;           /* open loop: intended time of each batch slot */
     struct bench_schedule sched;  /* open loop: this thread's send times */
     struct single_op *singles;
@@ -259,6 +266,77 @@ static void check_value(struct worker *w, uint64_t idx, const char *key, unsigne
     fputc('\n', stderr);
 }
 
+/* Latency of a call that ran from t0 to end (op_time), from its own start
+ * (a fill, whose GET carried any open-loop delay already). */
+static inline uint64_t own_latency(const struct worker *w, uint64_t t0, uint64_t end)
+{
+    if (w->sh->cfg->rate > 0)
+        return end > t0 ? end - t0 : 0;
+    return bench_clock_ns(&op_clock, t0, end);
+}
+
+/* What a trace line's operation came to. */
+enum trace_outcome { TRACE_OK, TRACE_MISSED, TRACE_FAILED };
+
+static void trace_count(struct worker *w, unsigned op, enum trace_outcome o, bool measuring)
+{
+    if (!measuring)
+        return;
+    w->res->trace_ops[op]++;
+    if (o == TRACE_OK)
+        w->res->trace_ok[op]++;
+    else if (o == TRACE_MISSED)
+        w->res->trace_missed[op]++;
+}
+
+/* --fill-on-miss: the SET that follows GET i (op g) of a batch: its key,
+ * and a value of the configured size (the trace line's with --trace). */
+static void fill_value(struct worker *w, unsigned i, const struct rkv_get_op *g,
+                       struct rkv_put_op *p)
+{
+    const struct bench_config *cfg = w->sh->cfg;
+    unsigned slot = (unsigned)(((const char *)g->key - w->keys) / KEY_STRIDE);
+    p->key = g->key;
+    p->key_len = g->key_len;
+    p->opts = NULL;
+    if (cfg->trace != NULL) {
+        p->value = w->pattern;
+        p->value_len = cfg->trace->recs[w->gidx[i]].value_size;
+    } else {
+        make_value(w, slot, w->gidx[i], &p->value, &p->value_len);
+    }
+}
+
+/* --fill-on-miss: the SETs of a batch's misses, as one batch, each timed
+ * from the start of its own call. */
+static void run_fills(struct worker *w, unsigned n, bool measuring)
+{
+    struct rkv_put_op *ops = w->fops;
+    uint64_t t0 = op_time(w);
+    rkv_status st = RKV_OK;
+    if (n == 1)
+        ops[0].status = bench_put(w->client, ops[0].key, ops[0].key_len, ops[0].value,
+                                  ops[0].value_len, NULL, &ops[0].version);
+    else
+        st = bench_mput(w->client, ops, n);
+    uint64_t end = op_time(w);
+    if (st != RKV_OK) {
+        count_error(w, BENCH_OP_PUT, st, n, measuring);
+        return;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (ops[i].status == RKV_TOO_LARGE && w->sh->cfg->trace != NULL) {
+            if (measuring)
+                w->res->trace_refused++;
+        } else if (ops[i].status != RKV_OK) {
+            count_error(w, BENCH_OP_PUT, ops[i].status, 1, measuring);
+        } else if (measuring) {
+            hist_record(&w->res->lat[BENCH_OP_PUT], own_latency(w, t0, end));
+            w->res->fills++;
+        }
+    }
+}
+
 static void run_gets(struct worker *w, unsigned n, bool measuring)
 {
     struct rkv_get_op *ops = w->gops;
@@ -275,29 +353,44 @@ static void run_gets(struct worker *w, unsigned n, bool measuring)
     uint64_t end = op_time(w);
     if (st != RKV_OK) {
         count_error(w, BENCH_OP_GET, st, n, measuring);
+        for (unsigned i = 0; w->sh->cfg->trace != NULL && i < n; i++)
+            trace_count(w, w->gtop[i], TRACE_FAILED, measuring);
         return;
     }
-    const uint64_t *intended = w->sh->cfg->rate > 0 ? w->gstart : NULL;
+    const struct bench_config *cfg = w->sh->cfg;
+    const uint64_t *intended = cfg->rate > 0 ? w->gstart : NULL;
     uint64_t hits = 0, misses = 0;
+    unsigned nf = 0;
     for (unsigned i = 0; i < n; i++) {
-        if (ops[i].status == RKV_OK) {
+        rkv_status s = ops[i].status;
+        if (s == RKV_BUFFER_TOO_SMALL && cfg->trace != NULL)
+            s = RKV_OK;             /* a value stored by someone else, longer than the trace's */
+        if (s == RKV_OK) {
             hits++;
-            if (w->sh->cfg->verify)
+            if (cfg->verify)
                 check_value(w, w->gidx[i], ops[i].key, (unsigned)ops[i].key_len, ops[i].buf,
                             ops[i].value_len);
-        } else if (ops[i].status == RKV_NOT_FOUND) {
+        } else if (s == RKV_NOT_FOUND) {
             misses++;
+            if (cfg->fill_on_miss)
+                fill_value(w, i, &ops[i], &w->fops[nf++]);
         } else {
-            count_error(w, BENCH_OP_GET, ops[i].status, 1, measuring);
+            count_error(w, BENCH_OP_GET, s, 1, measuring);
+            if (cfg->trace != NULL)
+                trace_count(w, w->gtop[i], TRACE_FAILED, measuring);
             continue;
         }
+        if (cfg->trace != NULL)
+            trace_count(w, w->gtop[i], s == RKV_OK ? TRACE_OK : TRACE_MISSED, measuring);
         if (measuring)
             hist_record(&w->res->lat[BENCH_OP_GET], latency_of(end, t0, intended, i));
     }
     if (measuring) {
-        w->res->get_hits += hits;
-        w->res->get_misses += misses;
+        bump(&w->res->get_hits, hits);      /* the ticker reads these while we run */
+        bump(&w->res->get_misses, misses);
     }
+    if (nf > 0)
+        run_fills(w, nf, measuring);
 }
 
 static void run_puts(struct worker *w, unsigned n, bool measuring)
@@ -307,20 +400,37 @@ static void run_puts(struct worker *w, unsigned n, bool measuring)
     rkv_status st;
     if (n == 1) {
         ops[0].status = bench_put(w->client, ops[0].key, ops[0].key_len, ops[0].value,
-                                ops[0].value_len, NULL, &ops[0].version);
+                                ops[0].value_len, ops[0].opts, &ops[0].version);
         st = RKV_OK;
     } else {
         st = bench_mput(w->client, ops, n);
     }
     uint64_t end = op_time(w);
+    bool trace = w->sh->cfg->trace != NULL;
     if (st != RKV_OK) {
         count_error(w, BENCH_OP_PUT, st, n, measuring);
+        for (unsigned i = 0; trace && i < n; i++)
+            trace_count(w, w->ptop[i], TRACE_FAILED, measuring);
         return;
     }
     const uint64_t *intended = w->sh->cfg->rate > 0 ? w->pstart : NULL;
     for (unsigned i = 0; i < n; i++) {
-        if (ops[i].status != RKV_OK)
-            count_error(w, BENCH_OP_PUT, ops[i].status, 1, measuring);
+        rkv_status s = ops[i].status;
+        if (trace) {
+            /* a condition not met is the cache's answer, not a failure */
+            bool missed = s == RKV_EXISTS || s == RKV_NOT_STORED || s == RKV_CAS_MISMATCH;
+            if (s == RKV_TOO_LARGE) {
+                if (measuring)
+                    w->res->trace_refused++;
+                continue;
+            }
+            trace_count(w, w->ptop[i], s == RKV_OK ? TRACE_OK : missed ? TRACE_MISSED : TRACE_FAILED,
+                        measuring);
+            if (missed)
+                s = RKV_OK;
+        }
+        if (s != RKV_OK)
+            count_error(w, BENCH_OP_PUT, s, 1, measuring);
         else if (measuring)
             hist_record(&w->res->lat[BENCH_OP_PUT], latency_of(end, t0, intended, i));
     }
@@ -457,6 +567,131 @@ static void run_batch(struct worker *w, unsigned n, bool measuring)
         bump(&w->ops_done, n);
 }
 
+/* ---- --trace ---- */
+
+/* A trace line that is not a plain GET or write: DELETE, CAS (a gets, then
+ * a cas with its unique; timed as a whole, as an RMW), INCR and DECR (as
+ * RMWs: the server reads, adds and writes). */
+static void run_trace_single(struct worker *w, const struct single_op *op, unsigned slot,
+                             bool measuring)
+{
+    const struct trace_rec *r = &w->sh->cfg->trace->recs[op->idx];
+    enum bench_op bop = r->op == TRACE_DELETE ? BENCH_OP_DELETE : BENCH_OP_RMW;
+    uint64_t t0 = op_time(w);
+    rkv_status st;
+    if (r->op == TRACE_DELETE) {
+        st = bench_delete(w->client, op->key, op->key_len);
+    } else if (r->op == TRACE_INCR || r->op == TRACE_DECR) {
+        uint64_t result;
+        st = bench_incr(w->client, op->key, op->key_len, r->op == TRACE_INCR ? 1 : -1, &result);
+    } else {
+        struct rkv_item_info info;
+        size_t len;
+        st = bench_get(w->client, op->key, op->key_len, w->get_bufs + (size_t)slot * w->get_buf_len,
+                       w->get_buf_len, &len, &info);
+        if (st == RKV_OK || st == RKV_BUFFER_TOO_SMALL) {
+            struct rkv_put_options po = { .mode = RKV_CAS, .ttl = r->ttl, .cas = info.version };
+            st = bench_put(w->client, op->key, op->key_len, w->pattern, r->value_size, &po, NULL);
+        }
+    }
+    uint64_t end = op_time(w);
+    bool missed = st == RKV_NOT_FOUND || st == RKV_NOT_STORED || st == RKV_CAS_MISMATCH ||
+                  st == RKV_NOT_NUMBER;
+    if (st == RKV_TOO_LARGE) {
+        if (measuring)
+            w->res->trace_refused++;
+        return;
+    }
+    trace_count(w, r->op, st == RKV_OK ? TRACE_OK : missed ? TRACE_MISSED : TRACE_FAILED, measuring);
+    if (st != RKV_OK && !missed) {
+        count_error(w, bop, st, 1, measuring);
+        return;
+    }
+    if (measuring) {
+        hist_record(&w->res->lat[bop], bench_clock_ns(&op_clock, t0, end));
+        if (bop == BENCH_OP_DELETE && st == RKV_NOT_FOUND)
+            w->res->delete_misses++;
+    }
+}
+
+/* --trace: the next `n` lines (fewer at its end) as one batch: the GETs
+ * together, then the writes together, then the rest one by one, as
+ * run_batch does. Lines over the limits are skipped and counted. Returns
+ * the lines taken: 0 once the trace is done. */
+static unsigned run_trace_batch(struct worker *w, unsigned n, bool measuring)
+{
+    struct shared *sh = w->sh;
+    const struct trace *t = sh->cfg->trace;
+    uint64_t first = __atomic_fetch_add(&sh->trace_next, n, __ATOMIC_RELAXED);
+    if (first >= sh->trace_end)
+        return 0;
+    if (n > sh->trace_end - first)
+        n = (unsigned)(sh->trace_end - first);
+    unsigned ng = 0, np = 0, ns = 0;
+    for (unsigned slot = 0; slot < n; slot++) {
+        const struct trace_rec *r = &t->recs[first + slot];
+        if (trace_too_large(r, (uint32_t)w->value_limit)) {
+            if (measuring)
+                w->res->trace_skipped++;
+            continue;
+        }
+        char *key = w->keys + (size_t)slot * KEY_STRIDE;
+        unsigned key_len = trace_key(t, r, key);
+        switch ((enum trace_op)r->op) {
+        case TRACE_GET:
+        case TRACE_GETS: {
+            struct rkv_get_op *op = &w->gops[ng];
+            op->key = key;
+            op->key_len = key_len;
+            op->buf = w->get_bufs + (size_t)slot * w->get_buf_len;
+            op->buf_len = w->get_buf_len;
+            w->gstart[ng] = 0;
+            w->gidx[ng] = first + slot;
+            w->gtop[ng++] = r->op;
+            break;
+        }
+        case TRACE_SET:
+        case TRACE_ADD:
+        case TRACE_REPLACE:
+        case TRACE_APPEND:          /* rkv has no append: a replace of the line's size */
+        case TRACE_PREPEND: {
+            struct rkv_put_options *po = &w->popts[np];
+            *po = (struct rkv_put_options){
+                .mode = r->op == TRACE_SET ? RKV_SET : r->op == TRACE_ADD ? RKV_ADD : RKV_REPLACE,
+                .ttl = r->ttl,
+            };
+            struct rkv_put_op *op = &w->pops[np];
+            *op = (struct rkv_put_op){ .key = key, .key_len = key_len, .value = w->pattern,
+                                       .value_len = r->value_size, .opts = po };
+            w->pstart[np] = 0;
+            w->ptop[np++] = r->op;
+            break;
+        }
+        case TRACE_CAS:
+        case TRACE_DELETE:
+        case TRACE_INCR:
+        case TRACE_DECR:
+        case TRACE_OP_COUNT:
+        default: {
+            struct single_op *op = &w->singles[ns++];
+            *op = (struct single_op){ .kind = DRAW_DELETE, .idx = first + slot, .key = key,
+                                      .key_len = key_len };
+            break;
+        }
+        }
+    }
+    if (ng > 0)
+        run_gets(w, ng, measuring);
+    if (np > 0)
+        run_puts(w, np, measuring);
+    for (unsigned i = 0; i < ns; i++)
+        run_trace_single(w, &w->singles[i], (unsigned)((w->singles[i].key - w->keys) / KEY_STRIDE),
+                         measuring);
+    if (measuring)
+        bump(&w->ops_done, n);
+    return n;
+}
+
 /* ---- the pipelined window ---- */
 
 /* What a window slot's op was, packed into its token: the slot, its key's
@@ -464,6 +699,25 @@ static void run_batch(struct worker *w, unsigned n, bool measuring)
 static uint64_t window_token(unsigned slot, unsigned key_len, enum bench_op op)
 {
     return slot | (uint64_t)key_len << 32 | (uint64_t)op << 48;
+}
+#define WINDOW_FILL (1ull << 56)    /* token: a --fill-on-miss SET */
+
+/* --fill-on-miss: the SET after slot's GET missed, submitted at once into
+ * the same slot and timed from `now`. Whether it is in flight. */
+static bool window_fill(struct worker *w, unsigned slot, unsigned key_len, uint64_t now,
+                        bool measuring)
+{
+    struct rkv_op op = { .kind = RKV_KIND_PUT, .key = w->keys + (size_t)slot * KEY_STRIDE,
+                         .key_len = key_len,
+                         .token = window_token(slot, key_len, BENCH_OP_PUT) | WINDOW_FILL };
+    make_value(w, slot, w->gidx[slot], &op.value, &op.value_len);
+    w->intended[slot] = now;
+    rkv_status st = rkv_submit(w->kv, &op);
+    if (st != RKV_OK) {
+        count_error(w, BENCH_OP_PUT, st, 1, measuring);
+        return false;
+    }
+    return true;
 }
 
 /* Draw the next op into window slot `slot` and submit it, timed from
@@ -514,13 +768,14 @@ static bool window_submit(struct worker *w, unsigned slot, uint64_t now, bool me
 }
 
 /* One completion of the window: recorded (when measuring) like the
- * synchronous call's result. Returns its slot, free again. */
+ * synchronous call's result. Returns its slot, free again, or UINT_MAX
+ * when a fill took it (--fill-on-miss). */
 static unsigned window_complete(struct worker *w, const struct rkv_completion *r, uint64_t end,
                                 bool measuring)
 {
     unsigned slot = (unsigned)(r->token & 0xffffffffu);
     unsigned key_len = (unsigned)(r->token >> 32 & 0xffffu);
-    enum bench_op op = (enum bench_op)(r->token >> 48);
+    enum bench_op op = (enum bench_op)(r->token >> 48 & 0xffu);
     bool ok = r->status == RKV_OK;
     if (op == BENCH_OP_GET && ok && w->sh->cfg->verify)
         check_value(w, w->gidx[slot], w->keys + (size_t)slot * KEY_STRIDE, key_len,
@@ -530,13 +785,17 @@ static unsigned window_complete(struct worker *w, const struct rkv_completion *r
     } else if (!ok && op == BENCH_OP_PUT) {
         count_error(w, op, r->status, 1, measuring);
     } else if (measuring) {
-        w->res->get_hits += op == BENCH_OP_GET && ok;
-        w->res->get_misses += op == BENCH_OP_GET && !ok;
+        bump(&w->res->get_hits, op == BENCH_OP_GET && ok);
+        bump(&w->res->get_misses, op == BENCH_OP_GET && !ok);
         w->res->delete_misses += op == BENCH_OP_DELETE && !ok;
+        w->res->fills += (r->token & WINDOW_FILL) && ok;
         hist_record(&w->res->lat[op], bench_clock_ns(&op_clock, w->intended[slot], end));
     }
     if (measuring)
         bump(&w->ops_done, 1);
+    if (op == BENCH_OP_GET && r->status == RKV_NOT_FOUND && w->sh->cfg->fill_on_miss &&
+        window_fill(w, slot, key_len, end, measuring))
+        return UINT_MAX;
     return slot;
 }
 
@@ -547,8 +806,11 @@ static void window_take(struct worker *w, unsigned *nfree, bool measuring)
     unsigned n = 0;
     rkv_status st = rkv_wait(w->kv, w->done, w->sh->cfg->window, &n, 1000);
     uint64_t end = bench_clock_read(&op_clock);
-    for (unsigned i = 0; st == RKV_OK && i < n; i++)
-        w->free_slots[(*nfree)++] = window_complete(w, &w->done[i], end, measuring);
+    for (unsigned i = 0; st == RKV_OK && i < n; i++) {
+        unsigned slot = window_complete(w, &w->done[i], end, measuring);
+        if (slot != UINT_MAX)
+            w->free_slots[(*nfree)++] = slot;
+    }
 }
 
 /* The closed loop with a pipelined window: keep every slot in flight, each
@@ -723,6 +985,11 @@ static void *worker_main(void *arg)
             bench_reset_counters(w->client);
             measuring = true;
         }
+        if (cfg->trace != NULL) {
+            if (run_trace_batch(w, cfg->window, measuring) == 0)
+                break;
+            continue;
+        }
         unsigned n = cfg->window;
         if (measuring) {
             if (done >= w->quota)
@@ -782,8 +1049,11 @@ static int connect_all(const struct bench_config *cfg, struct worker *ws)
     for (unsigned i = 0; i < cfg->threads; i++) {
         char err[768];
         rkv_status st = bench_client_connect(cfg, &ws[i].client, err, sizeof err);
-        if (st == RKV_OK)
+        if (st == RKV_OK) {
             ws[i].kv = bench_client_rkv(ws[i].client);
+            ws[i].value_limit = RKV_MIN(bench_max_value(ws[i].client, TRACE_VALUE_MAX),
+                                        (size_t)TRACE_VALUE_MAX);
+        }
         if (st != RKV_OK) {
             if (err[0])
                 fprintf(stderr, "rkv-bench: %s\n", err);
@@ -819,9 +1089,13 @@ static int alloc_worker(struct worker *w, const struct bench_config *cfg, const 
     w->singles = calloc(w->batch_cap, sizeof *w->singles);
     w->free_slots = calloc(w->batch_cap, sizeof *w->free_slots);
     w->done = calloc(cfg->window, sizeof *w->done);
+    w->fops = calloc(w->batch_cap, sizeof *w->fops);
+    w->popts = calloc(w->batch_cap, sizeof *w->popts);
+    w->gtop = calloc(w->batch_cap, 1);
+    w->ptop = calloc(w->batch_cap, 1);
     if (!w->res || !w->keys || !w->get_bufs || (cfg->verify && !w->put_bufs) || !w->gops ||
         !w->gidx || !w->pops || !w->singles || !w->gstart || !w->pstart || !w->intended ||
-        !w->free_slots || !w->done)
+        !w->free_slots || !w->done || !w->fops || !w->popts || !w->gtop || !w->ptop)
         return -1;
     bench_results_init(w->res);
     return 0;
@@ -843,6 +1117,10 @@ static void free_worker(struct worker *w)
     free(w->gstart);
     free(w->pstart);
     free(w->intended);
+    free(w->fops);
+    free(w->popts);
+    free(w->gtop);
+    free(w->ptop);
 }
 
 /* Lets the workers past their start gate (after main set the phase). */
@@ -877,6 +1155,7 @@ struct ticker {
     struct histogram cum[BENCH_OP_COUNT];    /* the snapshot now */
     struct histogram prev[BENCH_OP_COUNT];   /* the previous one */
     uint64_t prev_errors[BENCH_OP_COUNT];
+    uint64_t prev_hits, prev_misses;
     struct bench_tick tick;                  /* the difference */
     double last_s;                           /* end of the previous interval */
 };
@@ -917,6 +1196,15 @@ static void ticker_take(struct ticker *t, struct worker *ws, unsigned threads, d
         t->prev_errors[op] = errors;
         t->prev[op] = t->cum[op];
     }
+    uint64_t hits = 0, misses = 0;
+    for (unsigned i = 0; i < threads; i++) {
+        hits += __atomic_load_n(&ws[i].res->get_hits, __ATOMIC_RELAXED);
+        misses += __atomic_load_n(&ws[i].res->get_misses, __ATOMIC_RELAXED);
+    }
+    t->tick.get_hits = hits - t->prev_hits;
+    t->tick.get_misses = misses - t->prev_misses;
+    t->prev_hits = hits;
+    t->prev_misses = misses;
 }
 
 static void sink_add(struct sink *s, const struct bench_tick *tick, bool final)
@@ -931,9 +1219,13 @@ static void sink_add(struct sink *s, const struct bench_tick *tick, bool final)
     s->errors += all->errors;
     if (s->cfg->quiet || final)
         return;
-    fprintf(stderr, "%s[%6.1fs] %11.0f ops/s  p50 %.2f us  p99 %.2f us  %llu ops, %llu errors%s",
+    char hit[32] = "";
+    double hr = bench_hit_rate(r->get_hits, r->get_misses);
+    if ((s->cfg->fill_on_miss || s->cfg->trace != NULL) && hr >= 0)
+        snprintf(hit, sizeof hit, "  hit %.1f%%", hr * 100);
+    fprintf(stderr, "%s[%6.1fs] %11.0f ops/s  p50 %.2f us  p99 %.2f us%s  %llu ops, %llu errors%s",
             s->tty ? "\r" : "", r->end_s, bench_row_rate(r, BENCH_OP_COUNT),
-            (double)all->p50_ns / 1000, (double)all->p99_ns / 1000, (unsigned long long)s->ops,
+            (double)all->p50_ns / 1000, (double)all->p99_ns / 1000, hit, (unsigned long long)s->ops,
             (unsigned long long)s->errors, s->tty ? "\033[K" : "\n");
     fflush(stderr);
 }
@@ -1060,8 +1352,11 @@ static int run_local(const struct bench_config *cfg, struct run_shape shape,
         goto out;
     }
     ticker_init(tk);
-    for (uint32_t i = 0; i < cfg->value_size.max; i++)
-        pattern[i] = (char)('a' + i % 26);
+    for (uint32_t i = 0; i < cfg->value_size.max; i++)   /* a trace's: digits, for incr */
+        pattern[i] = cfg->trace != NULL ? (char)('0' + i % 10) : (char)('a' + i % 26);
+    if (cfg->trace != NULL)
+        sh.trace_end = cfg->requests ? RKV_MIN(cfg->requests, (uint64_t)cfg->trace->count)
+                                     : cfg->trace->count;
     set_cuts(&sh);
     if (cfg->dist != BENCH_DIST_UNIFORM) {
         if (!cfg->quiet && cfg->keys > 10000000 && shape.base == 0)
@@ -1429,6 +1724,33 @@ int main(int argc, char **argv)
     case BENCH_ARGS_USAGE:   return 2;
     }
 
+    struct trace trace = { 0 };
+    if (cfg.trace_path != NULL) {
+        /* The whole trace is read and validated before anything is sent. */
+        char err[1024];
+        if (trace_load_file(&trace, cfg.trace_path, err, sizeof err) != 0) {
+            fprintf(stderr, "rkv-bench: --trace: %s\n", err);
+            bench_config_free(&cfg);
+            return 2;
+        }
+        cfg.trace = &trace;
+        cfg.value_size = (struct bench_range){ 0, RKV_MAX(trace.value_max, 1u) };
+        uint64_t per_thread = (uint64_t)cfg.window * ((uint64_t)cfg.value_size.max * 2 +
+                                                      BENCH_MAX_KEY_SIZE);
+        if (per_thread > BENCH_MAX_THREAD_BUFFER) {
+            fprintf(stderr, "rkv-bench: --trace: values up to %u bytes with --window %u need %llu "
+                    "MiB of buffers per thread; lower --window\n", cfg.value_size.max, cfg.window,
+                    (unsigned long long)(per_thread >> 20));
+            trace_free(&trace);
+            bench_config_free(&cfg);
+            return 2;
+        }
+        if (!cfg.quiet)
+            fprintf(stderr, "rkv-bench: trace %s: %zu lines, %llu of them with a key or value too "
+                    "large to replay\n", cfg.trace_path, trace.count,
+                    (unsigned long long)trace.too_large);
+    }
+
     if (cfg.compare_count > 0) {
         int crc = bench_html_compare(cfg.compare, cfg.compare_count, cfg.html_path, stderr) == 0 ? 0 : 1;
         bench_config_free(&cfg);
@@ -1437,6 +1759,7 @@ int main(int argc, char **argv)
     char clock_err[256], clock_name[32];
     if (bench_clock_init(&op_clock, cfg.clock, NULL, clock_err, sizeof clock_err) != 0) {
         fprintf(stderr, "rkv-bench: %s\n", clock_err);
+        trace_free(&trace);
         bench_config_free(&cfg);
         return 2;
     }
@@ -1478,7 +1801,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "rkv-bench: out of memory for the per-second series; it is incomplete\n");
 
     bool json_stdout = json == stdout || csv == stdout || html == stdout;
-    bench_report_text(json_stdout ? stderr : stdout, &cfg, total);
+    bench_report_text_series(json_stdout ? stderr : stdout, &cfg, total, &sink->series);
     fflush(stdout);   /* the report before any verdict on stderr */
     rc = ran;
     if (json != NULL)
@@ -1518,6 +1841,7 @@ out:
         bench_series_free(&sink->series);
     free(sink);
     free(total);
+    trace_free(&trace);
     bench_config_free(&cfg);
     return rc;
 }

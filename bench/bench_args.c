@@ -34,6 +34,9 @@ enum {
     SET_COMPARE   = 1u << 3,   /* --compare seen: bare arguments are report files */
     SET_CONNECTIONS = 1u << 4,
     SET_DURATION  = 1u << 5,
+    SET_PRELOAD   = 1u << 6,   /* --preload or --no-preload given */
+    SET_WORKLOAD_FLAGS = 1u << 7,   /* --keys, --key-size, --value-size, --dist, ratios */
+    SET_TRACE     = 1u << 8,
 };
 
 static void usage_error(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -296,6 +299,16 @@ SETTER(set_location_cache)
     return BENCH_OPT_OK;
 }
 
+/* --trace FILE: the run lasts as long as the trace, unless --duration
+ * was given too (whatever the order). */
+SETTER(set_trace)
+{
+    enum bench_opt_result r = set_text(cfg, o, v, set, out, err);
+    if (r == BENCH_OPT_OK && !(*set & SET_DURATION))
+        cfg->duration_s = 0;
+    return r;
+}
+
 /* --compare: the bare arguments that follow are reports (add_compare). */
 SETTER(set_compare)
 {
@@ -411,21 +424,21 @@ const struct bench_option bench_options[] = {
       .bad = "is not a time from {min} to {max} s (e.g. 2, 500ms)" },
 
     { .name = "keys", .short_name = 'k', VALUE("N"), .def = "100000", .set = set_uint, F(keys),
-      .min = 1, .max = BENCH_MAX_KEYS, .section = "What:",
+      .min = 1, .max = BENCH_MAX_KEYS, .section = "What:", .set_bit = SET_WORKLOAD_FLAGS,
       .help = "key space size (1..2^40; {default})" },
     { .name = "key-size", VALUE("N|MIN-MAX"), .def = "16", .set = set_range, F(key_size),
-      .min = BENCH_MIN_KEY_SIZE, .max = BENCH_MAX_KEY_SIZE,
+      .min = BENCH_MIN_KEY_SIZE, .max = BENCH_MAX_KEY_SIZE, .set_bit = SET_WORKLOAD_FLAGS,
       .help = "key bytes ({min}..{max}; {default}); keys are \"k\" + index",
       .bad = "is not N or MIN-MAX with {min} <= MIN <= MAX <= {max}" },
     { .name = "value-size", VALUE("N|MIN-MAX"), .def = "32", .set = set_range, F(value_size),
-      .min = 0, .max = BENCH_MAX_VALUE,
+      .min = 0, .max = BENCH_MAX_VALUE, .set_bit = SET_WORKLOAD_FLAGS,
       .help = "value bytes (0..1M; {default}); K/M suffixes accepted",
       .bad = "is not N or MIN-MAX with {min} <= MIN <= MAX <= {max} (1M)" },
     { .name = "get-ratio", .short_name = 'r', VALUE("R"), .def = "0.9", .set = set_double,
-      F(get_ratio), .min = 0, .max = 1, .set_bit = SET_GET_RATIO,
+      F(get_ratio), .min = 0, .max = 1, .set_bit = SET_GET_RATIO | SET_WORKLOAD_FLAGS,
       .help = "share of GETs, 0..1 ({default}); the rest are writes" },
     { .name = "delete-ratio", VALUE("R"), .def = "0", .set = set_double, F(delete_ratio),
-      .min = 0, .max = 1,
+      .min = 0, .max = 1, .set_bit = SET_WORKLOAD_FLAGS,
       .help = "share of DELETEs, 0..1 ({default})" },
     { .name = "dist", VALUE("D"), .def = "uniform", .set = set_dist, F(dist), .set_bit = SET_DIST,
       .help = "key choice: uniform, zipf[:THETA], latest[:THETA]\n"
@@ -438,15 +451,34 @@ const struct bench_option bench_options[] = {
               "E (range scans) does not apply to a key-value cache.\n"
               "Flags given explicitly override the preset.",
       .bad = "is not a YCSB workload; use A, B, C, D or F" },
-    { .name = "preload", .def = "on", .set = set_true, F(preload),
+    { .name = "preload", .def = "on", .set = set_true, F(preload), .set_bit = SET_PRELOAD,
       .help = "write every key once before measuring (default)" },
-    { .name = "no-preload", .set = set_false, F(preload),
+    { .name = "no-preload", .set = set_false, F(preload), .set_bit = SET_PRELOAD,
       .help = "start from whatever the server holds" },
     { .name = "verify", .set = set_true, F(verify),
       .help = "values carry their key and version; every GET checks\n"
               "them, and any bad value fails the run (exit 1)" },
     { .name = "seed", VALUE("N"), .def = "1", .set = set_uint, F(seed), .min = 0, .max = UINT64_MAX,
       .help = "random seed ({default}); same seed, same key sequence" },
+
+    { .name = "fill-on-miss", .set = set_true, F(fill_on_miss), .section = "Cache workload:",
+      .help = "cache-aside: every GET that misses is followed by a SET\n"
+              "of its key (value of --value-size, or the trace line's),\n"
+              "as an application fronting a database does; the report\n"
+              "gives the hit rate (hits / GETs), overall and per second.\n"
+              "The SETs show as PUTs and do not count toward --requests" },
+    { .name = "trace", VALUE("FILE"), .set = set_trace, F(trace_path), .set_bit = SET_TRACE,
+      .help = "replay FILE, a key trace in Twitter's cache-trace CSV\n"
+              "(timestamp,key,key size,value size,client id,operation,\n"
+              "TTL), in order and as fast as the window allows (threads\n"
+              "take successive batches of --window lines); keys are the\n"
+              "key padded or cut to its size, values of the line's size.\n"
+              "The whole file is validated first: a bad line is an error\n"
+              "with its line number and nothing is sent (exit 2). Lines\n"
+              "with a key or value over the server's limits are skipped\n"
+              "and counted. Runs until the trace ends (or --duration,\n"
+              "--requests lines); no preload; --keys, --dist, ratios and\n"
+              "--value-size do not apply" },
 
     { .name = "json", VALUE("FILE"), .set = set_text, F(json_path), .section = "Output:",
       .help = "also write the report as JSON to FILE ('-': stdout,\n"
@@ -651,6 +683,22 @@ static bool check_protocol(struct bench_config *cfg, unsigned set, FILE *err)
     return true;
 }
 
+/* --trace against the flags that make the generated workload. */
+static bool check_trace(struct bench_config *cfg, unsigned set, FILE *err)
+{
+    const char *clash = cfg->rate > 0 ? "--rate" : cfg->workload ? "--workload" :
+                        cfg->verify ? "--verify" : (set & SET_PRELOAD) && cfg->preload ? "--preload" :
+                        (set & SET_WORKLOAD_FLAGS) || (set & SET_DIST) ? "--keys, --key-size, "
+                        "--value-size, --dist and the ratios" : cfg->processes > 1 ? "--processes" : NULL;
+    if (clash != NULL) {
+        usage_error(err, "--trace replays the trace's own keys, sizes and operations in order, as "
+                    "fast as it can, from one process; drop %s", clash);
+        return false;
+    }
+    cfg->preload = false;
+    return true;
+}
+
 /* Checks that span several flags, after all are known. */
 static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
 {
@@ -670,6 +718,8 @@ static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
         }
         return true;
     }
+    if ((set & SET_TRACE) && !check_trace(cfg, set, err))
+        return false;
     if (cfg->clock == BENCH_CLOCK_TSC && cfg->rate > 0) {
         usage_error(err, "--clock tsc times closed-loop ops; an open-loop run (--rate) times from "
                     "intended send times on CLOCK_MONOTONIC: drop one of them");
@@ -706,7 +756,7 @@ static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
         return false;
     }
     unsigned need = wl_key_min_len(cfg->keys - 1);
-    if (cfg->key_size.min < need) {
+    if (cfg->trace_path == NULL && cfg->key_size.min < need) {
         usage_error(err, "--key-size %u is too short for --keys %llu: keys are \"k\" + index and the "
                     "last one needs %u bytes; use --key-size %u or more, or fewer --keys",
                     cfg->key_size.min, (unsigned long long)cfg->keys, need, need);

@@ -16,6 +16,8 @@
 #include "bench_schedule.h"
 #include "rkv.h"
 
+struct trace;
+
 /* Limits the parser enforces (also printed by --help). */
 #define BENCH_MAX_THREADS   1024u
 #define BENCH_MAX_WINDOW    1024u
@@ -95,6 +97,9 @@ struct bench_config {
                                    "monotonic"): set by rkv-bench once calibrated; NULL: unsaid */
     unsigned connections;       /* --connections: memcache TCP connections over all threads
                                    and processes; default threads x processes x window */
+    bool fill_on_miss;          /* --fill-on-miss: a GET that misses is followed by a SET */
+    const char *trace_path;     /* --trace FILE: replay a key trace (trace.h), or NULL */
+    const struct trace *trace;  /* that trace, loaded by rkv-bench (not the parser), or NULL */
 };
 
 enum bench_args_result {

@@ -79,6 +79,18 @@ rkv_status bench_delete(struct bench_client *c, const void *key, size_t key_len)
     return c->mc ? bench_mc_delete(c->mc, key, key_len) : rkv_delete(c->kv, key, key_len);
 }
 
+rkv_status bench_incr(struct bench_client *c, const void *key, size_t key_len, int64_t delta,
+                      uint64_t *result)
+{
+    return c->mc ? bench_mc_incr(c->mc, key, key_len, delta, result)
+                 : rkv_incr(c->kv, key, key_len, delta, result);
+}
+
+size_t bench_max_value(const struct bench_client *c, size_t otherwise)
+{
+    return c->mc ? otherwise : rkv_max_value_size(c->kv);
+}
+
 void bench_get_counters(const struct bench_client *c, struct rkv_counters *out)
 {
     if (c->mc)

@@ -29,6 +29,11 @@ rkv_status bench_put(struct bench_client *c, const void *key, size_t key_len, co
                      size_t value_len, const struct rkv_put_options *opts, uint64_t *new_version);
 rkv_status bench_mput(struct bench_client *c, struct rkv_put_op *ops, size_t n);
 rkv_status bench_delete(struct bench_client *c, const void *key, size_t key_len);
+rkv_status bench_incr(struct bench_client *c, const void *key, size_t key_len, int64_t delta,
+                      uint64_t *result);
+/* The longest value a write may carry: rkv_max_value_size(), or for
+ * --protocol memcache `otherwise` (the protocol does not tell). */
+size_t bench_max_value(const struct bench_client *c, size_t otherwise);
 void bench_get_counters(const struct bench_client *c, struct rkv_counters *out);
 void bench_reset_counters(struct bench_client *c);
 const char *bench_last_error(const struct bench_client *c);

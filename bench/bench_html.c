@@ -337,6 +337,64 @@ static void chart_over_time(FILE *o, const struct json_value *const *reps, const
                    : "Operations completed in each second, all kinds together, per run.");
 }
 
+/* The GETs' hit rate of each interval (--fill-on-miss, --trace), per run,
+ * on a 0..100% axis. */
+static void chart_hit_rate(FILE *o, const struct json_value *const *reps, const char *const *labels,
+                           size_t n)
+{
+    double tmax = 1;
+    for (size_t r = 0; r < n; r++) {
+        const struct json_value *s = series_of(reps[r]);
+        for (size_t i = 0; s != NULL && i < s->count; i++)
+            tmax = fmax(tmax, json_number_of(&s->items[i], "t_s", 0));
+    }
+    struct axis x = { 0, tmax, false, ML, W - MR };
+    struct axis y = { 0, 100, false, H - MB, MT };
+    svg_begin(o, "hit-rate-over-time", "Hit rate over time");
+    double step = pow(10, floor(log10(tmax)));
+    if (tmax / step < 4)
+        step /= 2;
+    for (double t = 0; t <= tmax + 1e-9; t += step) {
+        char b[32];
+        snprintf(b, sizeof b, "%g s", t);
+        grid_x(o, axis_map(&x, t), b);
+    }
+    for (int v = 0; v <= 100; v += 20) {
+        char b[16];
+        snprintf(b, sizeof b, "%d%%", v);
+        grid_y(o, axis_map(&y, v), b);
+    }
+    unsigned shown = 0;
+    for (size_t r = 0; r < n; r++) {
+        const struct json_value *s = series_of(reps[r]);
+        size_t points = 0;
+        for (size_t i = 0; s != NULL && i < s->count; i++)
+            points += isfinite(json_number_of(&s->items[i], "hit_rate", NAN));
+        if (points == 0)
+            continue;
+        struct series_style st = { (unsigned)r, 0 };
+        polyline_begin(o, st);
+        for (size_t i = 0; i < s->count; i++) {
+            double v = json_number_of(&s->items[i], "hit_rate", NAN);
+            if (isfinite(v))
+                fprintf(o, "%.1f,%.1f ", axis_map(&x, json_number_of(&s->items[i], "t_s", 0)),
+                        axis_map(&y, v * 100));
+        }
+        polyline_end(o, labels[r]);
+        for (size_t i = 0; points <= MARKERS_MAX && i < s->count; i++) {
+            double v = json_number_of(&s->items[i], "hit_rate", NAN);
+            if (isfinite(v))
+                fprintf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                        axis_map(&x, json_number_of(&s->items[i], "t_s", 0)), axis_map(&y, v * 100),
+                        colors[st.run % (sizeof colors / sizeof colors[0])]);
+        }
+        legend(o, shown++, st, labels[r]);
+    }
+    axis_titles(o, "seconds into the measurement", "GET hit rate in each second");
+    svg_end(o, "Share of the GETs of each second that found their key, per run (a cache "
+               "workload: --fill-on-miss or --trace).");
+}
+
 /* ---- tables ---- */
 
 /* A table cell: numbers with `decimals` places (-1: %g), strings, booleans, "-". */
@@ -437,6 +495,44 @@ static void fields_table(FILE *o, const char *id, const char *title, const struc
     fputs("</table>\n", o);
 }
 
+/* Whether a report ran a cache workload (--fill-on-miss or --trace). */
+static bool has_cache(const struct json_value *rep)
+{
+    const struct json_value *c = json_member(rep, "cache");
+    const struct json_value *fill = c != NULL ? json_member(c, "fill_on_miss") : NULL;
+    const struct json_value *t = c != NULL ? json_member(c, "trace") : NULL;
+    return (fill != NULL && fill->type == JSON_BOOL && fill->boolean) ||
+           (t != NULL && t->type == JSON_OBJECT);
+}
+
+static void cache_table(FILE *o, const struct json_value *const *reps, const char *const *labels,
+                        size_t n)
+{
+    fputs("<table id=\"cache\"><tr><th>run</th><th>hit rate</th><th>fill on miss</th>"
+          "<th>fills</th><th>trace</th><th>lines replayed</th><th>skipped (too large)</th></tr>\n", o);
+    for (size_t r = 0; r < n; r++) {
+        const struct json_value *c = json_member(reps[r], "cache");
+        if (!has_cache(reps[r]))
+            continue;
+        const struct json_value *t = json_member(c, "trace");
+        bool tr = t != NULL && t->type == JSON_OBJECT;
+        double hr = json_number_of(c, "hit_rate", NAN);
+        fputs("<tr><td>", o);
+        esc(o, labels[r]);
+        if (isfinite(hr))
+            fprintf(o, "</td><td>%.2f%%</td>", hr * 100);
+        else
+            fputs("</td><td>-</td>", o);
+        cell_num(o, json_member(c, "fill_on_miss"), 0);
+        cell_num(o, json_member(c, "fills"), 0);
+        cell_num(o, tr ? json_member(t, "file") : NULL, 0);
+        cell_num(o, tr ? json_member(t, "replayed") : NULL, 0);
+        cell_num(o, tr ? json_member(t, "skipped") : NULL, 0);
+        fputs("</tr>\n", o);
+    }
+    fputs("</table>\n", o);
+}
+
 static const struct field params[] = {
     { "tool", "tool", -1 }, { "version", "version", -1 }, { "servers", "servers", -1 },
     { "loop", "loop", -1 }, { "processes", "processes", 0 }, { "threads", "threads", 0 },
@@ -500,6 +596,14 @@ int bench_html_write(FILE *o, const struct json_value *const *reps, const char *
     fputs("<h2>Over time</h2>\n", o);
     chart_over_time(o, reps, labels, n, false);
     chart_over_time(o, reps, labels, n, true);
+    bool cache = false;
+    for (size_t r = 0; r < n; r++)
+        cache |= has_cache(reps[r]);
+    if (cache) {
+        fputs("<h2>Cache</h2>\n", o);
+        cache_table(o, reps, labels, n);
+        chart_hit_rate(o, reps, labels, n);
+    }
     fields_table(o, "parameters", "Parameters", params, sizeof params / sizeof params[0], reps, labels, n);
     fields_table(o, "transport", "Transport counters", transport, sizeof transport / sizeof transport[0],
                  reps, labels, n);

@@ -52,15 +52,17 @@ struct bench_mc {
 };
 
 /* What one call does: which ops, and which reply each expects. */
-enum mc_kind { MC_GET, MC_GETS, MC_STORE, MC_DELETE };
+enum mc_kind { MC_GET, MC_GETS, MC_STORE, MC_DELETE, MC_INCR };
 struct mc_batch {
     enum mc_kind kind;
     struct rkv_get_op *g;           /* MC_GET, MC_GETS */
     struct rkv_item_info *info;     /* MC_GETS: may be NULL */
     struct rkv_put_op *p;           /* MC_STORE */
-    const void *del_key;            /* MC_DELETE (n = 1) */
+    const void *del_key;            /* MC_DELETE, MC_INCR (n = 1) */
     size_t del_key_len;
     rkv_status del_status;
+    int64_t delta;                  /* MC_INCR: decr when negative */
+    uint64_t result;                /* MC_INCR: the number replied */
     size_t n;
 };
 
@@ -304,7 +306,8 @@ static rkv_status *status_of(struct mc_batch *b, size_t i)
     case MC_GET:
     case MC_GETS:  return &b->g[i].status;
     case MC_STORE: return &b->p[i].status;
-    case MC_DELETE: break;
+    case MC_DELETE:
+    case MC_INCR: break;
     }
     return &b->del_status;
 }
@@ -356,6 +359,16 @@ static bool encode(struct bench_mc *m, struct mc_batch *b, size_t i, struct mc_c
         m->c.puts++;
         break;
     }
+    case MC_INCR:
+        if (!key_ok(b->del_key, b->del_key_len)) {
+            *st = RKV_INVALID;
+            return false;
+        }
+        n = sprintf(o, "%s %.*s %llu\r\n", b->delta < 0 ? "decr" : "incr", (int)b->del_key_len,
+                    (const char *)b->del_key,
+                    b->delta < 0 ? 0ull - (unsigned long long)b->delta : (unsigned long long)b->delta);
+        m->c.other_rpcs++;
+        break;
     case MC_DELETE:
     default:
         if (!key_ok(b->del_key, b->del_key_len)) {
@@ -450,14 +463,23 @@ static rkv_status decode_line(struct bench_mc *m, struct mc_batch *b, size_t i, 
         return st;
     rkv_put_mode mode = b->kind == MC_STORE && b->p[i].opts ? b->p[i].opts->mode : RKV_SET;
     rkv_status *out = status_of(b, i);
-    if (strcmp(line, "STORED") == 0 || strcmp(line, "DELETED") == 0)
+    unsigned long long num;
+    int used = 0;
+    if (b->kind == MC_INCR && line[0] >= '0' && line[0] <= '9' &&
+        sscanf(line, "%llu%n", &num, &used) == 1 && (size_t)used == len) {
+        b->result = num;
+        *out = RKV_OK;
+    } else if (b->kind == MC_INCR && strncmp(line, "CLIENT_ERROR", 12) == 0 &&
+               strstr(line, "non-numeric") != NULL) {
+        *out = RKV_NOT_NUMBER;
+    } else if (strcmp(line, "STORED") == 0 || strcmp(line, "DELETED") == 0)
         *out = RKV_OK;
     else if (strcmp(line, "NOT_STORED") == 0)
         *out = mode == RKV_ADD ? RKV_EXISTS : RKV_NOT_STORED;
     else if (strcmp(line, "EXISTS") == 0)
         *out = RKV_CAS_MISMATCH;
     else if (strcmp(line, "NOT_FOUND") == 0)
-        *out = b->kind == MC_DELETE ? RKV_NOT_FOUND : RKV_NOT_STORED;
+        *out = b->kind == MC_DELETE || b->kind == MC_INCR ? RKV_NOT_FOUND : RKV_NOT_STORED;
     else if ((*out = error_line(m, line)) == RKV_PROTOCOL)
         return RKV_PROTOCOL;
     return RKV_OK;
@@ -539,6 +561,17 @@ rkv_status bench_mc_delete(struct bench_mc *m, const void *key, size_t key_len)
 {
     struct mc_batch b = { .kind = MC_DELETE, .del_key = key, .del_key_len = key_len, .n = 1 };
     run(m, &b);
+    return b.del_status;
+}
+
+rkv_status bench_mc_incr(struct bench_mc *m, const void *key, size_t key_len, int64_t delta,
+                         uint64_t *result)
+{
+    struct mc_batch b = { .kind = MC_INCR, .del_key = key, .del_key_len = key_len, .delta = delta,
+                          .n = 1 };
+    run(m, &b);
+    if (result != NULL && b.del_status == RKV_OK)
+        *result = b.result;
     return b.del_status;
 }
 

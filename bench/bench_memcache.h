@@ -14,7 +14,8 @@
  * → RKV_CAS_MISMATCH, NOT_FOUND → RKV_NOT_FOUND (delete) or RKV_NOT_STORED
  * (cas), DELETED → RKV_OK, "SERVER_ERROR object too large" → RKV_TOO_LARGE,
  * "SERVER_ERROR out of memory" → RKV_OUT_OF_MEMORY, another SERVER_ERROR →
- * RKV_SERVER_BUSY, CLIENT_ERROR → RKV_INVALID, anything else → RKV_PROTOCOL
+ * RKV_SERVER_BUSY, CLIENT_ERROR → RKV_INVALID (incr/decr of a non-number:
+ * RKV_NOT_NUMBER), a number (incr/decr) → RKV_OK, anything else → RKV_PROTOCOL
  * (and the connections are dropped). An I/O error or timeout drops every
  * connection (RKV_CONNECTION / RKV_TIMEOUT); the next call reconnects.
  */
@@ -49,6 +50,11 @@ rkv_status bench_mc_put(struct bench_mc *m, const void *key, size_t key_len, con
                         uint64_t *new_version);
 rkv_status bench_mc_mput(struct bench_mc *m, struct rkv_put_op *ops, size_t n);
 rkv_status bench_mc_delete(struct bench_mc *m, const void *key, size_t key_len);
+/* As rkv_incr, by incr (delta >= 0) or decr (-delta): the number replied
+ * goes to *result (may be NULL); NOT_FOUND → RKV_NOT_FOUND, a CLIENT_ERROR
+ * about a non-numeric value → RKV_NOT_NUMBER. */
+rkv_status bench_mc_incr(struct bench_mc *m, const void *key, size_t key_len, int64_t delta,
+                         uint64_t *result);
 
 /* gets, get_hits, get_misses, puts, deletes, sends (requests) and doorbells
  * (send() calls); the rest stay 0 (no one-sided reads over TCP). */

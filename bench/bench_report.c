@@ -56,6 +56,14 @@ void bench_results_merge(struct bench_results *dst, const struct bench_results *
     if (src->max_send_lag_ns > dst->max_send_lag_ns)
         dst->max_send_lag_ns = src->max_send_lag_ns;
     counters_add(&dst->counters, &src->counters);
+    dst->fills += src->fills;
+    for (unsigned i = 0; i < TRACE_OP_COUNT; i++) {
+        dst->trace_ops[i] += src->trace_ops[i];
+        dst->trace_ok[i] += src->trace_ok[i];
+        dst->trace_missed[i] += src->trace_missed[i];
+    }
+    dst->trace_skipped += src->trace_skipped;
+    dst->trace_refused += src->trace_refused;
     if (src->duration_s > dst->duration_s)
         dst->duration_s = src->duration_s;
 }
@@ -74,6 +82,11 @@ uint64_t bench_results_errors(const struct bench_results *r)
     for (unsigned i = 0; i < RKV_STATUS_COUNT; i++)
         n += r->errors[i];
     return n;
+}
+
+double bench_hit_rate(uint64_t hits, uint64_t misses)
+{
+    return hits + misses ? (double)hits / (double)(hits + misses) : -1.0;
 }
 
 static double ratio(uint64_t num, uint64_t den)
@@ -96,7 +109,9 @@ enum bench_window_mode bench_window_mode(const struct bench_config *cfg)
     if (cfg->window == 1)
         return BENCH_WINDOW_SINGLE;
     /* the memcached text protocol pipelines each batch over its connections */
-    return cfg->lockstep || cfg->rate > 0 || cfg->protocol == BENCH_PROTO_MEMCACHE
+    /* a trace is replayed in batches of successive lines */
+    return cfg->lockstep || cfg->rate > 0 || cfg->protocol == BENCH_PROTO_MEMCACHE ||
+           cfg->trace_path != NULL
                ? BENCH_WINDOW_LOCKSTEP : BENCH_WINDOW_PIPELINED;
 }
 
@@ -166,7 +181,66 @@ static void text_row(FILE *out, const char *label, const struct histogram *h, do
             us(hist_percentile(h, 99.9)), us(h->max));
 }
 
+/* The cache workload's lines: the hit rate, overall and by interval, and
+ * what the trace replayed. */
+static void text_cache(FILE *out, const struct bench_config *cfg, const struct bench_results *r,
+                       const struct bench_series *series)
+{
+    double hr = bench_hit_rate(r->get_hits, r->get_misses);
+    if (hr < 0)
+        fprintf(out, "Cache: hit rate - (no GETs)");
+    else
+        fprintf(out, "Cache: hit rate %.2f%% (%llu hits / %llu GETs)", hr * 100,
+                (unsigned long long)r->get_hits, (unsigned long long)(r->get_hits + r->get_misses));
+    if (cfg->fill_on_miss)
+        fprintf(out, "; %llu misses filled with a SET", (unsigned long long)r->fills);
+    fputc('\n', out);
+    size_t shown = 0, n = 0;
+    double lo = 2, hi = -1;
+    for (size_t i = 0; series != NULL && i < series->count; i++) {
+        double h = bench_hit_rate(series->rows[i].get_hits, series->rows[i].get_misses);
+        if (h < 0)
+            continue;
+        n++;
+        lo = h < lo ? h : lo;
+        hi = h > hi ? h : hi;
+    }
+    if (n > 0) {
+        fprintf(out, "       by interval (%zu): min %.1f%%, max %.1f%%;", n, lo * 100, hi * 100);
+        for (size_t i = 0; i < series->count && shown < 12; i++) {
+            double h = bench_hit_rate(series->rows[i].get_hits, series->rows[i].get_misses);
+            if (h < 0)
+                continue;
+            fprintf(out, " %.1fs %.1f%%", series->rows[i].end_s, h * 100);
+            shown++;
+        }
+        fputs(n > shown ? " ...\n" : "\n", out);
+    }
+    if (cfg->trace_path == NULL)
+        return;
+    uint64_t replayed = 0;
+    for (unsigned i = 0; i < TRACE_OP_COUNT; i++)
+        replayed += r->trace_ops[i];
+    fprintf(out, "Trace: %s: %llu lines replayed; skipped: %llu (key or value too large)",
+            cfg->trace_path, (unsigned long long)replayed, (unsigned long long)r->trace_skipped);
+    if (r->trace_refused)
+        fprintf(out, "; %llu writes refused by the server as too large",
+                (unsigned long long)r->trace_refused);
+    fputc('\n', out);
+    for (unsigned i = 0; i < TRACE_OP_COUNT; i++)
+        if (r->trace_ops[i] > 0)
+            fprintf(out, "       %-8s %10llu  ok %llu, missed %llu\n", trace_op_name(i),
+                    (unsigned long long)r->trace_ops[i], (unsigned long long)r->trace_ok[i],
+                    (unsigned long long)r->trace_missed[i]);
+}
+
 void bench_report_text(FILE *out, const struct bench_config *cfg, const struct bench_results *r)
+{
+    bench_report_text_series(out, cfg, r, NULL);
+}
+
+void bench_report_text_series(FILE *out, const struct bench_config *cfg,
+                              const struct bench_results *r, const struct bench_series *series)
 {
     char dist[32];
     struct bench_mix mix;
@@ -185,6 +259,11 @@ void bench_report_text(FILE *out, const struct bench_config *cfg, const struct b
         fprintf(out, " at %.0f ops/s %s", cfg->rate, bench_arrival_name(cfg->arrival));
     fprintf(out, ", %u server%s: %s\n", cfg->server_count, cfg->server_count == 1 ? "" : "s",
             cfg->servers);
+    if (cfg->trace_path != NULL) {
+        fprintf(out, "trace %s, keys and values as the trace gives them%s", cfg->trace_path,
+                cfg->fill_on_miss ? ", misses filled" : "");
+        goto mixed;
+    }
     fprintf(out, "keys %llu x %u", (unsigned long long)cfg->keys, cfg->key_size.min);
     if (cfg->key_size.max != cfg->key_size.min)
         fprintf(out, "-%u", cfg->key_size.max);
@@ -199,6 +278,9 @@ void bench_report_text(FILE *out, const struct bench_config *cfg, const struct b
     if (mix.insert > 0) fprintf(out, " insert %.0f%%", mix.insert * 100);
     if (mix.rmw > 0)    fprintf(out, " rmw %.0f%%", mix.rmw * 100);
     if (mix.del > 0)    fprintf(out, " delete %.0f%%", mix.del * 100);
+    if (cfg->fill_on_miss)
+        fprintf(out, ", misses filled");
+mixed:
     fprintf(out, "; %.3f s measured%s", r->duration_s, cfg->verify ? ", values verified" : "");
     if (cfg->clock_name != NULL)
         fprintf(out, ", timed by %s", cfg->clock_name);
@@ -254,6 +336,8 @@ void bench_report_text(FILE *out, const struct bench_config *cfg, const struct b
 
     if (cfg->rate > 0)
         text_open_loop(out, cfg, r);
+    if (cfg->fill_on_miss || cfg->trace_path != NULL)
+        text_cache(out, cfg, r, series);
     const struct rkv_counters *c = &r->counters;
     if (cfg->protocol == BENCH_PROTO_MEMCACHE) {
         fprintf(out, "Transport: memcached text protocol over %u TCP connection%s, %.3f send() "
@@ -315,6 +399,48 @@ static void json_distribution(struct json_writer *w, const struct histogram *h)
     json_array_end(w);
 }
 
+/* The hit rate, or NaN (null in JSON) without GETs. */
+static double hit_rate_or_nan(uint64_t hits, uint64_t misses)
+{
+    double hr = bench_hit_rate(hits, misses);
+    return hr < 0 ? (double)NAN : hr;
+}
+
+/* "cache": the hit rate, the fills and (--trace) what was replayed. */
+static void json_cache(struct json_writer *w, const struct bench_config *cfg,
+                       const struct bench_results *r)
+{
+    json_object_begin(w, "cache");
+    json_bool(w, "fill_on_miss", cfg->fill_on_miss);
+    json_double(w, "hit_rate", hit_rate_or_nan(r->get_hits, r->get_misses));
+    json_u64(w, "fills", r->fills);
+    if (cfg->trace_path == NULL) {
+        json_string(w, "trace", NULL);
+    } else {
+        uint64_t replayed = 0;
+        for (unsigned i = 0; i < TRACE_OP_COUNT; i++)
+            replayed += r->trace_ops[i];
+        json_object_begin(w, "trace");
+        json_string(w, "file", cfg->trace_path);
+        json_u64(w, "replayed", replayed);
+        json_u64(w, "skipped", r->trace_skipped);
+        json_u64(w, "refused_too_large", r->trace_refused);
+        json_object_begin(w, "ops");
+        for (unsigned i = 0; i < TRACE_OP_COUNT; i++) {
+            if (r->trace_ops[i] == 0)
+                continue;
+            json_object_begin(w, trace_op_name(i));
+            json_u64(w, "count", r->trace_ops[i]);
+            json_u64(w, "ok", r->trace_ok[i]);
+            json_u64(w, "missed", r->trace_missed[i]);
+            json_object_end(w);
+        }
+        json_object_end(w);
+        json_object_end(w);
+    }
+    json_object_end(w);
+}
+
 static void json_series(struct json_writer *w, const struct bench_series *s)
 {
     json_array_begin(w, "timeseries");
@@ -323,6 +449,7 @@ static void json_series(struct json_writer *w, const struct bench_series *s)
         json_object_begin(w, NULL);
         json_double(w, "t_s", row->end_s);
         json_double(w, "interval_s", row->length_s);
+        json_double(w, "hit_rate", hit_rate_or_nan(row->get_hits, row->get_misses));
         for (unsigned op = 0; op <= BENCH_OP_COUNT; op++) {
             const struct bench_row_op *o = &row->op[op];
             if (op < BENCH_OP_COUNT && o->ops == 0 && o->errors == 0)
@@ -348,6 +475,7 @@ static void json_op(struct json_writer *w, const struct bench_results *r, enum b
     if (op == BENCH_OP_GET) {
         json_u64(w, "hits", r->get_hits);
         json_u64(w, "misses", r->get_misses);
+        json_double(w, "hit_rate", hit_rate_or_nan(r->get_hits, r->get_misses));
     } else if (op == BENCH_OP_DELETE) {
         json_u64(w, "misses", r->delete_misses);
     } else if (op == BENCH_OP_RMW) {
@@ -489,6 +617,7 @@ int bench_report_json_series(FILE *out, const struct bench_config *cfg, const st
     json_double(&w, "forwards_per_get", q.forwards_per_get);
     json_u64(&w, "reconnects", r->counters.reconnects);
     json_counters(&w, &r->counters);
+    json_cache(&w, cfg, r);
     json_series(&w, series);
     json_object_end(&w);
     return json_finish(&w);

@@ -15,6 +15,7 @@
 #include "bench_args.h"
 #include "histogram.h"
 #include "rkv.h"
+#include "trace.h"
 
 /* Operation kinds with their own latency histogram. An insert (workload D)
  * is a PUT; a read-modify-write (F) is timed as a whole, get to put. */
@@ -34,6 +35,14 @@ struct bench_results {
     uint64_t sent;                         /* operations sent while measuring (completed or failed) */
     uint64_t missed;                       /* intended before the end but never sent (drain cut short) */
     uint64_t max_send_lag_ns;              /* most an operation went out after its intended time */
+    /* The cache workload (--fill-on-miss, --trace): */
+    uint64_t fills;                        /* SETs that followed a GET miss (also PUTs above) */
+    uint64_t trace_ops[TRACE_OP_COUNT];    /* --trace: lines replayed, by operation */
+    uint64_t trace_ok[TRACE_OP_COUNT];     /* ... that found their key or stored */
+    uint64_t trace_missed[TRACE_OP_COUNT]; /* ... that did not (absent, exists, not stored,
+                                              CAS mismatch, not a number): not errors */
+    uint64_t trace_skipped;                /* lines not sent: key or value over the limits */
+    uint64_t trace_refused;                /* writes the server refused as too large */
 };
 
 void bench_results_init(struct bench_results *r);
@@ -80,12 +89,18 @@ const char *bench_status_id(rkv_status s);
 bool bench_rate_reached(const struct bench_config *cfg, const struct bench_results *r,
                         double *achieved);
 
+/* hits / (hits + misses) of the GETs; -1 when there were none. */
+double bench_hit_rate(uint64_t hits, uint64_t misses);
+
 void bench_report_text(FILE *out, const struct bench_config *cfg, const struct bench_results *r);
+/* The same with the hit rate per interval of series (may be NULL). */
+struct bench_series;
+void bench_report_text_series(FILE *out, const struct bench_config *cfg,
+                              const struct bench_results *r, const struct bench_series *series);
 /* 0, or -1 when the JSON could not be written. */
 int bench_report_json(FILE *out, const struct bench_config *cfg, const struct bench_results *r);
 /* The same with the per-second series (bench_timeseries.h) as "timeseries"
  * (an empty array when series is NULL). */
-struct bench_series;
 int bench_report_json_series(FILE *out, const struct bench_config *cfg, const struct bench_results *r,
                              const struct bench_series *series);
 

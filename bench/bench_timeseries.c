@@ -24,6 +24,8 @@ void bench_tick_merge(struct bench_tick *dst, const struct bench_tick *src)
         hist_merge(&dst->lat[i], &src->lat[i]);
         dst->errors[i] += src->errors[i];
     }
+    dst->get_hits += src->get_hits;
+    dst->get_misses += src->get_misses;
     if (src->end_s > dst->end_s)
         dst->end_s = src->end_s;
     if (src->length_s > dst->length_s)
@@ -52,6 +54,8 @@ int bench_series_add(struct bench_series *s, const struct bench_tick *t, struct 
     memset(r, 0, sizeof *r);
     r->end_s = t->end_s;
     r->length_s = t->length_s;
+    r->get_hits = t->get_hits;
+    r->get_misses = t->get_misses;
     uint64_t errors = 0;
     hist_init(scratch);
     for (unsigned i = 0; i < BENCH_OP_COUNT; i++) {
@@ -80,7 +84,7 @@ int bench_series_write_csv(FILE *out, const struct bench_series *s)
     for (unsigned op = 0; op <= BENCH_OP_COUNT; op++)
         fprintf(out, ",%s_ops_per_s,%s_p50_us,%s_p99_us,%s_errors", names[op], names[op],
                 names[op], names[op]);
-    fputc('\n', out);
+    fputs(",get_hit_rate\n", out);
     for (size_t i = 0; i < s->count; i++) {
         const struct bench_row *r = &s->rows[i];
         fprintf(out, "%.3f,%.3f", r->end_s, r->length_s);
@@ -93,7 +97,11 @@ int bench_series_write_csv(FILE *out, const struct bench_series *s)
                 fputc(',', out);
             fprintf(out, ",%llu", (unsigned long long)o->errors);
         }
-        fputc('\n', out);
+        double hr = bench_hit_rate(r->get_hits, r->get_misses);
+        if (hr >= 0)
+            fprintf(out, ",%.4f\n", hr);
+        else
+            fputs(",\n", out);
     }
     return fflush(out) != 0 || ferror(out) ? -1 : 0;
 }

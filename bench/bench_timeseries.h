@@ -23,6 +23,7 @@ struct bench_tick {
     double end_s;                            /* end of the interval, seconds since measuring began */
     double length_s;                         /* its length */
     uint64_t errors[BENCH_OP_COUNT];         /* operations that failed in it */
+    uint64_t get_hits, get_misses;           /* GETs that found / missed their key in it */
     struct histogram lat[BENCH_OP_COUNT];    /* latencies completed in it */
 };
 
@@ -40,6 +41,7 @@ struct bench_row_op {
 
 struct bench_row {
     double end_s, length_s;
+    uint64_t get_hits, get_misses;                /* the GETs' hit rate in the interval */
     struct bench_row_op op[BENCH_OP_COUNT + 1];   /* [BENCH_OP_COUNT] = all kinds */
 };
 
@@ -59,7 +61,8 @@ double bench_row_rate(const struct bench_row *r, unsigned op);
 /* The CSV: a header, then one line per row:
  * time_s,interval_s, then for get, put, delete, rmw and total:
  * <kind>_ops_per_s,<kind>_p50_us,<kind>_p99_us,<kind>_errors
- * (percentiles empty where the kind had no operations). 0, or -1 on a
+ * (percentiles empty where the kind had no operations), then
+ * get_hit_rate (hits / GETs, 0..1; empty without GETs). 0, or -1 on a
  * write error. */
 int bench_series_write_csv(FILE *out, const struct bench_series *s);
 

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "bench_args.h"
+#include "bench_report.h"
 
 #define MAX_ARGS 64
 
@@ -100,6 +101,44 @@ static void defaults(void **state)
     assert_int_equal(p->cfg.write_kind, BENCH_WRITE_UPDATE);
     assert_string_equal(p->err, "");
     parse_free(p);
+}
+
+/* The cache workload's flags and what --trace refuses beside it. */
+static void cache_workload(void **state)
+{
+    (void)state;
+    struct parse *p = parse_argv("-s", "shm:///x", "--fill-on-miss", "--window", "8", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_true(p->cfg.fill_on_miss);
+    assert_null(p->cfg.trace_path);
+    assert_int_equal(bench_window_mode(&p->cfg), BENCH_WINDOW_PIPELINED);
+    parse_free(p);
+    /* a trace: as long as the trace, no preload, lockstep batches */
+    p = parse_argv("-s", "shm:///x", "--trace", "t.csv", "--window", "8", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_string_equal(p->cfg.trace_path, "t.csv");
+    assert_true(p->cfg.duration_s == 0);
+    assert_false(p->cfg.preload);
+    assert_false(p->cfg.fill_on_miss);
+    assert_int_equal(bench_window_mode(&p->cfg), BENCH_WINDOW_LOCKSTEP);
+    parse_free(p);
+    p = parse_argv("-s", "shm:///x", "-d", "3", "--trace", "t.csv", "--fill-on-miss", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    assert_true(p->cfg.duration_s == 3);
+    assert_true(p->cfg.fill_on_miss);
+    parse_free(p);
+    p = parse_argv("--protocol", "memcache", "-s", "tcp://h:1", "--trace", "t.csv", "--no-preload", NULL);
+    assert_int_equal(p->r, BENCH_ARGS_RUN);
+    parse_free(p);
+    EXPECT_USAGE("drop --rate", "-s", "shm:///x", "--trace", "t.csv", "--rate", "100");
+    EXPECT_USAGE("drop --workload", "-s", "shm:///x", "--trace", "t.csv", "--workload", "A");
+    EXPECT_USAGE("drop --verify", "-s", "shm:///x", "--trace", "t.csv", "--verify");
+    EXPECT_USAGE("drop --preload", "-s", "shm:///x", "--preload", "--trace", "t.csv");
+    EXPECT_USAGE("drop --keys, --key-size", "-s", "shm:///x", "--trace", "t.csv", "--keys", "10");
+    EXPECT_USAGE("drop --keys, --key-size", "-s", "shm:///x", "--value-size", "9", "--trace", "t.csv");
+    EXPECT_USAGE("drop --keys, --key-size", "-s", "shm:///x", "--trace", "t.csv", "--dist", "zipf");
+    EXPECT_USAGE("drop --processes", "-s", "shm:///x", "--trace", "t.csv", "-P", "2");
+    EXPECT_USAGE("--trace: '' is not", "-s", "shm:///x", "--trace", "");
 }
 
 static void every_flag(void **state)
@@ -486,6 +525,7 @@ int main(void)
         cmocka_unit_test(bad_values),
         cmocka_unit_test(workloads),
         cmocka_unit_test(open_loop_and_outputs),
+        cmocka_unit_test(cache_workload),
         cmocka_unit_test(table_rows),
         cmocka_unit_test(help_lists_every_option),
         cmocka_unit_test(every_value_checked),

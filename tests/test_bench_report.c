@@ -15,6 +15,7 @@
 
 #include "bench_args.h"
 #include "bench_report.h"
+#include "bench_timeseries.h"
 #include "json.h"
 
 /* ---- a strict RFC 8259 parser that flattens a document into
@@ -495,6 +496,95 @@ static void text_report_content(void **state)
     bench_config_free(&cfg);
 }
 
+struct series_arg {
+    const struct bench_config *cfg;
+    const struct bench_results *r;
+    const struct bench_series *s;
+};
+
+static void write_text_series(FILE *f, void *arg)
+{
+    struct series_arg *a = arg;
+    bench_report_text_series(f, a->cfg, a->r, a->s);
+}
+
+static void write_json_series(FILE *f, void *arg)
+{
+    struct series_arg *a = arg;
+    assert_int_equal(bench_report_json_series(f, a->cfg, a->r, a->s), 0);
+}
+
+/* The cache workload's report: the hit rate overall and by interval (text,
+ * JSON, CSV), the fills, and a trace's per-operation counts. */
+static void cache_report(void **state)
+{
+    (void)state;
+    char *argv[] = { "rkv-bench", "-s", "shm:///x", "--fill-on-miss", "--trace", "t.csv", NULL };
+    struct bench_config cfg;
+    parse_config(&cfg, argv, 6);
+    assert_true(cfg.fill_on_miss);
+    struct bench_results *r = sample_results();     /* 850 hits, 50 misses */
+    r->fills = 50;
+    r->trace_ops[TRACE_GET] = 900;
+    r->trace_ok[TRACE_GET] = 850;
+    r->trace_missed[TRACE_GET] = 50;
+    r->trace_ops[TRACE_SET] = 100;
+    r->trace_ok[TRACE_SET] = 100;
+    r->trace_skipped = 7;
+    struct bench_row rows[3] = {
+        { .end_s = 1, .length_s = 1, .get_hits = 350, .get_misses = 50 },
+        { .end_s = 2, .length_s = 1, .get_hits = 500, .get_misses = 0 },
+        { .end_s = 2.5, .length_s = 0.5 },                 /* no GETs: no hit rate */
+    };
+    struct bench_series series = { .rows = rows, .count = 3, .cap = 3 };
+    struct series_arg a = { &cfg, r, &series };
+    char *text = capture(write_text_series, &a);
+    assert_non_null(strstr(text, "trace t.csv, keys and values as the trace gives them, misses filled"));
+    assert_non_null(strstr(text, "Cache: hit rate 94.44% (850 hits / 900 GETs); 50 misses filled "
+                                 "with a SET\n"));
+    assert_non_null(strstr(text, "by interval (2): min 87.5%, max 100.0%; 1.0s 87.5% 2.0s 100.0%\n"));
+    assert_non_null(strstr(text, "Trace: t.csv: 1000 lines replayed; skipped: 7 (key or value too large)\n"));
+    assert_non_null(strstr(text, "get             900  ok 850, missed 50\n"));
+    assert_null(strstr(text, "delete  "));             /* no such lines: no row */
+    free(text);
+
+    text = capture(write_json_series, &a);
+    struct flat *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    if (!parse_json(text, f))
+        fail_msg("report is not valid JSON:\n%s", text);
+    assert_true(fabs(number_at(f, "get.hit_rate") - 850.0 / 900) < 1e-9);
+    assert_true(fabs(number_at(f, "cache.hit_rate") - 850.0 / 900) < 1e-9);
+    assert_true(number_at(f, "cache.fills") == 50);
+    assert_true(number_at(f, "cache.trace.replayed") == 1000);
+    assert_true(number_at(f, "cache.trace.skipped") == 7);
+    assert_true(number_at(f, "cache.trace.ops.get.count") == 900);
+    assert_true(number_at(f, "cache.trace.ops.get.missed") == 50);
+    assert_true(number_at(f, "cache.trace.ops.set.ok") == 100);
+    assert_true(fabs(number_at(f, "timeseries[0].hit_rate") - 0.875) < 1e-9);
+    assert_true(number_at(f, "timeseries[1].hit_rate") == 1);
+    assert_int_equal(f->kind[find(f, "timeseries[2].hit_rate")], 'z');
+    assert_string_equal(f->value[find(f, "cache.trace.file")], "t.csv");
+    free(f);
+    free(text);
+
+    char *csv = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&csv, &len);
+    assert_non_null(m);
+    assert_int_equal(bench_series_write_csv(m, &series), 0);
+    fclose(m);
+    assert_non_null(strstr(csv, ",get_hit_rate\n"));
+    assert_non_null(strstr(csv, ",0.8750\n"));
+    assert_non_null(strstr(csv, ",1.0000\n"));
+    free(csv);
+
+    /* no GETs at all: a hit rate of none, never a made-up 0 */
+    assert_true(bench_hit_rate(0, 0) < 0);
+    free(r);
+    bench_config_free(&cfg);
+}
+
 static void results_merge(void **state)
 {
     (void)state;
@@ -522,6 +612,7 @@ int main(void)
         cmocka_unit_test(json_writer_detects_misuse),
         cmocka_unit_test(json_report_fields),
         cmocka_unit_test(text_report_content),
+        cmocka_unit_test(cache_report),
         cmocka_unit_test(results_merge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
