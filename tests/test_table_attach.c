@@ -240,6 +240,9 @@ static void test_attach_counts_downtime(void **state)
     }
     assert_non_null(rkv_table_find(k.t, "key-0", 5));
     assert_non_null(rkv_table_find(k.t, "key-2", 5));
+    /* a flush now removes every kept item: their versions are below now's */
+    assert_int_equal(rkv_table_flush(k.t, 0), rep.kept);
+    assert_null(rkv_table_find(k.t, "key-0", 5));
     kept_free(&k);
 }
 
