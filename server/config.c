@@ -563,6 +563,9 @@ static const struct setting settings[] = {
       DEFAULT_VALUE("no") },
     { "server", "memory_check", "memory-check", 0, false, false, 0, set_bool, F(memory_check),
       0, 0, "on|off", "refuse a --memory this machine cannot back", DEFAULT_VALUE("on") },
+    { "server", "state_file", "state-file", 0, false, false, 0, set_text, F(state_file), 0, 0,
+      "PATH", "keep the cache across a clean restart: written at stop, read back and removed at "
+      "start", DEFAULT_WORDS("none, every start is empty") },
     { "table", "slab_page_size", "slab-page-size", 0, false, false, 0, set_pow2_size,
       F(slab_page_size), 64u << 10, 16u << 20, "SIZE", "slab page = largest item",
       DEFAULT_VALUE("1M") },

@@ -79,6 +79,8 @@ struct rkv_server_config {
     bool hugepages_required;     /* --hugepages-required: fail instead of falling back to normal pages */
     bool memory_check;           /* --memory-check on|off: refuse a --memory this machine cannot back
                                     (RAM, cgroup limit, hugepages, memlock; server/memory_budget.h) */
+    char state_file[4096];       /* --state-file PATH: a clean stop writes the region here, the next
+                                    start keeps it (server/state_file.h); "" = every start is empty */
 
     /* [table] */
     uint32_t slab_page_size;     /* --slab-page-size: bytes per slab page = largest item (power of two 64K..16M) */

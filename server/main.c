@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -24,6 +25,7 @@
 #include "numa.h"
 #include "region.h"
 #include "server.h"
+#include "state_file.h"
 #include "util.h"
 #include "wire.h"
 
@@ -239,7 +241,190 @@ static int check_memory(struct rkv_server_config *cfg, uint64_t *rest)
     return 0;
 }
 
+/* ------------------------------------------------------------ --state-file */
+
+static bool srv_state_kept;   /* the table is the state file's: remove the file before serving */
+
+/* The table configuration the server lays its region out with. */
+static struct rkv_table_config table_config(const struct rkv_server_config *cfg)
+{
+    return (struct rkv_table_config){
+        .slab_page_size = cfg->slab_page_size, .max_key_len = RKV_MAX_KEY_LEN,
+        .max_value_len = cfg->max_value_len, .grace_ms = cfg->grace_ms,
+        .default_ttl = cfg->default_ttl, .evict = (enum rkv_evict_policy)cfg->evict,
+    };
+}
+
+/* The state header's fingerprint of this server: format, version and the
+ * configuration the region was laid out with. 0, or -1 with a message. */
+static int state_fingerprint(const struct rkv_server *srv, struct rkv_state_header *h,
+                             char *err, size_t err_len)
+{
+    struct rkv_table_config tc = table_config(&srv->cfg);
+    struct rkv_region_header g;
+    if (rkv_table_plan(srv->region.size, &tc, &g, err, err_len) != RKV_OK)
+        return -1;
+    memset(h, 0, sizeof *h);
+    h->state_version = RKV_STATE_VERSION;
+    h->format_version = RKV_FORMAT_VERSION;
+    snprintf(h->rkv_version, sizeof h->rkv_version, "%s", RKV_VERSION_STRING);
+    h->region_size = srv->region.size;
+    h->page_kind = rkv_state_page_kind(srv->region.fd);
+    h->slab_page_size = g.slab_page_size;
+    h->growth_millis = (uint32_t)(RKV_TABLE_GROWTH * 1000 + 0.5);
+    h->max_key_len = g.max_key_len;
+    h->max_value_len = g.max_value_len;
+    h->class_count = g.class_count;
+    h->bucket_count = g.bucket_count;
+    h->heap_offset = g.heap_offset;
+    h->heap_size = g.heap_size;
+    return 0;
+}
+
+static double gbps(uint64_t bytes, uint64_t ns)
+{
+    return ns ? (double)bytes / (double)ns : 0;   /* bytes per ns = GB/s */
+}
+
+/* Keep the region of the state file opened as fd (header `file`): check it
+ * against this server, read it into the region, attach the table. 0, or 2
+ * (refused: the message says what keeps the file or to remove it). */
+static int state_keep(struct rkv_server *srv, int fd, const struct rkv_state_header *file)
+{
+    const char *path = srv->cfg.state_file;
+    char err[2048] = "", sz[32];
+    struct rkv_state_header want;
+    if (state_fingerprint(srv, &want, err, sizeof err) != 0) {
+        RKV_ERROR("cannot lay out the table: %s", err);
+        return 2;
+    }
+    if (!rkv_state_match(file, &want, path, err, sizeof err)) {
+        RKV_ERROR("%s", err);
+        return 2;
+    }
+    uint64_t t0 = rkv_now_ns();
+    if (rkv_state_read_region(fd, path, srv->region.base, srv->region.size, err, sizeof err) != 0) {
+        RKV_ERROR("%s; remove the file to start empty", err);
+        return 2;
+    }
+    uint64_t t1 = rkv_now_ns();
+    if (rkv_state_region_header_sum(srv->region.base) != file->region_header_sum) {
+        RKV_ERROR("--state-file %s has a damaged region header (its checksum does not match); "
+                  "remove the file to start empty", path);
+        return 2;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t real = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    uint64_t down = real > file->stop_realtime_ns ? (real - file->stop_realtime_ns) / 1000000000ull : 0;
+    struct rkv_table_restore r = {
+        .clock = down >= UINT32_MAX - file->clock ? UINT32_MAX : file->clock + (uint32_t)down,
+        .max_version = file->max_version,
+    };
+    struct rkv_table_config tc = table_config(&srv->cfg);
+    struct rkv_table_attach_report rep;
+    if (rkv_table_attach(srv->region.base, srv->region.size, &tc, &r, &srv->table, &rep, err,
+                         sizeof err) != RKV_OK) {
+        RKV_ERROR("--state-file %s cannot be kept: %s; remove the file to start empty", path, err);
+        return 2;
+    }
+    uint64_t t2 = rkv_now_ns();
+    char why[512] = "";
+    size_t at = 0;
+    uint64_t dropped = 0, bad = 0;
+    for (unsigned i = 0; i < RKV_DROP_COUNT; i++) {
+        if (rep.dropped[i] == 0)
+            continue;
+        dropped += rep.dropped[i];
+        bad += i != RKV_DROP_EXPIRED ? rep.dropped[i] : 0;
+        at += (size_t)snprintf(why + at, at < sizeof why ? sizeof why - at : 0, "%s%s %llu",
+                               at ? ", " : " (", rkv_table_drop_name((enum rkv_table_drop)i),
+                               (unsigned long long)rep.dropped[i]);
+    }
+    if (at > 0 && at + 2 < sizeof why)
+        strcat(why, ")");
+    RKV_INFO("state file %s: kept %llu items (%s) on %llu slab pages, dropped %llu%s; read %s in "
+             "%.3f s (%.2f GB/s), verified in %.3f s; down %llu s, clock %u -> %u",
+             path, (unsigned long long)rep.kept, rkv_format_size(rep.kept_bytes, err, sizeof err),
+             (unsigned long long)rep.pages, (unsigned long long)dropped, why,
+             rkv_format_size(srv->region.size, sz, sizeof sz), (double)(t1 - t0) / 1e9,
+             gbps(srv->region.size, t1 - t0), (double)(t2 - t1) / 1e9, (unsigned long long)down,
+             file->clock, r.clock);
+    if (bad > 0)
+        RKV_WARN("state file %s: %llu items failed verification and were dropped (not served)",
+                 path, (unsigned long long)bad);
+    srv_state_kept = true;
+    return 0;
+}
+
+/* A clean stop: the region, with no write in flight, to --state-file. 0 or -1. */
+static int state_save(struct rkv_server *srv)
+{
+    const char *path = srv->cfg.state_file;
+    char err[2048] = "", sz[32];
+    struct rkv_state_header h;
+    struct rkv_table_stats ts;
+    if (state_fingerprint(srv, &h, err, sizeof err) != 0) {
+        RKV_ERROR("--state-file %s not written: %s", path, err);
+        return -1;
+    }
+    struct timespec now;
+    rkv_table_stop_state(srv->table, &h.clock, &h.max_version);
+    clock_gettime(CLOCK_REALTIME, &now);
+    h.stop_realtime_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    h.region_header_sum = rkv_state_region_header_sum(srv->region.base);
+    rkv_table_get_stats(srv->table, &ts);
+    uint64_t t0 = rkv_now_ns();
+    if (rkv_state_save(path, &h, srv->region.base, srv->region.size, err, sizeof err) != 0) {
+        RKV_ERROR("%s: the cache is not kept", err);
+        return -1;
+    }
+    uint64_t t1 = rkv_now_ns();
+    RKV_INFO("state file %s: wrote %s (%llu items) in %.3f s (%.2f GB/s); the next start with "
+             "the same configuration keeps them", path,
+             rkv_format_size(srv->region.size, sz, sizeof sz), (unsigned long long)ts.items,
+             (double)(t1 - t0) / 1e9, gbps(srv->region.size, t1 - t0));
+    return 0;
+}
+
+static int setup_region_table(struct rkv_server *srv, int state_fd,
+                              const struct rkv_state_header *file);
+
+/* The state file (--state-file) if there is one, then the region and the
+ * table. Returns 0, -1 (exit 1) or 2 (a state file refused: exit 2). */
 static int setup_table(struct rkv_server *srv)
+{
+    char err[2048] = "";
+    struct rkv_server_config *cfg = &srv->cfg;
+    struct rkv_state_header file;
+    int state_fd = -1;
+    if (cfg->state_file[0]) {
+        switch (rkv_state_open(cfg->state_file, geteuid(), &state_fd, &file, err, sizeof err)) {
+        case RKV_STATE_REFUSED:
+            RKV_ERROR("%s", err);
+            return 2;
+        case RKV_STATE_NONE:
+            if (rkv_state_check_dir(cfg->state_file, err, sizeof err) != 0) {
+                RKV_ERROR("%s", err);
+                return 2;
+            }
+            RKV_INFO("no state file at %s: starting empty (a first start, or the last stop was "
+                     "not clean: a crash, SIGKILL or power loss keeps nothing)", cfg->state_file);
+            break;
+        case RKV_STATE_OK:
+            break;
+        }
+    }
+    int rc = setup_region_table(srv, state_fd, &file);
+    if (state_fd >= 0)
+        close(state_fd);
+    return rc;
+}
+
+/* The region, and the table in it: laid out new, or (state_fd >= 0) the
+ * state file's kept. */
+static int setup_region_table(struct rkv_server *srv, int state_fd,
+                              const struct rkv_state_header *file)
 {
     char err[2048] = "", sz[32];
     struct rkv_server_config *cfg = &srv->cfg;
@@ -262,13 +447,13 @@ static int setup_table(struct rkv_server *srv)
                   "(echo N > /proc/sys/vm/nr_hugepages) or unset it");
         return -1;
     }
-    struct rkv_table_config tc = {
-        .slab_page_size = cfg->slab_page_size, .max_key_len = RKV_MAX_KEY_LEN,
-        .max_value_len = cfg->max_value_len, .grace_ms = cfg->grace_ms,
-        .default_ttl = cfg->default_ttl, .evict = (enum rkv_evict_policy)cfg->evict,
-    };
-    st = rkv_table_create(srv->region.base, srv->region.size, &tc, &srv->table, err, sizeof err);
-    if (st != RKV_OK) {
+    struct rkv_table_config tc = table_config(cfg);
+    if (state_fd >= 0) {
+        int rc = state_keep(srv, state_fd, file);
+        if (rc != 0)
+            return rc;
+    } else if ((st = rkv_table_create(srv->region.base, srv->region.size, &tc, &srv->table, err,
+                                      sizeof err)) != RKV_OK) {
         RKV_ERROR("cannot lay out the table: %s", err);
         return -1;
     }
@@ -308,8 +493,11 @@ int main(int argc, char **argv)
         RKV_ERROR("cannot create a signal fd: %s", strerror(errno));
         goto out;
     }
-    if (setup_table(&srv) != 0)
+    if ((rc = setup_table(&srv)) != 0) {
+        rc = rc == 2 ? 2 : 1;
         goto out;
+    }
+    rc = 1;
     if (rkv_admission_init(&srv) != 0) {
         RKV_ERROR("out of memory for %u connection slots", srv.cfg.max_unauth_conns);
         goto out;
@@ -325,6 +513,13 @@ int main(int argc, char **argv)
         goto out;
     if (srv.cfg.stats_listen[0] && (metricsfd = rkv_metrics_listen(srv.cfg.stats_listen)) < 0)
         goto out;
+    /* Kept: the file goes before anything is served, so that a crash from
+     * here on starts empty instead of bringing back this older snapshot. */
+    if (srv_state_kept && unlink(srv.cfg.state_file) != 0 && errno != ENOENT) {
+        RKV_ERROR("--state-file %s cannot be removed after keeping it: %s; not serving, since a "
+                  "crash would bring it back stale", srv.cfg.state_file, strerror(errno));
+        goto out;
+    }
     RKV_INFO("rkv-server %s ready: %u worker(s), %s polling", RKV_VERSION_STRING, srv.nworkers,
              srv.cfg.poll_mode == RKV_POLL_BUSY ? "busy" :
              srv.cfg.poll_mode == RKV_POLL_EVENT ? "event" : "adaptive");
@@ -344,6 +539,9 @@ out:
         srv.listeners[i].ops->close_listener(srv.listeners[i].l);
     if (srv.table) /* shm readers now see the server gone */
         rkv_region_release_liveness((struct rkv_region_header *)rkv_table_header(srv.table));
+    /* A clean stop with the workers gone (no write in flight): keep the cache. */
+    if (rc == 0 && srv.table && srv.cfg.state_file[0] && state_save(&srv) != 0)
+        rc = 1;
     if (srv.table)
         rkv_table_destroy(srv.table);
     if (srv.region.base)

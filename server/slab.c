@@ -1307,3 +1307,93 @@ void rkv_slab_destroy(struct rkv_slab *s)
     free(s->use);
     free(s);
 }
+
+/* ------------------------------------------------------------ a kept heap */
+
+/* A restart that keeps the region (table.c rkv_table_attach) rebuilds the
+ * bookkeeping from the index: the pages that hold live items go back to
+ * their classes with every other item of theirs free and reusable at once
+ * (no reader can be inside this region's freed items: clients of the server
+ * before reconnect, see a new generation and drop every location they held),
+ * and the pages below the highest one adopted that hold nothing wait in the
+ * pool, open to any class. */
+rkv_status rkv_slab_adopt(struct rkv_slab *s, uint64_t page, unsigned cls, const uint64_t *live,
+                          char *err, size_t err_len)
+{
+    if (page >= s->page_count || cls >= s->class_count || s->pages[page].cls != PAGE_FREE ||
+        page < s->next_page) {
+        snprintf(err, err_len, "slab page %llu cannot be adopted for class %u (out of range, "
+                 "adopted already, or the allocator is in use)", (unsigned long long)page, cls);
+        return RKV_INVALID;
+    }
+    struct slab_class *c = &s->classes[cls];
+    uint32_t per_page = s->per_page[cls];
+    size_t need = (c->npages + 1) * (size_t)per_page;
+    uint64_t since = class_lock(s, cls);
+    if (need > c->queue_cap) {
+        size_t cap = RKV_MAX(need, 2 * c->queue_cap);
+        uint64_t *queue = malloc(cap * sizeof(*queue));
+        if (queue == NULL)
+            goto nomem;
+        for (size_t i = 0; i < c->queue_len; i++)
+            queue[i] = queue_at(c, i);
+        free(c->queue);
+        c->queue = queue;
+        c->queue_cap = cap;
+        c->queue_head = 0;
+    }
+    if (c->npages == c->pages_cap) {
+        size_t cap = c->pages_cap ? 2 * c->pages_cap : 8;
+        uint64_t *pages = realloc(c->pages, cap * sizeof(*pages));
+        if (pages == NULL)
+            goto nomem;
+        c->pages = pages;
+        c->pages_cap = cap;
+    }
+    struct slab_page *p = &s->pages[page];
+    if (s->item_meta && !page_meta_attach(s, p, per_page))
+        goto nomem;
+    s->use[page].used = per_page;
+    c->used += per_page;
+    p->slot = c->npages;
+    __atomic_store_n(&p->handed, per_page, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->cls, (uint8_t)cls, __ATOMIC_RELEASE);
+    c->pages[c->npages++] = page;
+    c->bump_page = page;
+    uint64_t now = slab_now(s), first = (page_start(s, page) - s->heap_offset) / RKV_ITEM_ALIGN;
+    for (uint32_t i = 0; i < per_page; i++)
+        if ((live[i / 64] & (1ull << (i % 64))) == 0)
+            class_queue_put(s, cls, page, first + (uint64_t)i * (s->size[cls] / RKV_ITEM_ALIGN),
+                            0, true, now);
+    class_unlock(s, cls, since);
+    return RKV_OK;
+
+nomem:
+    class_unlock(s, cls, since);
+    snprintf(err, err_len, "out of memory for the bookkeeping of slab page %llu",
+             (unsigned long long)page);
+    return RKV_NO_MEMORY;
+}
+
+void rkv_slab_adopt_done(struct rkv_slab *s)
+{
+    uint64_t now = slab_now(s), grace = (uint64_t)s->grace_ms * 1000000u;
+    uint64_t since = slab_lock(s, &s->page_lock), top = s->next_page;
+    for (uint64_t i = s->next_page; i < s->page_count; i++)
+        if (s->pages[i].cls != PAGE_FREE)
+            top = i + 1;
+    for (uint64_t i = s->next_page; i < top; i++) {
+        if (s->pages[i].cls != PAGE_FREE)
+            continue;
+        s->pages[i].for_cls = PAGE_FOR_ANY;
+        s->pages[i].freed_ns = s->pages[i].taken_ns = now > grace ? now - grace : 0;
+        s->pool[s->pool_len++] = i;
+    }
+    __atomic_store_n(&s->next_page, top, __ATOMIC_RELAXED);
+    slab_unlock(s, &s->page_lock, since);
+}
+
+uint32_t rkv_slab_per_page(const struct rkv_slab *s, unsigned cls)
+{
+    return cls < s->class_count ? s->per_page[cls] : 0;
+}

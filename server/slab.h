@@ -261,6 +261,21 @@ struct rkv_slab_stats {
 };
 void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out);
 
+/* ---- a kept heap (a restart that keeps the region: rkv_table_attach) ----
+ *
+ * Before the allocator hands out anything, give page `page` to class cls
+ * with the items whose bits are set in `live` (rkv_slab_per_page(cls) bits,
+ * item i at bit i % 64 of live[i / 64]) in use; every other item of the page
+ * is free and reusable at once. Pages may come in any order, each once.
+ * Then rkv_slab_adopt_done(): pages below the highest adopted that hold
+ * nothing go to the pool, open to any class. RKV_INVALID for a page out of
+ * range or adopted already, RKV_NO_MEMORY; message in err. */
+rkv_status rkv_slab_adopt(struct rkv_slab *s, uint64_t page, unsigned cls, const uint64_t *live,
+                          char *err, size_t err_len);
+void rkv_slab_adopt_done(struct rkv_slab *s);
+/* Items of class cls per slab page; 0 for a class out of range. */
+uint32_t rkv_slab_per_page(const struct rkv_slab *s, unsigned cls);
+
 /* Slab pages no class holds that a class may take now: never assigned, or
  * drained past the grace period. */
 uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s);

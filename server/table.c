@@ -61,6 +61,7 @@
  * the index through table_private.h, under the locks described above.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,7 +296,8 @@ static bool expired_now(const struct rkv_table *t, const struct rkv_item *it)
 
 uint32_t rkv_table_clock(const struct rkv_table *t)
 {
-    return rkv_clock_at(t->start_ns, t->now_ns());
+    uint32_t c = rkv_clock_at(t->start_ns, t->now_ns());
+    return c > UINT32_MAX - t->clock_base ? UINT32_MAX : c + t->clock_base;
 }
 
 const struct rkv_region_header *rkv_table_header(const struct rkv_table *t)
@@ -363,12 +365,14 @@ static void access_tick(struct rkv_table *t)
  * (the last one + RKV_THREAD_SLOTS when the clock did not move). So versions
  * are unique, and a write that begins after another ended gets a larger one
  * (CLOCK_MONOTONIC is one clock for all CPUs), without a line shared by
- * writers. 2^64 / 64 ns is 9 years. */
+ * writers. 2^64 / 64 ns is 9 years. A kept region's table adds
+ * version_floor, above every version it holds, so CAS tokens stay unique
+ * and increasing across a restart. */
 static uint64_t version_new(struct rkv_table *t)
 {
     unsigned slot = rkv_thread_slot();
     struct writer_slot *w = &t->writer_slots[slot];
-    uint64_t v = (rkv_now_ns() - t->version_base) * RKV_THREAD_SLOTS + slot;
+    uint64_t v = t->version_floor + (rkv_now_ns() - t->version_base) * RKV_THREAD_SLOTS + slot;
     uint64_t last = __atomic_load_n(&w->last_version, __ATOMIC_RELAXED);
     do {
         if (v <= last)
@@ -1207,7 +1211,8 @@ static void expire_scan(struct rkv_table *t, uint32_t now)
  * writer slot's versions run ahead of the time only within one ns). */
 static uint64_t version_at(const struct rkv_table *t, uint64_t ns)
 {
-    return ns > t->version_base ? (ns - t->version_base) * RKV_THREAD_SLOTS + RKV_THREAD_SLOTS - 1 : 0;
+    return t->version_floor +
+           (ns > t->version_base ? (ns - t->version_base) * RKV_THREAD_SLOTS + RKV_THREAD_SLOTS - 1 : 0);
 }
 
 /* A version at least that of every item stored so far: the time's, or a
@@ -1503,12 +1508,38 @@ static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
     return RKV_OK;
 }
 
-rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_config *cfg,
-                            struct rkv_table **out, char *err, size_t err_len)
+/* The header's geometry for t's plan: every field but magic, generation,
+ * clock and liveness. */
+static void header_geometry(const struct rkv_table *t, uint64_t heap_offset, uint64_t heap_size,
+                            struct rkv_region_header *h)
+{
+    memset(h, 0, sizeof(*h));
+    h->format_version = RKV_FORMAT_VERSION;
+    h->header_size = RKV_HEADER_SIZE;
+    h->region_size = t->size;
+    h->index_offset = RKV_HEADER_SIZE;
+    h->bucket_count = t->bucket_count;
+    h->heap_offset = heap_offset;
+    h->heap_size = heap_size;
+    h->slab_page_size = t->cfg.slab_page_size;
+    h->class_count = rkv_slab_class_count(t->slab);
+    h->max_key_len = t->cfg.max_key_len;
+    h->max_value_len = t->cfg.max_value_len;
+    h->hash_seed = t->seed;
+    for (unsigned i = 0; i < h->class_count; i++)
+        h->class_size[i] = rkv_slab_class_size(t->slab, i);
+}
+
+/* The table's bookkeeping for `size` bytes at `base` laid out as `cfg`
+ * plans them, hashing keys with `seed`, and (geom) the header of that
+ * layout; the region itself is not touched. */
+static rkv_status table_open(void *base, size_t size, const struct rkv_table_config *cfg,
+                             uint64_t seed, uint64_t rng_seed, struct rkv_table **out,
+                             struct rkv_region_header *geom, char *err, size_t err_len)
 {
     struct rkv_table_config c;
     struct rkv_table *t = NULL;
-    uint64_t buckets, heap_offset, heap_size, seeds[3];
+    uint64_t buckets, heap_offset, heap_size;
     rkv_status st;
 
     if (base == NULL || out == NULL || (uintptr_t)base % RKV_CACHELINE != 0) {
@@ -1519,11 +1550,6 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
     if ((st = resolve_config(cfg, &c, err, err_len)) != RKV_OK ||
         (st = plan_layout(size, &c, &buckets, &heap_offset, &heap_size, err, err_len)) != RKV_OK)
         return st;
-    if (getrandom(seeds, sizeof(seeds), 0) != (ssize_t)sizeof(seeds)) {
-        snprintf(err, err_len, "getrandom() failed to seed the table; is the kernel's entropy "
-                 "source available?");
-        return RKV_INTERNAL;
-    }
     if ((t = aligned_alloc(RKV_CACHELINE, RKV_ALIGN_UP(sizeof(*t), RKV_CACHELINE))) == NULL) {
         snprintf(err, err_len, "out of memory for the table's bookkeeping");
         return RKV_NO_MEMORY;
@@ -1534,8 +1560,8 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
     t->hdr = base;
     t->buckets = (struct rkv_bucket *)(void *)(t->base + RKV_HEADER_SIZE);
     t->bucket_count = buckets;
-    t->seed = seeds[0];
-    t->rng_seed = seeds[2];
+    t->seed = seed;
+    t->rng_seed = rng_seed;
     t->cfg = c;
     t->now_ns = c.now_ns != NULL ? c.now_ns : rkv_now_ns;
     t->start_ns = t->now_ns();
@@ -1559,26 +1585,32 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
         free(t);
         return st;
     }
+    header_geometry(t, heap_offset, heap_size, geom);
+    *out = t;
+    return RKV_OK;
+}
 
+rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_config *cfg,
+                            struct rkv_table **out, char *err, size_t err_len)
+{
+    struct rkv_table *t = NULL;
+    struct rkv_region_header geom;
+    uint64_t seeds[3];
+    rkv_status st;
+
+    if (getrandom(seeds, sizeof(seeds), 0) != (ssize_t)sizeof(seeds)) {
+        snprintf(err, err_len, "getrandom() failed to seed the table; is the kernel's entropy "
+                 "source available?");
+        return RKV_INTERNAL;
+    }
+    if ((st = table_open(base, size, cfg, seeds[0], seeds[2], &t, &geom, err, err_len)) != RKV_OK)
+        return st;
     struct rkv_region_header *h = t->hdr;
     memset(h, 0, RKV_HEADER_SIZE);
-    memset(t->buckets, 0, buckets * sizeof(struct rkv_bucket));
-    h->format_version = RKV_FORMAT_VERSION;
-    h->header_size = RKV_HEADER_SIZE;
+    memset(t->buckets, 0, t->bucket_count * sizeof(struct rkv_bucket));
+    memcpy(h, &geom, sizeof(geom));
     h->generation = seeds[1];
-    h->region_size = size;
-    h->index_offset = RKV_HEADER_SIZE;
-    h->bucket_count = buckets;
-    h->heap_offset = heap_offset;
-    h->heap_size = heap_size;
-    h->slab_page_size = c.slab_page_size;
-    h->class_count = rkv_slab_class_count(t->slab);
-    h->max_key_len = c.max_key_len;
-    h->max_value_len = c.max_value_len;
-    h->hash_seed = t->seed;
     h->clock = 1;
-    for (unsigned i = 0; i < h->class_count; i++)
-        h->class_size[i] = rkv_slab_class_size(t->slab, i);
     __atomic_store_n(&h->magic, RKV_REGION_MAGIC, __ATOMIC_RELEASE);  /* last: the header is complete */
     *out = t;
     return RKV_OK;
@@ -1596,4 +1628,227 @@ void rkv_table_destroy(struct rkv_table *t)
     free(t->lock_stats);
     pthread_mutex_destroy(&t->exclusive_lock);
     free(t);
+}
+
+/* ------------------------------------------------------------ a kept region */
+
+void rkv_table_stop_state(struct rkv_table *t, uint32_t *clock, uint64_t *max_version)
+{
+    *clock = rkv_table_clock(t);
+    *max_version = version_now(t);
+}
+
+rkv_status rkv_table_plan(size_t size, const struct rkv_table_config *cfg,
+                          struct rkv_region_header *geom, char *err, size_t err_len)
+{
+    struct rkv_table_config c;
+    uint64_t buckets, heap_offset, heap_size;
+    uint32_t count;
+    rkv_status st;
+    if ((st = resolve_config(cfg, &c, err, err_len)) != RKV_OK ||
+        (st = plan_layout(size, &c, &buckets, &heap_offset, &heap_size, err, err_len)) != RKV_OK)
+        return st;
+    memset(geom, 0, sizeof(*geom));
+    if ((st = rkv_slab_classes(c.slab_page_size, c.growth_factor, RKV_TABLE_FINE_LIMIT,
+                               geom->class_size, &count, err, err_len)) != RKV_OK)
+        return st;
+    geom->format_version = RKV_FORMAT_VERSION;
+    geom->header_size = RKV_HEADER_SIZE;
+    geom->region_size = size;
+    geom->index_offset = RKV_HEADER_SIZE;
+    geom->bucket_count = buckets;
+    geom->heap_offset = heap_offset;
+    geom->heap_size = heap_size;
+    geom->slab_page_size = c.slab_page_size;
+    geom->class_count = count;
+    geom->max_key_len = c.max_key_len;
+    geom->max_value_len = c.max_value_len;
+    return RKV_OK;
+}
+
+const char *rkv_table_drop_name(enum rkv_table_drop why)
+{
+    static const char *const names[RKV_DROP_COUNT] = {
+        [RKV_DROP_SLOT] = "slot out of place", [RKV_DROP_LENGTHS] = "bad lengths",
+        [RKV_DROP_STATE] = "not live", [RKV_DROP_CHECKSUM] = "checksum",
+        [RKV_DROP_KEY] = "key not in this bucket", [RKV_DROP_VERSION] = "version",
+        [RKV_DROP_OVERLAP] = "overlaps another", [RKV_DROP_EXPIRED] = "expired",
+    };
+    return (unsigned)why < RKV_DROP_COUNT ? names[why] : "?";
+}
+
+/* The pages items were found on while attaching: each page's class (+1; 0
+ * none yet) and a bitmap of its items in use. */
+struct kept_pages {
+    uint64_t count;
+    uint8_t *cls;
+    uint64_t **live;
+};
+
+/* Whether slot word w, in bucket b, names an item that may be served:
+ * RKV_DROP_COUNT when it may, else why not. On a keep the item is marked in
+ * kp (its page claimed for its class). The region is the server's alone
+ * (nothing serves it yet), and every read stays inside the heap: the slot's
+ * class and offset are checked before the item is touched, and its lengths
+ * before its key is. */
+static enum rkv_table_drop kept_item(struct rkv_table *t, uint64_t b, uint64_t w, uint32_t clock,
+                                     uint64_t max_version, struct kept_pages *kp, char *err,
+                                     size_t err_len, rkv_status *st)
+{
+    const struct rkv_region_header *h = t->hdr;
+    unsigned cls = rkv_slot_class(w);
+    uint64_t off = rkv_slot_offset(w);
+    if (rkv_slot_fp(w) == 0 || cls >= h->class_count || off < h->heap_offset ||
+        off - h->heap_offset >= h->heap_size)
+        return RKV_DROP_SLOT;
+    uint32_t size = h->class_size[cls], per_page = rkv_slab_per_page(t->slab, cls);
+    uint64_t rel = off - h->heap_offset, page = rel / h->slab_page_size;
+    uint64_t in_page = rel % h->slab_page_size, index = in_page / size;
+    if (in_page % size != 0 || index >= per_page)
+        return RKV_DROP_SLOT;
+    if (kp->cls[page] != 0 && kp->cls[page] != cls + 1)
+        return RKV_DROP_OVERLAP;   /* a page holds one class: the item would straddle another's */
+
+    const struct rkv_item *it = item_at(t, w);
+    size_t bytes = rkv_item_size(it->key_len, it->value_len);
+    if (it->key_len == 0 || it->key_len > h->max_key_len || it->value_len > h->max_value_len ||
+        rkv_slab_class_for(t->slab, bytes) != (int)cls)
+        return RKV_DROP_LENGTHS;
+    if (__atomic_load_n(&it->state, __ATOMIC_RELAXED) != 0)
+        return RKV_DROP_STATE;
+    if (rkv_item_checksum(it, t->seed) != it->checksum)
+        return RKV_DROP_CHECKSUM;
+    struct rkv_key_hash kh;
+    rkv_hash_key(it->data, it->key_len, t->seed, t->bucket_count, &kh);
+    if (kh.fp != rkv_slot_fp(w) || (kh.bucket[0] != b && kh.bucket[1] != b))
+        return RKV_DROP_KEY;
+    if (it->version == 0 || it->version > max_version)
+        return RKV_DROP_VERSION;
+    if (expired(it, clock))
+        return RKV_DROP_EXPIRED;
+
+    if (kp->live[page] == NULL) {
+        if ((kp->live[page] = calloc((per_page + 63) / 64, sizeof(uint64_t))) == NULL) {
+            snprintf(err, err_len, "out of memory for the kept region's page bitmaps");
+            *st = RKV_NO_MEMORY;
+            return RKV_DROP_COUNT;
+        }
+        kp->cls[page] = (uint8_t)(cls + 1);
+    }
+    uint64_t bit = 1ull << (index % 64), *word = &kp->live[page][index / 64];
+    if (*word & bit)
+        return RKV_DROP_OVERLAP;   /* a second slot naming the same item */
+    *word |= bit;
+    return RKV_DROP_COUNT;
+}
+
+/* Walk the index: keep what verifies, clear every other slot. */
+static rkv_status attach_scan(struct rkv_table *t, const struct rkv_table_restore *r,
+                              struct kept_pages *kp, struct rkv_table_attach_report *rep,
+                              char *err, size_t err_len)
+{
+    rkv_status st = RKV_OK;
+    for (uint64_t b = 0; b < t->bucket_count; b++) {
+        struct rkv_bucket *bk = &t->buckets[b];
+        bk->version = 0;
+        for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
+            uint64_t w = bk->slot[s];
+            if (w == 0)
+                continue;
+            enum rkv_table_drop why = kept_item(t, b, w, r->clock, r->max_version, kp, err,
+                                                err_len, &st);
+            if (st != RKV_OK)
+                return st;
+            if (why != RKV_DROP_COUNT) {
+                bk->slot[s] = 0;
+                rep->dropped[why]++;
+                continue;
+            }
+            uint64_t bytes = rkv_item_size(item_at(t, w)->key_len, item_at(t, w)->value_len);
+            rep->kept++;
+            rep->kept_bytes += bytes;
+            stripe_count(t, bk, SC_ITEMS, 1);
+            stripe_count(t, bk, SC_ITEM_BYTES, (int64_t)bytes);
+        }
+    }
+    return RKV_OK;
+}
+
+rkv_status rkv_table_attach(void *base, size_t size, const struct rkv_table_config *cfg,
+                            const struct rkv_table_restore *r, struct rkv_table **out,
+                            struct rkv_table_attach_report *rep, char *err, size_t err_len)
+{
+    struct rkv_table *t = NULL;
+    struct rkv_region_header geom;
+    struct kept_pages kp = { 0 };
+    uint64_t seeds[2];
+    rkv_status st;
+
+    memset(rep, 0, sizeof(*rep));
+    const struct rkv_region_header *h = base;
+    if (base == NULL || size < RKV_HEADER_SIZE || h->magic != RKV_REGION_MAGIC ||
+        !rkv_header_valid(h, size)) {
+        snprintf(err, err_len, "the kept region's header is not a valid rkv format %u header",
+                 RKV_FORMAT_VERSION);
+        return RKV_INVALID;
+    }
+    if (getrandom(seeds, sizeof(seeds), 0) != (ssize_t)sizeof(seeds)) {
+        snprintf(err, err_len, "getrandom() failed; is the kernel's entropy source available?");
+        return RKV_INTERNAL;
+    }
+    if ((st = table_open(base, size, cfg, h->hash_seed, seeds[1], &t, &geom, err, err_len)) != RKV_OK)
+        return st;
+    /* the layout this configuration makes must be the one kept, field by field */
+    geom.magic = h->magic;
+    geom.generation = h->generation;
+    geom.clock = h->clock;
+    if (memcmp(&geom, h, offsetof(struct rkv_region_header, liveness)) != 0) {
+        snprintf(err, err_len, "the kept region was laid out differently (index, heap or size "
+                 "classes) from what this configuration lays out");
+        st = RKV_INVALID;
+        goto fail;
+    }
+    t->clock_base = r->clock > 1 ? r->clock - 1 : 0;   /* rkv_table_clock() is r->clock now */
+    t->version_floor = RKV_ALIGN_UP(r->max_version + 1, RKV_THREAD_SLOTS);
+
+    kp.count = rkv_slab_page_count(t->slab);
+    kp.cls = calloc(kp.count, 1);
+    kp.live = calloc(kp.count, sizeof(*kp.live));
+    if (kp.cls == NULL || kp.live == NULL) {
+        snprintf(err, err_len, "out of memory for the kept region's page table");
+        st = RKV_NO_MEMORY;
+        goto fail;
+    }
+    if ((st = attach_scan(t, r, &kp, rep, err, err_len)) != RKV_OK)
+        goto fail;
+    for (uint64_t pg = 0; pg < kp.count; pg++)
+        if (kp.cls[pg] != 0) {
+            if ((st = rkv_slab_adopt(t->slab, pg, kp.cls[pg] - 1u, kp.live[pg], err, err_len)) != RKV_OK)
+                goto fail;
+            rep->pages++;
+        }
+    rkv_slab_adopt_done(t->slab);
+
+    /* A new generation: clients drop every location of the server before.
+     * The liveness word is the new server's to take. */
+    struct rkv_region_header *wh = t->hdr;
+    memset(wh->liveness, 0, sizeof(wh->liveness));
+    wh->clock = rkv_table_clock(t);
+    __atomic_store_n(&wh->generation, seeds[0] != h->generation ? seeds[0] : seeds[0] + 1,
+                     __ATOMIC_RELEASE);
+    for (uint64_t pg = 0; pg < kp.count; pg++)
+        free(kp.live[pg]);
+    free(kp.live);
+    free(kp.cls);
+    *out = t;
+    return RKV_OK;
+
+fail:
+    if (kp.live != NULL)
+        for (uint64_t pg = 0; pg < kp.count; pg++)
+            free(kp.live[pg]);
+    free(kp.live);
+    free(kp.cls);
+    rkv_table_destroy(t);
+    return st;
 }

@@ -88,6 +88,63 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
                             struct rkv_table **out, char *err, size_t err_len);
 void rkv_table_destroy(struct rkv_table *t);
 
+/* ---- a kept region (a restart that keeps the cache: server/state_file.h) */
+
+/* The header rkv_table_create() would write for `size` bytes and cfg,
+ * without magic, generation, hash seed or clock: what a kept region's
+ * header must match. */
+rkv_status rkv_table_plan(size_t size, const struct rkv_table_config *cfg,
+                          struct rkv_region_header *geom, char *err, size_t err_len);
+
+/* What a table that is about to be kept goes on from: its clock now and a
+ * version at least that of every item it holds. Call with no write in
+ * flight (the workers stopped). */
+void rkv_table_stop_state(struct rkv_table *t, uint32_t *clock, uint64_t *max_version);
+
+/* Where the table of a kept region goes on from. */
+struct rkv_table_restore {
+    uint32_t clock;          /* the server clock now: the clock at the stop plus the seconds
+                              * the server was down, so TTLs count the downtime */
+    uint64_t max_version;    /* rkv_table_stop_state's: new versions (CAS tokens) go above */
+};
+
+/* Why rkv_table_attach dropped an item. */
+enum rkv_table_drop {
+    RKV_DROP_SLOT,       /* the slot word names no item of its class in the heap */
+    RKV_DROP_LENGTHS,    /* key or value length out of range, or not the item's size class */
+    RKV_DROP_STATE,      /* the item is not live (obsolete, or was being built) */
+    RKV_DROP_CHECKSUM,   /* the checksum does not match */
+    RKV_DROP_KEY,        /* the key does not hash to this bucket and fingerprint */
+    RKV_DROP_VERSION,    /* version 0 or above the largest the stopped server handed out */
+    RKV_DROP_OVERLAP,    /* another kept item holds its memory, or its page holds another class */
+    RKV_DROP_EXPIRED,    /* expired at the restored clock */
+    RKV_DROP_COUNT
+};
+const char *rkv_table_drop_name(enum rkv_table_drop why);
+
+struct rkv_table_attach_report {
+    uint64_t kept, kept_bytes;               /* items kept, their header+key+value bytes */
+    uint64_t pages;                          /* slab pages that hold them */
+    uint64_t dropped[RKV_DROP_COUNT];        /* slots cleared, by reason */
+};
+
+/* Take over a region laid out by rkv_table_create() of the same size and
+ * configuration (a server's, read back from its state file) instead of
+ * laying one out. The header must be what rkv_table_plan() gives (else
+ * RKV_INVALID). Every item the index reaches is verified — its slot word in
+ * range and aligned to its class in a page of that class, its lengths and
+ * class, live state, checksum, key hashing to the bucket and fingerprint it
+ * sits in, version, expiry at r->clock, no second slot or class on its
+ * memory — and a slot whose item fails is cleared (counted by reason in
+ * rep). The allocator is rebuilt from what is kept: those pages to their
+ * classes, their other items free; the rest of the heap unassigned. The
+ * header gets a new random generation (clients drop every cached location)
+ * and the clock r->clock; versions continue above r->max_version. Call
+ * before anything serves the region. */
+rkv_status rkv_table_attach(void *base, size_t size, const struct rkv_table_config *cfg,
+                            const struct rkv_table_restore *r, struct rkv_table **out,
+                            struct rkv_table_attach_report *rep, char *err, size_t err_len);
+
 const struct rkv_region_header *rkv_table_header(const struct rkv_table *t);
 
 /* Store key → value. mode/cas as in rkv_put_mode; ttl 0 = default, RKV_TTL_NEVER = never.

@@ -56,6 +56,11 @@ struct rkv_table {
     uint64_t start_ns;               /* creation time, for the clock (common/clock.h) */
     uint64_t (*now_ns)(void);        /* the time source: rkv_now_ns, or a test's */
     uint64_t version_base;           /* rkv_now_ns() at creation, less one: versions count from it */
+    uint64_t version_floor;          /* added to every version: above the largest a kept region
+                                      * holds (rkv_table_attach), a multiple of RKV_THREAD_SLOTS;
+                                      * 0 for a new table */
+    uint32_t clock_base;             /* added to the clock: a kept region's clock goes on from
+                                      * where it stopped (rkv_table_attach); 0 for a new table */
     rkv_table_store_fn observer;     /* see rkv_table_set_store_observer(); NULL */
     void *observer_ctx;
 

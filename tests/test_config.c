@@ -289,6 +289,7 @@ static const char full_conf[] =
     "poll_idle_us = 350\n"
     "hugepages_required = true\n"
     "memory_check = off\n"
+    "state_file = /var/lib/rkv/rkv.state\n"
     "[table]\n"
     "slab_page_size = 2M ; inline comment\n"
     "max_value_len = 1M\n"
@@ -337,6 +338,7 @@ static void test_file_sets_every_key(void **state)
     assert_int_equal(c.poll_idle_us, 350);
     assert_true(c.hugepages_required);
     assert_false(c.memory_check);
+    assert_string_equal(c.state_file, "/var/lib/rkv/rkv.state");
     assert_int_equal(c.slab_page_size, 2u << 20);
     assert_int_equal(c.max_value_len, 1u << 20);
     assert_int_equal(c.grace_ms, 250);
@@ -560,6 +562,7 @@ static void test_example_config_is_valid(void **state)
     assert_int_equal(c.poll_idle_us, d.poll_idle_us);
     assert_int_equal(c.hugepages_required, d.hugepages_required);
     assert_int_equal(c.memory_check, d.memory_check);
+    assert_string_equal(c.state_file, d.state_file);
 }
 
 /* ------------------------------------------------------------ refused flags */
