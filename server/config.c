@@ -574,7 +574,7 @@ static const struct setting settings[] = {
     { "table", "default_ttl", "default-ttl", 0, false, false, 0, set_uint, F(default_ttl),
       0, INT32_MAX, "SECONDS", "TTL for PUTs that give none; 0 = never", DEFAULT_VALUE("0") },
     { "table", "evict", "evict", 0, false, false, 0, set_evict, F(evict), 0, 0, "POLICY",
-      "none, lru, random or s3fifo", DEFAULT_VALUE("lru") },
+      "none, lru, random or s3fifo", DEFAULT_VALUE("s3fifo") },
     { "rpc", "credits", "credits", 0, false, false, 0, set_uint, F(credits), 1, 4096, "N",
       "requests in flight per connection", DEFAULT_VALUE(SPELL(RKV_STRANS_DEFAULT_CREDITS)) },
     { "rpc", "max_msg", "max-msg", 0, false, false, 0, set_size, F(max_msg), RKV_MIN_MSG,
