@@ -192,6 +192,7 @@ static bool set_evict(struct rkv_server_config *c, const struct setting *s,
 {
     static const struct { const char *name; enum rkv_evict_policy policy; } policies[] = {
         { "none", RKV_EVICT_NONE }, { "lru", RKV_EVICT_LRU }, { "random", RKV_EVICT_RANDOM },
+        { "s3fifo", RKV_EVICT_S3FIFO },
     };
     for (size_t i = 0; i < RKV_ARRAY_SIZE(policies); i++) {
         if (strcmp(v, policies[i].name) == 0) {
@@ -200,7 +201,7 @@ static bool set_evict(struct rkv_server_config *c, const struct setting *s,
         }
     }
     problem_set(p, "is not an eviction policy",
-                "expected none (PUT fails when full), lru or random");
+                "expected none (PUT fails when full), lru, random or s3fifo");
     return false;
 }
 
@@ -576,7 +577,7 @@ static const struct setting settings[] = {
     { "table", "default_ttl", "default-ttl", 0, false, false, 0, set_uint, F(default_ttl),
       0, INT32_MAX, "SECONDS", "TTL for PUTs that give none; 0 = never", DEFAULT_VALUE("0") },
     { "table", "evict", "evict", 0, false, false, 0, set_evict, F(evict), 0, 0, "POLICY",
-      "none, lru or random", DEFAULT_VALUE("lru") },
+      "none, lru, random or s3fifo", DEFAULT_VALUE("s3fifo") },
     { "rpc", "credits", "credits", 0, false, false, 0, set_uint, F(credits), 1, 4096, "N",
       "requests in flight per connection", DEFAULT_VALUE(SPELL(RKV_STRANS_DEFAULT_CREDITS)) },
     { "rpc", "max_msg", "max-msg", 0, false, false, 0, set_size, F(max_msg), RKV_MIN_MSG,

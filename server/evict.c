@@ -8,12 +8,31 @@
  * untouched for longer looks young again: LRU is approximate). LRU evicts
  * the least recently stamped of LRU_SAMPLES random items of the needed
  * class (Redis's approximated LRU); RANDOM evicts the first live item of
- * RANDOM_SAMPLES random picks. Because freed memory is reusable only after
- * grace_ms, a full heap evicts ahead: each PUT keeps (reusable + limbo +
- * fresh) items its class holds (beyond what writers' magazines hold) at or
- * above a per-class reserve, which doubles (up to an eighth of the class)
- * whenever a PUT still had to wait for the limbo. A PUT waits at most
- * grace_ms per try, never spins.
+ * RANDOM_SAMPLES random picks.
+ *
+ * S3FIFO (a sampled, list-free take on S3-FIFO's small-queue filter) keeps
+ * in the same word a 2-bit use count beside the store time
+ * (table_private.h): 0 when stored, +1 when read in a clock step it was not
+ * read in yet (hints and door reads, as LRU's stamps: no more writes per
+ * GET), -1 per use_decay stores unread (about one turnover of the table,
+ * set each tick; Redis's LFU decays the same way, by time). Of LRU_SAMPLES
+ * random items the victim is the one with the fewest uses, then the oldest:
+ * an item never read since it was stored (a one-hit wonder, or a scan's
+ * key) goes before any item that was read, oldest first, so new items pass
+ * a probation that sizes itself (the share of never-read items the samples
+ * keep finding: a few percent of the class) and a one-pass scan churns only
+ * that share instead of flushing the items that are being read. A hot item
+ * that stops being read loses its uses within a few turnovers and goes as
+ * an old one.
+ *
+ * Because freed memory is reusable only after grace_ms, a full heap evicts
+ * ahead: each PUT keeps (reusable + limbo + fresh) items its class holds
+ * (beyond what writers' magazines hold) at or above a per-class reserve,
+ * which doubles (up to an eighth of the class) whenever a PUT still had to
+ * wait for the limbo, and shrinks by an eighth each tick no PUT of the
+ * class did, down to twice what the class evicts per grace period (memory
+ * held free is memory no item uses). A PUT waits at most grace_ms per try,
+ * never spins.
  *
  * A victim leaves through table.c's delete path (rkv_table_index_remove:
  * bucket version protocol, OBSOLETE, freed into the limbo), counted as an
@@ -33,17 +52,23 @@
 #include "table_private.h"
 #include "util.h"
 
-#define LRU_SAMPLES     16
+#define LRU_SAMPLES     16     /* lru and s3fifo */
 #define RANDOM_SAMPLES  16
+#define USE_DECAY_MIN   1024   /* s3fifo: stores per lost use at least */
 #define RESERVE_MIN     8      /* initial evict-ahead reserve per class, in items */
 #define EVICT_AHEAD_MAX 32     /* evictions one PUT does ahead of need */
 #define ALLOC_TRIES     3      /* waits for the limbo or a moved page before a PUT gives up */
 
-/* Each class's evict-ahead reserve starts at RESERVE_MIN items. */
+/* Each class's evict-ahead reserve starts at RESERVE_MIN items; s3fifo's
+ * use decay as for a region full of 256-byte items, until the first tick
+ * counts them. */
 void rkv_evict_init(struct rkv_table *t)
 {
     for (unsigned i = 0; i < RKV_MAX_CLASSES; i++)
         t->reserve[i] = RESERVE_MIN;
+    t->reserve_tick_ns = t->now_ns();
+    __atomic_store_n(&t->use_decay, (uint32_t)RKV_MIN(RKV_MAX(t->size / 256, USE_DECAY_MIN), UINT32_MAX / 2),
+                     __ATOMIC_RELAXED);
 }
 
 /* Random bits for eviction and page sampling, from this thread's writer
@@ -61,14 +86,87 @@ uint64_t rkv_evict_rng(struct rkv_table *t)
     return x;
 }
 
-/* LRU: how many stores ago the item in slot word `word` was last stamped
- * (stored or hinted); 0 without LRU's access words. */
-uint32_t rkv_evict_item_age(struct rkv_table *t, uint64_t word)
+/* The access word of the item of slot word `word` (*w) and the clock
+ * (*now); false without access words. */
+static bool access_word(struct rkv_table *t, uint64_t word, uint32_t *w, uint32_t *now)
 {
     uint32_t *m = rkv_slab_meta(t->slab, rkv_slot_offset(word), rkv_slot_class(word));
     if (m == NULL)
+        return false;
+    *now = __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED);
+    *w = __atomic_load_n(m, __ATOMIC_RELAXED);
+    return true;
+}
+
+/* How many stores ago the item in slot word `word` was stored or last read
+ * (its access word; modulo 2^32 stores, so an item untouched for longer
+ * looks young again); 0 without access words. */
+uint32_t rkv_evict_item_age(struct rkv_table *t, uint64_t word)
+{
+    uint32_t w, now;
+    if (!access_word(t, word, &w, &now))
         return 0;
-    return __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED) - __atomic_load_n(m, __ATOMIC_RELAXED);
+    return t->cfg.evict == RKV_EVICT_S3FIFO ? s3_age(w, now) : now - w;
+}
+
+/* s3fifo: the item's decayed use count; S3_USES_MAX without s3fifo's words. */
+unsigned rkv_evict_item_uses(struct rkv_table *t, uint64_t word)
+{
+    uint32_t w, now;
+    if (t->cfg.evict != RKV_EVICT_S3FIFO || !access_word(t, word, &w, &now))
+        return S3_USES_MAX;
+    return s3_uses(t, w, now);
+}
+
+/* How cold the item of slot word `word` is: the larger, the sooner it goes.
+ * lru, its age; s3fifo, first the fewer uses (an item never read since it
+ * was stored before any that was), then the age; 0 without access words. */
+static uint64_t coldness(struct rkv_table *t, uint64_t word)
+{
+    uint32_t w, now;
+    if (!access_word(t, word, &w, &now))
+        return 0;
+    if (t->cfg.evict != RKV_EVICT_S3FIFO)
+        return now - w;
+    return (uint64_t)(S3_USES_MAX - s3_uses(t, w, now)) << 34 | s3_age(w, now);
+}
+
+/* Shrink class cls's evict-ahead reserve by an eighth when no PUT of the
+ * class ran dry since the last tick (`dry`: how many did), down to twice
+ * what the class evicted per grace period since then (`evicted` items in
+ * `ns`), at least RESERVE_MIN. Without it the reserve only grows: one burst
+ * of writes (or a stalled writer) would keep up to an eighth of the class
+ * free for good, memory no item can use. A compare-exchange: a PUT that ran
+ * dry meanwhile and doubled it wins. */
+static void reserve_decay(struct rkv_table *t, unsigned cls, uint64_t dry, uint64_t evicted,
+                          uint64_t ns)
+{
+    uint64_t r = __atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED);
+    if (dry != 0 || r <= RESERVE_MIN || ns == 0)
+        return;
+    uint64_t need = (uint64_t)(2.0 * (double)evicted * t->cfg.grace_ms * 1e6 / (double)ns);
+    uint64_t next = RKV_MAX(RKV_MAX(r - r / 8, need), RESERVE_MIN);
+    if (next < r)
+        __atomic_compare_exchange_n(&t->reserve[cls], &r, next, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED);
+}
+
+/* Once a tick: an idle s3fifo item loses a use per `items` stores (one
+ * turnover of the table), at least USE_DECAY_MIN; each class's reserve may
+ * shrink (reserve_decay). */
+void rkv_evict_tick(struct rkv_table *t, uint64_t items)
+{
+    __atomic_store_n(&t->use_decay, (uint32_t)RKV_MIN(RKV_MAX(items, USE_DECAY_MIN), UINT32_MAX / 2),
+                     __ATOMIC_RELAXED);
+    uint64_t now = t->now_ns(), ns = now - t->reserve_tick_ns;
+    t->reserve_tick_ns = now;
+    for (unsigned c = 0; c < RKV_MAX_CLASSES; c++) {
+        uint64_t dry = __atomic_load_n(&t->dry_runs[c], __ATOMIC_RELAXED);
+        uint64_t ev = __atomic_load_n(&t->class_evictions[c], __ATOMIC_RELAXED);
+        reserve_decay(t, c, dry - t->reserve_seen[c][0], ev - t->reserve_seen[c][1], ns);
+        t->reserve_seen[c][0] = dry;
+        t->reserve_seen[c][1] = ev;
+    }
 }
 
 /* Choose a live item of class cls to evict, never the one in `keep` (the
@@ -76,10 +174,10 @@ uint32_t rkv_evict_item_age(struct rkv_table *t, uint64_t word)
  * else a candidate that evict_one() confirms. */
 bool rkv_evict_pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim)
 {
-    bool lru = t->cfg.evict == RKV_EVICT_LRU;
+    bool lru = rkv_evict_uses_access(t->cfg.evict);
     unsigned samples = lru ? LRU_SAMPLES : RANDOM_SAMPLES;
     bool found = false;
-    uint32_t best_age = 0;
+    uint64_t best_cold = 0;
     uint64_t rnd[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)], offs[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)];
 
     for (unsigned i = 0; i < samples; i++)
@@ -94,10 +192,10 @@ bool rkv_evict_pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, str
             *victim = p;
             return true;
         }
-        uint32_t age = rkv_evict_item_age(t, p.word);
-        if (!found || age > best_age) {
+        uint64_t cold = coldness(t, p.word);
+        if (!found || cold > best_cold) {
             *victim = p;
-            best_age = age;
+            best_cold = cold;
             found = true;
         }
     }
@@ -179,7 +277,7 @@ void rkv_evict_ahead_claimed(struct rkv_table *t, unsigned cls, uint64_t keep)
 bool rkv_evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struct place *out)
 {
     struct place best = { 0 };
-    uint32_t best_age = 0;
+    uint64_t best_cold = 0;
     unsigned pick = (unsigned)(rkv_evict_rng(t) % (2 * RKV_SLOTS_PER_BUCKET));
 
     for (unsigned i = 0; i < 2 * RKV_SLOTS_PER_BUCKET; i++) {
@@ -188,10 +286,10 @@ bool rkv_evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struc
         uint64_t w = b->slot[s];
         if (w == 0)
             continue;
-        uint32_t age = t->cfg.evict == RKV_EVICT_LRU ? rkv_evict_item_age(t, w) : (i == pick);
-        if (best.word == 0 || age > best_age) {
+        uint64_t cold = rkv_evict_uses_access(t->cfg.evict) ? coldness(t, w) : (i == pick);
+        if (best.word == 0 || cold > best_cold) {
             best = (struct place){ .bucket = b, .slot = s, .word = w, .it = item_at(t, w) };
-            best_age = age;
+            best_cold = cold;
         }
     }
     if (best.word == 0)
@@ -240,6 +338,7 @@ rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned cls, const struct rkv_k
 
         struct rkv_slab_class_stats cs;
         uint64_t since = rkv_table_index_lock_all(t);
+        __atomic_fetch_add(&t->dry_runs[cls], 1, __ATOMIC_RELAXED);
         uint64_t keep = own_item(t, h, key, key_len);
         rkv_slab_class_stats(t->slab, cls, &cs);
         uint64_t cap = reserve_cap(cs.pages * cs.per_page);

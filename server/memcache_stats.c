@@ -439,7 +439,8 @@ static unsigned sock_port(int fd)
 
 static const char *evict_name(int evict)
 {
-    return evict == RKV_EVICT_LRU ? "lru" : evict == RKV_EVICT_RANDOM ? "random" : "none";
+    return evict == RKV_EVICT_LRU ? "lru" : evict == RKV_EVICT_RANDOM ? "random"
+         : evict == RKV_EVICT_S3FIFO ? "s3fifo" : "none";
 }
 
 static void stats_settings(struct rkv_server *srv, struct rkv_wconn *wc, struct out *o)
@@ -483,7 +484,7 @@ static void stats_settings(struct rkv_server *srv, struct rkv_wconn *wc, struct 
     /* with eviction on, pages move between classes: on demand, and (LRU)
      * once a tick toward the class whose items are youngest */
     stat_s(o, "slab_reassign", moves ? "yes" : "no");
-    stat_u(o, "slab_automove", cfg->evict == RKV_EVICT_LRU ? 1 : 0);
+    stat_u(o, "slab_automove", rkv_evict_uses_access(cfg->evict) ? 1 : 0);
     stat_u(o, "slab_chunk_max", g->class_count ? g->class_size[g->class_count - 1] : 0);
     stat_s(o, "lru_crawler", "no");        /* rkv's tick sweeps expired items instead */
     stat_u(o, "tail_repair_time", 0);       /* no refcounts to repair: memcached's "off" */

@@ -423,7 +423,7 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
      * the page table and pool, a free-queue entry per item, and with LRU
      * eviction up to two blocks of meta words per page. */
     uint64_t items = out->region / RKV_MIN_ITEM_SIZE;
-    uint64_t per_item = QUEUE_ENTRY + (cfg->evict == RKV_EVICT_LRU ? 2 * LRU_WORD : 0);
+    uint64_t per_item = QUEUE_ENTRY + (rkv_evict_uses_access(cfg->evict) ? 2 * LRU_WORD : 0);
     out->bookkeeping = sat_add(out->region / cfg->slab_page_size * SLAB_PAGE_BOOK,
                                sat_mul(items, per_item));
     /* and the magazines of every thread that writes: the workers and the

@@ -7,14 +7,16 @@
  *   - its class is starved: the PUT has to wait although the class's
  *     evict-ahead reserve (evict.c) is at its cap, i.e. the class's memory
  *     turns over within about grace_ms. Then only a page that is clearly
- *     worth less moves: LRU, one whose live items are on average
+ *     worth less moves: LRU and S3FIFO, one whose live items are on average
  *     MOVE_COLDER times older than the items the class itself evicts next;
  *     RANDOM, one of a class that holds at least two pages more. So two busy
  *     classes cannot take pages back and forth.
  * The page is, of PAGE_SAMPLES random pages, the one whose move loses least:
  * LRU, the least reuse expected of its live items, taking an item's reuse
  * rate as 1 / its access age (a page of cold items is cheap, a page with a
- * few recently used items costs about as many); RANDOM, the fewest live
+ * few recently used items costs about as many); S3FIFO the same, each item
+ * weighted by (1 + its uses) / 4, so an item never read since it was stored
+ * counts a quarter of a much-read one of the same age; RANDOM, the fewest live
  * items (no recency to weigh). Every live item on it is evicted through the
  * normal delete path (rkv_table_index_remove: bucket version protocol,
  * OBSOLETE, counted as evictions) and the allocator keeps the page for
@@ -22,7 +24,7 @@
  * the PUT waits for that as for the limbo. So with eviction on, a PUT fails
  * only when the heap holds nothing evictable. A move holds the whole index
  * while it checks every item of the page (a hash each: about 4 ms for a
- * 1 MiB page of 16384 live 64-byte items). With LRU, once a tick, a class
+ * 1 MiB page of 16384 live 64-byte items). With LRU or S3FIFO, once a tick, a class
  * that had to evict although another class's next victims are MOVE_COLDER
  * times older than its own also gets a page of that class (memcached's
  * automove, by age): memory follows the mix of item sizes. A page with an
@@ -71,8 +73,10 @@ static void page_cost(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
         uint64_t item = (uint64_t)i * pi->handed / n;
         if (!rkv_table_live_at(t, pi->start + item * pi->size, pi->cls, &p))
             continue;
-        uint32_t age = t->cfg.evict == RKV_EVICT_LRU ? rkv_evict_item_age(t, p.word) : 0;
-        loss += LOSS_UNIT / (1 + (uint64_t)age);
+        uint32_t age = rkv_evict_item_age(t, p.word);
+        /* s3fifo: an item never read since stored (on probation) counts a
+         * quarter of one read S3_USES_MAX times */
+        loss += LOSS_UNIT * (1 + rkv_evict_item_uses(t, p.word)) / (S3_USES_MAX + 1) / (1 + (uint64_t)age);
         ages += age;
         live++;
     }
@@ -170,7 +174,7 @@ static bool tail_age(struct rkv_table *t, unsigned cls, uint32_t *age)
 static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_slab_page_info *pi,
                             const struct page_cost *cost)
 {
-    if (t->cfg.evict == RKV_EVICT_LRU) {
+    if (rkv_evict_uses_access(t->cfg.evict)) {
         uint32_t own;
         return cost->live_age == UINT32_MAX || !tail_age(t, cls, &own) ||
                cost->live_age / MOVE_COLDER > own;
@@ -212,7 +216,7 @@ void rkv_page_automove(struct rkv_table *t)
     int young = -1, old = -1;
     uint32_t young_age = UINT32_MAX, old_age = 0, age;
 
-    if (t->cfg.evict != RKV_EVICT_LRU || rkv_slab_pages_any(t->slab))
+    if (!rkv_evict_uses_access(t->cfg.evict) || rkv_slab_pages_any(t->slab))
         return;
     uint64_t since = rkv_table_index_lock_all(t);
     for (unsigned c = 0; c < classes; c++) {

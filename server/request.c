@@ -76,7 +76,7 @@ static uint32_t reply_hello(struct rkv_server *srv, struct rkv_wconn *wc,
         .region_size = srv->region.size,
         .generation = rkv_table_header(srv->table)->generation,
         .clock = rkv_table_clock(srv->table),
-        .features = RKV_FEATURE_MORE | (srv->cfg.evict == RKV_EVICT_LRU ? RKV_FEATURE_HINTS : 0),
+        .features = RKV_FEATURE_MORE | (rkv_evict_uses_access(srv->cfg.evict) ? RKV_FEATURE_HINTS : 0),
     };
     wc->ep->ops->msg->region_desc(wc->ep->l, &h.rkey, &h.region_addr);
     memcpy(r + 1, &h, sizeof h);

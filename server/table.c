@@ -91,7 +91,7 @@
 #define DECIMAL_MAX_LEN 20     /* digits of UINT64_MAX */
 #define STRIPES_MAX     1024   /* bucket locks: bucket b is guarded by stripe b mod the stripe count */
 #define HINT_BATCH      64     /* client hints validated and prefetched together */
-#define ACCESS_STEP     16     /* LRU: a thread slot advances the access clock once per this many stores */
+#define ACCESS_STEP     RKV_ACCESS_STEP /* a thread slot advances the access clock once per this many stores */
 #define PATH_TRIES      4      /* displacement paths found without locks and invalidated, then exclusive */
 #define PATH_BUCKETS    (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
 
@@ -396,10 +396,11 @@ struct built {
 static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, const struct built *nb)
 {
     struct rkv_item *it = item_at(t, nb->word);
-    if (t->cfg.evict == RKV_EVICT_LRU)   /* the clock is LRU's only */
+    if (rkv_evict_uses_access(t->cfg.evict))   /* the clock is theirs only */
         access_tick(t);
     if (nb->access != NULL)
-        __atomic_store_n(nb->access, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED),
+        __atomic_store_n(nb->access,
+                         rkv_access_stored(t, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED)),
                          __ATOMIC_RELAXED);
     __atomic_store_n(&it->state, 0, __ATOMIC_RELEASE);
     slot_store(t, b, slot, nb->word);
@@ -718,7 +719,7 @@ static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, 
     struct rkv_item *it = (struct rkv_item *)(void *)(t->base + off);
     /* Its access word's line may be another writer's (neighbours' stamps):
      * asked for now, it is here when the stripe hold stamps it. */
-    out->access = t->cfg.evict == RKV_EVICT_LRU ? rkv_slab_meta(t->slab, off, (unsigned)cls) : NULL;
+    out->access = rkv_evict_uses_access(t->cfg.evict) ? rkv_slab_meta(t->slab, off, (unsigned)cls) : NULL;
     if (out->access != NULL)
         rkv_prefetch_write(out->access);
     uint64_t version = version_new(t);   /* before the item's first store, whose miss it would wait for */
@@ -1053,14 +1054,22 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
     return RKV_SERVER_BUSY;
 }
 
-/* Stamp the item of slot word `word` as just used (LRU's access word; none
- * without LRU). A word that holds the clock already is only read. */
+/* Access word *m read at clock `now` (rkv_access_read); written only when
+ * it changes, so a hot item read again stays a clean line. */
+static void access_read(const struct rkv_table *t, uint32_t *m, uint32_t now)
+{
+    uint32_t old = __atomic_load_n(m, __ATOMIC_RELAXED), w = rkv_access_read(t, old, now);
+    if (w != old)
+        __atomic_store_n(m, w, __ATOMIC_RELAXED);
+}
+
+/* Stamp the item of slot word `word` as just read (its access word, with
+ * lru and s3fifo; nothing without). */
 static void access_stamp(struct rkv_table *t, uint64_t word)
 {
     uint32_t *m = rkv_slab_meta(t->slab, rkv_slot_offset(word), rkv_slot_class(word));
-    uint32_t now = __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED);
-    if (m != NULL && __atomic_load_n(m, __ATOMIC_RELAXED) != now)
-        __atomic_store_n(m, now, __ATOMIC_RELAXED);
+    if (m != NULL)
+        access_read(t, m, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED));
 }
 
 /* The live item of key under its stripes, or NULL (*expired, when not NULL:
@@ -1150,8 +1159,7 @@ static unsigned hint_batch(struct rkv_table *t, const uint8_t *hints, unsigned n
     }
     uint32_t now = __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < k; i++)
-        if (__atomic_load_n(words[i], __ATOMIC_RELAXED) != now)
-            __atomic_store_n(words[i], now, __ATOMIC_RELAXED);
+        access_read(t, words[i], now);
     return valid;
 }
 
@@ -1300,6 +1308,7 @@ void rkv_table_tick(struct rkv_table *t)
     expire_scan(t, now);
     for (unsigned cls = 0; cls < rkv_slab_class_count(t->slab); cls++)
         rkv_slab_drain(t->slab, cls);   /* items freed by threads that stopped writing come back */
+    rkv_evict_tick(t, stripe_sum(t, SC_ITEMS));
     rkv_page_automove(t);
 }
 
@@ -1415,8 +1424,9 @@ static rkv_status resolve_config(const struct rkv_table_config *in, struct rkv_t
                  "microseconds, so 100 ms is plenty", c->grace_ms, RKV_SLAB_MAX_GRACE_MS);
         return RKV_INVALID;
     }
-    if ((unsigned)c->evict > RKV_EVICT_RANDOM) {
-        snprintf(err, err_len, "unknown eviction policy %u; use none, lru or random", (unsigned)c->evict);
+    if ((unsigned)c->evict > RKV_EVICT_S3FIFO) {
+        snprintf(err, err_len, "unknown eviction policy %u; use none, lru, random or s3fifo",
+                 (unsigned)c->evict);
         return RKV_INVALID;
     }
     return RKV_OK;
@@ -1572,7 +1582,7 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
         .region = t->base, .heap_offset = heap_offset, .heap_size = heap_size,
         .page_size = c.slab_page_size, .growth_factor = c.growth_factor,
         .fine_limit = RKV_TABLE_FINE_LIMIT,
-        .grace_ms = c.grace_ms, .item_meta = c.evict == RKV_EVICT_LRU,
+        .grace_ms = c.grace_ms, .item_meta = rkv_evict_uses_access(c.evict),
         .clock_ns = c.now_ns,   /* one time source: a test's clock drives grace periods too */
         .lock_timing = c.lock_timing,
     };

@@ -34,7 +34,14 @@
 
 struct rkv_table;
 
-enum rkv_evict_policy { RKV_EVICT_NONE, RKV_EVICT_LRU, RKV_EVICT_RANDOM };
+enum rkv_evict_policy { RKV_EVICT_NONE, RKV_EVICT_LRU, RKV_EVICT_RANDOM, RKV_EVICT_S3FIFO };
+
+/* Does the policy keep a per-item access word, fed by clients' access hints
+ * and the door's reads (server/evict.c)? lru and s3fifo do. */
+static inline bool rkv_evict_uses_access(enum rkv_evict_policy p)
+{
+    return p == RKV_EVICT_LRU || p == RKV_EVICT_S3FIFO;
+}
 
 #define RKV_TABLE_GROWTH 1.25   /* size class growth factor unless configured */
 #define RKV_TABLE_FINE_LIMIT 256u /* size classes step by 8 bytes below this (rkv_slab_classes) */

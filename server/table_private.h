@@ -19,6 +19,7 @@
 #include "layout.h"
 #include "slab.h"
 #include "table.h"
+#include "util.h"
 
 struct stripe;            /* a bucket lock with its counters (table.c) */
 struct slot_lock_stats;   /* a thread slot's lock timing (table.c) */
@@ -85,14 +86,78 @@ struct rkv_table {
     uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look
                                                 * (the index held exclusive) */
     int evicting[RKV_MAX_CLASSES];   /* 1 while a writer evicts ahead for the class (atomic) */
+    uint64_t dry_runs[RKV_MAX_CLASSES];  /* PUTs that found their class dry (rkv_evict_alloc;
+                                          * atomic) */
+    uint64_t reserve_seen[RKV_MAX_CLASSES][2]; /* dry_runs and class_evictions at the last tick
+                                                * (rkv_evict_tick: the tick's thread only) */
+    uint64_t reserve_tick_ns;        /* now_ns at the last tick (rkv_evict_tick) */
     uint64_t flush_at_ns;            /* a scheduled flush's time (now_ns's); 0 = none (atomic) */
 
     /* Written by writers outside any lock: on a line of its own, so that
      * no write invalidates the read-mostly fields above for the others. */
     uint32_t access_clock __attribute__((aligned(RKV_CACHELINE)));
-                                     /* LRU time: +ACCESS_STEP per ACCESS_STEP stored items of a
-                                      * thread slot, with LRU only (atomic) */
+                                     /* access time: +RKV_ACCESS_STEP per RKV_ACCESS_STEP stored
+                                      * items of a thread slot, with lru and s3fifo only (atomic) */
+    uint32_t use_decay;              /* s3fifo: stores per use an idle item's count loses (about
+                                      * the items the table holds: rkv_evict_tick; relaxed) */
 };
+
+/* ---- The access word (rkv_slab_meta: one private uint32 per item, with
+ * lru and s3fifo; evict.c's top comment has why).
+ *   lru:    the access clock when the item was stored or last read.
+ *   s3fifo: bits 31..30 the item's use count, 0..S3_USES_MAX: reads in
+ *           distinct clock steps since it was stored, less one per
+ *           use_decay stores it sat unread; bits 29..0 the access clock /
+ *           RKV_ACCESS_STEP when it was stored or last read. */
+#define RKV_ACCESS_STEP 16u    /* a thread slot advances the access clock once per this many stores */
+#define S3_USES_SHIFT   30
+#define S3_USES_MAX     3u
+#define S3_TIME_MASK    ((1u << S3_USES_SHIFT) - 1)
+
+/* s3fifo: the time field of clock value `clock`. */
+static inline uint32_t s3_time(uint32_t clock)
+{
+    return (clock / RKV_ACCESS_STEP) & S3_TIME_MASK;
+}
+
+/* s3fifo: stores since access word w was stamped, at clock `clock` (modulo
+ * 2^32 stores, as lru's ages). */
+static inline uint32_t s3_age(uint32_t w, uint32_t clock)
+{
+    return ((s3_time(clock) - (w & S3_TIME_MASK)) & S3_TIME_MASK) * RKV_ACCESS_STEP;
+}
+
+/* s3fifo: access word w's use count at clock `clock`, decayed by one per
+ * use_decay stores since it was stamped. */
+static inline unsigned s3_uses(const struct rkv_table *t, uint32_t w, uint32_t clock)
+{
+    unsigned uses = w >> S3_USES_SHIFT;
+    uint32_t decay = __atomic_load_n(&t->use_decay, __ATOMIC_RELAXED);
+    uint32_t lost = s3_age(w, clock) / (decay ? decay : 1);
+    return lost >= uses ? 0 : uses - (unsigned)lost;
+}
+
+/* The access word of an item stored at clock `clock`: lru, the clock;
+ * s3fifo, the time with no use yet (on probation: evict.c). */
+static inline uint32_t rkv_access_stored(const struct rkv_table *t, uint32_t clock)
+{
+    return t->cfg.evict == RKV_EVICT_S3FIFO ? s3_time(clock) : clock;
+}
+
+/* Access word w of an item read (a hint, a door read) at clock `clock`:
+ * lru, the clock; s3fifo, its decayed use count plus one (at most once per
+ * clock step, saturating) and the time. The caller writes it only when it
+ * differs from w, so an item read again within a step stays a clean line. */
+static inline uint32_t rkv_access_read(const struct rkv_table *t, uint32_t w, uint32_t clock)
+{
+    if (t->cfg.evict != RKV_EVICT_S3FIFO)
+        return clock;
+    uint32_t now = s3_time(clock);
+    unsigned uses = s3_uses(t, w, clock);
+    if ((w & S3_TIME_MASK) == now && uses > 0)
+        return w;
+    return (RKV_MIN(uses + 1, S3_USES_MAX) << S3_USES_SHIFT) | now;
+}
 
 /* Where a slot is, and what it holds. */
 struct place {
@@ -178,9 +243,19 @@ void rkv_evict_init(struct rkv_table *t);
 /* Random bits for sampling victims and pages, from this thread's writer slot. */
 uint64_t rkv_evict_rng(struct rkv_table *t);
 
-/* LRU: how many stores ago the item of slot word `word` was last stamped;
- * 0 without LRU. */
+/* How many stores ago the item of slot word `word` was stored or last
+ * read (lru, s3fifo); 0 without access words. */
 uint32_t rkv_evict_item_age(struct rkv_table *t, uint64_t word);
+
+/* s3fifo: the decayed use count of the item of slot word `word`
+ * (S3_USES_MAX without access words, which makes every item alike). */
+unsigned rkv_evict_item_uses(struct rkv_table *t, uint64_t word);
+
+/* Once a tick: the table holds `items` items (s3fifo's use decay follows
+ * them); a class that ran dry since the last tick keeps its evict-ahead
+ * reserve, any other lets it shrink toward what its evictions need. The
+ * tick's thread only (rkv_evict_init before it). */
+void rkv_evict_tick(struct rkv_table *t, uint64_t items);
 
 /* A live item of class cls to evict, never `keep`. Exact with the index
  * held exclusive; with no index lock, a candidate that

@@ -58,7 +58,7 @@ static int setup_default_ttl(void **state)
     return start_with(state, extra, NULL);
 }
 
-/* 300 ms timeout; the default lru eviction, so GET hits queue access hints */
+/* 300 ms timeout; the default s3fifo eviction, so GET hits queue access hints */
 static int setup_short_timeout(void **state)
 {
     static const char *const extra[] = { "--memory", "32M", "--event-mode", NULL };

@@ -111,7 +111,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.max_value_len, (1u << 20) - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN);
     assert_int_equal(c.grace_ms, 100);
     assert_int_equal(c.default_ttl, 0);
-    assert_int_equal(c.evict, RKV_EVICT_LRU);
+    assert_int_equal(c.evict, RKV_EVICT_S3FIFO);
     assert_int_equal(c.credits, 64);
     assert_int_equal(c.max_msg, 4096);
     assert_int_equal(c.max_conns, 1024);
@@ -582,7 +582,7 @@ static const struct bad_flags bad_flag_cases[] = {
     { { "--workers", "-1" }, "--workers: \"-1\" is not a whole number; expected 1..64" },
     { { "--workers", "2x" }, "expected 1..64" },
     { { "--log-level", "loud" }, "expected error, warn, info or debug" },
-    { { "--evict", "fifo" }, "expected none (PUT fails when full), lru or random" },
+    { { "--evict", "fifo" }, "expected none (PUT fails when full), lru, random or s3fifo" },
     { { "--slab-page-size", "3M" }, "expected a power of two from 64K to 16M" },
     { { "--slab-page-size", "32K" }, "expected a power of two from 64K to 16M" },
     { { "--slab-page-size", "32M" }, "expected a power of two from 64K to 16M" },

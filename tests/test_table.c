@@ -914,6 +914,138 @@ static void test_evict_lru_follows_hints(void **state)
     env_free(&e);
 }
 
+/* Read key i through its slot word, as a client's hint does; false when
+ * it is gone. */
+static bool hint_n(struct env *e, unsigned i)
+{
+    char key[32];
+    struct rkv_lookup l;
+    key_of(key, sizeof key, i);
+    if (get(e, key, (uint32_t)strlen(key), 0, NULL, 0, &l) == RKV_NOT_FOUND)
+        return false;  /* (found: BUFFER_TOO_SMALL, with the slot) */
+    rkv_table_hints(e->t, &l.slot, 1);
+    return true;
+}
+
+/* A full heap of n keys; the oldest quarter is read once (hinted), then a
+ * one-pass scan of 1.5 n keys never read again (within s3fifo's use decay:
+ * 1024 stores for a heap this small). Returns how many of the hot keys are
+ * left; *hot: how many there were. */
+static unsigned hot_after_scan(enum rkv_evict_policy p, unsigned *hot, unsigned *heap)
+{
+    struct env e;
+    small_heap(&e, p);
+    unsigned n = 0;
+    while (stats(&e).evictions == 0)
+        assert_int_equal(put_n(&e, n++), RKV_OK);
+    unsigned hot_keys[1024], nhot = 0, kept = 0;
+    for (unsigned i = 0; i < n / 4; i++)
+        if (hint_n(&e, i))
+            hot_keys[nhot++] = i;
+    assert_true(n + n / 2 < 1024);
+    for (unsigned i = 0; i < n + n / 2; i++)
+        assert_int_equal(put_n(&e, n + i), RKV_OK);
+    for (unsigned i = 0; i < nhot; i++)
+        kept += has_n(&e, hot_keys[i]);
+    evicted_consistently(&e, 2 * n + n / 2);
+    env_free(&e);
+    *hot = nhot;
+    *heap = n;
+    return kept;
+}
+
+/* s3fifo: an item read since it was stored outlives every item never read
+ * (a one-hit item goes first), so a one-pass scan 1.5 times the heap's
+ * size leaves the hot keys alone, where LRU loses them all (they were read
+ * before the scan began). Sampling picks the victim from 16 items, so a hot
+ * key goes only when every sampled item is hot (a quarter of the heap:
+ * about 4^-16). */
+static void test_s3fifo_scan_keeps_read_keys(void **state)
+{
+    (void)state;
+    unsigned nhot, n, kept = hot_after_scan(RKV_EVICT_S3FIFO, &nhot, &n);
+    print_message("s3fifo: %u keys fill the heap, %u of %u read keys kept through a scan of %u\n",
+                  n, kept, nhot, n + n / 2);
+    assert_true(nhot > n / 8);
+    assert_int_equal(kept, nhot);
+    kept = hot_after_scan(RKV_EVICT_LRU, &nhot, &n);
+    print_message("lru: %u of %u read keys kept\n", kept, nhot);
+    assert_true(kept < nhot / 8);
+}
+
+/* s3fifo: among items never read, the oldest goes first (a FIFO of new
+ * items: the newest stores are still there), and the item just stored is
+ * never the victim. */
+static void test_s3fifo_unread_oldest_first(void **state)
+{
+    (void)state;
+    struct env e;
+    small_heap(&e, RKV_EVICT_S3FIFO);
+    unsigned n = 0;
+    while (stats(&e).evictions == 0) {
+        assert_int_equal(put_n(&e, n), RKV_OK);
+        assert_true(has_n(&e, n++));
+    }
+    for (unsigned i = 0; i < n; i++) {
+        assert_int_equal(put_n(&e, n + i), RKV_OK);
+        assert_true(has_n(&e, n + i));
+    }
+    unsigned old_left = 0, new_left = 0;
+    for (unsigned i = 0; i < n / 2; i++)
+        old_left += has_n(&e, i);           /* the oldest half of the first fill */
+    for (unsigned i = 2 * n - n / 2; i < 2 * n; i++)
+        new_left += has_n(&e, i);           /* the newest half of the second */
+    print_message("s3fifo: of %u oldest %u left, of %u newest %u left\n", n / 2, old_left, n / 2,
+                  new_left);
+    assert_true(old_left < n / 16);
+    assert_true(new_left > n / 2 - n / 16);
+    evicted_consistently(&e, 2 * n);
+    env_free(&e);
+}
+
+/* s3fifo: a use decays. Keys read once, then left unread for more than
+ * the decay period (1024 stores at least: rkv_evict_tick) while never-read
+ * keys stream through, lose their use and go like any old item; keys read
+ * again within every period keep theirs and stay. The store clock is the
+ * test's: what decays depends on stores, not on time. */
+static void test_s3fifo_use_decays(void **state)
+{
+    (void)state;
+    struct env e;
+    small_heap(&e, RKV_EVICT_S3FIFO);
+    unsigned n = 0;
+    while (stats(&e).evictions == 0)
+        assert_int_equal(put_n(&e, n++), RKV_OK);
+    rkv_table_tick(e.t);   /* the decay follows the items: 1024 stores, its floor */
+    enum { PERIOD = 1024 };
+    assert_true(n < PERIOD);
+    /* even keys of the oldest half: read once; odd ones: read every 256 stores */
+    unsigned once[1024], kept[1024], nonce = 0, nkept = 0;
+    for (unsigned i = 0; i < n / 2; i++) {
+        if (!hint_n(&e, i))
+            continue;
+        if (i % 2 == 0)
+            once[nonce++] = i;
+        else
+            kept[nkept++] = i;
+    }
+    unsigned next = n;
+    for (unsigned round = 0; round < 4 * PERIOD / 256; round++) {
+        for (unsigned i = 0; i < 256; i++)
+            assert_int_equal(put_n(&e, next++), RKV_OK);
+        for (unsigned i = 0; i < nkept; i++)
+            assert_true(hint_n(&e, kept[i]));   /* read again: still there */
+    }
+    unsigned once_left = 0;
+    for (unsigned i = 0; i < nonce; i++)
+        once_left += has_n(&e, once[i]);
+    print_message("s3fifo decay: %u of %u keys read once left after %u stores; %u re-read kept\n",
+                  once_left, nonce, next - n, nkept);
+    assert_true(nonce > n / 16 && nkept > n / 16);
+    assert_true(once_left < nonce / 4);
+    env_free(&e);
+}
+
 static void test_evict_when_index_full(void **state)
 {
     (void)state;
@@ -1816,6 +1948,9 @@ int main(void)
         cmocka_unit_test(test_heap_full_without_eviction),
         cmocka_unit_test(test_evict_random),
         cmocka_unit_test(test_evict_lru_follows_hints),
+        cmocka_unit_test(test_s3fifo_scan_keeps_read_keys),
+        cmocka_unit_test(test_s3fifo_unread_oldest_first),
+        cmocka_unit_test(test_s3fifo_use_decays),
         cmocka_unit_test(test_evict_when_index_full),
         cmocka_unit_test(test_page_move_lru),
         cmocka_unit_test(test_page_move_random),

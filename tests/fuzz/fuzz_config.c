@@ -60,7 +60,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(c.max_value_len >= 1 &&
           c.max_value_len <= c.slab_page_size - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN);
     check(c.grace_ms <= 60000);
-    check(c.evict == RKV_EVICT_NONE || c.evict == RKV_EVICT_LRU || c.evict == RKV_EVICT_RANDOM);
+    check(c.evict == RKV_EVICT_NONE || c.evict == RKV_EVICT_LRU || c.evict == RKV_EVICT_RANDOM ||
+          c.evict == RKV_EVICT_S3FIFO);
     check(c.credits >= 1 && c.credits <= 4096);
     check(c.max_msg >= RKV_MIN_MSG && c.max_msg <= RKV_MAX_MSG);
     check(c.max_conns >= 1 && c.max_conns <= 65536);
