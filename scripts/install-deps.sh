@@ -18,7 +18,8 @@ set -euo pipefail
 base=(build-essential meson ninja-build pkg-config
       libibverbs-dev librdmacm-dev libxxhash-dev libinih-dev libcmocka-dev
       libmd-dev     # librkv: MD5 for ketama placement (client/placement_ketama.c)
-      clang rdma-core ibverbs-utils ibverbs-providers
+      clang clang-format   # clang-format: the C style (.clang-format; scripts/format.sh, tests/check_format.sh)
+      rdma-core ibverbs-utils ibverbs-providers
       chromium      # headless: tests/bench_html_test.sh renders rkv-bench's HTML report
       python3-pymemcache    # tests/test_memcache.c, test_twemproxy.c: a third-party memcached client
       python3-pylibmc libmemcached-tools   # tests/test_libmemcached.c: libmemcached, its ketama and tools
