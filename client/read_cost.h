@@ -32,9 +32,9 @@
 #include "transport.h"
 
 #define RKV_SERIAL_READS        1.25 /* 2 READs in one doorbell at >= this x 1: one by one */
-#define RKV_COST_WATCH_EVERY    16u  /* of a connection's small doorbells of each kind, time one in this many */
+#define RKV_COST_WATCH_EVERY    16u  /* time one in this many small doorbells of each kind */
 #define RKV_COST_WATCH_SAMPLES  9u   /* of each kind before the watch decides */
-#define RKV_COST_WATCH_MAX_LEN  128u /* bytes per READ of a doorbell the watch times: a bucket, a small item */
+#define RKV_COST_WATCH_MAX_LEN  128u /* bytes per READ of a timed doorbell: a bucket, a small item */
 
 /* Given the durations of n doorbells of one READ and n of two, does the
  * device serve a doorbell's READs one by one (the 2-READ median is at least

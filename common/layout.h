@@ -34,8 +34,9 @@ RKV_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                   "the region and message formats are little endian: build rkv on a little-endian host");
 
 #define RKV_REGION_MAGIC    0x314e4745524b5652ull /* "RKVREGN1" */
-#define RKV_FORMAT_VERSION  3u  /* 2: superseded items forward to their replacement;
-                                 * 3: items on 8-byte boundaries, finer size classes */
+/* RKV_FORMAT_VERSION 2: superseded items forward to their replacement;
+ * 3: items on 8-byte boundaries, finer size classes */
+#define RKV_FORMAT_VERSION  3u
 #define RKV_HEADER_SIZE     4096u
 #define RKV_CACHELINE       64u
 

@@ -123,8 +123,8 @@ typedef enum rkv_placement {
 #define RKV_DEFAULT_GET_RETRIES      64      /* max_get_retries */
 #define RKV_DEFAULT_RECONNECT_MS     1000    /* reconnect_ms */
 #define RKV_DEFAULT_RDMA_ACK_TIMEOUT 16      /* rdma_ack_timeout: 268 ms per try */
-#define RKV_DEFAULT_RDMA_RETRY_COUNT 6       /* rdma_retry_count: with the default ACK
-                                                timeout, a dead server is noticed in 1.88 s */
+/* rdma_retry_count: with the default ACK timeout, a dead server is noticed in 1.88 s */
+#define RKV_DEFAULT_RDMA_RETRY_COUNT 6
 
 /* Options for rkv_connect_opts(); zero-initialise and set what you need. */
 struct rkv_options {

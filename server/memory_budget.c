@@ -34,7 +34,8 @@
 #define CG_UNLIMITED_FROM (1ull << 62)    /* v1 reports "no limit" as ~2^63 */
 #define HEADROOM_MIN (64ull << 20)
 #define HEADROOM_SHIFT 4                  /* keep 1/16 free */
-#define PROCESS_BASE (32ull << 20)        /* code, libraries, heap, main thread (measured: 2.7 MiB RSS besides the region) */
+/* PROCESS_BASE: code, libraries, heap, main thread (measured: 2.7 MiB RSS besides the region) */
+#define PROCESS_BASE (32ull << 20)
 #define WORKER_STACK (1ull << 20)         /* stack pages a worker touches, generously */
 #define CONN_STRUCTS 4096ull              /* a transport's *_sconn + rkv_wconn and allocator slack */
 #define SLAB_PAGE_BOOK 72ull              /* struct slab_page (64) + its pool entry (8) */

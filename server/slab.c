@@ -105,8 +105,7 @@
 #define LIMBO_UNIT_MAX (UINT64_MAX >> LIMBO_TIME_BITS)
 #define MAG_BATCH_MIN 8u       /* items a refill takes from its class: per_page / 8, */
 #define MAG_BATCH_MAX 32u      /*   within these bounds (mag_batch) */
-#define MAG_FREED (2 * MAG_BATCH_MAX) /* room in a magazine's freed list; it is given
-                                        back at twice the class's batch */
+#define MAG_FREED (2 * MAG_BATCH_MAX) /* a magazine's freed list: given back at twice the batch */
 #define MAG_MIN_PER_PAGE 64u   /* classes with fewer items per page have no magazines */
 #define MAG_PREFETCH_LINES 4u  /* lines of the next item a magazine asks for as it hands one out */
 

@@ -44,14 +44,17 @@
 #include "util.h"
 
 #define TIMEOUT_MS   3000u    /* the long test's handles: above the default 1.88 s RC budget */
-#define MARGIN_MS    3000u    /* a failing call returns within TIMEOUT_MS + this: docs/design.md's
-                                 1 s, widened for qemu TCG's late timers and scheduling */
-#define SHORT_MS     800u     /* the short blackhole (up to 5 s under a loaded TCG host: the
-                                 tc calls that lift it are slow there) */
+/* MARGIN_MS: a failing call returns within TIMEOUT_MS + this: docs/design.md's 1 s, widened
+ * for qemu TCG's late timers and scheduling */
+#define MARGIN_MS    3000u
+/* SHORT_MS: the short blackhole (up to 5 s under a loaded TCG host: the tc calls that lift
+ * it are slow there) */
+#define SHORT_MS     800u
 #define SHORT_ACK    19u      /* the short test's handle: 2.1 s x 7 tries = 15 s RC budget */
 #define SHORT_TIMEOUT_MS 15000u
-#define LONG_MS      14000u   /* longer than the RC budget, and than the server's keepalive
-                                 + its budget (pair.sh: --rdma-ack-timeout 18: 1 + 7.5 s) */
+/* LONG_MS: longer than the RC budget, and than the server's keepalive + its budget (pair.sh:
+ * --rdma-ack-timeout 18: 1 + 7.5 s) */
+#define LONG_MS      14000u
 #define HEALTHY_TIMEOUT_MS 10000u /* the healthy client's: an error is a stall this long */
 #define KEYS         16u
 #define WAIT_MS      30000u   /* safety net for reconnects and the stat */

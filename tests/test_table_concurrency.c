@@ -839,7 +839,9 @@ static void test_writers_race_writers_evicting(void **state)
  * lock for all writes (the observer gives up after SAFETY_WAIT_NS and the
  * assertion says so). */
 
-#define SAFETY_WAIT_NS 120000000000ull  /* a safety net only: 120 s, never reached when it works (10 s was reached once with writers starved by real-time load) */
+/* A safety net only: 120 s, never reached when it works (10 s was reached once with writers
+ * starved by real-time load). */
+#define SAFETY_WAIT_NS 120000000000ull
 
 struct overlap {
     struct rkv_table *t;
