@@ -44,4 +44,6 @@ else
                          -o -type f \( -name '*.c' -o -name '*.h' \) -print | LC_ALL=C sort)
 fi
 "$cf" --style=file -i "${files[@]}"
+# the continuation lines of trailing comments, which clang-format leaves
+"$root/scripts/format-comments.py" "${files[@]}" >/dev/null
 echo "format.sh: ${#files[@]} files formatted"
