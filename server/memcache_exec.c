@@ -1123,8 +1123,12 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
     const char *in = msg.data;
     size_t len = msg.len, need = 0;
     flush_point(&m);   /* what earlier passes answered went out */
+    /* where memcached's read buffer would start: it reads 16 KiB at a
+     * time, and writes its answers out whenever that runs dry inside a
+     * command (or a data block it then reads past it) */
+    size_t window = 0;
     while (consumed < len && !rkv_tcp_out_backed_up(m.c)) {
-        size_t used;
+        size_t used, at = consumed;
         enum rkv_mc_result res = rkv_mc_parse_stream(in + consumed, len - consumed,
                                                      m.g->max_value_len, rkv_tcp_mc_stream(m.c),
                                                      &req, &used, &need);
@@ -1133,6 +1137,13 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
         need = 0;
         consumed += (uint32_t)used;
         done++;
+        size_t line_end = at + used, cmd_end = at + used + req.swallow;
+        if (req.data != NULL || (res == RKV_MC_CLIENT_ERROR && req.error && strcmp(req.error, "bad data chunk") == 0))
+            line_end = at + used - req.bytes - 2;
+        if (line_end > window + RKV_MC_READ_BUFFER) {
+            flush_point(&m);
+            window = at;
+        }
         switch (res) {
         case RKV_MC_OK:
             execute(&m, &req);
@@ -1172,6 +1183,10 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
             RKV_INFO("%s: closing %s: %s", wc->ep->uri, wc->ops->peer(wc->conn), why);
             rkv_tcp_close_after_output(m.c, why);
             break;
+        }
+        if (cmd_end > window + RKV_MC_READ_BUFFER) {
+            flush_point(&m);
+            window = cmd_end;
         }
         if (swallow || req.cmd == RKV_MC_QUIT)
             break;

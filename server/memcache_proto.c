@@ -31,7 +31,7 @@
 /* memcached's read buffer: a line longer than this (not a get/gets) never
  * finds its end there, and it hangs up. One up to it that arrived at once
  * is served, as memcached serves it. */
-#define MC_READ_BUFFER 16384u
+#define MC_READ_BUFFER RKV_MC_READ_BUFFER
 
 struct line {
     const char *tok[MAX_TOKENS];

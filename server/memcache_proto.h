@@ -30,6 +30,7 @@
 #define RKV_MC_MAX_KEY        250u     /* memcached's KEY_MAX_LENGTH */
 #define RKV_MC_MAX_LINE       2048u    /* bytes without "\n" after which memcached hangs up */
 #define RKV_MC_MAX_GET_LINE   65536u   /* a get/gets line (many keys) is served in parts of this */
+#define RKV_MC_READ_BUFFER    16384u   /* memcached's read buffer: what it reads at a time */
 #define RKV_MC_MAX_OPAQUE     31u      /* meta O(token): memcached takes 32 bytes with the O */
 #define RKV_MC_MAX_META_FLAGS 24u      /* return flags echoed per meta command */
 #define RKV_MC_REL_EXPTIME    2592000  /* exptime above this is a unix time (30 days) */
