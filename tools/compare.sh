@@ -561,7 +561,7 @@ run_door() {
             door_record memcached "" "skipped: did not run (output above)"
         fi
     else
-        note "door: memcached is not installed (apt-get install memcached, or tools/install-deps.sh --with-compare): its rows are skipped"
+        note "door: memcached is not installed (apt-get install memcached, or tools/install-deps.sh): its rows are skipped"
         door_record memcached "" "skipped: not installed"
     fi
     port=$(free_port 21311) || { door_record "rkv tcp door" "" "skipped: no free port near 21311"; return; }
