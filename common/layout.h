@@ -61,7 +61,9 @@ struct rkv_region_header {
     uint32_t slab_page_size;   /* bytes per slab page; the largest item */
     uint32_t class_count;      /* entries used in class_size[] */
     uint32_t max_key_len;      /* longest key the server accepts */
-    uint32_t max_value_len;    /* longest value the server accepts */
+    uint32_t max_value_len;    /* longest value for the longest key (a shorter key's may be longer by
+                                * the difference: an item is never larger than header + max_key_len
+                                * + max_value_len) */
     uint64_t hash_seed;        /* XXH3 seed for key hashing */
     volatile uint64_t clock;   /* server clock (common/clock.h), published once a second */
     uint32_t class_size[RKV_MAX_CLASSES]; /* bytes of an item slot in class i */
@@ -120,7 +122,7 @@ struct rkv_item {
     volatile uint64_t state;    /* RKV_ITEM_* flags below; written with one 8-byte store */
     uint64_t version;           /* unique per server, larger for a later write: CAS token */
     uint32_t key_len;           /* 1..max_key_len */
-    uint32_t value_len;         /* 0..max_value_len */
+    uint32_t value_len;         /* 0..max_value_len + max_key_len - key_len */
     uint32_t expire_at;         /* expired once the server clock >= this (rkv_expired); 0 = never */
     uint32_t user_flags;        /* opaque to rkv, returned with the value */
     uint8_t  data[];            /* key bytes, then value bytes */

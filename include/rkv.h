@@ -40,8 +40,12 @@
  * server, what was wrong, what to do).
  *
  * Keys are binary-safe, 1..250 bytes. Values are 0..max_value_len bytes (the
- * server's configuration; 1 MiB less the item header by default; see
- * rkv_max_value_size()).
+ * server's configuration; 1 MiB less the item header and the longest key by
+ * default; see rkv_max_value_size()). A shorter key leaves its room to the
+ * value: what memcached clients store through a server's tcp door (as
+ * memcached, up to its own limit) may be up to max_value_len + 250 - key
+ * length bytes, which rkv_get answers RKV_BUFFER_TOO_SMALL with the length
+ * when the buffer is shorter.
  *
  * Arguments: every call, single or batched, checks its arguments the same
  * way: a NULL or empty key, or a NULL value/buffer with a non-zero length,
@@ -427,7 +431,9 @@ void rkv_get_counters(const rkv_client *c, struct rkv_counters *out);
 void rkv_reset_counters(rkv_client *c);
 
 /* The longest value rkv_put accepts on this handle: the smallest
- * max_value_len of its servers (from their region headers at connect).
+ * max_value_len of its servers (from their region headers at connect),
+ * what every key can hold (a shorter key, stored through the tcp door, a
+ * little more: see "Keys are binary-safe" above).
  * Returns: that length in bytes (no status). */
 size_t rkv_max_value_size(const rkv_client *c);
 

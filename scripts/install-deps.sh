@@ -3,7 +3,7 @@
 #
 #   scripts/install-deps.sh                  build + unit tests + fuzzers
 #   scripts/install-deps.sh --with-vm        + the Soft-RoCE VM's packages (scripts/rxe-vm, tests/verbs)
-#   scripts/install-deps.sh --with-compare   + memcached and Redis for perf/compare.sh
+#   scripts/install-deps.sh --with-compare   + Redis for perf/compare.sh (memcached is in the base)
 #
 # Run as root. Idempotent: packages already installed are left alone, and
 # when everything is present it prints nothing and exits 0. It needs only the
@@ -22,12 +22,14 @@ base=(build-essential meson ninja-build pkg-config
       rdma-core ibverbs-utils ibverbs-providers
       chromium      # headless: tests/bench_html_test.sh renders rkv-bench's HTML report
       python3-pymemcache    # tests/test_memcache.c, test_twemproxy.c: a third-party memcached client
-      python3-pylibmc libmemcached-tools   # tests/test_libmemcached.c: libmemcached, its ketama and tools
+      python3-pylibmc libmemcached-tools   # tests/test_libmemcached.c: libmemcached, its ketama and tools;
+                                           # tests/memccapable_test.sh: memccapable -a
+      memcached     # tests/mc_diff.c: the reference the tcp door is compared with, reply for reply
       nutcracker    # tests/test_twemproxy.c: twemproxy in front of three rkv servers
       php-cli php-memcached   # tests/client.php: PHP's Memcached extension against the door
       golang-go golang-github-bradfitz-gomemcache-dev)   # tests/client_gomemcache.go: Go's gomemcache
 vm=(qemu-system-x86 busybox-static kmod cpio iproute2 perftest rdmacm-utils)
-compare=(memcached redis-server redis-tools)   # libmemcached-tools (memaslap) is in base
+compare=(redis-server redis-tools)   # memcached and libmemcached-tools (memaslap) are in base
 
 usage() {
   sed -n '2,11s/^# \{0,1\}//p' "$0"

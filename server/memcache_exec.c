@@ -15,10 +15,17 @@
  * expired at once). Reads copy an item out of the region into the output
  * buffer and verify the copy (checksum, key, obsolete, expiry) the way a
  * one-sided reader does, retrying when a writer raced it. Read-modify-write
- * commands (append, prepend, touch, gat) are a CAS loop on the item version
- * under the table's write path, so they are atomic against every writer;
- * a touched item gets a new version (rkv writes out of place); a touch to a
- * past exptime answers the item as it was and deletes that version only.
+ * commands (append, prepend, touch, gat, incr, decr, ma) are a CAS loop on
+ * the item version under the table's write path, so they are atomic
+ * against every writer; a touched item gets a new version (rkv writes out
+ * of place); a touch to a past exptime answers the item as it was and
+ * deletes that version only.
+ *
+ * Answers are memcached 1.6.18's, byte for byte (tests/mc_diff.c compares
+ * them with a real one), down to what follows from its way of keeping
+ * items: an incr/decr result that fits the old value is written over it
+ * and space-padded, unless an answer memcached has not written out yet
+ * holds the item; t flags and exptimes follow the request's flag order.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -40,6 +47,18 @@
                               * round is another writer's success) */
 #define LINE_MAX_OUT 512   /* longest answer line but the data block */
 
+/* Items whose mg answers memcached would not have sent yet: it writes its
+ * answers out after a get/gets/gat/gats (at its END), at an mn, and when it
+ * has run out of input, and until then an mg hit's answer holds its item,
+ * which an incr/decr cannot update in place. Beyond HELD_MAX, every item
+ * counts as held. */
+#define HELD_MAX 64
+struct held {
+    uint64_t version[HELD_MAX];
+    unsigned n;
+    bool overflow;
+};
+
 struct mc {
     struct rkv_server *srv;
     struct rkv_table *t;
@@ -48,7 +67,34 @@ struct mc {
     struct rkv_mc_counters *st;          /* this worker's (memcache_stats.h) */
     const struct rkv_region_header *g;
     bool full;                 /* an answer did not fit the output buffer */
+    struct held held;
+    size_t flushed;            /* output up to here memcached would have sent already */
 };
+
+/* Where memcached writes its answers out: those before are sent, their
+ * items released. */
+static void flush_point(struct mc *m)
+{
+    m->flushed = rkv_tcp_out_mark(m->c);
+    m->held.n = 0;
+    m->held.overflow = false;
+}
+
+static void hold(struct mc *m, uint64_t version)
+{
+    if (m->held.n < HELD_MAX)
+        m->held.version[m->held.n++] = version;
+    else
+        m->held.overflow = true;
+}
+
+static bool is_held(const struct mc *m, uint64_t version)
+{
+    for (unsigned i = 0; i < m->held.n; i++)
+        if (m->held.version[i] == version)
+            return true;
+    return m->held.overflow;
+}
 
 /* A verified copy of an item, inside the (uncommitted) output buffer. */
 struct found {
@@ -122,6 +168,22 @@ static uint32_t ttl_keep(struct mc *m, uint32_t expire_at)
     return expire_at > now ? expire_at - now : 1;
 }
 
+/* A remaining TTL as meta's t flag shows it: -1 for none. An item a touch
+ * expired shows what memcached shows for it: its expiry (1 on memcached's
+ * clock) less that clock (the uptime plus 62 s), as an unsigned number. */
+static void put_ttl(struct mc *m, bool expired, uint32_t expire_at)
+{
+    uint32_t now = clock_now(m);
+    if (expired) {
+        uint64_t uptime = (rkv_now_ns() - m->srv->start_ns) / 1000000000ull;
+        outf(m, " t%u", (uint32_t)(1 - (int64_t)(uptime + 62)));
+    } else if (expire_at == 0) {
+        outs(m, " t-1");
+    } else {
+        outf(m, " t%u", expire_at > now ? expire_at - now : 0);
+    }
+}
+
 /* Copy key's item into `pre` bytes past the output end and verify it.
  * 1: found, 0: miss, -1: the output buffer has no room, -2: kept racing. */
 static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre, struct found *f)
@@ -180,12 +242,13 @@ static rkv_status compose_pull(void *ctx, void *dst, uint32_t len)
 /* Read-modify-write under a CAS on the version: the new value is the old one
  * with `add` appended (or prepended), or unchanged with a new ttl (touch),
  * or the item goes (expire: a touch to a past exptime, which memcached
- * answers with the item as it was; *version is then the old one).
- * Leaves a verified copy of the old item in *f (output buffer, uncommitted). */
+ * answers with the item as it was; *version is then the old one). cas: an
+ * append's condition (0: none). Leaves a verified copy of the old item in
+ * *f (output buffer, uncommitted). */
 enum rmw { RMW_APPEND, RMW_PREPEND, RMW_TOUCH, RMW_EXPIRE };
 static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t klen,
-                      const uint8_t *add, uint32_t add_len, uint32_t ttl, bool cas_given,
-                      uint64_t cas, struct found *f, uint64_t *version)
+                      const uint8_t *add, uint32_t add_len, uint32_t ttl, uint64_t cas,
+                      struct found *f, uint64_t *version)
 {
     for (unsigned i = 0; i < RMW_TRIES; i++) {
         int r = find_copy(m, key, klen, LINE_MAX_OUT, f);
@@ -195,7 +258,7 @@ static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t k
             return RKV_OUT_OF_MEMORY;
         if (r == -2)
             return RKV_RETRY_EXHAUSTED;
-        if (cas_given && f->copy->version != cas)
+        if (cas != 0 && f->copy->version != cas)
             return RKV_CAS_MISMATCH;
         struct compose cp = { .a = f->value, .alen = f->value_len };
         if (how == RMW_APPEND) {
@@ -204,7 +267,8 @@ static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t k
         } else if (how == RMW_PREPEND) {
             cp = (struct compose){ .a = add, .alen = add_len, .b = f->value, .blen = f->value_len };
         }
-        if ((uint64_t)cp.alen + cp.blen > m->g->max_value_len)
+        /* the joined item as memcached sizes it: the old item's flags */
+        if ((uint64_t)cp.alen + cp.blen > rkv_mc_max_value(m->g->max_value_len, klen, f->copy->user_flags))
             return RKV_TOO_LARGE;
         struct rkv_value_src src = { .pull = compose_pull, .ctx = &cp, .len = cp.alen + cp.blen };
         rkv_status st;
@@ -278,7 +342,7 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
         uint32_t ttl;
         /* expired at once: answered as it was, gone for every later read */
         enum rmw how = ttl_of(r->exptime, &ttl) ? RMW_TOUCH : RMW_EXPIRE;
-        rkv_status st = rmw(m, how, key, klen, NULL, 0, ttl, false, 0, &f, &version);
+        rkv_status st = rmw(m, how, key, klen, NULL, 0, ttl, 0, &f, &version);
         res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
     } else {
         res = find_copy(m, key, klen, LINE_MAX_OUT, &f);
@@ -311,24 +375,40 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
     rkv_tcp_out_commit(m->c, (size_t)n + f.value_len + 2);
 }
 
+/* The keys in order, as memcached serves them: a key over 250 bytes stops
+ * the command, and every answer memcached has not sent yet (this one's,
+ * those since its last write-out) is dropped for CLIENT_ERROR (the keys
+ * before it were read, or touched, and counted). */
 static void do_retrieval(struct mc *m, const struct rkv_mc_req *r)
 {
     const char *pos = r->keys, *end = r->keys + r->keys_len;
     const uint8_t *key;
     uint32_t klen;
     size_t mark = rkv_tcp_out_mark(m->c);
-    while (!m->full && rkv_mc_next_key(&pos, end, &key, &klen))
+    bool too_long = false;
+    while (!m->full && rkv_mc_next_key(&pos, end, &key, &klen)) {
+        if (klen > RKV_MC_MAX_KEY) {
+            too_long = true;
+            break;
+        }
         get_one(m, r, key, klen);
-    if (m->full) {
-        rkv_tcp_out_rewind(m->c, mark);
+    }
+    if (m->full || too_long) {
+        rkv_tcp_out_rewind(m->c, r->parted ? mark : RKV_MIN(mark, m->flushed));
+        m->held.n = 0;
+        m->held.overflow = false;
         m->full = false;
-        outs(m, "SERVER_ERROR out of memory writing get response\r\n");
+        outs(m, too_long ? "CLIENT_ERROR bad command line format\r\n"
+                         : "SERVER_ERROR out of memory writing get response\r\n");
         if (r->parted)   /* values of the line's earlier parts went out already */
-            rkv_tcp_close_after_output(m->c, "get response too large");
+            rkv_tcp_close_after_output(m->c, too_long ? "a key over 250 bytes in a long get line"
+                                                      : "get response too large");
         return;
     }
-    if (!r->more)
+    if (!r->more) {
         outs(m, "END\r\n");
+        flush_point(m);
+    }
 }
 
 /* ------------------------------------------------------------ storage */
@@ -345,9 +425,11 @@ static const char *store_answer(enum rkv_mc_cmd cmd, rkv_status st)
     }
 }
 
-/* The store itself, shared by the classic commands and ms. */
+/* The store itself, shared by the classic commands and ms. how: the
+ * command (set/add/replace/append/prepend/cas); cas: its condition (cas,
+ * and ms C: 0 is a condition no item meets; append takes 0 as none). */
 static rkv_status store(struct mc *m, enum rkv_mc_cmd how, const struct rkv_mc_req *r,
-                        bool cas_given, uint64_t *version)
+                        uint64_t cas, uint64_t *version)
 {
     uint32_t ttl;
     bool live = ttl_of(r->exptime, &ttl);
@@ -356,7 +438,7 @@ static rkv_status store(struct mc *m, enum rkv_mc_cmd how, const struct rkv_mc_r
         struct found f;
         size_t mark = rkv_tcp_out_mark(m->c);
         st = rmw(m, how == RKV_MC_APPEND ? RMW_APPEND : RMW_PREPEND, r->key, r->key_len,
-                 r->data, r->bytes, 0, cas_given, r->cas, &f, version);
+                 r->data, r->bytes, 0, cas, &f, version);
         rkv_tcp_out_rewind(m->c, mark);           /* the old value's copy was scratch */
         /* memcached answers NOT_STORED when the joined value has no room
          * (too large, or out of memory), and keeps the old item */
@@ -365,9 +447,9 @@ static rkv_status store(struct mc *m, enum rkv_mc_cmd how, const struct rkv_mc_r
         return st;
     }
     rkv_put_mode mode = how == RKV_MC_ADD ? RKV_ADD : how == RKV_MC_REPLACE ? RKV_REPLACE
-                      : cas_given ? RKV_CAS : RKV_SET;
+                      : how == RKV_MC_CAS ? RKV_CAS : RKV_SET;
     struct rkv_value_src src = { .data = r->data, .len = r->bytes };
-    st = rkv_table_put(m->t, r->key, r->key_len, &src, mode, r->cas, ttl, r->flags, version);
+    st = rkv_table_put(m->t, r->key, r->key_len, &src, mode, cas, ttl, r->flags, version);
     if (st == RKV_TOO_LARGE || st == RKV_OUT_OF_MEMORY)
         rkv_stat_bump(st == RKV_TOO_LARGE ? &m->st->store_too_large : &m->st->store_no_memory, 1);
     if (st == RKV_OK && !live)
@@ -375,11 +457,12 @@ static rkv_status store(struct mc *m, enum rkv_mc_cmd how, const struct rkv_mc_r
     return st;
 }
 
+/* noreply silences every answer, errors too (memcached's out_string). */
 static void do_storage(struct mc *m, const struct rkv_mc_req *r)
 {
     uint64_t version;
     rkv_mc_detail(RKV_MC_DETAIL_SET, r->key, r->key_len);
-    rkv_status st = store(m, r->cmd, r, r->cmd == RKV_MC_CAS, &version);
+    rkv_status st = store(m, r->cmd, r, r->cas, &version);
     rkv_stat_bump(&m->st->cmd_set, 1);
     rkv_mc_count_class(m->st, m->g, RKV_MC_CLS_CMD_SET, r->key_len, r->bytes);
     if (r->cmd == RKV_MC_CAS)
@@ -388,8 +471,7 @@ static void do_storage(struct mc *m, const struct rkv_mc_req *r)
     if (r->cmd == RKV_MC_CAS && (st == RKV_OK || st == RKV_CAS_MISMATCH))
         rkv_mc_count_class(m->st, m->g, st == RKV_OK ? RKV_MC_CLS_CAS_HITS : RKV_MC_CLS_CAS_BADVAL,
                            r->key_len, r->bytes);
-    if (!r->noreply || (st != RKV_OK && st != RKV_EXISTS && st != RKV_NOT_STORED &&
-                        st != RKV_NOT_FOUND && st != RKV_CAS_MISMATCH))
+    if (!r->noreply)
         outs(m, store_answer(r->cmd, st));
 }
 
@@ -401,45 +483,141 @@ static void do_delete(struct mc *m, const struct rkv_mc_req *r)
     rkv_status st = rkv_table_delete(m->t, r->key, r->key_len);
     rkv_stat_bump(st == RKV_OK ? &m->st->delete_hits : &m->st->delete_misses, 1);
     if (!r->noreply)
-        outs(m, st == RKV_OK ? "DELETED\r\n" : "NOT_FOUND\r\n");
+        outs(m, st == RKV_OK ? "DELETED\r\n" : st == RKV_NOT_FOUND ? "NOT_FOUND\r\n" : server_error(st));
 }
 
-/* incr/decr by delta; rkv's table takes a signed 64-bit delta. */
-static rkv_status arith(struct mc *m, const uint8_t *key, uint32_t klen, bool decr,
-                        uint64_t delta, uint64_t *value)
-{
-    if (delta > (decr ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
-        return RKV_INVALID;
-    int64_t d = decr ? (int64_t)(0 - delta) : (int64_t)delta;
-    return rkv_table_incr(m->t, key, klen, d, value);
-}
+/* incr/decr as memcached's do_add_delta(): the value is read as strtoull
+ * reads it (white space first and after, a sign; what is not a number, or
+ * an item memcached would keep in chunks, is "non-numeric"), any 64-bit
+ * delta wraps an incr and stops a decr at 0, and the result replaces the
+ * value in place when it fits: its digits, then spaces up to the old
+ * length (memcached never shortens the item there), unless an unsent read
+ * answer holds the item (struct held); else it is a new value of just its
+ * digits. One CAS-loop step on the item's version, so atomic
+ * against every writer. cas: ma C (0: none). ttl/set_ttl: ma T, which
+ * memcached applies only to an item updated in place. */
+enum arith { ARITH_OK, ARITH_NOT_FOUND, ARITH_NON_NUMERIC, ARITH_CAS_MISMATCH, ARITH_EOM, ARITH_BUSY };
+struct arith_out {
+    uint64_t value, version;
+    uint32_t expire_at;          /* the item's before */
+    bool in_place;
+};
 
-static const char *arith_error(rkv_status st)
+#define MC_CHUNK_MAX (512u << 10)   /* memcached's slab_chunk_max: larger items are chunked */
+#define MC_ITEM_HEADER (48u + 8u + 1u + 2u)   /* its item header, CAS, the key's NUL, "\r\n" */
+
+static bool value_number(const uint8_t *v, uint32_t n, uint64_t *out)
 {
-    switch (st) {
-    case RKV_NOT_NUMBER: return "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
-    case RKV_INVALID: return "CLIENT_ERROR delta above 9223372036854775807 is not supported by rkv\r\n";
-    default: return server_error(st);
+    uint32_t i = 0;
+    uint64_t x = 0;
+    bool neg = false, overflow = false;
+    while (i < n && (v[i] == ' ' || (v[i] >= '\t' && v[i] <= '\r')))
+        i++;
+    if (i < n && (v[i] == '+' || v[i] == '-'))
+        neg = v[i++] == '-';
+    uint32_t digits = i;
+    while (i < n && v[i] >= '0' && v[i] <= '9') {
+        unsigned d = (unsigned)(v[i] - '0');
+        if (x > (UINT64_MAX - d) / 10)
+            overflow = true;
+        else
+            x = x * 10 + d;
+        i++;
     }
+    if (i == digits || overflow)
+        return false;
+    if (i < n && !(v[i] == 0 || v[i] == ' ' || (v[i] >= '\t' && v[i] <= '\r')))
+        return false;
+    x = neg ? 0 - x : x;
+    if (neg && (int64_t)x < 0)
+        return false;   /* a negative number */
+    *out = x;
+    return true;
+}
+
+/* set_ttl: ma T's ttl for an item updated in place (expired: T to the past,
+ * the item goes once updated). */
+static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bool incr,
+                             uint64_t delta, uint64_t cas, bool set_ttl, uint32_t ttl, bool expired,
+                             struct arith_out *o)
+{
+    size_t mark = rkv_tcp_out_mark(m->c);
+    enum arith res = ARITH_BUSY;
+    for (unsigned i = 0; i < RMW_TRIES; i++) {
+        struct found f;
+        rkv_tcp_out_rewind(m->c, mark);
+        int r = find_copy(m, key, klen, LINE_MAX_OUT, &f);
+        if (r <= 0) {
+            res = r == 0 ? ARITH_NOT_FOUND : r == -1 ? ARITH_EOM : ARITH_BUSY;
+            break;
+        }
+        /* memcached's order: an empty or chunked value, the CAS, the number */
+        uint64_t mc_total = MC_ITEM_HEADER + klen + (f.copy->user_flags ? 4 : 0) + (uint64_t)f.value_len;
+        uint64_t v;
+        if (f.value_len == 0 || mc_total > MC_CHUNK_MAX) {
+            res = ARITH_NON_NUMERIC;
+            break;
+        }
+        if (cas != 0 && f.copy->version != cas) {
+            res = ARITH_CAS_MISMATCH;
+            break;
+        }
+        if (!value_number(f.value, f.value_len, &v)) {
+            res = ARITH_NON_NUMERIC;
+            break;
+        }
+        v = incr ? v + delta : delta > v ? 0 : v - delta;
+        char text[24];
+        uint32_t n = (uint32_t)snprintf(text, sizeof text, "%llu", (unsigned long long)v);
+        struct compose cp = { .a = (const uint8_t *)text, .alen = n };
+        o->in_place = n <= f.value_len && !is_held(m, f.copy->version);
+        if (o->in_place) {
+            /* the digits, then spaces to the old length, over the scratch copy */
+            uint8_t *val = (uint8_t *)(uintptr_t)f.value;
+            memcpy(val, text, n);
+            memset(val + n, ' ', f.value_len - n);
+            cp = (struct compose){ .a = val, .alen = f.value_len };
+        }
+        bool new_ttl = o->in_place && set_ttl;
+        struct rkv_value_src src = { .pull = compose_pull, .ctx = &cp, .len = cp.alen + cp.blen };
+        rkv_status st = rkv_table_put(m->t, key, klen, &src, RKV_CAS, f.copy->version,
+                                      new_ttl ? ttl : ttl_keep(m, f.copy->expire_at),
+                                      f.copy->user_flags, &o->version);
+        if (st == RKV_CAS_MISMATCH || st == RKV_NOT_STORED || st == RKV_NOT_FOUND)
+            continue;   /* another writer got in between (or it went): again */
+        if (st == RKV_OK) {
+            o->value = v;
+            o->expire_at = f.copy->expire_at;
+            if (new_ttl && expired)
+                rkv_table_delete_version(m->t, key, klen, o->version);
+            if (o->in_place)   /* memcached's in-place update is not a new item */
+                rkv_stat_bump(&m->st->touch_stores, 1);
+            res = ARITH_OK;
+        } else {
+            res = st == RKV_OUT_OF_MEMORY ? ARITH_EOM : ARITH_BUSY;
+        }
+        break;
+    }
+    rkv_tcp_out_rewind(m->c, mark);   /* the copy was scratch */
+    return res;
 }
 
 static void do_arith(struct mc *m, const struct rkv_mc_req *r)
 {
-    uint64_t v = 0;
+    struct arith_out o;
     bool decr = r->cmd == RKV_MC_DECR;
-    rkv_status st = arith(m, r->key, r->key_len, decr, r->delta, &v);
-    rkv_stat_bump(st == RKV_OK ? (decr ? &m->st->decr_hits : &m->st->incr_hits)
-                               : (decr ? &m->st->decr_misses : &m->st->incr_misses), 1);
-    if (st == RKV_OK || st == RKV_NOT_FOUND) {
-        if (r->noreply)
-            return;
-        if (st == RKV_OK)
-            outf(m, "%llu\r\n", (unsigned long long)v);
-        else
-            outs(m, "NOT_FOUND\r\n");
+    enum arith a = door_arith(m, r->key, r->key_len, !decr, r->delta, 0, false, 0, false, &o);
+    rkv_stat_bump(a == ARITH_OK ? (decr ? &m->st->decr_hits : &m->st->incr_hits)
+                                : (decr ? &m->st->decr_misses : &m->st->incr_misses), 1);
+    if (r->noreply)
         return;
+    switch (a) {
+    case ARITH_OK: outf(m, "%llu\r\n", (unsigned long long)o.value); break;
+    case ARITH_NOT_FOUND: outs(m, "NOT_FOUND\r\n"); break;
+    case ARITH_NON_NUMERIC: outs(m, "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"); break;
+    case ARITH_EOM: outs(m, "SERVER_ERROR out of memory\r\n"); break;
+    default: outs(m, server_error(RKV_SERVER_BUSY)); break;
     }
-    outs(m, arith_error(st));
 }
 
 static void do_touch(struct mc *m, const struct rkv_mc_req *r)
@@ -451,7 +629,7 @@ static void do_touch(struct mc *m, const struct rkv_mc_req *r)
     rkv_status st;
     rkv_stat_bump(&m->st->cmd_touch, 1);
     if (ttl_of(r->exptime, &ttl)) {
-        st = rmw(m, RMW_TOUCH, r->key, r->key_len, NULL, 0, ttl, false, 0, &f, &version);
+        st = rmw(m, RMW_TOUCH, r->key, r->key_len, NULL, 0, ttl, 0, &f, &version);
         if (st == RKV_OK)
             rkv_mc_count_class(m->st, m->g, RKV_MC_CLS_TOUCH_HITS, r->key_len, f.value_len);
     } else {
@@ -459,7 +637,7 @@ static void do_touch(struct mc *m, const struct rkv_mc_req *r)
     }
     rkv_tcp_out_rewind(m->c, mark);
     rkv_stat_bump(st == RKV_OK ? &m->st->touch_hits : &m->st->touch_misses, 1);
-    if (r->noreply && (st == RKV_OK || st == RKV_NOT_FOUND))
+    if (r->noreply)
         return;
     outs(m, st == RKV_OK ? "TOUCHED\r\n" : st == RKV_NOT_FOUND ? "NOT_FOUND\r\n" : server_error(st));
 }
@@ -486,47 +664,48 @@ static void do_stats(struct mc *m, const struct rkv_mc_req *r)
 
 /* ------------------------------------------------------------ meta */
 
-/* The return flags of a meta answer, in request order. */
-static void meta_flags(struct mc *m, const struct rkv_mc_req *r, const struct rkv_item *it,
-                       uint64_t version, uint32_t value_len)
+/* A meta key as the answer's k flag shows it: base64 and " b" when the
+ * request gave it so (memcached shows a hit's key in the form the item was
+ * stored with; rkv keeps no form per item). */
+static void put_meta_key(struct mc *m, const struct rkv_mc_req *r)
 {
     char b64[((RKV_MC_MAX_KEY + 2) / 3) * 4 + 1];
+    if (r->mflags & RKV_MC_F('b')) {
+        size_t n = rkv_mc_base64_encode(r->key, r->key_len, b64);
+        outf(m, " k%.*s b", (int)n, b64);
+    } else {
+        outs(m, " k");
+        out(m, r->key, r->key_len);
+    }
+}
+
+/* The O and k flags, in request order: what every meta answer echoes
+ * (an mg miss, an md, an ms, an ma without an item). */
+static void put_echo(struct mc *m, const struct rkv_mc_req *r)
+{
     for (unsigned i = 0; i < r->nret; i++) {
-        switch (r->ret[i]) {
-        case 'c':
-            outf(m, " c%llu", (unsigned long long)version);
-            break;
-        case 'f':
-            if (it != NULL)
-                outf(m, " f%u", it->user_flags);
-            break;
-        case 's':
-            if (it != NULL)
-                outf(m, " s%u", value_len);
-            break;
-        case 't':
-            if (it != NULL) {
-                uint32_t now = clock_now(m);
-                if (it->expire_at == 0)
-                    outs(m, " t-1");
-                else
-                    outf(m, " t%u", it->expire_at > now ? it->expire_at - now : 0);
-            }
-            break;
-        case 'k':
-            if (r->mflags & RKV_MC_F('b')) {
-                size_t n = rkv_mc_base64_encode(r->key, r->key_len, b64);
-                outf(m, " k%.*s b", (int)n, b64);   /* memcached marks an encoded key */
-            } else {
-                outf(m, " k%.*s", (int)r->key_len, (const char *)r->key);
-            }
-            break;
-        case 'O':
-            outf(m, " O%.*s", (int)r->opaque_len, r->opaque);
-            break;
+        if (r->ret[i] == 'O') {
+            outs(m, " O");
+            out(m, r->opaque, r->opaque_len);
+        } else if (r->ret[i] == 'k') {
+            put_meta_key(m, r);
         }
     }
-    outs(m, "\r\n");
+}
+
+/* Whether a flag takes effect: memcached applies T, N (and echoes flags)
+ * in request order while it answers, and stops at an O over its limit. */
+static bool applies(const struct rkv_mc_req *r, char flag)
+{
+    if (!r->opaque_too_long)
+        return true;
+    for (unsigned i = 0; i < r->nret; i++) {
+        if (r->ret[i] == flag)
+            return true;
+        if (r->ret[i] == 'O')
+            return false;
+    }
+    return false;
 }
 
 static void do_mg(struct mc *m, const struct rkv_mc_req *r)
@@ -534,28 +713,34 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
     struct found f;
     uint64_t version = 0;
     int res;
-    bool touch = (r->mflags & RKV_MC_F('T')) != 0;
+    bool touch = (r->mflags & RKV_MC_F('T')) && applies(r, 'T'), live = true;
+    uint32_t ttl = 0, old_expire = 0;
     if (touch) {
-        uint32_t ttl;
-        /* expired at once: answered as it was (t0), gone for every later read */
-        bool live = ttl_of(r->exptime, &ttl);
+        /* expired at once: answered as it was, gone for every later read */
+        live = ttl_of(r->exptime, &ttl);
         rkv_status st = rmw(m, live ? RMW_TOUCH : RMW_EXPIRE, r->key, r->key_len, NULL, 0, ttl,
-                            false, 0, &f, &version);
+                            0, &f, &version);
         res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
-        if (res == 1) /* the touched item's expiry, for t */
-            ((struct rkv_item *)(uintptr_t)f.copy)->expire_at =
-                !live ? clock_now(m) : ttl == 0 ? 0 : clock_now(m) + ttl;
     } else {
         res = find_copy(m, r->key, r->key_len, LINE_MAX_OUT, &f);
         version = res == 1 ? f.copy->version : 0;
+    }
+    if (res == 1) {
+        old_expire = f.copy->expire_at;
+        hold(m, version);
     }
     count_read(m, touch && res == 1, res == 1);   /* memcached: an mg miss is a get miss, T or not */
     if (res == 1)
         rkv_mc_count_class(m->st, m->g, touch ? RKV_MC_CLS_TOUCH_HITS : RKV_MC_CLS_GET_HITS,
                            r->key_len, f.value_len);
     if (res == 0) {
-        if (!r->noreply)
-            outs(m, "EN\r\n");
+        if (r->opaque_too_long)
+            outs(m, "CLIENT_ERROR opaque token too long\r\n");
+        else if (!r->noreply) {
+            outs(m, "EN");
+            put_echo(m, r);
+            outs(m, "\r\n");
+        }
         return;
     }
     if (res < 0) {
@@ -564,14 +749,39 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
         return;
     }
     size_t mark = rkv_tcp_out_mark(m->c);
-    bool v = (r->mflags & RKV_MC_F('v')) != 0;
+    bool v = (r->mflags & RKV_MC_F('v')) != 0, touched = false;
     /* Answer line: written at the output end, which is at least
-     * LINE_MAX_OUT bytes before the copy (find_copy's `pre`). */
+     * LINE_MAX_OUT bytes before the copy (find_copy's `pre`). The flags in
+     * request order; t after T shows the new TTL, before it the old. */
     if (v)
         outf(m, "VA %u", f.value_len);
     else
         outs(m, "HD");
-    meta_flags(m, r, f.copy, version, f.value_len);
+    for (unsigned i = 0; i < r->nret; i++) {
+        switch (r->ret[i]) {
+        case 'T': touched = true; break;
+        case 's': outf(m, " s%u", f.value_len); break;
+        case 'f': outf(m, " f%u", f.copy->user_flags); break;
+        case 'c': outf(m, " c%llu", (unsigned long long)version); break;
+        case 'k': put_meta_key(m, r); break;
+        case 't':
+            if (touched)
+                put_ttl(m, !live, ttl == 0 ? 0 : clock_now(m) + ttl);
+            else
+                put_ttl(m, false, old_expire);
+            break;
+        case 'O':
+            if (r->opaque_too_long) {   /* memcached: after the touch, in the answer */
+                rkv_tcp_out_rewind(m->c, mark);
+                outs(m, "CLIENT_ERROR opaque token too long\r\n");
+                return;
+            }
+            outs(m, " O");
+            out(m, r->opaque, r->opaque_len);
+            break;
+        }
+    }
+    outs(m, "\r\n");
     if (m->full || rkv_tcp_out_mark(m->c) - mark > LINE_MAX_OUT) {
         rkv_tcp_out_rewind(m->c, mark);
         m->full = false;
@@ -586,42 +796,50 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
     }
 }
 
+/* ms: the mode picks the store; C makes a set or a replace a cas, makes an
+ * append or prepend conditional, and is ignored by an add (memcached). */
 static void do_ms(struct mc *m, const struct rkv_mc_req *r)
 {
-    enum rkv_mc_cmd how = RKV_MC_SET;
+    enum rkv_mc_cmd how;
     uint64_t version = 0;
     bool cas_given = (r->mflags & RKV_MC_F('C')) != 0;
     switch (r->mode) {
-    case 'E': case 'e': how = RKV_MC_ADD; break;
-    case 'A': case 'a': how = RKV_MC_APPEND; break;
-    case 'P': case 'p': how = RKV_MC_PREPEND; break;
-    case 'R': case 'r': how = RKV_MC_REPLACE; break;
-    default: how = RKV_MC_SET; break;
+    case 'E': how = RKV_MC_ADD; break;
+    case 'A': how = RKV_MC_APPEND; break;
+    case 'P': how = RKV_MC_PREPEND; break;
+    case 'R': how = cas_given ? RKV_MC_CAS : RKV_MC_REPLACE; break;
+    default: how = cas_given ? RKV_MC_CAS : RKV_MC_SET; break;
     }
-    if (cas_given && (how == RKV_MC_ADD || how == RKV_MC_REPLACE)) {
-        outs(m, "CLIENT_ERROR C with mode E or R is not supported by rkv\r\n");
-        return;
-    }
-    rkv_status st = store(m, how, r, cas_given, &version);
+    rkv_status st = store(m, how, r, how == RKV_MC_ADD ? 0 : r->cas, &version);
     rkv_stat_bump(&m->st->cmd_set, 1);
     rkv_mc_count_class(m->st, m->g, RKV_MC_CLS_CMD_SET, r->key_len, r->bytes);
     /* memcached's ms takes the memory for its data before it looks at the
      * mode, and on failure unlinks the key in every mode (a set refused for
      * size never gets here: refused()) */
-    if (st == RKV_OUT_OF_MEMORY)
+    if (st == RKV_OUT_OF_MEMORY && how != RKV_MC_APPEND && how != RKV_MC_PREPEND)
         rkv_table_delete(m->t, r->key, r->key_len);
     const char *code;
     switch (st) {
     case RKV_OK: code = "HD"; break;
-    case RKV_EXISTS: case RKV_NOT_STORED: code = cas_given && st == RKV_NOT_STORED ? "NF" : "NS"; break;
-    case RKV_NOT_FOUND: code = "NF"; break;
+    case RKV_EXISTS: code = "NS"; break;
+    case RKV_NOT_STORED: case RKV_NOT_FOUND: code = how == RKV_MC_CAS ? "NF" : "NS"; break;
     case RKV_CAS_MISMATCH: code = "EX"; break;
     default: outs(m, server_error(st)); return;
     }
     if (st == RKV_OK && r->noreply)
         return;
     outs(m, code);
-    meta_flags(m, r, NULL, st == RKV_OK ? version : 0, 0);
+    for (unsigned i = 0; i < r->nret; i++) {
+        if (r->ret[i] == 'c')
+            outf(m, " c%llu", (unsigned long long)(st == RKV_OK ? version : 0));
+        else if (r->ret[i] == 'O' || r->ret[i] == 'k') {
+            struct rkv_mc_req one = *r;
+            one.ret[0] = r->ret[i];
+            one.nret = 1;
+            put_echo(m, &one);
+        }
+    }
+    outs(m, "\r\n");
 }
 
 /* md: delete; with C<cas>, only while the item is still that version
@@ -631,7 +849,7 @@ static void do_md(struct mc *m, const struct rkv_mc_req *r)
     bool cas_given = (r->mflags & RKV_MC_F('C')) != 0;
     rkv_status st = cas_given ? rkv_table_delete_version(m->t, r->key, r->key_len, r->cas)
                               : rkv_table_delete(m->t, r->key, r->key_len);
-    if (st == RKV_OK || st == RKV_NOT_FOUND)
+    if (st == RKV_OK || st == RKV_NOT_FOUND || st == RKV_CAS_MISMATCH)
         rkv_stat_bump(st == RKV_OK ? &m->st->delete_hits : &m->st->delete_misses, 1);
     if (r->noreply && st == RKV_OK)
         return;
@@ -641,59 +859,118 @@ static void do_md(struct mc *m, const struct rkv_mc_req *r)
     case RKV_CAS_MISMATCH: outs(m, "EX"); break;
     default:               outs(m, server_error(st)); return;
     }
-    meta_flags(m, r, NULL, 0, 0);
+    put_echo(m, r);
+    outs(m, "\r\n");
 }
 
+/* ma: incr/decr (door_arith), C a condition (0: none), N creating a
+ * missing item with J (its exptime N), T a new TTL for an item changed in
+ * place (memcached sets it on the item it changed: a result longer than
+ * the old value is a new item, which keeps the old TTL), flags answered in
+ * request order with t showing the TTL as it is at that point. */
 static void do_ma(struct mc *m, const struct rkv_mc_req *r)
 {
-    uint64_t v = 0;
-    bool decr = r->mode == 'D' || r->mode == 'd' || r->mode == '-';
-    rkv_status st = arith(m, r->key, r->key_len, decr, r->delta, &v);
-    if (st == RKV_NOT_FOUND && (r->mflags & RKV_MC_F('N'))) {
+    struct arith_out o = { 0 };
+    bool decr = r->mode == 'D' || r->mode == '-';
+    bool set_ttl = (r->mflags & RKV_MC_F('T')) && applies(r, 'T');
+    uint32_t ttl = 0;
+    bool expired = set_ttl && !ttl_of(r->exptime, &ttl);
+    bool created = false;
+    enum arith a = door_arith(m, r->key, r->key_len, !decr, r->delta, r->cas, set_ttl, ttl, expired, &o);
+    if (a == ARITH_NOT_FOUND && (r->mflags & RKV_MC_F('N'))) {
+        /* the item memcached makes: J's value, flags 0, then N and T
+         * applied in request order (the last one stays) */
         char num[24];
         struct rkv_mc_req init = *r;
-        int n = snprintf(num, sizeof num, "%llu", (unsigned long long)r->initial);
+        int64_t exptime = 0;
+        for (unsigned i = 0; i < r->nret && r->ret[i] != (r->opaque_too_long ? 'O' : 0); i++)
+            if (r->ret[i] == 'N' || r->ret[i] == 'T')
+                exptime = r->ret[i] == 'N' ? r->vivify_ttl : r->exptime;
         init.data = (const uint8_t *)num;
-        init.bytes = (uint32_t)n;
-        init.exptime = r->vivify_ttl;
+        init.bytes = (uint32_t)snprintf(num, sizeof num, "%llu", (unsigned long long)r->initial);
+        init.exptime = exptime;
         init.flags = 0;
-        uint64_t ver;
-        st = store(m, RKV_MC_ADD, &init, false, &ver);
+        rkv_status st = store(m, RKV_MC_ADD, &init, 0, &o.version);
         if (st == RKV_EXISTS)   /* created meanwhile by another client: apply to it */
-            st = arith(m, r->key, r->key_len, decr, r->delta, &v);
-        else if (st == RKV_OK)
-            v = r->initial;
+            a = door_arith(m, r->key, r->key_len, !decr, r->delta, r->cas, set_ttl, ttl, expired, &o);
+        else if (st == RKV_OK) {
+            a = ARITH_OK;
+            created = true;
+            o.value = r->initial;
+            o.expire_at = 0;
+        } else {
+            outs(m, "SERVER_ERROR Out of memory allocating new item\r\n");
+            return;
+        }
     }
-    rkv_stat_bump(st == RKV_OK ? (decr ? &m->st->decr_hits : &m->st->incr_hits)
-                               : (decr ? &m->st->decr_misses : &m->st->incr_misses), 1);
-    if (st != RKV_OK && st != RKV_NOT_FOUND) {
-        outs(m, arith_error(st));
+    if (a == ARITH_OK || (a == ARITH_NOT_FOUND && !(r->mflags & RKV_MC_F('N'))))
+        rkv_stat_bump(a == ARITH_OK ? (decr ? &m->st->decr_hits : &m->st->incr_hits)
+                                    : (decr ? &m->st->decr_misses : &m->st->incr_misses), 1);
+    switch (a) {
+    case ARITH_OK: break;
+    case ARITH_NOT_FOUND:
+    case ARITH_CAS_MISMATCH:
+        if (r->opaque_too_long) {   /* memcached: when it echoes the flags */
+            outs(m, "CLIENT_ERROR opaque token too long\r\n");
+            return;
+        }
+        outs(m, a == ARITH_NOT_FOUND ? "NF" : "EX");
+        put_echo(m, r);
+        outs(m, "\r\n");
+        return;
+    case ARITH_NON_NUMERIC:
+        outs(m, "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+        return;
+    case ARITH_EOM:
+        outs(m, "SERVER_ERROR out of memory\r\n");
+        return;
+    default:
+        outs(m, server_error(RKV_SERVER_BUSY));
         return;
     }
-    if (st == RKV_NOT_FOUND) {
-        outs(m, "NF");
-        meta_flags(m, r, NULL, 0, 0);
-        return;
-    }
-    if (r->noreply && !(r->mflags & RKV_MC_F('v')))
-        return;
-    const struct rkv_item *it = NULL;
-    struct found f;
-    uint64_t version = 0;
+    size_t mark = rkv_tcp_out_mark(m->c);
     char num[24];
-    int n = snprintf(num, sizeof num, "%llu", (unsigned long long)v);
-    /* c and t: the item as it is now (after our write) */
-    if ((r->mflags & (RKV_MC_F('c') | RKV_MC_F('t'))) &&
-        find_copy(m, r->key, r->key_len, 2 * LINE_MAX_OUT, &f) == 1) {
-        it = f.copy;
-        version = f.copy->version;
-    }
-    if (r->mflags & RKV_MC_F('v'))
+    int n = snprintf(num, sizeof num, "%llu", (unsigned long long)o.value);
+    bool v = (r->mflags & RKV_MC_F('v')) != 0;
+    uint32_t now = clock_now(m), expire_at = o.expire_at;
+    bool gone = false;
+    if (v)
         outf(m, "VA %d", n);
     else
         outs(m, "HD");
-    meta_flags(m, r, it, version, (uint32_t)n);
-    if (r->mflags & RKV_MC_F('v'))
+    for (unsigned i = 0; i < r->nret; i++) {
+        switch (r->ret[i]) {
+        case 'c': outf(m, " c%llu", (unsigned long long)o.version); break;
+        case 't': put_ttl(m, gone, expire_at); break;
+        case 'T':
+            gone = expired;
+            expire_at = ttl == 0 ? 0 : now + ttl;
+            break;
+        case 'N':
+            if (created) {
+                uint32_t vt = 0;
+                gone = !ttl_of(r->vivify_ttl, &vt);
+                expire_at = vt == 0 ? 0 : now + vt;
+            }
+            break;
+        case 'k': put_meta_key(m, r); break;
+        case 'O':
+            if (r->opaque_too_long) {   /* memcached: after the change, in the answer */
+                rkv_tcp_out_rewind(m->c, mark);
+                outs(m, "CLIENT_ERROR opaque token too long\r\n");
+                return;
+            }
+            outs(m, " O");
+            out(m, r->opaque, r->opaque_len);
+            break;
+        }
+    }
+    if (r->noreply && !created) {   /* memcached answers an ma q that made its item */
+        rkv_tcp_out_rewind(m->c, mark);
+        return;
+    }
+    outs(m, "\r\n");
+    if (v)
         outf(m, "%s\r\n", num);
 }
 
@@ -716,7 +993,10 @@ static void execute(struct mc *m, const struct rkv_mc_req *r)
     case RKV_MC_MS: do_ms(m, r); break;
     case RKV_MC_MD: do_md(m, r); break;
     case RKV_MC_MA: do_ma(m, r); break;
-    case RKV_MC_MN: outs(m, "MN\r\n"); break;
+    case RKV_MC_MN:   /* memcached writes its answers out at an mn */
+        outs(m, "MN\r\n");
+        flush_point(m);
+        break;
     case RKV_MC_STATS: do_stats(m, r); break;
     case RKV_MC_VERSION: outs(m, "VERSION " RKV_MC_VERSION_STRING "\r\n"); break;
     case RKV_MC_VERBOSITY:
@@ -726,6 +1006,10 @@ static void execute(struct mc *m, const struct rkv_mc_req *r)
     case RKV_MC_FLUSH_ALL: do_flush_all(m, r); break;
     case RKV_MC_QUIT:
         rkv_tcp_close_after_output(m->c, "client sent quit");
+        break;
+    case RKV_MC_SHUTDOWN:
+        /* memcached without -A; a client never stops rkv */
+        outs(m, "ERROR: shutdown not enabled\r\n");
         break;
     case RKV_MC_ME:
     case RKV_MC_CMD_COUNT:
@@ -775,8 +1059,13 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
         return 0;
     const char *in = msg.data;
     size_t len = msg.len, need = 0;
+    flush_point(&m);   /* what earlier passes answered went out */
+    /* where memcached's read buffer would start: it reads 16 KiB at a
+     * time, and writes its answers out whenever that runs dry inside a
+     * command (or a data block it then reads past it) */
+    size_t window = 0;
     while (consumed < len && !rkv_tcp_out_backed_up(m.c)) {
-        size_t used;
+        size_t used, at = consumed;
         enum rkv_mc_result res = rkv_mc_parse_stream(in + consumed, len - consumed,
                                                      m.g->max_value_len, rkv_tcp_mc_stream(m.c),
                                                      &req, &used, &need);
@@ -785,6 +1074,13 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
         need = 0;
         consumed += (uint32_t)used;
         done++;
+        size_t line_end = at + used, cmd_end = at + used + req.swallow;
+        if (req.data != NULL || (res == RKV_MC_CLIENT_ERROR && req.error && strcmp(req.error, "bad data chunk") == 0))
+            line_end = at + used - req.bytes - 2;
+        if (line_end > window + RKV_MC_READ_BUFFER) {
+            flush_point(&m);
+            window = at;
+        }
         switch (res) {
         case RKV_MC_OK:
             execute(&m, &req);
@@ -797,13 +1093,19 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
         case RKV_MC_SERVER_ERROR:
             refused(&m, &req, res);
             rkv_stat_bump(&m.st->protocol_errors, 1);
-            outf(&m, "%s %s\r\n", res == RKV_MC_CLIENT_ERROR ? "CLIENT_ERROR" : "SERVER_ERROR",
-                 req.error);
+            if (!req.noreply)   /* a classic command's noreply silences its errors */
+                outf(&m, "%s %s\r\n", res == RKV_MC_CLIENT_ERROR ? "CLIENT_ERROR" : "SERVER_ERROR",
+                     req.error);
             if (req.swallow) {   /* skip the refused data block, seen or not */
                 uint64_t here = RKV_MIN(req.swallow, (uint64_t)(len - consumed));
                 consumed += (uint32_t)here;
                 swallow = req.swallow - here;
             }
+            break;
+        case RKV_MC_HANGUP:
+            /* memcached drops every answer it has not sent yet */
+            rkv_tcp_out_rewind(m.c, m.flushed);
+            rkv_stat_bump(&m.st->protocol_errors, 1);
             break;
         case RKV_MC_NEED_MORE:
             break;
@@ -813,9 +1115,15 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
             break;
         }
         if (req.close) {
-            RKV_INFO("%s: closing %s: %s", wc->ep->uri, wc->ops->peer(wc->conn), req.error);
-            rkv_tcp_close_after_output(m.c, req.error);
+            const char *why = res == RKV_MC_HANGUP ? "memcached hangs up on this input (an HTTP "
+                              "request, or a line with no end within 2048 bytes)" : req.error;
+            RKV_INFO("%s: closing %s: %s", wc->ep->uri, wc->ops->peer(wc->conn), why);
+            rkv_tcp_close_after_output(m.c, why);
             break;
+        }
+        if (cmd_end > window + RKV_MC_READ_BUFFER) {
+            flush_point(&m);
+            window = cmd_end;
         }
         if (swallow || req.cmd == RKV_MC_QUIT)
             break;

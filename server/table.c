@@ -477,6 +477,15 @@ bool rkv_table_index_find(struct rkv_table *t, const struct rkv_key_hash *h, con
     return false;
 }
 
+/* The longest value a key of key_len (<= max_key_len) bytes may have: an
+ * item no larger than one with the longest key and the longest value
+ * (max_value_len is the bound for every key; a shorter key leaves its room
+ * to the value, as memcached's item size limit does). */
+static uint64_t value_room(const struct rkv_table *t, uint32_t key_len)
+{
+    return (uint64_t)t->cfg.max_value_len + t->cfg.max_key_len - key_len;
+}
+
 /* Is the item at `off` of class cls in the index? Its memory may be free or
  * under construction by another thread, so its header is only a guess until
  * an index slot pointing at exactly this offset confirms it. With the index
@@ -487,7 +496,7 @@ bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct p
     const struct rkv_item *it = (const struct rkv_item *)(const void *)(t->base + off);
     uint32_t key_len = __atomic_load_n(&it->key_len, __ATOMIC_RELAXED);
     uint32_t value_len = __atomic_load_n(&it->value_len, __ATOMIC_RELAXED);
-    if (key_len == 0 || key_len > t->cfg.max_key_len || value_len > t->cfg.max_value_len ||
+    if (key_len == 0 || key_len > t->cfg.max_key_len || value_len > value_room(t, key_len) ||
         rkv_item_size(key_len, value_len) > rkv_slab_class_size(t->slab, cls))
         return false;
     struct rkv_key_hash h;
@@ -966,7 +975,7 @@ rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
         (unsigned)mode > RKV_CAS)
         return RKV_INVALID;
     uint32_t expire_at = ttl == RKV_TTL_NEVER ? 0 : expiry_for(t, ttl);
-    st = val->len > t->cfg.max_value_len
+    st = val->len > value_room(t, key_len)
              ? RKV_TOO_LARGE
              : table_store(t, key, key_len, val, mode, cas, expire_at, user_flags, SC_PUTS, version);
     /* A SET refused for size or memory drops the value it was to replace,
@@ -1721,7 +1730,7 @@ static enum rkv_table_drop kept_item(struct rkv_table *t, uint64_t b, uint64_t w
 
     const struct rkv_item *it = item_at(t, w);
     size_t bytes = rkv_item_size(it->key_len, it->value_len);
-    if (it->key_len == 0 || it->key_len > h->max_key_len || it->value_len > h->max_value_len ||
+    if (it->key_len == 0 || it->key_len > h->max_key_len || it->value_len > value_room(t, it->key_len) ||
         rkv_slab_class_for(t->slab, bytes) != (int)cls)
         return RKV_DROP_LENGTHS;
     if (__atomic_load_n(&it->state, __ATOMIC_RELAXED) != 0)

@@ -49,7 +49,8 @@ static inline bool rkv_evict_uses_access(enum rkv_evict_policy p)
 struct rkv_table_config {
     uint32_t slab_page_size;   /* bytes per slab page = largest item (default 1 MiB) */
     uint32_t max_key_len;      /* <= RKV_MAX_KEY_LEN (default 250) */
-    uint32_t max_value_len;    /* default: slab_page_size - header - max_key_len */
+    uint32_t max_value_len;    /* for the longest key (a shorter key leaves its room to the
+                                * value); default: slab_page_size - header - max_key_len */
     double   index_share;      /* fraction of the region for buckets (default: sized for ~1 item per 96 heap bytes) */
     double   growth_factor;    /* size class growth (default RKV_TABLE_GROWTH, 1.25) */
     uint32_t grace_ms;         /* freed memory is reused only after this long (default 100) */

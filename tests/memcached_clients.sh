@@ -6,7 +6,7 @@
 # exits non-zero on the first answer that is not memcached's.
 # Usage: memcached_clients.sh RKV_SERVER php|go SCRIPT
 # Exit 77 (skipped) when the language's runtime or the client library is
-# not installed (tools/install-deps.sh installs both).
+# not installed (scripts/install-deps.sh installs both).
 set -u
 SERVER=$1 LANG_=$2 SCRIPT=$3
 

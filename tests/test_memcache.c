@@ -148,6 +148,18 @@ static void expect_ttl(int fd, const char *req, const char *pre, const char *pos
     assert_true(got <= ttl && got + 2 >= ttl);
 }
 
+/* A storage line and a data block of n bytes of fill. */
+static void send_block(int fd, const char *head, size_t n, char fill)
+{
+    char *blk = malloc(n + 2);
+    assert_non_null(blk);
+    memset(blk, fill, n);
+    memcpy(blk + n, "\r\n", 2);
+    send_all(fd, head, strlen(head));
+    send_all(fd, blk, n + 2);
+    free(blk);
+}
+
 static uint64_t gets_cas(int fd, const char *key)
 {
     char req[300], line[512];
@@ -246,10 +258,26 @@ static void test_noreply(void **state)
                  "set n2 0 0 1 noreply\r\n5\r\nincr n2 5 noreply\r\ndecr n2 2 noreply\r\n"
                  "touch n1 100 noreply\r\ndelete nope noreply\r\nverbosity 1 noreply\r\nmn\r\n",
              "MN\r\n");
-    exchange(fd, "get n1 n2\r\n", "VALUE n1 0 3\r\necd\r\nVALUE n2 0 1\r\n8\r\nEND\r\n");
+    /* 5 + 5 is a new item of two digits, 10 - 2 fits it: "8 " in place */
+    exchange(fd, "get n1 n2\r\n", "VALUE n1 0 3\r\necd\r\nVALUE n2 0 2\r\n8 \r\nEND\r\n");
     exchange(fd, "delete n1 noreply\r\nget n1\r\n", "END\r\n");
-    /* errors are always answered */
-    exchange(fd, "incr n2 x noreply\r\n", "CLIENT_ERROR invalid numeric delta argument\r\n");
+    /* noreply silences a classic command's errors too (memcached's
+     * out_string); a refused line's data block is then read as a command */
+    exchange(fd, "incr n2 x noreply\r\nmn\r\n", "MN\r\n");
+    exchange(fd, "set n3 0 0 abc noreply\r\nxyz\r\n", "ERROR\r\n");
+    exchange(fd, "set n3 x 0 1 noreply\r\nmn\r\n", "MN\r\n");   /* the block "mn" */
+    exchange(fd, "set n3 0 0 1 noreply\r\nabc\r\nmn\r\n", "ERROR\r\nMN\r\n"); /* bad chunk */
+    exchange(fd, "delete n1 10 noreply\r\ntouch n1 x noreply\r\nverbosity x noreply\r\n"
+                 "verbosity noreply\r\nflush_all x noreply\r\nmn\r\n", "MN\r\n");
+    char req[128];
+    snprintf(req, sizeof req, "set n3 0 0 %u noreply\r\n", 2u << 20);
+    send_block(fd, req, 2u << 20, 'x');                      /* too large: silent too */
+    exchange(fd, "mn\r\n", "MN\r\n");
+    /* the word where noreply goes, when it is not noreply, is ignored */
+    exchange(fd, "set n4 0 0 1 junk\r\n7\r\nincr n4 1 junk\r\ntouch n4 10 junk\r\n",
+             "STORED\r\n8\r\nTOUCHED\r\n");
+    /* ... and a noreply in the length's place is noreply with a bad length */
+    exchange(fd, "set n4 0 0 noreply\r\nincr n4 noreply\r\nmn\r\n", "MN\r\n");
     close(fd);
 }
 
@@ -263,7 +291,31 @@ static void test_arith_touch(void **state)
     exchange(fd, "decr a1 100\r\n", "0\r\n");              /* stops at 0 */
     exchange(fd, "set a1 3 0 20\r\n18446744073709551615\r\n", "STORED\r\n");
     exchange(fd, "incr a1 1\r\n", "0\r\n");                /* wraps at 2^64 */
-    exchange(fd, "get a1\r\n", "VALUE a1 3 1\r\n0\r\nEND\r\n");
+    /* in place, as memcached: the digits, then spaces to the old length */
+    exchange(fd, "get a1\r\n", "VALUE a1 3 20\r\n0                   \r\nEND\r\n");
+    exchange(fd, "incr a1 18446744073709551610\r\n", "18446744073709551610\r\n"); /* any delta */
+    exchange(fd, "decr a1 18446744073709551615\r\n", "0\r\n");
+    exchange(fd, "set a1 0 0 3\r\n100\r\ndecr a1 1\r\nget a1\r\n",
+             "STORED\r\n99\r\nVALUE a1 0 3\r\n99 \r\nEND\r\n");
+    exchange(fd, "incr a1 1\r\nget a1\r\n", "100\r\nVALUE a1 0 3\r\n100\r\nEND\r\n");
+    exchange(fd, "incr a1 900\r\nget a1\r\n", "1000\r\nVALUE a1 0 4\r\n1000\r\nEND\r\n");
+    /* an mg answer not yet written out holds its item (memcached): the
+     * result is then a new item of just its digits; a get writes out */
+    exchange(fd, "set a1 0 0 3\r\n100\r\nmg a1\r\ndecr a1 1\r\nget a1\r\n",
+             "STORED\r\nHD\r\n99\r\nVALUE a1 0 2\r\n99\r\nEND\r\n");
+    exchange(fd, "set a1 0 0 3\r\n100\r\nmg a1\r\nget x\r\ndecr a1 1\r\nget a1\r\n",
+             "STORED\r\nHD\r\nEND\r\n99\r\nVALUE a1 0 3\r\n99 \r\nEND\r\n");
+    /* the value read as strtoull reads it */
+    static const char *const nums[][2] = { { " 5", "6" }, { "5 ", "6" }, { "-0", "1" },
+                                           { "+7", "8" }, { "1 2", "2" }, { "007", "8" } };
+    for (unsigned i = 0; i < 6; i++) {
+        char req[96], want[64];
+        snprintf(req, sizeof req, "set a3 0 0 %zu\r\n%s\r\nincr a3 1\r\n", strlen(nums[i][0]), nums[i][0]);
+        snprintf(want, sizeof want, "STORED\r\n%s\r\n", nums[i][1]);
+        exchange(fd, req, want);
+    }
+    exchange(fd, "set a3 0 0 2\r\n-1\r\nincr a3 1\r\n",
+             "STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
     exchange(fd, "set a2 0 0 3\r\nabc\r\n", "STORED\r\n");
     exchange(fd, "incr a2 1\r\n", "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
     exchange(fd, "touch a2 100\r\n", "TOUCHED\r\n");
@@ -322,11 +374,19 @@ static void test_touch_expired(void **state)
     exchange(fd, "get x3\r\n", "END\r\n");
     gone_for_librkv(e, "x3");
 
-    /* mg T-1, with and without v: the hit with its flags (t0: no time left) */
+    /* mg T-1, with and without v: the hit with its flags; t shows what
+     * memcached shows, the negative remainder as an unsigned number */
     exchange(fd, "set x4 5 0 3\r\nabc\r\n", "STORED\r\n");
     cas = gets_cas(fd, "x4");
-    snprintf(want, sizeof want, "VA 3 c%llu f5 t0 s3\r\nabc\r\n", (unsigned long long)cas);
-    exchange(fd, "mg x4 T-1 v c f t s\r\n", want);
+    snprintf(want, sizeof want, "VA 3 c%llu f5 t", (unsigned long long)cas);
+    send_all(fd, "mg x4 T-1 v c f t s\r\n", 21);
+    char line[256];
+    read_line(fd, line, sizeof line);
+    assert_memory_equal(line, want, strlen(want));
+    unsigned long long left = strtoull(line + strlen(want), NULL, 10);
+    assert_true(left >= 1ull << 31 && left < 1ull << 32);
+    assert_non_null(strstr(line, " s3\r\n"));
+    exchange(fd, "", "abc\r\n");
     exchange(fd, "mg x4 v\r\n", "EN\r\n");
     gone_for_librkv(e, "x4");
     exchange(fd, "set x4 6 0 3\r\nabc\r\n", "STORED\r\n");
@@ -515,7 +575,7 @@ static void test_meta(void **state)
     exchange(fd, "mg m1 v\r\n", "EN\r\n");
     snprintf(req, sizeof req, "md m1 C%llu\r\n", (unsigned long long)cas);
     exchange(fd, req, "NF\r\n");
-    exchange(fd, "md m1 Cx\r\n", "CLIENT_ERROR bad token in command line format\r\n");
+    exchange(fd, "md m1 Cx\r\n", "CLIENT_ERROR invalid or duplicate flag\r\n");   /* md's one reason */
     /* base64 keys: binary keys the classic commands cannot name */
     exchange(fd, "ms AAEC b 2\r\n", "CLIENT_ERROR bad command line format\r\n");
     exchange(fd, "ms AAEC 2 b\r\nhi\r\n", "HD\r\n");
@@ -526,7 +586,7 @@ static void test_meta(void **state)
     exchange(fd, "ma c1 D5 v\r\n", "VA 2\r\n15\r\n");
     exchange(fd, "ma c1 MD D20 v\r\n", "VA 1\r\n0\r\n");
     exchange(fd, "ma c1 q\r\nmn\r\n", "MN\r\n");
-    exchange(fd, "mg c1 v\r\n", "VA 1\r\n1\r\n");
+    exchange(fd, "mg c1 v\r\n", "VA 2\r\n1 \r\n");   /* "15" -> "0 " -> "1 ": in place */
     exchange(fd, "mg m1 h\r\n", "CLIENT_ERROR invalid flag\r\n");
     exchange(fd, "me m1\r\n", "CLIENT_ERROR me (meta debug) is not supported by rkv\r\n");
     close(fd);
@@ -628,19 +688,114 @@ static void test_errors(void **state)
     send_all(fd, blk, (2u << 20) + 2);
     free(blk);
     exchange(fd, "get big\r\n", "SERVER_ERROR object too large for cache\r\nEND\r\n");
-    /* bad data chunk: answered, then closed */
-    exchange(fd, "set k 0 0 1\r\nabc\r\n", "CLIENT_ERROR bad data chunk\r\n");
-    assert_true(closed_by_server(fd));
+    /* bad data chunk: not stored, the block's 3 bytes gone, the "\r\n"
+     * after it an empty line (memcached keeps the connection) */
+    exchange(fd, "set k 0 0 1\r\nabc\r\n", "CLIENT_ERROR bad data chunk\r\nERROR\r\n");
+    exchange(fd, "get k\r\n", "END\r\n");
     close(fd);
-    /* a line that never ends: closed after 2048 bytes */
+    /* a line that never ends: hung up on after 2048 bytes, with no answer
+     * (memcached's), and what it owed before is dropped too */
     fd = mc_connect(e->port);
     char junk[4096];
-    memset(junk, 'x', sizeof junk);
+    memcpy(junk, "mg k\r\n", 6);
+    memset(junk + 6, 'x', sizeof junk - 6);
     send_all(fd, junk, sizeof junk);
-    char line[256];
-    read_line(fd, line, sizeof line);
-    assert_string_equal(line, "CLIENT_ERROR line too long\r\n");
     assert_true(closed_by_server(fd));
+    close(fd);
+    /* ... unless it is a get (many keys); and one with its end in what came
+     * (up to memcached's 16 KiB read buffer) is served, however long */
+    fd = mc_connect(e->port);
+    char *longline = malloc(8192);
+    memcpy(longline, "set k 0 0 1", 11);
+    memset(longline + 11, ' ', 8192 - 11);
+    memcpy(longline + 8192 - 2, "\r\n", 2);
+    send_all(fd, longline, 8192);
+    exchange(fd, "z\r\nget k\r\n", "STORED\r\nVALUE k 0 1\r\nz\r\nEND\r\n");
+    free(longline);
+    /* an HTTP request: hung up on, no answer */
+    exchange(fd, "GET / HTTP/1.0\r\n", "");
+    assert_true(closed_by_server(fd));
+    close(fd);
+    fd = mc_connect(e->port);
+    exchange(fd, "quit now\r\n", "");           /* quit takes any arguments */
+    assert_true(closed_by_server(fd));
+    close(fd);
+}
+
+/* Commands as memcached 1.6.18 takes them, each case measured against it
+ * (tests/mc_diff.c finds such cases). */
+static void test_conformance(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    exchange(fd, "version foo bar\r\nversion noreply\r\nmn foo\r\nmn\r\n",
+             "VERSION 1.6.18-rkv-" RKV_VERSION_STRING "\r\nVERSION 1.6.18-rkv-" RKV_VERSION_STRING
+             "\r\nMN\r\nMN\r\n");
+    exchange(fd, "verbosity 1\r\nverbosity invalid\r\nverbosity 1 foo\r\nverbosity\r\n"
+                 "verbosity 1 2 3\r\n",
+             "OK\r\nCLIENT_ERROR bad command line format\r\nOK\r\nERROR\r\nERROR\r\n");
+    exchange(fd, "shutdown\r\nshutdown graceful\r\n",
+             "ERROR: shutdown not enabled\r\nERROR: shutdown not enabled\r\n");
+    exchange(fd, "set c1 0 0 2\r\nhi\r\nbget c1\r\ngat 10\r\ngets\r\ngats 0\r\n",
+             "STORED\r\nVALUE c1 0 2\r\nhi\r\nEND\r\nEND\r\nERROR\r\nEND\r\n");
+    /* a key is any bytes but space (and the line's end) */
+    exchange(fd, "set c\x01\x7f\t\rk 5 0 1\r\nx\r\nget c\x01\x7f\t\rk\r\n",
+             "STORED\r\nVALUE c\x01\x7f\t\rk 5 1\r\nx\r\nEND\r\n");
+    /* a NUL ends the command line (memcached reads a C string) */
+    static const char nul[] = "get c1\0 junk\r\nset c2 0 0 1\0junk\r\ny\r\nget c2\r\n";
+    static const char nul_want[] = "VALUE c1 0 2\r\nhi\r\nEND\r\nSTORED\r\nVALUE c2 0 1\r\ny\r\nEND\r\n";
+    send_all(fd, nul, sizeof nul - 1);
+    exchange(fd, "", nul_want);
+    /* numbers as strtoul/strtol read them, cut to 32 bits */
+    exchange(fd, "set c4 4294967296 0 4294967297\r\nz\r\nget c4\r\nset c4 -0 +5 +3\r\nabc\r\n"
+                 "set c4 0 \t5000 \v1\r\nq\r\nget c4\r\n",
+             "STORED\r\nVALUE c4 0 1\r\nz\r\nEND\r\nSTORED\r\nSTORED\r\nVALUE c4 0 1\r\nq\r\nEND\r\n");
+    exchange(fd, "mg\r\nms\r\nmd\r\nma\r\nme\r\nms k\r\n",
+             "ERROR\r\nERROR\r\nERROR\r\nERROR\r\nCLIENT_ERROR bad command line format\r\n"
+             "CLIENT_ERROR bad command line format\r\n");
+    exchange(fd, "delete k 10 noreply\r\ndelete k noreply 0\r\ndelete k 0 x\r\nmn\r\n",
+             "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"
+             "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\nMN\r\n");
+    /* mg: a miss echoes O and k; every meta flag is taken (those mg has no
+     * use for ignored, a token after a flag letter too); an opaque of 32
+     * bytes with its O is the longest */
+    exchange(fd, "mg cm1 k Oab\r\nmg cm1 q k\r\nmg cm1 v s t f c k Oxy q\r\nmn\r\n",
+             "EN kcm1 Oab\r\nMN\r\n");
+    exchange(fd, "ms cm1 2 T0 F5\r\nhi\r\nmg cm1 s v t f kjunk Oxy\r\nmg cm1 D5 J1 M+ P L u I\r\n"
+                 "mg cm1 O1234567890123456789012345678901\r\nmg cm1 O12345678901234567890123456789012\r\n"
+                 "mg nope O12345678901234567890123456789012\r\n",
+             "HD\r\nVA 2 s2 t-1 f5 kcm1 Oxy\r\nhi\r\nHD\r\nHD O1234567890123456789012345678901\r\n"
+             "CLIENT_ERROR opaque token too long\r\nCLIENT_ERROR opaque token too long\r\n");
+    /* ms: modes in capitals; a bad mode is named before a long opaque */
+    exchange(fd, "ms cm2 2 MS\r\nhi\r\nms cm2 2 Ms\r\nhi\r\nms cm2 2 Mz O123456789012345678901234567890123\r\n"
+                 "hi\r\nms cm2 2 O123456789012345678901234567890123\r\nhi\r\n",
+             "HD\r\nCLIENT_ERROR invalid mode for ms M token\r\nCLIENT_ERROR invalid mode for ms M token\r\n"
+             "CLIENT_ERROR opaque token too long\r\n");
+    /* ms C: an add ignores it, a set or replace is a cas (NF when missing),
+     * an append checks it (C0: no check) */
+    exchange(fd, "ms cm3 2 ME C99\r\nhi\r\nms cm3 2 ME C99\r\nhi\r\nms cm3 2 MR C99\r\nhi\r\n"
+                 "ms cm4 2 MR C99\r\nhi\r\nms cm4 2 C99\r\nhi\r\nms cm3 2 MA C99\r\nhi\r\n"
+                 "ms cm4 2 MA C99\r\nhi\r\nms cm3 2 MA C0\r\n!!\r\nmg cm3 v\r\n",
+             "HD\r\nNS\r\nEX\r\nNF\r\nNF\r\nEX\r\nNS\r\nHD\r\nVA 4\r\nhi!!\r\n");
+    /* md and ma name one reason for any flag error; ma takes s and f */
+    exchange(fd, "md cm3 Cx\r\nmd cm3 x\r\nma cm3 x\r\nma cm3 Mx\r\nma cm3 s f\r\n"
+                 "md cm3 O12345678901234567890123456789012 q\r\nmd cm3 q k\r\nmd cm3 q k\r\n",
+             "CLIENT_ERROR invalid or duplicate flag\r\nCLIENT_ERROR invalid or duplicate flag\r\n"
+             "CLIENT_ERROR invalid or duplicate flag\r\nCLIENT_ERROR invalid mode for ma M token\r\n"
+             "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
+             "CLIENT_ERROR opaque token too long\r\nNF kcm3\r\n");
+    /* ma: q hides a change even with v, not a creation; C (0: none); an
+     * over-long O after the change is made; T before t shows, and sticks
+     * to an item changed in place only */
+    exchange(fd, "ma cm5 q v\r\nma cm5 N0 J5 q v\r\nma cm5 q v\r\nma cm5 C1 v\r\nma cm5 C0 v k\r\n"
+                 "ma cm5 O12345678901234567890123456789012 T0\r\nmg cm5 v t\r\n"
+                 "ma nope O12345678901234567890123456789012\r\n",
+             "NF\r\nVA 1\r\n5\r\nEX\r\nVA 1 kcm5\r\n7\r\nCLIENT_ERROR opaque token too long\r\n"
+             "VA 1 t-1\r\n8\r\nCLIENT_ERROR opaque token too long\r\n");
+    exchange(fd, "set cm6 0 0 1\r\n9\r\nma cm6 T500 v t\r\nmg cm6 t v\r\n",
+             "STORED\r\nVA 2 t500\r\n10\r\nVA 2 t-1\r\n10\r\n");
+    expect_ttl(fd, "ma cm6 T500 t\r\n", "HD t", "\r\n", 500);
+    expect_ttl(fd, "mg cm6 t\r\n", "HD t", "\r\n", 500);
     close(fd);
 }
 
@@ -822,16 +977,6 @@ static long get_value(int fd, const char *key, char *val, size_t cap)
 
 /* A data block of n bytes (value `fill`) for a storage command of line
  * `head`, sent whole. */
-static void send_block(int fd, const char *head, size_t n, char fill)
-{
-    char *blk = malloc(n + 2);
-    assert_non_null(blk);
-    memset(blk, fill, n);
-    memcpy(blk + n, "\r\n", 2);
-    send_all(fd, head, strlen(head));
-    send_all(fd, blk, n + 2);
-    free(blk);
-}
 
 /* A set refused for size drops the old value for both doors, as memcached
  * drops it; a refused add, replace, cas or append keeps it, as memcached
@@ -844,18 +989,19 @@ static void test_failed_set_drops_old_value(void **state)
     int fd = mc_connect(e->port);
     char buf[64], req[128];
     size_t n, max = rkv_max_value_size(e->kv);
+    size_t door = (1u << 20) - 59 - 2;   /* memcached's largest for a 2-byte key, flags 0 */
 
     exchange(fd, "set fk 0 0 3\r\nMOO\r\n", "STORED\r\n");
     assert_int_equal(rkv_get(e->kv, "fk", 2, buf, sizeof buf, &n, NULL), RKV_OK);
     assert_int_equal(rkv_get(e->kv, "fk", 2, buf, sizeof buf, &n, NULL), RKV_OK); /* cached */
-    snprintf(req, sizeof req, "set fk 0 0 %zu\r\n", max + 1);
-    send_block(fd, req, max + 1, 'x');
+    snprintf(req, sizeof req, "set fk 0 0 %zu\r\n", door + 1);
+    send_block(fd, req, door + 1, 'x');
     exchange(fd, "get fk\r\n", "SERVER_ERROR object too large for cache\r\nEND\r\n");
     assert_int_equal(rkv_get(e->kv, "fk", 2, buf, sizeof buf, &n, NULL), RKV_NOT_FOUND);
 
     exchange(fd, "ms fm 3\r\nMOO\r\n", "HD\r\n");
-    snprintf(req, sizeof req, "ms fm %zu T0\r\n", max + 1);
-    send_block(fd, req, max + 1, 'x');
+    snprintf(req, sizeof req, "ms fm %zu T0\r\n", door + 1);
+    send_block(fd, req, door + 1, 'x');
     exchange(fd, "mg fm v\r\n", "SERVER_ERROR object too large for cache\r\nEN\r\n");
 
     /* the conditional commands keep the old value */
@@ -863,15 +1009,15 @@ static void test_failed_set_drops_old_value(void **state)
     uint64_t cas = gets_cas(fd, "fr");
     const char *cmds[] = { "replace", "add", "prepend" };
     for (unsigned i = 0; i < 3; i++) {
-        snprintf(req, sizeof req, "%s fr 0 0 %zu\r\n", cmds[i], max + 1);
-        send_block(fd, req, max + 1, 'x');
+        snprintf(req, sizeof req, "%s fr 0 0 %zu\r\n", cmds[i], door + 1);
+        send_block(fd, req, door + 1, 'x');
         exchange(fd, "mn\r\n", "SERVER_ERROR object too large for cache\r\nMN\r\n");
     }
-    snprintf(req, sizeof req, "cas fr 0 0 %zu %llu\r\n", max + 1, (unsigned long long)cas);
-    send_block(fd, req, max + 1, 'x');
+    snprintf(req, sizeof req, "cas fr 0 0 %zu %llu\r\n", door + 1, (unsigned long long)cas);
+    send_block(fd, req, door + 1, 'x');
     exchange(fd, "mn\r\n", "SERVER_ERROR object too large for cache\r\nMN\r\n");
-    snprintf(req, sizeof req, "append fr 0 0 %zu\r\n", max - 1);   /* fits alone, not joined */
-    send_block(fd, req, max - 1, 'x');
+    snprintf(req, sizeof req, "append fr 0 0 %zu\r\n", door - 1);   /* fits alone, not joined */
+    send_block(fd, req, door - 1, 'x');
     exchange(fd, "mn\r\n", "NOT_STORED\r\nMN\r\n");
     exchange(fd, "get fr\r\n", "VALUE fr 0 3\r\nMOO\r\nEND\r\n");
 
@@ -888,6 +1034,80 @@ static void test_failed_set_drops_old_value(void **state)
     const struct rkv_put_options repl = { .mode = RKV_REPLACE };
     assert_int_equal(rkv_put(e->kv, "fr", 2, big, max + 1, &repl, NULL), RKV_TOO_LARGE);
     exchange(fd, "get fr\r\n", "VALUE fr 0 3\r\nMOO\r\nEND\r\n");
+    free(big);
+    close(fd);
+}
+
+/* The largest value a key takes is memcached's: its item (48-byte header,
+ * CAS, the key and its NUL, the data's "\r\n", 4 bytes for client flags
+ * other than 0) within 1 MiB, so 1 MiB less 60 bytes under a one-byte key;
+ * a longer value is SERVER_ERROR, its block skipped. librkv reads such a
+ * value back (its buffer long enough). */
+static void test_value_limits(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    char req[400], key[251];
+    static const struct { unsigned klen; unsigned flags; size_t max; } cases[] = {
+        { 1, 0, (1u << 20) - 60 }, { 1, 1, (1u << 20) - 64 }, { 250, 0, (1u << 20) - 309 },
+        { 250, 7, (1u << 20) - 313 },
+    };
+    for (unsigned i = 0; i < 4; i++) {
+        memset(key, 'v', cases[i].klen);
+        key[cases[i].klen] = '\0';
+        snprintf(req, sizeof req, "set %s %u 0 %zu\r\n", key, cases[i].flags, cases[i].max + 1);
+        send_block(fd, req, cases[i].max + 1, 'y');
+        exchange(fd, "mn\r\n", "SERVER_ERROR object too large for cache\r\nMN\r\n");
+        snprintf(req, sizeof req, "set %s %u 0 %zu\r\n", key, cases[i].flags, cases[i].max);
+        send_block(fd, req, cases[i].max, 'y');
+        exchange(fd, "mn\r\n", "STORED\r\nMN\r\n");
+        snprintf(req, sizeof req, "ms %s %zu F%u\r\n", key, cases[i].max + 1, cases[i].flags);
+        send_block(fd, req, cases[i].max + 1, 'y');
+        exchange(fd, "mn\r\n", "SERVER_ERROR object too large for cache\r\nMN\r\n");
+        /* what memcached would keep: the key went with the refused set */
+        snprintf(req, sizeof req, "mg %s s\r\n", key);
+        exchange(fd, req, "EN\r\n");
+    }
+    /* appends join up to the same limit, with the old item's flags */
+    exchange(fd, "set v 0 0 1\r\nz\r\n", "STORED\r\n");
+    snprintf(req, sizeof req, "append v 0 0 %zu\r\n", (size_t)(1u << 20) - 61);
+    send_block(fd, req, (1u << 20) - 61, 'y');
+    exchange(fd, "mn\r\n", "STORED\r\nMN\r\n");
+    exchange(fd, "append v 0 0 1\r\n!\r\n", "NOT_STORED\r\n");
+    size_t len, cap = (1u << 20);
+    char *buf = malloc(cap);
+    assert_int_equal(rkv_get(e->kv, "v", 1, buf, cap, &len, NULL), RKV_OK);
+    assert_int_equal(len, (1u << 20) - 60);
+    assert_int_equal(rkv_get(e->kv, "v", 1, buf, rkv_max_value_size(e->kv), &len, NULL),
+                     RKV_BUFFER_TOO_SMALL);
+    free(buf);
+    close(fd);
+}
+
+/* A get with a key over 250 bytes drops every answer memcached had not
+ * written out yet: those since its last write-out (an mg's, in one batch),
+ * not those a get or an mn wrote out. */
+static void test_long_key_drops_unsent(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    char req[600], key[252];
+    memset(key, 'l', 251);
+    key[251] = '\0';
+    snprintf(req, sizeof req, "set lk 0 0 1\r\nx\r\nmg lk v\r\nget %s\r\nmn\r\n", key);
+    exchange(fd, req, "CLIENT_ERROR bad command line format\r\nMN\r\n");
+    snprintf(req, sizeof req, "mg lk v\r\nmn\r\nmg lk s\r\nget lk\r\nget lk %s\r\n", key);
+    exchange(fd, req, "VA 1\r\nx\r\nMN\r\nHD s1\r\nVALUE lk 0 1\r\nx\r\nEND\r\n"
+                      "CLIENT_ERROR bad command line format\r\n");
+    /* memcached reads 16 KiB at a time: a data block past that is read
+     * into its item, after which it writes out what it owes (STORED); the
+     * first long key's error is not written out when the second comes */
+    size_t n = 20000;
+    char *big = malloc(n + 1024);
+    int h = snprintf(big, 64, "set lb 0 0 %zu\r\n", n);
+    memset(big + h, 'b', n);
+    snprintf(big + h + n, 1024, "\r\nget %s\r\nset ls 0 0 1\r\nx\r\nget %s\r\nmn\r\n", key, key);
+    exchange(fd, big, "STORED\r\nCLIENT_ERROR bad command line format\r\nMN\r\n");
     free(big);
     close(fd);
 }
@@ -1423,10 +1643,13 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_conformance),
         cmocka_unit_test(test_long_multiget),
         cmocka_unit_test(test_two_doors),
         cmocka_unit_test(test_append_atomic),
         cmocka_unit_test(test_failed_set_drops_old_value),
+        cmocka_unit_test(test_value_limits),
+        cmocka_unit_test(test_long_key_drops_unsent),
         cmocka_unit_test(test_append_under_pressure),
         cmocka_unit_test(test_flush_all),
         cmocka_unit_test(test_door_reads_feed_lru),

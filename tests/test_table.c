@@ -370,7 +370,24 @@ static void test_key_and_value_sizes(void **state)
     assert_memory_equal(back, big, max);
     assert_int_equal(get(&e, key, RKV_MAX_KEY_LEN, 0, back, 10, &l), RKV_BUFFER_TOO_SMALL);
     assert_int_equal(l.value_len, max);
-    assert_int_equal(put_mode(&e, "big", 3, big, max + 1, RKV_SET, 0, 0, NULL), RKV_TOO_LARGE);
+    assert_int_equal(put_mode(&e, key, RKV_MAX_KEY_LEN, big, max + 1, RKV_SET, 0, 0, NULL), RKV_TOO_LARGE);
+
+    /* a shorter key leaves its room to the value (the tcp door stores
+     * memcached's largest values so): an item no larger than the longest
+     * key's with the longest value; read with a buffer of max_value_len it
+     * is RKV_BUFFER_TOO_SMALL with its length */
+    uint32_t room = max + e.h->max_key_len - 3;
+    uint8_t *bigger = malloc(room + 1), *back2 = malloc(room);
+    for (uint32_t i = 0; i <= room; i++)
+        bigger[i] = (uint8_t)(i * 5 + 1);
+    assert_int_equal(put_mode(&e, "big", 3, bigger, room + 1, RKV_SET, 0, 0, NULL), RKV_TOO_LARGE);
+    assert_int_equal(put_mode(&e, "big", 3, bigger, room, RKV_SET, 0, 0, NULL), RKV_OK);
+    assert_int_equal(get(&e, "big", 3, 0, back, max, &l), RKV_BUFFER_TOO_SMALL);
+    assert_int_equal(l.value_len, room);
+    assert_int_equal(get(&e, "big", 3, 0, back2, room, &l), RKV_OK);
+    assert_memory_equal(back2, bigger, room);
+    free(bigger);
+    free(back2);
 
     /* malformed value sources and modes */
     struct rkv_value_src none = { .len = 5 };
@@ -1798,7 +1815,7 @@ static void test_failed_set_drops_old_value(void **state)
     (void)state;
     struct env e;
     env_make(&e, 4 * MiB, NULL);
-    uint32_t max = e.h->max_value_len;
+    uint32_t max = e.h->max_value_len + e.h->max_key_len - 1;   /* for a 1-byte key */
     char *big = calloc(1, (size_t)max + 1);
     uint64_t ver;
     assert_non_null(big);
