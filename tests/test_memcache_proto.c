@@ -128,10 +128,8 @@ static void test_framing(void **state)
     assert_int_equal(need, 7);
     /* more than 2048 bytes without a newline: memcached hangs up, with no
      * answer */
-    char *big = malloc(RKV_MC_MAX_GET_LINE + 10);
-    if (big == NULL)
-        fail_msg("out of memory");
-    memset(big, 'x', RKV_MC_MAX_GET_LINE + 10);
+    static char big[RKV_MC_MAX_GET_LINE + 10];   /* static: gcc -O2 with ASan misjudges a malloc'd one */
+    memset(big, 'x', sizeof big);
     assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_LINE + 1, MAXV, &r, &used, &need), RKV_MC_HANGUP);
     assert_true(r.close);
     assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_LINE, MAXV, &r, &used, &need), RKV_MC_NEED_MORE);
@@ -160,7 +158,6 @@ static void test_framing(void **state)
     assert_int_equal(used, 16386);
     memcpy(big + 16382, " \r\nx\r\n", 6);   /* of 16385 */
     assert_int_equal(rkv_mc_parse(big, 16388, MAXV, &r, &used, &need), RKV_MC_HANGUP);
-    free(big);
     assert_int_equal(parse("\r\n", &r, &used), RKV_MC_ERROR);
     assert_int_equal(parse("bogus a b\r\n", &r, &used), RKV_MC_ERROR);
     assert_int_equal(used, strlen("bogus a b\r\n"));
