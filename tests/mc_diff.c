@@ -224,6 +224,8 @@ static void buf_reserve(struct buf *b, size_t n)
 
 static void buf_put(struct buf *b, const void *p, size_t n)
 {
+    if (n > (SIZE_MAX >> 2))   /* never: a length gone negative (and it bounds n for gcc) */
+        die("buffer length out of range");
     buf_reserve(b, n + 1);
     if (n)
         memcpy(b->p + b->len, p, n);
