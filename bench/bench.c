@@ -18,8 +18,8 @@
  * Latency, closed loop (default): every operation is timed from the start
  * to the end of the call that carried it (pipelined: its submit to its
  * completion), so with --lockstep each op of a batch is recorded with that
- * batch's completion time (a histogram counts operations, not batches). A read-modify-write (YCSB F) is timed as a
- * whole, get to final put.
+ * batch's completion time (a histogram counts operations, not batches).
+ * A read-modify-write (YCSB F) is timed as a whole, get to final put.
  *
  * Open loop (--rate): each thread follows a schedule of intended send times
  * (bench_schedule.h). When an operation is due the thread sends it, together
@@ -53,29 +53,29 @@
 #include <unistd.h>
 
 #include "bench_args.h"
-#include "bench_clock.h"
 #include "bench_client.h"
+#include "bench_clock.h"
 #include "bench_html.h"
 #include "bench_procs.h"
 #include "bench_report.h"
 #include "bench_timeseries.h"
 #include "hdr_text.h"
-#include "json_parse.h"
 #include "histogram.h"
+#include "json_parse.h"
 #include "rkv.h"
+#include "shm_ring.h" /* rkv_shm_cpu_relax */
 #include "trace.h"
-#include "shm_ring.h"   /* rkv_shm_cpu_relax */
 #include "util.h"
 #include "workload.h"
 
-#define KEY_STRIDE        256u    /* bytes per key slot in a batch buffer (keys <= 250) */
-#define PRELOAD_BATCH     32u     /* keys per rkv_mput while preloading */
+#define KEY_STRIDE        256u /* bytes per key slot in a batch buffer (keys <= 250) */
+#define PRELOAD_BATCH     32u  /* keys per rkv_mput while preloading */
 #define PRELOAD_BYTES     (4u << 20)
-#define RMW_ATTEMPTS      16u     /* CAS races tolerated before an RMW counts as failed */
-#define BAD_VALUE_REPORTS 5u      /* --verify failures described per thread */
+#define RMW_ATTEMPTS      16u /* CAS races tolerated before an RMW counts as failed */
+#define BAD_VALUE_REPORTS 5u  /* --verify failures described per thread */
 #define TICK_NS           (10 * 1000 * 1000ull)
 #define DRAIN_MAX_NS      (5 * 1000 * 1000 * 1000ull)
-#define SPIN_NS           (50 * 1000ull)    /* open loop: spin (not sleep) this close to a send */
+#define SPIN_NS           (50 * 1000ull) /* open loop: spin (not sleep) this close to a send */
 #define NAP_MAX_NS        (10 * 1000 * 1000ull)
 
 enum phase { PHASE_PRELOAD, PHASE_WARMUP, PHASE_MEASURE, PHASE_STOP };
@@ -86,69 +86,69 @@ enum draw { DRAW_GET, DRAW_PUT, DRAW_INSERT, DRAW_RMW, DRAW_DELETE, DRAW_COUNT }
 /* Read-only after start, except the atomics. */
 struct shared {
     const struct bench_config *cfg;
-    double cut[DRAW_COUNT];       /* cumulative shares; the last used kind's is 2 */
-    struct wl_zipf zipf;          /* zipf / latest ranks over cfg->keys */
-    struct wl_perm perm;          /* scrambles zipf ranks over the key space */
-    int phase;                    /* enum phase, atomic */
-    uint64_t next_insert;         /* next new key index (workload D), atomic */
-    unsigned finished;            /* threads done measuring, atomic */
-    unsigned thread_base;         /* global id of this process's thread 0 (--processes) */
-    unsigned all_threads;         /* threads over all processes */
-    uint64_t start_ns;            /* when the gate opened: open-loop schedules start here */
-    uint64_t stop_ns;             /* when the run ended; written before PHASE_STOP */
-    uint64_t trace_next;          /* --trace: the next line to replay, atomic */
-    uint64_t trace_end;           /* --trace: lines to replay (the trace, or --requests) */
-    pthread_mutex_t lock;         /* guards the two fields below */
-    pthread_cond_t cond;          /* signalled when either changes */
-    unsigned preloaded;           /* workers done preloading */
-    bool go;                      /* main set the phase: workers may run */
+    double cut[DRAW_COUNT]; /* cumulative shares; the last used kind's is 2 */
+    struct wl_zipf zipf;    /* zipf / latest ranks over cfg->keys */
+    struct wl_perm perm;    /* scrambles zipf ranks over the key space */
+    int phase;              /* enum phase, atomic */
+    uint64_t next_insert;   /* next new key index (workload D), atomic */
+    unsigned finished;      /* threads done measuring, atomic */
+    unsigned thread_base;   /* global id of this process's thread 0 (--processes) */
+    unsigned all_threads;   /* threads over all processes */
+    uint64_t start_ns;      /* when the gate opened: open-loop schedules start here */
+    uint64_t stop_ns;       /* when the run ended; written before PHASE_STOP */
+    uint64_t trace_next;    /* --trace: the next line to replay, atomic */
+    uint64_t trace_end;     /* --trace: lines to replay (the trace, or --requests) */
+    pthread_mutex_t lock;   /* guards the two fields below */
+    pthread_cond_t cond;    /* signalled when either changes */
+    unsigned preloaded;     /* workers done preloading */
+    bool go;                /* main set the phase: workers may run */
 };
 
 /* One RMW or DELETE waiting in a batch (they go one by one). */
 struct single_op {
     enum draw kind;
-    uint64_t idx;                 /* key index; --trace: the line */
+    uint64_t idx; /* key index; --trace: the line */
     const char *key;
     unsigned key_len;
-    uint64_t intended;            /* open loop: intended send time; else 0 */
+    uint64_t intended; /* open loop: intended send time; else 0 */
 };
 
 struct worker {
-    unsigned id;                  /* global: 0..threads x processes - 1 */
+    unsigned id; /* global: 0..threads x processes - 1 */
     pthread_t thread;
     struct shared *sh;
-    struct bench_client *client;  /* this thread's own handle (librkv or memcache) */
-    rkv_client *kv;               /* its librkv handle (the pipelined window), or NULL */
+    struct bench_client *client; /* this thread's own handle (librkv or memcache) */
+    rkv_client *kv;              /* its librkv handle (the pipelined window), or NULL */
     struct wl_rng rng;
-    uint64_t quota;               /* ops to measure; UINT64_MAX = until stopped */
-    uint64_t version_seq;         /* per-thread part of value versions */
-    unsigned batch_cap;           /* slots in the buffers below */
-    size_t get_buf_len;           /* bytes per GET buffer */
-    char *keys;                   /* batch_cap * KEY_STRIDE */
-    char *get_bufs;               /* batch_cap * get_buf_len */
-    char *put_bufs;               /* batch_cap * value max (--verify values) */
-    const char *pattern;          /* value bytes without --verify (shared) */
+    uint64_t quota;       /* ops to measure; UINT64_MAX = until stopped */
+    uint64_t version_seq; /* per-thread part of value versions */
+    unsigned batch_cap;   /* slots in the buffers below */
+    size_t get_buf_len;   /* bytes per GET buffer */
+    char *keys;           /* batch_cap * KEY_STRIDE */
+    char *get_bufs;       /* batch_cap * get_buf_len */
+    char *put_bufs;       /* batch_cap * value max (--verify values) */
+    const char *pattern;  /* value bytes without --verify (shared) */
     struct rkv_get_op *gops;
-    uint64_t *gidx;               /* key index of each gops entry */
-    uint64_t *gstart;             /* open loop: intended time of each gops entry */
+    uint64_t *gidx;   /* key index of each gops entry */
+    uint64_t *gstart; /* open loop: intended time of each gops entry */
     struct rkv_put_op *pops;
-    uint64_t *pstart;             /* open loop: intended time of each pops entry */
-    struct rkv_put_op *fops;      /* --fill-on-miss: the SETs after a batch's GET misses */
-    struct rkv_put_options *popts;/* --trace: each pops entry's mode and TTL */
-    uint8_t *gtop, *ptop;         /* --trace: each gops / pops entry's trace operation */
-    size_t value_limit;           /* --trace: longer values are skipped (the server's limit) */
-    uint64_t *intended;           /* open loop: intended time of each batch slot */
-    struct bench_schedule sched;  /* open loop: this thread's send times */
+    uint64_t *pstart;              /* open loop: intended time of each pops entry */
+    struct rkv_put_op *fops;       /* --fill-on-miss: the SETs after a batch's GET misses */
+    struct rkv_put_options *popts; /* --trace: each pops entry's mode and TTL */
+    uint8_t *gtop, *ptop;          /* --trace: each gops / pops entry's trace operation */
+    size_t value_limit;            /* --trace: longer values are skipped (the server's limit) */
+    uint64_t *intended;            /* open loop: intended time of each batch slot */
+    struct bench_schedule sched;   /* open loop: this thread's send times */
     struct single_op *singles;
-    unsigned *free_slots;         /* pipelined window: the slots not in flight */
-    struct rkv_completion *done;  /* pipelined window: completions taken at once */
-    struct bench_results *res;    /* recorded while measuring (verify failures always) */
-    uint64_t ops_done;            /* measured ops so far, single-writer atomic */
-    uint64_t errors_seen;         /* failed ops so far, single-writer atomic */
-    uint64_t end_ns;              /* when this thread stopped */
-    unsigned bad_reports;         /* --verify failures described so far */
-    rkv_status preload_status;    /* first preload failure, RKV_OK if none */
-    char preload_msg[384];        /* its description */
+    unsigned *free_slots;        /* pipelined window: the slots not in flight */
+    struct rkv_completion *done; /* pipelined window: completions taken at once */
+    struct bench_results *res;   /* recorded while measuring (verify failures always) */
+    uint64_t ops_done;           /* measured ops so far, single-writer atomic */
+    uint64_t errors_seen;        /* failed ops so far, single-writer atomic */
+    uint64_t end_ns;             /* when this thread stopped */
+    unsigned bad_reports;        /* --verify failures described so far */
+    rkv_status preload_status;   /* first preload failure, RKV_OK if none */
+    char preload_msg[384];       /* its description */
 };
 
 /* Ctrl-C count: the first ends the run (an open-loop run still sends what
@@ -181,13 +181,11 @@ static uint64_t pick_key(struct worker *w)
     const struct shared *sh = w->sh;
     uint64_t count = __atomic_load_n(&sh->next_insert, __ATOMIC_RELAXED);
     switch (sh->cfg->dist) {
-    case BENCH_DIST_ZIPF:
-        return wl_perm_apply(&sh->perm, wl_zipf_next(&sh->zipf, &w->rng));
+    case BENCH_DIST_ZIPF: return wl_perm_apply(&sh->perm, wl_zipf_next(&sh->zipf, &w->rng));
     case BENCH_DIST_LATEST:
         /* count - 1 is the newest key; rank r < keys <= count. */
         return count - 1 - wl_zipf_next(&sh->zipf, &w->rng);
-    case BENCH_DIST_UNIFORM:
-        break;
+    case BENCH_DIST_UNIFORM: break;
     }
     return wl_rng_below(&w->rng, count);
 }
@@ -200,8 +198,8 @@ static unsigned format_key(const struct bench_config *cfg, char *buf, uint64_t i
 
 /* Points op at a value for (idx, a new version): a filled buffer with
  * --verify, else the shared pattern. */
-static void make_value(struct worker *w, unsigned slot, uint64_t idx,
-                       const void **value, size_t *value_len)
+static void make_value(struct worker *w, unsigned slot, uint64_t idx, const void **value,
+                       size_t *value_len)
 {
     const struct bench_config *cfg = w->sh->cfg;
     uint64_t version = next_version(w);
@@ -216,12 +214,11 @@ static void make_value(struct worker *w, unsigned slot, uint64_t idx,
     *value_len = len;
 }
 
-static void count_error(struct worker *w, enum bench_op op, rkv_status st, uint64_t n,
-                        bool measuring)
+static void count_error(struct worker *w, enum bench_op op, rkv_status st, uint64_t n, bool measuring)
 {
     if (measuring) {
         w->res->errors[st] += n;
-        bump(&w->res->op_errors[op], n);   /* the ticker reads these while we run */
+        bump(&w->res->op_errors[op], n); /* the ticker reads these while we run */
     }
     bump(&w->errors_seen, n);
 }
@@ -236,8 +233,7 @@ static inline uint64_t op_time(const struct worker *w)
 
 /* Latency of an operation that ended at `end` (op_time): from its intended
  * time in an open-loop run, else from the start of its call. */
-static inline uint64_t latency_of(uint64_t end, uint64_t started, const uint64_t *intended,
-                                  unsigned i)
+static inline uint64_t latency_of(uint64_t end, uint64_t started, const uint64_t *intended, unsigned i)
 {
     if (intended != NULL)
         return end > intended[i] ? end - intended[i] : 0;
@@ -291,8 +287,7 @@ static void trace_count(struct worker *w, unsigned op, enum trace_outcome o, boo
 
 /* --fill-on-miss: the SET that follows GET i (op g) of a batch: its key,
  * and a value of the configured size (the trace line's with --trace). */
-static void fill_value(struct worker *w, unsigned i, const struct rkv_get_op *g,
-                       struct rkv_put_op *p)
+static void fill_value(struct worker *w, unsigned i, const struct rkv_get_op *g, struct rkv_put_op *p)
 {
     const struct bench_config *cfg = w->sh->cfg;
     unsigned slot = (unsigned)(((const char *)g->key - w->keys) / KEY_STRIDE);
@@ -344,7 +339,7 @@ static void run_gets(struct worker *w, unsigned n, bool measuring)
     rkv_status st;
     if (n == 1) {
         st = bench_get(w->client, ops[0].key, ops[0].key_len, ops[0].buf, ops[0].buf_len,
-                     &ops[0].value_len, NULL);
+                       &ops[0].value_len, NULL);
         ops[0].status = st;
         st = RKV_OK;
     } else {
@@ -364,7 +359,7 @@ static void run_gets(struct worker *w, unsigned n, bool measuring)
     for (unsigned i = 0; i < n; i++) {
         rkv_status s = ops[i].status;
         if (s == RKV_BUFFER_TOO_SMALL && cfg->trace != NULL)
-            s = RKV_OK;             /* a value stored by someone else, longer than the trace's */
+            s = RKV_OK; /* a value stored by someone else, longer than the trace's */
         if (s == RKV_OK) {
             hits++;
             if (cfg->verify)
@@ -386,7 +381,7 @@ static void run_gets(struct worker *w, unsigned n, bool measuring)
             hist_record(&w->res->lat[BENCH_OP_GET], latency_of(end, t0, intended, i));
     }
     if (measuring) {
-        bump(&w->res->get_hits, hits);      /* the ticker reads these while we run */
+        bump(&w->res->get_hits, hits); /* the ticker reads these while we run */
         bump(&w->res->get_misses, misses);
     }
     if (nf > 0)
@@ -400,7 +395,7 @@ static void run_puts(struct worker *w, unsigned n, bool measuring)
     rkv_status st;
     if (n == 1) {
         ops[0].status = bench_put(w->client, ops[0].key, ops[0].key_len, ops[0].value,
-                                ops[0].value_len, ops[0].opts, &ops[0].version);
+                                  ops[0].value_len, ops[0].opts, &ops[0].version);
         st = RKV_OK;
     } else {
         st = bench_mput(w->client, ops, n);
@@ -424,7 +419,10 @@ static void run_puts(struct worker *w, unsigned n, bool measuring)
                     w->res->trace_refused++;
                 continue;
             }
-            trace_count(w, w->ptop[i], s == RKV_OK ? TRACE_OK : missed ? TRACE_MISSED : TRACE_FAILED,
+            trace_count(w, w->ptop[i],
+                        s == RKV_OK ? TRACE_OK
+                        : missed    ? TRACE_MISSED
+                                    : TRACE_FAILED,
                         measuring);
             if (missed)
                 s = RKV_OK;
@@ -530,18 +528,14 @@ static void run_batch(struct worker *w, unsigned n, bool measuring)
         while (u >= sh->cut[d])
             d++;
         switch (d) {
-        case DRAW_GET:
-            add_get(w, &ng, slot, pick_key(w));
-            break;
-        case DRAW_PUT:
-            add_put(w, &np, slot, pick_key(w));
-            break;
+        case DRAW_GET: add_get(w, &ng, slot, pick_key(w)); break;
+        case DRAW_PUT: add_put(w, &np, slot, pick_key(w)); break;
         case DRAW_INSERT:
             add_put(w, &np, slot, __atomic_fetch_add(&w->sh->next_insert, 1, __ATOMIC_RELAXED));
             break;
         case DRAW_RMW:
         case DRAW_DELETE:
-        case DRAW_COUNT: {          /* (never drawn: the last used kind's cut is 2) */
+        case DRAW_COUNT: { /* (never drawn: the last used kind's cut is 2) */
             struct single_op *op = &w->singles[ns++];
             char *key = w->keys + (size_t)slot * KEY_STRIDE;
             op->kind = d == DRAW_RMW ? DRAW_RMW : DRAW_DELETE;
@@ -602,7 +596,11 @@ static void run_trace_single(struct worker *w, const struct single_op *op, unsig
             w->res->trace_refused++;
         return;
     }
-    trace_count(w, r->op, st == RKV_OK ? TRACE_OK : missed ? TRACE_MISSED : TRACE_FAILED, measuring);
+    trace_count(w, r->op,
+                st == RKV_OK ? TRACE_OK
+                : missed     ? TRACE_MISSED
+                             : TRACE_FAILED,
+                measuring);
     if (st != RKV_OK && !missed) {
         count_error(w, bop, st, 1, measuring);
         return;
@@ -653,16 +651,21 @@ static unsigned run_trace_batch(struct worker *w, unsigned n, bool measuring)
         case TRACE_SET:
         case TRACE_ADD:
         case TRACE_REPLACE:
-        case TRACE_APPEND:          /* rkv has no append: a replace of the line's size */
+        case TRACE_APPEND: /* rkv has no append: a replace of the line's size */
         case TRACE_PREPEND: {
             struct rkv_put_options *po = &w->popts[np];
             *po = (struct rkv_put_options){
-                .mode = r->op == TRACE_SET ? RKV_SET : r->op == TRACE_ADD ? RKV_ADD : RKV_REPLACE,
+                .mode = r->op == TRACE_SET   ? RKV_SET
+                        : r->op == TRACE_ADD ? RKV_ADD
+                                             : RKV_REPLACE,
                 .ttl = r->ttl,
             };
             struct rkv_put_op *op = &w->pops[np];
-            *op = (struct rkv_put_op){ .key = key, .key_len = key_len, .value = w->pattern,
-                                       .value_len = r->value_size, .opts = po };
+            *op = (struct rkv_put_op){ .key = key,
+                                       .key_len = key_len,
+                                       .value = w->pattern,
+                                       .value_len = r->value_size,
+                                       .opts = po };
             w->pstart[np] = 0;
             w->ptop[np++] = r->op;
             break;
@@ -674,8 +677,9 @@ static unsigned run_trace_batch(struct worker *w, unsigned n, bool measuring)
         case TRACE_OP_COUNT:
         default: {
             struct single_op *op = &w->singles[ns++];
-            *op = (struct single_op){ .kind = DRAW_DELETE, .idx = first + slot, .key = key,
-                                      .key_len = key_len };
+            *op = (struct single_op){
+                .kind = DRAW_DELETE, .idx = first + slot, .key = key, .key_len = key_len
+            };
             break;
         }
         }
@@ -700,14 +704,15 @@ static uint64_t window_token(unsigned slot, unsigned key_len, enum bench_op op)
 {
     return slot | (uint64_t)key_len << 32 | (uint64_t)op << 48;
 }
-#define WINDOW_FILL (1ull << 56)    /* token: a --fill-on-miss SET */
+#define WINDOW_FILL (1ull << 56) /* token: a --fill-on-miss SET */
 
 /* --fill-on-miss: the SET after slot's GET missed, submitted at once into
  * the same slot and timed from `now`. Whether it is in flight. */
 static bool window_fill(struct worker *w, unsigned slot, unsigned key_len, uint64_t now,
                         bool measuring)
 {
-    struct rkv_op op = { .kind = RKV_KIND_PUT, .key = w->keys + (size_t)slot * KEY_STRIDE,
+    struct rkv_op op = { .kind = RKV_KIND_PUT,
+                         .key = w->keys + (size_t)slot * KEY_STRIDE,
                          .key_len = key_len,
                          .token = window_token(slot, key_len, BENCH_OP_PUT) | WINDOW_FILL };
     make_value(w, slot, w->gidx[slot], &op.value, &op.value_len);
@@ -743,10 +748,10 @@ static bool window_submit(struct worker *w, unsigned slot, uint64_t now, bool me
             bump(&w->ops_done, 1);
         return false;
     }
-    enum bench_op bop = d == DRAW_GET ? BENCH_OP_GET : d == DRAW_DELETE ? BENCH_OP_DELETE
-                                                                        : BENCH_OP_PUT;
-    struct rkv_op op = { .token = window_token(slot, key_len, bop), .key = key,
-                         .key_len = key_len };
+    enum bench_op bop = d == DRAW_GET      ? BENCH_OP_GET
+                        : d == DRAW_DELETE ? BENCH_OP_DELETE
+                                           : BENCH_OP_PUT;
+    struct rkv_op op = { .token = window_token(slot, key_len, bop), .key = key, .key_len = key_len };
     if (bop == BENCH_OP_GET) {
         op.kind = RKV_KIND_GET;
         op.buf = w->get_bufs + (size_t)slot * w->get_buf_len;
@@ -760,7 +765,7 @@ static bool window_submit(struct worker *w, unsigned slot, uint64_t now, bool me
     w->gidx[slot] = idx;
     w->intended[slot] = now;
     rkv_status st = rkv_submit(w->kv, &op);
-    if (st != RKV_OK) {          /* refused (not for the ops drawn here): counted, slot free */
+    if (st != RKV_OK) { /* refused (not for the ops drawn here): counted, slot free */
         count_error(w, bop, st, 1, measuring);
         return false;
     }
@@ -875,9 +880,9 @@ static void preload(struct worker *w)
             char key[KEY_STRIDE + 1];
             unsigned key_len = format_key(cfg, key, idx - 1);
             w->preload_status = st;
-            snprintf(w->preload_msg, sizeof w->preload_msg, "a batch ending with key %.*s: %s%s%s%s",
-                     (int)key_len, key, rkv_strerror(st), detail[0] ? " (" : "", detail,
-                     detail[0] ? ")" : "");
+            snprintf(w->preload_msg, sizeof w->preload_msg,
+                     "a batch ending with key %.*s: %s%s%s%s", (int)key_len, key, rkv_strerror(st),
+                     detail[0] ? " (" : "", detail, detail[0] ? ")" : "");
             return;
         }
     }
@@ -951,7 +956,7 @@ static void *worker_main(void *arg)
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &block, NULL);   /* main handles the signals */
+    pthread_sigmask(SIG_BLOCK, &block, NULL); /* main handles the signals */
 
     if (cfg->preload)
         preload(w);
@@ -1021,7 +1026,7 @@ static void set_cuts(struct shared *sh)
     int last = 0;
     for (int i = 0; i < DRAW_COUNT; i++) {
         sum += share[i];
-        sh->cut[i] = share[i] > 0 ? sum : -1.0;   /* -1: never drawn */
+        sh->cut[i] = share[i] > 0 ? sum : -1.0; /* -1: never drawn */
         if (share[i] > 0)
             last = i;
     }
@@ -1037,10 +1042,10 @@ static const char *connect_hint(rkv_status st)
 {
     switch (st) {
     case RKV_CONNECTION: return "is rkv-server running and listening on that URI?";
-    case RKV_AUTH:       return "pass the server's secret with --auth";
+    case RKV_AUTH: return "pass the server's secret with --auth";
     case RKV_VERSION_MISMATCH: return "run client and server of the same rkv version";
-    case RKV_TIMEOUT:    return "the server did not answer; is it overloaded or stopped?";
-    default:             return "check the URI and the server's log";
+    case RKV_TIMEOUT: return "the server did not answer; is it overloaded or stopped?";
+    default: return "check the URI and the server's log";
     }
 }
 
@@ -1145,19 +1150,19 @@ static void wait_preloaded(struct shared *sh, unsigned count)
 
 /* A child process's pipes to the parent (--processes). */
 struct child_link {
-    int to_parent;              /* messages (bench_procs.h) */
-    int from_parent;            /* the go byte */
-    unsigned index;             /* 0..processes-1 */
+    int to_parent;   /* messages (bench_procs.h) */
+    int from_parent; /* the go byte */
+    unsigned index;  /* 0..processes-1 */
 };
 
 /* Per-second snapshots of this process's threads. */
 struct ticker {
-    struct histogram cum[BENCH_OP_COUNT];    /* the snapshot now */
-    struct histogram prev[BENCH_OP_COUNT];   /* the previous one */
+    struct histogram cum[BENCH_OP_COUNT];  /* the snapshot now */
+    struct histogram prev[BENCH_OP_COUNT]; /* the previous one */
     uint64_t prev_errors[BENCH_OP_COUNT];
     uint64_t prev_hits, prev_misses;
-    struct bench_tick tick;                  /* the difference */
-    double last_s;                           /* end of the previous interval */
+    struct bench_tick tick; /* the difference */
+    double last_s;          /* end of the previous interval */
 };
 
 /* Where ticks end up: the series and the progress lines. */
@@ -1165,8 +1170,8 @@ struct sink {
     const struct bench_config *cfg;
     struct bench_series series;
     struct histogram scratch;
-    uint64_t ops, errors;                    /* so far, for the progress line */
-    bool tty;                                /* stderr is a terminal: rewrite one line */
+    uint64_t ops, errors; /* so far, for the progress line */
+    bool tty;             /* stderr is a terminal: rewrite one line */
     bool out_of_memory;
 };
 
@@ -1293,7 +1298,7 @@ static uint64_t supervise(struct shared *sh, struct worker *ws, struct ticker *t
             if (phase == PHASE_MEASURE) {
                 ticker_take(tk, ws, cfg->threads, (double)(now - measure_start) / 1e9);
                 if (deliver(link, s, &tk->tick, false) != 0)
-                    break;   /* the parent is gone */
+                    break; /* the parent is gone */
             } else if (!cfg->quiet && link == NULL) {
                 warmup_line(s, ws, cfg->threads, (double)(now - phase_start) / 1e9);
             }
@@ -1341,9 +1346,13 @@ static int run_local(const struct bench_config *cfg, struct run_shape shape,
     int rc = 1;
     unsigned started = 0;
     bool ready_told = false;
-    struct shared sh = { .cfg = cfg, .phase = PHASE_PRELOAD, .next_insert = cfg->keys,
-                         .thread_base = shape.base, .all_threads = shape.all_threads,
-                         .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+    struct shared sh = { .cfg = cfg,
+                         .phase = PHASE_PRELOAD,
+                         .next_insert = cfg->keys,
+                         .thread_base = shape.base,
+                         .all_threads = shape.all_threads,
+                         .lock = PTHREAD_MUTEX_INITIALIZER,
+                         .cond = PTHREAD_COND_INITIALIZER };
     struct worker *ws = calloc(cfg->threads, sizeof *ws);
     char *pattern = malloc(RKV_MAX(cfg->value_size.max, 1u));
     struct ticker *tk = malloc(sizeof *tk);
@@ -1352,7 +1361,7 @@ static int run_local(const struct bench_config *cfg, struct run_shape shape,
         goto out;
     }
     ticker_init(tk);
-    for (uint32_t i = 0; i < cfg->value_size.max; i++)   /* a trace's: digits, for incr */
+    for (uint32_t i = 0; i < cfg->value_size.max; i++) /* a trace's: digits, for incr */
         pattern[i] = cfg->trace != NULL ? (char)('0' + i % 10) : (char)('a' + i % 26);
     if (cfg->trace != NULL)
         sh.trace_end = cfg->requests ? RKV_MIN(cfg->requests, (uint64_t)cfg->trace->count)
@@ -1366,15 +1375,18 @@ static int run_local(const struct bench_config *cfg, struct run_shape shape,
     }
     wl_perm_init(&sh.perm, cfg->keys, cfg->seed);
 
-    uint64_t per_thread = cfg->requests / shape.all_threads, extra = cfg->requests % shape.all_threads;
+    uint64_t per_thread = cfg->requests / shape.all_threads,
+             extra = cfg->requests % shape.all_threads;
     for (unsigned i = 0; i < cfg->threads; i++) {
         ws[i].id = shape.base + i;
         ws[i].sh = &sh;
         ws[i].quota = cfg->requests ? per_thread + (ws[i].id < extra) : UINT64_MAX;
         wl_rng_seed(&ws[i].rng, cfg->seed * 0x100000001b3ull + ws[i].id);
         if (alloc_worker(&ws[i], cfg, pattern) != 0) {
-            fprintf(stderr, "rkv-bench: out of memory for thread %u's buffers; lower --window or "
-                    "--value-size\n", ws[i].id);
+            fprintf(stderr,
+                    "rkv-bench: out of memory for thread %u's buffers; lower --window or "
+                    "--value-size\n",
+                    ws[i].id);
             goto out;
         }
     }
@@ -1473,7 +1485,7 @@ static void child_main(const struct bench_config *cfg, unsigned index, int to_pa
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() == 1)
-        _exit(1);   /* the parent died before the prctl */
+        _exit(1); /* the parent died before the prctl */
     if (fin == NULL) {
         tell_ready(&link, false);
         _exit(1);
@@ -1481,7 +1493,7 @@ static void child_main(const struct bench_config *cfg, unsigned index, int to_pa
     bench_results_init(&fin->res);
     fin->measured = run_local(cfg, shape, &link, &fin->res, NULL) == 0;
     int rc = bench_msg_send(to_parent, BENCH_MSG_FINAL, fin, sizeof *fin) == 0 ? 0 : 1;
-    _exit(rc);   /* not exit(): the parent's stdio buffers are not this process's to flush */
+    _exit(rc); /* not exit(): the parent's stdio buffers are not this process's to flush */
 }
 
 static const char *exit_description(int status, char *buf, size_t len)
@@ -1507,7 +1519,8 @@ static int recv_from(unsigned i, int fd, uint32_t *kind, void *buf, size_t cap, 
         exit_description(status, why, sizeof why);
         children[i] = 0;
     }
-    fprintf(stderr, "rkv-bench: client process %u of %u %s (%s); its results are lost, the run FAILED\n",
+    fprintf(stderr,
+            "rkv-bench: client process %u of %u %s (%s); its results are lost, the run FAILED\n",
             i + 1, n, r == 1 ? "ended before reporting" : "sent a malformed report", why);
     return -1;
 }
@@ -1542,12 +1555,15 @@ static int run_processes(const struct bench_config *cfg, struct bench_results *t
                     child_count + 1, strerror(errno));
             goto stop;
         }
-        fcntl(u[0], F_SETPIPE_SZ, 1 << 20);   /* room for a few ticks; best effort */
+        fcntl(u[0], F_SETPIPE_SZ, 1 << 20); /* room for a few ticks; best effort */
         pid_t pid = fork();
         if (pid < 0) {
             fprintf(stderr, "rkv-bench: cannot fork client process %u: %s; lower --processes\n",
                     child_count + 1, strerror(errno));
-            close(u[0]); close(u[1]); close(d[0]); close(d[1]);
+            close(u[0]);
+            close(u[1]);
+            close(d[0]);
+            close(d[1]);
             goto stop;
         }
         if (pid == 0) {
@@ -1647,8 +1663,8 @@ static FILE *open_output(const char *flag, const char *path)
         return stdout;
     FILE *f = fopen(path, "w");
     if (f == NULL)
-        fprintf(stderr, "rkv-bench: %s: cannot write '%s': %s; give a writable path or '-'\n",
-                flag, path, strerror(errno));
+        fprintf(stderr, "rkv-bench: %s: cannot write '%s': %s; give a writable path or '-'\n", flag,
+                path, strerror(errno));
     return f;
 }
 
@@ -1719,9 +1735,9 @@ int main(int argc, char **argv)
 {
     struct bench_config cfg;
     switch (bench_parse_args(argc, argv, &cfg, stdout, stderr)) {
-    case BENCH_ARGS_RUN:     break;
+    case BENCH_ARGS_RUN: break;
     case BENCH_ARGS_EXIT_OK: return 0;
-    case BENCH_ARGS_USAGE:   return 2;
+    case BENCH_ARGS_USAGE: return 2;
     }
 
     struct trace trace = { 0 };
@@ -1735,24 +1751,27 @@ int main(int argc, char **argv)
         }
         cfg.trace = &trace;
         cfg.value_size = (struct bench_range){ 0, RKV_MAX(trace.value_max, 1u) };
-        uint64_t per_thread = (uint64_t)cfg.window * ((uint64_t)cfg.value_size.max * 2 +
-                                                      BENCH_MAX_KEY_SIZE);
+        uint64_t per_thread = (uint64_t)cfg.window *
+                              ((uint64_t)cfg.value_size.max * 2 + BENCH_MAX_KEY_SIZE);
         if (per_thread > BENCH_MAX_THREAD_BUFFER) {
-            fprintf(stderr, "rkv-bench: --trace: values up to %u bytes with --window %u need %llu "
-                    "MiB of buffers per thread; lower --window\n", cfg.value_size.max, cfg.window,
-                    (unsigned long long)(per_thread >> 20));
+            fprintf(stderr,
+                    "rkv-bench: --trace: values up to %u bytes with --window %u need %llu "
+                    "MiB of buffers per thread; lower --window\n",
+                    cfg.value_size.max, cfg.window, (unsigned long long)(per_thread >> 20));
             trace_free(&trace);
             bench_config_free(&cfg);
             return 2;
         }
         if (!cfg.quiet)
-            fprintf(stderr, "rkv-bench: trace %s: %zu lines, %llu of them with a key or value too "
-                    "large to replay\n", cfg.trace_path, trace.count,
-                    (unsigned long long)trace.too_large);
+            fprintf(stderr,
+                    "rkv-bench: trace %s: %zu lines, %llu of them with a key or value too "
+                    "large to replay\n",
+                    cfg.trace_path, trace.count, (unsigned long long)trace.too_large);
     }
 
     if (cfg.compare_count > 0) {
-        int crc = bench_html_compare(cfg.compare, cfg.compare_count, cfg.html_path, stderr) == 0 ? 0 : 1;
+        int crc = bench_html_compare(cfg.compare, cfg.compare_count, cfg.html_path, stderr) == 0 ? 0
+                                                                                                 : 1;
         bench_config_free(&cfg);
         return crc;
     }
@@ -1796,13 +1815,13 @@ int main(int argc, char **argv)
         ran = run_local(&cfg, (struct run_shape){ 0, cfg.threads }, NULL, total, sink);
     }
     if (ran != 0 && bench_results_ops(total) == 0)
-        goto out;   /* nothing measured: the failure was reported */
+        goto out; /* nothing measured: the failure was reported */
     if (sink->out_of_memory)
         fprintf(stderr, "rkv-bench: out of memory for the per-second series; it is incomplete\n");
 
     bool json_stdout = json == stdout || csv == stdout || html == stdout;
     bench_report_text_series(json_stdout ? stderr : stdout, &cfg, total, &sink->series);
-    fflush(stdout);   /* the report before any verdict on stderr */
+    fflush(stdout); /* the report before any verdict on stderr */
     rc = ran;
     if (json != NULL)
         rc |= close_output("--json", cfg.json_path, json,
@@ -1813,13 +1832,16 @@ int main(int argc, char **argv)
                            bench_series_write_csv(csv, &sink->series));
     csv = NULL;
     if (html != NULL)
-        rc |= close_output("--html", cfg.html_path, html, write_html(html, &cfg, total, &sink->series));
+        rc |= close_output("--html", cfg.html_path, html,
+                           write_html(html, &cfg, total, &sink->series));
     html = NULL;
     if (cfg.hist_prefix != NULL)
         rc |= write_hist_files(&cfg, total, &sink->scratch);
     if (total->verify_failures > 0) {
-        fprintf(stderr, "rkv-bench: --verify: %llu values read back were not the ones written "
-                "for their key; the run FAILED\n", (unsigned long long)total->verify_failures);
+        fprintf(stderr,
+                "rkv-bench: --verify: %llu values read back were not the ones written "
+                "for their key; the run FAILED\n",
+                (unsigned long long)total->verify_failures);
         rc = 1;
     } else if (bench_results_errors(total) > 0) {
         fprintf(stderr, "rkv-bench: %llu operations failed (see Errors above)\n",

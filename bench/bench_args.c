@@ -29,14 +29,14 @@
  * in only the others, whatever the order of the flags). */
 enum {
     SET_GET_RATIO = 1u << 0,
-    SET_DIST      = 1u << 1,
-    SET_ARRIVAL   = 1u << 2,
-    SET_COMPARE   = 1u << 3,   /* --compare seen: bare arguments are report files */
+    SET_DIST = 1u << 1,
+    SET_ARRIVAL = 1u << 2,
+    SET_COMPARE = 1u << 3, /* --compare seen: bare arguments are report files */
     SET_CONNECTIONS = 1u << 4,
-    SET_DURATION  = 1u << 5,
-    SET_PRELOAD   = 1u << 6,   /* --preload or --no-preload given */
-    SET_WORKLOAD_FLAGS = 1u << 7,   /* --keys, --key-size, --value-size, --dist, ratios */
-    SET_TRACE     = 1u << 8,
+    SET_DURATION = 1u << 5,
+    SET_PRELOAD = 1u << 6,        /* --preload or --no-preload given */
+    SET_WORKLOAD_FLAGS = 1u << 7, /* --keys, --key-size, --value-size, --dist, ratios */
+    SET_TRACE = 1u << 8,
 };
 
 static void usage_error(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -165,7 +165,7 @@ static void store_uint(void *dst, size_t size, uint64_t v)
     }
 }
 
-#define SETTER(name) \
+#define SETTER(name)                                                                          \
     static enum bench_opt_result name(struct bench_config *cfg, const struct bench_option *o, \
                                       const char *v, unsigned *set, FILE *out, FILE *err)
 
@@ -208,7 +208,7 @@ SETTER(set_range)
 {
     (void)set, (void)out, (void)err;
     return parse_range(v, (uint32_t)o->min, (uint32_t)o->max, field(cfg, o)) ? BENCH_OPT_OK
-                                                                            : BENCH_OPT_BAD;
+                                                                             : BENCH_OPT_BAD;
 }
 
 /* A non-empty string, kept (argv outlives the config). */
@@ -333,141 +333,289 @@ SETTER(show_version)
 /* ------------------------------------------------------------ the table */
 
 static const struct bench_choice bucket_reads_choices[] = {
-    { "auto", RKV_BUCKET_READS_AUTO }, { "together", RKV_BUCKET_READS_TOGETHER },
-    { "first", RKV_BUCKET_READS_FIRST }, { NULL, 0 },
+    { "auto", RKV_BUCKET_READS_AUTO },
+    { "together", RKV_BUCKET_READS_TOGETHER },
+    { "first", RKV_BUCKET_READS_FIRST },
+    { NULL, 0 },
 };
 static const struct bench_choice protocol_choices[] = {
-    { "rkv", BENCH_PROTO_RKV }, { "memcache", BENCH_PROTO_MEMCACHE }, { NULL, 0 },
+    { "rkv", BENCH_PROTO_RKV },
+    { "memcache", BENCH_PROTO_MEMCACHE },
+    { NULL, 0 },
 };
 static const struct bench_choice arrival_choices[] = {
-    { "constant", BENCH_ARRIVAL_CONSTANT }, { "poisson", BENCH_ARRIVAL_POISSON }, { NULL, 0 },
+    { "constant", BENCH_ARRIVAL_CONSTANT },
+    { "poisson", BENCH_ARRIVAL_POISSON },
+    { NULL, 0 },
 };
 static const struct bench_choice clock_choices[] = {
-    { "auto", BENCH_CLOCK_AUTO }, { "tsc", BENCH_CLOCK_TSC }, { "monotonic", BENCH_CLOCK_MONOTONIC },
+    { "auto", BENCH_CLOCK_AUTO },
+    { "tsc", BENCH_CLOCK_TSC },
+    { "monotonic", BENCH_CLOCK_MONOTONIC },
     { NULL, 0 },
 };
 
-#define F(f) .offset = offsetof(struct bench_config, f), .size = sizeof(((struct bench_config *)0)->f)
+#define F(f) \
+    .offset = offsetof(struct bench_config, f), .size = sizeof(((struct bench_config *)0)->f)
 #define VALUE(metavar) .kind = BENCH_ARG_REQUIRED, .arg = (metavar)
 
 /* In --help's order. */
 const struct bench_option bench_options[] = {
-    { .name = "server", .short_name = 's', VALUE("URI"), .set = set_server,
+    { .name = "server",
+      .short_name = 's',
+      VALUE("URI"),
+      .set = set_server,
       .section = "Servers and threads:",
       .help = "server to load: shm://PATH or rdma://HOST:PORT; repeat\n"
               "(or separate with commas) to shard keys over several" },
-    { .name = "threads", .short_name = 't', VALUE("N"), .def = "1", .set = set_uint, F(threads),
-      .min = 1, .max = BENCH_MAX_THREADS,
+    { .name = "threads",
+      .short_name = 't',
+      VALUE("N"),
+      .def = "1",
+      .set = set_uint,
+      F(threads),
+      .min = 1,
+      .max = BENCH_MAX_THREADS,
       .help = "client threads, each with its own handle ({min}..{max}; {default})" },
-    { .name = "window", .short_name = 'w', VALUE("N"), .def = "1", .set = set_uint, F(window),
-      .min = 1, .max = BENCH_MAX_WINDOW,
+    { .name = "window",
+      .short_name = 'w',
+      VALUE("N"),
+      .def = "1",
+      .set = set_uint,
+      F(window),
+      .min = 1,
+      .max = BENCH_MAX_WINDOW,
       .help = "operations in flight per thread ({min}..{max}; {default}): a steady\n"
               "window through rkv_submit, each completion's slot\n"
               "refilled at once; the report gives the mean depth" },
-    { .name = "lockstep", .set = set_true, F(lockstep),
+    { .name = "lockstep",
+      .set = set_true,
+      F(lockstep),
       .help = "the window as batches of N through rkv_mget/rkv_mput,\n"
               "each waiting for its slowest op (the open loop's way)" },
-    { .name = "auth", VALUE("SECRET"), .set = set_text, F(auth),
+    { .name = "auth",
+      VALUE("SECRET"),
+      .set = set_text,
+      F(auth),
       .help = "shared secret the servers expect" },
-    { .name = "timeout", VALUE("MS"), .set = set_uint, F(timeout_ms), .min = 1, .max = 3600000,
+    { .name = "timeout",
+      VALUE("MS"),
+      .set = set_uint,
+      F(timeout_ms),
+      .min = 1,
+      .max = 3600000,
       .help = "per-operation timeout ({min}..{max}; library default)",
       .bad = "is not a number of milliseconds in {min}..{max}" },
-    { .name = "location-cache", VALUE("N|off"), .set = set_location_cache, F(location_cache),
-      .min = 1, .max = UINT_MAX - 1,
+    { .name = "location-cache",
+      VALUE("N|off"),
+      .set = set_location_cache,
+      F(location_cache),
+      .min = 1,
+      .max = UINT_MAX - 1,
       .help = "client location-cache entries (library default)",
       .bad = "is not 'off' or a number of entries of at least {min}" },
-    { .name = "bucket-reads", VALUE("auto|together|first"), .def = "auto", .set = set_choice,
-      F(bucket_reads), .choices = bucket_reads_choices,
+    { .name = "bucket-reads",
+      VALUE("auto|together|first"),
+      .def = "auto",
+      .set = set_choice,
+      F(bucket_reads),
+      .choices = bucket_reads_choices,
       .help = "how a cold GET reads its two buckets\n"
               "(rkv_options.bucket_reads; default {default})" },
-    { .name = "processes", .short_name = 'P', VALUE("N"), .def = "1", .set = set_uint, F(processes),
-      .min = 1, .max = BENCH_MAX_PROCESSES,
+    { .name = "processes",
+      .short_name = 'P',
+      VALUE("N"),
+      .def = "1",
+      .set = set_uint,
+      F(processes),
+      .min = 1,
+      .max = BENCH_MAX_PROCESSES,
       .help = "fork N client processes, each with --threads threads\n"
               "and handles; their histograms merge exactly ({min}..{max}; {default})" },
-    { .name = "protocol", VALUE("P"), .def = "rkv", .set = set_choice, F(protocol),
+    { .name = "protocol",
+      VALUE("P"),
+      .def = "rkv",
+      .set = set_choice,
+      F(protocol),
       .choices = protocol_choices,
       .help = "rkv (librkv; default) or memcache: the memcached text\n"
               "protocol over TCP to one -s tcp://HOST:PORT (rkv's\n"
               "tcp:// door or a memcached); a batch is pipelined over\n"
               "the thread's connections" },
-    { .name = "connections", VALUE("N"), .set = set_uint, F(connections),
-      .min = 1, .max = (uint64_t)BENCH_MAX_THREADS * BENCH_MAX_WINDOW, .set_bit = SET_CONNECTIONS,
+    { .name = "connections",
+      VALUE("N"),
+      .set = set_uint,
+      F(connections),
+      .min = 1,
+      .max = (uint64_t)BENCH_MAX_THREADS * BENCH_MAX_WINDOW,
+      .set_bit = SET_CONNECTIONS,
       .help = "memcache: TCP connections in all (a multiple of\n"
               "threads x processes, at most that x window; default\n"
               "threads x processes x window: one request in flight each)" },
 
-    { .name = "rate", VALUE("OPS"), .set = set_double, F(rate),
-      .min = 0, .max = (uint64_t)BENCH_MAX_RATE, .above_min = true,
+    { .name = "rate",
+      VALUE("OPS"),
+      .set = set_double,
+      F(rate),
+      .min = 0,
+      .max = (uint64_t)BENCH_MAX_RATE,
+      .above_min = true,
       .section = "Open loop (default: closed loop, each thread waits for a reply before the next):",
       .help = "send OPS operations per second in total (split over\n"
               "threads and processes) on a fixed schedule; latency is\n"
               "measured from each operation's intended send time, so\n"
               "it includes the queueing a late reply causes",
       .bad = "is not a number of operations per second above {min} and up to {max}" },
-    { .name = "arrival", VALUE("KIND"), .def = "constant", .set = set_choice, F(arrival),
-      .choices = arrival_choices, .set_bit = SET_ARRIVAL,
+    { .name = "arrival",
+      VALUE("KIND"),
+      .def = "constant",
+      .set = set_choice,
+      F(arrival),
+      .choices = arrival_choices,
+      .set_bit = SET_ARRIVAL,
       .help = "constant (default) or poisson spacing of the sends" },
 
-    { .name = "duration", .short_name = 'd', VALUE("TIME"), .def = "10s", .set = set_seconds,
-      F(duration_s), .min = 0, .max = (uint64_t)BENCH_MAX_SECONDS, .above_min = true,
-      .set_bit = SET_DURATION, .section = "How long:",
+    { .name = "duration",
+      .short_name = 'd',
+      VALUE("TIME"),
+      .def = "10s",
+      .set = set_seconds,
+      F(duration_s),
+      .min = 0,
+      .max = (uint64_t)BENCH_MAX_SECONDS,
+      .above_min = true,
+      .set_bit = SET_DURATION,
+      .section = "How long:",
       .help = "measure for TIME: 10, 2.5s, 500ms, 1m (default {default};\n"
               "none with --requests alone)",
       .bad = "is not a time above {min} and up to {max} s (e.g. 10, 2.5s, 500ms, 1m)" },
-    { .name = "requests", .short_name = 'n', VALUE("N"), .set = set_requests, F(requests),
-      .min = 1, .max = UINT64_MAX / 2,
+    { .name = "requests",
+      .short_name = 'n',
+      VALUE("N"),
+      .set = set_requests,
+      F(requests),
+      .min = 1,
+      .max = UINT64_MAX / 2,
       .help = "stop after N operations in total (over all threads)",
       .bad = "is not a whole number of at least {min}" },
-    { .name = "warmup", VALUE("TIME"), .def = "0", .set = set_seconds, F(warmup_s),
-      .min = 0, .max = (uint64_t)BENCH_MAX_SECONDS,
+    { .name = "warmup",
+      VALUE("TIME"),
+      .def = "0",
+      .set = set_seconds,
+      F(warmup_s),
+      .min = 0,
+      .max = (uint64_t)BENCH_MAX_SECONDS,
       .help = "run the workload TIME before measuring ({default})",
       .bad = "is not a time from {min} to {max} s (e.g. 2, 500ms)" },
 
-    { .name = "keys", .short_name = 'k', VALUE("N"), .def = "100000", .set = set_uint, F(keys),
-      .min = 1, .max = BENCH_MAX_KEYS, .section = "What:", .set_bit = SET_WORKLOAD_FLAGS,
+    { .name = "keys",
+      .short_name = 'k',
+      VALUE("N"),
+      .def = "100000",
+      .set = set_uint,
+      F(keys),
+      .min = 1,
+      .max = BENCH_MAX_KEYS,
+      .section = "What:",
+      .set_bit = SET_WORKLOAD_FLAGS,
       .help = "key space size (1..2^40; {default})" },
-    { .name = "key-size", VALUE("N|MIN-MAX"), .def = "16", .set = set_range, F(key_size),
-      .min = BENCH_MIN_KEY_SIZE, .max = BENCH_MAX_KEY_SIZE, .set_bit = SET_WORKLOAD_FLAGS,
+    { .name = "key-size",
+      VALUE("N|MIN-MAX"),
+      .def = "16",
+      .set = set_range,
+      F(key_size),
+      .min = BENCH_MIN_KEY_SIZE,
+      .max = BENCH_MAX_KEY_SIZE,
+      .set_bit = SET_WORKLOAD_FLAGS,
       .help = "key bytes ({min}..{max}; {default}); keys are \"k\" + index",
       .bad = "is not N or MIN-MAX with {min} <= MIN <= MAX <= {max}" },
-    { .name = "value-size", VALUE("N|MIN-MAX"), .def = "32", .set = set_range, F(value_size),
-      .min = 0, .max = BENCH_MAX_VALUE, .set_bit = SET_WORKLOAD_FLAGS,
+    { .name = "value-size",
+      VALUE("N|MIN-MAX"),
+      .def = "32",
+      .set = set_range,
+      F(value_size),
+      .min = 0,
+      .max = BENCH_MAX_VALUE,
+      .set_bit = SET_WORKLOAD_FLAGS,
       .help = "value bytes (0..1M; {default}); K/M suffixes accepted",
       .bad = "is not N or MIN-MAX with {min} <= MIN <= MAX <= {max} (1M)" },
-    { .name = "get-ratio", .short_name = 'r', VALUE("R"), .def = "0.9", .set = set_double,
-      F(get_ratio), .min = 0, .max = 1, .set_bit = SET_GET_RATIO | SET_WORKLOAD_FLAGS,
+    { .name = "get-ratio",
+      .short_name = 'r',
+      VALUE("R"),
+      .def = "0.9",
+      .set = set_double,
+      F(get_ratio),
+      .min = 0,
+      .max = 1,
+      .set_bit = SET_GET_RATIO | SET_WORKLOAD_FLAGS,
       .help = "share of GETs, 0..1 ({default}); the rest are writes" },
-    { .name = "delete-ratio", VALUE("R"), .def = "0", .set = set_double, F(delete_ratio),
-      .min = 0, .max = 1, .set_bit = SET_WORKLOAD_FLAGS,
+    { .name = "delete-ratio",
+      VALUE("R"),
+      .def = "0",
+      .set = set_double,
+      F(delete_ratio),
+      .min = 0,
+      .max = 1,
+      .set_bit = SET_WORKLOAD_FLAGS,
       .help = "share of DELETEs, 0..1 ({default})" },
-    { .name = "dist", VALUE("D"), .def = "uniform", .set = set_dist, F(dist), .set_bit = SET_DIST,
+    { .name = "dist",
+      VALUE("D"),
+      .def = "uniform",
+      .set = set_dist,
+      F(dist),
+      .set_bit = SET_DIST,
       .help = "key choice: uniform, zipf[:THETA], latest[:THETA]\n"
               "(THETA in (0,1), default 0.99; default dist {default})",
       .bad = "is not uniform, zipf[:THETA] or latest[:THETA] with 0 < THETA < 1" },
-    { .name = "workload", VALUE("A..F"), .set = set_workload, F(workload),
+    { .name = "workload",
+      VALUE("A..F"),
+      .set = set_workload,
+      F(workload),
       .help = "YCSB preset: A 50% read/50% update zipf; B 95/5 zipf;\n"
               "C read-only zipf; D 95% read/5% insert, read-latest;\n"
               "F 50% read/50% read-modify-write (get + CAS put).\n"
               "E (range scans) does not apply to a key-value cache.\n"
               "Flags given explicitly override the preset.",
       .bad = "is not a YCSB workload; use A, B, C, D or F" },
-    { .name = "preload", .def = "on", .set = set_true, F(preload), .set_bit = SET_PRELOAD,
+    { .name = "preload",
+      .def = "on",
+      .set = set_true,
+      F(preload),
+      .set_bit = SET_PRELOAD,
       .help = "write every key once before measuring (default)" },
-    { .name = "no-preload", .set = set_false, F(preload), .set_bit = SET_PRELOAD,
+    { .name = "no-preload",
+      .set = set_false,
+      F(preload),
+      .set_bit = SET_PRELOAD,
       .help = "start from whatever the server holds" },
-    { .name = "verify", .set = set_true, F(verify),
+    { .name = "verify",
+      .set = set_true,
+      F(verify),
       .help = "values carry their key and version; every GET checks\n"
               "them, and any bad value fails the run (exit 1)" },
-    { .name = "seed", VALUE("N"), .def = "1", .set = set_uint, F(seed), .min = 0, .max = UINT64_MAX,
+    { .name = "seed",
+      VALUE("N"),
+      .def = "1",
+      .set = set_uint,
+      F(seed),
+      .min = 0,
+      .max = UINT64_MAX,
       .help = "random seed ({default}); same seed, same key sequence" },
 
-    { .name = "fill-on-miss", .set = set_true, F(fill_on_miss), .section = "Cache workload:",
+    { .name = "fill-on-miss",
+      .set = set_true,
+      F(fill_on_miss),
+      .section = "Cache workload:",
       .help = "cache-aside: every GET that misses is followed by a SET\n"
               "of its key (value of --value-size, or the trace line's),\n"
               "as an application fronting a database does; the report\n"
               "gives the hit rate (hits / GETs), overall and per second.\n"
               "The SETs show as PUTs and do not count toward --requests" },
-    { .name = "trace", VALUE("FILE"), .set = set_trace, F(trace_path), .set_bit = SET_TRACE,
+    { .name = "trace",
+      VALUE("FILE"),
+      .set = set_trace,
+      F(trace_path),
+      .set_bit = SET_TRACE,
       .help = "replay FILE, a key trace in Twitter's cache-trace CSV\n"
               "(timestamp,key,key size,value size,client id,operation,\n"
               "TTL), in order and as fast as the window allows (threads\n"
@@ -480,31 +628,48 @@ const struct bench_option bench_options[] = {
               "--requests lines); no preload; --keys, --dist, ratios and\n"
               "--value-size do not apply" },
 
-    { .name = "json", VALUE("FILE"), .set = set_text, F(json_path), .section = "Output:",
+    { .name = "json",
+      VALUE("FILE"),
+      .set = set_text,
+      F(json_path),
+      .section = "Output:",
       .help = "also write the report as JSON to FILE ('-': stdout,\n"
               "and the text report goes to stderr)" },
-    { .name = "hist-file", VALUE("PREFIX"), .set = set_text, F(hist_prefix),
+    { .name = "hist-file",
+      VALUE("PREFIX"),
+      .set = set_text,
+      F(hist_prefix),
       .help = "write each operation type's full latency distribution\n"
               "in HdrHistogram's text format to PREFIX-get.hgrm,\n"
               "PREFIX-put.hgrm, ... (microseconds)" },
-    { .name = "timeseries", VALUE("FILE"), .set = set_text, F(timeseries_path),
+    { .name = "timeseries",
+      VALUE("FILE"),
+      .set = set_text,
+      F(timeseries_path),
       .help = "per-second CSV: ops/s, p50, p99, errors per type" },
-    { .name = "html", VALUE("FILE"), .set = set_text, F(html_path),
+    { .name = "html",
+      VALUE("FILE"),
+      .set = set_text,
+      F(html_path),
       .help = "the report as one self-contained HTML page with charts" },
-    { .name = "compare", .arg = "A.json B.json ...", .set = set_compare, .set_bit = SET_COMPARE,
+    { .name = "compare",
+      .arg = "A.json B.json ...",
+      .set = set_compare,
+      .set_bit = SET_COMPARE,
       .help = "draw saved --json reports on one page with --html FILE\n"
               "(runs nothing)" },
-    { .name = "clock", VALUE("C"), .def = "auto", .set = set_choice, F(clock),
+    { .name = "clock",
+      VALUE("C"),
+      .def = "auto",
+      .set = set_choice,
+      F(clock),
       .choices = clock_choices,
       .help = "what a closed-loop op is timed with: auto (default:\n"
               "the TSC where the kernel's clocksource is tsc, else\n"
               "CLOCK_MONOTONIC), tsc or monotonic; the report names it" },
-    { .name = "quiet", .short_name = 'q', .set = set_true, F(quiet),
-      .help = "no progress lines" },
-    { .name = "help", .short_name = 'h', .set = show_help,
-      .help = "this text" },
-    { .name = "version", .short_name = 'V', .set = show_version,
-      .help = "the version" },
+    { .name = "quiet", .short_name = 'q', .set = set_true, F(quiet), .help = "no progress lines" },
+    { .name = "help", .short_name = 'h', .set = show_help, .help = "this text" },
+    { .name = "version", .short_name = 'V', .set = show_version, .help = "the version" },
 };
 const size_t bench_option_count = RKV_ARRAY_SIZE(bench_options);
 
@@ -554,8 +719,11 @@ static void bad_text(const struct bench_option *o, char *buf, size_t len)
     } else if (o->choices != NULL) {
         size_t n = (size_t)snprintf(buf, len, "is not");
         for (const struct bench_choice *c = o->choices; c->name != NULL && n < len; c++)
-            n += (size_t)snprintf(buf + n, len - n, "%s%s", c == o->choices ? " " :
-                                  c[1].name == NULL ? " or " : ", ", c->name);
+            n += (size_t)snprintf(buf + n, len - n, "%s%s",
+                                  c == o->choices     ? " "
+                                  : c[1].name == NULL ? " or "
+                                                      : ", ",
+                                  c->name);
     } else {
         snprintf(buf, len, "is not a valid value");
     }
@@ -574,7 +742,7 @@ static void set_defaults(struct bench_config *cfg)
         enum bench_opt_result r = o->set(cfg, o, o->kind == BENCH_ARG_NONE ? NULL : o->def,
                                          &ignored, stdout, stderr);
         if (r != BENCH_OPT_OK)
-            abort();   /* a default its own setter refuses: the table is wrong (test_bench_args) */
+            abort(); /* a default its own setter refuses: the table is wrong (test_bench_args) */
     }
 }
 
@@ -585,7 +753,8 @@ void bench_usage(FILE *out)
     enum { HELP_COL = 26 };
     fputs("Usage: rkv-bench -s URI [options]\n"
           "Load generator for rkv: drives one or more servers through librkv and reports\n"
-          "throughput, latency percentiles and the transport's per-operation counters.\n", out);
+          "throughput, latency percentiles and the transport's per-operation counters.\n",
+          out);
     for (size_t i = 0; i < bench_option_count; i++) {
         const struct bench_option *o = &bench_options[i];
         char left[96], help[1024];
@@ -615,7 +784,8 @@ void bench_usage(FILE *out)
         }
     }
     fputs("\nExit status: 0 success, 1 the run failed (connection, errors, verification),\n"
-          "2 bad command line.\n", out);
+          "2 bad command line.\n",
+          out);
 }
 
 /* YCSB presets; only settings not given explicitly are taken. */
@@ -625,18 +795,26 @@ static bool apply_workload(struct bench_config *cfg, unsigned set, FILE *err)
     enum bench_write_kind kind = BENCH_WRITE_UPDATE;
     enum bench_dist dist = BENCH_DIST_ZIPF;
     switch (cfg->workload) {
-    case 0:   return true;
+    case 0: return true;
     case 'A': get = 0.5; break;
     case 'B': get = 0.95; break;
     case 'C': get = 1.0; break;
-    case 'D': get = 0.95; kind = BENCH_WRITE_INSERT; dist = BENCH_DIST_LATEST; break;
-    case 'F': get = 0.5; kind = BENCH_WRITE_RMW; break;
+    case 'D':
+        get = 0.95;
+        kind = BENCH_WRITE_INSERT;
+        dist = BENCH_DIST_LATEST;
+        break;
+    case 'F':
+        get = 0.5;
+        kind = BENCH_WRITE_RMW;
+        break;
     case 'E':
         usage_error(err, "--workload E is YCSB's short range scans, which a key-value cache "
-                    "cannot serve (rkv keeps no key order); use A, B, C, D or F");
+                         "cannot serve (rkv keeps no key order); use A, B, C, D or F");
         return false;
     default:
-        usage_error(err, "--workload: '%c' is not a YCSB workload; use A, B, C, D or F", cfg->workload);
+        usage_error(err, "--workload: '%c' is not a YCSB workload; use A, B, C, D or F",
+                    cfg->workload);
         return false;
     }
     cfg->write_kind = kind;
@@ -654,12 +832,13 @@ static bool check_protocol(struct bench_config *cfg, unsigned set, FILE *err)
     unsigned clients = cfg->threads * cfg->processes;
     if (cfg->protocol == BENCH_PROTO_RKV) {
         if (tcp) {
-            usage_error(err, "a tcp:// server speaks the memcached protocol; add --protocol memcache");
+            usage_error(err,
+                        "a tcp:// server speaks the memcached protocol; add --protocol memcache");
             return false;
         }
         if (set & SET_CONNECTIONS) {
             usage_error(err, "--connections sets the TCP connections of --protocol memcache; librkv "
-                        "keeps one connection per server and thread");
+                             "keeps one connection per server and thread");
             return false;
         }
         return true;
@@ -675,9 +854,10 @@ static bool check_protocol(struct bench_config *cfg, unsigned set, FILE *err)
     if (!(set & SET_CONNECTIONS))
         cfg->connections = clients * cfg->window;
     if (cfg->connections % clients != 0 || cfg->connections / clients > cfg->window) {
-        usage_error(err, "--connections %u: give each of the %u client threads the same number, "
-                    "at most --window %u (a multiple of %u up to %u)", cfg->connections, clients,
-                    cfg->window, clients, clients * cfg->window);
+        usage_error(err,
+                    "--connections %u: give each of the %u client threads the same number, "
+                    "at most --window %u (a multiple of %u up to %u)",
+                    cfg->connections, clients, cfg->window, clients, clients * cfg->window);
         return false;
     }
     return true;
@@ -686,13 +866,20 @@ static bool check_protocol(struct bench_config *cfg, unsigned set, FILE *err)
 /* --trace against the flags that make the generated workload. */
 static bool check_trace(struct bench_config *cfg, unsigned set, FILE *err)
 {
-    const char *clash = cfg->rate > 0 ? "--rate" : cfg->workload ? "--workload" :
-                        cfg->verify ? "--verify" : (set & SET_PRELOAD) && cfg->preload ? "--preload" :
-                        (set & SET_WORKLOAD_FLAGS) || (set & SET_DIST) ? "--keys, --key-size, "
-                        "--value-size, --dist and the ratios" : cfg->processes > 1 ? "--processes" : NULL;
+    const char *clash = cfg->rate > 0                         ? "--rate"
+                        : cfg->workload                       ? "--workload"
+                        : cfg->verify                         ? "--verify"
+                        : (set & SET_PRELOAD) && cfg->preload ? "--preload"
+                        : (set & SET_WORKLOAD_FLAGS) || (set & SET_DIST)
+                            ? "--keys, --key-size, "
+                              "--value-size, --dist and the ratios"
+                        : cfg->processes > 1 ? "--processes"
+                                             : NULL;
     if (clash != NULL) {
-        usage_error(err, "--trace replays the trace's own keys, sizes and operations in order, as "
-                    "fast as it can, from one process; drop %s", clash);
+        usage_error(err,
+                    "--trace replays the trace's own keys, sizes and operations in order, as "
+                    "fast as it can, from one process; drop %s",
+                    clash);
         return false;
     }
     cfg->preload = false;
@@ -704,7 +891,8 @@ static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
 {
     if (set & SET_COMPARE) {
         if (cfg->compare_count == 0) {
-            usage_error(err, "--compare needs the JSON reports to draw: --compare A.json B.json --html FILE");
+            usage_error(err,
+                        "--compare needs the JSON reports to draw: --compare A.json B.json --html FILE");
             return false;
         }
         if (cfg->html_path == NULL) {
@@ -713,7 +901,8 @@ static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
         }
         if (cfg->servers != NULL || cfg->json_path != NULL || cfg->hist_prefix != NULL ||
             cfg->timeseries_path != NULL) {
-            usage_error(err, "--compare runs no benchmark; drop -s, --json, --hist-file and --timeseries");
+            usage_error(err,
+                        "--compare runs no benchmark; drop -s, --json, --hist-file and --timeseries");
             return false;
         }
         return true;
@@ -722,7 +911,7 @@ static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
         return false;
     if (cfg->clock == BENCH_CLOCK_TSC && cfg->rate > 0) {
         usage_error(err, "--clock tsc times closed-loop ops; an open-loop run (--rate) times from "
-                    "intended send times on CLOCK_MONOTONIC: drop one of them");
+                         "intended send times on CLOCK_MONOTONIC: drop one of them");
         return false;
     }
     if ((set & SET_ARRIVAL) && cfg->rate == 0) {
@@ -730,12 +919,13 @@ static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
         return false;
     }
     if ((uint64_t)cfg->threads * cfg->processes > BENCH_MAX_THREADS) {
-        usage_error(err, "--processes %u x --threads %u is %u client threads; keep the product at most %u",
+        usage_error(err,
+                    "--processes %u x --threads %u is %u client threads; keep the product at most %u",
                     cfg->processes, cfg->threads, cfg->processes * cfg->threads, BENCH_MAX_THREADS);
         return false;
     }
-    if (cfg->json_path != NULL && cfg->timeseries_path != NULL && strcmp(cfg->json_path, "-") == 0 &&
-        strcmp(cfg->timeseries_path, "-") == 0) {
+    if (cfg->json_path != NULL && cfg->timeseries_path != NULL &&
+        strcmp(cfg->json_path, "-") == 0 && strcmp(cfg->timeseries_path, "-") == 0) {
         usage_error(err, "--json - and --timeseries - both want stdout; give one of them a file");
         return false;
     }
@@ -746,27 +936,34 @@ static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
     if (!check_protocol(cfg, set, err))
         return false;
     if (cfg->get_ratio + cfg->delete_ratio > 1.0 + 1e-9) {
-        usage_error(err, "--get-ratio %g plus --delete-ratio %g exceed 1; together they must be at most 1 "
-                    "(the rest are writes)", cfg->get_ratio, cfg->delete_ratio);
+        usage_error(err,
+                    "--get-ratio %g plus --delete-ratio %g exceed 1; together they must be at most 1 "
+                    "(the rest are writes)",
+                    cfg->get_ratio, cfg->delete_ratio);
         return false;
     }
     if (cfg->verify && cfg->value_size.min < WL_VALUE_HEADER) {
-        usage_error(err, "--verify needs --value-size of at least %u bytes (a value carries its key "
-                    "index and version); got %u", WL_VALUE_HEADER, cfg->value_size.min);
+        usage_error(err,
+                    "--verify needs --value-size of at least %u bytes (a value carries its key "
+                    "index and version); got %u",
+                    WL_VALUE_HEADER, cfg->value_size.min);
         return false;
     }
     unsigned need = wl_key_min_len(cfg->keys - 1);
     if (cfg->trace_path == NULL && cfg->key_size.min < need) {
-        usage_error(err, "--key-size %u is too short for --keys %llu: keys are \"k\" + index and the "
+        usage_error(err,
+                    "--key-size %u is too short for --keys %llu: keys are \"k\" + index and the "
                     "last one needs %u bytes; use --key-size %u or more, or fewer --keys",
                     cfg->key_size.min, (unsigned long long)cfg->keys, need, need);
         return false;
     }
-    uint64_t per_thread = (uint64_t)cfg->window * ((uint64_t)cfg->value_size.max * 2 + BENCH_MAX_KEY_SIZE);
+    uint64_t per_thread = (uint64_t)cfg->window *
+                          ((uint64_t)cfg->value_size.max * 2 + BENCH_MAX_KEY_SIZE);
     if (per_thread > BENCH_MAX_THREAD_BUFFER) {
-        usage_error(err, "--window %u with --value-size up to %u needs %llu MiB of buffers per thread; "
-                    "keep window x value size under %llu MiB", cfg->window, cfg->value_size.max,
-                    (unsigned long long)(per_thread >> 20),
+        usage_error(err,
+                    "--window %u with --value-size up to %u needs %llu MiB of buffers per thread; "
+                    "keep window x value size under %llu MiB",
+                    cfg->window, cfg->value_size.max, (unsigned long long)(per_thread >> 20),
                     (unsigned long long)(BENCH_MAX_THREAD_BUFFER >> 21));
         return false;
     }
@@ -777,10 +974,12 @@ static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
 static bool add_compare(struct bench_config *cfg, const char *path, FILE *err)
 {
     if (cfg->compare_count >= BENCH_MAX_COMPARE) {
-        usage_error(err, "--compare takes at most %u reports; '%s' is one too many", BENCH_MAX_COMPARE, path);
+        usage_error(err, "--compare takes at most %u reports; '%s' is one too many",
+                    BENCH_MAX_COMPARE, path);
         return false;
     }
-    if (cfg->compare == NULL && (cfg->compare = calloc(BENCH_MAX_COMPARE, sizeof *cfg->compare)) == NULL) {
+    if (cfg->compare == NULL &&
+        (cfg->compare = calloc(BENCH_MAX_COMPARE, sizeof *cfg->compare)) == NULL) {
         usage_error(err, "out of memory");
         return false;
     }
@@ -810,23 +1009,19 @@ static enum bench_args_result apply_option(struct bench_config *cfg, const struc
 {
     char bad[256];
     switch (o->set(cfg, o, v, set, out, err)) {
-    case BENCH_OPT_OK:
-        *set |= o->set_bit;
-        return BENCH_ARGS_RUN;
-    case BENCH_OPT_EXIT:
-        return BENCH_ARGS_EXIT_OK;
+    case BENCH_OPT_OK: *set |= o->set_bit; return BENCH_ARGS_RUN;
+    case BENCH_OPT_EXIT: return BENCH_ARGS_EXIT_OK;
     case BENCH_OPT_BAD:
         bad_text(o, bad, sizeof bad);
         usage_error(err, "--%s: '%s' %s", o->name, v ? v : "", bad);
         return BENCH_ARGS_USAGE;
     case BENCH_OPT_REFUSED:
-    default:
-        return BENCH_ARGS_USAGE;
+    default: return BENCH_ARGS_USAGE;
     }
 }
 
-enum bench_args_result bench_parse_args(int argc, char **argv, struct bench_config *cfg,
-                                        FILE *out, FILE *err)
+enum bench_args_result bench_parse_args(int argc, char **argv, struct bench_config *cfg, FILE *out,
+                                        FILE *err)
 {
     enum bench_args_result r = BENCH_ARGS_RUN;
     unsigned set = 0;
@@ -903,8 +1098,8 @@ const char *bench_dist_string(const struct bench_config *cfg, char *buf, size_t 
 {
     switch (cfg->dist) {
     case BENCH_DIST_UNIFORM: snprintf(buf, len, "uniform"); break;
-    case BENCH_DIST_ZIPF:    snprintf(buf, len, "zipf:%g", cfg->theta); break;
-    case BENCH_DIST_LATEST:  snprintf(buf, len, "latest:%g", cfg->theta); break;
+    case BENCH_DIST_ZIPF: snprintf(buf, len, "zipf:%g", cfg->theta); break;
+    case BENCH_DIST_LATEST: snprintf(buf, len, "latest:%g", cfg->theta); break;
     }
     return buf;
 }
@@ -920,6 +1115,6 @@ void bench_mix_of(const struct bench_config *cfg, struct bench_mix *mix)
     switch (cfg->write_kind) {
     case BENCH_WRITE_UPDATE: mix->put = writes; break;
     case BENCH_WRITE_INSERT: mix->insert = writes; break;
-    case BENCH_WRITE_RMW:    mix->rmw = writes; break;
+    case BENCH_WRITE_RMW: mix->rmw = writes; break;
     }
 }

@@ -8,8 +8,8 @@
 #include "bench_report.h"
 
 struct bench_client {
-    rkv_client *kv;          /* --protocol rkv */
-    struct bench_mc *mc;     /* --protocol memcache */
+    rkv_client *kv;      /* --protocol rkv */
+    struct bench_mc *mc; /* --protocol memcache */
 };
 
 rkv_status bench_client_connect(const struct bench_config *cfg, struct bench_client **out,

@@ -7,8 +7,8 @@
 #include "bench_clock.h"
 
 #define CLOCKSOURCE_FILE "/sys/devices/system/clocksource/clocksource0/current_clocksource"
-#define CALIBRATE_NS     20000000ull  /* the interval the rate is measured over */
-#define BRACKET_TRIES    64           /* readings per end; the tightest is kept */
+#define CALIBRATE_NS     20000000ull /* the interval the rate is measured over */
+#define BRACKET_TRIES    64          /* readings per end; the tightest is kept */
 
 /* The kernel's clocksource named in `path`, newline dropped; "" if unreadable. */
 static void read_clocksource(const char *path, char *buf, size_t len)
@@ -79,7 +79,8 @@ int bench_clock_init(struct bench_clock *c, enum bench_clock_mode mode, const ch
 #endif
     if (mode == BENCH_CLOCK_AUTO)
         return 0;
-    snprintf(err, err_len, "--clock tsc: the kernel's clocksource is %s, not the TSC, so the TSC "
+    snprintf(err, err_len,
+             "--clock tsc: the kernel's clocksource is %s, not the TSC, so the TSC "
              "is not known to be invariant here; use --clock auto or monotonic",
              source[0] ? source : "unknown (no " CLOCKSOURCE_FILE ")");
     return -1;

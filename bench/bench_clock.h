@@ -26,22 +26,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util.h"   /* rkv_now_ns */
+#include "util.h" /* rkv_now_ns */
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
 
 enum bench_clock_mode {
-    BENCH_CLOCK_AUTO,       /* tsc where the kernel uses it, else monotonic */
-    BENCH_CLOCK_TSC,        /* the TSC, or an error where the kernel does not trust it */
-    BENCH_CLOCK_MONOTONIC,  /* clock_gettime(CLOCK_MONOTONIC) */
+    BENCH_CLOCK_AUTO,      /* tsc where the kernel uses it, else monotonic */
+    BENCH_CLOCK_TSC,       /* the TSC, or an error where the kernel does not trust it */
+    BENCH_CLOCK_MONOTONIC, /* clock_gettime(CLOCK_MONOTONIC) */
 };
 
 struct bench_clock {
-    bool tsc;               /* ticks are TSC cycles; else CLOCK_MONOTONIC ns */
-    uint64_t ns_per_tick;   /* 32.32 fixed point: ns = ticks * ns_per_tick >> 32 */
-    double mhz;             /* tsc: the rate measured, cycles per microsecond */
+    bool tsc;             /* ticks are TSC cycles; else CLOCK_MONOTONIC ns */
+    uint64_t ns_per_tick; /* 32.32 fixed point: ns = ticks * ns_per_tick >> 32 */
+    double mhz;           /* tsc: the rate measured, cycles per microsecond */
 };
 
 /* Choose and calibrate (tsc: ~20 ms of CLOCK_MONOTONIC). `clocksource` is

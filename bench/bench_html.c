@@ -11,25 +11,25 @@
 #include "histogram.h"
 #include "json.h"
 
-#define W 760.0            /* chart size in SVG units */
-#define H 380.0
-#define ML 70.0            /* margins: left, right, top, bottom */
-#define MR 20.0
-#define MT 20.0
-#define MB 50.0
+#define W                760.0 /* chart size in SVG units */
+#define H                380.0
+#define ML               70.0 /* margins: left, right, top, bottom */
+#define MR               20.0
+#define MT               20.0
+#define MB               50.0
 #define MAX_REPORT_BYTES (64u << 20)
-#define MARKERS_MAX 60     /* series up to this many seconds get a dot per second */
+#define MARKERS_MAX      60 /* series up to this many seconds get a dot per second */
 
 static const char *const kinds[] = { "get", "put", "delete", "rmw" };
 #define KINDS (sizeof kinds / sizeof kinds[0])
-static const char *const colors[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                                      "#8c564b", "#e377c2", "#17becf" };
-static const char *const dashes[] = { "", "6 3", "2 3", "10 3 2 3" };   /* one per kind */
+static const char *const colors[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                      "#9467bd", "#8c564b", "#e377c2", "#17becf" };
+static const char *const dashes[] = { "", "6 3", "2 3", "10 3 2 3" }; /* one per kind */
 
 struct axis {
-    double lo, hi;        /* data range (log10 of it when log) */
+    double lo, hi; /* data range (log10 of it when log) */
     bool log;
-    double p0, p1;        /* pixels */
+    double p0, p1; /* pixels */
 };
 
 static double axis_map(const struct axis *a, double v)
@@ -37,8 +37,10 @@ static double axis_map(const struct axis *a, double v)
     if (a->log)
         v = log10(v > 0 ? v : 1e-9);
     double f = a->hi > a->lo ? (v - a->lo) / (a->hi - a->lo) : 0.5;
-    if (f < 0) f = 0;
-    if (f > 1) f = 1;
+    if (f < 0)
+        f = 0;
+    if (f > 1)
+        f = 1;
     return a->p0 + f * (a->p1 - a->p0);
 }
 
@@ -60,11 +62,16 @@ static void esc(FILE *o, const char *s)
 /* A latency in microseconds, short: 0.42 us, 31.5 us, 1.20 ms, 2.0 s. */
 static void fmt_us(char *b, size_t n, double v)
 {
-    if (!isfinite(v)) snprintf(b, n, "-");
-    else if (v < 10) snprintf(b, n, "%.2f us", v);
-    else if (v < 1000) snprintf(b, n, "%.1f us", v);
-    else if (v < 1e6) snprintf(b, n, "%.2f ms", v / 1e3);
-    else snprintf(b, n, "%.2f s", v / 1e6);
+    if (!isfinite(v))
+        snprintf(b, n, "-");
+    else if (v < 10)
+        snprintf(b, n, "%.2f us", v);
+    else if (v < 1000)
+        snprintf(b, n, "%.1f us", v);
+    else if (v < 1e6)
+        snprintf(b, n, "%.2f ms", v / 1e3);
+    else
+        snprintf(b, n, "%.2f s", v / 1e6);
 }
 
 /* ---- data out of a report ---- */
@@ -96,7 +103,8 @@ static const struct json_value *series_of(const struct json_value *rep)
 
 static void svg_begin(FILE *o, const char *id, const char *title)
 {
-    fprintf(o, "<figure>\n<svg id=\"%s\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
+    fprintf(o,
+            "<figure>\n<svg id=\"%s\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" "
             "viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" height=\"%.0f\" role=\"img\" aria-label=\"",
             id, W, H, W, H);
     esc(o, title);
@@ -113,29 +121,33 @@ static void svg_end(FILE *o, const char *caption)
 
 static void grid_x(FILE *o, double x, const char *label)
 {
-    fprintf(o, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\"/>"
-            "<text class=\"tick\" x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">", x, MT, x, H - MB,
-            x, H - MB + 16);
+    fprintf(o,
+            "<line class=\"grid\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\"/>"
+            "<text class=\"tick\" x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">",
+            x, MT, x, H - MB, x, H - MB + 16);
     esc(o, label);
     fputs("</text>\n", o);
 }
 
 static void grid_y(FILE *o, double y, const char *label)
 {
-    fprintf(o, "<line class=\"grid\" x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\"/>"
-            "<text class=\"tick\" x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", ML, y, W - MR, y,
-            ML - 6, y + 4);
+    fprintf(o,
+            "<line class=\"grid\" x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\"/>"
+            "<text class=\"tick\" x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">",
+            ML, y, W - MR, y, ML - 6, y + 4);
     esc(o, label);
     fputs("</text>\n", o);
 }
 
 static void axis_titles(FILE *o, const char *x, const char *y)
 {
-    fprintf(o, "<text class=\"axis\" x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">", (ML + W - MR) / 2,
-            H - 12);
+    fprintf(o, "<text class=\"axis\" x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">",
+            (ML + W - MR) / 2, H - 12);
     esc(o, x);
-    fprintf(o, "</text>\n<text class=\"axis\" transform=\"translate(16 %.0f) rotate(-90)\" "
-            "text-anchor=\"middle\">", (MT + H - MB) / 2);
+    fprintf(o,
+            "</text>\n<text class=\"axis\" transform=\"translate(16 %.0f) rotate(-90)\" "
+            "text-anchor=\"middle\">",
+            (MT + H - MB) / 2);
     esc(o, y);
     fputs("</text>\n", o);
 }
@@ -153,8 +165,10 @@ static void log_grid_y(FILE *o, const struct axis *a)
 /* A latency axis (log, us) covering [lo, hi] in whole decades. */
 static struct axis latency_axis(double lo, double hi)
 {
-    if (!(lo > 0)) lo = 0.1;
-    if (!(hi > lo)) hi = lo * 10;
+    if (!(lo > 0))
+        lo = 0.1;
+    if (!(hi > lo))
+        hi = lo * 10;
     struct axis a = { floor(log10(lo)), ceil(log10(hi)), true, H - MB, MT };
     if (a.hi <= a.lo)
         a.hi = a.lo + 1;
@@ -185,7 +199,8 @@ static void polyline_end(FILE *o, const char *label)
 static void legend(FILE *o, unsigned index, struct series_style st, const char *label)
 {
     double x = ML + 10, y = MT + 16 + 16.0 * index;
-    fprintf(o, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"2\"",
+    fprintf(o,
+            "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"2\"",
             x, y - 4, x + 24, y - 4, colors[st.run % (sizeof colors / sizeof colors[0])]);
     if (dashes[st.kind % KINDS][0])
         fprintf(o, " stroke-dasharray=\"%s\"", dashes[st.kind % KINDS]);
@@ -196,8 +211,8 @@ static void legend(FILE *o, unsigned index, struct series_style st, const char *
 
 /* ---- the charts ---- */
 
-static void chart_percentiles(FILE *o, const struct json_value *const *reps, const char *const *labels,
-                              size_t n, struct histogram *h)
+static void chart_percentiles(FILE *o, const struct json_value *const *reps,
+                              const char *const *labels, size_t n, struct histogram *h)
 {
     double lo = INFINITY, hi = 0, max_count = 10;
     for (size_t r = 0; r < n; r++)
@@ -217,8 +232,10 @@ static void chart_percentiles(FILE *o, const struct json_value *const *reps, con
     svg_begin(o, "latency-by-percentile", "Latency by percentile");
     for (double d = 0; d <= x.hi; d++) {
         char b[32];
-        if (d == 0) snprintf(b, sizeof b, "0%%");
-        else snprintf(b, sizeof b, "%.*f%%", d > 2 ? (int)d - 2 : 0, 100 - 100 / pow(10, d));
+        if (d == 0)
+            snprintf(b, sizeof b, "0%%");
+        else
+            snprintf(b, sizeof b, "%.*f%%", d > 2 ? (int)d - 2 : 0, 100 - 100 / pow(10, d));
         grid_x(o, axis_map(&x, d), b);
     }
     log_grid_y(o, &y);
@@ -235,7 +252,8 @@ static void chart_percentiles(FILE *o, const struct json_value *const *reps, con
             hdr_iter_init(&it, h, HDR_TEXT_TICKS);
             while (hdr_iter_next(&it)) {
                 double inv = it.percentile >= 100 ? pow(10, x.hi) : 100.0 / (100.0 - it.percentile);
-                fprintf(o, "%.1f,%.1f ", axis_map(&x, log10(inv)), axis_map(&y, (double)it.value / 1000));
+                fprintf(o, "%.1f,%.1f ", axis_map(&x, log10(inv)),
+                        axis_map(&y, (double)it.value / 1000));
             }
             polyline_end(o, label);
             legend(o, shown++, st, label);
@@ -243,7 +261,7 @@ static void chart_percentiles(FILE *o, const struct json_value *const *reps, con
     }
     axis_titles(o, "percentile (log scale of 1/(1-p))", "latency");
     svg_end(o, "Latency by percentile: each line is one operation kind of one run, from its full "
-            "distribution; the right end is the maximum.");
+               "distribution; the right end is the maximum.");
 }
 
 /* The value of a series row: total ops/s, or one kind's p99. */
@@ -252,8 +270,8 @@ static double row_value(const struct json_value *row, const char *kind, const ch
     return json_number_of(json_member(row, kind), field, NAN);
 }
 
-static void chart_over_time(FILE *o, const struct json_value *const *reps, const char *const *labels,
-                            size_t n, bool p99)
+static void chart_over_time(FILE *o, const struct json_value *const *reps,
+                            const char *const *labels, size_t n, bool p99)
 {
     double tmax = 1, lo = INFINITY, hi = 0;
     for (size_t r = 0; r < n; r++) {
@@ -271,7 +289,8 @@ static void chart_over_time(FILE *o, const struct json_value *const *reps, const
         }
     }
     struct axis x = { 0, tmax, false, ML, W - MR };
-    struct axis y = p99 ? latency_axis(lo, hi) : (struct axis){ 0, hi > 0 ? hi * 1.1 : 1, false, H - MB, MT };
+    struct axis y = p99 ? latency_axis(lo, hi)
+                        : (struct axis){ 0, hi > 0 ? hi * 1.1 : 1, false, H - MB, MT };
     svg_begin(o, p99 ? "p99-over-time" : "throughput-over-time",
               p99 ? "p99 latency over time" : "Throughput over time");
     double step = pow(10, floor(log10(tmax)));
@@ -290,9 +309,12 @@ static void chart_over_time(FILE *o, const struct json_value *const *reps, const
             ystep /= 2;
         for (double v = 0; v <= y.hi; v += ystep) {
             char b[32];
-            if (v >= 1e6) snprintf(b, sizeof b, "%gM", v / 1e6);
-            else if (v >= 1e3) snprintf(b, sizeof b, "%gk", v / 1e3);
-            else snprintf(b, sizeof b, "%g", v);
+            if (v >= 1e6)
+                snprintf(b, sizeof b, "%gM", v / 1e6);
+            else if (v >= 1e3)
+                snprintf(b, sizeof b, "%gk", v / 1e3);
+            else
+                snprintf(b, sizeof b, "%g", v);
             grid_y(o, axis_map(&y, v), b);
         }
     }
@@ -332,7 +354,8 @@ static void chart_over_time(FILE *o, const struct json_value *const *reps, const
             legend(o, shown++, st, label);
         }
     }
-    axis_titles(o, "seconds into the measurement", p99 ? "p99 latency in each second" : "operations per second");
+    axis_titles(o, "seconds into the measurement",
+                p99 ? "p99 latency in each second" : "operations per second");
     svg_end(o, p99 ? "p99 of each second, per operation kind and run."
                    : "Operations completed in each second, all kinds together, per run.");
 }
@@ -414,10 +437,12 @@ static void cell_num(FILE *o, const struct json_value *v, int decimals)
     fputs("</td>", o);
 }
 
-static void summary_table(FILE *o, const struct json_value *const *reps, const char *const *labels, size_t n)
+static void summary_table(FILE *o, const struct json_value *const *reps, const char *const *labels,
+                          size_t n)
 {
     fputs("<h2>Summary</h2>\n<table id=\"summary\"><tr><th>run</th><th>kind</th><th>ops/s</th>"
-          "<th>ops</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>errors</th></tr>\n", o);
+          "<th>ops</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>errors</th></tr>\n",
+          o);
     for (size_t r = 0; r < n; r++) {
         for (unsigned k = 0; k <= KINDS; k++) {
             const char *kind = k < KINDS ? kinds[k] : "total";
@@ -448,9 +473,11 @@ static void summary_table(FILE *o, const struct json_value *const *reps, const c
         bool reached = ok != NULL && ok->type == JSON_BOOL && ok->boolean;
         fprintf(o, "<p class=\"%s\">", reached ? "ok" : "warn");
         esc(o, labels[r]);
-        fprintf(o, ": open loop, target %.0f ops/s (%s), achieved %.1f ops/s%s; sends up to %.3f ms "
+        fprintf(o,
+                ": open loop, target %.0f ops/s (%s), achieved %.1f ops/s%s; sends up to %.3f ms "
                 "late, %.0f due operations never sent. Latency is counted from each operation's "
-                "intended send time.</p>\n", json_number_of(ol, "target_ops_per_sec", NAN),
+                "intended send time.</p>\n",
+                json_number_of(ol, "target_ops_per_sec", NAN),
                 json_string_of(ol, "arrival") ? json_string_of(ol, "arrival") : "?",
                 json_number_of(ol, "achieved_ops_per_sec", NAN),
                 reached ? "" : " &mdash; TARGET RATE NOT REACHED",
@@ -460,7 +487,7 @@ static void summary_table(FILE *o, const struct json_value *const *reps, const c
 
 struct field {
     const char *key, *label;
-    int decimals;     /* for numbers; -1: %g */
+    int decimals; /* for numbers; -1: %g */
 };
 
 static void fields_table(FILE *o, const char *id, const char *title, const struct field *f, size_t nf,
@@ -509,7 +536,8 @@ static void cache_table(FILE *o, const struct json_value *const *reps, const cha
                         size_t n)
 {
     fputs("<table id=\"cache\"><tr><th>run</th><th>hit rate</th><th>fill on miss</th>"
-          "<th>fills</th><th>trace</th><th>lines replayed</th><th>skipped (too large)</th></tr>\n", o);
+          "<th>fills</th><th>trace</th><th>lines replayed</th><th>skipped (too large)</th></tr>\n",
+          o);
     for (size_t r = 0; r < n; r++) {
         const struct json_value *c = json_member(reps[r], "cache");
         if (!has_cache(reps[r]))
@@ -534,14 +562,25 @@ static void cache_table(FILE *o, const struct json_value *const *reps, const cha
 }
 
 static const struct field params[] = {
-    { "tool", "tool", -1 }, { "version", "version", -1 }, { "servers", "servers", -1 },
-    { "loop", "loop", -1 }, { "processes", "processes", 0 }, { "threads", "threads", 0 },
-    { "window", "window", 0 }, { "duration_s", "measured (s)", 3 },
-    { "keys", "keys", 0 }, { "key_size", "key bytes", 0 },
-    { "value_size", "value bytes (min)", 0 }, { "value_size_max", "value bytes (max)", 0 },
-    { "dist", "key distribution", -1 }, { "workload", "YCSB workload", -1 },
-    { "preload", "preloaded", -1 }, { "verify", "values verified", -1 }, { "seed", "seed", 0 },
-    { "ops_per_sec", "ops/s (all)", 0 }, { "errors", "errors", 0 },
+    { "tool", "tool", -1 },
+    { "version", "version", -1 },
+    { "servers", "servers", -1 },
+    { "loop", "loop", -1 },
+    { "processes", "processes", 0 },
+    { "threads", "threads", 0 },
+    { "window", "window", 0 },
+    { "duration_s", "measured (s)", 3 },
+    { "keys", "keys", 0 },
+    { "key_size", "key bytes", 0 },
+    { "value_size", "value bytes (min)", 0 },
+    { "value_size_max", "value bytes (max)", 0 },
+    { "dist", "key distribution", -1 },
+    { "workload", "YCSB workload", -1 },
+    { "preload", "preloaded", -1 },
+    { "verify", "values verified", -1 },
+    { "seed", "seed", 0 },
+    { "ops_per_sec", "ops/s (all)", 0 },
+    { "errors", "errors", 0 },
 };
 
 static const struct field transport[] = {
@@ -567,14 +606,17 @@ static const char style[] =
     ".chart text{font:11px system-ui,sans-serif;fill:#333}.chart .axis{font-size:12px}"
     ".chart .legend{font-size:11px}";
 
-int bench_html_write(FILE *o, const struct json_value *const *reps, const char *const *labels, size_t n)
+int bench_html_write(FILE *o, const struct json_value *const *reps, const char *const *labels,
+                     size_t n)
 {
     struct histogram *h = malloc(sizeof *h);
     if (h == NULL)
         return -1;
-    fprintf(o, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    fprintf(o,
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<title>rkv-bench report</title>\n<style>%s</style>\n</head>\n<body>\n"
-            "<h1>rkv-bench report</h1>\n<p>", style);
+            "<h1>rkv-bench report</h1>\n<p>",
+            style);
     for (size_t r = 0; r < n; r++) {
         fputs(r ? ", " : "Runs: ", o);
         esc(o, labels[r]);
@@ -604,11 +646,13 @@ int bench_html_write(FILE *o, const struct json_value *const *reps, const char *
         cache_table(o, reps, labels, n);
         chart_hit_rate(o, reps, labels, n);
     }
-    fields_table(o, "parameters", "Parameters", params, sizeof params / sizeof params[0], reps, labels, n);
-    fields_table(o, "transport", "Transport counters", transport, sizeof transport / sizeof transport[0],
-                 reps, labels, n);
+    fields_table(o, "parameters", "Parameters", params, sizeof params / sizeof params[0], reps,
+                 labels, n);
+    fields_table(o, "transport", "Transport counters", transport,
+                 sizeof transport / sizeof transport[0], reps, labels, n);
     fputs("<p>How to read this page: docs/bench.md, section \"Reading the HTML report\".</p>\n"
-          "</body>\n</html>\n", o);
+          "</body>\n</html>\n",
+          o);
     free(h);
     return fflush(o) != 0 || ferror(o) ? -1 : 0;
 }
@@ -629,7 +673,9 @@ static char *read_file(const char *path, size_t *len, FILE *err)
     fclose(f);
     if (buf == NULL || too_big || failed) {
         fprintf(err, "rkv-bench: --compare: '%s': %s\n", path,
-                buf == NULL ? "out of memory" : too_big ? "larger than 64 MiB; is it a report?" : strerror(errno));
+                buf == NULL ? "out of memory"
+                : too_big   ? "larger than 64 MiB; is it a report?"
+                            : strerror(errno));
         free(buf);
         return NULL;
     }

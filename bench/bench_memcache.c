@@ -23,18 +23,18 @@
 #include "bench_memcache.h"
 #include "util.h"
 
-#define MC_KEY_MAX     250
-#define MC_LINE_MAX    1024            /* longest reply line accepted */
-#define MC_VALUE_LIMIT (64u << 20)     /* a VALUE longer than this is a broken reply */
-#define MC_REQ_EXTRA   96              /* command, flags, exptime, length, cas, CRLFs */
-#define MC_TTL_RELATIVE_MAX 2592000u   /* memcached: exptimes above are unix times */
+#define MC_KEY_MAX          250
+#define MC_LINE_MAX         1024        /* longest reply line accepted */
+#define MC_VALUE_LIMIT      (64u << 20) /* a VALUE longer than this is a broken reply */
+#define MC_REQ_EXTRA        96          /* command, flags, exptime, length, cas, CRLFs */
+#define MC_TTL_RELATIVE_MAX 2592000u    /* memcached: exptimes above are unix times */
 
 struct mc_conn {
-    int fd;                         /* -1 while down */
-    char *out;                      /* out_cap bytes */
+    int fd;    /* -1 while down */
+    char *out; /* out_cap bytes */
     size_t out_len;
-    char *in;                       /* in_cap bytes */
-    size_t in_pos, in_end;          /* unread bytes: in[in_pos, in_end) */
+    char *in;              /* in_cap bytes */
+    size_t in_pos, in_end; /* unread bytes: in[in_pos, in_end) */
 };
 
 struct bench_mc {
@@ -42,10 +42,10 @@ struct bench_mc {
     struct sockaddr_storage addr;
     socklen_t addr_len;
     unsigned nconns, depth, timeout_ms;
-    uint32_t value_max;             /* the longest value a request may carry */
-    size_t out_cap, in_cap;         /* out: depth requests of at most value_max */
+    uint32_t value_max;     /* the longest value a request may carry */
+    size_t out_cap, in_cap; /* out: depth requests of at most value_max */
     struct mc_conn *conns;
-    bool *sent;                     /* nconns × depth: op of the round was sent */
+    bool *sent; /* nconns × depth: op of the round was sent */
     bool up;
     struct rkv_counters c;
     char last_error[512];
@@ -55,14 +55,14 @@ struct bench_mc {
 enum mc_kind { MC_GET, MC_GETS, MC_STORE, MC_DELETE, MC_INCR };
 struct mc_batch {
     enum mc_kind kind;
-    struct rkv_get_op *g;           /* MC_GET, MC_GETS */
-    struct rkv_item_info *info;     /* MC_GETS: may be NULL */
-    struct rkv_put_op *p;           /* MC_STORE */
-    const void *del_key;            /* MC_DELETE, MC_INCR (n = 1) */
+    struct rkv_get_op *g;       /* MC_GET, MC_GETS */
+    struct rkv_item_info *info; /* MC_GETS: may be NULL */
+    struct rkv_put_op *p;       /* MC_STORE */
+    const void *del_key;        /* MC_DELETE, MC_INCR (n = 1) */
     size_t del_key_len;
     rkv_status del_status;
-    int64_t delta;                  /* MC_INCR: decr when negative */
-    uint64_t result;                /* MC_INCR: the number replied */
+    int64_t delta;   /* MC_INCR: decr when negative */
+    uint64_t result; /* MC_INCR: the number replied */
     size_t n;
 };
 
@@ -102,9 +102,10 @@ static rkv_status connect_all(struct bench_mc *m)
             if (fd >= 0)
                 close(fd);
             drop_all(m);
-            return say(m, RKV_CONNECTION, "%s: connection %u of %u: %s; is the server listening "
-                       "there (rkv-server --listen tcp://..., or memcached)?", m->uri, i + 1,
-                       m->nconns, strerror(e));
+            return say(m, RKV_CONNECTION,
+                       "%s: connection %u of %u: %s; is the server listening "
+                       "there (rkv-server --listen tcp://..., or memcached)?",
+                       m->uri, i + 1, m->nconns, strerror(e));
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -243,8 +244,10 @@ static rkv_status read_line(struct bench_mc *m, struct mc_conn *cn, char **line,
         if (nl) {
             char *start = cn->in + cn->in_pos;
             if (nl == start || nl[-1] != '\r' || nl - start > MC_LINE_MAX)
-                return say(m, RKV_PROTOCOL, "%s: a reply line not ended by \\r\\n or longer than %u "
-                           "bytes", m->uri, MC_LINE_MAX);
+                return say(m, RKV_PROTOCOL,
+                           "%s: a reply line not ended by \\r\\n or longer than %u "
+                           "bytes",
+                           m->uri, MC_LINE_MAX);
             nl[-1] = '\0';
             *line = start;
             *len = (size_t)(nl - 1 - start);
@@ -304,7 +307,7 @@ static rkv_status *status_of(struct mc_batch *b, size_t i)
 {
     switch (b->kind) {
     case MC_GET:
-    case MC_GETS:  return &b->g[i].status;
+    case MC_GETS: return &b->g[i].status;
     case MC_STORE: return &b->p[i].status;
     case MC_DELETE:
     case MC_INCR: break;
@@ -341,12 +344,12 @@ static bool encode(struct bench_mc *m, struct mc_batch *b, size_t i, struct mc_c
             *st = RKV_INVALID;
             return false;
         }
-        if (p->value_len > m->value_max) {      /* each request fits its share of out */
+        if (p->value_len > m->value_max) { /* each request fits its share of out */
             *st = RKV_TOO_LARGE;
             return false;
         }
-        n = sprintf(o, "%s %.*s %u %u %zu", store_cmd[mode], (int)p->key_len,
-                    (const char *)p->key, po ? po->user_flags : 0u, exptime_of(po), p->value_len);
+        n = sprintf(o, "%s %.*s %u %u %zu", store_cmd[mode], (int)p->key_len, (const char *)p->key,
+                    po ? po->user_flags : 0u, exptime_of(po), p->value_len);
         if (mode == RKV_CAS)
             n += sprintf(o + n, " %llu", (unsigned long long)po->cas);
         memcpy(o + n, "\r\n", 2);
@@ -355,7 +358,7 @@ static bool encode(struct bench_mc *m, struct mc_batch *b, size_t i, struct mc_c
         n += 2 + (int)p->value_len;
         memcpy(o + n, "\r\n", 2);
         n += 2;
-        p->version = 0;          /* memcached's storage replies carry no CAS unique */
+        p->version = 0; /* memcached's storage replies carry no CAS unique */
         m->c.puts++;
         break;
     }
@@ -366,7 +369,8 @@ static bool encode(struct bench_mc *m, struct mc_batch *b, size_t i, struct mc_c
         }
         n = sprintf(o, "%s %.*s %llu\r\n", b->delta < 0 ? "decr" : "incr", (int)b->del_key_len,
                     (const char *)b->del_key,
-                    b->delta < 0 ? 0ull - (unsigned long long)b->delta : (unsigned long long)b->delta);
+                    b->delta < 0 ? 0ull - (unsigned long long)b->delta
+                                 : (unsigned long long)b->delta);
         m->c.other_rpcs++;
         break;
     case MC_DELETE:
@@ -489,7 +493,7 @@ static rkv_status decode_line(struct bench_mc *m, struct mc_batch *b, size_t i, 
  * without a result gets the failure's status and the connections drop. */
 static rkv_status run(struct bench_mc *m, struct mc_batch *b)
 {
-    size_t round = (size_t)m->nconns * m->depth, from = 0;   /* ops [0, from) are settled */
+    size_t round = (size_t)m->nconns * m->depth, from = 0; /* ops [0, from) are settled */
     rkv_status st = m->up ? RKV_OK : connect_all(m);
     while (st == RKV_OK && from < b->n) {
         size_t end = RKV_MIN(b->n, from + round), i = from;
@@ -539,11 +543,11 @@ rkv_status bench_mc_mget(struct bench_mc *m, struct rkv_get_op *ops, size_t n)
 }
 
 rkv_status bench_mc_put(struct bench_mc *m, const void *key, size_t key_len, const void *value,
-                        size_t value_len, const struct rkv_put_options *opts,
-                        uint64_t *new_version)
+                        size_t value_len, const struct rkv_put_options *opts, uint64_t *new_version)
 {
-    struct rkv_put_op op = { .key = key, .key_len = key_len, .value = value,
-                             .value_len = value_len, .opts = opts };
+    struct rkv_put_op op = {
+        .key = key, .key_len = key_len, .value = value, .value_len = value_len, .opts = opts
+    };
     struct mc_batch b = { .kind = MC_STORE, .p = &op, .n = 1 };
     run(m, &b);
     if (new_version)
@@ -567,8 +571,9 @@ rkv_status bench_mc_delete(struct bench_mc *m, const void *key, size_t key_len)
 rkv_status bench_mc_incr(struct bench_mc *m, const void *key, size_t key_len, int64_t delta,
                          uint64_t *result)
 {
-    struct mc_batch b = { .kind = MC_INCR, .del_key = key, .del_key_len = key_len, .delta = delta,
-                          .n = 1 };
+    struct mc_batch b = {
+        .kind = MC_INCR, .del_key = key, .del_key_len = key_len, .delta = delta, .n = 1
+    };
     run(m, &b);
     if (result != NULL && b.del_status == RKV_OK)
         *result = b.result;

@@ -46,8 +46,7 @@ rkv_status bench_mc_mget(struct bench_mc *m, struct rkv_get_op *ops, size_t n);
  * storage replies carry no CAS unique); a value over value_max is
  * RKV_TOO_LARGE, unsent. */
 rkv_status bench_mc_put(struct bench_mc *m, const void *key, size_t key_len, const void *value,
-                        size_t value_len, const struct rkv_put_options *opts,
-                        uint64_t *new_version);
+                        size_t value_len, const struct rkv_put_options *opts, uint64_t *new_version);
 rkv_status bench_mc_mput(struct bench_mc *m, struct rkv_put_op *ops, size_t n);
 rkv_status bench_mc_delete(struct bench_mc *m, const void *key, size_t key_len);
 /* As rkv_incr, by incr (delta >= 0) or decr (-delta): the number replied

@@ -14,9 +14,9 @@ size_t bench_msg_size(uint32_t kind)
 {
     switch (kind) {
     case BENCH_MSG_READY: return sizeof(struct bench_ready);
-    case BENCH_MSG_TICK:  return sizeof(struct bench_tick);
+    case BENCH_MSG_TICK: return sizeof(struct bench_tick);
     case BENCH_MSG_FINAL: return sizeof(struct bench_final);
-    default:              return 0;
+    default: return 0;
     }
 }
 

@@ -23,19 +23,19 @@
 #include "bench_report.h"
 
 enum bench_msg_kind {
-    BENCH_MSG_READY = 1,   /* struct bench_ready */
-    BENCH_MSG_TICK,        /* struct bench_tick (bench_timeseries.h) */
-    BENCH_MSG_FINAL,       /* struct bench_final */
+    BENCH_MSG_READY = 1, /* struct bench_ready */
+    BENCH_MSG_TICK,      /* struct bench_tick (bench_timeseries.h) */
+    BENCH_MSG_FINAL,     /* struct bench_final */
 };
 
 struct bench_ready {
-    int32_t ok;            /* 1: connected and preloaded; 0: failed, see message */
-    char message[600];     /* what failed, as the child would have printed it */
+    int32_t ok;        /* 1: connected and preloaded; 0: failed, see message */
+    char message[600]; /* what failed, as the child would have printed it */
 };
 
 struct bench_final {
-    struct bench_results res;   /* this process's measured results, raw */
-    int32_t measured;           /* 0: stopped before measuring */
+    struct bench_results res; /* this process's measured results, raw */
+    int32_t measured;         /* 0: stopped before measuring */
 };
 
 /* Payload length each kind must have. */

@@ -111,8 +111,9 @@ enum bench_window_mode bench_window_mode(const struct bench_config *cfg)
     /* the memcached text protocol pipelines each batch over its connections */
     /* a trace is replayed in batches of successive lines */
     return cfg->lockstep || cfg->rate > 0 || cfg->protocol == BENCH_PROTO_MEMCACHE ||
-           cfg->trace_path != NULL
-               ? BENCH_WINDOW_LOCKSTEP : BENCH_WINDOW_PIPELINED;
+                   cfg->trace_path != NULL
+               ? BENCH_WINDOW_LOCKSTEP
+               : BENCH_WINDOW_PIPELINED;
 }
 
 const char *bench_window_mode_name(enum bench_window_mode m)
@@ -153,13 +154,18 @@ static void text_open_loop(FILE *out, const struct bench_config *cfg, const stru
 {
     double achieved;
     bool reached = bench_rate_reached(cfg, r, &achieved);
-    fprintf(out, "Open loop: target %.0f ops/s (%s arrivals), achieved %.1f ops/s (%.1f%%); "
-            "latency counted from each operation's intended send time\n", cfg->rate,
-            bench_arrival_name(cfg->arrival), achieved, cfg->rate > 0 ? achieved / cfg->rate * 100 : 0);
-    fprintf(out, "           sends were up to %.3f ms late; %llu operations due before the end "
-            "were never sent\n", (double)r->max_send_lag_ns / 1e6, (unsigned long long)r->missed);
+    fprintf(out,
+            "Open loop: target %.0f ops/s (%s arrivals), achieved %.1f ops/s (%.1f%%); "
+            "latency counted from each operation's intended send time\n",
+            cfg->rate, bench_arrival_name(cfg->arrival), achieved,
+            cfg->rate > 0 ? achieved / cfg->rate * 100 : 0);
+    fprintf(out,
+            "           sends were up to %.3f ms late; %llu operations due before the end "
+            "were never sent\n",
+            (double)r->max_send_lag_ns / 1e6, (unsigned long long)r->missed);
     if (!reached)
-        fprintf(out, "TARGET RATE NOT REACHED: %.1f%% short of %.0f ops/s. The server or this client "
+        fprintf(out,
+                "TARGET RATE NOT REACHED: %.1f%% short of %.0f ops/s. The server or this client "
                 "could not keep up; the latencies above include the queueing that caused. Lower "
                 "--rate, or add --threads / --processes.\n",
                 (1.0 - achieved / cfg->rate) * 100, cfg->rate);
@@ -176,9 +182,9 @@ static void text_row(FILE *out, const char *label, const struct histogram *h, do
         fprintf(out, " %9s %9s %9s %9s %9s %9s\n", "-", "-", "-", "-", "-", "-");
         return;
     }
-    fprintf(out, " %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", us(h->min),
-            us(hist_percentile(h, 50)), us(hist_percentile(h, 90)), us(hist_percentile(h, 99)),
-            us(hist_percentile(h, 99.9)), us(h->max));
+    fprintf(out, " %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", us(h->min), us(hist_percentile(h, 50)),
+            us(hist_percentile(h, 90)), us(hist_percentile(h, 99)), us(hist_percentile(h, 99.9)),
+            us(h->max));
 }
 
 /* The cache workload's lines: the hit rate, overall and by interval, and
@@ -252,8 +258,10 @@ void bench_report_text_series(FILE *out, const struct bench_config *cfg,
     if (cfg->processes > 1)
         fprintf(out, "%u processes x ", cfg->processes);
     fprintf(out, "%u thread%s x window %u%s, %s loop", cfg->threads, cfg->threads == 1 ? "" : "s",
-            cfg->window, bench_window_mode(cfg) == BENCH_WINDOW_PIPELINED ? " (pipelined)" :
-            bench_window_mode(cfg) == BENCH_WINDOW_LOCKSTEP ? " (lockstep batches)" : "",
+            cfg->window,
+            bench_window_mode(cfg) == BENCH_WINDOW_PIPELINED  ? " (pipelined)"
+            : bench_window_mode(cfg) == BENCH_WINDOW_LOCKSTEP ? " (lockstep batches)"
+                                                              : "",
             cfg->rate > 0 ? "open" : "closed");
     if (cfg->rate > 0)
         fprintf(out, " at %.0f ops/s %s", cfg->rate, bench_arrival_name(cfg->arrival));
@@ -274,10 +282,14 @@ void bench_report_text_series(FILE *out, const struct bench_config *cfg,
     if (cfg->workload)
         fprintf(out, ", YCSB workload %c", cfg->workload);
     fprintf(out, "; mix get %.0f%%", mix.get * 100);
-    if (mix.put > 0)    fprintf(out, " put %.0f%%", mix.put * 100);
-    if (mix.insert > 0) fprintf(out, " insert %.0f%%", mix.insert * 100);
-    if (mix.rmw > 0)    fprintf(out, " rmw %.0f%%", mix.rmw * 100);
-    if (mix.del > 0)    fprintf(out, " delete %.0f%%", mix.del * 100);
+    if (mix.put > 0)
+        fprintf(out, " put %.0f%%", mix.put * 100);
+    if (mix.insert > 0)
+        fprintf(out, " insert %.0f%%", mix.insert * 100);
+    if (mix.rmw > 0)
+        fprintf(out, " rmw %.0f%%", mix.rmw * 100);
+    if (mix.del > 0)
+        fprintf(out, " delete %.0f%%", mix.del * 100);
     if (cfg->fill_on_miss)
         fprintf(out, ", misses filled");
 mixed:
@@ -320,7 +332,8 @@ mixed:
         for (unsigned s = 0; s < RKV_STATUS_COUNT; s++) {
             if (r->errors[s] == 0)
                 continue;
-            fprintf(out, "%s%s %llu", sep, bench_status_id((rkv_status)s), (unsigned long long)r->errors[s]);
+            fprintf(out, "%s%s %llu", sep, bench_status_id((rkv_status)s),
+                    (unsigned long long)r->errors[s]);
             sep = ", ";
         }
         if (r->verify_failures)
@@ -340,21 +353,23 @@ mixed:
         text_cache(out, cfg, r, series);
     const struct rkv_counters *c = &r->counters;
     if (cfg->protocol == BENCH_PROTO_MEMCACHE) {
-        fprintf(out, "Transport: memcached text protocol over %u TCP connection%s, %.3f send() "
-                "calls/request\n", cfg->connections, cfg->connections == 1 ? "" : "s",
-                q.doorbells_per_request);
+        fprintf(out,
+                "Transport: memcached text protocol over %u TCP connection%s, %.3f send() "
+                "calls/request\n",
+                cfg->connections, cfg->connections == 1 ? "" : "s", q.doorbells_per_request);
         return;
     }
-    fprintf(out, "Transport: %.2f READs/GET, %.2f round trips/GET, %.3f doorbells/request, "
-            "%.1f%% sends inline\n", q.reads_per_get, q.round_trips_per_get,
-            q.doorbells_per_request, q.inline_share * 100);
-    fprintf(out, "           %llu verification retries, %llu location-cache hits (%.1f%% of GETs), "
-            "%llu reconnects\n", (unsigned long long)c->verify_retries,
-            (unsigned long long)c->cache_hits, q.cache_hits_per_get * 100,
-            (unsigned long long)c->reconnects);
+    fprintf(out,
+            "Transport: %.2f READs/GET, %.2f round trips/GET, %.3f doorbells/request, "
+            "%.1f%% sends inline\n",
+            q.reads_per_get, q.round_trips_per_get, q.doorbells_per_request, q.inline_share * 100);
+    fprintf(out,
+            "           %llu verification retries, %llu location-cache hits (%.1f%% of GETs), "
+            "%llu reconnects\n",
+            (unsigned long long)c->verify_retries, (unsigned long long)c->cache_hits,
+            q.cache_hits_per_get * 100, (unsigned long long)c->reconnects);
     fprintf(out, "           %llu forwards followed (%.3f/GET), %llu stale cached locations\n",
-            (unsigned long long)c->forwards, q.forwards_per_get,
-            (unsigned long long)c->cache_stale);
+            (unsigned long long)c->forwards, q.forwards_per_get, (unsigned long long)c->cache_stale);
 }
 
 /* ---- JSON ---- */
@@ -366,8 +381,8 @@ static void json_latency(struct json_writer *w, const struct histogram *h, doubl
     json_double(w, "ops_per_sec", secs > 0 ? (double)h->count / secs : 0.0);
     if (h->count == 0) {
         /* No latency without operations: null, never a made-up 0. */
-        static const char *const none[] = { "mean_us", "min_us", "p50_us", "p90_us", "p99_us",
-                                            "p999_us", "max_us" };
+        static const char *const none[] = { "mean_us", "min_us",  "p50_us", "p90_us",
+                                            "p99_us",  "p999_us", "max_us" };
         for (size_t i = 0; i < RKV_ARRAY_SIZE(none); i++)
             json_double(w, none[i], (double)NAN);
     } else {
@@ -511,8 +526,8 @@ int bench_report_json(FILE *out, const struct bench_config *cfg, const struct be
     return bench_report_json_series(out, cfg, r, NULL);
 }
 
-int bench_report_json_series(FILE *out, const struct bench_config *cfg, const struct bench_results *r,
-                             const struct bench_series *series)
+int bench_report_json_series(FILE *out, const struct bench_config *cfg,
+                             const struct bench_results *r, const struct bench_series *series)
 {
     struct json_writer w;
     struct bench_mix mix;

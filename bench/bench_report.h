@@ -22,19 +22,19 @@
 enum bench_op { BENCH_OP_GET, BENCH_OP_PUT, BENCH_OP_DELETE, BENCH_OP_RMW, BENCH_OP_COUNT };
 
 struct bench_results {
-    struct histogram lat[BENCH_OP_COUNT];  /* ns per completed op (incl. misses, not errors) */
-    uint64_t get_hits, get_misses;         /* GETs (and mget ops) that found / missed their key */
-    uint64_t delete_misses;                /* DELETEs of absent keys (not errors) */
-    uint64_t rmw_conflicts;                /* RMW attempts redone after a CAS race */
-    uint64_t errors[RKV_STATUS_COUNT];     /* failed ops by status (OK and misses never counted) */
-    uint64_t op_errors[BENCH_OP_COUNT];    /* the same failures by operation kind */
-    uint64_t verify_failures;              /* --verify: GETs that returned a foreign or bad value */
-    struct rkv_counters counters;          /* rkv_get_counters summed over the threads */
-    double duration_s;                     /* measured time */
+    struct histogram lat[BENCH_OP_COUNT]; /* ns per completed op (incl. misses, not errors) */
+    uint64_t get_hits, get_misses;        /* GETs (and mget ops) that found / missed their key */
+    uint64_t delete_misses;               /* DELETEs of absent keys (not errors) */
+    uint64_t rmw_conflicts;               /* RMW attempts redone after a CAS race */
+    uint64_t errors[RKV_STATUS_COUNT];    /* failed ops by status (OK and misses never counted) */
+    uint64_t op_errors[BENCH_OP_COUNT];   /* the same failures by operation kind */
+    uint64_t verify_failures;             /* --verify: GETs that returned a foreign or bad value */
+    struct rkv_counters counters;         /* rkv_get_counters summed over the threads */
+    double duration_s;                    /* measured time */
     /* Open loop (--rate) only, all 0 in a closed-loop run: */
-    uint64_t sent;                         /* operations sent while measuring (completed or failed) */
-    uint64_t missed;                       /* intended before the end but never sent (drain cut short) */
-    uint64_t max_send_lag_ns;              /* most an operation went out after its intended time */
+    uint64_t sent;            /* operations sent while measuring (completed or failed) */
+    uint64_t missed;          /* intended before the end but never sent (drain cut short) */
+    uint64_t max_send_lag_ns; /* most an operation went out after its intended time */
     /* The cache workload (--fill-on-miss, --trace): */
     uint64_t fills;                        /* SETs that followed a GET miss (also PUTs above) */
     uint64_t trace_ops[TRACE_OP_COUNT];    /* --trace: lines replayed, by operation */
@@ -71,12 +71,12 @@ const char *bench_window_mode_name(enum bench_window_mode m);
 /* Transport counters per operation, as reported. Denominators that are zero
  * give 0. */
 struct bench_ratios {
-    double reads_per_get;          /* one-sided READs / GETs */
-    double round_trips_per_get;    /* READ round trips / GETs */
-    double doorbells_per_request;  /* doorbells / (GETs + PUTs + DELETEs + other RPCs) */
-    double inline_share;           /* inline sends / sends */
-    double cache_hits_per_get;     /* location-cache hits / GETs */
-    double forwards_per_get;       /* forwards followed / GETs */
+    double reads_per_get;         /* one-sided READs / GETs */
+    double round_trips_per_get;   /* READ round trips / GETs */
+    double doorbells_per_request; /* doorbells / (GETs + PUTs + DELETEs + other RPCs) */
+    double inline_share;          /* inline sends / sends */
+    double cache_hits_per_get;    /* location-cache hits / GETs */
+    double forwards_per_get;      /* forwards followed / GETs */
 };
 void bench_ratios_of(const struct rkv_counters *c, struct bench_ratios *out);
 
@@ -101,7 +101,7 @@ void bench_report_text_series(FILE *out, const struct bench_config *cfg,
 int bench_report_json(FILE *out, const struct bench_config *cfg, const struct bench_results *r);
 /* The same with the per-second series (bench_timeseries.h) as "timeseries"
  * (an empty array when series is NULL). */
-int bench_report_json_series(FILE *out, const struct bench_config *cfg, const struct bench_results *r,
-                             const struct bench_series *series);
+int bench_report_json_series(FILE *out, const struct bench_config *cfg,
+                             const struct bench_results *r, const struct bench_series *series);
 
 #endif

@@ -24,18 +24,18 @@
 #include "workload.h"
 
 enum bench_arrival {
-    BENCH_ARRIVAL_CONSTANT,   /* evenly spaced sends */
-    BENCH_ARRIVAL_POISSON,    /* exponential gaps: bursts and lulls of a random population */
+    BENCH_ARRIVAL_CONSTANT, /* evenly spaced sends */
+    BENCH_ARRIVAL_POISSON,  /* exponential gaps: bursts and lulls of a random population */
 };
 
 struct bench_schedule {
     enum bench_arrival arrival;
-    double period_ns;         /* mean gap between sends, 1e9 / rate */
-    uint64_t start_ns;        /* intended time of operation 0 */
-    uint64_t index;           /* operations taken so far */
-    double offset_ns;         /* poisson: offset of the next operation from start */
-    uint64_t next_ns;         /* intended time of the next operation */
-    struct wl_rng rng;        /* poisson gaps */
+    double period_ns;  /* mean gap between sends, 1e9 / rate */
+    uint64_t start_ns; /* intended time of operation 0 */
+    uint64_t index;    /* operations taken so far */
+    double offset_ns;  /* poisson: offset of the next operation from start */
+    uint64_t next_ns;  /* intended time of the next operation */
+    struct wl_rng rng; /* poisson gaps */
 };
 
 /* A schedule of `rate` operations per second (> 0) whose first operation is

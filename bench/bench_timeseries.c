@@ -82,8 +82,8 @@ int bench_series_write_csv(FILE *out, const struct bench_series *s)
 {
     fputs("time_s,interval_s", out);
     for (unsigned op = 0; op <= BENCH_OP_COUNT; op++)
-        fprintf(out, ",%s_ops_per_s,%s_p50_us,%s_p99_us,%s_errors", names[op], names[op],
-                names[op], names[op]);
+        fprintf(out, ",%s_ops_per_s,%s_p50_us,%s_p99_us,%s_errors", names[op], names[op], names[op],
+                names[op]);
     fputs(",get_hit_rate\n", out);
     for (size_t i = 0; i < s->count; i++) {
         const struct bench_row *r = &s->rows[i];

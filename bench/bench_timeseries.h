@@ -20,11 +20,11 @@
 
 /* What one interval recorded (large: allocate it). */
 struct bench_tick {
-    double end_s;                            /* end of the interval, seconds since measuring began */
-    double length_s;                         /* its length */
-    uint64_t errors[BENCH_OP_COUNT];         /* operations that failed in it */
-    uint64_t get_hits, get_misses;           /* GETs that found / missed their key in it */
-    struct histogram lat[BENCH_OP_COUNT];    /* latencies completed in it */
+    double end_s;                         /* end of the interval, seconds since measuring began */
+    double length_s;                      /* its length */
+    uint64_t errors[BENCH_OP_COUNT];      /* operations that failed in it */
+    uint64_t get_hits, get_misses;        /* GETs that found / missed their key in it */
+    struct histogram lat[BENCH_OP_COUNT]; /* latencies completed in it */
 };
 
 void bench_tick_init(struct bench_tick *t);
@@ -33,20 +33,20 @@ void bench_tick_merge(struct bench_tick *dst, const struct bench_tick *src);
 
 /* One kind (or all, at BENCH_OP_COUNT) in one row. */
 struct bench_row_op {
-    uint64_t ops;          /* completed */
-    uint64_t errors;       /* failed */
-    uint64_t p50_ns;       /* 0 when ops == 0 */
+    uint64_t ops;    /* completed */
+    uint64_t errors; /* failed */
+    uint64_t p50_ns; /* 0 when ops == 0 */
     uint64_t p99_ns;
 };
 
 struct bench_row {
     double end_s, length_s;
-    uint64_t get_hits, get_misses;                /* the GETs' hit rate in the interval */
-    struct bench_row_op op[BENCH_OP_COUNT + 1];   /* [BENCH_OP_COUNT] = all kinds */
+    uint64_t get_hits, get_misses;              /* the GETs' hit rate in the interval */
+    struct bench_row_op op[BENCH_OP_COUNT + 1]; /* [BENCH_OP_COUNT] = all kinds */
 };
 
 struct bench_series {
-    struct bench_row *rows;   /* owned */
+    struct bench_row *rows; /* owned */
     size_t count, cap;
 };
 

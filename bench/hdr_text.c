@@ -41,8 +41,7 @@ bool hdr_iter_next(struct hdr_iter *it)
             it->count_to_index += b[it->index];
             it->fresh = false;
         }
-        if (b[it->index] != 0 &&
-            100.0 * (double)it->count_to_index / (double)it->total >= it->level) {
+        if (b[it->index] != 0 && 100.0 * (double)it->count_to_index / (double)it->total >= it->level) {
             uint64_t lo;
             hist_bucket_range(it->index, &lo, &it->value);
             it->percentile = it->level;
@@ -97,7 +96,8 @@ int hdr_text_write(FILE *out, const struct histogram *h, double scale, unsigned 
             stddev_of(h, mean) / scale);
     fprintf(out, "#[Max     = %12.*f, Total count    = %12llu]\n", digits, (double)max_hi / scale,
             (unsigned long long)h->count);
-    fprintf(out, "#[Buckets = %12u, SubBuckets     = %12u]\n", HIST_HDR_BUCKETS, HIST_HDR_SUB_BUCKETS);
+    fprintf(out, "#[Buckets = %12u, SubBuckets     = %12u]\n", HIST_HDR_BUCKETS,
+            HIST_HDR_SUB_BUCKETS);
     return ferror(out) ? -1 : 0;
 }
 
@@ -185,8 +185,10 @@ int hdr_text_read(FILE *in, struct hdr_text *t, char *err, size_t err_len)
             char *f[5];
             if (split(p, f, 4) != 4 || strcmp(f[0], "Value") || strcmp(f[1], "Percentile") ||
                 strcmp(f[2], "TotalCount") || strcmp(f[3], "1/(1-Percentile)")) {
-                snprintf(err, err_len, "line %u: not the header \"Value Percentile TotalCount "
-                         "1/(1-Percentile)\"", lineno);
+                snprintf(err, err_len,
+                         "line %u: not the header \"Value Percentile TotalCount "
+                         "1/(1-Percentile)\"",
+                         lineno);
                 goto fail;
             }
             header = true;
@@ -221,7 +223,8 @@ int hdr_text_read(FILE *in, struct hdr_text *t, char *err, size_t err_len)
         t->count++;
     }
     if (!header || footers != 3) {
-        snprintf(err, err_len, "%s", !header ? "no header line" : "the three #[...] footer lines are missing");
+        snprintf(err, err_len, "%s",
+                 !header ? "no header line" : "the three #[...] footer lines are missing");
         goto fail;
     }
     return 0;

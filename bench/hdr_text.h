@@ -41,22 +41,22 @@
 
 #include "histogram.h"
 
-#define HDR_TEXT_TICKS 5u   /* HdrHistogram's default percentile ticks per half distance */
+#define HDR_TEXT_TICKS 5u /* HdrHistogram's default percentile ticks per half distance */
 
 /* HdrHistogram's percentile iterator over a histogram. */
 struct hdr_iter {
     const struct histogram *h;
-    unsigned ticks;           /* percentile ticks per half distance */
-    unsigned index;           /* current bucket */
-    bool fresh;               /* the current bucket's count is not yet added */
-    bool reached_last;        /* the final 100 % step was taken */
-    uint64_t total;           /* the histogram's count */
-    uint64_t count_to_index;  /* values in buckets 0..index */
-    double level;             /* percentile level to iterate to next (0..100) */
+    unsigned ticks;          /* percentile ticks per half distance */
+    unsigned index;          /* current bucket */
+    bool fresh;              /* the current bucket's count is not yet added */
+    bool reached_last;       /* the final 100 % step was taken */
+    uint64_t total;          /* the histogram's count */
+    uint64_t count_to_index; /* values in buckets 0..index */
+    double level;            /* percentile level to iterate to next (0..100) */
     /* The step just taken: */
-    uint64_t value;           /* highest equivalent value of its bucket */
-    double percentile;        /* its percentile level, 0..100 */
-    uint64_t count_to_value;  /* values at or below `value` */
+    uint64_t value;          /* highest equivalent value of its bucket */
+    double percentile;       /* its percentile level, 0..100 */
+    uint64_t count_to_value; /* values at or below `value` */
 };
 
 void hdr_iter_init(struct hdr_iter *it, const struct histogram *h, unsigned ticks);
@@ -69,17 +69,17 @@ int hdr_text_write(FILE *out, const struct histogram *h, double scale, unsigned 
 
 /* One row as read back. */
 struct hdr_text_row {
-    double value;             /* scaled value */
-    double percentile;        /* fraction, 0..1 */
-    uint64_t total_count;     /* count at or below value */
-    double inverse;           /* 1/(1-percentile); INFINITY on the last row */
+    double value;         /* scaled value */
+    double percentile;    /* fraction, 0..1 */
+    uint64_t total_count; /* count at or below value */
+    double inverse;       /* 1/(1-percentile); INFINITY on the last row */
 };
 
 struct hdr_text {
-    struct hdr_text_row *rows;  /* owned */
+    struct hdr_text_row *rows; /* owned */
     size_t count;
-    double mean, stddev, max;   /* from the footer */
-    uint64_t total;             /* footer's Total count */
+    double mean, stddev, max; /* from the footer */
+    uint64_t total;           /* footer's Total count */
     unsigned buckets, sub_buckets;
 };
 

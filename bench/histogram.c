@@ -93,7 +93,7 @@ void hist_merge(struct histogram *dst, const struct histogram *src)
     hist_bucket_range(first, &first_lo, &first_hi);
     hist_bucket_range(last, &last_lo, &last_hi);
     if (last == HIST_BUCKETS - 1)
-        last_hi = UINT64_MAX;            /* the top bucket also holds saturated values */
+        last_hi = UINT64_MAX; /* the top bucket also holds saturated values */
     if (first == HIST_BUCKETS - 1)
         first_hi = UINT64_MAX;
     if (mn < first_lo || mn > first_hi)

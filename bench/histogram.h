@@ -24,23 +24,23 @@
 
 #include <stdint.h>
 
-#define HIST_SUB_BITS     7u                          /* 128 sub-buckets per power of two */
-#define HIST_SUB_COUNT    (1u << HIST_SUB_BITS)
-#define HIST_MAX_BITS     37u                         /* values up to 2^37 - 1 ns */
-#define HIST_MAX_VALUE    ((UINT64_C(1) << HIST_MAX_BITS) - 1)
+#define HIST_SUB_BITS  7u /* 128 sub-buckets per power of two */
+#define HIST_SUB_COUNT (1u << HIST_SUB_BITS)
+#define HIST_MAX_BITS  37u /* values up to 2^37 - 1 ns */
+#define HIST_MAX_VALUE ((UINT64_C(1) << HIST_MAX_BITS) - 1)
 /* Exact region 0..2*SUB_COUNT-1, then SUB_COUNT buckets per further power of two. */
-#define HIST_BUCKETS      ((HIST_MAX_BITS - HIST_SUB_BITS) * HIST_SUB_COUNT + HIST_SUB_COUNT)
+#define HIST_BUCKETS ((HIST_MAX_BITS - HIST_SUB_BITS) * HIST_SUB_COUNT + HIST_SUB_COUNT)
 /* The same layout in HdrHistogram's terms. */
 #define HIST_HDR_SIGNIFICANT_DIGITS 2u
-#define HIST_HDR_SUB_BUCKETS (2u * HIST_SUB_COUNT)           /* 256 */
-#define HIST_HDR_BUCKETS     (HIST_MAX_BITS - HIST_SUB_BITS) /* 30 */
+#define HIST_HDR_SUB_BUCKETS        (2u * HIST_SUB_COUNT)           /* 256 */
+#define HIST_HDR_BUCKETS            (HIST_MAX_BITS - HIST_SUB_BITS) /* 30 */
 
 struct histogram {
-    uint64_t count;                  /* values recorded */
-    uint64_t sum;                    /* their sum, for the mean (saturating) */
-    uint64_t min;                    /* smallest value recorded, UINT64_MAX when empty */
-    uint64_t max;                    /* largest value recorded, 0 when empty */
-    uint64_t buckets[HIST_BUCKETS];  /* counts per bucket, see hist_bucket_of() */
+    uint64_t count;                 /* values recorded */
+    uint64_t sum;                   /* their sum, for the mean (saturating) */
+    uint64_t min;                   /* smallest value recorded, UINT64_MAX when empty */
+    uint64_t max;                   /* largest value recorded, 0 when empty */
+    uint64_t buckets[HIST_BUCKETS]; /* counts per bucket, see hist_bucket_of() */
 };
 
 void hist_init(struct histogram *h);

@@ -40,8 +40,8 @@ static void json_fail(struct reader *r, const char *fmt, ...)
 
 static void skip_ws(struct reader *r)
 {
-    while (r->i < r->n && (r->s[r->i] == ' ' || r->s[r->i] == '\t' || r->s[r->i] == '\n' ||
-                           r->s[r->i] == '\r'))
+    while (r->i < r->n &&
+           (r->s[r->i] == ' ' || r->s[r->i] == '\t' || r->s[r->i] == '\n' || r->s[r->i] == '\r'))
         r->i++;
 }
 
@@ -60,31 +60,46 @@ static int hex4(const char *p)
     for (int k = 0; k < 4; k++) {
         char c = p[k];
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= c - '0';
-        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-        else return -1;
+        if (c >= '0' && c <= '9')
+            v |= c - '0';
+        else if (c >= 'a' && c <= 'f')
+            v |= c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            v |= c - 'A' + 10;
+        else
+            return -1;
     }
     return v;
 }
 
 static size_t put_utf8(char *o, uint32_t cp)
 {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12); o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f)); return 3;
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
     }
-    o[0] = (char)(0xf0 | cp >> 18); o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); o[3] = (char)(0x80 | (cp & 0x3f));
+    if (cp < 0x800) {
+        o[0] = (char)(0xc0 | cp >> 6);
+        o[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xe0 | cp >> 12);
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        o[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    o[0] = (char)(0xf0 | cp >> 18);
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    o[3] = (char)(0x80 | (cp & 0x3f));
     return 4;
 }
 
 /* A string at r->i (the opening quote), decoded into a new buffer. */
 static char *parse_string(struct reader *r)
 {
-    r->i++;   /* the quote */
+    r->i++; /* the quote */
     size_t start = r->i, end = start;
     while (end < r->n && r->s[end] != '"')
         end += r->s[end] == '\\' ? 2 : 1;
@@ -92,7 +107,7 @@ static char *parse_string(struct reader *r)
         json_fail(r, "a string is not closed");
         return NULL;
     }
-    char *out = malloc(end - start + 1), *o = out;   /* decoding never grows */
+    char *out = malloc(end - start + 1), *o = out; /* decoding never grows */
     if (out == NULL) {
         json_fail(r, "out of memory");
         return NULL;
@@ -129,7 +144,8 @@ static char *parse_string(struct reader *r)
             uint32_t cp = (uint32_t)hi;
             if (hi >= 0xd800 && hi <= 0xdbff) {
                 int lo = r->i + 6 <= end && r->s[r->i] == '\\' && r->s[r->i + 1] == 'u'
-                             ? hex4(r->s + r->i + 2) : -1;
+                             ? hex4(r->s + r->i + 2)
+                             : -1;
                 if (lo < 0xdc00 || lo > 0xdfff) {
                     json_fail(r, "a \\u high surrogate without its low surrogate");
                     goto bad;
@@ -143,9 +159,7 @@ static char *parse_string(struct reader *r)
             o += put_utf8(o, cp);
             break;
         }
-        default:
-            json_fail(r, "unknown escape \\%c", e);
-            goto bad;
+        default: json_fail(r, "unknown escape \\%c", e); goto bad;
         }
     }
     r->i = end + 1;
@@ -236,7 +250,7 @@ static bool parse_container(struct reader *r, struct json_value *v, char close)
         json_fail(r, "nested deeper than %d levels", JSON_PARSE_MAX_DEPTH);
         return false;
     }
-    r->i++;   /* the bracket */
+    r->i++; /* the bracket */
     skip_ws(r);
     if (r->i < r->n && r->s[r->i] == close) {
         r->i++;
@@ -288,15 +302,9 @@ static bool parse_value(struct reader *r, struct json_value *v)
     }
     char c = r->s[r->i];
     switch (c) {
-    case '{':
-        v->type = JSON_OBJECT;
-        return parse_container(r, v, '}');
-    case '[':
-        v->type = JSON_ARRAY;
-        return parse_container(r, v, ']');
-    case '"':
-        v->type = JSON_STRING;
-        return (v->string = parse_string(r)) != NULL;
+    case '{': v->type = JSON_OBJECT; return parse_container(r, v, '}');
+    case '[': v->type = JSON_ARRAY; return parse_container(r, v, ']');
+    case '"': v->type = JSON_STRING; return (v->string = parse_string(r)) != NULL;
     case 't':
     case 'f':
     case 'n':

@@ -19,12 +19,12 @@ enum json_type { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSO
 
 struct json_value {
     enum json_type type;
-    bool boolean;               /* JSON_BOOL */
-    double number;              /* JSON_NUMBER */
-    char *string;               /* JSON_STRING: decoded UTF-8, NUL-terminated (owned) */
-    size_t count;               /* JSON_ARRAY / JSON_OBJECT: members */
-    struct json_value *items;   /* their values (owned) */
-    char **keys;                /* JSON_OBJECT: their names (owned) */
+    bool boolean;             /* JSON_BOOL */
+    double number;            /* JSON_NUMBER */
+    char *string;             /* JSON_STRING: decoded UTF-8, NUL-terminated (owned) */
+    size_t count;             /* JSON_ARRAY / JSON_OBJECT: members */
+    struct json_value *items; /* their values (owned) */
+    char **keys;              /* JSON_OBJECT: their names (owned) */
 };
 
 /* The tree of text[0..len), or NULL with a message in err. */

@@ -52,8 +52,7 @@ static bool parse_num(const char *s, size_t n, uint64_t max, uint64_t *out)
     return true;
 }
 
-int trace_parse_line(const char *line, size_t len, struct trace_line *out, char *why,
-                     size_t why_len)
+int trace_parse_line(const char *line, size_t len, struct trace_line *out, char *why, size_t why_len)
 {
     const char *f[TRACE_FIELDS];
     size_t flen[TRACE_FIELDS];
@@ -61,8 +60,10 @@ int trace_parse_line(const char *line, size_t len, struct trace_line *out, char 
     if (len > 0 && line[len - 1] == '\r')
         len--;
     if (len == 0)
-        return fail(why, why_len, "an empty line; expected %u comma-separated fields "
-                    "(timestamp,key,key size,value size,client id,operation,TTL)", TRACE_FIELDS);
+        return fail(why, why_len,
+                    "an empty line; expected %u comma-separated fields "
+                    "(timestamp,key,key size,value size,client id,operation,TTL)",
+                    TRACE_FIELDS);
     if (memchr(line, '\0', len) != NULL)
         return fail(why, why_len, "a NUL byte in the line");
     for (size_t start = 0;;) {
@@ -78,9 +79,10 @@ int trace_parse_line(const char *line, size_t len, struct trace_line *out, char 
         start = end + 1;
     }
     if (nf != TRACE_FIELDS)
-        return fail(why, why_len, "%u field%s, expected %u (timestamp,key,key size,value size,"
-                    "client id,operation,TTL)%s", nf, nf == 1 ? "" : "s", TRACE_FIELDS,
-                    nf < TRACE_FIELDS ? "; truncated?" : "");
+        return fail(why, why_len,
+                    "%u field%s, expected %u (timestamp,key,key size,value size,"
+                    "client id,operation,TTL)%s",
+                    nf, nf == 1 ? "" : "s", TRACE_FIELDS, nf < TRACE_FIELDS ? "; truncated?" : "");
 
     uint64_t v[TRACE_FIELDS] = { 0 };
     static const uint64_t max[TRACE_FIELDS] = { UINT64_MAX, 0, UINT32_MAX, UINT32_MAX,
@@ -98,8 +100,10 @@ int trace_parse_line(const char *line, size_t len, struct trace_line *out, char 
     for (size_t i = 0; i < flen[1]; i++) {
         unsigned char c = (unsigned char)f[1][i];
         if (c <= ' ' || c >= 0x7f)
-            return fail(why, why_len, "the key has byte 0x%02x at offset %zu; keys are printable "
-                        "ASCII without spaces", c, i);
+            return fail(why, why_len,
+                        "the key has byte 0x%02x at offset %zu; keys are printable "
+                        "ASCII without spaces",
+                        c, i);
     }
     if (v[2] == 0)
         return fail(why, why_len, "key size 0; a key has at least one byte");
@@ -108,12 +112,18 @@ int trace_parse_line(const char *line, size_t len, struct trace_line *out, char 
            !(strlen(op_names[op]) == flen[5] && memcmp(op_names[op], f[5], flen[5]) == 0))
         op++;
     if (op == TRACE_OP_COUNT)
-        return fail(why, why_len, "unknown operation '%.*s' (expected get, gets, set, add, "
+        return fail(why, why_len,
+                    "unknown operation '%.*s' (expected get, gets, set, add, "
                     "replace, cas, append, prepend, delete, incr or decr)",
                     (int)(flen[5] > 40 ? 40 : flen[5]), f[5]);
     *out = (struct trace_line){
-        .timestamp = v[0], .key = f[1], .key_len = flen[1], .key_size = (uint32_t)v[2],
-        .value_size = (uint32_t)v[3], .client_id = v[4], .op = (enum trace_op)op,
+        .timestamp = v[0],
+        .key = f[1],
+        .key_len = flen[1],
+        .key_size = (uint32_t)v[2],
+        .value_size = (uint32_t)v[3],
+        .client_id = v[4],
+        .op = (enum trace_op)op,
         .ttl = (uint32_t)v[6],
     };
     return 0;
@@ -154,9 +164,13 @@ static int add(struct trace *t, const struct trace_line *l)
     }
     memcpy(t->keys + t->keys_len, l->key, l->key_len);
     struct trace_rec *r = &t->recs[t->count++];
-    *r = (struct trace_rec){ .timestamp = l->timestamp, .key_off = t->keys_len,
-                             .key_len = (uint32_t)l->key_len, .key_size = l->key_size,
-                             .value_size = l->value_size, .ttl = l->ttl, .op = (uint8_t)l->op };
+    *r = (struct trace_rec){ .timestamp = l->timestamp,
+                             .key_off = t->keys_len,
+                             .key_len = (uint32_t)l->key_len,
+                             .key_size = l->key_size,
+                             .value_size = l->value_size,
+                             .ttl = l->ttl,
+                             .op = (uint8_t)l->op };
     t->keys_len += l->key_len;
     t->ops[l->op]++;
     if (trace_too_large(r, TRACE_VALUE_MAX))
@@ -167,8 +181,8 @@ static int add(struct trace *t, const struct trace_line *l)
 }
 
 /* One line (without its \n) of name at lineno into t. */
-static int take_line(struct trace *t, const char *name, size_t lineno, const char *line,
-                     size_t len, char *err, size_t err_len)
+static int take_line(struct trace *t, const char *name, size_t lineno, const char *line, size_t len,
+                     char *err, size_t err_len)
 {
     struct trace_line l;
     char why[256];
@@ -192,14 +206,16 @@ static int finish(struct trace *t, const char *name, char *err, size_t err_len)
 {
     if (t->count > 0)
         return 0;
-    snprintf(err, err_len, "%s: an empty trace (no lines); expected lines of "
-             "timestamp,key,key size,value size,client id,operation,TTL", name);
+    snprintf(err, err_len,
+             "%s: an empty trace (no lines); expected lines of "
+             "timestamp,key,key size,value size,client id,operation,TTL",
+             name);
     trace_free(t);
     return -1;
 }
 
-int trace_load_buffer(struct trace *t, const char *name, const char *data, size_t len,
-                      char *err, size_t err_len)
+int trace_load_buffer(struct trace *t, const char *name, const char *data, size_t len, char *err,
+                      size_t err_len)
 {
     memset(t, 0, sizeof *t);
     size_t lineno = 0;
@@ -250,8 +266,7 @@ int trace_load_file(struct trace *t, const char *path, char *err, size_t err_len
 
 unsigned trace_key(const struct trace *t, const struct trace_rec *r, char *buf)
 {
-    static const char alphabet[] =
-        "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    static const char alphabet[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
     const char *key = t->keys + r->key_off;
     unsigned size = r->key_size;
     if (r->key_len >= size) {

@@ -25,13 +25,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TRACE_LINE_MAX  4096u          /* longest line accepted, without its newline */
-#define TRACE_KEY_MAX   250u           /* longest key a server takes (rkv and memcached) */
-#define TRACE_VALUE_MAX (1u << 20)     /* longest value replayed (memcached's default item) */
+#define TRACE_LINE_MAX  4096u      /* longest line accepted, without its newline */
+#define TRACE_KEY_MAX   250u       /* longest key a server takes (rkv and memcached) */
+#define TRACE_VALUE_MAX (1u << 20) /* longest value replayed (memcached's default item) */
 
 enum trace_op {
-    TRACE_GET, TRACE_GETS, TRACE_SET, TRACE_ADD, TRACE_REPLACE, TRACE_CAS, TRACE_APPEND,
-    TRACE_PREPEND, TRACE_DELETE, TRACE_INCR, TRACE_DECR, TRACE_OP_COUNT
+    TRACE_GET,
+    TRACE_GETS,
+    TRACE_SET,
+    TRACE_ADD,
+    TRACE_REPLACE,
+    TRACE_CAS,
+    TRACE_APPEND,
+    TRACE_PREPEND,
+    TRACE_DELETE,
+    TRACE_INCR,
+    TRACE_DECR,
+    TRACE_OP_COUNT
 };
 
 /* One parsed line; key points into the line. */
@@ -48,32 +58,31 @@ struct trace_line {
 /* One loaded line. */
 struct trace_rec {
     uint64_t timestamp;
-    uint64_t key_off;           /* the anonymized key: keys + key_off */
+    uint64_t key_off; /* the anonymized key: keys + key_off */
     uint32_t key_len;
     uint32_t key_size, value_size, ttl;
-    uint8_t op;                 /* enum trace_op */
+    uint8_t op; /* enum trace_op */
 };
 
 struct trace {
-    struct trace_rec *recs;     /* owned */
+    struct trace_rec *recs; /* owned */
     size_t count, cap;
-    char *keys;                 /* owned arena of anonymized keys */
+    char *keys; /* owned arena of anonymized keys */
     size_t keys_len, keys_cap;
-    uint64_t ops[TRACE_OP_COUNT];   /* lines of each operation */
-    uint64_t too_large;         /* lines over TRACE_KEY_MAX / TRACE_VALUE_MAX */
-    uint32_t value_max;         /* largest value size of a line within the limits */
+    uint64_t ops[TRACE_OP_COUNT]; /* lines of each operation */
+    uint64_t too_large;           /* lines over TRACE_KEY_MAX / TRACE_VALUE_MAX */
+    uint32_t value_max;           /* largest value size of a line within the limits */
 };
 
 /* Parses one line (no newline; a trailing \r is allowed). 0, or -1 with
  * the reason in why. */
-int trace_parse_line(const char *line, size_t len, struct trace_line *out, char *why,
-                     size_t why_len);
+int trace_parse_line(const char *line, size_t len, struct trace_line *out, char *why, size_t why_len);
 
 /* Loads a whole trace from memory (name: for messages) or a file into *t
  * (zeroed first). 0, or -1 with "NAME:LINE: why" (or why the file could not
  * be read, or that it holds no line) in err; t is freed on failure. */
-int trace_load_buffer(struct trace *t, const char *name, const char *data, size_t len,
-                      char *err, size_t err_len);
+int trace_load_buffer(struct trace *t, const char *name, const char *data, size_t len, char *err,
+                      size_t err_len);
 int trace_load_file(struct trace *t, const char *path, char *err, size_t err_len);
 void trace_free(struct trace *t);
 

@@ -156,17 +156,33 @@ uint64_t wl_perm_apply(const struct wl_perm *p, uint64_t x)
 /* ---- keys ---- */
 
 static const uint64_t pow10_of[20] = {
-    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
-    1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull,
-    100000000000000ull, 1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
-    1000000000000000000ull, 10000000000000000000ull,
+    1ull,
+    10ull,
+    100ull,
+    1000ull,
+    10000ull,
+    100000ull,
+    1000000ull,
+    10000000ull,
+    100000000ull,
+    1000000000ull,
+    10000000000ull,
+    100000000000ull,
+    1000000000000ull,
+    10000000000000ull,
+    100000000000000ull,
+    1000000000000000ull,
+    10000000000000000ull,
+    100000000000000000ull,
+    1000000000000000000ull,
+    10000000000000000000ull,
 };
 
 /* Digits of v from its bit length (log10(2) ~ 1233/4096), corrected by one
  * compare: no division (a key is formatted per operation). */
 static unsigned decimal_digits(uint64_t v)
 {
-    uint64_t u = v | 1;                       /* 0 has one digit, as 1 */
+    uint64_t u = v | 1; /* 0 has one digit, as 1 */
     unsigned t = (unsigned)((64 - __builtin_clzll(u)) * 1233) >> 12;
     return t + (u >= pow10_of[t]);
 }
@@ -207,14 +223,14 @@ unsigned wl_format_key(char *buf, uint64_t idx, unsigned len)
                                 "75767778798081828384858687888990919293949596979899";
     unsigned i = len - 1;
     buf[0] = 'k';
-    fill_zeros(buf, 1, len);   /* the padding first: the digits overwrite its end */
-    for (; i >= 1 && idx > UINT32_MAX; i--) {   /* digits above 32 bits: one a division */
+    fill_zeros(buf, 1, len);                  /* the padding first: the digits overwrite its end */
+    for (; i >= 1 && idx > UINT32_MAX; i--) { /* digits above 32 bits: one a division */
         buf[i] = (char)('0' + idx % 10);
         idx /= 10;
     }
-    uint32_t v = (uint32_t)idx;                 /* the rest in 32-bit arithmetic */
-    if (i >= 8 && v < 100000000u) {             /* the usual: 8 digits (its zeros are
-                                                   the padding's), four pairs, no loop */
+    uint32_t v = (uint32_t)idx;     /* the rest in 32-bit arithmetic */
+    if (i >= 8 && v < 100000000u) { /* the usual: 8 digits (its zeros are
+                                       the padding's), four pairs, no loop */
         uint32_t hi = v / 10000, lo = v % 10000;
         memcpy(buf + i - 7, pairs + 2 * (hi / 100), 2);
         memcpy(buf + i - 5, pairs + 2 * (hi % 100), 2);
@@ -222,13 +238,13 @@ unsigned wl_format_key(char *buf, uint64_t idx, unsigned len)
         memcpy(buf + i - 1, pairs + 2 * (lo % 100), 2);
         return len;
     }
-    for (; i >= 2 && v >= 10; i -= 2) {         /* two digits a division */
+    for (; i >= 2 && v >= 10; i -= 2) { /* two digits a division */
         unsigned r = v % 100;
         v /= 100;
         buf[i] = pairs[2 * r + 1];
         buf[i - 1] = pairs[2 * r];
     }
-    if (i >= 1 && v != 0)                       /* one digit left (the lowest, if short) */
+    if (i >= 1 && v != 0) /* one digit left (the lowest, if short) */
         buf[i] = (char)('0' + v % 10);
     return len;
 }
@@ -258,7 +274,8 @@ uint32_t wl_value_len(uint64_t idx, uint64_t version, uint32_t min, uint32_t max
 {
     if (max <= min)
         return min;
-    return min + (uint32_t)(wl_mix64(filler_seed(idx, version) ^ 0x6c656e) % ((uint64_t)max - min + 1));
+    return min +
+           (uint32_t)(wl_mix64(filler_seed(idx, version) ^ 0x6c656e) % ((uint64_t)max - min + 1));
 }
 
 void wl_value_fill(void *buf, uint32_t len, uint64_t idx, uint64_t version)
@@ -275,8 +292,8 @@ void wl_value_fill(void *buf, uint32_t len, uint64_t idx, uint64_t version)
     }
 }
 
-enum wl_check wl_value_check(const void *buf, size_t len, uint64_t idx,
-                             uint32_t min, uint32_t max, struct wl_claim *claim)
+enum wl_check wl_value_check(const void *buf, size_t len, uint64_t idx, uint32_t min, uint32_t max,
+                             struct wl_claim *claim)
 {
     const uint8_t *p = buf;
     claim->idx = claim->version = 0;
@@ -302,11 +319,11 @@ enum wl_check wl_value_check(const void *buf, size_t len, uint64_t idx,
 const char *wl_check_name(enum wl_check c)
 {
     switch (c) {
-    case WL_VALUE_OK:         return "ok";
-    case WL_VALUE_SHORT:      return "shorter than its 16-byte header";
-    case WL_VALUE_WRONG_KEY:  return "written for another key";
+    case WL_VALUE_OK: return "ok";
+    case WL_VALUE_SHORT: return "shorter than its 16-byte header";
+    case WL_VALUE_WRONG_KEY: return "written for another key";
     case WL_VALUE_BAD_LENGTH: return "length differs from the one written";
-    case WL_VALUE_CORRUPT:    return "bytes differ from the ones written";
+    case WL_VALUE_CORRUPT: return "bytes differ from the ones written";
     }
     return "unknown";
 }

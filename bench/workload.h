@@ -16,7 +16,7 @@
 /* ---- random numbers: xoshiro256** seeded through splitmix64 ---- */
 
 struct wl_rng {
-    uint64_t s[4];  /* generator state, never all zero */
+    uint64_t s[4]; /* generator state, never all zero */
 };
 
 void wl_rng_seed(struct wl_rng *r, uint64_t seed);
@@ -33,12 +33,12 @@ uint64_t wl_mix64(uint64_t x);
  * synthetic databases", SIGMOD '94; as in YCSB's ZipfianGenerator) ---- */
 
 struct wl_zipf {
-    uint64_t n;          /* ranks are 0..n-1; rank 0 is the most popular */
-    double theta;        /* skew, 0 < theta < 1 */
-    double alpha;        /* 1 / (1 - theta) */
-    double zetan;        /* sum over i = 1..n of 1 / i^theta */
-    double eta;          /* (1 - (2/n)^(1-theta)) / (1 - zeta(2)/zetan) */
-    double half_pow;     /* 1 + 0.5^theta: the threshold for rank 1 */
+    uint64_t n;      /* ranks are 0..n-1; rank 0 is the most popular */
+    double theta;    /* skew, 0 < theta < 1 */
+    double alpha;    /* 1 / (1 - theta) */
+    double zetan;    /* sum over i = 1..n of 1 / i^theta */
+    double eta;      /* (1 - (2/n)^(1-theta)) / (1 - zeta(2)/zetan) */
+    double half_pow; /* 1 + 0.5^theta: the threshold for rank 1 */
 };
 
 /* Precomputes zeta(n): O(n) once, then each draw is O(1). */
@@ -53,10 +53,10 @@ double wl_zipf_probability(const struct wl_zipf *z, uint64_t rank);
  * the smallest power-of-two domain >= n, cycle-walked back into [0, n). ---- */
 
 struct wl_perm {
-    uint64_t n;       /* domain size */
-    uint64_t mask;    /* 2^bits - 1 >= n - 1 */
-    unsigned shift;   /* xor-shift distance, about bits / 2 */
-    uint64_t key;     /* seed-derived whitening, masked */
+    uint64_t n;     /* domain size */
+    uint64_t mask;  /* 2^bits - 1 >= n - 1 */
+    unsigned shift; /* xor-shift distance, about bits / 2 */
+    uint64_t key;   /* seed-derived whitening, masked */
 };
 
 void wl_perm_init(struct wl_perm *p, uint64_t n, uint64_t seed);
@@ -85,10 +85,10 @@ unsigned wl_format_key(char *buf, uint64_t idx, unsigned len);
 
 enum wl_check {
     WL_VALUE_OK = 0,
-    WL_VALUE_SHORT,       /* shorter than the 16-byte header */
-    WL_VALUE_WRONG_KEY,   /* carries another key's index */
-    WL_VALUE_BAD_LENGTH,  /* length is not the one its version was written with */
-    WL_VALUE_CORRUPT,     /* filler bytes differ */
+    WL_VALUE_SHORT,      /* shorter than the 16-byte header */
+    WL_VALUE_WRONG_KEY,  /* carries another key's index */
+    WL_VALUE_BAD_LENGTH, /* length is not the one its version was written with */
+    WL_VALUE_CORRUPT,    /* filler bytes differ */
 };
 
 /* Value length for (idx, version) with sizes in [min, max]. */
@@ -102,8 +102,8 @@ struct wl_claim {
     uint64_t version;
 };
 /* Checks a value read for key idx; *claim receives what the value says. */
-enum wl_check wl_value_check(const void *buf, size_t len, uint64_t idx,
-                             uint32_t min, uint32_t max, struct wl_claim *claim);
+enum wl_check wl_value_check(const void *buf, size_t len, uint64_t idx, uint32_t min, uint32_t max,
+                             struct wl_claim *claim);
 const char *wl_check_name(enum wl_check c);
 
 #endif

@@ -57,16 +57,16 @@
 #include "transport.h"
 #include "util.h"
 
-#define MAX_SHARDS      64        /* one bit each in rkv_client.busy */
-#define MAX_HINTS       RKV_HINT_BUFFER_CAP /* hints carried by one RPC */
+#define MAX_SHARDS 64                  /* one bit each in rkv_client.busy */
+#define MAX_HINTS  RKV_HINT_BUFFER_CAP /* hints carried by one RPC */
 RKV_STATIC_ASSERT(sizeof(struct rkv_req) + MAX_HINTS * sizeof(rkv_hint) <= RKV_MIN_MSG,
                   "a HINTS request of MAX_HINTS fits the smallest message");
-#define LOOKUP_OPS      1024      /* read ops one lookup round may post */
-#define WRAP_SLOTS      128       /* ops the synchronous and batched calls keep in flight */
-#define SEND_BATCH      256       /* requests one send() posts at most */
-#define WIRE_SLOTS      4096      /* the most credits a server grants (rkv_hello_parse) */
-#define NO_SLOT         UINT32_MAX
-#define HOT             __attribute__((always_inline)) inline /* the GET path, one call deep */
+#define LOOKUP_OPS 1024 /* read ops one lookup round may post */
+#define WRAP_SLOTS 128  /* ops the synchronous and batched calls keep in flight */
+#define SEND_BATCH 256  /* requests one send() posts at most */
+#define WIRE_SLOTS 4096 /* the most credits a server grants (rkv_hello_parse) */
+#define NO_SLOT    UINT32_MAX
+#define HOT        __attribute__((always_inline)) inline /* the GET path, one call deep */
 
 /* Kinds beyond rkv_kind, for the control RPCs and hints the core also
  * sends, and KIND_DROP: a SET refused for size, which goes out as a DELETE
@@ -82,24 +82,24 @@ struct wire_entry {
 
 struct shard {
     char uri[256];
-    unsigned index;                  /* in rkv_client.shards (its bit in busy) */
+    unsigned index; /* in rkv_client.shards (its bit in busy) */
     const struct rkv_client_transport *ops;
-    struct rkv_ctrans *t;            /* NULL while down */
-    const char *addr;                /* into uri, after "scheme://" */
+    struct rkv_ctrans *t; /* NULL while down */
+    const char *addr;     /* into uri, after "scheme://" */
     struct rkv_hello hello;
-    struct rkv_region_header geom;   /* validated copy */
+    struct rkv_region_header geom; /* validated copy */
     struct rkv_lookup_ctx lctx;
-    struct rkv_read_op *read_ops;    /* LOOKUP_OPS */
-    uint64_t generation;             /* of the region last connected to */
-    uint32_t next_req_id;            /* never 0 */
-    uint64_t clock_base;             /* server clock at clock_local_ns */
+    struct rkv_read_op *read_ops; /* LOOKUP_OPS */
+    uint64_t generation;          /* of the region last connected to */
+    uint32_t next_req_id;         /* never 0 */
+    uint64_t clock_base;          /* server clock at clock_local_ns */
     uint64_t clock_local_ns;
-    uint64_t next_attempt_ns;        /* reconnect backoff */
+    uint64_t next_attempt_ns; /* reconnect backoff */
     unsigned backoff_ms;
-    struct rkv_hint_buffer hints;    /* for the next request (hint_buffer.h) */
-    struct rkv_cost_watch watch;     /* while the transport says "both buckets together" (read_cost.h) */
+    struct rkv_hint_buffer hints; /* for the next request (hint_buffer.h) */
+    struct rkv_cost_watch watch; /* while the transport says "both buckets together" (read_cost.h) */
     /* the pipeline */
-    struct wire_entry *wire;         /* ring of WIRE_SLOTS: `outstanding` entries from wire_head */
+    struct wire_entry *wire; /* ring of WIRE_SLOTS: `outstanding` entries from wire_head */
     unsigned wire_head;
     unsigned outstanding;            /* requests sent, replies not yet taken */
     unsigned awaited;                /* of which answer an op (not HELLO or HINTS) */
@@ -112,28 +112,31 @@ struct shard {
 
 /* One operation in flight. */
 struct slot {
-    uint8_t kind;                    /* rkv_kind or KIND_* */
-    bool internal;                   /* a wrapper's op: completes into wrapq */
-    bool started;                    /* GET: its lookup has begun */
-    bool staged;                     /* write: its value went by rendezvous */
+    uint8_t kind;  /* rkv_kind or KIND_* */
+    bool internal; /* a wrapper's op: completes into wrapq */
+    bool started;  /* GET: its lookup has begun */
+    bool staged;   /* write: its value went by rendezvous */
     bool has_opts;
-    uint32_t next;                   /* link: the free list, a shard's queue or GET list */
+    uint32_t next; /* link: the free list, a shard's queue or GET list */
     struct shard *s;
     uint64_t token;
-    uint64_t kh;                     /* the key's shard hash (location cache key) */
-    const void *key; size_t key_len; /* not GET: a GET's key and buffer are in l */
-    const void *value; size_t value_len;
-    void *buf; size_t buf_len;       /* STATS: the payload's buffer */
-    struct rkv_put_options opts;     /* PUT, when has_opts */
-    int64_t delta;                   /* INCR */
-    struct rkv_lookup l;             /* GET */
+    uint64_t kh; /* the key's shard hash (location cache key) */
+    const void *key;
+    size_t key_len; /* not GET: a GET's key and buffer are in l */
+    const void *value;
+    size_t value_len;
+    void *buf;
+    size_t buf_len;              /* STATS: the payload's buffer */
+    struct rkv_put_options opts; /* PUT, when has_opts */
+    int64_t delta;               /* INCR */
+    struct rkv_lookup l;         /* GET */
 };
 
 /* A wrapper's completion, with what its batch needs to know. */
 struct wrap_completion {
     struct rkv_completion c;
     unsigned shard;
-    bool shard_error;                /* the shard went down under it */
+    bool shard_error; /* the shard went down under it */
 };
 
 struct rkv_client {
@@ -141,24 +144,24 @@ struct rkv_client {
     char secret[RKV_MAX_SECRET + 1];
     unsigned nshards;
     struct shard *shards;
-    struct rkv_placer placement;     /* which shard owns a key (placement.h) */
-    struct rkv_loc_cache *cache;     /* the process's location cache; NULL when off */
-    struct rkv_loc_cache_meter meter;/* this handle's finds and evictions: grows the cache */
-    struct rkv_trans_counters tc;    /* bumped by the transports */
-    struct rkv_counters c;           /* the rest, bumped here */
+    struct rkv_placer placement;      /* which shard owns a key (placement.h) */
+    struct rkv_loc_cache *cache;      /* the process's location cache; NULL when off */
+    struct rkv_loc_cache_meter meter; /* this handle's finds and evictions: grows the cache */
+    struct rkv_trans_counters tc;     /* bumped by the transports */
+    struct rkv_counters c;            /* the rest, bumped here */
     /* the pipeline */
-    struct slot *slots;              /* window + WRAP_SLOTS */
+    struct slot *slots; /* window + WRAP_SLOTS */
     uint32_t free_head;
     unsigned window;
-    unsigned outstanding;            /* user ops submitted, completion not yet taken */
-    unsigned wrap_out;               /* wrapper ops submitted, completion not yet taken */
-    uint64_t busy;                   /* bit i: shard i holds ops */
-    struct rkv_completion *userq;    /* ring of userq_mask + 1 (>= window, a power of two:
-                                        no division per op) completions for rkv_poll */
+    unsigned outstanding;         /* user ops submitted, completion not yet taken */
+    unsigned wrap_out;            /* wrapper ops submitted, completion not yet taken */
+    uint64_t busy;                /* bit i: shard i holds ops */
+    struct rkv_completion *userq; /* ring of userq_mask + 1 (>= window, a power of two:
+                                     no division per op) completions for rkv_poll */
     unsigned userq_head, userq_count, userq_mask;
-    struct wrap_completion *wrapq;   /* ring of WRAP_SLOTS completions for the wrappers */
+    struct wrap_completion *wrapq; /* ring of WRAP_SLOTS completions for the wrappers */
     unsigned wrapq_head, wrapq_count;
-    struct rkv_lookup **round;       /* window + WRAP_SLOTS: one lookup round's keys */
+    struct rkv_lookup **round; /* window + WRAP_SLOTS: one lookup round's keys */
     char last_error[768];
 };
 
@@ -198,7 +201,8 @@ static uint64_t coarse_now_ns(void)
  * (the caller adds the results through the pointer returned) and the slot
  * is free (its fields stay readable until the next submit). A DELETE forgets
  * the cached location whatever its outcome: there is nothing left to follow. */
-static HOT struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_status st, bool shard_error)
+static HOT struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_status st,
+                                           bool shard_error)
 {
     struct slot *sl = &c->slots[idx];
     struct rkv_completion *r;
@@ -212,7 +216,8 @@ static HOT struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_stat
     } else {
         r = &c->userq[(c->userq_head + c->userq_count++) & c->userq_mask];
     }
-    *r = (struct rkv_completion){ .token = sl->token, .status = st,
+    *r = (struct rkv_completion){ .token = sl->token,
+                                  .status = st,
                                   .kind = sl->kind == KIND_DROP ? RKV_KIND_PUT : (rkv_kind)sl->kind };
     sl->next = c->free_head;
     c->free_head = idx;
@@ -271,16 +276,19 @@ static void shard_down(rkv_client *c, struct shard *s, rkv_status st)
 /* A lookup's doorbell timed for the cost watch (read_cost.h): once the
  * samples say the connection's READs serialize, its lookups read the first
  * bucket alone. Not inlined: lookup_read stays a check and a tail call. */
-static __attribute__((noinline)) rkv_status watched_read(struct shard *s, const struct rkv_read_op *ops, unsigned n)
+static __attribute__((noinline)) rkv_status watched_read(struct shard *s,
+                                                         const struct rkv_read_op *ops, unsigned n)
 {
     uint64_t start = rkv_now_ns();
     rkv_status st = s->ops->read(s->t, ops, n);
     if (st == RKV_OK && rkv_cost_watch_add(&s->watch, n, rkv_now_ns() - start)) {
         s->lctx.cost = RKV_COST_PER_READ;
         RKV_DEBUG("%s: 2 READs in one doorbell take %.2fx one (medians of %u sampled doorbells): "
-                  "the second bucket only when needed from now on", s->uri,
+                  "the second bucket only when needed from now on",
+                  s->uri,
                   (double)s->watch.ns[1][RKV_COST_WATCH_SAMPLES / 2] /
-                  (double)s->watch.ns[0][RKV_COST_WATCH_SAMPLES / 2], RKV_COST_WATCH_SAMPLES);
+                      (double)s->watch.ns[0][RKV_COST_WATCH_SAMPLES / 2],
+                  RKV_COST_WATCH_SAMPLES);
     }
     return st;
 }
@@ -317,7 +325,7 @@ static uint32_t shard_now(const struct shard *s, uint64_t now_ns)
 static void shard_clock(struct shard *s, uint64_t server_clock)
 {
     if (server_clock == 0 || rkv_ctrans_maps_clock(s->ops))
-        return;              /* shard_now() reads the mapping's clock instead */
+        return; /* shard_now() reads the mapping's clock instead */
     s->clock_base = server_clock;
     s->clock_local_ns = rkv_now_ns();
 }
@@ -331,10 +339,11 @@ static void shard_clock_refresh(struct shard *s, uint64_t now_ns)
 {
     size_t len;
     if (rkv_ctrans_maps_clock(s->ops) || now_ns < s->clock_local_ns + RKV_CLOCK_REFRESH_NS)
-        return;   /* the GET path: nothing more than this check */
+        return; /* the GET path: nothing more than this check */
     uint64_t *dst = s->ops->local_buf(s->t, &len);
     struct rkv_read_op op = { .offset = offsetof(struct rkv_region_header, clock),
-                              .len = sizeof *dst, .dst = dst };
+                              .len = sizeof *dst,
+                              .dst = dst };
     if (s->ops->read(s->t, &op, 1) == RKV_OK)
         shard_clock(s, *dst);
 }
@@ -354,11 +363,10 @@ static uint32_t shard_next_id(struct shard *s)
  * all but the last: the rest of this doorbell follows. On error the message
  * says what was being sent. */
 static rkv_status shard_send(rkv_client *c, struct shard *s, const uint32_t *lens,
-                             const uint32_t *slots, const uint32_t *ids, unsigned n,
-                             const char *what)
+                             const uint32_t *slots, const uint32_t *ids, unsigned n, const char *what)
 {
     if (s->outstanding == 0)
-        s->reply_deadline_ns = 0;        /* disarmed: the next empty poll arms it */
+        s->reply_deadline_ns = 0; /* disarmed: the next empty poll arms it */
     const bool mark = n > 1 && (s->hello.features & RKV_FEATURE_MORE);
     for (unsigned i = 0; i < n; i++) {
         if (mark)
@@ -383,25 +391,27 @@ static rkv_status reply_take(rkv_client *c, struct shard *s, const void *msg, si
 {
     rkv_status st = rkv_resp_parse(msg, len, h, payload);
     if (RKV_UNLIKELY(st != RKV_OK))
-        return client_fail(c, st, "%s: malformed reply (%zu bytes); dropping the connection", s->uri, len);
+        return client_fail(c, st, "%s: malformed reply (%zu bytes); dropping the connection",
+                           s->uri, len);
     const struct wire_entry *e = &s->wire[s->wire_head];
     if (RKV_UNLIKELY((*h)->req_id != e->req_id))
-        return client_fail(c, RKV_PROTOCOL, "%s: a reply to request %llu came where %llu was next; "
-                           "dropping the connection", s->uri, (unsigned long long)(*h)->req_id,
-                           (unsigned long long)e->req_id);
+        return client_fail(c, RKV_PROTOCOL,
+                           "%s: a reply to request %llu came where %llu was next; "
+                           "dropping the connection",
+                           s->uri, (unsigned long long)(*h)->req_id, (unsigned long long)e->req_id);
     *slot = e->slot;
     s->wire_head = (s->wire_head + 1) % WIRE_SLOTS;
     s->outstanding--;
     s->awaited -= e->slot != NO_SLOT;
     shard_clock(s, (*h)->clock);
-    s->reply_deadline_ns = 0;            /* the next reply's clock starts at the next empty poll */
+    s->reply_deadline_ns = 0; /* the next reply's clock starts at the next empty poll */
     return RKV_OK;
 }
 
 /* Wait for the reply to the only request outstanding (HELLO, while
  * connecting) and copy it out. On error the shard is down. */
-static rkv_status shard_wait(rkv_client *c, struct shard *s, struct rkv_resp *resp,
-                             void *payload, size_t payload_cap, size_t *payload_len)
+static rkv_status shard_wait(rkv_client *c, struct shard *s, struct rkv_resp *resp, void *payload,
+                             size_t payload_cap, size_t *payload_len)
 {
     const void *msg;
     size_t len;
@@ -432,9 +442,12 @@ static size_t take_hints(struct shard *s, size_t room, const rkv_hint **hints)
 
 static rkv_status shard_hello(rkv_client *c, struct shard *s)
 {
-    struct rkv_req req = { .opcode = RKV_OP_HELLO, .key_len = (uint16_t)strlen(c->secret),
-                           .req_id = shard_next_id(s), .arg = RKV_PROTO_VERSION };
-    uint32_t len = (uint32_t)rkv_req_build(s->ops->send_buf(s->t, 0), &req, c->secret, NULL, 0, NULL, 0);
+    struct rkv_req req = { .opcode = RKV_OP_HELLO,
+                           .key_len = (uint16_t)strlen(c->secret),
+                           .req_id = shard_next_id(s),
+                           .arg = RKV_PROTO_VERSION };
+    uint32_t len = (uint32_t)rkv_req_build(s->ops->send_buf(s->t, 0), &req, c->secret, NULL, 0,
+                                           NULL, 0);
     uint32_t none = NO_SLOT;
     rkv_status st = shard_send(c, s, &len, &none, &req.req_id, 1, "HELLO");
     if (st != RKV_OK)
@@ -447,14 +460,17 @@ static rkv_status shard_hello(rkv_client *c, struct shard *s)
     if (st != RKV_OK)
         return st;
     if (resp.status == RKV_AUTH)
-        return client_fail(c, RKV_AUTH, "%s: the server refused our shared secret; set the secret it is "
-                           "configured with (rkv_options.auth_secret, --auth)", s->uri);
+        return client_fail(c, RKV_AUTH,
+                           "%s: the server refused our shared secret; set the secret it is "
+                           "configured with (rkv_options.auth_secret, --auth)",
+                           s->uri);
     if (resp.status != RKV_OK)
         return client_fail(c, (rkv_status)resp.status, "%s: HELLO refused: %s", s->uri,
                            rkv_strerror((rkv_status)resp.status));
     st = plen == sizeof payload ? rkv_hello_parse(payload, plen, &s->hello) : RKV_PROTOCOL;
     if (st == RKV_VERSION_MISMATCH)
-        return client_fail(c, st, "%s: server speaks protocol %u, this client %u; upgrade the older side",
+        return client_fail(c, st,
+                           "%s: server speaks protocol %u, this client %u; upgrade the older side",
                            s->uri, s->hello.proto_version, RKV_PROTO_VERSION);
     if (st != RKV_OK)
         return client_fail(c, st, "%s: malformed HELLO reply", s->uri);
@@ -467,12 +483,9 @@ static rkv_status shard_hello(rkv_client *c, struct shard *s)
 static enum rkv_read_cost lookup_cost(const rkv_client *c, const struct shard *s)
 {
     switch (c->opts.bucket_reads) {
-    case RKV_BUCKET_READS_TOGETHER:
-        return RKV_COST_ROUND_TRIPS;
-    case RKV_BUCKET_READS_FIRST:
-        return RKV_COST_PER_READ;
-    default:
-        return s->ops->read_cost(s->t);
+    case RKV_BUCKET_READS_TOGETHER: return RKV_COST_ROUND_TRIPS;
+    case RKV_BUCKET_READS_FIRST: return RKV_COST_PER_READ;
+    default: return s->ops->read_cost(s->t);
     }
 }
 
@@ -484,25 +497,33 @@ static rkv_status shard_geometry(rkv_client *c, struct shard *s)
     rkv_status st = s->ops->read(s->t, &op, 1);
     if (st != RKV_OK)
         return client_fail(c, st, "%s: cannot read the region header: %s", s->uri, rkv_strerror(st));
-    struct rkv_region_header g;   /* s->geom keeps the last valid one (route() uses it) */
+    struct rkv_region_header g; /* s->geom keeps the last valid one (route() uses it) */
     memcpy(&g, local, sizeof g);
     if (!rkv_header_valid(&g, s->hello.region_size) || g.generation != s->hello.generation)
-        return client_fail(c, RKV_PROTOCOL, "%s: the region header is invalid or from another server "
-                           "generation; is the server version compatible?", s->uri);
+        return client_fail(c, RKV_PROTOCOL,
+                           "%s: the region header is invalid or from another server "
+                           "generation; is the server version compatible?",
+                           s->uri);
     if (local_len < rkv_lookup_scratch_need(&g, 1))
-        return client_fail(c, RKV_INTERNAL, "%s: local buffer (%zu bytes) smaller than the largest item",
-                           s->uri, local_len);
+        return client_fail(c, RKV_INTERNAL,
+                           "%s: local buffer (%zu bytes) smaller than the largest item", s->uri,
+                           local_len);
     s->geom = g;
     s->lctx = (struct rkv_lookup_ctx){
-        .geom = &s->geom, .read = lookup_read, .read_ctx = s,
+        .geom = &s->geom,
+        .read = lookup_read,
+        .read_ctx = s,
         .prefetch = s->ops->prefetch ? lookup_prefetch : NULL,
-        .scratch = local, .scratch_len = local_len,
-        .ops = s->read_ops, .ops_cap = LOOKUP_OPS,
-        .max_retries = c->opts.max_get_retries, .cost = lookup_cost(c, s),
+        .scratch = local,
+        .scratch_len = local_len,
+        .ops = s->read_ops,
+        .ops_cap = LOOKUP_OPS,
+        .max_retries = c->opts.max_get_retries,
+        .cost = lookup_cost(c, s),
     };
     s->watch.on = false;
     if (c->opts.bucket_reads == RKV_BUCKET_READS_AUTO && s->lctx.cost == RKV_COST_ROUND_TRIPS)
-        rkv_cost_watch_start(&s->watch);   /* the transport's verdict, checked as it goes */
+        rkv_cost_watch_start(&s->watch); /* the transport's verdict, checked as it goes */
     return RKV_OK;
 }
 
@@ -546,8 +567,9 @@ static rkv_status shard_ready(rkv_client *c, struct shard *s)
         return RKV_OK;
     uint64_t now = rkv_now_ns();
     if (now < s->next_attempt_ns)
-        return client_fail(c, RKV_CONNECTION, "%s: server unreachable; next reconnect attempt in %llu ms",
-                           s->uri, (unsigned long long)((s->next_attempt_ns - now) / 1000000));
+        return client_fail(c, RKV_CONNECTION,
+                           "%s: server unreachable; next reconnect attempt in %llu ms", s->uri,
+                           (unsigned long long)((s->next_attempt_ns - now) / 1000000));
     rkv_status st = shard_connect(c, s);
     if (st == RKV_OK) {
         c->c.reconnects++;
@@ -578,8 +600,8 @@ static rkv_status parse_uris(rkv_client *c, const char *uris)
             return st;
         if (!rkv_uri_split(s->uri, scheme, sizeof scheme, &s->addr) || s->addr[0] == '\0' ||
             (s->ops = rkv_client_transport_by_scheme(scheme)) == NULL)
-            return client_fail(c, RKV_INVALID, "bad server URI \"%s\": use rdma://HOST:PORT or shm://PATH",
-                               s->uri);
+            return client_fail(c, RKV_INVALID,
+                               "bad server URI \"%s\": use rdma://HOST:PORT or shm://PATH", s->uri);
         s->read_ops = calloc(LOOKUP_OPS, sizeof *s->read_ops);
         s->wire = calloc(WIRE_SLOTS, sizeof *s->wire);
         s->queue_head = s->queue_tail = s->gets_head = s->gets_tail = NO_SLOT;
@@ -624,8 +646,10 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
         c->opts = *opts;
     apply_defaults(&c->opts);
     if ((unsigned)c->opts.bucket_reads > RKV_BUCKET_READS_FIRST) {
-        st = client_fail(c, RKV_INVALID, "rkv_options.bucket_reads is %u; use RKV_BUCKET_READS_AUTO, "
-                         "_TOGETHER or _FIRST", (unsigned)c->opts.bucket_reads);
+        st = client_fail(c, RKV_INVALID,
+                         "rkv_options.bucket_reads is %u; use RKV_BUCKET_READS_AUTO, "
+                         "_TOGETHER or _FIRST",
+                         (unsigned)c->opts.bucket_reads);
         goto fail;
     }
     char rc_err[256];
@@ -689,7 +713,6 @@ void rkv_close(rkv_client *c)
     free(c);
 }
 
-
 /* ------------------------------------------------------------ arguments */
 
 /* The shard that owns a key; with one server, no call to ask. */
@@ -706,23 +729,27 @@ static struct shard *shard_for(rkv_client *c, const void *key, size_t key_len, u
  * in messages. RKV_OK, or RKV_INVALID / RKV_TOO_LARGE with the message set.
  * The limits are the owning server's, from its region header. */
 static HOT rkv_status route(rkv_client *c, const struct rkv_op *op, const char *call,
-                        struct shard **s, uint64_t *kh)
+                            struct shard **s, uint64_t *kh)
 {
     bool get = op->kind == RKV_KIND_GET, put = op->kind == RKV_KIND_PUT;
     const void *data = get ? op->buf : op->value;
     size_t data_len = get ? op->buf_len : op->value_len;
     const char *what = put ? "value" : "buffer";
-    *s = NULL;           /* defined on every path, also for refused calls */
+    *s = NULL; /* defined on every path, also for refused calls */
     *kh = 0;
     if (op->key == NULL || op->key_len == 0)
         return client_fail(c, RKV_INVALID, "%s: the key is %s; keys are 1..%u bytes", call,
                            op->key == NULL ? "NULL" : "empty (key_len 0)", RKV_MAX_KEY_LEN);
     if ((get || put) && data == NULL && data_len != 0)
-        return client_fail(c, RKV_INVALID, "%s: the %s is NULL but its length is %zu; pass a %s or "
-                           "length 0", call, what, data_len, what);
+        return client_fail(c, RKV_INVALID,
+                           "%s: the %s is NULL but its length is %zu; pass a %s or "
+                           "length 0",
+                           call, what, data_len, what);
     if (put && op->opts && (unsigned)op->opts->mode > RKV_CAS)
-        return client_fail(c, RKV_INVALID, "%s: unknown put mode %u; use RKV_SET, RKV_ADD, RKV_REPLACE "
-                           "or RKV_CAS", call, (unsigned)op->opts->mode);
+        return client_fail(c, RKV_INVALID,
+                           "%s: unknown put mode %u; use RKV_SET, RKV_ADD, RKV_REPLACE "
+                           "or RKV_CAS",
+                           call, (unsigned)op->opts->mode);
     *kh = rkv_shard_hash(op->key, op->key_len);
     *s = shard_for(c, op->key, op->key_len, *kh);
     /* a GET's location-cache set on its way as soon as it is known: while
@@ -731,11 +758,15 @@ static HOT rkv_status route(rkv_client *c, const struct rkv_op *op, const char *
     if (get && c->cache)
         rkv_loc_cache_prefetch(c->cache, (*s)->generation, *kh);
     if (op->key_len > (*s)->geom.max_key_len)
-        return client_fail(c, RKV_TOO_LARGE, "%s: key of %zu bytes is longer than the server's limit "
-                           "of %u", call, op->key_len, (*s)->geom.max_key_len);
+        return client_fail(c, RKV_TOO_LARGE,
+                           "%s: key of %zu bytes is longer than the server's limit "
+                           "of %u",
+                           call, op->key_len, (*s)->geom.max_key_len);
     if (put && data_len > (*s)->geom.max_value_len)
-        return client_fail(c, RKV_TOO_LARGE, "%s: value of %zu bytes is longer than the server's limit "
-                           "of %u (rkv_max_value_size)", call, data_len, (*s)->geom.max_value_len);
+        return client_fail(c, RKV_TOO_LARGE,
+                           "%s: value of %zu bytes is longer than the server's limit "
+                           "of %u (rkv_max_value_size)",
+                           call, data_len, (*s)->geom.max_value_len);
     return RKV_OK;
 }
 
@@ -795,7 +826,7 @@ static HOT void get_complete(rkv_client *c, struct shard *s, uint32_t idx)
     struct rkv_completion *r = complete(c, idx, l->status, false);
     r->value_len = l->value_len;
     if (l->status == RKV_OK || l->status == RKV_BUFFER_TOO_SMALL) {
-        uint32_t now = s->lctx.now;      /* the server clock of this round */
+        uint32_t now = s->lctx.now; /* the server clock of this round */
         r->info.version = l->version;
         r->info.user_flags = l->user_flags;
         r->info.ttl_left = l->expire_at == 0 ? 0 : (l->expire_at > now ? l->expire_at - now : 1);
@@ -870,7 +901,7 @@ static HOT rkv_status lookup_round(rkv_client *c, struct shard *s)
         uint64_t now_ns = rkv_ctrans_maps_clock(s->ops) ? 0 : coarse_now_ns();
         shard_clock_refresh(s, now_ns);
         s->lctx.now = shard_now(s, now_ns);
-        s->lctx.retries = s->lctx.forwards = 0;   /* the lookup adds this pass's */
+        s->lctx.retries = s->lctx.forwards = 0; /* the lookup adds this pass's */
         rkv_status st = rounds(s, c->round, n);
         c->c.verify_retries += s->lctx.retries;
         c->c.forwards += s->lctx.forwards;
@@ -915,8 +946,10 @@ static rkv_status check_staging(rkv_client *c, const struct shard *s, const stru
         return RKV_OK;
     s->ops->staging(s->t, &stage_cap, &rb);
     if (sl->value_len > stage_cap)
-        return client_fail(c, RKV_TOO_LARGE, "value of %zu bytes is larger than the client's "
-                           "staging buffer (%zu bytes)", sl->value_len, stage_cap);
+        return client_fail(c, RKV_TOO_LARGE,
+                           "value of %zu bytes is larger than the client's "
+                           "staging buffer (%zu bytes)",
+                           sl->value_len, stage_cap);
     return RKV_OK;
 }
 
@@ -925,15 +958,19 @@ static rkv_status check_staging(rkv_client *c, const struct shard *s, const stru
  * hints. */
 static uint32_t build_req(struct shard *s, unsigned i, const struct slot *sl, uint32_t req_id)
 {
-    static const uint8_t opcode[] = { [RKV_KIND_PUT] = RKV_OP_PUT, [RKV_KIND_DELETE] = RKV_OP_DELETE,
-                                      [RKV_KIND_INCR] = RKV_OP_INCR, [KIND_PING] = RKV_OP_PING,
-                                      [KIND_STATS] = RKV_OP_STATS, [KIND_HINTS] = RKV_OP_HINTS,
-                                      [KIND_FLUSH] = RKV_OP_FLUSH, [KIND_DROP] = RKV_OP_DELETE };
-    struct rkv_req h = { .opcode = opcode[sl->kind], .key_len = (uint16_t)sl->key_len,
-                         .value_len = (uint32_t)sl->value_len, .req_id = req_id,
+    static const uint8_t opcode[] = {
+        [RKV_KIND_PUT] = RKV_OP_PUT,   [RKV_KIND_DELETE] = RKV_OP_DELETE,
+        [RKV_KIND_INCR] = RKV_OP_INCR, [KIND_PING] = RKV_OP_PING,
+        [KIND_STATS] = RKV_OP_STATS,   [KIND_HINTS] = RKV_OP_HINTS,
+        [KIND_FLUSH] = RKV_OP_FLUSH,   [KIND_DROP] = RKV_OP_DELETE
+    };
+    struct rkv_req h = { .opcode = opcode[sl->kind],
+                         .key_len = (uint16_t)sl->key_len,
+                         .value_len = (uint32_t)sl->value_len,
+                         .req_id = req_id,
                          .arg = (uint64_t)sl->delta };
     if (sl->has_opts) {
-        h.flags = (uint8_t)sl->opts.mode;      /* route() refused unknown modes */
+        h.flags = (uint8_t)sl->opts.mode; /* route() refused unknown modes */
         h.ttl = sl->opts.ttl;
         h.arg = sl->opts.cas;
         h.user_flags = sl->opts.user_flags;
@@ -953,8 +990,8 @@ static uint32_t build_req(struct shard *s, unsigned i, const struct slot *sl, ui
     const rkv_hint *hints;
     h.hint_count = (uint16_t)take_hints(s, s->hello.max_msg - sizeof h - sl->key_len - inline_len,
                                         &hints);
-    return (uint32_t)rkv_req_build(s->ops->send_buf(s->t, i), &h, sl->key, value, inline_len,
-                                   hints, h.hint_count);
+    return (uint32_t)rkv_req_build(s->ops->send_buf(s->t, i), &h, sl->key, value, inline_len, hints,
+                                   h.hint_count);
 }
 
 /* Send the head of the shard's queue, in order, as far as credits allow, as
@@ -998,8 +1035,8 @@ static rkv_status send_queued(rkv_client *c, struct shard *s)
 }
 
 /* The reply *h (payload p) to write slot idx: its completion. */
-static void write_complete(rkv_client *c, struct shard *s, uint32_t idx,
-                           const struct rkv_resp *h, const uint8_t *p)
+static void write_complete(rkv_client *c, struct shard *s, uint32_t idx, const struct rkv_resp *h,
+                           const uint8_t *p)
 {
     struct slot *sl = &c->slots[idx];
     rkv_status st = (rkv_status)h->status;
@@ -1010,9 +1047,11 @@ static void write_complete(rkv_client *c, struct shard *s, uint32_t idx,
             memcpy(sl->buf, p, n);
     } else if (sl->kind == KIND_DROP && (st == RKV_OK || st == RKV_NOT_FOUND)) {
         st = RKV_TOO_LARGE;
-        client_fail(c, st, "put: the value is longer than the server's limit of %u bytes "
+        client_fail(c, st,
+                    "put: the value is longer than the server's limit of %u bytes "
                     "(rkv_max_value_size); the key's old value was removed, as memcached's set "
-                    "removes it", s->geom.max_value_len);
+                    "removes it",
+                    s->geom.max_value_len);
     } else if (st != RKV_OK && sl->kind != KIND_PING) {
         client_fail(c, st, "%s: server answered: %s", s->uri, rkv_strerror(st));
     }
@@ -1045,10 +1084,12 @@ static rkv_status take_replies(rkv_client *c, struct shard *s, unsigned timeout_
         uint32_t idx = NO_SLOT;
         rkv_status st = s->ops->recv(s->t, &msg, &len, timeout_ms);
         if (st == RKV_TIMEOUT && !reply_late(c, s))
-            return RKV_OK;                   /* not yet */
+            return RKV_OK; /* not yet */
         if (st == RKV_TIMEOUT)
-            return client_fail(c, st, "%s: no reply within %u ms (rkv_options.timeout_ms); "
-                               "dropping the connection", s->uri, c->opts.timeout_ms);
+            return client_fail(c, st,
+                               "%s: no reply within %u ms (rkv_options.timeout_ms); "
+                               "dropping the connection",
+                               s->uri, c->opts.timeout_ms);
         if (st != RKV_OK)
             return client_fail(c, st, "%s: no reply: %s", s->uri, shard_why(s, st));
         st = reply_take(c, s, msg, len, &h, &p, &idx);
@@ -1129,12 +1170,13 @@ static void run_until(rkv_client *c, const unsigned *count, uint64_t deadline_ns
 
 /* ------------------------------------------------------------ submit */
 
-static const char *const kind_call[] = { [RKV_KIND_GET] = "get", [RKV_KIND_PUT] = "put",
-                                         [RKV_KIND_DELETE] = "delete", [RKV_KIND_INCR] = "incr" };
+static const char *const kind_call[] = {
+    [RKV_KIND_GET] = "get", [RKV_KIND_PUT] = "put", [RKV_KIND_DELETE] = "delete", [RKV_KIND_INCR] = "incr"
+};
 
 /* Take a free slot for an op on shard s and link it into the shard's work. */
 static HOT uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, bool internal,
-                             uint64_t token)
+                                 uint64_t token)
 {
     uint32_t idx = c->free_head;
     struct slot *sl = &c->slots[idx];
@@ -1181,8 +1223,10 @@ static bool set_too_large(const struct rkv_op *op, const struct shard *s)
 static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, const char *call)
 {
     if ((unsigned)op->kind > RKV_KIND_INCR)
-        return client_fail(c, RKV_INVALID, "submit: unknown op kind %u; use RKV_KIND_GET, _PUT, _DELETE "
-                           "or _INCR", (unsigned)op->kind);
+        return client_fail(c, RKV_INVALID,
+                           "submit: unknown op kind %u; use RKV_KIND_GET, _PUT, _DELETE "
+                           "or _INCR",
+                           (unsigned)op->kind);
     struct shard *s;
     uint64_t kh;
     uint8_t kind = (uint8_t)op->kind;
@@ -1193,11 +1237,13 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
         kind = KIND_DROP;
     }
     if (RKV_UNLIKELY(!internal && c->outstanding >= c->window))
-        return client_fail(c, RKV_WINDOW_FULL, "submit: the window of %u ops is full; take completions "
-                           "with rkv_poll/rkv_wait first (or widen it with rkv_set_window)", c->window);
+        return client_fail(c, RKV_WINDOW_FULL,
+                           "submit: the window of %u ops is full; take completions "
+                           "with rkv_poll/rkv_wait first (or widen it with rkv_set_window)",
+                           c->window);
     struct slot *sl = &c->slots[slot_enqueue(c, s, kind, internal, op->token)];
     sl->kh = kh;
-    if (op->kind == RKV_KIND_GET) {      /* straight into its lookup (get_start) */
+    if (op->kind == RKV_KIND_GET) { /* straight into its lookup (get_start) */
         sl->l.key = op->key;
         sl->l.key_len = op->key_len > UINT32_MAX ? UINT32_MAX : (uint32_t)op->key_len;
         sl->l.buf = op->buf;
@@ -1210,12 +1256,11 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
     sl->value_len = 0;
     sl->delta = 0;
     switch (op->kind) {
-    case RKV_KIND_GET:
-        break;
+    case RKV_KIND_GET: break;
     case RKV_KIND_PUT:
         c->c.puts++;
         if (kind == KIND_DROP)
-            break;                       /* its key's DELETE: no value, no options */
+            break; /* its key's DELETE: no value, no options */
         sl->value = op->value;
         sl->value_len = op->value_len;
         if (op->opts) {
@@ -1223,9 +1268,7 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
             sl->has_opts = true;
         }
         break;
-    case RKV_KIND_DELETE:
-        c->c.deletes++;
-        break;
+    case RKV_KIND_DELETE: c->c.deletes++; break;
     case RKV_KIND_INCR:
         sl->delta = op->delta;
         c->c.other_rpcs++;
@@ -1257,9 +1300,11 @@ static rkv_status check_poll_args(rkv_client *c, const char *call, const struct 
                                   unsigned max, const unsigned *n)
 {
     if (out == NULL || max == 0 || n == NULL)
-        return client_fail(c, RKV_INVALID, "%s: %s; pass an array of max > 0 completions and a count",
-                           call, n == NULL ? "the count pointer is NULL" :
-                           out == NULL ? "the completion array is NULL" : "max is 0");
+        return client_fail(c, RKV_INVALID,
+                           "%s: %s; pass an array of max > 0 completions and a count", call,
+                           n == NULL     ? "the count pointer is NULL"
+                           : out == NULL ? "the completion array is NULL"
+                                         : "max is 0");
     return RKV_OK;
 }
 
@@ -1284,7 +1329,7 @@ rkv_status rkv_wait(rkv_client *c, struct rkv_completion *out, unsigned max, uns
     if (st != RKV_OK)
         return st;
     if (c->userq_count == 0 && c->outstanding > 0)
-        progress(c);                     /* a pass first: the clock only if it is empty */
+        progress(c); /* a pass first: the clock only if it is empty */
     if (c->userq_count == 0 && c->outstanding > 0 && timeout_ms > 0)
         run_until(c, &c->userq_count, rkv_now_ns() + (uint64_t)timeout_ms * 1000000ull);
     *n = take_user(c, out, max);
@@ -1297,8 +1342,10 @@ rkv_status rkv_set_window(rkv_client *c, unsigned window)
         return client_fail(c, RKV_INVALID, "set_window: %u is out of range; use 1..%u", window,
                            RKV_MAX_WINDOW);
     if (c->outstanding > 0 || c->wrap_out > 0)
-        return client_fail(c, RKV_INVALID, "set_window: %u ops are outstanding; take their completions "
-                           "first", c->outstanding + c->wrap_out);
+        return client_fail(c, RKV_INVALID,
+                           "set_window: %u ops are outstanding; take their completions "
+                           "first",
+                           c->outstanding + c->wrap_out);
     unsigned nslots = window + WRAP_SLOTS, ring = 1;
     while (ring < window)
         ring *= 2;
@@ -1343,7 +1390,7 @@ unsigned rkv_outstanding(const rkv_client *c)
 static const struct wrap_completion *wrap_take(rkv_client *c)
 {
     if (c->wrapq_count == 0)
-        progress(c);                     /* a synchronous GET over shm ends in this pass */
+        progress(c); /* a synchronous GET over shm ends in this pass */
     if (c->wrapq_count == 0)
         run_until(c, &c->wrapq_count, UINT64_MAX);
     const struct wrap_completion *w = &c->wrapq[c->wrapq_head];
@@ -1366,8 +1413,9 @@ static HOT rkv_status run_one(rkv_client *c, const struct rkv_op *op, const stru
 rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, size_t buf_len,
                    size_t *value_len, struct rkv_item_info *info)
 {
-    const struct rkv_op op = { .kind = RKV_KIND_GET, .key = key, .key_len = key_len,
-                               .buf = buf, .buf_len = buf_len };
+    const struct rkv_op op = {
+        .kind = RKV_KIND_GET, .key = key, .key_len = key_len, .buf = buf, .buf_len = buf_len
+    };
     const struct rkv_completion *r;
     rkv_status st = run_one(c, &op, &r);
     if (RKV_UNLIKELY(st != RKV_OK))
@@ -1382,8 +1430,12 @@ rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, si
 rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len, const void *value,
                    size_t value_len, const struct rkv_put_options *opts, uint64_t *new_version)
 {
-    const struct rkv_op op = { .kind = RKV_KIND_PUT, .key = key, .key_len = key_len,
-                               .value = value, .value_len = value_len, .opts = opts };
+    const struct rkv_op op = { .kind = RKV_KIND_PUT,
+                               .key = key,
+                               .key_len = key_len,
+                               .value = value,
+                               .value_len = value_len,
+                               .opts = opts };
     const struct rkv_completion *r;
     rkv_status st = run_one(c, &op, &r);
     if (st != RKV_OK)
@@ -1403,8 +1455,7 @@ rkv_status rkv_delete(rkv_client *c, const void *key, size_t key_len)
 
 rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len, int64_t delta, uint64_t *result)
 {
-    const struct rkv_op op = { .kind = RKV_KIND_INCR, .key = key, .key_len = key_len,
-                               .delta = delta };
+    const struct rkv_op op = { .kind = RKV_KIND_INCR, .key = key, .key_len = key_len, .delta = delta };
     const struct rkv_completion *r;
     rkv_status st = run_one(c, &op, &r);
     if (st != RKV_OK)
@@ -1419,9 +1470,9 @@ rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len, int64_t delt
 /* A batched call (rkv_mget, rkv_mput) as batch_run() sees it: the caller's
  * ops, and the two things that differ per call. */
 struct batch {
-    void *ops;                           /* the caller's array of n ops */
+    void *ops; /* the caller's array of n ops */
     size_t n;
-    const char *call;                    /* "mget", "mput" */
+    const char *call; /* "mget", "mput" */
     /* op i as an rkv_op (token i) */
     void (*to_op)(const struct batch *b, size_t i, struct rkv_op *op);
     /* op i's outcome */
@@ -1449,7 +1500,7 @@ static rkv_status batch_run(rkv_client *c, struct batch *b)
                 r.status = down[rkv_shard_of(c, op.key, op.key_len)];
                 b->result(b, next, &r);
             } else if ((r.status = submit(c, &op, true, b->call)) != RKV_OK) {
-                b->result(b, next, &r);      /* refused: route()'s status */
+                b->result(b, next, &r); /* refused: route()'s status */
             }
         }
         if (c->wrap_out == 0)
@@ -1469,8 +1520,9 @@ static rkv_status batch_run(rkv_client *c, struct batch *b)
 static void mget_to_op(const struct batch *b, size_t i, struct rkv_op *op)
 {
     const struct rkv_get_op *g = (const struct rkv_get_op *)b->ops + i;
-    *op = (struct rkv_op){ .kind = RKV_KIND_GET, .key = g->key, .key_len = g->key_len,
-                           .buf = g->buf, .buf_len = g->buf_len };
+    *op = (struct rkv_op){
+        .kind = RKV_KIND_GET, .key = g->key, .key_len = g->key_len, .buf = g->buf, .buf_len = g->buf_len
+    };
 }
 
 static void mget_result(struct batch *b, size_t i, const struct rkv_completion *r)
@@ -1482,16 +1534,19 @@ static void mget_result(struct batch *b, size_t i, const struct rkv_completion *
 
 rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n)
 {
-    struct batch b = { .ops = ops, .n = n, .call = "mget", .to_op = mget_to_op,
-                       .result = mget_result };
+    struct batch b = { .ops = ops, .n = n, .call = "mget", .to_op = mget_to_op, .result = mget_result };
     return batch_run(c, &b);
 }
 
 static void mput_to_op(const struct batch *b, size_t i, struct rkv_op *op)
 {
     const struct rkv_put_op *p = (const struct rkv_put_op *)b->ops + i;
-    *op = (struct rkv_op){ .kind = RKV_KIND_PUT, .key = p->key, .key_len = p->key_len,
-                           .value = p->value, .value_len = p->value_len, .opts = p->opts };
+    *op = (struct rkv_op){ .kind = RKV_KIND_PUT,
+                           .key = p->key,
+                           .key_len = p->key_len,
+                           .value = p->value,
+                           .value_len = p->value_len,
+                           .opts = p->opts };
 }
 
 static void mput_result(struct batch *b, size_t i, const struct rkv_completion *r)
@@ -1503,8 +1558,7 @@ static void mput_result(struct batch *b, size_t i, const struct rkv_completion *
 
 rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
 {
-    struct batch b = { .ops = ops, .n = n, .call = "mput", .to_op = mput_to_op,
-                       .result = mput_result };
+    struct batch b = { .ops = ops, .n = n, .call = "mput", .to_op = mput_to_op, .result = mput_result };
     return batch_run(c, &b);
 }
 
@@ -1512,8 +1566,8 @@ rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
 
 /* A control RPC without key or value to shard s, through the core; the
  * payload is copied to buf (cap bytes), its length to *len. */
-static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t kind, int64_t arg,
-                              void *buf, size_t cap, size_t *len)
+static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t kind, int64_t arg, void *buf,
+                              size_t cap, size_t *len)
 {
     struct slot *sl = &c->slots[slot_enqueue(c, s, kind, true, 0)];
     sl->kh = 0;
@@ -1544,7 +1598,7 @@ rkv_status rkv_ping(rkv_client *c)
 rkv_status rkv_flush(rkv_client *c, uint32_t delay_s)
 {
     rkv_status first = RKV_OK;
-    for (unsigned i = 0; i < c->nshards; i++) {   /* every server, even past a failed one */
+    for (unsigned i = 0; i < c->nshards; i++) { /* every server, even past a failed one */
         rkv_status st = control_rpc(c, &c->shards[i], KIND_FLUSH, delay_s, NULL, 0, NULL);
         if (first == RKV_OK)
             first = st;

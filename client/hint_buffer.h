@@ -25,8 +25,8 @@
 
 #include "protocol.h"
 
-#define RKV_HINT_BUFFER_CAP   60   /* a HINTS request of this many fills the smallest message */
-#define RKV_HINT_FILTER_WORDS 16   /* 1024 bits */
+#define RKV_HINT_BUFFER_CAP   60 /* a HINTS request of this many fills the smallest message */
+#define RKV_HINT_FILTER_WORDS 16 /* 1024 bits */
 
 struct rkv_hint_buffer {
     uint64_t filter[RKV_HINT_FILTER_WORDS]; /* bit filter_bit(w) of each held word w */

@@ -25,20 +25,20 @@ struct set {
 _Static_assert(sizeof(struct set) == 64, "a set is one cache line");
 
 struct table {
-    struct set *sets;            /* mmap'ed: pages are zero until touched */
-    uint64_t set_mask;           /* sets - 1 */
+    struct set *sets;  /* mmap'ed: pages are zero until touched */
+    uint64_t set_mask; /* sets - 1 */
     unsigned entries;
-    struct table *prev;          /* atomic: the table this one replaced, or NULL */
-    struct table *all_next;      /* every table of the cache, for the final munmap */
+    struct table *prev;     /* atomic: the table this one replaced, or NULL */
+    struct table *all_next; /* every table of the cache, for the final munmap */
 };
 
 struct rkv_loc_cache {
-    struct table *cur;           /* atomic: the table finds and stores use */
-    unsigned budget;             /* entries the table may grow to */
-    unsigned refs;               /* under registry_lock */
-    pthread_mutex_t grow_lock;   /* one grower at a time; guards `all` */
-    struct table *all;           /* every table made, newest first */
-    struct rkv_loc_cache *next;  /* registry list */
+    struct table *cur;          /* atomic: the table finds and stores use */
+    unsigned budget;            /* entries the table may grow to */
+    unsigned refs;              /* under registry_lock */
+    pthread_mutex_t grow_lock;  /* one grower at a time; guards `all` */
+    struct table *all;          /* every table made, newest first */
+    struct rkv_loc_cache *next; /* registry list */
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -109,8 +109,9 @@ static unsigned round_entries(unsigned entries)
 static unsigned start_entries(unsigned budget)
 {
     unsigned n = budget / 64;
-    return n < RKV_LOC_CACHE_WAYS ? RKV_LOC_CACHE_WAYS : n > RKV_LOC_CACHE_START
-                                                         ? RKV_LOC_CACHE_START : n;
+    return n < RKV_LOC_CACHE_WAYS    ? RKV_LOC_CACHE_WAYS
+           : n > RKV_LOC_CACHE_START ? RKV_LOC_CACHE_START
+                                     : n;
 }
 
 static size_t table_bytes(const struct table *t)
@@ -123,7 +124,8 @@ static struct table *table_new(unsigned n)
     struct table *t = calloc(1, sizeof *t);
     size_t bytes = (size_t)n * sizeof(uint64_t);
     void *p = t ? mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) : MAP_FAILED;
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                : MAP_FAILED;
     if (p == MAP_FAILED) {
         free(t);
         return NULL;
@@ -233,8 +235,8 @@ static void note_eviction(struct rkv_loc_cache *lc, struct rkv_loc_cache_meter *
                           const struct table *t)
 {
     if (m == NULL || t->entries >= lc->budget)
-        return;                          /* not metered, or grown as far as it may */
-    if (m->table != t) {                 /* counts about an older table are void */
+        return;          /* not metered, or grown as far as it may */
+    if (m->table != t) { /* counts about an older table are void */
         if (m->table != NULL)
             *m = (struct rkv_loc_cache_meter){ 0 };
         m->table = t;
@@ -267,7 +269,7 @@ static bool put(const struct table *t, uint64_t h, uint64_t tag, uint64_t entry)
     for (unsigned w = 0; w < RKV_LOC_CACHE_WAYS; w++) {
         seen[w] = __atomic_load_n(&s->way[w], __ATOMIC_RELAXED);
         if ((seen[w] & TAG_MASK) == tag) {
-            pick = (int)w;               /* ours already: update or forget */
+            pick = (int)w; /* ours already: update or forget */
             break;
         }
         if (seen[w] == 0 && pick < 0)
@@ -275,12 +277,13 @@ static bool put(const struct table *t, uint64_t h, uint64_t tag, uint64_t entry)
     }
     if (pick < 0 || (seen[pick] == 0 && entry == 0)) {
         if (entry == 0)
-            return false;                /* nothing to forget */
+            return false; /* nothing to forget */
         pick = (int)random_way(h);
     }
     bool evicts = seen[pick] != 0 && (seen[pick] & TAG_MASK) != tag;
-    return __atomic_compare_exchange_n(&s->way[pick], &seen[pick], entry, false,
-                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED) && evicts;
+    return __atomic_compare_exchange_n(&s->way[pick], &seen[pick], entry, false, __ATOMIC_RELAXED,
+                                       __ATOMIC_RELAXED) &&
+           evicts;
 }
 
 void rkv_loc_cache_prefetch(const struct rkv_loc_cache *lc, uint64_t region, uint64_t key_hash)
@@ -300,7 +303,7 @@ static __attribute__((noinline)) uint64_t find_in_prev(struct rkv_loc_cache *lc,
     if (p == NULL || (e = entry_of(set_of(p, h), tag)) == 0)
         return 0;
     if (put(t, h, tag, e))
-        note_eviction(lc, m, t);         /* promoted into the current table */
+        note_eviction(lc, m, t); /* promoted into the current table */
     return e;
 }
 
@@ -317,8 +320,8 @@ uint64_t rkv_loc_cache_find(struct rkv_loc_cache *lc, struct rkv_loc_cache_meter
     return find_in_prev(lc, m, t, h, tag);
 }
 
-void rkv_loc_cache_store(struct rkv_loc_cache *lc, struct rkv_loc_cache_meter *m,
-                         uint64_t region, uint64_t key_hash, uint64_t slot)
+void rkv_loc_cache_store(struct rkv_loc_cache *lc, struct rkv_loc_cache_meter *m, uint64_t region,
+                         uint64_t key_hash, uint64_t slot)
 {
     const struct table *t = current(lc);
     uint64_t h = key_mix(region, key_hash), tag = tag_of(h);

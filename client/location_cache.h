@@ -60,11 +60,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RKV_LOC_CACHE_WAYS    8u
-#define RKV_LOC_CACHE_START   (1u << 16)  /* most entries a table starts with: 512 KiB */
-#define RKV_LOC_CACHE_MAX     (1u << 25)  /* entries: 256 MiB */
-#define RKV_LOC_CACHE_GROW_RATE   64u     /* grow at >= 1 eviction per 64 finds */
-#define RKV_LOC_CACHE_GROW_SAMPLE 64u     /* judged over this many evictions */
+#define RKV_LOC_CACHE_WAYS        8u
+#define RKV_LOC_CACHE_START       (1u << 16) /* most entries a table starts with: 512 KiB */
+#define RKV_LOC_CACHE_MAX         (1u << 25) /* entries: 256 MiB */
+#define RKV_LOC_CACHE_GROW_RATE   64u        /* grow at >= 1 eviction per 64 finds */
+#define RKV_LOC_CACHE_GROW_SAMPLE 64u        /* judged over this many evictions */
 
 struct rkv_loc_cache;
 
@@ -72,9 +72,9 @@ struct rkv_loc_cache;
  * the caller (a handle: one thread at a time), zero-initialised; finds and
  * stores update it and decide growth from it. */
 struct rkv_loc_cache_meter {
-    uint64_t finds;       /* finds since the meter last judged */
-    uint64_t evictions;   /* live entries this caller's stores replaced since then */
-    const void *table;    /* the table those counts are about */
+    uint64_t finds;     /* finds since the meter last judged */
+    uint64_t evictions; /* live entries this caller's stores replaced since then */
+    const void *table;  /* the table those counts are about */
 };
 
 /* The process's cache with a budget of at least `entries` entries (rounded
@@ -111,7 +111,7 @@ static inline bool rkv_loc_cache_changed(uint64_t found, uint64_t slot)
 /* Remember `slot` for key_hash in region; slot 0 forgets it. A store that
  * replaces another key's live entry counts in `m` (may be NULL), and may
  * grow the table. */
-void rkv_loc_cache_store(struct rkv_loc_cache *lc, struct rkv_loc_cache_meter *m,
-                         uint64_t region, uint64_t key_hash, uint64_t slot);
+void rkv_loc_cache_store(struct rkv_loc_cache *lc, struct rkv_loc_cache_meter *m, uint64_t region,
+                         uint64_t key_hash, uint64_t slot);
 
 #endif

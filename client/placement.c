@@ -27,13 +27,14 @@ static const char *kind_name(rkv_placement k)
     return k == RKV_PLACEMENT_KETAMA ? "ketama" : "jump";
 }
 
-rkv_status rkv_placement_init(struct rkv_placer *p, rkv_placement kind,
-                              char *err, size_t err_len)
+rkv_status rkv_placement_init(struct rkv_placer *p, rkv_placement kind, char *err, size_t err_len)
 {
     memset(p, 0, sizeof *p);
     if ((unsigned)kind > RKV_PLACEMENT_KETAMA)
-        return say(err, err_len, RKV_INVALID, "unknown rkv_options.placement %u; use "
-                   "RKV_PLACEMENT_DEFAULT, RKV_PLACEMENT_JUMP or RKV_PLACEMENT_KETAMA", (unsigned)kind);
+        return say(err, err_len, RKV_INVALID,
+                   "unknown rkv_options.placement %u; use "
+                   "RKV_PLACEMENT_DEFAULT, RKV_PLACEMENT_JUMP or RKV_PLACEMENT_KETAMA",
+                   (unsigned)kind);
     p->kind = kind;
     return RKV_OK;
 }
@@ -53,8 +54,8 @@ static void name_from_address(const char *addr, size_t len, char *name)
 }
 
 /* One "KEY=VALUE" of a URI's parameters into the server or the list's kind. */
-static rkv_status take_param(struct rkv_placer *p, struct rkv_placement_server *s,
-                             const char *uri, char *param, unsigned *seen, char *err, size_t err_len)
+static rkv_status take_param(struct rkv_placer *p, struct rkv_placement_server *s, const char *uri,
+                             char *param, unsigned *seen, char *err, size_t err_len)
 {
     static const char *const keys[] = { "placement", "name", "tcp", "weight" };
     char *eq = strchr(param, '=');
@@ -65,22 +66,28 @@ static rkv_status take_param(struct rkv_placer *p, struct rkv_placement_server *
             k++;
     }
     if (eq == NULL || eq[1] == '\0' || k == RKV_ARRAY_SIZE(keys))
-        return say(err, err_len, RKV_INVALID, "server URI \"%s\": bad parameter \"%s\"; use "
-                   "placement=jump|ketama, name=NAME, tcp=HOST:PORT or weight=N", uri, param);
+        return say(err, err_len, RKV_INVALID,
+                   "server URI \"%s\": bad parameter \"%s\"; use "
+                   "placement=jump|ketama, name=NAME, tcp=HOST:PORT or weight=N",
+                   uri, param);
     const char *v = eq + 1;
     if (*seen & 1u << k)
         return say(err, err_len, RKV_INVALID, "server URI \"%s\": %s= given twice", uri, param);
     *seen |= 1u << k;
     if (k == 0) {
         rkv_placement kind = strcmp(v, "ketama") == 0 ? RKV_PLACEMENT_KETAMA
-                           : strcmp(v, "jump") == 0 ? RKV_PLACEMENT_JUMP : RKV_PLACEMENT_DEFAULT;
+                             : strcmp(v, "jump") == 0 ? RKV_PLACEMENT_JUMP
+                                                      : RKV_PLACEMENT_DEFAULT;
         if (kind == RKV_PLACEMENT_DEFAULT)
-            return say(err, err_len, RKV_INVALID, "server URI \"%s\": unknown placement \"%s\"; "
-                       "use placement=jump or placement=ketama", uri, v);
+            return say(err, err_len, RKV_INVALID,
+                       "server URI \"%s\": unknown placement \"%s\"; "
+                       "use placement=jump or placement=ketama",
+                       uri, v);
         if (p->uri_kind != RKV_PLACEMENT_DEFAULT && p->uri_kind != kind)
-            return say(err, err_len, RKV_INVALID, "server URI \"%s\": placement=%s, but an earlier "
-                       "URI says placement=%s; one list has one placement", uri, v,
-                       kind_name(p->uri_kind));
+            return say(err, err_len, RKV_INVALID,
+                       "server URI \"%s\": placement=%s, but an earlier "
+                       "URI says placement=%s; one list has one placement",
+                       uri, v, kind_name(p->uri_kind));
         p->uri_kind = kind;
         return RKV_OK;
     }
@@ -88,22 +95,26 @@ static rkv_status take_param(struct rkv_placer *p, struct rkv_placement_server *
     if (k == 3) {
         uint64_t w;
         if (!rkv_parse_u64(v, 1, RKV_PLACEMENT_WEIGHT_MAX, &w))
-            return say(err, err_len, RKV_INVALID, "server URI \"%s\": weight \"%s\" is not a "
-                       "whole number in 1..%u", uri, v, RKV_PLACEMENT_WEIGHT_MAX);
+            return say(err, err_len, RKV_INVALID,
+                       "server URI \"%s\": weight \"%s\" is not a "
+                       "whole number in 1..%u",
+                       uri, v, RKV_PLACEMENT_WEIGHT_MAX);
         s->weight = (uint32_t)w;
         return RKV_OK;
     }
     if ((*seen & 1u << 1) && (*seen & 1u << 2))
-        return say(err, err_len, RKV_INVALID, "server URI \"%s\": name= and tcp= both name the "
-                   "server; give one", uri);
+        return say(err, err_len, RKV_INVALID,
+                   "server URI \"%s\": name= and tcp= both name the "
+                   "server; give one",
+                   uri);
     char host[RKV_PLACEMENT_NAME_MAX + 1];
     uint16_t port;
     if (k == 2 && !rkv_host_port(v, host, sizeof host, &port))
-        return say(err, err_len, RKV_INVALID, "server URI \"%s\": tcp=\"%s\" is not HOST:PORT",
-                   uri, v);
+        return say(err, err_len, RKV_INVALID, "server URI \"%s\": tcp=\"%s\" is not HOST:PORT", uri,
+                   v);
     if (strlen(v) > RKV_PLACEMENT_NAME_MAX)
-        return say(err, err_len, RKV_INVALID, "server URI \"%s\": %s= is longer than %u bytes",
-                   uri, param, RKV_PLACEMENT_NAME_MAX);
+        return say(err, err_len, RKV_INVALID, "server URI \"%s\": %s= is longer than %u bytes", uri,
+                   param, RKV_PLACEMENT_NAME_MAX);
     if (k == 1)
         strcpy(s->name, v);
     else
@@ -144,18 +155,23 @@ rkv_status rkv_placement_build(struct rkv_placer *p, char *err, size_t err_len)
 {
     if (p->kind != RKV_PLACEMENT_DEFAULT && p->uri_kind != RKV_PLACEMENT_DEFAULT &&
         p->kind != p->uri_kind)
-        return say(err, err_len, RKV_INVALID, "the URIs say placement=%s but rkv_options.placement "
-                   "asks for %s; choose one", kind_name(p->uri_kind), kind_name(p->kind));
+        return say(err, err_len, RKV_INVALID,
+                   "the URIs say placement=%s but rkv_options.placement "
+                   "asks for %s; choose one",
+                   kind_name(p->uri_kind), kind_name(p->kind));
     if (p->kind == RKV_PLACEMENT_DEFAULT)
         p->kind = p->uri_kind == RKV_PLACEMENT_KETAMA ? RKV_PLACEMENT_KETAMA : RKV_PLACEMENT_JUMP;
     for (unsigned i = 0; i < p->nservers; i++) {
         if (p->kind == RKV_PLACEMENT_JUMP && p->servers[i].ketama_params)
-            return say(err, err_len, RKV_INVALID, "server %u: name=, tcp= and weight= place servers "
+            return say(err, err_len, RKV_INVALID,
+                       "server %u: name=, tcp= and weight= place servers "
                        "on the ketama continuum; add placement=ketama to a URI (or set "
-                       "rkv_options.placement)", i);
+                       "rkv_options.placement)",
+                       i);
         for (unsigned j = 0; p->kind == RKV_PLACEMENT_KETAMA && j < i; j++)
             if (strcmp(p->servers[i].name, p->servers[j].name) == 0)
-                return say(err, err_len, RKV_INVALID, "servers %u and %u are both named \"%s\"; "
+                return say(err, err_len, RKV_INVALID,
+                           "servers %u and %u are both named \"%s\"; "
                            "ketama places servers by name, so give each its own (name= or tcp=)",
                            j, i, p->servers[i].name);
     }

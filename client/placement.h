@@ -33,15 +33,15 @@
 
 #include "rkv.h"
 
-#define RKV_PLACEMENT_NAME_MAX   255     /* bytes of a ketama server name */
+#define RKV_PLACEMENT_NAME_MAX   255 /* bytes of a ketama server name */
 #define RKV_PLACEMENT_WEIGHT_MAX 65535u
-#define RKV_KETAMA_POINTS        160     /* continuum points per server at an even share */
+#define RKV_KETAMA_POINTS        160 /* continuum points per server at an even share */
 
 /* One server as the URI list describes it. */
 struct rkv_placement_server {
-    char name[RKV_PLACEMENT_NAME_MAX + 1];  /* its name on the ketama continuum */
-    uint32_t weight;                        /* its ketama share; 1 unless weight= */
-    bool ketama_params;                     /* name=, tcp= or weight= was given */
+    char name[RKV_PLACEMENT_NAME_MAX + 1]; /* its name on the ketama continuum */
+    uint32_t weight;                       /* its ketama share; 1 unless weight= */
+    bool ketama_params;                    /* name=, tcp= or weight= was given */
 };
 
 /* A point of the continuum: hash value → server index. */
@@ -50,19 +50,18 @@ struct rkv_ketama_point {
     uint32_t server;
 };
 
-struct rkv_placer {   /* a handle's servers and the policy that maps keys onto them */
-    rkv_placement kind;                     /* asked for; JUMP or KETAMA once built */
-    rkv_placement uri_kind;                 /* what the URIs said (DEFAULT: nothing) */
+struct rkv_placer {         /* a handle's servers and the policy that maps keys onto them */
+    rkv_placement kind;     /* asked for; JUMP or KETAMA once built */
+    rkv_placement uri_kind; /* what the URIs said (DEFAULT: nothing) */
     unsigned nservers;
-    struct rkv_placement_server *servers;   /* nservers of them */
-    struct rkv_ketama_point *points;        /* KETAMA: sorted by value, then server */
+    struct rkv_placement_server *servers; /* nservers of them */
+    struct rkv_ketama_point *points;      /* KETAMA: sorted by value, then server */
     uint32_t npoints;
 };
 
 /* Start an empty placement of policy `kind` (rkv_options.placement).
  * Returns: RKV_OK, RKV_INVALID (not an rkv_placement; err says so). */
-rkv_status rkv_placement_init(struct rkv_placer *p, rkv_placement kind,
-                              char *err, size_t err_len);
+rkv_status rkv_placement_init(struct rkv_placer *p, rkv_placement kind, char *err, size_t err_len);
 
 /* Add the next server: read the "?..." parameters of `uri` and cut them off
  * it in place (the transport sees only "scheme://address").

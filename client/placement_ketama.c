@@ -66,7 +66,8 @@ rkv_status rkv_ketama_build(const struct rkv_placement_server *servers, unsigned
             int len = snprintf(label, sizeof label, "%s-%u", servers[i].name, (unsigned)g);
             for (unsigned a = 0; a < 4; a++)
                 pt[count++] = (struct rkv_ketama_point){
-                    .value = rkv_ketama_hash(label, (size_t)len, a), .server = i };
+                    .value = rkv_ketama_hash(label, (size_t)len, a), .server = i
+                };
         }
     }
     qsort(pt, count, sizeof *pt, point_cmp);

@@ -47,58 +47,58 @@
 #include "transport.h"
 #include "util.h"
 
-#define MAX_CREDITS        256u     /* largest credit count a server may grant us */
-#define MAX_READS          64u      /* READs per doorbell; larger read() calls are split */
-#define BOOT_WR_ID         UINT64_MAX
-#define NO_SLOT            UINT32_MAX
-#define SPIN_NS            200000ull   /* busy-poll this long before sleeping on the channel */
-#define SLEEP_MAX_MS       100         /* longest sleep between looks at the connection */
-#define PROBE_ROUNDS       9u          /* read_cost(): timed doorbells of 1 and of 2 READs */
+#define MAX_CREDITS  256u /* largest credit count a server may grant us */
+#define MAX_READS    64u  /* READs per doorbell; larger read() calls are split */
+#define BOOT_WR_ID   UINT64_MAX
+#define NO_SLOT      UINT32_MAX
+#define SPIN_NS      200000ull /* busy-poll this long before sleeping on the channel */
+#define SLEEP_MAX_MS 100       /* longest sleep between looks at the connection */
+#define PROBE_ROUNDS 9u        /* read_cost(): timed doorbells of 1 and of 2 READs */
 
 struct rdma_ctrans {
-    struct rkv_ctrans ctrans;       /* first: what the ops take (transport.h) */
+    struct rkv_ctrans ctrans;           /* first: what the ops take (transport.h) */
     struct rdma_event_channel *channel; /* cm events: connect, then disconnect */
     struct rdma_cm_id *id;
-    struct ibv_context *verbs;      /* our own context on the device rdma_cm picked */
-    struct ibv_qp *qp;              /* RC, connected by hand (see the top of the file) */
+    struct ibv_context *verbs; /* our own context on the device rdma_cm picked */
+    struct ibv_qp *qp;         /* RC, connected by hand (see the top of the file) */
     struct ibv_pd *pd;
-    struct ibv_cq *send_cq;         /* sends and reads */
-    struct ibv_cq *recv_cq;         /* replies */
-    struct ibv_comp_channel *comp;  /* recv_cq's completion events: a waiting recv() sleeps on it */
+    struct ibv_cq *send_cq;        /* sends and reads */
+    struct ibv_cq *recv_cq;        /* replies */
+    struct ibv_comp_channel *comp; /* recv_cq's completion events: a waiting recv() sleeps on it */
     struct rkv_rdma_sq sq;
-    struct rkv_trans_counters *ctr; /* the caller's counters */
+    struct rkv_trans_counters *ctr;    /* the caller's counters */
     struct rkv_trans_counters own_ctr; /* used when the caller passes none */
-    unsigned timeout_ms;            /* connect and wait limit */
-    uint32_t max_inline;            /* what the QP granted */
-    uint32_t interval;              /* signal one send in N */
-    uint32_t recv_depth;            /* receive queue slots */
-    bool have_region;               /* set_region() done */
-    bool dead;                      /* the connection failed; every call fails */
-    uint32_t rkey;                  /* the region's, from HELLO */
-    uint64_t region_addr;           /* remote address of region byte 0 */
+    unsigned timeout_ms;               /* connect and wait limit */
+    uint32_t max_inline;               /* what the QP granted */
+    uint32_t interval;                 /* signal one send in N */
+    uint32_t recv_depth;               /* receive queue slots */
+    bool have_region;                  /* set_region() done */
+    bool dead;                         /* the connection failed; every call fails */
+    uint32_t rkey;                     /* the region's, from HELLO */
+    uint64_t region_addr;              /* remote address of region byte 0 */
     uint64_t region_size;
-    uint32_t credits;               /* requests in flight at most (1 before HELLO) */
-    uint32_t inflight;              /* requests sent whose reply has not arrived */
-    uint32_t max_msg;               /* bytes per message */
-    struct rkv_rdma_buf local;      /* reads land here (LOCAL_WRITE) */
-    struct rkv_rdma_buf staging;    /* rendezvous values (REMOTE_READ) */
-    struct rkv_rdma_ring boot;      /* 1 send slot + the bootstrap receive behind it */
-    struct rkv_rdma_ring sends;     /* credits + 2*interval slots of max_msg */
-    struct rkv_rdma_buf recvs;      /* credits slots of max_msg */
-    uint32_t *repost;               /* receive slots released, to post with the next send */
+    uint32_t credits;            /* requests in flight at most (1 before HELLO) */
+    uint32_t inflight;           /* requests sent whose reply has not arrived */
+    uint32_t max_msg;            /* bytes per message */
+    struct rkv_rdma_buf local;   /* reads land here (LOCAL_WRITE) */
+    struct rkv_rdma_buf staging; /* rendezvous values (REMOTE_READ) */
+    struct rkv_rdma_ring boot;   /* 1 send slot + the bootstrap receive behind it */
+    struct rkv_rdma_ring sends;  /* credits + 2*interval slots of max_msg */
+    struct rkv_rdma_buf recvs;   /* credits slots of max_msg */
+    uint32_t *repost;            /* receive slots released, to post with the next send */
     unsigned repost_count;
-    uint32_t cur_slot;              /* slot recv() handed out, NO_SLOT if none */
-    bool cur_boot;                  /* ... or the bootstrap receive */
-    bool boot_posted;               /* the bootstrap receive is posted */
-    struct ibv_wc wcs[16];          /* receive completions polled, not yet returned */
+    uint32_t cur_slot;     /* slot recv() handed out, NO_SLOT if none */
+    bool cur_boot;         /* ... or the bootstrap receive */
+    bool boot_posted;      /* the bootstrap receive is posted */
+    struct ibv_wc wcs[16]; /* receive completions polled, not yet returned */
     unsigned wc_next, wc_count;
-    struct ibv_send_wr *swr;        /* scratch: MAX_CREDITS WRs (also reads) */
+    struct ibv_send_wr *swr; /* scratch: MAX_CREDITS WRs (also reads) */
     struct ibv_sge *ssge;
-    struct ibv_recv_wr *rwr;        /* scratch: MAX_CREDITS receive WRs */
+    struct ibv_recv_wr *rwr; /* scratch: MAX_CREDITS receive WRs */
     struct ibv_sge *rsge;
-    uint64_t next_cm_check;         /* rkv_now_ns() of the next look at cm events in a wait */
-    char why[400];                  /* what killed the connection (the first failure) */
-    char peer[80];                  /* "192.0.2.1:7471" */
+    uint64_t next_cm_check; /* rkv_now_ns() of the next look at cm events in a wait */
+    char why[400];          /* what killed the connection (the first failure) */
+    char peer[80];          /* "192.0.2.1:7471" */
 };
 
 static inline struct rdma_ctrans *rdma_ctrans_of(struct rkv_ctrans *ctrans)
@@ -144,7 +144,7 @@ static rkv_status wc_fail(struct rdma_ctrans *t, enum ibv_wc_status st, const ch
     if (st == IBV_WC_WR_FLUSH_ERR && rkv_rdma_async_reason(t->verbs, reason, sizeof reason))
         snprintf(msg, sizeof msg, "%s failed: the connection broke: %s", what, reason);
     else if (st == IBV_WC_WR_FLUSH_ERR && rkv_rdma_sq_poll(&t->sq, t->send_cq, &cause) != 0 &&
-             cause != IBV_WC_WR_FLUSH_ERR)   /* a request's send failed first: that is why */
+             cause != IBV_WC_WR_FLUSH_ERR) /* a request's send failed first: that is why */
         rkv_rdma_wc_error(cause, "sending a request", msg, sizeof msg);
     else
         rkv_rdma_wc_error(st, what, msg, sizeof msg);
@@ -167,7 +167,7 @@ static rkv_status sq_wait(struct rdma_ctrans *t, uint32_t limit, const char *wha
         return RKV_TIMEOUT;
     }
     if (rc == -ECANCELED)
-        return RKV_CONNECTION;  /* the disconnect was reported */
+        return RKV_CONNECTION; /* the disconnect was reported */
     if (rc == -EIO)
         return wc_fail(t, bad, what);
     snprintf(msg, sizeof msg, "%s: send queue accounting error (a bug: please report it)", what);
@@ -191,7 +191,8 @@ static rkv_status wait_cm(struct rdma_ctrans *t, enum rdma_cm_event_type want, u
         }
         uint64_t now = rkv_now_ns();
         if (now >= deadline) {
-            snprintf(err, err_len, "timed out after %u ms waiting for %s: is the server up and reachable?",
+            snprintf(err, err_len,
+                     "timed out after %u ms waiting for %s: is the server up and reachable?",
                      t->timeout_ms, rdma_event_str(want));
             return RKV_TIMEOUT;
         }
@@ -208,7 +209,7 @@ static rkv_status wait_cm(struct rdma_ctrans *t, enum rdma_cm_event_type want, u
         memcpy(&rej, ev->param.conn.private_data, sizeof rej);
         if (rej.magic == RKV_RDMA_REJECT_MAGIC &&
             (rej.reason == RKV_REJECT_TOO_MANY || rej.reason == RKV_REJECT_RESOURCES))
-            st = RKV_SERVER_BUSY;   /* worth retrying later */
+            st = RKV_SERVER_BUSY; /* worth retrying later */
     }
     rkv_rdma_cm_error(ev->event, ev->status, ev->param.conn.private_data,
                       ev->param.conn.private_data_len, t->peer, err, err_len);
@@ -288,8 +289,9 @@ static void cli_close(struct rkv_ctrans *ctrans)
 /* ------------------------------------------------------------ connect */
 
 /* Resolve address and route, checking the device and port on the way. */
-static rkv_status rdma_client_resolve(struct rdma_ctrans *t, const struct sockaddr *dst, const char *device,
-                                      uint64_t deadline, char *err, size_t err_len)
+static rkv_status rdma_client_resolve(struct rdma_ctrans *t, const struct sockaddr *dst,
+                                      const char *device, uint64_t deadline, char *err,
+                                      size_t err_len)
 {
     unsigned step_ms = RKV_MIN(t->timeout_ms, RKV_RDMA_CM_TIMEOUT_MS);
     rkv_status st;
@@ -353,7 +355,8 @@ static rkv_status setup_qp(struct rdma_ctrans *t, size_t local_size, char *err, 
         return RKV_CONNECTION;
     }
     t->send_cq = ibv_create_cq(t->verbs, (int)RKV_MIN(2 * send_depth, caps.max_cqe), NULL, NULL, 0);
-    t->recv_cq = ibv_create_cq(t->verbs, (int)RKV_MIN(2 * recv_depth, caps.max_cqe), NULL, t->comp, 0);
+    t->recv_cq = ibv_create_cq(t->verbs, (int)RKV_MIN(2 * recv_depth, caps.max_cqe), NULL, t->comp,
+                               0);
     if (t->send_cq == NULL || t->recv_cq == NULL) {
         rkv_rdma_errno_error(errno, "ibv_create_cq", err, err_len);
         return RKV_CONNECTION;
@@ -371,14 +374,15 @@ static rkv_status setup_qp(struct rdma_ctrans *t, size_t local_size, char *err, 
     /* Before HELLO: one request at a time, always signaled (keep 0), so the
      * single bootstrap send slot is free again when send() returns. */
     rkv_rdma_sq_init(&t->sq, send_depth, 0, t->interval);
-    if (rkv_rdma_buf_alloc(t->pd, local_size, IBV_ACCESS_LOCAL_WRITE, "read buffer",
-                           &t->local, err, err_len) != RKV_OK ||
-        rkv_rdma_buf_alloc(t->pd, RKV_RDMA_STAGING_SIZE, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
-                           "staging buffer", &t->staging, err, err_len) != RKV_OK ||
-        rkv_rdma_buf_alloc(t->pd, 2 * RKV_RDMA_BOOT_MSG, IBV_ACCESS_LOCAL_WRITE, "bootstrap buffers",
-                           &t->boot.buf, err, err_len) != RKV_OK)
+    if (rkv_rdma_buf_alloc(t->pd, local_size, IBV_ACCESS_LOCAL_WRITE, "read buffer", &t->local, err,
+                           err_len) != RKV_OK ||
+        rkv_rdma_buf_alloc(t->pd, RKV_RDMA_STAGING_SIZE,
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, "staging buffer",
+                           &t->staging, err, err_len) != RKV_OK ||
+        rkv_rdma_buf_alloc(t->pd, 2 * RKV_RDMA_BOOT_MSG, IBV_ACCESS_LOCAL_WRITE,
+                           "bootstrap buffers", &t->boot.buf, err, err_len) != RKV_OK)
         return RKV_NO_MEMORY;
-    t->local.size = local_size;  /* what the caller asked for, within the page-rounded allocation */
+    t->local.size = local_size; /* what the caller asked for, within the page-rounded allocation */
     t->boot.stride = RKV_RDMA_BOOT_MSG;
     t->boot.count = 1;
     rc = post_boot_recv(t);
@@ -390,8 +394,8 @@ static rkv_status setup_qp(struct rdma_ctrans *t, size_t local_size, char *err, 
 }
 
 static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_params *p,
-                                  struct rkv_trans_counters *counters,
-                                  struct rkv_ctrans **out, char *err, size_t err_len)
+                                 struct rkv_trans_counters *counters, struct rkv_ctrans **out,
+                                 char *err, size_t err_len)
 {
     struct rkv_ctrans_params params;
     struct sockaddr_storage dst;
@@ -453,7 +457,7 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     cp.initiator_depth = caps.max_init_rd_atom;
     cp.responder_resources = caps.max_rd_atom;
     cp.retry_count = (uint8_t)params.retry_count;
-    cp.rnr_retry_count = 7;   /* retry forever: a request waits for a re-posted receive */
+    cp.rnr_retry_count = 7; /* retry forever: a request waits for a re-posted receive */
     cp.qp_num = t->qp->qp_num;
     /* what the server's keepalive probe may read: the staging buffer's start */
     struct rkv_rdma_connect_info info = { .magic = RKV_RDMA_CONNECT_MAGIC,
@@ -488,8 +492,8 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
         st = RKV_CONNECTION;
         goto fail;
     }
-    RKV_DEBUG("rdma: connected to %s via %s (inline %u)", t->peer,
-              rkv_rdma_device_name(t->verbs), t->max_inline);
+    RKV_DEBUG("rdma: connected to %s via %s (inline %u)", t->peer, rkv_rdma_device_name(t->verbs),
+              t->max_inline);
     *out = &t->ctrans;
     return RKV_OK;
 
@@ -498,8 +502,8 @@ fail:
     return st;
 }
 
-static rkv_status cli_set_region(struct rkv_ctrans *ctrans, const struct rkv_hello *h,
-                                  char *err, size_t err_len)
+static rkv_status cli_set_region(struct rkv_ctrans *ctrans, const struct rkv_hello *h, char *err,
+                                 size_t err_len)
 {
     struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     const uint32_t ring = h->credits + 2 * t->interval;
@@ -509,17 +513,19 @@ static rkv_status cli_set_region(struct rkv_ctrans *ctrans, const struct rkv_hel
         snprintf(err, err_len, "set_region called twice");
         return RKV_INVALID;
     }
-    if (h->credits == 0 || h->credits > MAX_CREDITS ||
-        h->max_msg < RKV_MIN_MSG || h->max_msg > RKV_MAX_MSG) {
-        snprintf(err, err_len, "server %s offers %u credits of %u-byte messages; this client supports "
-                 "1..%u credits of %u..%u bytes", t->peer, h->credits, h->max_msg, MAX_CREDITS,
-                 RKV_MIN_MSG, RKV_MAX_MSG);
+    if (h->credits == 0 || h->credits > MAX_CREDITS || h->max_msg < RKV_MIN_MSG ||
+        h->max_msg > RKV_MAX_MSG) {
+        snprintf(err, err_len,
+                 "server %s offers %u credits of %u-byte messages; this client supports "
+                 "1..%u credits of %u..%u bytes",
+                 t->peer, h->credits, h->max_msg, MAX_CREDITS, RKV_MIN_MSG, RKV_MAX_MSG);
         return RKV_PROTOCOL;
     }
     if (h->credits + 2 * t->interval > t->sq.depth || h->credits + 1 > t->recv_depth) {
-        snprintf(err, err_len, "server %s offers %u credits but RDMA device %s allows only %u/%u "
-                 "work requests per queue: lower the server's credits", t->peer, h->credits,
-                 rkv_rdma_device_name(t->verbs), t->sq.depth, t->recv_depth);
+        snprintf(err, err_len,
+                 "server %s offers %u credits but RDMA device %s allows only %u/%u "
+                 "work requests per queue: lower the server's credits",
+                 t->peer, h->credits, rkv_rdma_device_name(t->verbs), t->sq.depth, t->recv_depth);
         return RKV_PROTOCOL;
     }
     if (h->region_size == 0 || h->region_addr + h->region_size < h->region_addr) {
@@ -528,14 +534,14 @@ static rkv_status cli_set_region(struct rkv_ctrans *ctrans, const struct rkv_hel
         return RKV_PROTOCOL;
     }
     st = rkv_rdma_check_memlock(t->local.size + RKV_RDMA_STAGING_SIZE +
-                                (uint64_t)(h->credits + ring) * h->max_msg,
+                                    (uint64_t)(h->credits + ring) * h->max_msg,
                                 "client's buffers", err, err_len);
     if (st != RKV_OK)
         return st;
     if (rkv_rdma_buf_alloc(t->pd, (size_t)h->credits * h->max_msg, IBV_ACCESS_LOCAL_WRITE,
                            "receive buffers", &t->recvs, err, err_len) != RKV_OK ||
-        rkv_rdma_buf_alloc(t->pd, (size_t)ring * h->max_msg, IBV_ACCESS_LOCAL_WRITE,
-                           "send buffers", &t->sends.buf, err, err_len) != RKV_OK) {
+        rkv_rdma_buf_alloc(t->pd, (size_t)ring * h->max_msg, IBV_ACCESS_LOCAL_WRITE, "send buffers",
+                           &t->sends.buf, err, err_len) != RKV_OK) {
         rkv_rdma_buf_free(&t->recvs);
         rkv_rdma_buf_free(&t->sends.buf);
         return RKV_NO_MEMORY;
@@ -545,7 +551,8 @@ static rkv_status cli_set_region(struct rkv_ctrans *ctrans, const struct rkv_hel
     t->sends.head = 0;
     for (uint32_t i = 0; i < h->credits; i++)
         t->repost[i] = i;
-    int rc = rkv_rdma_post_recvs(t->qp, &t->recvs, h->max_msg, t->repost, h->credits, t->rwr, t->rsge);
+    int rc = rkv_rdma_post_recvs(t->qp, &t->recvs, h->max_msg, t->repost, h->credits, t->rwr,
+                                 t->rsge);
     if (rc != 0) {
         rkv_rdma_errno_error(rc, "ibv_post_recv", err, err_len);
         return RKV_CONNECTION;
@@ -603,8 +610,8 @@ static rkv_status read_chunk(struct rdma_ctrans *t, const struct rkv_read_op *op
         const struct rkv_read_op *op = &ops[i];
         const uint8_t *d = op->dst;
         if (RKV_UNLIKELY(op->len == 0 || op->offset > t->region_size ||
-                         op->len > t->region_size - op->offset ||
-                         d < lo || d > hi || op->len > (size_t)(hi - d)))
+                         op->len > t->region_size - op->offset || d < lo || d > hi ||
+                         op->len > (size_t)(hi - d)))
             return RKV_INVALID;
         read_wr(t, i, op, i + 1 < n ? &t->swr[i + 1] : NULL, i + 1 == n);
     }
@@ -628,7 +635,7 @@ static rkv_status cli_read(struct rkv_ctrans *ctrans, const struct rkv_read_op *
     while (n > 0) {
         unsigned m = RKV_MIN(n, MAX_READS);
         rkv_status st = RKV_OK;
-        if (RKV_UNLIKELY(t->sq.outstanding > t->sq.depth - m))   /* a GET finds room */
+        if (RKV_UNLIKELY(t->sq.outstanding > t->sq.depth - m)) /* a GET finds room */
             st = sq_wait(t, t->sq.depth - m, "waiting for send queue room");
         if (st == RKV_OK)
             st = read_chunk(t, ops, m);
@@ -661,7 +668,8 @@ static enum rkv_read_cost cli_read_cost(struct rkv_ctrans *ctrans)
     struct rkv_trans_counters *ctr = t->ctr, scratch = { 0 };
     struct rkv_read_op ops[2] = {
         { .offset = 0, .len = RKV_CACHELINE, .dst = t->local.mem },
-        { .offset = RKV_MIN(t->region_size, 8192) - RKV_CACHELINE, .len = RKV_CACHELINE,
+        { .offset = RKV_MIN(t->region_size, 8192) - RKV_CACHELINE,
+          .len = RKV_CACHELINE,
           .dst = (uint8_t *)t->local.mem + RKV_CACHELINE },
     };
     uint64_t one[PROBE_ROUNDS], two[PROBE_ROUNDS];
@@ -677,10 +685,10 @@ static enum rkv_read_cost cli_read_cost(struct rkv_ctrans *ctrans)
             break;
     }
     t->ctr = ctr;
-    if (n < PROBE_ROUNDS)        /* a READ failed: the connection is going down */
+    if (n < PROBE_ROUNDS) /* a READ failed: the connection is going down */
         return RKV_COST_ROUND_TRIPS;
     enum rkv_read_cost cost = rkv_reads_serial(one, two, n) ? RKV_COST_PER_READ
-                                                           : RKV_COST_ROUND_TRIPS;
+                                                            : RKV_COST_ROUND_TRIPS;
     RKV_DEBUG("rdma %s: 1 READ %llu ns, 2 READs in one doorbell %llu ns (medians of %u): %s",
               t->peer, (unsigned long long)one[n / 2], (unsigned long long)two[n / 2], n,
               cost == RKV_COST_PER_READ ? "the second bucket only when needed"
@@ -706,7 +714,7 @@ static rkv_status cli_send(struct rkv_ctrans *ctrans, const uint32_t *lens, unsi
     if (RKV_UNLIKELY(t->dead))
         return RKV_CONNECTION;
     if (RKV_UNLIKELY(n > t->credits - t->inflight))
-        return RKV_INVALID;     /* over the window: refused, not queued */
+        return RKV_INVALID; /* over the window: refused, not queued */
     for (unsigned i = 0; i < n; i++)
         if (RKV_UNLIKELY(lens[i] > ring->stride))
             return RKV_INVALID;
@@ -725,8 +733,8 @@ static rkv_status cli_send(struct rkv_ctrans *ctrans, const uint32_t *lens, unsi
     st = sq_wait(t, t->sq.depth - n, "waiting for send queue room");
     if (RKV_UNLIKELY(st != RKV_OK))
         return st;
-    int rc = rkv_rdma_post_sends(t->qp, &t->sq, ring, lens, n, t->max_inline,
-                                 t->swr, t->ssge, &inlined);
+    int rc = rkv_rdma_post_sends(t->qp, &t->sq, ring, lens, n, t->max_inline, t->swr, t->ssge,
+                                 &inlined);
     if (RKV_UNLIKELY(rc != 0)) {
         char msg[200];
         rkv_rdma_errno_error(rc, "ibv_post_send", msg, sizeof msg);
@@ -746,7 +754,7 @@ static void cli_recv_done(struct rkv_ctrans *ctrans)
 {
     struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     if (t->cur_boot) {
-        t->cur_boot = false;    /* send() re-posts it if another bootstrap message comes */
+        t->cur_boot = false; /* send() re-posts it if another bootstrap message comes */
     } else if (t->cur_slot != NO_SLOT) {
         t->repost[t->repost_count++] = t->cur_slot;
         t->cur_slot = NO_SLOT;
@@ -777,12 +785,12 @@ static void sleep_for_reply(struct rdma_ctrans *t, uint64_t left_ns)
         return;
     }
     int n = ibv_poll_cq(t->recv_cq, (int)RKV_ARRAY_SIZE(t->wcs), t->wcs);
-    if (n != 0) {                   /* a reply came in before the arming */
+    if (n != 0) { /* a reply came in before the arming */
         if (n > 0) {
             t->wc_next = 0;
             t->wc_count = (unsigned)n;
         }
-        return;                     /* n < 0: the caller's next poll reports it */
+        return; /* n < 0: the caller's next poll reports it */
     }
     struct pollfd pfd[2] = { { .fd = t->comp->fd, .events = POLLIN },
                              { .fd = t->channel->fd, .events = POLLIN } };
@@ -792,7 +800,8 @@ static void sleep_for_reply(struct rdma_ctrans *t, uint64_t left_ns)
     drain_comp_events(t);
 }
 
-static rkv_status cli_recv(struct rkv_ctrans *ctrans, const void **msg, size_t *len, unsigned timeout_ms)
+static rkv_status cli_recv(struct rkv_ctrans *ctrans, const void **msg, size_t *len,
+                           unsigned timeout_ms)
 {
     struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
     uint64_t start = 0, deadline = 0, next_cm = 0;
@@ -845,7 +854,7 @@ static rkv_status cli_recv(struct rkv_ctrans *ctrans, const void **msg, size_t *
         }
         if (now >= deadline)
             return RKV_TIMEOUT;
-        if (now >= next_cm) {          /* a closed connection should not look like a timeout */
+        if (now >= next_cm) { /* a closed connection should not look like a timeout */
             check_cm(t);
             next_cm = now + 1000000ull;
         }

@@ -31,10 +31,10 @@
 
 #include "transport.h"
 
-#define RKV_SERIAL_READS        1.25 /* 2 READs in one doorbell at >= this x 1: one by one */
-#define RKV_COST_WATCH_EVERY    16u  /* time one in this many small doorbells of each kind */
-#define RKV_COST_WATCH_SAMPLES  9u   /* of each kind before the watch decides */
-#define RKV_COST_WATCH_MAX_LEN  128u /* bytes per READ of a timed doorbell: a bucket, a small item */
+#define RKV_SERIAL_READS       1.25 /* 2 READs in one doorbell at >= this x 1: one by one */
+#define RKV_COST_WATCH_EVERY   16u  /* time one in this many small doorbells of each kind */
+#define RKV_COST_WATCH_SAMPLES 9u   /* of each kind before the watch decides */
+#define RKV_COST_WATCH_MAX_LEN 128u /* bytes per READ of a timed doorbell: a bucket, a small item */
 
 /* Given the durations of n doorbells of one READ and n of two, does the
  * device serve a doorbell's READs one by one (the 2-READ median is at least
@@ -44,10 +44,10 @@ bool rkv_reads_serial(uint64_t *one_ns, uint64_t *two_ns, unsigned n);
 
 /* A connection's watch of its own doorbells (zeroed: not watching). */
 struct rkv_cost_watch {
-    bool on;                                      /* watching (rkv_cost_watch_start) */
-    uint8_t skip[2];                              /* small doorbells of 1, 2 READs until the next timed one */
-    uint8_t have[2];                              /* samples of each kind so far */
-    uint64_t ns[2][RKV_COST_WATCH_SAMPLES];       /* their durations */
+    bool on;         /* watching (rkv_cost_watch_start) */
+    uint8_t skip[2]; /* small doorbells of 1, 2 READs until the next timed one */
+    uint8_t have[2]; /* samples of each kind so far */
+    uint64_t ns[2][RKV_COST_WATCH_SAMPLES]; /* their durations */
 };
 
 /* Start watching (a connection that reads both buckets together by its

@@ -24,11 +24,11 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -38,24 +38,24 @@
 #include "transport.h"
 #include "util.h"
 
-#define SHM_SPIN_NS           200000ull    /* busy-poll this long before sleeping (as the server) */
+#define SHM_SPIN_NS 200000ull /* busy-poll this long before sleeping (as the server) */
 
 struct shm_ctrans {
     struct rkv_ctrans ctrans;            /* first: what the ops take (transport.h) */
     int sock;                            /* unix socket: wake-ups, and hang-up = server gone */
     struct rkv_trans_counters *counters; /* the caller's, or `own_counters` */
     struct rkv_trans_counters own_counters;
-    const uint8_t *region;               /* PROT_READ mapping of the table region */
+    const uint8_t *region; /* PROT_READ mapping of the table region */
     uint64_t region_size;
-    void *area;                          /* connection memfd mapping */
-    struct rkv_shm_ctrl *ctrl;           /* = area */
+    void *area;                /* connection memfd mapping */
+    struct rkv_shm_ctrl *ctrl; /* = area */
     struct rkv_shm_layout layout;
-    struct rkv_shm_ring req;             /* producer side */
-    struct rkv_shm_ring rep;             /* consumer side */
-    unsigned taken;                      /* replies handed out by recv(), not yet released */
-    uint8_t *local;                      /* read landing buffer (private) */
+    struct rkv_shm_ring req; /* producer side */
+    struct rkv_shm_ring rep; /* consumer side */
+    unsigned taken;          /* replies handed out by recv(), not yet released */
+    uint8_t *local;          /* read landing buffer (private) */
     size_t local_len;
-    bool broken;                         /* the server hung up or broke the protocol */
+    bool broken; /* the server hung up or broke the protocol */
 };
 
 static inline struct shm_ctrans *shm_ctrans_of(struct rkv_ctrans *ctrans)
@@ -80,15 +80,17 @@ static void shm_close(struct rkv_ctrans *ctrans)
 }
 
 /* connect() with a deadline: a server whose backlog is full answers EAGAIN. */
-static rkv_status sock_connect(struct shm_ctrans *t, const char *path, uint64_t deadline,
-                               char *err, size_t err_len)
+static rkv_status sock_connect(struct shm_ctrans *t, const char *path, uint64_t deadline, char *err,
+                               size_t err_len)
 {
     struct sockaddr_un sa;
     size_t plen = strlen(path);
 
     if (plen == 0 || plen >= sizeof sa.sun_path) {
-        snprintf(err, err_len, "shm address must be a socket path of 1..%zu bytes (shm://PATH), "
-                 "got %zu bytes", sizeof sa.sun_path - 1, plen);
+        snprintf(err, err_len,
+                 "shm address must be a socket path of 1..%zu bytes (shm://PATH), "
+                 "got %zu bytes",
+                 sizeof sa.sun_path - 1, plen);
         return RKV_INVALID;
     }
     memset(&sa, 0, sizeof sa);
@@ -112,8 +114,10 @@ static rkv_status sock_connect(struct shm_ctrans *t, const char *path, uint64_t 
     }
     snprintf(err, err_len, "cannot connect: %s%s", strerror(errno),
              errno == ENOENT || errno == ECONNREFUSED ? "; is rkv-server running with this "
-             "shm listen path?" : errno == EACCES ? "; the client needs write permission on the "
-             "socket (join the server's group)" : "");
+                                                        "shm listen path?"
+             : errno == EACCES ? "; the client needs write permission on the "
+                                 "socket (join the server's group)"
+                               : "");
     return errno == EAGAIN ? RKV_TIMEOUT : RKV_CONNECTION;
 }
 
@@ -136,25 +140,28 @@ static rkv_status wait_readable(int sock, uint64_t deadline)
 }
 
 /* Map the descriptors the server sent and check them against its message. */
-static rkv_status map_conn(struct shm_ctrans *t, const struct rkv_shm_accept_msg *m,
-                           const int *fds, char *err, size_t err_len)
+static rkv_status map_conn(struct shm_ctrans *t, const struct rkv_shm_accept_msg *m, const int *fds,
+                           char *err, size_t err_len)
 {
     struct stat st;
-    rkv_status rc = rkv_shm_layout_init(&t->layout, m->credits, m->max_msg, m->staging_size,
-                                        err, err_len);
+    rkv_status rc = rkv_shm_layout_init(&t->layout, m->credits, m->max_msg, m->staging_size, err,
+                                        err_len);
     if (rc != RKV_OK)
         return RKV_PROTOCOL;
     if (fstat(fds[0], &st) != 0 || (uint64_t)st.st_size < m->region_size ||
         m->region_size < RKV_HEADER_SIZE || m->region_size > SIZE_MAX) {
-        snprintf(err, err_len, "shm server sent a region of %llu bytes that its memfd does not "
-                 "back; upgrade or restart the server", (unsigned long long)m->region_size);
+        snprintf(err, err_len,
+                 "shm server sent a region of %llu bytes that its memfd does not "
+                 "back; upgrade or restart the server",
+                 (unsigned long long)m->region_size);
         return RKV_PROTOCOL;
     }
     if (fstat(fds[1], &st) != 0 || m->conn_size != t->layout.total ||
         (uint64_t)st.st_size < t->layout.total) {
-        snprintf(err, err_len, "shm connection memory is %llu bytes, expected %zu; use "
-                 "matching client and server builds", (unsigned long long)m->conn_size,
-                 t->layout.total);
+        snprintf(err, err_len,
+                 "shm connection memory is %llu bytes, expected %zu; use "
+                 "matching client and server builds",
+                 (unsigned long long)m->conn_size, t->layout.total);
         return RKV_PROTOCOL;
     }
     void *region = mmap(NULL, m->region_size, PROT_READ, MAP_SHARED, fds[0], 0);
@@ -178,11 +185,12 @@ static rkv_status map_conn(struct shm_ctrans *t, const struct rkv_shm_accept_msg
 }
 
 /* Send our connect message and take the server's answer and descriptors. */
-static rkv_status handshake(struct shm_ctrans *t, uint64_t deadline,
-                            char *err, size_t err_len)
+static rkv_status handshake(struct shm_ctrans *t, uint64_t deadline, char *err, size_t err_len)
 {
     struct rkv_shm_connect_msg hello = {
-        .magic = RKV_SHM_MAGIC, .version = RKV_SHM_VERSION, .pid = (uint32_t)getpid(),
+        .magic = RKV_SHM_MAGIC,
+        .version = RKV_SHM_VERSION,
+        .pid = (uint32_t)getpid(),
     };
     struct rkv_shm_accept_msg m;
     int fds[RKV_SHM_CONN_FDS] = { -1, -1 };
@@ -198,7 +206,8 @@ static rkv_status handshake(struct shm_ctrans *t, uint64_t deadline,
     for (;;) {
         rc = wait_readable(t->sock, deadline);
         if (rc != RKV_OK) {
-            snprintf(err, err_len, "no answer from the server within the timeout; is it "
+            snprintf(err, err_len,
+                     "no answer from the server within the timeout; is it "
                      "stopped or overloaded?");
             return rc;
         }
@@ -208,7 +217,8 @@ static rkv_status handshake(struct shm_ctrans *t, uint64_t deadline,
     }
     if (e == -ECONNRESET || (e == 0 && got == 0)) {
         /* a server short of handshake slots or descriptors hangs up */
-        snprintf(err, err_len, "the server closed the connection before answering "
+        snprintf(err, err_len,
+                 "the server closed the connection before answering "
                  "(busy: out of connection slots or file descriptors?); retry later");
         rc = RKV_SERVER_BUSY;
         goto done;
@@ -221,8 +231,10 @@ static rkv_status handshake(struct shm_ctrans *t, uint64_t deadline,
     }
     m.reason[sizeof m.reason - 1] = '\0';
     if (m.version != RKV_SHM_VERSION) {
-        snprintf(err, err_len, "the server speaks shm transport version %u, this client %u; "
-                 "use matching builds", m.version, RKV_SHM_VERSION);
+        snprintf(err, err_len,
+                 "the server speaks shm transport version %u, this client %u; "
+                 "use matching builds",
+                 m.version, RKV_SHM_VERSION);
         rc = RKV_VERSION_MISMATCH;
         goto done;
     }
@@ -232,8 +244,7 @@ static rkv_status handshake(struct shm_ctrans *t, uint64_t deadline,
         goto done;
     }
     if (nfds != RKV_SHM_CONN_FDS) {
-        snprintf(err, err_len, "the server sent %u descriptors, expected %u", nfds,
-                 RKV_SHM_CONN_FDS);
+        snprintf(err, err_len, "the server sent %u descriptors, expected %u", nfds, RKV_SHM_CONN_FDS);
         rc = RKV_PROTOCOL;
         goto done;
     }
@@ -241,13 +252,13 @@ static rkv_status handshake(struct shm_ctrans *t, uint64_t deadline,
 
 done:
     for (unsigned i = 0; i < nfds; i++)
-        close(fds[i]);   /* the mappings keep the memory */
+        close(fds[i]); /* the mappings keep the memory */
     return rc;
 }
 
 static rkv_status shm_connect(const char *addr, const struct rkv_ctrans_params *p,
-                              struct rkv_trans_counters *counters,
-                              struct rkv_ctrans **out, char *err, size_t err_len)
+                              struct rkv_trans_counters *counters, struct rkv_ctrans **out,
+                              char *err, size_t err_len)
 {
     struct shm_ctrans *t;
     struct rkv_ctrans_params params;
@@ -277,8 +288,8 @@ static rkv_status shm_connect(const char *addr, const struct rkv_ctrans_params *
     if (rc != RKV_OK)
         goto fail;
     t->local_len = RKV_ALIGN_UP(params.local_buf_size, 4096);
-    void *local = mmap(NULL, t->local_len, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *local = mmap(NULL, t->local_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                       0);
     if (local == MAP_FAILED) {
         snprintf(err, err_len, "cannot allocate a %zu-byte read buffer: %s", t->local_len,
                  strerror(errno));
@@ -294,21 +305,23 @@ fail:
     return rc;
 }
 
-static rkv_status shm_set_region(struct rkv_ctrans *ctrans, const struct rkv_hello *h,
-                                 char *err, size_t err_len)
+static rkv_status shm_set_region(struct rkv_ctrans *ctrans, const struct rkv_hello *h, char *err,
+                                 size_t err_len)
 {
     struct shm_ctrans *t = shm_ctrans_of(ctrans);
     if (h->region_size != t->region_size) {
-        snprintf(err, err_len, "the server's HELLO names a %llu-byte region but its shm memfd "
+        snprintf(err, err_len,
+                 "the server's HELLO names a %llu-byte region but its shm memfd "
                  "has %llu bytes; the socket may belong to a different server instance, "
-                 "restart the client", (unsigned long long)h->region_size,
-                 (unsigned long long)t->region_size);
+                 "restart the client",
+                 (unsigned long long)h->region_size, (unsigned long long)t->region_size);
         return RKV_PROTOCOL;
     }
     if (h->credits == 0 || h->credits > t->layout.credits || h->max_msg > t->layout.max_msg) {
-        snprintf(err, err_len, "the server's HELLO offers %u credits of %u bytes but its shm "
-                 "rings hold %u of %u; use matching client and server builds", h->credits,
-                 h->max_msg, t->layout.credits, t->layout.max_msg);
+        snprintf(err, err_len,
+                 "the server's HELLO offers %u credits of %u bytes but its shm "
+                 "rings hold %u of %u; use matching client and server builds",
+                 h->credits, h->max_msg, t->layout.credits, t->layout.max_msg);
         return RKV_PROTOCOL;
     }
     return RKV_OK;
@@ -345,8 +358,8 @@ static rkv_status shm_read(struct rkv_ctrans *ctrans, const struct rkv_read_op *
         uintptr_t dst = (uintptr_t)op->dst, lo = (uintptr_t)t->local;
         /* The same limits an RDMA READ has: inside the region, and landing in
          * the registered local buffer (so shm catches what rdma would). */
-        if (op->offset > t->region_size || op->len > t->region_size - op->offset ||
-            dst < lo || op->len > t->local_len || dst - lo > t->local_len - op->len)
+        if (op->offset > t->region_size || op->len > t->region_size - op->offset || dst < lo ||
+            op->len > t->local_len || dst - lo > t->local_len - op->len)
             return RKV_INVALID;
         memcpy(op->dst, t->region + op->offset, op->len);
     }
@@ -399,7 +412,7 @@ static rkv_status shm_send(struct rkv_ctrans *ctrans, const uint32_t *lens, unsi
         return RKV_INVALID;
     int space = rkv_shm_ring_space(&t->req);
     if (space < 0 || (unsigned)space < n) {
-        t->broken = true;           /* only a broken server lags behind its replies */
+        t->broken = true; /* only a broken server lags behind its replies */
         return RKV_PROTOCOL;
     }
     for (unsigned i = 0; i < n; i++)
@@ -518,7 +531,7 @@ static uint32_t shm_clock(struct rkv_ctrans *ctrans)
 static void *shm_staging(struct rkv_ctrans *ctrans, size_t *cap, struct rkv_remote_buf *desc)
 {
     struct shm_ctrans *t = shm_ctrans_of(ctrans);
-    desc->addr = 0;     /* offsets within the staging area */
+    desc->addr = 0; /* offsets within the staging area */
     desc->rkey = 0;
     desc->len = 0;
     *cap = t->layout.staging_size;

@@ -29,8 +29,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RKV_NS_PER_S          1000000000ull
-#define RKV_CLOCK_REFRESH_NS  (10ull * RKV_NS_PER_S)  /* rdma clients re-read the clock this often */
+#define RKV_NS_PER_S         1000000000ull
+#define RKV_CLOCK_REFRESH_NS (10ull * RKV_NS_PER_S) /* rdma clients re-read the clock this often */
 
 /* The server clock at time now_ns for a server started at start_ns. */
 static inline uint32_t rkv_clock_at(uint64_t start_ns, uint64_t now_ns)

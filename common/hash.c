@@ -5,8 +5,8 @@
 #include "hash.h"
 #include "layout.h"
 
-void rkv_hash_key(const void *key, size_t key_len, uint64_t seed,
-                  uint64_t bucket_count, struct rkv_key_hash *out)
+void rkv_hash_key(const void *key, size_t key_len, uint64_t seed, uint64_t bucket_count,
+                  struct rkv_key_hash *out)
 {
     XXH128_hash_t h = XXH3_128bits_withSeed(key, key_len, seed);
     uint64_t mask = bucket_count - 1;

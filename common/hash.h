@@ -12,12 +12,12 @@
 #include <stdint.h>
 
 struct rkv_key_hash {
-    uint64_t bucket[2];   /* candidate bucket indexes, distinct when count > 1 */
-    uint16_t fp;          /* slot fingerprint, never 0 */
-    uint64_t h64;         /* full 64-bit hash, for sharding and caches */
+    uint64_t bucket[2]; /* candidate bucket indexes, distinct when count > 1 */
+    uint16_t fp;        /* slot fingerprint, never 0 */
+    uint64_t h64;       /* full 64-bit hash, for sharding and caches */
 };
 
-void rkv_hash_key(const void *key, size_t key_len, uint64_t seed,
-                  uint64_t bucket_count, struct rkv_key_hash *out);
+void rkv_hash_key(const void *key, size_t key_len, uint64_t seed, uint64_t bucket_count,
+                  struct rkv_key_hash *out);
 
 #endif

@@ -23,9 +23,9 @@
 #ifndef RKV_LAYOUT_H
 #define RKV_LAYOUT_H
 
-#include <stdint.h>
-#include <stddef.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #define RKV_STATIC_ASSERT(c, m) _Static_assert(c, m)
 
@@ -33,12 +33,12 @@
 RKV_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                   "the region and message formats are little endian: build rkv on a little-endian host");
 
-#define RKV_REGION_MAGIC    0x314e4745524b5652ull /* "RKVREGN1" */
+#define RKV_REGION_MAGIC 0x314e4745524b5652ull /* "RKVREGN1" */
 /* RKV_FORMAT_VERSION 2: superseded items forward to their replacement;
  * 3: items on 8-byte boundaries, finer size classes */
-#define RKV_FORMAT_VERSION  3u
-#define RKV_HEADER_SIZE     4096u
-#define RKV_CACHELINE       64u
+#define RKV_FORMAT_VERSION 3u
+#define RKV_HEADER_SIZE    4096u
+#define RKV_CACHELINE      64u
 
 #define RKV_SLOTS_PER_BUCKET 7u   /* 7 slots + 1 version word = 64 bytes */
 #define RKV_MAX_CLASSES      192u /* size classes; class id fits 8 bits */
@@ -49,23 +49,23 @@ RKV_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
  * `clock`, which the server refreshes every second so clients can judge TTL
  * expiry without asking the server. */
 struct rkv_region_header {
-    uint64_t magic;            /* RKV_REGION_MAGIC */
-    uint32_t format_version;   /* RKV_FORMAT_VERSION */
-    uint32_t header_size;      /* RKV_HEADER_SIZE */
-    uint64_t generation;       /* random per server start; a restart changes it */
-    uint64_t region_size;      /* bytes in the whole region */
-    uint64_t index_offset;     /* first bucket, from the region start */
-    uint64_t bucket_count;     /* power of two */
-    uint64_t heap_offset;      /* first slab page */
-    uint64_t heap_size;        /* bytes of heap (a multiple of slab_page_size) */
-    uint32_t slab_page_size;   /* bytes per slab page; the largest item */
-    uint32_t class_count;      /* entries used in class_size[] */
-    uint32_t max_key_len;      /* longest key the server accepts */
-    uint32_t max_value_len;    /* longest value for the longest key (a shorter key's may be longer by
+    uint64_t magic;          /* RKV_REGION_MAGIC */
+    uint32_t format_version; /* RKV_FORMAT_VERSION */
+    uint32_t header_size;    /* RKV_HEADER_SIZE */
+    uint64_t generation;     /* random per server start; a restart changes it */
+    uint64_t region_size;    /* bytes in the whole region */
+    uint64_t index_offset;   /* first bucket, from the region start */
+    uint64_t bucket_count;   /* power of two */
+    uint64_t heap_offset;    /* first slab page */
+    uint64_t heap_size;      /* bytes of heap (a multiple of slab_page_size) */
+    uint32_t slab_page_size; /* bytes per slab page; the largest item */
+    uint32_t class_count;    /* entries used in class_size[] */
+    uint32_t max_key_len;    /* longest key the server accepts */
+    uint32_t max_value_len;  /* longest value for the longest key (a shorter key's may be longer by
                                 * the difference: an item is never larger than header + max_key_len
                                 * + max_value_len) */
-    uint64_t hash_seed;        /* XXH3 seed for key hashing */
-    volatile uint64_t clock;   /* server clock (common/clock.h), published once a second */
+    uint64_t hash_seed;      /* XXH3 seed for key hashing */
+    volatile uint64_t clock; /* server clock (common/clock.h), published once a second */
     uint32_t class_size[RKV_MAX_CLASSES]; /* bytes of an item slot in class i */
     /* The server's liveness word for same-host (shm) readers: a process-shared
      * robust mutex that the server's main thread holds while it serves. Its
@@ -110,22 +110,31 @@ static inline uint64_t rkv_slot_make(uint16_t fp, unsigned cls, uint64_t offset)
     return (uint64_t)fp | ((uint64_t)(cls & 0xff) << RKV_SLOT_CLASS_SHIFT) |
            ((offset / RKV_ITEM_ALIGN) << RKV_SLOT_OFF_SHIFT);
 }
-static inline uint16_t rkv_slot_fp(uint64_t s)     { return (uint16_t)(s & 0xffff); }
-static inline unsigned rkv_slot_class(uint64_t s)  { return (unsigned)((s >> RKV_SLOT_CLASS_SHIFT) & 0xff); }
-static inline uint64_t rkv_slot_offset(uint64_t s) { return (s >> RKV_SLOT_OFF_SHIFT) * RKV_ITEM_ALIGN; }
+static inline uint16_t rkv_slot_fp(uint64_t s)
+{
+    return (uint16_t)(s & 0xffff);
+}
+static inline unsigned rkv_slot_class(uint64_t s)
+{
+    return (unsigned)((s >> RKV_SLOT_CLASS_SHIFT) & 0xff);
+}
+static inline uint64_t rkv_slot_offset(uint64_t s)
+{
+    return (s >> RKV_SLOT_OFF_SHIFT) * RKV_ITEM_ALIGN;
+}
 
 /* An item in the heap. The checksum covers everything from `version` to the
  * last value byte; it excludes itself and `state`, which the server changes
  * in place (marking an item obsolete) without rewriting the item. */
 struct rkv_item {
-    uint64_t checksum;          /* XXH3-64(seed = hash_seed) over bytes [16, 40+key_len+value_len) */
-    volatile uint64_t state;    /* RKV_ITEM_* flags below; written with one 8-byte store */
-    uint64_t version;           /* unique per server, larger for a later write: CAS token */
-    uint32_t key_len;           /* 1..max_key_len */
-    uint32_t value_len;         /* 0..max_value_len + max_key_len - key_len */
-    uint32_t expire_at;         /* expired once the server clock >= this (rkv_expired); 0 = never */
-    uint32_t user_flags;        /* opaque to rkv, returned with the value */
-    uint8_t  data[];            /* key bytes, then value bytes */
+    uint64_t checksum;       /* XXH3-64(seed = hash_seed) over bytes [16, 40+key_len+value_len) */
+    volatile uint64_t state; /* RKV_ITEM_* flags below; written with one 8-byte store */
+    uint64_t version;        /* unique per server, larger for a later write: CAS token */
+    uint32_t key_len;        /* 1..max_key_len */
+    uint32_t value_len;      /* 0..max_value_len + max_key_len - key_len */
+    uint32_t expire_at;      /* expired once the server clock >= this (rkv_expired); 0 = never */
+    uint32_t user_flags;     /* opaque to rkv, returned with the value */
+    uint8_t data[];          /* key bytes, then value bytes */
 };
 #define RKV_ITEM_HEADER_SIZE 40u
 RKV_STATIC_ASSERT(sizeof(struct rkv_item) == RKV_ITEM_HEADER_SIZE, "item header is 40 bytes");
@@ -140,8 +149,8 @@ RKV_STATIC_ASSERT(sizeof(struct rkv_item) == RKV_ITEM_HEADER_SIZE, "item header 
  * cached location: a reader range-checks it (rkv_slot_valid) and verifies the
  * item it leads to against the key; it never trusts it. Deleted, evicted and
  * expired items have no forward. */
-#define RKV_ITEM_OBSOLETE 1ull
-#define RKV_ITEM_FORWARD  2ull
+#define RKV_ITEM_OBSOLETE     1ull
+#define RKV_ITEM_FORWARD      2ull
 #define RKV_ITEM_FORWARD_MASK (~(uint64_t)0xffff)
 
 /* The state word of an item superseded by the one at slot word `next`. */

@@ -13,8 +13,14 @@ static int log_fd = 2;
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 
-void rkv_log_set_level(enum rkv_log_level lvl) { log_level = lvl; }
-enum rkv_log_level rkv_log_get_level(void) { return log_level; }
+void rkv_log_set_level(enum rkv_log_level lvl)
+{
+    log_level = lvl;
+}
+enum rkv_log_level rkv_log_get_level(void)
+{
+    return log_level;
+}
 
 int rkv_log_parse_level(const char *s)
 {

@@ -23,6 +23,10 @@ void rkv_log(enum rkv_log_level lvl, const char *fmt, ...) __attribute__((format
 #define RKV_ERROR(...) rkv_log(RKV_LOG_ERROR, __VA_ARGS__)
 #define RKV_WARN(...)  rkv_log(RKV_LOG_WARN, __VA_ARGS__)
 #define RKV_INFO(...)  rkv_log(RKV_LOG_INFO, __VA_ARGS__)
-#define RKV_DEBUG(...) do { if (rkv_log_get_level() >= RKV_LOG_DEBUG) rkv_log(RKV_LOG_DEBUG, __VA_ARGS__); } while (0)
+#define RKV_DEBUG(...)                            \
+    do {                                          \
+        if (rkv_log_get_level() >= RKV_LOG_DEBUG) \
+            rkv_log(RKV_LOG_DEBUG, __VA_ARGS__);  \
+    } while (0)
 
 #endif

@@ -44,15 +44,14 @@ bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len)
     for (unsigned i = 0; i < h->class_count; i++) {
         uint32_t sz = h->class_size[i];
         if (sz < RKV_MIN_ITEM_SIZE || sz % RKV_ITEM_ALIGN != 0 || sz > h->slab_page_size ||
-            sz > h->heap_size ||
-            (i > 0 && sz <= h->class_size[i - 1]))
+            sz > h->heap_size || (i > 0 && sz <= h->class_size[i - 1]))
             return false;
     }
     return true;
 }
 
-bool rkv_slot_valid(const struct rkv_region_header *geom, uint64_t slot,
-                    uint64_t *offset, uint32_t *len)
+bool rkv_slot_valid(const struct rkv_region_header *geom, uint64_t slot, uint64_t *offset,
+                    uint32_t *len)
 {
     unsigned cls = rkv_slot_class(slot);
     uint64_t off = rkv_slot_offset(slot);
@@ -88,9 +87,10 @@ static inline bool key_equal(const void *a, const void *b, size_t n)
 }
 
 /* rkv_item_verify, inlined into the lookup's two callers. */
-static inline __attribute__((always_inline)) enum rkv_verify
-item_verify(const struct rkv_item *it, size_t len, const void *key, uint32_t key_len,
-            uint64_t seed, uint32_t now)
+static inline __attribute__((always_inline)) enum rkv_verify item_verify(const struct rkv_item *it,
+                                                                         size_t len, const void *key,
+                                                                         uint32_t key_len,
+                                                                         uint64_t seed, uint32_t now)
 {
     if (len < RKV_ITEM_HEADER_SIZE ||
         (uint64_t)it->key_len + it->value_len > len - RKV_ITEM_HEADER_SIZE)
@@ -129,13 +129,13 @@ unsigned rkv_lookup_batch_fit(const struct rkv_lookup_ctx *ctx)
 struct round {
     struct rkv_lookup_ctx *ctx;
     unsigned nops;
-    size_t used;       /* bytes of scratch handed out this round */
+    size_t used; /* bytes of scratch handed out this round */
 };
 
 /* Reserve scratch and an op for reading [offset, offset+len); NULL when the
  * round is full (the key then waits for the next round). */
 static inline __attribute__((always_inline)) void *round_add(struct round *r, uint64_t offset,
-                                                           uint32_t len)
+                                                             uint32_t len)
 {
     struct rkv_lookup_ctx *ctx = r->ctx;
     size_t at = RKV_ALIGN_UP(r->used, 8);
@@ -184,7 +184,7 @@ static void plan_key(struct round *r, struct rkv_lookup *l)
 
     l->nread = 0;
     switch (l->phase) {
-    case PHASE_CACHE:         /* at_slot was checked before it became at_slot */
+    case PHASE_CACHE: /* at_slot was checked before it became at_slot */
         l->land = round_add(r, rkv_slot_offset(l->at_slot), l->at_len);
         l->nread = 1;
         break;
@@ -212,8 +212,7 @@ static void plan_key(struct round *r, struct rkv_lookup *l)
             l->nread++;
         }
         break;
-    default:
-        return;
+    default: return;
     }
     if (l->land == NULL) {
         r->nops = ops_before;
@@ -296,19 +295,20 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         const struct rkv_item *it = (const struct rkv_item *)(const void *)l->land;
         enum rkv_verify v = item_verify(it, l->at_len, l->key, l->key_len, g->hash_seed, ctx->now);
         /* a forward keeps at_slot's fingerprint bits (never 0) */
-        uint64_t next = v == RKV_VERIFY_OBSOLETE ? rkv_item_forward(it->state,
-                                                                    rkv_slot_fp(l->at_slot)) : 0;
+        uint64_t next = v == RKV_VERIFY_OBSOLETE
+                            ? rkv_item_forward(it->state, rkv_slot_fp(l->at_slot))
+                            : 0;
         if (v == RKV_VERIFY_OK) {
             l->cache_used = 1;
             deliver(l, it, l->at_slot);
         } else if (next != 0 && l->hops < RKV_LOOKUP_MAX_FORWARDS &&
                    rkv_slot_valid(g, next, &off, &len)) {
-            l->hops++;             /* our key, superseded: read its replacement next */
+            l->hops++; /* our key, superseded: read its replacement next */
             ctx->forwards++;
             l->at_slot = next;
             l->at_len = len;
         } else {
-            to_buckets(g, l);      /* stale location: fall back to the index */
+            to_buckets(g, l); /* stale location: fall back to the index */
         }
         break;
     }
@@ -338,18 +338,11 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
             p = (const uint8_t *)RKV_ALIGN_UP((uintptr_t)p, 8);
             const struct rkv_item *it = (const struct rkv_item *)(const void *)p;
             switch (item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now)) {
-            case RKV_VERIFY_OK:
-                deliver(l, it, slot);
-                return;
-            case RKV_VERIFY_EXPIRED:
-                finish(l, RKV_NOT_FOUND);
-                return;
-            case RKV_VERIFY_OTHER_KEY:
-                break;
+            case RKV_VERIFY_OK: deliver(l, it, slot); return;
+            case RKV_VERIFY_EXPIRED: finish(l, RKV_NOT_FOUND); return;
+            case RKV_VERIFY_OTHER_KEY: break;
             case RKV_VERIFY_OBSOLETE:
-            case RKV_VERIFY_TORN:
-                torn = true;
-                break;
+            case RKV_VERIFY_TORN: torn = true; break;
             }
             p += len;
         }
@@ -366,8 +359,7 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         else
             retry(ctx, l); /* something moved between our reads: look again */
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -387,7 +379,7 @@ void rkv_lookup_start(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
     l->bucket_next = 0;
     l->hops = 0;
     l->at_slot = 0;
-    l->fp = 0;                  /* not hashed yet (hash_key) */
+    l->fp = 0; /* not hashed yet (hash_key) */
     if (l->key_len == 0 || l->key_len > g->max_key_len)
         finish(l, l->key_len ? RKV_TOO_LARGE : RKV_INVALID);
     else if (l->buf == NULL && l->buf_len != 0)
@@ -401,10 +393,9 @@ void rkv_lookup_start(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         l->at_slot = l->cached_slot | l->fp;
         l->at_len = len;
         l->phase = PHASE_CACHE;
-        if (ctx->prefetch)      /* the item's miss overlaps the planning of its round */
+        if (ctx->prefetch) /* the item's miss overlaps the planning of its round */
             ctx->prefetch(ctx->read_ctx, off, len);
-    }
-    else
+    } else
         to_buckets(g, l);
 }
 

@@ -41,8 +41,8 @@
 /* Read ops[0..n-1] in one round trip; RKV_OK or a transport error. */
 typedef rkv_status (*rkv_read_fn)(void *ctx, const struct rkv_read_op *ops, unsigned n);
 
-#define RKV_LOOKUP_MAX_CAND (2 * RKV_SLOTS_PER_BUCKET)
-#define RKV_LOOKUP_MAX_FORWARDS 2   /* forward hops from a cached location before the buckets */
+#define RKV_LOOKUP_MAX_CAND     (2 * RKV_SLOTS_PER_BUCKET)
+#define RKV_LOOKUP_MAX_FORWARDS 2 /* forward hops from a cached location before the buckets */
 
 struct rkv_lookup_ctx {
     const struct rkv_region_header *geom; /* validated with rkv_header_valid() */
@@ -52,53 +52,53 @@ struct rkv_lookup_ctx {
      * read (read_ctx is its ctx); called where a read's source is known
      * before its round is planned (a cached location) */
     void (*prefetch)(void *ctx, uint64_t offset, uint32_t len);
-    uint8_t *scratch;       /* where reads land (the transport's local buffer) */
-    size_t scratch_len;     /* >= rkv_lookup_scratch_need(geom, 1) */
-    struct rkv_read_op *ops;/* room for ops_cap read ops */
-    unsigned ops_cap;       /* >= RKV_LOOKUP_MAX_CAND */
-    unsigned max_retries;   /* per key */
-    uint32_t now;           /* server clock for expiry (common/clock.h); 0 = ignore expiry */
-    enum rkv_read_cost cost;/* the transport's cost model (transport.h; 0: round trips cost) */
-    uint64_t retries;       /* out: verification retries, accumulated */
-    uint64_t forwards;      /* out: forward hops followed, accumulated */
+    uint8_t *scratch;        /* where reads land (the transport's local buffer) */
+    size_t scratch_len;      /* >= rkv_lookup_scratch_need(geom, 1) */
+    struct rkv_read_op *ops; /* room for ops_cap read ops */
+    unsigned ops_cap;        /* >= RKV_LOOKUP_MAX_CAND */
+    unsigned max_retries;    /* per key */
+    uint32_t now;            /* server clock for expiry (common/clock.h); 0 = ignore expiry */
+    enum rkv_read_cost cost; /* the transport's cost model (transport.h; 0: round trips cost) */
+    uint64_t retries;        /* out: verification retries, accumulated */
+    uint64_t forwards;       /* out: forward hops followed, accumulated */
 };
 
 /* One key of a lookup batch. Fields after `status` are the lookup's own. */
 struct rkv_lookup {
-    const void *key;                /* in */
-    uint32_t key_len;               /* in */
-    uint64_t cached_slot;           /* in: a location to try first, or 0; its fingerprint
-                                       bits need not be the key's (a cache's tag): the
-                                       key's own are used where they are 0 */
-    void *buf;                      /* in: where the value goes (may be NULL if buf_len 0) */
-    size_t buf_len;                 /* in */
-    rkv_status status;              /* out: OK, NOT_FOUND, BUFFER_TOO_SMALL, RETRY_EXHAUSTED;
-                                     * INVALID / TOO_LARGE for a bad key or buf */
-    size_t value_len;               /* out: value length (also on BUFFER_TOO_SMALL) */
-    uint64_t version;               /* out: item version (CAS token) */
-    uint32_t user_flags;            /* out */
-    uint32_t expire_at;             /* out: server clock second, 0 = never */
-    uint64_t slot;                  /* out: slot word it was found through (caches, hints);
-                                       through cached_slot (or a forward from it) with
-                                       cached_slot's fingerprint bits, never 0 */
-    int cache_used;                 /* out: 1 when served through cached_slot (and forwards) */
+    const void *key;      /* in */
+    uint32_t key_len;     /* in */
+    uint64_t cached_slot; /* in: a location to try first, or 0; its fingerprint
+                             bits need not be the key's (a cache's tag): the
+                             key's own are used where they are 0 */
+    void *buf;            /* in: where the value goes (may be NULL if buf_len 0) */
+    size_t buf_len;       /* in */
+    rkv_status status;    /* out: OK, NOT_FOUND, BUFFER_TOO_SMALL, RETRY_EXHAUSTED;
+                             * INVALID / TOO_LARGE for a bad key or buf */
+    size_t value_len;     /* out: value length (also on BUFFER_TOO_SMALL) */
+    uint64_t version;     /* out: item version (CAS token) */
+    uint32_t user_flags;  /* out */
+    uint32_t expire_at;   /* out: server clock second, 0 = never */
+    uint64_t slot;        /* out: slot word it was found through (caches, hints);
+                             through cached_slot (or a forward from it) with
+                             cached_slot's fingerprint bits, never 0 */
+    int cache_used;       /* out: 1 when served through cached_slot (and forwards) */
 
     /* lookup-private state */
     uint8_t phase;
     uint8_t ncand, next_cand;
-    uint8_t bucket_next;            /* next candidate bucket to read (0, 1; 2 = both read) */
-    uint8_t hops;                   /* forwards followed from cached_slot */
-    uint64_t at_slot;               /* the location PHASE_CACHE reads: cached_slot or a forward */
-    uint32_t at_len;                /* its item's bytes (rkv_slot_valid, checked once) */
+    uint8_t bucket_next; /* next candidate bucket to read (0, 1; 2 = both read) */
+    uint8_t hops;        /* forwards followed from cached_slot */
+    uint64_t at_slot;    /* the location PHASE_CACHE reads: cached_slot or a forward */
+    uint32_t at_len;     /* its item's bytes (rkv_slot_valid, checked once) */
     unsigned tries;
-    uint16_t fp;                    /* the key's fingerprint; 0 until hashed (a GET
-                                       served through cached_slot never is) */
-    uint64_t bucket[2];             /* the key's candidate buckets (once hashed) */
+    uint16_t fp;        /* the key's fingerprint; 0 until hashed (a GET
+                           served through cached_slot never is) */
+    uint64_t bucket[2]; /* the key's candidate buckets (once hashed) */
     uint64_t bucket_version[2];
     uint64_t cand[RKV_LOOKUP_MAX_CAND];
     uint32_t cand_len[RKV_LOOKUP_MAX_CAND]; /* each candidate's item bytes (checked once) */
-    uint8_t *land;                  /* this round's landing area in scratch */
-    unsigned nread;                 /* reads this round */
+    uint8_t *land;                          /* this round's landing area in scratch */
+    unsigned nread;                         /* reads this round */
 };
 
 /* Bytes of scratch a batch of n keys needs at least to make progress. */
@@ -137,14 +137,19 @@ rkv_status rkv_lookup_round(struct rkv_lookup_ctx *ctx, struct rkv_lookup *const
 rkv_status rkv_lookup_batch(struct rkv_lookup_ctx *ctx, struct rkv_lookup *ls, unsigned n);
 
 /* What a copy of an item read for `key` (len = bytes read) turned out to be. */
-enum rkv_verify { RKV_VERIFY_OK, RKV_VERIFY_OTHER_KEY, RKV_VERIFY_EXPIRED,
-                  RKV_VERIFY_OBSOLETE, RKV_VERIFY_TORN };
+enum rkv_verify {
+    RKV_VERIFY_OK,
+    RKV_VERIFY_OTHER_KEY,
+    RKV_VERIFY_EXPIRED,
+    RKV_VERIFY_OBSOLETE,
+    RKV_VERIFY_TORN
+};
 enum rkv_verify rkv_item_verify(const struct rkv_item *it, size_t len, const void *key,
                                 uint32_t key_len, uint64_t seed, uint32_t now);
 
 /* Whether a slot word points at a plausible item of this region; on success
  * *offset and *len give the range to read. */
-bool rkv_slot_valid(const struct rkv_region_header *geom, uint64_t slot,
-                    uint64_t *offset, uint32_t *len);
+bool rkv_slot_valid(const struct rkv_region_header *geom, uint64_t slot, uint64_t *offset,
+                    uint32_t *len);
 
 #endif

@@ -10,8 +10,8 @@
 
 #include "protocol.h"
 
-rkv_status rkv_req_parse(const void *msg, size_t len, uint32_t max_key_len,
-                         uint32_t max_value_len, struct rkv_req_view *v)
+rkv_status rkv_req_parse(const void *msg, size_t len, uint32_t max_key_len, uint32_t max_value_len,
+                         struct rkv_req_view *v)
 {
     const uint8_t *p = msg;
     const struct rkv_req *h = msg;
@@ -91,9 +91,8 @@ size_t rkv_req_size(size_t key_len, size_t inline_value_len, size_t hint_count, 
     return n <= max_msg ? n : 0;
 }
 
-size_t rkv_req_build(void *buf, const struct rkv_req *hdr, const void *key,
-                     const void *value, size_t inline_len,
-                     const rkv_hint *hints, size_t hint_count)
+size_t rkv_req_build(void *buf, const struct rkv_req *hdr, const void *key, const void *value,
+                     size_t inline_len, const rkv_hint *hints, size_t hint_count)
 {
     uint8_t *p = buf;
     memcpy(p, hdr, sizeof *hdr);

@@ -5,13 +5,13 @@
  * mismatch, UDP 4791 blocked): every message names what failed and the
  * command that usually fixes it.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +21,7 @@
 #include "rdma_util.h"
 #include "util.h"
 
-#define CAP_IPC_LOCK_BIT 14   /* linux/capability.h: CAP_IPC_LOCK */
+#define CAP_IPC_LOCK_BIT 14 /* linux/capability.h: CAP_IPC_LOCK */
 
 static const char NO_DEVICE_HINT[] =
     "load a driver or create a Soft-RoCE device with `rdma link add rxe0 type rxe netdev eth0`";
@@ -36,44 +36,47 @@ struct wc_text {
 static const struct wc_text wc_texts[] = {
     [IBV_WC_SUCCESS] = { "IBV_WC_SUCCESS", "success" },
     [IBV_WC_LOC_LEN_ERR] = { "IBV_WC_LOC_LEN_ERR",
-        "local length error: a message was longer than the receive buffer posted for it "
-        "(client and server disagree on max_msg?)" },
+                             "local length error: a message was longer than the receive buffer posted for it "
+                             "(client and server disagree on max_msg?)" },
     [IBV_WC_LOC_QP_OP_ERR] = { "IBV_WC_LOC_QP_OP_ERR",
-        "local QP operation error: the QP could not execute the work request "
-        "(inline data over max_inline_data, or too many SGEs)" },
+                               "local QP operation error: the QP could not execute the work request "
+                               "(inline data over max_inline_data, or too many SGEs)" },
     [IBV_WC_LOC_EEC_OP_ERR] = { "IBV_WC_LOC_EEC_OP_ERR", "local EE context operation error" },
     [IBV_WC_LOC_PROT_ERR] = { "IBV_WC_LOC_PROT_ERR",
-        "local protection error: a local buffer lies outside its memory registration or the lkey is wrong" },
+                              "local protection error: a local buffer lies outside its memory registration or the lkey is wrong" },
     [IBV_WC_WR_FLUSH_ERR] = { "IBV_WC_WR_FLUSH_ERR",
-        "flushed: the connection had already failed or was closed (an earlier completion holds the cause)" },
+                              "flushed: the connection had already failed or was closed (an earlier completion holds the cause)" },
     [IBV_WC_MW_BIND_ERR] = { "IBV_WC_MW_BIND_ERR", "memory window bind error" },
-    [IBV_WC_BAD_RESP_ERR] = { "IBV_WC_BAD_RESP_ERR", "bad response: the peer answered with an unexpected packet" },
+    [IBV_WC_BAD_RESP_ERR] = { "IBV_WC_BAD_RESP_ERR",
+                              "bad response: the peer answered with an unexpected packet" },
     [IBV_WC_LOC_ACCESS_ERR] = { "IBV_WC_LOC_ACCESS_ERR",
-        "local access error: a local buffer is not registered with the access the operation needs" },
+                                "local access error: a local buffer is not registered with the access the operation needs" },
     [IBV_WC_REM_INV_REQ_ERR] = { "IBV_WC_REM_INV_REQ_ERR",
-        "remote invalid request: the peer refused the request (memory not registered, rkey mismatch, "
-        "or a READ longer than the peer allows); check that client and server use the rkey from HELLO" },
+                                 "remote invalid request: the peer refused the request (memory not registered, rkey mismatch, "
+                                 "or a READ longer than the peer allows); check that client and server use the rkey from HELLO" },
     [IBV_WC_REM_ACCESS_ERR] = { "IBV_WC_REM_ACCESS_ERR",
-        "remote access error: rkey/address outside the server's region or the region isn't registered for remote read" },
+                                "remote access error: rkey/address outside the server's region or the region isn't registered for remote read" },
     [IBV_WC_REM_OP_ERR] = { "IBV_WC_REM_OP_ERR",
-        "remote operation error: the peer could not complete the request (its queue pair failed)" },
+                            "remote operation error: the peer could not complete the request (its queue pair failed)" },
     [IBV_WC_RETRY_EXC_ERR] = { "IBV_WC_RETRY_EXC_ERR",
-        "transport retries exceeded: the peer stopped answering (process gone, link or port down, "
-        "or RoCE's UDP port 4791 blocked by a firewall: `iptables -I INPUT -p udp --dport 4791 -j ACCEPT`)" },
+                               "transport retries exceeded: the peer stopped answering (process gone, link or port down, "
+                               "or RoCE's UDP port 4791 blocked by a firewall: `iptables -I INPUT -p udp --dport 4791 -j ACCEPT`)" },
     [IBV_WC_RNR_RETRY_EXC_ERR] = { "IBV_WC_RNR_RETRY_EXC_ERR",
-        "receiver-not-ready retries exceeded: the peer had no receive buffer posted "
-        "(more requests than credits, or it stopped re-posting)" },
+                                   "receiver-not-ready retries exceeded: the peer had no receive buffer posted "
+                                   "(more requests than credits, or it stopped re-posting)" },
     [IBV_WC_LOC_RDD_VIOL_ERR] = { "IBV_WC_LOC_RDD_VIOL_ERR", "local RDD violation" },
     [IBV_WC_REM_INV_RD_REQ_ERR] = { "IBV_WC_REM_INV_RD_REQ_ERR", "remote invalid RD request" },
     [IBV_WC_REM_ABORT_ERR] = { "IBV_WC_REM_ABORT_ERR", "remote aborted the operation" },
     [IBV_WC_INV_EECN_ERR] = { "IBV_WC_INV_EECN_ERR", "invalid EE context number" },
     [IBV_WC_INV_EEC_STATE_ERR] = { "IBV_WC_INV_EEC_STATE_ERR", "invalid EE context state" },
     [IBV_WC_FATAL_ERR] = { "IBV_WC_FATAL_ERR",
-        "fatal device error: the adapter failed; see `dmesg` and `ibv_devinfo`" },
-    [IBV_WC_RESP_TIMEOUT_ERR] = { "IBV_WC_RESP_TIMEOUT_ERR", "response timeout: the peer did not respond in time" },
+                           "fatal device error: the adapter failed; see `dmesg` and `ibv_devinfo`" },
+    [IBV_WC_RESP_TIMEOUT_ERR] = { "IBV_WC_RESP_TIMEOUT_ERR",
+                                  "response timeout: the peer did not respond in time" },
     [IBV_WC_GENERAL_ERR] = { "IBV_WC_GENERAL_ERR", "general error reported by the device" },
     [IBV_WC_TM_ERR] = { "IBV_WC_TM_ERR", "tag matching error" },
-    [IBV_WC_TM_RNDV_INCOMPLETE] = { "IBV_WC_TM_RNDV_INCOMPLETE", "tag matching rendezvous incomplete" },
+    [IBV_WC_TM_RNDV_INCOMPLETE] = { "IBV_WC_TM_RNDV_INCOMPLETE",
+                                    "tag matching rendezvous incomplete" },
 };
 
 const char *rkv_rdma_wc_status_name(enum ibv_wc_status s)
@@ -104,16 +107,12 @@ const char *rkv_rdma_async_event_text(enum ibv_event_type ev)
                "(e.g. a READ outside the registered buffer)";
     case IBV_EVENT_QP_REQ_ERR:
         return "IBV_EVENT_QP_REQ_ERR: the peer sent a request our QP could not accept";
-    case IBV_EVENT_QP_FATAL:
-        return "IBV_EVENT_QP_FATAL: the queue pair failed";
-    case IBV_EVENT_CQ_ERR:
-        return "IBV_EVENT_CQ_ERR: a completion queue overran";
-    case IBV_EVENT_PORT_ERR:
-        return "IBV_EVENT_PORT_ERR: the port went down (`ibv_devinfo`)";
+    case IBV_EVENT_QP_FATAL: return "IBV_EVENT_QP_FATAL: the queue pair failed";
+    case IBV_EVENT_CQ_ERR: return "IBV_EVENT_CQ_ERR: a completion queue overran";
+    case IBV_EVENT_PORT_ERR: return "IBV_EVENT_PORT_ERR: the port went down (`ibv_devinfo`)";
     case IBV_EVENT_DEVICE_FATAL:
         return "IBV_EVENT_DEVICE_FATAL: the RDMA device failed (see `dmesg`)";
-    default:
-        return ibv_event_type_str(ev);
+    default: return ibv_event_type_str(ev);
     }
 }
 
@@ -135,8 +134,7 @@ bool rkv_rdma_async_reason(struct ibv_context *ctx, char *buf, size_t len)
             snprintf(buf, len, "%s", rkv_rdma_async_event_text(type));
             found = true;
             break;
-        default:    /* PORT_ACTIVE, GID_CHANGE, ...: not a cause */
-            break;
+        default: /* PORT_ACTIVE, GID_CHANGE, ...: not a cause */ break;
         }
     }
     return found;
@@ -169,29 +167,31 @@ static const char *reject_reason_text(uint32_t reason)
     return "for an unknown reason (a newer server?)";
 }
 
-void rkv_rdma_cm_error(enum rdma_cm_event_type ev, int status,
-                       const void *private_data, uint8_t private_len,
-                       const char *peer, char *err, size_t err_len)
+void rkv_rdma_cm_error(enum rdma_cm_event_type ev, int status, const void *private_data,
+                       uint8_t private_len, const char *peer, char *err, size_t err_len)
 {
     struct rkv_rdma_reject rej;
 
     switch (ev) {
     case RDMA_CM_EVENT_ADDR_ERROR:
-        if (status == -ETIMEDOUT) {   /* the route is there; nobody answered ARP / ND */
+        if (status == -ETIMEDOUT) { /* the route is there; nobody answered ARP / ND */
             snprintf(err, err_len,
                      "%s is unreachable: its address did not resolve in time (rdma_cm ADDR_ERROR, "
-                     "ARP/ND timed out); is the server's host up, and the network between us?", peer);
+                     "ARP/ND timed out); is the server's host up, and the network between us?",
+                     peer);
             break;
         }
         snprintf(err, err_len,
                  "cannot resolve %s to a local RDMA device (rdma_cm ADDR_ERROR, status %d): the route to it "
                  "must leave through an RDMA-capable interface (`rdma link show`, `ip route get`); "
-                 "for Soft-RoCE: `rdma link add rxe0 type rxe netdev eth0`", peer, status);
+                 "for Soft-RoCE: `rdma link add rxe0 type rxe netdev eth0`",
+                 peer, status);
         break;
     case RDMA_CM_EVENT_ROUTE_ERROR:
         snprintf(err, err_len,
                  "no RDMA route to %s (rdma_cm ROUTE_ERROR, status %d): check that the port is ACTIVE "
-                 "(`ibv_devinfo`) and the netdev has an address (rdma_cm cannot route over lo)", peer, status);
+                 "(`ibv_devinfo`) and the netdev has an address (rdma_cm cannot route over lo)",
+                 peer, status);
         break;
     case RDMA_CM_EVENT_REJECTED:
         if (private_data != NULL && private_len >= sizeof rej) {
@@ -202,23 +202,27 @@ void rkv_rdma_cm_error(enum rdma_cm_event_type ev, int status,
                 break;
             }
         }
-        if (status == 8 || status == -ECONNREFUSED)  /* IB_CM_REJ_INVALID_SERVICE_ID / iWARP */
+        if (status == 8 || status == -ECONNREFUSED) /* IB_CM_REJ_INVALID_SERVICE_ID / iWARP */
             snprintf(err, err_len,
                      "connection to %s rejected: nothing listens on that port (is rkv-server running "
-                     "with an rdma:// listener there?)", peer);
+                     "with an rdma:// listener there?)",
+                     peer);
         else
-            snprintf(err, err_len, "connection to %s rejected (rdma_cm REJECTED, reason %d)", peer, status);
+            snprintf(err, err_len, "connection to %s rejected (rdma_cm REJECTED, reason %d)", peer,
+                     status);
         break;
     case RDMA_CM_EVENT_UNREACHABLE:
         snprintf(err, err_len,
                  "%s is unreachable (rdma_cm UNREACHABLE, status %d): no answer to the connect request; "
                  "is the server up, its port ACTIVE, and RoCE's UDP port 4791 open "
-                 "(`iptables -I INPUT -p udp --dport 4791 -j ACCEPT`)?", peer, status);
+                 "(`iptables -I INPUT -p udp --dport 4791 -j ACCEPT`)?",
+                 peer, status);
         break;
     case RDMA_CM_EVENT_CONNECT_ERROR:
         snprintf(err, err_len,
                  "connecting to %s failed (rdma_cm CONNECT_ERROR, status %d): the queue pairs could not "
-                 "be connected; check both ends' `ibv_devinfo` and the server log", peer, status);
+                 "be connected; check both ends' `ibv_devinfo` and the server log",
+                 peer, status);
         break;
     case RDMA_CM_EVENT_DISCONNECTED:
         snprintf(err, err_len, "%s closed the connection", peer);
@@ -227,8 +231,8 @@ void rkv_rdma_cm_error(enum rdma_cm_event_type ev, int status,
         snprintf(err, err_len, "the RDMA device used for %s was removed", peer);
         break;
     default:
-        snprintf(err, err_len, "unexpected rdma_cm event %s (status %d) for %s",
-                 rdma_event_str(ev), status, peer);
+        snprintf(err, err_len, "unexpected rdma_cm event %s (status %d) for %s", rdma_event_str(ev),
+                 status, peer);
         break;
     }
 }
@@ -240,35 +244,37 @@ void rkv_rdma_errno_error(int errnum, const char *what, char *err, size_t err_le
     case EPERM:
         snprintf(err, err_len,
                  "%s: permission denied on /dev/infiniband: run as a user allowed to use RDMA "
-                 "(e.g. in group rdma) or `chmod a+rw /dev/infiniband/*`", what);
+                 "(e.g. in group rdma) or `chmod a+rw /dev/infiniband/*`",
+                 what);
         break;
     case ENODEV:
     case ENOENT:
     case ENXIO:
     case ENOSYS:
-        snprintf(err, err_len, "no RDMA device found (%s: %s): %s", what, strerror(errnum), NO_DEVICE_HINT);
+        snprintf(err, err_len, "no RDMA device found (%s: %s): %s", what, strerror(errnum),
+                 NO_DEVICE_HINT);
         break;
     case ENOMEM:
         snprintf(err, err_len,
                  "%s: cannot allocate or pin memory: the memlock limit is probably too low; "
-                 "raise `ulimit -l` or set LimitMEMLOCK=infinity", what);
+                 "raise `ulimit -l` or set LimitMEMLOCK=infinity",
+                 what);
         break;
     case EADDRINUSE:
-        snprintf(err, err_len, "%s: address already in use: another process listens on that port", what);
+        snprintf(err, err_len, "%s: address already in use: another process listens on that port",
+                 what);
         break;
     case EADDRNOTAVAIL:
         snprintf(err, err_len, "%s: that address is not configured on this host (`ip addr`)", what);
         break;
-    default:
-        snprintf(err, err_len, "%s: %s", what, strerror(errnum));
-        break;
+    default: snprintf(err, err_len, "%s: %s", what, strerror(errnum)); break;
     }
 }
 
 /* ------------------------------------------------------------ checks */
 
-bool rkv_rdma_memlock_ok(uint64_t limit, uint64_t need, bool cap_ipc_lock,
-                         const char *what, char *err, size_t err_len)
+bool rkv_rdma_memlock_ok(uint64_t limit, uint64_t need, bool cap_ipc_lock, const char *what,
+                         char *err, size_t err_len)
 {
     char lim_text[32], need_text[32];
 
@@ -323,11 +329,12 @@ rkv_status rkv_rdma_check_memlock(uint64_t need, const char *what, char *err, si
     struct rlimit rl;
 
     if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
-        return RKV_OK;  /* cannot tell; registration will say */
+        return RKV_OK; /* cannot tell; registration will say */
     if (rl.rlim_cur == RLIM_INFINITY)
         return RKV_OK;
     return rkv_rdma_memlock_ok((uint64_t)rl.rlim_cur, need, self_has_ipc_lock(), what, err, err_len)
-               ? RKV_OK : RKV_NO_MEMORY;
+               ? RKV_OK
+               : RKV_NO_MEMORY;
 }
 
 const char *rkv_rdma_device_name(const struct ibv_context *ctx)
@@ -373,8 +380,8 @@ rkv_status rkv_rdma_check_port(struct ibv_context *ctx, uint8_t port, char *err,
     return RKV_CONNECTION;
 }
 
-rkv_status rkv_rdma_check_gid(struct ibv_context *ctx, uint8_t port, int gid_index,
-                              char *err, size_t err_len)
+rkv_status rkv_rdma_check_gid(struct ibv_context *ctx, uint8_t port, int gid_index, char *err,
+                              size_t err_len)
 {
     static const union ibv_gid zero_gid;
     struct ibv_port_attr pattr;
@@ -436,7 +443,8 @@ rkv_status rkv_rdma_find_device(const char *name, struct ibv_context **out, char
     } else if (name == NULL) {
         snprintf(err, err_len,
                  "%d RDMA devices (%s) and no device named: set rdma_device to one of them, "
-                 "or listen on an address of the one you want", n, names);
+                 "or listen on an address of the one you want",
+                 n, names);
         st = RKV_INVALID;
     } else {
         snprintf(err, err_len, "RDMA device \"%s\" not found; this host has: %s", name, names);
@@ -489,16 +497,18 @@ bool rkv_rdma_rc_check(unsigned ack_timeout, unsigned retry_count, const char *t
                        const char *retry_name, char *err, size_t err_len)
 {
     if (ack_timeout < RKV_RDMA_ACK_TIMEOUT_MIN || ack_timeout > RKV_RDMA_ACK_TIMEOUT_MAX) {
-        snprintf(err, err_len, "%s %u is out of range: use %u..%u (each try waits 4.096 us x 2^N "
-                 "for the peer's ACK; %u = %.0f ms)", timeout_name, ack_timeout,
-                 RKV_RDMA_ACK_TIMEOUT_MIN, RKV_RDMA_ACK_TIMEOUT_MAX, RKV_RDMA_ACK_TIMEOUT,
-                 rkv_rdma_detect_ns(RKV_RDMA_ACK_TIMEOUT, 0) / 1e6);
+        snprintf(err, err_len,
+                 "%s %u is out of range: use %u..%u (each try waits 4.096 us x 2^N "
+                 "for the peer's ACK; %u = %.0f ms)",
+                 timeout_name, ack_timeout, RKV_RDMA_ACK_TIMEOUT_MIN, RKV_RDMA_ACK_TIMEOUT_MAX,
+                 RKV_RDMA_ACK_TIMEOUT, rkv_rdma_detect_ns(RKV_RDMA_ACK_TIMEOUT, 0) / 1e6);
         return false;
     }
     if (retry_count < RKV_RDMA_RETRY_COUNT_MIN || retry_count > RKV_RDMA_RETRY_COUNT_MAX) {
-        snprintf(err, err_len, "%s %u is out of range: use %u..%u (retransmissions before a "
-                 "transfer fails)", retry_name, retry_count, RKV_RDMA_RETRY_COUNT_MIN,
-                 RKV_RDMA_RETRY_COUNT_MAX);
+        snprintf(err, err_len,
+                 "%s %u is out of range: use %u..%u (retransmissions before a "
+                 "transfer fails)",
+                 retry_name, retry_count, RKV_RDMA_RETRY_COUNT_MIN, RKV_RDMA_RETRY_COUNT_MAX);
         return false;
     }
     return true;
@@ -562,11 +572,14 @@ rkv_status rkv_rdma_open_id(void *context, struct rdma_event_channel **channel,
     *id = NULL;
     if (ch == NULL) {
         int e = cdev_errno(errno);
-        if (e != EACCES && rkv_rdma_sysfs_has_devices() && access("/dev/infiniband/rdma_cm", F_OK) != 0)
-            snprintf(err, err_len, "RDMA devices exist but /dev/infiniband/rdma_cm does not: "
-                                   "load the rdma_ucm module (`modprobe rdma_ucm`)");
+        if (e != EACCES && rkv_rdma_sysfs_has_devices() &&
+            access("/dev/infiniband/rdma_cm", F_OK) != 0)
+            snprintf(err, err_len,
+                     "RDMA devices exist but /dev/infiniband/rdma_cm does not: "
+                     "load the rdma_ucm module (`modprobe rdma_ucm`)");
         else
-            rkv_rdma_errno_error(e, "rdma_create_event_channel (/dev/infiniband/rdma_cm)", err, err_len);
+            rkv_rdma_errno_error(e, "rdma_create_event_channel (/dev/infiniband/rdma_cm)", err,
+                                 err_len);
         return RKV_CONNECTION;
     }
     flags = fcntl(ch->fd, F_GETFL);
@@ -595,7 +608,8 @@ rkv_status rkv_rdma_parse_addr(const char *addr, bool passive, struct sockaddr_s
     int rc;
 
     if (addr == NULL || !rkv_host_port(addr, host, sizeof host, &port)) {
-        snprintf(err, err_len, "bad rdma address \"%s\": expected HOST:PORT (e.g. 192.0.2.1:7471 or [fe80::1]:7471)",
+        snprintf(err, err_len,
+                 "bad rdma address \"%s\": expected HOST:PORT (e.g. 192.0.2.1:7471 or [fe80::1]:7471)",
                  addr ? addr : "(null)");
         return RKV_INVALID;
     }
@@ -648,8 +662,8 @@ void rkv_rdma_format_addr(const struct sockaddr *sa, char *buf, size_t len)
 
 /* ------------------------------------------------------------ resources */
 
-struct ibv_mr *rkv_rdma_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access,
-                               bool *relaxed, const char *what, char *err, size_t err_len)
+struct ibv_mr *rkv_rdma_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access, bool *relaxed,
+                               const char *what, char *err, size_t err_len)
 {
     char msg[96];
     struct ibv_mr *mr = ibv_reg_mr(pd, addr, len, access | IBV_ACCESS_RELAXED_ORDERING);
@@ -696,8 +710,8 @@ void rkv_rdma_buf_free(struct rkv_rdma_buf *b)
     memset(b, 0, sizeof *b);
 }
 
-rkv_status rkv_rdma_query_caps(struct ibv_context *ctx, struct rkv_rdma_caps *caps,
-                               char *err, size_t err_len)
+rkv_status rkv_rdma_query_caps(struct ibv_context *ctx, struct rkv_rdma_caps *caps, char *err,
+                               size_t err_len)
 {
     struct ibv_device_attr a;
 
@@ -708,14 +722,14 @@ rkv_status rkv_rdma_query_caps(struct ibv_context *ctx, struct rkv_rdma_caps *ca
     caps->max_qp_wr = a.max_qp_wr > 0 ? (uint32_t)a.max_qp_wr : 1;
     caps->max_cqe = a.max_cqe > 0 ? (uint32_t)a.max_cqe : 1;
     caps->max_rd_atom = (uint8_t)RKV_MIN(a.max_qp_rd_atom > 0 ? a.max_qp_rd_atom : 0, 255);
-    caps->max_init_rd_atom = (uint8_t)RKV_MIN(a.max_qp_init_rd_atom > 0 ? a.max_qp_init_rd_atom : 0, 255);
+    caps->max_init_rd_atom = (uint8_t)RKV_MIN(a.max_qp_init_rd_atom > 0 ? a.max_qp_init_rd_atom : 0,
+                                              255);
     return RKV_OK;
 }
 
-rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
-                              struct ibv_cq *send_cq, struct ibv_cq *recv_cq,
-                              uint32_t send_wr, uint32_t recv_wr, uint32_t *max_inline,
-                              struct ibv_qp **qp, char *err, size_t err_len)
+rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *send_cq,
+                              struct ibv_cq *recv_cq, uint32_t send_wr, uint32_t recv_wr,
+                              uint32_t *max_inline, struct ibv_qp **qp, char *err, size_t err_len)
 {
     uint32_t want = *max_inline;
 
@@ -726,8 +740,11 @@ rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
             .recv_cq = recv_cq,
             .qp_type = IBV_QPT_RC,
             .sq_sig_all = 0,
-            .cap = { .max_send_wr = send_wr, .max_recv_wr = recv_wr,
-                     .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = want },
+            .cap = { .max_send_wr = send_wr,
+                     .max_recv_wr = recv_wr,
+                     .max_send_sge = 1,
+                     .max_recv_sge = 1,
+                     .max_inline_data = want },
         };
         if (id != NULL ? rdma_create_qp(id, pd, &a) == 0 : (*qp = ibv_create_qp(pd, &a)) != NULL) {
             if (id != NULL)
@@ -736,7 +753,7 @@ rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
             return RKV_OK;
         }
         if ((errno == EINVAL || errno == ENOMEM) && want > 0) {
-            want /= 2;   /* the device grants less inline data; ask for less */
+            want /= 2; /* the device grants less inline data; ask for less */
             continue;
         }
         char what[96];
@@ -753,7 +770,7 @@ int rkv_rdma_modify_qp(struct rdma_cm_id *id, struct ibv_qp *qp, enum ibv_qp_sta
 
     if (rdma_init_qp_attr(id, &attr, &mask) != 0)
         return errno ? errno : EINVAL;
-    mask &= ~0xe00000;  /* like librdmacm: bits old kernels returned for RoCE (SMAC/VID) */
+    mask &= ~0xe00000; /* like librdmacm: bits old kernels returned for RoCE (SMAC/VID) */
     if (mask & IBV_QP_ACCESS_FLAGS)
         attr.qp_access_flags = (unsigned)access;
     return ibv_modify_qp(qp, &attr, mask);
@@ -775,7 +792,7 @@ rkv_status rkv_rdma_open_device(const char *name, struct ibv_context **out, char
             continue;
         *out = ibv_open_device(list[i]);
         if (*out != NULL) {
-            int flags = fcntl((*out)->async_fd, F_GETFL);   /* for rkv_rdma_async_reason() */
+            int flags = fcntl((*out)->async_fd, F_GETFL); /* for rkv_rdma_async_reason() */
             if (flags >= 0)
                 fcntl((*out)->async_fd, F_SETFL, flags | O_NONBLOCK);
             st = RKV_OK;
@@ -833,7 +850,7 @@ int rkv_rdma_sq_wait(struct rkv_rdma_sq *sq, struct ibv_cq *cq, uint32_t limit, 
 
     while (sq->outstanding > limit) {
         if (sq->outstanding == sq->unsignaled)
-            return -EDEADLK;  /* nothing signaled is in flight: no completion will come */
+            return -EDEADLK; /* nothing signaled is in flight: no completion will come */
         int n = sq_poll_once(sq, cq, bad);
         if (n < 0)
             return n;
@@ -888,8 +905,8 @@ int rkv_rdma_post_sends(struct ibv_qp *qp, struct rkv_rdma_sq *sq, struct rkv_rd
 }
 
 int rkv_rdma_post_recvs(struct ibv_qp *qp, const struct rkv_rdma_buf *buf, uint32_t stride,
-                        const uint32_t *idx, unsigned n,
-                        struct ibv_recv_wr *wrs, struct ibv_sge *sges)
+                        const uint32_t *idx, unsigned n, struct ibv_recv_wr *wrs,
+                        struct ibv_sge *sges)
 {
     struct ibv_recv_wr *bad = NULL;
 

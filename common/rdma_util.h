@@ -25,12 +25,12 @@
 
 /* Defaults and limits both ends agree on. The defaults are bare numbers:
  * rkv-server's settings table (server/config.c) spells them into its rows. */
-#define RKV_RDMA_DEFAULT_INLINE    256      /* requested max_inline_data */
-#define RKV_RDMA_DEFAULT_SIGNAL    16       /* signal one send in N */
-#define RKV_RDMA_MAX_SIGNAL        64u
-#define RKV_RDMA_STAGING_SIZE      ((1u << 20) + (64u << 10)) /* largest rendezvous value */
-#define RKV_RDMA_BOOT_MSG          4096u    /* HELLO buffers before max_msg is known */
-#define RKV_RDMA_CM_TIMEOUT_MS     2000u    /* address / route resolution */
+#define RKV_RDMA_DEFAULT_INLINE 256 /* requested max_inline_data */
+#define RKV_RDMA_DEFAULT_SIGNAL 16  /* signal one send in N */
+#define RKV_RDMA_MAX_SIGNAL     64u
+#define RKV_RDMA_STAGING_SIZE   ((1u << 20) + (64u << 10)) /* largest rendezvous value */
+#define RKV_RDMA_BOOT_MSG       4096u /* HELLO buffers before max_msg is known */
+#define RKV_RDMA_CM_TIMEOUT_MS  2000u /* address / route resolution */
 /* RC retransmission (both ends; rkv_options rdma_ack_timeout / rdma_retry_count,
  * rkv-server [rdma] ack_timeout / retry_count): each try waits 4.096 us << ack_timeout
  * for the peer's ACK, and after retry_count retransmissions the transfer fails with
@@ -39,40 +39,40 @@
  * count's is below the field's 7: Soft-RoCE (rdma_rxe) takes a retry count of 7 to
  * mean "retry forever", as IB does for the RNR retry count, and would never notice
  * a dead peer. */
-#define RKV_RDMA_ACK_TIMEOUT       RKV_DEFAULT_RDMA_ACK_TIMEOUT
-#define RKV_RDMA_ACK_TIMEOUT_MIN   1u       /* 0 would mean "wait forever" */
-#define RKV_RDMA_ACK_TIMEOUT_MAX   31u      /* the field's 5 bits: 2.4 hours per try */
-#define RKV_RDMA_RETRY_COUNT       RKV_DEFAULT_RDMA_RETRY_COUNT
-#define RKV_RDMA_RETRY_COUNT_MIN   1u       /* 0 fails at the first lost packet */
-#define RKV_RDMA_RETRY_COUNT_MAX   7u       /* the field's 3 bits */
+#define RKV_RDMA_ACK_TIMEOUT     RKV_DEFAULT_RDMA_ACK_TIMEOUT
+#define RKV_RDMA_ACK_TIMEOUT_MIN 1u  /* 0 would mean "wait forever" */
+#define RKV_RDMA_ACK_TIMEOUT_MAX 31u /* the field's 5 bits: 2.4 hours per try */
+#define RKV_RDMA_RETRY_COUNT     RKV_DEFAULT_RDMA_RETRY_COUNT
+#define RKV_RDMA_RETRY_COUNT_MIN 1u /* 0 fails at the first lost packet */
+#define RKV_RDMA_RETRY_COUNT_MAX 7u /* the field's 3 bits */
 /* RC notices a dead peer only when it sends: the server probes a connection
  * that brought no request for this long (an RDMA READ of the buffer the
  * client named at connect), so a client that vanished while idle loses its
  * slot within this + rkv_rdma_detect_ns(). */
-#define RKV_RDMA_KEEPALIVE_MS      1000u
-#define RKV_RDMA_PROBE_LEN         8u
+#define RKV_RDMA_KEEPALIVE_MS 1000u
+#define RKV_RDMA_PROBE_LEN    8u
 
 /* Private data of the client's rdma_connect(): RKV_RDMA_PROBE_LEN bytes of
  * its own (REMOTE_READ) memory the server's keepalive probe reads. Not a
  * zero-length READ: Soft-RoCE before Linux 6.4 breaks the responder's QP
  * when a retransmitted zero-length READ arrives (it re-checks rkey 0). */
-#define RKV_RDMA_CONNECT_MAGIC     0x524b4350u /* "RKCP" */
+#define RKV_RDMA_CONNECT_MAGIC 0x524b4350u /* "RKCP" */
 struct rkv_rdma_connect_info {
-    uint32_t magic;             /* RKV_RDMA_CONNECT_MAGIC */
+    uint32_t magic; /* RKV_RDMA_CONNECT_MAGIC */
     uint32_t rkey;
     uint64_t addr;
 };
 
 /* Private data of an rdma_reject(): why the server refused a connection. */
-#define RKV_RDMA_REJECT_MAGIC      0x524a4b52u /* "RKJR" */
+#define RKV_RDMA_REJECT_MAGIC 0x524a4b52u /* "RKJR" */
 enum rkv_rdma_reject_reason {
-    RKV_REJECT_TOO_MANY = 1,    /* the server is at max_conns */
-    RKV_REJECT_WRONG_DEVICE,    /* arrived on a device the region is not registered on */
-    RKV_REJECT_RESOURCES,       /* could not create the QP / buffers */
+    RKV_REJECT_TOO_MANY = 1, /* the server is at max_conns */
+    RKV_REJECT_WRONG_DEVICE, /* arrived on a device the region is not registered on */
+    RKV_REJECT_RESOURCES,    /* could not create the QP / buffers */
 };
 struct rkv_rdma_reject {
-    uint32_t magic;             /* RKV_RDMA_REJECT_MAGIC */
-    uint32_t reason;            /* enum rkv_rdma_reject_reason */
+    uint32_t magic;  /* RKV_RDMA_REJECT_MAGIC */
+    uint32_t reason; /* enum rkv_rdma_reject_reason */
 };
 
 /* ------------------------------------------------------------ messages */
@@ -98,9 +98,8 @@ const char *rkv_rdma_port_state_name(enum ibv_port_state s);
 /* A failed rdma_cm step: `ev` is the event that arrived instead of the one
  * wanted (status and private data as the event carried them), `peer` the
  * address for the message. */
-void rkv_rdma_cm_error(enum rdma_cm_event_type ev, int status,
-                       const void *private_data, uint8_t private_len,
-                       const char *peer, char *err, size_t err_len);
+void rkv_rdma_cm_error(enum rdma_cm_event_type ev, int status, const void *private_data,
+                       uint8_t private_len, const char *peer, char *err, size_t err_len);
 
 /* An errno from opening or using the verbs stack, explained: EACCES/EPERM
  * (permissions on /dev/infiniband), ENODEV/ENOENT (no device), ENOMEM on
@@ -112,8 +111,8 @@ void rkv_rdma_errno_error(int errnum, const char *what, char *err, size_t err_le
 /* Whether pinning `need` bytes fits under a RLIMIT_MEMLOCK of `limit` bytes
  * (RLIM_INFINITY: always). With CAP_IPC_LOCK the limit does not apply. On
  * false, err says how far off it is and how to raise it. */
-bool rkv_rdma_memlock_ok(uint64_t limit, uint64_t need, bool cap_ipc_lock,
-                         const char *what, char *err, size_t err_len);
+bool rkv_rdma_memlock_ok(uint64_t limit, uint64_t need, bool cap_ipc_lock, const char *what,
+                         char *err, size_t err_len);
 /* Whether a /proc/PID/status text shows CAP_IPC_LOCK in CapEff. */
 bool rkv_rdma_status_has_ipc_lock(const char *proc_status);
 /* rkv_rdma_memlock_ok() for this process (getrlimit + /proc/self/status). */
@@ -122,13 +121,13 @@ rkv_status rkv_rdma_check_memlock(uint64_t need, const char *what, char *err, si
 /* Fail unless port `port` of `ctx` is ACTIVE; port 0 means "any port". */
 rkv_status rkv_rdma_check_port(struct ibv_context *ctx, uint8_t port, char *err, size_t err_len);
 /* Fail unless GID `gid_index` exists and is set on the port. */
-rkv_status rkv_rdma_check_gid(struct ibv_context *ctx, uint8_t port, int gid_index,
-                              char *err, size_t err_len);
+rkv_status rkv_rdma_check_gid(struct ibv_context *ctx, uint8_t port, int gid_index, char *err,
+                              size_t err_len);
 
 /* rdma_cm's own context for device `name` (so PDs and QPs made on it match
  * cm ids), or, with name NULL, the only device there is. */
-rkv_status rkv_rdma_find_device(const char *name, struct ibv_context **out,
-                                char *err, size_t err_len);
+rkv_status rkv_rdma_find_device(const char *name, struct ibv_context **out, char *err,
+                                size_t err_len);
 const char *rkv_rdma_device_name(const struct ibv_context *ctx);
 
 /* A non-blocking rdma_cm event channel and an RC (RDMA_PS_TCP) id on it
@@ -176,9 +175,9 @@ void rkv_rdma_format_addr(const struct sockaddr *sa, char *buf, size_t len);
 
 /* One registered, page-aligned allocation. */
 struct rkv_rdma_buf {
-    uint8_t *mem;               /* page-aligned, zeroed */
-    size_t size;                /* bytes */
-    struct ibv_mr *mr;          /* its registration */
+    uint8_t *mem;      /* page-aligned, zeroed */
+    size_t size;       /* bytes */
+    struct ibv_mr *mr; /* its registration */
 };
 rkv_status rkv_rdma_buf_alloc(struct ibv_pd *pd, size_t size, int access, const char *what,
                               struct rkv_rdma_buf *b, char *err, size_t err_len);
@@ -186,16 +185,16 @@ void rkv_rdma_buf_free(struct rkv_rdma_buf *b);
 
 /* ibv_reg_mr() with IBV_ACCESS_RELAXED_ORDERING added, retried without it
  * when the device refuses it (EINVAL / EOPNOTSUPP). *relaxed says which. */
-struct ibv_mr *rkv_rdma_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access,
-                               bool *relaxed, const char *what, char *err, size_t err_len);
+struct ibv_mr *rkv_rdma_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access, bool *relaxed,
+                               const char *what, char *err, size_t err_len);
 
 /* A ring of equal-sized slots in one registered buffer; slot i of the next
  * batch is (head + i) % count. */
 struct rkv_rdma_ring {
     struct rkv_rdma_buf buf;
-    uint32_t stride;            /* bytes per slot */
-    uint32_t count;             /* slots */
-    uint32_t head;              /* first slot of the next batch */
+    uint32_t stride; /* bytes per slot */
+    uint32_t count;  /* slots */
+    uint32_t head;   /* first slot of the next batch */
 };
 static inline uint8_t *rkv_rdma_ring_slot(const struct rkv_rdma_ring *r, unsigned i)
 {
@@ -204,23 +203,22 @@ static inline uint8_t *rkv_rdma_ring_slot(const struct rkv_rdma_ring *r, unsigne
 
 /* The device limits a connection is sized against. */
 struct rkv_rdma_caps {
-    uint32_t max_qp_wr;         /* work requests per queue */
-    uint32_t max_cqe;           /* completions per CQ */
-    uint8_t max_rd_atom;        /* READs this side can serve at once (responder) */
-    uint8_t max_init_rd_atom;   /* READs this side can have in flight (initiator) */
+    uint32_t max_qp_wr;       /* work requests per queue */
+    uint32_t max_cqe;         /* completions per CQ */
+    uint8_t max_rd_atom;      /* READs this side can serve at once (responder) */
+    uint8_t max_init_rd_atom; /* READs this side can have in flight (initiator) */
 };
-rkv_status rkv_rdma_query_caps(struct ibv_context *ctx, struct rkv_rdma_caps *caps,
-                               char *err, size_t err_len);
+rkv_status rkv_rdma_query_caps(struct ibv_context *ctx, struct rkv_rdma_caps *caps, char *err,
+                               size_t err_len);
 
 /* Create an RC QP on `pd` with its own send and receive CQs: through
  * rdma_create_qp() as the QP of `id` (rdma_cm then moves it through its
  * states), or, with id NULL, a plain ibv_create_qp() the caller connects
  * itself. `*max_inline` is the requested inline size on entry and what the
  * QP granted on return (halved until the device accepts it). */
-rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd,
-                              struct ibv_cq *send_cq, struct ibv_cq *recv_cq,
-                              uint32_t send_wr, uint32_t recv_wr, uint32_t *max_inline,
-                              struct ibv_qp **qp, char *err, size_t err_len);
+rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *send_cq,
+                              struct ibv_cq *recv_cq, uint32_t send_wr, uint32_t recv_wr,
+                              uint32_t *max_inline, struct ibv_qp **qp, char *err, size_t err_len);
 
 /* Move a QP the caller created (not rdma_create_qp) to `state` with the
  * attributes rdma_cm computed for `id` (rdma_init_qp_attr); where those
@@ -232,7 +230,8 @@ int rkv_rdma_modify_qp(struct rdma_cm_id *id, struct ibv_qp *qp, enum ibv_qp_sta
  * keeps one context per device for the whole process, and a forked child
  * inherits the parent's, which the kernel refuses to serve for the child
  * (EACCES on post): a context opened by this process works in either. */
-rkv_status rkv_rdma_open_device(const char *name, struct ibv_context **out, char *err, size_t err_len);
+rkv_status rkv_rdma_open_device(const char *name, struct ibv_context **out, char *err,
+                                size_t err_len);
 
 /* ------------------------------------------------------------ send queue */
 
@@ -246,12 +245,12 @@ rkv_status rkv_rdma_open_device(const char *name, struct ibv_context **out, char
  *   - callers wait for room before posting and, for send batches whose
  *     buffers are reused round-robin, until at most `keep` are outstanding. */
 struct rkv_rdma_sq {
-    uint32_t depth;             /* slots in the send queue */
-    uint32_t keep;              /* most WRs left outstanding after a batch */
-    uint32_t interval;          /* signal one WR in this many (>= 1) */
-    uint32_t outstanding;       /* posted, completion not yet seen */
-    uint32_t unsignaled;        /* posted since the last signaled WR */
-    uint32_t seq;               /* signaled WRs posted so far */
+    uint32_t depth;       /* slots in the send queue */
+    uint32_t keep;        /* most WRs left outstanding after a batch */
+    uint32_t interval;    /* signal one WR in this many (>= 1) */
+    uint32_t outstanding; /* posted, completion not yet seen */
+    uint32_t unsignaled;  /* posted since the last signaled WR */
+    uint32_t seq;         /* signaled WRs posted so far */
 };
 
 void rkv_rdma_sq_init(struct rkv_rdma_sq *sq, uint32_t depth, uint32_t keep, uint32_t interval);
@@ -259,8 +258,7 @@ void rkv_rdma_sq_init(struct rkv_rdma_sq *sq, uint32_t depth, uint32_t keep, uin
 /* Account one WR about to be posted; returns its wr_id and whether to set
  * IBV_SEND_SIGNALED. `last`: the last WR of its batch; `force`: signal it
  * regardless (a READ the caller waits for). */
-static inline uint64_t rkv_rdma_sq_take(struct rkv_rdma_sq *sq, bool last, bool force,
-                                        bool *signaled)
+static inline uint64_t rkv_rdma_sq_take(struct rkv_rdma_sq *sq, bool last, bool force, bool *signaled)
 {
     sq->outstanding++;
     sq->unsignaled++;
@@ -309,7 +307,7 @@ int rkv_rdma_post_sends(struct ibv_qp *qp, struct rkv_rdma_sq *sq, struct rkv_rd
 /* Post receive buffers idx[0..n-1] (slot i at buf->mem + i*stride, wr_id = i)
  * as one chained list. Returns 0 or an errno. */
 int rkv_rdma_post_recvs(struct ibv_qp *qp, const struct rkv_rdma_buf *buf, uint32_t stride,
-                        const uint32_t *idx, unsigned n,
-                        struct ibv_recv_wr *wrs, struct ibv_sge *sges);
+                        const uint32_t *idx, unsigned n, struct ibv_recv_wr *wrs,
+                        struct ibv_sge *sges);
 
 #endif

@@ -25,13 +25,13 @@ rkv_status rkv_shm_layout_init(struct rkv_shm_layout *l, uint32_t credits, uint3
 {
     memset(l, 0, sizeof *l);
     if (credits == 0 || credits > RKV_SHM_MAX_CREDITS) {
-        snprintf(err, err_len, "shm credits %u out of range 1..%u; set credits within it",
-                 credits, RKV_SHM_MAX_CREDITS);
+        snprintf(err, err_len, "shm credits %u out of range 1..%u; set credits within it", credits,
+                 RKV_SHM_MAX_CREDITS);
         return RKV_INVALID;
     }
     if (max_msg < RKV_MIN_MSG || max_msg > RKV_MAX_MSG) {
-        snprintf(err, err_len, "shm max_msg %u out of range %u..%u; set max_msg within it",
-                 max_msg, RKV_MIN_MSG, RKV_MAX_MSG);
+        snprintf(err, err_len, "shm max_msg %u out of range %u..%u; set max_msg within it", max_msg,
+                 RKV_MIN_MSG, RKV_MAX_MSG);
         return RKV_INVALID;
     }
     if (staging_size < RKV_SHM_MIN_STAGING || staging_size > RKV_SHM_MAX_STAGING) {
@@ -42,8 +42,10 @@ rkv_status rkv_shm_layout_init(struct rkv_shm_layout *l, uint32_t credits, uint3
     size_t stride = RKV_ALIGN_UP((size_t)RKV_SHM_SLOT_HDR + max_msg, RKV_CACHELINE);
     size_t ring = stride * credits;
     if (ring > RKV_SHM_MAX_RING_BYTES) {
-        snprintf(err, err_len, "shm ring of %u credits x %u bytes exceeds %u MiB; "
-                 "lower credits or max_msg", credits, max_msg, RKV_SHM_MAX_RING_BYTES >> 20);
+        snprintf(err, err_len,
+                 "shm ring of %u credits x %u bytes exceeds %u MiB; "
+                 "lower credits or max_msg",
+                 credits, max_msg, RKV_SHM_MAX_RING_BYTES >> 20);
         return RKV_INVALID;
     }
     l->credits = credits;
@@ -82,7 +84,7 @@ static _Atomic uint32_t *slot_len(const struct rkv_shm_ring *r, uint64_t pos)
 int rkv_shm_ring_space(const struct rkv_shm_ring *r)
 {
     uint64_t head = atomic_load_explicit(r->head, memory_order_acquire);
-    uint64_t used = r->pos - head;      /* wraps to huge when head > pos */
+    uint64_t used = r->pos - head; /* wraps to huge when head > pos */
     if (used > r->nslots)
         return -1;
     return (int)(r->nslots - used);
@@ -99,7 +101,7 @@ void rkv_shm_ring_publish(struct rkv_shm_ring *r, const uint32_t *lens, unsigned
 int rkv_shm_ring_ready(const struct rkv_shm_ring *r)
 {
     uint64_t tail = atomic_load_explicit(r->tail, memory_order_acquire);
-    uint64_t ready = tail - r->pos;     /* wraps to huge when tail < pos */
+    uint64_t ready = tail - r->pos; /* wraps to huge when tail < pos */
     if (ready > r->nslots)
         return -1;
     return (int)ready;
@@ -201,16 +203,17 @@ int rkv_shm_send_fds(int sock, const void *buf, size_t len, const int *fds, unsi
     }
 }
 
-int rkv_shm_recv_fds(int sock, void *buf, size_t len, size_t *got,
-                     int *fds, unsigned max_fds, unsigned *nfds)
+int rkv_shm_recv_fds(int sock, void *buf, size_t len, size_t *got, int *fds, unsigned max_fds,
+                     unsigned *nfds)
 {
     union {
         struct cmsghdr align;
         char bytes[CMSG_SPACE(sizeof(int) * 8)];
     } ctl;
     struct iovec iov = { .iov_base = buf, .iov_len = len };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-                         .msg_control = ctl.bytes, .msg_controllen = sizeof ctl.bytes };
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.bytes, .msg_controllen = sizeof ctl.bytes
+    };
     ssize_t n;
 
     *nfds = 0;

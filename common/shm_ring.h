@@ -46,23 +46,23 @@
 #include "protocol.h"
 #include "rkv.h"
 
-#define RKV_SHM_MAGIC          0x314d48535652ull  /* "RVSHM1" */
+#define RKV_SHM_MAGIC          0x314d48535652ull /* "RVSHM1" */
 #define RKV_SHM_VERSION        1u
-#define RKV_SHM_SLOT_HDR       8u          /* u32 len + u32 reserved before each message */
-#define RKV_SHM_MAX_CREDITS    4096u       /* slots per ring */
+#define RKV_SHM_SLOT_HDR       8u           /* u32 len + u32 reserved before each message */
+#define RKV_SHM_MAX_CREDITS    4096u        /* slots per ring */
 #define RKV_SHM_MAX_RING_BYTES (256u << 20) /* one ring's slots, at most */
 #define RKV_SHM_MIN_STAGING    4096u
 #define RKV_SHM_MAX_STAGING    (1u << 30)
 #define RKV_SHM_REASON_LEN     160u
-#define RKV_SHM_CONN_FDS       2u          /* region (read-only) + connection memfd */
+#define RKV_SHM_CONN_FDS       2u /* region (read-only) + connection memfd */
 
 /* ------------------------------------------------------------- handshake */
 
 /* First message a client sends on the unix socket after connect(). */
 struct rkv_shm_connect_msg {
-    uint64_t magic;        /* RKV_SHM_MAGIC */
-    uint32_t version;      /* RKV_SHM_VERSION */
-    uint32_t pid;          /* informational; the server trusts SO_PEERCRED instead */
+    uint64_t magic;   /* RKV_SHM_MAGIC */
+    uint32_t version; /* RKV_SHM_VERSION */
+    uint32_t pid;     /* informational; the server trusts SO_PEERCRED instead */
 };
 
 /* The server's answer. With status RKV_OK it carries RKV_SHM_CONN_FDS file
@@ -88,8 +88,8 @@ int rkv_shm_send_fds(int sock, const void *buf, size_t len, const int *fds, unsi
  * (extra or truncated descriptors are closed). *got is the byte count and
  * *nfds the descriptors stored in fds[]. Returns 0 or -errno (-EAGAIN when
  * nothing is waiting, -ECONNRESET on end of stream). */
-int rkv_shm_recv_fds(int sock, void *buf, size_t len, size_t *got,
-                     int *fds, unsigned max_fds, unsigned *nfds);
+int rkv_shm_recv_fds(int sock, void *buf, size_t len, size_t *got, int *fds, unsigned max_fds,
+                     unsigned *nfds);
 
 /* ---------------------------------------------------------- shared memory */
 
@@ -107,14 +107,14 @@ struct rkv_shm_ctrl {
 /* Where everything lies in a connection memfd; both sides compute it from
  * (credits, max_msg, staging_size) with rkv_shm_layout_init(). */
 struct rkv_shm_layout {
-    uint32_t credits;      /* slots per ring */
-    uint32_t max_msg;      /* largest message */
-    size_t slot_stride;    /* bytes per slot: header + max_msg, cache-line rounded */
-    size_t req_off;        /* first request slot */
-    size_t rep_off;        /* first reply slot */
-    size_t staging_off;    /* staging area, page aligned */
-    size_t staging_size;   /* bytes of staging */
-    size_t total;          /* bytes of the whole memfd, page multiple */
+    uint32_t credits;    /* slots per ring */
+    uint32_t max_msg;    /* largest message */
+    size_t slot_stride;  /* bytes per slot: header + max_msg, cache-line rounded */
+    size_t req_off;      /* first request slot */
+    size_t rep_off;      /* first reply slot */
+    size_t staging_off;  /* staging area, page aligned */
+    size_t staging_size; /* bytes of staging */
+    size_t total;        /* bytes of the whole memfd, page multiple */
 };
 
 /* Compute a layout. Returns RKV_INVALID (with a message in err) when a size
@@ -126,13 +126,13 @@ rkv_status rkv_shm_layout_init(struct rkv_shm_layout *l, uint32_t credits, uint3
 
 /* One direction of a connection, as one side sees it. */
 struct rkv_shm_ring {
-    _Atomic uint64_t *tail;  /* producer's published position (shared) */
-    _Atomic uint64_t *head;  /* consumer's released position (shared) */
-    uint8_t *slots;          /* nslots slots of stride bytes (shared) */
-    uint64_t pos;            /* private: the producer's tail or the consumer's head */
-    uint32_t nslots;         /* = layout credits */
-    uint32_t max_msg;        /* longest valid message */
-    size_t stride;           /* bytes per slot */
+    _Atomic uint64_t *tail; /* producer's published position (shared) */
+    _Atomic uint64_t *head; /* consumer's released position (shared) */
+    uint8_t *slots;         /* nslots slots of stride bytes (shared) */
+    uint64_t pos;           /* private: the producer's tail or the consumer's head */
+    uint32_t nslots;        /* = layout credits */
+    uint32_t max_msg;       /* longest valid message */
+    size_t stride;          /* bytes per slot */
 };
 
 enum rkv_shm_dir { RKV_SHM_REQUESTS, RKV_SHM_REPLIES };

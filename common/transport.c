@@ -51,13 +51,14 @@ rkv_status rkv_ctrans_params_resolve(const struct rkv_ctrans_params *p,
     out->ack_timeout = p->ack_timeout ? p->ack_timeout : d.ack_timeout;
     out->retry_count = p->retry_count ? p->retry_count : d.retry_count;
     if (out->local_buf_size > RKV_CTRANS_MAX_LOCAL_BUF) {
-        snprintf(err, err_len, "local buffer of %zu bytes is over the %s limit; lower "
-                 "local_buf_size", out->local_buf_size,
-                 rkv_format_size(RKV_CTRANS_MAX_LOCAL_BUF, limit, sizeof limit));
+        snprintf(err, err_len,
+                 "local buffer of %zu bytes is over the %s limit; lower "
+                 "local_buf_size",
+                 out->local_buf_size, rkv_format_size(RKV_CTRANS_MAX_LOCAL_BUF, limit, sizeof limit));
         return RKV_INVALID;
     }
-    if (!rkv_rdma_rc_check(out->ack_timeout, out->retry_count, "ack_timeout", "retry_count",
-                           err, err_len))
+    if (!rkv_rdma_rc_check(out->ack_timeout, out->retry_count, "ack_timeout", "retry_count", err,
+                           err_len))
         return RKV_INVALID;
     return RKV_OK;
 }

@@ -59,9 +59,9 @@
 
 /* One range of the remote region to read into local memory. */
 struct rkv_read_op {
-    uint64_t offset;   /* from the region start; offset+len <= region_size */
+    uint64_t offset; /* from the region start; offset+len <= region_size */
     uint32_t len;
-    void *dst;         /* inside the transport's local_buf() */
+    void *dst; /* inside the transport's local_buf() */
 };
 
 /* Tunables a client passes to its transport. Start from
@@ -70,16 +70,16 @@ struct rkv_read_op {
  * resolves them with rkv_ctrans_params_resolve(), so each default is the
  * same for all of them. */
 struct rkv_ctrans_params {
-    size_t local_buf_size;     /* bytes of read-landing memory (>= 2 buckets + largest item),
-                                  at most RKV_CTRANS_MAX_LOCAL_BUF */
-    unsigned timeout_ms;       /* connect / wait timeout */
-    unsigned signal_interval;  /* rdma: signal one send in N, at most RKV_RDMA_MAX_SIGNAL */
-    const char *device;        /* rdma: device name, NULL = rdma_cm's choice */
-    unsigned ack_timeout;      /* rdma: RC ACK timeout exponent (rdma_util.h) */
-    unsigned retry_count;      /* rdma: RC retransmissions (rdma_util.h) */
+    size_t local_buf_size;    /* bytes of read-landing memory (>= 2 buckets + largest item),
+                                 at most RKV_CTRANS_MAX_LOCAL_BUF */
+    unsigned timeout_ms;      /* connect / wait timeout */
+    unsigned signal_interval; /* rdma: signal one send in N, at most RKV_RDMA_MAX_SIGNAL */
+    const char *device;       /* rdma: device name, NULL = rdma_cm's choice */
+    unsigned ack_timeout;     /* rdma: RC ACK timeout exponent (rdma_util.h) */
+    unsigned retry_count;     /* rdma: RC retransmissions (rdma_util.h) */
 };
 
-#define RKV_CTRANS_MAX_LOCAL_BUF (1ull << 30)  /* local_buf_size: a mapping, not a cache */
+#define RKV_CTRANS_MAX_LOCAL_BUF (1ull << 30) /* local_buf_size: a mapping, not a cache */
 
 /* Every field at its default (common/transport.c): librkv's rkv_options
  * defaults (RKV_DEFAULT_* in rkv.h) where rkv_options sets the field. */
@@ -119,7 +119,7 @@ enum rkv_read_cost {
  * below, which holds the NULL check. All ops but connect take a connection
  * connect() returned and are called by the one thread that owns it. */
 struct rkv_client_transport {
-    const char *scheme;  /* "rdma" or "shm": the URI's "scheme://" */
+    const char *scheme; /* "rdma" or "shm": the URI's "scheme://" */
 
     /* Required. Called once per connection attempt (rkv_connect, and each
      * reconnect) with `addr`, the URI after "scheme://"; p may be NULL.
@@ -128,14 +128,14 @@ struct rkv_client_transport {
      * Messages in `err` (here and in set_region) say what went wrong and what
      * to do, but not which server: the client prefixes its URI, once. */
     rkv_status (*connect)(const char *addr, const struct rkv_ctrans_params *p,
-                          struct rkv_trans_counters *counters,
-                          struct rkv_ctrans **out, char *err, size_t err_len);
+                          struct rkv_trans_counters *counters, struct rkv_ctrans **out, char *err,
+                          size_t err_len);
 
     /* Required. Called once after HELLO with its reply: where the region is,
      * how many credits and how large messages are. Returns RKV_OK, or
      * RKV_PROTOCOL / RKV_CONNECTION with `err` set (the client then closes). */
-    rkv_status (*set_region)(struct rkv_ctrans *t, const struct rkv_hello *h,
-                             char *err, size_t err_len);
+    rkv_status (*set_region)(struct rkv_ctrans *t, const struct rkv_hello *h, char *err,
+                             size_t err_len);
 
     /* Required. Called once after set_region(): what this connection's
      * reads cost. A transport may measure it with a few reads of the region,
@@ -223,9 +223,9 @@ const struct rkv_client_transport *rkv_client_transport_by_scheme(const char *sc
 struct rkv_region {
     void *base;
     size_t size;
-    int fd;             /* memfd (mode 0, sealed against writes but base's mapping); -1 if none */
-    int ro_fd;          /* O_RDONLY descriptor of it, duplicated for shm clients; -1 if none */
-    bool hugepages;     /* backed by hugepages */
+    int fd;         /* memfd (mode 0, sealed against writes but base's mapping); -1 if none */
+    int ro_fd;      /* O_RDONLY descriptor of it, duplicated for shm clients; -1 if none */
+    bool hugepages; /* backed by hugepages */
 };
 
 /* Tunables for a listener. Start from rkv_strans_params_init() and change
@@ -238,23 +238,23 @@ struct rkv_region {
 #define RKV_STRANS_DEFAULT_MAX_MSG   4096
 #define RKV_STRANS_DEFAULT_MAX_CONNS 1024
 struct rkv_strans_params {
-    unsigned credits;          /* receive buffers per connection */
-    uint32_t max_msg;          /* bytes per message */
-    unsigned max_conns;        /* connections at once */
-    _Atomic uint64_t *rejected;/* bumped for each peer refused "busy" (limits, fds); may be NULL */
-    bool make_dir;             /* path addresses (shm): create a missing parent directory
-                                  (one level, 0755) before binding (default false) */
-    uint64_t (*now_ns)(void);  /* shm only: the clock handshake deadlines are timed on;
-                                  NULL (default): rkv_now_ns. Tests drive their own. */
+    unsigned credits;           /* receive buffers per connection */
+    uint32_t max_msg;           /* bytes per message */
+    unsigned max_conns;         /* connections at once */
+    _Atomic uint64_t *rejected; /* bumped for each peer refused "busy" (limits, fds); may be NULL */
+    bool make_dir;              /* path addresses (shm): create a missing parent directory
+                                   (one level, 0755) before binding (default false) */
+    uint64_t (*now_ns)(void);   /* shm only: the clock handshake deadlines are timed on;
+                                   NULL (default): rkv_now_ns. Tests drive their own. */
     /* rdma only */
-    const char *device;        /* NULL (default): the device rdma_cm binds the address to */
-    unsigned cq_size;          /* 0 (default): 2 * (send + recv depth) */
-    unsigned max_inline;       /* requested max_inline_data */
-    unsigned signal_interval;  /* signal one send in N */
-    uint8_t  tos;              /* IP ToS for RoCE (default 0) */
-    int gid_index;             /* -1 (default): rdma_cm's choice */
-    unsigned ack_timeout;      /* RC ACK timeout exponent: 4.096 us x 2^N per try */
-    unsigned retry_count;      /* RC retransmissions before a transfer fails */
+    const char *device;       /* NULL (default): the device rdma_cm binds the address to */
+    unsigned cq_size;         /* 0 (default): 2 * (send + recv depth) */
+    unsigned max_inline;      /* requested max_inline_data */
+    unsigned signal_interval; /* signal one send in N */
+    uint8_t tos;              /* IP ToS for RoCE (default 0) */
+    int gid_index;            /* -1 (default): rdma_cm's choice */
+    unsigned ack_timeout;     /* RC ACK timeout exponent: 4.096 us x 2^N per try */
+    unsigned retry_count;     /* RC retransmissions before a transfer fails */
 };
 
 /* Every field at its default (common/transport.c): the constants above and
@@ -307,7 +307,7 @@ struct rkv_msg_transport_ops {
  * below. Listener ops are called by the main thread; connection ops only by
  * the worker that owns the connection. */
 struct rkv_server_transport {
-    const char *scheme;  /* "rdma", "shm" or "tcp": the listen URI's "scheme://" */
+    const char *scheme; /* "rdma", "shm" or "tcp": the listen URI's "scheme://" */
     /* Its connections have work only when event_fd says so (a socket): the
      * worker watches event_fd in its own epoll set for events(), serves a
      * connection only when that epoll reports it, never in its polling
@@ -324,8 +324,8 @@ struct rkv_server_transport {
      * address or parameters), RKV_CONNECTION (cannot bind), RKV_NO_MEMORY,
      * RKV_INTERNAL, with `err` saying what to do. */
     rkv_status (*listen)(const char *addr, const struct rkv_region *region,
-                         const struct rkv_strans_params *p,
-                         struct rkv_listener **out, char *err, size_t err_len);
+                         const struct rkv_strans_params *p, struct rkv_listener **out, char *err,
+                         size_t err_len);
     /* Required. The fd that poll() reports readable when accept() has work. */
     int (*listener_fd)(struct rkv_listener *l);
     /* Required. Called when listener_fd is readable and once a second;

@@ -7,18 +7,18 @@
 #include <stdint.h>
 #include <time.h>
 
-#define RKV_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define RKV_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define RKV_MAX(a, b) ((a) > (b) ? (a) : (b))
-#define RKV_ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
-#define RKV_LIKELY(x) __builtin_expect(!!(x), 1)
-#define RKV_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define RKV_ARRAY_SIZE(a)  (sizeof(a) / sizeof((a)[0]))
+#define RKV_MIN(a, b)      ((a) < (b) ? (a) : (b))
+#define RKV_MAX(a, b)      ((a) > (b) ? (a) : (b))
+#define RKV_ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
+#define RKV_LIKELY(x)      __builtin_expect(!!(x), 1)
+#define RKV_UNLIKELY(x)    __builtin_expect(!!(x), 0)
 
 /* The `type` whose `member` ptr points at: how a transport gets from the
  * generic struct it embeds (transport.h) back to its own. The unevaluated
  * comparison makes a ptr of another type than the member a compile error. */
-#define RKV_CONTAINER_OF(ptr, type, member)                                  \
-    ((type *)(void *)((char *)(ptr) - offsetof(type, member) +              \
+#define RKV_CONTAINER_OF(ptr, type, member)                  \
+    ((type *)(void *)((char *)(ptr)-offsetof(type, member) + \
                       0 * sizeof(&((type *)0)->member == (ptr))))
 
 /* "4096", "64K", "256M", "4G", "1T" (binary units, optional "iB"/"B").

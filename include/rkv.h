@@ -119,7 +119,7 @@ typedef enum rkv_placement {
     RKV_PLACEMENT_JUMP,        /* jump consistent hashing of the key's XXH3-64 (rkv's own) */
     RKV_PLACEMENT_KETAMA,      /* libmemcached/twemproxy ketama: 160 MD5 points per server,
                                   scaled by weight; twemproxy's distribution: ketama, hash: md5 */
-} rkv_placement;              /* any other value is refused with RKV_INVALID */
+} rkv_placement;               /* any other value is refused with RKV_INVALID */
 
 /* What a zero in struct rkv_options stands for: each default, written once. */
 #define RKV_DEFAULT_TIMEOUT_MS       5000    /* timeout_ms */
@@ -132,31 +132,31 @@ typedef enum rkv_placement {
 
 /* Options for rkv_connect_opts(); zero-initialise and set what you need. */
 struct rkv_options {
-    const char *auth_secret;    /* shared secret the server expects, or NULL */
-    unsigned timeout_ms;        /* per-operation timeout; 0 = RKV_DEFAULT_TIMEOUT_MS */
-    unsigned location_cache;    /* budget in entries (8 bytes each) of the key→item location
-                                   cache, shared by the process's handles asking for the same
-                                   budget; its table starts at 1/64 of it (at most 512 KiB) and
-                                   doubles, up to the budget, while entries are being evicted;
-                                   0 = RKV_DEFAULT_LOCATION_CACHE, (unsigned)-1 = this handle
-                                   uses none */
-    unsigned max_get_retries;   /* verification retries before RKV_RETRY_EXHAUSTED;
-                                   0 = RKV_DEFAULT_GET_RETRIES */
-    unsigned reconnect_ms;      /* longest backoff between reconnect attempts;
-                                   0 = RKV_DEFAULT_RECONNECT_MS */
-    const char *rdma_device;    /* RDMA device name, or NULL for rdma_cm's choice */
+    const char *auth_secret;       /* shared secret the server expects, or NULL */
+    unsigned timeout_ms;           /* per-operation timeout; 0 = RKV_DEFAULT_TIMEOUT_MS */
+    unsigned location_cache;       /* budget in entries (8 bytes each) of the key→item location
+                                      cache, shared by the process's handles asking for the same
+                                      budget; its table starts at 1/64 of it (at most 512 KiB) and
+                                      doubles, up to the budget, while entries are being evicted;
+                                      0 = RKV_DEFAULT_LOCATION_CACHE, (unsigned)-1 = this handle
+                                      uses none */
+    unsigned max_get_retries;      /* verification retries before RKV_RETRY_EXHAUSTED;
+                                      0 = RKV_DEFAULT_GET_RETRIES */
+    unsigned reconnect_ms;         /* longest backoff between reconnect attempts;
+                                      0 = RKV_DEFAULT_RECONNECT_MS */
+    const char *rdma_device;       /* RDMA device name, or NULL for rdma_cm's choice */
     rkv_bucket_reads bucket_reads; /* cold GETs: how the buckets are read; 0 = AUTO */
-    rkv_placement placement;    /* several servers: which owns a key; must agree with
-                                   the URIs' placement= when both say */
-    unsigned rdma_ack_timeout;  /* rdma: RC ACK timeout exponent, 1..31: each try of a transfer
-                                   waits 4.096 us x 2^N for the server's ACK;
-                                   0 = RKV_DEFAULT_RDMA_ACK_TIMEOUT */
-    unsigned rdma_retry_count;  /* rdma: RC retransmissions, 1..7, before a transfer fails with
-                                   "retry exceeded" and the call with RKV_CONNECTION;
-                                   0 = RKV_DEFAULT_RDMA_RETRY_COUNT. A dead server is noticed
-                                   within 4.096 us x 2^timeout x (retries + 1), when that is
-                                   below timeout_ms (else the call's RKV_TIMEOUT comes first).
-                                   Soft-RoCE (rdma_rxe) retries forever at 7 */
+    rkv_placement placement;       /* several servers: which owns a key; must agree with
+                                      the URIs' placement= when both say */
+    unsigned rdma_ack_timeout;     /* rdma: RC ACK timeout exponent, 1..31: each try of a transfer
+                                      waits 4.096 us x 2^N for the server's ACK;
+                                      0 = RKV_DEFAULT_RDMA_ACK_TIMEOUT */
+    unsigned rdma_retry_count;     /* rdma: RC retransmissions, 1..7, before a transfer fails with
+                                      "retry exceeded" and the call with RKV_CONNECTION;
+                                      0 = RKV_DEFAULT_RDMA_RETRY_COUNT. A dead server is noticed
+                                      within 4.096 us x 2^timeout x (retries + 1), when that is
+                                      below timeout_ms (else the call's RKV_TIMEOUT comes first).
+                                      Soft-RoCE (rdma_rxe) retries forever at 7 */
 };
 
 /* Connect to one server, or to several separated by commas (sharded). On
@@ -171,9 +171,9 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
 
 /* What rkv_get() tells about the item it found. */
 struct rkv_item_info {
-    uint64_t version;      /* CAS token */
-    uint32_t user_flags;   /* what the writer stored */
-    uint32_t ttl_left;     /* seconds to expiry; 0 = never expires */
+    uint64_t version;    /* CAS token */
+    uint32_t user_flags; /* what the writer stored */
+    uint32_t ttl_left;   /* seconds to expiry; 0 = never expires */
 };
 
 /* Read a value into buf. On RKV_OK, *value_len is its length. On
@@ -183,17 +183,16 @@ struct rkv_item_info {
  * Returns: RKV_OK, RKV_NOT_FOUND, RKV_BUFFER_TOO_SMALL, RKV_RETRY_EXHAUSTED,
  * RKV_INVALID (NULL/empty key, buf NULL with buf_len > 0), RKV_TOO_LARGE
  * (key), RKV_CONNECTION, RKV_TIMEOUT. */
-rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len,
-                   void *buf, size_t buf_len, size_t *value_len,
-                   struct rkv_item_info *info);
+rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, size_t buf_len,
+                   size_t *value_len, struct rkv_item_info *info);
 
 /* How a write treats an existing item. */
 typedef enum rkv_put_mode {
-    RKV_SET = 0,      /* store unconditionally */
-    RKV_ADD,          /* only if absent, else RKV_EXISTS */
-    RKV_REPLACE,      /* only if present, else RKV_NOT_STORED */
-    RKV_CAS,          /* only if present with version == cas, else RKV_CAS_MISMATCH / RKV_NOT_STORED */
-} rkv_put_mode;       /* any other value is refused with RKV_INVALID */
+    RKV_SET = 0, /* store unconditionally */
+    RKV_ADD,     /* only if absent, else RKV_EXISTS */
+    RKV_REPLACE, /* only if present, else RKV_NOT_STORED */
+    RKV_CAS,     /* only if present with version == cas, else RKV_CAS_MISMATCH / RKV_NOT_STORED */
+} rkv_put_mode;  /* any other value is refused with RKV_INVALID */
 
 /* rkv_put_options.ttl: the item never expires, whatever the server's
  * default TTL (--default-ttl). */
@@ -201,10 +200,10 @@ typedef enum rkv_put_mode {
 
 struct rkv_put_options {
     rkv_put_mode mode;
-    uint32_t ttl;          /* seconds to live; 0 = the server's default (--default-ttl,
+    uint32_t ttl;        /* seconds to live; 0 = the server's default (--default-ttl,
                             * itself 0 = never); RKV_TTL_NEVER = never expires */
-    uint64_t cas;          /* the version that RKV_CAS requires */
-    uint32_t user_flags;   /* stored with the item, returned by get */
+    uint64_t cas;        /* the version that RKV_CAS requires */
+    uint32_t user_flags; /* stored with the item, returned by get */
 };
 
 /* Expiry: the server clock counts whole seconds since the server started.
@@ -222,9 +221,8 @@ struct rkv_put_options {
  * refused for either of these two leaves the key with no item),
  * RKV_INVALID (NULL/empty key, value NULL with value_len > 0, unknown mode),
  * RKV_CONNECTION, RKV_TIMEOUT, RKV_SERVER_BUSY. */
-rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len,
-                   const void *value, size_t value_len,
-                   const struct rkv_put_options *opts, uint64_t *new_version);
+rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len, const void *value,
+                   size_t value_len, const struct rkv_put_options *opts, uint64_t *new_version);
 
 /* Remove a key.
  * Returns: RKV_OK, RKV_NOT_FOUND, RKV_INVALID (NULL/empty key), RKV_TOO_LARGE
@@ -238,8 +236,7 @@ rkv_status rkv_delete(rkv_client *c, const void *key, size_t key_len);
  * Returns: RKV_OK, RKV_NOT_FOUND (absent), RKV_NOT_NUMBER, RKV_INVALID,
  * RKV_TOO_LARGE (key), RKV_SERVER_BUSY (the item kept changing),
  * RKV_CONNECTION, RKV_TIMEOUT. */
-rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len,
-                    int64_t delta, uint64_t *result);
+rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len, int64_t delta, uint64_t *result);
 
 /* Batched operations: all requests go out with one doorbell per server and
  * batch. Every op gets its own status, exactly what the single call would
@@ -248,10 +245,12 @@ rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len,
  * had no result yet get the error (RKV_CONNECTION, RKV_TIMEOUT), while ops
  * on other servers go ahead. */
 struct rkv_get_op {
-    const void *key; size_t key_len;
-    void *buf; size_t buf_len;
-    size_t value_len;        /* out */
-    rkv_status status;       /* out */
+    const void *key;
+    size_t key_len;
+    void *buf;
+    size_t buf_len;
+    size_t value_len;  /* out */
+    rkv_status status; /* out */
 };
 /* rkv_get() for ops[0..n-1]; each op's status as rkv_get() would return it.
  * The same key twice in one batch is two lookups run in lockstep: they may
@@ -262,11 +261,13 @@ struct rkv_get_op {
 rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n);
 
 struct rkv_put_op {
-    const void *key; size_t key_len;
-    const void *value; size_t value_len;
+    const void *key;
+    size_t key_len;
+    const void *value;
+    size_t value_len;
     const struct rkv_put_options *opts; /* may be NULL */
-    uint64_t version;        /* out */
-    rkv_status status;       /* out */
+    uint64_t version;                   /* out */
+    rkv_status status;                  /* out */
 };
 /* rkv_put() for ops[0..n-1]; each op's status and version as rkv_put()
  * would return them.
@@ -324,34 +325,37 @@ rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n);
 
 /* What an op does. */
 typedef enum rkv_kind {
-    RKV_KIND_GET = 0,   /* rkv_get(): key, buf, buf_len */
-    RKV_KIND_PUT,       /* rkv_put(): key, value, value_len, opts */
-    RKV_KIND_DELETE,    /* rkv_delete(): key */
-    RKV_KIND_INCR,      /* rkv_incr(): key, delta */
-} rkv_kind;             /* any other value is refused with RKV_INVALID */
+    RKV_KIND_GET = 0, /* rkv_get(): key, buf, buf_len */
+    RKV_KIND_PUT,     /* rkv_put(): key, value, value_len, opts */
+    RKV_KIND_DELETE,  /* rkv_delete(): key */
+    RKV_KIND_INCR,    /* rkv_incr(): key, delta */
+} rkv_kind;           /* any other value is refused with RKV_INVALID */
 
 /* One operation for rkv_submit(); zero-initialise and set what its kind uses. */
 struct rkv_op {
     rkv_kind kind;
-    uint64_t token;                      /* returned in its completion (an index, a pointer) */
-    const void *key; size_t key_len;
-    void *buf; size_t buf_len;           /* GET: where the value goes */
-    const void *value; size_t value_len; /* PUT: the value */
-    const struct rkv_put_options *opts;  /* PUT: may be NULL; copied at submit */
-    int64_t delta;                       /* INCR */
+    uint64_t token; /* returned in its completion (an index, a pointer) */
+    const void *key;
+    size_t key_len;
+    void *buf;
+    size_t buf_len; /* GET: where the value goes */
+    const void *value;
+    size_t value_len;                   /* PUT: the value */
+    const struct rkv_put_options *opts; /* PUT: may be NULL; copied at submit */
+    int64_t delta;                      /* INCR */
 };
 
 /* What an op came to: the status and results its synchronous call gives. */
 struct rkv_completion {
-    uint64_t token;                      /* the op's token */
+    uint64_t token; /* the op's token */
     rkv_kind kind;
     rkv_status status;
-    size_t value_len;                    /* GET: on RKV_OK and RKV_BUFFER_TOO_SMALL, as rkv_get */
-    struct rkv_item_info info;           /* GET: on RKV_OK and RKV_BUFFER_TOO_SMALL */
-    uint64_t value;                      /* PUT: the new version; INCR: the result */
+    size_t value_len;          /* GET: on RKV_OK and RKV_BUFFER_TOO_SMALL, as rkv_get */
+    struct rkv_item_info info; /* GET: on RKV_OK and RKV_BUFFER_TOO_SMALL */
+    uint64_t value;            /* PUT: the new version; INCR: the result */
 };
 
-#define RKV_DEFAULT_WINDOW 64            /* a handle's window until rkv_set_window */
+#define RKV_DEFAULT_WINDOW 64 /* a handle's window until rkv_set_window */
 #define RKV_MAX_WINDOW     4096
 
 /* Set the handle's window (1..RKV_MAX_WINDOW), only while nothing is
@@ -414,16 +418,16 @@ rkv_status rkv_stats(rkv_client *c, unsigned shard, char *buf, size_t buf_len, s
 struct rkv_counters {
     uint64_t gets, get_hits, get_misses;
     uint64_t puts, deletes, other_rpcs;
-    uint64_t reads;             /* one-sided READs issued (bucket pairs count 2) */
-    uint64_t read_round_trips;  /* waits for a batch of READs */
-    uint64_t doorbells;         /* post calls: each ibv_post_send or ring publish */
-    uint64_t sends;             /* request messages sent */
-    uint64_t inline_sends;      /* of which went inline */
-    uint64_t verify_retries;    /* reads that failed verification and were redone */
-    uint64_t cache_hits;        /* GETs served through the location cache */
-    uint64_t reconnects;        /* times the handle re-established a connection */
-    uint64_t forwards;          /* READs that followed a superseded item's forward to its replacement */
-    uint64_t cache_stale;       /* GETs whose cached location was no longer the key's (index re-read) */
+    uint64_t reads;            /* one-sided READs issued (bucket pairs count 2) */
+    uint64_t read_round_trips; /* waits for a batch of READs */
+    uint64_t doorbells;        /* post calls: each ibv_post_send or ring publish */
+    uint64_t sends;            /* request messages sent */
+    uint64_t inline_sends;     /* of which went inline */
+    uint64_t verify_retries;   /* reads that failed verification and were redone */
+    uint64_t cache_hits;       /* GETs served through the location cache */
+    uint64_t reconnects;       /* times the handle re-established a connection */
+    uint64_t forwards;    /* READs that followed a superseded item's forward to its replacement */
+    uint64_t cache_stale; /* GETs whose cached location was no longer the key's (index re-read) */
 };
 /* Copy the handle's counters to *out; rkv_reset_counters() zeroes them.
  * Returns: nothing; they cannot fail. */

@@ -78,10 +78,10 @@
 #include <infiniband/verbs.h>
 
 #include "protocol.h"
-#include "workload.h"   /* wl_format_key: rkv-bench's keys */
 #include "rkv.h"
 #include "transport.h"
 #include "util.h"
+#include "workload.h" /* wl_format_key: rkv-bench's keys */
 
 #ifndef MFD_HUGETLB
 #define MFD_HUGETLB 0x0004u
@@ -91,49 +91,75 @@ enum region_kind { REGION_ANON, REGION_MEMFD, REGION_HUGE };
 
 /* Every choice that differs between ib_read_lat and rkv (client and server). */
 struct setup {
-    uint32_t sq, rq;            /* max_send_wr / max_recv_wr of both QPs */
-    uint32_t inline_data;       /* max_inline_data */
-    uint32_t sge;               /* max_send_sge */
-    uint32_t cq;                /* send CQ entries (0: 2 x sq) */
-    bool shared_cq;             /* receives complete on the send CQ */
-    uint32_t rd_atomic;         /* max_rd_atomic / max_dest_rd_atomic (0: device max) */
-    uint32_t mtu;               /* path MTU bytes (0: the port's active MTU) */
-    uint8_t timeout, retry;     /* RC ACK timeout exponent, retry count */
-    size_t region;              /* responder's registered bytes */
+    uint32_t sq, rq;        /* max_send_wr / max_recv_wr of both QPs */
+    uint32_t inline_data;   /* max_inline_data */
+    uint32_t sge;           /* max_send_sge */
+    uint32_t cq;            /* send CQ entries (0: 2 x sq) */
+    bool shared_cq;         /* receives complete on the send CQ */
+    uint32_t rd_atomic;     /* max_rd_atomic / max_dest_rd_atomic (0: device max) */
+    uint32_t mtu;           /* path MTU bytes (0: the port's active MTU) */
+    uint8_t timeout, retry; /* RC ACK timeout exponent, retry count */
+    size_t region;          /* responder's registered bytes */
     enum region_kind kind;
-    size_t local;               /* requester's registered bytes */
-    size_t dst_off;             /* where in it a READ lands */
-    int poll;                   /* completions one ibv_poll_cq asks for */
-    bool relaxed;               /* IBV_ACCESS_RELAXED_ORDERING on both MRs */
+    size_t local;   /* requester's registered bytes */
+    size_t dst_off; /* where in it a READ lands */
+    int poll;       /* completions one ibv_poll_cq asks for */
+    bool relaxed;   /* IBV_ACCESS_RELAXED_ORDERING on both MRs */
 };
 
 /* What ib_read_lat 4.5 does on a device it has no table entry for (rxe): one send
  * and one receive WR, no inline data, one CQ of one entry for both. */
 static const struct setup like_perftest = {
-    .sq = 1, .rq = 1, .inline_data = 0, .sge = 1, .cq = 1, .shared_cq = true, .rd_atomic = 0,
-    .mtu = 0, .timeout = 14, .retry = 7, .region = 8192, .kind = REGION_ANON, .local = 8192,
-    .dst_off = 0, .poll = 1, .relaxed = true,
+    .sq = 1,
+    .rq = 1,
+    .inline_data = 0,
+    .sge = 1,
+    .cq = 1,
+    .shared_cq = true,
+    .rd_atomic = 0,
+    .mtu = 0,
+    .timeout = 14,
+    .retry = 7,
+    .region = 8192,
+    .kind = REGION_ANON,
+    .local = 8192,
+    .dst_off = 0,
+    .poll = 1,
+    .relaxed = true,
 };
 /* What rkv's client (client/rdma_client.c) and server (server/rdma_server.c) do:
  * send depth MAX_CREDITS + MAX_READS + 2 x 16, receive MAX_CREDITS + 1, inline 256,
  * a send CQ of twice the send depth, the device's READ depth, rdma_cm's MTU (the
  * netdev's: 1024 on a 1500-byte link), 64 MiB memfd region, 2 MiB read buffer. */
 static const struct setup like_rkv = {
-    .sq = 352, .rq = 257, .inline_data = 256, .sge = 1, .cq = 704, .shared_cq = false,
-    .rd_atomic = 0, .mtu = 1024, .timeout = 16, .retry = 6, .region = 64u << 20,
-    .kind = REGION_MEMFD, .local = 2u << 20, .dst_off = 0, .poll = 16, .relaxed = true,
+    .sq = 352,
+    .rq = 257,
+    .inline_data = 256,
+    .sge = 1,
+    .cq = 704,
+    .shared_cq = false,
+    .rd_atomic = 0,
+    .mtu = 1024,
+    .timeout = 16,
+    .retry = 6,
+    .region = 64u << 20,
+    .kind = REGION_MEMFD,
+    .local = 2u << 20,
+    .dst_off = 0,
+    .poll = 16,
+    .relaxed = true,
 };
 
 struct opts {
     const char *dev, *label, *rkv_uri;
-    const char *get_uri;        /* --get: rkv_get()s through librkv instead of READs */
-    uint32_t keys;              /* --get: keys stored and read at random */
-    bool cold;                  /* --get: no location cache (every GET reads its buckets) */
+    const char *get_uri; /* --get: rkv_get()s through librkv instead of READs */
+    uint32_t keys;       /* --get: keys stored and read at random */
+    bool cold;           /* --get: no location cache (every GET reads its buckets) */
     int gid_index;
-    pid_t stop_pid;             /* SIGSTOP this process (an rkv-server) while the READs run */
-    bool switches;              /* count this thread's context switches across each READ */
+    pid_t stop_pid; /* SIGSTOP this process (an rkv-server) while the READs run */
+    bool switches;  /* count this thread's context switches across each READ */
     uint32_t size, reads, warmup;
-    size_t spread;              /* READs at random offsets within this many bytes; 0: one offset */
+    size_t spread; /* READs at random offsets within this many bytes; 0: one offset */
     struct setup s;
 };
 
@@ -146,7 +172,7 @@ struct side {
     uint8_t *mem;
     size_t len;
     struct ibv_mr *mr;
-    enum region_kind kind;      /* how mem was allocated */
+    enum region_kind kind; /* how mem was allocated */
 };
 
 /* Print "rdma-read-lat: MESSAGE[: strerror(errnum)]" and exit 1. */
@@ -173,8 +199,16 @@ static uint64_t parse_num(const char *s, const char *what)
     if (errno != 0 || end == s)
         die(0, "%s needs a number", what);
     switch (*end) {
-    case 'k': case 'K': v <<= 10; end++; break;
-    case 'm': case 'M': v <<= 20; end++; break;
+    case 'k':
+    case 'K':
+        v <<= 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        v <<= 20;
+        end++;
+        break;
     default: break;
     }
     if (*end != '\0')
@@ -237,9 +271,15 @@ static void side_open(struct side *sd, const struct opts *o, size_t len, enum re
     if (sd->scq == NULL || sd->rcq == NULL)
         die(errno, "ibv_create_cq");
     struct ibv_qp_init_attr a = {
-        .send_cq = sd->scq, .recv_cq = sd->rcq, .qp_type = IBV_QPT_RC, .sq_sig_all = 0,
-        .cap = { .max_send_wr = s->sq, .max_recv_wr = s->rq, .max_send_sge = s->sge,
-                 .max_recv_sge = 1, .max_inline_data = s->inline_data },
+        .send_cq = sd->scq,
+        .recv_cq = sd->rcq,
+        .qp_type = IBV_QPT_RC,
+        .sq_sig_all = 0,
+        .cap = { .max_send_wr = s->sq,
+                 .max_recv_wr = s->rq,
+                 .max_send_sge = s->sge,
+                 .max_recv_sge = 1,
+                 .max_inline_data = s->inline_data },
     };
     sd->qp = ibv_create_qp(sd->pd, &a);
     if (sd->qp == NULL)
@@ -247,7 +287,8 @@ static void side_open(struct side *sd, const struct opts *o, size_t len, enum re
     sd->len = len;
     sd->kind = kind;
     sd->mem = alloc_mem(len, kind);
-    sd->mr = ibv_reg_mr(sd->pd, sd->mem, len, access | (s->relaxed ? IBV_ACCESS_RELAXED_ORDERING : 0));
+    sd->mr = ibv_reg_mr(sd->pd, sd->mem, len,
+                        access | (s->relaxed ? IBV_ACCESS_RELAXED_ORDERING : 0));
     if (sd->mr == NULL && s->relaxed && (errno == EINVAL || errno == EOPNOTSUPP))
         sd->mr = ibv_reg_mr(sd->pd, sd->mem, len, access);
     if (sd->mr == NULL)
@@ -293,10 +334,13 @@ static enum ibv_mtu mtu_enum(uint32_t bytes, enum ibv_mtu active)
 static void connect_qp(struct side *sd, uint32_t peer_qpn, const union ibv_gid *gid,
                        const struct opts *o, enum ibv_mtu mtu, uint8_t rd_atomic)
 {
-    struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+    struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT,
+                             .pkey_index = 0,
+                             .port_num = 1,
                              .qp_access_flags = IBV_ACCESS_REMOTE_READ };
 
-    if (ibv_modify_qp(sd->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    if (ibv_modify_qp(sd->qp, &a,
+                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
         die(errno, "ibv_modify_qp(INIT)");
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_RTR;
@@ -310,8 +354,9 @@ static void connect_qp(struct side *sd, uint32_t peer_qpn, const union ibv_gid *
     a.ah_attr.grh.sgid_index = (uint8_t)o->gid_index;
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.port_num = 1;
-    if (ibv_modify_qp(sd->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    if (ibv_modify_qp(sd->qp, &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         die(errno, "ibv_modify_qp(RTR)");
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_RTS;
@@ -320,8 +365,9 @@ static void connect_qp(struct side *sd, uint32_t peer_qpn, const union ibv_gid *
     a.rnr_retry = 7;
     a.sq_psn = 0;
     a.max_rd_atomic = rd_atomic;
-    if (ibv_modify_qp(sd->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+    if (ibv_modify_qp(sd->qp, &a,
+                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
         die(errno, "ibv_modify_qp(RTS)");
 }
 
@@ -359,8 +405,9 @@ static void report(const struct opts *o, uint64_t *ns, uint32_t n, uint64_t swit
     }
 #define PCT(q) (ns[(uint64_t)n * (q) / 100] / 1e3)
     printf("%-30s %5u B x %5u: min %6.2f  p10 %6.2f  p25 %6.2f  p50 %6.2f  p75 %6.2f  p90 %6.2f  "
-           "p99 %7.2f  mean %6.2f us  fast %4.1f%%", o->label, o->size, n, ns[0] / 1e3, PCT(10),
-           PCT(25), PCT(50), PCT(75), PCT(90), PCT(99), sum / n / 1e3, 100.0 * fast / n);
+           "p99 %7.2f  mean %6.2f us  fast %4.1f%%",
+           o->label, o->size, n, ns[0] / 1e3, PCT(10), PCT(25), PCT(50), PCT(75), PCT(90), PCT(99),
+           sum / n / 1e3, 100.0 * fast / n);
 #undef PCT
     if (o->switches)
         printf("  switches/READ %.2f", (double)switches / n);
@@ -370,10 +417,10 @@ static void report(const struct opts *o, uint64_t *ns, uint32_t n, uint64_t swit
 /* One line of the output: a setup and the READs timed on it. */
 struct lat_case {
     struct opts o;
-    unsigned id;                /* its index among the cases */
+    unsigned id; /* its index among the cases */
     uint64_t rng;
-    uint64_t *ns;               /* o.reads times */
-    uint64_t switches;          /* --switches: context switches during the timed READs */
+    uint64_t *ns;      /* o.reads times */
+    uint64_t switches; /* --switches: context switches during the timed READs */
     /* self mode */
     struct side req, resp;
     struct ibv_sge sge;
@@ -383,10 +430,10 @@ struct lat_case {
     struct rkv_ctrans *t;
     struct rkv_trans_counters ctr;
     struct rkv_read_op op;
-    size_t base, span;          /* READs at base + [0, span) of the region */
+    size_t base, span; /* READs at base + [0, span) of the region */
     /* --get */
     rkv_client *kv;
-    char extra[160];            /* --get: the handle's counters per GET */
+    char extra[160]; /* --get: the handle's counters per GET */
 };
 
 static void self_setup(struct lat_case *c)
@@ -404,8 +451,9 @@ static void self_setup(struct lat_case *c)
     if (ibv_query_port(c->req.ctx, 1, &port) || ibv_query_device(c->req.ctx, &dev) ||
         ibv_query_gid(c->req.ctx, 1, o->gid_index, &gid))
         die(errno, "querying the device, port 1 or GID index %d (-x)", o->gid_index);
-    uint8_t rd = (uint8_t)(s->rd_atomic ? s->rd_atomic
-                                        : (uint32_t)RKV_MIN(dev.max_qp_rd_atom, dev.max_qp_init_rd_atom));
+    uint8_t rd = (uint8_t)(s->rd_atomic
+                               ? s->rd_atomic
+                               : (uint32_t)RKV_MIN(dev.max_qp_rd_atom, dev.max_qp_init_rd_atom));
     enum ibv_mtu mtu = mtu_enum(s->mtu, port.active_mtu);
     connect_qp(&c->resp, c->req.qp->qp_num, &gid, o, mtu, rd);
     connect_qp(&c->req, c->resp.qp->qp_num, &gid, o, mtu, rd);
@@ -416,10 +464,14 @@ static void self_setup(struct lat_case *c)
         fprintf(stderr, "%s: granted send %u recv %u inline %u sge %u, rd_atomic %u, mtu %d\n",
                 o->label, qi.cap.max_send_wr, qi.cap.max_recv_wr, qi.cap.max_inline_data,
                 qi.cap.max_send_sge, rd, 128 << mtu);
-    c->sge = (struct ibv_sge){ .addr = (uintptr_t)(c->req.mem + s->dst_off), .length = o->size,
+    c->sge = (struct ibv_sge){ .addr = (uintptr_t)(c->req.mem + s->dst_off),
+                               .length = o->size,
                                .lkey = c->req.mr->lkey };
-    c->wr = (struct ibv_send_wr){ .sg_list = &c->sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
-                                  .send_flags = IBV_SEND_SIGNALED, .wr.rdma.rkey = c->resp.mr->rkey };
+    c->wr = (struct ibv_send_wr){ .sg_list = &c->sge,
+                                  .num_sge = 1,
+                                  .opcode = IBV_WR_RDMA_READ,
+                                  .send_flags = IBV_SEND_SIGNALED,
+                                  .wr.rdma.rkey = c->resp.mr->rkey };
     c->batch = RKV_MIN(RKV_MAX(s->poll, 1), 64);
 }
 
@@ -468,7 +520,7 @@ static void rkv_setup(struct lat_case *c)
     if (ops->set_region(c->t, &h, err, sizeof err) != RKV_OK)
         die(0, "set_region: %s", err);
     c->op = (struct rkv_read_op){ .len = o->size, .dst = ops->local_buf(c->t, &len) };
-    c->base = RKV_MIN((size_t)h.region_size / 2, (size_t)1 << 20);   /* past header and index */
+    c->base = RKV_MIN((size_t)h.region_size / 2, (size_t)1 << 20); /* past header and index */
     c->span = (size_t)h.region_size - c->base - o->size;
     if (o->size > len || o->size + c->base > h.region_size)
         die(0, "a %u-byte READ does not fit the region or the read buffer", o->size);
@@ -484,7 +536,7 @@ static uint64_t rkv_read(struct lat_case *c)
     return rkv_now_ns() - t0;
 }
 
-#define GET_KEY_LEN   16        /* rkv-bench's: with a 32-byte value, an 88-byte item */
+#define GET_KEY_LEN   16 /* rkv-bench's: with a 32-byte value, an 88-byte item */
 #define GET_VALUE_LEN 32
 
 /* Key i of case `id`: each case stores its own keys, so that one case's
@@ -525,10 +577,11 @@ static void get_counters(struct lat_case *c)
 
     rkv_get_counters(c->kv, &k);
     double g = k.gets ? (double)k.gets : 1;
-    snprintf(c->extra, sizeof c->extra, "  per GET: READs %.3f round trips %.3f cache hits %.3f "
-             "forwards %.3f stale %.3f retries %.3f sends %.3f", k.reads / g,
-             k.read_round_trips / g, k.cache_hits / g, k.forwards / g, k.cache_stale / g,
-             k.verify_retries / g, k.sends / g);
+    snprintf(c->extra, sizeof c->extra,
+             "  per GET: READs %.3f round trips %.3f cache hits %.3f "
+             "forwards %.3f stale %.3f retries %.3f sends %.3f",
+             k.reads / g, k.read_round_trips / g, k.cache_hits / g, k.forwards / g,
+             k.cache_stale / g, k.verify_retries / g, k.sends / g);
 }
 
 /* One rkv_get() of a random stored key; it must find its value. */
@@ -595,8 +648,9 @@ static void run_cases(struct lat_case *cases, unsigned n, pid_t stop_pid)
     for (uint32_t i = 0; i < warmup + reads; i++)
         for (unsigned k = 0; k < n; k++) {
             uint64_t before = cases[k].o.switches ? thread_switches() : 0;
-            uint64_t ns = cases[k].o.get_uri != NULL ? get_one(&cases[k])
-                          : cases[k].o.rkv_uri != NULL ? rkv_read(&cases[k]) : self_read(&cases[k]);
+            uint64_t ns = cases[k].o.get_uri != NULL   ? get_one(&cases[k])
+                          : cases[k].o.rkv_uri != NULL ? rkv_read(&cases[k])
+                                                       : self_read(&cases[k]);
             if (i < warmup)
                 continue;
             cases[k].ns[i - warmup] = ns;
@@ -616,9 +670,32 @@ static void run_cases(struct lat_case *cases, unsigned n, pid_t stop_pid)
 
 /* ------------------------------------------------------------ options */
 
-enum { O_LIKE = 256, O_SQ, O_RQ, O_INLINE, O_SGE, O_CQ, O_SHARED_CQ, O_RD, O_MTU, O_TIMEOUT,
-       O_RETRY, O_REGION, O_KIND, O_SPREAD, O_LOCAL, O_DST, O_POLL, O_RELAXED, O_RKV, O_STOP, O_SWITCHES,
-       O_GET, O_KEYS, O_COLD };
+enum {
+    O_LIKE = 256,
+    O_SQ,
+    O_RQ,
+    O_INLINE,
+    O_SGE,
+    O_CQ,
+    O_SHARED_CQ,
+    O_RD,
+    O_MTU,
+    O_TIMEOUT,
+    O_RETRY,
+    O_REGION,
+    O_KIND,
+    O_SPREAD,
+    O_LOCAL,
+    O_DST,
+    O_POLL,
+    O_RELAXED,
+    O_RKV,
+    O_STOP,
+    O_SWITCHES,
+    O_GET,
+    O_KEYS,
+    O_COLD
+};
 
 static void usage(void)
 {
@@ -638,22 +715,38 @@ static void usage(void)
 static void parse(int argc, char **argv, struct opts *o)
 {
     static const struct option longs[] = {
-        { "like", 1, 0, O_LIKE }, { "sq", 1, 0, O_SQ }, { "rq", 1, 0, O_RQ },
-        { "inline", 1, 0, O_INLINE }, { "sge", 1, 0, O_SGE }, { "cq", 1, 0, O_CQ },
-        { "shared-cq", 1, 0, O_SHARED_CQ }, { "rd-atomic", 1, 0, O_RD }, { "mtu", 1, 0, O_MTU },
-        { "timeout", 1, 0, O_TIMEOUT }, { "retry", 1, 0, O_RETRY }, { "region", 1, 0, O_REGION },
-        { "region-kind", 1, 0, O_KIND }, { "spread", 1, 0, O_SPREAD }, { "local", 1, 0, O_LOCAL },
-        { "dst-off", 1, 0, O_DST }, { "poll", 1, 0, O_POLL }, { "relaxed", 1, 0, O_RELAXED },
-        { "rkv", 1, 0, O_RKV }, { "stop", 1, 0, O_STOP },
-        { "switches", 0, 0, O_SWITCHES }, { "get", 1, 0, O_GET }, { "keys", 1, 0, O_KEYS },
-        { "cold", 0, 0, O_COLD }, { 0, 0, 0, 0 },
+        { "like", 1, 0, O_LIKE },
+        { "sq", 1, 0, O_SQ },
+        { "rq", 1, 0, O_RQ },
+        { "inline", 1, 0, O_INLINE },
+        { "sge", 1, 0, O_SGE },
+        { "cq", 1, 0, O_CQ },
+        { "shared-cq", 1, 0, O_SHARED_CQ },
+        { "rd-atomic", 1, 0, O_RD },
+        { "mtu", 1, 0, O_MTU },
+        { "timeout", 1, 0, O_TIMEOUT },
+        { "retry", 1, 0, O_RETRY },
+        { "region", 1, 0, O_REGION },
+        { "region-kind", 1, 0, O_KIND },
+        { "spread", 1, 0, O_SPREAD },
+        { "local", 1, 0, O_LOCAL },
+        { "dst-off", 1, 0, O_DST },
+        { "poll", 1, 0, O_POLL },
+        { "relaxed", 1, 0, O_RELAXED },
+        { "rkv", 1, 0, O_RKV },
+        { "stop", 1, 0, O_STOP },
+        { "switches", 0, 0, O_SWITCHES },
+        { "get", 1, 0, O_GET },
+        { "keys", 1, 0, O_KEYS },
+        { "cold", 0, 0, O_COLD },
+        { 0, 0, 0, 0 },
     };
     struct setup *s = &o->s;
     int c;
 
-    *o = (struct opts){ .label = "read", .gid_index = 1, .size = 2, .reads = 2000, .warmup = 100,
-                        .keys = 2000,
-                        .s = like_perftest };
+    *o = (struct opts){
+        .label = "read", .gid_index = 1, .size = 2, .reads = 2000, .warmup = 100, .keys = 2000, .s = like_perftest
+    };
     while ((c = getopt_long(argc, argv, "d:x:s:n:w:l:", longs, NULL)) != -1) {
         switch (c) {
         case 'd': o->dev = optarg; break;
@@ -702,8 +795,8 @@ static void parse(int argc, char **argv, struct opts *o)
         default: usage();
         }
     }
-    if (optind != argc || o->size == 0 || o->reads == 0 || s->sq == 0 || s->rq == 0 || s->sge == 0 ||
-        s->region == 0 || s->local == 0 || o->keys == 0)
+    if (optind != argc || o->size == 0 || o->reads == 0 || s->sq == 0 || s->rq == 0 ||
+        s->sge == 0 || s->region == 0 || s->local == 0 || o->keys == 0)
         usage();
 }
 
@@ -713,8 +806,8 @@ static void parse(int argc, char **argv, struct opts *o)
 /* argv for one case: the program, the options outside any --case, then the
  * case's own (its text after "LABEL:", split at spaces). `buf` holds the
  * label and the options' text; *label is NULL when the text has no colon. */
-static int case_argv(int argc, char **argv, const char *text, char *buf, size_t buf_len,
-                     char **out, const char **label)
+static int case_argv(int argc, char **argv, const char *text, char *buf, size_t buf_len, char **out,
+                     const char **label)
 {
     char *opts = buf, *colon;
     int n = 0;
@@ -765,7 +858,7 @@ int main(int argc, char **argv)
         char *args[MAX_ARGS];
         const char *label;
         int m = case_argv(argc, argv, texts[k], bufs[k], sizeof bufs[k], args, &label);
-        optind = 0;                 /* glibc: a full rescan of a new argv */
+        optind = 0; /* glibc: a full rescan of a new argv */
         parse(m, args, &cases[k].o);
         if (label != NULL)
             cases[k].o.label = label;

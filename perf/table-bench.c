@@ -53,26 +53,26 @@
 #define VALUE_LEN   32u
 #define MAX_THREADS 64u
 #define MAX_ROUNDS  64u
-#define CLASS_BYTES 128u          /* a 16 + 32 byte item's size class, for sizing the region */
+#define CLASS_BYTES 128u /* a 16 + 32 byte item's size class, for sizing the region */
 
 struct options {
     unsigned threads[MAX_THREADS];
-    unsigned counts;              /* entries in threads[] */
+    unsigned counts; /* entries in threads[] */
     uint64_t keys;
-    uint64_t puts;                /* per thread per run; 0 with seconds */
+    uint64_t puts; /* per thread per run; 0 with seconds */
     uint64_t seconds;
     unsigned rounds;
     bool lock_timing;
     enum rkv_evict_policy evict;
-    uint64_t region_mib;          /* 0: room for every key twice over */
+    uint64_t region_mib; /* 0: room for every key twice over */
 };
 
 struct bench {
     struct rkv_table *t;
     const struct options *o;
-    int go;                       /* writers start when set (atomic) */
-    int stop;                     /* -s: writers stop when set (atomic) */
-    int ready;                    /* writers pinned and waiting (atomic) */
+    int go;    /* writers start when set (atomic) */
+    int stop;  /* -s: writers stop when set (atomic) */
+    int ready; /* writers pinned and waiting (atomic) */
 };
 
 /* One writer thread's state, on lines of its own: done and failed change on
@@ -82,7 +82,7 @@ struct writer {
     struct bench *b;
     pthread_t tid;
     unsigned id;
-    int cpu;                      /* -1: not pinned */
+    int cpu; /* -1: not pinned */
     uint64_t done, failed, ns, cpu_ns;
 } __attribute__((aligned(RKV_CACHELINE)));
 
@@ -164,7 +164,8 @@ static void lock_line(const char *kind, const struct rkv_lock_stats *before,
 {
     uint64_t holds = after->holds - before->holds, waits = after->contended - before->contended;
     printf("    lock %-7s  %6.3f per PUT  hold %6.0f ns  contended %6.3f %%  wait %7.0f ns  "
-           "max hold %.1f us\n", kind, puts ? (double)holds / (double)puts : 0.0,
+           "max hold %.1f us\n",
+           kind, puts ? (double)holds / (double)puts : 0.0,
            holds ? (double)(after->hold_ns - before->hold_ns) / (double)holds : 0.0,
            holds ? 100.0 * (double)waits / (double)holds : 0.0,
            waits ? (double)(after->wait_ns - before->wait_ns) / (double)waits : 0.0,
@@ -213,11 +214,12 @@ static double run(struct rkv_table *t, const struct options *o, unsigned threads
         load[0] = -1;
     rkv_table_get_stats(t, &after);
     printf("threads %2u  puts %9llu  %6.3f s  %10.0f puts/s  %9.0f per thread  cpus %.2f  "
-           "%8.0f puts/cpu-s  load %.2f", threads, (unsigned long long)done, secs, rate,
-           rate / threads, (double)cpu_ns / 1e9 / secs, (double)done / ((double)cpu_ns / 1e9),
-           load[0]);
-    if (threads > 1 && o->puts != 0)   /* the share of the run after the first writer finished */
-        printf("  tail %.0f %%", last_ns ? 100.0 * (double)(last_ns - first_ns) / (double)last_ns : 0.0);
+           "%8.0f puts/cpu-s  load %.2f",
+           threads, (unsigned long long)done, secs, rate, rate / threads,
+           (double)cpu_ns / 1e9 / secs, (double)done / ((double)cpu_ns / 1e9), load[0]);
+    if (threads > 1 && o->puts != 0) /* the share of the run after the first writer finished */
+        printf("  tail %.0f %%",
+               last_ns ? 100.0 * (double)(last_ns - first_ns) / (double)last_ns : 0.0);
     if (after.evictions != before.evictions)
         printf("  evicted %llu", (unsigned long long)(after.evictions - before.evictions));
     if (failed)
@@ -240,7 +242,8 @@ static int cmp_double(const void *a, const void *b)
 
 static int usage(const char *why)
 {
-    fprintf(stderr, "table-bench: %s\n"
+    fprintf(stderr,
+            "table-bench: %s\n"
             "usage: table-bench [-t THREADS,...] [-k KEYS] [-n PUTS_PER_THREAD | -s SECONDS] "
             "[-r ROUNDS] [-e none|lru|random] [-m REGION_MIB] [-l]\n"
             "  -t  thread counts to compare, at most %u each (default 1,2)\n"
@@ -250,7 +253,8 @@ static int usage(const char *why)
             "  -r  rounds of all thread counts, alternating (default 3, at most %u)\n"
             "  -e  eviction policy (default lru)\n"
             "  -m  region size in MiB (default: every key fits twice; smaller evicts)\n"
-            "  -l  time lock holds and waits per kind\n", why, MAX_THREADS, MAX_ROUNDS);
+            "  -l  time lock holds and waits per kind\n",
+            why, MAX_THREADS, MAX_ROUNDS);
     return 2;
 }
 
@@ -268,8 +272,9 @@ static bool parse_threads(char *arg, struct options *o)
 
 int main(int argc, char **argv)
 {
-    struct options o = { .threads = { 1, 2 }, .counts = 2, .keys = 100000, .puts = 1000000,
-                         .rounds = 3, .evict = RKV_EVICT_LRU };
+    struct options o = {
+        .threads = { 1, 2 }, .counts = 2, .keys = 100000, .puts = 1000000, .rounds = 3, .evict = RKV_EVICT_LRU
+    };
     uint64_t v;
     int opt;
 
@@ -309,15 +314,12 @@ int main(int argc, char **argv)
             else
                 return usage("-e wants none, lru or random");
             break;
-        case 'l':
-            o.lock_timing = true;
-            break;
+        case 'l': o.lock_timing = true; break;
         case 'm':
             if (!rkv_parse_u64(optarg, 4, 1ull << 20, &o.region_mib))
                 return usage("-m wants a region size in MiB, 4..1048576");
             break;
-        default:
-            return usage("unknown option");
+        default: return usage("unknown option");
         }
     }
     if (optind != argc)
@@ -326,8 +328,7 @@ int main(int argc, char **argv)
     /* Twice the items' class bytes, plus the index at one slot per item
      * and a bit: room enough that no PUT evicts or waits for the limbo. */
     uint64_t heap = RKV_ALIGN_UP(2 * o.keys * CLASS_BYTES + (8ull << 20), 2ull << 20);
-    struct rkv_table_config c = { .lock_timing = o.lock_timing, .grace_ms = 10,
-                                  .evict = o.evict };
+    struct rkv_table_config c = { .lock_timing = o.lock_timing, .grace_ms = 10, .evict = o.evict };
     struct rkv_region region;
     struct rkv_table *t = NULL;
     char err[512];

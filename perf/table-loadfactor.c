@@ -31,15 +31,15 @@
 #include "table.h"
 #include "util.h"
 
-#define KEY_LEN 16u
-#define INDEX_BUCKETS 8192u               /* index-limited runs: 57344 slots */
-#define DEFAULT_REGION (64ull << 20)      /* default-sizing runs */
+#define KEY_LEN        16u
+#define INDEX_BUCKETS  8192u         /* index-limited runs: 57344 slots */
+#define DEFAULT_REGION (64ull << 20) /* default-sizing runs */
 
-#define SHARE_POINTS 3                    /* first-bucket share at 50 %, 90 %, final */
+#define SHARE_POINTS 3 /* first-bucket share at 50 %, 90 %, final */
 
 struct fill_result {
     uint64_t items;
-    double first_bucket[SHARE_POINTS];    /* share of keys in their first candidate bucket */
+    double first_bucket[SHARE_POINTS]; /* share of keys in their first candidate bucket */
     rkv_status first_failure;
     struct rkv_table_stats st;
     const struct rkv_region_header *h;
@@ -132,8 +132,10 @@ static int run(uint64_t region_size, const struct rkv_table_config *cfg, uint32_
     }
     fill(t, value_len, seed, &r);
     if (r.items == 0 || r.first_failure != RKV_OUT_OF_MEMORY) {
-        fprintf(stderr, "table-loadfactor: value %u: first failure after %llu items was status %d, "
-                "not RKV_OUT_OF_MEMORY\n", value_len, (unsigned long long)r.items, r.first_failure);
+        fprintf(stderr,
+                "table-loadfactor: value %u: first failure after %llu items was status %d, "
+                "not RKV_OUT_OF_MEMORY\n",
+                value_len, (unsigned long long)r.items, r.first_failure);
         goto out;
     }
     double items = (double)r.items;
@@ -178,7 +180,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         uint64_t v;
         if (!rkv_parse_u64(argv[i], 0, 4096, &v)) {
-            fprintf(stderr, "table-loadfactor: value size \"%s\" is not a number of bytes in 0..4096\n",
+            fprintf(stderr,
+                    "table-loadfactor: value size \"%s\" is not a number of bytes in 0..4096\n",
                     argv[i]);
             return 2;
         }

@@ -11,7 +11,9 @@ for path in sys.argv[1:]:
     out = []; i = 0; changed = False
     while i < len(lines):
         l = lines[i]; out.append(l)
-        m = re.search(r"\S.*?(/\*)(?!.*\*/)", l)
+        # string and character literals blanked, so a "/*" inside one is not a comment
+        code = re.sub(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'', lambda q: "_" * len(q.group(0)), l)
+        m = re.search(r"\S.*?(/\*)(?!.*\*/)", code)
         if m and not l.lstrip().startswith("/*") and not l.lstrip().startswith("*"):
             col = m.start(1) + 3
             j = i + 1

@@ -102,6 +102,6 @@ void rkv_admission_leave(struct rkv_server *srv, struct rkv_wconn *wc)
 {
     if (wc->authed)
         atomic_fetch_sub(&srv->conns_authed, 1);
-    else if (wc->ticket != 0)   /* 0: its wire protocol admits none at accept (memcache) */
+    else if (wc->ticket != 0) /* 0: its wire protocol admits none at accept (memcache) */
         release_slot(srv, wc);
 }

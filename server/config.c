@@ -35,10 +35,10 @@
 #include "transport.h"
 #include "util.h"
 
-#define PROG "rkv-server"
-#define SHM_PATH_MAX 107u   /* sizeof(sockaddr_un.sun_path) - 1 */
-#define CPU_ID_MAX 1023u    /* CPU_SETSIZE - 1 */
-#define SHOW_MAX 80u        /* longest value echoed back in a message */
+#define PROG         "rkv-server"
+#define SHM_PATH_MAX 107u  /* sizeof(sockaddr_un.sun_path) - 1 */
+#define CPU_ID_MAX   1023u /* CPU_SETSIZE - 1 */
+#define SHOW_MAX     80u   /* longest value echoed back in a message */
 
 /* What was wrong with a value: `what` reads after the quoted value ("is not
  * a size"), `expect` says what would be accepted. A flag's message shows
@@ -49,24 +49,24 @@ struct problem {
 };
 
 struct setting;
-typedef bool (*setter_fn)(struct rkv_server_config *c, const struct setting *s,
-                          const char *v, struct problem *p);
+typedef bool (*setter_fn)(struct rkv_server_config *c, const struct setting *s, const char *v,
+                          struct problem *p);
 
 /* One configurable value. */
 struct setting {
-    const char *section;  /* INI section without brackets */
-    const char *key;      /* INI key */
-    const char *flag;     /* long option without "--" */
-    char short_flag;      /* or 0 */
-    bool no_arg;          /* the flag takes no value (means "yes") */
-    bool repeatable;      /* may appear on several lines / flags accumulate */
-    uint8_t dup_group;    /* settings that exclude each other in one file share it */
+    const char *section; /* INI section without brackets */
+    const char *key;     /* INI key */
+    const char *flag;    /* long option without "--" */
+    char short_flag;     /* or 0 */
+    bool no_arg;         /* the flag takes no value (means "yes") */
+    bool repeatable;     /* may appear on several lines / flags accumulate */
+    uint8_t dup_group;   /* settings that exclude each other in one file share it */
     setter_fn set;
-    size_t offset;        /* field in struct rkv_server_config */
-    size_t field_size;    /* sizeof that field */
-    uint64_t min, max;    /* numeric range (setters that use it) */
-    const char *arg;      /* argument name in --help */
-    const char *help;     /* one line for --help, which appends the default */
+    size_t offset;             /* field in struct rkv_server_config */
+    size_t field_size;         /* sizeof that field */
+    uint64_t min, max;         /* numeric range (setters that use it) */
+    const char *arg;           /* argument name in --help */
+    const char *help;          /* one line for --help, which appends the default */
     const char *default_value; /* spelt as in the file; applied through `set` and shown as
                                   "(default VALUE)"; NULL: the field starts zero or empty */
     const char *default_words; /* without a default_value: what applies unset (derived by
@@ -110,8 +110,8 @@ static bool has_control_chars(const char *v)
 
 /* ------------------------------------------------------------ setters */
 
-static bool set_uint(struct rkv_server_config *c, const struct setting *s,
-                     const char *v, struct problem *p)
+static bool set_uint(struct rkv_server_config *c, const struct setting *s, const char *v,
+                     struct problem *p)
 {
     uint64_t n;
     if (!rkv_parse_u64(v, s->min, s->max, &n)) {
@@ -123,14 +123,13 @@ static bool set_uint(struct rkv_server_config *c, const struct setting *s,
     return true;
 }
 
-static bool set_size(struct rkv_server_config *c, const struct setting *s,
-                     const char *v, struct problem *p)
+static bool set_size(struct rkv_server_config *c, const struct setting *s, const char *v,
+                     struct problem *p)
 {
     uint64_t n;
     char lo[32], hi[32];
     if (!rkv_parse_size(v, &n)) {
-        problem_set(p, "is not a size",
-                    "use a number with an optional K/M/G/T suffix, e.g. 256M");
+        problem_set(p, "is not a size", "use a number with an optional K/M/G/T suffix, e.g. 256M");
         return false;
     }
     if (n < s->min || n > s->max) {
@@ -142,16 +141,15 @@ static bool set_size(struct rkv_server_config *c, const struct setting *s,
     return true;
 }
 
-static bool set_pow2_size(struct rkv_server_config *c, const struct setting *s,
-                          const char *v, struct problem *p)
+static bool set_pow2_size(struct rkv_server_config *c, const struct setting *s, const char *v,
+                          struct problem *p)
 {
     uint64_t n;
     if (rkv_parse_size(v, &n) && n >= s->min && n <= s->max && (n & (n - 1)) == 0) {
         store_uint(field(c, s), s->field_size, n);
         return true;
     }
-    problem_set(p, "is not an allowed page size",
-                "expected a power of two from 64K to 16M, e.g. 1M");
+    problem_set(p, "is not an allowed page size", "expected a power of two from 64K to 16M, e.g. 1M");
     return false;
 }
 
@@ -169,14 +167,14 @@ static bool parse_bool(const char *v, bool *out, struct problem *p)
     return false;
 }
 
-static bool set_bool(struct rkv_server_config *c, const struct setting *s,
-                     const char *v, struct problem *p)
+static bool set_bool(struct rkv_server_config *c, const struct setting *s, const char *v,
+                     struct problem *p)
 {
     return parse_bool(v, (bool *)field(c, s), p);
 }
 
-static bool set_log_level(struct rkv_server_config *c, const struct setting *s,
-                          const char *v, struct problem *p)
+static bool set_log_level(struct rkv_server_config *c, const struct setting *s, const char *v,
+                          struct problem *p)
 {
     int lvl = rkv_log_parse_level(v);
     if (lvl < 0) {
@@ -187,11 +185,16 @@ static bool set_log_level(struct rkv_server_config *c, const struct setting *s,
     return true;
 }
 
-static bool set_evict(struct rkv_server_config *c, const struct setting *s,
-                      const char *v, struct problem *p)
+static bool set_evict(struct rkv_server_config *c, const struct setting *s, const char *v,
+                      struct problem *p)
 {
-    static const struct { const char *name; enum rkv_evict_policy policy; } policies[] = {
-        { "none", RKV_EVICT_NONE }, { "lru", RKV_EVICT_LRU }, { "random", RKV_EVICT_RANDOM },
+    static const struct {
+        const char *name;
+        enum rkv_evict_policy policy;
+    } policies[] = {
+        { "none", RKV_EVICT_NONE },
+        { "lru", RKV_EVICT_LRU },
+        { "random", RKV_EVICT_RANDOM },
         { "s3fifo", RKV_EVICT_S3FIFO },
     };
     for (size_t i = 0; i < RKV_ARRAY_SIZE(policies); i++) {
@@ -205,11 +208,16 @@ static bool set_evict(struct rkv_server_config *c, const struct setting *s,
     return false;
 }
 
-static bool set_poll_mode(struct rkv_server_config *c, const struct setting *s,
-                          const char *v, struct problem *p)
+static bool set_poll_mode(struct rkv_server_config *c, const struct setting *s, const char *v,
+                          struct problem *p)
 {
-    static const struct { const char *name; enum rkv_poll_mode mode; } modes[] = {
-        { "adaptive", RKV_POLL_ADAPTIVE }, { "busy", RKV_POLL_BUSY }, { "event", RKV_POLL_EVENT },
+    static const struct {
+        const char *name;
+        enum rkv_poll_mode mode;
+    } modes[] = {
+        { "adaptive", RKV_POLL_ADAPTIVE },
+        { "busy", RKV_POLL_BUSY },
+        { "event", RKV_POLL_EVENT },
     };
     for (size_t i = 0; i < RKV_ARRAY_SIZE(modes); i++) {
         if (strcmp(v, modes[i].name) == 0) {
@@ -217,15 +225,16 @@ static bool set_poll_mode(struct rkv_server_config *c, const struct setting *s,
             return true;
         }
     }
-    problem_set(p, "is not a poll mode", "expected adaptive (spin, then sleep when idle), busy "
+    problem_set(p, "is not a poll mode",
+                "expected adaptive (spin, then sleep when idle), busy "
                 "(always spin) or event (sleep whenever idle)");
     return false;
 }
 
 /* event_mode = yes|no (--event-mode): the older switch; yes is poll_mode
  * event, no the busy polling it used to mean. */
-static bool set_event_mode(struct rkv_server_config *c, const struct setting *s,
-                           const char *v, struct problem *p)
+static bool set_event_mode(struct rkv_server_config *c, const struct setting *s, const char *v,
+                           struct problem *p)
 {
     bool on;
     (void)s;
@@ -235,8 +244,8 @@ static bool set_event_mode(struct rkv_server_config *c, const struct setting *s,
     return true;
 }
 
-static bool set_gid_index(struct rkv_server_config *c, const struct setting *s,
-                          const char *v, struct problem *p)
+static bool set_gid_index(struct rkv_server_config *c, const struct setting *s, const char *v,
+                          struct problem *p)
 {
     uint64_t n;
     if (strcmp(v, "-1") == 0 || strcmp(v, "auto") == 0) {
@@ -244,9 +253,10 @@ static bool set_gid_index(struct rkv_server_config *c, const struct setting *s,
         return true;
     }
     if (!rkv_parse_u64(v, s->min, s->max, &n)) {
-        problem_set(p, "is not a GID index", "expected auto (or -1) or %llu..%llu; "
-                    "rkv-doctor lists the port's GIDs", (unsigned long long)s->min,
-                    (unsigned long long)s->max);
+        problem_set(p, "is not a GID index",
+                    "expected auto (or -1) or %llu..%llu; "
+                    "rkv-doctor lists the port's GIDs",
+                    (unsigned long long)s->min, (unsigned long long)s->max);
         return false;
     }
     *(int *)field(c, s) = (int)n;
@@ -254,8 +264,8 @@ static bool set_gid_index(struct rkv_server_config *c, const struct setting *s,
 }
 
 /* A string copied into a char array field: non-empty, no control bytes. */
-static bool set_text(struct rkv_server_config *c, const struct setting *s,
-                     const char *v, struct problem *p)
+static bool set_text(struct rkv_server_config *c, const struct setting *s, const char *v,
+                     struct problem *p)
 {
     size_t n = strlen(v);
     if (n == 0 || n >= s->field_size || has_control_chars(v)) {
@@ -266,8 +276,8 @@ static bool set_text(struct rkv_server_config *c, const struct setting *s,
     return true;
 }
 
-static bool set_device(struct rkv_server_config *c, const struct setting *s,
-                       const char *v, struct problem *p)
+static bool set_device(struct rkv_server_config *c, const struct setting *s, const char *v,
+                       struct problem *p)
 {
     size_t n = strlen(v);
     bool ok = n > 0 && n < s->field_size;
@@ -316,15 +326,16 @@ static bool check_listen_uri(const char *v, struct problem *p)
         has_control_chars(rest) || strlen(rest) > SHM_PATH_MAX) {
         problem_set(p, "is not shm:///PATH",
                     "expected shm:// followed by an absolute socket path of at most %u bytes, "
-                    "e.g. shm:///run/rkv/rkv.sock", SHM_PATH_MAX);
+                    "e.g. shm:///run/rkv/rkv.sock",
+                    SHM_PATH_MAX);
         return false;
     }
     return true;
 }
 
 /* listen: one URI or a comma-separated list, appended to the list. */
-static bool set_listen(struct rkv_server_config *c, const struct setting *s,
-                       const char *v, struct problem *p)
+static bool set_listen(struct rkv_server_config *c, const struct setting *s, const char *v,
+                       struct problem *p)
 {
     (void)s;
     char item[512];
@@ -418,8 +429,8 @@ int rkv_parse_cpu_list(const char *s, int *cpus, unsigned max, char *why, size_t
     }
 }
 
-static bool set_cpus(struct rkv_server_config *c, const struct setting *s,
-                     const char *v, struct problem *p)
+static bool set_cpus(struct rkv_server_config *c, const struct setting *s, const char *v,
+                     struct problem *p)
 {
     (void)s;
     int cpus[RKV_CONFIG_MAX_CPUS];
@@ -438,8 +449,8 @@ static bool set_cpus(struct rkv_server_config *c, const struct setting *s,
     return true;
 }
 
-static bool set_host_port(struct rkv_server_config *c, const struct setting *s,
-                          const char *v, struct problem *p)
+static bool set_host_port(struct rkv_server_config *c, const struct setting *s, const char *v,
+                          struct problem *p)
 {
     char host[128];
     uint16_t port;
@@ -467,12 +478,13 @@ static bool check_secret(const char *v, struct problem *p)
     if (!ok)
         problem_set(p, "is not a usable secret",
                     "expected 1..%u printable ASCII characters without spaces, e.g. from "
-                    "`openssl rand -hex 32`", RKV_MAX_SECRET);
+                    "`openssl rand -hex 32`",
+                    RKV_MAX_SECRET);
     return ok;
 }
 
-static bool set_secret(struct rkv_server_config *c, const struct setting *s,
-                       const char *v, struct problem *p)
+static bool set_secret(struct rkv_server_config *c, const struct setting *s, const char *v,
+                       struct problem *p)
 {
     (void)s;
     if (!check_secret(v, p))
@@ -483,8 +495,8 @@ static bool set_secret(struct rkv_server_config *c, const struct setting *s,
 
 /* secret_file: the secret is the file's first line (a final newline is
  * dropped). The file must be a regular file no larger than a secret. */
-static bool set_secret_file(struct rkv_server_config *c, const struct setting *s,
-                            const char *v, struct problem *p)
+static bool set_secret_file(struct rkv_server_config *c, const struct setting *s, const char *v,
+                            struct problem *p)
 {
     (void)s;
     char buf[RKV_MAX_SECRET + 3];
@@ -492,8 +504,10 @@ static bool set_secret_file(struct rkv_server_config *c, const struct setting *s
     ssize_t n = -1;
     int fd = open(v, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
-        problem_set(p, "cannot be opened", "%s; create it (e.g. `openssl rand -hex 32 > FILE; "
-                    "chmod 600 FILE`) or fix the path", strerror(errno));
+        problem_set(p, "cannot be opened",
+                    "%s; create it (e.g. `openssl rand -hex 32 > FILE; "
+                    "chmod 600 FILE`) or fix the path",
+                    strerror(errno));
         return false;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -513,7 +527,8 @@ static bool set_secret_file(struct rkv_server_config *c, const struct setting *s
     if (memchr(buf, '\0', (size_t)n) != NULL || !check_secret(buf, p)) {
         problem_set(p, "does not hold a usable secret",
                     "the file must hold one line of 1..%u printable ASCII characters without "
-                    "spaces, e.g. from `openssl rand -hex 32`", RKV_MAX_SECRET);
+                    "spaces, e.g. from `openssl rand -hex 32`",
+                    RKV_MAX_SECRET);
         goto fail;
     }
     memcpy(c->auth_secret, buf, (size_t)n + 1);
@@ -526,7 +541,8 @@ fail:
 
 /* ------------------------------------------------------------ the table */
 
-#define F(name) offsetof(struct rkv_server_config, name), sizeof(((struct rkv_server_config *)0)->name)
+#define F(name) \
+    offsetof(struct rkv_server_config, name), sizeof(((struct rkv_server_config *)0)->name)
 
 enum { GROUP_SECRET = 200, GROUP_POLL_MODE };
 
@@ -541,11 +557,12 @@ enum { GROUP_SECRET = 200, GROUP_POLL_MODE };
 static const struct setting settings[] = {
     { "server", "listen", "listen", 'l', false, true, 0, set_listen, F(listen), 0, 0, "URI",
       "listen on rdma://HOST:PORT, shm:///PATH or tcp://HOST:PORT (memcached text protocol); "
-      "repeatable", DEFAULT_WORDS("shm://RUNDIR/rkv.sock") },
+      "repeatable",
+      DEFAULT_WORDS("shm://RUNDIR/rkv.sock") },
     { "server", "memory", "memory", 'm', false, false, 0, set_size, F(memory),
       RKV_CONFIG_MIN_MEMORY, 16ull << 40, "SIZE", "table region size", DEFAULT_VALUE("256M") },
-    { "server", "workers", "workers", 'w', false, false, 0, set_uint, F(workers),
-      1, RKV_CONFIG_MAX_WORKERS, "N", "request threads", DEFAULT_VALUE("1") },
+    { "server", "workers", "workers", 'w', false, false, 0, set_uint, F(workers), 1,
+      RKV_CONFIG_MAX_WORKERS, "N", "request threads", DEFAULT_VALUE("1") },
     { "server", "cpus", "cpus", 0, false, false, 0, set_cpus, F(cpus), 0, 0, "LIST",
       "pin workers to these CPUs, e.g. 0,2-3; auto: the NIC's NUMA node", DEFAULT_VALUE("auto") },
     { "server", "log_level", "log-level", 0, false, false, 0, set_log_level, F(log_level), 0, 0,
@@ -553,73 +570,81 @@ static const struct setting settings[] = {
     { "server", "log_file", "log-file", 0, false, false, 0, set_text, F(log_file), 0, 0, "PATH",
       "append log lines to PATH", DEFAULT_WORDS("stderr") },
     { "server", "poll_mode", "poll-mode", 0, false, false, GROUP_POLL_MODE, set_poll_mode,
-      F(poll_mode), 0, 0, "MODE", "adaptive (spin, sleep after --poll-idle-us idle), busy or "
-      "event", DEFAULT_VALUE("adaptive") },
+      F(poll_mode), 0, 0, "MODE",
+      "adaptive (spin, sleep after --poll-idle-us idle), busy or "
+      "event",
+      DEFAULT_VALUE("adaptive") },
     { "server", "event_mode", "event-mode", 0, true, false, GROUP_POLL_MODE, set_event_mode,
       F(poll_mode), 0, 0, NULL, "the same as --poll-mode event", NO_DEFAULT },
-    { "server", "poll_idle_us", "poll-idle-us", 0, false, false, 0, set_uint, F(poll_idle_us),
-      1, 1000000, "US", "adaptive mode: sleep after US without a request", DEFAULT_VALUE("200") },
+    { "server", "poll_idle_us", "poll-idle-us", 0, false, false, 0, set_uint, F(poll_idle_us), 1,
+      1000000, "US", "adaptive mode: sleep after US without a request", DEFAULT_VALUE("200") },
     { "server", "hugepages_required", "hugepages-required", 0, true, false, 0, set_bool,
       F(hugepages_required), 0, 0, NULL, "fail instead of falling back to normal pages",
       DEFAULT_VALUE("no") },
-    { "server", "memory_check", "memory-check", 0, false, false, 0, set_bool, F(memory_check),
-      0, 0, "on|off", "refuse a --memory this machine cannot back", DEFAULT_VALUE("on") },
-    { "server", "state_file", "state-file", 0, false, false, 0, set_text, F(state_file), 0, 0,
-      "PATH", "keep the cache across a clean restart: written at stop, read back and removed at "
-      "start", DEFAULT_WORDS("none, every start is empty") },
+    { "server", "memory_check", "memory-check", 0, false, false, 0, set_bool, F(memory_check), 0, 0,
+      "on|off", "refuse a --memory this machine cannot back", DEFAULT_VALUE("on") },
+    { "server", "state_file", "state-file", 0, false, false, 0, set_text, F(state_file), 0, 0, "PATH",
+      "keep the cache across a clean restart: written at stop, read back and removed at "
+      "start",
+      DEFAULT_WORDS("none, every start is empty") },
     { "table", "slab_page_size", "slab-page-size", 0, false, false, 0, set_pow2_size,
       F(slab_page_size), 64u << 10, 16u << 20, "SIZE", "slab page = largest item",
       DEFAULT_VALUE("1M") },
-    { "table", "max_value_len", "max-value-len", 0, false, false, 0, set_size, F(max_value_len),
-      1, 16u << 20, "SIZE", "longest value", DEFAULT_WORDS("what a slab page holds") },
+    { "table", "max_value_len", "max-value-len", 0, false, false, 0, set_size, F(max_value_len), 1,
+      16u << 20, "SIZE", "longest value", DEFAULT_WORDS("what a slab page holds") },
     { "table", "grace_ms", "grace-ms", 0, false, false, 0, set_uint, F(grace_ms), 0, 60000, "MS",
       "reuse freed memory only after MS", DEFAULT_VALUE("100") },
-    { "table", "default_ttl", "default-ttl", 0, false, false, 0, set_uint, F(default_ttl),
-      0, INT32_MAX, "SECONDS", "TTL for PUTs that give none; 0 = never", DEFAULT_VALUE("0") },
+    { "table", "default_ttl", "default-ttl", 0, false, false, 0, set_uint, F(default_ttl), 0,
+      INT32_MAX, "SECONDS", "TTL for PUTs that give none; 0 = never", DEFAULT_VALUE("0") },
     { "table", "evict", "evict", 0, false, false, 0, set_evict, F(evict), 0, 0, "POLICY",
       "none, lru, random or s3fifo", DEFAULT_VALUE("s3fifo") },
     { "rpc", "credits", "credits", 0, false, false, 0, set_uint, F(credits), 1, 4096, "N",
       "requests in flight per connection", DEFAULT_VALUE(SPELL(RKV_STRANS_DEFAULT_CREDITS)) },
-    { "rpc", "max_msg", "max-msg", 0, false, false, 0, set_size, F(max_msg), RKV_MIN_MSG,
-      RKV_MAX_MSG, "SIZE", "bytes per request message",
-      DEFAULT_VALUE(SPELL(RKV_STRANS_DEFAULT_MAX_MSG)) },
+    { "rpc", "max_msg", "max-msg", 0, false, false, 0, set_size, F(max_msg), RKV_MIN_MSG, RKV_MAX_MSG,
+      "SIZE", "bytes per request message", DEFAULT_VALUE(SPELL(RKV_STRANS_DEFAULT_MAX_MSG)) },
     { "rpc", "max_conns", "max-conns", 0, false, false, 0, set_uint, F(max_conns), 1, 65536, "N",
       "authenticated connections at once", DEFAULT_VALUE(SPELL(RKV_STRANS_DEFAULT_MAX_CONNS)) },
     { "rpc", "max_unauth_conns", "max-unauth-conns", 0, false, false, 0, set_uint,
-      F(max_unauth_conns), 1, 4096, "N", "connections not past HELLO yet; the oldest is dropped "
-      "for a new one", DEFAULT_VALUE("16") },
-    { "rpc", "hello_timeout_ms", "hello-timeout-ms", 0, false, false, 0, set_uint,
-      F(hello_timeout_ms), 10, 600000, "MS", "close a connection without HELLO after MS",
-      DEFAULT_VALUE("5000") },
+      F(max_unauth_conns), 1, 4096, "N",
+      "connections not past HELLO yet; the oldest is dropped "
+      "for a new one",
+      DEFAULT_VALUE("16") },
+    { "rpc", "hello_timeout_ms", "hello-timeout-ms", 0, false, false, 0, set_uint, F(hello_timeout_ms),
+      10, 600000, "MS", "close a connection without HELLO after MS", DEFAULT_VALUE("5000") },
     { "rdma", "device", "rdma-device", 0, false, false, 0, set_device, F(rdma_device), 0, 0, "NAME",
       "RDMA device, e.g. mlx5_0", DEFAULT_WORDS("rdma_cm's choice") },
     { "rdma", "gid_index", "gid-index", 0, false, false, 0, set_gid_index, F(gid_index), 0, 65535,
       "N", "RoCE GID index; auto: rdma_cm's choice", DEFAULT_VALUE("auto") },
     { "rdma", "max_inline", "max-inline", 0, false, false, 0, set_uint, F(max_inline), 0, 1024,
       "BYTES", "inline data per send", DEFAULT_VALUE(SPELL(RKV_RDMA_DEFAULT_INLINE)) },
-    { "rdma", "signal_interval", "signal-interval", 0, false, false, 0, set_uint,
-      F(signal_interval), 1, 1024, "N", "signal one send in N",
-      DEFAULT_VALUE(SPELL(RKV_RDMA_DEFAULT_SIGNAL)) },
+    { "rdma", "signal_interval", "signal-interval", 0, false, false, 0, set_uint, F(signal_interval),
+      1, 1024, "N", "signal one send in N", DEFAULT_VALUE(SPELL(RKV_RDMA_DEFAULT_SIGNAL)) },
     { "rdma", "cq_size", "cq-size", 0, false, false, 0, set_uint, F(cq_size), 0, 4u << 20, "N",
       "completion queue entries; 0 = automatic", DEFAULT_VALUE("0") },
     { "rdma", "tos", "tos", 0, false, false, 0, set_uint, F(tos), 0, 255, "N",
       "IP type of service for RoCE", DEFAULT_VALUE("0") },
     { "rdma", "ack_timeout", "rdma-ack-timeout", 0, false, false, 0, set_uint, F(ack_timeout),
-      RKV_RDMA_ACK_TIMEOUT_MIN, RKV_RDMA_ACK_TIMEOUT_MAX, "N", "RC ACK timeout: each try waits "
-      "4.096 us x 2^N", DEFAULT_VALUE(SPELL(RKV_RDMA_ACK_TIMEOUT)) },
+      RKV_RDMA_ACK_TIMEOUT_MIN, RKV_RDMA_ACK_TIMEOUT_MAX, "N",
+      "RC ACK timeout: each try waits "
+      "4.096 us x 2^N",
+      DEFAULT_VALUE(SPELL(RKV_RDMA_ACK_TIMEOUT)) },
     { "rdma", "retry_count", "rdma-retry-count", 0, false, false, 0, set_uint, F(retry_count),
-      RKV_RDMA_RETRY_COUNT_MIN, RKV_RDMA_RETRY_COUNT_MAX, "N", "RC retransmissions before a "
+      RKV_RDMA_RETRY_COUNT_MIN, RKV_RDMA_RETRY_COUNT_MAX, "N",
+      "RC retransmissions before a "
       "transfer to a silent peer fails; Soft-RoCE retries forever at 7",
       DEFAULT_VALUE(SPELL(RKV_RDMA_RETRY_COUNT)) },
     { "security", "secret", "auth-secret", 0, false, false, GROUP_SECRET, set_secret,
-      F(auth_secret), 0, 0, "SECRET", "shared secret clients must present; visible in ps, so "
-      "prefer --auth-secret-file", DEFAULT_WORDS("none") },
-    { "security", "secret_file", "auth-secret-file", 0, false, false, GROUP_SECRET,
-      set_secret_file, F(auth_secret), 0, 0, "FILE", "read the shared secret from FILE",
-      NO_DEFAULT },
+      F(auth_secret), 0, 0, "SECRET",
+      "shared secret clients must present; visible in ps, so "
+      "prefer --auth-secret-file",
+      DEFAULT_WORDS("none") },
+    { "security", "secret_file", "auth-secret-file", 0, false, false, GROUP_SECRET, set_secret_file,
+      F(auth_secret), 0, 0, "FILE", "read the shared secret from FILE", NO_DEFAULT },
     { "security", "tcp_allow_unauthenticated", "tcp-allow-unauthenticated", 0, true, false, 0,
-      set_bool, F(tcp_allow_unauthenticated), 0, 0, NULL, "with a secret, open tcp:// (memcached, "
-      "which cannot authenticate) on non-loopback addresses too", DEFAULT_VALUE("no") },
+      set_bool, F(tcp_allow_unauthenticated), 0, 0, NULL,
+      "with a secret, open tcp:// (memcached, "
+      "which cannot authenticate) on non-loopback addresses too",
+      DEFAULT_VALUE("no") },
     { "stats", "listen", "stats-listen", 0, false, false, 0, set_host_port, F(stats_listen), 0, 0,
       "HOST:PORT", "serve Prometheus text metrics, e.g. 127.0.0.1:9121", DEFAULT_VALUE("off") },
 };
@@ -667,8 +692,7 @@ static const char *shown(const char *v, char *buf, size_t len)
 /* The directory a default shm socket goes to (see config.h). */
 static void default_listen(struct rkv_server_config *c)
 {
-    const char *candidates[3] = { getenv("RUNTIME_DIRECTORY"),
-                                  geteuid() == 0 ? "/run/rkv" : NULL,
+    const char *candidates[3] = { getenv("RUNTIME_DIRECTORY"), geteuid() == 0 ? "/run/rkv" : NULL,
                                   getenv("XDG_RUNTIME_DIR") };
     const char *dir = "/tmp";
     for (size_t i = 0; i < RKV_ARRAY_SIZE(candidates); i++) {
@@ -708,20 +732,24 @@ static int finish(struct rkv_server_config *c, FILE *err)
     if (c->max_value_len == 0) {
         c->max_value_len = value_room;
     } else if (c->max_value_len > value_room) {
-        say(err, "max_value_len %u does not fit a slab page of %s (at most %u bytes after the "
+        say(err,
+            "max_value_len %u does not fit a slab page of %s (at most %u bytes after the "
             "item header and the longest key); raise slab_page_size or lower max_value_len",
             c->max_value_len, rkv_format_size(c->slab_page_size, a, sizeof a), value_room);
         return RKV_CONFIG_BAD;
     }
     if (c->memory < 4ull * c->slab_page_size) {
-        say(err, "memory %s holds fewer than 4 slab pages of %s; raise memory or lower "
-            "slab_page_size", rkv_format_size(c->memory, a, sizeof a),
-            rkv_format_size(c->slab_page_size, b, sizeof b));
+        say(err,
+            "memory %s holds fewer than 4 slab pages of %s; raise memory or lower "
+            "slab_page_size",
+            rkv_format_size(c->memory, a, sizeof a), rkv_format_size(c->slab_page_size, b, sizeof b));
         return RKV_CONFIG_BAD;
     }
     if (c->cq_size != 0 && c->cq_size < 2u * c->credits) {
-        say(err, "cq_size %u is below 2 x credits (%u); raise cq_size or set it to 0 "
-            "(automatic)", c->cq_size, 2u * c->credits);
+        say(err,
+            "cq_size %u is below 2 x credits (%u); raise cq_size or set it to 0 "
+            "(automatic)",
+            c->cq_size, 2u * c->credits);
         return RKV_CONFIG_BAD;
     }
     if (c->max_inline > c->max_msg) {
@@ -739,16 +767,17 @@ static int finish(struct rkv_server_config *c, FILE *err)
 /* Parser state shared by the line reader and the inih handler. */
 struct ini_state {
     struct rkv_server_config *c;
-    const char *name;                 /* file name for messages */
-    const char *text;                 /* the whole file */
-    size_t len, pos;                  /* its length, and the next unread byte */
-    unsigned lineno;                  /* line last handed to inih */
-    unsigned set_line[N_SETTINGS];    /* line a key was set on (duplicates) */
-    unsigned err_line;                /* first error's line; 0 = none yet */
-    char msg[768];                    /* first error's message */
+    const char *name;              /* file name for messages */
+    const char *text;              /* the whole file */
+    size_t len, pos;               /* its length, and the next unread byte */
+    unsigned lineno;               /* line last handed to inih */
+    unsigned set_line[N_SETTINGS]; /* line a key was set on (duplicates) */
+    unsigned err_line;             /* first error's line; 0 = none yet */
+    char msg[768];                 /* first error's message */
 };
 
-static void config_ini_fail(struct ini_state *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void config_ini_fail(struct ini_state *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void config_ini_fail(struct ini_state *st, const char *fmt, ...)
 {
     if (st->err_line != 0)
@@ -805,8 +834,10 @@ static char *ini_read_line(char *str, int num, void *stream)
         size_t len = RKV_MIN((size_t)(close - q - 1), sizeof copy - 1);
         memcpy(copy, q + 1, len);
         copy[len] = '\0';
-        config_ini_fail(st, "[%s] is not a section; sections are [server], [table], [rpc], [rdma], "
-                        "[security] and [stats]", shown(copy, name, sizeof name));
+        config_ini_fail(st,
+                        "[%s] is not a section; sections are [server], [table], [rpc], [rdma], "
+                        "[security] and [stats]",
+                        shown(copy, name, sizeof name));
         return NULL;
     }
     return str;
@@ -831,12 +862,15 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
         return 0;
     if (!known_section(section, strlen(section))) {
         if (section[0] == '\0')
-            config_ini_fail(st, "%s = %s comes before any [section]; put it under [server], [table], "
-                            "[rpc], [rdma], [security] or [stats]", shown(name, keys, sizeof keys),
-                            shown(value, v, sizeof v));
+            config_ini_fail(st,
+                            "%s = %s comes before any [section]; put it under [server], [table], "
+                            "[rpc], [rdma], [security] or [stats]",
+                            shown(name, keys, sizeof keys), shown(value, v, sizeof v));
         else
-            config_ini_fail(st, "[%s] is not a section; sections are [server], [table], [rpc], [rdma], "
-                            "[security] and [stats]", shown(section, keys, sizeof keys));
+            config_ini_fail(st,
+                            "[%s] is not a section; sections are [server], [table], [rpc], [rdma], "
+                            "[security] and [stats]",
+                            shown(section, keys, sizeof keys));
         return 0;
     }
     const struct setting *s = NULL;
@@ -854,9 +888,11 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
     for (size_t i = 0; i < N_SETTINGS && !s->repeatable; i++) {
         bool same = i == idx || (s->dup_group != 0 && settings[i].dup_group == s->dup_group);
         if (same && st->set_line[i] != 0) {
-            config_ini_fail(st, "[%s] %s: %s already set on line %u; give each key once (a line "
-                            "starting with a space continues the previous key)", section, name,
-                            i == idx ? "this key was" : settings[i].key, st->set_line[i]);
+            config_ini_fail(st,
+                            "[%s] %s: %s already set on line %u; give each key once (a line "
+                            "starting with a space continues the previous key)",
+                            section, name, i == idx ? "this key was" : settings[i].key,
+                            st->set_line[i]);
             return 0;
         }
     }
@@ -869,8 +905,8 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
 }
 
 /* Apply INI text without the final check (load applies flags first). */
-static int apply_ini(struct rkv_server_config *c, const char *text, size_t len,
-                     const char *name, FILE *err)
+static int apply_ini(struct rkv_server_config *c, const char *text, size_t len, const char *name,
+                     FILE *err)
 {
     struct ini_state st;
     memset(&st, 0, sizeof st);
@@ -880,8 +916,10 @@ static int apply_ini(struct rkv_server_config *c, const char *text, size_t len,
     st.len = len;
     int rc = ini_parse_stream(ini_read_line, &st, on_ini_entry, &st);
     if (rc > 0 && (st.err_line == 0 || (unsigned)rc < st.err_line)) {
-        say(err, "%s:%d: not a [section] or key = value line; fix or remove it (comments "
-            "start with # or ;)", name, rc);
+        say(err,
+            "%s:%d: not a [section] or key = value line; fix or remove it (comments "
+            "start with # or ;)",
+            name, rc);
         return RKV_CONFIG_BAD;
     }
     if (st.err_line != 0) {
@@ -909,8 +947,10 @@ static int read_whole_file(const char *path, char **out, size_t *out_len, FILE *
         return RKV_CONFIG_BAD;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > RKV_CONFIG_MAX_FILE) {
-        say(err, "config file %s is not a regular file of at most %u bytes; pass the INI file "
-            "to --config", path, RKV_CONFIG_MAX_FILE);
+        say(err,
+            "config file %s is not a regular file of at most %u bytes; pass the INI file "
+            "to --config",
+            path, RKV_CONFIG_MAX_FILE);
         goto fail;
     }
     buf = malloc((size_t)st.st_size + 1);
@@ -1018,10 +1058,9 @@ void rkv_server_config_usage(FILE *out, const char *argv0)
         else
             fprintf(out, "  %-26s %s\n", left, s->help);
     }
-    fprintf(out,
-            "  -h, --help                 show this help and exit\n"
-            "  -V, --version              show the version and exit\n\n"
-            "Sizes take K/M/G/T suffixes (binary). Exit status: 0 ok, 2 bad configuration.\n");
+    fprintf(out, "  -h, --help                 show this help and exit\n"
+                 "  -V, --version              show the version and exit\n\n"
+                 "Sizes take K/M/G/T suffixes (binary). Exit status: 0 ok, 2 bad configuration.\n");
 }
 
 bool rkv_server_config_setting(size_t i, struct rkv_setting_info *out)
@@ -1029,14 +1068,16 @@ bool rkv_server_config_setting(size_t i, struct rkv_setting_info *out)
     if (i >= N_SETTINGS)
         return false;
     const struct setting *s = &settings[i];
-    *out = (struct rkv_setting_info){ .section = s->section, .key = s->key, .flag = s->flag,
-                                      .no_arg = s->no_arg, .default_value = s->default_value,
+    *out = (struct rkv_setting_info){ .section = s->section,
+                                      .key = s->key,
+                                      .flag = s->flag,
+                                      .no_arg = s->no_arg,
+                                      .default_value = s->default_value,
                                       .default_words = s->default_words };
     return true;
 }
 
-int rkv_server_config_load_to(struct rkv_server_config *c, int argc, char **argv,
-                              FILE *out, FILE *err)
+int rkv_server_config_load_to(struct rkv_server_config *c, int argc, char **argv, FILE *out, FILE *err)
 {
     struct option opts[N_SETTINGS + 4];
     char shorts[64];
@@ -1065,8 +1106,7 @@ int rkv_server_config_load_to(struct rkv_server_config *c, int argc, char **argv
         }
         if (opt == OPT_CONFIG) {
             if (strlen(optarg) >= sizeof c->config_path) {
-                say(err, "--config: the path is longer than %zu bytes",
-                    sizeof c->config_path - 1);
+                say(err, "--config: the path is longer than %zu bytes", sizeof c->config_path - 1);
                 return RKV_CONFIG_BAD;
             }
             strcpy(c->config_path, optarg);

@@ -28,17 +28,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define RKV_CONFIG_MAX_LISTEN   8u    /* listen URIs per server */
-#define RKV_CONFIG_MAX_CPUS     64u   /* entries in the worker pinning list */
-#define RKV_CONFIG_MAX_WORKERS  64u
-#define RKV_CONFIG_MIN_MEMORY   (8ull << 20)
-#define RKV_CONFIG_MAX_FILE     (1u << 20)   /* largest config file read */
+#define RKV_CONFIG_MAX_LISTEN  8u  /* listen URIs per server */
+#define RKV_CONFIG_MAX_CPUS    64u /* entries in the worker pinning list */
+#define RKV_CONFIG_MAX_WORKERS 64u
+#define RKV_CONFIG_MIN_MEMORY  (8ull << 20)
+#define RKV_CONFIG_MAX_FILE    (1u << 20) /* largest config file read */
 
 /* Exit-style results of rkv_server_config_load(). */
 enum {
-    RKV_CONFIG_OK = 0,    /* run the server */
-    RKV_CONFIG_EXIT = 1,  /* --help or --version printed: exit 0 */
-    RKV_CONFIG_BAD = 2,   /* a bad value, message printed: exit 2 */
+    RKV_CONFIG_OK = 0,   /* run the server */
+    RKV_CONFIG_EXIT = 1, /* --help or --version printed: exit 0 */
+    RKV_CONFIG_BAD = 2,  /* a bad value, message printed: exit 2 */
 };
 
 /* How a worker waits for requests (worker.c). */
@@ -66,52 +66,59 @@ struct rkv_server_config {
      * $RUNTIME_DIRECTORY (systemd), /run/rkv for root, $XDG_RUNTIME_DIR, /tmp. */
     struct rkv_listen_uri listen[RKV_CONFIG_MAX_LISTEN];
     unsigned listen_count;
-    uint64_t memory;             /* --memory SIZE: table region bytes (>= 8M) */
-    unsigned workers;            /* --workers N: request threads (1..64) */
+    uint64_t memory;               /* --memory SIZE: table region bytes (>= 8M) */
+    unsigned workers;              /* --workers N: request threads (1..64) */
     int cpus[RKV_CONFIG_MAX_CPUS]; /* --cpus LIST "0,2-3": worker i runs on cpus[i % cpu_count] */
-    unsigned cpu_count;          /* 0 = no list: the server picks the NIC's NUMA node when known */
-    int log_level;               /* --log-level error|warn|info|debug: enum rkv_log_level */
-    char log_file[4096];         /* --log-file PATH: append log lines here; "" = stderr */
-    int poll_mode;               /* --poll-mode adaptive|busy|event: enum rkv_poll_mode;
-                                    --event-mode / event_mode = yes is the older spelling of event */
-    uint32_t poll_idle_us;       /* --poll-idle-us: adaptive mode sleeps after this long without work
-                                    (1..1000000) */
-    bool hugepages_required;     /* --hugepages-required: fail instead of falling back to normal pages */
-    bool memory_check;           /* --memory-check on|off: refuse a --memory this machine cannot back
-                                    (RAM, cgroup limit, hugepages, memlock; server/memory_budget.h) */
-    char state_file[4096];       /* --state-file PATH: a clean stop writes the region here, the next
-                                    start keeps it (server/state_file.h); "" = every start is empty */
+    unsigned cpu_count;      /* 0 = no list: the server picks the NIC's NUMA node when known */
+    int log_level;           /* --log-level error|warn|info|debug: enum rkv_log_level */
+    char log_file[4096];     /* --log-file PATH: append log lines here; "" = stderr */
+    int poll_mode;           /* --poll-mode adaptive|busy|event: enum rkv_poll_mode;
+                                --event-mode / event_mode = yes is the older spelling of event */
+    uint32_t poll_idle_us;   /* --poll-idle-us: adaptive mode sleeps after this long without work
+                                (1..1000000) */
+    bool hugepages_required; /* --hugepages-required: fail instead of falling back to normal pages */
+    bool memory_check;       /* --memory-check on|off: refuse a --memory this machine cannot back
+                                (RAM, cgroup limit, hugepages, memlock; server/memory_budget.h) */
+    char state_file[4096];   /* --state-file PATH: a clean stop writes the region here, the next
+                                start keeps it (server/state_file.h); "" = every start is empty */
 
     /* [table] */
-    uint32_t slab_page_size;     /* --slab-page-size: bytes per slab page = largest item (power of two 64K..16M) */
-    uint32_t max_value_len;      /* --max-value-len: longest value (unset: slab page - item header - longest key) */
-    uint32_t grace_ms;           /* --grace-ms: freed item memory is reused only after this long (0..60000) */
-    uint32_t default_ttl;        /* --default-ttl SECONDS: applied when a PUT gives none; 0 = never expire */
-    int evict;                   /* --evict none|lru|random: enum rkv_evict_policy */
+    /* --slab-page-size: bytes per slab page = largest item (power of two 64K..16M) */
+    uint32_t slab_page_size;
+    /* --max-value-len: longest value (unset: slab page - item header - longest key) */
+    uint32_t max_value_len;
+    uint32_t grace_ms; /* --grace-ms: freed item memory is reused only after this long (0..60000) */
+    uint32_t default_ttl; /* --default-ttl SECONDS: applied when a PUT gives none; 0 = never expire */
+    int evict;            /* --evict none|lru|random: enum rkv_evict_policy */
 
     /* [rpc] */
-    unsigned credits;            /* --credits: receive buffers = requests in flight per connection (1..4096) */
-    uint32_t max_msg;            /* --max-msg: bytes per request/reply message (RKV_MIN_MSG..RKV_MAX_MSG) */
-    unsigned max_conns;          /* --max-conns: authenticated connections at once (1..65536) */
-    unsigned max_unauth_conns;   /* --max-unauth-conns: connections not past HELLO yet; a new one drops the oldest (1..4096) */
-    unsigned hello_timeout_ms;   /* --hello-timeout-ms: a connection without HELLO is closed after this (10..600000) */
+    unsigned credits; /* --credits: receive buffers = requests in flight per connection (1..4096) */
+    uint32_t max_msg; /* --max-msg: bytes per request/reply message (RKV_MIN_MSG..RKV_MAX_MSG) */
+    unsigned max_conns; /* --max-conns: authenticated connections at once (1..65536) */
+    /* --max-unauth-conns: connections not past HELLO yet; a new one drops the oldest (1..4096) */
+    unsigned max_unauth_conns;
+    /* --hello-timeout-ms: a connection without HELLO is closed after this (10..600000) */
+    unsigned hello_timeout_ms;
 
     /* [rdma] */
-    char rdma_device[64];        /* --rdma-device NAME: e.g. mlx5_0; "" = the device rdma_cm binds the address to */
-    int gid_index;               /* --gid-index: GID table index for RoCE; -1 = rdma_cm's choice */
-    unsigned max_inline;         /* --max-inline: bytes sent inline with a work request (0..1024) */
-    unsigned signal_interval;    /* --signal-interval: signal one send in N (1..1024) */
-    unsigned cq_size;            /* --cq-size: completion queue entries; 0 = 2 x (send + recv depth) */
-    uint8_t tos;                 /* --tos: IP type of service for RoCE traffic */
-    unsigned ack_timeout;        /* --rdma-ack-timeout: RC ACK timeout exponent, each try waits 4.096 us x 2^N (1..31) */
-    unsigned retry_count;        /* --rdma-retry-count: RC retransmissions before a transfer fails (1..7; 7 = forever on Soft-RoCE) */
+    char rdma_device[64]; /* --rdma-device NAME: e.g. mlx5_0; "" = the device rdma_cm binds the address to */
+    int gid_index;            /* --gid-index: GID table index for RoCE; -1 = rdma_cm's choice */
+    unsigned max_inline;      /* --max-inline: bytes sent inline with a work request (0..1024) */
+    unsigned signal_interval; /* --signal-interval: signal one send in N (1..1024) */
+    unsigned cq_size;         /* --cq-size: completion queue entries; 0 = 2 x (send + recv depth) */
+    uint8_t tos;              /* --tos: IP type of service for RoCE traffic */
+    /* --rdma-ack-timeout: RC ACK timeout exponent, each try waits 4.096 us x 2^N (1..31) */
+    unsigned ack_timeout;
+    /* --rdma-retry-count: RC retransmissions before a transfer fails (1..7; 7 = forever on Soft-RoCE) */
+    unsigned retry_count;
 
     /* [security] */
-    bool tcp_allow_unauthenticated; /* --tcp-allow-unauthenticated: tcp:// (memcached) on non-loopback despite a secret */
-    char auth_secret[65];        /* --auth-secret / secret / secret_file: clients must present it; "" = none */
+    /* --tcp-allow-unauthenticated: tcp:// (memcached) on non-loopback despite a secret */
+    bool tcp_allow_unauthenticated;
+    char auth_secret[65]; /* --auth-secret / secret / secret_file: clients must present it; "" = none */
 
     /* [stats] */
-    char stats_listen[128];      /* --stats-listen HOST:PORT: Prometheus text endpoint; "" = off */
+    char stats_listen[128]; /* --stats-listen HOST:PORT: Prometheus text endpoint; "" = off */
 };
 
 /* Fill every field with its default (listen is left empty until load). */
@@ -125,8 +132,8 @@ int rkv_server_config_load(struct rkv_server_config *c, int argc, char **argv);
 
 /* The same, with help/version text going to `out` and messages to `err`
  * (NULL: discard). For tests and tools that capture the messages. */
-int rkv_server_config_load_to(struct rkv_server_config *c, int argc, char **argv,
-                              FILE *out, FILE *err);
+int rkv_server_config_load_to(struct rkv_server_config *c, int argc, char **argv, FILE *out,
+                              FILE *err);
 
 /* Apply an INI file on top of what `c` holds, then check and complete the
  * result (as load does). Returns RKV_CONFIG_OK or RKV_CONFIG_BAD. */
@@ -141,12 +148,12 @@ void rkv_server_config_usage(FILE *out, const char *argv0);
 
 /* One row of the settings table as --help shows it. */
 struct rkv_setting_info {
-    const char *section, *key;  /* in the INI file */
-    const char *flag;           /* long option without "--" */
-    bool no_arg;                /* the flag takes no value */
-    const char *default_value;  /* spelt as in the file, shown "(default VALUE)"; or NULL */
-    const char *default_words;  /* with no value: what applies unset, shown "(default: WORDS)";
-                                   NULL with default_value NULL: --help shows no default */
+    const char *section, *key; /* in the INI file */
+    const char *flag;          /* long option without "--" */
+    bool no_arg;               /* the flag takes no value */
+    const char *default_value; /* spelt as in the file, shown "(default VALUE)"; or NULL */
+    const char *default_words; /* with no value: what applies unset, shown "(default: WORDS)";
+                                  NULL with default_value NULL: --help shows no default */
 };
 
 /* Row i of the settings table (0, 1, ... until it returns false). For tests

@@ -52,12 +52,12 @@
 #include "table_private.h"
 #include "util.h"
 
-#define LRU_SAMPLES     16     /* lru and s3fifo */
+#define LRU_SAMPLES     16 /* lru and s3fifo */
 #define RANDOM_SAMPLES  16
-#define USE_DECAY_MIN   1024   /* s3fifo: stores per lost use at least */
-#define RESERVE_MIN     8      /* initial evict-ahead reserve per class, in items */
-#define EVICT_AHEAD_MAX 32     /* evictions one PUT does ahead of need */
-#define ALLOC_TRIES     3      /* waits for the limbo or a moved page before a PUT gives up */
+#define USE_DECAY_MIN   1024 /* s3fifo: stores per lost use at least */
+#define RESERVE_MIN     8    /* initial evict-ahead reserve per class, in items */
+#define EVICT_AHEAD_MAX 32   /* evictions one PUT does ahead of need */
+#define ALLOC_TRIES     3    /* waits for the limbo or a moved page before a PUT gives up */
 
 /* Each class's evict-ahead reserve starts at RESERVE_MIN items; s3fifo's
  * use decay as for a region full of 256-byte items, until the first tick
@@ -67,7 +67,8 @@ void rkv_evict_init(struct rkv_table *t)
     for (unsigned i = 0; i < RKV_MAX_CLASSES; i++)
         t->reserve[i] = RESERVE_MIN;
     t->reserve_tick_ns = t->now_ns();
-    __atomic_store_n(&t->use_decay, (uint32_t)RKV_MIN(RKV_MAX(t->size / 256, USE_DECAY_MIN), UINT32_MAX / 2),
+    __atomic_store_n(&t->use_decay,
+                     (uint32_t)RKV_MIN(RKV_MAX(t->size / 256, USE_DECAY_MIN), UINT32_MAX / 2),
                      __ATOMIC_RELAXED);
 }
 
@@ -183,7 +184,7 @@ bool rkv_evict_pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, str
     for (unsigned i = 0; i < samples; i++)
         rnd[i] = rkv_evict_rng(t);
     if (rkv_slab_sample(t->slab, cls, rnd, samples, offs) < samples)
-        return false;  /* the class has no pages */
+        return false; /* the class has no pages */
     for (unsigned i = 0; i < samples; i++) {
         struct place p;
         if (!rkv_table_live_at(t, offs[i], cls, &p) || p.word == keep)
@@ -253,7 +254,8 @@ inline unsigned rkv_evict_ahead_want(struct rkv_table *t, unsigned cls)
     if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_any(t->slab))
         return 0;
     uint64_t owned, coming = rkv_slab_class_spare(t->slab, cls, &owned);
-    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(owned));
+    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED),
+                              reserve_cap(owned));
     return coming < target ? (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX) : 0;
 }
 
@@ -343,10 +345,11 @@ rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned cls, const struct rkv_k
         rkv_slab_class_stats(t->slab, cls, &cs);
         uint64_t cap = reserve_cap(cs.pages * cs.per_page);
         bool starved = cs.pages > 0 && t->reserve[cls] >= cap; /* ran dry at the largest reserve */
-        if (t->reserve[cls] < cap)   /* we ran dry: the reserve was too small */
+        if (t->reserve[cls] < cap) /* we ran dry: the reserve was too small */
             __atomic_store_n(&t->reserve[cls], RKV_MIN(2 * t->reserve[cls], cap), __ATOMIC_RELAXED);
-        unsigned evicted = evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap),
-                                                                 EVICT_AHEAD_MAX), keep, true);
+        unsigned evicted =
+            evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap), EVICT_AHEAD_MAX),
+                        keep, true);
         /* No page coming for it, and nothing of its own to evict or on its
          * way back, or starved: take a page from another class. */
         if (rkv_slab_page_wait_ms(t->slab, cls) < 0) {
@@ -359,9 +362,10 @@ rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned cls, const struct rkv_k
 
         if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
             return RKV_OK;
-        int wait = wait_min(rkv_slab_limbo_wait_ms(t->slab, cls), rkv_slab_page_wait_ms(t->slab, cls));
+        int wait = wait_min(rkv_slab_limbo_wait_ms(t->slab, cls),
+                            rkv_slab_page_wait_ms(t->slab, cls));
         if (wait < 0)
-            return RKV_OUT_OF_MEMORY;  /* nothing evictable anywhere, nothing on its way back */
+            return RKV_OUT_OF_MEMORY; /* nothing evictable anywhere, nothing on its way back */
         sleep_ms((unsigned)wait + 1);
         if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
             return RKV_OK;

@@ -60,7 +60,8 @@ static int open_listeners(struct rkv_server *srv)
             (ep->ops = rkv_server_transport_by_scheme(scheme)) == NULL ||
             (ep->wire = rkv_wire_by_scheme(scheme)) == NULL) {
             RKV_ERROR("cannot listen on %s: unknown transport; use rdma://HOST:PORT, shm://PATH "
-                      "or tcp://HOST:PORT", ep->uri);
+                      "or tcp://HOST:PORT",
+                      ep->uri);
             return -1;
         }
         if (rkv_wire_check_listener(ep->wire, cfg, ep->uri, addr) != 0)
@@ -93,7 +94,7 @@ static void accept_all(struct rkv_server *srv, struct rkv_listen_ep *ep, unsigne
             continue;
         }
         *wc = (struct rkv_wconn){ .ops = ep->ops, .wire = ep->wire, .conn = conn, .ep = ep };
-        if (rkv_wire_accept(wc->wire, srv, wc)) {   /* crowded one out: its worker closes it */
+        if (rkv_wire_accept(wc->wire, srv, wc)) { /* crowded one out: its worker closes it */
             for (unsigned i = 0; i < srv->nworkers; i++)
                 rkv_worker_wake(&srv->workers[i]);
         }
@@ -136,8 +137,8 @@ static void serve_until_signal(struct rkv_server *srv, int sigfd, int tickfd, in
         pfd[n++] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
         pfd[n++] = (struct pollfd){ .fd = tickfd, .events = POLLIN };
         for (unsigned i = 0; i < srv->nlisteners; i++)
-            pfd[n++] = (struct pollfd){
-                .fd = srv->listeners[i].ops->listener_fd(srv->listeners[i].l), .events = POLLIN };
+            pfd[n++] = (struct pollfd){ .fd = srv->listeners[i].ops->listener_fd(srv->listeners[i].l),
+                                        .events = POLLIN };
         pfd[n++] = (struct pollfd){ .fd = metricsfd, .events = POLLIN }; /* -1: ignored */
         if (poll(pfd, n, 1000) < 0 && errno != EINTR) {
             RKV_ERROR("poll: %s", strerror(errno));
@@ -228,8 +229,9 @@ static int check_memory(struct rkv_server_config *cfg, uint64_t *rest)
         RKV_WARN("max_conns lowered from %u to %u: the buffers of %u connections do not fit "
                  "beside the %s region in the memory this machine offers; later peers get "
                  "\"server busy\". Set max_conns to at most %u, lower --memory, or give the "
-                 "server more memory", cfg->max_conns, conns, cfg->max_conns,
-                 rkv_format_size(cfg->memory, sz, sizeof sz), conns);
+                 "server more memory",
+                 cfg->max_conns, conns, cfg->max_conns, rkv_format_size(cfg->memory, sz, sizeof sz),
+                 conns);
         cfg->max_conns = conns;
     }
     /* the guard protects population: connection buffers come later, as
@@ -243,22 +245,25 @@ static int check_memory(struct rkv_server_config *cfg, uint64_t *rest)
 
 /* ------------------------------------------------------------ --state-file */
 
-static bool srv_state_kept;   /* the table is the state file's: remove the file before serving */
+static bool srv_state_kept; /* the table is the state file's: remove the file before serving */
 
 /* The table configuration the server lays its region out with. */
 static struct rkv_table_config table_config(const struct rkv_server_config *cfg)
 {
     return (struct rkv_table_config){
-        .slab_page_size = cfg->slab_page_size, .max_key_len = RKV_MAX_KEY_LEN,
-        .max_value_len = cfg->max_value_len, .grace_ms = cfg->grace_ms,
-        .default_ttl = cfg->default_ttl, .evict = (enum rkv_evict_policy)cfg->evict,
+        .slab_page_size = cfg->slab_page_size,
+        .max_key_len = RKV_MAX_KEY_LEN,
+        .max_value_len = cfg->max_value_len,
+        .grace_ms = cfg->grace_ms,
+        .default_ttl = cfg->default_ttl,
+        .evict = (enum rkv_evict_policy)cfg->evict,
     };
 }
 
 /* The state header's fingerprint of this server: format, version and the
  * configuration the region was laid out with. 0, or -1 with a message. */
-static int state_fingerprint(const struct rkv_server *srv, struct rkv_state_header *h,
-                             char *err, size_t err_len)
+static int state_fingerprint(const struct rkv_server *srv, struct rkv_state_header *h, char *err,
+                             size_t err_len)
 {
     struct rkv_table_config tc = table_config(&srv->cfg);
     struct rkv_region_header g;
@@ -283,7 +288,7 @@ static int state_fingerprint(const struct rkv_server *srv, struct rkv_state_head
 
 static double gbps(uint64_t bytes, uint64_t ns)
 {
-    return ns ? (double)bytes / (double)ns : 0;   /* bytes per ns = GB/s */
+    return ns ? (double)bytes / (double)ns : 0; /* bytes per ns = GB/s */
 }
 
 /* Keep the region of the state file opened as fd (header `file`): check it
@@ -310,13 +315,15 @@ static int state_keep(struct rkv_server *srv, int fd, const struct rkv_state_hea
     uint64_t t1 = rkv_now_ns();
     if (rkv_state_region_header_sum(srv->region.base) != file->region_header_sum) {
         RKV_ERROR("--state-file %s has a damaged region header (its checksum does not match); "
-                  "remove the file to start empty", path);
+                  "remove the file to start empty",
+                  path);
         return 2;
     }
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     uint64_t real = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-    uint64_t down = real > file->stop_realtime_ns ? (real - file->stop_realtime_ns) / 1000000000ull : 0;
+    uint64_t down = real > file->stop_realtime_ns ? (real - file->stop_realtime_ns) / 1000000000ull
+                                                  : 0;
     struct rkv_table_restore r = {
         .clock = down >= UINT32_MAX - file->clock ? UINT32_MAX : file->clock + (uint32_t)down,
         .max_version = file->max_version,
@@ -381,8 +388,8 @@ static int state_save(struct rkv_server *srv)
     }
     uint64_t t1 = rkv_now_ns();
     RKV_INFO("state file %s: wrote %s (%llu items) in %.3f s (%.2f GB/s); the next start with "
-             "the same configuration keeps them", path,
-             rkv_format_size(srv->region.size, sz, sizeof sz), (unsigned long long)ts.items,
+             "the same configuration keeps them",
+             path, rkv_format_size(srv->region.size, sz, sizeof sz), (unsigned long long)ts.items,
              (double)(t1 - t0) / 1e9, gbps(srv->region.size, t1 - t0));
     return 0;
 }
@@ -400,19 +407,17 @@ static int setup_table(struct rkv_server *srv)
     int state_fd = -1;
     if (cfg->state_file[0]) {
         switch (rkv_state_open(cfg->state_file, geteuid(), &state_fd, &file, err, sizeof err)) {
-        case RKV_STATE_REFUSED:
-            RKV_ERROR("%s", err);
-            return 2;
+        case RKV_STATE_REFUSED: RKV_ERROR("%s", err); return 2;
         case RKV_STATE_NONE:
             if (rkv_state_check_dir(cfg->state_file, err, sizeof err) != 0) {
                 RKV_ERROR("%s", err);
                 return 2;
             }
             RKV_INFO("no state file at %s: starting empty (a first start, or the last stop was "
-                     "not clean: a crash, SIGKILL or power loss keeps nothing)", cfg->state_file);
+                     "not clean: a crash, SIGKILL or power loss keeps nothing)",
+                     cfg->state_file);
             break;
-        case RKV_STATE_OK:
-            break;
+        case RKV_STATE_OK: break;
         }
     }
     int rc = setup_region_table(srv, state_fd, &file);
@@ -439,7 +444,8 @@ static int setup_region_table(struct rkv_server *srv, int state_fd,
     if (node >= 0)
         rkv_numa_prefer(-1);
     if (st != RKV_OK) {
-        RKV_ERROR("cannot allocate the %s region: %s", rkv_format_size(cfg->memory, sz, sizeof sz), err);
+        RKV_ERROR("cannot allocate the %s region: %s", rkv_format_size(cfg->memory, sz, sizeof sz),
+                  err);
         return -1;
     }
     if (cfg->hugepages_required && !srv->region.hugepages) {
@@ -483,7 +489,8 @@ int main(int argc, char **argv)
     }
     rkv_log_set_level((enum rkv_log_level)srv.cfg.log_level);
     if (srv.cfg.log_file[0] && rkv_log_open(srv.cfg.log_file) != 0) {
-        fprintf(stderr, "rkv-server: cannot open log file %s: %s\n", srv.cfg.log_file, strerror(errno));
+        fprintf(stderr, "rkv-server: cannot open log file %s: %s\n", srv.cfg.log_file,
+                strerror(errno));
         return 2;
     }
     srv.start_ns = rkv_now_ns();
@@ -517,12 +524,14 @@ int main(int argc, char **argv)
      * here on starts empty instead of bringing back this older snapshot. */
     if (srv_state_kept && unlink(srv.cfg.state_file) != 0 && errno != ENOENT) {
         RKV_ERROR("--state-file %s cannot be removed after keeping it: %s; not serving, since a "
-                  "crash would bring it back stale", srv.cfg.state_file, strerror(errno));
+                  "crash would bring it back stale",
+                  srv.cfg.state_file, strerror(errno));
         goto out;
     }
     RKV_INFO("rkv-server %s ready: %u worker(s), %s polling", RKV_VERSION_STRING, srv.nworkers,
-             srv.cfg.poll_mode == RKV_POLL_BUSY ? "busy" :
-             srv.cfg.poll_mode == RKV_POLL_EVENT ? "event" : "adaptive");
+             srv.cfg.poll_mode == RKV_POLL_BUSY    ? "busy"
+             : srv.cfg.poll_mode == RKV_POLL_EVENT ? "event"
+                                                   : "adaptive");
     serve_until_signal(&srv, sigfd, tickfd, metricsfd);
     rc = 0;
 out:

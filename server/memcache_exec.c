@@ -42,10 +42,11 @@
 #include "tcp_server.h"
 #include "util.h"
 
-#define READ_TRIES   16    /* copies of an item that raced a writer before giving up */
-#define RMW_TRIES    1024  /* CAS-loop rounds of append/prepend/touch (each lost
-                              * round is another writer's success) */
-#define LINE_MAX_OUT 512   /* longest answer line but the data block */
+#define READ_TRIES 16 /* copies of an item that raced a writer before giving up */
+#define RMW_TRIES \
+    1024                 /* CAS-loop rounds of append/prepend/touch (each lost
+                            * round is another writer's success) */
+#define LINE_MAX_OUT 512 /* longest answer line but the data block */
 
 /* Items whose mg answers memcached would not have sent yet: it writes its
  * answers out after a get/gets/gat/gats (at its END), at an mn, and when it
@@ -64,11 +65,11 @@ struct mc {
     struct rkv_table *t;
     struct rkv_sconn *c;
     struct rkv_wconn *wc;
-    struct rkv_mc_counters *st;          /* this worker's (memcache_stats.h) */
+    struct rkv_mc_counters *st; /* this worker's (memcache_stats.h) */
     const struct rkv_region_header *g;
-    bool full;                 /* an answer did not fit the output buffer */
+    bool full; /* an answer did not fit the output buffer */
     struct held held;
-    size_t flushed;            /* output up to here memcached would have sent already */
+    size_t flushed; /* output up to here memcached would have sent already */
 };
 
 /* Where memcached writes its answers out: those before are sent, their
@@ -189,16 +190,16 @@ static void put_ttl(struct mc *m, bool expired, uint32_t expire_at)
 static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre, struct found *f)
 {
     for (unsigned i = 0; i < READ_TRIES; i++) {
-        bool expired;   /* a read counts as an access, for LRU */
+        bool expired; /* a read counts as an access, for LRU */
         const struct rkv_item *it = rkv_table_read(m->t, key, klen, &expired);
         if (it == NULL) {
-            if (expired)   /* memcached's get_expired: any read that met one */
+            if (expired) /* memcached's get_expired: any read that met one */
                 rkv_stat_bump(&m->st->get_expired, 1);
             return 0;
         }
         size_t size = rkv_item_size(it->key_len, it->value_len);
         if (size > m->g->slab_page_size)
-            continue;                              /* torn header: read again */
+            continue; /* torn header: read again */
         char *base = rkv_tcp_out_reserve(m->c, pre + size + 8 + 2);
         if (base == NULL)
             return -1;
@@ -232,7 +233,7 @@ static rkv_status compose_pull(void *ctx, void *dst, uint32_t len)
     struct compose *p = ctx;
     if (len != p->alen + p->blen)
         return RKV_INTERNAL;
-    if (p->alen)   /* a side may be empty, and then NULL (touch, an empty value) */
+    if (p->alen) /* a side may be empty, and then NULL (touch, an empty value) */
         memcpy(dst, p->a, p->alen);
     if (p->blen)
         memcpy((uint8_t *)dst + p->alen, p->b, p->blen);
@@ -268,7 +269,8 @@ static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t k
             cp = (struct compose){ .a = add, .alen = add_len, .b = f->value, .blen = f->value_len };
         }
         /* the joined item as memcached sizes it: the old item's flags */
-        if ((uint64_t)cp.alen + cp.blen > rkv_mc_max_value(m->g->max_value_len, klen, f->copy->user_flags))
+        if ((uint64_t)cp.alen + cp.blen >
+            rkv_mc_max_value(m->g->max_value_len, klen, f->copy->user_flags))
             return RKV_TOO_LARGE;
         struct rkv_value_src src = { .pull = compose_pull, .ctx = &cp, .len = cp.alen + cp.blen };
         rkv_status st;
@@ -295,7 +297,8 @@ static const char *server_error(rkv_status st)
     case RKV_TOO_LARGE: return "SERVER_ERROR object too large for cache\r\n";
     case RKV_OUT_OF_MEMORY: return "SERVER_ERROR out of memory storing object\r\n";
     case RKV_RETRY_EXHAUSTED:
-    case RKV_SERVER_BUSY: return "SERVER_ERROR the item kept changing under concurrent writes; retry\r\n";
+    case RKV_SERVER_BUSY:
+        return "SERVER_ERROR the item kept changing under concurrent writes; retry\r\n";
     default: return "SERVER_ERROR internal error\r\n";
     }
 }
@@ -358,7 +361,7 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
     }
     rkv_mc_count_class(m->st, m->g, touch ? RKV_MC_CLS_TOUCH_HITS : RKV_MC_CLS_GET_HITS, klen,
                        f.value_len);
-    char *base = rkv_tcp_out_reserve(m->c, 0) ;  /* = where find_copy's area starts */
+    char *base = rkv_tcp_out_reserve(m->c, 0); /* = where find_copy's area starts */
     /* "VALUE <key> <flags> <bytes>[ <cas>]\r\n" without printf: every GET hit writes it */
     size_t n = sizeof "VALUE " - 1;
     memcpy(base, "VALUE ", n);
@@ -400,7 +403,7 @@ static void do_retrieval(struct mc *m, const struct rkv_mc_req *r)
         m->full = false;
         outs(m, too_long ? "CLIENT_ERROR bad command line format\r\n"
                          : "SERVER_ERROR out of memory writing get response\r\n");
-        if (r->parted)   /* values of the line's earlier parts went out already */
+        if (r->parted) /* values of the line's earlier parts went out already */
             rkv_tcp_close_after_output(m->c, too_long ? "a key over 250 bytes in a long get line"
                                                       : "get response too large");
         return;
@@ -428,8 +431,8 @@ static const char *store_answer(enum rkv_mc_cmd cmd, rkv_status st)
 /* The store itself, shared by the classic commands and ms. how: the
  * command (set/add/replace/append/prepend/cas); cas: its condition (cas,
  * and ms C: 0 is a condition no item meets; append takes 0 as none). */
-static rkv_status store(struct mc *m, enum rkv_mc_cmd how, const struct rkv_mc_req *r,
-                        uint64_t cas, uint64_t *version)
+static rkv_status store(struct mc *m, enum rkv_mc_cmd how, const struct rkv_mc_req *r, uint64_t cas,
+                        uint64_t *version)
 {
     uint32_t ttl;
     bool live = ttl_of(r->exptime, &ttl);
@@ -437,17 +440,19 @@ static rkv_status store(struct mc *m, enum rkv_mc_cmd how, const struct rkv_mc_r
     if (how == RKV_MC_APPEND || how == RKV_MC_PREPEND) {
         struct found f;
         size_t mark = rkv_tcp_out_mark(m->c);
-        st = rmw(m, how == RKV_MC_APPEND ? RMW_APPEND : RMW_PREPEND, r->key, r->key_len,
-                 r->data, r->bytes, 0, cas, &f, version);
-        rkv_tcp_out_rewind(m->c, mark);           /* the old value's copy was scratch */
+        st = rmw(m, how == RKV_MC_APPEND ? RMW_APPEND : RMW_PREPEND, r->key, r->key_len, r->data,
+                 r->bytes, 0, cas, &f, version);
+        rkv_tcp_out_rewind(m->c, mark); /* the old value's copy was scratch */
         /* memcached answers NOT_STORED when the joined value has no room
          * (too large, or out of memory), and keeps the old item */
         if (st == RKV_NOT_FOUND || st == RKV_TOO_LARGE || st == RKV_OUT_OF_MEMORY)
             return RKV_NOT_STORED;
         return st;
     }
-    rkv_put_mode mode = how == RKV_MC_ADD ? RKV_ADD : how == RKV_MC_REPLACE ? RKV_REPLACE
-                      : how == RKV_MC_CAS ? RKV_CAS : RKV_SET;
+    rkv_put_mode mode = how == RKV_MC_ADD       ? RKV_ADD
+                        : how == RKV_MC_REPLACE ? RKV_REPLACE
+                        : how == RKV_MC_CAS     ? RKV_CAS
+                                                : RKV_SET;
     struct rkv_value_src src = { .data = r->data, .len = r->bytes };
     st = rkv_table_put(m->t, r->key, r->key_len, &src, mode, cas, ttl, r->flags, version);
     if (st == RKV_TOO_LARGE || st == RKV_OUT_OF_MEMORY)
@@ -466,8 +471,10 @@ static void do_storage(struct mc *m, const struct rkv_mc_req *r)
     rkv_stat_bump(&m->st->cmd_set, 1);
     rkv_mc_count_class(m->st, m->g, RKV_MC_CLS_CMD_SET, r->key_len, r->bytes);
     if (r->cmd == RKV_MC_CAS)
-        rkv_stat_bump(st == RKV_OK ? &m->st->cas_hits : st == RKV_CAS_MISMATCH ? &m->st->cas_badval
-                                                                               : &m->st->cas_misses, 1);
+        rkv_stat_bump(st == RKV_OK             ? &m->st->cas_hits
+                      : st == RKV_CAS_MISMATCH ? &m->st->cas_badval
+                                               : &m->st->cas_misses,
+                      1);
     if (r->cmd == RKV_MC_CAS && (st == RKV_OK || st == RKV_CAS_MISMATCH))
         rkv_mc_count_class(m->st, m->g, st == RKV_OK ? RKV_MC_CLS_CAS_HITS : RKV_MC_CLS_CAS_BADVAL,
                            r->key_len, r->bytes);
@@ -483,7 +490,9 @@ static void do_delete(struct mc *m, const struct rkv_mc_req *r)
     rkv_status st = rkv_table_delete(m->t, r->key, r->key_len);
     rkv_stat_bump(st == RKV_OK ? &m->st->delete_hits : &m->st->delete_misses, 1);
     if (!r->noreply)
-        outs(m, st == RKV_OK ? "DELETED\r\n" : st == RKV_NOT_FOUND ? "NOT_FOUND\r\n" : server_error(st));
+        outs(m, st == RKV_OK          ? "DELETED\r\n"
+                : st == RKV_NOT_FOUND ? "NOT_FOUND\r\n"
+                                      : server_error(st));
 }
 
 /* incr/decr as memcached's do_add_delta(): the value is read as strtoull
@@ -496,15 +505,22 @@ static void do_delete(struct mc *m, const struct rkv_mc_req *r)
  * digits. One CAS-loop step on the item's version, so atomic
  * against every writer. cas: ma C (0: none). ttl/set_ttl: ma T, which
  * memcached applies only to an item updated in place. */
-enum arith { ARITH_OK, ARITH_NOT_FOUND, ARITH_NON_NUMERIC, ARITH_CAS_MISMATCH, ARITH_EOM, ARITH_BUSY };
+enum arith {
+    ARITH_OK,
+    ARITH_NOT_FOUND,
+    ARITH_NON_NUMERIC,
+    ARITH_CAS_MISMATCH,
+    ARITH_EOM,
+    ARITH_BUSY
+};
 struct arith_out {
     uint64_t value, version;
-    uint32_t expire_at;          /* the item's before */
+    uint32_t expire_at; /* the item's before */
     bool in_place;
 };
 
-#define MC_CHUNK_MAX (512u << 10)   /* memcached's slab_chunk_max: larger items are chunked */
-#define MC_ITEM_HEADER (48u + 8u + 1u + 2u)   /* its item header, CAS, the key's NUL, "\r\n" */
+#define MC_CHUNK_MAX   (512u << 10) /* memcached's slab_chunk_max: larger items are chunked */
+#define MC_ITEM_HEADER (48u + 8u + 1u + 2u) /* its item header, CAS, the key's NUL, "\r\n" */
 
 static bool value_number(const uint8_t *v, uint32_t n, uint64_t *out)
 {
@@ -530,7 +546,7 @@ static bool value_number(const uint8_t *v, uint32_t n, uint64_t *out)
         return false;
     x = neg ? 0 - x : x;
     if (neg && (int64_t)x < 0)
-        return false;   /* a negative number */
+        return false; /* a negative number */
     *out = x;
     return true;
 }
@@ -552,7 +568,8 @@ static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bo
             break;
         }
         /* memcached's order: an empty or chunked value, the CAS, the number */
-        uint64_t mc_total = MC_ITEM_HEADER + klen + (f.copy->user_flags ? 4 : 0) + (uint64_t)f.value_len;
+        uint64_t mc_total = MC_ITEM_HEADER + klen + (f.copy->user_flags ? 4 : 0) +
+                            (uint64_t)f.value_len;
         uint64_t v;
         if (f.value_len == 0 || mc_total > MC_CHUNK_MAX) {
             res = ARITH_NON_NUMERIC;
@@ -584,13 +601,13 @@ static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bo
                                       new_ttl ? ttl : ttl_keep(m, f.copy->expire_at),
                                       f.copy->user_flags, &o->version);
         if (st == RKV_CAS_MISMATCH || st == RKV_NOT_STORED || st == RKV_NOT_FOUND)
-            continue;   /* another writer got in between (or it went): again */
+            continue; /* another writer got in between (or it went): again */
         if (st == RKV_OK) {
             o->value = v;
             o->expire_at = f.copy->expire_at;
             if (new_ttl && expired)
                 rkv_table_delete_version(m->t, key, klen, o->version);
-            if (o->in_place)   /* memcached's in-place update is not a new item */
+            if (o->in_place) /* memcached's in-place update is not a new item */
                 rkv_stat_bump(&m->st->touch_stores, 1);
             res = ARITH_OK;
         } else {
@@ -598,7 +615,7 @@ static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bo
         }
         break;
     }
-    rkv_tcp_out_rewind(m->c, mark);   /* the copy was scratch */
+    rkv_tcp_out_rewind(m->c, mark); /* the copy was scratch */
     return res;
 }
 
@@ -608,13 +625,16 @@ static void do_arith(struct mc *m, const struct rkv_mc_req *r)
     bool decr = r->cmd == RKV_MC_DECR;
     enum arith a = door_arith(m, r->key, r->key_len, !decr, r->delta, 0, false, 0, false, &o);
     rkv_stat_bump(a == ARITH_OK ? (decr ? &m->st->decr_hits : &m->st->incr_hits)
-                                : (decr ? &m->st->decr_misses : &m->st->incr_misses), 1);
+                                : (decr ? &m->st->decr_misses : &m->st->incr_misses),
+                  1);
     if (r->noreply)
         return;
     switch (a) {
     case ARITH_OK: outf(m, "%llu\r\n", (unsigned long long)o.value); break;
     case ARITH_NOT_FOUND: outs(m, "NOT_FOUND\r\n"); break;
-    case ARITH_NON_NUMERIC: outs(m, "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"); break;
+    case ARITH_NON_NUMERIC:
+        outs(m, "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+        break;
     case ARITH_EOM: outs(m, "SERVER_ERROR out of memory\r\n"); break;
     default: outs(m, server_error(RKV_SERVER_BUSY)); break;
     }
@@ -633,13 +653,15 @@ static void do_touch(struct mc *m, const struct rkv_mc_req *r)
         if (st == RKV_OK)
             rkv_mc_count_class(m->st, m->g, RKV_MC_CLS_TOUCH_HITS, r->key_len, f.value_len);
     } else {
-        st = rkv_table_delete(m->t, r->key, r->key_len);   /* a hit of unknown class */
+        st = rkv_table_delete(m->t, r->key, r->key_len); /* a hit of unknown class */
     }
     rkv_tcp_out_rewind(m->c, mark);
     rkv_stat_bump(st == RKV_OK ? &m->st->touch_hits : &m->st->touch_misses, 1);
     if (r->noreply)
         return;
-    outs(m, st == RKV_OK ? "TOUCHED\r\n" : st == RKV_NOT_FOUND ? "NOT_FOUND\r\n" : server_error(st));
+    outs(m, st == RKV_OK          ? "TOUCHED\r\n"
+            : st == RKV_NOT_FOUND ? "NOT_FOUND\r\n"
+                                  : server_error(st));
 }
 
 /* flush_all [delay]: every item stored before now (or before the delay
@@ -718,8 +740,8 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
     if (touch) {
         /* expired at once: answered as it was, gone for every later read */
         live = ttl_of(r->exptime, &ttl);
-        rkv_status st = rmw(m, live ? RMW_TOUCH : RMW_EXPIRE, r->key, r->key_len, NULL, 0, ttl,
-                            0, &f, &version);
+        rkv_status st = rmw(m, live ? RMW_TOUCH : RMW_EXPIRE, r->key, r->key_len, NULL, 0, ttl, 0,
+                            &f, &version);
         res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
     } else {
         res = find_copy(m, r->key, r->key_len, LINE_MAX_OUT, &f);
@@ -729,7 +751,7 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
         old_expire = f.copy->expire_at;
         hold(m, version);
     }
-    count_read(m, touch && res == 1, res == 1);   /* memcached: an mg miss is a get miss, T or not */
+    count_read(m, touch && res == 1, res == 1); /* memcached: an mg miss is a get miss, T or not */
     if (res == 1)
         rkv_mc_count_class(m->st, m->g, touch ? RKV_MC_CLS_TOUCH_HITS : RKV_MC_CLS_GET_HITS,
                            r->key_len, f.value_len);
@@ -771,7 +793,7 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
                 put_ttl(m, false, old_expire);
             break;
         case 'O':
-            if (r->opaque_too_long) {   /* memcached: after the touch, in the answer */
+            if (r->opaque_too_long) { /* memcached: after the touch, in the answer */
                 rkv_tcp_out_rewind(m->c, mark);
                 outs(m, "CLIENT_ERROR opaque token too long\r\n");
                 return;
@@ -822,7 +844,8 @@ static void do_ms(struct mc *m, const struct rkv_mc_req *r)
     switch (st) {
     case RKV_OK: code = "HD"; break;
     case RKV_EXISTS: code = "NS"; break;
-    case RKV_NOT_STORED: case RKV_NOT_FOUND: code = how == RKV_MC_CAS ? "NF" : "NS"; break;
+    case RKV_NOT_STORED:
+    case RKV_NOT_FOUND: code = how == RKV_MC_CAS ? "NF" : "NS"; break;
     case RKV_CAS_MISMATCH: code = "EX"; break;
     default: outs(m, server_error(st)); return;
     }
@@ -854,10 +877,10 @@ static void do_md(struct mc *m, const struct rkv_mc_req *r)
     if (r->noreply && st == RKV_OK)
         return;
     switch (st) {
-    case RKV_OK:           outs(m, "HD"); break;
-    case RKV_NOT_FOUND:    outs(m, "NF"); break;
+    case RKV_OK: outs(m, "HD"); break;
+    case RKV_NOT_FOUND: outs(m, "NF"); break;
     case RKV_CAS_MISMATCH: outs(m, "EX"); break;
-    default:               outs(m, server_error(st)); return;
+    default: outs(m, server_error(st)); return;
     }
     put_echo(m, r);
     outs(m, "\r\n");
@@ -876,7 +899,8 @@ static void do_ma(struct mc *m, const struct rkv_mc_req *r)
     uint32_t ttl = 0;
     bool expired = set_ttl && !ttl_of(r->exptime, &ttl);
     bool created = false;
-    enum arith a = door_arith(m, r->key, r->key_len, !decr, r->delta, r->cas, set_ttl, ttl, expired, &o);
+    enum arith a = door_arith(m, r->key, r->key_len, !decr, r->delta, r->cas, set_ttl, ttl, expired,
+                              &o);
     if (a == ARITH_NOT_FOUND && (r->mflags & RKV_MC_F('N'))) {
         /* the item memcached makes: J's value, flags 0, then N and T
          * applied in request order (the last one stays) */
@@ -891,7 +915,7 @@ static void do_ma(struct mc *m, const struct rkv_mc_req *r)
         init.exptime = exptime;
         init.flags = 0;
         rkv_status st = store(m, RKV_MC_ADD, &init, 0, &o.version);
-        if (st == RKV_EXISTS)   /* created meanwhile by another client: apply to it */
+        if (st == RKV_EXISTS) /* created meanwhile by another client: apply to it */
             a = door_arith(m, r->key, r->key_len, !decr, r->delta, r->cas, set_ttl, ttl, expired, &o);
         else if (st == RKV_OK) {
             a = ARITH_OK;
@@ -905,12 +929,13 @@ static void do_ma(struct mc *m, const struct rkv_mc_req *r)
     }
     if (a == ARITH_OK || (a == ARITH_NOT_FOUND && !(r->mflags & RKV_MC_F('N'))))
         rkv_stat_bump(a == ARITH_OK ? (decr ? &m->st->decr_hits : &m->st->incr_hits)
-                                    : (decr ? &m->st->decr_misses : &m->st->incr_misses), 1);
+                                    : (decr ? &m->st->decr_misses : &m->st->incr_misses),
+                      1);
     switch (a) {
     case ARITH_OK: break;
     case ARITH_NOT_FOUND:
     case ARITH_CAS_MISMATCH:
-        if (r->opaque_too_long) {   /* memcached: when it echoes the flags */
+        if (r->opaque_too_long) { /* memcached: when it echoes the flags */
             outs(m, "CLIENT_ERROR opaque token too long\r\n");
             return;
         }
@@ -921,12 +946,8 @@ static void do_ma(struct mc *m, const struct rkv_mc_req *r)
     case ARITH_NON_NUMERIC:
         outs(m, "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
         return;
-    case ARITH_EOM:
-        outs(m, "SERVER_ERROR out of memory\r\n");
-        return;
-    default:
-        outs(m, server_error(RKV_SERVER_BUSY));
-        return;
+    case ARITH_EOM: outs(m, "SERVER_ERROR out of memory\r\n"); return;
+    default: outs(m, server_error(RKV_SERVER_BUSY)); return;
     }
     size_t mark = rkv_tcp_out_mark(m->c);
     char num[24];
@@ -955,7 +976,7 @@ static void do_ma(struct mc *m, const struct rkv_mc_req *r)
             break;
         case 'k': put_meta_key(m, r); break;
         case 'O':
-            if (r->opaque_too_long) {   /* memcached: after the change, in the answer */
+            if (r->opaque_too_long) { /* memcached: after the change, in the answer */
                 rkv_tcp_out_rewind(m->c, mark);
                 outs(m, "CLIENT_ERROR opaque token too long\r\n");
                 return;
@@ -965,7 +986,7 @@ static void do_ma(struct mc *m, const struct rkv_mc_req *r)
             break;
         }
     }
-    if (r->noreply && !created) {   /* memcached answers an ma q that made its item */
+    if (r->noreply && !created) { /* memcached answers an ma q that made its item */
         rkv_tcp_out_rewind(m->c, mark);
         return;
     }
@@ -979,21 +1000,25 @@ static void do_ma(struct mc *m, const struct rkv_mc_req *r)
 static void execute(struct mc *m, const struct rkv_mc_req *r)
 {
     switch (r->cmd) {
-    case RKV_MC_GET: case RKV_MC_GETS: case RKV_MC_GAT: case RKV_MC_GATS:
-        do_retrieval(m, r);
-        break;
-    case RKV_MC_SET: case RKV_MC_ADD: case RKV_MC_REPLACE: case RKV_MC_APPEND:
-    case RKV_MC_PREPEND: case RKV_MC_CAS:
-        do_storage(m, r);
-        break;
+    case RKV_MC_GET:
+    case RKV_MC_GETS:
+    case RKV_MC_GAT:
+    case RKV_MC_GATS: do_retrieval(m, r); break;
+    case RKV_MC_SET:
+    case RKV_MC_ADD:
+    case RKV_MC_REPLACE:
+    case RKV_MC_APPEND:
+    case RKV_MC_PREPEND:
+    case RKV_MC_CAS: do_storage(m, r); break;
     case RKV_MC_DELETE: do_delete(m, r); break;
-    case RKV_MC_INCR: case RKV_MC_DECR: do_arith(m, r); break;
+    case RKV_MC_INCR:
+    case RKV_MC_DECR: do_arith(m, r); break;
     case RKV_MC_TOUCH: do_touch(m, r); break;
     case RKV_MC_MG: do_mg(m, r); break;
     case RKV_MC_MS: do_ms(m, r); break;
     case RKV_MC_MD: do_md(m, r); break;
     case RKV_MC_MA: do_ma(m, r); break;
-    case RKV_MC_MN:   /* memcached writes its answers out at an mn */
+    case RKV_MC_MN: /* memcached writes its answers out at an mn */
         outs(m, "MN\r\n");
         flush_point(m);
         break;
@@ -1004,17 +1029,13 @@ static void execute(struct mc *m, const struct rkv_mc_req *r)
             outs(m, "OK\r\n");
         break;
     case RKV_MC_FLUSH_ALL: do_flush_all(m, r); break;
-    case RKV_MC_QUIT:
-        rkv_tcp_close_after_output(m->c, "client sent quit");
-        break;
+    case RKV_MC_QUIT: rkv_tcp_close_after_output(m->c, "client sent quit"); break;
     case RKV_MC_SHUTDOWN:
         /* memcached without -A; a client never stops rkv */
         outs(m, "ERROR: shutdown not enabled\r\n");
         break;
     case RKV_MC_ME:
-    case RKV_MC_CMD_COUNT:
-        outs(m, "ERROR\r\n");
-        break;
+    case RKV_MC_CMD_COUNT: outs(m, "ERROR\r\n"); break;
     }
 }
 
@@ -1028,7 +1049,7 @@ static void refused(struct mc *m, const struct rkv_mc_req *r, enum rkv_mc_result
 {
     if (res == RKV_MC_SERVER_ERROR && (r->cmd == RKV_MC_SET || r->cmd == RKV_MC_MS))
         rkv_table_delete(m->t, r->key, r->key_len);
-    if (res == RKV_MC_SERVER_ERROR)   /* a data block over the largest value */
+    if (res == RKV_MC_SERVER_ERROR) /* a data block over the largest value */
         rkv_stat_bump(&m->st->store_too_large, 1);
     if (res == RKV_MC_CLIENT_ERROR && r->cmd == RKV_MC_FLUSH_ALL)
         rkv_stat_bump(&m->st->cmd_flush, 1);
@@ -1036,7 +1057,11 @@ static void refused(struct mc *m, const struct rkv_mc_req *r, enum rkv_mc_result
 
 unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct rkv_wconn *wc)
 {
-    struct mc m = { .srv = srv, .t = srv->table, .c = wc->conn, .wc = wc, .st = &rkv_mc_counters[w->id],
+    struct mc m = { .srv = srv,
+                    .t = srv->table,
+                    .c = wc->conn,
+                    .wc = wc,
+                    .st = &rkv_mc_counters[w->id],
                     .g = rkv_table_header(srv->table) };
     struct rkv_msg msg;
     struct rkv_mc_req req;
@@ -1052,14 +1077,14 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
                  wc->ep->uri, wc->ops->peer(wc->conn), srv->cfg.max_conns);
         outs(&m, "SERVER_ERROR too many open connections\r\n");
         wc->ops->reply(m.c, &consumed, 1);
-        wc->closing = true;   /* the worker closes it after this pass */
+        wc->closing = true; /* the worker closes it after this pass */
         return 0;
     }
     if (wc->ops->poll(m.c, &msg, 1) == 0)
         return 0;
     const char *in = msg.data;
     size_t len = msg.len, need = 0;
-    flush_point(&m);   /* what earlier passes answered went out */
+    flush_point(&m); /* what earlier passes answered went out */
     /* where memcached's read buffer would start: it reads 16 KiB at a
      * time, and writes its answers out whenever that runs dry inside a
      * command (or a data block it then reads past it) */
@@ -1075,16 +1100,15 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
         consumed += (uint32_t)used;
         done++;
         size_t line_end = at + used, cmd_end = at + used + req.swallow;
-        if (req.data != NULL || (res == RKV_MC_CLIENT_ERROR && req.error && strcmp(req.error, "bad data chunk") == 0))
+        if (req.data != NULL ||
+            (res == RKV_MC_CLIENT_ERROR && req.error && strcmp(req.error, "bad data chunk") == 0))
             line_end = at + used - req.bytes - 2;
         if (line_end > window + RKV_MC_READ_BUFFER) {
             flush_point(&m);
             window = at;
         }
         switch (res) {
-        case RKV_MC_OK:
-            execute(&m, &req);
-            break;
+        case RKV_MC_OK: execute(&m, &req); break;
         case RKV_MC_ERROR:
             rkv_stat_bump(&m.st->protocol_errors, 1);
             outs(&m, "ERROR\r\n");
@@ -1093,10 +1117,10 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
         case RKV_MC_SERVER_ERROR:
             refused(&m, &req, res);
             rkv_stat_bump(&m.st->protocol_errors, 1);
-            if (!req.noreply)   /* a classic command's noreply silences its errors */
+            if (!req.noreply) /* a classic command's noreply silences its errors */
                 outf(&m, "%s %s\r\n", res == RKV_MC_CLIENT_ERROR ? "CLIENT_ERROR" : "SERVER_ERROR",
                      req.error);
-            if (req.swallow) {   /* skip the refused data block, seen or not */
+            if (req.swallow) { /* skip the refused data block, seen or not */
                 uint64_t here = RKV_MIN(req.swallow, (uint64_t)(len - consumed));
                 consumed += (uint32_t)here;
                 swallow = req.swallow - here;
@@ -1107,16 +1131,17 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
             rkv_tcp_out_rewind(m.c, m.flushed);
             rkv_stat_bump(&m.st->protocol_errors, 1);
             break;
-        case RKV_MC_NEED_MORE:
-            break;
+        case RKV_MC_NEED_MORE: break;
         }
-        if (m.full) {   /* not even an error line fits: the client is not reading */
+        if (m.full) { /* not even an error line fits: the client is not reading */
             rkv_tcp_close_after_output(m.c, "output buffer full");
             break;
         }
         if (req.close) {
-            const char *why = res == RKV_MC_HANGUP ? "memcached hangs up on this input (an HTTP "
-                              "request, or a line with no end within 2048 bytes)" : req.error;
+            const char *why = res == RKV_MC_HANGUP
+                                  ? "memcached hangs up on this input (an HTTP "
+                                    "request, or a line with no end within 2048 bytes)"
+                                  : req.error;
             RKV_INFO("%s: closing %s: %s", wc->ep->uri, wc->ops->peer(wc->conn), why);
             rkv_tcp_close_after_output(m.c, why);
             break;

@@ -16,12 +16,13 @@
 
 #include "memcache_proto.h"
 
-#define MAX_TOKENS 23       /* memcached's tokenizer keeps 23 tokens (MAX_TOKENS less its end marker) */
-#define META_MAX_TOKENS 19  /* meta commands: memcached's MFLAG_MAX_OPT_LENGTH (20) less the end marker */
+#define MAX_TOKENS 23 /* memcached's tokenizer keeps 23 tokens (MAX_TOKENS less its end marker) */
+#define META_MAX_TOKENS \
+    19 /* meta commands: memcached's MFLAG_MAX_OPT_LENGTH (20) less the end marker */
 
-#define BAD_FORMAT "bad command line format"
+#define BAD_FORMAT  "bad command line format"
 #define BAD_EXPTIME "invalid exptime argument"
-#define BAD_TOKEN "bad token in command line format"
+#define BAD_TOKEN   "bad token in command line format"
 
 /* memcached's item overhead, for its item_size_ok(): the item header (48
  * bytes on a 64-bit build), the CAS (8), the key's NUL, the data's "\r\n";
@@ -36,9 +37,9 @@
 struct line {
     const char *tok[MAX_TOKENS];
     size_t tlen[MAX_TOKENS];
-    unsigned n;            /* tokens (at most MAX_TOKENS) */
-    const char *more;      /* text after the 23rd token's space, or NULL */
-    const char *end;       /* the end of the line's text */
+    unsigned n;       /* tokens (at most MAX_TOKENS) */
+    const char *more; /* text after the 23rd token's space, or NULL */
+    const char *end;  /* the end of the line's text */
 };
 
 /* memcached's tokenize_command(): runs of spaces separate; after the 23rd
@@ -105,7 +106,7 @@ static bool read_number(const char *s, size_t n, bool is_signed, uint64_t *mag, 
     if (i < n && !is_space(s[i]))
         return false;
     if (is_signed && v > (*neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
-        return false;   /* strtol's ERANGE */
+        return false; /* strtol's ERANGE */
     *mag = v;
     return true;
 }
@@ -197,7 +198,7 @@ static enum rkv_mc_result parse_retrieval(const struct line *l, struct rkv_mc_re
         if (r->key_len == 0)
             r->key = NULL;
     } else {
-        r->keys = l->end;      /* "gat 10": no keys, END */
+        r->keys = l->end; /* "gat 10": no keys, END */
         r->keys_len = 0;
     }
     return RKV_MC_OK;
@@ -256,7 +257,8 @@ static enum rkv_mc_result parse_key_number(const struct line *l, struct rkv_mc_r
         return RKV_MC_OK;
     }
     return mc_strtoull(l->tok[2], l->tlen[2], &r->delta)
-               ? RKV_MC_OK : client_error(r, "invalid numeric delta argument");
+               ? RKV_MC_OK
+               : client_error(r, "invalid numeric delta argument");
 }
 
 /* verbosity <level> [noreply]: rkv has no verbosity; the level is checked */
@@ -344,12 +346,10 @@ static bool meta_flags(const struct line *l, unsigned first, struct rkv_mc_req *
             r->opaque_len = (uint32_t)(n - 1);
             r->opaque_too_long = n - 1 > RKV_MC_MAX_OPAQUE;
             break;
-        case 'q':
-            r->noreply = true;
-            break;
+        case 'q': r->noreply = true; break;
         case 'F':
             if (!mc_strtoul(t + 1, n - 1, &r->flags))
-                bad = true;   /* memcached names no reason of its own for this one */
+                bad = true; /* memcached names no reason of its own for this one */
             break;
         case 'C':
             if (!mc_strtoull(t + 1, n - 1, &r->cas)) {
@@ -377,8 +377,7 @@ static bool meta_flags(const struct line *l, unsigned first, struct rkv_mc_req *
                 bad = true;
             }
             break;
-        default:
-            break;   /* a flag without a value (a token after its letter is ignored) */
+        default: break; /* a flag without a value (a token after its letter is ignored) */
         }
     }
     return !bad;
@@ -426,7 +425,7 @@ static enum rkv_mc_result parse_meta(const struct line *l, struct rkv_mc_req *r)
         if (!meta_flags(l, 3, r, &errstr))
             res = client_error(r, errstr);
         else if (r->mode != 0 && !in_set(r->mode, "EAPRS"))
-            res = client_error(r, "invalid mode for ms M token");   /* memcached: before O's */
+            res = client_error(r, "invalid mode for ms M token"); /* memcached: before O's */
         else if (r->opaque_too_long)
             res = client_error(r, "opaque token too long");
         else if (meta_unsupported(r))
@@ -435,12 +434,12 @@ static enum rkv_mc_result parse_meta(const struct line *l, struct rkv_mc_req *r)
             res = RKV_MC_OK;
         if (res == RKV_MC_OK)
             r->swallow = 0;
-        r->noreply = r->noreply && res == RKV_MC_OK;   /* meta errors are always answered */
+        r->noreply = r->noreply && res == RKV_MC_OK; /* meta errors are always answered */
         return res;
     }
     if (l->n >= META_MAX_TOKENS + 1)
         return client_error(r, r->cmd == RKV_MC_MG ? "options flags are too long"
-                                                    : "options flags too long");
+                                                   : "options flags too long");
     bool ok = meta_flags(l, 2, r, &errstr);
     if (r->cmd == RKV_MC_MG) {
         res = ok ? RKV_MC_OK : client_error(r, errstr);
@@ -449,7 +448,7 @@ static enum rkv_mc_result parse_meta(const struct line *l, struct rkv_mc_req *r)
         if (res == RKV_MC_OK && r->cmd == RKV_MC_MA && r->mode != 0 && !in_set(r->mode, "I+D-"))
             res = client_error(r, "invalid mode for ma M token");
         if (res == RKV_MC_OK && r->cmd == RKV_MC_MD && r->opaque_too_long)
-            res = client_error(r, "opaque token too long");   /* md reads it before acting */
+            res = client_error(r, "opaque token too long"); /* md reads it before acting */
     }
     if (res == RKV_MC_OK && meta_unsupported(r))
         res = client_error(r, "invalid flag");
@@ -483,18 +482,29 @@ static enum rkv_mc_result parse_line(const struct line *l, struct rkv_mc_req *r)
     static const struct {
         const char *name;
         enum rkv_mc_cmd cmd;
-        unsigned min, max;     /* tokens, the command included */
+        unsigned min, max; /* tokens, the command included */
     } commands[] = {
-        { "get", RKV_MC_GET, 2, MAX_TOKENS }, { "gets", RKV_MC_GETS, 2, MAX_TOKENS },
-        { "gat", RKV_MC_GAT, 2, MAX_TOKENS }, { "gats", RKV_MC_GATS, 2, MAX_TOKENS },
-        { "bget", RKV_MC_GET, 2, MAX_TOKENS },   /* an ancient get memcached still takes */
-        { "set", RKV_MC_SET, 5, 6 }, { "add", RKV_MC_ADD, 5, 6 }, { "append", RKV_MC_APPEND, 5, 6 },
-        { "replace", RKV_MC_REPLACE, 5, 6 }, { "prepend", RKV_MC_PREPEND, 5, 6 },
-        { "cas", RKV_MC_CAS, 6, 7 }, { "incr", RKV_MC_INCR, 3, 4 }, { "decr", RKV_MC_DECR, 3, 4 },
-        { "delete", RKV_MC_DELETE, 2, 4 }, { "touch", RKV_MC_TOUCH, 3, 4 },
-        { "stats", RKV_MC_STATS, 1, MAX_TOKENS }, { "shutdown", RKV_MC_SHUTDOWN, 1, MAX_TOKENS },
-        { "flush_all", RKV_MC_FLUSH_ALL, 1, 3 }, { "version", RKV_MC_VERSION, 1, MAX_TOKENS },
-        { "quit", RKV_MC_QUIT, 1, MAX_TOKENS }, { "verbosity", RKV_MC_VERBOSITY, 2, 3 },
+        { "get", RKV_MC_GET, 2, MAX_TOKENS },
+        { "gets", RKV_MC_GETS, 2, MAX_TOKENS },
+        { "gat", RKV_MC_GAT, 2, MAX_TOKENS },
+        { "gats", RKV_MC_GATS, 2, MAX_TOKENS },
+        { "bget", RKV_MC_GET, 2, MAX_TOKENS }, /* an ancient get memcached still takes */
+        { "set", RKV_MC_SET, 5, 6 },
+        { "add", RKV_MC_ADD, 5, 6 },
+        { "append", RKV_MC_APPEND, 5, 6 },
+        { "replace", RKV_MC_REPLACE, 5, 6 },
+        { "prepend", RKV_MC_PREPEND, 5, 6 },
+        { "cas", RKV_MC_CAS, 6, 7 },
+        { "incr", RKV_MC_INCR, 3, 4 },
+        { "decr", RKV_MC_DECR, 3, 4 },
+        { "delete", RKV_MC_DELETE, 2, 4 },
+        { "touch", RKV_MC_TOUCH, 3, 4 },
+        { "stats", RKV_MC_STATS, 1, MAX_TOKENS },
+        { "shutdown", RKV_MC_SHUTDOWN, 1, MAX_TOKENS },
+        { "flush_all", RKV_MC_FLUSH_ALL, 1, 3 },
+        { "version", RKV_MC_VERSION, 1, MAX_TOKENS },
+        { "quit", RKV_MC_QUIT, 1, MAX_TOKENS },
+        { "verbosity", RKV_MC_VERBOSITY, 2, 3 },
     };
     /* every g command wants a second token before its name is looked at */
     if (t[0] == 'g' && n < 2)
@@ -506,27 +516,29 @@ static enum rkv_mc_result parse_line(const struct line *l, struct rkv_mc_req *r)
         if (n < commands[i].min || n > commands[i].max || (l->more && commands[i].max < MAX_TOKENS))
             return RKV_MC_ERROR;
         switch (r->cmd) {
-        case RKV_MC_GET: case RKV_MC_GETS: case RKV_MC_GAT: case RKV_MC_GATS:
-            return parse_retrieval(l, r);
-        case RKV_MC_SET: case RKV_MC_ADD: case RKV_MC_REPLACE: case RKV_MC_APPEND:
-        case RKV_MC_PREPEND: case RKV_MC_CAS:
-            return parse_storage(l, r);
-        case RKV_MC_DELETE:
-            return parse_delete(l, r);
-        case RKV_MC_INCR: case RKV_MC_DECR: case RKV_MC_TOUCH:
-            return parse_key_number(l, r);
-        case RKV_MC_VERBOSITY:
-            return parse_verbosity(l, r);
-        case RKV_MC_FLUSH_ALL:
-            return parse_flush_all(l, r);
+        case RKV_MC_GET:
+        case RKV_MC_GETS:
+        case RKV_MC_GAT:
+        case RKV_MC_GATS: return parse_retrieval(l, r);
+        case RKV_MC_SET:
+        case RKV_MC_ADD:
+        case RKV_MC_REPLACE:
+        case RKV_MC_APPEND:
+        case RKV_MC_PREPEND:
+        case RKV_MC_CAS: return parse_storage(l, r);
+        case RKV_MC_DELETE: return parse_delete(l, r);
+        case RKV_MC_INCR:
+        case RKV_MC_DECR:
+        case RKV_MC_TOUCH: return parse_key_number(l, r);
+        case RKV_MC_VERBOSITY: return parse_verbosity(l, r);
+        case RKV_MC_FLUSH_ALL: return parse_flush_all(l, r);
         case RKV_MC_STATS:
             r->arg = l->tok[0] + l->tlen[0];
             while (r->arg < l->end && *r->arg == ' ')
                 r->arg++;
             r->arg_len = (size_t)(l->end - r->arg);
             return RKV_MC_OK;
-        default:
-            return RKV_MC_OK;
+        default: return RKV_MC_OK;
         }
     }
     /* not a command: memcached hangs up on what looks like an HTTP request
@@ -611,20 +623,20 @@ static enum rkv_mc_result parse_any(const char *in, size_t len, uint32_t max_val
     const char *nl = memchr(in, '\n', len);
     if (nl == NULL) {
         if (!keys && len > RKV_MC_MAX_LINE && !long_line_ok(in, len)) {
-            req->close = true;       /* memcached hangs up, no answer */
+            req->close = true; /* memcached hangs up, no answer */
             *consumed = len;
             return RKV_MC_HANGUP;
         }
         if (len >= RKV_MC_MAX_GET_LINE) {
             const char *cut = memrchr(in, ' ', RKV_MC_MAX_GET_LINE);
             if (st == NULL || cut == NULL) {
-                req->close = true;   /* no key ends in 64 KiB */
+                req->close = true; /* no key ends in 64 KiB */
                 *consumed = len;
                 if (st)
                     st->in_keys = false;
                 return RKV_MC_HANGUP;
             }
-            *consumed = (size_t)(cut - in) + 1;      /* the keys before the last space */
+            *consumed = (size_t)(cut - in) + 1; /* the keys before the last space */
             return retrieval_part(in, cut, true, st, req);
         }
         *need = len + 1;
@@ -634,10 +646,10 @@ static enum rkv_mc_result parse_any(const char *in, size_t len, uint32_t max_val
     const char *e = line_text_end(in, nl);
     *consumed = line_len;
     if (!keys && line_len > MC_READ_BUFFER && !long_line_ok(in, len)) {
-        req->close = true;   /* memcached's read buffer cannot hold it: it hangs up */
+        req->close = true; /* memcached's read buffer cannot hold it: it hangs up */
         return RKV_MC_HANGUP;
     }
-    if (keys) {   /* the end of a long line: its "\r" goes whatever comes before it */
+    if (keys) { /* the end of a long line: its "\r" goes whatever comes before it */
         e = nl > in && nl[-1] == '\r' ? nl - 1 : nl;
         const char *nul = memchr(in, '\0', (size_t)(e - in));
         return retrieval_part(in, nul ? nul : e, false, st, req);
@@ -653,7 +665,7 @@ static enum rkv_mc_result parse_any(const char *in, size_t len, uint32_t max_val
         req->swallow = (uint64_t)req->bytes + 2;
         req->error = "object too large for cache";
         if (req->cmd == RKV_MC_MS)
-            req->noreply = false;   /* meta errors are always answered */
+            req->noreply = false; /* meta errors are always answered */
         return RKV_MC_SERVER_ERROR;
     }
     size_t total = line_len + (size_t)req->bytes + 2;
@@ -755,7 +767,7 @@ long rkv_mc_base64_decode(const char *in, size_t n, uint8_t *out, size_t cap)
         out[o++] = (uint8_t)block;
         got = 0;
         block = 0;
-        if (pad) {               /* the first padded quad is the last */
+        if (pad) { /* the first padded quad is the last */
             if (pad > 2)
                 return -1;
             o -= pad;

@@ -27,20 +27,40 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RKV_MC_MAX_KEY        250u     /* memcached's KEY_MAX_LENGTH */
-#define RKV_MC_MAX_LINE       2048u    /* bytes without "\n" after which memcached hangs up */
-#define RKV_MC_MAX_GET_LINE   65536u   /* a get/gets line (many keys) is served in parts of this */
-#define RKV_MC_READ_BUFFER    16384u   /* memcached's read buffer: what it reads at a time */
-#define RKV_MC_MAX_OPAQUE     31u      /* meta O(token): memcached takes 32 bytes with the O */
-#define RKV_MC_MAX_META_FLAGS 24u      /* return flags echoed per meta command */
-#define RKV_MC_REL_EXPTIME    2592000  /* exptime above this is a unix time (30 days) */
+#define RKV_MC_MAX_KEY        250u    /* memcached's KEY_MAX_LENGTH */
+#define RKV_MC_MAX_LINE       2048u   /* bytes without "\n" after which memcached hangs up */
+#define RKV_MC_MAX_GET_LINE   65536u  /* a get/gets line (many keys) is served in parts of this */
+#define RKV_MC_READ_BUFFER    16384u  /* memcached's read buffer: what it reads at a time */
+#define RKV_MC_MAX_OPAQUE     31u     /* meta O(token): memcached takes 32 bytes with the O */
+#define RKV_MC_MAX_META_FLAGS 24u     /* return flags echoed per meta command */
+#define RKV_MC_REL_EXPTIME    2592000 /* exptime above this is a unix time (30 days) */
 
 enum rkv_mc_cmd {
-    RKV_MC_GET, RKV_MC_GETS, RKV_MC_GAT, RKV_MC_GATS, RKV_MC_TOUCH,
-    RKV_MC_SET, RKV_MC_ADD, RKV_MC_REPLACE, RKV_MC_APPEND, RKV_MC_PREPEND, RKV_MC_CAS,
-    RKV_MC_DELETE, RKV_MC_INCR, RKV_MC_DECR,
-    RKV_MC_MG, RKV_MC_MS, RKV_MC_MD, RKV_MC_MA, RKV_MC_MN, RKV_MC_ME,
-    RKV_MC_STATS, RKV_MC_VERSION, RKV_MC_VERBOSITY, RKV_MC_FLUSH_ALL, RKV_MC_QUIT,
+    RKV_MC_GET,
+    RKV_MC_GETS,
+    RKV_MC_GAT,
+    RKV_MC_GATS,
+    RKV_MC_TOUCH,
+    RKV_MC_SET,
+    RKV_MC_ADD,
+    RKV_MC_REPLACE,
+    RKV_MC_APPEND,
+    RKV_MC_PREPEND,
+    RKV_MC_CAS,
+    RKV_MC_DELETE,
+    RKV_MC_INCR,
+    RKV_MC_DECR,
+    RKV_MC_MG,
+    RKV_MC_MS,
+    RKV_MC_MD,
+    RKV_MC_MA,
+    RKV_MC_MN,
+    RKV_MC_ME,
+    RKV_MC_STATS,
+    RKV_MC_VERSION,
+    RKV_MC_VERBOSITY,
+    RKV_MC_FLUSH_ALL,
+    RKV_MC_QUIT,
     RKV_MC_SHUTDOWN,
     RKV_MC_CMD_COUNT
 };
@@ -51,7 +71,7 @@ enum rkv_mc_result {
     RKV_MC_ERROR,         /* answer "ERROR" (unknown command) */
     RKV_MC_CLIENT_ERROR,  /* answer "CLIENT_ERROR <req->error>" */
     RKV_MC_SERVER_ERROR,  /* answer "SERVER_ERROR <req->error>" */
-    RKV_MC_HANGUP,        /* close without an answer (memcached: an HTTP request, a line too long) */
+    RKV_MC_HANGUP, /* close without an answer (memcached: an HTTP request, a line too long) */
 };
 /* An ERROR, CLIENT_ERROR or SERVER_ERROR with req->noreply set is not
  * answered: a classic command's trailing "noreply" silences its errors. */
@@ -63,45 +83,45 @@ enum rkv_mc_result {
  * base64 key, into keybuf) and stay valid until that input is consumed. */
 struct rkv_mc_req {
     enum rkv_mc_cmd cmd;
-    const uint8_t *key;        /* the (first) key */
+    const uint8_t *key; /* the (first) key */
     uint32_t key_len;
-    const char *keys;          /* get/gets/gat/gats: the keys, space-separated (rkv_mc_next_key); */
-    size_t keys_len;           /* a key may be over 250 bytes: memcached refuses it when it gets to it */
-    uint32_t flags;            /* storage: client flags; meta: F(token) */
-    int64_t exptime;           /* storage, touch, gat: memcached exptime; meta: T(token) */
-    uint64_t cas;              /* cas: the unique; meta: C(token) */
-    uint64_t delta;            /* incr/decr; meta ma: D(token) (default 1) */
-    uint32_t bytes;            /* storage: data block length */
-    const uint8_t *data;       /* storage: the data block (bytes long) */
-    bool noreply;              /* classic "noreply" (its errors too); meta q */
-    const char *arg;           /* stats/verbosity/flush_all: the rest of the line (may be "") */
+    const char *keys;    /* get/gets/gat/gats: the keys, space-separated (rkv_mc_next_key); */
+    size_t keys_len;     /* a key may be over 250 bytes: memcached refuses it when it gets to it */
+    uint32_t flags;      /* storage: client flags; meta: F(token) */
+    int64_t exptime;     /* storage, touch, gat: memcached exptime; meta: T(token) */
+    uint64_t cas;        /* cas: the unique; meta: C(token) */
+    uint64_t delta;      /* incr/decr; meta ma: D(token) (default 1) */
+    uint32_t bytes;      /* storage: data block length */
+    const uint8_t *data; /* storage: the data block (bytes long) */
+    bool noreply;        /* classic "noreply" (its errors too); meta q */
+    const char *arg;     /* stats/verbosity/flush_all: the rest of the line (may be "") */
     size_t arg_len;
     /* meta commands */
-    uint64_t mflags;           /* RKV_MC_F(letter) for each flag given */
+    uint64_t mflags;                 /* RKV_MC_F(letter) for each flag given */
     char ret[RKV_MC_MAX_META_FLAGS]; /* every flag's letter, in request order (answers follow it) */
     unsigned nret;
-    const char *opaque;        /* O(token) */
+    const char *opaque; /* O(token) */
     uint32_t opaque_len;
-    bool opaque_too_long;      /* mg, ma: an O over 31 bytes, refused as memcached does: after the
-                                * command acted, when it gets to the flag in its answer */
-    char mode;                 /* M(token): ms E/A/P/R/S, ma I/+/D/- (0 = default) */
-    int64_t vivify_ttl;        /* N(token) */
-    uint64_t initial;          /* ma J(token) */
+    bool opaque_too_long; /* mg, ma: an O over 31 bytes, refused as memcached does: after the
+                             * command acted, when it gets to the flag in its answer */
+    char mode;            /* M(token): ms E/A/P/R/S, ma I/+/D/- (0 = default) */
+    int64_t vivify_ttl;   /* N(token) */
+    uint64_t initial;     /* ma J(token) */
     uint8_t keybuf[RKV_MC_MAX_KEY]; /* the decoded key of a base64 (b) meta key */
     /* errors */
-    const char *error;         /* reason after CLIENT_ERROR / SERVER_ERROR */
-    bool close;                /* close the connection after answering (memcached does) */
-    uint64_t swallow;          /* bytes after *consumed to discard unseen (a refused data block) */
-    bool parted;               /* retrieval: a part of a line too long for one (rkv_mc_parse_stream) */
-    bool more;                 /* ... and not its last: more keys follow (no END yet) */
+    const char *error; /* reason after CLIENT_ERROR / SERVER_ERROR */
+    bool close;        /* close the connection after answering (memcached does) */
+    uint64_t swallow;  /* bytes after *consumed to discard unseen (a refused data block) */
+    bool parted;       /* retrieval: a part of a line too long for one (rkv_mc_parse_stream) */
+    bool more;         /* ... and not its last: more keys follow (no END yet) */
 };
 
 /* A connection's place inside a retrieval line longer than
  * RKV_MC_MAX_GET_LINE (rkv_mc_parse_stream); zero-initialised = not in one. */
 struct rkv_mc_stream {
-    bool in_keys;              /* the input continues a retrieval line's key list */
-    enum rkv_mc_cmd cmd;       /* its command: get or gets */
-    int64_t exptime;           /* unused (memcached parts no gat/gats line) */
+    bool in_keys;        /* the input continues a retrieval line's key list */
+    enum rkv_mc_cmd cmd; /* its command: get or gets */
+    int64_t exptime;     /* unused (memcached parts no gat/gats line) */
 };
 
 /* Parse the first command of in[0..len). max_value: the table's

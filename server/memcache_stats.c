@@ -39,16 +39,17 @@
 struct rkv_mc_counters rkv_mc_counters[RKV_MAX_WORKERS];
 atomic_bool rkv_mc_detail_on;
 
-#define NWORDS (sizeof(struct rkv_mc_counters) / sizeof(_Atomic uint64_t))
+#define NWORDS      (sizeof(struct rkv_mc_counters) / sizeof(_Atomic uint64_t))
 #define WORD(field) (offsetof(struct rkv_mc_counters, field) / sizeof(_Atomic uint64_t))
-#define CLS_WORD(c, what) (offsetof(struct rkv_mc_counters, cls) / sizeof(_Atomic uint64_t) + \
-                          (size_t)(c) * RKV_MC_CLS_COUNT + (what))
+#define CLS_WORD(c, what)                                               \
+    (offsetof(struct rkv_mc_counters, cls) / sizeof(_Atomic uint64_t) + \
+     (size_t)(c)*RKV_MC_CLS_COUNT + (what))
 _Static_assert(sizeof(struct rkv_mc_counters) % sizeof(_Atomic uint64_t) == 0,
                "rkv_mc_counters holds uint64 counters only");
 
-#define STAT_LINE_MAX   320
-#define DETAIL_MAX      4096   /* key prefixes `stats detail` keeps counts for */
-#define DETAIL_BUCKETS  256
+#define STAT_LINE_MAX  320
+#define DETAIL_MAX     4096 /* key prefixes `stats detail` keeps counts for */
+#define DETAIL_BUCKETS 256
 
 /* ------------------------------------------------------------ counting */
 
@@ -57,7 +58,7 @@ void rkv_mc_count_class(struct rkv_mc_counters *st, const struct rkv_region_head
 {
     size_t size = rkv_item_size(key_len, value_len);
     unsigned lo = 0, hi = RKV_MIN(g->class_count, RKV_MAX_CLASSES);
-    while (lo < hi) {   /* the first class whose items hold `size` */
+    while (lo < hi) { /* the first class whose items hold `size` */
         unsigned mid = (lo + hi) / 2;
         if (g->class_size[mid] < size)
             lo = mid + 1;
@@ -198,7 +199,10 @@ void rkv_mc_detail_record(enum rkv_mc_detail what, const uint8_t *key, uint32_t 
     if (p != NULL) {
         switch (what) {
         case RKV_MC_DETAIL_GET: p->get++; break;
-        case RKV_MC_DETAIL_HIT: p->get++; p->hit++; break;
+        case RKV_MC_DETAIL_HIT:
+            p->get++;
+            p->hit++;
+            break;
         case RKV_MC_DETAIL_SET: p->set++; break;
         case RKV_MC_DETAIL_DEL: p->del++; break;
         }
@@ -224,8 +228,8 @@ static void detail_clear(void)
 
 struct out {
     struct rkv_sconn *c;
-    size_t mark;          /* where the reply began */
-    bool full;            /* it did not fit the connection's output buffer */
+    size_t mark; /* where the reply began */
+    bool full;   /* it did not fit the connection's output buffer */
 };
 
 static void put(struct out *o, const char *s, size_t n)
@@ -289,7 +293,10 @@ static unsigned log2u(uint64_t v)
 static void stats_general(struct rkv_server *srv, struct out *o)
 {
     /* memcached's per-thread counters, in server_stats()'s order */
-    static const struct { const char *name; size_t word; } door_a[] = {
+    static const struct {
+        const char *name;
+        size_t word;
+    } door_a[] = {
 #define C(x) { #x, WORD(x) }
         C(cmd_get), C(cmd_set), C(cmd_flush), C(cmd_touch),
     }, door_b[] = {
@@ -356,7 +363,7 @@ static void stats_general(struct rkv_server *srv, struct out *o)
     stat_u(o, "hash_power_level", log2u(s.ts.buckets));
     stat_u(o, "hash_bytes", s.ts.buckets * sizeof(struct rkv_bucket));
     stat_u(o, "hash_is_expanding", 0);
-    if (srv->cfg.evict != RKV_EVICT_NONE) {   /* memcached: with slab_reassign */
+    if (srv->cfg.evict != RKV_EVICT_NONE) { /* memcached: with slab_reassign */
         /* a page moved to another class has its live items evicted, none
          * rescued, and rkv has no chunked items */
         stat_u(o, "slab_reassign_rescues", 0);
@@ -439,8 +446,10 @@ static unsigned sock_port(int fd)
 
 static const char *evict_name(int evict)
 {
-    return evict == RKV_EVICT_LRU ? "lru" : evict == RKV_EVICT_RANDOM ? "random"
-         : evict == RKV_EVICT_S3FIFO ? "s3fifo" : "none";
+    return evict == RKV_EVICT_LRU      ? "lru"
+           : evict == RKV_EVICT_RANDOM ? "random"
+           : evict == RKV_EVICT_S3FIFO ? "s3fifo"
+                                       : "none";
 }
 
 static void stats_settings(struct rkv_server *srv, struct rkv_wconn *wc, struct out *o)
@@ -455,13 +464,13 @@ static void stats_settings(struct rkv_server *srv, struct rkv_wconn *wc, struct 
 
     stat_u(o, "maxbytes", g->heap_size);
     stat_u(o, "maxconns", cfg->max_conns);
-    stat_u(o, "tcpport", sock_port(wc->ops->event_fd(wc->conn)));   /* this connection's door */
-    stat_u(o, "udpport", 0);                /* no UDP: memcached's default, 0 */
+    stat_u(o, "tcpport", sock_port(wc->ops->event_fd(wc->conn))); /* this connection's door */
+    stat_u(o, "udpport", 0); /* no UDP: memcached's default, 0 */
     stat_s(o, "inter", host[0] ? host : "NULL");
     /* verbosity: the door's `verbosity` is answered and ignored; oldest:
      * rkv keeps no flush time (a flush removes the items) */
     stat_s(o, "evictions", cfg->evict == RKV_EVICT_NONE ? "off" : "on");
-    stat_s(o, "domain_socket", "NULL");     /* no unix socket door */
+    stat_s(o, "domain_socket", "NULL"); /* no unix socket door */
     /* umask: of a unix socket, which rkv has not */
     stat_s(o, "shutdown_command", "no");
     /* the server lays out its table with the default factor */
@@ -478,7 +487,7 @@ static void stats_settings(struct rkv_server *srv, struct rkv_wconn *wc, struct 
     stat_s(o, "binding_protocol", "ascii");
     stat_s(o, "auth_enabled_sasl", "no");
     stat_s(o, "auth_enabled_ascii", "no");
-    stat_u(o, "item_size_max", g->slab_page_size);   /* the largest item: a slab page */
+    stat_u(o, "item_size_max", g->slab_page_size); /* the largest item: a slab page */
     stat_s(o, "maxconns_fast", "yes");
     stat_u(o, "hashpower_init", log2u(ts.buckets));
     /* with eviction on, pages move between classes: on demand, and (LRU)
@@ -486,16 +495,16 @@ static void stats_settings(struct rkv_server *srv, struct rkv_wconn *wc, struct 
     stat_s(o, "slab_reassign", moves ? "yes" : "no");
     stat_u(o, "slab_automove", rkv_evict_uses_access(cfg->evict) ? 1 : 0);
     stat_u(o, "slab_chunk_max", g->class_count ? g->class_size[g->class_count - 1] : 0);
-    stat_s(o, "lru_crawler", "no");        /* rkv's tick sweeps expired items instead */
-    stat_u(o, "tail_repair_time", 0);       /* no refcounts to repair: memcached's "off" */
+    stat_s(o, "lru_crawler", "no");   /* rkv's tick sweeps expired items instead */
+    stat_u(o, "tail_repair_time", 0); /* no refcounts to repair: memcached's "off" */
     stat_s(o, "flush_enabled", "yes");
-    stat_s(o, "dump_enabled", "no");        /* stats cachedump is not served */
+    stat_s(o, "dump_enabled", "no"); /* stats cachedump is not served */
     stat_s(o, "hash_algorithm", "xxh3");
     stat_s(o, "lru_maintainer_thread", "no");
     stat_s(o, "lru_segmented", "no");
     stat_s(o, "temp_lru", "no");
-    stat_u(o, "idle_timeout", 0);           /* idle door connections are never closed */
-    stat_s(o, "track_sizes", "no");         /* stats sizes is never enabled */
+    stat_u(o, "idle_timeout", 0);   /* idle door connections are never closed */
+    stat_s(o, "track_sizes", "no"); /* stats sizes is never enabled */
     stat_s(o, "inline_ascii_response", "no");
     stat_s(o, "ssl_enabled", "no");
     /* rkv's own settings */
@@ -516,7 +525,7 @@ static void stats_items(struct rkv_server *srv, struct out *o)
     for (unsigned c = 0; c < RKV_MIN(g->class_count, RKV_MAX_CLASSES); c++) {
         struct rkv_table_class_stats cs;
         class_stats(srv, c, &cs);
-        if (cs.slab.used == 0)   /* memcached lists the classes that hold items */
+        if (cs.slab.used == 0) /* memcached lists the classes that hold items */
             continue;
         /* number: items allocated and not freed, i.e. the class's live
          * items (expired ones until reclaimed, as in memcached) */
@@ -531,9 +540,12 @@ static void stats_items(struct rkv_server *srv, struct out *o)
 
 static void stats_slabs(struct rkv_server *srv, struct out *o)
 {
-    static const struct { const char *name; enum rkv_mc_class_counter what; } door[] = {
-        { "get_hits", RKV_MC_CLS_GET_HITS }, { "cmd_set", RKV_MC_CLS_CMD_SET },
-        { "cas_hits", RKV_MC_CLS_CAS_HITS }, { "cas_badval", RKV_MC_CLS_CAS_BADVAL },
+    static const struct {
+        const char *name;
+        enum rkv_mc_class_counter what;
+    } door[] = {
+        { "get_hits", RKV_MC_CLS_GET_HITS },     { "cmd_set", RKV_MC_CLS_CMD_SET },
+        { "cas_hits", RKV_MC_CLS_CAS_HITS },     { "cas_badval", RKV_MC_CLS_CAS_BADVAL },
         { "touch_hits", RKV_MC_CLS_TOUCH_HITS },
     };
     const struct rkv_region_header *g = rkv_table_header(srv->table);
@@ -544,7 +556,7 @@ static void stats_slabs(struct rkv_server *srv, struct out *o)
     for (unsigned c = 0; c < RKV_MIN(g->class_count, RKV_MAX_CLASSES); c++) {
         struct rkv_table_class_stats cs;
         class_stats(srv, c, &cs);
-        if (cs.slab.pages == 0)   /* memcached lists the classes that hold pages */
+        if (cs.slab.pages == 0) /* memcached lists the classes that hold pages */
             continue;
         uint64_t total = cs.slab.pages * cs.slab.per_page;
         unsigned id = c + 1;
@@ -567,7 +579,7 @@ static void stats_slabs(struct rkv_server *srv, struct out *o)
         malloced += cs.slab.pages * g->slab_page_size;
     }
     stat_u(o, "active_slabs", active);
-    stat_u(o, "total_malloced", malloced);   /* bytes of the pages classes hold */
+    stat_u(o, "total_malloced", malloced); /* bytes of the pages classes hold */
 }
 
 /* ------------------------------------------------------------ conns */
@@ -592,7 +604,7 @@ static void stats_conns(struct rkv_server *srv, struct rkv_wconn *wc, struct out
     sock_text(fd, false, local, sizeof local);
     putf(o, "STAT %d:addr %s\r\n", fd, addr);
     putf(o, "STAT %d:listen_addr %s\r\n", fd, local);
-    putf(o, "STAT %d:state conn_parse_cmd\r\n", fd);   /* it is running this command */
+    putf(o, "STAT %d:state conn_parse_cmd\r\n", fd); /* it is running this command */
     putf(o, "STAT %d:secs_since_last_cmd 0\r\n", fd);
 }
 

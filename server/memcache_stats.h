@@ -25,21 +25,24 @@
 /* What memcached's `stats slabs` counts per class for the door: a hit or a
  * store, at the class of the item it read or wrote. */
 enum rkv_mc_class_counter {
-    RKV_MC_CLS_GET_HITS, RKV_MC_CLS_CMD_SET, RKV_MC_CLS_CAS_HITS, RKV_MC_CLS_CAS_BADVAL,
-    RKV_MC_CLS_TOUCH_HITS, RKV_MC_CLS_COUNT
+    RKV_MC_CLS_GET_HITS,
+    RKV_MC_CLS_CMD_SET,
+    RKV_MC_CLS_CAS_HITS,
+    RKV_MC_CLS_CAS_BADVAL,
+    RKV_MC_CLS_TOUCH_HITS,
+    RKV_MC_CLS_COUNT
 };
 
 /* memcached's counters for `stats`, per worker (written by its worker
  * only). Every member is an _Atomic uint64_t: stats sums them as words. */
 struct rkv_mc_counters {
     _Atomic uint64_t cmd_get, get_hits, get_misses, get_expired, cmd_set, cmd_flush, cmd_touch,
-        touch_hits, touch_misses,
-        delete_hits, delete_misses, incr_hits, incr_misses, decr_hits, decr_misses,
-        cas_hits, cas_misses, cas_badval, protocol_errors,
-        store_too_large,             /* a storage command's data over the largest value */
-        store_no_memory,             /* a store the table had no memory for */
-        bytes_read, bytes_written,   /* every byte received and sent (tcp_server.c counts) */
-        touch_stores;                /* touches that stored a new item (not in total_items) */
+        touch_hits, touch_misses, delete_hits, delete_misses, incr_hits, incr_misses, decr_hits,
+        decr_misses, cas_hits, cas_misses, cas_badval, protocol_errors,
+        store_too_large,           /* a storage command's data over the largest value */
+        store_no_memory,           /* a store the table had no memory for */
+        bytes_read, bytes_written, /* every byte received and sent (tcp_server.c counts) */
+        touch_stores;              /* touches that stored a new item (not in total_items) */
     _Atomic uint64_t cls[RKV_MAX_CLASSES][RKV_MC_CLS_COUNT];
 };
 extern struct rkv_mc_counters rkv_mc_counters[RKV_MAX_WORKERS];

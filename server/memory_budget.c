@@ -27,23 +27,23 @@
 #include "tcp_server.h"
 #include "util.h"
 
-#define MIB (1ull << 20)
-#define PAGE_4K 4096ull
-#define HUGE_2M (2ull << 20)
-#define HUGE_1G (1ull << 30)
-#define CG_UNLIMITED_FROM (1ull << 62)    /* v1 reports "no limit" as ~2^63 */
-#define HEADROOM_MIN (64ull << 20)
-#define HEADROOM_SHIFT 4                  /* keep 1/16 free */
+#define MIB               (1ull << 20)
+#define PAGE_4K           4096ull
+#define HUGE_2M           (2ull << 20)
+#define HUGE_1G           (1ull << 30)
+#define CG_UNLIMITED_FROM (1ull << 62) /* v1 reports "no limit" as ~2^63 */
+#define HEADROOM_MIN      (64ull << 20)
+#define HEADROOM_SHIFT    4 /* keep 1/16 free */
 /* PROCESS_BASE: code, libraries, heap, main thread (measured: 2.7 MiB RSS besides the region) */
-#define PROCESS_BASE (32ull << 20)
-#define WORKER_STACK (1ull << 20)         /* stack pages a worker touches, generously */
-#define CONN_STRUCTS 4096ull              /* a transport's *_sconn + rkv_wconn and allocator slack */
-#define SLAB_PAGE_BOOK 72ull              /* struct slab_page (64) + its pool entry (8) */
-#define QUEUE_ENTRY 8ull                  /* slab.c: one free-queue entry per item */
-#define LRU_WORD 4ull                     /* slab.c: one meta word per item, per block */
-#define SHM_STAGING_MIN (1ull << 20)      /* shm_server.c SHM_DEFAULT_STAGING */
-#define RDMA_QUEUE_ENTRY 64ull            /* per WQE / CQE, a generous provider average */
-#define FILE_MAX 65536
+#define PROCESS_BASE     (32ull << 20)
+#define WORKER_STACK     (1ull << 20) /* stack pages a worker touches, generously */
+#define CONN_STRUCTS     4096ull      /* a transport's *_sconn + rkv_wconn and allocator slack */
+#define SLAB_PAGE_BOOK   72ull        /* struct slab_page (64) + its pool entry (8) */
+#define QUEUE_ENTRY      8ull         /* slab.c: one free-queue entry per item */
+#define LRU_WORD         4ull         /* slab.c: one meta word per item, per block */
+#define SHM_STAGING_MIN  (1ull << 20) /* shm_server.c SHM_DEFAULT_STAGING */
+#define RDMA_QUEUE_ENTRY 64ull        /* per WQE / CQE, a generous provider average */
+#define FILE_MAX         65536
 
 /* ------------------------------------------------------------ parsing */
 
@@ -178,8 +178,8 @@ static bool unescape(const char *s, size_t n, char *out, size_t len)
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
-        if (ch == '\\' && i + 3 < n && s[i + 1] >= '0' && s[i + 1] <= '3' &&
-            s[i + 2] >= '0' && s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+        if (ch == '\\' && i + 3 < n && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
+            s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
             ch = (char)((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
             i += 3;
         }
@@ -199,7 +199,7 @@ static bool cgroup_mount(const char *mountinfo, bool want_v2, char *root, size_t
     for (const char *line = mountinfo; line != NULL && *line != '\0';) {
         const char *eol = strchr(line, '\n');
         size_t n = eol ? (size_t)(eol - line) : strlen(line);
-        const char *f[6];      /* start of fields 1..5 (root = 3, point = 4) */
+        const char *f[6]; /* start of fields 1..5 (root = 3, point = 4) */
         size_t fl[6];
         unsigned nf = 0;
         for (size_t i = 0; i < n && nf < 6;) {
@@ -218,7 +218,8 @@ static bool cgroup_mount(const char *mountinfo, bool want_v2, char *root, size_t
         if (sep != NULL && sep < line + n) {
             const char *fs = sep + 3;
             const char *fs_end = memchr(fs, ' ', (size_t)(line + n - fs));
-            const char *opts = fs_end ? memchr(fs_end + 1, ' ', (size_t)(line + n - fs_end - 1)) : NULL;
+            const char *opts = fs_end ? memchr(fs_end + 1, ' ', (size_t)(line + n - fs_end - 1))
+                                      : NULL;
             size_t fslen = fs_end ? (size_t)(fs_end - fs) : 0;
             bool match = want_v2 ? (fslen == 7 && memcmp(fs, "cgroup2", 7) == 0)
                                  : (fslen == 6 && memcmp(fs, "cgroup", 6) == 0 && opts != NULL &&
@@ -232,8 +233,8 @@ static bool cgroup_mount(const char *mountinfo, bool want_v2, char *root, size_t
     return false;
 }
 
-int rkv_cgroup_locate(const char *proc_cgroup, const char *mountinfo,
-                      char *mount, size_t mount_len, char *dir, size_t dir_len)
+int rkv_cgroup_locate(const char *proc_cgroup, const char *mountinfo, char *mount, size_t mount_len,
+                      char *dir, size_t dir_len)
 {
     char path[1024], root[1024];
     if (proc_cgroup == NULL || mountinfo == NULL)
@@ -245,7 +246,7 @@ int rkv_cgroup_locate(const char *proc_cgroup, const char *mountinfo,
         size_t rlen = strcmp(root, "/") == 0 ? 0 : strlen(root);
         const char *rel = path + rlen;
         if (rlen > 0 && (strncmp(path, root, rlen) != 0 || (*rel != '\0' && *rel != '/')))
-            continue;   /* our cgroup is outside what is mounted here */
+            continue; /* our cgroup is outside what is mounted here */
         if (strcmp(rel, "/") == 0)
             rel = "";
         if ((size_t)snprintf(dir, dir_len, "%s%s", mount, rel) >= dir_len)
@@ -367,7 +368,8 @@ static bool listens_on(const struct rkv_server_config *cfg, const char *scheme)
 {
     size_t n = strlen(scheme);
     for (unsigned i = 0; i < cfg->listen_count; i++)
-        if (strncmp(cfg->listen[i].uri, scheme, n) == 0 && strncmp(cfg->listen[i].uri + n, "://", 3) == 0)
+        if (strncmp(cfg->listen[i].uri, scheme, n) == 0 &&
+            strncmp(cfg->listen[i].uri + n, "://", 3) == 0)
             return true;
     return false;
 }
@@ -380,7 +382,7 @@ static uint64_t shm_conn_bytes(const struct rkv_server_config *cfg)
     char err[160];
     uint64_t staging = RKV_MAX(SHM_STAGING_MIN, (uint64_t)cfg->slab_page_size);
     if (rkv_shm_layout_init(&l, cfg->credits, cfg->max_msg, staging, err, sizeof err) != RKV_OK)
-        return 0;   /* the listener refuses this configuration itself */
+        return 0; /* the listener refuses this configuration itself */
     return (uint64_t)l.total + (uint64_t)l.slot_stride * l.credits + CONN_STRUCTS;
 }
 
@@ -393,9 +395,9 @@ static uint64_t rdma_conn_bytes(const struct rkv_server_config *cfg, uint64_t *r
     uint64_t send_depth = ring + 1;
     uint64_t cqe = RKV_MAX((uint64_t)cfg->cq_size, 2 * send_depth) +
                    RKV_MAX((uint64_t)cfg->cq_size, 2 * credits);
-    uint64_t scratch = credits * (2 * sizeof(uint32_t) + sizeof(struct ibv_wc) +
-                                  sizeof(struct ibv_send_wr) + sizeof(struct ibv_recv_wr) +
-                                  2 * sizeof(struct ibv_sge));
+    uint64_t scratch = credits *
+                       (2 * sizeof(uint32_t) + sizeof(struct ibv_wc) + sizeof(struct ibv_send_wr) +
+                        sizeof(struct ibv_recv_wr) + 2 * sizeof(struct ibv_sge));
     *registered = RKV_ALIGN_UP(credits * cfg->max_msg, PAGE_4K) +
                   RKV_ALIGN_UP(ring * cfg->max_msg, PAGE_4K) +
                   RKV_ALIGN_UP((uint64_t)RKV_RDMA_STAGING_SIZE, PAGE_4K);
@@ -431,8 +433,9 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
      * main thread (its tick frees expired items) */
     uint64_t writers = RKV_MIN((uint64_t)cfg->workers + 1, RKV_THREAD_SLOTS);
     out->bookkeeping = sat_add(out->bookkeeping,
-                               sat_mul(writers, rkv_slab_mag_bytes(cfg->slab_page_size, RKV_TABLE_GROWTH,
-                                                                  RKV_TABLE_FINE_LIMIT)));
+                               sat_mul(writers,
+                                       rkv_slab_mag_bytes(cfg->slab_page_size, RKV_TABLE_GROWTH,
+                                                          RKV_TABLE_FINE_LIMIT)));
 
     if (listens_on(cfg, "shm"))
         shm = shm_conn_bytes(cfg);
@@ -444,8 +447,8 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
      * transports also hold max_unauth_conns not yet past HELLO */
     uint64_t nconns = (uint64_t)cfg->max_conns + cfg->max_unauth_conns;
     out->conns = sat_mul(nconns, RKV_MAX(RKV_MAX(shm, rdma), tcp));
-    out->process = PROCESS_BASE +
-                   (uint64_t)cfg->workers * (WORKER_STACK + (uint64_t)cfg->max_conns * sizeof(void *));
+    out->process = PROCESS_BASE + (uint64_t)cfg->workers *
+                                      (WORKER_STACK + (uint64_t)cfg->max_conns * sizeof(void *));
     out->ram = sat_add(sat_add(out->page_size == PAGE_4K ? out->region : 0, out->page_tables),
                        sat_add(sat_add(out->bookkeeping, out->conns), out->process));
     if (rdma != 0)
@@ -484,8 +487,8 @@ static enum mem_limit judge(const struct rkv_server_config *cfg, uint64_t memory
     rkv_mem_need_compute(cfg, memory, env, need);
     if (cfg->hugepages_required && need->page_size == PAGE_4K)
         return BY_HUGEPAGES;
-    if (need->locked != 0 && !rkv_rdma_memlock_ok(env->memlock, need->locked, env->cap_ipc_lock,
-                                                  "", NULL, 0))
+    if (need->locked != 0 &&
+        !rkv_rdma_memlock_ok(env->memlock, need->locked, env->cap_ipc_lock, "", NULL, 0))
         return BY_MEMLOCK;
     return need->ram <= ram_room(env, &by) ? FITS : by;
 }
@@ -502,11 +505,11 @@ uint64_t rkv_mem_largest(const struct rkv_server_config *given, const struct rkv
 {
     struct rkv_mem_need need;
     const struct rkv_server_config c = fewest_conns(given), *cfg = &c;
-    uint64_t lo = 0, hi = (16ull << 40) / MIB;   /* config.c's largest --memory, in MiB */
+    uint64_t lo = 0, hi = (16ull << 40) / MIB; /* config.c's largest --memory, in MiB */
     if (judge(cfg, RKV_CONFIG_MIN_MEMORY, env, &need) != FITS)
         return 0;
     lo = RKV_CONFIG_MIN_MEMORY / MIB;
-    while (lo < hi) {       /* need grows with memory: the largest that fits */
+    while (lo < hi) { /* need grows with memory: the largest that fits */
         uint64_t mid = lo + (hi - lo + 1) / 2;
         if (judge(cfg, mid * MIB, env, &need) == FITS)
             lo = mid;
@@ -522,10 +525,10 @@ static void need_breakdown(const struct rkv_server_config *cfg, const struct rkv
 {
     char r[32], kind[32], b[32], c[32], p[32];
     rkv_format_size(n->page_size, kind, sizeof kind);
-    snprintf(buf, len, "region %s on %s%s, allocator bookkeeping up to %s, %u connections' "
+    snprintf(buf, len,
+             "region %s on %s%s, allocator bookkeeping up to %s, %u connections' "
              "buffers %s, page tables and workers %s",
-             rkv_format_size(n->region, r, sizeof r),
-             n->page_size == PAGE_4K ? "normal pages" : kind,
+             rkv_format_size(n->region, r, sizeof r), n->page_size == PAGE_4K ? "normal pages" : kind,
              n->page_size == PAGE_4K ? "" : " hugepages (not counted as RAM)",
              rkv_format_size(n->bookkeeping, b, sizeof b), cfg->max_conns + cfg->max_unauth_conns,
              rkv_format_size(n->conns, c, sizeof c),
@@ -540,7 +543,8 @@ static void source_text(const struct rkv_mem_env *env, enum mem_limit by, char *
         snprintf(buf, len, "cgroup memory limit %s (%s, v%d: %s in use)",
                  rkv_format_size(env->cgroup.limit, a, sizeof a), env->cgroup.dir,
                  env->cgroup.version,
-                 rkv_format_size(env->cgroup.usage - RKV_MIN(env->cgroup.usage, env->cgroup.reclaimable),
+                 rkv_format_size(env->cgroup.usage -
+                                     RKV_MIN(env->cgroup.usage, env->cgroup.reclaimable),
                                  u, sizeof u));
     else
         snprintf(buf, len, "MemAvailable %s of MemTotal %s (/proc/meminfo)",
@@ -565,7 +569,8 @@ bool rkv_mem_check(const struct rkv_server_config *cfg, uint64_t memory,
     switch (by) {
     case BY_HUGEPAGES: {
         uint64_t want = RKV_ALIGN_UP(memory, HUGE_2M) / HUGE_2M;
-        snprintf(msg, msg_len, "--memory %s: hugepages_required is set but only %llu 2 MiB "
+        snprintf(msg, msg_len,
+                 "--memory %s: hugepages_required is set but only %llu 2 MiB "
                  "hugepages are free (%llu needed; /sys/kernel/mm/hugepages); reserve them with "
                  "`echo %llu > /proc/sys/vm/nr_hugepages`, or unset hugepages_required",
                  asked, (unsigned long long)env->huge[0].free_pages, (unsigned long long)want,
@@ -579,8 +584,7 @@ bool rkv_mem_check(const struct rkv_server_config *cfg, uint64_t memory,
             rkv_rdma_memlock_ok(env->memlock, need.locked, false,
                                 "region and connection buffers rdma registers", lock, sizeof lock);
         snprintf(msg, msg_len, "--memory %s: %s%s%s, or lower memory or max_conns", asked, lock,
-                 largest ? "; the largest --memory this limit allows is " : "",
-                 largest ? most : "");
+                 largest ? "; the largest --memory this limit allows is " : "", largest ? most : "");
         break;
     default: {
         enum mem_limit b2;
@@ -588,12 +592,13 @@ bool rkv_mem_check(const struct rkv_server_config *cfg, uint64_t memory,
         need_breakdown(cfg, &need, parts, sizeof parts);
         source_text(env, by, src, sizeof src);
         char total[32];
-        snprintf(msg, msg_len, "--memory %s cannot be backed: this configuration needs %s of RAM "
+        snprintf(msg, msg_len,
+                 "--memory %s cannot be backed: this configuration needs %s of RAM "
                  "(%s) but the server can get %s: %s, less headroom kept free; %s%s%s, "
                  "%s, or pass --memory-check=off to start anyway",
                  asked, rkv_format_size(need.ram, total, sizeof total), parts, got, src,
-                 largest ? "lower --memory to at most " : "lower max_conns",
-                 largest ? most : "", largest ? " (or lower max_conns)" : "",
+                 largest ? "lower --memory to at most " : "lower max_conns", largest ? most : "",
+                 largest ? " (or lower max_conns)" : "",
                  by == BY_CGROUP ? "raise the cgroup's limit (MemoryMax= / --memory of the container)"
                                  : "free memory on this host");
         break;
@@ -612,8 +617,8 @@ bool rkv_mem_admit(const struct rkv_server_config *cfg, uint64_t memory,
         return true;
     if (!rkv_mem_check(&c, memory, env, msg, msg_len))
         return false;
-    unsigned lo = c.max_conns, hi = cfg->max_conns - 1;   /* lo fits, cfg->max_conns does not */
-    while (lo < hi) {       /* need grows with max_conns: the largest that fits */
+    unsigned lo = c.max_conns, hi = cfg->max_conns - 1; /* lo fits, cfg->max_conns does not */
+    while (lo < hi) { /* need grows with max_conns: the largest that fits */
         c.max_conns = lo + (hi - lo + 1) / 2;
         if (judge(&c, memory, env, &need) == FITS)
             lo = c.max_conns;
@@ -723,7 +728,8 @@ bool rkv_mem_still_fits(uint64_t remaining, uint64_t other, char *msg, size_t ms
     if (sat_add(remaining, other) <= room)
         return true;
     source_text(&env, by, src, sizeof src);
-    snprintf(msg, msg_len, "--memory: memory ran short while the region was populated: %s more "
+    snprintf(msg, msg_len,
+             "--memory: memory ran short while the region was populated: %s more "
              "is needed but the server can now get %s: %s, less headroom kept free; lower "
              "--memory, free memory, or pass --memory-check=off to start anyway",
              rkv_format_size(sat_add(remaining, other), rest, sizeof rest),

@@ -59,25 +59,25 @@
 
 #include "config.h"
 
-#define RKV_MEM_UNLIMITED UINT64_MAX
-#define RKV_MEM_HUGE_KINDS 2u       /* 2 MiB and 1 GiB pages, as region.c tries them */
-#define RKV_MEM_MIN_CONNS 16u       /* max_conns is never lowered below this (see above) */
+#define RKV_MEM_UNLIMITED  UINT64_MAX
+#define RKV_MEM_HUGE_KINDS 2u  /* 2 MiB and 1 GiB pages, as region.c tries them */
+#define RKV_MEM_MIN_CONNS  16u /* max_conns is never lowered below this (see above) */
 
 /* One memory cgroup level that limits the server (the tightest one found). */
 struct rkv_mem_cgroup {
-    bool known;             /* a limited cgroup was found */
-    int version;            /* 1 or 2 */
-    uint64_t limit;         /* bytes: memory.limit_in_bytes / memory.max */
-    uint64_t usage;         /* bytes charged now: memory.usage_in_bytes / memory.current */
-    uint64_t reclaimable;   /* inactive file cache in usage (memory.stat), given back on demand */
-    char dir[1024];         /* the cgroup directory, for messages */
+    bool known;           /* a limited cgroup was found */
+    int version;          /* 1 or 2 */
+    uint64_t limit;       /* bytes: memory.limit_in_bytes / memory.max */
+    uint64_t usage;       /* bytes charged now: memory.usage_in_bytes / memory.current */
+    uint64_t reclaimable; /* inactive file cache in usage (memory.stat), given back on demand */
+    char dir[1024];       /* the cgroup directory, for messages */
 };
 
 /* One hugepage size's pool (sysfs /kernel/mm/hugepages/hugepages-<n>kB). */
 struct rkv_mem_huge {
-    uint64_t page_size;     /* bytes per page; 0 = the kernel has no such pool */
-    uint64_t free_pages;    /* free_hugepages - resv_hugepages */
-    uint64_t total_pages;   /* nr_hugepages */
+    uint64_t page_size;   /* bytes per page; 0 = the kernel has no such pool */
+    uint64_t free_pages;  /* free_hugepages - resv_hugepages */
+    uint64_t total_pages; /* nr_hugepages */
 };
 
 /* What the machine offers this process. */
@@ -87,23 +87,23 @@ struct rkv_mem_env {
     uint64_t mem_available; /* MemAvailable, bytes */
     struct rkv_mem_cgroup cgroup;
     struct rkv_mem_huge huge[RKV_MEM_HUGE_KINDS]; /* [0] 2 MiB, [1] 1 GiB */
-    uint64_t memlock;       /* RLIMIT_MEMLOCK soft limit, RKV_MEM_UNLIMITED when none */
-    bool cap_ipc_lock;      /* CAP_IPC_LOCK: memlock does not bind */
+    uint64_t memlock;  /* RLIMIT_MEMLOCK soft limit, RKV_MEM_UNLIMITED when none */
+    bool cap_ipc_lock; /* CAP_IPC_LOCK: memlock does not bind */
 };
 
 /* What a configuration takes, in bytes. */
 struct rkv_mem_need {
-    uint64_t region;        /* the region, rounded up to its page kind */
-    uint64_t page_size;     /* the page kind region.c will get: 4096, 2 MiB or 1 GiB */
-    uint64_t page_tables;   /* the server's page tables mapping the region */
-    uint64_t bookkeeping;   /* slab page table, free queues and LRU stamps (smallest items),
-                               and each writer thread's magazines */
-    uint64_t conns;         /* max_conns + max_unauth_conns connections' buffers, on the
-                               costliest transport listened on */
-    uint64_t process;       /* workers (connection arrays, stacks) and the process itself */
-    uint64_t ram;           /* what comes out of RAM / the cgroup: all the above, less the
-                               region when it is on hugepages */
-    uint64_t locked;        /* rdma: bytes registered per RLIMIT_MEMLOCK; 0 without rdma */
+    uint64_t region;      /* the region, rounded up to its page kind */
+    uint64_t page_size;   /* the page kind region.c will get: 4096, 2 MiB or 1 GiB */
+    uint64_t page_tables; /* the server's page tables mapping the region */
+    uint64_t bookkeeping; /* slab page table, free queues and LRU stamps (smallest items),
+                             and each writer thread's magazines */
+    uint64_t conns;       /* max_conns + max_unauth_conns connections' buffers, on the
+                             costliest transport listened on */
+    uint64_t process;     /* workers (connection arrays, stacks) and the process itself */
+    uint64_t ram;         /* what comes out of RAM / the cgroup: all the above, less the
+                             region when it is on hugepages */
+    uint64_t locked;      /* rdma: bytes registered per RLIMIT_MEMLOCK; 0 without rdma */
 };
 
 /* ---- pure parsing (tests feed fixture text) ---- */
@@ -127,8 +127,8 @@ bool rkv_cgroup_stat_value(const char *text, const char *key, uint64_t *out);
  * mount's root). A v1 memory controller wins over v2 (it is the one that
  * limits when both are mounted). Returns the version, 1 or 2, or 0 when
  * neither is mounted or the process is outside the mounted subtree. */
-int rkv_cgroup_locate(const char *proc_cgroup, const char *mountinfo,
-                      char *mount, size_t mount_len, char *dir, size_t dir_len);
+int rkv_cgroup_locate(const char *proc_cgroup, const char *mountinfo, char *mount, size_t mount_len,
+                      char *dir, size_t dir_len);
 
 /* Walk from the cgroup directory `dir` up to `mount`, each path prefixed by
  * `root` ("" for the real file system), and keep the level with the least

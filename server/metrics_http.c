@@ -22,7 +22,8 @@ int rkv_metrics_listen(const char *host_port)
 {
     char host[128];
     uint16_t port;
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
     struct addrinfo *ai = NULL;
     char portstr[8];
@@ -58,8 +59,8 @@ int rkv_metrics_listen(const char *host_port)
 static bool is_gauge(const char *name)
 {
     static const char *const gauges[] = {
-        "uptime", "clock", "clock_published", "items", "bytes", "bytes_free", "limit_maxbytes", "region_bytes",
-        "hugepages", "buckets", "connections", "workers",
+        "uptime",         "clock",        "clock_published", "items",   "bytes",       "bytes_free",
+        "limit_maxbytes", "region_bytes", "hugepages",       "buckets", "connections", "workers",
     };
     for (size_t i = 0; i < RKV_ARRAY_SIZE(gauges); i++)
         if (strcmp(name, gauges[i]) == 0)

@@ -41,8 +41,10 @@ static void netdev_of(const char *host, char *ifname, size_t len)
         if (i->ifa_addr == NULL || i->ifa_addr->sa_family != fam)
             continue;
         size_t n = fam == AF_INET ? 4 : 16;
-        memcpy(have, fam == AF_INET ? (void *)&((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr
-                                    : (void *)&((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr, n);
+        memcpy(have,
+               fam == AF_INET ? (void *)&((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr
+                              : (void *)&((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr,
+               n);
         if (memcmp(want, have, n) == 0) {
             snprintf(ifname, len, "%s", i->ifa_name);
             break;

@@ -47,21 +47,21 @@
 #include "table_private.h"
 #include "util.h"
 
-#define PAGE_SAMPLES    8      /* pages a page move compares */
-#define PAGE_PROBES     32     /* random looks for another class's page before a scan */
-#define PAGE_AGE_SAMPLES 16    /* items that rate what moving a page loses */
-#define LOSS_UNIT       (1u << 16) /* page_cost of one live item of access age 0 */
-#define MOVE_TRIES      4      /* pages a move tries when one has an item being built */
-#define MOVE_COLDER     4      /* a starved class / automove takes pages this many times colder */
+#define PAGE_SAMPLES     8          /* pages a page move compares */
+#define PAGE_PROBES      32         /* random looks for another class's page before a scan */
+#define PAGE_AGE_SAMPLES 16         /* items that rate what moving a page loses */
+#define LOSS_UNIT        (1u << 16) /* page_cost of one live item of access age 0 */
+#define MOVE_TRIES       4          /* pages a move tries when one has an item being built */
+#define MOVE_COLDER      4 /* a starved class / automove takes pages this many times colder */
 
 /* What moving a page would lose, estimated from up to PAGE_AGE_SAMPLES of
  * its items spread over it. */
 struct page_cost {
-    uint64_t loss;      /* LRU: sum over its live items of LOSS_UNIT / (1 + access age): the
-                         * reuse expected of them if reuse falls as 1 / idle time, so a page
-                         * of cold items costs almost nothing and one recent item about one
-                         * unit; RANDOM: LOSS_UNIT per live item */
-    uint32_t live_age;  /* mean access age of the sampled live items; UINT32_MAX when none */
+    uint64_t loss;     /* LRU: sum over its live items of LOSS_UNIT / (1 + access age): the
+                          * reuse expected of them if reuse falls as 1 / idle time, so a page
+                          * of cold items costs almost nothing and one recent item about one
+                          * unit; RANDOM: LOSS_UNIT per live item */
+    uint32_t live_age; /* mean access age of the sampled live items; UINT32_MAX when none */
 };
 
 static void page_cost(struct rkv_table *t, const struct rkv_slab_page_info *pi, struct page_cost *out)
@@ -76,7 +76,8 @@ static void page_cost(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
         uint32_t age = rkv_evict_item_age(t, p.word);
         /* s3fifo: an item never read since stored (on probation) counts a
          * quarter of one read S3_USES_MAX times */
-        loss += LOSS_UNIT * (1 + rkv_evict_item_uses(t, p.word)) / (S3_USES_MAX + 1) / (1 + (uint64_t)age);
+        loss += LOSS_UNIT * (1 + rkv_evict_item_uses(t, p.word)) / (S3_USES_MAX + 1) /
+                (1 + (uint64_t)age);
         ages += age;
         live++;
     }
@@ -189,8 +190,7 @@ static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_
  * the page holding `keep` (0: none); with `starved`, only one
  * page_worth_less() allows. True when one went to the allocator's pool.
  * The index held exclusive. */
-bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved,
-                       uint64_t keep)
+bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved, uint64_t keep)
 {
     for (unsigned tries = 0; tries < MOVE_TRIES; tries++) {
         struct rkv_slab_page_info pi;

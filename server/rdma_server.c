@@ -42,76 +42,76 @@
 #include "transport.h"
 #include "util.h"
 
-#define MAX_CREDITS       4096u
-#define LISTEN_BACKLOG    128
-#define PULL_TIMEOUT_MS   10000u
-#define REPLY_TIMEOUT_MS  10000u
+#define MAX_CREDITS      4096u
+#define LISTEN_BACKLOG   128
+#define PULL_TIMEOUT_MS  10000u
+#define REPLY_TIMEOUT_MS 10000u
 
 /* What the listener and all its connections share; freed with the last reference. */
 struct srv_shared {
-    atomic_uint refs;               /* the listener + each live connection */
-    atomic_uint conns;              /* connections set up or handed out */
+    atomic_uint refs;                   /* the listener + each live connection */
+    atomic_uint conns;                  /* connections set up or handed out */
     struct rdma_event_channel *channel; /* all cm events of the listener and its connections */
-    struct ibv_context *verbs;      /* rdma_cm's context of the device the region is on */
+    struct ibv_context *verbs;          /* rdma_cm's context of the device the region is on */
     struct ibv_pd *pd;
-    struct ibv_mr *region_mr;       /* the whole table region, REMOTE_READ */
+    struct ibv_mr *region_mr; /* the whole table region, REMOTE_READ */
     uint8_t *region_base;
     size_t region_size;
-    struct rkv_rdma_caps caps;      /* device limits */
-    uint32_t credits;               /* receive slots per connection */
-    uint32_t max_msg;               /* bytes per receive / reply slot */
-    uint32_t max_conns;             /* set up + handed out: max_conns + max_unauth_conns */
-    _Atomic uint64_t *rejected;     /* the server's "busy" refusal counter, or NULL */
-    uint32_t max_inline;            /* requested inline size */
-    uint32_t interval;              /* signal one send in N */
-    uint32_t cq_size;               /* 0: 2x the queue it serves */
-    unsigned ack_timeout;           /* RC retransmission (rdma_util.h) */
+    struct rkv_rdma_caps caps;  /* device limits */
+    uint32_t credits;           /* receive slots per connection */
+    uint32_t max_msg;           /* bytes per receive / reply slot */
+    uint32_t max_conns;         /* set up + handed out: max_conns + max_unauth_conns */
+    _Atomic uint64_t *rejected; /* the server's "busy" refusal counter, or NULL */
+    uint32_t max_inline;        /* requested inline size */
+    uint32_t interval;          /* signal one send in N */
+    uint32_t cq_size;           /* 0: 2x the queue it serves */
+    unsigned ack_timeout;       /* RC retransmission (rdma_util.h) */
     unsigned retry_count;
-    struct rkv_rdma_buf probe;      /* where keepalive probes land (contents unused) */
+    struct rkv_rdma_buf probe; /* where keepalive probes land (contents unused) */
 };
 
 struct rdma_listener {
-    struct rkv_listener listener;   /* first: what the ops take (transport.h) */
+    struct rkv_listener listener; /* first: what the ops take (transport.h) */
     struct srv_shared *sh;
-    struct rdma_cm_id *id;          /* the listening id */
-    struct rdma_sconn *setup;       /* accepted, not yet ESTABLISHED: owned by the listener */
-    char addr[80];                  /* for logs */
+    struct rdma_cm_id *id;    /* the listening id */
+    struct rdma_sconn *setup; /* accepted, not yet ESTABLISHED: owned by the listener */
+    char addr[80];            /* for logs */
 };
 
 struct rdma_sconn {
-    struct rkv_sconn sconn;         /* first: what the ops take (transport.h) */
+    struct rkv_sconn sconn; /* first: what the ops take (transport.h) */
     struct srv_shared *sh;
     struct rdma_cm_id *id;
-    struct ibv_comp_channel *comp;  /* wakes an event-mode worker on requests */
-    struct ibv_cq *send_cq;         /* replies and pulls */
-    struct ibv_cq *recv_cq;         /* requests */
+    struct ibv_comp_channel *comp; /* wakes an event-mode worker on requests */
+    struct ibv_cq *send_cq;        /* replies and pulls */
+    struct ibv_cq *recv_cq;        /* requests */
     struct rkv_rdma_sq sq;
-    uint32_t max_inline;            /* what the QP granted */
-    struct rkv_rdma_buf recvs;      /* credits slots of max_msg, wr_id = slot */
-    struct rkv_rdma_ring replies;   /* credits + 2*interval slots of max_msg */
-    struct rkv_rdma_buf bounce;     /* pull target when dst is outside the region (lazy) */
-    uint32_t *polled;               /* FIFO of slots poll() returned and reply() has not answered */
+    uint32_t max_inline;          /* what the QP granted */
+    struct rkv_rdma_buf recvs;    /* credits slots of max_msg, wr_id = slot */
+    struct rkv_rdma_ring replies; /* credits + 2*interval slots of max_msg */
+    struct rkv_rdma_buf bounce;   /* pull target when dst is outside the region (lazy) */
+    uint32_t *polled;             /* FIFO of slots poll() returned and reply() has not answered */
     unsigned polled_head;
     unsigned polled_count;
-    uint32_t *repost;               /* scratch: slots to give back */
-    struct ibv_wc *wcs;             /* scratch: credits completions */
-    struct ibv_send_wr *swr;        /* scratch: credits send WRs */
+    uint32_t *repost;        /* scratch: slots to give back */
+    struct ibv_wc *wcs;      /* scratch: credits completions */
+    struct ibv_send_wr *swr; /* scratch: credits send WRs */
     struct ibv_sge *ssge;
-    struct ibv_recv_wr *rwr;        /* scratch: credits recv WRs */
+    struct ibv_recv_wr *rwr; /* scratch: credits recv WRs */
     struct ibv_sge *rsge;
-    unsigned cq_events;             /* completion events taken, not yet acked */
-    uint64_t requests;              /* requests polled, ever */
-    uint64_t requests_seen;         /* ... at the last keepalive look */
-    uint64_t probe_at;              /* rkv_now_ns() of the next keepalive probe; 0: not started */
+    unsigned cq_events;     /* completion events taken, not yet acked */
+    uint64_t requests;      /* requests polled, ever */
+    uint64_t requests_seen; /* ... at the last keepalive look */
+    uint64_t probe_at;      /* rkv_now_ns() of the next keepalive probe; 0: not started */
     struct rkv_rdma_connect_info probe; /* the client's probe buffer; magic 0: none named */
-    bool armed;                     /* worker: arm() asked for a completion event */
-    bool established;               /* listener: handed to a worker */
-    bool reported;                  /* worker: the failure was logged */
-    bool closing;                   /* under close_lock: the worker is tearing the QP down */
-    atomic_bool dead;               /* peer gone or broke the protocol */
-    pthread_mutex_t close_lock;     /* listener's disconnect vs worker's close */
-    struct rdma_sconn *next;        /* listener's setup list */
-    char peer[80];                  /* "rdma 192.0.2.1:40000" */
+    bool armed;                         /* worker: arm() asked for a completion event */
+    bool established;                   /* listener: handed to a worker */
+    bool reported;                      /* worker: the failure was logged */
+    bool closing;                       /* under close_lock: the worker is tearing the QP down */
+    atomic_bool dead;                   /* peer gone or broke the protocol */
+    pthread_mutex_t close_lock;         /* listener's disconnect vs worker's close */
+    struct rdma_sconn *next;            /* listener's setup list */
+    char peer[80];                      /* "rdma 192.0.2.1:40000" */
 };
 
 static inline struct rdma_listener *rdma_listener_of(struct rkv_listener *listener)
@@ -164,7 +164,7 @@ static void conn_wc_fail(struct rdma_sconn *c, enum ibv_wc_status st, const char
         st = cause;
         what = "a transfer to the peer (a reply, a value pull or a keepalive probe)";
     }
-    if (st == IBV_WC_WR_FLUSH_ERR) {  /* the peer left; nothing to explain */
+    if (st == IBV_WC_WR_FLUSH_ERR) { /* the peer left; nothing to explain */
         atomic_store(&c->dead, true);
         return;
     }
@@ -220,12 +220,12 @@ static void conn_destroy(struct rdma_sconn *c)
 
 /* Everything a connection needs before rdma_accept(): CQs, QP, buffers, the
  * receive slots posted. */
-static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm_id *id,
-                                           char *err, size_t err_len)
+static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm_id *id, char *err,
+                                           size_t err_len)
 {
     const uint32_t credits = sh->credits;
     const uint32_t ring = credits + 2 * sh->interval;
-    const uint32_t send_depth = ring + 1;   /* replies + one pull */
+    const uint32_t send_depth = ring + 1; /* replies + one pull */
     uint32_t send_cqe, recv_cqe;
     struct rdma_sconn *c = calloc(1, sizeof *c);
     struct ibv_qp *qp;
@@ -273,8 +273,8 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
         goto fail;
     }
     c->max_inline = sh->max_inline;
-    if (rkv_rdma_create_qp(id, sh->pd, c->send_cq, c->recv_cq, send_depth, credits,
-                           &c->max_inline, &qp, err, err_len) != RKV_OK)
+    if (rkv_rdma_create_qp(id, sh->pd, c->send_cq, c->recv_cq, send_depth, credits, &c->max_inline,
+                           &qp, err, err_len) != RKV_OK)
         goto fail;
     if (rkv_rdma_buf_alloc(sh->pd, (size_t)credits * sh->max_msg, IBV_ACCESS_LOCAL_WRITE,
                            "receive buffers", &c->recvs, err, err_len) != RKV_OK ||
@@ -298,7 +298,7 @@ fail:
     id->context = NULL;
     if (id->qp != NULL)
         rdma_destroy_qp(id);
-    c->id = NULL;           /* the caller rejects and destroys the id */
+    c->id = NULL; /* the caller rejects and destroys the id */
     conn_destroy(c);
     return NULL;
 oom:
@@ -309,8 +309,8 @@ oom:
 /* ------------------------------------------------------------ listener */
 
 static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
-                              const struct rkv_strans_params *p,
-                              struct rkv_listener **out, char *err, size_t err_len)
+                             const struct rkv_strans_params *p, struct rkv_listener **out,
+                             char *err, size_t err_len)
 {
     struct rkv_strans_params params;
     struct sockaddr_storage ss;
@@ -358,26 +358,28 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
         sh->interval > RKV_RDMA_MAX_SIGNAL) {
         snprintf(err, err_len,
                  "credits %u (1..%u), max_msg %u (%u..%u) or signal_interval %u (1..%u) out of range",
-                 sh->credits, MAX_CREDITS, sh->max_msg, RKV_MIN_MSG, RKV_MAX_MSG,
-                 sh->interval, RKV_RDMA_MAX_SIGNAL);
+                 sh->credits, MAX_CREDITS, sh->max_msg, RKV_MIN_MSG, RKV_MAX_MSG, sh->interval,
+                 RKV_RDMA_MAX_SIGNAL);
         goto fail;
     }
-    if (!rkv_rdma_rc_check(sh->ack_timeout, sh->retry_count, "ack_timeout", "retry_count", err, err_len))
+    if (!rkv_rdma_rc_check(sh->ack_timeout, sh->retry_count, "ack_timeout", "retry_count", err,
+                           err_len))
         goto fail;
 
     st = rkv_rdma_open_id(l, &sh->channel, &l->id, err, err_len);
     if (st != RKV_OK)
         goto fail;
     st = RKV_CONNECTION;
-    if (p->tos != 0 && rdma_set_option(l->id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS,
-                                       (void *)&p->tos, sizeof p->tos) != 0)
+    if (p->tos != 0 && rdma_set_option(l->id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, (void *)&p->tos,
+                                       sizeof p->tos) != 0)
         RKV_WARN("rdma listen %s: cannot set ToS %u: %s", l->addr, p->tos, strerror(errno));
     if (rdma_bind_addr(l->id, (struct sockaddr *)&ss) != 0) {
         char what[128];
         if (errno == ENODEV || errno == EADDRNOTAVAIL) {
             snprintf(err, err_len,
                      "%s is not an address of an RDMA-capable interface "
-                     "(`rdma link show`, `ibv_devices`): use the IP of the RDMA netdev, or 0.0.0.0", l->addr);
+                     "(`rdma link show`, `ibv_devices`): use the IP of the RDMA netdev, or 0.0.0.0",
+                     l->addr);
         } else {
             snprintf(what, sizeof what, "rdma_bind_addr(%s)", l->addr);
             rkv_rdma_errno_error(errno, what, err, err_len);
@@ -386,8 +388,8 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     }
     if (l->id->verbs != NULL) {
         if (p->device != NULL && strcmp(p->device, rkv_rdma_device_name(l->id->verbs)) != 0) {
-            snprintf(err, err_len, "%s is on RDMA device %s, but rdma_device is %s",
-                     l->addr, rkv_rdma_device_name(l->id->verbs), p->device);
+            snprintf(err, err_len, "%s is on RDMA device %s, but rdma_device is %s", l->addr,
+                     rkv_rdma_device_name(l->id->verbs), p->device);
             st = RKV_INVALID;
             goto fail;
         }
@@ -398,7 +400,7 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
         if (st != RKV_OK)
             goto fail;
         st = RKV_CONNECTION;
-        port = 0;   /* any ACTIVE port */
+        port = 0; /* any ACTIVE port */
     }
     if (rkv_rdma_check_port(sh->verbs, port, err, err_len) != RKV_OK)
         goto fail;
@@ -410,8 +412,8 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
         goto fail;
     if (sh->credits + 2 * sh->interval + 1 > sh->caps.max_qp_wr) {
         snprintf(err, err_len, "credits %u need %u send WRs but %s allows %u per QP; lower credits",
-                 sh->credits, sh->credits + 2 * sh->interval + 1,
-                 rkv_rdma_device_name(sh->verbs), sh->caps.max_qp_wr);
+                 sh->credits, sh->credits + 2 * sh->interval + 1, rkv_rdma_device_name(sh->verbs),
+                 sh->caps.max_qp_wr);
         st = RKV_INVALID;
         goto fail;
     }
@@ -426,8 +428,8 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     }
     /* Remote peers may read the region and nothing else: no REMOTE_WRITE. */
     sh->region_mr = rkv_rdma_reg_mr(sh->pd, region->base, region->size,
-                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
-                                    &relaxed, "table region", err, err_len);
+                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, &relaxed,
+                                    "table region", err, err_len);
     if (sh->region_mr == NULL ||
         rkv_rdma_buf_alloc(sh->pd, RKV_RDMA_PROBE_LEN, IBV_ACCESS_LOCAL_WRITE, "keepalive buffer",
                            &sh->probe, err, err_len) != RKV_OK)
@@ -438,8 +440,8 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     }
     RKV_INFO("rdma: listening on %s (device %s), %s region registered, rkey 0x%x, relaxed ordering %s",
              l->addr, rkv_rdma_device_name(sh->verbs),
-             rkv_format_size(region->size, size_text, sizeof size_text),
-             sh->region_mr->rkey, relaxed ? "on" : "off");
+             rkv_format_size(region->size, size_text, sizeof size_text), sh->region_mr->rkey,
+             relaxed ? "on" : "off");
     *out = &l->listener;
     return RKV_OK;
 
@@ -483,7 +485,7 @@ static void reject_request(struct srv_shared *sh, struct rdma_cm_event *ev,
     struct rkv_rdma_reject rej = { .magic = RKV_RDMA_REJECT_MAGIC, .reason = reason };
 
     if ((reason == RKV_REJECT_TOO_MANY || reason == RKV_REJECT_RESOURCES) && sh->rejected != NULL)
-        atomic_fetch_add(sh->rejected, 1);   /* "busy" refusals */
+        atomic_fetch_add(sh->rejected, 1); /* "busy" refusals */
 
     rdma_reject(id, &rej, sizeof rej);
     rdma_ack_cm_event(ev);
@@ -500,8 +502,8 @@ static void on_connect_request(struct rdma_listener *l, struct rdma_cm_event *ev
 
     rkv_rdma_format_addr(rdma_get_peer_addr(id), peer, sizeof peer);
     if (id->verbs != sh->verbs) {
-        RKV_WARN("rdma %s: rejecting %s: it arrived on %s, the region is registered on %s",
-                 l->addr, peer, rkv_rdma_device_name(id->verbs), rkv_rdma_device_name(sh->verbs));
+        RKV_WARN("rdma %s: rejecting %s: it arrived on %s, the region is registered on %s", l->addr,
+                 peer, rkv_rdma_device_name(id->verbs), rkv_rdma_device_name(sh->verbs));
         reject_request(sh, ev, RKV_REJECT_WRONG_DEVICE);
         return;
     }
@@ -526,7 +528,7 @@ static void on_connect_request(struct rdma_listener *l, struct rdma_cm_event *ev
      * let our pulls do the same against the client. */
     cp.responder_resources = RKV_MIN(ev->param.conn.initiator_depth, sh->caps.max_rd_atom);
     cp.initiator_depth = RKV_MIN(ev->param.conn.responder_resources, sh->caps.max_init_rd_atom);
-    cp.rnr_retry_count = 7;   /* retry forever: a reply waits for a re-posted receive */
+    cp.rnr_retry_count = 7; /* retry forever: a reply waits for a re-posted receive */
     rkv_rdma_set_ack_timeout(id, sh->ack_timeout);
     int rc = rkv_rdma_accept(id, &cp, sh->retry_count);
     if (rc != 0) {
@@ -549,8 +551,9 @@ static void on_conn_gone(struct rdma_listener *l, struct rdma_cm_event *ev)
         rdma_ack_cm_event(ev);
         return;
     }
-    if (!c->established) {          /* still ours: tear it down */
-        RKV_DEBUG("rdma %s: %s went away during setup (%s)", l->addr, c->peer, rdma_event_str(ev->event));
+    if (!c->established) { /* still ours: tear it down */
+        RKV_DEBUG("rdma %s: %s went away during setup (%s)", l->addr, c->peer,
+                  rdma_event_str(ev->event));
         setup_unlink(l, c);
         rdma_ack_cm_event(ev);
         conn_destroy(c);
@@ -560,7 +563,7 @@ static void on_conn_gone(struct rdma_listener *l, struct rdma_cm_event *ev)
     atomic_store(&c->dead, true);
     pthread_mutex_lock(&c->close_lock);
     if (!c->closing)
-        rdma_disconnect(c->id);     /* QP to error: flushes wake an event-mode worker */
+        rdma_disconnect(c->id); /* QP to error: flushes wake an event-mode worker */
     pthread_mutex_unlock(&c->close_lock);
     rdma_ack_cm_event(ev);
 }
@@ -580,15 +583,13 @@ static rkv_status srv_accept_conn(struct rkv_listener *listener, struct rkv_scon
         }
         if (ev->id == l->id) {
             if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
-                RKV_ERROR("rdma %s: the RDMA device %s was removed; restart the server",
-                          l->addr, rkv_rdma_device_name(l->sh->verbs));
+                RKV_ERROR("rdma %s: the RDMA device %s was removed; restart the server", l->addr,
+                          rkv_rdma_device_name(l->sh->verbs));
             rdma_ack_cm_event(ev);
             continue;
         }
         switch (ev->event) {
-        case RDMA_CM_EVENT_CONNECT_REQUEST:
-            on_connect_request(l, ev);
-            break;
+        case RDMA_CM_EVENT_CONNECT_REQUEST: on_connect_request(l, ev); break;
         case RDMA_CM_EVENT_ESTABLISHED: {
             struct rdma_sconn *c = ev->id->context;
             rdma_ack_cm_event(ev);
@@ -596,8 +597,8 @@ static rkv_status srv_accept_conn(struct rkv_listener *listener, struct rkv_scon
                 /* rdma_cm grants every QP remote write; this one serves READs only */
                 struct ibv_qp_attr a = { .qp_access_flags = IBV_ACCESS_REMOTE_READ };
                 if (ibv_modify_qp(c->id->qp, &a, IBV_QP_ACCESS_FLAGS) != 0)
-                    RKV_DEBUG("rdma %s: cannot narrow %s's QP access to remote read: %s",
-                              l->addr, c->peer, strerror(errno));
+                    RKV_DEBUG("rdma %s: cannot narrow %s's QP access to remote read: %s", l->addr,
+                              c->peer, strerror(errno));
                 setup_unlink(l, c);
                 c->established = true;
                 RKV_DEBUG("rdma %s: %s connected (inline %u)", l->addr, c->peer, c->max_inline);
@@ -610,12 +611,8 @@ static rkv_status srv_accept_conn(struct rkv_listener *listener, struct rkv_scon
         case RDMA_CM_EVENT_REJECTED:
         case RDMA_CM_EVENT_CONNECT_ERROR:
         case RDMA_CM_EVENT_UNREACHABLE:
-        case RDMA_CM_EVENT_DEVICE_REMOVAL:
-            on_conn_gone(l, ev);
-            break;
-        default:  /* TIMEWAIT_EXIT, ADDR_CHANGE, ...: nothing to do */
-            rdma_ack_cm_event(ev);
-            break;
+        case RDMA_CM_EVENT_DEVICE_REMOVAL: on_conn_gone(l, ev); break;
+        default: /* TIMEWAIT_EXIT, ADDR_CHANGE, ...: nothing to do */ rdma_ack_cm_event(ev); break;
         }
     }
 }
@@ -705,7 +702,8 @@ static bool conn_is_dead(void *ctx)
 }
 
 /* Report a failed rkv_rdma_sq_wait(); returns RKV_CONNECTION. */
-static rkv_status sq_wait_failed(struct rdma_sconn *c, int rc, enum ibv_wc_status bad, const char *what)
+static rkv_status sq_wait_failed(struct rdma_sconn *c, int rc, enum ibv_wc_status bad,
+                                 const char *what)
 {
     /* -ECANCELED: the listener saw the peer leave and already set dead */
     if (rc == -EIO)
@@ -720,8 +718,8 @@ static rkv_status sq_wait_failed(struct rdma_sconn *c, int rc, enum ibv_wc_statu
 static rkv_status sq_wait(struct rdma_sconn *c, uint32_t limit, unsigned timeout_ms, const char *what)
 {
     enum ibv_wc_status bad = IBV_WC_SUCCESS;
-    int rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, limit, timeout_ms * 1000000ull,
-                              conn_is_dead, c, &bad);
+    int rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, limit, timeout_ms * 1000000ull, conn_is_dead, c,
+                              &bad);
 
     return RKV_LIKELY(rc == 0) ? RKV_OK : sq_wait_failed(c, rc, bad, what);
 }
@@ -762,8 +760,8 @@ static rkv_status srv_reply(struct rkv_sconn *sconn, const uint32_t *lens, unsig
     }
     if (RKV_UNLIKELY(sq_wait(c, c->sq.depth - n, REPLY_TIMEOUT_MS, "sending a reply") != RKV_OK))
         return RKV_CONNECTION;
-    rc = rkv_rdma_post_sends(c->id->qp, &c->sq, &c->replies, lens, n, c->max_inline,
-                             c->swr, c->ssge, &inlined);
+    rc = rkv_rdma_post_sends(c->id->qp, &c->sq, &c->replies, lens, n, c->max_inline, c->swr,
+                             c->ssge, &inlined);
     if (RKV_UNLIKELY(rc != 0)) {
         conn_fail(c, "ibv_post_send failed");
         return RKV_CONNECTION;
@@ -773,7 +771,8 @@ static rkv_status srv_reply(struct rkv_sconn *sconn, const uint32_t *lens, unsig
 }
 
 /* Post one signaled RDMA READ of the client's buffer into `land`. */
-static int post_pull_read(struct rdma_sconn *c, const struct rkv_remote_buf *rb, void *land, uint32_t lkey)
+static int post_pull_read(struct rdma_sconn *c, const struct rkv_remote_buf *rb, void *land,
+                          uint32_t lkey)
 {
     bool signaled;
     struct ibv_sge sge = { .addr = (uintptr_t)land, .length = rb->len, .lkey = lkey };
@@ -805,8 +804,8 @@ static rkv_status srv_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf 
         return RKV_PROTOCOL;
     if (d < sh->region_base || d + rb->len > sh->region_base + sh->region_size) {
         if (c->bounce.mem == NULL &&
-            rkv_rdma_buf_alloc(sh->pd, RKV_RDMA_STAGING_SIZE, IBV_ACCESS_LOCAL_WRITE, "pull bounce buffer",
-                               &c->bounce, err, sizeof err) != RKV_OK) {
+            rkv_rdma_buf_alloc(sh->pd, RKV_RDMA_STAGING_SIZE, IBV_ACCESS_LOCAL_WRITE,
+                               "pull bounce buffer", &c->bounce, err, sizeof err) != RKV_OK) {
             RKV_ERROR("%s: %s", c->peer, err);
             return RKV_NO_MEMORY;
         }
@@ -819,11 +818,12 @@ static rkv_status srv_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf 
         conn_fail(c, "ibv_post_send (RDMA READ) failed");
         return RKV_CONNECTION;
     }
-    rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, 0, PULL_TIMEOUT_MS * 1000000ull,
-                          conn_is_dead, c, &wc_status);
+    rc = rkv_rdma_sq_wait(&c->sq, c->send_cq, 0, PULL_TIMEOUT_MS * 1000000ull, conn_is_dead, c,
+                          &wc_status);
     if (rc == -EIO && (wc_status == IBV_WC_REM_ACCESS_ERR || wc_status == IBV_WC_REM_INV_REQ_ERR)) {
         /* the descriptor came from the client: say whose fault it is */
-        snprintf(err, sizeof err, "the client's rendezvous descriptor (address 0x%llx, %u bytes, "
+        snprintf(err, sizeof err,
+                 "the client's rendezvous descriptor (address 0x%llx, %u bytes, "
                  "rkey 0x%x) is not readable: %s (a client bug, or a hostile client)",
                  (unsigned long long)rb->addr, rb->len, rb->rkey, rkv_rdma_wc_status_name(wc_status));
         conn_fail(c, err);
@@ -862,7 +862,8 @@ static void keepalive(struct rdma_sconn *c)
     }
     if (now < c->probe_at || c->sq.outstanding >= c->sq.depth)
         return;
-    struct ibv_sge sge = { .addr = (uintptr_t)c->sh->probe.mem, .length = RKV_RDMA_PROBE_LEN,
+    struct ibv_sge sge = { .addr = (uintptr_t)c->sh->probe.mem,
+                           .length = RKV_RDMA_PROBE_LEN,
                            .lkey = c->sh->probe.mr->lkey };
     struct ibv_send_wr wr = {
         .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED,

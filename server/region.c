@@ -26,8 +26,8 @@
  * region is then mlock()ed where the memlock limit allows.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -53,18 +53,18 @@
 #endif
 
 #ifndef F_SEAL_FUTURE_WRITE
-#define F_SEAL_FUTURE_WRITE 0x0010   /* Linux 5.1 */
+#define F_SEAL_FUTURE_WRITE 0x0010 /* Linux 5.1 */
 #endif
 
-#define SIZE_2M (2ull << 20)
-#define SIZE_1G (1ull << 30)
-#define POPULATE_CHUNK (64ull << 20)  /* normal pages taken between guard checks */
+#define SIZE_2M        (2ull << 20)
+#define SIZE_1G        (1ull << 30)
+#define POPULATE_CHUNK (64ull << 20) /* normal pages taken between guard checks */
 
 /* One attempt's page kind: memfd flags and the size it rounds to. */
 struct page_kind {
-    const char *name;    /* for messages */
-    unsigned mfd_flags;  /* MFD_HUGETLB | MFD_HUGE_*, or 0 */
-    uint64_t page;       /* bytes per page; the region rounds up to it */
+    const char *name;   /* for messages */
+    unsigned mfd_flags; /* MFD_HUGETLB | MFD_HUGE_*, or 0 */
+    uint64_t page;      /* bytes per page; the region rounds up to it */
 };
 
 /* A sealable memfd (hugetlb memfds accept MFD_ALLOW_SEALING since Linux
@@ -104,8 +104,8 @@ static void region_pin(void *base, uint64_t size)
         return;
     RKV_INFO("region: %s not locked in RAM (mlock: %s): it is populated but may be swapped "
              "out under memory pressure; raise the memlock limit (LimitMEMLOCK=infinity, "
-             "`ulimit -l unlimited`) to lock it", rkv_format_size(size, sz, sizeof sz),
-             strerror(errno));
+             "`ulimit -l unlimited`) to lock it",
+             rkv_format_size(size, sz, sizeof sz), strerror(errno));
 }
 
 /* Size the memfd, take every page now and map it. Returns 0 or an errno. */
@@ -218,7 +218,8 @@ rkv_status rkv_region_create_guarded(uint64_t size, const struct rkv_region_guar
     memset(out, 0, sizeof(*out));
     out->fd = out->ro_fd = -1;
     if (size == 0 || size > (uint64_t)SIZE_MAX / 2) {
-        snprintf(err, err_len, "region size %llu is out of range; give a size between 4 KiB and the machine's memory",
+        snprintf(err, err_len,
+                 "region size %llu is out of range; give a size between 4 KiB and the machine's memory",
                  (unsigned long long)size);
         return RKV_INVALID;
     }
@@ -247,16 +248,19 @@ rkv_status rkv_region_create_guarded(uint64_t size, const struct rkv_region_guar
             return RKV_OK;
         }
         if (e == ECANCELED)
-            return RKV_NO_MEMORY;   /* the guard's message is in err */
+            return RKV_NO_MEMORY; /* the guard's message is in err */
         if (k->mfd_flags == 0 && sealing) {
-            snprintf(err, err_len, "cannot make the %s region read-only for clients (%s): rkv "
+            snprintf(err, err_len,
+                     "cannot make the %s region read-only for clients (%s): rkv "
                      "needs Linux 5.1 or later (memfd F_SEAL_FUTURE_WRITE) and /proc mounted",
                      sz, strerror(e));
             return RKV_INTERNAL;
         }
         if (k->mfd_flags == 0) {
-            snprintf(err, err_len, "cannot allocate the %s region (%s); lower the configured memory "
-                     "size or free memory on this host", sz, strerror(e));
+            snprintf(err, err_len,
+                     "cannot allocate the %s region (%s); lower the configured memory "
+                     "size or free memory on this host",
+                     sz, strerror(e));
             return RKV_NO_MEMORY;
         }
         huge_err = e;
@@ -268,7 +272,7 @@ rkv_status rkv_region_create_guarded(uint64_t size, const struct rkv_region_guar
 
 void rkv_region_destroy(struct rkv_region *r)
 {
-    if (r->base == NULL)   /* zeroed, failed or already destroyed */
+    if (r->base == NULL) /* zeroed, failed or already destroyed */
         return;
     munmap(r->base, r->size);
     if (r->fd >= 0)

@@ -36,7 +36,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RKV_REPLY_BATCH        32u    /* replies posted with one doorbell at most */
+#define RKV_REPLY_BATCH 32u /* replies posted with one doorbell at most */
 /* Passes without news before held replies go. A pass over one idle
  * connection costs well under a microsecond on a real host (an empty CQ or
  * ring poll, and the idle loop's sched_yield every 8 passes), so a lying
@@ -44,22 +44,22 @@
  * qemu TCG delivers the requests of one post further apart than 1,024
  * passes about half the time
  * (docs/results/2026-12-01-reply-more-follow-mark.md). */
-#define RKV_REPLY_HOLD_PASSES  8192u
+#define RKV_REPLY_HOLD_PASSES 8192u
 
 struct rkv_reply_batch {
-    uint32_t lens[RKV_REPLY_BATCH];  /* byte count of reply i (in the transport's reply_buf i) */
-    unsigned n;                      /* replies written and not yet posted */
-    unsigned quiet;                  /* passes in a row that took nothing new while n > 0 */
-    bool more;                       /* the last request taken carried RKV_REQ_MORE */
-    bool held;                       /* these replies waited at least one pass */
+    uint32_t lens[RKV_REPLY_BATCH]; /* byte count of reply i (in the transport's reply_buf i) */
+    unsigned n;                     /* replies written and not yet posted */
+    unsigned quiet;                 /* passes in a row that took nothing new while n > 0 */
+    bool more;                      /* the last request taken carried RKV_REQ_MORE */
+    bool held;                      /* these replies waited at least one pass */
 };
 
 /* What rkv_reply_batch_decide() says to do with the replies waiting. */
 enum rkv_reply_verdict {
-    RKV_REPLY_NONE = 0,  /* nothing waits */
-    RKV_REPLY_HOLD,      /* keep them for the marked request's successor */
-    RKV_REPLY_POST,      /* post them now */
-    RKV_REPLY_EXPIRED,   /* post them now: held RKV_REPLY_HOLD_PASSES passes in vain */
+    RKV_REPLY_NONE = 0, /* nothing waits */
+    RKV_REPLY_HOLD,     /* keep them for the marked request's successor */
+    RKV_REPLY_POST,     /* post them now */
+    RKV_REPLY_EXPIRED,  /* post them now: held RKV_REPLY_HOLD_PASSES passes in vain */
 };
 
 /* Replies the batch can still take this pass. */

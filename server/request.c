@@ -93,8 +93,8 @@ static uint32_t reply_stats(struct rkv_server *srv, struct rkv_resp *r)
     return (uint32_t)(sizeof *r + n);
 }
 
-static rkv_status do_put(struct rkv_server *srv, struct rkv_wconn *wc,
-                         const struct rkv_req_view *v, uint64_t *version)
+static rkv_status do_put(struct rkv_server *srv, struct rkv_wconn *wc, const struct rkv_req_view *v,
+                         uint64_t *version)
 {
     const struct rkv_req *h = v->hdr;
     struct pull_ctx pc = { .wc = wc };
@@ -118,7 +118,7 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
     const struct rkv_region_header *g = rkv_table_header(srv->table);
     rkv_status st = rkv_req_parse(m->data, m->len, g->max_key_len, g->max_value_len, &v);
     uint32_t len = sizeof *r;
-    uint64_t value = 0;        /* the reply's value; `r` may be client-writable */
+    uint64_t value = 0; /* the reply's value; `r` may be client-writable */
 
     memset(r, 0, sizeof *r);
     if (m->len >= sizeof(struct rkv_req)) {
@@ -137,29 +137,20 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
         rkv_stat_bump(&w->stats.requests[v.hdr->opcode], 1);
         rkv_stat_bump(&w->stats.marked_requests, (v.hdr->flags & RKV_REQ_MORE) != 0);
         switch ((enum rkv_opcode)v.hdr->opcode) {
-        case RKV_OP_HELLO:
-            len = reply_hello(srv, wc, &v, r, &st);
-            break;
-        case RKV_OP_PUT:
-            st = do_put(srv, wc, &v, &value);
-            break;
-        case RKV_OP_DELETE:
-            st = rkv_table_delete(srv->table, v.key, v.hdr->key_len);
-            break;
+        case RKV_OP_HELLO: len = reply_hello(srv, wc, &v, r, &st); break;
+        case RKV_OP_PUT: st = do_put(srv, wc, &v, &value); break;
+        case RKV_OP_DELETE: st = rkv_table_delete(srv->table, v.key, v.hdr->key_len); break;
         case RKV_OP_INCR:
             st = rkv_table_incr(srv->table, v.key, v.hdr->key_len, (int64_t)v.hdr->arg, &value);
             break;
-        case RKV_OP_STATS:
-            len = reply_stats(srv, r);
-            break;
+        case RKV_OP_STATS: len = reply_stats(srv, r); break;
         case RKV_OP_FLUSH:
-            value = rkv_table_flush(srv->table, v.hdr->arg > UINT32_MAX ? UINT32_MAX
-                                                                        : (uint32_t)v.hdr->arg);
+            value = rkv_table_flush(srv->table,
+                                    v.hdr->arg > UINT32_MAX ? UINT32_MAX : (uint32_t)v.hdr->arg);
             break;
         case RKV_OP_PING:
         case RKV_OP_HINTS:
-        case RKV_OP_MAX:
-            break;
+        case RKV_OP_MAX: break;
         }
         /* after the dispatch: a HELLO's hints count only once it passed */
         if (v.hdr->hint_count && wc->authed)

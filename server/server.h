@@ -26,7 +26,7 @@ struct rkv_server;
 
 struct rkv_listen_ep {
     const struct rkv_server_transport *ops;
-    const struct rkv_wire *wire;             /* what its connections speak (wire.h) */
+    const struct rkv_wire *wire; /* what its connections speak (wire.h) */
     struct rkv_listener *l;
     char uri[256];
 };
@@ -35,40 +35,39 @@ struct rkv_listen_ep {
  * are written by their worker only, with rkv_stat_bump(); `conns` is also
  * changed by the main thread at accept, so it takes atomic add/sub. */
 struct rkv_worker_stats {
-    _Atomic uint64_t requests[RKV_OP_MAX];   /* by opcode (index = enum rkv_opcode) */
-    _Atomic uint64_t errors[RKV_STATUS_COUNT];/* replies by non-OK status */
-    _Atomic uint64_t marked_requests;        /* valid requests marked RKV_REQ_MORE (more of their
-                                                client's doorbell batch follows) */
-    _Atomic uint64_t replies;                /* rkv replies posted (the tcp/memcached door is not counted) */
-    _Atomic uint64_t reply_doorbells;        /* reply batches posted: one doorbell each */
-    _Atomic uint64_t reply_holds;            /* ... of them held for a request marked RKV_REQ_MORE
-                                                to be followed (reply_batch.h) */
-    _Atomic uint64_t reply_hold_expired;     /* ... of those posted because no request followed
-                                                within RKV_REPLY_HOLD_PASSES passes */
-    _Atomic uint64_t sleeps;                 /* times the worker slept waiting for requests */
-    _Atomic uint64_t hints;                  /* access hints applied */
-    _Atomic uint64_t conns;                  /* connections currently owned */
-    _Atomic uint64_t closed_bad;             /* connections closed for protocol violations */
+    _Atomic uint64_t requests[RKV_OP_MAX];     /* by opcode (index = enum rkv_opcode) */
+    _Atomic uint64_t errors[RKV_STATUS_COUNT]; /* replies by non-OK status */
+    _Atomic uint64_t marked_requests;          /* valid requests marked RKV_REQ_MORE (more of their
+                                                  client's doorbell batch follows) */
+    _Atomic uint64_t replies; /* rkv replies posted (the tcp/memcached door is not counted) */
+    _Atomic uint64_t reply_doorbells;    /* reply batches posted: one doorbell each */
+    _Atomic uint64_t reply_holds;        /* ... of them held for a request marked RKV_REQ_MORE
+                                            to be followed (reply_batch.h) */
+    _Atomic uint64_t reply_hold_expired; /* ... of those posted because no request followed
+                                            within RKV_REPLY_HOLD_PASSES passes */
+    _Atomic uint64_t sleeps;             /* times the worker slept waiting for requests */
+    _Atomic uint64_t hints;              /* access hints applied */
+    _Atomic uint64_t conns;              /* connections currently owned */
+    _Atomic uint64_t closed_bad;         /* connections closed for protocol violations */
 };
 
 /* Add to a counter only its owning worker writes: a relaxed load and store,
  * not a locked read-modify-write, on the request path. */
 static inline void rkv_stat_bump(_Atomic uint64_t *v, uint64_t n)
 {
-    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
-                          memory_order_relaxed);
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n, memory_order_relaxed);
 }
 
 struct rkv_worker {
     struct rkv_server *srv;
     unsigned id;
     pthread_t thread;
-    int cpu;                                 /* pinned CPU, or -1 */
+    int cpu; /* pinned CPU, or -1 */
     pthread_mutex_t inbox_lock;
-    struct rkv_wconn *inbox_head;            /* connections handed over by main, oldest first */
-    struct rkv_wconn *inbox_tail;            /*   (linked by inbox_next; unbounded: the listeners bound them) */
+    struct rkv_wconn *inbox_head; /* connections handed over by main, oldest first */
+    struct rkv_wconn *inbox_tail; /*   (linked by inbox_next; unbounded: the listeners bound them) */
     unsigned inbox_count;
-    int wake_fd;                             /* eventfd: main → worker */
+    int wake_fd; /* eventfd: main → worker */
     struct rkv_worker_stats stats;
 };
 
@@ -81,33 +80,34 @@ struct rkv_server {
     struct rkv_worker workers[RKV_MAX_WORKERS];
     unsigned nworkers;
     atomic_bool stop;
-    _Atomic uint64_t conns_total;            /* connections accepted since start */
-    _Atomic uint64_t conns_rejected;         /* refused with "busy": over a limit, out of fds */
-    _Atomic uint64_t unauth_dropped;         /* closed before HELLO: hello_timeout_ms or crowded out */
-    _Atomic uint64_t conns_authed;           /* connections past HELLO now (<= max_conns) */
-    _Atomic uint64_t *unauth;                /* max_unauth_conns slots: ticket of a connection not past HELLO, 0 = free (admission.c) */
-    uint64_t next_ticket;                    /* last ticket handed out (main thread only) */
+    _Atomic uint64_t conns_total;    /* connections accepted since start */
+    _Atomic uint64_t conns_rejected; /* refused with "busy": over a limit, out of fds */
+    _Atomic uint64_t unauth_dropped; /* closed before HELLO: hello_timeout_ms or crowded out */
+    _Atomic uint64_t conns_authed;   /* connections past HELLO now (<= max_conns) */
+    /* max_unauth_conns slots: ticket of a connection not past HELLO, 0 = free (admission.c) */
+    _Atomic uint64_t *unauth;
+    uint64_t next_ticket; /* last ticket handed out (main thread only) */
     uint64_t start_ns;
 };
 
 /* One connection as its worker sees it. */
 struct rkv_wconn {
     const struct rkv_server_transport *ops;
-    const struct rkv_wire *wire;             /* what it speaks: its listener's, chosen at accept */
+    const struct rkv_wire *wire; /* what it speaks: its listener's, chosen at accept */
     struct rkv_sconn *conn;
     struct rkv_listen_ep *ep;
-    bool authed;                             /* HELLO with the right secret seen */
-    bool closing;                            /* close after this batch: wrong secret, other protocol
-                                                version, max_conns reached (request.c), a request
-                                                before HELLO, a malformed message (PROTOCOL, or not
-                                                even a header), a failed reply post (worker.c) */
-    uint64_t ticket;                         /* admission order (admission.c) */
-    unsigned unauth_slot;                    /* srv->unauth slot while !authed */
-    uint64_t hello_deadline_ns;              /* closed if !authed at this time */
-    struct rkv_wconn *inbox_next;            /* the next one in its worker's inbox */
-    unsigned slot;                           /* its index in the worker's connection list */
-    uint32_t events;                         /* event-driven: what the worker's epoll watches its event_fd for */
-    struct rkv_reply_batch replies;          /* answered, not yet posted (worker.c) */
+    bool authed;                  /* HELLO with the right secret seen */
+    bool closing;                 /* close after this batch: wrong secret, other protocol
+                                     version, max_conns reached (request.c), a request
+                                     before HELLO, a malformed message (PROTOCOL, or not
+                                     even a header), a failed reply post (worker.c) */
+    uint64_t ticket;              /* admission order (admission.c) */
+    unsigned unauth_slot;         /* srv->unauth slot while !authed */
+    uint64_t hello_deadline_ns;   /* closed if !authed at this time */
+    struct rkv_wconn *inbox_next; /* the next one in its worker's inbox */
+    unsigned slot;                /* its index in the worker's connection list */
+    uint32_t events; /* event-driven: what the worker's epoll watches its event_fd for */
+    struct rkv_reply_batch replies; /* answered, not yet posted (worker.c) */
 };
 
 /* admission.c: bounds on connections that have not passed HELLO. */

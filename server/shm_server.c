@@ -44,59 +44,59 @@
 #include "transport.h"
 #include "util.h"
 
-#define SHM_DEFAULT_STAGING   (1u << 20)
-#define SHM_MAX_PENDING       64u            /* half-open handshakes at once */
-#define SHM_HANDSHAKE_NS      (2ull * 1000000000ull)
-#define SHM_ALIVE_CHECK_NS    (5ull * 1000000ull)
-#define SHM_BACKLOG           128
+#define SHM_DEFAULT_STAGING (1u << 20)
+#define SHM_MAX_PENDING     64u /* half-open handshakes at once */
+#define SHM_HANDSHAKE_NS    (2ull * 1000000000ull)
+#define SHM_ALIVE_CHECK_NS  (5ull * 1000000ull)
+#define SHM_BACKLOG         128
 
 /* Live-connection count shared by a listener and the connections it made,
  * so a connection may outlive its listener. */
 struct shm_quota {
-    _Atomic unsigned refs;   /* the listener + each connection */
-    _Atomic unsigned live;   /* connections not yet closed */
-    unsigned max;            /* max_conns */
+    _Atomic unsigned refs; /* the listener + each connection */
+    _Atomic unsigned live; /* connections not yet closed */
+    unsigned max;          /* max_conns */
 };
 
 /* A connected socket that has not sent its connect message yet. */
 struct shm_pending {
     int fd;
-    uint64_t deadline_ns;    /* dropped when still silent at this time */
+    uint64_t deadline_ns; /* dropped when still silent at this time */
 };
 
 struct shm_listener {
-    struct rkv_listener listener;    /* first: what the ops take (transport.h) */
-    int sock;                        /* listening unix socket */
-    int epfd;                        /* sock + pending sockets; listener_fd() */
-    int region_fd;                   /* O_RDONLY region descriptor handed to clients */
-    uint64_t region_size;            /* bytes clients map */
-    struct rkv_shm_layout layout;    /* every connection memfd's layout */
+    struct rkv_listener listener; /* first: what the ops take (transport.h) */
+    int sock;                     /* listening unix socket */
+    int epfd;                     /* sock + pending sockets; listener_fd() */
+    int region_fd;                /* O_RDONLY region descriptor handed to clients */
+    uint64_t region_size;         /* bytes clients map */
+    struct rkv_shm_layout layout; /* every connection memfd's layout */
     struct shm_quota *quota;
-    _Atomic uint64_t *rejected;      /* the server's refusal counter, or NULL */
-    int spare_fd;                    /* reserve descriptor: closed to answer "busy" on EMFILE */
-    uint64_t (*now_ns)(void);        /* handshake deadlines' clock (rkv_strans_params) */
+    _Atomic uint64_t *rejected; /* the server's refusal counter, or NULL */
+    int spare_fd;               /* reserve descriptor: closed to answer "busy" on EMFILE */
+    uint64_t (*now_ns)(void);   /* handshake deadlines' clock (rkv_strans_params) */
     struct shm_pending pending[SHM_MAX_PENDING];
     unsigned npending;
-    uint64_t last_accept_warn_ns;    /* rate limit for accept() failure logs */
-    dev_t sock_dev;                  /* identity of the socket file we created, */
-    ino_t sock_ino;                  /*   so close only unlinks our own */
+    uint64_t last_accept_warn_ns; /* rate limit for accept() failure logs */
+    dev_t sock_dev;               /* identity of the socket file we created, */
+    ino_t sock_ino;               /*   so close only unlinks our own */
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
 
 struct shm_sconn {
-    struct rkv_sconn sconn;          /* first: what the ops take (transport.h) */
-    int sock;                        /* wake-ups both ways; HUP = peer died */
+    struct rkv_sconn sconn; /* first: what the ops take (transport.h) */
+    int sock;               /* wake-ups both ways; HUP = peer died */
     struct shm_quota *quota;
-    void *area;                      /* connection memfd mapping (hostile memory) */
-    struct rkv_shm_ctrl *ctrl;       /* = area */
+    void *area;                /* connection memfd mapping (hostile memory) */
+    struct rkv_shm_ctrl *ctrl; /* = area */
     struct rkv_shm_layout layout;
-    struct rkv_shm_ring req;         /* consumer side; req.pos is private */
-    struct rkv_shm_ring rep;         /* producer side; rep.pos is private */
-    uint8_t *copies;                 /* private copy of each polled request, one slot_stride each */
-    unsigned owed;                   /* requests polled and not yet replied */
-    bool dead;                       /* peer gone or broke the protocol */
-    uint64_t next_alive_check_ns;    /* rate limit for the socket HUP check */
-    char peer[64];                   /* "shm pid N uid N" */
+    struct rkv_shm_ring req;      /* consumer side; req.pos is private */
+    struct rkv_shm_ring rep;      /* producer side; rep.pos is private */
+    uint8_t *copies;              /* private copy of each polled request, one slot_stride each */
+    unsigned owed;                /* requests polled and not yet replied */
+    bool dead;                    /* peer gone or broke the protocol */
+    uint64_t next_alive_check_ns; /* rate limit for the socket HUP check */
+    char peer[64];                /* "shm pid N uid N" */
 };
 
 static inline struct shm_listener *shm_listener_of(struct rkv_listener *listener)
@@ -184,7 +184,7 @@ static void refuse(struct shm_listener *l, int fd, rkv_status st, const char *re
     snprintf(m.reason, sizeof m.reason, "%s", reason);
     (void)rkv_shm_send_fds(fd, &m, sizeof m, NULL, 0);
     for (int i = 0; i < 8 && recv(fd, unread, sizeof unread, MSG_DONTWAIT) > 0; i++)
-        ;   /* bounded: a peer that keeps sending just gets the reset */
+        ; /* bounded: a peer that keeps sending just gets the reset */
 }
 
 /* Build a connection for socket `fd` (whose connect message was valid) and
@@ -199,8 +199,10 @@ static struct shm_sconn *shm_conn_create(struct shm_listener *l, int fd)
 
     if (atomic_fetch_add(&l->quota->live, 1) >= l->quota->max) {
         atomic_fetch_sub(&l->quota->live, 1);
-        snprintf(reason, sizeof reason, "server has its maximum of %u shm connections; "
-                 "retry later or raise max_conns", l->quota->max);
+        snprintf(reason, sizeof reason,
+                 "server has its maximum of %u shm connections; "
+                 "retry later or raise max_conns",
+                 l->quota->max);
         refuse(l, fd, RKV_SERVER_BUSY, reason);
         RKV_WARN("shm: refused a client: %s", reason);
         close(fd);
@@ -247,22 +249,24 @@ static struct shm_sconn *shm_conn_create(struct shm_listener *l, int fd)
         errno = -rc;
         goto fail;
     }
-    close(memfd);   /* the mapping and the client's copy keep it alive */
+    close(memfd); /* the mapping and the client's copy keep it alive */
     c->next_alive_check_ns = rkv_now_ns() + SHM_ALIVE_CHECK_NS;
-    RKV_DEBUG("shm: accepted %s (%u credits, %u-byte messages)", c->peer,
-             c->layout.credits, c->layout.max_msg);
+    RKV_DEBUG("shm: accepted %s (%u credits, %u-byte messages)", c->peer, c->layout.credits,
+              c->layout.max_msg);
     return c;
 
 fail:
-    snprintf(reason, sizeof reason, "server could not set up the connection (%s); "
-             "busy, retry later", strerror(errno));
-    RKV_WARN("shm: could not set up a connection for %s: %s",
-             c != NULL ? c->peer : "a client", strerror(errno));
+    snprintf(reason, sizeof reason,
+             "server could not set up the connection (%s); "
+             "busy, retry later",
+             strerror(errno));
+    RKV_WARN("shm: could not set up a connection for %s: %s", c != NULL ? c->peer : "a client",
+             strerror(errno));
     refuse(l, fd, RKV_SERVER_BUSY, reason);
     if (memfd >= 0)
         close(memfd);
     if (c != NULL) {
-        shm_conn_close(&c->sconn);  /* closes fd, gives the quota back */
+        shm_conn_close(&c->sconn); /* closes fd, gives the quota back */
     } else {
         atomic_fetch_sub(&l->quota->live, 1);
         close(fd);
@@ -315,12 +319,12 @@ static void accept_new(struct shm_listener *l)
             if (e == EINTR || e == ECONNABORTED)
                 continue;
             uint64_t now = rkv_now_ns();
-            if (e != EAGAIN && e != EWOULDBLOCK &&
-                now - l->last_accept_warn_ns > 1000000000ull) {
+            if (e != EAGAIN && e != EWOULDBLOCK && now - l->last_accept_warn_ns > 1000000000ull) {
                 /* once a second at most: EMFILE repeats until fds free up */
                 RKV_WARN("shm: accept on %s failed: %s%s", l->path, strerror(e),
                          e == EMFILE || e == ENFILE ? "; refusing clients as busy; raise the "
-                         "open-files limit (ulimit -n / LimitNOFILE)" : "");
+                                                      "open-files limit (ulimit -n / LimitNOFILE)"
+                                                    : "");
                 l->last_accept_warn_ns = now;
             }
             if ((e == EMFILE || e == ENFILE) && refuse_without_fds(l))
@@ -365,8 +369,10 @@ static struct shm_sconn *handshake(struct shm_listener *l, unsigned i)
     }
     if (m.version != RKV_SHM_VERSION) {
         char reason[RKV_SHM_REASON_LEN];
-        snprintf(reason, sizeof reason, "shm transport version %u, server speaks %u; "
-                 "use matching rkv client and server builds", m.version, RKV_SHM_VERSION);
+        snprintf(reason, sizeof reason,
+                 "shm transport version %u, server speaks %u; "
+                 "use matching rkv client and server builds",
+                 m.version, RKV_SHM_VERSION);
         refuse(l, fd, RKV_VERSION_MISMATCH, reason);
         close(fd);
         return NULL;
@@ -436,8 +442,10 @@ static rkv_status clear_stale_socket(const char *path, const struct sockaddr_un 
     if (lstat(path, &st) != 0)
         return RKV_OK;
     if (!S_ISSOCK(st.st_mode)) {
-        snprintf(err, err_len, "shm://%s exists and is not a socket; remove it or choose "
-                 "another path", path);
+        snprintf(err, err_len,
+                 "shm://%s exists and is not a socket; remove it or choose "
+                 "another path",
+                 path);
         return RKV_INVALID;
     }
     int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -449,18 +457,21 @@ static rkv_status clear_stale_socket(const char *path, const struct sockaddr_un 
     int e = errno;
     close(probe);
     if (rc == 0 || e == EAGAIN || e == EINPROGRESS) {
-        snprintf(err, err_len, "another server is already listening on shm://%s; stop it or "
-                 "choose another path", path);
+        snprintf(err, err_len,
+                 "another server is already listening on shm://%s; stop it or "
+                 "choose another path",
+                 path);
         return RKV_INVALID;
     }
     if (e != ECONNREFUSED) {
-        snprintf(err, err_len, "cannot probe the existing socket shm://%s (%s); remove it if "
-                 "no server uses it", path, strerror(e));
+        snprintf(err, err_len,
+                 "cannot probe the existing socket shm://%s (%s); remove it if "
+                 "no server uses it",
+                 path, strerror(e));
         return RKV_INVALID;
     }
     if (unlink(path) != 0 && errno != ENOENT) {
-        snprintf(err, err_len, "cannot remove the stale socket shm://%s: %s", path,
-                 strerror(errno));
+        snprintf(err, err_len, "cannot remove the stale socket shm://%s: %s", path, strerror(errno));
         return RKV_INVALID;
     }
     RKV_INFO("shm: removed the stale socket %s of a previous server", path);
@@ -477,8 +488,8 @@ static void shm_close_listener(struct rkv_listener *listener)
         pending_remove(l, 0, true);
     if (l->sock >= 0) {
         /* Unlink only the socket file we created, not a successor's. */
-        if (l->path[0] != '\0' && lstat(l->path, &st) == 0 &&
-            st.st_dev == l->sock_dev && st.st_ino == l->sock_ino)
+        if (l->path[0] != '\0' && lstat(l->path, &st) == 0 && st.st_dev == l->sock_dev &&
+            st.st_ino == l->sock_ino)
             unlink(l->path);
         close(l->sock);
     }
@@ -497,7 +508,7 @@ static void shm_close_listener(struct rkv_listener *listener)
  * creates (RuntimeDirectory=rkv); make a missing socket directory (one level). */
 static void make_socket_dir(const char *path)
 {
-    char dir[sizeof ((struct sockaddr_un *)0)->sun_path];
+    char dir[sizeof((struct sockaddr_un *)0)->sun_path];
     const char *slash = strrchr(path, '/');
     if (slash == NULL || slash == path || (size_t)(slash - path) >= sizeof dir)
         return;
@@ -508,8 +519,8 @@ static void make_socket_dir(const char *path)
 }
 
 static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
-                             const struct rkv_strans_params *p,
-                             struct rkv_listener **out, char *err, size_t err_len)
+                             const struct rkv_strans_params *p, struct rkv_listener **out,
+                             char *err, size_t err_len)
 {
     struct shm_listener *l = NULL;
     struct rkv_strans_params params;
@@ -522,12 +533,15 @@ static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
     rkv_strans_params_resolve(p, &params);
     p = &params;
     if (plen == 0 || plen >= sizeof sa.sun_path) {
-        snprintf(err, err_len, "shm listen address must be a socket path of 1..%zu bytes, "
-                 "got %zu", sizeof sa.sun_path - 1, plen);
+        snprintf(err, err_len,
+                 "shm listen address must be a socket path of 1..%zu bytes, "
+                 "got %zu",
+                 sizeof sa.sun_path - 1, plen);
         return RKV_INVALID;
     }
     if (region == NULL || region->fd < 0 || region->base == NULL || region->size == 0) {
-        snprintf(err, err_len, "the shm transport needs a memfd-backed region "
+        snprintf(err, err_len,
+                 "the shm transport needs a memfd-backed region "
                  "(create it with rkv_region_create)");
         return RKV_INVALID;
     }
@@ -549,15 +563,17 @@ static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
     atomic_init(&l->quota->refs, 1);
     atomic_init(&l->quota->live, 0);
     l->quota->max = p->max_conns;
-    st_rc = rkv_shm_layout_init(&l->layout, p->credits, p->max_msg, staging_size_for(region),
-                                err, err_len);
+    st_rc = rkv_shm_layout_init(&l->layout, p->credits, p->max_msg, staging_size_for(region), err,
+                                err_len);
     if (st_rc != RKV_OK)
         goto fail;
 
     l->region_fd = rkv_region_readonly_fd(region);
     if (l->region_fd < 0 || fstat(l->region_fd, &st) != 0 || (uint64_t)st.st_size < region->size) {
-        snprintf(err, err_len, "cannot reopen the region memfd read-only via /proc/self/fd "
-                 "(%s); is /proc mounted?", strerror(errno));
+        snprintf(err, err_len,
+                 "cannot reopen the region memfd read-only via /proc/self/fd "
+                 "(%s); is /proc mounted?",
+                 strerror(errno));
         st_rc = RKV_INTERNAL;
         goto fail;
     }
@@ -582,8 +598,9 @@ static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
     }
     if (bind(l->sock, (struct sockaddr *)&sa, salen) != 0) {
         snprintf(err, err_len, "cannot bind shm://%s: %s%s", addr, strerror(errno),
-                 errno == ENOENT ? "; create its directory first" :
-                 errno == EACCES ? "; the server needs write access to its directory" : "");
+                 errno == ENOENT   ? "; create its directory first"
+                 : errno == EACCES ? "; the server needs write access to its directory"
+                                   : "");
         goto fail;
     }
     /* 0660: the server's user and group may connect. Put clients in the
@@ -608,8 +625,8 @@ static rkv_status shm_listen(const char *addr, const struct rkv_region *region,
         goto fail;
     }
     char sz[32];
-    RKV_INFO("shm: listening on %s (%u credits, %u-byte messages, %s staging per connection)",
-             addr, l->layout.credits, l->layout.max_msg,
+    RKV_INFO("shm: listening on %s (%u credits, %u-byte messages, %s staging per connection)", addr,
+             l->layout.credits, l->layout.max_msg,
              rkv_format_size(l->layout.staging_size, sz, sizeof sz));
     *out = &l->listener;
     return RKV_OK;
@@ -628,7 +645,7 @@ static int shm_listener_fd(struct rkv_listener *listener)
 static void shm_region_desc(struct rkv_listener *listener, uint32_t *rkey, uint64_t *addr)
 {
     (void)listener;
-    *rkey = 0;      /* shm clients map the region; offsets are from its start */
+    *rkey = 0; /* shm clients map the region; offsets are from its start */
     *addr = 0;
 }
 
@@ -688,14 +705,14 @@ static rkv_status shm_reply(struct rkv_sconn *sconn, const uint32_t *lens, unsig
     if (c->dead)
         return RKV_CONNECTION;
     if (n > c->owed) {
-        RKV_ERROR("shm: %u replies for %u outstanding requests on %s (worker bug)",
-                  n, c->owed, c->peer);
+        RKV_ERROR("shm: %u replies for %u outstanding requests on %s (worker bug)", n, c->owed,
+                  c->peer);
         return RKV_INTERNAL;
     }
     for (unsigned i = 0; i < n; i++) {
         if (lens[i] > c->layout.max_msg) {
-            RKV_ERROR("shm: reply of %u bytes exceeds max_msg %u on %s (worker bug)",
-                      lens[i], c->layout.max_msg, c->peer);
+            RKV_ERROR("shm: reply of %u bytes exceeds max_msg %u on %s (worker bug)", lens[i],
+                      c->layout.max_msg, c->peer);
             return RKV_INTERNAL;
         }
     }
@@ -712,11 +729,10 @@ static rkv_status shm_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf 
 {
     struct shm_sconn *c = shm_sconn_of(sconn);
     struct rkv_remote_buf d;
-    memcpy(&d, rb, sizeof d);   /* read the descriptor once; it may be unaligned */
+    memcpy(&d, rb, sizeof d); /* read the descriptor once; it may be unaligned */
     if (c->dead)
         return RKV_CONNECTION;
-    if (d.rkey != 0 || d.addr > c->layout.staging_size ||
-        d.len > c->layout.staging_size - d.addr) {
+    if (d.rkey != 0 || d.addr > c->layout.staging_size || d.len > c->layout.staging_size - d.addr) {
         conn_mark_dead(c, "rendezvous descriptor outside the staging area");
         return RKV_PROTOCOL;
     }
@@ -742,7 +758,7 @@ static bool shm_alive(struct rkv_sconn *sconn)
 static int shm_event_fd(struct rkv_sconn *sconn)
 {
     struct shm_sconn *c = shm_sconn_of(sconn);
-    return c->sock;     /* readable on a wake-up byte, and on hang-up */
+    return c->sock; /* readable on a wake-up byte, and on hang-up */
 }
 
 static void shm_arm(struct rkv_sconn *sconn)

@@ -97,19 +97,20 @@
 #include "slab.h"
 #include "util.h"
 
-#define PAGE_FREE 0xffu        /* a page's class: none (never assigned, or in the pool) */
-#define PAGE_FOR_ANY 0xffu     /* a pool page's for_cls: whichever class needs one */
-#define NO_PAGE UINT64_MAX
-#define LIMBO_TIME_BITS 24
-#define LIMBO_TIME_MASK ((1ull << LIMBO_TIME_BITS) - 1)
-#define LIMBO_UNIT_MAX (UINT64_MAX >> LIMBO_TIME_BITS)
-#define MAG_BATCH_MIN 8u       /* items a refill takes from its class: per_page / 8, */
-#define MAG_BATCH_MAX 32u      /*   within these bounds (mag_batch) */
-#define MAG_FREED (2 * MAG_BATCH_MAX) /* a magazine's freed list: given back at twice the batch */
-#define MAG_MIN_PER_PAGE 64u   /* classes with fewer items per page have no magazines */
+#define PAGE_FREE          0xffu /* a page's class: none (never assigned, or in the pool) */
+#define PAGE_FOR_ANY       0xffu /* a pool page's for_cls: whichever class needs one */
+#define NO_PAGE            UINT64_MAX
+#define LIMBO_TIME_BITS    24
+#define LIMBO_TIME_MASK    ((1ull << LIMBO_TIME_BITS) - 1)
+#define LIMBO_UNIT_MAX     (UINT64_MAX >> LIMBO_TIME_BITS)
+#define MAG_BATCH_MIN      8u  /* items a refill takes from its class: per_page / 8, */
+#define MAG_BATCH_MAX      32u /*   within these bounds (mag_batch) */
+#define MAG_FREED          (2 * MAG_BATCH_MAX) /* a magazine's freed list: given back at twice the batch */
+#define MAG_MIN_PER_PAGE   64u /* classes with fewer items per page have no magazines */
 #define MAG_PREFETCH_LINES 4u  /* lines of the next item a magazine asks for as it hands one out */
 
-RKV_STATIC_ASSERT(RKV_SLAB_MAX_GRACE_MS < (1u << (LIMBO_TIME_BITS - 1)), "grace fits the limbo clock");
+RKV_STATIC_ASSERT(RKV_SLAB_MAX_GRACE_MS < (1u << (LIMBO_TIME_BITS - 1)),
+                  "grace fits the limbo clock");
 RKV_STATIC_ASSERT(RKV_MAX_CLASSES <= PAGE_FREE, "class ids fit a page's byte");
 
 /* The private words of one page's items: item i's is word[i], i < cap. */
@@ -120,15 +121,15 @@ struct meta_block {
 
 /* One slab page of the heap. */
 struct slab_page {
-    uint8_t cls;              /* its class, or PAGE_FREE; stored last (release) */
-    uint8_t for_cls;          /* in the pool: the class it was taken for, or PAGE_FOR_ANY (page lock) */
-    uint32_t handed;          /* items [0, handed) were handed out since it joined its class (release) */
-    uint64_t slot;            /* its entry in its class's pages[] (class lock) */
-    uint64_t freed_ns;        /* in the pool: last_free_ns when it left its class (page lock) */
-    uint64_t taken_ns;        /* in the pool: slab_now() when it left its class (page lock) */
+    uint8_t cls;       /* its class, or PAGE_FREE; stored last (release) */
+    uint8_t for_cls;   /* in the pool: the class it was taken for, or PAGE_FOR_ANY (page lock) */
+    uint32_t handed;   /* items [0, handed) were handed out since it joined its class (release) */
+    uint64_t slot;     /* its entry in its class's pages[] (class lock) */
+    uint64_t freed_ns; /* in the pool: last_free_ns when it left its class (page lock) */
+    uint64_t taken_ns; /* in the pool: slab_now() when it left its class (page lock) */
     struct meta_block *meta;  /* item_meta: the block its class uses (release), else NULL */
     struct meta_block *first; /* item_meta: block sized for its first class; freed at destroy */
-    struct meta_block *full;  /* item_meta: block for the smallest class, made on demand; freed at destroy */
+    struct meta_block *full; /* item_meta: block for the smallest class, made on demand; freed at destroy */
 };
 
 /* What the class lock's holds change for every item of a page they hand out
@@ -137,8 +138,8 @@ struct slab_page {
  * stamp): so one writer's refills and give-backs, which touch the pages of
  * a whole batch, do not take the record lines the other writers read. */
 struct page_use {
-    uint32_t used;            /* items handed out and not freed (class lock) */
-    uint64_t last_free_ns;    /* slab_now() when an item of it was last freed (class lock) */
+    uint32_t used;         /* items handed out and not freed (class lock) */
+    uint64_t last_free_ns; /* slab_now() when an item of it was last freed (class lock) */
 };
 
 /* One size class, guarded by its lock (its size is in rkv_slab.size, a
@@ -146,31 +147,32 @@ struct page_use {
 struct slab_class {
     pthread_mutex_t lock; /* alone on its line: a waiter spinning on it does not
                              pull the holder's fields away */
-    uint64_t *queue __attribute__((aligned(RKV_CACHELINE))); /* freed items, oldest first (see top comment) */
-    size_t queue_cap;     /* entries queue can hold */
-    size_t queue_head;    /* index of the oldest entry */
-    size_t queue_len;     /* entries in the queue */
-    uint64_t *pages;      /* page numbers assigned to this class, in no particular order */
-    size_t npages;        /* entries in pages */
-    size_t pages_cap;     /* room in pages */
-    uint64_t bump_page;   /* newest page, whose items past `handed` are fresh; NO_PAGE */
-    uint64_t used;        /* items handed out and not freed (magazines' included) */
+    uint64_t *queue
+        __attribute__((aligned(RKV_CACHELINE))); /* freed items, oldest first (see top comment) */
+    size_t queue_cap;                            /* entries queue can hold */
+    size_t queue_head;                           /* index of the oldest entry */
+    size_t queue_len;                            /* entries in the queue */
+    uint64_t *pages;    /* page numbers assigned to this class, in no particular order */
+    size_t npages;      /* entries in pages */
+    size_t pages_cap;   /* room in pages */
+    uint64_t bump_page; /* newest page, whose items past `handed` are fresh; NO_PAGE */
+    uint64_t used;      /* items handed out and not freed (magazines' included) */
     /* Published at every unlock, read without the lock (rkv_slab_class_spare),
      * on a line of their own: */
     uint64_t spare __attribute__((aligned(RKV_CACHELINE))); /* queue entries + fresh items */
-    uint64_t owned;       /* items of the class's pages */
+    uint64_t owned;                                         /* items of the class's pages */
 } __attribute__((aligned(RKV_CACHELINE)));
 
 /* One thread slot's cache of one class (see the top comment). The counts
  * change under lock, with atomic stores: stats read them without it. */
 struct slab_mag {
-    pthread_spinlock_t lock;     /* a spinlock: its owner holds it for a few stores (or one
-                                  * class-lock hold), others only to drain; unlocking is
-                                  * one plain store */
-    uint32_t nready;             /* ready[0, nready): handed out next, from the end */
-    uint32_t nfreed;             /* freed[0, nfreed): freed, not yet in the class's queue */
+    pthread_spinlock_t lock;       /* a spinlock: its owner holds it for a few stores (or one
+                                      * class-lock hold), others only to drain; unlocking is
+                                      * one plain store */
+    uint32_t nready;               /* ready[0, nready): handed out next, from the end */
+    uint32_t nfreed;               /* freed[0, nfreed): freed, not yet in the class's queue */
     uint64_t ready[MAG_BATCH_MAX]; /* region offsets */
-    uint64_t freed[MAG_FREED];   /* free-queue entries: item unit << 24 | limbo time of the free */
+    uint64_t freed[MAG_FREED]; /* free-queue entries: item unit << 24 | limbo time of the free */
 } __attribute__((aligned(RKV_CACHELINE)));
 
 /* Lock timing of one thread slot, on a line of its own. */
@@ -179,34 +181,34 @@ struct slot_lock_stats {
 } __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_slab {
-    uint8_t *region;         /* region start */
-    uint64_t heap_offset;    /* first page's offset */
-    uint64_t heap_size;      /* bytes of heap */
-    uint32_t page_size;      /* bytes per page */
-    unsigned unit_shift;     /* log2(page_size / RKV_ITEM_ALIGN) when a power of two, else 0 */
-    uint32_t grace_ms;       /* reuse delay */
-    bool item_meta;          /* allocate per-item words */
+    uint8_t *region;            /* region start */
+    uint64_t heap_offset;       /* first page's offset */
+    uint64_t heap_size;         /* bytes of heap */
+    uint32_t page_size;         /* bytes per page */
+    unsigned unit_shift;        /* log2(page_size / RKV_ITEM_ALIGN) when a power of two, else 0 */
+    uint32_t grace_ms;          /* reuse delay */
+    bool item_meta;             /* allocate per-item words */
     uint64_t (*clock_ns)(void); /* the configured clock, or NULL for rkv_now_ns() */
-    uint64_t start_ns;       /* limbo clock origin */
-    uint64_t page_count;     /* pages in the heap */
-    struct slab_page *pages; /* page_count entries */
-    struct page_use *use;    /* page_count entries: pages[i]'s counts */
-    unsigned class_count;    /* classes in use */
-    bool lock_timing;        /* count lock holds in lock_stats */
-    uint32_t size[RKV_MAX_CLASSES];     /* bytes per item of each class */
-    uint32_t per_page[RKV_MAX_CLASSES]; /* items per page of each class */
-    uint32_t mag_batch[RKV_MAX_CLASSES];/* items a magazine refill takes; 0: no magazines */
+    uint64_t start_ns;          /* limbo clock origin */
+    uint64_t page_count;        /* pages in the heap */
+    struct slab_page *pages;    /* page_count entries */
+    struct page_use *use;       /* page_count entries: pages[i]'s counts */
+    unsigned class_count;       /* classes in use */
+    bool lock_timing;           /* count lock holds in lock_stats */
+    uint32_t size[RKV_MAX_CLASSES];          /* bytes per item of each class */
+    uint32_t per_page[RKV_MAX_CLASSES];      /* items per page of each class */
+    uint32_t mag_batch[RKV_MAX_CLASSES];     /* items a magazine refill takes; 0: no magazines */
     struct slab_mag *mags[RKV_THREAD_SLOTS]; /* per slot: class_count magazines, made on first
-                                              * use (atomic pointer) */
+                                                * use (atomic pointer) */
     struct slot_lock_stats *lock_stats;      /* RKV_THREAD_SLOTS of them, with lock_timing */
 
     /* Written while serving; each group on lines of its own. */
     pthread_mutex_t page_lock __attribute__((aligned(RKV_CACHELINE)));
-                             /* guards next_page, pool, pool_len, reassigns */
-    uint64_t next_page;      /* pages [0, next_page) were assigned at least once */
-    uint64_t *pool;          /* page_count entries: pages taken from a class, in no order */
-    uint64_t pool_len;       /* entries in pool (atomic stores: rkv_slab_pages_any reads it) */
-    uint64_t reassigns;      /* pages taken from a class (rkv_slab_page_take) */
+    /* guards next_page, pool, pool_len, reassigns */
+    uint64_t next_page; /* pages [0, next_page) were assigned at least once */
+    uint64_t *pool;     /* page_count entries: pages taken from a class, in no order */
+    uint64_t pool_len;  /* entries in pool (atomic stores: rkv_slab_pages_any reads it) */
+    uint64_t reassigns; /* pages taken from a class (rkv_slab_page_take) */
     struct slab_class classes[RKV_MAX_CLASSES];
 };
 
@@ -220,7 +222,8 @@ static rkv_status coarse_classes(uint32_t page_size, double growth_factor,
     unsigned n = 0;
     for (;;) {
         if (n == RKV_SLAB_COARSE_CLASSES) {
-            snprintf(err, err_len, "slab growth factor %g needs more than %u size classes to "
+            snprintf(err, err_len,
+                     "slab growth factor %g needs more than %u size classes to "
                      "reach the %u-byte page size; raise the growth factor or lower the page size",
                      growth_factor, RKV_SLAB_COARSE_CLASSES, page_size);
             return RKV_INVALID;
@@ -253,17 +256,21 @@ static uint64_t isqrt(uint64_t x)
 }
 
 rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t fine_limit,
-                            uint32_t class_size[RKV_MAX_CLASSES], uint32_t *class_count,
-                            char *err, size_t err_len)
+                            uint32_t class_size[RKV_MAX_CLASSES], uint32_t *class_count, char *err,
+                            size_t err_len)
 {
     if (page_size < RKV_SLAB_COARSE_STEP || page_size % RKV_SLAB_COARSE_STEP != 0) {
-        snprintf(err, err_len, "slab page size %u is not a positive multiple of %u bytes; "
-                 "use a power of two such as 1048576", page_size, RKV_SLAB_COARSE_STEP);
+        snprintf(err, err_len,
+                 "slab page size %u is not a positive multiple of %u bytes; "
+                 "use a power of two such as 1048576",
+                 page_size, RKV_SLAB_COARSE_STEP);
         return RKV_INVALID;
     }
     if (!(growth_factor > 1.0 && growth_factor <= 8.0)) {
-        snprintf(err, err_len, "slab growth factor %g is out of range; use a value in (1, 8], "
-                 "typically 1.25", growth_factor);
+        snprintf(err, err_len,
+                 "slab growth factor %g is out of range; use a value in (1, 8], "
+                 "typically 1.25",
+                 growth_factor);
         return RKV_INVALID;
     }
     uint32_t coarse[RKV_SLAB_COARSE_CLASSES];
@@ -285,8 +292,8 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t f
     uint32_t prev = 0;
     for (uint32_t s = RKV_MIN_ITEM_SIZE; s < fine_limit && s < page_size; s += RKV_ITEM_ALIGN) {
         if (n == RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES) {
-            snprintf(err, err_len, "fine size classes up to %u bytes are more than %u",
-                     fine_limit, RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES);
+            snprintf(err, err_len, "fine size classes up to %u bytes are more than %u", fine_limit,
+                     RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES);
             return RKV_INVALID;
         }
         class_size[n++] = prev = s;
@@ -309,7 +316,7 @@ uint64_t rkv_slab_mag_bytes(uint32_t page_size, double growth_factor, uint32_t f
     char err[8];
     if (rkv_slab_classes(page_size, growth_factor, fine_limit, sizes, &n, err, sizeof err) != RKV_OK)
         return 0;
-    return RKV_ALIGN_UP((uint64_t)n * sizeof(struct slab_mag), RKV_CACHELINE);   /* mags_of_slot() */
+    return RKV_ALIGN_UP((uint64_t)n * sizeof(struct slab_mag), RKV_CACHELINE); /* mags_of_slot() */
 }
 
 /* Now, in nanoseconds, on the clock grace periods are timed on. */
@@ -373,7 +380,7 @@ unsigned rkv_thread_slot(void)
 
 static void stat_add(uint64_t *counter, uint64_t delta)
 {
-    __atomic_fetch_add(counter, delta, __ATOMIC_RELAXED);   /* slots may be shared */
+    __atomic_fetch_add(counter, delta, __ATOMIC_RELAXED); /* slots may be shared */
 }
 
 uint64_t rkv_lock_timed(pthread_mutex_t *m, struct rkv_lock_stats *st)
@@ -395,7 +402,8 @@ uint64_t rkv_lock_timed(pthread_mutex_t *m, struct rkv_lock_stats *st)
 void rkv_unlock_timed(pthread_mutex_t *m, struct rkv_lock_stats *st, uint64_t since)
 {
     if (st != NULL) {
-        uint64_t held = rkv_now_ns() - since, max = __atomic_load_n(&st->hold_max_ns, __ATOMIC_RELAXED);
+        uint64_t held = rkv_now_ns() - since,
+                 max = __atomic_load_n(&st->hold_max_ns, __ATOMIC_RELAXED);
         stat_add(&st->holds, 1);
         stat_add(&st->hold_ns, held);
         while (held > max && !__atomic_compare_exchange_n(&st->hold_max_ns, &max, held, true,
@@ -405,7 +413,8 @@ void rkv_unlock_timed(pthread_mutex_t *m, struct rkv_lock_stats *st, uint64_t si
     pthread_mutex_unlock(m);
 }
 
-void rkv_lock_stats_sum(const struct rkv_lock_stats *per_slot, size_t stride, struct rkv_lock_stats *out)
+void rkv_lock_stats_sum(const struct rkv_lock_stats *per_slot, size_t stride,
+                        struct rkv_lock_stats *out)
 {
     for (unsigned i = 0; i < RKV_THREAD_SLOTS; i++) {
         const struct rkv_lock_stats *st =
@@ -414,7 +423,8 @@ void rkv_lock_stats_sum(const struct rkv_lock_stats *per_slot, size_t stride, st
         out->contended += __atomic_load_n(&st->contended, __ATOMIC_RELAXED);
         out->wait_ns += __atomic_load_n(&st->wait_ns, __ATOMIC_RELAXED);
         out->hold_ns += __atomic_load_n(&st->hold_ns, __ATOMIC_RELAXED);
-        out->hold_max_ns = RKV_MAX(out->hold_max_ns, __atomic_load_n(&st->hold_max_ns, __ATOMIC_RELAXED));
+        out->hold_max_ns = RKV_MAX(out->hold_max_ns,
+                                   __atomic_load_n(&st->hold_max_ns, __ATOMIC_RELAXED));
     }
 }
 
@@ -523,8 +533,7 @@ static uint64_t page_acquire(struct rkv_slab *s, unsigned cls)
     if (page != NO_PAGE) {
         s->pool[at] = s->pool[s->pool_len - 1];
         __atomic_store_n(&s->pool_len, s->pool_len - 1, __ATOMIC_RELAXED);
-    }
-    else if (s->next_page < s->page_count)   /* (read without the lock: rkv_slab_pages_any) */
+    } else if (s->next_page < s->page_count) /* (read without the lock: rkv_slab_pages_any) */
         __atomic_store_n(&s->next_page, (page = s->next_page) + 1, __ATOMIC_RELAXED);
     slab_unlock(s, &s->page_lock, since);
     return page;
@@ -576,7 +585,7 @@ static uint64_t class_grow(struct rkv_slab *s, unsigned cls)
     struct slab_class *c = &s->classes[cls];
     size_t need = (c->npages + 1) * (size_t)s->per_page[cls];
 
-    if (need > c->queue_cap) {   /* the queue can hold every item the class owns */
+    if (need > c->queue_cap) { /* the queue can hold every item the class owns */
         size_t cap = RKV_MAX(need, 2 * c->queue_cap);
         uint64_t *queue = malloc(cap * sizeof(*queue));
         if (queue == NULL)
@@ -615,8 +624,8 @@ static uint64_t class_grow(struct rkv_slab *s, unsigned cls)
 }
 
 /* The page and item index of `off` in class cls, or false. No lock. */
-static bool locate(const struct rkv_slab *s, uint64_t off, unsigned cls,
-                   struct slab_page **page, uint32_t *index)
+static bool locate(const struct rkv_slab *s, uint64_t off, unsigned cls, struct slab_page **page,
+                   uint32_t *index)
 {
     if (cls >= s->class_count || off < s->heap_offset || off - s->heap_offset >= s->heap_size ||
         off % RKV_ITEM_ALIGN != 0)
@@ -672,11 +681,12 @@ static void class_queue_put(struct rkv_slab *s, unsigned cls, uint64_t page, uin
     struct slab_class *c = &s->classes[cls];
     struct page_use *p = &s->use[page];
     if (p->used == 0 || c->used == 0 || c->queue_len == c->queue_cap)
-        return;   /* not in use: a caller bug, and harmless to drop */
+        return; /* not in use: a caller bug, and harmless to drop */
     uint64_t now = limbo_time(s, now_ns);
     if (ready) {
         c->queue_head = (c->queue_head + c->queue_cap - 1) % c->queue_cap;
-        c->queue[c->queue_head] = unit << LIMBO_TIME_BITS | ((now - s->grace_ms - 1) & LIMBO_TIME_MASK);
+        c->queue[c->queue_head] = unit << LIMBO_TIME_BITS |
+                                  ((now - s->grace_ms - 1) & LIMBO_TIME_MASK);
     } else {
         if (c->queue_len > 0) {
             uint64_t tail = queue_at(c, c->queue_len - 1) & LIMBO_TIME_MASK;
@@ -725,7 +735,7 @@ static struct slab_mag *mags_of_slot(struct rkv_slab *s, unsigned slot)
     if (__atomic_compare_exchange_n(&s->mags[slot], &m, made, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE))
         return made;
-    for (unsigned i = 0; i < s->class_count; i++)   /* another thread of the slot was first */
+    for (unsigned i = 0; i < s->class_count; i++) /* another thread of the slot was first */
         pthread_spin_destroy(&made[i].lock);
     free(made);
     return m;
@@ -779,7 +789,7 @@ static void mag_refill(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
     while (n < batch && (took[n] = class_take(s, cls, now, n == 0)) != 0)
         n++;
     class_unlock(s, cls, since);
-    for (uint32_t i = 0; i < n; i++)     /* handed out in the order taken */
+    for (uint32_t i = 0; i < n; i++) /* handed out in the order taken */
         m->ready[n - 1 - i] = took[i];
     mag_set(&m->nready, n);
 }
@@ -793,7 +803,7 @@ static void mag_drain(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
         return;
     uint64_t since = class_lock(s, cls), now_ns = slab_now(s);
     mag_give_freed(s, cls, m, now_ns);
-    for (uint32_t i = 0; i < m->nready; i++)   /* the next to hand out ends at the very head */
+    for (uint32_t i = 0; i < m->nready; i++) /* the next to hand out ends at the very head */
         class_put(s, cls, m->ready[i], 0, true, now_ns);
     mag_set(&m->nready, 0);
     class_unlock(s, cls, since);
@@ -900,7 +910,7 @@ uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
     if (m->nready > 0) {
         off = m->ready[m->nready - 1];
         mag_set(&m->nready, m->nready - 1);
-        if (m->nready > 0)   /* the next one's lines, for the write it will get */
+        if (m->nready > 0) /* the next one's lines, for the write it will get */
             mag_prefetch(s, cls, m->ready[m->nready - 1]);
     }
     pthread_spin_unlock(&m->lock);
@@ -925,7 +935,7 @@ void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
     struct slab_page *p;
     uint32_t index;
     if (!locate(s, off, cls, &p, &index))
-        return;   /* not an item of this class: ignored (class_put checks the rest) */
+        return; /* not an item of this class: ignored (class_put checks the rest) */
     pthread_spin_lock(&m->lock);
     if (m->nfreed == 2 * s->mag_batch[cls]) {
         uint64_t since = class_lock(s, cls);
@@ -936,7 +946,7 @@ void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
     __atomic_store_n(&m->freed[m->nfreed],
                      (off - s->heap_offset) / RKV_ITEM_ALIGN << LIMBO_TIME_BITS | limbo_now(s),
                      __ATOMIC_RELAXED);
-    __atomic_store_n(&m->nfreed, m->nfreed + 1, __ATOMIC_RELEASE);   /* entry first: stats read it */
+    __atomic_store_n(&m->nfreed, m->nfreed + 1, __ATOMIC_RELEASE); /* entry first: stats read it */
     pthread_spin_unlock(&m->lock);
 }
 
@@ -1015,14 +1025,18 @@ bool rkv_slab_page_info(struct rkv_slab *s, uint64_t page, struct rkv_slab_page_
     if (cls < 0)
         return false;
     const struct slab_page *p = &s->pages[page];
-    rkv_slab_drain(s, (unsigned)cls);   /* so that `used` counts no magazine's items */
+    rkv_slab_drain(s, (unsigned)cls); /* so that `used` counts no magazine's items */
     uint64_t since = class_lock(s, cls);
     /* it may have moved since the look above */
     bool ok = __atomic_load_n(&p->cls, __ATOMIC_RELAXED) == (unsigned)cls;
     if (ok)
         *out = (struct rkv_slab_page_info){
-            .page = page, .start = page_start(s, page), .cls = (unsigned)cls,
-            .size = s->size[cls], .handed = p->handed, .used = s->use[page].used,
+            .page = page,
+            .start = page_start(s, page),
+            .cls = (unsigned)cls,
+            .size = s->size[cls],
+            .handed = p->handed,
+            .used = s->use[page].used,
         };
     class_unlock(s, cls, since);
     return ok;
@@ -1050,7 +1064,7 @@ bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for
     struct slab_page *p = &s->pages[page];
     bool taken = false;
 
-    rkv_slab_drain(s, cls);   /* items in magazines count as used */
+    rkv_slab_drain(s, cls); /* items in magazines count as used */
     uint64_t since = class_lock(s, cls);
     if (__atomic_load_n(&p->cls, __ATOMIC_RELAXED) == cls && s->use[page].used == 0) {
         queue_drop_page(s, c, page);
@@ -1092,7 +1106,7 @@ int rkv_slab_page_wait_ms(struct rkv_slab *s, unsigned cls)
     slab_unlock(s, &s->page_lock, since);
     if (best == UINT64_MAX)
         return -1;
-    return (int)RKV_MIN((best + 999999u) / 1000000u, (uint64_t)INT32_MAX);  /* rounded up */
+    return (int)RKV_MIN((best + 999999u) / 1000000u, (uint64_t)INT32_MAX); /* rounded up */
 }
 
 /* Pages a class may take now (never assigned, or in the pool past their
@@ -1196,27 +1210,29 @@ int rkv_slab_class_for(const struct rkv_slab *s, size_t bytes)
     return lo < s->class_count ? (int)lo : -1;
 }
 
-rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **out,
-                           char *err, size_t err_len)
+rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **out, char *err,
+                           size_t err_len)
 {
     uint32_t sizes[RKV_MAX_CLASSES];
     uint32_t count;
     struct rkv_slab *s = NULL;
-    rkv_status st = rkv_slab_classes(cfg->page_size, cfg->growth_factor, cfg->fine_limit, sizes, &count,
-                                     err, err_len);
+    rkv_status st = rkv_slab_classes(cfg->page_size, cfg->growth_factor, cfg->fine_limit, sizes,
+                                     &count, err, err_len);
     if (st != RKV_OK)
         return st;
     if (cfg->heap_size < cfg->page_size || cfg->heap_size % cfg->page_size != 0 ||
         cfg->heap_offset == 0 || cfg->heap_offset % RKV_ITEM_ALIGN != 0 ||
         (cfg->heap_offset + cfg->heap_size) / RKV_ITEM_ALIGN > LIMBO_UNIT_MAX) {
-        snprintf(err, err_len, "slab heap of %llu bytes at offset %llu is not a whole number of "
+        snprintf(err, err_len,
+                 "slab heap of %llu bytes at offset %llu is not a whole number of "
                  "%u-byte pages at a %u-byte aligned, non-zero offset below 2^%u units",
                  (unsigned long long)cfg->heap_size, (unsigned long long)cfg->heap_offset,
                  cfg->page_size, RKV_ITEM_ALIGN, 64 - LIMBO_TIME_BITS);
         return RKV_INVALID;
     }
     if (cfg->grace_ms > RKV_SLAB_MAX_GRACE_MS) {
-        snprintf(err, err_len, "grace period %u ms is longer than the %u ms the allocator supports; "
+        snprintf(err, err_len,
+                 "grace period %u ms is longer than the %u ms the allocator supports; "
                  "lower it (reads finish in microseconds; 100 ms is plenty)",
                  cfg->grace_ms, RKV_SLAB_MAX_GRACE_MS);
         return RKV_INVALID;
@@ -1263,8 +1279,9 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
         pthread_mutex_init(&c->lock, &adaptive);
         s->size[i] = sizes[i];
         s->per_page[i] = cfg->page_size / sizes[i];
-        s->mag_batch[i] = s->per_page[i] < MAG_MIN_PER_PAGE ? 0 :
-                          RKV_MIN(MAG_BATCH_MAX, RKV_MAX(MAG_BATCH_MIN, s->per_page[i] / 8));
+        s->mag_batch[i] = s->per_page[i] < MAG_MIN_PER_PAGE
+                              ? 0
+                              : RKV_MIN(MAG_BATCH_MAX, RKV_MAX(MAG_BATCH_MIN, s->per_page[i] / 8));
         c->bump_page = NO_PAGE;
     }
     pthread_mutexattr_destroy(&adaptive);
@@ -1272,8 +1289,10 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
     return RKV_OK;
 
 nomem:
-    snprintf(err, err_len, "out of memory for the slab allocator's page table (%llu pages); "
-             "use larger slab pages or free memory", (unsigned long long)(cfg->heap_size / cfg->page_size));
+    snprintf(err, err_len,
+             "out of memory for the slab allocator's page table (%llu pages); "
+             "use larger slab pages or free memory",
+             (unsigned long long)(cfg->heap_size / cfg->page_size));
     rkv_slab_destroy(s);
     return RKV_NO_MEMORY;
 }
@@ -1321,8 +1340,10 @@ rkv_status rkv_slab_adopt(struct rkv_slab *s, uint64_t page, unsigned cls, const
 {
     if (page >= s->page_count || cls >= s->class_count || s->pages[page].cls != PAGE_FREE ||
         page < s->next_page) {
-        snprintf(err, err_len, "slab page %llu cannot be adopted for class %u (out of range, "
-                 "adopted already, or the allocator is in use)", (unsigned long long)page, cls);
+        snprintf(err, err_len,
+                 "slab page %llu cannot be adopted for class %u (out of range, "
+                 "adopted already, or the allocator is in use)",
+                 (unsigned long long)page, cls);
         return RKV_INVALID;
     }
     struct slab_class *c = &s->classes[cls];
@@ -1362,8 +1383,8 @@ rkv_status rkv_slab_adopt(struct rkv_slab *s, uint64_t page, unsigned cls, const
     uint64_t now = slab_now(s), first = (page_start(s, page) - s->heap_offset) / RKV_ITEM_ALIGN;
     for (uint32_t i = 0; i < per_page; i++)
         if ((live[i / 64] & (1ull << (i % 64))) == 0)
-            class_queue_put(s, cls, page, first + (uint64_t)i * (s->size[cls] / RKV_ITEM_ALIGN),
-                            0, true, now);
+            class_queue_put(s, cls, page, first + (uint64_t)i * (s->size[cls] / RKV_ITEM_ALIGN), 0,
+                            true, now);
     class_unlock(s, cls, since);
     return RKV_OK;
 

@@ -47,8 +47,8 @@
 #include "layout.h"
 #include "rkv.h"
 
-#define RKV_SLAB_MAX_GRACE_MS 60000u  /* longest grace period the limbo clock can time */
-#define RKV_THREAD_SLOTS 64u          /* per-thread state is kept in this many slots */
+#define RKV_SLAB_MAX_GRACE_MS 60000u /* longest grace period the limbo clock can time */
+#define RKV_THREAD_SLOTS      64u    /* per-thread state is kept in this many slots */
 
 /* This thread's slot, 0..RKV_THREAD_SLOTS-1: threads are numbered as they
  * first ask, and threads past RKV_THREAD_SLOTS share slots (whatever is kept
@@ -58,11 +58,11 @@ unsigned rkv_thread_slot(void);
 /* How one kind of lock was held, with timing on (rkv_slab_config.lock_timing,
  * rkv_table_config.lock_timing): counted per thread slot, summed on read. */
 struct rkv_lock_stats {
-    uint64_t holds;        /* acquisitions */
-    uint64_t contended;    /* of them, those that found the lock taken and waited */
-    uint64_t wait_ns;      /* total time spent waiting to acquire */
-    uint64_t hold_ns;      /* total time held */
-    uint64_t hold_max_ns;  /* longest single hold */
+    uint64_t holds;       /* acquisitions */
+    uint64_t contended;   /* of them, those that found the lock taken and waited */
+    uint64_t wait_ns;     /* total time spent waiting to acquire */
+    uint64_t hold_ns;     /* total time held */
+    uint64_t hold_max_ns; /* longest single hold */
 };
 
 /* Lock / unlock m, counting into st (NULL: no timing, a plain lock). lock
@@ -76,19 +76,19 @@ void rkv_lock_stats_sum(const struct rkv_lock_stats *per_slot, size_t stride,
 struct rkv_slab;
 
 struct rkv_slab_config {
-    uint8_t *region;        /* region start; every offset is relative to it */
-    uint64_t heap_offset;   /* first slab page, a multiple of RKV_ITEM_ALIGN */
-    uint64_t heap_size;     /* bytes of heap, a multiple of page_size */
-    uint32_t page_size;     /* bytes per slab page, a multiple of RKV_ITEM_ALIGN */
-    double growth_factor;   /* class size growth, > 1.0 */
-    uint32_t fine_limit;    /* classes step by RKV_ITEM_ALIGN below this size; 0: coarse
+    uint8_t *region;      /* region start; every offset is relative to it */
+    uint64_t heap_offset; /* first slab page, a multiple of RKV_ITEM_ALIGN */
+    uint64_t heap_size;   /* bytes of heap, a multiple of page_size */
+    uint32_t page_size;   /* bytes per slab page, a multiple of RKV_ITEM_ALIGN */
+    double growth_factor; /* class size growth, > 1.0 */
+    uint32_t fine_limit;  /* classes step by RKV_ITEM_ALIGN below this size; 0: coarse
                              * classes only (rkv_slab_classes) */
-    uint32_t grace_ms;      /* a freed item is reused only this long after, <= RKV_SLAB_MAX_GRACE_MS */
-    bool item_meta;         /* keep one private uint32 per item (rkv_slab_meta) */
+    uint32_t grace_ms; /* a freed item is reused only this long after, <= RKV_SLAB_MAX_GRACE_MS */
+    bool item_meta;    /* keep one private uint32 per item (rkv_slab_meta) */
     uint64_t (*clock_ns)(void); /* monotonic nanoseconds the grace periods are timed on;
-                                 * NULL: rkv_now_ns() (tests pass a clock they advance) */
-    bool lock_timing;       /* time every class and page lock hold (rkv_slab_lock_stats);
-                             * costs clock reads per hold: benchmarks and tests only */
+                                   * NULL: rkv_now_ns() (tests pass a clock they advance) */
+    bool lock_timing;           /* time every class and page lock hold (rkv_slab_lock_stats);
+                                   * costs clock reads per hold: benchmarks and tests only */
 };
 
 /* The coarse classes: from RKV_SLAB_COARSE_STEP bytes by the growth factor,
@@ -108,8 +108,8 @@ struct rkv_slab_config {
  * RKV_SLAB_COARSE_CLASSES, the fine ones too many, or the arguments are out
  * of range. */
 rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t fine_limit,
-                            uint32_t class_size[RKV_MAX_CLASSES], uint32_t *class_count,
-                            char *err, size_t err_len);
+                            uint32_t class_size[RKV_MAX_CLASSES], uint32_t *class_count, char *err,
+                            size_t err_len);
 
 /* Bytes one writing thread slot's magazines take outside the region for the
  * classes of page_size and growth_factor (a slot makes one per class at its
@@ -118,8 +118,8 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t f
  * writer thread. */
 uint64_t rkv_slab_mag_bytes(uint32_t page_size, double growth_factor, uint32_t fine_limit);
 
-rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **out,
-                           char *err, size_t err_len);
+rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **out, char *err,
+                           size_t err_len);
 void rkv_slab_destroy(struct rkv_slab *s);
 
 unsigned rkv_slab_class_count(const struct rkv_slab *s);
@@ -189,7 +189,7 @@ void rkv_slab_lock_stats(const struct rkv_slab *s, struct rkv_lock_stats *out);
  * reserved for the class it was taken for, before rkv_slab_alloc() gives it
  * to a class. */
 
-#define RKV_SLAB_FOR_ANY (-1)   /* rkv_slab_page_take: the page is for whichever class needs one */
+#define RKV_SLAB_FOR_ANY (-1) /* rkv_slab_page_take: the page is for whichever class needs one */
 
 /* Slab pages in the heap. */
 uint64_t rkv_slab_page_count(const struct rkv_slab *s);
@@ -202,12 +202,12 @@ int rkv_slab_page_class(const struct rkv_slab *s, uint64_t page);
 /* One page of a class, as rkv_slab_page_info() saw it under its class lock
  * (after emptying the class's magazines, so `used` is items really in use). */
 struct rkv_slab_page_info {
-    uint64_t page;      /* page number */
-    uint64_t start;     /* region offset of its first item */
-    unsigned cls;       /* its class */
-    uint32_t size;      /* bytes per item */
-    uint32_t handed;    /* items [0, handed) were handed out since it joined the class */
-    uint32_t used;      /* items handed out and not freed: live, or being built by a writer */
+    uint64_t page;   /* page number */
+    uint64_t start;  /* region offset of its first item */
+    unsigned cls;    /* its class */
+    uint32_t size;   /* bytes per item */
+    uint32_t handed; /* items [0, handed) were handed out since it joined the class */
+    uint32_t used;   /* items handed out and not freed: live, or being built by a writer */
 };
 /* False when the page holds no class's items (see rkv_slab_page_class). */
 bool rkv_slab_page_info(struct rkv_slab *s, uint64_t page, struct rkv_slab_page_info *out);
@@ -233,31 +233,31 @@ uint64_t rkv_slab_class_spare(struct rkv_slab *s, unsigned cls, uint64_t *owned)
 
 /* Where one class's memory is. */
 struct rkv_slab_class_stats {
-    uint32_t size;      /* bytes per item */
-    uint32_t per_page;  /* items per page */
-    uint64_t pages;     /* pages assigned to the class */
-    uint64_t used;      /* items handed out and not freed */
-    uint64_t limbo;     /* freed, still inside the grace period */
-    uint64_t ready;     /* freed, grace period over: reusable now */
-    uint64_t fresh;     /* never handed out, in the class's newest page */
+    uint32_t size;     /* bytes per item */
+    uint32_t per_page; /* items per page */
+    uint64_t pages;    /* pages assigned to the class */
+    uint64_t used;     /* items handed out and not freed */
+    uint64_t limbo;    /* freed, still inside the grace period */
+    uint64_t ready;    /* freed, grace period over: reusable now */
+    uint64_t fresh;    /* never handed out, in the class's newest page */
 };
 void rkv_slab_class_stats(struct rkv_slab *s, unsigned cls, struct rkv_slab_class_stats *out);
 
 /* The whole heap, in bytes.
  * used + limbo + ready + fresh + unassigned + draining + tail = heap. */
 struct rkv_slab_stats {
-    uint64_t heap;        /* heap_size */
-    uint64_t pages;       /* pages in the heap */
+    uint64_t heap;             /* heap_size */
+    uint64_t pages;            /* pages in the heap */
     uint64_t pages_unassigned; /* pages no class holds that a class may take now */
     uint64_t pages_draining;   /* pages taken from a class, still inside the grace period */
-    uint64_t used;        /* class bytes of items handed out */
-    uint64_t limbo;       /* class bytes waiting out the grace period */
-    uint64_t ready;       /* class bytes reusable now */
-    uint64_t fresh;       /* never-used items in assigned pages */
-    uint64_t unassigned;  /* bytes of pages_unassigned */
-    uint64_t draining;    /* bytes of pages_draining */
-    uint64_t tail;        /* page ends too short for one more item of the page's class */
-    uint64_t reassigns;   /* pages taken from one class for another (rkv_slab_page_take) */
+    uint64_t used;             /* class bytes of items handed out */
+    uint64_t limbo;            /* class bytes waiting out the grace period */
+    uint64_t ready;            /* class bytes reusable now */
+    uint64_t fresh;            /* never-used items in assigned pages */
+    uint64_t unassigned;       /* bytes of pages_unassigned */
+    uint64_t draining;         /* bytes of pages_draining */
+    uint64_t tail;             /* page ends too short for one more item of the page's class */
+    uint64_t reassigns;        /* pages taken from one class for another (rkv_slab_page_take) */
 };
 void rkv_slab_stats(struct rkv_slab *s, struct rkv_slab_stats *out);
 

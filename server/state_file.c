@@ -25,22 +25,54 @@
 
 /* Byte offsets in the header. */
 enum {
-    OFF_MAGIC = 0, OFF_STATE_VERSION = 8, OFF_FORMAT_VERSION = 12, OFF_RKV_VERSION = 16,
-    OFF_REGION_SIZE = 48, OFF_PAGE_KIND = 56, OFF_SLAB_PAGE = 60, OFF_GROWTH = 64,
-    OFF_MAX_KEY = 68, OFF_MAX_VALUE = 72, OFF_CLASS_COUNT = 76, OFF_BUCKETS = 80,
-    OFF_HEAP_OFFSET = 88, OFF_HEAP_SIZE = 96, OFF_CLOCK = 104, OFF_RESERVED = 108,
-    OFF_STOP_REALTIME = 112, OFF_MAX_VERSION = 120, OFF_REGION_SUM = 128, OFF_END = 136,
+    OFF_MAGIC = 0,
+    OFF_STATE_VERSION = 8,
+    OFF_FORMAT_VERSION = 12,
+    OFF_RKV_VERSION = 16,
+    OFF_REGION_SIZE = 48,
+    OFF_PAGE_KIND = 56,
+    OFF_SLAB_PAGE = 60,
+    OFF_GROWTH = 64,
+    OFF_MAX_KEY = 68,
+    OFF_MAX_VALUE = 72,
+    OFF_CLASS_COUNT = 76,
+    OFF_BUCKETS = 80,
+    OFF_HEAP_OFFSET = 88,
+    OFF_HEAP_SIZE = 96,
+    OFF_CLOCK = 104,
+    OFF_RESERVED = 108,
+    OFF_STOP_REALTIME = 112,
+    OFF_MAX_VERSION = 120,
+    OFF_REGION_SUM = 128,
+    OFF_END = 136,
     OFF_CHECKSUM = RKV_STATE_HEADER_SIZE - 8,
 };
-RKV_STATIC_ASSERT(OFF_RKV_VERSION + sizeof(((struct rkv_state_header *)0)->rkv_version) == OFF_REGION_SIZE,
+RKV_STATIC_ASSERT(OFF_RKV_VERSION + sizeof(((struct rkv_state_header *)0)->rkv_version) ==
+                      OFF_REGION_SIZE,
                   "the version string fills its field");
 
-#define IO_CHUNK (64u << 20)   /* bytes per read()/write() call */
+#define IO_CHUNK (64u << 20) /* bytes per read()/write() call */
 
-static void put32(uint8_t *b, size_t off, uint32_t v) { memcpy(b + off, &v, sizeof v); }
-static void put64(uint8_t *b, size_t off, uint64_t v) { memcpy(b + off, &v, sizeof v); }
-static uint32_t get32(const uint8_t *b, size_t off) { uint32_t v; memcpy(&v, b + off, sizeof v); return v; }
-static uint64_t get64(const uint8_t *b, size_t off) { uint64_t v; memcpy(&v, b + off, sizeof v); return v; }
+static void put32(uint8_t *b, size_t off, uint32_t v)
+{
+    memcpy(b + off, &v, sizeof v);
+}
+static void put64(uint8_t *b, size_t off, uint64_t v)
+{
+    memcpy(b + off, &v, sizeof v);
+}
+static uint32_t get32(const uint8_t *b, size_t off)
+{
+    uint32_t v;
+    memcpy(&v, b + off, sizeof v);
+    return v;
+}
+static uint64_t get64(const uint8_t *b, size_t off)
+{
+    uint64_t v;
+    memcpy(&v, b + off, sizeof v);
+    return v;
+}
 
 void rkv_state_encode(const struct rkv_state_header *h, uint8_t out[RKV_STATE_HEADER_SIZE])
 {
@@ -67,8 +99,8 @@ void rkv_state_encode(const struct rkv_state_header *h, uint8_t out[RKV_STATE_HE
     put64(out, OFF_CHECKSUM, XXH3_64bits(out, OFF_CHECKSUM));
 }
 
-bool rkv_state_decode(const uint8_t *buf, size_t len, struct rkv_state_header *out,
-                      char *err, size_t err_len)
+bool rkv_state_decode(const uint8_t *buf, size_t len, struct rkv_state_header *out, char *err,
+                      size_t err_len)
 {
     memset(out, 0, sizeof *out);
     if (len < RKV_STATE_HEADER_SIZE) {
@@ -147,48 +179,57 @@ bool rkv_state_match(const struct rkv_state_header *f, const struct rkv_state_he
     static const char empty[] = "remove the file to start empty";
     char a[32], b[32];
     if (f->format_version != w->format_version) {
-        snprintf(err, err_len, "--state-file %s was written by rkv %s with region format %u, and "
+        snprintf(err, err_len,
+                 "--state-file %s was written by rkv %s with region format %u, and "
                  "this rkv-server %s uses format %u: a cache cannot be kept across that upgrade; "
-                 "%s", path, f->rkv_version, f->format_version, w->rkv_version, w->format_version,
-                 empty);
+                 "%s",
+                 path, f->rkv_version, f->format_version, w->rkv_version, w->format_version, empty);
         return false;
     }
     if (f->region_size != w->region_size) {
         option_size(f->region_size, a, sizeof a);
-        snprintf(err, err_len, "--state-file %s was written with --memory %s; start with "
-                 "--memory %s to keep the cache, or %s", path, a, a, empty);
+        snprintf(err, err_len,
+                 "--state-file %s was written with --memory %s; start with "
+                 "--memory %s to keep the cache, or %s",
+                 path, a, a, empty);
         return false;
     }
     if (f->slab_page_size != w->slab_page_size) {
         option_size(f->slab_page_size, a, sizeof a);
-        snprintf(err, err_len, "--state-file %s was written with --slab-page-size %s; start with "
-                 "--slab-page-size %s to keep the cache, or %s", path, a, a, empty);
+        snprintf(err, err_len,
+                 "--state-file %s was written with --slab-page-size %s; start with "
+                 "--slab-page-size %s to keep the cache, or %s",
+                 path, a, a, empty);
         return false;
     }
     if (f->max_value_len != w->max_value_len) {
-        snprintf(err, err_len, "--state-file %s was written with --max-value-len %u; start with "
-                 "--max-value-len %u to keep the cache, or %s", path, f->max_value_len,
-                 f->max_value_len, empty);
+        snprintf(err, err_len,
+                 "--state-file %s was written with --max-value-len %u; start with "
+                 "--max-value-len %u to keep the cache, or %s",
+                 path, f->max_value_len, f->max_value_len, empty);
         return false;
     }
     if (f->page_kind != w->page_kind) {
-        snprintf(err, err_len, "--state-file %s was written from a region of %s and this start "
+        snprintf(err, err_len,
+                 "--state-file %s was written from a region of %s and this start "
                  "got %s; start where the region gets %s again to keep the cache "
-                 "(hugepages: vm.nr_hugepages; --hugepages-required makes sure), or %s", path,
-                 page_kind_name(f->page_kind, a, sizeof a), page_kind_name(w->page_kind, b, sizeof b),
-                 a, empty);
+                 "(hugepages: vm.nr_hugepages; --hugepages-required makes sure), or %s",
+                 path, page_kind_name(f->page_kind, a, sizeof a),
+                 page_kind_name(w->page_kind, b, sizeof b), a, empty);
         return false;
     }
     if (f->max_key_len != w->max_key_len || f->growth_millis != w->growth_millis ||
         f->class_count != w->class_count || f->bucket_count != w->bucket_count ||
         f->heap_offset != w->heap_offset || f->heap_size != w->heap_size) {
-        snprintf(err, err_len, "--state-file %s was written by rkv %s with another table layout "
+        snprintf(err, err_len,
+                 "--state-file %s was written by rkv %s with another table layout "
                  "(%llu buckets, heap of %llu bytes at %llu, %u size classes growing by %u.%03u, "
                  "keys up to %u bytes), and this rkv-server %s lays the same options out "
-                 "differently; %s", path, f->rkv_version,
-                 (unsigned long long)f->bucket_count, (unsigned long long)f->heap_size,
-                 (unsigned long long)f->heap_offset, f->class_count, f->growth_millis / 1000,
-                 f->growth_millis % 1000, f->max_key_len, w->rkv_version, empty);
+                 "differently; %s",
+                 path, f->rkv_version, (unsigned long long)f->bucket_count,
+                 (unsigned long long)f->heap_size, (unsigned long long)f->heap_offset,
+                 f->class_count, f->growth_millis / 1000, f->growth_millis % 1000, f->max_key_len,
+                 w->rkv_version, empty);
         return false;
     }
     return true;
@@ -219,20 +260,23 @@ enum rkv_state_open_result rkv_state_open(const char *path, uid_t owner, int *fd
         goto refused;
     }
     if (st.st_uid != owner) {
-        snprintf(err, err_len, "--state-file %s is owned by uid %u, not by the server's uid %u; "
-                 "chown it to keep the cache, or %s", path, (unsigned)st.st_uid, (unsigned)owner,
-                 empty);
+        snprintf(err, err_len,
+                 "--state-file %s is owned by uid %u, not by the server's uid %u; "
+                 "chown it to keep the cache, or %s",
+                 path, (unsigned)st.st_uid, (unsigned)owner, empty);
         goto refused;
     }
     if ((st.st_mode & 07777) != 0600) {
-        snprintf(err, err_len, "--state-file %s has mode %04o, not 0600 (the cache is readable "
-                 "only by the server); chmod 600 it to keep the cache, or %s", path,
-                 (unsigned)(st.st_mode & 07777), empty);
+        snprintf(err, err_len,
+                 "--state-file %s has mode %04o, not 0600 (the cache is readable "
+                 "only by the server); chmod 600 it to keep the cache, or %s",
+                 path, (unsigned)(st.st_mode & 07777), empty);
         goto refused;
     }
     ssize_t n = pread(*fd, buf, sizeof buf, 0);
     if (n < 0) {
-        snprintf(err, err_len, "--state-file %s cannot be read: %s; %s", path, strerror(errno), empty);
+        snprintf(err, err_len, "--state-file %s cannot be read: %s; %s", path, strerror(errno),
+                 empty);
         goto refused;
     }
     if (!rkv_state_decode(buf, (size_t)n, out, why, sizeof why)) {
@@ -240,9 +284,12 @@ enum rkv_state_open_result rkv_state_open(const char *path, uid_t owner, int *fd
         goto refused;
     }
     if ((uint64_t)st.st_size != RKV_STATE_HEADER_SIZE + out->region_size) {
-        snprintf(err, err_len, "--state-file %s is %s: %llu bytes where its header promises "
-                 "%llu; %s", path,
-                 (uint64_t)st.st_size < RKV_STATE_HEADER_SIZE + out->region_size ? "truncated" : "too long",
+        snprintf(err, err_len,
+                 "--state-file %s is %s: %llu bytes where its header promises "
+                 "%llu; %s",
+                 path,
+                 (uint64_t)st.st_size < RKV_STATE_HEADER_SIZE + out->region_size ? "truncated"
+                                                                                 : "too long",
                  (unsigned long long)st.st_size,
                  (unsigned long long)(RKV_STATE_HEADER_SIZE + out->region_size), empty);
         goto refused;
@@ -255,8 +302,7 @@ refused:
     return RKV_STATE_REFUSED;
 }
 
-int rkv_state_read_region(int fd, const char *path, void *base, size_t size, char *err,
-                          size_t err_len)
+int rkv_state_read_region(int fd, const char *path, void *base, size_t size, char *err, size_t err_len)
 {
     uint8_t *p = base;
     size_t done = 0;
@@ -334,7 +380,7 @@ int rkv_state_save(const char *path, const struct rkv_state_header *h, const voi
     }
     dir_of(path, dir, sizeof dir);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {   /* the rename itself durable; a failure here loses nothing written */
+    if (dfd >= 0) { /* the rename itself durable; a failure here loses nothing written */
         (void)fsync(dfd);
         close(dfd);
     }
@@ -347,10 +393,13 @@ int rkv_state_check_dir(const char *path, char *err, size_t err_len)
     struct stat st;
     dir_of(path, dir, sizeof dir);
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
-        snprintf(err, err_len, "--state-file %s: its directory %s %s; create it for the "
-                 "server's user, or point --state-file elsewhere", path, dir,
-                 stat(dir, &st) != 0 ? "does not exist" :
-                 !S_ISDIR(st.st_mode) ? "is not a directory" : "is not writable by the server");
+        snprintf(err, err_len,
+                 "--state-file %s: its directory %s %s; create it for the "
+                 "server's user, or point --state-file elsewhere",
+                 path, dir,
+                 stat(dir, &st) != 0    ? "does not exist"
+                 : !S_ISDIR(st.st_mode) ? "is not a directory"
+                                        : "is not writable by the server");
         return -1;
     }
     return 0;

@@ -40,18 +40,18 @@
 #define RKV_STATE_HEADER_SIZE 4096u                 /* the region starts page-aligned in the file */
 
 struct rkv_state_header {
-    uint32_t state_version;     /* RKV_STATE_VERSION */
-    uint32_t format_version;    /* RKV_FORMAT_VERSION of the region (common/layout.h) */
-    char rkv_version[32];       /* RKV_VERSION_STRING of the server that wrote it */
+    uint32_t state_version;  /* RKV_STATE_VERSION */
+    uint32_t format_version; /* RKV_FORMAT_VERSION of the region (common/layout.h) */
+    char rkv_version[32];    /* RKV_VERSION_STRING of the server that wrote it */
     /* the configuration fingerprint */
-    uint64_t region_size;       /* bytes of region (the --memory it got) */
-    uint32_t page_kind;         /* bytes per page backing the region: 4096, 2 MiB, 1 GiB */
+    uint64_t region_size; /* bytes of region (the --memory it got) */
+    uint32_t page_kind;   /* bytes per page backing the region: 4096, 2 MiB, 1 GiB */
     uint32_t slab_page_size;
-    uint32_t growth_millis;     /* size class growth factor x 1000 */
+    uint32_t growth_millis; /* size class growth factor x 1000 */
     uint32_t max_key_len;
     uint32_t max_value_len;
     uint32_t class_count;
-    uint64_t bucket_count;      /* index geometry */
+    uint64_t bucket_count; /* index geometry */
     uint64_t heap_offset;
     uint64_t heap_size;
     /* where the next server goes on from */
@@ -68,8 +68,8 @@ struct rkv_state_header {
  * match, a version string without its NUL or bytes that must be zero that
  * are not. */
 void rkv_state_encode(const struct rkv_state_header *h, uint8_t out[RKV_STATE_HEADER_SIZE]);
-bool rkv_state_decode(const uint8_t *buf, size_t len, struct rkv_state_header *out,
-                      char *err, size_t err_len);
+bool rkv_state_decode(const uint8_t *buf, size_t len, struct rkv_state_header *out, char *err,
+                      size_t err_len);
 
 /* Whether the file's header `file` fits the server that would keep it
  * (`want`: this rkv's format and the configuration's fingerprint; its clock
@@ -86,9 +86,9 @@ uint64_t rkv_state_region_header_sum(const void *region);
 
 /* What rkv_state_open found. */
 enum rkv_state_open_result {
-    RKV_STATE_NONE,     /* no file at path: start empty */
-    RKV_STATE_OK,       /* *fd open at the region's first byte, *out decoded */
-    RKV_STATE_REFUSED,  /* a file that must not be used: message in err */
+    RKV_STATE_NONE,    /* no file at path: start empty */
+    RKV_STATE_OK,      /* *fd open at the region's first byte, *out decoded */
+    RKV_STATE_REFUSED, /* a file that must not be used: message in err */
 };
 
 /* Open PATH as a state file: a regular file (not a symlink) owned by

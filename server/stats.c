@@ -30,11 +30,10 @@ static uint64_t load(_Atomic uint64_t *v)
 }
 
 static const char *const op_names[RKV_OP_MAX] = {
-    [RKV_OP_HELLO] = "cmd_hello", [RKV_OP_PUT] = "cmd_put", [RKV_OP_DELETE] = "cmd_delete",
-    [RKV_OP_INCR] = "cmd_incr", [RKV_OP_PING] = "cmd_ping", [RKV_OP_STATS] = "cmd_stats",
+    [RKV_OP_HELLO] = "cmd_hello", [RKV_OP_PUT] = "cmd_put",     [RKV_OP_DELETE] = "cmd_delete",
+    [RKV_OP_INCR] = "cmd_incr",   [RKV_OP_PING] = "cmd_ping",   [RKV_OP_STATS] = "cmd_stats",
     [RKV_OP_HINTS] = "cmd_hints", [RKV_OP_FLUSH] = "cmd_flush",
 };
-
 
 size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
 {
@@ -68,7 +67,8 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     line(&t, "clock", rkv_table_clock(srv->table));
     /* the clock the tick last published in the region header: what shm
      * clients judge expiry by (common/clock.h); at most `clock` */
-    line(&t, "clock_published", __atomic_load_n(&rkv_table_header(srv->table)->clock, __ATOMIC_ACQUIRE));
+    line(&t, "clock_published",
+         __atomic_load_n(&rkv_table_header(srv->table)->clock, __ATOMIC_ACQUIRE));
     line(&t, "items", ts.items);
     line(&t, "bytes", ts.bytes_used);
     line(&t, "bytes_free", ts.bytes_free);

@@ -76,31 +76,33 @@
 
 #define DEFAULT_PAGE_SIZE     (1u << 20)
 #define DEFAULT_GRACE_MS      100u
-#define DEFAULT_HEAP_PER_SLOT 96u      /* default index sizing: one slot per 96 heap bytes */
+#define DEFAULT_HEAP_PER_SLOT 96u /* default index sizing: one slot per 96 heap bytes */
 #define MIN_PAGE_SIZE         1024u
 #define MAX_PAGE_SIZE         (1u << 30)
 #define MAX_INDEX_SHARE       0.9
-#define MAX_REGION_BYTES      ((1ull << (64 - RKV_SLOT_OFF_SHIFT)) * RKV_ITEM_ALIGN) /* 40-bit slot offsets */
-#define HEAP_ALIGN            4096u
+#define MAX_REGION_BYTES \
+    ((1ull << (64 - RKV_SLOT_OFF_SHIFT)) * RKV_ITEM_ALIGN) /* 40-bit slot offsets */
+#define HEAP_ALIGN 4096u
 
-#define BFS_MAX_DEPTH   5      /* longest displacement chain, in moves */
-#define BFS_MAX_NODES   512    /* buckets a displacement search may visit */
-#define INCR_TRIES      64     /* optimistic incr attempts under contention */
-#define EXPIRE_CHUNK    256    /* buckets scanned per index-lock hold in tick */
-#define EXPIRE_MIN_SCAN 4096   /* buckets scanned per tick at least */
-#define DECIMAL_MAX_LEN 20     /* digits of UINT64_MAX */
-#define STRIPES_MAX     1024   /* bucket locks: bucket b is guarded by stripe b mod the stripe count */
-#define HINT_BATCH      64     /* client hints validated and prefetched together */
-#define ACCESS_STEP     RKV_ACCESS_STEP /* a thread slot advances the access clock once per this many stores */
-#define PATH_TRIES      4      /* displacement paths found without locks and invalidated, then exclusive */
-#define PATH_BUCKETS    (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
+#define BFS_MAX_DEPTH   5    /* longest displacement chain, in moves */
+#define BFS_MAX_NODES   512  /* buckets a displacement search may visit */
+#define INCR_TRIES      64   /* optimistic incr attempts under contention */
+#define EXPIRE_CHUNK    256  /* buckets scanned per index-lock hold in tick */
+#define EXPIRE_MIN_SCAN 4096 /* buckets scanned per tick at least */
+#define DECIMAL_MAX_LEN 20   /* digits of UINT64_MAX */
+#define STRIPES_MAX     1024 /* bucket locks: bucket b is guarded by stripe b mod the stripe count */
+#define HINT_BATCH      64   /* client hints validated and prefetched together */
+#define ACCESS_STEP \
+    RKV_ACCESS_STEP    /* a thread slot advances the access clock once per this many stores */
+#define PATH_TRIES   4 /* displacement paths found without locks and invalidated, then exclusive */
+#define PATH_BUCKETS (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
 
 /* One bucket the displacement search reached. */
 struct bfs_node {
-    uint64_t bucket;   /* bucket index */
-    int32_t parent;    /* node whose bucket's slot `slot` would move here; -1 at a candidate bucket */
-    uint8_t slot;      /* that slot of the parent's bucket */
-    uint8_t depth;     /* moves needed to free a slot here */
+    uint64_t bucket; /* bucket index */
+    int32_t parent;  /* node whose bucket's slot `slot` would move here; -1 at a candidate bucket */
+    uint8_t slot;    /* that slot of the parent's bucket */
+    uint8_t depth;   /* moves needed to free a slot here */
 };
 
 /* A displacement chain: hop[0]'s item (in one of the key's buckets) moves to
@@ -108,22 +110,33 @@ struct bfs_node {
  * Carried out from the end, it frees hop[0]'s slot. */
 struct cuckoo_path {
     unsigned hops;
-    struct { uint64_t bucket; unsigned slot; uint64_t word; } hop[BFS_MAX_DEPTH];
+    struct {
+        uint64_t bucket;
+        unsigned slot;
+        uint64_t word;
+    } hop[BFS_MAX_DEPTH];
     uint64_t dest;
     unsigned dest_slot;
 };
 
 /* One thread slot's lock timing (cfg.lock_timing), on lines of its own. */
 struct slot_lock_stats {
-    struct rkv_lock_stats stripes;   /* a write's bucket stripes, taken together */
-    struct rkv_lock_stats index;     /* the whole index, exclusive */
+    struct rkv_lock_stats stripes; /* a write's bucket stripes, taken together */
+    struct rkv_lock_stats index;   /* the whole index, exclusive */
 } __attribute__((aligned(RKV_CACHELINE)));
 
 /* What a stripe counts: changes to its buckets, and the writes that held it
  * to publish. Written under the stripe (or exclusive) with plain relaxed
  * stores, so the counting costs no shared cache line; summed by stats. */
-enum stripe_counter { SC_ITEMS, SC_ITEM_BYTES, SC_PUTS, SC_INCRS, SC_DELETES, SC_DISPLACEMENTS,
-                      SC_COUNT };
+enum stripe_counter {
+    SC_ITEMS,
+    SC_ITEM_BYTES,
+    SC_PUTS,
+    SC_INCRS,
+    SC_DELETES,
+    SC_DISPLACEMENTS,
+    SC_COUNT
+};
 
 /* One bucket lock with its counters, on lines no other stripe uses. */
 struct stripe {
@@ -184,7 +197,7 @@ static void index_unlock_shared(struct writer_slot *m)
 /* Hold the index shared and the stripes of `set`. */
 struct stripe_hold {
     struct writer_slot *slot;
-    uint64_t since;          /* lock_timing: when the hold began */
+    uint64_t since; /* lock_timing: when the hold began */
 };
 
 static struct stripe_hold stripes_lock(struct rkv_table *t, const struct stripe_set *set)
@@ -268,7 +281,7 @@ uint64_t rkv_table_index_lock_all(struct rkv_table *t)
     if (ls == NULL)
         return 0;
     uint64_t since = rkv_now_ns();
-    if (waited) {   /* for the mutex, or for shared holders to leave */
+    if (waited) { /* for the mutex, or for shared holders to leave */
         __atomic_fetch_add(&ls->index.contended, 1, __ATOMIC_RELAXED);
         __atomic_fetch_add(&ls->index.wait_ns, since - asked, __ATOMIC_RELAXED);
     }
@@ -312,7 +325,7 @@ const struct rkv_region_header *rkv_table_header(const struct rkv_table *t)
 static void version_begin(struct rkv_bucket *b)
 {
 #ifdef __SANITIZE_THREAD__
-    __atomic_fetch_add(&b->version, 1, __ATOMIC_SEQ_CST);  /* TSan does not model fences */
+    __atomic_fetch_add(&b->version, 1, __ATOMIC_SEQ_CST); /* TSan does not model fences */
 #else
     __atomic_store_n(&b->version, b->version + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -385,9 +398,9 @@ static uint64_t version_new(struct rkv_table *t)
 /* A new item, built before any index lock: not live (OBSOLETE) until published. */
 struct built {
     unsigned cls;
-    uint64_t word;      /* slot word to publish */
+    uint64_t word; /* slot word to publish */
     uint64_t version;
-    uint32_t *access;   /* LRU: its access word (rkv_slab_meta), asked for to write while the
+    uint32_t *access; /* LRU: its access word (rkv_slab_meta), asked for to write while the
                          * item was built, stamped as it is published; else NULL */
 };
 
@@ -396,7 +409,7 @@ struct built {
 static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, const struct built *nb)
 {
     struct rkv_item *it = item_at(t, nb->word);
-    if (rkv_evict_uses_access(t->cfg.evict))   /* the clock is theirs only */
+    if (rkv_evict_uses_access(t->cfg.evict)) /* the clock is theirs only */
         access_tick(t);
     if (nb->access != NULL)
         __atomic_store_n(nb->access,
@@ -523,7 +536,8 @@ bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct p
 static uint64_t other_bucket(const struct rkv_table *t, uint64_t word, uint64_t here)
 {
     uint64_t off = rkv_slot_offset(word);
-    if (word == 0 || off < RKV_HEADER_SIZE || off + RKV_ITEM_HEADER_SIZE + t->cfg.max_key_len > t->size)
+    if (word == 0 || off < RKV_HEADER_SIZE ||
+        off + RKV_ITEM_HEADER_SIZE + t->cfg.max_key_len > t->size)
         return here;
     const struct rkv_item *it = item_at(t, word);
     uint32_t key_len = __atomic_load_n(&it->key_len, __ATOMIC_RELAXED);
@@ -590,7 +604,9 @@ static bool cuckoo_find_path(const struct rkv_table *t, const struct rkv_key_has
                 return true;
             }
             if (q[at].depth + 2 <= BFS_MAX_DEPTH && n < BFS_MAX_NODES)
-                q[n++] = (struct bfs_node){ .bucket = alt, .parent = at, .slot = (uint8_t)s,
+                q[n++] = (struct bfs_node){ .bucket = alt,
+                                            .parent = at,
+                                            .slot = (uint8_t)s,
                                             .depth = (uint8_t)(q[at].depth + 1) };
         }
     }
@@ -605,7 +621,8 @@ static bool cuckoo_path_valid(const struct rkv_table *t, const struct cuckoo_pat
     if (slot_load(&t->buckets[path->dest], path->dest_slot) != 0)
         return false;
     for (unsigned i = 0; i < path->hops; i++) {
-        uint64_t b = path->hop[i].bucket, next = i + 1 < path->hops ? path->hop[i + 1].bucket : path->dest;
+        uint64_t b = path->hop[i].bucket,
+                 next = i + 1 < path->hops ? path->hop[i + 1].bucket : path->dest;
         uint64_t w = slot_load(&t->buckets[b], path->hop[i].slot);
         if (w == 0 || w != path->hop[i].word || other_bucket(t, w, b) != next)
             return false;
@@ -668,8 +685,8 @@ static bool candidate_slot(struct rkv_table *t, const struct rkv_key_hash *h, st
 
 /* How a store may find room for a new key. */
 struct room {
-    const struct cuckoo_path *path;  /* a displacement found without locks, its stripes held */
-    bool exclusive;                  /* the index held exclusive: search, displace, evict */
+    const struct cuckoo_path *path; /* a displacement found without locks, its stripes held */
+    bool exclusive;                 /* the index held exclusive: search, displace, evict */
 };
 
 /* An empty slot for a new key: the emptier candidate bucket, else a
@@ -714,8 +731,8 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, const struct rkv
 }
 
 static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
-                             uint32_t key_len, const struct rkv_value_src *val,
-                             uint32_t expire_at, uint32_t user_flags, struct built *out)
+                             uint32_t key_len, const struct rkv_value_src *val, uint32_t expire_at,
+                             uint32_t user_flags, struct built *out)
 {
     int cls = rkv_slab_class_for(t->slab, rkv_item_size(key_len, val->len));
     uint64_t off;
@@ -728,10 +745,11 @@ static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, 
     struct rkv_item *it = (struct rkv_item *)(void *)(t->base + off);
     /* Its access word's line may be another writer's (neighbours' stamps):
      * asked for now, it is here when the stripe hold stamps it. */
-    out->access = rkv_evict_uses_access(t->cfg.evict) ? rkv_slab_meta(t->slab, off, (unsigned)cls) : NULL;
+    out->access = rkv_evict_uses_access(t->cfg.evict) ? rkv_slab_meta(t->slab, off, (unsigned)cls)
+                                                      : NULL;
     if (out->access != NULL)
         rkv_prefetch_write(out->access);
-    uint64_t version = version_new(t);   /* before the item's first store, whose miss it would wait for */
+    uint64_t version = version_new(t); /* before the item's first store, whose miss it would wait for */
     __atomic_store_n(&it->state, RKV_ITEM_OBSOLETE, __ATOMIC_RELEASE);
     it->version = version;
     it->key_len = key_len;
@@ -760,12 +778,9 @@ fail:
 static rkv_status mode_check(rkv_put_mode mode, bool live, uint64_t version, uint64_t cas)
 {
     switch (mode) {
-    case RKV_SET:
-        return RKV_OK;
-    case RKV_ADD:
-        return live ? RKV_EXISTS : RKV_OK;
-    case RKV_REPLACE:
-        return live ? RKV_OK : RKV_NOT_STORED;
+    case RKV_SET: return RKV_OK;
+    case RKV_ADD: return live ? RKV_EXISTS : RKV_OK;
+    case RKV_REPLACE: return live ? RKV_OK : RKV_NOT_STORED;
     case RKV_CAS:
         if (!live)
             return RKV_NOT_STORED;
@@ -779,11 +794,11 @@ struct store {
     const struct rkv_key_hash *h;
     const void *key;
     uint32_t key_len;
-    struct built nb;               /* the new item */
+    struct built nb; /* the new item */
     rkv_put_mode mode;
     uint64_t cas;
-    enum stripe_counter op;        /* SC_PUTS or SC_INCRS, counted when it is stored */
-    uint64_t replaced;             /* out: the item it replaced, to free once unlocked; 0 if none */
+    enum stripe_counter op; /* SC_PUTS or SC_INCRS, counted when it is stored */
+    uint64_t replaced;      /* out: the item it replaced, to free once unlocked; 0 if none */
 };
 
 /* The index part of a store, under the key's stripes (and a path's, with
@@ -802,12 +817,12 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
     if (st != RKV_OK)
         return st;
     if (found) {
-        publish(t, old.bucket, old.slot, &w->nb);   /* same slot: one store replaces */
+        publish(t, old.bucket, old.slot, &w->nb); /* same slot: one store replaces */
         /* Superseded: the forward and the OBSOLETE mark go out in one store,
          * so a client holding the old location follows it with one READ.
          * Expired: readers must miss, not follow. */
-        retire_mark(t, old.bucket, old.word, live ? rkv_item_state_forward(w->nb.word)
-                                                  : RKV_ITEM_OBSOLETE);
+        retire_mark(t, old.bucket, old.word,
+                    live ? rkv_item_state_forward(w->nb.word) : RKV_ITEM_OBSOLETE);
         if (!live)
             count(&writer_slot(t)->n.expirations, 1);
         w->replaced = old.word;
@@ -901,7 +916,7 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
         goto fail;
     prefetch_matches(t, &h);
     if ((st = store_index(t, &w)) != RKV_OK) {
-        rkv_slab_free(t->slab, w.nb.cls, rkv_slot_offset(w.nb.word));  /* never published */
+        rkv_slab_free(t->slab, w.nb.cls, rkv_slot_offset(w.nb.word)); /* never published */
         goto fail;
     }
     rkv_evict_ahead(t, w.nb.cls, w.nb.word);
@@ -946,7 +961,7 @@ static rkv_status table_unlink(struct rkv_table *t, const void *key, uint32_t ke
         if (expired_now(t, p.it)) {
             count(&writer_slot(t)->n.expirations, 1);
         } else if (if_version && p.it->version != cas) {
-            found = false;                       /* another write's item: it stays */
+            found = false; /* another write's item: it stays */
             st = RKV_CAS_MISMATCH;
         } else {
             st = RKV_OK;
@@ -959,14 +974,13 @@ static rkv_status table_unlink(struct rkv_table *t, const void *key, uint32_t ke
     }
     stripes_unlock(t, &set, hold);
     if (found)
-        item_free(t, p.word);   /* see retire_mark */
+        item_free(t, p.word); /* see retire_mark */
     return st;
 }
 
 rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
-                         const struct rkv_value_src *val, rkv_put_mode mode,
-                         uint64_t cas, uint32_t ttl, uint32_t user_flags,
-                         uint64_t *version)
+                         const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
+                         uint32_t ttl, uint32_t user_flags, uint64_t *version)
 {
     rkv_status st = check_key(t, key, key_len);
     if (st != RKV_OK)
@@ -1010,8 +1024,8 @@ static bool value_number(const struct rkv_item *it, uint64_t *out)
     return rkv_parse_u64(digits, 0, UINT64_MAX, out);
 }
 
-rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len,
-                          int64_t delta, uint64_t *result)
+rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len, int64_t delta,
+                          uint64_t *result)
 {
     struct rkv_key_hash h;
     rkv_status st = check_key(t, key, key_len);
@@ -1043,7 +1057,7 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
 
         uint64_t next;
         if (delta >= 0)
-            next = cur + (uint64_t)delta;       /* wraps at 2^64, as memcached does */
+            next = cur + (uint64_t)delta; /* wraps at 2^64, as memcached does */
         else {
             uint64_t down = (uint64_t)(-(delta + 1)) + 1;
             next = cur > down ? cur - down : 0;
@@ -1053,9 +1067,9 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
         struct rkv_value_src src = { .data = text, .len = (uint32_t)len };
         st = table_store(t, key, key_len, &src, RKV_CAS, version, expire_at, flags, SC_INCRS, NULL);
         if (st == RKV_CAS_MISMATCH)
-            continue;                            /* another write got in between: again */
+            continue; /* another write got in between: again */
         if (st == RKV_NOT_STORED)
-            return RKV_NOT_FOUND;                /* deleted or expired meanwhile */
+            return RKV_NOT_FOUND; /* deleted or expired meanwhile */
         if (st == RKV_OK && result)
             *result = next;
         return st;
@@ -1229,7 +1243,8 @@ static void expire_scan(struct rkv_table *t, uint32_t now)
 static uint64_t version_at(const struct rkv_table *t, uint64_t ns)
 {
     return t->version_floor +
-           (ns > t->version_base ? (ns - t->version_base) * RKV_THREAD_SLOTS + RKV_THREAD_SLOTS - 1 : 0);
+           (ns > t->version_base ? (ns - t->version_base) * RKV_THREAD_SLOTS + RKV_THREAD_SLOTS - 1
+                                 : 0);
 }
 
 /* A version at least that of every item stored so far: the time's, or a
@@ -1291,7 +1306,7 @@ uint64_t rkv_table_flush(struct rkv_table *t, uint32_t delay_s)
         __atomic_store_n(&t->flush_at_ns, at, __ATOMIC_RELAXED);
         return 0;
     }
-    __atomic_store_n(&t->flush_at_ns, 0, __ATOMIC_RELAXED);   /* a flush now replaces it */
+    __atomic_store_n(&t->flush_at_ns, 0, __ATOMIC_RELAXED); /* a flush now replaces it */
     return flush_sweep(t, version_now(t));
 }
 
@@ -1302,7 +1317,8 @@ static void flush_due(struct rkv_table *t)
 {
     uint64_t at = __atomic_load_n(&t->flush_at_ns, __ATOMIC_RELAXED), now = t->now_ns();
     if (at == 0 || now < at ||
-        !__atomic_compare_exchange_n(&t->flush_at_ns, &at, 0, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        !__atomic_compare_exchange_n(&t->flush_at_ns, &at, 0, false, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED))
         return;
     uint64_t real = rkv_now_ns(), late = now - at;
     flush_sweep(t, version_at(t, real > late ? real - late : 0));
@@ -1316,7 +1332,7 @@ void rkv_table_tick(struct rkv_table *t)
     flush_due(t);
     expire_scan(t, now);
     for (unsigned cls = 0; cls < rkv_slab_class_count(t->slab); cls++)
-        rkv_slab_drain(t->slab, cls);   /* items freed by threads that stopped writing come back */
+        rkv_slab_drain(t->slab, cls); /* items freed by threads that stopped writing come back */
     rkv_evict_tick(t, stripe_sum(t, SC_ITEMS));
     rkv_page_automove(t);
 }
@@ -1342,7 +1358,7 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     rkv_slab_stats(t->slab, &ss);
     memset(out, 0, sizeof(*out));
     out->items = stripe_sum(t, SC_ITEMS);
-    out->bytes_used = ss.used;                         /* class bytes of items handed out */
+    out->bytes_used = ss.used;                             /* class bytes of items handed out */
     out->bytes_free = ss.ready + ss.fresh + ss.unassigned; /* what allocation can use now */
     out->heap_bytes = ss.heap;
     out->buckets = t->bucket_count;
@@ -1357,7 +1373,7 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     out->incrs = stripe_sum(t, SC_INCRS);
     out->insert_failures = n.insert_failures;
     out->item_bytes = stripe_sum(t, SC_ITEM_BYTES);
-    out->limbo_bytes = ss.limbo + ss.draining;          /* items and moved pages inside grace_ms */
+    out->limbo_bytes = ss.limbo + ss.draining; /* items and moved pages inside grace_ms */
     out->tail_bytes = ss.tail;
     out->pages_unassigned = ss.pages_unassigned;
     out->hints = n.hints;
@@ -1379,7 +1395,8 @@ void rkv_table_class_stats(struct rkv_table *t, unsigned cls, struct rkv_table_c
     rkv_slab_class_stats(t->slab, cls, &out->slab);
     for (unsigned i = 0; i < RKV_THREAD_SLOTS; i++) {
         out->evicted += __atomic_load_n(&t->writer_slots[i].class_evicted[cls], __ATOMIC_RELAXED);
-        out->evicted_ttl += __atomic_load_n(&t->writer_slots[i].class_evicted_ttl[cls], __ATOMIC_RELAXED);
+        out->evicted_ttl += __atomic_load_n(&t->writer_slots[i].class_evicted_ttl[cls],
+                                            __ATOMIC_RELAXED);
     }
 }
 
@@ -1401,9 +1418,10 @@ static rkv_status resolve_config(const struct rkv_table_config *in, struct rkv_t
 
     if (c->slab_page_size < MIN_PAGE_SIZE || c->slab_page_size > MAX_PAGE_SIZE ||
         c->slab_page_size % RKV_ITEM_ALIGN != 0) {
-        snprintf(err, err_len, "slab page size %u is out of range; use a multiple of %u between "
-                 "%u and %u (default %u)", c->slab_page_size, RKV_ITEM_ALIGN, MIN_PAGE_SIZE,
-                 MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE);
+        snprintf(err, err_len,
+                 "slab page size %u is out of range; use a multiple of %u between "
+                 "%u and %u (default %u)",
+                 c->slab_page_size, RKV_ITEM_ALIGN, MIN_PAGE_SIZE, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE);
         return RKV_INVALID;
     }
     if (c->max_key_len > RKV_MAX_KEY_LEN) {
@@ -1415,22 +1433,29 @@ static rkv_status resolve_config(const struct rkv_table_config *in, struct rkv_t
     if (c->max_value_len == 0)
         c->max_value_len = room;
     if (c->max_value_len > room) {
-        snprintf(err, err_len, "max value length %u does not fit one %u-byte slab page with a "
+        snprintf(err, err_len,
+                 "max value length %u does not fit one %u-byte slab page with a "
                  "%u-byte key and the %u-byte item header; raise the slab page size to at least "
-                 "%llu or lower the max value length to %u", c->max_value_len, c->slab_page_size,
-                 c->max_key_len, RKV_ITEM_HEADER_SIZE,
-                 (unsigned long long)RKV_ALIGN_UP((uint64_t)c->max_value_len + RKV_ITEM_HEADER_SIZE +
-                                                  c->max_key_len, RKV_ITEM_ALIGN), room);
+                 "%llu or lower the max value length to %u",
+                 c->max_value_len, c->slab_page_size, c->max_key_len, RKV_ITEM_HEADER_SIZE,
+                 (unsigned long long)RKV_ALIGN_UP((uint64_t)c->max_value_len +
+                                                      RKV_ITEM_HEADER_SIZE + c->max_key_len,
+                                                  RKV_ITEM_ALIGN),
+                 room);
         return RKV_INVALID;
     }
     if (!(c->index_share >= 0 && c->index_share <= MAX_INDEX_SHARE)) {
-        snprintf(err, err_len, "index share %g is out of range; use 0 (automatic) or a fraction "
-                 "up to %g", c->index_share, MAX_INDEX_SHARE);
+        snprintf(err, err_len,
+                 "index share %g is out of range; use 0 (automatic) or a fraction "
+                 "up to %g",
+                 c->index_share, MAX_INDEX_SHARE);
         return RKV_INVALID;
     }
     if (c->grace_ms > RKV_SLAB_MAX_GRACE_MS) {
-        snprintf(err, err_len, "grace period %u ms is above the %u ms limit; reads take "
-                 "microseconds, so 100 ms is plenty", c->grace_ms, RKV_SLAB_MAX_GRACE_MS);
+        snprintf(err, err_len,
+                 "grace period %u ms is above the %u ms limit; reads take "
+                 "microseconds, so 100 ms is plenty",
+                 c->grace_ms, RKV_SLAB_MAX_GRACE_MS);
         return RKV_INVALID;
     }
     if ((unsigned)c->evict > RKV_EVICT_S3FIFO) {
@@ -1457,14 +1482,16 @@ static uint64_t pow2_ceil(uint64_t x)
 static rkv_status plan_layout(size_t size, const struct rkv_table_config *c, uint64_t *buckets,
                               uint64_t *heap_offset, uint64_t *heap_size, char *err, size_t err_len)
 {
-    const uint64_t per_bucket = sizeof(struct rkv_bucket) + RKV_SLOTS_PER_BUCKET * DEFAULT_HEAP_PER_SLOT;
+    const uint64_t per_bucket = sizeof(struct rkv_bucket) +
+                                RKV_SLOTS_PER_BUCKET * DEFAULT_HEAP_PER_SLOT;
     char sz[32];
     uint64_t b;
 
     if ((uint64_t)size > MAX_REGION_BYTES) {
-        snprintf(err, err_len, "region of %s is above the %llu TiB that slot words can address; "
-                 "shard over several servers", rkv_format_size(size, sz, sizeof(sz)),
-                 (unsigned long long)(MAX_REGION_BYTES >> 40));
+        snprintf(err, err_len,
+                 "region of %s is above the %llu TiB that slot words can address; "
+                 "shard over several servers",
+                 rkv_format_size(size, sz, sizeof(sz)), (unsigned long long)(MAX_REGION_BYTES >> 40));
         return RKV_INVALID;
     }
     if (size < RKV_HEADER_SIZE + 2 * sizeof(struct rkv_bucket))
@@ -1484,11 +1511,12 @@ static rkv_status plan_layout(size_t size, const struct rkv_table_config *c, uin
         }
         if (b == 2)
             goto too_small;
-        b /= 2;  /* the index left no room for the heap */
+        b /= 2; /* the index left no room for the heap */
     }
 
 too_small:
-    snprintf(err, err_len, "region of %s is too small for the header, an index and one %u-byte "
+    snprintf(err, err_len,
+             "region of %s is too small for the header, an index and one %u-byte "
              "slab page; give it at least %u bytes or use smaller slab pages",
              rkv_format_size(size, sz, sizeof(sz)), c->slab_page_size,
              2 * HEAP_ALIGN + c->slab_page_size);
@@ -1506,7 +1534,8 @@ static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
     t->writer_slots = aligned_alloc(RKV_CACHELINE, RKV_THREAD_SLOTS * sizeof(t->writer_slots[0]));
     if (t->cfg.lock_timing && (t->lock_stats = aligned_alloc(RKV_CACHELINE, timing)) != NULL)
         memset(t->lock_stats, 0, timing);
-    if (t->stripes == NULL || t->writer_slots == NULL || (t->cfg.lock_timing && t->lock_stats == NULL)) {
+    if (t->stripes == NULL || t->writer_slots == NULL ||
+        (t->cfg.lock_timing && t->lock_stats == NULL)) {
         free(t->stripes);
         free(t->writer_slots);
         free(t->lock_stats);
@@ -1517,7 +1546,7 @@ static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
     memset(t->stripes, 0, n * sizeof(t->stripes[0]));
     memset(t->writer_slots, 0, RKV_THREAD_SLOTS * sizeof(t->writer_slots[0]));
     t->stripe_mask = n - 1;
-    pthread_mutexattr_t adaptive;   /* holds are short: spin a little before sleeping */
+    pthread_mutexattr_t adaptive; /* holds are short: spin a little before sleeping */
     pthread_mutexattr_init(&adaptive);
     pthread_mutexattr_settype(&adaptive, PTHREAD_MUTEX_ADAPTIVE_NP);
     for (uint64_t i = 0; i < n; i++)
@@ -1562,8 +1591,10 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
     rkv_status st;
 
     if (base == NULL || out == NULL || (uintptr_t)base % RKV_CACHELINE != 0) {
-        snprintf(err, err_len, "the table needs a region that starts on a %u-byte boundary "
-                 "(rkv_region_create gives one)", RKV_CACHELINE);
+        snprintf(err, err_len,
+                 "the table needs a region that starts on a %u-byte boundary "
+                 "(rkv_region_create gives one)",
+                 RKV_CACHELINE);
         return RKV_INVALID;
     }
     if ((st = resolve_config(cfg, &c, err, err_len)) != RKV_OK ||
@@ -1588,11 +1619,15 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
     rkv_evict_init(t);
 
     struct rkv_slab_config sc = {
-        .region = t->base, .heap_offset = heap_offset, .heap_size = heap_size,
-        .page_size = c.slab_page_size, .growth_factor = c.growth_factor,
+        .region = t->base,
+        .heap_offset = heap_offset,
+        .heap_size = heap_size,
+        .page_size = c.slab_page_size,
+        .growth_factor = c.growth_factor,
         .fine_limit = RKV_TABLE_FINE_LIMIT,
-        .grace_ms = c.grace_ms, .item_meta = rkv_evict_uses_access(c.evict),
-        .clock_ns = c.now_ns,   /* one time source: a test's clock drives grace periods too */
+        .grace_ms = c.grace_ms,
+        .item_meta = rkv_evict_uses_access(c.evict),
+        .clock_ns = c.now_ns, /* one time source: a test's clock drives grace periods too */
         .lock_timing = c.lock_timing,
     };
     if ((st = rkv_slab_create(&sc, &t->slab, err, err_len)) != RKV_OK) {
@@ -1618,7 +1653,8 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
     rkv_status st;
 
     if (getrandom(seeds, sizeof(seeds), 0) != (ssize_t)sizeof(seeds)) {
-        snprintf(err, err_len, "getrandom() failed to seed the table; is the kernel's entropy "
+        snprintf(err, err_len,
+                 "getrandom() failed to seed the table; is the kernel's entropy "
                  "source available?");
         return RKV_INTERNAL;
     }
@@ -1630,7 +1666,7 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
     memcpy(h, &geom, sizeof(geom));
     h->generation = seeds[1];
     h->clock = 1;
-    __atomic_store_n(&h->magic, RKV_REGION_MAGIC, __ATOMIC_RELEASE);  /* last: the header is complete */
+    __atomic_store_n(&h->magic, RKV_REGION_MAGIC, __ATOMIC_RELEASE); /* last: the header is complete */
     *out = t;
     return RKV_OK;
 }
@@ -1688,10 +1724,14 @@ rkv_status rkv_table_plan(size_t size, const struct rkv_table_config *cfg,
 const char *rkv_table_drop_name(enum rkv_table_drop why)
 {
     static const char *const names[RKV_DROP_COUNT] = {
-        [RKV_DROP_SLOT] = "slot out of place", [RKV_DROP_LENGTHS] = "bad lengths",
-        [RKV_DROP_STATE] = "not live", [RKV_DROP_CHECKSUM] = "checksum",
-        [RKV_DROP_KEY] = "key not in this bucket", [RKV_DROP_VERSION] = "version",
-        [RKV_DROP_OVERLAP] = "overlaps another", [RKV_DROP_EXPIRED] = "expired",
+        [RKV_DROP_SLOT] = "slot out of place",
+        [RKV_DROP_LENGTHS] = "bad lengths",
+        [RKV_DROP_STATE] = "not live",
+        [RKV_DROP_CHECKSUM] = "checksum",
+        [RKV_DROP_KEY] = "key not in this bucket",
+        [RKV_DROP_VERSION] = "version",
+        [RKV_DROP_OVERLAP] = "overlaps another",
+        [RKV_DROP_EXPIRED] = "expired",
     };
     return (unsigned)why < RKV_DROP_COUNT ? names[why] : "?";
 }
@@ -1726,12 +1766,12 @@ static enum rkv_table_drop kept_item(struct rkv_table *t, uint64_t b, uint64_t w
     if (in_page % size != 0 || index >= per_page)
         return RKV_DROP_SLOT;
     if (kp->cls[page] != 0 && kp->cls[page] != cls + 1)
-        return RKV_DROP_OVERLAP;   /* a page holds one class: the item would straddle another's */
+        return RKV_DROP_OVERLAP; /* a page holds one class: the item would straddle another's */
 
     const struct rkv_item *it = item_at(t, w);
     size_t bytes = rkv_item_size(it->key_len, it->value_len);
-    if (it->key_len == 0 || it->key_len > h->max_key_len || it->value_len > value_room(t, it->key_len) ||
-        rkv_slab_class_for(t->slab, bytes) != (int)cls)
+    if (it->key_len == 0 || it->key_len > h->max_key_len ||
+        it->value_len > value_room(t, it->key_len) || rkv_slab_class_for(t->slab, bytes) != (int)cls)
         return RKV_DROP_LENGTHS;
     if (__atomic_load_n(&it->state, __ATOMIC_RELAXED) != 0)
         return RKV_DROP_STATE;
@@ -1756,15 +1796,15 @@ static enum rkv_table_drop kept_item(struct rkv_table *t, uint64_t b, uint64_t w
     }
     uint64_t bit = 1ull << (index % 64), *word = &kp->live[page][index / 64];
     if (*word & bit)
-        return RKV_DROP_OVERLAP;   /* a second slot naming the same item */
+        return RKV_DROP_OVERLAP; /* a second slot naming the same item */
     *word |= bit;
     return RKV_DROP_COUNT;
 }
 
 /* Walk the index: keep what verifies, clear every other slot. */
 static rkv_status attach_scan(struct rkv_table *t, const struct rkv_table_restore *r,
-                              struct kept_pages *kp, struct rkv_table_attach_report *rep,
-                              char *err, size_t err_len)
+                              struct kept_pages *kp, struct rkv_table_attach_report *rep, char *err,
+                              size_t err_len)
 {
     rkv_status st = RKV_OK;
     for (uint64_t b = 0; b < t->bucket_count; b++) {
@@ -1774,8 +1814,8 @@ static rkv_status attach_scan(struct rkv_table *t, const struct rkv_table_restor
             uint64_t w = bk->slot[s];
             if (w == 0)
                 continue;
-            enum rkv_table_drop why = kept_item(t, b, w, r->clock, r->max_version, kp, err,
-                                                err_len, &st);
+            enum rkv_table_drop why = kept_item(t, b, w, r->clock, r->max_version, kp, err, err_len,
+                                                &st);
             if (st != RKV_OK)
                 return st;
             if (why != RKV_DROP_COUNT) {
@@ -1822,12 +1862,13 @@ rkv_status rkv_table_attach(void *base, size_t size, const struct rkv_table_conf
     geom.generation = h->generation;
     geom.clock = h->clock;
     if (memcmp(&geom, h, offsetof(struct rkv_region_header, liveness)) != 0) {
-        snprintf(err, err_len, "the kept region was laid out differently (index, heap or size "
+        snprintf(err, err_len,
+                 "the kept region was laid out differently (index, heap or size "
                  "classes) from what this configuration lays out");
         st = RKV_INVALID;
         goto fail;
     }
-    t->clock_base = r->clock > 1 ? r->clock - 1 : 0;   /* rkv_table_clock() is r->clock now */
+    t->clock_base = r->clock > 1 ? r->clock - 1 : 0; /* rkv_table_clock() is r->clock now */
     t->version_floor = RKV_ALIGN_UP(r->max_version + 1, RKV_THREAD_SLOTS);
 
     kp.count = rkv_slab_page_count(t->slab);
@@ -1842,7 +1883,8 @@ rkv_status rkv_table_attach(void *base, size_t size, const struct rkv_table_conf
         goto fail;
     for (uint64_t pg = 0; pg < kp.count; pg++)
         if (kp.cls[pg] != 0) {
-            if ((st = rkv_slab_adopt(t->slab, pg, kp.cls[pg] - 1u, kp.live[pg], err, err_len)) != RKV_OK)
+            if ((st = rkv_slab_adopt(t->slab, pg, kp.cls[pg] - 1u, kp.live[pg], err, err_len)) !=
+                RKV_OK)
                 goto fail;
             rep->pages++;
         }

@@ -43,30 +43,31 @@ static inline bool rkv_evict_uses_access(enum rkv_evict_policy p)
     return p == RKV_EVICT_LRU || p == RKV_EVICT_S3FIFO;
 }
 
-#define RKV_TABLE_GROWTH 1.25   /* size class growth factor unless configured */
+#define RKV_TABLE_GROWTH     1.25 /* size class growth factor unless configured */
 #define RKV_TABLE_FINE_LIMIT 256u /* size classes step by 8 bytes below this (rkv_slab_classes) */
 
 struct rkv_table_config {
-    uint32_t slab_page_size;   /* bytes per slab page = largest item (default 1 MiB) */
-    uint32_t max_key_len;      /* <= RKV_MAX_KEY_LEN (default 250) */
-    uint32_t max_value_len;    /* for the longest key (a shorter key leaves its room to the
+    uint32_t slab_page_size; /* bytes per slab page = largest item (default 1 MiB) */
+    uint32_t max_key_len;    /* <= RKV_MAX_KEY_LEN (default 250) */
+    uint32_t max_value_len;  /* for the longest key (a shorter key leaves its room to the
                                 * value); default: slab_page_size - header - max_key_len */
-    double   index_share;      /* fraction of the region for buckets (default: sized for ~1 item per 96 heap bytes) */
-    double   growth_factor;    /* size class growth (default RKV_TABLE_GROWTH, 1.25) */
-    uint32_t grace_ms;         /* freed memory is reused only after this long (default 100) */
-    uint32_t default_ttl;      /* seconds applied when a PUT gives 0; 0 = never expire */
+    /* fraction of the region for buckets (default: sized for ~1 item per 96 heap bytes) */
+    double index_share;
+    double growth_factor; /* size class growth (default RKV_TABLE_GROWTH, 1.25) */
+    uint32_t grace_ms;    /* freed memory is reused only after this long (default 100) */
+    uint32_t default_ttl; /* seconds applied when a PUT gives 0; 0 = never expire */
     enum rkv_evict_policy evict;
-    uint64_t (*now_ns)(void);  /* the time source of the clock and of the allocator's grace
-                                  periods; NULL = rkv_now_ns (tests drive their own) */
-    bool lock_timing;          /* time every lock hold and wait: a write's bucket locks, the whole
-                                * index, the allocator's locks (rkv_table_stats.lock_*); costs
-                                * clock reads per hold: perf/table-bench and tests only */
+    uint64_t (*now_ns)(void); /* the time source of the clock and of the allocator's grace
+                                 periods; NULL = rkv_now_ns (tests drive their own) */
+    bool lock_timing;         /* time every lock hold and wait: a write's bucket locks, the whole
+                                 * index, the allocator's locks (rkv_table_stats.lock_*); costs
+                                 * clock reads per hold: perf/table-bench and tests only */
 };
 
 /* Where a value comes from: inline bytes, or a pull callback (rendezvous)
  * that writes exactly `len` bytes to dst. */
 struct rkv_value_src {
-    const void *data;                                  /* or NULL with pull */
+    const void *data; /* or NULL with pull */
     rkv_status (*pull)(void *ctx, void *dst, uint32_t len);
     void *ctx;
     uint32_t len;
@@ -77,10 +78,11 @@ struct rkv_table_stats {
     uint64_t buckets, slots, evictions, expirations, displacements;
     uint64_t puts, deletes, incrs, insert_failures;
     /* Fragmentation and hints (see server/slab.c for what each kind means). */
-    uint64_t item_bytes;     /* exact header+key+value bytes of live items; bytes_used - item_bytes is class rounding */
-    uint64_t limbo_bytes;    /* freed items and moved slab pages, waiting out grace_ms before reuse */
-    uint64_t tail_bytes;     /* page ends too short for another item of the page's class */
-    uint64_t pages_unassigned; /* slab pages no size class holds that one may take now */
+    /* exact header+key+value bytes of live items; bytes_used - item_bytes is class rounding */
+    uint64_t item_bytes;
+    uint64_t limbo_bytes; /* freed items and moved slab pages, waiting out grace_ms before reuse */
+    uint64_t tail_bytes;  /* page ends too short for another item of the page's class */
+    uint64_t pages_unassigned;     /* slab pages no size class holds that one may take now */
     uint64_t hints, hints_ignored; /* client hints applied / rejected as invalid */
     uint64_t slab_reassigns; /* slab pages moved from one size class to another (eviction on) */
     uint64_t flushed;        /* items removed by flushes (rkv_table_flush) */
@@ -111,29 +113,29 @@ void rkv_table_stop_state(struct rkv_table *t, uint32_t *clock, uint64_t *max_ve
 
 /* Where the table of a kept region goes on from. */
 struct rkv_table_restore {
-    uint32_t clock;          /* the server clock now: the clock at the stop plus the seconds
-                              * the server was down, so TTLs count the downtime */
-    uint64_t max_version;    /* rkv_table_stop_state's: new versions (CAS tokens) go above */
+    uint32_t clock;       /* the server clock now: the clock at the stop plus the seconds
+                             * the server was down, so TTLs count the downtime */
+    uint64_t max_version; /* rkv_table_stop_state's: new versions (CAS tokens) go above */
 };
 
 /* Why rkv_table_attach dropped an item. */
 enum rkv_table_drop {
-    RKV_DROP_SLOT,       /* the slot word names no item of its class in the heap */
-    RKV_DROP_LENGTHS,    /* key or value length out of range, or not the item's size class */
-    RKV_DROP_STATE,      /* the item is not live (obsolete, or was being built) */
-    RKV_DROP_CHECKSUM,   /* the checksum does not match */
-    RKV_DROP_KEY,        /* the key does not hash to this bucket and fingerprint */
-    RKV_DROP_VERSION,    /* version 0 or above the largest the stopped server handed out */
-    RKV_DROP_OVERLAP,    /* another kept item holds its memory, or its page holds another class */
-    RKV_DROP_EXPIRED,    /* expired at the restored clock */
+    RKV_DROP_SLOT,     /* the slot word names no item of its class in the heap */
+    RKV_DROP_LENGTHS,  /* key or value length out of range, or not the item's size class */
+    RKV_DROP_STATE,    /* the item is not live (obsolete, or was being built) */
+    RKV_DROP_CHECKSUM, /* the checksum does not match */
+    RKV_DROP_KEY,      /* the key does not hash to this bucket and fingerprint */
+    RKV_DROP_VERSION,  /* version 0 or above the largest the stopped server handed out */
+    RKV_DROP_OVERLAP,  /* another kept item holds its memory, or its page holds another class */
+    RKV_DROP_EXPIRED,  /* expired at the restored clock */
     RKV_DROP_COUNT
 };
 const char *rkv_table_drop_name(enum rkv_table_drop why);
 
 struct rkv_table_attach_report {
-    uint64_t kept, kept_bytes;               /* items kept, their header+key+value bytes */
-    uint64_t pages;                          /* slab pages that hold them */
-    uint64_t dropped[RKV_DROP_COUNT];        /* slots cleared, by reason */
+    uint64_t kept, kept_bytes;        /* items kept, their header+key+value bytes */
+    uint64_t pages;                   /* slab pages that hold them */
+    uint64_t dropped[RKV_DROP_COUNT]; /* slots cleared, by reason */
 };
 
 /* Take over a region laid out by rkv_table_create() of the same size and
@@ -158,17 +160,16 @@ const struct rkv_region_header *rkv_table_header(const struct rkv_table *t);
 /* Store key → value. mode/cas as in rkv_put_mode; ttl 0 = default, RKV_TTL_NEVER = never.
  * *version receives the new item's version. */
 rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
-                         const struct rkv_value_src *val, rkv_put_mode mode,
-                         uint64_t cas, uint32_t ttl, uint32_t user_flags,
-                         uint64_t *version);
+                         const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
+                         uint32_t ttl, uint32_t user_flags, uint64_t *version);
 rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_len);
 /* Delete only while the live item is the one of `version` (a CAS on the
  * version, as RKV_CAS is for a put): RKV_CAS_MISMATCH when another write
  * replaced it (nothing changes), RKV_NOT_FOUND when no live item is there. */
 rkv_status rkv_table_delete_version(struct rkv_table *t, const void *key, uint32_t key_len,
                                     uint64_t version);
-rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len,
-                          int64_t delta, uint64_t *result);
+rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len, int64_t delta,
+                          uint64_t *result);
 
 /* memcached's flush_all. delay_s 0: remove every item stored so far, now,
  * and return how many went; an item a concurrent write publishes meanwhile
@@ -220,8 +221,8 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out);
  * room, or with a page moved to another class). Zeros past the last class. */
 struct rkv_table_class_stats {
     struct rkv_slab_class_stats slab;
-    uint64_t evicted;       /* items of this class evicted */
-    uint64_t evicted_ttl;   /* ... of them, items that had an expiry time */
+    uint64_t evicted;     /* items of this class evicted */
+    uint64_t evicted_ttl; /* ... of them, items that had an expiry time */
 };
 void rkv_table_class_stats(struct rkv_table *t, unsigned cls, struct rkv_table_class_stats *out);
 

@@ -21,8 +21,8 @@
 #include "table.h"
 #include "util.h"
 
-struct stripe;            /* a bucket lock with its counters (table.c) */
-struct slot_lock_stats;   /* a thread slot's lock timing (table.c) */
+struct stripe;          /* a bucket lock with its counters (table.c) */
+struct slot_lock_stats; /* a thread slot's lock timing (table.c) */
 
 /* Counters of events no stripe counts, kept per writer slot (relaxed atomic
  * adds: slots may be shared) and summed by stats (counters_sum). */
@@ -46,23 +46,23 @@ struct writer_slot {
 } __attribute__((aligned(RKV_CACHELINE)));
 
 struct rkv_table {
-    uint8_t *base;                   /* region start */
-    size_t size;                     /* region bytes */
-    struct rkv_region_header *hdr;   /* at base */
-    struct rkv_bucket *buckets;      /* the index */
-    uint64_t bucket_count;           /* power of two */
-    uint64_t seed;                   /* hdr->hash_seed */
-    struct rkv_slab *slab;           /* the heap */
-    struct rkv_table_config cfg;     /* with defaults filled in */
-    uint64_t start_ns;               /* creation time, for the clock (common/clock.h) */
-    uint64_t (*now_ns)(void);        /* the time source: rkv_now_ns, or a test's */
-    uint64_t version_base;           /* rkv_now_ns() at creation, less one: versions count from it */
-    uint64_t version_floor;          /* added to every version: above the largest a kept region
+    uint8_t *base;                 /* region start */
+    size_t size;                   /* region bytes */
+    struct rkv_region_header *hdr; /* at base */
+    struct rkv_bucket *buckets;    /* the index */
+    uint64_t bucket_count;         /* power of two */
+    uint64_t seed;                 /* hdr->hash_seed */
+    struct rkv_slab *slab;         /* the heap */
+    struct rkv_table_config cfg;   /* with defaults filled in */
+    uint64_t start_ns;             /* creation time, for the clock (common/clock.h) */
+    uint64_t (*now_ns)(void);      /* the time source: rkv_now_ns, or a test's */
+    uint64_t version_base;         /* rkv_now_ns() at creation, less one: versions count from it */
+    uint64_t version_floor;        /* added to every version: above the largest a kept region
                                       * holds (rkv_table_attach), a multiple of RKV_THREAD_SLOTS;
                                       * 0 for a new table */
-    uint32_t clock_base;             /* added to the clock: a kept region's clock goes on from
+    uint32_t clock_base;           /* added to the clock: a kept region's clock goes on from
                                       * where it stopped (rkv_table_attach); 0 for a new table */
-    rkv_table_store_fn observer;     /* see rkv_table_set_store_observer(); NULL */
+    rkv_table_store_fn observer;   /* see rkv_table_set_store_observer(); NULL */
     void *observer_ctx;
 
     /* Locking (see table.c's top comment): a change to bucket b holds stripe
@@ -70,36 +70,36 @@ struct rkv_table {
      * whatever may touch any bucket (eviction, page moves, displacement that
      * found no path otherwise) holds the index exclusive instead, which
      * excludes every stripe holder. */
-    struct writer_slot *writer_slots;    /* RKV_THREAD_SLOTS of them */
+    struct writer_slot *writer_slots;   /* RKV_THREAD_SLOTS of them */
     struct slot_lock_stats *lock_stats; /* RKV_THREAD_SLOTS of them, with cfg.lock_timing */
-    int exclusive;                   /* 1 while an exclusive holder wants or has the index (atomic) */
-    pthread_mutex_t exclusive_lock;  /* held by the exclusive holder; shared takers that meet
-                                      * `exclusive` wait on it */
-    struct stripe *stripes;          /* stripe_mask + 1 of them */
+    int exclusive; /* 1 while an exclusive holder wants or has the index (atomic) */
+    pthread_mutex_t exclusive_lock; /* held by the exclusive holder; shared takers that meet
+                                       * `exclusive` wait on it */
+    struct stripe *stripes;         /* stripe_mask + 1 of them */
     uint64_t stripe_mask;
-    uint64_t expire_cursor;          /* next bucket the expiry scan claims (atomic) */
-    uint64_t reserve[RKV_MAX_CLASSES]; /* evict-ahead target per class, in items (written
-                                        * exclusive, read with relaxed loads) */
-    uint64_t rng_seed;               /* seeds each writer slot's sampling rng */
+    uint64_t expire_cursor;                    /* next bucket the expiry scan claims (atomic) */
+    uint64_t reserve[RKV_MAX_CLASSES];         /* evict-ahead target per class, in items (written
+                                                  * exclusive, read with relaxed loads) */
+    uint64_t rng_seed;                         /* seeds each writer slot's sampling rng */
     uint64_t class_evictions[RKV_MAX_CLASSES]; /* evictions for the class's own PUTs (evict_class;
-                                                * atomic) */
+                                                  * atomic) */
     uint64_t automove_seen[RKV_MAX_CLASSES];   /* class_evictions at the last automove look
-                                                * (the index held exclusive) */
-    int evicting[RKV_MAX_CLASSES];   /* 1 while a writer evicts ahead for the class (atomic) */
-    uint64_t dry_runs[RKV_MAX_CLASSES];  /* PUTs that found their class dry (rkv_evict_alloc;
-                                          * atomic) */
+                                                  * (the index held exclusive) */
+    int evicting[RKV_MAX_CLASSES];      /* 1 while a writer evicts ahead for the class (atomic) */
+    uint64_t dry_runs[RKV_MAX_CLASSES]; /* PUTs that found their class dry (rkv_evict_alloc;
+                                           * atomic) */
     uint64_t reserve_seen[RKV_MAX_CLASSES][2]; /* dry_runs and class_evictions at the last tick
-                                                * (rkv_evict_tick: the tick's thread only) */
-    uint64_t reserve_tick_ns;        /* now_ns at the last tick (rkv_evict_tick) */
-    uint64_t flush_at_ns;            /* a scheduled flush's time (now_ns's); 0 = none (atomic) */
+                                                  * (rkv_evict_tick: the tick's thread only) */
+    uint64_t reserve_tick_ns;                  /* now_ns at the last tick (rkv_evict_tick) */
+    uint64_t flush_at_ns; /* a scheduled flush's time (now_ns's); 0 = none (atomic) */
 
     /* Written by writers outside any lock: on a line of its own, so that
      * no write invalidates the read-mostly fields above for the others. */
     uint32_t access_clock __attribute__((aligned(RKV_CACHELINE)));
-                                     /* access time: +RKV_ACCESS_STEP per RKV_ACCESS_STEP stored
+    /* access time: +RKV_ACCESS_STEP per RKV_ACCESS_STEP stored
                                       * items of a thread slot, with lru and s3fifo only (atomic) */
-    uint32_t use_decay;              /* s3fifo: stores per use an idle item's count loses (about
-                                      * the items the table holds: rkv_evict_tick; relaxed) */
+    uint32_t use_decay; /* s3fifo: stores per use an idle item's count loses (about
+                           * the items the table holds: rkv_evict_tick; relaxed) */
 };
 
 /* ---- The access word (rkv_slab_meta: one private uint32 per item, with
@@ -109,7 +109,7 @@ struct rkv_table {
  *           distinct clock steps since it was stored, less one per
  *           use_decay stores it sat unread; bits 29..0 the access clock /
  *           RKV_ACCESS_STEP when it was stored or last read. */
-#define RKV_ACCESS_STEP 16u    /* a thread slot advances the access clock once per this many stores */
+#define RKV_ACCESS_STEP 16u /* a thread slot advances the access clock once per this many stores */
 #define S3_USES_SHIFT   30
 #define S3_USES_MAX     3u
 #define S3_TIME_MASK    ((1u << S3_USES_SHIFT) - 1)
@@ -278,7 +278,8 @@ void rkv_evict_ahead_claimed(struct rkv_table *t, unsigned cls, uint64_t keep);
  * look. */
 static inline void rkv_evict_ahead(struct rkv_table *t, unsigned cls, uint64_t keep)
 {
-    if (rkv_evict_ahead_want(t, cls) == 0 || __atomic_exchange_n(&t->evicting[cls], 1, __ATOMIC_ACQUIRE))
+    if (rkv_evict_ahead_want(t, cls) == 0 ||
+        __atomic_exchange_n(&t->evicting[cls], 1, __ATOMIC_ACQUIRE))
         return;
     rkv_evict_ahead_claimed(t, cls, keep);
 }
@@ -301,8 +302,7 @@ bool rkv_evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struc
  * the page holding `keep` (0: none); with `starved`, only a page clearly
  * worth less than what cls evicts. True when one went to the allocator's
  * pool. The index held exclusive. */
-bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved,
-                       uint64_t keep);
+bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved, uint64_t keep);
 
 /* Automove (LRU, heap full): at most one page toward the class evicting
  * the youngest items. Once a tick; takes the index exclusive itself. */

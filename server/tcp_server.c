@@ -18,11 +18,11 @@
  * connections is bounded by max_conns like the other doors (one more is
  * told "SERVER_ERROR too many open connections" and closed).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <arpa/inet.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,17 +38,17 @@
 #include "tcp_server.h"
 #include "util.h"
 
-#define TCP_BUF_MIN     (16u << 10)     /* buffers start (and shrink back to) this size */
-#define TCP_BUSY_MSG    "SERVER_ERROR too many open connections\r\n"
+#define TCP_BUF_MIN  (16u << 10) /* buffers start (and shrink back to) this size */
+#define TCP_BUSY_MSG "SERVER_ERROR too many open connections\r\n"
 
 struct tcp_quota {
-    _Atomic unsigned refs;   /* the listener + each connection */
-    _Atomic unsigned live;   /* connections not yet closed */
+    _Atomic unsigned refs; /* the listener + each connection */
+    _Atomic unsigned live; /* connections not yet closed */
     unsigned max;
 };
 
 struct tcp_listener {
-    struct rkv_listener listener;  /* first: what the ops take (transport.h) */
+    struct rkv_listener listener; /* first: what the ops take (transport.h) */
     int sock;
     struct tcp_quota *quota;
     _Atomic uint64_t *rejected;
@@ -58,21 +58,21 @@ struct tcp_listener {
 
 struct buf {
     char *p;
-    size_t start, end, cap;  /* live bytes are p[start, end) */
+    size_t start, end, cap; /* live bytes are p[start, end) */
 };
 
 struct tcp_sconn {
-    struct rkv_sconn sconn;  /* first: what the ops take (transport.h) */
+    struct rkv_sconn sconn; /* first: what the ops take (transport.h) */
     int sock;
     struct tcp_quota *quota;
     struct buf in, out;
     size_t in_max, out_max;
-    size_t in_want;          /* input bytes the protocol needs buffered */
-    uint64_t skip;           /* input bytes still to discard */
-    bool eof;                /* the peer shut down its sending side */
+    size_t in_want; /* input bytes the protocol needs buffered */
+    uint64_t skip;  /* input bytes still to discard */
+    bool eof;       /* the peer shut down its sending side */
     bool dead;
-    const char *close_after; /* close once output is written, and why */
-    struct rkv_mc_stream mc; /* inside a long retrieval line (memcache_exec.c) */
+    const char *close_after;                /* close once output is written, and why */
+    struct rkv_mc_stream mc;                /* inside a long retrieval line (memcache_exec.c) */
     _Atomic uint64_t *bytes_in, *bytes_out; /* the serving worker's counters, or NULL */
     char peer[64];
 };
@@ -192,7 +192,7 @@ static void fill_in(struct tcp_sconn *c)
          * what is already allocated (compacted) takes more pipelined input */
         if (!buf_reserve(&c->in, target > have ? target - have : 1,
                          target > have ? c->in_max : c->in.cap))
-            return;   /* full: the protocol consumes first */
+            return; /* full: the protocol consumes first */
         ssize_t n = recv(c->sock, c->in.p + c->in.end, c->in.cap - c->in.end, MSG_DONTWAIT);
         if (n > 0) {
             c->in.end += (size_t)n;
@@ -207,7 +207,7 @@ static void fill_in(struct tcp_sconn *c)
             continue;
         }
         if (n == 0) {
-            c->eof = true;   /* answer what came, then close (flush_out) */
+            c->eof = true; /* answer what came, then close (flush_out) */
             return;
         }
         if (errno == EINTR)
@@ -229,10 +229,10 @@ static unsigned tcp_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned
     if (rkv_tcp_out_backed_up(&c->sconn)) {
         if (c->in.cap > 0 && have == c->in.cap)
             mark_dead(c, "client does not read its replies (output and input buffers full)");
-        return 0;   /* backed up: no more answers until it reads */
+        return 0; /* backed up: no more answers until it reads */
     }
     if (c->eof && have > 0 && have < c->in_want) {
-        c->in.start = c->in.end;   /* an incomplete last command nothing can complete now */
+        c->in.start = c->in.end; /* an incomplete last command nothing can complete now */
         have = 0;
     }
     if (have == 0 || c->close_after != NULL) {
@@ -241,7 +241,7 @@ static unsigned tcp_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned
         return 0;
     }
     if (have < c->in_want && !c->eof)
-        return 0;   /* the command is still incomplete: wait for more */
+        return 0; /* the command is still incomplete: wait for more */
     msgs[0].data = c->in.p + c->in.start;
     msgs[0].len = (uint32_t)RKV_MIN(have, (size_t)UINT32_MAX);
     return 1;
@@ -258,7 +258,7 @@ static rkv_status tcp_reply(struct rkv_sconn *sconn, const uint32_t *lens, unsig
     flush_out(c);
     if (c->eof && c->in.start == c->in.end && c->out.start == c->out.end)
         mark_dead(c, "peer closed its sending side");
-    return RKV_OK;   /* a dead connection shows in alive() */
+    return RKV_OK; /* a dead connection shows in alive() */
 }
 
 static bool tcp_alive(struct rkv_sconn *sconn)
@@ -375,7 +375,8 @@ static int tcp_resolve(const char *host_port, struct addrinfo **res, char *err, 
 {
     char host[256], port_s[8];
     uint16_t port;
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
     if (!rkv_host_port(host_port, host, sizeof host, &port)) {
         snprintf(err, err_len, "\"%s\" is not HOST:PORT; use e.g. tcp://127.0.0.1:11211", host_port);
@@ -413,8 +414,8 @@ bool rkv_tcp_is_loopback(const char *host_port)
 }
 
 static rkv_status tcp_listen(const char *addr, const struct rkv_region *region,
-                             const struct rkv_strans_params *p,
-                             struct rkv_listener **out, char *err, size_t err_len)
+                             const struct rkv_strans_params *p, struct rkv_listener **out,
+                             char *err, size_t err_len)
 {
     struct addrinfo *res = NULL;
     struct tcp_listener *l = calloc(1, sizeof *l);
@@ -442,8 +443,9 @@ static rkv_status tcp_listen(const char *addr, const struct rkv_region *region,
     if (l->sock < 0 || setsockopt(l->sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(l->sock, res->ai_addr, res->ai_addrlen) != 0 || listen(l->sock, RKV_TCP_BACKLOG) != 0) {
         snprintf(err, err_len, "%s: %s%s", addr, strerror(errno),
-                 errno == EADDRINUSE ? "; another process (memcached?) has the port: pick another" :
-                 errno == EACCES ? "; ports below 1024 need privileges" : "");
+                 errno == EADDRINUSE ? "; another process (memcached?) has the port: pick another"
+                 : errno == EACCES   ? "; ports below 1024 need privileges"
+                                     : "");
         goto fail;
     }
     freeaddrinfo(res);
@@ -480,7 +482,8 @@ static void refuse(struct tcp_listener *l, int fd, const char *why)
     close(fd);
 }
 
-static struct tcp_sconn *tcp_conn_create(struct tcp_listener *l, int fd, const struct sockaddr_storage *ss)
+static struct tcp_sconn *tcp_conn_create(struct tcp_listener *l, int fd,
+                                         const struct sockaddr_storage *ss)
 {
     struct tcp_sconn *c = calloc(1, sizeof *c);
     char host[INET6_ADDRSTRLEN] = "?";
@@ -524,7 +527,8 @@ static rkv_status tcp_accept(struct rkv_listener *listener, struct rkv_sconn **o
             if (errno != EAGAIN && errno != EWOULDBLOCK && now - l->last_warn_ns > 1000000000ull) {
                 RKV_WARN("tcp: accept failed: %s%s", strerror(errno),
                          errno == EMFILE || errno == ENFILE ? "; raise the open-files limit "
-                         "(ulimit -n / LimitNOFILE)" : "");
+                                                              "(ulimit -n / LimitNOFILE)"
+                                                            : "");
                 l->last_warn_ns = now;
             }
             return RKV_OK;
@@ -557,7 +561,7 @@ static void tcp_close_listener(struct rkv_listener *listener)
 const struct rkv_server_transport rkv_tcp_server_transport = {
     .scheme = "tcp",
     .event_driven = true,
-    .msg = NULL,   /* a byte stream: no reply buffers, rendezvous or region to read */
+    .msg = NULL, /* a byte stream: no reply buffers, rendezvous or region to read */
     .listen = tcp_listen,
     .listener_fd = tcp_listener_fd,
     .accept = tcp_accept,

@@ -34,7 +34,7 @@
 
 extern const struct rkv_server_transport rkv_tcp_server_transport;
 
-#define RKV_TCP_BACKLOG 1024   /* listen() backlog of a tcp door (stats settings: tcp_backlog) */
+#define RKV_TCP_BACKLOG 1024 /* listen() backlog of a tcp door (stats settings: tcp_backlog) */
 
 /* A connection's buffer limits for a table whose values reach
  * max_value_len: the input holds one command (the longest retrieval line,

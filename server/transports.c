@@ -10,9 +10,8 @@
 #include "util.h"
 
 static const struct rkv_server_transport *const transports[] = {
-    &rkv_shm_server_transport,
-    &rkv_rdma_server_transport,
-    &rkv_tcp_server_transport,   /* the tcp door: memcached text protocol (tcp_server.c) */
+    &rkv_shm_server_transport, &rkv_rdma_server_transport,
+    &rkv_tcp_server_transport, /* the tcp door: memcached text protocol (tcp_server.c) */
 };
 
 const struct rkv_server_transport *rkv_server_transport_by_scheme(const char *scheme)

@@ -32,7 +32,7 @@ struct rkv_wconn;
  * "optional"; call optional ops only through their rkv_wire_*() wrapper
  * below. */
 struct rkv_wire {
-    const char *name;   /* what it is, for logs: "rkv protocol" */
+    const char *name; /* what it is, for logs: "rkv protocol" */
 
     /* Optional. Main thread, at start-up, before the listener for `uri`
      * opens (`addr`: the URI after "scheme://"): 0 when the configuration
@@ -56,8 +56,8 @@ struct rkv_wire {
     unsigned (*serve)(struct rkv_worker *w, struct rkv_wconn *wc, bool may_hold);
 };
 
-extern const struct rkv_wire rkv_wire_rkv;        /* server/wire_rkv.c */
-extern const struct rkv_wire rkv_wire_memcache;   /* server/wire_memcache.c */
+extern const struct rkv_wire rkv_wire_rkv;      /* server/wire_rkv.c */
+extern const struct rkv_wire rkv_wire_memcache; /* server/wire_memcache.c */
 
 /* The wire protocol a listen URI's scheme selects ("shm", "rdma": rkv;
  * "tcp": memcache), or NULL (server/wires.c). */
@@ -65,8 +65,8 @@ const struct rkv_wire *rkv_wire_by_scheme(const char *scheme);
 
 /* The optional check_listener op: 0 where the wire has no objection. */
 static inline int rkv_wire_check_listener(const struct rkv_wire *wire,
-                                          const struct rkv_server_config *cfg,
-                                          const char *uri, const char *addr)
+                                          const struct rkv_server_config *cfg, const char *uri,
+                                          const char *addr)
 {
     return wire->check_listener != NULL ? wire->check_listener(cfg, uri, addr) : 0;
 }

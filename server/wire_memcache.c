@@ -24,23 +24,26 @@ static int check_auth(const struct rkv_server_config *cfg, const char *uri, cons
         return 0;
     if (cfg->tcp_allow_unauthenticated) {
         RKV_WARN("%s: memcached clients are not authenticated (tcp_allow_unauthenticated); "
-                 "the shared secret guards only the rdma and shm doors", uri);
+                 "the shared secret guards only the rdma and shm doors",
+                 uri);
         return 0;
     }
     if (rkv_tcp_is_loopback(addr)) {
         RKV_INFO("%s: memcached clients are not authenticated; this door is open to local "
-                 "processes only (loopback)", uri);
+                 "processes only (loopback)",
+                 uri);
         return 0;
     }
     RKV_ERROR("cannot listen on %s: the server has a shared secret but memcached clients cannot "
               "present one; bind the tcp door to loopback (tcp://127.0.0.1:PORT) or set "
-              "[security] tcp_allow_unauthenticated = yes (--tcp-allow-unauthenticated)", uri);
+              "[security] tcp_allow_unauthenticated = yes (--tcp-allow-unauthenticated)",
+              uri);
     return -1;
 }
 
 static unsigned serve_commands(struct rkv_worker *w, struct rkv_wconn *wc, bool may_hold)
 {
-    (void)may_hold;   /* answers go out in the pass that computed them */
+    (void)may_hold; /* answers go out in the pass that computed them */
     return rkv_memcache_serve(w->srv, w, wc);
 }
 

@@ -27,7 +27,8 @@ static bool admit_until_hello(struct rkv_server *srv, struct rkv_wconn *wc)
     if (!rkv_admission_admit(srv, wc))
         return false;
     RKV_WARN("%s: %u connections are waiting for HELLO (max_unauth_conns); dropping the "
-             "oldest for %s", wc->ep->uri, srv->cfg.max_unauth_conns, wc->ops->peer(wc->conn));
+             "oldest for %s",
+             wc->ep->uri, srv->cfg.max_unauth_conns, wc->ops->peer(wc->conn));
     return true;
 }
 
@@ -64,7 +65,7 @@ static unsigned serve_requests(struct rkv_worker *w, struct rkv_wconn *wc, bool 
         taken += got;
     }
     if (b->n == 0)
-        return 0;   /* the idle pass: nothing taken, nothing waits */
+        return 0; /* the idle pass: nothing taken, nothing waits */
     enum rkv_reply_verdict v = rkv_reply_batch_decide(b, taken, more, may_hold && !wc->closing);
     if (v == RKV_REPLY_POST || v == RKV_REPLY_EXPIRED)
         post_replies(w, wc, v);

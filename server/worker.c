@@ -44,9 +44,9 @@
 #include "util.h"
 #include "wire.h"
 
-#define SLEEP_MS       100       /* longest sleep: re-check liveness and stop */
-#define ALIVE_EVERY    1024      /* passes between liveness checks while busy */
-#define EVENTS         64        /* epoll events taken per epoll_wait */
+#define SLEEP_MS    100  /* longest sleep: re-check liveness and stop */
+#define ALIVE_EVERY 1024 /* passes between liveness checks while busy */
+#define EVENTS      64   /* epoll events taken per epoll_wait */
 
 /* A worker's connections: `polled` are swept every pass, `evented` only
  * when epoll reports them (rkv_server_transport.event_driven). */
@@ -57,8 +57,8 @@ struct worker_conns {
 
 struct worker_set {
     struct worker_conns polled, evented;
-    unsigned cap;                /* both together */
-    int epfd;                    /* the worker's epoll set */
+    unsigned cap; /* both together */
+    int epfd;     /* the worker's epoll set */
 };
 
 void rkv_worker_give(struct rkv_worker *w, struct rkv_wconn *wc)
@@ -136,13 +136,13 @@ static void take_inbox(struct rkv_worker *w, struct worker_set *set)
         int fd = rkv_sconn_event_fd(wc->ops, wc->conn);
         bool evented = wc->ops->event_driven && fd >= 0;
         if (fd >= 0 && !watch(set, wc, fd, EPOLL_CTL_ADD)) {
-            RKV_WARN("worker %u: epoll_ctl: %s; connection served by polling only",
-                     w->id, strerror(errno));
+            RKV_WARN("worker %u: epoll_ctl: %s; connection served by polling only", w->id,
+                     strerror(errno));
             evented = false;
         }
         conns_add(evented ? &set->evented : &set->polled, wc);
         if (evented)
-            serve_evented(w, set, wc);   /* its first pass: admission, what came already */
+            serve_evented(w, set, wc); /* its first pass: admission, what came already */
     }
 }
 
@@ -266,8 +266,8 @@ static void pin(struct rkv_worker *w)
     CPU_SET(w->cpu, &set);
     int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
     if (rc != 0)
-        RKV_WARN("worker %u: cannot pin to CPU %d: %s; check the [server] cpus list",
-                 w->id, w->cpu, strerror(rc));
+        RKV_WARN("worker %u: cannot pin to CPU %d: %s; check the [server] cpus list", w->id, w->cpu,
+                 strerror(rc));
 }
 
 static void *worker_main(void *arg)

@@ -87,15 +87,15 @@
 /* Every way the servers' replies may differ, and why. Nothing else is
  * normalised or skipped. docs/design.md's tcp door section points here. */
 enum rule {
-    R_CAS,        /* CAS uniques compared as first-seen ordinals per server */
-    R_TOUCH_CAS,  /* rkv: touch, gat, gats, mg T give the item a new CAS */
-    R_VERSION,    /* the version string */
-    R_STATS,      /* stats values */
-    R_TTL_TICK,   /* remaining TTL (t flag) within a second */
-    R_KEY_FORM,   /* a meta k flag: base64 or plain, compared by its bytes */
-    R_ME,         /* me (meta debug) refused by rkv */
-    R_META_NYI,   /* meta herd-protection flags: not implemented yet */
-    R_PRESSURE,   /* small-memory phase: replies compared by shape */
+    R_CAS,         /* CAS uniques compared as first-seen ordinals per server */
+    R_TOUCH_CAS,   /* rkv: touch, gat, gats, mg T give the item a new CAS */
+    R_VERSION,     /* the version string */
+    R_STATS,       /* stats values */
+    R_TTL_TICK,    /* remaining TTL (t flag) within a second */
+    R_KEY_FORM,    /* a meta k flag: base64 or plain, compared by its bytes */
+    R_ME,          /* me (meta debug) refused by rkv */
+    R_META_NYI,    /* meta herd-protection flags: not implemented yet */
+    R_PRESSURE,    /* small-memory phase: replies compared by shape */
     R_FLUSH_LATER, /* flush_all with a delay: only its reply compared */
     R_COUNT
 };
@@ -116,9 +116,8 @@ static const struct {
                       "reads rkv's CAS with a hidden `mg KEY c` before and after a touching "
                       "command), and a command that quotes the key's CAS gets rkv's "
                       "current one" },
-    [R_VERSION] = { "version-string",
-                    "`version` and `stats` name the release: 1.6.18 against "
-                    "1.6.18-rkv-<rkv version>; the rest of the line must match" },
+    [R_VERSION] = { "version-string", "`version` and `stats` name the release: 1.6.18 against "
+                                      "1.6.18-rkv-<rkv version>; the rest of the line must match" },
     [R_STATS] = { "stats-values",
                   "`stats` and `stats settings` answer each server's own counters and "
                   "settings: a block of STAT lines ending in END compares as one unit; "
@@ -134,10 +133,9 @@ static const struct {
                      "(base64 and ` b` when an ms or ma with b made it), rkv in the form of "
                      "the request (rkv keeps no per-item key form): k tokens compare by the "
                      "key bytes they stand for" },
-    [R_ME] = { "me-refused",
-               "`me` (meta debug: last access, fetched, slab class) shows memcached "
-               "internals rkv does not have; rkv refuses it: not compared (its argument "
-               "errors are)" },
+    [R_ME] = { "me-refused", "`me` (meta debug: last access, fetched, slab class) shows memcached "
+                             "internals rkv does not have; rkv refuses it: not compared (its argument "
+                             "errors are)" },
     [R_META_NYI] = { "meta-not-implemented-yet",
                      "mg N/R/h/l, ms I and md I (stale items, win tokens, hit and access "
                      "times) are not implemented yet: commands with them are not compared, "
@@ -168,19 +166,26 @@ struct options {
     const char *rkv_bin, *mc_bin;
     uint64_t seed;
     unsigned seeds;
-    uint64_t commands;          /* per seed */
+    uint64_t commands; /* per seed */
     unsigned memory_mb, pressure_mb;
-    unsigned pressure_pct;      /* share of a seed's commands in the pressure phase */
-    unsigned episode;           /* steps between resets (the unit a difference is shrunk in) */
+    unsigned pressure_pct; /* share of a seed's commands in the pressure phase */
+    unsigned episode;      /* steps between resets (the unit a difference is shrunk in) */
     unsigned max_diffs;
     unsigned timeout_ms;
     bool verbose;
-    bool self_check;            /* memcached on both sides: checks the tester itself */
+    bool self_check; /* memcached on both sides: checks the tester itself */
 };
 
 static struct options opt = {
-    .seed = 1, .seeds = 1, .commands = 20000, .memory_mb = 256, .pressure_mb = 8,
-    .pressure_pct = 10, .episode = 300, .max_diffs = 5, .timeout_ms = 10000,
+    .seed = 1,
+    .seeds = 1,
+    .commands = 20000,
+    .memory_mb = 256,
+    .pressure_mb = 8,
+    .pressure_pct = 10,
+    .episode = 300,
+    .max_diffs = 5,
+    .timeout_ms = 10000,
 };
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -224,7 +229,7 @@ static void buf_reserve(struct buf *b, size_t n)
 
 static void buf_put(struct buf *b, const void *p, size_t n)
 {
-    if (n > (SIZE_MAX >> 2))   /* never: a length gone negative (and it bounds n for gcc) */
+    if (n > (SIZE_MAX >> 2)) /* never: a length gone negative (and it bounds n for gcc) */
         die("buffer length out of range");
     buf_reserve(b, n + 1);
     if (n)
@@ -392,29 +397,50 @@ static int key_index(const uint8_t *p, size_t n)
 /* ------------------------------------------------------------ commands */
 
 enum kind {
-    KD_STORE, KD_GET, KD_TOUCHGET, KD_TOUCH, KD_DELETE, KD_ARITH, KD_MG, KD_MGT, KD_MS, KD_MD,
-    KD_MA, KD_MN, KD_ME, KD_STATS, KD_VERSION, KD_VERBOSITY, KD_FLUSH, KD_QUIT, KD_OTHER,
+    KD_STORE,
+    KD_GET,
+    KD_TOUCHGET,
+    KD_TOUCH,
+    KD_DELETE,
+    KD_ARITH,
+    KD_MG,
+    KD_MGT,
+    KD_MS,
+    KD_MD,
+    KD_MA,
+    KD_MN,
+    KD_ME,
+    KD_STATS,
+    KD_VERSION,
+    KD_VERBOSITY,
+    KD_FLUSH,
+    KD_QUIT,
+    KD_OTHER,
 };
 
-#define C_CLOSES   1u   /* memcached hangs up after it */
-#define C_NOCMP    2u   /* not compared (rule in cmd.rule) */
-#define C_RESYNC   4u   /* afterwards delete the key on both servers */
-#define C_NOSYNC   8u   /* sent alone, then the hang-up is awaited (no mn after it) */
-#define C_CASREAD  16u  /* its reply shows CAS values of its key (meta c) */
-#define C_BIG      32u  /* a large value: never split, never batched */
-#define C_FLUSHFIX 64u  /* a delayed flush_all: an immediate one follows (hidden) */
+#define C_CLOSES   1u  /* memcached hangs up after it */
+#define C_NOCMP    2u  /* not compared (rule in cmd.rule) */
+#define C_RESYNC   4u  /* afterwards delete the key on both servers */
+#define C_NOSYNC   8u  /* sent alone, then the hang-up is awaited (no mn after it) */
+#define C_CASREAD  16u /* its reply shows CAS values of its key (meta c) */
+#define C_BIG      32u /* a large value: never split, never batched */
+#define C_FLUSHFIX 64u /* a delayed flush_all: an immediate one follows (hidden) */
 
 #define MAX_CASREF 2
 
 struct cmd {
     struct buf text;
-    struct { size_t off; int key; bool zero; } cas[MAX_CASREF];  /* placeholders */
+    struct {
+        size_t off;
+        int key;
+        bool zero;
+    } cas[MAX_CASREF]; /* placeholders */
     unsigned ncas;
-    int key;             /* the pool key it is about, -1 none */
+    int key; /* the pool key it is about, -1 none */
     enum kind kind;
     unsigned flags;
-    enum rule rule;      /* with C_NOCMP */
-    unsigned mn;         /* MN lines it answers (an mn command) */
+    enum rule rule; /* with C_NOCMP */
+    unsigned mn;    /* MN lines it answers (an mn command) */
 };
 
 static void cmd_free(struct cmd *c)
@@ -435,7 +461,7 @@ static void cmd_cas(struct cmd *c, int key)
 
 /* ------------------------------------------------------------ generator */
 
-static bool pressure;    /* the phase being generated */
+static bool pressure; /* the phase being generated */
 
 static void put_key(struct cmd *c, int k)
 {
@@ -457,8 +483,9 @@ static const char *pick(const char *const *v, size_t n)
 {
     return v[rn((unsigned)n)];
 }
-#define PICK(...) pick((const char *const[]){ __VA_ARGS__ }, \
-                       sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(const char *))
+#define PICK(...)                              \
+    pick((const char *const[]){ __VA_ARGS__ }, \
+         sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(const char *))
 
 /* Numbers as clients send them, and as they should not. */
 static void put_flags(struct cmd *c)
@@ -507,7 +534,7 @@ static bool mc_strtol32(const char *s, int32_t *out)
     return true;
 }
 
-static const char data_chars[] = "abcdefghijklnoprstuvwxyz0123456789";   /* no m, q: never "mn", "quit" */
+static const char data_chars[] = "abcdefghijklnoprstuvwxyz0123456789"; /* no m, q: never "mn", "quit" */
 
 static void put_value_bytes(struct buf *b, size_t n)
 {
@@ -516,7 +543,7 @@ static void put_value_bytes(struct buf *b, size_t n)
     for (size_t i = 0; i < n; i++) {
         uint8_t ch;
         if (mode < 5)
-            ch = (uint8_t)rnd();                    /* binary, \r\n and NUL included */
+            ch = (uint8_t)rnd(); /* binary, \r\n and NUL included */
         else
             ch = (uint8_t)data_chars[rn(sizeof data_chars - 1)];
         b->p[b->len++] = ch;
@@ -572,11 +599,11 @@ static void put_terminator(struct cmd *c, size_t len)
     if (r < 96)
         buf_puts(&c->text, "\r\n");
     else if (r < 98)
-        buf_puts(&c->text, "XY");       /* the mn that follows is the next command */
+        buf_puts(&c->text, "XY"); /* the mn that follows is the next command */
     else if (len > 0 && r < 99)
         buf_puts(&c->text, "\r\r\r\n"); /* two bytes too many: "\r\n" is an empty line */
     else
-        buf_puts(&c->text, "\n\r\n");   /* "\n\r": bad; then an empty line */
+        buf_puts(&c->text, "\n\r\n"); /* "\n\r": bad; then an empty line */
 }
 
 /* memcached's number readers (util.c), on a token: strtol/strtoul/strtoull
@@ -612,8 +639,8 @@ static void gen_value(struct buf *b, int key, bool line_safe)
     b->len = 0;
     if (pct(15)) {
         buf_puts(b, PICK("0", "1", "99", "100", " 5", "5 ", "18446744073709551615",
-                         "18446744073709551616", "-1", "-0", "+7", "12ab", "007", "1 2", "9",
-                         "10", "999", "4294967296"));
+                         "18446744073709551616", "-1", "-0", "+7", "12ab", "007", "1 2", "9", "10",
+                         "999", "4294967296"));
         if (!line_safe || !memchr(b->p, ' ', b->len))
             return;
         b->len = 0;
@@ -663,9 +690,9 @@ static void gen_storage(struct cmd *c)
     char lentok[48];
     bool lie = pct(12);
     if (lie)
-        snprintf(lentok, sizeof lentok, "%s", PICK("-1", "abc", "4294967297", "2147483646",
-                                                   "4294967295", "+3", "0003", "3x",
-                                                   "99999999999999999999", "2147483647", "\v2"));
+        snprintf(lentok, sizeof lentok, "%s",
+                 PICK("-1", "abc", "4294967297", "2147483646", "4294967295", "+3", "0003", "3x",
+                      "99999999999999999999", "2147483647", "\v2"));
     /* Does memcached take the line (and read a block)? Its checks, in its
      * order: the token count, the key, flags, exptime, length, cas. */
     int32_t declared = 0;
@@ -675,7 +702,7 @@ static void gen_storage(struct cmd *c)
                     (!cas || castok == NULL || mc_strtoull_ok(castok));
     gen_value(&val, k, !accepted || lie);
     if ((which == 3 || which == 4) && !big_key(k) && val.len > 200)
-        val.len = 200;   /* append chains on small keys stay small */
+        val.len = 200; /* append chains on small keys stay small */
     if (!lie)
         snprintf(lentok, sizeof lentok, "%zu", val.len);
     accepted = accepted && mc_strtol32(lentok, &declared) && declared >= 0 &&
@@ -683,7 +710,7 @@ static void gen_storage(struct cmd *c)
     if (accepted && lie) {
         /* 4294967297 reads as 1, +3 and 0003 as 3: a block of that length */
         if ((size_t)declared > 64)
-            accepted = false;   /* never generated */
+            accepted = false; /* never generated */
         else
             gen_value(&val, k, false), val.len = RKV_MIN_(val.len, (size_t)declared);
         while (val.len < (size_t)declared)
@@ -708,7 +735,7 @@ static void gen_storage(struct cmd *c)
     if (accepted)
         put_terminator(c, val.len);
     else
-        buf_puts(&c->text, "\r\n");   /* read as a line of its own */
+        buf_puts(&c->text, "\r\n"); /* read as a line of its own */
     buf_free(&flags);
     buf_free(&exptime);
     buf_free(&val);
@@ -789,9 +816,8 @@ static void gen_arith(struct cmd *c)
     if (pct(80))
         buf_printf(&c->text, "%u", rn(1000));
     else
-        buf_puts(&c->text, PICK("18446744073709551615", "18446744073709551610",
-                                "9223372036854775808", "-1", "abc", "+5", "-0",
-                                "18446744073709551616", "0"));
+        buf_puts(&c->text, PICK("18446744073709551615", "18446744073709551610", "9223372036854775808",
+                                "-1", "abc", "+5", "-0", "18446744073709551616", "0"));
     if (pct(12) && noreply_ok())
         buf_puts(&c->text, " noreply");
     else if (pct(3))
@@ -801,7 +827,7 @@ static void gen_arith(struct cmd *c)
 
 static void put_opaque(struct cmd *c)
 {
-    unsigned n = pct(90) ? rn(8) : 28 + rn(8);   /* memcached's limit: 32 bytes with the O */
+    unsigned n = pct(90) ? rn(8) : 28 + rn(8); /* memcached's limit: 32 bytes with the O */
     buf_puts(&c->text, "O");
     for (unsigned i = 0; i < n; i++)
         buf_put(&c->text, &data_chars[rn(sizeof data_chars - 1)], 1);
@@ -860,17 +886,13 @@ static void put_meta_flags(struct cmd *c, const char *usual, bool b)
         seen[(unsigned char)f] = true;
         buf_puts(&c->text, " ");
         switch (f) {
-        case 'O':
-            put_opaque(c);
-            break;
+        case 'O': put_opaque(c); break;
         case 'T':
         case 'N':
             buf_puts(&c->text, f == 'T' ? "T" : "N");
             put_exptime(c);
             break;
-        case 'R':
-            buf_printf(&c->text, "R%u", 1000 + rn(1000));
-            break;
+        case 'R': buf_printf(&c->text, "R%u", 1000 + rn(1000)); break;
         case 'F':
             buf_puts(&c->text, "F");
             put_flags(c);
@@ -879,14 +901,15 @@ static void put_meta_flags(struct cmd *c, const char *usual, bool b)
             buf_puts(&c->text, "C");
             if (pct(80)) {
                 cmd_cas(c, c->key);
-                c->flags |= C_CASREAD;   /* its reply may not be mapped to a key otherwise */
+                c->flags |= C_CASREAD; /* its reply may not be mapped to a key otherwise */
             } else {
                 buf_puts(&c->text, PICK("0", "18446744073709551000", "abc", ""));
             }
             break;
         case 'M':
-            buf_printf(&c->text, "M%s", c->kind == KD_MS ? PICK("E", "A", "P", "R", "S", "e", "s", "X", "", "SS")
-                                       : PICK("I", "+", "D", "-", "i", "d", "X", "", "II"));
+            buf_printf(&c->text, "M%s",
+                       c->kind == KD_MS ? PICK("E", "A", "P", "R", "S", "e", "s", "X", "", "SS")
+                                        : PICK("I", "+", "D", "-", "i", "d", "X", "", "II"));
             break;
         case 'J':
             buf_printf(&c->text, "J%s", PICK("0", "10", "18446744073709551615", "abc", "-1"));
@@ -901,7 +924,7 @@ static void put_meta_flags(struct cmd *c, const char *usual, bool b)
         default:
             buf_put(&c->text, &f, 1);
             if (pct(3))
-                buf_puts(&c->text, "1");   /* a flag that takes no token, with one */
+                buf_puts(&c->text, "1"); /* a flag that takes no token, with one */
             break;
         }
     }
@@ -941,7 +964,7 @@ static void gen_ms(struct cmd *c)
     size_t keytok;
     bool b = put_meta_key(c, k, &keytok);
     if (pct(2)) {
-        buf_puts(&c->text, "\r\n");   /* "ms KEY": no length */
+        buf_puts(&c->text, "\r\n"); /* "ms KEY": no length */
         return;
     }
     size_t vlen = pct(10) ? rn(6) : pick_value_len(k);
@@ -949,7 +972,8 @@ static void gen_ms(struct cmd *c)
     if (pct(92))
         snprintf(lentok, sizeof lentok, "%zu", vlen);
     else
-        snprintf(lentok, sizeof lentok, "%s", PICK("-1", "abc", "4294967297", "2147483646", "+3", "3x"));
+        snprintf(lentok, sizeof lentok, "%s",
+                 PICK("-1", "abc", "4294967297", "2147483646", "+3", "3x"));
     buf_puts(&c->text, " ");
     buf_puts(&c->text, lentok);
     put_meta_flags(c, "TFCMqkcOTFSI", b);
@@ -1039,19 +1063,19 @@ static void gen_misc(struct cmd *c, bool in_batch)
         buf_puts(&c->text, PICK("version\r\n", "version foo bar\r\n", "version noreply\r\n"));
     } else if (r < 42) {
         c->kind = KD_VERBOSITY;
-        buf_puts(&c->text, PICK("verbosity 1\r\n", "verbosity 0 noreply\r\n", "verbosity\r\n",
-                                "verbosity invalid\r\n", "verbosity noreply\r\n", "verbosity 1 foo\r\n",
-                                "verbosity 1 2 3\r\n", "verbosity -1\r\n", "verbosity 99999999999\r\n"));
+        buf_puts(&c->text,
+                 PICK("verbosity 1\r\n", "verbosity 0 noreply\r\n", "verbosity\r\n",
+                      "verbosity invalid\r\n", "verbosity noreply\r\n", "verbosity 1 foo\r\n",
+                      "verbosity 1 2 3\r\n", "verbosity -1\r\n", "verbosity 99999999999\r\n"));
     } else if (r < 50) {
         c->kind = KD_FLUSH;
         if (pressure)
             buf_puts(&c->text, PICK("flush_all\r\n", "flush_all 0\r\n", "flush_all -1\r\n"));
-        else
-        if (pct(80)) {
+        else if (pct(80)) {
             buf_puts(&c->text, PICK("flush_all\r\n", "flush_all 0\r\n", "flush_all noreply\r\n",
-                                    "flush_all 0 noreply\r\n", "flush_all -5\r\n", "flush_all foo\r\n",
-                                    "flush_all noreply 5\r\n", "flush_all 1 2 3\r\n",
-                                    "flush_all noreply noreply\r\n"));
+                                    "flush_all 0 noreply\r\n", "flush_all -5\r\n",
+                                    "flush_all foo\r\n", "flush_all noreply 5\r\n",
+                                    "flush_all 1 2 3\r\n", "flush_all noreply noreply\r\n"));
         } else {
             /* A delay, or a unix time before memcached started (which it
              * takes as no flush): memcached flushes lazily, so items an
@@ -1084,29 +1108,38 @@ static void gen_misc(struct cmd *c, bool in_batch)
         unsigned n = 300 + rn(600);
         for (unsigned i = 0; i < n; i++) {
             buf_puts(&c->text, " ");
-            put_key(c, 3 + (int)rn(3));   /* k3..k5: never big_key() */
+            put_key(c, 3 + (int)rn(3)); /* k3..k5: never big_key() */
         }
         buf_puts(&c->text, "\r\n");
     } else if (r < 64) {
         buf_puts(&c->text, PICK("shutdown\r\n", "shutdown graceful\r\n", "shutdown now\r\n"));
     } else if (r < 66) {
         /* a NUL ends memcached's command line (it reads it as a C string) */
-#define NUL_LINE(s) { s, sizeof s - 1 }
-        static const struct { const char *s; size_t n; } nul[] = {
-            NUL_LINE("get k0\0 k1\r\n"), NUL_LINE("\0get k0\r\n"), NUL_LINE("mg k0 v\0 k\r\n"),
+#define NUL_LINE(s)     \
+    {                   \
+        s, sizeof s - 1 \
+    }
+        static const struct {
+            const char *s;
+            size_t n;
+        } nul[] = {
+            NUL_LINE("get k0\0 k1\r\n"),
+            NUL_LINE("\0get k0\r\n"),
+            NUL_LINE("mg k0 v\0 k\r\n"),
             NUL_LINE("set k0 0 0 1\0junk\r\nx\r\n"),
         };
 #undef NUL_LINE
         unsigned i = rn(4);
         buf_put(&c->text, nul[i].s, nul[i].n);
     } else if (r < 80) {
-        buf_puts(&c->text, PICK("\r\n", "\n", " \r\n", "\r\r\n", "x\r\n", "gx\r\n", "g\r\n",
-                                "mx\r\n", "m\r\n", "getx k0\r\n", "GET k0\r\n", "sett k0 0 0 1\r\n",
-                                "bogus\r\n", "  get k0\r\n", "get\tk0\r\n", "incr\r\n", "decr k0\r\n",
-                                "touch k0\r\n", "delete\r\n", "delete a b c d\r\n", "cas k0 0 0 1\r\n",
-                                "set k0 0 0\r\n", "gets\r\n", "gat\r\n", "gat 10\r\n", "gats 0\r\n",
-                                "gat abc k0\r\n", "ma\r\n", "md\r\n", "me\r\n", "mg\r\n", "ms\r\n",
-                                "ms k0\r\n", "cache_memlimi 5\r\n", "stat\r\n", "versions\r\n"));
+        buf_puts(&c->text,
+                 PICK("\r\n", "\n", " \r\n", "\r\r\n", "x\r\n", "gx\r\n", "g\r\n", "mx\r\n",
+                      "m\r\n", "getx k0\r\n", "GET k0\r\n", "sett k0 0 0 1\r\n", "bogus\r\n",
+                      "  get k0\r\n", "get\tk0\r\n", "incr\r\n", "decr k0\r\n", "touch k0\r\n",
+                      "delete\r\n", "delete a b c d\r\n", "cas k0 0 0 1\r\n", "set k0 0 0\r\n",
+                      "gets\r\n", "gat\r\n", "gat 10\r\n", "gats 0\r\n", "gat abc k0\r\n", "ma\r\n",
+                      "md\r\n", "me\r\n", "mg\r\n", "ms\r\n", "ms k0\r\n", "cache_memlimi 5\r\n",
+                      "stat\r\n", "versions\r\n"));
     } else {
         /* many tokens: memcached's tokenizer keeps 23 and the rest */
         const char *name = PICK("set", "get", "mg", "ms", "md", "ma", "delete", "incr", "touch",
@@ -1121,7 +1154,7 @@ static void gen_misc(struct cmd *c, bool in_batch)
                 buf_printf(&c->text, " %c", "vstfkcuPL"[rn(9)]);
         }
         buf_puts(&c->text, "\r\n");
-        if (strcmp(name, "ms") == 0)   /* its block, if the length is accepted */
+        if (strcmp(name, "ms") == 0) /* its block, if the length is accepted */
             buf_puts(&c->text, "xx\r\n");
         if (strcmp(name, "mn") == 0)
             c->mn = 1, c->kind = KD_MN;
@@ -1187,7 +1220,7 @@ static void gen_cmd(struct cmd *c, bool in_batch)
 struct step {
     struct cmd *cmds;
     unsigned n;
-    bool split;          /* sent in pieces */
+    bool split; /* sent in pieces */
 };
 
 static bool batchable(const struct cmd *c)
@@ -1265,14 +1298,14 @@ static void casmap_add(struct casmap *m, uint64_t v, unsigned ord)
 struct side {
     int fd;
     unsigned port;
-    pid_t mc_pid;                 /* memcached */
-    struct server_proc sp;        /* rkv */
+    pid_t mc_pid;          /* memcached */
+    struct server_proc sp; /* rkv */
     struct casmap cas;
     uint64_t lastcas[NKEYS + 1];
     bool lastcas_known[NKEYS + 1];
-    bool has_src[NKEYS + 1];      /* rkv, during a touching step: the key's CAS before it */
+    bool has_src[NKEYS + 1]; /* rkv, during a touching step: the key's CAS before it */
     uint64_t src[NKEYS + 1];
-    struct casmap alias;          /* rkv: a version a touch made -> (as .ord) an index in alias_src */
+    struct casmap alias; /* rkv: a version a touch made -> (as .ord) an index in alias_src */
     uint64_t *alias_src;
     struct buf reply;
     bool closed;
@@ -1332,8 +1365,9 @@ static void start_memcached(struct side *s, unsigned mb)
          * writes an incr/decr result in place (space-padded) only while no
          * other reference exists; with them on, two memcacheds answer the
          * same stream differently (--self-check shows it) */
-        const char *argv[16] = { opt.mc_bin, "-p", port, "-U", "0", "-m", mem, "-t", "1",
-                                 "-l", "127.0.0.1", "-o", "no_lru_crawler,no_lru_maintainer" };
+        const char *argv[16] = {
+            opt.mc_bin, "-p", port, "-U", "0", "-m", mem, "-t", "1", "-l", "127.0.0.1", "-o", "no_lru_crawler,no_lru_maintainer"
+        };
         unsigned n = 13;
         if (geteuid() == 0) {
             argv[n++] = "-u";
@@ -1357,7 +1391,7 @@ static void start_memcached(struct side *s, unsigned mb)
             int st;
             if (waitpid(s->mc_pid, &st, WNOHANG) == s->mc_pid) {
                 s->mc_pid = 0;
-                break;   /* the port was taken meanwhile: another */
+                break; /* the port was taken meanwhile: another */
             }
             int fd = tcp_connect(s->port);
             if (fd >= 0) {
@@ -1384,9 +1418,13 @@ static void start_rkv(struct side *s, unsigned mb)
     /* --grace-ms 1: a writer that must reuse freed memory waits out the
      * grace period one-sided readers need (none here); under the pressure
      * phase that is most writes, 100 ms each by default */
-    const char *const extra[] = { "--memory", mem, "--workers", "1", "--grace-ms", "1",
-                                  "--log-level", getenv("RKV_TEST_SERVER_LOG") ? getenv("RKV_TEST_SERVER_LOG")
-                                                                               : "error", NULL };
+    const char *const extra[] = {
+        "--memory",    mem,
+        "--workers",   "1",
+        "--grace-ms",  "1",
+        "--log-level", getenv("RKV_TEST_SERVER_LOG") ? getenv("RKV_TEST_SERVER_LOG") : "error",
+        NULL
+    };
     if (server_start_tcp(&s->sp, opt.rkv_bin, rkv_instance++, NULL, &s->port, extra) != 0)
         die("rkv-server (%s) did not start", opt.rkv_bin);
 }
@@ -1400,7 +1438,7 @@ static void stop_servers(void)
     }
     for (int i = 0; i < NSIDES; i++) {
         if (sides[i].mc_pid > 0) {
-            kill(sides[i].mc_pid, SIGKILL);   /* a cache: nothing to save */
+            kill(sides[i].mc_pid, SIGKILL); /* a cache: nothing to save */
             waitpid(sides[i].mc_pid, NULL, 0);
             sides[i].mc_pid = 0;
         }
@@ -1510,8 +1548,9 @@ static void exchange(struct buf tosend[NSIDES], bool split, unsigned want_mn, bo
         size_t cuts[2] = { 1 + rn(8), 0 };
         for (unsigned piece = 0; piece < 3; piece++) {
             for (int i = 0; i < NSIDES; i++) {
-                size_t end = piece == 0 ? RKV_MIN_(o[i].len, cuts[0])
-                           : piece == 1 ? RKV_MIN_(o[i].len, o[i].len / 2 + 1) : o[i].len;
+                size_t end = piece == 0   ? RKV_MIN_(o[i].len, cuts[0])
+                             : piece == 1 ? RKV_MIN_(o[i].len, o[i].len / 2 + 1)
+                                          : o[i].len;
                 while (o[i].off < end) {
                     ssize_t w = send(sides[i].fd, o[i].p + o[i].off, end - o[i].off, MSG_NOSIGNAL);
                     if (w > 0)
@@ -1530,7 +1569,7 @@ static void exchange(struct buf tosend[NSIDES], bool split, unsigned want_mn, bo
     size_t parsed[NSIDES] = { 0, 0 };
     unsigned mns[NSIDES] = { 0, 0 };
     if (nosync)
-        deadline = now_ms() + 1500;   /* the hang-up: memcached's comes when it reads 2 KiB */
+        deadline = now_ms() + 1500; /* the hang-up: memcached's comes when it reads 2 KiB */
     for (;;) {
         struct pollfd pf[NSIDES];
         int live = 0;
@@ -1561,7 +1600,7 @@ static void exchange(struct buf tosend[NSIDES], bool split, unsigned want_mn, bo
                 if (w > 0)
                     o[i].off += (size_t)w;
                 else if (w < 0 && errno != EAGAIN)
-                    o[i].off = o[i].len;   /* reset: the read sees it */
+                    o[i].off = o[i].len; /* reset: the read sees it */
             }
             if (pf[i].revents & (POLLIN | POLLHUP | POLLERR)) {
                 for (;;) {
@@ -1788,8 +1827,14 @@ static void normalise(int side, const struct buf *reply, int key, bool shapes, s
         }
         if (shapes) {
             static const char *const outcomes[] = {
-                "STORED", "NOT_STORED", "EXISTS", "NOT_FOUND", "DELETED", "TOUCHED",
-                "SERVER_ERROR out of memory storing object", "SERVER_ERROR out of memory",
+                "STORED",
+                "NOT_STORED",
+                "EXISTS",
+                "NOT_FOUND",
+                "DELETED",
+                "TOUCHED",
+                "SERVER_ERROR out of memory storing object",
+                "SERVER_ERROR out of memory",
                 "CLIENT_ERROR cannot increment or decrement non-numeric value",
             };
             bool oc = all_digits(p, len);
@@ -1846,11 +1891,13 @@ static void normalise(int side, const struct buf *reply, int key, bool shapes, s
                     bool enc = sp && (size_t)(e - sp) >= 2 && sp[1] == 'b' &&
                                (sp + 2 == e || sp[2] == ' ');
                     uint8_t raw[400];
-                    long rn_ = enc && tl - 1 < sizeof raw ? b64_decode((const char *)q + 1, tl - 1, raw) : -1;
+                    long rn_ = enc && tl - 1 < sizeof raw
+                                   ? b64_decode((const char *)q + 1, tl - 1, raw)
+                                   : -1;
                     buf_puts(out, "k=");
                     if (rn_ >= 0) {
                         put_hex(out, raw, (size_t)rn_);
-                        te = sp + 2;   /* the " b" went with it */
+                        te = sp + 2; /* the " b" went with it */
                     } else {
                         put_hex(out, q + 1, tl - 1);
                     }
@@ -1905,7 +1952,7 @@ static bool ttl_close(const char *a, size_t al, const char *b, size_t bl)
     if (*ex || *ey)
         return false;
     if (vx >= 2147483648ll && vy >= 2147483648ll)
-        return true;   /* both a negative remainder as unsigned */
+        return true; /* both a negative remainder as unsigned */
     return llabs(vx - vy) <= 1;
 }
 
@@ -1928,7 +1975,8 @@ static bool same(const struct buf *a, const struct buf *b)
             /* token by token */
             const char *x = p, *y = q;
             while (x < pl && y < ql) {
-                const char *xs = memchr(x, ' ', (size_t)(pl - x)), *ys = memchr(y, ' ', (size_t)(ql - y));
+                const char *xs = memchr(x, ' ', (size_t)(pl - x)),
+                           *ys = memchr(y, ' ', (size_t)(ql - y));
                 const char *xe = xs ? xs : pl, *ye = ys ? ys : ql;
                 size_t xl = (size_t)(xe - x), yl = (size_t)(ye - y);
                 if (!(xl == yl && memcmp(x, y, xl) == 0)) {
@@ -1956,8 +2004,8 @@ static bool same(const struct buf *a, const struct buf *b)
 
 struct result {
     bool differs;
-    char where[2][160];         /* the first normalised lines that differ */
-    struct buf raw[NSIDES];     /* what each server sent */
+    char where[2][160];     /* the first normalised lines that differ */
+    struct buf raw[NSIDES]; /* what each server sent */
     bool closed[NSIDES], timed_out[NSIDES];
 };
 
@@ -1975,7 +2023,7 @@ static void render_cas(int side, int key, struct buf *b)
     if (key >= 0 && key != K_LONG && s->lastcas_known[key])
         buf_printf(b, "%" PRIu64, s->lastcas[key]);
     else
-        buf_puts(b, "18446744073709551000");   /* no item has it */
+        buf_puts(b, "18446744073709551000"); /* no item has it */
 }
 
 /* rkv's CAS for a key now (a hidden `mg KEY c`): R_TOUCH_CAS. */
@@ -1987,7 +2035,8 @@ static bool rkv_cas_now(int key, uint64_t *v)
     buf_put(&cmd, keys[key].b, keys[key].n);
     buf_puts(&cmd, " c\r\n");
     hidden(S_RKV, (const char *)cmd.p, &ans);
-    bool ok = ans.len > 4 && memcmp(ans.p, "HD c", 4) == 0 && sscanf((const char *)ans.p + 4, "%llu", &x) == 1;
+    bool ok = ans.len > 4 && memcmp(ans.p, "HD c", 4) == 0 &&
+              sscanf((const char *)ans.p + 4, "%llu", &x) == 1;
     buf_free(&cmd);
     buf_free(&ans);
     *v = x;
@@ -2016,7 +2065,7 @@ static unsigned touched_keys(const struct cmd *c, int *out, unsigned max)
         while (p < e && *p != ' ')
             p++;
         if (++tok <= 2 || p == t)
-            continue;   /* gat/gats and the exptime */
+            continue; /* gat/gats and the exptime */
         int k = key_index(t, (size_t)(p - t));
         bool dup = false;
         for (unsigned i = 0; i < n; i++)
@@ -2117,7 +2166,8 @@ static void run_step(const struct step *s, bool shapes, struct result *res)
             fprintf(stderr, "\n");
         }
         fprintf(stderr, "--- memcached normalised:\n%s--- rkv normalised:\n%s---\n",
-                norm[S_MC].p ? (const char *)norm[S_MC].p : "", norm[S_RKV].p ? (const char *)norm[S_RKV].p : "");
+                norm[S_MC].p ? (const char *)norm[S_MC].p : "",
+                norm[S_RKV].p ? (const char *)norm[S_RKV].p : "");
     }
     if (res->differs) {
         /* the first line that differs, for the report */
@@ -2132,14 +2182,16 @@ static void run_step(const struct step *s, bool shapes, struct result *res)
             const char *t = side == S_MC ? a : b;
             const char *e = t ? strchr(t + line, '\n') : NULL;
             snprintf(res->where[side], sizeof res->where[side], "line %zu: %.*s", line,
-                     t ? (int)(e ? (size_t)(e - (t + line)) : strlen(t + line)) : 0, t ? t + line : "");
+                     t ? (int)(e ? (size_t)(e - (t + line)) : strlen(t + line)) : 0,
+                     t ? t + line : "");
         }
     }
     for (int i = 0; i < NSIDES; i++) {
         buf_free(&norm[i]);
         buf_free(&sb[i]);
     }
-    if (closes || res->closed[S_MC] || res->closed[S_RKV] || res->timed_out[S_MC] || res->timed_out[S_RKV])
+    if (closes || res->closed[S_MC] || res->closed[S_RKV] || res->timed_out[S_MC] ||
+        res->timed_out[S_RKV])
         reconnect();
     for (unsigned j = 0; j < s->n; j++) {
         if (s->cmds[j].flags & C_FLUSHFIX) {
@@ -2295,8 +2347,8 @@ static void print_repro(const struct step *steps, size_t n, bool shapes, bool re
         print_reply("memcached", &r, S_MC);
         print_reply("rkv", &r, S_RKV);
         if (r.differs)
-            fprintf(stdout, "      ^ differs: memcached %s\n                 rkv       %s\n", r.where[S_MC],
-                    r.where[S_RKV]);
+            fprintf(stdout, "      ^ differs: memcached %s\n                 rkv       %s\n",
+                    r.where[S_MC], r.where[S_RKV]);
         result_free(&r);
     }
 }
@@ -2312,7 +2364,8 @@ static void signature(const struct step *s, const struct result *r, char *out, s
     char word[16] = "";
     const uint8_t *p = s->cmds[0].text.p;
     size_t i = 0;
-    while (i < s->cmds[0].text.len && i < sizeof word - 1 && p[i] != ' ' && p[i] != '\r' && p[i] != '\n') {
+    while (i < s->cmds[0].text.len && i < sizeof word - 1 && p[i] != ' ' && p[i] != '\r' &&
+           p[i] != '\n') {
         word[i] = (char)p[i];
         i++;
     }
@@ -2350,7 +2403,7 @@ static void run_episode(unsigned nsteps, bool shapes, bool restart, uint64_t see
     size_t n = 0;
     reset_servers(restart);
     tally.episodes++;
-    for (; n < nsteps && *cmds_left > 0; n++) {
+    for (; n<nsteps && * cmds_left> 0; n++) {
         gen_step(&steps[n]);
         struct result r;
         uint64_t t_step = now_ms();
@@ -2380,15 +2433,16 @@ static void run_episode(unsigned nsteps, bool shapes, bool restart, uint64_t see
         if (!known && nsigs < 64)
             snprintf(seen_sigs[nsigs++], sizeof seen_sigs[0], "%s", sig);
         if (opt.verbose)
-            printf("difference at seed %" PRIu64 " episode %u step %zu: memcached %s / rkv %s\n", seed,
-                   ep, n, r.where[S_MC], r.where[S_RKV]);
+            printf("difference at seed %" PRIu64 " episode %u step %zu: memcached %s / rkv %s\n",
+                   seed, ep, n, r.where[S_MC], r.where[S_RKV]);
         if (known || nsigs > opt.max_diffs) {
             if (opt.verbose)
-                fprintf(stdout, "difference (seen before: %s) at seed %" PRIu64 " episode %u step %zu\n",
+                fprintf(stdout,
+                        "difference (seen before: %s) at seed %" PRIu64 " episode %u step %zu\n",
                         sig, seed, ep, n);
             result_free(&r);
             n++;
-            break;   /* the rest of the episode would follow from it */
+            break; /* the rest of the episode would follow from it */
         }
         result_free(&r);
         /* shrink a copy: the steps from the reset to this one */
@@ -2396,7 +2450,8 @@ static void run_episode(unsigned nsteps, bool shapes, bool restart, uint64_t see
         struct step *work = malloc(sizeof *work * m);
         memcpy(work, steps, sizeof *work * m);
         size_t k = shrink(work, m, shapes, restart);
-        fprintf(stdout, "\ndifference %u (seed %" PRIu64 ", %s phase, episode %u, step %zu; "
+        fprintf(stdout,
+                "\ndifference %u (seed %" PRIu64 ", %s phase, episode %u, step %zu; "
                 "shrunk to %zu step%s in %u tries): %s\n",
                 nsigs, seed, shapes ? "pressure" : "normal", ep, n, k, k == 1 ? "" : "s",
                 shrink_tries, sig);

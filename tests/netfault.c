@@ -43,21 +43,21 @@
 #include "server_proc.h"
 #include "util.h"
 
-#define TIMEOUT_MS   3000u    /* the long test's handles: above the default 1.88 s RC budget */
+#define TIMEOUT_MS 3000u /* the long test's handles: above the default 1.88 s RC budget */
 /* MARGIN_MS: a failing call returns within TIMEOUT_MS + this: docs/design.md's 1 s, widened
  * for qemu TCG's late timers and scheduling */
-#define MARGIN_MS    3000u
+#define MARGIN_MS 3000u
 /* SHORT_MS: the short blackhole (up to 5 s under a loaded TCG host: the tc calls that lift
  * it are slow there) */
-#define SHORT_MS     800u
-#define SHORT_ACK    19u      /* the short test's handle: 2.1 s x 7 tries = 15 s RC budget */
+#define SHORT_MS         800u
+#define SHORT_ACK        19u /* the short test's handle: 2.1 s x 7 tries = 15 s RC budget */
 #define SHORT_TIMEOUT_MS 15000u
 /* LONG_MS: longer than the RC budget, and than the server's keepalive + its budget (pair.sh:
  * --rdma-ack-timeout 18: 1 + 7.5 s) */
-#define LONG_MS      14000u
+#define LONG_MS            14000u
 #define HEALTHY_TIMEOUT_MS 10000u /* the healthy client's: an error is a stall this long */
-#define KEYS         16u
-#define WAIT_MS      30000u   /* safety net for reconnects and the stat */
+#define KEYS               16u
+#define WAIT_MS            30000u /* safety net for reconnects and the stat */
 
 static int failures;
 
@@ -106,8 +106,8 @@ static uint64_t rxe_counter(const char *name)
     char path[256];
     unsigned long long v = 0;
     const char *dev = getenv("RXE_DEV");
-    snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev ? dev : "rxe0",
-             name);
+    snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/1/hw_counters/%s",
+             dev ? dev : "rxe0", name);
     FILE *f = fopen(path, "r");
     if (f == NULL || fscanf(f, "%llu", &v) != 1) {
         fprintf(stderr, "netfault: cannot read %s: %s\n", path, strerror(errno));
@@ -203,8 +203,10 @@ static void short_blackhole(rkv_client *c)
     if (off == 0) {
         dup2(go[0], 0);
         close(go[1]);
-        execl("/bin/bash", "bash", "-c", ". \"$RXE_LIB\" && read -r _ && sleep 0.8 && "
-              "rxe_blackhole_off && echo \"short: blackhole lifted $(date +%T.%N)\"", (char *)NULL);
+        execl("/bin/bash", "bash", "-c",
+              ". \"$RXE_LIB\" && read -r _ && sleep 0.8 && "
+              "rxe_blackhole_off && echo \"short: blackhole lifted $(date +%T.%N)\"",
+              (char *)NULL);
         _exit(127);
     }
     close(go[0]);
@@ -232,8 +234,9 @@ static void short_blackhole(rkv_client *c)
     struct rkv_get_op ops[KEYS];
     for (unsigned k = 0; k < KEYS; k++) {
         snprintf(keys[k], sizeof keys[k], "nf:%u", k);
-        ops[k] = (struct rkv_get_op){ .key = keys[k], .key_len = strlen(keys[k]),
-                                      .buf = bufs[k], .buf_len = sizeof bufs[k] };
+        ops[k] = (struct rkv_get_op){
+            .key = keys[k], .key_len = strlen(keys[k]), .buf = bufs[k], .buf_len = sizeof bufs[k]
+        };
     }
     unsigned right = 0;
     if (rkv_mget(c, ops, KEYS) == RKV_OK)
@@ -268,7 +271,8 @@ static void long_blackhole(const char *uri, rkv_client *a)
     rkv_client *b = open_handle(uri, TIMEOUT_MS, 0);
     uint64_t before = 0, conns = 0;
     uint64_t total = 0;
-    int got = server_stat(b, 0, "connections", &before) && server_stat(b, 0, "total_connections", &total);
+    int got = server_stat(b, 0, "connections", &before) &&
+              server_stat(b, 0, "total_connections", &total);
     check(got, "long: the server holds %llu connections (%llu ever)", (unsigned long long)before,
           (unsigned long long)total);
     check(key_is(b, 2, 1), "long: the second handle reads nf:2");
@@ -278,9 +282,9 @@ static void long_blackhole(const char *uri, rkv_client *a)
     shared_touch("bh.long.on");
     uint64_t t0 = rkv_now_ns();
     int saw_retry = 0, saw_reach = 0, i = 0;
-    blocked_call(a, 0, 3, &saw_retry, &saw_reach);   /* a READ into the void */
-    blocked_call(b, 1, 4, &saw_retry, &saw_reach);   /* a SEND into the void */
-    blocked_call(a, 0, 5, &saw_retry, &saw_reach);   /* a reconnect into the void */
+    blocked_call(a, 0, 3, &saw_retry, &saw_reach); /* a READ into the void */
+    blocked_call(b, 1, 4, &saw_retry, &saw_reach); /* a SEND into the void */
+    blocked_call(a, 0, 5, &saw_retry, &saw_reach); /* a reconnect into the void */
     while (ms_since(t0) + TIMEOUT_MS + MARGIN_MS < LONG_MS)
         blocked_call(i % 2 ? b : a, i % 2, 6 + (unsigned)(i % 3), &saw_retry, &saw_reach), i++;
     while (ms_since(t0) < LONG_MS)
@@ -300,15 +304,19 @@ static void long_blackhole(const char *uri, rkv_client *a)
           (unsigned long long)ms_since(t1));
     unsigned right = 0;
     for (unsigned k = 0; k < KEYS; k++)
-        right += k == 1 ? key_is(a, k, 2)
-               : k == 4 || (k >= 6 && k <= 8) ? key_is(a, k, 1) || key_is(a, k, 3) /* PUT failed */
-               : key_is(a, k, 1);
-    check(right == KEYS, "long: 0 anomalies: %u of %u values as acknowledged (nf:4 and nf:6-8, "
-          "whose PUTs failed in the blackhole: old or new)", right, KEYS);
+        right += k == 1                         ? key_is(a, k, 2)
+                 : k == 4 || (k >= 6 && k <= 8) ? key_is(a, k, 1) || key_is(a, k, 3) /* PUT failed */
+                                                : key_is(a, k, 1);
+    check(right == KEYS,
+          "long: 0 anomalies: %u of %u values as acknowledged (nf:4 and nf:6-8, "
+          "whose PUTs failed in the blackhole: old or new)",
+          right, KEYS);
     while (server_stat(a, 0, "connections", &conns) && conns != before && ms_since(t1) < WAIT_MS)
         usleep(100000);
-    check(conns == before, "long: the server holds %llu connections, %llu before the blackhole "
-          "(the dead ones must be freed)", (unsigned long long)conns, (unsigned long long)before);
+    check(conns == before,
+          "long: the server holds %llu connections, %llu before the blackhole "
+          "(the dead ones must be freed)",
+          (unsigned long long)conns, (unsigned long long)before);
     rkv_close(b);
 }
 
@@ -341,8 +349,8 @@ static int run_healthy(const char *uri)
         uint64_t t_op = rkv_now_ns();
         snprintf(val, sizeof val, "h%u", i);
         if (rkv_put(c, "healthy", 7, val, strlen(val), NULL, NULL) != RKV_OK ||
-            rkv_get(c, "healthy", 7, got, sizeof got, &n, NULL) != RKV_OK ||
-            n != strlen(val) || memcmp(got, val, n) != 0) {
+            rkv_get(c, "healthy", 7, got, sizeof got, &n, NULL) != RKV_OK || n != strlen(val) ||
+            memcmp(got, val, n) != 0) {
             if (errors++ < 5)
                 printf("FAIL healthy: op %u: %s\n", i, rkv_last_error(c));
             continue;
@@ -355,8 +363,9 @@ static int run_healthy(const char *uri)
     }
     rkv_close(c);
     printf("netfault healthy: %llu put+get pairs, %llu while the client's link was blackholed "
-           "(the slowest %llu ms), %llu errors\n", (unsigned long long)ops,
-           (unsigned long long)during, (unsigned long long)worst, (unsigned long long)errors);
+           "(the slowest %llu ms), %llu errors\n",
+           (unsigned long long)ops, (unsigned long long)during, (unsigned long long)worst,
+           (unsigned long long)errors);
     return errors == 0 && during > 0 ? 0 : 1;
 }
 
@@ -364,8 +373,10 @@ int main(int argc, char **argv)
 {
     if (argc != 3 || (strcmp(argv[1], "client") != 0 && strcmp(argv[1], "healthy") != 0) ||
         getenv("RXE_SHARED") == NULL || getenv("RXE_LIB") == NULL) {
-        fprintf(stderr, "usage: %s client|healthy URI (inside scripts/rxe-vm/run.sh --pair: "
-                "RXE_SHARED and RXE_LIB must be set)\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s client|healthy URI (inside scripts/rxe-vm/run.sh --pair: "
+                "RXE_SHARED and RXE_LIB must be set)\n",
+                argv[0]);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);

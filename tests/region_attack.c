@@ -101,6 +101,6 @@ unsigned region_write_attempts(int fd, size_t size, void *view)
         close(rw);
     }
     if (chmodded)
-        (void)fchmod(fd, 0);   /* leave the mode as the server set it */
+        (void)fchmod(fd, 0); /* leave the mode as the server set it */
     return n;
 }

@@ -36,8 +36,7 @@ rkv_client *connect_retry(const char *uri, const struct rkv_options *o, unsigned
     return c;
 }
 
-int server_start(struct server_proc *sp, const char *binary, const char *uri,
-                 const char *const *extra)
+int server_start(struct server_proc *sp, const char *binary, const char *uri, const char *const *extra)
 {
     const char *argv[64];
     unsigned n = 0;
@@ -62,7 +61,7 @@ int server_start(struct server_proc *sp, const char *binary, const char *uri,
          * the test's whole timeout and reports TIMEOUT instead of the
          * failure. SIGKILL when the test exits survives the exec. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != test)
-            _exit(127);                  /* the test is already gone */
+            _exit(127); /* the test is already gone */
         execv(binary, (char *const *)argv);
         fprintf(stderr, "exec %s: %s\n", binary, strerror(errno));
         _exit(127);
@@ -88,8 +87,8 @@ int server_start(struct server_proc *sp, const char *binary, const char *uri,
     return -1;
 }
 
-int server_start_tcp(struct server_proc *sp, const char *binary, unsigned uri_n,
-                     const char *host, unsigned *port, const char *const *extra)
+int server_start_tcp(struct server_proc *sp, const char *binary, unsigned uri_n, const char *host,
+                     unsigned *port, const char *const *extra)
 {
     char uri[256], tcp[300];
     const char *args[48];
@@ -154,7 +153,7 @@ int server_stop(struct server_proc *sp)
     if (sp->pid <= 0)
         return -1;
     kill(sp->pid, SIGTERM);
-    for (int i = 0; i < 3000; i++) {   /* a safety net for a stuck server, not a latency claim */
+    for (int i = 0; i < 3000; i++) { /* a safety net for a stuck server, not a latency claim */
         if (waitpid(sp->pid, &status, WNOHANG) == sp->pid) {
             sp->pid = 0;
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -216,7 +215,7 @@ int server_pause(struct server_proc *sp)
 {
     if (sp->pid <= 0 || kill(sp->pid, SIGSTOP) != 0)
         return -1;
-    for (int i = 0; i < 30000; i++) {   /* a safety net, not a latency claim */
+    for (int i = 0; i < 30000; i++) { /* a safety net, not a latency claim */
         if (all_threads_stopped(sp->pid))
             return 0;
         usleep(1000);

@@ -30,8 +30,8 @@ int server_start(struct server_proc *sp, const char *binary, const char *uri,
  * (NULL = 127.0.0.1) at a port drawn from the pid and uri_n: a port taken by
  * someone else makes the server exit, and the next one is tried. *port is
  * the one it listens on. Returns 0 when the server answers. */
-int server_start_tcp(struct server_proc *sp, const char *binary, unsigned uri_n,
-                     const char *host, unsigned *port, const char *const *extra_args);
+int server_start_tcp(struct server_proc *sp, const char *binary, unsigned uri_n, const char *host,
+                     unsigned *port, const char *const *extra_args);
 
 /* Several servers, each with a tcp door (server_start_tcp, one worker), and
  * a fresh directory for the test's own files (configs, a client script):
@@ -40,9 +40,9 @@ int server_start_tcp(struct server_proc *sp, const char *binary, unsigned uri_n,
 #define SERVER_GROUP_MAX 4
 struct server_group {
     struct server_proc sp[SERVER_GROUP_MAX];
-    unsigned port[SERVER_GROUP_MAX];   /* their tcp doors */
-    unsigned n;                        /* servers asked for */
-    char dir[64];                      /* /tmp/rkv-NAME-XXXXXX, or "" */
+    unsigned port[SERVER_GROUP_MAX]; /* their tcp doors */
+    unsigned n;                      /* servers asked for */
+    char dir[64];                    /* /tmp/rkv-NAME-XXXXXX, or "" */
 };
 
 /* n servers at uri_n uri_base, uri_base + 1, ... and the directory named

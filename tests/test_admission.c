@@ -32,11 +32,11 @@
 #include "transport.h"
 #include "util.h"
 
-#define SECRET   "s3cret"
-#define SAFETY_MS 30000     /* bound on every wait; never the expected time */
+#define SECRET    "s3cret"
+#define SAFETY_MS 30000 /* bound on every wait; never the expected time */
 
 static const char *server_bin;
-static struct server_proc sp;   /* each test's server; killed by teardown if a test fails */
+static struct server_proc sp; /* each test's server; killed by teardown if a test fails */
 
 /* A peer that did the transport handshake and then says nothing. */
 struct silent {
@@ -98,9 +98,18 @@ static int kill_server(void **state)
 
 static void start(struct server_proc *p, unsigned n, const char *hello_ms, const char *max_conns)
 {
-    const char *const extra[] = { "--memory", "16M", "--event-mode", "--auth-secret", SECRET,
-                                  "--max-conns", max_conns, "--max-unauth-conns", "2",
-                                  "--hello-timeout-ms", hello_ms, NULL };
+    const char *const extra[] = { "--memory",
+                                  "16M",
+                                  "--event-mode",
+                                  "--auth-secret",
+                                  SECRET,
+                                  "--max-conns",
+                                  max_conns,
+                                  "--max-unauth-conns",
+                                  "2",
+                                  "--hello-timeout-ms",
+                                  hello_ms,
+                                  NULL };
     char uri[256];
     test_uri(uri, sizeof uri, n);
     assert_int_equal(server_start(p, server_bin, uri, extra), 0);
@@ -146,9 +155,9 @@ static void test_client_gets_in_past_silent_peers(void **state)
         assert_true(silent_hung_up(&s[i]));
     struct rkv_options o = { .auth_secret = SECRET };
     rkv_client *c = NULL;
-    assert_int_equal(rkv_connect(sp.uri, &o, &c), RKV_OK);   /* one attempt, no retry */
+    assert_int_equal(rkv_connect(sp.uri, &o, &c), RKV_OK); /* one attempt, no retry */
     assert_int_equal(rkv_put(c, "k", 1, "v", 1, NULL, NULL), RKV_OK);
-    assert_true(silent_hung_up(&s[3]));                         /* crowded out by c */
+    assert_true(silent_hung_up(&s[3])); /* crowded out by c */
     assert_int_equal(stat_of(c, "unauthenticated_dropped"), 4);
     for (unsigned i = 0; i < 5; i++)
         silent_close(&s[i]);
@@ -172,7 +181,7 @@ static void test_over_max_conns_is_busy_and_counted(void **state)
     assert_non_null(strstr(rkv_last_error(NULL), "retry"));
     assert_int_equal(stat_of(c[0], "rejected_connections"), 1);
     rkv_close(c[2]);
-    extra = good_client(sp.uri);                /* its place is free again */
+    extra = good_client(sp.uri); /* its place is free again */
     assert_non_null(extra);
     rkv_close(extra);
     rkv_close(c[0]);
@@ -200,7 +209,7 @@ static void test_lone_silent_socket_dropped(void **state)
     struct pollfd pfd = { .fd = s, .events = POLLIN };
     assert_int_equal(poll(&pfd, 1, SAFETY_MS), 1);
     char b;
-    assert_true(recv(s, &b, 1, MSG_DONTWAIT) <= 0);   /* EOF or reset: closed */
+    assert_true(recv(s, &b, 1, MSG_DONTWAIT) <= 0); /* EOF or reset: closed */
     close(s);
     assert_int_equal(server_stop(&sp), 0);
 }
@@ -219,8 +228,9 @@ static void test_wrong_secret_hello_hints_ignored(void **state)
     uint64_t before = stat_of(c, "hints_received");
     silent_open(sp.uri, &s);
     rkv_hint hints[8] = { 0 };
-    struct rkv_req h = { .opcode = RKV_OP_HELLO, .key_len = 5, .req_id = 1,
-                         .arg = RKV_PROTO_VERSION, .hint_count = 8 };
+    struct rkv_req h = {
+        .opcode = RKV_OP_HELLO, .key_len = 5, .req_id = 1, .arg = RKV_PROTO_VERSION, .hint_count = 8
+    };
     uint32_t len = (uint32_t)rkv_req_build(buf, &h, "wrong", NULL, 0, hints, 8);
     memcpy(s.ops->send_buf(s.t, 0), buf, len);
     assert_int_equal(s.ops->send(s.t, &len, 1), RKV_OK);

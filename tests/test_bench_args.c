@@ -3,11 +3,11 @@
  * accepted range) and exit status, YCSB presets and their overrides; and its
  * option table: every row named once, with help, listed by --help, its value
  * checked, its default the parser's. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +22,7 @@
 struct parse {
     enum bench_args_result r;
     struct bench_config cfg;
-    char *out, *err;   /* what went to stdout / stderr */
+    char *out, *err; /* what went to stdout / stderr */
 };
 
 /* argv[0] is "rkv-bench"; argv[argc] is NULL. */
@@ -67,13 +67,14 @@ static void parse_free(struct parse *p)
 }
 
 /* A bad command line: exit status 2 and a message containing `needle`. */
-#define EXPECT_USAGE(needle, ...) do {                                      \
-        struct parse *p_ = parse_argv(__VA_ARGS__, NULL);                   \
-        assert_int_equal(p_->r, BENCH_ARGS_USAGE);                          \
-        if (strstr(p_->err, needle) == NULL)                                \
-            fail_msg("message '%s' lacks '%s'", p_->err, needle);           \
-        assert_non_null(strstr(p_->err, "rkv-bench: "));                    \
-        parse_free(p_);                                                     \
+#define EXPECT_USAGE(needle, ...)                                 \
+    do {                                                          \
+        struct parse *p_ = parse_argv(__VA_ARGS__, NULL);         \
+        assert_int_equal(p_->r, BENCH_ARGS_USAGE);                \
+        if (strstr(p_->err, needle) == NULL)                      \
+            fail_msg("message '%s' lacks '%s'", p_->err, needle); \
+        assert_non_null(strstr(p_->err, "rkv-bench: "));          \
+        parse_free(p_);                                           \
     } while (0)
 
 static void defaults(void **state)
@@ -127,7 +128,8 @@ static void cache_workload(void **state)
     assert_true(p->cfg.duration_s == 3);
     assert_true(p->cfg.fill_on_miss);
     parse_free(p);
-    p = parse_argv("--protocol", "memcache", "-s", "tcp://h:1", "--trace", "t.csv", "--no-preload", NULL);
+    p = parse_argv("--protocol", "memcache", "-s", "tcp://h:1", "--trace", "t.csv", "--no-preload",
+                   NULL);
     assert_int_equal(p->r, BENCH_ARGS_RUN);
     parse_free(p);
     EXPECT_USAGE("drop --rate", "-s", "shm:///x", "--trace", "t.csv", "--rate", "100");
@@ -135,7 +137,8 @@ static void cache_workload(void **state)
     EXPECT_USAGE("drop --verify", "-s", "shm:///x", "--trace", "t.csv", "--verify");
     EXPECT_USAGE("drop --preload", "-s", "shm:///x", "--preload", "--trace", "t.csv");
     EXPECT_USAGE("drop --keys, --key-size", "-s", "shm:///x", "--trace", "t.csv", "--keys", "10");
-    EXPECT_USAGE("drop --keys, --key-size", "-s", "shm:///x", "--value-size", "9", "--trace", "t.csv");
+    EXPECT_USAGE("drop --keys, --key-size", "-s", "shm:///x", "--value-size", "9", "--trace",
+                 "t.csv");
     EXPECT_USAGE("drop --keys, --key-size", "-s", "shm:///x", "--trace", "t.csv", "--dist", "zipf");
     EXPECT_USAGE("drop --processes", "-s", "shm:///x", "--trace", "t.csv", "-P", "2");
     EXPECT_USAGE("--trace: '' is not", "-s", "shm:///x", "--trace", "");
@@ -145,11 +148,12 @@ static void every_flag(void **state)
 {
     (void)state;
     struct parse *p = parse_argv("-s", "shm:///a", "--server=rdma://10.0.0.1:7000,shm:///c",
-        "--threads", "8", "--window=16", "--duration", "2.5s", "--requests", "1000",
-        "--keys", "5000", "--key-size", "8-32", "--value-size", "1K-4K", "--get-ratio", "0.75",
-        "--delete-ratio", "0.05", "--dist", "zipf:0.8", "--warmup", "500ms", "--no-preload",
-        "--verify", "--json", "-", "--seed", "99", "--auth", "s3cret", "--timeout", "250",
-        "--location-cache", "off", "-q", NULL);
+                                 "--threads", "8", "--window=16", "--duration", "2.5s",
+                                 "--requests", "1000", "--keys", "5000", "--key-size", "8-32",
+                                 "--value-size", "1K-4K", "--get-ratio", "0.75", "--delete-ratio",
+                                 "0.05", "--dist", "zipf:0.8", "--warmup", "500ms", "--no-preload",
+                                 "--verify", "--json", "-", "--seed", "99", "--auth", "s3cret",
+                                 "--timeout", "250", "--location-cache", "off", "-q", NULL);
     assert_int_equal(p->r, BENCH_ARGS_RUN);
     const struct bench_config *c = &p->cfg;
     assert_string_equal(c->servers, "shm:///a,rdma://10.0.0.1:7000,shm:///c");
@@ -249,7 +253,8 @@ static void bad_values(void **state)
     EXPECT_USAGE("--warmup: 'x'", S, "--warmup", "x");
     EXPECT_USAGE("--requests: '0'", S, "--requests", "0");
     EXPECT_USAGE("--keys: '0' is not a whole number in 1..", S, "--keys", "0");
-    EXPECT_USAGE("--key-size: '1' is not N or MIN-MAX with 2 <= MIN <= MAX <= 250", S, "--key-size", "1");
+    EXPECT_USAGE("--key-size: '1' is not N or MIN-MAX with 2 <= MIN <= MAX <= 250", S, "--key-size",
+                 "1");
     EXPECT_USAGE("--key-size: '251'", S, "--key-size", "251");
     EXPECT_USAGE("--key-size: '40-20'", S, "--key-size", "40-20");
     EXPECT_USAGE("--key-size: '-20'", S, "--key-size", "-20");
@@ -273,15 +278,18 @@ static void bad_values(void **state)
     EXPECT_USAGE("'tcp://h' is not tcp://HOST:PORT", "-s", "tcp://h", "--protocol", "memcache");
     EXPECT_USAGE("add --protocol memcache", "-s", "tcp://h:1");
     EXPECT_USAGE("give one -s tcp://HOST:PORT", S, "--protocol", "memcache");
-    EXPECT_USAGE("give one -s tcp://HOST:PORT", "-s", "tcp://h:1,tcp://h:2", "--protocol", "memcache");
+    EXPECT_USAGE("give one -s tcp://HOST:PORT", "-s", "tcp://h:1,tcp://h:2", "--protocol",
+                 "memcache");
     EXPECT_USAGE("--protocol: 'redis' is not rkv or memcache", S, "--protocol", "redis");
     EXPECT_USAGE("--connections sets the TCP connections", S, "--connections", "2");
-    EXPECT_USAGE("--connections: '0'", "-s", "tcp://h:1", "--protocol", "memcache", "--connections", "0");
-    EXPECT_USAGE("at most --window 4", "-s", "tcp://h:1", "--protocol", "memcache", "--threads", "2",
-                 "--window", "4", "--connections", "10");
+    EXPECT_USAGE("--connections: '0'", "-s", "tcp://h:1", "--protocol", "memcache", "--connections",
+                 "0");
+    EXPECT_USAGE("at most --window 4", "-s", "tcp://h:1", "--protocol", "memcache", "--threads",
+                 "2", "--window", "4", "--connections", "10");
     EXPECT_USAGE("same number", "-s", "tcp://h:1", "--protocol", "memcache", "--threads", "2",
                  "--connections", "3");
-    EXPECT_USAGE("--auth: memcached clients", "-s", "tcp://h:1", "--protocol", "memcache", "--auth", "x");
+    EXPECT_USAGE("--auth: memcached clients", "-s", "tcp://h:1", "--protocol", "memcache", "--auth",
+                 "x");
     EXPECT_USAGE("unknown option '--bogus'", S, "--bogus");
     EXPECT_USAGE("unknown option '-x'", S, "-x");
     EXPECT_USAGE("unexpected argument 'extra'", S, "extra");
@@ -325,7 +333,8 @@ static void workloads(void **state)
     parse_free(p);
 
     /* explicit flags win whatever their order */
-    p = parse_argv("-s", "shm:///a", "--get-ratio", "0.7", "--dist", "uniform", "--workload", "B", NULL);
+    p = parse_argv("-s", "shm:///a", "--get-ratio", "0.7", "--dist", "uniform", "--workload", "B",
+                   NULL);
     assert_int_equal(p->r, BENCH_ARGS_RUN);
     assert_true(p->cfg.get_ratio == 0.7);
     assert_int_equal(p->cfg.dist, BENCH_DIST_UNIFORM);
@@ -341,9 +350,9 @@ static void workloads(void **state)
 static void open_loop_and_outputs(void **state)
 {
     (void)state;
-    struct parse *p = parse_argv("-s", "shm:///x", "--rate", "2500.5", "--arrival", "poisson",
-                                 "-P", "3", "--hist-file", "h", "--timeseries", "t.csv",
-                                 "--html", "r.html", NULL);
+    struct parse *p = parse_argv("-s", "shm:///x", "--rate", "2500.5", "--arrival", "poisson", "-P",
+                                 "3", "--hist-file", "h", "--timeseries", "t.csv", "--html",
+                                 "r.html", NULL);
     assert_int_equal(p->r, BENCH_ARGS_RUN);
     assert_true(p->cfg.rate == 2500.5);
     assert_int_equal(p->cfg.arrival, BENCH_ARRIVAL_POISSON);
@@ -373,8 +382,10 @@ static void open_loop_and_outputs(void **state)
     p = parse_argv("-s", "shm:///x", "--clock", "auto", "--rate", "10", NULL);
     assert_int_equal(p->r, BENCH_ARGS_RUN);
     parse_free(p);
-    EXPECT_USAGE("--clock: 'rdtsc' is not auto, tsc or monotonic", "-s", "shm:///x", "--clock", "rdtsc");
-    EXPECT_USAGE("--clock tsc times closed-loop ops", "-s", "shm:///x", "--clock", "tsc", "--rate", "10");
+    EXPECT_USAGE("--clock: 'rdtsc' is not auto, tsc or monotonic", "-s", "shm:///x", "--clock",
+                 "rdtsc");
+    EXPECT_USAGE("--clock tsc times closed-loop ops", "-s", "shm:///x", "--clock", "tsc", "--rate",
+                 "10");
 
     p = parse_argv("--compare", "a.json", "b.json", "--html", "o.html", "c.json", NULL);
     assert_int_equal(p->r, BENCH_ARGS_RUN);
@@ -383,7 +394,8 @@ static void open_loop_and_outputs(void **state)
     assert_string_equal(p->cfg.compare[2], "c.json");
     parse_free(p);
 
-    EXPECT_USAGE("--rate: '0' is not a number of operations per second", "-s", "shm:///x", "--rate", "0");
+    EXPECT_USAGE("--rate: '0' is not a number of operations per second", "-s", "shm:///x", "--rate",
+                 "0");
     EXPECT_USAGE("--rate: 'fast'", "-s", "shm:///x", "--rate", "fast");
     EXPECT_USAGE("--arrival: 'bursty' is not constant or poisson", "-s", "shm:///x", "--rate", "1",
                  "--arrival", "bursty");
@@ -392,7 +404,8 @@ static void open_loop_and_outputs(void **state)
     EXPECT_USAGE("keep the product at most 1024", "-s", "shm:///x", "-P", "64", "-t", "17");
     EXPECT_USAGE("--compare needs the JSON reports", "--compare", "--html", "x.html");
     EXPECT_USAGE("add --html FILE", "--compare", "a.json");
-    EXPECT_USAGE("--compare runs no benchmark", "--compare", "a.json", "--html", "x", "-s", "shm:///x");
+    EXPECT_USAGE("--compare runs no benchmark", "--compare", "a.json", "--html", "x", "-s",
+                 "shm:///x");
     EXPECT_USAGE("unexpected argument 'a.json'", "-s", "shm:///x", "a.json");
 }
 
@@ -421,7 +434,7 @@ static void table_rows(void **state)
                 fail_msg("-%c is both --%s and --%s", o->short_name, bench_options[j].name, o->name);
         }
     }
-    assert_non_null(bench_options[0].section);   /* --help starts with a section */
+    assert_non_null(bench_options[0].section); /* --help starts with a section */
 }
 
 /* --help lists every row: its names, the first words of its help, and no
@@ -446,7 +459,7 @@ static void help_lists_every_option(void **state)
             fail_msg("--help does not list '%s' (or the row has no help)", want);
             continue;
         }
-        size_t n = strcspn(o->help, "{\n");   /* the help's first words, before any placeholder */
+        size_t n = strcspn(o->help, "{\n"); /* the help's first words, before any placeholder */
         n = n < 60 ? n : 60;
         memcpy(want, o->help, n);
         want[n] = '\0';
@@ -491,8 +504,8 @@ static void every_value_checked(void **state)
 static void defaults_from_table(void **state)
 {
     (void)state;
-    char *base[] = { (char *)"rkv-bench", (char *)"-s", (char *)"shm:///a", (char *)"--rate",
-                     (char *)"1", NULL };
+    char *base[] = { (char *)"rkv-bench", (char *)"-s", (char *)"shm:///a",
+                     (char *)"--rate",    (char *)"1",  NULL };
     struct parse *bare = parse_vec(5, base);
     assert_int_equal(bare->r, BENCH_ARGS_RUN);
     for (size_t i = 0; i < bench_option_count; i++) {

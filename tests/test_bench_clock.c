@@ -45,8 +45,8 @@ static void monotonic_where_the_kernel_does_not_use_the_tsc(void **state)
     assert_int_equal(bench_clock_init(&c, BENCH_CLOCK_AUTO, path, err, sizeof err), 0);
     assert_false(c.tsc);
     assert_string_equal(bench_clock_describe(&c, name, sizeof name), "monotonic");
-    assert_int_equal(bench_clock_ns(&c, 1000, 4500), 3500);   /* ticks are ns */
-    assert_int_equal(bench_clock_ns(&c, 4500, 1000), 0);      /* never negative */
+    assert_int_equal(bench_clock_ns(&c, 1000, 4500), 3500); /* ticks are ns */
+    assert_int_equal(bench_clock_ns(&c, 4500, 1000), 0);    /* never negative */
 
     /* asked for explicitly: refused, saying what the kernel uses and what to do */
     assert_int_equal(bench_clock_init(&c, BENCH_CLOCK_TSC, path, err, sizeof err), -1);
@@ -73,8 +73,8 @@ static void conversion_arithmetic(void **state)
     (void)state;
     struct bench_clock c = { .tsc = true };
 
-    c.ns_per_tick = bench_clock_rate(2300, 1000);          /* 2.3 GHz */
-    assert_int_equal(bench_clock_ns(&c, 0, 2300), 999);    /* 32.32 truncates: within 1 ns */
+    c.ns_per_tick = bench_clock_rate(2300, 1000);       /* 2.3 GHz */
+    assert_int_equal(bench_clock_ns(&c, 0, 2300), 999); /* 32.32 truncates: within 1 ns */
     uint64_t hour = bench_clock_ns(&c, 5, 5 + 2300ull * 1000000000ull * 3600 / 1000);
     assert_true(hour > 3600ull * 1000000000ull - 1000 && hour <= 3600ull * 1000000000ull);
     /* a rate below 1 ns per tick and one above it over 2^40 ticks (the
@@ -84,7 +84,7 @@ static void conversion_arithmetic(void **state)
     c.ns_per_tick = bench_clock_rate(1000, 2000);
     assert_int_equal(bench_clock_ns(&c, 0, UINT64_C(1) << 40), UINT64_C(1) << 41);
     assert_int_equal(bench_clock_ns(&c, 10, 9), 0);
-    assert_int_equal(bench_clock_rate(0, 5), 0);           /* no ticks: no rate */
+    assert_int_equal(bench_clock_rate(0, 5), 0); /* no ticks: no rate */
 }
 
 /* One (ns, tsc) pair as the calibration takes it: the tightest bracket. */
@@ -109,7 +109,7 @@ static void tsc_agrees_with_clock_monotonic(void **state)
 
     assert_int_equal(bench_clock_init(&c, BENCH_CLOCK_AUTO, NULL, err, sizeof err), 0);
     if (!c.tsc)
-        skip();   /* the kernel's clocksource here is not the TSC */
+        skip(); /* the kernel's clocksource here is not the TSC */
     assert_non_null(strstr(bench_clock_describe(&c, name, sizeof name), "tsc "));
     assert_true(c.mhz > 1.0);
 

@@ -31,15 +31,15 @@
  * --processes: a closed-loop run with --requests over 3 processes does
  * exactly that many operations, and its merged distribution holds them all.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,15 +54,15 @@
 #include "server_proc.h"
 #include "util.h"
 
-#define RATE        2000.0          /* ops/s */
-#define PAUSE_NS    200000000ull    /* 200 ms */
-#define SAFETY_MS   60000           /* bound on every wait: a hang fails, never blocks forever */
+#define RATE      2000.0       /* ops/s */
+#define PAUSE_NS  200000000ull /* 200 ms */
+#define SAFETY_MS 60000        /* bound on every wait: a hang fails, never blocks forever */
 
 static const char *server_bin, *bench_bin;
 
 struct bench_proc {
     pid_t pid;
-    int err_fd;        /* its stderr */
+    int err_fd; /* its stderr */
     char buf[8192];
     size_t len;
 };
@@ -113,7 +113,7 @@ static bool wait_progress_line(struct bench_proc *b)
             return false;
         b->len += (size_t)r;
         if (b->len >= sizeof b->buf - 1)
-            b->len = 0;   /* a line longer than the buffer: drop it */
+            b->len = 0; /* a line longer than the buffer: drop it */
     }
 }
 
@@ -162,7 +162,8 @@ static void sleep_at_least(uint64_t ns)
 {
     uint64_t end = rkv_now_ns() + ns;
     for (uint64_t now; (now = rkv_now_ns()) < end;) {
-        struct timespec ts = { (time_t)((end - now) / 1000000000ull), (long)((end - now) % 1000000000ull) };
+        struct timespec ts = { (time_t)((end - now) / 1000000000ull),
+                               (long)((end - now) % 1000000000ull) };
         nanosleep(&ts, NULL);
     }
 }
@@ -177,9 +178,11 @@ static void stopped_server_shows_in_the_tail(void **state)
     const char *extra[] = { "--memory", "64M", NULL };
     assert_int_equal(server_start(&sp, server_bin, uri, extra), 0);
 
-    const char *argv[] = { bench_bin, "-s", uri, "--rate", "2000", "--get-ratio", "0",
-                           "--no-preload", "--keys", "1000", "--duration", "60",
-                           "--timeout", "60000", "--json", json, NULL };
+    const char *argv[] = { bench_bin,   "-s",          uri,          "--rate",
+                           "2000",      "--get-ratio", "0",          "--no-preload",
+                           "--keys",    "1000",        "--duration", "60",
+                           "--timeout", "60000",       "--json",     json,
+                           NULL };
     struct bench_proc b;
     spawn_bench(&b, argv);
     /* Measuring (the first progress line comes a second into it). */
@@ -188,14 +191,14 @@ static void stopped_server_shows_in_the_tail(void **state)
     uint64_t asked = rkv_now_ns();
     assert_int_equal(server_pause(&sp), 0);
     uint64_t t0 = rkv_now_ns();
-    sleep_at_least(PAUSE_NS + 1000000);   /* + 1 ms: two gaps at 2000/s */
+    sleep_at_least(PAUSE_NS + 1000000); /* + 1 ms: two gaps at 2000/s */
     uint64_t pause = rkv_now_ns() - t0;
     assert_int_equal(server_resume(&sp), 0);
     uint64_t resumed = rkv_now_ns();
     fprintf(stderr, "  server stopped %.3f ms after SIGSTOP, then for %.1f ms\n",
             (t0 - asked) / 1e6, pause / 1e6);
 
-    assert_true(wait_progress_line(&b));   /* still running after the pause */
+    assert_true(wait_progress_line(&b)); /* still running after the pause */
     uint64_t interrupted = rkv_now_ns();
     assert_int_equal(kill(b.pid, SIGINT), 0);
     assert_int_equal(finish_bench(&b), 0);
@@ -219,8 +222,10 @@ static void stopped_server_shows_in_the_tail(void **state)
     double missed = json_number_of(ol, "missed", -1);
     assert_true(missed >= 0);
     if ((double)(interrupted - resumed) * RATE / 1e9 < missed + 2) {
-        fprintf(stderr, "  rkv-bench left %.0f operations unsent, back to the pause: no bounds "
-                "are implied\n", missed);
+        fprintf(stderr,
+                "  rkv-bench left %.0f operations unsent, back to the pause: no bounds "
+                "are implied\n",
+                missed);
         goto out;
     }
 
@@ -238,9 +243,11 @@ static void stopped_server_shows_in_the_tail(void **state)
     assert_true(boundary >= PAUSE_NS / 2 && boundary < pause);
     uint64_t want = (uint64_t)((double)(pause - boundary) * RATE / 1e9) - 1;
     double max_us = json_number_of(put, "max_us", 0), p99_us = json_number_of(put, "p99_us", 0);
-    fprintf(stderr, "  %llu of %llu PUTs took >= %.3f ms (at least %llu must); p99 %.1f ms, "
-            "max %.1f ms\n", (unsigned long long)slow, (unsigned long long)h->count,
-            boundary / 1e6, (unsigned long long)want, p99_us / 1000, max_us / 1000);
+    fprintf(stderr,
+            "  %llu of %llu PUTs took >= %.3f ms (at least %llu must); p99 %.1f ms, "
+            "max %.1f ms\n",
+            (unsigned long long)slow, (unsigned long long)h->count, boundary / 1e6,
+            (unsigned long long)want, p99_us / 1000, max_us / 1000);
     assert_true(slow >= want);
     /* The worst: the pause (P' >= P + 1 ms) less under one gap (0.5 ms). */
     assert_true(max_us * 1000 >= PAUSE_NS);
@@ -263,9 +270,9 @@ static void processes_merge_exactly(void **state)
     snprintf(json, sizeof json, "/tmp/rkv-test-%d-procs.json", (int)getpid());
     const char *extra[] = { "--memory", "64M", NULL };
     assert_int_equal(server_start(&sp, server_bin, uri, extra), 0);
-    const char *argv[] = { bench_bin, "-s", uri, "--processes", "3", "--threads", "2",
-                           "--requests", "30001", "--keys", "2000", "--verify", "-q",
-                           "--json", json, NULL };
+    const char *argv[] = { bench_bin, "-s",         uri,     "--processes", "3",    "--threads",
+                           "2",       "--requests", "30001", "--keys",      "2000", "--verify",
+                           "-q",      "--json",     json,    NULL };
     struct bench_proc b;
     spawn_bench(&b, argv);
     assert_int_equal(finish_bench(&b), 0);
@@ -283,7 +290,8 @@ static void processes_merge_exactly(void **state)
     static const char *const kinds[] = { "get", "put", "delete", "rmw" };
     for (size_t k = 0; k < 4; k++) {
         distribution_of(report, kinds[k], h);
-        assert_int_equal(h->count, (uint64_t)json_number_of(json_member(report, kinds[k]), "ops", -1));
+        assert_int_equal(h->count,
+                         (uint64_t)json_number_of(json_member(report, kinds[k]), "ops", -1));
         hist_merge(all, h);
     }
     assert_int_equal(all->count, 30001);

@@ -2,12 +2,12 @@
  * nesting, and the --json report parsed back by a strict JSON parser (every
  * documented field present, numbers well-formed, values the ones put in),
  * plus the text report's content. */
+#include <ctype.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <ctype.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +25,8 @@
 
 struct flat {
     char path[MAX_ENTRIES][96];
-    char value[MAX_ENTRIES][128];   /* raw text; strings decoded, without quotes */
-    char kind[MAX_ENTRIES];         /* 'n'umber 's'tring 'b'ool 'z' null 'o'bject 'a'rray */
+    char value[MAX_ENTRIES][128]; /* raw text; strings decoded, without quotes */
+    char kind[MAX_ENTRIES];       /* 'n'umber 's'tring 'b'ool 'z' null 'o'bject 'a'rray */
     int count;
 };
 
@@ -70,7 +70,7 @@ static bool parse_string(struct parser *p, char *out, size_t cap)
             return true;
         }
         if (c < 0x20)
-            return false;                      /* raw control character */
+            return false; /* raw control character */
         if (c == '\\') {
             if (p->i >= p->n)
                 return false;
@@ -90,13 +90,13 @@ static bool parse_string(struct parser *p, char *out, size_t cap)
                     if (p->i >= p->n || !isxdigit((unsigned char)p->s[p->i]))
                         return false;
                     char h = p->s[p->i++];
-                    v = v * 16 + (unsigned)(isdigit((unsigned char)h) ? h - '0' : tolower(h) - 'a' + 10);
+                    v = v * 16 +
+                        (unsigned)(isdigit((unsigned char)h) ? h - '0' : tolower(h) - 'a' + 10);
                 }
                 c = v < 0x80 ? (unsigned char)v : '?';
                 break;
             }
-            default:
-                return false;
+            default: return false;
             }
         }
         if (o + 1 >= cap)
@@ -225,7 +225,7 @@ static bool parse_json(const char *text, struct flat *f)
     if (!parse_value(&p, ""))
         return false;
     skip_ws(&p);
-    return p.i == p.n;                 /* nothing after the document */
+    return p.i == p.n; /* nothing after the document */
 }
 
 static int find(const struct flat *f, const char *path)
@@ -268,7 +268,7 @@ static void write_escapes(FILE *f, void *arg)
     json_string(&w, "quote", "a\"b\\c/d");
     json_string(&w, "ctrl", "tab\there\nnl\x01\x1f");
     json_string(&w, "utf8", "caf\xc3\xa9 \xe2\x82\xac");
-    json_string(&w, "bad", "x\xff\xc3y\xed\xa0\x80z");     /* invalid byte, cut sequence, surrogate */
+    json_string(&w, "bad", "x\xff\xc3y\xed\xa0\x80z"); /* invalid byte, cut sequence, surrogate */
     json_string_n(&w, "nul", "a\0b", 3);
     json_string(&w, "we\"ird key", "v");
     json_double(&w, "inf", (double)INFINITY);
@@ -300,7 +300,7 @@ static void json_writer_escapes(void **state)
     assert_string_equal(f->value[find(f, "quote")], "a\"b\\c/d");
     assert_string_equal(f->value[find(f, "ctrl")], "tab\there\nnl\x01\x1f");
     assert_non_null(strstr(text, "\\u0001"));
-    assert_non_null(strstr(text, "caf\xc3\xa9 \xe2\x82\xac"));   /* valid UTF-8 passes through */
+    assert_non_null(strstr(text, "caf\xc3\xa9 \xe2\x82\xac")); /* valid UTF-8 passes through */
     assert_non_null(strstr(text, "x\\ufffd\\ufffdy\\ufffd\\ufffd\\ufffdz"));
     assert_non_null(strstr(text, "a\\u0000b"));
     assert_true(find(f, "we\"ird key") >= 0);
@@ -327,13 +327,13 @@ static void json_writer_detects_misuse(void **state)
     json_init(&w, f);
     json_object_begin(&w, NULL);
     json_u64(&w, "a", 1);
-    assert_int_equal(json_finish(&w), -1);       /* object left open */
+    assert_int_equal(json_finish(&w), -1); /* object left open */
     json_init(&w, f);
     json_object_end(&w);
-    assert_int_equal(json_finish(&w), -1);       /* closed what was never opened */
+    assert_int_equal(json_finish(&w), -1); /* closed what was never opened */
     json_init(&w, f);
     json_u64(&w, "key", 1);
-    assert_int_equal(json_finish(&w), -1);       /* a key outside an object */
+    assert_int_equal(json_finish(&w), -1); /* a key outside an object */
     fclose(f);
     free(buf);
 }
@@ -345,16 +345,24 @@ static struct bench_results *sample_results(void)
     assert_non_null(r);
     bench_results_init(r);
     for (uint64_t v = 1; v <= 100; v++)
-        hist_record_n(&r->lat[BENCH_OP_GET], v * 1000, 9);   /* 1..100 us, 900 GETs */
-    hist_record_n(&r->lat[BENCH_OP_PUT], 20000, 100);         /* 100 PUTs at 20 us */
+        hist_record_n(&r->lat[BENCH_OP_GET], v * 1000, 9); /* 1..100 us, 900 GETs */
+    hist_record_n(&r->lat[BENCH_OP_PUT], 20000, 100);      /* 100 PUTs at 20 us */
     r->get_hits = 850;
     r->get_misses = 50;
     r->errors[RKV_TIMEOUT] = 2;
     r->duration_s = 2.0;
     r->counters = (struct rkv_counters){
-        .gets = 900, .puts = 100, .reads = 1800, .read_round_trips = 900, .doorbells = 500,
-        .sends = 100, .inline_sends = 75, .verify_retries = 3, .cache_hits = 450,
-        .forwards = 90, .cache_stale = 9,
+        .gets = 900,
+        .puts = 100,
+        .reads = 1800,
+        .read_round_trips = 900,
+        .doorbells = 500,
+        .sends = 100,
+        .inline_sends = 75,
+        .verify_retries = 3,
+        .cache_hits = 450,
+        .forwards = 90,
+        .cache_stale = 9,
     };
     return r;
 }
@@ -388,8 +396,10 @@ static void parse_config(struct bench_config *cfg, char **argv, int argc)
 static void json_report_fields(void **state)
 {
     (void)state;
-    char *argv[] = { "rkv-bench", "-s", "shm:///tmp/a \"q\".sock", "-s", "rdma://h:1",
-                     "--threads", "4", "--window", "8", "--dist", "zipf:0.9", NULL };
+    char *argv[] = { "rkv-bench", "-s",         "shm:///tmp/a \"q\".sock",
+                     "-s",        "rdma://h:1", "--threads",
+                     "4",         "--window",   "8",
+                     "--dist",    "zipf:0.9",   NULL };
     struct bench_config cfg;
     parse_config(&cfg, argv, 11);
     cfg.clock_name = "tsc 2300.0 MHz";
@@ -406,16 +416,60 @@ static void json_report_fields(void **state)
 
     /* every documented top-level and per-op field */
     static const char *const numbers[] = {
-        "ops", "duration_s", "ops_per_sec", "threads", "window", "key_size", "value_size",
-        "key_size_max", "value_size_max", "keys", "errors", "verify_failures", "reads_per_get",
-        "round_trips_per_get", "doorbells_per_request", "inline_share", "verify_retries",
-        "cache_hits", "cache_hits_per_get", "reconnects", "seed", "get.ops", "get.ops_per_sec",
-        "get.p50_us", "get.p90_us", "get.p99_us", "get.p999_us", "get.max_us", "get.min_us",
-        "get.mean_us", "get.hits", "get.misses", "put.ops", "put.ops_per_sec", "put.p50_us",
-        "put.p99_us", "delete.ops", "delete.misses", "rmw.ops", "rmw.conflicts",
-        "counters.reads", "counters.doorbells", "forwards", "forwards_per_get",
-        "counters.forwards", "counters.cache_stale", "mix.get", "mix.put", "errors_by_status.timeout",
-        "total.ops", "total.ops_per_sec", "total.p50_us", "total.p99_us", "total.p999_us",
+        "ops",
+        "duration_s",
+        "ops_per_sec",
+        "threads",
+        "window",
+        "key_size",
+        "value_size",
+        "key_size_max",
+        "value_size_max",
+        "keys",
+        "errors",
+        "verify_failures",
+        "reads_per_get",
+        "round_trips_per_get",
+        "doorbells_per_request",
+        "inline_share",
+        "verify_retries",
+        "cache_hits",
+        "cache_hits_per_get",
+        "reconnects",
+        "seed",
+        "get.ops",
+        "get.ops_per_sec",
+        "get.p50_us",
+        "get.p90_us",
+        "get.p99_us",
+        "get.p999_us",
+        "get.max_us",
+        "get.min_us",
+        "get.mean_us",
+        "get.hits",
+        "get.misses",
+        "put.ops",
+        "put.ops_per_sec",
+        "put.p50_us",
+        "put.p99_us",
+        "delete.ops",
+        "delete.misses",
+        "rmw.ops",
+        "rmw.conflicts",
+        "counters.reads",
+        "counters.doorbells",
+        "forwards",
+        "forwards_per_get",
+        "counters.forwards",
+        "counters.cache_stale",
+        "mix.get",
+        "mix.put",
+        "errors_by_status.timeout",
+        "total.ops",
+        "total.ops_per_sec",
+        "total.p50_us",
+        "total.p99_us",
+        "total.p999_us",
     };
     for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++)
         (void)number_at(f, numbers[i]);
@@ -478,17 +532,17 @@ static void text_report_content(void **state)
     char *text = capture(write_text_report, &a);
     assert_non_null(strstr(text, "GET"));
     assert_non_null(strstr(text, "PUT"));
-    assert_null(strstr(text, "DELETE"));      /* no deletes: no row */
+    assert_null(strstr(text, "DELETE")); /* no deletes: no row */
     assert_non_null(strstr(text, "TOTAL"));
     assert_non_null(strstr(text, "timeout 2"));
     assert_non_null(strstr(text, "verification failed 1"));
     assert_non_null(strstr(text, "2.00 READs/GET"));
     assert_non_null(strstr(text, "75.0% sends inline"));
-    assert_non_null(strstr(text, "450.0"));    /* GET ops/s */
-    assert_null(strstr(text, "timed by"));     /* no clock named: none said */
+    assert_non_null(strstr(text, "450.0")); /* GET ops/s */
+    assert_null(strstr(text, "timed by"));  /* no clock named: none said */
     assert_int_equal(bench_results_errors(r), 3);
     free(text);
-    cfg.clock_name = "tsc 2300.0 MHz";         /* what rkv-bench sets once calibrated */
+    cfg.clock_name = "tsc 2300.0 MHz"; /* what rkv-bench sets once calibrated */
     text = capture(write_text_report, &a);
     assert_non_null(strstr(text, "s measured, timed by tsc 2300.0 MHz\n"));
     free(text);
@@ -523,7 +577,7 @@ static void cache_report(void **state)
     struct bench_config cfg;
     parse_config(&cfg, argv, 6);
     assert_true(cfg.fill_on_miss);
-    struct bench_results *r = sample_results();     /* 850 hits, 50 misses */
+    struct bench_results *r = sample_results(); /* 850 hits, 50 misses */
     r->fills = 50;
     r->trace_ops[TRACE_GET] = 900;
     r->trace_ok[TRACE_GET] = 850;
@@ -534,18 +588,20 @@ static void cache_report(void **state)
     struct bench_row rows[3] = {
         { .end_s = 1, .length_s = 1, .get_hits = 350, .get_misses = 50 },
         { .end_s = 2, .length_s = 1, .get_hits = 500, .get_misses = 0 },
-        { .end_s = 2.5, .length_s = 0.5 },                 /* no GETs: no hit rate */
+        { .end_s = 2.5, .length_s = 0.5 }, /* no GETs: no hit rate */
     };
     struct bench_series series = { .rows = rows, .count = 3, .cap = 3 };
     struct series_arg a = { &cfg, r, &series };
     char *text = capture(write_text_series, &a);
-    assert_non_null(strstr(text, "trace t.csv, keys and values as the trace gives them, misses filled"));
+    assert_non_null(
+        strstr(text, "trace t.csv, keys and values as the trace gives them, misses filled"));
     assert_non_null(strstr(text, "Cache: hit rate 94.44% (850 hits / 900 GETs); 50 misses filled "
                                  "with a SET\n"));
     assert_non_null(strstr(text, "by interval (2): min 87.5%, max 100.0%; 1.0s 87.5% 2.0s 100.0%\n"));
-    assert_non_null(strstr(text, "Trace: t.csv: 1000 lines replayed; skipped: 7 (key or value too large)\n"));
+    assert_non_null(
+        strstr(text, "Trace: t.csv: 1000 lines replayed; skipped: 7 (key or value too large)\n"));
     assert_non_null(strstr(text, "get             900  ok 850, missed 50\n"));
-    assert_null(strstr(text, "delete  "));             /* no such lines: no row */
+    assert_null(strstr(text, "delete  ")); /* no such lines: no row */
     free(text);
 
     text = capture(write_json_series, &a);
@@ -608,12 +664,9 @@ static void results_merge(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(json_writer_escapes),
-        cmocka_unit_test(json_writer_detects_misuse),
-        cmocka_unit_test(json_report_fields),
-        cmocka_unit_test(text_report_content),
-        cmocka_unit_test(cache_report),
-        cmocka_unit_test(results_merge),
+        cmocka_unit_test(json_writer_escapes), cmocka_unit_test(json_writer_detects_misuse),
+        cmocka_unit_test(json_report_fields),  cmocka_unit_test(text_report_content),
+        cmocka_unit_test(cache_report),        cmocka_unit_test(results_merge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

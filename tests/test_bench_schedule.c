@@ -3,11 +3,11 @@
  * period)), a poisson one is deterministic given its seed and has the
  * exponential gaps' mean and spread within statistical bounds, and
  * bench_schedule_due_before counts the backlog a late thread has. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <math.h>
 #include <cmocka.h>
 
 #include "bench_schedule.h"
@@ -80,7 +80,7 @@ static void poisson_has_exponential_gaps(void **state)
 {
     (void)state;
     const unsigned n = 200000;
-    const double period = 1e9 / 50000.0;   /* 20 us */
+    const double period = 1e9 / 50000.0; /* 20 us */
     struct bench_schedule s;
     bench_schedule_init(&s, BENCH_ARRIVAL_POISSON, 50000, START, 0, 42);
     double sum = 0, sum2 = 0;
@@ -118,7 +118,7 @@ static void poisson_is_deterministic_per_seed(void **state)
         assert_int_equal(ta, bench_schedule_take(&b));
         differ += ta != bench_schedule_take(&c);
     }
-    assert_true(differ > 9990);   /* all but the first (both start at START) */
+    assert_true(differ > 9990); /* all but the first (both start at START) */
     assert_string_equal(bench_arrival_name(BENCH_ARRIVAL_POISSON), "poisson");
     assert_string_equal(bench_arrival_name(BENCH_ARRIVAL_CONSTANT), "constant");
 }

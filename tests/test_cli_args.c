@@ -44,8 +44,9 @@ static void free_global(struct global_run *x)
 static void global_options(void **state)
 {
     (void)state;
-    char *a1[] = { "rkv-cli", "-s", "shm:///a", "--server=rdma://h:7", "--auth", "pw",
-                   "--timeout", "300", "get", "k", NULL };
+    char *a1[] = { "rkv-cli", "-s", "shm:///a",  "--server=rdma://h:7",
+                   "--auth",  "pw", "--timeout", "300",
+                   "get",     "k",  NULL };
     struct global_run *x = run_global(10, a1);
     assert_int_equal(x->r, CLI_GLOBAL_RUN);
     assert_string_equal(x->g.servers, "shm:///a,rdma://h:7");
@@ -78,7 +79,11 @@ static void global_options(void **state)
 static void global_errors(void **state)
 {
     (void)state;
-    struct { int argc; char *argv[6]; const char *needle; } cases[] = {
+    struct {
+        int argc;
+        char *argv[6];
+        const char *needle;
+    } cases[] = {
         { 2, { "rkv-cli", "get" }, "no server given" },
         { 3, { "rkv-cli", "-s", "tcp://x" }, "'tcp://x' is a memcached address" },
         { 3, { "rkv-cli", "-s", "shm:///a,," }, "has an empty URI" },
@@ -198,10 +203,11 @@ static void bad_commands(void **state)
     char key251[252];
     memset(key251, 'k', 251);
     key251[251] = '\0';
-#define BAD(needle, ...) do {                                                   \
-        assert_false(parse_words(&c, err, sizeof err, __VA_ARGS__, NULL));      \
-        if (strstr(err, needle) == NULL)                                        \
-            fail_msg("'%s' lacks '%s'", err, needle);                           \
+#define BAD(needle, ...)                                                   \
+    do {                                                                   \
+        assert_false(parse_words(&c, err, sizeof err, __VA_ARGS__, NULL)); \
+        if (strstr(err, needle) == NULL)                                   \
+            fail_msg("'%s' lacks '%s'", err, needle);                      \
     } while (0)
     BAD("unknown command 'fetch'", "fetch", "k");
     BAD("get: missing arguments; usage: get KEY", "get");
@@ -214,8 +220,8 @@ static void bad_commands(void **state)
     BAD("put: --ttl: 'soon'", "put", "k", "v", "--ttl", "soon");
     BAD("put: --ttl: '-1'", "put", "k", "v", "--ttl", "-1");
     BAD("put: --ttl: '4294967296'", "put", "k", "v", "--ttl", "4294967296");
-    BAD("put: --ttl: '4294967295' is not a number of seconds in 0..4294967294 or 'never'",
-        "put", "k", "v", "--ttl", "4294967295");
+    BAD("put: --ttl: '4294967295' is not a number of seconds in 0..4294967294 or 'never'", "put",
+        "k", "v", "--ttl", "4294967295");
     BAD("put: --flags: 'x'", "put", "k", "v", "--flags", "x");
     BAD("put: --cas: '0' is not an item version", "put", "k", "v", "--cas", "0");
     BAD("at most one of --add, --replace and --cas", "put", "k", "v", "--add", "--replace");
@@ -262,7 +268,7 @@ static void tokenizer(void **state)
     assert_memory_equal(t.args[1].s, "a key", 5);
     assert_int_equal(t.args[2].len, 8);
     assert_memory_equal(t.args[2].s, "x\0y\n\t\\\"\xff", 8);
-    assert_string_equal(t.args[3].s, "it''s");      /* not a quote at token start */
+    assert_string_equal(t.args[3].s, "it''s"); /* not a quote at token start */
     assert_string_equal(t.args[4].s, "a'b");
     assert_int_equal(t.args[5].len, 0);
     cli_tokens_free(&t);
@@ -289,7 +295,10 @@ static void tokenizer(void **state)
 static void tokenizer_errors(void **state)
 {
     (void)state;
-    const struct { const char *line; const char *needle; } cases[] = {
+    const struct {
+        const char *line;
+        const char *needle;
+    } cases[] = {
         { "get \"abc", "unterminated \" quote starting at column 5" },
         { "get 'abc", "unterminated ' quote" },
         { "get \"a\"b", "closing quote at column 7 must be followed by a space" },
@@ -350,14 +359,10 @@ static void exit_codes_and_escaping(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(global_options),
-        cmocka_unit_test(global_errors),
-        cmocka_unit_test(good_commands),
-        cmocka_unit_test(bad_commands),
-        cmocka_unit_test(tokenizer),
-        cmocka_unit_test(tokenizer_errors),
-        cmocka_unit_test(tokenized_command),
-        cmocka_unit_test(exit_codes_and_escaping),
+        cmocka_unit_test(global_options),    cmocka_unit_test(global_errors),
+        cmocka_unit_test(good_commands),     cmocka_unit_test(bad_commands),
+        cmocka_unit_test(tokenizer),         cmocka_unit_test(tokenizer_errors),
+        cmocka_unit_test(tokenized_command), cmocka_unit_test(exit_codes_and_escaping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

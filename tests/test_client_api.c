@@ -53,7 +53,7 @@ static int setup(void **state)
 
 static int setup_default_ttl(void **state)
 {
-    static const char *const extra[] = { "--memory", "32M", "--event-mode",
+    static const char *const extra[] = { "--memory",      "32M",  "--event-mode",
                                          "--default-ttl", "1000", NULL };
     return start_with(state, extra, NULL);
 }
@@ -108,23 +108,24 @@ static void test_get_arguments(void **state)
     struct rkv_get_op ops[] = {
         { .key = NULL, .key_len = 3, .buf = buf, .buf_len = sizeof buf },
         { .key = "k", .key_len = 0, .buf = buf, .buf_len = sizeof buf },
-        { .key = "k", .key_len = 1, .buf = NULL, .buf_len = 10 },     /* used to crash */
-        { .key = "k", .key_len = 1, .buf = NULL, .buf_len = 0 },      /* asks for the size */
+        { .key = "k", .key_len = 1, .buf = NULL, .buf_len = 10 }, /* used to crash */
+        { .key = "k", .key_len = 1, .buf = NULL, .buf_len = 0 },  /* asks for the size */
         { .key = longkey, .key_len = 251, .buf = buf, .buf_len = sizeof buf },
         { .key = "absent", .key_len = 6, .buf = NULL, .buf_len = 10 },
         { .key = "k", .key_len = 1, .buf = buf, .buf_len = sizeof buf },
     };
-    static const rkv_status want[] = { RKV_INVALID, RKV_INVALID, RKV_INVALID,
-                                       RKV_BUFFER_TOO_SMALL, RKV_TOO_LARGE, RKV_INVALID, RKV_OK };
+    static const rkv_status want[] = { RKV_INVALID,   RKV_INVALID,
+                                       RKV_INVALID,   RKV_BUFFER_TOO_SMALL,
+                                       RKV_TOO_LARGE, RKV_INVALID,
+                                       RKV_OK };
     enum { N = sizeof ops / sizeof ops[0] };
     for (unsigned i = 0; i < N; i++) {
-        rkv_status st = rkv_get(c, ops[i].key, ops[i].key_len, ops[i].buf, ops[i].buf_len, &n,
-                                NULL);
+        rkv_status st = rkv_get(c, ops[i].key, ops[i].key_len, ops[i].buf, ops[i].buf_len, &n, NULL);
         assert_int_equal(st, want[i]);
     }
     assert_int_equal(rkv_get(c, "k", 1, NULL, 10, &n, NULL), RKV_INVALID);
     assert_string_equal(rkv_last_error(c), "get: the buffer is NULL but its length is 10; "
-                        "pass a buffer or length 0");
+                                           "pass a buffer or length 0");
     assert_int_equal(rkv_mget(c, ops, N), RKV_OK);
     for (unsigned i = 0; i < N; i++)
         assert_int_equal(ops[i].status, want[i]);
@@ -152,16 +153,16 @@ static void test_write_arguments(void **state)
         { .key = NULL, .key_len = 2, .value = "v", .value_len = 1 },
         { .key = "w1", .key_len = 0, .value = "v", .value_len = 1 },
         { .key = "w2", .key_len = 2, .value = NULL, .value_len = 5 },
-        { .key = "w3", .key_len = 2, .value = NULL, .value_len = 0 },   /* empty value: fine */
+        { .key = "w3", .key_len = 2, .value = NULL, .value_len = 0 }, /* empty value: fine */
         { .key = longkey, .key_len = 251, .value = "v", .value_len = 1 },
         { .key = "w5", .key_len = 2, .value = big, .value_len = max + 1 },
         { .key = "w6", .key_len = 2, .value = "v", .value_len = 1, .opts = &mode4 },
         { .key = "w7", .key_len = 2, .value = "v", .value_len = 1, .opts = &mode_neg },
-        { .key = "w8", .key_len = 2, .value = big, .value_len = max },  /* the largest: fine */
+        { .key = "w8", .key_len = 2, .value = big, .value_len = max }, /* the largest: fine */
     };
-    static const rkv_status want[] = { RKV_INVALID, RKV_INVALID, RKV_INVALID, RKV_OK,
-                                       RKV_TOO_LARGE, RKV_TOO_LARGE, RKV_INVALID, RKV_INVALID,
-                                       RKV_OK };
+    static const rkv_status want[] = { RKV_INVALID, RKV_INVALID,   RKV_INVALID,
+                                       RKV_OK,      RKV_TOO_LARGE, RKV_TOO_LARGE,
+                                       RKV_INVALID, RKV_INVALID,   RKV_OK };
     enum { N = sizeof ops / sizeof ops[0] };
     for (unsigned i = 0; i < N; i++) {
         rkv_status st = rkv_put(c, ops[i].key, ops[i].key_len, ops[i].value, ops[i].value_len,
@@ -182,7 +183,7 @@ static void test_write_arguments(void **state)
 
     assert_int_equal(rkv_put(c, "k", 1, NULL, 5, NULL, NULL), RKV_INVALID);
     assert_string_equal(rkv_last_error(c), "put: the value is NULL but its length is 5; "
-                        "pass a value or length 0");
+                                           "pass a value or length 0");
     assert_int_equal(rkv_put(c, NULL, 0, "v", 1, NULL, NULL), RKV_INVALID);
     assert_string_equal(rkv_last_error(c), "put: the key is NULL; keys are 1..250 bytes");
 
@@ -190,13 +191,13 @@ static void test_write_arguments(void **state)
     assert_int_equal(rkv_delete(c, NULL, 1), RKV_INVALID);
     assert_int_equal(rkv_delete(c, "w3", 0), RKV_INVALID);
     assert_string_equal(rkv_last_error(c), "delete: the key is empty (key_len 0); keys are "
-                        "1..250 bytes");
+                                           "1..250 bytes");
     assert_int_equal(rkv_delete(c, longkey, 251), RKV_TOO_LARGE);
     assert_int_equal(rkv_incr(c, NULL, 1, 1, &r), RKV_INVALID);
     assert_int_equal(rkv_incr(c, "n", 0, 1, &r), RKV_INVALID);
     assert_int_equal(rkv_incr(c, longkey, 251, 1, &r), RKV_TOO_LARGE);
     assert_string_equal(rkv_last_error(c), "incr: key of 251 bytes is longer than the server's "
-                        "limit of 250");
+                                           "limit of 250");
     free(big);
 }
 
@@ -212,7 +213,7 @@ static void test_unknown_put_mode(void **state)
     const struct rkv_put_options m4 = { .mode = (rkv_put_mode)4 }, m5 = { .mode = (rkv_put_mode)5 };
     assert_int_equal(rkv_put(c, "absent", 6, "v", 1, &m4, NULL), RKV_INVALID);
     assert_string_equal(rkv_last_error(c), "put: unknown put mode 4; use RKV_SET, RKV_ADD, "
-                        "RKV_REPLACE or RKV_CAS");
+                                           "RKV_REPLACE or RKV_CAS");
     assert_int_equal(rkv_get(c, "absent", 6, buf, sizeof buf, &n, NULL), RKV_NOT_FOUND);
     assert_int_equal(rkv_put(c, "present", 7, "old", 3, NULL, NULL), RKV_OK);
     assert_int_equal(rkv_put(c, "present", 7, "new", 3, &m5, NULL), RKV_INVALID);
@@ -265,7 +266,7 @@ static void test_ttl_never(void **state)
     assert_true(info.ttl_left > 990 && info.ttl_left <= 1000);
     assert_int_equal(rkv_put(c, "forever", 7, "v", 1, &never, NULL), RKV_OK);
     assert_int_equal(rkv_get(c, "forever", 7, buf, sizeof buf, &n, &info), RKV_OK);
-    assert_int_equal(info.ttl_left, 0);      /* 0 = never expires */
+    assert_int_equal(info.ttl_left, 0); /* 0 = never expires */
     assert_int_equal(rkv_put(c, "short", 5, "v", 1, &ten, NULL), RKV_OK);
     assert_int_equal(rkv_get(c, "short", 5, buf, sizeof buf, &n, &info), RKV_OK);
     assert_true(info.ttl_left > 0 && info.ttl_left <= 10);
@@ -288,7 +289,7 @@ static void test_max_value_size(void **state)
     assert_int_equal(stat_value(c, 0, "max_value_len"), max);
     assert_int_equal(stat_value(c, 0, "max_key_len"), 250);
 
-    static const char *const small[] = { "--memory", "16M", "--event-mode",
+    static const char *const small[] = { "--memory",        "16M",  "--event-mode",
                                          "--max-value-len", "1000", NULL };
     struct server_proc sp;
     char uri[256], both[600];
@@ -312,8 +313,10 @@ static void test_error_message_shape(void **state)
     snprintf(uri, sizeof uri, "shm:///tmp/rkv-test-%d-none.sock", (int)getpid());
     assert_int_equal(rkv_connect(uri, NULL, &c), RKV_CONNECTION);
     assert_null(c);
-    snprintf(want, sizeof want, "%s: cannot connect: No such file or directory; is rkv-server "
-             "running with this shm listen path?", uri);
+    snprintf(want, sizeof want,
+             "%s: cannot connect: No such file or directory; is rkv-server "
+             "running with this shm listen path?",
+             uri);
     assert_string_equal(rkv_last_error(NULL), want);
 
     assert_int_equal(rkv_connect("tcp://x", NULL, &c), RKV_INVALID);
@@ -330,12 +333,13 @@ static void test_rc_options(void **state)
     struct rkv_options o = { .rdma_ack_timeout = 32 };
     assert_int_equal(rkv_connect(f->sp.uri, &o, &c), RKV_INVALID);
     assert_null(c);
-    assert_string_equal(rkv_last_error(NULL), "rkv_options: rdma_ack_timeout 32 is out of range: use "
+    assert_string_equal(rkv_last_error(NULL),
+                        "rkv_options: rdma_ack_timeout 32 is out of range: use "
                         "1..31 (each try waits 4.096 us x 2^N for the peer's ACK; 16 = 268 ms)");
     o = (struct rkv_options){ .rdma_retry_count = 8 };
     assert_int_equal(rkv_connect(f->sp.uri, &o, &c), RKV_INVALID);
     assert_string_equal(rkv_last_error(NULL), "rkv_options: rdma_retry_count 8 is out of range: use "
-                        "1..7 (retransmissions before a transfer fails)");
+                                              "1..7 (retransmissions before a transfer fails)");
     o = (struct rkv_options){ .rdma_ack_timeout = 31, .rdma_retry_count = 1 };
     assert_int_equal(rkv_connect(f->sp.uri, &o, &c), RKV_OK);
     assert_int_equal(rkv_ping(c), RKV_OK);
@@ -349,14 +353,14 @@ static void test_rc_options(void **state)
 static void fill_ops(struct rkv_get_op *ops, char (*keys)[16], char (*bufs)[32])
 {
     for (unsigned i = 0; i < STOP_KEYS; i++)
-        ops[i] = (struct rkv_get_op){ .key = keys[i], .key_len = strlen(keys[i]),
-                                      .buf = bufs[i], .buf_len = sizeof bufs[i] };
+        ops[i] = (struct rkv_get_op){
+            .key = keys[i], .key_len = strlen(keys[i]), .buf = bufs[i], .buf_len = sizeof bufs[i]
+        };
 }
 
 /* Each op has its value or a connection error; the call's status says
  * whether any op carries one. */
-static bool check_mget(const struct rkv_get_op *ops, char (*keys)[16], char (*bufs)[32],
-                       rkv_status rc)
+static bool check_mget(const struct rkv_get_op *ops, char (*keys)[16], char (*bufs)[32], rkv_status rc)
 {
     bool carried = false;
     for (unsigned i = 0; i < STOP_KEYS; i++) {
@@ -396,8 +400,8 @@ static void test_server_stops_answering(void **state)
 
     for (unsigned i = 0; i < STOP_KEYS; i++) {
         snprintf(keys[i], sizeof keys[i], "stop%u", i);
-        assert_int_equal(rkv_put(c, keys[i], strlen(keys[i]), keys[i], strlen(keys[i]), NULL,
-                                 NULL), RKV_OK);
+        assert_int_equal(rkv_put(c, keys[i], strlen(keys[i]), keys[i], strlen(keys[i]), NULL, NULL),
+                         RKV_OK);
     }
     assert_int_equal(server_pause(&f->sp), 0);
     /* credits (64) / about 2 hint messages per mget (128 hits, 60 hints a
@@ -458,8 +462,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_ttl_never, setup_default_ttl, teardown),
         cmocka_unit_test_setup_teardown(test_max_value_size, setup, teardown),
         cmocka_unit_test(test_error_message_shape),
-        cmocka_unit_test_setup_teardown(test_server_stops_answering, setup_short_timeout,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_server_stops_answering, setup_short_timeout, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

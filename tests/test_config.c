@@ -233,11 +233,10 @@ static void test_table_defaults_change_nothing(void **state)
                          info.default_value);
         assert_int_equal(parse_text(&c, &cap, text, (size_t)n), RKV_CONFIG_OK);
         if (memcmp(&c, &d, sizeof c) != 0)
-            fail_msg("[%s] %s = %s is not the default", info.section, info.key,
-                     info.default_value);
+            fail_msg("[%s] %s = %s is not the default", info.section, info.key, info.default_value);
         capture_free(&cap);
         if (info.no_arg)
-            continue;                   /* a flag without a value can only say "yes" */
+            continue; /* a flag without a value can only say "yes" */
         snprintf(flag, sizeof flag, "--%s", info.flag);
         assert_int_equal(load_args(&c, &cap, flag, info.default_value, NULL), RKV_CONFIG_OK);
         capture_free(&cap);
@@ -275,44 +274,43 @@ static void test_transport_defaults_are_the_listeners(void **state)
 
 /* ------------------------------------------------------------ files and flags */
 
-static const char full_conf[] =
-    "# every key\n"
-    "[server]\n"
-    "listen = rdma://0.0.0.0:7000, shm:///tmp/a.sock\n"
-    "listen = rdma://[::1]:7001\n"
-    "memory = 1G\n"
-    "workers = 4\n"
-    "cpus = 0, 2-3\n"
-    "log_level = debug\n"
-    "log_file = /var/log/rkv.log\n"
-    "poll_mode = busy\n"
-    "poll_idle_us = 350\n"
-    "hugepages_required = true\n"
-    "memory_check = off\n"
-    "state_file = /var/lib/rkv/rkv.state\n"
-    "[table]\n"
-    "slab_page_size = 2M ; inline comment\n"
-    "max_value_len = 1M\n"
-    "grace_ms = 250\n"
-    "default_ttl = 3600\n"
-    "evict = random\n"
-    "[rpc]\n"
-    "credits = 128\n"
-    "max_msg = 8K\n"
-    "max_conns = 100\n"
-    "[rdma]\n"
-    "device = mlx5_0\n"
-    "gid_index = 3\n"
-    "max_inline = 128\n"
-    "signal_interval = 8\n"
-    "cq_size = 4096\n"
-    "tos = 106\n"
-    "ack_timeout = 14\n"
-    "retry_count = 3\n"
-    "[security]\n"
-    "secret = s3cr3t\n"
-    "[stats]\n"
-    "listen = 127.0.0.1:9121\n";
+static const char full_conf[] = "# every key\n"
+                                "[server]\n"
+                                "listen = rdma://0.0.0.0:7000, shm:///tmp/a.sock\n"
+                                "listen = rdma://[::1]:7001\n"
+                                "memory = 1G\n"
+                                "workers = 4\n"
+                                "cpus = 0, 2-3\n"
+                                "log_level = debug\n"
+                                "log_file = /var/log/rkv.log\n"
+                                "poll_mode = busy\n"
+                                "poll_idle_us = 350\n"
+                                "hugepages_required = true\n"
+                                "memory_check = off\n"
+                                "state_file = /var/lib/rkv/rkv.state\n"
+                                "[table]\n"
+                                "slab_page_size = 2M ; inline comment\n"
+                                "max_value_len = 1M\n"
+                                "grace_ms = 250\n"
+                                "default_ttl = 3600\n"
+                                "evict = random\n"
+                                "[rpc]\n"
+                                "credits = 128\n"
+                                "max_msg = 8K\n"
+                                "max_conns = 100\n"
+                                "[rdma]\n"
+                                "device = mlx5_0\n"
+                                "gid_index = 3\n"
+                                "max_inline = 128\n"
+                                "signal_interval = 8\n"
+                                "cq_size = 4096\n"
+                                "tos = 106\n"
+                                "ack_timeout = 14\n"
+                                "retry_count = 3\n"
+                                "[security]\n"
+                                "secret = s3cr3t\n"
+                                "[stats]\n"
+                                "listen = 127.0.0.1:9121\n";
 
 static void test_file_sets_every_key(void **state)
 {
@@ -370,17 +368,17 @@ static void test_flags_override_file(void **state)
     /* Flags come after the file whatever their position relative to --config. */
     assert_int_equal(load_args(&c, &cap, "--memory", "512M", "--config", path, "--evict", "none",
                                "--listen", "shm:///tmp/b.sock", "-w", "2", "--event-mode",
-                               "--gid-index", "auto", "--stats-listen", "off",
-                               "--rdma-ack-timeout", "18", NULL),
+                               "--gid-index", "auto", "--stats-listen", "off", "--rdma-ack-timeout",
+                               "18", NULL),
                      RKV_CONFIG_OK);
     assert_int_equal(c.ack_timeout, 18);
-    assert_int_equal(c.retry_count, 3);   /* the file's */
+    assert_int_equal(c.retry_count, 3); /* the file's */
     assert_int_equal(c.memory, 512ull << 20);
     assert_int_equal(c.evict, RKV_EVICT_NONE);
     assert_int_equal(c.workers, 2);
     assert_int_equal(c.gid_index, -1);
     assert_string_equal(c.stats_listen, "");
-    assert_int_equal(c.poll_mode, RKV_POLL_EVENT);   /* --event-mode over the file's busy */
+    assert_int_equal(c.poll_mode, RKV_POLL_EVENT); /* --event-mode over the file's busy */
     /* --listen replaces the file's list rather than adding to it. */
     assert_int_equal(c.listen_count, 1);
     assert_string_equal(c.listen[0].uri, "shm:///tmp/b.sock");
@@ -415,8 +413,8 @@ static void test_listen_repeatable(void **state)
     assert_int_equal(c.listen_count, 8);
     capture_free(&cap);
     assert_int_equal(load_args(&c, &cap, "-l", uris[0], "-l", uris[1], "-l", uris[2], "-l", uris[3],
-                               "-l", uris[4], "-l", uris[5], "-l", uris[6], "-l", uris[7],
-                               "-l", uris[8], NULL),
+                               "-l", uris[4], "-l", uris[5], "-l", uris[6], "-l", uris[7], "-l",
+                               uris[8], NULL),
                      RKV_CONFIG_BAD);
     assert_non_null(strstr(cap.err, "at most 8 listen URIs"));
     capture_free(&cap);
@@ -463,7 +461,10 @@ static void test_secret_file(void **state)
 static void test_poll_mode_spellings(void **state)
 {
     (void)state;
-    static const struct { const char *text; int mode; } cases[] = {
+    static const struct {
+        const char *text;
+        int mode;
+    } cases[] = {
         { "[server]\npoll_mode = adaptive\n", RKV_POLL_ADAPTIVE },
         { "[server]\npoll_mode = busy\n", RKV_POLL_BUSY },
         { "[server]\npoll_mode = event\n", RKV_POLL_EVENT },
@@ -475,11 +476,12 @@ static void test_poll_mode_spellings(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rkv_server_config_defaults(&c);
         assert_int_equal(rkv_server_config_parse(&c, cases[i].text, strlen(cases[i].text), "t.conf",
-                                                 NULL), RKV_CONFIG_OK);
+                                                 NULL),
+                         RKV_CONFIG_OK);
         assert_int_equal(c.poll_mode, cases[i].mode);
     }
     assert_int_equal(load_args(&c, &cap, "--event-mode", "--poll-mode", "busy", NULL), RKV_CONFIG_OK);
-    assert_int_equal(c.poll_mode, RKV_POLL_BUSY);   /* the later flag wins */
+    assert_int_equal(c.poll_mode, RKV_POLL_BUSY); /* the later flag wins */
     capture_free(&cap);
     assert_int_equal(load_args(&c, &cap, "--poll-mode", "event", "--poll-idle-us", "1", NULL),
                      RKV_CONFIG_OK);
@@ -568,13 +570,14 @@ static void test_example_config_is_valid(void **state)
 /* ------------------------------------------------------------ refused flags */
 
 struct bad_flags {
-    const char *args[6];   /* NULL-terminated */
-    const char *message;   /* expected in the captured stderr */
+    const char *args[6]; /* NULL-terminated */
+    const char *message; /* expected in the captured stderr */
 };
 
 static const struct bad_flags bad_flag_cases[] = {
-    { { "--memory", "12Q" }, "rkv-server: --memory: \"12Q\" is not a size; use a number with an "
-                             "optional K/M/G/T suffix, e.g. 256M\n" },
+    { { "--memory", "12Q" },
+      "rkv-server: --memory: \"12Q\" is not a size; use a number with an "
+      "optional K/M/G/T suffix, e.g. 256M\n" },
     { { "--memory", "1M" }, "--memory: \"1M\" is out of range; expected a size from 8 MiB" },
     { { "-m", "0" }, "--memory: \"0\" is not a size" },
     { { "--workers", "0" }, "--workers: \"0\" is out of range; expected 1..64" },
@@ -616,7 +619,8 @@ static const struct bad_flags bad_flag_cases[] = {
     { { "--listen", "shm://relative.sock" }, "is not shm:///PATH" },
     { { "--listen", "shm:///" }, "is not shm:///PATH" },
     { { "--listen", "shm:///tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.sock" }, "at most 107 bytes" },
+                    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.sock" },
+      "at most 107 bytes" },
     { { "--listen", "rdma://h:1,,shm:///x" }, "has an empty entry" },
     { { "--listen", "rdma://h:1", "--listen", "rdma://h:1" }, "already listed" },
     { { "--stats-listen", "9121" }, "expected HOST:PORT" },
@@ -696,7 +700,8 @@ static const struct bad_file bad_file_cases[] = {
     { "[server]\nworkers =\n", "t.conf:2: [server] workers = : expected 1..64" },
     { "[rdma]\nack_timeout = 40\n", "t.conf:2: [rdma] ack_timeout = 40: expected 1..31" },
     { "[rdma]\nretry_count = -1\n", "t.conf:2: [rdma] retry_count = -1: expected 1..7" },
-    { "[server]\nworkers = 2\n  3\n", "t.conf:3: [server] workers: this key was already set on line 2" },
+    { "[server]\nworkers = 2\n  3\n",
+      "t.conf:3: [server] workers: this key was already set on line 2" },
 };
 
 static void test_bad_files(void **state)
@@ -708,8 +713,8 @@ static void test_bad_files(void **state)
         struct capture cap = { 0 };
         int rc = parse_text(&c, &cap, t->text, strlen(t->text));
         if (rc != RKV_CONFIG_BAD || cap.err == NULL || strstr(cap.err, t->message) == NULL)
-            fail_msg("case %zu: rc %d, stderr \"%s\", wanted \"%s\"", i, rc,
-                     cap.err ? cap.err : "", t->message);
+            fail_msg("case %zu: rc %d, stderr \"%s\", wanted \"%s\"", i, rc, cap.err ? cap.err : "",
+                     t->message);
         capture_free(&cap);
     }
 }

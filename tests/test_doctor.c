@@ -32,7 +32,8 @@ struct fixture {
 static void make_parents(const struct fixture *f, const char *rel, char *path, size_t len)
 {
     snprintf(path, len, "%s/%s", f->root, rel);
-    for (char *slash = strchr(path + strlen(f->root) + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+    for (char *slash = strchr(path + strlen(f->root) + 1, '/'); slash;
+         slash = strchr(slash + 1, '/')) {
         *slash = '\0';
         mkdir(path, 0755);
         *slash = '/';
@@ -119,10 +120,14 @@ static void make_soft_roce(struct fixture *f, const char *mtu)
     write_file(f, "sys/class/infiniband/rxe0/ports/1/phys_state", "5: LinkUp\n");
     write_file(f, "sys/class/infiniband/rxe0/ports/1/link_layer", "Ethernet\n");
     write_file(f, "sys/class/infiniband/rxe0/ports/1/rate", "2.5 Gb/sec (1X SDR)\n");
-    write_file(f, "sys/class/infiniband/rxe0/ports/1/gids/0", "fe80:0000:0000:0000:8c68:04ff:fec1:3cc3\n");
-    write_file(f, "sys/class/infiniband/rxe0/ports/1/gids/1", "0000:0000:0000:0000:0000:ffff:c000:0201\n");
-    write_file(f, "sys/class/infiniband/rxe0/ports/1/gids/2", "0000:0000:0000:0000:0000:0000:0000:0000\n");
-    write_file(f, "sys/class/infiniband/rxe0/ports/1/gids/3", "0000:0000:0000:0000:0000:0000:0000:0000\n");
+    write_file(f, "sys/class/infiniband/rxe0/ports/1/gids/0",
+               "fe80:0000:0000:0000:8c68:04ff:fec1:3cc3\n");
+    write_file(f, "sys/class/infiniband/rxe0/ports/1/gids/1",
+               "0000:0000:0000:0000:0000:ffff:c000:0201\n");
+    write_file(f, "sys/class/infiniband/rxe0/ports/1/gids/2",
+               "0000:0000:0000:0000:0000:0000:0000:0000\n");
+    write_file(f, "sys/class/infiniband/rxe0/ports/1/gids/3",
+               "0000:0000:0000:0000:0000:0000:0000:0000\n");
     write_file(f, "sys/class/infiniband/rxe0/ports/1/gid_attrs/types/0", "RoCE v2\n");
     write_file(f, "sys/class/infiniband/rxe0/ports/1/gid_attrs/types/1", "RoCE v2\n");
     write_file(f, "sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0", "rxedummy0\n");
@@ -141,14 +146,16 @@ static void make_hardware(struct fixture *f)
     write_file(f, "sys/class/infiniband/mlx5_0/ports/1/state", "1: DOWN\n");
     write_file(f, "sys/class/infiniband/mlx5_0/ports/1/phys_state", "3: Disabled\n");
     write_file(f, "sys/class/infiniband/mlx5_0/ports/1/link_layer", "Ethernet\n");
-    write_file(f, "sys/class/infiniband/mlx5_0/ports/1/gids/0", "fe80:0000:0000:0000:0202:c9ff:fe00:0001\n");
+    write_file(f, "sys/class/infiniband/mlx5_0/ports/1/gids/0",
+               "fe80:0000:0000:0000:0202:c9ff:fe00:0001\n");
     write_file(f, "sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types/0", "IB/RoCE v1\n");
     write_file(f, "sys/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/0", "ens1f0\n");
     write_file(f, "sys/class/net/ens1f0/mtu", "9000\n");
     write_file(f, "sys/class/infiniband/mlx5_0/ports/2/state", "2: INIT\n");
     write_file(f, "sys/class/infiniband/mlx5_0/ports/2/phys_state", "5: LinkUp\n");
     write_file(f, "sys/class/infiniband/mlx5_0/ports/2/link_layer", "InfiniBand\n");
-    write_file(f, "sys/class/infiniband/mlx5_0/ports/2/gids/0", "fe80:0000:0000:0000:0202:c9ff:fe00:0002\n");
+    write_file(f, "sys/class/infiniband/mlx5_0/ports/2/gids/0",
+               "fe80:0000:0000:0000:0202:c9ff:fe00:0002\n");
 }
 
 /* ------------------------------------------------------------ tests */
@@ -266,7 +273,8 @@ static void test_soft_roce(void **state)
     want.rdma_host_count = 4;
     doctor_check_listen_addresses(&f->report, devs, 1, &want);
     assert_int_equal(count(&f->report, DOCTOR_OK, "listen", "rdma://192.0.2.1 is on rxe0 port 1"), 1);
-    assert_int_equal(count(&f->report, DOCTOR_FAIL, "listen", "no RDMA port has the address 10.9.9.9"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_FAIL, "listen", "no RDMA port has the address 10.9.9.9"),
+                     1);
     assert_int_equal(count(&f->report, DOCTOR_OK, "listen", "every address"), 1);
     assert_int_equal(count(&f->report, DOCTOR_INFO, "listen", "host name"), 1);
 
@@ -309,7 +317,9 @@ static void test_hardware_ports(void **state)
     doctor_check_devices(&f->report, devs, 1, missing, &want);
     assert_int_equal(count(&f->report, DOCTOR_OK, "device", "driver mlx5_core, PCI 0000:3b:00.0"), 1);
     doctor_check_ports(&f->report, devs, 1);
-    assert_int_equal(count(&f->report, DOCTOR_FAIL, "port", "mlx5_0 port 1 is DOWN (physical state Disabled"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_FAIL, "port",
+                           "mlx5_0 port 1 is DOWN (physical state Disabled"),
+                     1);
     assert_int_equal(count(&f->report, DOCTOR_FAIL, "port", "ip link set ens1f0 up"), 1);
     assert_int_equal(count(&f->report, DOCTOR_FAIL, "port", "opensm"), 1);
     doctor_check_gids(&f->report, devs, 1, &want);
@@ -321,7 +331,9 @@ static void test_hardware_ports(void **state)
     devs[0].ports[1].active_mtu = 2048;
     devs[0].ports[1].max_mtu = 4096;
     doctor_check_mtu(&f->report, devs, 1);
-    assert_int_equal(count(&f->report, DOCTOR_WARN, "mtu", "active MTU 2048 is below the port's maximum 4096"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "mtu",
+                           "active MTU 2048 is below the port's maximum 4096"),
+                     1);
     reset(f);
     devs[0].ports[1].active_mtu = 4096;
     doctor_check_mtu(&f->report, devs, 1);
@@ -414,7 +426,8 @@ static void test_memlock(void **state)
     struct doctor_wanted want = default_want;
     doctor_check_memlock(&f->report, 64 << 10, false, 1, &want);
     assert_int_equal(count(&f->report, DOCTOR_FAIL, "memlock",
-                           "memlock limit 64 KiB is below the 256 MiB region"), 1);
+                           "memlock limit 64 KiB is below the 256 MiB region"),
+                     1);
     assert_int_equal(count(&f->report, DOCTOR_FAIL, "memlock", "LimitMEMLOCK=infinity"), 1);
     reset(f);
     doctor_check_memlock(&f->report, 64 << 10, false, 0, &want);
@@ -438,7 +451,8 @@ static void test_cap_ipc_lock(void **state)
 {
     struct fixture *f = *state;
     assert_false(doctor_has_cap_ipc_lock(&f->env));
-    write_file(f, "proc/self/status", "Name:\trkv\nCapInh:\t0000000000000000\nCapEff:\t0000000000004000\n");
+    write_file(f, "proc/self/status",
+               "Name:\trkv\nCapInh:\t0000000000000000\nCapEff:\t0000000000004000\n");
     assert_true(doctor_has_cap_ipc_lock(&f->env));
     write_file(f, "proc/self/status", "Name:\trkv\nCapEff:\t000001ffffffbfff\n");
     assert_false(doctor_has_cap_ipc_lock(&f->env));
@@ -457,7 +471,9 @@ static void test_hugepages(void **state)
     write_file(f, "sys/kernel/mm/hugepages/hugepages-1048576kB/free_hugepages", "0\n");
     write_file(f, "sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages", "0\n");
     doctor_check_hugepages(&f->report, &f->env, &want);
-    assert_int_equal(count(&f->report, DOCTOR_WARN, "hugepages", "2 MiB: 10 free of 12; 1 GiB: 0 free of 0"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "hugepages",
+                           "2 MiB: 10 free of 12; 1 GiB: 0 free of 0"),
+                     1);
     assert_int_equal(count(&f->report, DOCTOR_WARN, "hugepages", "`echo 128 > "), 1);
     reset(f);
     want.hugepages_required = true;
@@ -467,7 +483,9 @@ static void test_hugepages(void **state)
     reset(f);
     write_file(f, "sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "128\n");
     doctor_check_hugepages(&f->report, &f->env, &want);
-    assert_int_equal(count(&f->report, DOCTOR_OK, "hugepages", "fits in free 2 MiB hugepages (128 free of 12"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_OK, "hugepages",
+                           "fits in free 2 MiB hugepages (128 free of 12"),
+                     1);
 
     reset(f);
     want.region = 1ull << 30;
@@ -495,19 +513,25 @@ static void test_memory(void **state)
 
     cfg.memory = 256ull << 20;
     doctor_check_memory(&f->report, &f->env, &cfg);
-    assert_int_equal(count(&f->report, DOCTOR_INFO, "memory", "MemAvailable 21.3 GiB of MemTotal 24 GiB"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_INFO, "memory",
+                           "MemAvailable 21.3 GiB of MemTotal 24 GiB"),
+                     1);
     assert_int_equal(count(&f->report, DOCTOR_INFO, "memory", "cgroup memory limit 2 GiB"), 1);
     assert_int_equal(count(&f->report, DOCTOR_INFO, "memory", "2 MiB hugepages 16 free of 16"), 1);
     assert_int_equal(count(&f->report, DOCTOR_OK, "memory", "--memory 256 MiB fits"), 1);
-    assert_int_equal(count(&f->report, DOCTOR_INFO, "memory", "the largest --memory rkv-server accepts"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_INFO, "memory",
+                           "the largest --memory rkv-server accepts"),
+                     1);
 
     reset(f);
     cfg.memory = 8ull << 30;
     doctor_check_memory(&f->report, &f->env, &cfg);
     assert_int_equal(count(&f->report, DOCTOR_FAIL, "memory", "--memory 8 GiB cannot be backed"), 1);
-    assert_int_equal(count(&f->report, DOCTOR_FAIL, "memory", "cgroup memory limit 2 GiB (/sys/fs/cgroup/rkv.service"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_FAIL, "memory",
+                           "cgroup memory limit 2 GiB (/sys/fs/cgroup/rkv.service"),
+                     1);
 
-    reset(f);   /* no MemAvailable: a warning, not a refusal */
+    reset(f); /* no MemAvailable: a warning, not a refusal */
     write_file(f, "proc/meminfo", "MemTotal: 25165824 kB\n");
     write_file(f, "sys/fs/cgroup/rkv.service/memory.max", "max\n");
     doctor_check_memory(&f->report, &f->env, &cfg);
@@ -541,7 +565,8 @@ static void test_numa(void **state)
     want.cpus = off_node;
     want.cpu_count = 2;
     doctor_check_numa(&f->report, &f->env, &dev, 1, &want);
-    assert_int_equal(count(&f->report, DOCTOR_WARN, "numa", "2 of the 2 configured CPUs (e.g. CPU 0)"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "numa", "2 of the 2 configured CPUs (e.g. CPU 0)"),
+                     1);
     assert_int_equal(count(&f->report, DOCTOR_WARN, "numa", "set cpus = 2-3"), 1);
     reset(f);
     want.cpus = on_node;
@@ -550,7 +575,9 @@ static void test_numa(void **state)
     reset(f);
     want.cpus = offline;
     doctor_check_numa(&f->report, &f->env, &dev, 1, &want);
-    assert_int_equal(count(&f->report, DOCTOR_FAIL, "numa", "CPU 7 in the configured cpus is not online here (online: 0-3)"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_FAIL, "numa",
+                           "CPU 7 in the configured cpus is not online here (online: 0-3)"),
+                     1);
 
     /* Unknown node of a hardware device; software devices are not judged. */
     reset(f);
@@ -571,18 +598,20 @@ static void test_rc(void **state)
     struct rkv_server_config cfg;
     rkv_server_config_defaults(&cfg);
     doctor_check_rc(&f->report, &cfg);
-    assert_int_equal(count(&f->report, DOCTOR_INFO, "rdma-rc", "ack_timeout 16 (268.4 ms per try) x "
-                           "(retry_count 6 + 1) tries: a transfer to a dead peer fails within 1.88 s"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_INFO, "rdma-rc",
+                           "ack_timeout 16 (268.4 ms per try) x "
+                           "(retry_count 6 + 1) tries: a transfer to a dead peer fails within 1.88 s"),
+                     1);
     assert_int_equal(count(&f->report, DOCTOR_INFO, "rdma-rc", "loses its slot within 2.88 s"), 1);
     assert_int_equal(f->report.count, 1);
 
     reset(f);
-    cfg.ack_timeout = 7;   /* 524 us per try */
+    cfg.ack_timeout = 7; /* 524 us per try */
     doctor_check_rc(&f->report, &cfg);
     assert_int_equal(count(&f->report, DOCTOR_WARN, "rdma-rc", "waits only 524 us for an ACK"), 1);
 
     reset(f);
-    cfg.ack_timeout = 22;  /* 17.2 s per try, 7 tries */
+    cfg.ack_timeout = 22; /* 17.2 s per try, 7 tries */
     doctor_check_rc(&f->report, &cfg);
     assert_int_equal(count(&f->report, DOCTOR_WARN, "rdma-rc", "for up to 121 s"), 1);
 
@@ -590,7 +619,9 @@ static void test_rc(void **state)
     cfg.ack_timeout = 16;
     cfg.retry_count = 7;
     doctor_check_rc(&f->report, &cfg);
-    assert_int_equal(count(&f->report, DOCTOR_WARN, "rdma-rc", "Soft-RoCE (rdma_rxe) takes 7 to mean retry forever"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "rdma-rc",
+                           "Soft-RoCE (rdma_rxe) takes 7 to mean retry forever"),
+                     1);
     assert_false(doctor_failed(&f->report));
 }
 
@@ -608,8 +639,12 @@ static void test_governor(void **state)
     write_file(f, "sys/devices/system/cpu/cpu2/cpufreq/scaling_governor", "performance\n");
     write_file(f, "sys/devices/system/cpu/cpu10/cpufreq/scaling_governor", "powersave\n");
     doctor_check_governor(&f->report, &f->env);
-    assert_int_equal(count(&f->report, DOCTOR_WARN, "governor", "2 of 4 CPUs use the powersave governor"), 1);
-    assert_int_equal(count(&f->report, DOCTOR_WARN, "governor", "cpupower frequency-set -g performance"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "governor",
+                           "2 of 4 CPUs use the powersave governor"),
+                     1);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "governor",
+                           "cpupower frequency-set -g performance"),
+                     1);
 
     reset(f);
     write_file(f, "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor", "performance\n");
@@ -667,8 +702,10 @@ static int run_doctor(const struct fixture *f, const char *args, char **out)
 {
     char cmd[2048];
     size_t len = 0, cap = 0;
-    snprintf(cmd, sizeof cmd, "RKV_DOCTOR_SYSFS='%s' RKV_DOCTOR_PROCFS='%s' RKV_DOCTOR_DEVFS='%s' "
-             "'%s' %s", f->env.sysfs, f->env.procfs, f->env.devfs, doctor_path, args);
+    snprintf(cmd, sizeof cmd,
+             "RKV_DOCTOR_SYSFS='%s' RKV_DOCTOR_PROCFS='%s' RKV_DOCTOR_DEVFS='%s' "
+             "'%s' %s",
+             f->env.sysfs, f->env.procfs, f->env.devfs, doctor_path, args);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     *out = NULL;
@@ -702,8 +739,9 @@ static void test_program(void **state)
 
     /* Soft-RoCE, a config listening on an address no port has: exit 1. */
     make_soft_roce(f, "1500\n");
-    write_file(f, "rkv.conf", "[server]\nlisten = rdma://192.0.2.1:7000, rdma://10.9.9.9:7000\n"
-                              "[rdma]\ngid_index = 1\n");
+    write_file(f, "rkv.conf",
+               "[server]\nlisten = rdma://192.0.2.1:7000, rdma://10.9.9.9:7000\n"
+               "[rdma]\ngid_index = 1\n");
     snprintf(args, sizeof args, "--json --config '%s/rkv.conf'", f->root);
     assert_int_equal(run_doctor(f, args, &out), 1);
     assert_non_null(strstr(out, "\"failed\": true"));

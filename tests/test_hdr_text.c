@@ -2,11 +2,11 @@
  * header, row and footer layout, the percentile iterator's levels, and the
  * text read back (counts, percentiles, footer) against values whose true
  * percentiles are computed independently from the sorted data. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,24 +65,27 @@ static void exact_layout(void **state)
     hist_record(h, 20000);
     size_t len;
     char *text = write_text(h, &len);
-    double sd = sqrt(((10080 - 15025.0) * (10080 - 15025.0) + (20032 - 15025.0) * (20032 - 15025.0)) / 2);
+    double sd = sqrt(
+        ((10080 - 15025.0) * (10080 - 15025.0) + (20032 - 15025.0) * (20032 - 15025.0)) / 2);
     char footer[256];
-    snprintf(footer, sizeof footer, "#[Mean    =        15.03, StdDeviation   = %12.2f]\n", sd / 1000);
+    snprintf(footer, sizeof footer, "#[Mean    =        15.03, StdDeviation   = %12.2f]\n",
+             sd / 1000);
     char want[2048];
     snprintf(want, sizeof want,
-        "       Value     Percentile TotalCount 1/(1-Percentile)\n"
-        "\n"
-        "       10.11 0.000000000000          1           1.00\n"
-        "       10.11 0.100000000000          1           1.11\n"
-        "       10.11 0.200000000000          1           1.25\n"
-        "       10.11 0.300000000000          1           1.43\n"
-        "       10.11 0.400000000000          1           1.67\n"
-        "       10.11 0.500000000000          1           2.00\n"
-        "       20.09 0.550000000000          2           2.22\n"
-        "       20.09 1.000000000000          2\n"
-        "%s"
-        "#[Max     =        20.09, Total count    =            2]\n"
-        "#[Buckets =           30, SubBuckets     =          256]\n", footer);
+             "       Value     Percentile TotalCount 1/(1-Percentile)\n"
+             "\n"
+             "       10.11 0.000000000000          1           1.00\n"
+             "       10.11 0.100000000000          1           1.11\n"
+             "       10.11 0.200000000000          1           1.25\n"
+             "       10.11 0.300000000000          1           1.43\n"
+             "       10.11 0.400000000000          1           1.67\n"
+             "       10.11 0.500000000000          1           2.00\n"
+             "       20.09 0.550000000000          2           2.22\n"
+             "       20.09 1.000000000000          2\n"
+             "%s"
+             "#[Max     =        20.09, Total count    =            2]\n"
+             "#[Buckets =           30, SubBuckets     =          256]\n",
+             footer);
     assert_string_equal(text, want);
     free(text);
     free(h);
@@ -95,8 +98,8 @@ static void iterator_levels(void **state)
     struct histogram *h = new_hist();
     for (unsigned i = 0; i < N; i++)
         hist_record(h, value_of((i * 7919u) % N));
-    static const double want[] = { 0, 10, 20, 30, 40, 50, 55, 60, 65, 70, 75, 77.5, 80, 82.5,
-                                   85, 87.5, 88.75, 90, 91.25, 92.5, 93.75, 94.375 };
+    static const double want[] = { 0,    10, 20,   30, 40,   50,    55, 60,    65,   70,    75,
+                                   77.5, 80, 82.5, 85, 87.5, 88.75, 90, 91.25, 92.5, 93.75, 94.375 };
     struct hdr_iter it;
     hdr_iter_init(&it, h, HDR_TEXT_TICKS);
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -114,7 +117,7 @@ static void read_back_matches_the_data(void **state)
     (void)state;
     struct histogram *h = new_hist();
     for (unsigned i = 0; i < N; i++)
-        hist_record(h, value_of((i * 7919u) % N));   /* 7919 is prime: a permutation */
+        hist_record(h, value_of((i * 7919u) % N)); /* 7919 is prime: a permutation */
     size_t len;
     char *text = write_text(h, &len);
     struct hdr_text t;
@@ -177,7 +180,9 @@ static void empty_histogram(void **state)
 static void reader_rejects_bad_text(void **state)
 {
     (void)state;
-    static const struct { const char *text, *msg; } bad[] = {
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {
         { "Value Percentile Count\n", "not the header" },
         { "", "no header line" },
         { "Value Percentile TotalCount 1/(1-Percentile)\n\n 1.0 0.5\n", "line 3: not a" },

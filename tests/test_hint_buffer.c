@@ -32,17 +32,17 @@ static void test_distinct_and_duplicates(void **state)
     struct rkv_hint_buffer b = { 0 };
     for (unsigned i = 0; i < RKV_HINT_BUFFER_CAP; i++) {
         assert_true(rkv_hint_buffer_add(&b, word(i)));
-        assert_false(rkv_hint_buffer_add(&b, word(i)));      /* held already */
-        assert_false(rkv_hint_buffer_add(&b, word(i / 2)));  /* an older one */
+        assert_false(rkv_hint_buffer_add(&b, word(i)));     /* held already */
+        assert_false(rkv_hint_buffer_add(&b, word(i / 2))); /* an older one */
     }
     assert_int_equal(b.n, RKV_HINT_BUFFER_CAP);
     assert_true(rkv_hint_buffer_full(&b));
-    assert_false(rkv_hint_buffer_add(&b, word(1000)));       /* full */
+    assert_false(rkv_hint_buffer_add(&b, word(1000))); /* full */
     for (unsigned i = 0; i < RKV_HINT_BUFFER_CAP; i++)
         assert_true(b.hints[i] == word(i));
     rkv_hint_buffer_clear(&b);
     assert_int_equal(b.n, 0);
-    assert_true(rkv_hint_buffer_add(&b, word(0)));           /* clear forgot it */
+    assert_true(rkv_hint_buffer_add(&b, word(0))); /* clear forgot it */
 }
 
 /* Words whose filter bit is taken by another word are kept all the same. */

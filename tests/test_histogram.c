@@ -1,12 +1,12 @@
 /* test_histogram.c — rkv-bench's latency histogram: exact percentiles on
  * known data, bucket geometry and precision, merging, saturation, and reads
  * while another thread records. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <pthread.h>
 #include <cmocka.h>
 
 #include "histogram.h"
@@ -58,7 +58,7 @@ static void percentile_rank_rounding(void **state)
     (void)state;
     struct histogram *h = new_hist();
     for (uint64_t v = 1; v <= 1000; v++)
-        hist_record(h, v % 200 + 1);   /* 1..200, each 5 times */
+        hist_record(h, v % 200 + 1); /* 1..200, each 5 times */
     /* sorted: 1 x5, 2 x5, ... 200 x5 — rank 999 is value 200, rank 500 value 100 */
     assert_int_equal(hist_percentile(h, 50), 100);
     assert_int_equal(hist_percentile(h, 99.9), 200);
@@ -125,7 +125,7 @@ static void saturation(void **state)
     assert_int_equal(hist_percentile(h, 50), UINT64_MAX);
     assert_int_equal(h->sum, UINT64_MAX);
     hist_record(h, 5);
-    assert_int_equal(h->sum, UINT64_MAX);   /* saturated, not wrapped */
+    assert_int_equal(h->sum, UINT64_MAX); /* saturated, not wrapped */
     free(h);
     /* value x n past 64 bits saturates too (the product alone overflows) */
     h = new_hist();
@@ -134,7 +134,7 @@ static void saturation(void **state)
     assert_int_equal(h->count, 1ull << 30);
     free(h);
     h = new_hist();
-    hist_record_n(h, 3, 1ull << 20);         /* and a product that fits is exact */
+    hist_record_n(h, 3, 1ull << 20); /* and a product that fits is exact */
     assert_int_equal(h->sum, 3ull << 20);
     free(h);
 }
@@ -143,10 +143,10 @@ static void merge_and_record_n(void **state)
 {
     (void)state;
     struct histogram *a = new_hist(), *b = new_hist(), *m = new_hist();
-    hist_record_n(a, 10, 90);     /* 90 x 10 ns */
-    hist_record_n(b, 200, 9);     /* 9 x 200 ns */
-    hist_record_n(b, 250, 1);     /* 1 x 250 ns */
-    hist_record_n(b, 7, 0);       /* nothing */
+    hist_record_n(a, 10, 90); /* 90 x 10 ns */
+    hist_record_n(b, 200, 9); /* 9 x 200 ns */
+    hist_record_n(b, 250, 1); /* 1 x 250 ns */
+    hist_record_n(b, 7, 0);   /* nothing */
     hist_merge(m, a);
     hist_merge(m, b);
     assert_int_equal(m->count, 100);
@@ -184,7 +184,7 @@ static void merge_of_parts_equals_whole(void **state)
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        uint64_t v = (x >> 20) % (1ull << (x % 37));   /* spread over every power of two */
+        uint64_t v = (x >> 20) % (1ull << (x % 37)); /* spread over every power of two */
         hist_record(whole, v);
         hist_record(part[x % PARTS], v);
     }
@@ -208,8 +208,9 @@ static void merge_of_parts_equals_whole(void **state)
     assert_memory_equal(diff->buckets, rest->buckets, sizeof rest->buckets);
     assert_int_equal(diff->count, rest->count);
     assert_int_equal(diff->sum, rest->sum);
-    for (double p = 1; p <= 99; p += 1)   /* min/max are bucket edges: compare inside */
-        assert_int_equal(hist_bucket_of(hist_percentile(diff, p)), hist_bucket_of(hist_percentile(rest, p)));
+    for (double p = 1; p <= 99; p += 1) /* min/max are bucket edges: compare inside */
+        assert_int_equal(hist_bucket_of(hist_percentile(diff, p)),
+                         hist_bucket_of(hist_percentile(rest, p)));
     hist_diff(diff, merged, merged);
     assert_int_equal(diff->count, 0);
     for (int i = 0; i < PARTS; i++)
@@ -272,14 +273,10 @@ static void concurrent_snapshot(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(empty_histogram),
-        cmocka_unit_test(exact_percentiles_small),
-        cmocka_unit_test(percentile_rank_rounding),
-        cmocka_unit_test(precision_of_large_values),
-        cmocka_unit_test(bucket_geometry),
-        cmocka_unit_test(saturation),
-        cmocka_unit_test(merge_and_record_n),
-        cmocka_unit_test(merge_of_parts_equals_whole),
+        cmocka_unit_test(empty_histogram),          cmocka_unit_test(exact_percentiles_small),
+        cmocka_unit_test(percentile_rank_rounding), cmocka_unit_test(precision_of_large_values),
+        cmocka_unit_test(bucket_geometry),          cmocka_unit_test(saturation),
+        cmocka_unit_test(merge_and_record_n),       cmocka_unit_test(merge_of_parts_equals_whole),
         cmocka_unit_test(concurrent_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

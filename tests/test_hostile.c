@@ -14,6 +14,9 @@
  *
  * Usage: test_hostile PATH/TO/rkv-server  (RKV_TEST_LISTEN as in test_integration)
  */
+#include <errno.h>
+#include <grp.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -21,9 +24,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <errno.h>
-#include <grp.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -43,7 +43,7 @@
 
 static const char *server_bin;
 static struct server_proc sp;
-static rkv_client *good;   /* a well-behaved client that must keep working */
+static rkv_client *good; /* a well-behaved client that must keep working */
 
 struct raw {
     const struct rkv_client_transport *ops;
@@ -103,8 +103,9 @@ static int raw_call(struct raw *r, const void *msg, uint32_t len, struct rkv_res
 static size_t build(void *buf, uint8_t op, uint8_t flags, const char *key, uint16_t key_len,
                     const void *val, uint32_t val_len, uint64_t arg)
 {
-    struct rkv_req h = { .opcode = op, .flags = flags, .key_len = key_len,
-                         .value_len = val_len, .req_id = 7, .arg = arg };
+    struct rkv_req h = {
+        .opcode = op, .flags = flags, .key_len = key_len, .value_len = val_len, .req_id = 7, .arg = arg
+    };
     return rkv_req_build(buf, &h, key, val, val_len, NULL, 0);
 }
 
@@ -229,8 +230,11 @@ static void test_oversized(void **state)
     assert_true(st == RKV_TOO_LARGE || st == -1);
     /* a rendezvous value far larger than the server allows */
     struct rkv_remote_buf rb = { .addr = 0, .rkey = 0, .len = 0x7fffffff };
-    struct rkv_req h = { .opcode = RKV_OP_PUT, .flags = RKV_REQ_REMOTE_VALUE, .key_len = 3,
-                         .value_len = rb.len, .req_id = 9 };
+    struct rkv_req h = { .opcode = RKV_OP_PUT,
+                         .flags = RKV_REQ_REMOTE_VALUE,
+                         .key_len = 3,
+                         .value_len = rb.len,
+                         .req_id = 9 };
     len = (uint32_t)rkv_req_build(buf, &h, "big", &rb, sizeof rb, NULL, 0);
     if (st != -1) {
         st = raw_call(&r, buf, len, NULL);
@@ -249,8 +253,11 @@ static void test_bad_rendezvous(void **state)
     raw_hello(&r);
     /* a descriptor pointing past the staging buffer (and a bogus rkey) */
     struct rkv_remote_buf rb = { .addr = 1ull << 40, .rkey = 0xdead, .len = 8000 };
-    struct rkv_req h = { .opcode = RKV_OP_PUT, .flags = RKV_REQ_REMOTE_VALUE, .key_len = 8,
-                         .value_len = rb.len, .req_id = 9 };
+    struct rkv_req h = { .opcode = RKV_OP_PUT,
+                         .flags = RKV_REQ_REMOTE_VALUE,
+                         .key_len = 8,
+                         .value_len = rb.len,
+                         .req_id = 9 };
     uint32_t len = (uint32_t)rkv_req_build(buf, &h, "precious", &rb, sizeof rb, NULL, 0);
     int st = raw_call(&r, buf, len, NULL);
     assert_true(st == RKV_PROTOCOL || st == RKV_CONNECTION || st == -1);
@@ -284,7 +291,7 @@ static void test_garbage_hints(void **state)
  * the write is done, and the connection goes on: a marked request with its
  * successor in the same send, and an old client's unmarked ones, get their
  * replies in order. The bound on each wait is a safety net (10 s). */
-static struct server_proc mark_sp;   /* test_mark_nothing_follows' server, killed on failure */
+static struct server_proc mark_sp; /* test_mark_nothing_follows' server, killed on failure */
 
 static int mark_teardown(void **state)
 {
@@ -299,7 +306,7 @@ static void test_mark_nothing_follows(void **state)
     static const char *const modes[] = { "busy", "adaptive", "event" };
     struct server_proc *s = &mark_sp;
     for (unsigned m = 0; m < RKV_ARRAY_SIZE(modes); m++) {
-        const char *const extra[] = { "--memory", "16M", "--workers", "1",
+        const char *const extra[] = { "--memory",    "16M",    "--workers", "1",
                                       "--poll-mode", modes[m], NULL };
         struct rkv_resp resp;
         struct raw r;
@@ -365,7 +372,7 @@ static void test_many_bad_clients_then_clean_state(void **state)
     char stats[4096];
     size_t n;
     unsigned long long conns = 0;
-    for (int i = 0; i < 1000; i++) {   /* safety net: 20 s */
+    for (int i = 0; i < 1000; i++) { /* safety net: 20 s */
         assert_int_equal(rkv_stats(good, 0, stats, sizeof stats, &n), RKV_OK);
         conns = strtoull(strstr(stats, "\nconnections ") + 13, NULL, 10);
         if (conns == 1)
@@ -396,13 +403,13 @@ static int raw_region_fd(int *sock)
     struct pollfd pfd = { .events = POLLIN };
     if (*sock < 0 || connect(*sock, (struct sockaddr *)&sa, sizeof sa) != 0 ||
         rkv_shm_send_fds(*sock, &m, sizeof m, NULL, 0) != 0 ||
-        (pfd.fd = *sock, poll(&pfd, 1, 10000) != 1) ||   /* a safety net, not a timing */
+        (pfd.fd = *sock, poll(&pfd, 1, 10000) != 1) || /* a safety net, not a timing */
         rkv_shm_recv_fds(*sock, &a, sizeof a, &got, fds, RKV_SHM_CONN_FDS, &nfds) != 0 ||
         got != sizeof a || a.status != RKV_OK || nfds != RKV_SHM_CONN_FDS) {
         fprintf(stderr, "shm handshake for the region descriptor failed: %s\n", strerror(errno));
         return -1;
     }
-    close(fds[1]);   /* the connection memfd is the client's own business */
+    close(fds[1]); /* the connection memfd is the client's own business */
     return fds[0];
 }
 
@@ -448,7 +455,7 @@ static int region_attacker(void)
         return 103;
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     if (geteuid() == 0 || readlink(path, link, sizeof link) <= 0)
-        return 104;                        /* not unprivileged, or /proc not ours */
+        return 104; /* not unprivileged, or /proc not ours */
     unsigned broken = region_write_attempts(fd, size, view);
     /* and the client still reads as before */
     if (rkv_get(c, "precious", 8, buf, sizeof buf, &n, NULL) != RKV_OK || n != 5 ||
@@ -469,7 +476,8 @@ static void test_shm_client_cannot_write_region(void **state)
     }
     if (geteuid() != 0)
         print_message("not root: the attacker runs as this user (uid %u), which owns the "
-                      "server; the seals must hold all the same\n", (unsigned)geteuid());
+                      "server; the seals must hold all the same\n",
+                      (unsigned)geteuid());
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0)

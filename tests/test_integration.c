@@ -7,6 +7,8 @@
  *
  * Usage: test_integration PATH/TO/rkv-server
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -15,8 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -182,8 +182,12 @@ static void test_large_values(void **state)
 static void test_bucket_reads(void **state)
 {
     struct fixture *f = *state;
-    static const struct { rkv_bucket_reads mode; uint64_t reads; } want[] = {
-        { RKV_BUCKET_READS_TOGETHER, 3 }, { RKV_BUCKET_READS_FIRST, 2 },
+    static const struct {
+        rkv_bucket_reads mode;
+        uint64_t reads;
+    } want[] = {
+        { RKV_BUCKET_READS_TOGETHER, 3 },
+        { RKV_BUCKET_READS_FIRST, 2 },
     };
     struct rkv_counters k;
     char buf[16];
@@ -194,7 +198,7 @@ static void test_bucket_reads(void **state)
         struct rkv_options o = { .location_cache = (unsigned)-1, .bucket_reads = want[i].mode };
         rkv_client *c = connect_retry(f->sp.uri, &o, 5000);
         assert_non_null(c);
-        rkv_reset_counters(c);  /* not the connection's own reads */
+        rkv_reset_counters(c); /* not the connection's own reads */
         assert_int_equal(rkv_get(c, "br", 2, buf, sizeof buf, &n, NULL), RKV_OK);
         rkv_get_counters(c, &k);
         if (k.reads != want[i].reads || k.read_round_trips != 2)
@@ -226,7 +230,7 @@ static void test_counters_shape(void **state)
     if (k.reads != 2 && !(over_rdma && k.reads == 3))
         fail_msg("a cold GET took %llu READs", (unsigned long long)k.reads);
     assert_int_equal(k.read_round_trips, 2);
-    assert_int_equal(k.sends, 0);      /* the server never sees a GET */
+    assert_int_equal(k.sends, 0); /* the server never sees a GET */
     /* repeated GET: one READ through the location cache */
     rkv_reset_counters(c);
     assert_int_equal(rkv_get(c, "shape", 5, buf, sizeof buf, &n, NULL), RKV_OK);
@@ -248,15 +252,17 @@ static void test_counters_shape(void **state)
     rkv_reset_counters(c);
     assert_int_equal(rkv_get(c, "shape", 5, buf, sizeof buf, &n, NULL), RKV_OK);
     rkv_get_counters(c, &k);
-    assert_int_equal(k.reads, 1);      /* the cache learnt the new location */
+    assert_int_equal(k.reads, 1); /* the cache learnt the new location */
     assert_int_equal(k.forwards, 0);
     /* a batch of 32 PUTs is one post call */
     struct rkv_put_op ops[32];
     char keys[32][16];
     for (unsigned i = 0; i < 32; i++) {
         snprintf(keys[i], sizeof keys[i], "b%u", i);
-        ops[i] = (struct rkv_put_op){ .key = keys[i], .key_len = strlen(keys[i]),
-                                      .value = keys[i], .value_len = strlen(keys[i]) };
+        ops[i] = (struct rkv_put_op){ .key = keys[i],
+                                      .key_len = strlen(keys[i]),
+                                      .value = keys[i],
+                                      .value_len = strlen(keys[i]) };
     }
     uint64_t replies0, replies1, bells0, bells1, holds0, holds1, marked0, marked1;
     assert_true(server_stat(c, 0, "marked_requests", &marked0));
@@ -281,7 +287,7 @@ static void test_counters_shape(void **state)
     assert_true(server_stat(c, 0, "reply_holds", &holds1));
     assert_true(server_stat(c, 0, "marked_requests", &marked1));
     assert_int_equal(replies1 - replies0, 34);
-    assert_int_equal(marked1 - marked0, 31);  /* all but the last of the post; no STATS */
+    assert_int_equal(marked1 - marked0, 31); /* all but the last of the post; no STATS */
     if (over_rdma) {
         assert_in_range(bells1 - bells0, 3, 34);
     } else {
@@ -295,8 +301,9 @@ static void test_counters_shape(void **state)
     struct rkv_get_op gops[32];
     char bufs[32][16];
     for (unsigned i = 0; i < 32; i++)
-        gops[i] = (struct rkv_get_op){ .key = keys[i], .key_len = strlen(keys[i]),
-                                       .buf = bufs[i], .buf_len = sizeof bufs[i] };
+        gops[i] = (struct rkv_get_op){
+            .key = keys[i], .key_len = strlen(keys[i]), .buf = bufs[i], .buf_len = sizeof bufs[i]
+        };
     rkv_reset_counters(c);
     assert_int_equal(rkv_mget(c, gops, 32), RKV_OK);
     rkv_get_counters(c, &k);
@@ -304,7 +311,7 @@ static void test_counters_shape(void **state)
         assert_int_equal(gops[i].status, RKV_OK);
         assert_memory_equal(bufs[i], keys[i], gops[i].value_len);
     }
-    if (k.read_round_trips > 2)   /* say why, for the failure below */
+    if (k.read_round_trips > 2) /* say why, for the failure below */
         print_message("mget of 32: %llu round trips, %llu READs, %llu verification retries, "
                       "%llu cache hits, %llu stale, %llu forwards\n",
                       (unsigned long long)k.read_round_trips, (unsigned long long)k.reads,
@@ -323,8 +330,9 @@ static void test_mget_mixed(void **state)
         assert_int_equal(rkv_put(c, keys[i], 2, keys[i], 2, NULL, NULL), RKV_OK);
     struct rkv_get_op ops[8];
     for (unsigned i = 0; i < 8; i++)
-        ops[i] = (struct rkv_get_op){ .key = keys[i], .key_len = 2, .buf = bufs[i],
-                                      .buf_len = i == 4 ? 1 : sizeof bufs[i] };
+        ops[i] = (struct rkv_get_op){
+            .key = keys[i], .key_len = 2, .buf = bufs[i], .buf_len = i == 4 ? 1 : sizeof bufs[i]
+        };
     assert_int_equal(rkv_mget(c, ops, 8), RKV_OK);
     for (unsigned i = 0; i < 8; i++) {
         if (i % 2)
@@ -345,7 +353,7 @@ static void test_mget_mixed(void **state)
 static uint64_t wait_published_clock(rkv_client *c, uint64_t want)
 {
     uint64_t pub = 0;
-    for (int i = 0; i < 3000; i++) {   /* safety net: 60 s */
+    for (int i = 0; i < 3000; i++) { /* safety net: 60 s */
         assert_true(server_stat(c, 0, "clock_published", &pub));
         if (pub >= want)
             break;
@@ -461,8 +469,10 @@ static void test_client_killed_mid_batch(void **state)
             for (;;) {
                 for (unsigned i = 0; i < 64; i++) {
                     snprintf(keys[i], sizeof keys[i], "kill%u", i);
-                    ops[i] = (struct rkv_put_op){ .key = keys[i], .key_len = strlen(keys[i]),
-                                                  .value = keys[i], .value_len = strlen(keys[i]) };
+                    ops[i] = (struct rkv_put_op){ .key = keys[i],
+                                                  .key_len = strlen(keys[i]),
+                                                  .value = keys[i],
+                                                  .value_len = strlen(keys[i]) };
                 }
                 if (c == NULL || rkv_mput(c, ops, 64) != RKV_OK)
                     _exit(1);
@@ -484,7 +494,7 @@ static void test_client_killed_mid_batch(void **state)
         assert_non_null(p);
         conns = strtoull(p + 13, NULL, 10);
         if (conns != 1)
-            usleep(50000);   /* safety net: up to 20 s */
+            usleep(50000); /* safety net: up to 20 s */
     }
     assert_int_equal(conns, 1);
 }
@@ -499,7 +509,7 @@ static double cpu_seconds(pid_t pid)
     size_t n = fread(buf, 1, sizeof buf - 1, fp);
     fclose(fp);
     buf[n] = '\0';
-    const char *p = strrchr(buf, ')');   /* the command name may hold spaces */
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
     unsigned long long utime = 0, stime = 0;
     assert_non_null(p);
     /* after ")": state, then fields 4..13, then utime (14) and stime (15) */
@@ -551,8 +561,8 @@ static uint64_t wait_worker_sleeps(rkv_client *observer, unsigned w, uint64_t af
         usleep(50000);
     }
     if (sleeps <= after)
-        fail_msg("worker %u never went to sleep with an idle client (sleeps stayed at %llu)",
-                 w, (unsigned long long)sleeps);
+        fail_msg("worker %u never went to sleep with an idle client (sleeps stayed at %llu)", w,
+                 (unsigned long long)sleeps);
     return sleeps;
 }
 
@@ -597,7 +607,8 @@ static void test_idle_server_sleeps(void **state)
 static void test_auth(void **state)
 {
     (void)state;
-    static const char *const extra[] = { "--memory", "16M", "--auth-secret", "s3cret", "--event-mode", NULL };
+    static const char *const extra[] = { "--memory", "16M",          "--auth-secret",
+                                         "s3cret",   "--event-mode", NULL };
     struct server_proc sp;
     char uri[256];
     test_uri(uri, sizeof uri, uri_seq++);
@@ -654,7 +665,7 @@ static void test_server_restart(void **state)
     st = rkv_put(c, "other", 5, "x", 1, NULL, NULL);
     assert_true(st == RKV_CONNECTION || st == RKV_TIMEOUT || st == RKV_OK);
     for (int i = 0; i < 500 && (st = rkv_ping(c)) != RKV_OK; i++)
-        usleep(20000);   /* safety net: up to 10 s */
+        usleep(20000); /* safety net: up to 10 s */
     assert_int_equal(st, RKV_OK);
     /* the new server has never seen "gen" */
     assert_int_equal(rkv_get(c, "gen", 3, buf, sizeof buf, &n, NULL), RKV_NOT_FOUND);
@@ -673,7 +684,8 @@ static void test_prometheus_endpoint(void **state)
     unsigned p = 20000 + (unsigned)getpid() % 20000;
     snprintf(port, sizeof port, "%u", p);
     snprintf(listen_at, sizeof listen_at, "127.0.0.1:%u", p);
-    const char *const extra[] = { "--memory", "16M", "--event-mode", "--stats-listen", listen_at, NULL };
+    const char *const extra[] = { "--memory",       "16M",     "--event-mode",
+                                  "--stats-listen", listen_at, NULL };
     struct server_proc sp;
     test_uri(uri, sizeof uri, uri_seq++);
     assert_int_equal(server_start(&sp, server_bin, uri, extra), 0);
@@ -746,8 +758,8 @@ static void test_region_full_keeps_data(void **state)
 static void test_small_credits_with_hints(void **state)
 {
     (void)state;
-    static const char *const extra[] = { "--memory", "16M", "--credits", "2", "--evict", "lru",
-                                         "--event-mode", NULL };
+    static const char *const extra[] = { "--memory", "16M", "--credits",    "2",
+                                         "--evict",  "lru", "--event-mode", NULL };
     struct server_proc sp;
     char uri[256], buf[16], keys[40][16], hot[200][16];
     size_t n;
@@ -767,8 +779,9 @@ static void test_small_credits_with_hints(void **state)
         struct rkv_put_op ops[40];
         for (unsigned i = 0; i < 40; i++) {
             snprintf(keys[i], sizeof keys[i], "c%d_%u", round, i);
-            ops[i] = (struct rkv_put_op){ .key = keys[i], .key_len = strlen(keys[i]),
-                                          .value = "x", .value_len = 1 };
+            ops[i] = (struct rkv_put_op){
+                .key = keys[i], .key_len = strlen(keys[i]), .value = "x", .value_len = 1
+            };
         }
         assert_int_equal(rkv_mput(c, ops, 40), RKV_OK);
         for (unsigned i = 0; i < 40; i++)
@@ -820,16 +833,16 @@ static void test_sharding(void **state)
         unsigned s3 = rkv_shard_of(c3, key, strlen(key)), s4 = rkv_shard_of(c4, key, strlen(key));
         per[s3]++;
         if (s4 != s3) {
-            assert_int_equal(s4, 3);   /* a moved key only ever goes to the new server */
+            assert_int_equal(s4, 3); /* a moved key only ever goes to the new server */
             moved++;
         }
     }
     for (unsigned s = 0; s < 3; s++) {
-        assert_int_equal(stat_of(c3, s, "items"), per[s]);   /* exactly where the hash says */
-        assert_true(per[s] > KEYS / 6);                        /* and spread */
+        assert_int_equal(stat_of(c3, s, "items"), per[s]); /* exactly where the hash says */
+        assert_true(per[s] > KEYS / 6);                    /* and spread */
     }
     assert_true(moved > KEYS / 4 - KEYS / 10 && moved < KEYS / 4 + KEYS / 10);
-    for (unsigned i = 0; i < KEYS; i++) {   /* GETs go one-sided to the owner */
+    for (unsigned i = 0; i < KEYS; i++) { /* GETs go one-sided to the owner */
         snprintf(key, sizeof key, "shard%u", i);
         assert_int_equal(rkv_get(c3, key, strlen(key), buf, sizeof buf, &n, NULL), RKV_OK);
         assert_memory_equal(buf, key, n);
@@ -890,12 +903,12 @@ static void test_startup_errors(void **state)
         sscanf(line, "HugePages_Free: %ld", &free_huge);
     if (mi)
         fclose(mi);
-    if (free_huge == 0) {  /* hugepages exhausted (none reserved here) */
+    if (free_huge == 0) { /* hugepages exhausted (none reserved here) */
         const char *need_huge[] = { "--listen", uri, "--memory", "16M", "--hugepages-required", NULL };
         assert_int_equal(run_server_capture(need_huge, err, sizeof err), 1);
         assert_non_null(strstr(err, "nr_hugepages"));
     }
-    if (access("/sys/class/infiniband", F_OK) != 0 && !over_rdma) {  /* device missing */
+    if (access("/sys/class/infiniband", F_OK) != 0 && !over_rdma) { /* device missing */
         const char *rdma[] = { "--listen", "rdma://127.0.0.1:7471", "--memory", "16M", NULL };
         assert_int_equal(run_server_capture(rdma, err, sizeof err), 1);
         assert_non_null(strstr(err, "RDMA device"));

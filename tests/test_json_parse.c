@@ -26,8 +26,9 @@ static struct json_value *parse_ok(const char *text)
 static void values(void **state)
 {
     (void)state;
-    struct json_value *v = parse_ok(" {\"a\": [1, -2.5e3, 0, true, false, null, \"x\\n\\u00e9\\ud83d\\ude00\"],"
-                                    " \"b\": {}, \"c\": [], \"a2\": 7, \"a2\": 8} ");
+    struct json_value *v = parse_ok(
+        " {\"a\": [1, -2.5e3, 0, true, false, null, \"x\\n\\u00e9\\ud83d\\ude00\"],"
+        " \"b\": {}, \"c\": [], \"a2\": 7, \"a2\": 8} ");
     assert_int_equal(v->type, JSON_OBJECT);
     assert_int_equal(v->count, 5);
     const struct json_value *a = json_member(v, "a");
@@ -39,7 +40,7 @@ static void values(void **state)
     assert_int_equal(a->items[5].type, JSON_NULL);
     assert_string_equal(a->items[6].string, "x\n\xc3\xa9\xf0\x9f\x98\x80");
     assert_int_equal(json_member(v, "b")->count, 0);
-    assert_true(json_number_of(v, "a2", 0) == 8);   /* the last of a repeated name */
+    assert_true(json_number_of(v, "a2", 0) == 8); /* the last of a repeated name */
     assert_true(json_number_of(v, "nope", -1) == -1);
     assert_null(json_string_of(v, "a2"));
     assert_null(json_member(a, "x"));
@@ -49,7 +50,9 @@ static void values(void **state)
 static void refuses_bad_text(void **state)
 {
     (void)state;
-    static const struct { const char *text, *msg; } bad[] = {
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {
         { "", "value is missing" },
         { "[1,]", "not a JSON value" },
         { "{\"a\" 1}", "expected ':'" },

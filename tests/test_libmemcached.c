@@ -55,10 +55,10 @@ static const char *server_bin;
 static unsigned nkeys = 10000;
 
 struct env {
-    struct server_group g;        /* NSERVERS servers, their tcp doors, the directory */
-    rkv_client *one;              /* server 0 alone */
-    rkv_client *ring;             /* ketama over the three, named as libmemcached names them */
-    rkv_client *spy;              /* the same, named as libmemcached's spymemcached mode names them */
+    struct server_group g; /* NSERVERS servers, their tcp doors, the directory */
+    rkv_client *one;       /* server 0 alone */
+    rkv_client *ring;      /* ketama over the three, named as libmemcached names them */
+    rkv_client *spy;       /* the same, named as libmemcached's spymemcached mode names them */
 };
 
 /* ------------------------------------------------------------ the client */
@@ -261,13 +261,15 @@ static int setup(void **state)
      * twemproxy does: tcp= derives the same name */
     snprintf(list, sizeof list,
              "%s?placement=ketama&tcp=127.0.0.1:%u,%s?tcp=127.0.0.1:%u&weight=2,%s?tcp=127.0.0.1:%u",
-             e->g.sp[0].uri, e->g.port[0], e->g.sp[1].uri, e->g.port[1], e->g.sp[2].uri, e->g.port[2]);
+             e->g.sp[0].uri, e->g.port[0], e->g.sp[1].uri, e->g.port[1], e->g.sp[2].uri,
+             e->g.port[2]);
     e->ring = connect_retry(list, NULL, 20000);
     /* its spymemcached mode names them "/HOST:PORT", whatever the port */
     snprintf(list, sizeof list,
              "%s?placement=ketama&name=/127.0.0.1:%u,%s?name=/127.0.0.1:%u&weight=2,"
              "%s?name=/127.0.0.1:%u",
-             e->g.sp[0].uri, e->g.port[0], e->g.sp[1].uri, e->g.port[1], e->g.sp[2].uri, e->g.port[2]);
+             e->g.sp[0].uri, e->g.port[0], e->g.sp[1].uri, e->g.port[1], e->g.sp[2].uri,
+             e->g.port[2]);
     e->spy = connect_retry(list, NULL, 20000);
     if (e->one == NULL || e->ring == NULL || e->spy == NULL) {
         fprintf(stderr, "librkv: %s\n", rkv_last_error(NULL));
@@ -300,12 +302,12 @@ static void test_libmemcached_to_librkv(void **state)
             assert_int_equal(len, n);
             assert_memory_equal(got, want, n);
             assert_int_equal(info.user_flags, flags);
-            assert_int_equal(info.version, cas);          /* CAS unique = item version */
-            if (strcmp(key, "lm:ttl") == 0)               /* time=1000: relative */
+            assert_int_equal(info.version, cas); /* CAS unique = item version */
+            if (strcmp(key, "lm:ttl") == 0)      /* time=1000: relative */
                 assert_true(info.ttl_left > 0 && info.ttl_left <= 1000);
-            else if (strcmp(key, "lm:a") == 0)            /* touched to 2000 */
+            else if (strcmp(key, "lm:a") == 0) /* touched to 2000 */
                 assert_true(info.ttl_left > 1000 && info.ttl_left <= 2000);
-            else if (strcmp(key, "lm:abs") == 0)          /* a unix time 3000 s ahead */
+            else if (strcmp(key, "lm:abs") == 0) /* a unix time 3000 s ahead */
                 assert_true(info.ttl_left > 2000 && info.ttl_left <= 3001);
             else
                 assert_int_equal(info.ttl_left, 0);
@@ -364,7 +366,8 @@ static void test_librkv_to_libmemcached(void **state)
     char got[64];
     size_t len;
     struct rkv_item_info info;
-    assert_int_equal(rkv_get(e->one, last_key, strlen(last_key), got, sizeof got, &len, &info), RKV_OK);
+    assert_int_equal(rkv_get(e->one, last_key, strlen(last_key), got, sizeof got, &len, &info),
+                     RKV_OK);
     assert_int_equal(len, strlen("from libmemcached"));
     assert_memory_equal(got, "from libmemcached", len);
     assert_int_equal(info.user_flags, 77);
@@ -383,7 +386,8 @@ static void test_tools(void **state)
     assert_non_null(f);
     fputs("copied by memccp\n", f);
     assert_int_equal(fclose(f), 0);
-    snprintf(cmd, sizeof cmd, "cd %s && memccp %s tool-item && memcexist %s tool-item && "
+    snprintf(cmd, sizeof cmd,
+             "cd %s && memccp %s tool-item && memcexist %s tool-item && "
              "memccat %s tool-item | grep -qx 'copied by memccp' && memctouch %s --expire=500 tool-item",
              e->g.dir, servers, servers, servers, servers);
     assert_int_equal(system(cmd), 0);
@@ -429,8 +433,8 @@ static void ring_to_librkv(struct env *e, rkv_client *kv, const char *mode, cons
         if (st != RKV_OK || len != n || memcmp(got, want, n) != 0 || info.user_flags != flags) {
             if (bad++ < 5)
                 print_message("%s (ketama: server %u): %s, %zu bytes, flags %u; libmemcached "
-                              "wrote %zu bytes, flags %u\n", key,
-                              rkv_shard_of(kv, key, strlen(key)), rkv_strerror(st), len,
+                              "wrote %zu bytes, flags %u\n",
+                              key, rkv_shard_of(kv, key, strlen(key)), rkv_strerror(st), len,
                               info.user_flags, n, flags);
         }
     }
@@ -442,7 +446,7 @@ static void ring_to_librkv(struct env *e, rkv_client *kv, const char *mode, cons
         items += ev - evicted[s];
         print_message("server %u (weight %u): %llu of libmemcached's keys\n", s, s == 1 ? 2 : 1,
                       (unsigned long long)(items - before[s]));
-        assert_true(items > before[s]);               /* libmemcached used every server */
+        assert_true(items > before[s]); /* libmemcached used every server */
         total += items - before[s];
     }
     assert_int_equal(total, nkeys);
@@ -479,8 +483,8 @@ static void test_ketama_librkv_to_libmemcached(void **state)
 
 int main(int argc, char **argv)
 {
-    static const char *const tools[] = { "memccp", "memccat", "memcexist", "memctouch", "memcrm",
-                                         "memcstat", "memcping", "memcslap" };
+    static const char *const tools[] = { "memccp", "memccat",  "memcexist", "memctouch",
+                                         "memcrm", "memcstat", "memcping",  "memcslap" };
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH/TO/rkv-server\n", argv[0]);
         return 2;
@@ -498,7 +502,8 @@ int main(int argc, char **argv)
         snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", tools[i]);
         if (system(cmd) != 0) {
             printf("test_libmemcached: skipped: %s is not installed; scripts/install-deps.sh "
-                   "installs it (apt-get install libmemcached-tools)\n", tools[i]);
+                   "installs it (apt-get install libmemcached-tools)\n",
+                   tools[i]);
             return 77;
         }
     }

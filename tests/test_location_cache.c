@@ -118,8 +118,8 @@ static void test_default_size_keeps_working_set(void **state)
             use_key(lc, &m, 0x9e3779b97f4a7c15ull * (i + 1), slot_for(i % 1000, 1));
     unsigned kept = 0;
     for (unsigned i = 0; i < KEYS; i++)
-        kept += key_of_slot(rkv_loc_cache_find(lc, NULL, REGION_A,
-                                               0x9e3779b97f4a7c15ull * (i + 1))) == i % 1000;
+        kept += key_of_slot(rkv_loc_cache_find(lc, NULL, REGION_A, 0x9e3779b97f4a7c15ull * (i + 1))) ==
+                i % 1000;
     assert_true(kept >= KEYS - KEYS / 100); /* below 1 in 64 evicting: next to no losses */
     assert_true(rkv_loc_cache_entries(lc) >= 2 * KEYS);
     assert_true(rkv_loc_cache_entries(lc) <= RKV_DEFAULT_LOCATION_CACHE / 4);
@@ -148,7 +148,7 @@ static void test_grows_on_evictions(void **state)
     struct rkv_loc_cache *lc = one_set_cache(kh, KEYS);
     struct rkv_loc_cache_meter m = { 0 };
     for (unsigned i = 0; i < RKV_LOC_CACHE_WAYS; i++)
-        rkv_loc_cache_store(lc, &m, REGION_A, kh[i], slot_for(i, 1));   /* fills the set */
+        rkv_loc_cache_store(lc, &m, REGION_A, kh[i], slot_for(i, 1)); /* fills the set */
     assert_int_equal(m.evictions, 0);
 
     /* many finds per eviction: 1 in 128, below the growth rate */
@@ -158,7 +158,7 @@ static void test_grows_on_evictions(void **state)
     for (unsigned round = 0; !judged && round < 100000; round++) {
         uint64_t before = m.evictions;
         rkv_loc_cache_store(lc, &m, REGION_A, kh[round % KEYS], slot_for(round % KEYS, 1));
-        judged = m.evictions < before;   /* the meter resets when it judges */
+        judged = m.evictions < before; /* the meter resets when it judges */
     }
     assert_true(judged);
     assert_int_equal(rkv_loc_cache_entries(lc), RKV_LOC_CACHE_WAYS);
@@ -182,8 +182,8 @@ static void test_grows_on_evictions(void **state)
         }
     }
     assert_int_equal(rkv_loc_cache_entries(lc), 64);
-    assert_int_equal(sizes, 3);          /* 8 -> 16 -> 32 -> 64 */
-    for (unsigned round = 0; round < 10 * MANY; round++)   /* and no further */
+    assert_int_equal(sizes, 3);                          /* 8 -> 16 -> 32 -> 64 */
+    for (unsigned round = 0; round < 10 * MANY; round++) /* and no further */
         rkv_loc_cache_store(lc, &m, REGION_A, many[round % MANY], slot_for(round % MANY, 1));
     assert_int_equal(rkv_loc_cache_entries(lc), 64);
     rkv_loc_cache_release(lc);
@@ -211,7 +211,7 @@ static void test_growth_keeps_previous_table(void **state)
     uint64_t kh[KEYS];
     struct rkv_loc_cache *lc = one_set_cache(kh, KEYS);
     struct rkv_loc_cache_meter m = { 0 };
-    unsigned x = KEYS - 1;               /* the marker key */
+    unsigned x = KEYS - 1; /* the marker key */
     evict_until_judging(lc, &m, kh, KEYS - 1, x);
     assert_int_equal(rkv_loc_cache_entries(lc), RKV_LOC_CACHE_WAYS);
     /* the marker's store is the judging eviction (the set is full): it lands in
@@ -252,11 +252,11 @@ static void test_changed(void **state)
     rkv_loc_cache_store(lc, NULL, REGION_A, 42, slot);
     uint64_t found = rkv_loc_cache_find(lc, NULL, REGION_A, 42);
     assert_int_not_equal(found, 0);
-    uint64_t used = (found & ~0xffffull) | 0x5a5a;       /* the key's own fingerprint */
-    assert_false(rkv_loc_cache_changed(found, used));      /* a hit: nothing to write */
+    uint64_t used = (found & ~0xffffull) | 0x5a5a;    /* the key's own fingerprint */
+    assert_false(rkv_loc_cache_changed(found, used)); /* a hit: nothing to write */
     assert_true(rkv_loc_cache_changed(found, slot_for(4, 1)));
-    assert_true(rkv_loc_cache_changed(found, 0));          /* not found any more: forget */
-    assert_true(rkv_loc_cache_changed(0, slot));           /* found through the buckets */
+    assert_true(rkv_loc_cache_changed(found, 0)); /* not found any more: forget */
+    assert_true(rkv_loc_cache_changed(0, slot));  /* found through the buckets */
     assert_false(rkv_loc_cache_changed(0, 0));
     rkv_loc_cache_release(lc);
 }
@@ -290,7 +290,7 @@ static void test_shared_by_size(void **state)
     (void)state;
     struct rkv_loc_cache *a = rkv_loc_cache_acquire(1000), *b = rkv_loc_cache_acquire(1024);
     struct rkv_loc_cache *c = rkv_loc_cache_acquire(4096);
-    assert_ptr_equal(a, b);           /* both round to 1024 */
+    assert_ptr_equal(a, b); /* both round to 1024 */
     assert_ptr_not_equal(a, c);
     rkv_loc_cache_store(a, NULL, REGION_A, 5, slot_for(5, 1));
     assert_int_equal(key_of_slot(rkv_loc_cache_find(b, NULL, REGION_A, 5)), 5);
@@ -299,7 +299,7 @@ static void test_shared_by_size(void **state)
     assert_int_equal(key_of_slot(rkv_loc_cache_find(b, NULL, REGION_A, 5)), 5); /* still held by b */
     rkv_loc_cache_release(b);
     rkv_loc_cache_release(c);
-    a = rkv_loc_cache_acquire(1024);  /* a fresh one */
+    a = rkv_loc_cache_acquire(1024); /* a fresh one */
     assert_int_equal(rkv_loc_cache_find(a, NULL, REGION_A, 5), 0);
     rkv_loc_cache_release(a);
 }
@@ -318,7 +318,8 @@ static void *hammer(void *arg)
     for (unsigned round = 0; round < 200000; round++) {
         unsigned k = (round * 7 + h->id * 3) % h->nkeys;
         if (round % 3 == 0)
-            rkv_loc_cache_store(h->lc, NULL, REGION_A, h->kh[k], (round % 11) ? slot_for(k, round) : 0);
+            rkv_loc_cache_store(h->lc, NULL, REGION_A, h->kh[k],
+                                (round % 11) ? slot_for(k, round) : 0);
         uint64_t s = rkv_loc_cache_find(h->lc, NULL, REGION_A, h->kh[(k + h->id) % h->nkeys]);
         if (s != 0) {
             h->found++;

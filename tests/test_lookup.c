@@ -29,12 +29,12 @@ struct scripted {
     unsigned calls;
     /* a move to perform after op `move_after_op` of call `move_on_call` */
     unsigned move_on_call, move_after_op;
-    uint64_t move_from, move_to;     /* bucket indexes */
-    uint64_t pin_odd_bucket;         /* keep this bucket's version odd (UINT64_MAX: off) */
-    unsigned prefetches;             /* prefetch calls, the last one's range */
+    uint64_t move_from, move_to; /* bucket indexes */
+    uint64_t pin_odd_bucket;     /* keep this bucket's version odd (UINT64_MAX: off) */
+    unsigned prefetches;         /* prefetch calls, the last one's range */
     uint64_t prefetch_off;
     uint32_t prefetch_len;
-    uint64_t first_off;              /* the first op of the first read call */
+    uint64_t first_off; /* the first op of the first read call */
     uint32_t first_len;
     const struct rkv_region_header *h;
 };
@@ -109,11 +109,18 @@ static int setup(void **state)
     if (e == NULL || rkv_region_create(16ull << 20, &e->region, err, sizeof err) != RKV_OK ||
         rkv_table_create(e->region.base, e->region.size, &cfg, &e->t, err, sizeof err) != RKV_OK)
         return -1;
-    e->sc = (struct scripted){ .base = e->region.base, .size = e->region.size,
-                               .h = rkv_table_header(e->t), .pin_odd_bucket = UINT64_MAX };
-    e->ctx = (struct rkv_lookup_ctx){ .geom = e->sc.h, .read = scripted_read, .read_ctx = &e->sc,
-                                      .scratch = e->scratch, .scratch_len = sizeof e->scratch,
-                                      .ops = e->ops, .ops_cap = 256, .max_retries = 8 };
+    e->sc = (struct scripted){ .base = e->region.base,
+                               .size = e->region.size,
+                               .h = rkv_table_header(e->t),
+                               .pin_odd_bucket = UINT64_MAX };
+    e->ctx = (struct rkv_lookup_ctx){ .geom = e->sc.h,
+                                      .read = scripted_read,
+                                      .read_ctx = &e->sc,
+                                      .scratch = e->scratch,
+                                      .scratch_len = sizeof e->scratch,
+                                      .ops = e->ops,
+                                      .ops_cap = 256,
+                                      .max_retries = 8 };
     *state = e;
     return 0;
 }
@@ -130,7 +137,8 @@ static int teardown(void **state)
 static void put(struct env *e, const char *k, const char *v)
 {
     struct rkv_value_src src = { .data = v, .len = (uint32_t)strlen(v) };
-    assert_int_equal(rkv_table_put(e->t, k, (uint32_t)strlen(k), &src, RKV_SET, 0, 0, 0, NULL), RKV_OK);
+    assert_int_equal(rkv_table_put(e->t, k, (uint32_t)strlen(k), &src, RKV_SET, 0, 0, 0, NULL),
+                     RKV_OK);
 }
 
 /* Where is the key's slot right now: 0 or 1 (its candidate), or -1. */
@@ -180,19 +188,20 @@ static void test_move_between_bucket_reads_is_not_a_miss(void **state)
     }
     move_fp = kh.fp;
     e->sc.calls = 0;
-    e->sc.move_on_call = 1;          /* the bucket round */
-    e->sc.move_after_op = 0;         /* after bucket 0 was copied, before bucket 1 */
+    e->sc.move_on_call = 1;  /* the bucket round */
+    e->sc.move_after_op = 0; /* after bucket 0 was copied, before bucket 1 */
     e->sc.move_from = kh.bucket[1];
     e->sc.move_to = kh.bucket[0];
 
     char out[32];
-    struct rkv_lookup l = { .key = key, .key_len = (uint32_t)strlen(key), .buf = out,
-                            .buf_len = sizeof out };
+    struct rkv_lookup l = {
+        .key = key, .key_len = (uint32_t)strlen(key), .buf = out, .buf_len = sizeof out
+    };
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_OK);
     assert_int_equal(l.value_len, 7);
     assert_memory_equal(out, "payload", 7);
-    assert_true(e->ctx.retries >= 1);   /* the re-check noticed the move */
+    assert_true(e->ctx.retries >= 1); /* the re-check noticed the move */
     assert_int_equal(home(e, &kh), 0);
 }
 
@@ -209,8 +218,9 @@ static void test_move_between_bucket_reads_bytes_cost(void **state)
 static uint64_t slot_of(struct env *e, const char *key)
 {
     char out[64];
-    struct rkv_lookup l = { .key = key, .key_len = (uint32_t)strlen(key), .buf = out,
-                            .buf_len = sizeof out };
+    struct rkv_lookup l = {
+        .key = key, .key_len = (uint32_t)strlen(key), .buf = out, .buf_len = sizeof out
+    };
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_OK);
     return l.slot;
@@ -238,8 +248,9 @@ static void test_forward_is_verified(void **state)
     assert_int_equal(old->state, rkv_item_state_forward(s_new));
 
     char out[16];
-    struct rkv_lookup l = { .key = "fk", .key_len = 2, .buf = out, .buf_len = sizeof out,
-                            .cached_slot = s_old };
+    struct rkv_lookup l = {
+        .key = "fk", .key_len = 2, .buf = out, .buf_len = sizeof out, .cached_slot = s_old
+    };
     /* the real forward: two READs, no bucket */
     e->sc.calls = 0;
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
@@ -258,9 +269,9 @@ static void test_forward_is_verified(void **state)
 
     /* a forward to a torn item of our key (a flipped value byte) */
     old->state = rkv_item_state_forward(s_new);
-    put(e, "fk", "newer");            /* s_new is now obsolete itself: forward to newer */
+    put(e, "fk", "newer"); /* s_new is now obsolete itself: forward to newer */
     uint64_t s_newer = slot_of(e, "fk");
-    item_of(e, s_newer)->data[2] ^= 0x20;  /* "Newer": checksum no longer matches */
+    item_of(e, s_newer)->data[2] ^= 0x20; /* "Newer": checksum no longer matches */
     memset(out, 0, sizeof out);
     l.cached_slot = s_old;
     e->ctx.max_retries = 2;
@@ -291,8 +302,9 @@ static void test_cached_slot_fingerprint_bits(void **state)
     uint64_t s_ck = slot_of(e, "ck"), s_ok = slot_of(e, "ok");
     uint64_t bare = s_ck & ~(uint64_t)0xffff;
     char out[16];
-    struct rkv_lookup l = { .key = "ck", .key_len = 2, .buf = out, .buf_len = sizeof out,
-                            .cached_slot = bare | 0xabcd };
+    struct rkv_lookup l = {
+        .key = "ck", .key_len = 2, .buf = out, .buf_len = sizeof out, .cached_slot = bare | 0xabcd
+    };
     e->sc.calls = 0;
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_OK);
@@ -301,14 +313,14 @@ static void test_cached_slot_fingerprint_bits(void **state)
     assert_int_equal(l.cache_used, 1);
     assert_int_equal(l.slot, bare | 0xabcd);
 
-    l.cached_slot = bare;                  /* no fingerprint: the key's */
+    l.cached_slot = bare; /* no fingerprint: the key's */
     e->sc.calls = 0;
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_OK);
     assert_int_equal(e->sc.calls, 1);
     assert_int_equal(l.slot, s_ck);
 
-    l.cached_slot = (s_ok & ~(uint64_t)0xffff) | 0xabcd;   /* stale: another key's item */
+    l.cached_slot = (s_ok & ~(uint64_t)0xffff) | 0xabcd; /* stale: another key's item */
     memset(out, 0, sizeof out);
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_OK);
@@ -328,8 +340,9 @@ static void test_prefetch_is_the_read_that_follows(void **state)
     uint64_t s_pk = slot_of(e, "pk");
     e->ctx.prefetch = scripted_prefetch;
     char out[16];
-    struct rkv_lookup l = { .key = "pk", .key_len = 2, .buf = out, .buf_len = sizeof out,
-                            .cached_slot = s_pk };
+    struct rkv_lookup l = {
+        .key = "pk", .key_len = 2, .buf = out, .buf_len = sizeof out, .cached_slot = s_pk
+    };
     e->sc.calls = 0;
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_OK);
@@ -345,7 +358,7 @@ static void test_prefetch_is_the_read_that_follows(void **state)
         e->sc.prefetches = 0;
         l.cached_slot = hostile[i];
         assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
-        assert_int_equal(l.status, RKV_OK);          /* through the buckets */
+        assert_int_equal(l.status, RKV_OK); /* through the buckets */
         assert_int_equal(e->sc.prefetches, 0);
     }
 }
@@ -359,24 +372,24 @@ static void test_bytes_cost_reads_second_bucket_on_demand(void **state)
     put(e, "one", "1");
     struct rkv_key_hash kh;
     rkv_hash_key("one", 3, e->sc.h->hash_seed, e->sc.h->bucket_count, &kh);
-    assert_int_equal(home(e, &kh), 0);   /* an empty table: the first bucket */
+    assert_int_equal(home(e, &kh), 0); /* an empty table: the first bucket */
     char out[8];
     struct rkv_lookup l = { .key = "one", .key_len = 3, .buf = out, .buf_len = sizeof out };
     e->sc.calls = 0;
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_OK);
-    assert_int_equal(e->sc.calls, 2);    /* bucket 0, item */
+    assert_int_equal(e->sc.calls, 2); /* bucket 0, item */
     l.key = "absent";
     l.key_len = 6;
     e->sc.calls = 0;
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_NOT_FOUND);
-    assert_int_equal(e->sc.calls, 3);    /* bucket 0, bucket 1, re-check of both */
+    assert_int_equal(e->sc.calls, 3); /* bucket 0, bucket 1, re-check of both */
     e->ctx.cost = RKV_COST_ROUND_TRIPS;
     e->sc.calls = 0;
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_NOT_FOUND);
-    assert_int_equal(e->sc.calls, 2);    /* both buckets, re-check */
+    assert_int_equal(e->sc.calls, 2); /* both buckets, re-check */
 }
 
 /* A bucket that stays mid-change is never trusted: bounded retries, then
@@ -407,9 +420,9 @@ static void test_hostile_slots_are_not_read(void **state)
     struct rkv_key_hash kh;
     rkv_hash_key("victim", 6, h->hash_seed, h->bucket_count, &kh);
     uint64_t bad[] = {
-        rkv_slot_make(kh.fp, 0, h->region_size),                  /* past the end */
-        rkv_slot_make(kh.fp, 0, 0),                               /* the header */
-        rkv_slot_make(kh.fp, h->class_count, h->heap_offset),     /* no such class */
+        rkv_slot_make(kh.fp, 0, h->region_size),              /* past the end */
+        rkv_slot_make(kh.fp, 0, 0),                           /* the header */
+        rkv_slot_make(kh.fp, h->class_count, h->heap_offset), /* no such class */
         rkv_slot_make(kh.fp, h->class_count - 1, h->heap_offset + h->heap_size - 64),
     };
     uint64_t off;
@@ -420,14 +433,15 @@ static void test_hostile_slots_are_not_read(void **state)
      * bounds check must not wrap around (found by fuzz_protocol) */
     struct rkv_region_header tiny = *h;
     tiny.heap_size = tiny.class_size[tiny.class_count - 1] - 64;
-    assert_false(rkv_slot_valid(&tiny, rkv_slot_make(kh.fp, tiny.class_count - 1,
-                                                     tiny.heap_offset), &off, &len));
+    assert_false(rkv_slot_valid(&tiny, rkv_slot_make(kh.fp, tiny.class_count - 1, tiny.heap_offset),
+                                &off, &len));
     struct rkv_bucket *b = bucket(&e->sc, kh.bucket[0]);
     for (unsigned i = 0; i < 4; i++)
         b->slot[i] = bad[i];
     char out[8];
-    struct rkv_lookup l = { .key = "victim", .key_len = 6, .buf = out, .buf_len = sizeof out,
-                            .cached_slot = bad[0] };
+    struct rkv_lookup l = {
+        .key = "victim", .key_len = 6, .buf = out, .buf_len = sizeof out, .cached_slot = bad[0]
+    };
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK); /* scripted_read asserts bounds */
     assert_int_equal(l.status, RKV_NOT_FOUND);
     for (unsigned i = 0; i < 4; i++)
@@ -447,8 +461,10 @@ static void test_batch_larger_than_scratch(void **state)
         snprintf(vals[i], sizeof vals[i], "value%u", i);
         if (i % 3)
             put(e, keys[i], vals[i]);
-        ls[i] = (struct rkv_lookup){ .key = keys[i], .key_len = (uint32_t)strlen(keys[i]),
-                                     .buf = outs[i], .buf_len = sizeof outs[i] };
+        ls[i] = (struct rkv_lookup){ .key = keys[i],
+                                     .key_len = (uint32_t)strlen(keys[i]),
+                                     .buf = outs[i],
+                                     .buf_len = sizeof outs[i] };
     }
     e->ctx.scratch_len = 3 * 2 * sizeof(struct rkv_bucket); /* 3 bucket pairs a round */
     e->sc.calls = 0;
@@ -489,8 +505,7 @@ static void test_verify_compares_every_key_byte(void **state)
         assert_true(rkv_slot_valid(h, l.slot, &off, &len));
         const struct rkv_item *it = (const struct rkv_item *)(const void *)(e->sc.base + off);
         assert_int_equal(rkv_item_verify(it, len, key, n, h->hash_seed, 0), RKV_VERIFY_OK);
-        assert_int_equal(rkv_item_verify(it, len, key, n - 1, h->hash_seed, 0),
-                         RKV_VERIFY_OTHER_KEY);
+        assert_int_equal(rkv_item_verify(it, len, key, n - 1, h->hash_seed, 0), RKV_VERIFY_OTHER_KEY);
         for (uint32_t i = 0; i < n; i++) {
             memcpy(other, key, n + 1);
             other[i] ^= 0x20;
@@ -510,8 +525,12 @@ static void test_header_valid_field_by_field(void **state)
     struct rkv_region_header good = *e->sc.h, h;
     assert_true(rkv_header_valid(&good, e->region.size));
     assert_false(rkv_header_valid(&good, e->region.size - 4096));
-#define BREAK(field, value) do { h = good; h.field = (value); \
-        assert_false(rkv_header_valid(&h, e->region.size)); } while (0)
+#define BREAK(field, value)                                 \
+    do {                                                    \
+        h = good;                                           \
+        h.field = (value);                                  \
+        assert_false(rkv_header_valid(&h, e->region.size)); \
+    } while (0)
     BREAK(magic, 0);
     BREAK(format_version, RKV_FORMAT_VERSION + 1);
     BREAK(bucket_count, good.bucket_count + 1);
@@ -536,7 +555,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_forward_is_verified, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cached_slot_fingerprint_bits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prefetch_is_the_read_that_follows, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bytes_cost_reads_second_bucket_on_demand, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bytes_cost_reads_second_bucket_on_demand, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_odd_version_retries_then_gives_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hostile_slots_are_not_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_larger_than_scratch, setup, teardown),

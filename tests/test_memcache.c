@@ -13,12 +13,12 @@
  * No sleeps: every wait is for a reply, with a 20 s receive timeout only as
  * a safety net.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <arpa/inet.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,10 +40,10 @@
 static const char *server_bin;
 
 struct env {
-    const char *host;    /* tcp door address; NULL = 127.0.0.1 */
+    const char *host; /* tcp door address; NULL = 127.0.0.1 */
     struct server_proc sp;
     unsigned port;
-    rkv_client *kv;      /* librkv over shm, the other door */
+    rkv_client *kv; /* librkv over shm, the other door */
 };
 
 /* ------------------------------------------------------------ server */
@@ -117,7 +117,7 @@ static bool closed_by_server(int fd)
         if (r == 0 || (r < 0 && errno == ECONNRESET))
             return true;
         if (r < 0)
-            return false;   /* timed out: still open */
+            return false; /* timed out: still open */
     }
 }
 
@@ -223,7 +223,7 @@ static void test_storage_commands(void **state)
     exchange(fd, req, "EXISTS\r\n");
     snprintf(req, sizeof req, "cas s1 9 0 2 %llu\r\nok\r\n", (unsigned long long)cas);
     exchange(fd, req, "STORED\r\n");
-    exchange(fd, req, "EXISTS\r\n");  /* the unique changed with the store */
+    exchange(fd, req, "EXISTS\r\n"); /* the unique changed with the store */
     exchange(fd, "cas nope 0 0 1 1\r\nx\r\n", "NOT_FOUND\r\n");
     uint64_t cas2 = gets_cas(fd, "s1");
     assert_true(cas2 != cas);
@@ -252,11 +252,12 @@ static void test_noreply(void **state)
     struct env *e = *state;
     int fd = mc_connect(e->port);
     /* nothing comes back for these: the "mn" after them answers first */
-    exchange(fd, "set n1 0 0 1 noreply\r\na\r\nadd n1 0 0 1 noreply\r\nb\r\n"
-                 "replace n1 0 0 1 noreply\r\nc\r\nappend n1 0 0 1 noreply\r\nd\r\n"
-                 "prepend n1 0 0 1 noreply\r\ne\r\ncas n1 0 0 1 1 noreply\r\nf\r\n"
-                 "set n2 0 0 1 noreply\r\n5\r\nincr n2 5 noreply\r\ndecr n2 2 noreply\r\n"
-                 "touch n1 100 noreply\r\ndelete nope noreply\r\nverbosity 1 noreply\r\nmn\r\n",
+    exchange(fd,
+             "set n1 0 0 1 noreply\r\na\r\nadd n1 0 0 1 noreply\r\nb\r\n"
+             "replace n1 0 0 1 noreply\r\nc\r\nappend n1 0 0 1 noreply\r\nd\r\n"
+             "prepend n1 0 0 1 noreply\r\ne\r\ncas n1 0 0 1 1 noreply\r\nf\r\n"
+             "set n2 0 0 1 noreply\r\n5\r\nincr n2 5 noreply\r\ndecr n2 2 noreply\r\n"
+             "touch n1 100 noreply\r\ndelete nope noreply\r\nverbosity 1 noreply\r\nmn\r\n",
              "MN\r\n");
     /* 5 + 5 is a new item of two digits, 10 - 2 fits it: "8 " in place */
     exchange(fd, "get n1 n2\r\n", "VALUE n1 0 3\r\necd\r\nVALUE n2 0 2\r\n8 \r\nEND\r\n");
@@ -265,13 +266,15 @@ static void test_noreply(void **state)
      * out_string); a refused line's data block is then read as a command */
     exchange(fd, "incr n2 x noreply\r\nmn\r\n", "MN\r\n");
     exchange(fd, "set n3 0 0 abc noreply\r\nxyz\r\n", "ERROR\r\n");
-    exchange(fd, "set n3 x 0 1 noreply\r\nmn\r\n", "MN\r\n");   /* the block "mn" */
+    exchange(fd, "set n3 x 0 1 noreply\r\nmn\r\n", "MN\r\n");                 /* the block "mn" */
     exchange(fd, "set n3 0 0 1 noreply\r\nabc\r\nmn\r\n", "ERROR\r\nMN\r\n"); /* bad chunk */
-    exchange(fd, "delete n1 10 noreply\r\ntouch n1 x noreply\r\nverbosity x noreply\r\n"
-                 "verbosity noreply\r\nflush_all x noreply\r\nmn\r\n", "MN\r\n");
+    exchange(fd,
+             "delete n1 10 noreply\r\ntouch n1 x noreply\r\nverbosity x noreply\r\n"
+             "verbosity noreply\r\nflush_all x noreply\r\nmn\r\n",
+             "MN\r\n");
     char req[128];
     snprintf(req, sizeof req, "set n3 0 0 %u noreply\r\n", 2u << 20);
-    send_block(fd, req, 2u << 20, 'x');                      /* too large: silent too */
+    send_block(fd, req, 2u << 20, 'x'); /* too large: silent too */
     exchange(fd, "mn\r\n", "MN\r\n");
     /* the word where noreply goes, when it is not noreply, is ignored */
     exchange(fd, "set n4 0 0 1 junk\r\n7\r\nincr n4 1 junk\r\ntouch n4 10 junk\r\n",
@@ -288,9 +291,9 @@ static void test_arith_touch(void **state)
     exchange(fd, "incr a1 1\r\n", "NOT_FOUND\r\n");
     exchange(fd, "set a1 3 0 2\r\n10\r\n", "STORED\r\n");
     exchange(fd, "incr a1 5\r\n", "15\r\n");
-    exchange(fd, "decr a1 100\r\n", "0\r\n");              /* stops at 0 */
+    exchange(fd, "decr a1 100\r\n", "0\r\n"); /* stops at 0 */
     exchange(fd, "set a1 3 0 20\r\n18446744073709551615\r\n", "STORED\r\n");
-    exchange(fd, "incr a1 1\r\n", "0\r\n");                /* wraps at 2^64 */
+    exchange(fd, "incr a1 1\r\n", "0\r\n"); /* wraps at 2^64 */
     /* in place, as memcached: the digits, then spaces to the old length */
     exchange(fd, "get a1\r\n", "VALUE a1 3 20\r\n0                   \r\nEND\r\n");
     exchange(fd, "incr a1 18446744073709551610\r\n", "18446744073709551610\r\n"); /* any delta */
@@ -306,11 +309,12 @@ static void test_arith_touch(void **state)
     exchange(fd, "set a1 0 0 3\r\n100\r\nmg a1\r\nget x\r\ndecr a1 1\r\nget a1\r\n",
              "STORED\r\nHD\r\nEND\r\n99\r\nVALUE a1 0 3\r\n99 \r\nEND\r\n");
     /* the value read as strtoull reads it */
-    static const char *const nums[][2] = { { " 5", "6" }, { "5 ", "6" }, { "-0", "1" },
+    static const char *const nums[][2] = { { " 5", "6" }, { "5 ", "6" },  { "-0", "1" },
                                            { "+7", "8" }, { "1 2", "2" }, { "007", "8" } };
     for (unsigned i = 0; i < 6; i++) {
         char req[96], want[64];
-        snprintf(req, sizeof req, "set a3 0 0 %zu\r\n%s\r\nincr a3 1\r\n", strlen(nums[i][0]), nums[i][0]);
+        snprintf(req, sizeof req, "set a3 0 0 %zu\r\n%s\r\nincr a3 1\r\n", strlen(nums[i][0]),
+                 nums[i][0]);
         snprintf(want, sizeof want, "STORED\r\n%s\r\n", nums[i][1]);
         exchange(fd, req, want);
     }
@@ -331,10 +335,10 @@ static void test_arith_touch(void **state)
     read_line(fd, line, sizeof line);
     unsigned long long c2;
     assert_int_equal(sscanf(line, "VALUE a2 0 3 %llu", &c2), 1);
-    assert_true(c2 != cas);  /* touched: a new unique (rkv writes out of place) */
+    assert_true(c2 != cas); /* touched: a new unique (rkv writes out of place) */
     snprintf(want, sizeof want, "abc\r\nEND\r\n");
     assert_int_equal(recv_n(fd, line, strlen(want)), strlen(want));
-    exchange(fd, "touch a2 -1\r\n", "TOUCHED\r\n");       /* negative: expired at once */
+    exchange(fd, "touch a2 -1\r\n", "TOUCHED\r\n"); /* negative: expired at once */
     exchange(fd, "get a2\r\n", "END\r\n");
     close(fd);
 }
@@ -360,12 +364,12 @@ static void test_touch_expired(void **state)
     exchange(fd, "gat -1 x1 xnope\r\n", "VALUE x1 5 3\r\nabc\r\nEND\r\n");
     exchange(fd, "get x1\r\n", "END\r\n");
     gone_for_librkv(e, "x1");
-    exchange(fd, "gat -1 x1\r\n", "END\r\n");              /* a miss stays a miss */
+    exchange(fd, "gat -1 x1\r\n", "END\r\n"); /* a miss stays a miss */
 
     exchange(fd, "set x2 7 0 3\r\nabc\r\n", "STORED\r\n");
     uint64_t cas = gets_cas(fd, "x2");
     snprintf(want, sizeof want, "VALUE x2 7 3 %llu\r\nabc\r\nEND\r\n", (unsigned long long)cas);
-    exchange(fd, "gats -1 x2\r\n", want);                /* the CAS it had */
+    exchange(fd, "gats -1 x2\r\n", want); /* the CAS it had */
     exchange(fd, "gets x2\r\n", "END\r\n");
     gone_for_librkv(e, "x2");
 
@@ -418,7 +422,7 @@ static void test_admin(void **state)
     int fd = mc_connect(e->port);
     exchange(fd, "version\r\n", "VERSION 1.6.18-rkv-" RKV_VERSION_STRING "\r\n");
     exchange(fd, "verbosity 1\r\n", "OK\r\n");
-    exchange(fd, "stats detail off\r\n", "OK\r\n");   /* every group: test_memcache_stats.c */
+    exchange(fd, "stats detail off\r\n", "OK\r\n"); /* every group: test_memcache_stats.c */
     /* stats: STAT lines then END, with memcached's names */
     send_all(fd, "stats\r\n", 7);
     char line[512];
@@ -502,7 +506,7 @@ static void test_stats_counts(void **state)
     static const char got[] = "VALUE sb 0 5\r\nhello\r\nEND\r\n";
     struct stats_seen s0, s1, s2;
     size_t first = stats_io(fd, &s0);
-    assert_int_equal(s0.bytes_read, 7);   /* only this stats line came in so far */
+    assert_int_equal(s0.bytes_read, 7); /* only this stats line came in so far */
     assert_int_equal(s0.bytes_written, 0);
     assert_int_equal(s0.total_items, 0);
     exchange(fd, set, "STORED\r\n");
@@ -545,7 +549,7 @@ static void test_meta(void **state)
     exchange(fd, "ms m1 3 F9 T0\r\nabc\r\n", "HD\r\n");
     exchange(fd, "mg m1 v f s k t Oxy\r\n", "VA 3 f9 s3 km1 t-1 Oxy\r\nabc\r\n");
     exchange(fd, "mg m1\r\n", "HD\r\n");
-    exchange(fd, "mg m1 k q\r\n", "HD km1\r\n");      /* q hides only the miss */
+    exchange(fd, "mg m1 k q\r\n", "HD km1\r\n"); /* q hides only the miss */
     uint64_t cas = gets_cas(fd, "m1");
     char req[128], want[128];
     snprintf(want, sizeof want, "HD c%llu\r\n", (unsigned long long)cas);
@@ -559,7 +563,7 @@ static void test_meta(void **state)
     exchange(fd, "ms m1 2 MA\r\n!!\r\n", "HD\r\n");
     exchange(fd, "ms m1 2 MP\r\n<<\r\n", "HD\r\n");
     exchange(fd, "mg m1 v\r\n", "VA 5\r\n<<z!!\r\n");
-    exchange(fd, "ms m1 1 T-1\r\nx\r\n", "HD\r\n");    /* expired on arrival */
+    exchange(fd, "ms m1 1 T-1\r\nx\r\n", "HD\r\n"); /* expired on arrival */
     exchange(fd, "mg m1 v\r\n", "EN\r\n");
     exchange(fd, "md m1\r\n", "NF\r\n");
     exchange(fd, "ms m1 1\r\nx\r\n", "HD\r\n");
@@ -568,14 +572,14 @@ static void test_meta(void **state)
     exchange(fd, "ms m1 1\r\nx\r\n", "HD\r\n");
     cas = gets_cas(fd, "m1");
     snprintf(req, sizeof req, "md m1 C%llu k\r\n", (unsigned long long)cas + 1);
-    exchange(fd, req, "EX km1\r\n");                   /* another version: kept */
+    exchange(fd, req, "EX km1\r\n"); /* another version: kept */
     exchange(fd, "mg m1 v\r\n", "VA 1\r\nx\r\n");
     snprintf(req, sizeof req, "md m1 C%llu q\r\nmn\r\n", (unsigned long long)cas);
-    exchange(fd, req, "MN\r\n");                       /* its own: gone, q hides HD */
+    exchange(fd, req, "MN\r\n"); /* its own: gone, q hides HD */
     exchange(fd, "mg m1 v\r\n", "EN\r\n");
     snprintf(req, sizeof req, "md m1 C%llu\r\n", (unsigned long long)cas);
     exchange(fd, req, "NF\r\n");
-    exchange(fd, "md m1 Cx\r\n", "CLIENT_ERROR invalid or duplicate flag\r\n");   /* md's one reason */
+    exchange(fd, "md m1 Cx\r\n", "CLIENT_ERROR invalid or duplicate flag\r\n"); /* md's one reason */
     /* base64 keys: binary keys the classic commands cannot name */
     exchange(fd, "ms AAEC b 2\r\n", "CLIENT_ERROR bad command line format\r\n");
     exchange(fd, "ms AAEC 2 b\r\nhi\r\n", "HD\r\n");
@@ -586,7 +590,7 @@ static void test_meta(void **state)
     exchange(fd, "ma c1 D5 v\r\n", "VA 2\r\n15\r\n");
     exchange(fd, "ma c1 MD D20 v\r\n", "VA 1\r\n0\r\n");
     exchange(fd, "ma c1 q\r\nmn\r\n", "MN\r\n");
-    exchange(fd, "mg c1 v\r\n", "VA 2\r\n1 \r\n");   /* "15" -> "0 " -> "1 ": in place */
+    exchange(fd, "mg c1 v\r\n", "VA 2\r\n1 \r\n"); /* "15" -> "0 " -> "1 ": in place */
     exchange(fd, "mg m1 h\r\n", "CLIENT_ERROR invalid flag\r\n");
     exchange(fd, "me m1\r\n", "CLIENT_ERROR me (meta debug) is not supported by rkv\r\n");
     close(fd);
@@ -600,10 +604,10 @@ static void test_pipelining(void **state)
     size_t cap = 1 << 20, n = 0, wn = 0;
     char *req = malloc(cap), *want = malloc(cap);
     for (int i = 0; i < 2000; i++) {
-        n += (size_t)snprintf(req + n, cap - n, "set p%d %d 0 %d\r\n%d\r\nget p%d\r\n",
-                              i, i, (int)snprintf(NULL, 0, "%d", i * 7), i * 7, i);
-        wn += (size_t)snprintf(want + wn, cap - wn, "STORED\r\nVALUE p%d %d %d\r\n%d\r\nEND\r\n",
-                               i, i, (int)snprintf(NULL, 0, "%d", i * 7), i * 7);
+        n += (size_t)snprintf(req + n, cap - n, "set p%d %d 0 %d\r\n%d\r\nget p%d\r\n", i, i,
+                              (int)snprintf(NULL, 0, "%d", i * 7), i * 7, i);
+        wn += (size_t)snprintf(want + wn, cap - wn, "STORED\r\nVALUE p%d %d %d\r\n%d\r\nEND\r\n", i,
+                               i, (int)snprintf(NULL, 0, "%d", i * 7), i * 7);
     }
     n += (size_t)snprintf(req + n, cap - n, "mn\r\n");
     wn += (size_t)snprintf(want + wn, cap - wn, "MN\r\n");
@@ -629,7 +633,7 @@ static void test_long_multiget(void **state)
 {
     struct env *e = *state;
     int fd = mc_connect(e->port);
-    size_t cap = 400000, n = 0;   /* 20,000 keys of 17 bytes and the rest */
+    size_t cap = 400000, n = 0; /* 20,000 keys of 17 bytes and the rest */
     char *line = malloc(cap);
     exchange(fd, "set lg:1 1 0 2\r\nv1\r\n", "STORED\r\n");
     exchange(fd, "set lg:2 2 0 2\r\nv2\r\n", "STORED\r\n");
@@ -642,7 +646,8 @@ static void test_long_multiget(void **state)
     }
     assert_true(n > 3 * 65536 && n < cap - 64);
     n += (size_t)sprintf(line + n, " lg:3\r\nmn\r\n");
-    exchange(fd, line, "VALUE lg:1 1 2\r\nv1\r\nVALUE lg:2 2 2\r\nv2\r\n"
+    exchange(fd, line,
+             "VALUE lg:1 1 2\r\nv1\r\nVALUE lg:2 2 2\r\nv2\r\n"
              "VALUE lg:3 3 2\r\nv3\r\nEND\r\nMN\r\n");
     close(fd);
 
@@ -651,7 +656,7 @@ static void test_long_multiget(void **state)
     for (unsigned i = 0; i < 10000; i++)
         n += (size_t)sprintf(line + n, " lg:missing:%05u", i);
     line[n++] = ' ';
-    memset(line + n, 'k', 251);             /* one byte over memcached's key limit */
+    memset(line + n, 'k', 251); /* one byte over memcached's key limit */
     n += 251;
     n += (size_t)sprintf(line + n, " lg:1\r\n");
     send_all(fd, line, n);
@@ -672,8 +677,9 @@ static void test_errors(void **state)
     exchange(fd, "get\r\n", "ERROR\r\n");
     exchange(fd, "set k 0 0\r\n", "ERROR\r\n");
     exchange(fd, "set k abc 0 1\r\n", "CLIENT_ERROR bad command line format\r\n");
-    exchange(fd, "x\r\n", "ERROR\r\n");   /* the data line, read as a command */
-    exchange(fd, "delete k 5\r\n", "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n");
+    exchange(fd, "x\r\n", "ERROR\r\n"); /* the data line, read as a command */
+    exchange(fd, "delete k 5\r\n",
+             "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n");
     char key[300];
     memset(key, 'k', 251);
     key[251] = '\0';
@@ -717,7 +723,7 @@ static void test_errors(void **state)
     assert_true(closed_by_server(fd));
     close(fd);
     fd = mc_connect(e->port);
-    exchange(fd, "quit now\r\n", "");           /* quit takes any arguments */
+    exchange(fd, "quit now\r\n", ""); /* quit takes any arguments */
     assert_true(closed_by_server(fd));
     close(fd);
 }
@@ -731,8 +737,9 @@ static void test_conformance(void **state)
     exchange(fd, "version foo bar\r\nversion noreply\r\nmn foo\r\nmn\r\n",
              "VERSION 1.6.18-rkv-" RKV_VERSION_STRING "\r\nVERSION 1.6.18-rkv-" RKV_VERSION_STRING
              "\r\nMN\r\nMN\r\n");
-    exchange(fd, "verbosity 1\r\nverbosity invalid\r\nverbosity 1 foo\r\nverbosity\r\n"
-                 "verbosity 1 2 3\r\n",
+    exchange(fd,
+             "verbosity 1\r\nverbosity invalid\r\nverbosity 1 foo\r\nverbosity\r\n"
+             "verbosity 1 2 3\r\n",
              "OK\r\nCLIENT_ERROR bad command line format\r\nOK\r\nERROR\r\nERROR\r\n");
     exchange(fd, "shutdown\r\nshutdown graceful\r\n",
              "ERROR: shutdown not enabled\r\nERROR: shutdown not enabled\r\n");
@@ -743,12 +750,14 @@ static void test_conformance(void **state)
              "STORED\r\nVALUE c\x01\x7f\t\rk 5 1\r\nx\r\nEND\r\n");
     /* a NUL ends the command line (memcached reads a C string) */
     static const char nul[] = "get c1\0 junk\r\nset c2 0 0 1\0junk\r\ny\r\nget c2\r\n";
-    static const char nul_want[] = "VALUE c1 0 2\r\nhi\r\nEND\r\nSTORED\r\nVALUE c2 0 1\r\ny\r\nEND\r\n";
+    static const char nul_want[] =
+        "VALUE c1 0 2\r\nhi\r\nEND\r\nSTORED\r\nVALUE c2 0 1\r\ny\r\nEND\r\n";
     send_all(fd, nul, sizeof nul - 1);
     exchange(fd, "", nul_want);
     /* numbers as strtoul/strtol read them, cut to 32 bits */
-    exchange(fd, "set c4 4294967296 0 4294967297\r\nz\r\nget c4\r\nset c4 -0 +5 +3\r\nabc\r\n"
-                 "set c4 0 \t5000 \v1\r\nq\r\nget c4\r\n",
+    exchange(fd,
+             "set c4 4294967296 0 4294967297\r\nz\r\nget c4\r\nset c4 -0 +5 +3\r\nabc\r\n"
+             "set c4 0 \t5000 \v1\r\nq\r\nget c4\r\n",
              "STORED\r\nVALUE c4 0 1\r\nz\r\nEND\r\nSTORED\r\nSTORED\r\nVALUE c4 0 1\r\nq\r\nEND\r\n");
     exchange(fd, "mg\r\nms\r\nmd\r\nma\r\nme\r\nms k\r\n",
              "ERROR\r\nERROR\r\nERROR\r\nERROR\r\nCLIENT_ERROR bad command line format\r\n"
@@ -761,25 +770,29 @@ static void test_conformance(void **state)
      * bytes with its O is the longest */
     exchange(fd, "mg cm1 k Oab\r\nmg cm1 q k\r\nmg cm1 v s t f c k Oxy q\r\nmn\r\n",
              "EN kcm1 Oab\r\nMN\r\n");
-    exchange(fd, "ms cm1 2 T0 F5\r\nhi\r\nmg cm1 s v t f kjunk Oxy\r\nmg cm1 D5 J1 M+ P L u I\r\n"
-                 "mg cm1 O1234567890123456789012345678901\r\nmg cm1 O12345678901234567890123456789012\r\n"
-                 "mg nope O12345678901234567890123456789012\r\n",
+    exchange(fd,
+             "ms cm1 2 T0 F5\r\nhi\r\nmg cm1 s v t f kjunk Oxy\r\nmg cm1 D5 J1 M+ P L u I\r\n"
+             "mg cm1 O1234567890123456789012345678901\r\nmg cm1 O12345678901234567890123456789012\r\n"
+             "mg nope O12345678901234567890123456789012\r\n",
              "HD\r\nVA 2 s2 t-1 f5 kcm1 Oxy\r\nhi\r\nHD\r\nHD O1234567890123456789012345678901\r\n"
              "CLIENT_ERROR opaque token too long\r\nCLIENT_ERROR opaque token too long\r\n");
     /* ms: modes in capitals; a bad mode is named before a long opaque */
-    exchange(fd, "ms cm2 2 MS\r\nhi\r\nms cm2 2 Ms\r\nhi\r\nms cm2 2 Mz O123456789012345678901234567890123\r\n"
-                 "hi\r\nms cm2 2 O123456789012345678901234567890123\r\nhi\r\n",
+    exchange(fd,
+             "ms cm2 2 MS\r\nhi\r\nms cm2 2 Ms\r\nhi\r\nms cm2 2 Mz O123456789012345678901234567890123\r\n"
+             "hi\r\nms cm2 2 O123456789012345678901234567890123\r\nhi\r\n",
              "HD\r\nCLIENT_ERROR invalid mode for ms M token\r\nCLIENT_ERROR invalid mode for ms M token\r\n"
              "CLIENT_ERROR opaque token too long\r\n");
     /* ms C: an add ignores it, a set or replace is a cas (NF when missing),
      * an append checks it (C0: no check) */
-    exchange(fd, "ms cm3 2 ME C99\r\nhi\r\nms cm3 2 ME C99\r\nhi\r\nms cm3 2 MR C99\r\nhi\r\n"
-                 "ms cm4 2 MR C99\r\nhi\r\nms cm4 2 C99\r\nhi\r\nms cm3 2 MA C99\r\nhi\r\n"
-                 "ms cm4 2 MA C99\r\nhi\r\nms cm3 2 MA C0\r\n!!\r\nmg cm3 v\r\n",
+    exchange(fd,
+             "ms cm3 2 ME C99\r\nhi\r\nms cm3 2 ME C99\r\nhi\r\nms cm3 2 MR C99\r\nhi\r\n"
+             "ms cm4 2 MR C99\r\nhi\r\nms cm4 2 C99\r\nhi\r\nms cm3 2 MA C99\r\nhi\r\n"
+             "ms cm4 2 MA C99\r\nhi\r\nms cm3 2 MA C0\r\n!!\r\nmg cm3 v\r\n",
              "HD\r\nNS\r\nEX\r\nNF\r\nNF\r\nEX\r\nNS\r\nHD\r\nVA 4\r\nhi!!\r\n");
     /* md and ma name one reason for any flag error; ma takes s and f */
-    exchange(fd, "md cm3 Cx\r\nmd cm3 x\r\nma cm3 x\r\nma cm3 Mx\r\nma cm3 s f\r\n"
-                 "md cm3 O12345678901234567890123456789012 q\r\nmd cm3 q k\r\nmd cm3 q k\r\n",
+    exchange(fd,
+             "md cm3 Cx\r\nmd cm3 x\r\nma cm3 x\r\nma cm3 Mx\r\nma cm3 s f\r\n"
+             "md cm3 O12345678901234567890123456789012 q\r\nmd cm3 q k\r\nmd cm3 q k\r\n",
              "CLIENT_ERROR invalid or duplicate flag\r\nCLIENT_ERROR invalid or duplicate flag\r\n"
              "CLIENT_ERROR invalid or duplicate flag\r\nCLIENT_ERROR invalid mode for ma M token\r\n"
              "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
@@ -787,9 +800,10 @@ static void test_conformance(void **state)
     /* ma: q hides a change even with v, not a creation; C (0: none); an
      * over-long O after the change is made; T before t shows, and sticks
      * to an item changed in place only */
-    exchange(fd, "ma cm5 q v\r\nma cm5 N0 J5 q v\r\nma cm5 q v\r\nma cm5 C1 v\r\nma cm5 C0 v k\r\n"
-                 "ma cm5 O12345678901234567890123456789012 T0\r\nmg cm5 v t\r\n"
-                 "ma nope O12345678901234567890123456789012\r\n",
+    exchange(fd,
+             "ma cm5 q v\r\nma cm5 N0 J5 q v\r\nma cm5 q v\r\nma cm5 C1 v\r\nma cm5 C0 v k\r\n"
+             "ma cm5 O12345678901234567890123456789012 T0\r\nmg cm5 v t\r\n"
+             "ma nope O12345678901234567890123456789012\r\n",
              "NF\r\nVA 1\r\n5\r\nEX\r\nVA 1 kcm5\r\n7\r\nCLIENT_ERROR opaque token too long\r\n"
              "VA 1 t-1\r\n8\r\nCLIENT_ERROR opaque token too long\r\n");
     exchange(fd, "set cm6 0 0 1\r\n9\r\nma cm6 T500 v t\r\nmg cm6 t v\r\n",
@@ -878,7 +892,7 @@ static void test_two_doors(void **state)
 struct appender {
     unsigned port, n;
     char ch;
-    bool ok;          /* all n answered STORED (checked by the main thread) */
+    bool ok; /* all n answered STORED (checked by the main thread) */
 };
 
 /* All n appends in one send, then their n answers: the two connections'
@@ -989,7 +1003,7 @@ static void test_failed_set_drops_old_value(void **state)
     int fd = mc_connect(e->port);
     char buf[64], req[128];
     size_t n, max = rkv_max_value_size(e->kv);
-    size_t door = (1u << 20) - 59 - 2;   /* memcached's largest for a 2-byte key, flags 0 */
+    size_t door = (1u << 20) - 59 - 2; /* memcached's largest for a 2-byte key, flags 0 */
 
     exchange(fd, "set fk 0 0 3\r\nMOO\r\n", "STORED\r\n");
     assert_int_equal(rkv_get(e->kv, "fk", 2, buf, sizeof buf, &n, NULL), RKV_OK);
@@ -1016,7 +1030,7 @@ static void test_failed_set_drops_old_value(void **state)
     snprintf(req, sizeof req, "cas fr 0 0 %zu %llu\r\n", door + 1, (unsigned long long)cas);
     send_block(fd, req, door + 1, 'x');
     exchange(fd, "mn\r\n", "SERVER_ERROR object too large for cache\r\nMN\r\n");
-    snprintf(req, sizeof req, "append fr 0 0 %zu\r\n", door - 1);   /* fits alone, not joined */
+    snprintf(req, sizeof req, "append fr 0 0 %zu\r\n", door - 1); /* fits alone, not joined */
     send_block(fd, req, door - 1, 'x');
     exchange(fd, "mn\r\n", "NOT_STORED\r\nMN\r\n");
     exchange(fd, "get fr\r\n", "VALUE fr 0 3\r\nMOO\r\nEND\r\n");
@@ -1048,8 +1062,14 @@ static void test_value_limits(void **state)
     struct env *e = *state;
     int fd = mc_connect(e->port);
     char req[400], key[251];
-    static const struct { unsigned klen; unsigned flags; size_t max; } cases[] = {
-        { 1, 0, (1u << 20) - 60 }, { 1, 1, (1u << 20) - 64 }, { 250, 0, (1u << 20) - 309 },
+    static const struct {
+        unsigned klen;
+        unsigned flags;
+        size_t max;
+    } cases[] = {
+        { 1, 0, (1u << 20) - 60 },
+        { 1, 1, (1u << 20) - 64 },
+        { 250, 0, (1u << 20) - 309 },
         { 250, 7, (1u << 20) - 313 },
     };
     for (unsigned i = 0; i < 4; i++) {
@@ -1097,8 +1117,9 @@ static void test_long_key_drops_unsent(void **state)
     snprintf(req, sizeof req, "set lk 0 0 1\r\nx\r\nmg lk v\r\nget %s\r\nmn\r\n", key);
     exchange(fd, req, "CLIENT_ERROR bad command line format\r\nMN\r\n");
     snprintf(req, sizeof req, "mg lk v\r\nmn\r\nmg lk s\r\nget lk\r\nget lk %s\r\n", key);
-    exchange(fd, req, "VA 1\r\nx\r\nMN\r\nHD s1\r\nVALUE lk 0 1\r\nx\r\nEND\r\n"
-                      "CLIENT_ERROR bad command line format\r\n");
+    exchange(fd, req,
+             "VA 1\r\nx\r\nMN\r\nHD s1\r\nVALUE lk 0 1\r\nx\r\nEND\r\n"
+             "CLIENT_ERROR bad command line format\r\n");
     /* memcached reads 16 KiB at a time: a data block past that is read
      * into its item, after which it writes out what it owes (STORED); the
      * first long key's error is not written out when the second comes */
@@ -1214,8 +1235,8 @@ static void flush_gone(int fd, rkv_client *kv, unsigned n)
     for (unsigned i = 0; i < n; i++) {
         snprintf(key, sizeof key, "fl%u", i);
         assert_int_equal(rkv_get(kv, key, strlen(key), buf, sizeof buf, &len, NULL), RKV_NOT_FOUND);
-        snprintf(req, sizeof req, "get %s\r\ngets %s\r\nmg %s v\r\nincr %s 1\r\ntouch %s 10\r\n", key,
-                 key, key, key, key);
+        snprintf(req, sizeof req, "get %s\r\ngets %s\r\nmg %s v\r\nincr %s 1\r\ntouch %s 10\r\n",
+                 key, key, key, key, key);
         exchange(fd, req, "END\r\nEND\r\nEN\r\nNOT_FOUND\r\nNOT_FOUND\r\n");
     }
 }
@@ -1273,7 +1294,7 @@ static void test_flush_all(void **state)
         if (sscanf(line, "STAT cmd_flush %llu", &v) == 1)
             flushes = v;
     }
-    assert_int_equal(flushes, 5);   /* memcached counts the refused one too, not the ERROR */
+    assert_int_equal(flushes, 5); /* memcached counts the refused one too, not the ERROR */
     close(fd);
     rkv_close(kv);
     assert_int_equal(server_stop(&e2.sp), 0);
@@ -1307,12 +1328,12 @@ static unsigned hot_keys_kept(const char *policy, unsigned uri_n)
     assert_true(server_stat(kv, 0, "items", &items));
     uint64_t target = 0;
     for (unsigned round = 0; target == 0 || cold < target; round++) {
-        for (unsigned i = 0; i < HOT; i++) {        /* read every hot key */
+        for (unsigned i = 0; i < HOT; i++) { /* read every hot key */
             snprintf(req, sizeof req, "mg hot%u\r\n", i);
             send_all(fd, req, strlen(req));
         }
         for (unsigned i = 0; i < HOT; i++)
-            read_line(fd, line, sizeof line);        /* HD, or EN once lost */
+            read_line(fd, line, sizeof line); /* HD, or EN once lost */
         for (unsigned i = 0; i < COLD_PER_ROUND; i++, cold++) {
             snprintf(req, sizeof req, "set cold%llu 0 0 100 noreply\r\n%s\r\n",
                      (unsigned long long)cold, val);
@@ -1324,7 +1345,7 @@ static unsigned hot_keys_kept(const char *policy, unsigned uri_n)
             assert_true(server_stat(kv, 0, "evictions", &ev));
             if (ev > 0) {
                 assert_true(server_stat(kv, 0, "items", &items));
-                target = cold + 3 * items;           /* turn the cache over 3 times */
+                target = cold + 3 * items; /* turn the cache over 3 times */
             }
         }
     }
@@ -1479,7 +1500,8 @@ static void test_not_reading(void **state)
             FD_SET(fd, &wr);
             if (select(fd + 1, NULL, &wr, NULL, &tv) <= 0)
                 fail_msg("the server keeps a client that reads none of its answers "
-                         "(%llu bytes of requests sent)", (unsigned long long)sent);
+                         "(%llu bytes of requests sent)",
+                         (unsigned long long)sent);
             continue;
         }
         if (w > 0)
@@ -1527,7 +1549,7 @@ static void test_max_conns_shared(void **state)
     struct env e2 = { 0 };
     const char *extra[] = { "--max-conns", "3", NULL };
     assert_int_equal(start_server(&e2, 1, extra), 0);
-    rkv_client *kv = connect_retry(e2.sp.uri, NULL, 10000);   /* one via shm */
+    rkv_client *kv = connect_retry(e2.sp.uri, NULL, 10000); /* one via shm */
     assert_non_null(kv);
     int a = mc_connect(e2.port), b;
     exchange(a, "mn\r\n", "MN\r\n");
@@ -1536,7 +1558,7 @@ static void test_max_conns_shared(void **state)
     wait_conns(a, 2);
     b = mc_connect(e2.port);
     exchange(b, "mn\r\n", "MN\r\n");
-    int c = mc_connect(e2.port);   /* the fourth door-wide */
+    int c = mc_connect(e2.port); /* the fourth door-wide */
     char line[128];
     read_line(c, line, sizeof line);
     assert_string_equal(line, "SERVER_ERROR too many open connections\r\n");
@@ -1545,7 +1567,7 @@ static void test_max_conns_shared(void **state)
     close(a);
     /* a slot freed by tcp is taken by tcp again */
     int d = -1;
-    wait_conns(b, 2);   /* a's close reaches its worker asynchronously */
+    wait_conns(b, 2); /* a's close reaches its worker asynchronously */
     for (int i = 0; i < 1; i++) {
         d = mc_connect(e2.port);
         send_all(d, "mn\r\n", 4);
@@ -1570,7 +1592,7 @@ static void test_auth_rule(void **state)
     char uri[256];
     test_uri(uri, sizeof uri, 2);
     /* a secret and a non-loopback tcp door: refused at start */
-    const char *args[] = { "--memory", "64M", "--auth-secret", "s3cret", "--listen",
+    const char *args[] = { "--memory",        "64M", "--auth-secret", "s3cret", "--listen",
                            "tcp://0.0.0.0:1", NULL };
     assert_int_not_equal(server_start(&e2.sp, server_bin, uri, args), 0);
     /* allowed explicitly, or on loopback */
@@ -1622,7 +1644,8 @@ static void test_pymemcache(void **state)
              "s = c.stats()\n"
              "assert b'curr_items' in s or 'curr_items' in s\n"
              "c.close()\n"
-             "EOF\n", e->port);
+             "EOF\n",
+             e->port);
     assert_int_equal(system(cmd), 0);
 }
 

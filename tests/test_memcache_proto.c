@@ -69,7 +69,7 @@ static void test_storage_errors(void **state)
     assert_int_equal(parse("set k 0 0\r\n", &r, &used), RKV_MC_ERROR);
     assert_int_equal(parse("set k x 0 1\r\nx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
     assert_string_equal(r.error, "bad command line format");
-    assert_int_equal(used, strlen("set k x 0 1\r\n"));   /* only the line */
+    assert_int_equal(used, strlen("set k x 0 1\r\n")); /* only the line */
     assert_int_equal(parse("set k 0 0 -1\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
     assert_int_equal(parse("set k 0 0 2147483646\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
     assert_int_equal(parse("set k 0 0 99999999999999999999\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
@@ -94,7 +94,7 @@ static void test_storage_errors(void **state)
     assert_false(r.close);
     assert_false(r.noreply);
     assert_int_equal(parse("set k 0 0 1 noreply\r\nxyz\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
-    assert_true(r.noreply);   /* silenced */
+    assert_true(r.noreply); /* silenced */
     /* key limits */
     char line[600];
     memset(line, 'a', sizeof line);
@@ -128,7 +128,7 @@ static void test_framing(void **state)
     assert_int_equal(need, 7);
     /* more than 2048 bytes without a newline: memcached hangs up, with no
      * answer */
-    static char big[RKV_MC_MAX_GET_LINE + 10];   /* static: gcc -O2 with ASan misjudges a malloc'd one */
+    static char big[RKV_MC_MAX_GET_LINE + 10]; /* static: gcc -O2 with ASan misjudges a malloc'd one */
     memset(big, 'x', sizeof big);
     assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_LINE + 1, MAXV, &r, &used, &need), RKV_MC_HANGUP);
     assert_true(r.close);
@@ -136,11 +136,13 @@ static void test_framing(void **state)
     /* get and gets lines may be longer (many keys), after at most 100
      * spaces; not gat, gats or bget */
     memcpy(big, "get ", 4);
-    assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_LINE + 100, MAXV, &r, &used, &need), RKV_MC_NEED_MORE);
+    assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_LINE + 100, MAXV, &r, &used, &need),
+                     RKV_MC_NEED_MORE);
     assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_GET_LINE, MAXV, &r, &used, &need), RKV_MC_HANGUP);
     memset(big, ' ', 100);
     memcpy(big + 100, "gets ", 5);
-    assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_LINE + 100, MAXV, &r, &used, &need), RKV_MC_NEED_MORE);
+    assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_LINE + 100, MAXV, &r, &used, &need),
+                     RKV_MC_NEED_MORE);
     memset(big, ' ', 101);
     assert_int_equal(rkv_mc_parse(big, RKV_MC_MAX_LINE + 100, MAXV, &r, &used, &need), RKV_MC_HANGUP);
     memcpy(big, "gat 10 ", 7);
@@ -153,10 +155,10 @@ static void test_framing(void **state)
     assert_int_equal(rkv_mc_parse(big, 3005, MAXV, &r, &used, &need), RKV_MC_OK);
     assert_int_equal(used, 3005);
     memset(big + 3000, ' ', 5);
-    memcpy(big + 16382, "\nx\r\n", 4);   /* a line of 16383 bytes */
+    memcpy(big + 16382, "\nx\r\n", 4); /* a line of 16383 bytes */
     assert_int_equal(rkv_mc_parse(big, 16386, MAXV, &r, &used, &need), RKV_MC_OK);
     assert_int_equal(used, 16386);
-    memcpy(big + 16382, " \r\nx\r\n", 6);   /* of 16385 */
+    memcpy(big + 16382, " \r\nx\r\n", 6); /* of 16385 */
     assert_int_equal(rkv_mc_parse(big, 16388, MAXV, &r, &used, &need), RKV_MC_HANGUP);
     assert_int_equal(parse("\r\n", &r, &used), RKV_MC_ERROR);
     assert_int_equal(parse("bogus a b\r\n", &r, &used), RKV_MC_ERROR);
@@ -176,7 +178,8 @@ static void test_framing(void **state)
     assert_int_equal(rkv_mc_parse("\0get a\r\n", 9, MAXV, &r, &used, &need), RKV_MC_ERROR);
     /* a one-letter command, and tokens past 23 */
     assert_int_equal(parse("g a\r\n", &r, &used), RKV_MC_ERROR);
-    assert_int_equal(parse("set a 0 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20\r\n", &r, &used),
+    assert_int_equal(parse("set a 0 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20\r\n", &r,
+                           &used),
                      RKV_MC_ERROR);
 }
 
@@ -234,9 +237,17 @@ static void test_numbers(void **state)
     struct rkv_mc_req r;
     size_t used;
     /* flags: strtoul, then 32 bits; a negative one is refused, "-0" is 0 */
-    static const struct { const char *tok; uint32_t want; } flags_ok[] = {
-        { "4294967296", 0 }, { "4294967297", 1 }, { "-0", 0 }, { "+7", 7 }, { "007", 7 },
-        { "\t5", 5 }, { "18446744073709551615", UINT32_MAX },
+    static const struct {
+        const char *tok;
+        uint32_t want;
+    } flags_ok[] = {
+        { "4294967296", 0 },
+        { "4294967297", 1 },
+        { "-0", 0 },
+        { "+7", 7 },
+        { "007", 7 },
+        { "\t5", 5 },
+        { "18446744073709551615", UINT32_MAX },
     };
     char line[128];
     for (size_t i = 0; i < sizeof flags_ok / sizeof flags_ok[0]; i++) {
@@ -316,8 +327,9 @@ static void test_long_retrieval_line(void **state)
     assert_int_equal(nkeys, want);
     assert_true(parts >= 3);
     assert_false(st.in_keys);
-    assert_int_equal(rkv_mc_parse_stream(line + off, len - off, MAXV, &st, &r, &used, &need), RKV_MC_OK);
-    assert_int_equal(r.cmd, RKV_MC_MN);   /* the next command is read as one */
+    assert_int_equal(rkv_mc_parse_stream(line + off, len - off, MAXV, &st, &r, &used, &need),
+                     RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_MN); /* the next command is read as one */
 
     /* a part that ends inside a key waits for the rest */
     st = (struct rkv_mc_stream){ .in_keys = true, .cmd = RKV_MC_GET };
@@ -378,7 +390,7 @@ static void test_retrieval(void **state)
     assert_int_equal(r.key_len, 1);
     assert_int_equal(parse("get\r\n", &r, &used), RKV_MC_ERROR);
     assert_int_equal(parse("gats x a\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
-    assert_string_equal(r.error, "invalid exptime argument");   /* memcached 1.6's answer */
+    assert_string_equal(r.error, "invalid exptime argument"); /* memcached 1.6's answer */
     /* gat with an exptime and no key: memcached answers END */
     assert_int_equal(parse("gat 10\r\n", &r, &used), RKV_MC_OK);
     assert_int_equal(r.keys_len, 0);
@@ -457,15 +469,35 @@ static void test_other_commands(void **state)
 static void test_exptime(void **state)
 {
     (void)state;
-    static const struct { const char *tok; int64_t want; } ok[] = {
-        { "0", 0 }, { "100", 100 }, { "-1", -1 }, { "+5", 5 }, { "2592001", 2592001 },
-        { "4294967295", -1 }, { "4294967296", 0 }, { "2147483648", INT32_MIN },
-        { "2147483647", INT32_MAX }, { "-2147483649", INT32_MAX }, { "4294967396", 100 },
-        { "9223372036854775807", -1 }, { "-9223372036854775808", 0 },
+    static const struct {
+        const char *tok;
+        int64_t want;
+    } ok[] = {
+        { "0", 0 },
+        { "100", 100 },
+        { "-1", -1 },
+        { "+5", 5 },
+        { "2592001", 2592001 },
+        { "4294967295", -1 },
+        { "4294967296", 0 },
+        { "2147483648", INT32_MIN },
+        { "2147483647", INT32_MAX },
+        { "-2147483649", INT32_MAX },
+        { "4294967396", 100 },
+        { "9223372036854775807", -1 },
+        { "-9223372036854775808", 0 },
     };
     static const char *const bad[] = {
-        "9223372036854775808", "-9223372036854775809", "18446744073709551615",
-        "99999999999999999999", "abc", "-", "+", "1x", "--1", "+-1",
+        "9223372036854775808",
+        "-9223372036854775809",
+        "18446744073709551615",
+        "99999999999999999999",
+        "abc",
+        "-",
+        "+",
+        "1x",
+        "--1",
+        "+-1",
     };
     struct rkv_mc_req r;
     size_t used;
@@ -488,7 +520,7 @@ static void test_exptime(void **state)
         snprintf(line, sizeof line, "set k 0 %s 1\r\nx\r\n", bad[i]);
         assert_int_equal(parse(line, &r, &used), RKV_MC_CLIENT_ERROR);
         assert_string_equal(r.error, "bad command line format");
-        assert_int_equal(r.swallow, 0);   /* memcached reads the data line as a command */
+        assert_int_equal(r.swallow, 0); /* memcached reads the data line as a command */
         snprintf(line, sizeof line, "touch k %s\r\n", bad[i]);
         assert_int_equal(parse(line, &r, &used), RKV_MC_CLIENT_ERROR);
         assert_string_equal(r.error, "invalid exptime argument");
@@ -516,7 +548,7 @@ static void test_meta_set_refused_swallows(void **state)
     assert_int_equal(r.swallow, 3);
     assert_int_equal(parse("ms k 1 MZ q\r\nx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
     assert_string_equal(r.error, "invalid mode for ms M token");
-    assert_false(r.noreply);   /* meta errors are answered, q or not */
+    assert_false(r.noreply); /* meta errors are answered, q or not */
     assert_int_equal(r.swallow, 3);
     /* memcached refuses a key over 250 bytes, a missing length, more than
      * 19 tokens and a bad length before it knows the block: then the block
@@ -548,7 +580,7 @@ static void test_meta(void **state)
     assert_true(r.mflags & RKV_MC_F('v'));
     assert_int_equal(r.exptime, 30);
     assert_int_equal(r.opaque_len, 2);
-    assert_int_equal(r.nret, 9);              /* every flag, in request order */
+    assert_int_equal(r.nret, 9); /* every flag, in request order */
     assert_memory_equal(r.ret, "vcfkstOqT", 9);
     assert_int_equal(parse("ms foo 2 F5 T-1 C9 MA c\r\nhi\r\n", &r, &used), RKV_MC_OK);
     assert_int_equal(r.cmd, RKV_MC_MS);
@@ -576,7 +608,7 @@ static void test_meta(void **state)
      * ASCII reads as one), bad tokens, modes; each command's strings */
     assert_int_equal(parse("mg foo x\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
     assert_string_equal(r.error, "invalid flag");
-    assert_int_equal(parse("mg foo E\r\n", &r, &used), RKV_MC_CLIENT_ERROR);   /* not in 1.6.18 */
+    assert_int_equal(parse("mg foo E\r\n", &r, &used), RKV_MC_CLIENT_ERROR); /* not in 1.6.18 */
     assert_int_equal(parse("mg foo v vv\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
     assert_string_equal(r.error, "duplicate flag");
     assert_int_equal(parse("mg foo \xc3\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
@@ -584,7 +616,7 @@ static void test_meta(void **state)
     assert_int_equal(parse("mg foo Tx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
     assert_string_equal(r.error, "bad token in command line format");
     assert_int_equal(parse("mg foo Fx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
-    assert_string_equal(r.error, "bad command line format");          /* F names no reason */
+    assert_string_equal(r.error, "bad command line format"); /* F names no reason */
     assert_int_equal(parse("mg foo MII\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
     assert_string_equal(r.error, "incorrect length for M token");
     assert_int_equal(parse("mg foo Jx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
@@ -592,7 +624,7 @@ static void test_meta(void **state)
     assert_int_equal(parse("mg foo Dx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
     assert_string_equal(r.error, "invalid numeric delta value");
     assert_int_equal(parse("mg foo Tx Dx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
-    assert_string_equal(r.error, "invalid numeric delta value");      /* the last one */
+    assert_string_equal(r.error, "invalid numeric delta value"); /* the last one */
     assert_int_equal(parse("md foo Tx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
     assert_string_equal(r.error, "invalid or duplicate flag");
     assert_int_equal(parse("ma foo x\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
@@ -643,8 +675,8 @@ static void test_meta(void **state)
 static void test_base64(void **state)
 {
     (void)state;
-    const char *cases[][2] = { { "", "" }, { "f", "Zg==" }, { "fo", "Zm8=" }, { "foo", "Zm9v" },
-                               { "foob", "Zm9vYg==" }, { "fooba", "Zm9vYmE=" } };
+    const char *cases[][2] = { { "", "" },        { "f", "Zg==" },        { "fo", "Zm8=" },
+                               { "foo", "Zm9v" }, { "foob", "Zm9vYg==" }, { "fooba", "Zm9vYmE=" } };
     for (unsigned i = 0; i < 6; i++) {
         char enc[16];
         uint8_t dec[16];
@@ -680,17 +712,19 @@ static void test_value_limit(void **state)
     assert_int_equal(rkv_mc_max_value(1048286, 1, 0), (1u << 20) - 60);
     assert_int_equal(rkv_mc_max_value(1048286, 1, 9), (1u << 20) - 64);
     assert_int_equal(rkv_mc_max_value(1048286, 250, 0), (1u << 20) - 309);
-    assert_int_equal(rkv_mc_max_value(1000, 1, 0), 1000 + 249);   /* a smaller table */
+    assert_int_equal(rkv_mc_max_value(1000, 1, 0), 1000 + 249); /* a smaller table */
     struct rkv_mc_req r;
     size_t used, need;
     char line[64];
     snprintf(line, sizeof line, "set k 0 0 %u\r\n", (1u << 20) - 60);
     assert_int_equal(rkv_mc_parse(line, strlen(line), 1048286, &r, &used, &need), RKV_MC_NEED_MORE);
     snprintf(line, sizeof line, "set k 0 0 %u\r\n", (1u << 20) - 59);
-    assert_int_equal(rkv_mc_parse(line, strlen(line), 1048286, &r, &used, &need), RKV_MC_SERVER_ERROR);
+    assert_int_equal(rkv_mc_parse(line, strlen(line), 1048286, &r, &used, &need),
+                     RKV_MC_SERVER_ERROR);
     snprintf(line, sizeof line, "ms k %u F1 q\r\n", (1u << 20) - 63);
-    assert_int_equal(rkv_mc_parse(line, strlen(line), 1048286, &r, &used, &need), RKV_MC_SERVER_ERROR);
-    assert_false(r.noreply);   /* ms answers it, q or not */
+    assert_int_equal(rkv_mc_parse(line, strlen(line), 1048286, &r, &used, &need),
+                     RKV_MC_SERVER_ERROR);
+    assert_false(r.noreply); /* ms answers it, q or not */
 }
 
 int main(void)

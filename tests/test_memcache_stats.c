@@ -153,7 +153,8 @@ static uint64_t num(const struct reply *r, const char *name)
     return x;
 }
 
-static uint64_t numf(const struct reply *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static uint64_t numf(const struct reply *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static uint64_t numf(const struct reply *r, const char *fmt, ...)
 {
     char name[96];
@@ -216,9 +217,9 @@ static void test_shapes(void **state)
     struct reply *r = reply_new();
     int fd = mc_connect(e->port);
     store_n(fd, "shape", 3, 10);
-    static const char *const groups[] = { "", "settings", "items", "slabs", "sizes",
-                                          "sizes_disable", "sizes_enable", "conns", "extstore",
-                                          "items extra", "slabs extra" };
+    static const char *const groups[] = { "",         "settings",      "items",        "slabs",
+                                          "sizes",    "sizes_disable", "sizes_enable", "conns",
+                                          "extstore", "items extra",   "slabs extra" };
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         stats(fd, groups[i], r);
     /* memcached's order at the start of `stats`, and rkv's after it */
@@ -284,11 +285,11 @@ static void test_values(void **state)
         unsigned c;
         char field[64];
         if (sscanf(r->name[i], "items:%u:%63s", &c, field) == 2 && strcmp(field, "number") == 0) {
-            assert_int_equal(id, 0);   /* one class holds items */
+            assert_int_equal(id, 0); /* one class holds items */
             id = c;
         }
     }
-    assert_true(id >= 1);   /* 1-based, as memcached's */
+    assert_true(id >= 1); /* 1-based, as memcached's */
     assert_int_equal(numf(r, "items:%u:number", id), 20);
     assert_int_equal(numf(r, "items:%u:evicted", id), 0);
     assert_int_equal(numf(s, "%u:used_chunks", id), 20);
@@ -316,11 +317,11 @@ static void test_values(void **state)
     nanosleep(&ts, NULL);
     exchange(fd, "get soon\r\n", "END\r\n");
     stats(fd, "", r);
-    assert_int_equal(num(r, "cmd_set") - sets0, 21);   /* the refused set is not one */
+    assert_int_equal(num(r, "cmd_set") - sets0, 21); /* the refused set is not one */
     assert_int_equal(num(r, "store_too_large") - large0, 1);
     assert_int_equal(num(r, "get_expired") - exp0, 1);
     assert_int_equal(num(r, "total_items") - items0, 21);
-    assert_true(num(r, "curr_items") >= 20);   /* soon stays until reclaimed */
+    assert_true(num(r, "curr_items") >= 20); /* soon stays until reclaimed */
     assert_int_equal(num(r, "threads"), 2);
     assert_true(num(r, "curr_connections") >= 1);
     assert_string_equal(get(r, "cmd_meta"), "0");
@@ -350,15 +351,16 @@ static void test_reset(void **state)
     struct reply *r = reply_new();
     int fd = mc_connect(e->port);
     store_n(fd, "rst", 5, 10);
-    exchange(fd, "get rst00\r\ndelete rst01\r\n", "VALUE rst00 0 10\r\nvvvvvvvvvv\r\nEND\r\nDELETED\r\n");
+    exchange(fd, "get rst00\r\ndelete rst01\r\n",
+             "VALUE rst00 0 10\r\nvvvvvvvvvv\r\nEND\r\nDELETED\r\n");
     stats(fd, "", r);
     uint64_t items = num(r, "curr_items"), rkv_puts = num(r, "rkv_cmd_put");
     assert_true(num(r, "cmd_set") >= 5 && num(r, "total_connections") >= 1);
     exchange(fd, "stats reset\r\n", "RESET\r\n");
     stats(fd, "", r);
-    static const char *const zeroed[] = { "cmd_get", "cmd_set", "get_hits", "delete_hits",
-                                          "total_items", "total_connections", "evictions",
-                                          "store_too_large", "get_expired" };
+    static const char *const zeroed[] = { "cmd_get",     "cmd_set",         "get_hits",
+                                          "delete_hits", "total_items",     "total_connections",
+                                          "evictions",   "store_too_large", "get_expired" };
     for (size_t i = 0; i < sizeof zeroed / sizeof zeroed[0]; i++)
         if (num(r, zeroed[i]) != 0)
             fail_msg("%s is %s after stats reset", zeroed[i], get(r, zeroed[i]));
@@ -390,9 +392,9 @@ static void test_detail(void **state)
              "STORED\r\nVALUE user:1 0 1\r\na\r\nEND\r\nDELETED\r\n");
     exchange(fd, "stats detail dump\r\n", "PREFIX user get 2 hit 1 set 1 del 1\r\nEND\r\n");
     exchange(fd, "stats detail off\r\n", "OK\r\n");
-    exchange(fd, "get user:3\r\n", "END\r\n");   /* not counted: off */
+    exchange(fd, "get user:3\r\n", "END\r\n"); /* not counted: off */
     exchange(fd, "stats detail dump\r\n", "PREFIX user get 2 hit 1 set 1 del 1\r\nEND\r\n");
-    exchange(fd, "stats reset\r\n", "RESET\r\n");   /* memcached's reset clears prefixes */
+    exchange(fd, "stats reset\r\n", "RESET\r\n"); /* memcached's reset clears prefixes */
     exchange(fd, "stats detail dump\r\n", "END\r\n");
     close(fd);
     free(r);
@@ -407,7 +409,8 @@ static void test_unknown_groups(void **state)
     int fd = mc_connect(e->port);
     exchange(fd, "stats nonsense\r\nmn\r\n", "ERROR\r\nMN\r\n");
     exchange(fd, "stats proxy\r\nmn\r\n", "ERROR\r\nMN\r\n");
-    exchange(fd, "stats cachedump 1 10\r\nmn\r\n", "CLIENT_ERROR stats cachedump not allowed\r\nMN\r\n");
+    exchange(fd, "stats cachedump 1 10\r\nmn\r\n",
+             "CLIENT_ERROR stats cachedump not allowed\r\nMN\r\n");
     exchange(fd, "stats sizes_enable\r\nmn\r\n",
              "STAT sizes_status error\r\nSTAT sizes_error not_supported\r\nEND\r\nMN\r\n");
     exchange(fd, "stats sizes_disable\r\nmn\r\n", "STAT sizes_status disabled\r\nEND\r\nMN\r\n");
@@ -426,7 +429,7 @@ static void test_evicted_by_class(void **state)
     assert_int_equal(server_start_tcp(&sp, server_bin, 41, NULL, &port, args), 0);
     struct reply *r = reply_new();
     int fd = mc_connect(port);
-    store_n(fd, "a", 99, 2000);   /* keys a00..a98, two sizes of item */
+    store_n(fd, "a", 99, 2000); /* keys a00..a98, two sizes of item */
     for (unsigned round = 0; round < 160; round++) {
         char prefix[16];
         snprintf(prefix, sizeof prefix, "r%u_", round);
@@ -456,37 +459,117 @@ static void test_evicted_by_class(void **state)
 /* memcached's fields rkv leaves out (docs/design.md says why, each). */
 static const char *const omitted[] = {
     /* stats */
-    "libevent", "connection_structures", "response_obj_oom", "response_obj_count",
-    "response_obj_bytes", "read_buf_count", "read_buf_bytes", "read_buf_bytes_free",
-    "read_buf_oom", "reserved_fds", "slab_reassign_evictions_nomem",
-    "slab_reassign_inline_reclaim", "slab_reassign_busy_items", "slab_reassign_busy_deletes",
-    "slab_reassign_running", "lru_crawler_running", "lru_crawler_starts",
-    "lru_maintainer_juggles", "malloc_fails", "log_worker_dropped", "log_worker_written",
-    "log_watcher_skipped", "log_watcher_sent", "log_watchers", "unexpected_napi_ids",
-    "round_robin_fallback", "slab_global_page_pool", "expired_unfetched", "evicted_unfetched",
-    "evicted_active", "crawler_reclaimed", "crawler_items_checked", "lrutail_reflocked",
-    "moves_to_cold", "moves_to_warm", "moves_within_lru", "direct_reclaims", "lru_bumps_dropped",
+    "libevent",
+    "connection_structures",
+    "response_obj_oom",
+    "response_obj_count",
+    "response_obj_bytes",
+    "read_buf_count",
+    "read_buf_bytes",
+    "read_buf_bytes_free",
+    "read_buf_oom",
+    "reserved_fds",
+    "slab_reassign_evictions_nomem",
+    "slab_reassign_inline_reclaim",
+    "slab_reassign_busy_items",
+    "slab_reassign_busy_deletes",
+    "slab_reassign_running",
+    "lru_crawler_running",
+    "lru_crawler_starts",
+    "lru_maintainer_juggles",
+    "malloc_fails",
+    "log_worker_dropped",
+    "log_worker_written",
+    "log_watcher_skipped",
+    "log_watcher_sent",
+    "log_watchers",
+    "unexpected_napi_ids",
+    "round_robin_fallback",
+    "slab_global_page_pool",
+    "expired_unfetched",
+    "evicted_unfetched",
+    "evicted_active",
+    "crawler_reclaimed",
+    "crawler_items_checked",
+    "lrutail_reflocked",
+    "moves_to_cold",
+    "moves_to_warm",
+    "moves_within_lru",
+    "direct_reclaims",
+    "lru_bumps_dropped",
     /* stats settings */
-    "verbosity", "oldest", "umask", "num_threads_per_udp", "reqs_per_event",
-    "slab_automove_ratio", "slab_automove_window", "lru_crawler_sleep", "lru_crawler_tocrawl",
-    "hot_lru_pct", "warm_lru_pct", "hot_max_factor", "warm_max_factor", "temporary_ttl",
-    "watcher_logbuf_size", "worker_logbuf_size", "read_buf_mem_limit", "ext_item_size",
-    "ext_item_age", "ext_low_ttl", "ext_recache_rate", "ext_wbuf_size", "ext_compact_under",
-    "ext_drop_under", "ext_max_sleep", "ext_max_frag", "slab_automove_freeratio",
-    "ext_drop_unread", "ssl_chain_cert", "ssl_key", "ssl_verify_mode", "ssl_keyformat",
-    "ssl_ciphers", "ssl_ca_cert", "ssl_wbuf_size", "ssl_session_cache", "ssl_kernel_tls",
-    "ssl_min_version", "num_napi_ids", "memory_file", "drop_privileges",
+    "verbosity",
+    "oldest",
+    "umask",
+    "num_threads_per_udp",
+    "reqs_per_event",
+    "slab_automove_ratio",
+    "slab_automove_window",
+    "lru_crawler_sleep",
+    "lru_crawler_tocrawl",
+    "hot_lru_pct",
+    "warm_lru_pct",
+    "hot_max_factor",
+    "warm_max_factor",
+    "temporary_ttl",
+    "watcher_logbuf_size",
+    "worker_logbuf_size",
+    "read_buf_mem_limit",
+    "ext_item_size",
+    "ext_item_age",
+    "ext_low_ttl",
+    "ext_recache_rate",
+    "ext_wbuf_size",
+    "ext_compact_under",
+    "ext_drop_under",
+    "ext_max_sleep",
+    "ext_max_frag",
+    "slab_automove_freeratio",
+    "ext_drop_unread",
+    "ssl_chain_cert",
+    "ssl_key",
+    "ssl_verify_mode",
+    "ssl_keyformat",
+    "ssl_ciphers",
+    "ssl_ca_cert",
+    "ssl_wbuf_size",
+    "ssl_session_cache",
+    "ssl_kernel_tls",
+    "ssl_min_version",
+    "num_napi_ids",
+    "memory_file",
+    "drop_privileges",
     /* stats items (items:N:...) */
-    "items:N:number_hot", "items:N:number_warm", "items:N:number_cold", "items:N:number_temp",
-    "items:N:age_hot", "items:N:age_warm", "items:N:age", "items:N:mem_requested",
-    "items:N:evicted_time", "items:N:outofmemory", "items:N:tailrepairs", "items:N:reclaimed",
-    "items:N:expired_unfetched", "items:N:evicted_unfetched", "items:N:evicted_active",
-    "items:N:crawler_reclaimed", "items:N:crawler_items_checked", "items:N:lrutail_reflocked",
-    "items:N:moves_to_cold", "items:N:moves_to_warm", "items:N:moves_within_lru",
-    "items:N:direct_reclaims", "items:N:hits_to_hot", "items:N:hits_to_warm",
-    "items:N:hits_to_cold", "items:N:hits_to_temp",
+    "items:N:number_hot",
+    "items:N:number_warm",
+    "items:N:number_cold",
+    "items:N:number_temp",
+    "items:N:age_hot",
+    "items:N:age_warm",
+    "items:N:age",
+    "items:N:mem_requested",
+    "items:N:evicted_time",
+    "items:N:outofmemory",
+    "items:N:tailrepairs",
+    "items:N:reclaimed",
+    "items:N:expired_unfetched",
+    "items:N:evicted_unfetched",
+    "items:N:evicted_active",
+    "items:N:crawler_reclaimed",
+    "items:N:crawler_items_checked",
+    "items:N:lrutail_reflocked",
+    "items:N:moves_to_cold",
+    "items:N:moves_to_warm",
+    "items:N:moves_within_lru",
+    "items:N:direct_reclaims",
+    "items:N:hits_to_hot",
+    "items:N:hits_to_warm",
+    "items:N:hits_to_cold",
+    "items:N:hits_to_temp",
     /* stats slabs (N:...) */
-    "N:delete_hits", "N:incr_hits", "N:decr_hits",
+    "N:delete_hits",
+    "N:incr_hits",
+    "N:decr_hits",
 };
 
 /* A field's name with its class id made N (items:3:number → items:N:number,
@@ -560,7 +643,7 @@ static unsigned mc_start(void)
                 return port;
             }
             if (waitpid(mc_pid, NULL, WNOHANG) == mc_pid)
-                break;   /* the port was taken: another */
+                break; /* the port was taken: another */
             struct timespec ts = { 0, 20000000 };
             nanosleep(&ts, NULL);
         }
@@ -633,12 +716,9 @@ int main(int argc, char **argv)
         return failed;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_values),
-        cmocka_unit_test(test_reset),
-        cmocka_unit_test(test_detail),
-        cmocka_unit_test(test_unknown_groups),
-        cmocka_unit_test(test_evicted_by_class),
+        cmocka_unit_test(test_shapes),         cmocka_unit_test(test_values),
+        cmocka_unit_test(test_reset),          cmocka_unit_test(test_detail),
+        cmocka_unit_test(test_unknown_groups), cmocka_unit_test(test_evicted_by_class),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -29,11 +29,10 @@
 
 /* ------------------------------------------------------------ parsing */
 
-static const char meminfo[] =
-    "MemTotal:       24684084 kB\n"
-    "MemFree:        24075560 kB\n"
-    "MemAvailable:   22340864 kB\n"
-    "Buffers:           11472 kB\n";
+static const char meminfo[] = "MemTotal:       24684084 kB\n"
+                              "MemFree:        24075560 kB\n"
+                              "MemAvailable:   22340864 kB\n"
+                              "Buffers:           11472 kB\n";
 
 static void test_meminfo(void **state)
 {
@@ -58,9 +57,9 @@ static void test_cgroup_values(void **state)
     uint64_t v;
     assert_true(rkv_cgroup_parse_value("2147483648\n", &v));
     assert_int_equal(v, 2 * GIB);
-    assert_true(rkv_cgroup_parse_value("max\n", &v));          /* v2 */
+    assert_true(rkv_cgroup_parse_value("max\n", &v)); /* v2 */
     assert_true(v == RKV_MEM_UNLIMITED);
-    assert_true(rkv_cgroup_parse_value("9223372036854771712\n", &v));  /* v1 "no limit" */
+    assert_true(rkv_cgroup_parse_value("9223372036854771712\n", &v)); /* v1 "no limit" */
     assert_true(v == RKV_MEM_UNLIMITED);
     assert_false(rkv_cgroup_parse_value("12abc\n", &v));
     assert_false(rkv_cgroup_parse_value("maximum\n", &v));
@@ -81,19 +80,19 @@ static const char mountinfo_v1[] =
     "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
     "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
     "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
-static const char proc_cgroup_v1[] =
-    "8:pids:/\n"
-    "4:memory:/process_api/abc\n"
-    "1:cpu:/\n"
-    "0::/\n";
+static const char proc_cgroup_v1[] = "8:pids:/\n"
+                                     "4:memory:/process_api/abc\n"
+                                     "1:cpu:/\n"
+                                     "0::/\n";
 
 static void test_locate(void **state)
 {
     (void)state;
     char mount[512], dir[1024];
     /* v1 memory wins over the v2 hierarchy that has no memory controller */
-    assert_int_equal(rkv_cgroup_locate(proc_cgroup_v1, mountinfo_v1, mount, sizeof mount,
-                                       dir, sizeof dir), 1);
+    assert_int_equal(rkv_cgroup_locate(proc_cgroup_v1, mountinfo_v1, mount, sizeof mount, dir,
+                                       sizeof dir),
+                     1);
     assert_string_equal(mount, "/sys/fs/cgroup/memory");
     assert_string_equal(dir, "/sys/fs/cgroup/memory/process_api/abc");
 
@@ -101,24 +100,30 @@ static void test_locate(void **state)
      * whose mount root is its own cgroup */
     static const char mi_v2[] =
         "30 23 0:26 /kubepods/pod1 /sys/fs/cgroup\\040x rw - cgroup2 cgroup2 rw,nsdelegate\n";
-    assert_int_equal(rkv_cgroup_locate("0::/kubepods/pod1/app\n", mi_v2, mount, sizeof mount,
-                                       dir, sizeof dir), 2);
+    assert_int_equal(rkv_cgroup_locate("0::/kubepods/pod1/app\n", mi_v2, mount, sizeof mount, dir,
+                                       sizeof dir),
+                     2);
     assert_string_equal(mount, "/sys/fs/cgroup x");
     assert_string_equal(dir, "/sys/fs/cgroup x/app");
     /* the root cgroup itself */
     assert_int_equal(rkv_cgroup_locate("0::/\n", "1 0 0:1 / /cg rw - cgroup2 none rw\n", mount,
-                                       sizeof mount, dir, sizeof dir), 2);
+                                       sizeof mount, dir, sizeof dir),
+                     2);
     assert_string_equal(dir, "/cg");
 
     /* outside the mounted subtree, or nothing mounted: unknown */
-    assert_int_equal(rkv_cgroup_locate("0::/other\n", mi_v2, mount, sizeof mount, dir, sizeof dir), 0);
-    assert_int_equal(rkv_cgroup_locate("0::/kubepods/pod10\n", mi_v2, mount, sizeof mount,
-                                       dir, sizeof dir), 0);
+    assert_int_equal(rkv_cgroup_locate("0::/other\n", mi_v2, mount, sizeof mount, dir, sizeof dir),
+                     0);
+    assert_int_equal(rkv_cgroup_locate("0::/kubepods/pod10\n", mi_v2, mount, sizeof mount, dir,
+                                       sizeof dir),
+                     0);
     assert_int_equal(rkv_cgroup_locate(proc_cgroup_v1, "23 1 0:21 / / rw - ext4 /dev/vda rw\n",
-                                       mount, sizeof mount, dir, sizeof dir), 0);
+                                       mount, sizeof mount, dir, sizeof dir),
+                     0);
     /* "memory" must be a whole controller name */
-    assert_int_equal(rkv_cgroup_locate("4:memoryx:/a\n", mountinfo_v1, mount, sizeof mount,
-                                       dir, sizeof dir), 0);
+    assert_int_equal(rkv_cgroup_locate("4:memoryx:/a\n", mountinfo_v1, mount, sizeof mount, dir,
+                                       sizeof dir),
+                     0);
     assert_int_equal(rkv_cgroup_locate(NULL, mountinfo_v1, mount, sizeof mount, dir, sizeof dir), 0);
 }
 
@@ -192,7 +197,7 @@ static void test_cgroup_read_v2(void **state)
 {
     (void)state;
     struct rkv_mem_cgroup cg;
-    put("/cg2/memory.current", "123\n");          /* the root has no memory.max */
+    put("/cg2/memory.current", "123\n"); /* the root has no memory.max */
     put("/cg2/sys.slice/memory.max", "max\n");
     put("/cg2/sys.slice/memory.current", "5000\n");
     put("/cg2/sys.slice/rkv.service/memory.max", "536870912\n");
@@ -235,9 +240,9 @@ static void test_probe_fake_machine(void **state)
     assert_int_equal(env.cgroup.limit, GIB);
     assert_string_equal(env.cgroup.dir, "/sys/fs/cgroup/job");
     assert_int_equal(env.huge[0].page_size, 2 * MIB);
-    assert_int_equal(env.huge[0].free_pages, 70);      /* reserved pages are taken */
+    assert_int_equal(env.huge[0].free_pages, 70); /* reserved pages are taken */
     assert_int_equal(env.huge[0].total_pages, 120);
-    assert_int_equal(env.huge[1].page_size, 0);        /* no 1 GiB pool */
+    assert_int_equal(env.huge[1].page_size, 0); /* no 1 GiB pool */
     assert_false(env.cap_ipc_lock);
 }
 
@@ -263,9 +268,9 @@ static void env_ram(struct rkv_mem_env *e, uint64_t available)
 static void test_headroom(void **state)
 {
     (void)state;
-    assert_int_equal(rkv_mem_headroom(32 * MIB), 32 * MIB);     /* all of a tiny amount */
-    assert_int_equal(rkv_mem_headroom(256 * MIB), 64 * MIB);    /* the floor */
-    assert_int_equal(rkv_mem_headroom(32 * GIB), 2 * GIB);      /* 1/16 */
+    assert_int_equal(rkv_mem_headroom(32 * MIB), 32 * MIB);  /* all of a tiny amount */
+    assert_int_equal(rkv_mem_headroom(256 * MIB), 64 * MIB); /* the floor */
+    assert_int_equal(rkv_mem_headroom(32 * GIB), 2 * GIB);   /* 1/16 */
 }
 
 static void test_need_shm(void **state)
@@ -289,15 +294,16 @@ static void test_need_shm(void **state)
      * the main thread: each a cache-line-aligned slab_mag per size class */
     uint64_t mags = rkv_slab_mag_bytes(c.slab_page_size, RKV_TABLE_GROWTH, RKV_TABLE_FINE_LIMIT);
     uint32_t sizes[RKV_MAX_CLASSES], classes;
-    assert_int_equal(rkv_slab_classes(c.slab_page_size, RKV_TABLE_GROWTH, RKV_TABLE_FINE_LIMIT, sizes,
-                                      &classes, err, sizeof err), RKV_OK);
+    assert_int_equal(rkv_slab_classes(c.slab_page_size, RKV_TABLE_GROWTH, RKV_TABLE_FINE_LIMIT,
+                                      sizes, &classes, err, sizeof err),
+                     RKV_OK);
     assert_true(mags >= classes * 64ull && mags % 64 == 0);
     assert_int_equal(n.bookkeeping, GIB / RKV_MIN_ITEM_SIZE * 16 + GIB / (1 << 20) * 72 + 3 * mags);
     /* per connection: the shm_server.c memfd layout plus the request copies */
     assert_int_equal(rkv_shm_layout_init(&l, 64, 4096, 1 << 20, err, sizeof err), RKV_OK);
     /* max_conns and the max_unauth_conns not yet past HELLO */
     assert_int_equal(n.conns, (10 + c.max_unauth_conns) * (l.total + l.slot_stride * 64 + 4096));
-    assert_int_equal(n.locked, 0);                     /* no rdma: nothing registered */
+    assert_int_equal(n.locked, 0); /* no rdma: nothing registered */
     assert_int_equal(n.ram, n.region + n.page_tables + n.bookkeeping + n.conns + n.process);
     /* evict none: no LRU words */
     c.evict = 0;
@@ -319,7 +325,7 @@ static void test_need_hugepages_and_rdma(void **state)
     rkv_mem_need_compute(&c, 2 * GIB, &e, &n);
     assert_int_equal(n.page_size, GIB);
     assert_int_equal(n.ram, n.page_tables + n.bookkeeping + n.conns + n.process);
-    assert_true(n.locked > n.region);                  /* region + registered buffers */
+    assert_true(n.locked > n.region); /* region + registered buffers */
     /* 3 GiB: too few 1 GiB pages, too few 2 MiB pages: normal pages, as region.c falls back */
     rkv_mem_need_compute(&c, 3 * GIB, &e, &n);
     assert_int_equal(n.page_size, 4096);
@@ -355,8 +361,8 @@ static void test_need_tcp(void **state)
     c.slab_page_size = 16 * MIB;
     c.max_value_len = 8 * MIB;
     rkv_mem_need_compute(&c, 256 * MIB, &e, &n);
-    assert_int_equal(n.conns, (10 + c.max_unauth_conns) *
-                              ((8 * MIB + 65538) + (16 * MIB + 65536) + 4096));
+    assert_int_equal(n.conns,
+                     (10 + c.max_unauth_conns) * ((8 * MIB + 65538) + (16 * MIB + 65536) + 4096));
 
     /* 1024 connections of ~9 MiB do not fit 2 GiB beside 256 MiB: fewer */
     config_for(&c, "tcp://127.0.0.1:11211");
@@ -387,7 +393,7 @@ static void test_check_memavailable(void **state)
     assert_non_null(strstr(msg, "MemAvailable 21.3 GiB"));
     assert_non_null(strstr(msg, "lower --memory to at most"));
     assert_non_null(strstr(msg, "--memory-check=off"));
-    assert_null(strchr(msg, '\n'));                     /* one message, one line */
+    assert_null(strchr(msg, '\n')); /* one message, one line */
 
     /* the largest accepted fits (with max_conns lowered as far as it may
      * be), one MiB more does not */
@@ -414,11 +420,15 @@ static void test_check_cgroup(void **state)
     config_for(&c, "shm:///tmp/x.sock");
     c.max_conns = 4;
     env_ram(&e, 20 * GIB);
-    e.cgroup = (struct rkv_mem_cgroup){ .known = true, .version = 1, .limit = 2 * GIB,
-                                        .usage = 40 * MIB, .dir = "/sys/fs/cgroup/memory/job" };
+    e.cgroup = (struct rkv_mem_cgroup){ .known = true,
+                                        .version = 1,
+                                        .limit = 2 * GIB,
+                                        .usage = 40 * MIB,
+                                        .dir = "/sys/fs/cgroup/memory/job" };
     assert_false(rkv_mem_check(&c, 8 * GIB, &e, msg, sizeof msg));
     assert_non_null(strstr(msg, "--memory 8 GiB cannot be backed"));
-    assert_non_null(strstr(msg, "cgroup memory limit 2 GiB (/sys/fs/cgroup/memory/job, v1: 40 MiB in use)"));
+    assert_non_null(
+        strstr(msg, "cgroup memory limit 2 GiB (/sys/fs/cgroup/memory/job, v1: 40 MiB in use)"));
     assert_non_null(strstr(msg, "raise the cgroup's limit"));
     /* 2 GiB - 40 MiB - 128 MiB headroom holds a 1 GiB region and its bookkeeping */
     assert_true(rkv_mem_check(&c, 1 * GIB, &e, msg, sizeof msg));
@@ -444,7 +454,7 @@ static void test_check_cgroup(void **state)
     assert_int_equal(rkv_mem_largest(&c, &e), 0);
     assert_false(rkv_mem_admit(&c, 16 * MIB, &e, &conns, msg, sizeof msg));
     assert_non_null(strstr(msg, "lower max_conns"));
-    assert_non_null(strstr(msg, "32 connections' buffers"));   /* 16 + 16 not past HELLO */
+    assert_non_null(strstr(msg, "32 connections' buffers")); /* 16 + 16 not past HELLO */
 }
 
 static void test_check_hugepages_required_and_memlock(void **state)
@@ -458,14 +468,15 @@ static void test_check_hugepages_required_and_memlock(void **state)
     e.huge[0] = (struct rkv_mem_huge){ 2 * MIB, 10, 10 };
     c.hugepages_required = true;
     assert_false(rkv_mem_check(&c, 64 * MIB, &e, msg, sizeof msg));
-    assert_non_null(strstr(msg, "hugepages_required is set but only 10 2 MiB hugepages are free (32 needed"));
+    assert_non_null(
+        strstr(msg, "hugepages_required is set but only 10 2 MiB hugepages are free (32 needed"));
     assert_true(rkv_mem_check(&c, 20 * MIB, &e, msg, sizeof msg));
 
     config_for(&c, "rdma://0.0.0.0:7000");
     e.memlock = 64 * MIB;
     assert_false(rkv_mem_check(&c, 256 * MIB, &e, msg, sizeof msg));
     assert_non_null(strstr(msg, "--memory 256 MiB: memlock limit 64 MiB is below"));
-    e.cap_ipc_lock = true;                               /* CAP_IPC_LOCK: the limit does not bind */
+    e.cap_ipc_lock = true; /* CAP_IPC_LOCK: the limit does not bind */
     assert_true(rkv_mem_check(&c, 256 * MIB, &e, msg, sizeof msg));
 }
 
@@ -480,7 +491,7 @@ static bool guard_fits(void *ctx, uint64_t remaining, char *err, size_t err_len)
 {
     struct guard_log *g = ctx;
     if (g->calls > 0)
-        assert_true(remaining < g->last_remaining);       /* it counts down */
+        assert_true(remaining < g->last_remaining); /* it counts down */
     g->last_remaining = remaining;
     if (++g->calls < g->stop_at)
         return true;
@@ -502,7 +513,7 @@ static void test_region_guard(void **state)
     rkv_region_destroy(&r);
     if (huge)
         skip();
-    assert_int_equal(g.calls, 3);                          /* 64 MiB steps: 136, 72, 8 left */
+    assert_int_equal(g.calls, 3); /* 64 MiB steps: 136, 72, 8 left */
     assert_int_equal(g.last_remaining, 8 * MIB);
 
     g = (struct guard_log){ 0, 2, 0 };

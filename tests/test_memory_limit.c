@@ -34,11 +34,11 @@
 #include "memory_budget.h"
 #include "server_proc.h"
 
-#define LIMIT (256ull << 20)
-#define WAIT_MS 60000          /* safety net only: a refusal takes milliseconds */
+#define LIMIT   (256ull << 20)
+#define WAIT_MS 60000 /* safety net only: a refusal takes milliseconds */
 
 static const char *server_bin;
-static char cg_dir[1200];      /* the child cgroup */
+static char cg_dir[1200]; /* the child cgroup */
 static int cg_version;
 static unsigned uri_seq;
 
@@ -93,15 +93,19 @@ static const char *cgroup_create(void)
         return "no memory cgroup (v1 memory controller or cgroup2) is mounted for this process";
     snprintf(cg_dir, sizeof cg_dir, "%s/rkv-test-%d", dir, (int)getpid());
     if (mkdir(cg_dir, 0755) != 0) {
-        snprintf(why, sizeof why, "cannot create %s: %s (run as root, or give this user a "
-                 "delegated cgroup)", cg_dir, strerror(errno));
+        snprintf(why, sizeof why,
+                 "cannot create %s: %s (run as root, or give this user a "
+                 "delegated cgroup)",
+                 cg_dir, strerror(errno));
         return why;
     }
     snprintf(limit, sizeof limit, "%llu", (unsigned long long)LIMIT);
     if (!write_file(cg_dir, cg_version == 1 ? "memory.limit_in_bytes" : "memory.max", limit)) {
         snprintf(why, sizeof why, "cannot set the memory limit of %s (v%d): %s%s", cg_dir,
-                 cg_version, strerror(errno), cg_version == 2 ?
-                 "; the memory controller is not enabled in the parent's cgroup.subtree_control" : "");
+                 cg_version, strerror(errno),
+                 cg_version == 2
+                     ? "; the memory controller is not enabled in the parent's cgroup.subtree_control"
+                     : "");
         rmdir(cg_dir);
         return why;
     }
@@ -112,7 +116,7 @@ static void cgroup_remove(void)
 {
     for (int i = 0; i < 100 && rmdir(cg_dir) != 0 && errno == EBUSY; i++) {
         struct timespec ts = { 0, 10 * 1000 * 1000 };
-        nanosleep(&ts, NULL);   /* a reaped child leaves cgroup.procs asynchronously */
+        nanosleep(&ts, NULL); /* a reaped child leaves cgroup.procs asynchronously */
     }
 }
 
@@ -133,7 +137,7 @@ static pid_t spawn(const char *log_path, const char *const *args)
         snprintf(me, sizeof me, "%d", (int)getpid());
         int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0 || !write_file(cg_dir, "cgroup.procs", me))
-            _exit(99);      /* never run the server outside the cgroup */
+            _exit(99); /* never run the server outside the cgroup */
         dup2(fd, STDERR_FILENO);
         dup2(fd, STDOUT_FILENO);
         execv(server_bin, (char *const *)argv);
@@ -260,8 +264,8 @@ static void test_check_off_is_honoured(void **state)
     assert_int_equal(start_serve_stop(on, &log), 0);
     assert_non_null(strstr(log, "max_conns lowered from 1024 to "));
     free(log);
-    const char *off[] = { "--memory", "16M", "--max-conns", "1024", "--listen", uri,
-                          "--memory-check=off", NULL };
+    const char *off[] = { "--memory", "16M", "--max-conns",        "1024",
+                          "--listen", uri,   "--memory-check=off", NULL };
     assert_int_equal(start_serve_stop(off, &log), 0);
     assert_null(strstr(log, "cannot be backed"));
     assert_null(strstr(log, "max_conns lowered"));

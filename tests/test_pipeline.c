@@ -105,7 +105,7 @@ static void drain(rkv_client *c, struct rkv_completion *out, unsigned cap, unsig
         unsigned got;
         assert_true(*n < cap);
         assert_int_equal(rkv_wait(c, out + *n, cap - *n, &got, 30000), RKV_OK);
-        assert_true(got > 0);    /* 30 s without one: a hang */
+        assert_true(got > 0); /* 30 s without one: a hang */
         *n += got;
     }
 }
@@ -132,20 +132,35 @@ static void test_mixed_kinds_two_shards(void **state)
     }
     for (unsigned s = 0; s < NSERVERS; s++) {
         unsigned base = s * 100;
-        ops[n++] = (struct rkv_op){ .kind = RKV_KIND_GET, .token = base + 0, .key = keys[s][0],
-                                    .key_len = klen[s][0], .buf = bufs[s][0],
+        ops[n++] = (struct rkv_op){ .kind = RKV_KIND_GET,
+                                    .token = base + 0,
+                                    .key = keys[s][0],
+                                    .key_len = klen[s][0],
+                                    .buf = bufs[s][0],
                                     .buf_len = sizeof bufs[s][0] };
-        ops[n++] = (struct rkv_op){ .kind = RKV_KIND_GET, .token = base + 1, .key = keys[s][1],
-                                    .key_len = klen[s][1], .buf = bufs[s][1],
+        ops[n++] = (struct rkv_op){ .kind = RKV_KIND_GET,
+                                    .token = base + 1,
+                                    .key = keys[s][1],
+                                    .key_len = klen[s][1],
+                                    .buf = bufs[s][1],
                                     .buf_len = sizeof bufs[s][1] };
-        ops[n++] = (struct rkv_op){ .kind = RKV_KIND_PUT, .token = base + 2, .key = keys[s][1],
-                                    .key_len = klen[s][1], .value = "new", .value_len = 3 };
-        ops[n++] = (struct rkv_op){ .kind = RKV_KIND_INCR, .token = base + 3, .key = keys[s][2],
-                                    .key_len = klen[s][2], .delta = 1 };
-        ops[n++] = (struct rkv_op){ .kind = RKV_KIND_DELETE, .token = base + 4, .key = keys[s][3],
-                                    .key_len = klen[s][3] };
-        ops[n++] = (struct rkv_op){ .kind = RKV_KIND_DELETE, .token = base + 5, .key = keys[s][1],
-                                    .key_len = 0 }; /* refused: no completion */
+        ops[n++] = (struct rkv_op){ .kind = RKV_KIND_PUT,
+                                    .token = base + 2,
+                                    .key = keys[s][1],
+                                    .key_len = klen[s][1],
+                                    .value = "new",
+                                    .value_len = 3 };
+        ops[n++] = (struct rkv_op){ .kind = RKV_KIND_INCR,
+                                    .token = base + 3,
+                                    .key = keys[s][2],
+                                    .key_len = klen[s][2],
+                                    .delta = 1 };
+        ops[n++] = (struct rkv_op){
+            .kind = RKV_KIND_DELETE, .token = base + 4, .key = keys[s][3], .key_len = klen[s][3]
+        };
+        ops[n++] = (struct rkv_op){
+            .kind = RKV_KIND_DELETE, .token = base + 5, .key = keys[s][1], .key_len = 0
+        }; /* refused: no completion */
     }
     unsigned accepted = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -175,7 +190,7 @@ static void test_mixed_kinds_two_shards(void **state)
             assert_memory_equal(bufs[s][0], "hit", 3);
             assert_true(r->info.version != 0);
             break;
-        case 1:   /* before or after the PUT in flight: either is right */
+        case 1: /* before or after the PUT in flight: either is right */
             assert_int_equal(r->kind, RKV_KIND_GET);
             assert_true(r->status == RKV_NOT_FOUND || r->status == RKV_OK);
             if (r->status == RKV_OK)
@@ -184,7 +199,7 @@ static void test_mixed_kinds_two_shards(void **state)
         case 2:
             assert_int_equal(r->kind, RKV_KIND_PUT);
             assert_int_equal(r->status, RKV_OK);
-            assert_true(r->value != 0);          /* the new version */
+            assert_true(r->value != 0); /* the new version */
             break;
         case 3:
             assert_int_equal(r->kind, RKV_KIND_INCR);
@@ -195,8 +210,7 @@ static void test_mixed_kinds_two_shards(void **state)
             assert_int_equal(r->kind, RKV_KIND_DELETE);
             assert_int_equal(r->status, RKV_OK);
             break;
-        default:
-            fail_msg("unexpected token %llu", (unsigned long long)r->token);
+        default: fail_msg("unexpected token %llu", (unsigned long long)r->token);
         }
     }
     for (unsigned s = 0; s < NSERVERS; s++) {
@@ -231,8 +245,9 @@ static void test_write_order_per_key(void **state)
     uint64_t next_token = 0, expect = 0;
     while (expect < INCRS) {
         while (next_token < INCRS && rkv_outstanding(c) < rkv_window(c)) {
-            const struct rkv_op op = { .kind = RKV_KIND_INCR, .token = next_token++, .key = key,
-                                       .key_len = klen, .delta = 1 };
+            const struct rkv_op op = {
+                .kind = RKV_KIND_INCR, .token = next_token++, .key = key, .key_len = klen, .delta = 1
+            };
             assert_int_equal(rkv_submit(c, &op), RKV_OK);
         }
         unsigned got;
@@ -240,8 +255,8 @@ static void test_write_order_per_key(void **state)
         assert_true(got > 0);
         for (unsigned i = 0; i < got; i++) {
             assert_int_equal(done[i].status, RKV_OK);
-            assert_int_equal(done[i].token, expect);        /* completion order */
-            assert_int_equal(done[i].value, expect + 1);    /* execution order */
+            assert_int_equal(done[i].token, expect);     /* completion order */
+            assert_int_equal(done[i].value, expect + 1); /* execution order */
             expect++;
         }
     }
@@ -251,19 +266,33 @@ static void test_write_order_per_key(void **state)
      * the one staging buffer (sent together, the second would overwrite the
      * first before the server pulled it) */
     const struct rkv_op chain[] = {
-        { .kind = RKV_KIND_PUT, .token = 0, .key = key, .key_len = klen,
-          .value = big1, .value_len = sizeof big1 },
-        { .kind = RKV_KIND_PUT, .token = 1, .key = key, .key_len = klen,
-          .value = "small", .value_len = 5 },
+        { .kind = RKV_KIND_PUT,
+          .token = 0,
+          .key = key,
+          .key_len = klen,
+          .value = big1,
+          .value_len = sizeof big1 },
+        { .kind = RKV_KIND_PUT, .token = 1, .key = key, .key_len = klen, .value = "small", .value_len = 5 },
         { .kind = RKV_KIND_DELETE, .token = 2, .key = key, .key_len = klen },
-        { .kind = RKV_KIND_PUT, .token = 3, .key = key, .key_len = klen,
-          .value = big2, .value_len = sizeof big2 },
-        { .kind = RKV_KIND_PUT, .token = 4, .key = key2, .key_len = klen2,
-          .value = big1, .value_len = sizeof big1 },
-        { .kind = RKV_KIND_PUT, .token = 5, .key = key, .key_len = klen,
-          .value = "last", .value_len = 4 },
-        { .kind = RKV_KIND_PUT, .token = 6, .key = key3, .key_len = klen3,
-          .value = big2, .value_len = sizeof big2 },
+        { .kind = RKV_KIND_PUT,
+          .token = 3,
+          .key = key,
+          .key_len = klen,
+          .value = big2,
+          .value_len = sizeof big2 },
+        { .kind = RKV_KIND_PUT,
+          .token = 4,
+          .key = key2,
+          .key_len = klen2,
+          .value = big1,
+          .value_len = sizeof big1 },
+        { .kind = RKV_KIND_PUT, .token = 5, .key = key, .key_len = klen, .value = "last", .value_len = 4 },
+        { .kind = RKV_KIND_PUT,
+          .token = 6,
+          .key = key3,
+          .key_len = klen3,
+          .value = big2,
+          .value_len = sizeof big2 },
     };
     for (unsigned i = 0; i < sizeof chain / sizeof chain[0]; i++)
         assert_int_equal(rkv_submit(c, &chain[i]), RKV_OK);
@@ -271,7 +300,7 @@ static void test_write_order_per_key(void **state)
     drain(c, done, 64, &got);
     assert_int_equal(got, 7);
     for (unsigned i = 0; i < got; i++) {
-        assert_int_equal(done[i].token, i);   /* one server: the writes' order */
+        assert_int_equal(done[i].token, i); /* one server: the writes' order */
         assert_int_equal(done[i].status, RKV_OK);
     }
     static char buf[sizeof big1];
@@ -301,12 +330,17 @@ static void test_window_limit(void **state)
     assert_int_equal(rkv_window(c), RKV_DEFAULT_WINDOW);
     assert_int_equal(rkv_set_window(c, 4), RKV_OK);
     for (unsigned i = 0; i < 4; i++) {
-        const struct rkv_op op = { .kind = RKV_KIND_GET, .token = i, .key = "w", .key_len = 1,
-                                   .buf = buf[i], .buf_len = sizeof buf[i] };
+        const struct rkv_op op = { .kind = RKV_KIND_GET,
+                                   .token = i,
+                                   .key = "w",
+                                   .key_len = 1,
+                                   .buf = buf[i],
+                                   .buf_len = sizeof buf[i] };
         assert_int_equal(rkv_submit(c, &op), RKV_OK);
     }
-    const struct rkv_op extra = { .kind = RKV_KIND_PUT, .token = 99, .key = "w", .key_len = 1,
-                                  .value = "v", .value_len = 1 };
+    const struct rkv_op extra = {
+        .kind = RKV_KIND_PUT, .token = 99, .key = "w", .key_len = 1, .value = "v", .value_len = 1
+    };
     assert_int_equal(rkv_submit(c, &extra), RKV_WINDOW_FULL);
     assert_non_null(strstr(rkv_last_error(c), "window of 4"));
     assert_int_equal(rkv_outstanding(c), 4);
@@ -358,9 +392,15 @@ static void tokens_exactly_once(rkv_client *c, unsigned window, unsigned take)
                 continue;
             int klen = snprintf(keys[next], sizeof keys[next], "t%llu",
                                 (unsigned long long)(next % 97));
-            struct rkv_op op = { .kind = (rkv_kind)(next % 4), .token = next, .key = keys[next],
-                                 .key_len = (size_t)klen, .buf = bufs[s], .buf_len = sizeof bufs[s],
-                                 .value = "7", .value_len = 1, .delta = 1 };
+            struct rkv_op op = { .kind = (rkv_kind)(next % 4),
+                                 .token = next,
+                                 .key = keys[next],
+                                 .key_len = (size_t)klen,
+                                 .buf = bufs[s],
+                                 .buf_len = sizeof bufs[s],
+                                 .value = "7",
+                                 .value_len = 1,
+                                 .delta = 1 };
             rkv_status st = rkv_submit(c, &op);
             assert_int_equal(st, RKV_OK);
             slot_busy[s] = true;
@@ -419,8 +459,13 @@ static unsigned submit_both(rkv_client *c, char (*keys)[32], char (*bufs)[32], u
         for (unsigned i = 0; i < per; i++, n++) {
             size_t klen = key_on(c, s, "down", i, keys[n], 32);
             struct rkv_op op = { .kind = i % 2 ? RKV_KIND_PUT : RKV_KIND_GET,
-                                 .token = 1000 * s + i, .key = keys[n], .key_len = klen,
-                                 .buf = bufs[n], .buf_len = 32, .value = "v", .value_len = 1 };
+                                 .token = 1000 * s + i,
+                                 .key = keys[n],
+                                 .key_len = klen,
+                                 .buf = bufs[n],
+                                 .buf_len = 32,
+                                 .value = "v",
+                                 .value_len = 1 };
             assert_int_equal(rkv_submit(c, &op), RKV_OK);
         }
     return n;
@@ -487,8 +532,8 @@ static void test_server_stops_mid_window(void **state)
         rkv_status st = done[i].status;
         bool put = done[i].kind == RKV_KIND_PUT;
         if (done[i].token < 1000 || !put) {
-            assert_true(st == RKV_OK || st == RKV_NOT_FOUND || (done[i].token >= 1000 &&
-                                                                is_connection_error(st)));
+            assert_true(st == RKV_OK || st == RKV_NOT_FOUND ||
+                        (done[i].token >= 1000 && is_connection_error(st)));
         } else {
             assert_int_equal(st, RKV_TIMEOUT);
             timeouts++;
@@ -524,16 +569,19 @@ static void test_bad_arguments(void **state)
     const struct rkv_op big = { .kind = RKV_KIND_INCR, .key = longkey, .key_len = sizeof longkey };
     assert_int_equal(rkv_submit(c, &big), RKV_TOO_LARGE);
     assert_non_null(strstr(rkv_last_error(c), "incr: key of 300 bytes"));
-    const struct rkv_op noval = { .kind = RKV_KIND_PUT, .key = "k", .key_len = 1, .value = NULL,
-                                  .value_len = 3 };
+    const struct rkv_op noval = {
+        .kind = RKV_KIND_PUT, .key = "k", .key_len = 1, .value = NULL, .value_len = 3
+    };
     assert_int_equal(rkv_submit(c, &noval), RKV_INVALID);
     assert_non_null(strstr(rkv_last_error(c), "put: the value is NULL"));
-    const struct rkv_op nobuf = { .kind = RKV_KIND_GET, .key = "k", .key_len = 1, .buf = NULL,
-                                  .buf_len = 8 };
+    const struct rkv_op nobuf = {
+        .kind = RKV_KIND_GET, .key = "k", .key_len = 1, .buf = NULL, .buf_len = 8
+    };
     assert_int_equal(rkv_submit(c, &nobuf), RKV_INVALID);
     assert_non_null(strstr(rkv_last_error(c), "get: the buffer is NULL"));
-    const struct rkv_op mode = { .kind = RKV_KIND_PUT, .key = "k", .key_len = 1, .value = "v",
-                                 .value_len = 1, .opts = &bad_mode };
+    const struct rkv_op mode = {
+        .kind = RKV_KIND_PUT, .key = "k", .key_len = 1, .value = "v", .value_len = 1, .opts = &bad_mode
+    };
     assert_int_equal(rkv_submit(c, &mode), RKV_INVALID);
     assert_non_null(strstr(rkv_last_error(c), "unknown put mode 9"));
     assert_int_equal(rkv_outstanding(c), 0);
@@ -563,14 +611,16 @@ static void test_set_too_large_completes(void **state)
     assert_non_null(big);
 
     assert_int_equal(rkv_put(c, "tl", 2, "old", 3, NULL, NULL), RKV_OK);
-    const struct rkv_op rop = { .kind = RKV_KIND_PUT, .key = "tl", .key_len = 2, .value = big,
-                                .value_len = max + 1, .opts = &repl };
+    const struct rkv_op rop = {
+        .kind = RKV_KIND_PUT, .key = "tl", .key_len = 2, .value = big, .value_len = max + 1, .opts = &repl
+    };
     assert_int_equal(rkv_submit(c, &rop), RKV_TOO_LARGE);
     assert_int_equal(rkv_outstanding(c), 0);
     assert_int_equal(rkv_get(c, "tl", 2, buf, sizeof buf, &len, NULL), RKV_OK);
 
-    const struct rkv_op op = { .kind = RKV_KIND_PUT, .key = "tl", .key_len = 2, .value = big,
-                               .value_len = max + 1, .token = 77 };
+    const struct rkv_op op = {
+        .kind = RKV_KIND_PUT, .key = "tl", .key_len = 2, .value = big, .value_len = max + 1, .token = 77
+    };
     assert_int_equal(rkv_submit(c, &op), RKV_OK);
     assert_int_equal(rkv_wait(c, done, 1, &got, 30000), RKV_OK);
     assert_int_equal(got, 1);
@@ -594,8 +644,9 @@ static void test_sync_calls_beside_the_window(void **state)
 
     assert_int_equal(rkv_set_window(c, 8), RKV_OK);
     for (unsigned i = 0; i < 8; i++) {
-        const struct rkv_op op = { .kind = RKV_KIND_PUT, .token = i, .key = "side", .key_len = 4,
-                                   .value = "p", .value_len = 1 };
+        const struct rkv_op op = {
+            .kind = RKV_KIND_PUT, .token = i, .key = "side", .key_len = 4, .value = "p", .value_len = 1
+        };
         assert_int_equal(rkv_submit(c, &op), RKV_OK);
     }
     assert_int_equal(rkv_put(c, "sync", 4, "s", 1, NULL, NULL), RKV_OK);
@@ -605,7 +656,7 @@ static void test_sync_calls_beside_the_window(void **state)
                                { .key = "side", .key_len = 4, .buf = buf, .buf_len = sizeof buf } };
     assert_int_equal(rkv_mget(c, g, 2), RKV_OK);
     assert_int_equal(g[0].status, RKV_OK);
-    assert_int_equal(g[1].status, RKV_OK);   /* the pipelined PUTs went first on its server */
+    assert_int_equal(g[1].status, RKV_OK); /* the pipelined PUTs went first on its server */
     assert_int_equal(rkv_outstanding(c), 8);
     unsigned n;
     drain(c, done, 8, &n);
@@ -631,8 +682,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_tokens_exactly_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tokens_exactly_once_odd_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_dies_mid_window, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_server_stops_mid_window, setup_short_timeout,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_server_stops_mid_window, setup_short_timeout, teardown),
         cmocka_unit_test_setup_teardown(test_set_too_large_completes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sync_calls_beside_the_window, setup, teardown),

@@ -20,10 +20,20 @@
 #include "rkv.h"
 #include "shard.h"
 
-static const struct { const char *key; size_t len; } keys[] = {
-    { "a", 1 }, { "key", 3 }, { "foo", 3 }, { "bar", 3 }, { "user:1000", 9 },
-    { "user:1001", 9 }, { "session-42", 10 }, { "0123456789abcdef", 16 },
-    { "\x00\xff binary", 9 }, { NULL, 250 } /* 250 × 'x' */,
+static const struct {
+    const char *key;
+    size_t len;
+} keys[] = {
+    { "a", 1 },
+    { "key", 3 },
+    { "foo", 3 },
+    { "bar", 3 },
+    { "user:1000", 9 },
+    { "user:1001", 9 },
+    { "session-42", 10 },
+    { "0123456789abcdef", 16 },
+    { "\x00\xff binary", 9 },
+    { NULL, 250 } /* 250 × 'x' */,
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -68,7 +78,7 @@ static void test_md5_words(void **state)
 static void test_points(void **state)
 {
     (void)state;
-    assert_int_equal(rkv_ketama_points(1, 3, 3), 160);   /* 1/3 in float: the epsilon's case */
+    assert_int_equal(rkv_ketama_points(1, 3, 3), 160); /* 1/3 in float: the epsilon's case */
     assert_int_equal(rkv_ketama_points(1, 11, 4), 56);
     assert_int_equal(rkv_ketama_points(2, 11, 4), 116);
     assert_int_equal(rkv_ketama_points(5, 11, 4), 288);
@@ -84,7 +94,8 @@ static void test_even3(void **state)
     assert_int_equal(place(&p, RKV_PLACEMENT_DEFAULT,
                            "shm:///tmp/a.sock?placement=ketama&tcp=127.0.0.1:22122,"
                            "shm:///tmp/b.sock?tcp=127.0.0.1:22123,"
-                           "shm:///tmp/c.sock?tcp=127.0.0.1:22124&placement=ketama"), RKV_OK);
+                           "shm:///tmp/c.sock?tcp=127.0.0.1:22124&placement=ketama"),
+                     RKV_OK);
     assert_int_equal(p.kind, RKV_PLACEMENT_KETAMA);
     assert_string_equal(p.servers[1].name, "127.0.0.1:22123");
     assert_int_equal(p.npoints, 480);
@@ -106,7 +117,8 @@ static void test_even3(void **state)
     assert_int_equal(place(&p, RKV_PLACEMENT_KETAMA,
                            "shm:///tmp/a.sock?name=127.0.0.1:22122,"
                            "shm:///tmp/b.sock?name=127.0.0.1:22123,"
-                           "shm:///tmp/c.sock?name=127.0.0.1:22124"), RKV_OK);
+                           "shm:///tmp/c.sock?name=127.0.0.1:22124"),
+                     RKV_OK);
     check_owners(&p, want);
     rkv_placement_free(&p);
 }
@@ -135,7 +147,8 @@ static void test_default_port_name(void **state)
     static const unsigned want[NKEYS] = { 1, 0, 1, 1, 1, 1, 0, 1, 1, 0 };
     struct rkv_placer p;
     assert_int_equal(place(&p, RKV_PLACEMENT_KETAMA,
-                           "shm:///tmp/a.sock?tcp=10.0.0.1:11211,rdma://10.0.0.2:11211"), RKV_OK);
+                           "shm:///tmp/a.sock?tcp=10.0.0.1:11211,rdma://10.0.0.2:11211"),
+                     RKV_OK);
     assert_string_equal(p.servers[0].name, "10.0.0.1");
     assert_string_equal(p.servers[1].name, "10.0.0.2");
     assert_int_equal(p.npoints, 320);
@@ -201,7 +214,8 @@ static void test_refused(void **state)
     refused(RKV_PLACEMENT_DEFAULT, "shm:///a?colour=red", "bad parameter \"colour\"");
     refused(RKV_PLACEMENT_DEFAULT, "shm:///a?weight", "bad parameter \"weight\"");
     refused(RKV_PLACEMENT_DEFAULT, "shm:///a?name=", "bad parameter \"name\"");
-    refused(RKV_PLACEMENT_KETAMA, "shm:///a?weight=0", "weight \"0\" is not a whole number in 1..65535");
+    refused(RKV_PLACEMENT_KETAMA, "shm:///a?weight=0",
+            "weight \"0\" is not a whole number in 1..65535");
     refused(RKV_PLACEMENT_KETAMA, "shm:///a?weight=65536", "1..65535");
     refused(RKV_PLACEMENT_KETAMA, "shm:///a?weight=2x", "1..65535");
     refused(RKV_PLACEMENT_KETAMA, "shm:///a?weight=1&weight=2", "weight= given twice");

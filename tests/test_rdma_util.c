@@ -19,17 +19,17 @@
  * and connect()'s messages for a port nobody listens on, a wildcard address
  * and a device that is not the one the address routes through.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -57,7 +57,8 @@ static void test_wc_status_names(void **state)
             assert_string_not_equal(name, rkv_rdma_wc_status_name((enum ibv_wc_status)o));
     }
     assert_string_equal(rkv_rdma_wc_status_name(IBV_WC_REM_ACCESS_ERR), "IBV_WC_REM_ACCESS_ERR");
-    assert_string_equal(rkv_rdma_wc_status_name(IBV_WC_RNR_RETRY_EXC_ERR), "IBV_WC_RNR_RETRY_EXC_ERR");
+    assert_string_equal(rkv_rdma_wc_status_name(IBV_WC_RNR_RETRY_EXC_ERR),
+                        "IBV_WC_RNR_RETRY_EXC_ERR");
     assert_string_equal(rkv_rdma_wc_status_name((enum ibv_wc_status)999), "IBV_WC_<unknown>");
     assert_string_equal(rkv_rdma_wc_status_hint(IBV_WC_REM_ACCESS_ERR),
                         "remote access error: rkey/address outside the server's region or the region "
@@ -73,9 +74,10 @@ static void test_wc_error_format(void **state)
     char err[400];
     (void)state;
     rkv_rdma_wc_error(IBV_WC_REM_ACCESS_ERR, "RDMA READ of the server's region", err, sizeof err);
-    assert_string_equal(err, "RDMA READ of the server's region failed: IBV_WC_REM_ACCESS_ERR (remote access "
-                             "error: rkey/address outside the server's region or the region isn't "
-                             "registered for remote read)");
+    assert_string_equal(err,
+                        "RDMA READ of the server's region failed: IBV_WC_REM_ACCESS_ERR (remote access "
+                        "error: rkey/address outside the server's region or the region isn't "
+                        "registered for remote read)");
     /* truncation keeps a terminated string */
     rkv_rdma_wc_error(IBV_WC_RETRY_EXC_ERR, "x", err, 16);
     assert_int_equal(strlen(err), 15);
@@ -85,7 +87,8 @@ static void test_async_event_texts(void **state)
 {
     (void)state;
     assert_contains(rkv_rdma_async_event_text(IBV_EVENT_QP_ACCESS_ERR), "IBV_EVENT_QP_ACCESS_ERR");
-    assert_contains(rkv_rdma_async_event_text(IBV_EVENT_QP_ACCESS_ERR), "outside the registered buffer");
+    assert_contains(rkv_rdma_async_event_text(IBV_EVENT_QP_ACCESS_ERR),
+                    "outside the registered buffer");
     assert_contains(rkv_rdma_async_event_text(IBV_EVENT_PORT_ERR), "ibv_devinfo");
     assert_contains(rkv_rdma_async_event_text(IBV_EVENT_DEVICE_FATAL), "dmesg");
     assert_non_null(rkv_rdma_async_event_text(IBV_EVENT_GID_CHANGE));
@@ -112,7 +115,8 @@ static void test_cm_errors(void **state)
     assert_contains(err, "ADDR_ERROR");
     assert_contains(err, "rdma link add rxe0 type rxe netdev eth0");
     /* no answer to ARP: the peer is unreachable, not misrouted */
-    rkv_rdma_cm_error(RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT, NULL, 0, "192.0.2.9:7471", err, sizeof err);
+    rkv_rdma_cm_error(RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT, NULL, 0, "192.0.2.9:7471", err,
+                      sizeof err);
     assert_contains(err, "192.0.2.9:7471 is unreachable: its address did not resolve in time");
 
     rkv_rdma_cm_error(RDMA_CM_EVENT_ROUTE_ERROR, -110, NULL, 0, "h:1", err, sizeof err);
@@ -161,7 +165,8 @@ static void test_errno_errors(void **state)
     assert_contains(err, "/dev/infiniband");
     rkv_rdma_errno_error(ENODEV, "rdma_create_event_channel", err, sizeof err);
     assert_contains(err, "no RDMA device found");
-    assert_contains(err, "load a driver or create a Soft-RoCE device with `rdma link add rxe0 type rxe netdev eth0`");
+    assert_contains(err,
+                    "load a driver or create a Soft-RoCE device with `rdma link add rxe0 type rxe netdev eth0`");
     rkv_rdma_errno_error(ENOENT, "x", err, sizeof err);
     assert_contains(err, "no RDMA device found");
     rkv_rdma_errno_error(ENOMEM, "ibv_reg_mr(table region)", err, sizeof err);
@@ -182,7 +187,8 @@ static void test_memlock_ok(void **state)
     assert_false(rkv_rdma_memlock_ok(64 << 10, 1ull << 30, false, "region", err, sizeof err));
     assert_string_equal(err, "memlock limit 64 KiB is below the 1 GiB region; "
                              "raise `ulimit -l` or set LimitMEMLOCK=infinity");
-    assert_true(rkv_rdma_memlock_ok((uint64_t)RLIM_INFINITY, 1ull << 40, false, "region", err, sizeof err));
+    assert_true(
+        rkv_rdma_memlock_ok((uint64_t)RLIM_INFINITY, 1ull << 40, false, "region", err, sizeof err));
     assert_true(rkv_rdma_memlock_ok(64 << 10, 1ull << 30, true, "region", err, sizeof err));
     assert_true(rkv_rdma_memlock_ok(1ull << 30, 1ull << 30, false, "region", err, sizeof err));
     assert_false(rkv_rdma_memlock_ok((1ull << 30) - 1, 1ull << 30, false, "region", err, sizeof err));
@@ -193,12 +199,13 @@ static void test_memlock_ok(void **state)
 static void test_rc_detect_time(void **state)
 {
     (void)state;
-    assert_int_equal(rkv_rdma_detect_ns(16, 7), 4096ull * 65536 * 8);      /* 2.147 s */
-    assert_int_equal(rkv_rdma_detect_ns(RKV_RDMA_ACK_TIMEOUT, RKV_RDMA_RETRY_COUNT), 1879048192ull); /* 1.88 s */
-    assert_int_equal(rkv_rdma_detect_ns(14, 7), 536870912ull);             /* perftest's 14: 537 ms */
+    assert_int_equal(rkv_rdma_detect_ns(16, 7), 4096ull * 65536 * 8); /* 2.147 s */
+    assert_int_equal(rkv_rdma_detect_ns(RKV_RDMA_ACK_TIMEOUT, RKV_RDMA_RETRY_COUNT),
+                     1879048192ull);                           /* 1.88 s */
+    assert_int_equal(rkv_rdma_detect_ns(14, 7), 536870912ull); /* perftest's 14: 537 ms */
     assert_int_equal(rkv_rdma_detect_ns(1, 1), 16384ull);
-    assert_int_equal(rkv_rdma_detect_ns(16, 0), 268435456ull);             /* one try */
-    assert_int_equal(rkv_rdma_detect_ns(31, 7), (4096ull << 31) * 8);      /* no overflow at the top */
+    assert_int_equal(rkv_rdma_detect_ns(16, 0), 268435456ull);        /* one try */
+    assert_int_equal(rkv_rdma_detect_ns(31, 7), (4096ull << 31) * 8); /* no overflow at the top */
     assert_int_equal(rkv_rdma_detect_ns(40, 7), rkv_rdma_detect_ns(31, 7)); /* clamped, never UB */
 }
 
@@ -224,9 +231,11 @@ static void test_rc_check(void **state)
 static void test_ipc_lock_parser(void **state)
 {
     (void)state;
-    assert_true(rkv_rdma_status_has_ipc_lock("Name:\tx\nCapInh:\t0\nCapPrm:\t0\nCapEff:\t000001ffffffffff\n"));
+    assert_true(rkv_rdma_status_has_ipc_lock(
+        "Name:\tx\nCapInh:\t0\nCapPrm:\t0\nCapEff:\t000001ffffffffff\n"));
     assert_true(rkv_rdma_status_has_ipc_lock("CapEff:\t0000000000004000\n"));
-    assert_false(rkv_rdma_status_has_ipc_lock("CapEff:\t0000000000003fff\nCapBnd:\t000001ffffffffff\n"));
+    assert_false(
+        rkv_rdma_status_has_ipc_lock("CapEff:\t0000000000003fff\nCapBnd:\t000001ffffffffff\n"));
     assert_false(rkv_rdma_status_has_ipc_lock("Name:\tx\nCapEff:\t0000000000000000\n"));
     assert_false(rkv_rdma_status_has_ipc_lock("Name:\tx\n"));
     assert_false(rkv_rdma_status_has_ipc_lock("CapEff:\tzz\n"));
@@ -293,8 +302,8 @@ static void test_parse_addr(void **state)
     assert_int_equal(rkv_rdma_parse_addr("localhost:80", false, &ss, err, sizeof err), RKV_OK);
 
     static const char *const bad[] = {
-        "192.0.2.1", "192.0.2.1:", "192.0.2.1:0", "192.0.2.1:65536", ":7471",
-        "[::1]7471", "[::1:7471", "192.0.2.1:7471x", "192.0.2.1:-1",
+        "192.0.2.1", "192.0.2.1:", "192.0.2.1:0",     "192.0.2.1:65536", ":7471",
+        "[::1]7471", "[::1:7471",  "192.0.2.1:7471x", "192.0.2.1:-1",
     };
     for (size_t i = 0; i < RKV_ARRAY_SIZE(bad); i++) {
         err[0] = '\0';
@@ -315,9 +324,9 @@ static void test_parse_addr(void **state)
 struct sq_model {
     uint64_t wr_id[4096];
     bool sig[4096];
-    unsigned head, tail;        /* q[head..tail) posted, not completed by hardware */
+    unsigned head, tail; /* q[head..tail) posted, not completed by hardware */
     uint64_t cq[4096];
-    unsigned cq_head, cq_tail;  /* completions not yet polled */
+    unsigned cq_head, cq_tail; /* completions not yet polled */
 };
 
 static void model_hw_complete(struct sq_model *m, unsigned k)
@@ -341,7 +350,7 @@ static void model_poll(struct sq_model *m, struct rkv_rdma_sq *sq)
 static void model_wait(struct sq_model *m, struct rkv_rdma_sq *sq, uint32_t limit)
 {
     while (sq->outstanding > limit) {
-        assert_true(sq->outstanding != sq->unsignaled);  /* a completion must be coming */
+        assert_true(sq->outstanding != sq->unsignaled); /* a completion must be coming */
         model_hw_complete(m, 1);
         model_poll(m, sq);
     }
@@ -366,7 +375,7 @@ static void test_sq_signaling(void **state)
             bool is_read = rand() % 8 == 0;
             if (is_read)
                 n = 1 + n % 8;
-            model_wait(&m, &sq, depth - n);             /* room before posting */
+            model_wait(&m, &sq, depth - n); /* room before posting */
             for (unsigned i = 0; i < n; i++) {
                 bool last = i + 1 == n, sig;
                 uint64_t id = rkv_rdma_sq_take(&sq, last, is_read && last, &sig);
@@ -375,19 +384,19 @@ static void test_sq_signaling(void **state)
                 m.sig[slot] = sig;
                 posted++;
                 run = sig ? 0 : run + 1;
-                assert_true(run < interval);            /* one in `interval` signaled */
+                assert_true(run < interval); /* one in `interval` signaled */
                 if (last && sq.outstanding > keep)
-                    assert_true(sig);                   /* a wait after the batch can finish */
+                    assert_true(sig); /* a wait after the batch can finish */
                 if (sig)
                     assert_int_equal((uint32_t)(id >> 32), sq.seq);
             }
             assert_true(sq.outstanding <= depth);
-            assert_true(m.tail - m.head <= depth);      /* never more WRs in flight than slots */
+            assert_true(m.tail - m.head <= depth); /* never more WRs in flight than slots */
             if (is_read) {
-                model_wait(&m, &sq, 0);                 /* read(): wait for the last READ */
+                model_wait(&m, &sq, 0); /* read(): wait for the last READ */
                 assert_int_equal(sq.outstanding, 0);
             } else {
-                model_wait(&m, &sq, keep);              /* send ring slots free again */
+                model_wait(&m, &sq, keep); /* send ring slots free again */
             }
             /* the hardware sometimes runs ahead on its own */
             model_hw_complete(&m, (unsigned)rand() % 4);
@@ -413,7 +422,7 @@ static void test_sq_wait_deadlock_guard(void **state)
     rkv_rdma_sq_init(&sq, 8, 8, 4);
     rkv_rdma_sq_take(&sq, false, false, &sig);
     assert_false(sig);
-    rkv_rdma_sq_take(&sq, true, false, &sig);   /* 2 outstanding <= keep: unsignaled */
+    rkv_rdma_sq_take(&sq, true, false, &sig); /* 2 outstanding <= keep: unsignaled */
     assert_false(sig);
     /* waiting for fewer than the unsignaled tail can never finish; the CQ
      * pointer is never touched on that path */
@@ -427,7 +436,9 @@ static void test_sq_wait_deadlock_guard(void **state)
 static void test_ring_slots(void **state)
 {
     static uint8_t mem[5 * 64];
-    struct rkv_rdma_ring r = { .buf = { .mem = mem, .size = sizeof mem }, .stride = 64, .count = 5, .head = 3 };
+    struct rkv_rdma_ring r = {
+        .buf = { .mem = mem, .size = sizeof mem }, .stride = 64, .count = 5, .head = 3
+    };
     (void)state;
     assert_ptr_equal(rkv_rdma_ring_slot(&r, 0), mem + 3 * 64);
     assert_ptr_equal(rkv_rdma_ring_slot(&r, 1), mem + 4 * 64);
@@ -489,8 +500,9 @@ static void test_device_environment(void **state)
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct rkv_rdma_buf b;
     assert_non_null(pd);
-    assert_int_equal(rkv_rdma_buf_alloc(pd, 5000, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, "test",
-                                        &b, err, sizeof err), RKV_OK);
+    assert_int_equal(rkv_rdma_buf_alloc(pd, 5000, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
+                                        "test", &b, err, sizeof err),
+                     RKV_OK);
     assert_true(b.size >= 5000 && ((uintptr_t)b.mem & 4095) == 0);
     assert_int_equal(b.mem[4999], 0);
     assert_true(b.mr->lkey != 0 || b.mr->rkey != 0);
@@ -515,14 +527,15 @@ static void test_client_connect_errors(void **state)
     assert_contains(err, "wildcard");
     assert_null(t);
     if (!rkv_rdma_sysfs_has_devices()) {
-        assert_int_equal(ct->connect("192.0.2.1:7471", &p, &ctr, &t, err, sizeof err), RKV_CONNECTION);
+        assert_int_equal(ct->connect("192.0.2.1:7471", &p, &ctr, &t, err, sizeof err),
+                         RKV_CONNECTION);
         assert_contains(err, "no RDMA device found");
         assert_contains(err, "rdma link add rxe0 type rxe netdev eth0");
         assert_null(t);
         return;
     }
     if (ip == NULL)
-        skip();   /* a device, but not the VM's: no address known to route through it */
+        skip(); /* a device, but not the VM's: no address known to route through it */
     snprintf(addr, sizeof addr, "%s:7999", ip);
     assert_int_equal(ct->connect(addr, &p, &ctr, &t, err, sizeof err), RKV_CONNECTION);
     assert_contains(err, "nothing listens on that port");

@@ -22,7 +22,7 @@ static void test_reads_serial(void **state)
     uint64_t one[9] = { 85043, 87000, 86100, 84900, 88000, 86500, 85500, 87500, 86000 };
     uint64_t two[9] = { 131000, 129000, 82343, 130000, 128500, 132000, 129500, 131500, 130500 };
     assert_true(rkv_reads_serial(one, two, 9));
-    assert_int_equal(one[4], 86100);           /* sorted in place: the median in the middle */
+    assert_int_equal(one[4], 86100); /* sorted in place: the median in the middle */
     assert_int_equal(two[4], 130000);
 
     /* a NIC: the second READ nearly free, a preemption in either set */
@@ -68,12 +68,12 @@ static void test_watch_finds_serial_reads(void **state)
 {
     struct rkv_cost_watch w = { 0 };
     (void)state;
-    assert_int_equal(feed(&w, 1000, 60000, 96000), 0);   /* off until started */
+    assert_int_equal(feed(&w, 1000, 60000, 96000), 0); /* off until started */
     rkv_cost_watch_start(&w);
     unsigned at = feed(&w, 1000, 60000, 96000);
     assert_int_equal(at, (RKV_COST_WATCH_SAMPLES - 1) * RKV_COST_WATCH_EVERY + 1);
     assert_false(w.on);
-    assert_int_equal(feed(&w, 1000, 60000, 96000), 0);   /* once decided, nothing more is timed */
+    assert_int_equal(feed(&w, 1000, 60000, 96000), 0); /* once decided, nothing more is timed */
 }
 
 /* A NIC: the second READ nearly free, a preempted doorbell now and then.
@@ -118,7 +118,7 @@ static void test_watch_picks_small_doorbells(void **state)
         assert_false(rkv_cost_watch_add(&w, 1, 1000));
     for (unsigned i = 0; i < 4 * RKV_COST_WATCH_EVERY; i++)
         assert_false(rkv_cost_watch_pick(&w, small_item, 1));
-    assert_false(rkv_cost_watch_add(&w, 1, 1000));        /* refused, not counted */
+    assert_false(rkv_cost_watch_add(&w, 1, 1000)); /* refused, not counted */
     assert_false(rkv_cost_watch_add(&w, 3, 1000));
 }
 

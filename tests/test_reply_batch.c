@@ -60,7 +60,7 @@ static void test_marked_holds_until_unmarked(void **state)
     struct rkv_reply_batch b = { 0 };
     for (unsigned i = 0; i < 15; i++) {
         assert_int_equal(pass(&b, 1, true, true), RKV_REPLY_HOLD);
-        assert_int_equal(pass(&b, 0, false, true), RKV_REPLY_HOLD);  /* a pass with nothing new */
+        assert_int_equal(pass(&b, 0, false, true), RKV_REPLY_HOLD); /* a pass with nothing new */
         b.lens[b.n - 1] = 100 + i;
     }
     assert_int_equal(b.n, 15);
@@ -83,9 +83,9 @@ static void test_last_request_decides(void **state)
 {
     (void)state;
     struct rkv_reply_batch b = { 0 };
-    assert_int_equal(pass(&b, 4, false, true), RKV_REPLY_POST);   /* 3 marked, then the last */
+    assert_int_equal(pass(&b, 4, false, true), RKV_REPLY_POST); /* 3 marked, then the last */
     rkv_reply_batch_posted(&b);
-    assert_int_equal(pass(&b, 4, true, true), RKV_REPLY_HOLD);    /* the batch continues */
+    assert_int_equal(pass(&b, 4, true, true), RKV_REPLY_HOLD); /* the batch continues */
     assert_int_equal(pass(&b, 12, false, true), RKV_REPLY_POST);
     assert_int_equal(b.n, 16);
 }
@@ -145,7 +145,7 @@ static void test_may_not_hold_posts(void **state)
     assert_int_equal(pass(&b, 2, true, false), RKV_REPLY_POST);
     rkv_reply_batch_posted(&b);
     assert_int_equal(pass(&b, 2, true, true), RKV_REPLY_HOLD);
-    assert_int_equal(pass(&b, 0, false, false), RKV_REPLY_POST);   /* the worker is about to sleep */
+    assert_int_equal(pass(&b, 0, false, false), RKV_REPLY_POST); /* the worker is about to sleep */
     assert_int_equal(b.n, 2);
     assert_true(b.held);
 }
@@ -170,7 +170,10 @@ static void test_mark_in_header(void **state)
     rkv_req_set_more(msg, false);
     assert_int_equal(msg[offsetof(struct rkv_req, flags)], RKV_ADD | RKV_REQ_REMOTE_VALUE);
 
-    static const struct { struct rkv_req h; rkv_status want; } cases[] = {
+    static const struct {
+        struct rkv_req h;
+        rkv_status want;
+    } cases[] = {
         { { .opcode = RKV_OP_PUT, .key_len = 1, .value_len = 0, .flags = RKV_REQ_MORE }, RKV_OK },
         { { .opcode = RKV_OP_DELETE, .key_len = 1, .flags = RKV_REQ_MORE }, RKV_OK },
         { { .opcode = RKV_OP_INCR, .key_len = 1, .flags = RKV_REQ_MORE }, RKV_OK },

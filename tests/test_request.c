@@ -34,16 +34,16 @@
 #include "table.h"
 #include "util.h"
 
-#define SECRET   "s3cret"
-#define MAX_MSG  4096u
+#define SECRET  "s3cret"
+#define MAX_MSG 4096u
 
 /* ------------------------------------------------------------ fake transport */
 
 /* One connection: where replies land, and what pull() copies from. */
 struct fake_request_sconn {
-    struct rkv_sconn sconn;       /* first: what the ops take (transport.h) */
+    struct rkv_sconn sconn; /* first: what the ops take (transport.h) */
     _Alignas(8) uint8_t reply[MAX_MSG];
-    const uint8_t *staging;       /* the client's staged value (rendezvous) */
+    const uint8_t *staging; /* the client's staged value (rendezvous) */
     size_t staging_len;
     unsigned pulls;
 };
@@ -124,10 +124,12 @@ static struct fx *fx_new(const char *secret, unsigned max_conns)
     srv->cfg.max_msg = MAX_MSG;
     srv->region.fd = srv->region.ro_fd = -1;
     assert_int_equal(rkv_region_create(16u << 20, &srv->region, err, sizeof err), RKV_OK);
-    struct rkv_table_config tc = { .slab_page_size = 1u << 16, .max_key_len = RKV_MAX_KEY_LEN,
-                                   .grace_ms = 100, .evict = RKV_EVICT_LRU };
-    if (rkv_table_create(srv->region.base, srv->region.size, &tc, &srv->table, err,
-                         sizeof err) != RKV_OK)
+    struct rkv_table_config tc = { .slab_page_size = 1u << 16,
+                                   .max_key_len = RKV_MAX_KEY_LEN,
+                                   .grace_ms = 100,
+                                   .evict = RKV_EVICT_LRU };
+    if (rkv_table_create(srv->region.base, srv->region.size, &tc, &srv->table, err, sizeof err) !=
+        RKV_OK)
         fail_msg("rkv_table_create: %s", err);
     assert_int_equal(rkv_admission_init(srv), 0);
     srv->nworkers = 1;
@@ -135,7 +137,8 @@ static struct fx *fx_new(const char *secret, unsigned max_conns)
     f->w->srv = srv;
     f->ep = (struct rkv_listen_ep){ .ops = &fake_transport, .uri = "fake://test" };
     for (unsigned i = 0; i < 2; i++) {
-        f->wc[i] = (struct rkv_wconn){ .ops = &fake_transport, .conn = &f->conn[i].sconn, .ep = &f->ep };
+        f->wc[i] =
+            (struct rkv_wconn){ .ops = &fake_transport, .conn = &f->conn[i].sconn, .ep = &f->ep };
         assert_false(rkv_admission_admit(srv, &f->wc[i]));
     }
     return f;
@@ -183,8 +186,10 @@ static const struct rkv_resp *handle(struct fx *f, unsigned i, uint32_t len, uin
 static const struct rkv_resp *hello(struct fx *f, unsigned i, const char *secret,
                                     const rkv_hint *hints, unsigned nhints)
 {
-    struct rkv_req h = { .opcode = RKV_OP_HELLO, .arg = RKV_PROTO_VERSION,
-                         .key_len = (uint16_t)strlen(secret), .hint_count = (uint16_t)nhints };
+    struct rkv_req h = { .opcode = RKV_OP_HELLO,
+                         .arg = RKV_PROTO_VERSION,
+                         .key_len = (uint16_t)strlen(secret),
+                         .hint_count = (uint16_t)nhints };
     return handle(f, i, build(f, h, secret[0] ? secret : NULL, NULL, 0, hints), NULL);
 }
 
@@ -198,7 +203,8 @@ static rkv_status put(struct fx *f, unsigned i, const char *key, const char *val
 static rkv_hint only_slot(struct fx *f)
 {
     const struct rkv_region_header *g = rkv_table_header(f->srv->table);
-    const struct rkv_bucket *b = (const void *)((const uint8_t *)f->srv->region.base + g->index_offset);
+    const struct rkv_bucket *b = (const void *)((const uint8_t *)f->srv->region.base +
+                                                g->index_offset);
     rkv_hint found = 0;
     for (uint64_t i = 0; i < g->bucket_count; i++)
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++)
@@ -237,8 +243,8 @@ static void test_nothing_acts_before_hello(void **state)
 {
     (void)state;
     struct fx *f = fx_new("", 16);
-    static const uint8_t opcodes[] = { RKV_OP_PUT, RKV_OP_DELETE, RKV_OP_INCR, RKV_OP_PING,
-                                       RKV_OP_STATS, RKV_OP_HINTS, RKV_OP_FLUSH };
+    static const uint8_t opcodes[] = { RKV_OP_PUT,   RKV_OP_DELETE, RKV_OP_INCR, RKV_OP_PING,
+                                       RKV_OP_STATS, RKV_OP_HINTS,  RKV_OP_FLUSH };
     for (unsigned i = 0; i < RKV_ARRAY_SIZE(opcodes); i++) {
         bool keyed = opcodes[i] == RKV_OP_PUT || opcodes[i] == RKV_OP_DELETE ||
                      opcodes[i] == RKV_OP_INCR;
@@ -423,9 +429,9 @@ static void test_opcodes(void **state)
     h = (struct rkv_req){ .opcode = RKV_OP_FLUSH };
     r = handle(f, 0, build(f, h, NULL, NULL, 0, NULL), &n);
     assert_int_equal(r->status, RKV_OK);
-    assert_int_equal(r->value, 1);                      /* "hot" */
+    assert_int_equal(r->value, 1); /* "hot" */
     assert_null(rkv_table_find(f->srv->table, "hot", 3));
-    h = (struct rkv_req){ .opcode = RKV_OP_FLUSH, .arg = 60 };   /* scheduled: nothing now */
+    h = (struct rkv_req){ .opcode = RKV_OP_FLUSH, .arg = 60 }; /* scheduled: nothing now */
     assert_int_equal(put(f, 0, "later", "v"), RKV_OK);
     r = handle(f, 0, build(f, h, NULL, NULL, 0, NULL), &n);
     assert_int_equal(r->status, RKV_OK);
@@ -465,7 +471,8 @@ static void test_put_rendezvous(void **state)
 
     /* a descriptor outside the staging buffer: PROTOCOL, closed, old value kept */
     rb = (struct rkv_remote_buf){ .addr = 8, .len = sizeof big };
-    assert_int_equal(handle(f, 0, build(f, h, "big", &rb, sizeof rb, NULL), NULL)->status, RKV_PROTOCOL);
+    assert_int_equal(handle(f, 0, build(f, h, "big", &rb, sizeof rb, NULL), NULL)->status,
+                     RKV_PROTOCOL);
     assert_true(f->wc[0].closing);
     it = rkv_table_find(f->srv->table, "big", 3);
     assert_non_null(it);
@@ -485,7 +492,7 @@ static void test_malformed(void **state)
     struct {
         const char *what;
         struct rkv_req h;
-        uint32_t len_delta;   /* added to the built length */
+        uint32_t len_delta; /* added to the built length */
         rkv_status want;
         uint8_t want_opcode;
     } cases[] = {
@@ -493,15 +500,24 @@ static void test_malformed(void **state)
         { "opcode past the last", { .opcode = RKV_OP_MAX }, 0, RKV_PROTOCOL, RKV_OP_PING },
         { "opcode 255", { .opcode = 255 }, 0, RKV_PROTOCOL, RKV_OP_PING },
         { "reserved set", { .opcode = RKV_OP_PING, .reserved = 1 }, 0, RKV_PROTOCOL, RKV_OP_PING },
-        { "unknown flag", { .opcode = RKV_OP_PUT, .key_len = 1, .value_len = 1, .flags = 0x80 }, 0,
-          RKV_PROTOCOL, RKV_OP_PUT },
+        { "unknown flag",
+          { .opcode = RKV_OP_PUT, .key_len = 1, .value_len = 1, .flags = 0x80 },
+          0,
+          RKV_PROTOCOL,
+          RKV_OP_PUT },
         { "PUT without key", { .opcode = RKV_OP_PUT, .value_len = 1 }, 0, RKV_PROTOCOL, RKV_OP_PUT },
         { "PING with a value", { .opcode = RKV_OP_PING, .value_len = 1 }, 0, RKV_PROTOCOL, RKV_OP_PING },
-        { "key over the limit", { .opcode = RKV_OP_DELETE, .key_len = RKV_MAX_KEY_LEN + 1 }, 0,
-          RKV_TOO_LARGE, RKV_OP_DELETE },
+        { "key over the limit",
+          { .opcode = RKV_OP_DELETE, .key_len = RKV_MAX_KEY_LEN + 1 },
+          0,
+          RKV_TOO_LARGE,
+          RKV_OP_DELETE },
         { "one byte missing", good, (uint32_t)-1, RKV_PROTOCOL, RKV_OP_PUT },
         { "one byte extra", good, 1, RKV_PROTOCOL, RKV_OP_PUT },
-        { "hints past the end", { .opcode = RKV_OP_HINTS, .hint_count = 1000 }, 0, RKV_PROTOCOL,
+        { "hints past the end",
+          { .opcode = RKV_OP_HINTS, .hint_count = 1000 },
+          0,
+          RKV_PROTOCOL,
           RKV_OP_HINTS },
     };
     for (unsigned i = 0; i < RKV_ARRAY_SIZE(cases); i++) {
@@ -510,12 +526,13 @@ static void test_malformed(void **state)
         memset(f->msg, 'k', sizeof f->msg);
         memcpy(f->msg, &h, sizeof h);
         uint32_t len = (uint32_t)(sizeof h + (h.key_len <= RKV_MAX_KEY_LEN ? h.key_len : 0) +
-                                  (h.value_len <= 8 ? h.value_len : 0)) + cases[i].len_delta;
+                                  (h.value_len <= 8 ? h.value_len : 0)) +
+                       cases[i].len_delta;
         f->wc[0].closing = false;
         const struct rkv_resp *r = handle(f, 0, len, NULL);
         if (r->status != cases[i].want)
-            fail_msg("%s: status %s, want %s", cases[i].what, rkv_status_name((rkv_status)r->status),
-                     rkv_status_name(cases[i].want));
+            fail_msg("%s: status %s, want %s", cases[i].what,
+                     rkv_status_name((rkv_status)r->status), rkv_status_name(cases[i].want));
         assert_int_equal(r->req_id, 1000 + i);
         assert_int_equal(r->opcode, cases[i].want_opcode);
         assert_int_equal(f->wc[0].closing, cases[i].want == RKV_PROTOCOL);

@@ -26,8 +26,11 @@
  *
  * Usage: test_restart PATH/TO/rkv-server
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -36,9 +39,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -51,8 +51,8 @@
 #include "state_file.h"
 #include "util.h"
 
-#define NLIB 1200      /* keys stored over librkv */
-#define NMC  300       /* keys stored through the tcp door */
+#define NLIB 1200 /* keys stored over librkv */
+#define NMC  300  /* keys stored through the tcp door */
 #define BIG  (200u << 10)
 
 static const char *server_bin;
@@ -87,7 +87,7 @@ static void env_free(struct env *e)
 static void start(struct env *e)
 {
     const char *const extra[] = { "--state-file", e->state, "--log-file", e->log,
-                                  "--log-level", "info", NULL };
+                                  "--log-level",  "info",   NULL };
     assert_int_equal(server_start_tcp(&e->sp, server_bin, e->uri_n, NULL, &e->port, extra), 0);
 }
 
@@ -214,7 +214,7 @@ struct mc_item {
     bool found;
     size_t len;
     uint32_t flags;
-    long ttl;            /* -1: never */
+    long ttl; /* -1: never */
     uint64_t cas;
 };
 
@@ -246,7 +246,7 @@ struct stored {
     uint64_t lib_version[NLIB];
     struct mc_item mc[NMC];
     uint64_t max_cas;
-    uint64_t t0_ns;              /* when the items were stored */
+    uint64_t t0_ns; /* when the items were stored */
 };
 
 static void store_all(struct env *e, rkv_client *c, struct stored *s)
@@ -258,7 +258,8 @@ static void store_all(struct env *e, rkv_client *c, struct stored *s)
     for (unsigned i = 0; i < NLIB; i++) {
         key_of(key, sizeof key, "lib", i);
         size_t n = value_of(v, sizeof v, "lib", i);
-        struct rkv_put_options o = { .ttl = ttl_of(i) ? ttl_of(i) : RKV_TTL_NEVER, .user_flags = i * 3 };
+        struct rkv_put_options o = { .ttl = ttl_of(i) ? ttl_of(i) : RKV_TTL_NEVER,
+                                     .user_flags = i * 3 };
         assert_int_equal(rkv_put(c, key, strlen(key), v, n, &o, &s->lib_version[i]), RKV_OK);
         s->max_cas = RKV_MAX(s->max_cas, s->lib_version[i]);
     }
@@ -295,8 +296,8 @@ static rkv_status get_retry(rkv_client *c, const char *key, void *buf, size_t ca
 /* Every item as stored, except `lost` (a librkv key index, or -1) and,
  * when `ttl_gone`, the items with the 1000 s TTL. `down_s` seconds were
  * added to the downtime: TTLs shrink by that much more. */
-static void check_all(struct env *e, rkv_client *c, const struct stored *s, int lost,
-                      bool ttl_gone, unsigned down_s)
+static void check_all(struct env *e, rkv_client *c, const struct stored *s, int lost, bool ttl_gone,
+                      unsigned down_s)
 {
     static char v[BIG + 64], got[BIG + 64];
     char key[64];
@@ -372,11 +373,11 @@ static void test_clean_restart_keeps_the_cache(void **state)
     assert_non_null(strstr(log_line(&e, "wrote"), "(1500 items)"));
 
     start(&e);
-    assert_false(exists(e.state));   /* removed before serving */
+    assert_false(exists(e.state)); /* removed before serving */
     const char *kept = log_line(&e, "kept");
     if (strstr(kept, "kept 1500 items") == NULL || strstr(kept, "dropped 0;") == NULL)
         fail_msg("log: %s", kept);
-    check_all(&e, c, &s, -1, false, 0);   /* c reconnects by itself */
+    check_all(&e, c, &s, -1, false, 0); /* c reconnects by itself */
 
     /* a write after the restart: a larger CAS than every kept item's */
     uint64_t v = 0;
@@ -432,7 +433,7 @@ static void corrupt_value(const char *path, unsigned i)
     value_of(v, sizeof v, "lib", i);
     char needle[64];
     size_t n = (size_t)snprintf(needle, sizeof needle, "lib#%u#", i);
-    memcpy(needle + n, v + n, 16);   /* the prefix and 16 bytes after: one item's */
+    memcpy(needle + n, v + n, 16); /* the prefix and 16 bytes after: one item's */
     n += 16;
     int fd = open(path, O_RDWR | O_CLOEXEC);
     assert_true(fd >= 0);
@@ -444,7 +445,7 @@ static void corrupt_value(const char *path, unsigned i)
     char *at = memmem(all + RKV_STATE_HEADER_SIZE, (size_t)st.st_size - RKV_STATE_HEADER_SIZE,
                       needle, n);
     assert_non_null(at);
-    assert_null(memmem(at + 1, (size_t)(all + st.st_size - at - 1), needle, n));   /* one copy */
+    assert_null(memmem(at + 1, (size_t)(all + st.st_size - at - 1), needle, n)); /* one copy */
     char flipped = (char)(at[n - 1] ^ 0x20);
     assert_int_equal(pwrite(fd, &flipped, 1, at + n - 1 - all), 1);
     free(all);
@@ -519,12 +520,14 @@ static void test_other_memory_refused(void **state)
     const char *const args[] = { "--listen", uri, "--memory", "32M", "--state-file", e.state, NULL };
     assert_int_equal(run_to_exit(args, out, sizeof out), 2);
     char want[256];
-    snprintf(want, sizeof want, "--state-file %s was written with --memory 64M; start with "
-             "--memory 64M to keep the cache, or remove the file to start empty", e.state);
+    snprintf(want, sizeof want,
+             "--state-file %s was written with --memory 64M; start with "
+             "--memory 64M to keep the cache, or remove the file to start empty",
+             e.state);
     if (strstr(out, want) == NULL)
         fail_msg("stderr: %s", out);
-    assert_true(exists(e.state));   /* refused, not removed */
-    start(&e);                      /* the options that keep it */
+    assert_true(exists(e.state)); /* refused, not removed */
+    start(&e);                    /* the options that keep it */
     check_all(&e, c, &s, -1, false, 0);
     rkv_close(c);
     stop(&e);
@@ -544,7 +547,7 @@ static void test_kill_starts_cold(void **state)
     assert_non_null(c);
     store_all(&e, c, &s);
     stop(&e);
-    start(&e);                      /* kept, file removed */
+    start(&e); /* kept, file removed */
     assert_int_equal(get_retry(c, "lib-key-0", buf, 0, &n, NULL), RKV_BUFFER_TOO_SMALL);
     server_kill(&e.sp);
     assert_false(exists(e.state));

@@ -47,7 +47,7 @@ static void failing_test(int out, int report)
     pid_t pid = server_start(&sp, server_bin, uri, extra) == 0 ? sp.pid : 0;
     if (write(report, &pid, sizeof pid) != (ssize_t)sizeof pid)
         _exit(2);
-    _exit(1);                            /* what a failed assert ends in */
+    _exit(1); /* what a failed assert ends in */
 }
 
 /* Read `fd` to its end; false when the safety net ran out first. */
@@ -88,7 +88,7 @@ static void test_server_dies_with_its_test(void **state)
     close(report[0]);
     assert_int_equal(child, waitpid(child, &status, 0));
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-    assert_true(server > 0);             /* the server did start */
+    assert_true(server > 0); /* the server did start */
 
     bool eof = drain_to_eof(out[0]);
     close(out[0]);
@@ -98,7 +98,7 @@ static void test_server_dies_with_its_test(void **state)
         fail_msg("rkv-server %d outlived the test that started it and kept its output open",
                  (int)server);
     }
-    assert_int_equal(server, waitpid(server, &status, 0));  /* reparented to us */
+    assert_int_equal(server, waitpid(server, &status, 0)); /* reparented to us */
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 }
 

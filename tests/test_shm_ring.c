@@ -16,10 +16,10 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,21 +107,21 @@ static void test_layout(void **state)
     assert_int_equal(l.total, l.staging_off + (1 << 20));
     assert_int_equal(l.total % 4096, 0);
     /* each control word on its own cache line */
-    assert_int_equal(offsetof(struct rkv_shm_ctrl, req_head) -
-                     offsetof(struct rkv_shm_ctrl, req_tail), RKV_CACHELINE);
+    assert_int_equal(offsetof(struct rkv_shm_ctrl, req_head) - offsetof(struct rkv_shm_ctrl, req_tail),
+                     RKV_CACHELINE);
     assert_int_equal(offsetof(struct rkv_shm_ctrl, client_sleeping), 5 * RKV_CACHELINE);
 
     assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 0, 4096, 1 << 20, err, sizeof err));
     assert_non_null(strstr(err, "credits"));
     assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, RKV_SHM_MAX_CREDITS + 1, 4096, 1 << 20,
                                                       err, sizeof err));
-    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 64, RKV_MIN_MSG - 1, 1 << 20,
-                                                      err, sizeof err));
-    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 64, RKV_MAX_MSG + 1, 1 << 20,
-                                                      err, sizeof err));
+    assert_int_equal(RKV_INVALID,
+                     rkv_shm_layout_init(&l, 64, RKV_MIN_MSG - 1, 1 << 20, err, sizeof err));
+    assert_int_equal(RKV_INVALID,
+                     rkv_shm_layout_init(&l, 64, RKV_MAX_MSG + 1, 1 << 20, err, sizeof err));
     assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 64, 4096, 100, err, sizeof err));
-    assert_int_equal(RKV_INVALID, rkv_shm_layout_init(&l, 4096, RKV_MAX_MSG, 1 << 20,
-                                                      err, sizeof err));
+    assert_int_equal(RKV_INVALID,
+                     rkv_shm_layout_init(&l, 4096, RKV_MAX_MSG, 1 << 20, err, sizeof err));
     assert_non_null(strstr(err, "lower"));
 }
 
@@ -189,7 +189,7 @@ static void test_wraparound(void **state)
         rkv_shm_ring_release(&f.cons, n);
     }
     assert_int_equal(sent, got);
-    assert_true(sent > 4 * 100);   /* wrapped many times */
+    assert_true(sent > 4 * 100); /* wrapped many times */
     ring_teardown(&f);
 }
 
@@ -248,7 +248,7 @@ static void test_hostile_positions(void **state)
     memcpy(slot, &bad, 4);
     uint32_t len = 77;
     assert_null(rkv_shm_ring_peek(&f.cons, 0, &len));
-    assert_int_equal(77, len);     /* untouched on failure */
+    assert_int_equal(77, len); /* untouched on failure */
     bad = UINT32_MAX;
     memcpy(slot, &bad, 4);
     assert_null(rkv_shm_ring_peek(&f.cons, 0, &len));
@@ -269,14 +269,14 @@ static void test_hostile_positions(void **state)
 
 struct stress {
     struct ring_fixture f;
-    uint64_t count;          /* messages to send */
-    bool sleepy;             /* consumer sleeps on a socket when idle */
-    int sv[2];               /* socketpair: [0] consumer side, [1] producer side */
-    uint64_t bad;            /* consumer: messages that did not match */
-    uint64_t lost_wakeups;   /* consumer: sleeps that timed out with work pending */
-    uint64_t sleeps;         /* consumer: times it blocked (atomic) */
-    uint64_t batches;        /* producer: publishes */
-    _Atomic bool abort;      /* consumer gave up: the producer stops too */
+    uint64_t count;        /* messages to send */
+    bool sleepy;           /* consumer sleeps on a socket when idle */
+    int sv[2];             /* socketpair: [0] consumer side, [1] producer side */
+    uint64_t bad;          /* consumer: messages that did not match */
+    uint64_t lost_wakeups; /* consumer: sleeps that timed out with work pending */
+    uint64_t sleeps;       /* consumer: times it blocked (atomic) */
+    uint64_t batches;      /* producer: publishes */
+    _Atomic bool abort;    /* consumer gave up: the producer stops too */
 };
 
 static void *stress_producer(void *arg)
@@ -291,11 +291,11 @@ static void *stress_producer(void *arg)
         /* halfway, stop until the consumer has fallen asleep once: the
          * sleep/wake path is exercised whatever the scheduler does */
         if (!slept && seq >= s->count / 2) {
-            uint64_t give_up = rkv_now_ns() + 10000000000ull;   /* safety net: 10 s */
+            uint64_t give_up = rkv_now_ns() + 10000000000ull; /* safety net: 10 s */
             while (__atomic_load_n(&s->sleeps, __ATOMIC_ACQUIRE) == 0 && !atomic_load(&s->abort) &&
                    rkv_now_ns() < give_up)
                 sched_yield();
-            slept = true;   /* run_stress asserts it did sleep */
+            slept = true; /* run_stress asserts it did sleep */
         }
         int space = rkv_shm_ring_space(&s->f.prod);
         if (space <= 0) {
@@ -317,7 +317,7 @@ static void *stress_producer(void *arg)
         if (s->sleepy && rkv_shm_peer_sleeping(&rkv_shm_ctrl_of(s->f.area)->server_sleeping))
             assert_int_equal(0, rkv_shm_wake(s->sv[1]));
         if (s->sleepy && (rnd & 0x300) == 0)
-            usleep(20);       /* let the consumer fall asleep now and then */
+            usleep(20); /* let the consumer fall asleep now and then */
     }
     return NULL;
 }
@@ -386,9 +386,9 @@ static void run_stress(uint64_t count, bool sleepy)
     assert_int_equal(0, s.bad);
     assert_int_equal(0, s.lost_wakeups);
     assert_int_equal(count, s.f.cons.pos);
-    assert_true(s.batches < count);           /* messages really went in batches */
+    assert_true(s.batches < count); /* messages really went in batches */
     if (sleepy)
-        assert_true(s.sleeps > 0);            /* the sleep path was exercised */
+        assert_true(s.sleeps > 0); /* the sleep path was exercised */
     close(s.sv[0]);
     close(s.sv[1]);
     ring_teardown(&s.f);
@@ -440,8 +440,9 @@ static void srv_setup(struct srv_fixture *f, unsigned max_conns)
     memset(f->region.base, 0x5A, f->region.size);
     /* what a live server holds; shm readers refuse a region without it */
     assert_int_equal(0, rkv_region_hold_liveness(f->region.base, err, sizeof err));
-    struct rkv_strans_params p = { .credits = SRV_CREDITS, .max_msg = SRV_MAX_MSG,
-                                   .max_conns = max_conns, .now_ns = srv_now };
+    struct rkv_strans_params p = {
+        .credits = SRV_CREDITS, .max_msg = SRV_MAX_MSG, .max_conns = max_conns, .now_ns = srv_now
+    };
     rkv_status rc = st->listen(f->path, &f->region, &p, &f->l, err, sizeof err);
     if (rc != RKV_OK)
         fail_msg("listen: %s", err);
@@ -458,7 +459,7 @@ static void srv_teardown(struct srv_fixture *f)
 {
     st->close_listener(f->l);
     struct stat sb;
-    assert_int_equal(-1, lstat(f->path, &sb));   /* the socket file is gone */
+    assert_int_equal(-1, lstat(f->path, &sb)); /* the socket file is gone */
     srv_region_free(f);
     rmdir(f->dir);
 }
@@ -559,7 +560,7 @@ static void raw_close(struct raw_client *rc)
 /* The server notices a dead peer within its rate-limited check. */
 static bool eventually_dead(struct rkv_sconn *c)
 {
-    for (int i = 0; i < 5000; i++) {   /* safety net: 5 s */
+    for (int i = 0; i < 5000; i++) { /* safety net: 5 s */
         if (!st->alive(c))
             return true;
         usleep(1000);
@@ -571,9 +572,9 @@ static bool eventually_dead(struct rkv_sconn *c)
 struct conn_fixture {
     struct srv_fixture f;
     struct raw_client rc;
-    struct rkv_sconn *c;        /* server side; NULL once the test closed it */
-    bool rc_open;               /* the raw client is still connected */
-    struct rkv_shm_ring req;    /* the raw client's producer view of requests */
+    struct rkv_sconn *c;     /* server side; NULL once the test closed it */
+    bool rc_open;            /* the raw client is still connected */
+    struct rkv_shm_ring req; /* the raw client's producer view of requests */
     struct rkv_msg msgs[SRV_CREDITS];
 };
 
@@ -670,7 +671,7 @@ static void test_server_valid_exchange(void **state)
     assert_true(msg_check(dst, 77, 100000));
     rb.addr = rc->m.staging_size - 10;
     rb.len = 10;
-    assert_int_equal(RKV_OK, st->msg->pull(c, &rb, dst));   /* the very end is fine */
+    assert_int_equal(RKV_OK, st->msg->pull(c, &rb, dst)); /* the very end is fine */
     free(dst);
     assert_true(st->alive(c));
 
@@ -682,7 +683,7 @@ static void test_server_valid_exchange(void **state)
     assert_true(rkv_shm_peer_sleeping(&rc->ctrl->server_sleeping));
     assert_int_equal(0, rkv_shm_wake(rc->sock));
     assert_int_equal(1, poll(&pfd, 1, 1000));
-    st->arm(c);                                        /* drains the wake-up */
+    st->arm(c); /* drains the wake-up */
     assert_int_equal(0, poll(&pfd, 1, 0));
     assert_true(st->alive(c));
 
@@ -712,12 +713,12 @@ static void test_server_repoll_joins_batch(void **state)
     assert_int_equal(3, st->poll(x->c, x->msgs + 2, SRV_CREDITS - 2));
     for (unsigned i = 0; i < 5; i++) {
         assert_true(msg_check(x->msgs[i].data, 100 + i, 16 + i));
-        memcpy(st->msg->reply_buf(x->c, i), x->msgs[i].data, x->msgs[i].len);  /* echo */
+        memcpy(st->msg->reply_buf(x->c, i), x->msgs[i].data, x->msgs[i].len); /* echo */
         lens[i] = x->msgs[i].len;
     }
-    assert_int_equal(0, atomic_load(&x->rc.ctrl->rep_tail));   /* nothing published yet */
+    assert_int_equal(0, atomic_load(&x->rc.ctrl->rep_tail)); /* nothing published yet */
     assert_int_equal(RKV_OK, st->reply(x->c, lens, 5));
-    assert_int_equal(5, rkv_shm_ring_ready(&rep));               /* one publish, all five */
+    assert_int_equal(5, rkv_shm_ring_ready(&rep)); /* one publish, all five */
     for (unsigned i = 0; i < 5; i++) {
         uint32_t len;
         const void *m = rkv_shm_ring_peek(&rep, i, &len);
@@ -892,7 +893,7 @@ static void test_server_shared_memory_is_safe(void **state)
     assert_int_equal(0, region_write_attempts(rc->region_fd, rc->m.region_size, ro));
     assert_int_equal(0x5A, ((uint8_t *)ro)[0]);
     assert_int_equal(0x5A, ((uint8_t *)ro)[rc->m.region_size - 1]);
-    ((uint8_t *)x->f.region.base)[0] = 0x11;          /* server writes are visible */
+    ((uint8_t *)x->f.region.base)[0] = 0x11; /* server writes are visible */
     assert_int_equal(0x11, ((uint8_t *)ro)[0]);
     munmap(ro, rc->m.region_size);
 }
@@ -914,7 +915,7 @@ static void test_listener_handshakes(void **state)
     struct rkv_shm_connect_msg m = { RKV_SHM_MAGIC, RKV_SHM_VERSION + 1, 1 };
     assert_int_equal(sizeof m, send(old, &m, sizeof m, 0));
 
-    raw_connect(&f, &rc, &c);                 /* accepted despite the three */
+    raw_connect(&f, &rc, &c); /* accepted despite the three */
     /* ... with the silent one still waiting for its deadline (the listener's
      * clock has not moved): it did not wait for it to run out */
     char buf[16];
@@ -983,8 +984,8 @@ static void test_listener_max_conns(void **state)
  * is gone, held open as long as the test needs. */
 static struct {
     pthread_t thread;
-    _Atomic int watch;       /* peer socket; -1: not armed */
-    _Atomic bool paused;     /* the pause happened */
+    _Atomic int watch;   /* peer socket; -1: not armed */
+    _Atomic bool paused; /* the pause happened */
     _Atomic bool release;
 } close_hook = { .watch = -1 };
 
@@ -1002,7 +1003,7 @@ int __wrap_close(int fd)
         atomic_store(&close_hook.watch, -1);
         atomic_store(&close_hook.paused, true);
         for (int i = 0; i < 20000 && !atomic_load(&close_hook.release); i++)
-            usleep(1000);    /* safety net: 20 s */
+            usleep(1000); /* safety net: 20 s */
     }
     return rc;
 }
@@ -1042,13 +1043,13 @@ static void test_conn_close_frees_place_first(void **state)
     atomic_store(&close_hook.release, false);
     assert_int_equal(0, pthread_create(&th, NULL, close_conn_thread, &job));
     struct pollfd pfd = { .fd = rc.sock, .events = POLLIN };
-    assert_int_equal(1, poll(&pfd, 1, 20000));          /* the hang-up; safety net 20 s */
+    assert_int_equal(1, poll(&pfd, 1, 20000)); /* the hang-up; safety net 20 s */
     char byte;
     assert_int_equal(0, recv(rc.sock, &byte, 1, MSG_DONTWAIT));
     rkv_status st_again = raw_try_connect(&f, &again, &c2);
     atomic_store(&close_hook.release, true);
     pthread_join(th, NULL);
-    assert_true(atomic_load(&close_hook.paused));       /* the close was held */
+    assert_true(atomic_load(&close_hook.paused)); /* the close was held */
     raw_close(&rc);
     if (st_again != RKV_OK)
         fail_msg("reconnect after the hang-up refused (%s: %s)", rkv_status_name(st_again),
@@ -1069,8 +1070,9 @@ static void test_listener_out_of_fds(void **state)
     char err[256];
 
     srv_setup(&f, 0);
-    st->close_listener(f.l);                 /* again, with a refusal counter */
-    struct rkv_strans_params p = { .credits = SRV_CREDITS, .max_msg = SRV_MAX_MSG,
+    st->close_listener(f.l); /* again, with a refusal counter */
+    struct rkv_strans_params p = { .credits = SRV_CREDITS,
+                                   .max_msg = SRV_MAX_MSG,
                                    .rejected = &rejected };
     assert_int_equal(RKV_OK, st->listen(f.path, &f.region, &p, &f.l, err, sizeof err));
     int s = raw_connect_only(f.path);
@@ -1090,7 +1092,7 @@ static void test_listener_out_of_fds(void **state)
     assert_null(none);
     struct rkv_shm_accept_msg am;
     struct pollfd pfd = { .fd = s, .events = POLLIN };
-    assert_int_equal(1, poll(&pfd, 1, 10000));        /* a safety net, not a timing */
+    assert_int_equal(1, poll(&pfd, 1, 10000)); /* a safety net, not a timing */
     ssize_t got = recv(s, &am, sizeof am, MSG_DONTWAIT);
     if (got != (ssize_t)sizeof am)
         fail_msg("recv %zd: %s (revents %x)", got, strerror(errno), (unsigned)pfd.revents);
@@ -1179,8 +1181,8 @@ static void *connect_thread(void *arg)
     struct client_fixture *cf = arg;
     char err[256];
     struct rkv_ctrans_params p = { .timeout_ms = 3000, .local_buf_size = 1 << 16 };
-    if (rkv_shm_client_transport.connect(cf->f.path, &p, &cf->counters, &cf->t, err,
-                                         sizeof err) != RKV_OK)
+    if (rkv_shm_client_transport.connect(cf->f.path, &p, &cf->counters, &cf->t, err, sizeof err) !=
+        RKV_OK)
         cf->t = NULL;
     return NULL;
 }
@@ -1212,8 +1214,10 @@ static void test_client_checks(void **state)
     client_setup(&cf);
 
     /* set_region insists on the region the memfd really has */
-    struct rkv_hello h = { .proto_version = RKV_PROTO_VERSION, .credits = SRV_CREDITS,
-                           .max_msg = SRV_MAX_MSG, .region_size = cf.f.region.size };
+    struct rkv_hello h = { .proto_version = RKV_PROTO_VERSION,
+                           .credits = SRV_CREDITS,
+                           .max_msg = SRV_MAX_MSG,
+                           .region_size = cf.f.region.size };
     assert_int_equal(RKV_OK, ct->set_region(cf.t, &h, err, sizeof err));
     h.region_size += 4096;
     assert_int_equal(RKV_PROTOCOL, ct->set_region(cf.t, &h, err, sizeof err));
@@ -1355,11 +1359,11 @@ static void test_client_read_after_server_death(void **state)
     memcpy(&word, ((struct rkv_region_header *)cf.f.region.base)->liveness, sizeof word);
     assert_true(word & RKV_FUTEX_OWNER_DIED);
     assert_int_equal(RKV_CONNECTION, ct->read(cf.t, &op, 1));
-    assert_int_equal(RKV_CONNECTION, ct->read(cf.t, &op, 1));   /* and stays broken */
+    assert_int_equal(RKV_CONNECTION, ct->read(cf.t, &op, 1)); /* and stays broken */
     rkv_shm_client_transport.close(cf.t);
     st->close(cf.c);
     st->close_listener(cf.f.l);
-    rkv_region_destroy(&cf.f.region);   /* the lock died with its owner */
+    rkv_region_destroy(&cf.f.region); /* the lock died with its owner */
     rmdir(cf.f.dir);
 }
 
@@ -1367,14 +1371,14 @@ static void test_client_read_after_server_death(void **state)
  * hand and then writes whatever the test wants into the shared memory. */
 struct fake_server {
     char dir[64], path[100];
-    int lsock;                  /* listening socket */
-    int region_fd;              /* a plain memfd standing in for the region */
+    int lsock;     /* listening socket */
+    int region_fd; /* a plain memfd standing in for the region */
     uint64_t region_size;
-    uint64_t claimed_region;    /* region_size put in the accept message */
-    unsigned send_fds;          /* descriptors to send (normally 2) */
-    int sock;                   /* the accepted connection */
+    uint64_t claimed_region; /* region_size put in the accept message */
+    unsigned send_fds;       /* descriptors to send (normally 2) */
+    int sock;                /* the accepted connection */
     struct rkv_shm_layout l;
-    uint8_t *area;              /* the connection memory */
+    uint8_t *area; /* the connection memory */
 };
 
 static void *fake_server_thread(void *arg)
@@ -1399,9 +1403,14 @@ static void *fake_server_thread(void *arg)
         return NULL;
     fs->area = mmap(NULL, fs->l.total, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
     struct rkv_shm_accept_msg m = {
-        .magic = RKV_SHM_MAGIC, .version = RKV_SHM_VERSION, .status = RKV_OK,
-        .credits = SRV_CREDITS, .max_msg = SRV_MAX_MSG, .region_size = fs->claimed_region,
-        .staging_size = 4096, .conn_size = fs->l.total,
+        .magic = RKV_SHM_MAGIC,
+        .version = RKV_SHM_VERSION,
+        .status = RKV_OK,
+        .credits = SRV_CREDITS,
+        .max_msg = SRV_MAX_MSG,
+        .region_size = fs->claimed_region,
+        .staging_size = 4096,
+        .conn_size = fs->l.total,
     };
     int fds[2] = { fs->region_fd, memfd };
     rkv_shm_send_fds(fs->sock, &m, sizeof m, fds, fs->send_fds);
@@ -1504,7 +1513,7 @@ static void test_client_hostile_server(void **state)
 
 int main(void)
 {
-    rkv_log_set_level(RKV_LOG_ERROR);   /* the drops below are expected */
+    rkv_log_set_level(RKV_LOG_ERROR); /* the drops below are expected */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_batch),

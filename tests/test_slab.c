@@ -29,7 +29,7 @@
 #include "util.h"
 
 #define HEAP_OFFSET 4096u
-#define PAGE 4096u
+#define PAGE        4096u
 
 /* The clock every fixture's grace periods are timed on: it moves only when a
  * test advances it. Starts well away from 0, like a real monotonic clock. */
@@ -61,8 +61,13 @@ static void fixture_make(struct fixture *f, uint32_t pages, double factor, uint3
     assert_non_null(f->region);
     memset(f->region, 0, HEAP_OFFSET + (size_t)pages * PAGE);
     struct rkv_slab_config c = {
-        .region = f->region, .heap_offset = HEAP_OFFSET, .heap_size = (uint64_t)pages * PAGE,
-        .page_size = PAGE, .growth_factor = factor, .grace_ms = grace_ms, .item_meta = meta,
+        .region = f->region,
+        .heap_offset = HEAP_OFFSET,
+        .heap_size = (uint64_t)pages * PAGE,
+        .page_size = PAGE,
+        .growth_factor = factor,
+        .grace_ms = grace_ms,
+        .item_meta = meta,
         .clock_ns = test_clock,
     };
     assert_int_equal(rkv_slab_create(&c, &f->slab, err, sizeof err), RKV_OK);
@@ -121,9 +126,12 @@ static void test_class_table(void **state)
 static void test_fine_class_table(void **state)
 {
     (void)state;
-    static const struct { uint32_t page; double factor; } cases[] = {
+    static const struct {
+        uint32_t page;
+        double factor;
+    } cases[] = {
         { 1u << 20, 1.25 }, { 64u << 10, 1.25 }, { 16u << 20, 1.25 }, { 1u << 30, 1.5 },
-        { 1u << 20, 2.0 }, { 4096, 1.25 }, { 1u << 20, 1.18 },
+        { 1u << 20, 2.0 },  { 4096, 1.25 },      { 1u << 20, 1.18 },
     };
     const uint32_t fine = 256;
     char err[256];
@@ -131,9 +139,11 @@ static void test_fine_class_table(void **state)
     for (unsigned c = 0; c < RKV_ARRAY_SIZE(cases); c++) {
         uint32_t sz[RKV_MAX_CLASSES], n, coarse[RKV_MAX_CLASSES], nc;
         assert_int_equal(rkv_slab_classes(cases[c].page, cases[c].factor, fine, sz, &n, err,
-                                          sizeof err), RKV_OK);
+                                          sizeof err),
+                         RKV_OK);
         assert_int_equal(rkv_slab_classes(cases[c].page, cases[c].factor, 0, coarse, &nc, err,
-                                          sizeof err), RKV_OK);
+                                          sizeof err),
+                         RKV_OK);
         assert_true(n > nc && n <= RKV_MAX_CLASSES);
         assert_int_equal(sz[0], RKV_MIN_ITEM_SIZE);
         assert_int_equal(sz[n - 1], cases[c].page);
@@ -141,11 +151,11 @@ static void test_fine_class_table(void **state)
             assert_int_equal(sz[i] % RKV_ITEM_ALIGN, 0);
             if (i > 0)
                 assert_true(sz[i] > sz[i - 1]);
-            if (sz[i] < fine)   /* fine-grained: every 8 bytes */
+            if (sz[i] < fine) /* fine-grained: every 8 bytes */
                 assert_int_equal(sz[i], RKV_MIN_ITEM_SIZE + i * RKV_ITEM_ALIGN);
-            else if (i > 0)     /* above: steps of about sqrt(factor) */
-                assert_true(sz[i] <= RKV_MAX((uint32_t)(sz[i - 1] * cases[c].factor) + 64,
-                                             sz[i - 1] + 64));
+            else if (i > 0) /* above: steps of about sqrt(factor) */
+                assert_true(sz[i] <=
+                            RKV_MAX((uint32_t)(sz[i - 1] * cases[c].factor) + 64, sz[i - 1] + 64));
         }
         /* every coarse class is a class: no item takes more than it would there */
         for (unsigned j = 0, i = 0; j < nc; j++) {
@@ -192,8 +202,12 @@ static void test_create_refuses_bad_geometry(void **state)
     struct rkv_slab *s;
     char err[256];
     uint8_t region[64];
-    struct rkv_slab_config c = { .region = region, .heap_offset = 4096, .heap_size = 3 * PAGE + 1,
-                                 .page_size = PAGE, .growth_factor = 1.25, .grace_ms = 10 };
+    struct rkv_slab_config c = { .region = region,
+                                 .heap_offset = 4096,
+                                 .heap_size = 3 * PAGE + 1,
+                                 .page_size = PAGE,
+                                 .growth_factor = 1.25,
+                                 .grace_ms = 10 };
     assert_int_equal(rkv_slab_create(&c, &s, err, sizeof err), RKV_INVALID);
     c.heap_size = 3 * PAGE;
     c.heap_offset = 0;
@@ -251,18 +265,18 @@ static void test_valid_rejects_garbage(void **state)
     (void)state;
     struct fixture f;
     fixture_make(&f, 4, 2.0, 10, true);
-    uint64_t a = rkv_slab_alloc(f.slab, 1);   /* 128-byte class */
+    uint64_t a = rkv_slab_alloc(f.slab, 1); /* 128-byte class */
     uint64_t b = rkv_slab_alloc(f.slab, 1);
     assert_int_equal(b, a + 128);
 
     assert_true(rkv_slab_valid(f.slab, a, 1));
     assert_non_null(rkv_slab_meta(f.slab, a, 1));
     assert_ptr_not_equal(rkv_slab_meta(f.slab, a, 1), rkv_slab_meta(f.slab, b, 1));
-    assert_false(rkv_slab_valid(f.slab, a, 0));          /* wrong class */
-    assert_false(rkv_slab_valid(f.slab, a + 64, 1));     /* inside an item */
-    assert_false(rkv_slab_valid(f.slab, a + 1, 1));      /* misaligned */
-    assert_false(rkv_slab_valid(f.slab, a + 256, 1));    /* never handed out */
-    assert_false(rkv_slab_valid(f.slab, 0, 1));          /* header */
+    assert_false(rkv_slab_valid(f.slab, a, 0));       /* wrong class */
+    assert_false(rkv_slab_valid(f.slab, a + 64, 1));  /* inside an item */
+    assert_false(rkv_slab_valid(f.slab, a + 1, 1));   /* misaligned */
+    assert_false(rkv_slab_valid(f.slab, a + 256, 1)); /* never handed out */
+    assert_false(rkv_slab_valid(f.slab, 0, 1));       /* header */
     assert_false(rkv_slab_valid(f.slab, HEAP_OFFSET - 64, 1));
     assert_false(rkv_slab_valid(f.slab, HEAP_OFFSET + 4u * PAGE, 1)); /* past the heap */
     assert_false(rkv_slab_valid(f.slab, UINT64_MAX - 63, 1));
@@ -301,10 +315,10 @@ static void test_grace_period(void **state)
     assert_int_equal(rkv_slab_alloc(f.slab, cls), 0);
     advance_ms(grace);
     assert_int_equal(rkv_slab_limbo_wait_ms(f.slab, cls), 1);
-    assert_int_equal(rkv_slab_alloc(f.slab, cls), 0);   /* not handed out before grace_ms */
+    assert_int_equal(rkv_slab_alloc(f.slab, cls), 0); /* not handed out before grace_ms */
     advance_ms(1);
     assert_int_equal(rkv_slab_limbo_wait_ms(f.slab, cls), 0);
-    assert_int_equal(rkv_slab_alloc(f.slab, cls), x);   /* ... but it does come back */
+    assert_int_equal(rkv_slab_alloc(f.slab, cls), x); /* ... but it does come back */
     fixture_free(&f);
 }
 
@@ -318,8 +332,12 @@ static void test_grace_period_default_clock(void **state)
     uint8_t *region = aligned_alloc(4096, HEAP_OFFSET + PAGE);
     assert_non_null(region);
     struct rkv_slab *s;
-    struct rkv_slab_config c = { .region = region, .heap_offset = HEAP_OFFSET, .heap_size = PAGE,
-                                 .page_size = PAGE, .growth_factor = 2.0, .grace_ms = grace };
+    struct rkv_slab_config c = { .region = region,
+                                 .heap_offset = HEAP_OFFSET,
+                                 .heap_size = PAGE,
+                                 .page_size = PAGE,
+                                 .growth_factor = 2.0,
+                                 .grace_ms = grace };
     assert_int_equal(rkv_slab_create(&c, &s, err, sizeof err), RKV_OK);
     uint64_t x = rkv_slab_alloc(s, 6);
     assert_int_not_equal(x, 0);
@@ -327,7 +345,7 @@ static void test_grace_period_default_clock(void **state)
     rkv_slab_free(s, 6, x);
     uint64_t got;
     while ((got = rkv_slab_alloc(s, 6)) == 0) {
-        assert_true(rkv_now_ns() - freed_at < 10000000000ull);   /* safety net: 10 s */
+        assert_true(rkv_now_ns() - freed_at < 10000000000ull); /* safety net: 10 s */
         sleep_ms(1);
     }
     assert_int_equal(got, x);
@@ -373,8 +391,8 @@ static void test_page_exhaustion(void **state)
     for (unsigned i = 0; i < 64; i++)
         assert_int_not_equal(rkv_slab_alloc(f.slab, 0), 0);
     assert_int_equal(rkv_slab_pages_unassigned(f.slab), 0);
-    assert_int_equal(rkv_slab_alloc(f.slab, 0), 0);   /* its page is full */
-    assert_int_equal(rkv_slab_alloc(f.slab, 3), 0);   /* no page left for a new class */
+    assert_int_equal(rkv_slab_alloc(f.slab, 0), 0); /* its page is full */
+    assert_int_equal(rkv_slab_alloc(f.slab, 3), 0); /* no page left for a new class */
     assert_int_equal(rkv_slab_alloc(f.slab, 5), 0);
 
     struct rkv_slab_stats ss;
@@ -403,7 +421,7 @@ static void test_stats_account_every_byte(void **state)
     rkv_slab_stats(f.slab, &ss);
     assert_int_equal(ss.used + ss.limbo + ss.ready + ss.fresh + ss.unassigned + ss.tail, ss.heap);
     assert_true(ss.limbo > 0);
-    assert_true(ss.tail > 0);  /* 1.25 classes do not divide 4096 evenly */
+    assert_true(ss.tail > 0); /* 1.25 classes do not divide 4096 evenly */
     advance_ms(31);
     rkv_slab_stats(f.slab, &ss);
     assert_int_equal(ss.limbo, 0);
@@ -422,7 +440,7 @@ static void fill_two_pages(struct fixture *f, uint64_t offs[64])
         memset(f->region + offs[i], 0xA0 + (int)(i % 16), 128);
     }
     assert_int_equal(rkv_slab_pages_unassigned(f->slab), 0);
-    assert_int_equal(rkv_slab_alloc(f->slab, 3), 0);   /* no page for another class */
+    assert_int_equal(rkv_slab_alloc(f->slab, 3), 0); /* no page for another class */
 }
 
 static uint64_t page_of(uint64_t off)
@@ -471,8 +489,8 @@ static void test_page_move_waits_for_grace(void **state)
     for (unsigned i = 1; i < 32; i++)
         rkv_slab_free(f.slab, 1, offs[on_victim[i]]);
     assert_false(rkv_slab_page_take(f.slab, victim, 1, 3));
-    assert_false(rkv_slab_page_take(f.slab, victim, 2, 3));     /* not its class */
-    assert_false(rkv_slab_page_take(f.slab, victim, 1, 99));    /* no such class */
+    assert_false(rkv_slab_page_take(f.slab, victim, 2, 3));  /* not its class */
+    assert_false(rkv_slab_page_take(f.slab, victim, 1, 99)); /* no such class */
     struct rkv_slab_class_stats cs;
     rkv_slab_class_stats(f.slab, 1, &cs);
     assert_int_equal(cs.pages, 2);
@@ -481,13 +499,13 @@ static void test_page_move_waits_for_grace(void **state)
     /* the last one freed: the page leaves class 1, its limbo goes with it */
     rkv_slab_free(f.slab, 1, offs[on_victim[0]]);
     assert_true(rkv_slab_page_take(f.slab, victim, 1, 3));
-    assert_false(rkv_slab_page_take(f.slab, victim, 1, 3));     /* gone already */
+    assert_false(rkv_slab_page_take(f.slab, victim, 1, 3)); /* gone already */
     rkv_slab_class_stats(f.slab, 1, &cs);
     assert_int_equal(cs.pages, 1);
     assert_int_equal(cs.used, 32);
     assert_int_equal(cs.limbo + cs.ready, 0);
     assert_int_equal(rkv_slab_page_class(f.slab, victim), -1);
-    assert_false(rkv_slab_valid(f.slab, offs[on_victim[5]], 1));  /* hints to old items refused */
+    assert_false(rkv_slab_valid(f.slab, offs[on_victim[5]], 1)); /* hints to old items refused */
     struct rkv_slab_stats ss = heap_accounted(&f);
     assert_int_equal(ss.reassigns, 1);
     assert_int_equal(ss.pages_draining, 1);
@@ -500,7 +518,7 @@ static void test_page_move_waits_for_grace(void **state)
     assert_int_equal(cs.limbo, 0);
 
     assert_int_equal(rkv_slab_page_wait_ms(f.slab, 3), grace);
-    assert_int_equal(rkv_slab_page_wait_ms(f.slab, 2), -1);    /* reserved for class 3 */
+    assert_int_equal(rkv_slab_page_wait_ms(f.slab, 2), -1); /* reserved for class 3 */
 
     /* Not handed out before grace_ms after the last free; then class 3 gets
      * it, and class 1, which gave it up, never gets its memory back. */
@@ -542,7 +560,7 @@ static void test_page_move_reserved_and_idle(void **state)
             rkv_slab_free(f.slab, 1, offs[i]);
     assert_true(rkv_slab_page_take(f.slab, 0, 1, 3));
     assert_int_equal(rkv_slab_page_wait_ms(f.slab, 3), grace);
-    assert_int_equal(rkv_slab_page_wait_ms(f.slab, 2), -1);   /* not offered to class 2 yet */
+    assert_int_equal(rkv_slab_page_wait_ms(f.slab, 2), -1); /* not offered to class 2 yet */
     advance_ms(2 * grace - 1);
     assert_int_equal(rkv_slab_alloc(f.slab, 2), 0);
     advance_ms(1);
@@ -574,7 +592,7 @@ static void test_page_move_meta(void **state)
     (void)state;
     struct fixture f;
     fixture_make(&f, 1, 2.0, 1, true);
-    uint64_t a = rkv_slab_alloc(f.slab, 5), b = rkv_slab_alloc(f.slab, 5);  /* 2048 bytes, 2 per page */
+    uint64_t a = rkv_slab_alloc(f.slab, 5), b = rkv_slab_alloc(f.slab, 5); /* 2048 bytes, 2 per page */
     uint32_t *old = rkv_slab_meta(f.slab, b, 5);
     assert_non_null(old);
     rkv_slab_free(f.slab, 5, a);
@@ -582,14 +600,14 @@ static void test_page_move_meta(void **state)
     assert_true(rkv_slab_page_take(f.slab, 0, 5, 0));
     assert_null(rkv_slab_meta(f.slab, b, 5));
     advance_ms(1);
-    for (unsigned i = 0; i < PAGE / 64; i++) {           /* class 0: 64 items */
+    for (unsigned i = 0; i < PAGE / 64; i++) { /* class 0: 64 items */
         uint64_t off = rkv_slab_alloc(f.slab, 0);
         assert_int_equal(off, HEAP_OFFSET + i * 64ull);
         uint32_t *m = rkv_slab_meta(f.slab, off, 0);
         assert_non_null(m);
         *m = i;
     }
-    *old = 7;   /* a hint that raced the move: harmless, and not a use after free */
+    *old = 7; /* a hint that raced the move: harmless, and not a use after free */
     assert_int_equal(*rkv_slab_meta(f.slab, HEAP_OFFSET + 63 * 64, 0), 63);
     fixture_free(&f);
 }
@@ -598,7 +616,7 @@ static void test_page_move_meta(void **state)
 
 /* At 4 KiB pages class 0 (64 bytes) has 64 items per page: it has
  * magazines (slab.c MAG_MIN_PER_PAGE), refilled MAG_BATCH (8) at a time. */
-#define MAG_CLS 0u
+#define MAG_CLS   0u
 #define MAG_BATCH 8u
 
 /* Runs fn(arg) on a thread of its own, so in another thread slot. */
@@ -611,7 +629,7 @@ static void on_other_thread(void *(*fn)(void *), void *arg)
 
 struct mag_op {
     struct fixture *f;
-    uint64_t off;        /* to free, or what an allocation got */
+    uint64_t off; /* to free, or what an allocation got */
 };
 
 static void *free_there(void *p)
@@ -643,7 +661,7 @@ static void test_magazine_refill_and_drain(void **state)
     assert_int_equal(ready, MAG_BATCH - 1);
     assert_int_equal(freed, 0);
     rkv_slab_class_stats(f.slab, MAG_CLS, &cs);
-    assert_int_equal(cs.used, 1);                 /* magazine items are not "used" */
+    assert_int_equal(cs.used, 1); /* magazine items are not "used" */
     assert_int_equal(cs.ready, MAG_BATCH - 1);
     assert_int_equal(cs.fresh, 64 - MAG_BATCH);
     /* the batch is handed out in order, then the next batch */
@@ -661,7 +679,7 @@ static void test_magazine_refill_and_drain(void **state)
     assert_int_equal(cs.limbo, 1);
     /* garbage is not taken in */
     rkv_slab_free(f.slab, MAG_CLS, a + 1);
-    rkv_slab_free(f.slab, MAG_CLS, HEAP_OFFSET + PAGE);   /* an unassigned page */
+    rkv_slab_free(f.slab, MAG_CLS, HEAP_OFFSET + PAGE); /* an unassigned page */
     rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
     assert_int_equal(freed, 1);
 
@@ -703,14 +721,14 @@ static void test_magazine_keeps_grace_period(void **state)
     uint64_t all[64];
     for (unsigned i = 0; i < 64; i++)
         assert_int_not_equal(all[i] = rkv_slab_alloc(f.slab, MAG_CLS), 0);
-    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);   /* one page, all handed out */
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0); /* one page, all handed out */
 
     /* freed by this thread */
     rkv_slab_free(f.slab, MAG_CLS, all[10]);
     assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);
     assert_int_equal(rkv_slab_limbo_wait_ms(f.slab, MAG_CLS), grace + 1);
     advance_ms(grace);
-    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);   /* not before grace_ms */
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0); /* not before grace_ms */
     advance_ms(1);
     assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), all[10]);
 
@@ -749,16 +767,16 @@ static void test_magazine_page_take(void **state)
     const uint32_t grace = 30;
     struct fixture f;
     fixture_make(&f, 2, 2.0, grace, false);
-    uint64_t a = rkv_slab_alloc(f.slab, MAG_CLS);      /* page 0; 7 more of it in the magazine */
+    uint64_t a = rkv_slab_alloc(f.slab, MAG_CLS); /* page 0; 7 more of it in the magazine */
     struct mag_op other = { .f = &f };
-    on_other_thread(alloc_there, &other);              /* page 0 too, another magazine */
+    on_other_thread(alloc_there, &other); /* page 0 too, another magazine */
     assert_int_equal(page_of(other.off), 0);
-    assert_false(rkv_slab_page_take(f.slab, 0, MAG_CLS, RKV_SLAB_FOR_ANY));  /* both in use */
+    assert_false(rkv_slab_page_take(f.slab, 0, MAG_CLS, RKV_SLAB_FOR_ANY)); /* both in use */
     rkv_slab_free(f.slab, MAG_CLS, a);
     assert_false(rkv_slab_page_take(f.slab, 0, MAG_CLS, RKV_SLAB_FOR_ANY));
     struct rkv_slab_page_info pi;
     assert_true(rkv_slab_page_info(f.slab, 0, &pi));
-    assert_int_equal(pi.used, 1);                      /* magazine items are not in use */
+    assert_int_equal(pi.used, 1); /* magazine items are not in use */
     on_other_thread(free_there, &other);
     assert_true(rkv_slab_page_take(f.slab, 0, MAG_CLS, RKV_SLAB_FOR_ANY));
     uint64_t ready, freed;
@@ -783,8 +801,14 @@ static void test_lock_timing(void **state)
     f.region = aligned_alloc(4096, HEAP_OFFSET + 2 * PAGE);
     assert_non_null(f.region);
     struct rkv_slab_config c = {
-        .region = f.region, .heap_offset = HEAP_OFFSET, .heap_size = 2 * PAGE, .page_size = PAGE,
-        .growth_factor = 2.0, .grace_ms = 1, .clock_ns = test_clock, .lock_timing = true,
+        .region = f.region,
+        .heap_offset = HEAP_OFFSET,
+        .heap_size = 2 * PAGE,
+        .page_size = PAGE,
+        .growth_factor = 2.0,
+        .grace_ms = 1,
+        .clock_ns = test_clock,
+        .lock_timing = true,
     };
     assert_int_equal(rkv_slab_create(&c, &f.slab, err, sizeof err), RKV_OK);
     struct rkv_lock_stats ls;
@@ -793,10 +817,10 @@ static void test_lock_timing(void **state)
     for (unsigned i = 0; i < MAG_BATCH; i++)
         assert_int_not_equal(rkv_slab_alloc(f.slab, MAG_CLS), 0);
     rkv_slab_lock_stats(f.slab, &ls);
-    assert_int_equal(ls.holds, 2);      /* one batch: the class lock, and the page lock inside it */
+    assert_int_equal(ls.holds, 2); /* one batch: the class lock, and the page lock inside it */
     assert_int_equal(ls.contended, 0);
     assert_true(ls.hold_max_ns <= ls.hold_ns);
-    assert_int_not_equal(rkv_slab_alloc(f.slab, 4), 0);   /* no magazines: one hold per call */
+    assert_int_not_equal(rkv_slab_alloc(f.slab, 4), 0); /* no magazines: one hold per call */
     rkv_slab_lock_stats(f.slab, &ls);
     assert_int_equal(ls.holds, 4);
     fixture_free(&f);
@@ -815,8 +839,14 @@ static void test_magazine_large_batch(void **state)
     f.region = aligned_alloc(4096, HEAP_OFFSET + page);
     assert_non_null(f.region);
     struct rkv_slab_config c = {
-        .region = f.region, .heap_offset = HEAP_OFFSET, .heap_size = page, .page_size = page,
-        .growth_factor = 2.0, .grace_ms = grace, .clock_ns = test_clock, .lock_timing = true,
+        .region = f.region,
+        .heap_offset = HEAP_OFFSET,
+        .heap_size = page,
+        .page_size = page,
+        .growth_factor = 2.0,
+        .grace_ms = grace,
+        .clock_ns = test_clock,
+        .lock_timing = true,
     };
     assert_int_equal(rkv_slab_create(&c, &f.slab, err, sizeof err), RKV_OK);
     struct rkv_lock_stats ls;
@@ -824,12 +854,12 @@ static void test_magazine_large_batch(void **state)
     for (unsigned i = 0; i < 256; i++)
         assert_int_equal(all[i] = rkv_slab_alloc(f.slab, MAG_CLS), HEAP_OFFSET + 64ull * i);
     rkv_slab_lock_stats(f.slab, &ls);
-    assert_int_equal(ls.holds, 256 / 32 + 1);   /* 8 refills, and the page lock inside the first */
+    assert_int_equal(ls.holds, 256 / 32 + 1); /* 8 refills, and the page lock inside the first */
     for (unsigned i = 0; i < 64; i++)
         rkv_slab_free(f.slab, MAG_CLS, all[i]);
     rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
     assert_int_equal(freed, 64);
-    rkv_slab_free(f.slab, MAG_CLS, all[64]);    /* the full list goes back first */
+    rkv_slab_free(f.slab, MAG_CLS, all[64]); /* the full list goes back first */
     rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
     assert_int_equal(freed, 1);
     rkv_slab_lock_stats(f.slab, &ls);
@@ -841,13 +871,13 @@ static void test_magazine_large_batch(void **state)
     advance_ms(1);
     assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), all[0]);
     rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
-    assert_int_equal(ready, 31);                /* one refill of 32 */
+    assert_int_equal(ready, 31); /* one refill of 32 */
     fixture_free(&f);
 }
 
 /* ------------------------------------------------------------ threads */
 
-#define CHURNERS 3
+#define CHURNERS     3
 #define CHURN_ROUNDS 20000u
 
 /* What the churning threads and the main thread share. */
@@ -922,7 +952,7 @@ static void run_churn(struct churn_shared *sh, struct thread_arg args[CHURNERS],
     }
     while (__atomic_load_n(&sh->done, __ATOMIC_ACQUIRE) < CHURNERS) {
         if (!called && all_past(sh, sh->hold_at / 2)) {
-            midway_ok = midway(ctx);   /* checked once the threads are released */
+            midway_ok = midway(ctx); /* checked once the threads are released */
             called = true;
             __atomic_store_n(&sh->released, 1, __ATOMIC_RELEASE);
         }
@@ -942,7 +972,7 @@ static void run_churn(struct churn_shared *sh, struct thread_arg args[CHURNERS],
  * below does not depend on it. */
 struct mover_arg {
     struct fixture *f;
-    int stop;           /* set by the main thread (atomic) */
+    int stop; /* set by the main thread (atomic) */
     unsigned moves;
 };
 
@@ -972,7 +1002,7 @@ struct forced_move {
     struct fixture *f;
     uint64_t items[PAGE / 256];
     uint64_t page;
-    unsigned moves;     /* by the main thread */
+    unsigned moves; /* by the main thread */
 };
 
 static bool force_move(void *p)

@@ -27,12 +27,22 @@
 static struct rkv_state_header sample(void)
 {
     struct rkv_state_header h = {
-        .state_version = RKV_STATE_VERSION, .format_version = RKV_FORMAT_VERSION,
-        .rkv_version = "0.1.0", .region_size = 64ull << 20, .page_kind = 4096,
-        .slab_page_size = 1u << 20, .growth_millis = 1250, .max_key_len = 250,
-        .max_value_len = 1048286, .class_count = 101, .bucket_count = 131072,
-        .heap_offset = 8392704, .heap_size = 55ull << 20, .clock = 12345,
-        .stop_realtime_ns = 1764750000123456789ull, .max_version = 0x123456789abcdefull,
+        .state_version = RKV_STATE_VERSION,
+        .format_version = RKV_FORMAT_VERSION,
+        .rkv_version = "0.1.0",
+        .region_size = 64ull << 20,
+        .page_kind = 4096,
+        .slab_page_size = 1u << 20,
+        .growth_millis = 1250,
+        .max_key_len = 250,
+        .max_value_len = 1048286,
+        .class_count = 101,
+        .bucket_count = 131072,
+        .heap_offset = 8392704,
+        .heap_size = 55ull << 20,
+        .clock = 12345,
+        .stop_realtime_ns = 1764750000123456789ull,
+        .max_version = 0x123456789abcdefull,
         .region_header_sum = 0xfeedfacecafebeefull,
     };
     return h;
@@ -62,27 +72,62 @@ struct field_case {
     const char *want;
 };
 
-static void ch_format(struct rkv_state_header *h) { h->format_version = 2; }
-static void ch_region(struct rkv_state_header *h) { h->region_size = 1ull << 30; }
-static void ch_slab(struct rkv_state_header *h) { h->slab_page_size = 2u << 20; }
-static void ch_value(struct rkv_state_header *h) { h->max_value_len = 1000; }
-static void ch_kind(struct rkv_state_header *h) { h->page_kind = 2u << 20; }
-static void ch_key(struct rkv_state_header *h) { h->max_key_len = 200; }
-static void ch_growth(struct rkv_state_header *h) { h->growth_millis = 1500; }
-static void ch_classes(struct rkv_state_header *h) { h->class_count = 100; }
-static void ch_buckets(struct rkv_state_header *h) { h->bucket_count = 65536; }
-static void ch_heap_off(struct rkv_state_header *h) { h->heap_offset += 4096; }
-static void ch_heap_size(struct rkv_state_header *h) { h->heap_size -= 1u << 20; }
+static void ch_format(struct rkv_state_header *h)
+{
+    h->format_version = 2;
+}
+static void ch_region(struct rkv_state_header *h)
+{
+    h->region_size = 1ull << 30;
+}
+static void ch_slab(struct rkv_state_header *h)
+{
+    h->slab_page_size = 2u << 20;
+}
+static void ch_value(struct rkv_state_header *h)
+{
+    h->max_value_len = 1000;
+}
+static void ch_kind(struct rkv_state_header *h)
+{
+    h->page_kind = 2u << 20;
+}
+static void ch_key(struct rkv_state_header *h)
+{
+    h->max_key_len = 200;
+}
+static void ch_growth(struct rkv_state_header *h)
+{
+    h->growth_millis = 1500;
+}
+static void ch_classes(struct rkv_state_header *h)
+{
+    h->class_count = 100;
+}
+static void ch_buckets(struct rkv_state_header *h)
+{
+    h->bucket_count = 65536;
+}
+static void ch_heap_off(struct rkv_state_header *h)
+{
+    h->heap_offset += 4096;
+}
+static void ch_heap_size(struct rkv_state_header *h)
+{
+    h->heap_size -= 1u << 20;
+}
 
 static void test_every_mismatch_refused(void **state)
 {
     (void)state;
     static const struct field_case cases[] = {
         { "format", ch_format, "with region format 2, and this rkv-server 0.1.0 uses format" },
-        { "region", ch_region, "was written with --memory 1G; start with --memory 1G to keep "
-                               "the cache, or remove the file to start empty" },
+        { "region", ch_region,
+          "was written with --memory 1G; start with --memory 1G to keep "
+          "the cache, or remove the file to start empty" },
         { "slab", ch_slab, "was written with --slab-page-size 2M; start with --slab-page-size 2M" },
-        { "value", ch_value, "was written with --max-value-len 1000; start with --max-value-len 1000" },
+        { "value", ch_value,
+          "was written with --max-value-len 1000; start with --max-value-len 1000" },
         { "kind", ch_kind, "written from a region of 2 MiB hugepages and this start got 4 KiB pages" },
         { "key", ch_key, "keys up to 200 bytes" },
         { "growth", ch_growth, "growing by 1.500" },
@@ -97,7 +142,7 @@ static void test_every_mismatch_refused(void **state)
         char err[1024] = "";
         uint8_t buf[RKV_STATE_HEADER_SIZE];
         cases[i].change(&file);
-        rkv_state_encode(&file, buf);   /* through the bytes, as a start reads it */
+        rkv_state_encode(&file, buf); /* through the bytes, as a start reads it */
         assert_true(rkv_state_decode(buf, sizeof buf, &file, err, sizeof err));
         assert_false(rkv_state_match(&file, &want, "/var/lib/rkv/rkv.state", err, sizeof err));
         if (strstr(err, cases[i].want) == NULL)
@@ -215,7 +260,7 @@ static void test_save_open_read(void **state)
     assert_int_equal(try_open(d.file, geteuid(), err, sizeof err), RKV_STATE_NONE);
     save_sample(&d, &region);
     snprintf(tmp, sizeof tmp, "%s.tmp", d.file);
-    assert_int_equal(stat(tmp, &st), -1);        /* renamed, nothing left behind */
+    assert_int_equal(stat(tmp, &st), -1); /* renamed, nothing left behind */
     assert_int_equal(stat(d.file, &st), 0);
     assert_int_equal(st.st_mode & 07777, 0600);
     assert_int_equal((size_t)st.st_size, RKV_STATE_HEADER_SIZE + REGION);

@@ -72,8 +72,8 @@ struct env {
     uint8_t *scratch;
     size_t scratch_len;
     struct rkv_read_op ops[64];
-    uint64_t retries;   /* verification retries of the last get() */
-    uint64_t forwards;  /* forwards the last get() followed */
+    uint64_t retries;  /* verification retries of the last get() */
+    uint64_t forwards; /* forwards the last get() followed */
 };
 
 static void env_make(struct env *e, uint64_t size, const struct rkv_table_config *c)
@@ -100,16 +100,23 @@ static void env_free(struct env *e)
 }
 
 /* A client GET of one key through rkv_lookup_batch. */
-static rkv_status get(struct env *e, const void *key, uint32_t key_len, uint64_t cached,
-                      void *buf, size_t buf_len, struct rkv_lookup *out)
+static rkv_status get(struct env *e, const void *key, uint32_t key_len, uint64_t cached, void *buf,
+                      size_t buf_len, struct rkv_lookup *out)
 {
     struct rkv_lookup_ctx ctx = {
-        .geom = e->h, .read = read_region, .read_ctx = &e->rd, .scratch = e->scratch,
-        .scratch_len = e->scratch_len, .ops = e->ops, .ops_cap = RKV_ARRAY_SIZE(e->ops),
-        .max_retries = 8, .now = rkv_table_clock(e->t),
+        .geom = e->h,
+        .read = read_region,
+        .read_ctx = &e->rd,
+        .scratch = e->scratch,
+        .scratch_len = e->scratch_len,
+        .ops = e->ops,
+        .ops_cap = RKV_ARRAY_SIZE(e->ops),
+        .max_retries = 8,
+        .now = rkv_table_clock(e->t),
     };
-    struct rkv_lookup l = { .key = key, .key_len = key_len, .cached_slot = cached,
-                            .buf = buf, .buf_len = buf_len };
+    struct rkv_lookup l = {
+        .key = key, .key_len = key_len, .cached_slot = cached, .buf = buf, .buf_len = buf_len
+    };
     assert_int_equal(rkv_lookup_batch(&ctx, &l, 1), RKV_OK);
     e->retries = ctx.retries;
     e->forwards = ctx.forwards;
@@ -167,7 +174,7 @@ static void test_region(void **state)
     char err[512];
 
     assert_int_equal(rkv_region_create(0, &r, err, sizeof err), RKV_INVALID);
-    rkv_region_destroy(&zero);  /* a zeroed region is safe to destroy */
+    rkv_region_destroy(&zero); /* a zeroed region is safe to destroy */
 
     assert_int_equal(rkv_region_create(3 * MiB + 5, &r, err, sizeof err), RKV_OK);
     assert_true(r.size >= 3 * MiB + 5 && r.size % 4096 == 0);
@@ -196,7 +203,7 @@ static void test_region(void **state)
     struct stat sb;
     assert_int_equal(fstat(r.fd, &sb), 0);
     assert_int_equal(sb.st_mode & 07777, 0);
-    base[0] = 0x77;                        /* the server's own mapping still writes */
+    base[0] = 0x77; /* the server's own mapping still writes */
     assert_int_equal(view[0], 0x77);
     assert_int_not_equal(ftruncate(r.fd, 4096), 0);
     munmap(view, r.size);
@@ -204,7 +211,7 @@ static void test_region(void **state)
 
     rkv_region_destroy(&r);
     assert_null(r.base);
-    rkv_region_destroy(&r);  /* twice is safe */
+    rkv_region_destroy(&r); /* twice is safe */
     struct rkv_region none = { .fd = -1, .ro_fd = -1 };
     assert_int_equal(rkv_region_readonly_fd(&none), -1);
 }
@@ -325,7 +332,8 @@ static void test_key_and_value_sizes(void **state)
         for (uint32_t b = 0; b < key_lens[i]; b++)
             key[b] = (uint8_t)(b % 3 == 0 ? 0 : b + i);
         uint32_t val = 1000 + i;
-        assert_int_equal(put_mode(&e, key, key_lens[i], &val, sizeof val, RKV_SET, 0, 0, NULL), RKV_OK);
+        assert_int_equal(put_mode(&e, key, key_lens[i], &val, sizeof val, RKV_SET, 0, 0, NULL),
+                         RKV_OK);
     }
     for (unsigned i = 0; i < RKV_ARRAY_SIZE(key_lens); i++) {
         for (uint32_t b = 0; b < key_lens[i]; b++)
@@ -348,7 +356,8 @@ static void test_key_and_value_sizes(void **state)
 
     /* refused keys */
     memset(key, 'k', sizeof key);
-    assert_int_equal(put_mode(&e, key, RKV_MAX_KEY_LEN + 1, "v", 1, RKV_SET, 0, 0, NULL), RKV_TOO_LARGE);
+    assert_int_equal(put_mode(&e, key, RKV_MAX_KEY_LEN + 1, "v", 1, RKV_SET, 0, 0, NULL),
+                     RKV_TOO_LARGE);
     assert_int_equal(put_mode(&e, key, 0, "v", 1, RKV_SET, 0, 0, NULL), RKV_INVALID);
     assert_int_equal(put_mode(&e, NULL, 3, "v", 1, RKV_SET, 0, 0, NULL), RKV_INVALID);
     assert_int_equal(rkv_table_delete(e.t, key, 0), RKV_INVALID);
@@ -370,7 +379,8 @@ static void test_key_and_value_sizes(void **state)
     assert_memory_equal(back, big, max);
     assert_int_equal(get(&e, key, RKV_MAX_KEY_LEN, 0, back, 10, &l), RKV_BUFFER_TOO_SMALL);
     assert_int_equal(l.value_len, max);
-    assert_int_equal(put_mode(&e, key, RKV_MAX_KEY_LEN, big, max + 1, RKV_SET, 0, 0, NULL), RKV_TOO_LARGE);
+    assert_int_equal(put_mode(&e, key, RKV_MAX_KEY_LEN, big, max + 1, RKV_SET, 0, 0, NULL),
+                     RKV_TOO_LARGE);
 
     /* a shorter key leaves its room to the value (the tcp door stores
      * memcached's largest values so): an item no larger than the longest
@@ -477,8 +487,8 @@ static void test_incr(void **state)
     assert_int_equal(r, 15);
     assert_string_equal(get_str(&e, "n"), "15");
     const struct rkv_item *it = rkv_table_find(e.t, "n", 1);
-    assert_true(it->version > v);             /* a new item */
-    assert_int_equal(it->user_flags, 77);     /* flags and expiry carried over */
+    assert_true(it->version > v);         /* a new item */
+    assert_int_equal(it->user_flags, 77); /* flags and expiry carried over */
     assert_int_equal(it->expire_at, expire_at);
     assert_int_equal(rkv_table_incr(e.t, "n", 1, -20, &r), RKV_OK); /* saturates at 0 */
     assert_int_equal(r, 0);
@@ -495,8 +505,9 @@ static void test_incr(void **state)
     assert_int_equal(rkv_table_incr(e.t, "lead", 4, 1, &r), RKV_OK);
     assert_string_equal(get_str(&e, "lead"), "8");
 
-    static const char *const not_numbers[] = { "", "abc", "12a", "-5", "+5", " 5", "5 ",
-                                               "18446744073709551616", "123456789012345678901" };
+    static const char *const not_numbers[] = {
+        "", "abc", "12a", "-5", "+5", " 5", "5 ", "18446744073709551616", "123456789012345678901"
+    };
     for (unsigned i = 0; i < RKV_ARRAY_SIZE(not_numbers); i++) {
         assert_int_equal(put(&e, "x", not_numbers[i]), RKV_OK);
         assert_int_equal(rkv_table_incr(e.t, "x", 1, 1, &r), RKV_NOT_NUMBER);
@@ -615,18 +626,18 @@ static void test_expiry_boundary(void **state)
     uint64_t start = fake_ns;
     env_make(&e, 8 * MiB, &fc);
 
-    fake_ns = start + 500000000ull;                 /* 0.5 s: clock 1 */
+    fake_ns = start + 500000000ull; /* 0.5 s: clock 1 */
     assert_int_equal(rkv_table_clock(e.t), 1);
     assert_int_equal(put_mode(&e, "k", 1, "v", 1, RKV_SET, 0, 1, NULL), RKV_OK);
     assert_int_equal(rkv_table_find(e.t, "k", 1)->expire_at, 2);
 
-    fake_ns = start + 1000000000ull - 1;            /* the last instant of clock 1 */
+    fake_ns = start + 1000000000ull - 1; /* the last instant of clock 1 */
     assert_int_equal(rkv_table_clock(e.t), 1);
     assert_non_null(rkv_table_find(e.t, "k", 1));
     assert_string_equal(get_str(&e, "k"), "v");
 
-    fake_ns = start + 1000000000ull;                /* clock 2 = expire_at: gone */
-    assert_int_equal(rkv_table_clock(e.t), 2);      /* without a tick in between */
+    fake_ns = start + 1000000000ull;           /* clock 2 = expire_at: gone */
+    assert_int_equal(rkv_table_clock(e.t), 2); /* without a tick in between */
     assert_null(get_str(&e, "k"));
     assert_null(rkv_table_find(e.t, "k", 1));
     assert_int_equal(rkv_table_delete(e.t, "k", 1), RKV_NOT_FOUND);
@@ -656,17 +667,17 @@ static void test_clock_extrapolation_never_ahead(void **state)
     const uint64_t s = 1000000000ull, start = 7 * s + 123;
     unsigned checked = 0;
     assert_int_equal(rkv_clock_at(start, start), 1);
-    assert_int_equal(rkv_clock_at(start, start - 1), 1);        /* before start: 1, not garbage */
+    assert_int_equal(rkv_clock_at(start, start - 1), 1); /* before start: 1, not garbage */
     assert_int_equal(rkv_clock_at(start, start + s - 1), 1);
     assert_int_equal(rkv_clock_at(start, start + s), 2);
     assert_int_equal(rkv_clock_at(0, UINT64_MAX), UINT32_MAX); /* saturates */
     assert_int_equal(rkv_clock_extrapolate(UINT32_MAX - 1, 0, 10 * s), UINT32_MAX);
     for (uint64_t ts = 0; ts < 3; ts++)
         for (unsigned a = 0; a < RKV_ARRAY_SIZE(frac); a++) {
-            uint64_t T = start + ts * s + frac[a];               /* the server computes */
+            uint64_t T = start + ts * s + frac[a]; /* the server computes */
             uint32_t seen = rkv_clock_at(start, T);
             for (unsigned b = 0; b < RKV_ARRAY_SIZE(frac); b++) {
-                uint64_t got = T + frac[b];                        /* the client receives */
+                uint64_t got = T + frac[b]; /* the client receives */
                 for (uint64_t later = 0; later < 4; later++)
                     for (unsigned c = 0; c < RKV_ARRAY_SIZE(frac); c++) {
                         uint64_t t = got + later * s + frac[c];
@@ -727,7 +738,7 @@ static void test_fill_index_to_limit(void **state)
     s = stats(&e);
     assert_int_equal(s.items, n);
     assert_int_equal(s.insert_failures, 2);
-    assert_int_equal(s.bytes_used, (uint64_t)n * 64);  /* the failed items went back */
+    assert_int_equal(s.bytes_used, (uint64_t)n * 64); /* the failed items went back */
     env_free(&e);
 }
 
@@ -745,8 +756,9 @@ static uint64_t leaping_now(void)
 
 static void small_heap(struct env *e, enum rkv_evict_policy p)
 {
-    struct rkv_table_config c = { .slab_page_size = 4096, .grace_ms = 10, .evict = p,
-                                  .now_ns = leaping_now };
+    struct rkv_table_config c = {
+        .slab_page_size = 4096, .grace_ms = 10, .evict = p, .now_ns = leaping_now
+    };
     env_make(e, 128 * 1024, &c);
 }
 
@@ -782,9 +794,9 @@ static bool has_n(struct env *e, unsigned i)
 
 /* The index as a trace of slot stores shows it. */
 struct store_trace {
-    const struct rkv_bucket *buckets;  /* the real index, to check versions */
+    const struct rkv_bucket *buckets; /* the real index, to check versions */
     uint64_t nslots;
-    uint64_t *mirror;                  /* every slot word, as the trace built it */
+    uint64_t *mirror; /* every slot word, as the trace built it */
     uint64_t stores, even_during_store, lost;
 };
 
@@ -794,13 +806,13 @@ static void trace_store(void *ctx, uint64_t bucket, unsigned slot, uint64_t word
     uint64_t i = bucket * RKV_SLOTS_PER_BUCKET + slot, old = tr->mirror[i];
     tr->stores++;
     if ((tr->buckets[bucket].version & 1) == 0)
-        tr->even_during_store++;     /* a reader could not tell the bucket was changing */
+        tr->even_during_store++; /* a reader could not tell the bucket was changing */
     tr->mirror[i] = word;
     if (old != 0 && old != word) {
         bool elsewhere = false;
         for (uint64_t j = 0; j < tr->nslots && !elsewhere; j++)
             elsewhere = tr->mirror[j] == old;
-        tr->lost += !elsewhere;      /* an item was, for a moment, in no bucket */
+        tr->lost += !elsewhere; /* an item was, for a moment, in no bucket */
     }
 }
 
@@ -833,7 +845,8 @@ static void test_displacement_order(void **state)
     assert_int_equal(tr.lost, 0);
     /* the trace saw every change: it ends equal to the index */
     for (uint64_t i = 0; i < tr.nslots; i++)
-        assert_int_equal(tr.mirror[i], tr.buckets[i / RKV_SLOTS_PER_BUCKET].slot[i % RKV_SLOTS_PER_BUCKET]);
+        assert_int_equal(tr.mirror[i],
+                         tr.buckets[i / RKV_SLOTS_PER_BUCKET].slot[i % RKV_SLOTS_PER_BUCKET]);
     for (unsigned i = 0; i < n; i++)
         assert_true(has_n(&e, i));
     free(tr.mirror);
@@ -852,7 +865,7 @@ static void test_heap_full_without_eviction(void **state)
     assert_int_equal(st, RKV_OUT_OF_MEMORY);
     struct rkv_table_stats s = stats(&e);
     assert_true(n > 400);
-    assert_true(s.slots > 2 * n);           /* the heap, not the index, was the limit */
+    assert_true(s.slots > 2 * n); /* the heap, not the index, was the limit */
     assert_int_equal(s.items, n);
     assert_int_equal(s.evictions, 0);
     assert_int_equal(s.pages_unassigned, 0);
@@ -882,7 +895,7 @@ static void test_evict_random(void **state)
     small_heap(&e, RKV_EVICT_RANDOM);
     for (unsigned i = 0; i < 3000; i++) {
         assert_int_equal(put_n(&e, i), RKV_OK);
-        assert_true(has_n(&e, i));          /* the item just stored is never the victim */
+        assert_true(has_n(&e, i)); /* the item just stored is never the victim */
     }
     struct rkv_table_stats s = evicted_consistently(&e, 3000);
     print_message("random: %llu items, %llu evictions\n", (unsigned long long)s.items,
@@ -907,7 +920,7 @@ static void test_evict_lru_follows_hints(void **state)
         struct rkv_lookup l;
         key_of(key, sizeof key, i);
         if (get(&e, key, (uint32_t)strlen(key), 0, NULL, 0, &l) == RKV_NOT_FOUND)
-            continue;  /* (found: BUFFER_TOO_SMALL, with the slot) */
+            continue; /* (found: BUFFER_TOO_SMALL, with the slot) */
         rkv_table_hints(e.t, &l.slot, 1);
         hot[nhot++] = i;
     }
@@ -939,7 +952,7 @@ static bool hint_n(struct env *e, unsigned i)
     struct rkv_lookup l;
     key_of(key, sizeof key, i);
     if (get(e, key, (uint32_t)strlen(key), 0, NULL, 0, &l) == RKV_NOT_FOUND)
-        return false;  /* (found: BUFFER_TOO_SMALL, with the slot) */
+        return false; /* (found: BUFFER_TOO_SMALL, with the slot) */
     rkv_table_hints(e->t, &l.slot, 1);
     return true;
 }
@@ -1009,9 +1022,9 @@ static void test_s3fifo_unread_oldest_first(void **state)
     }
     unsigned old_left = 0, new_left = 0;
     for (unsigned i = 0; i < n / 2; i++)
-        old_left += has_n(&e, i);           /* the oldest half of the first fill */
+        old_left += has_n(&e, i); /* the oldest half of the first fill */
     for (unsigned i = 2 * n - n / 2; i < 2 * n; i++)
-        new_left += has_n(&e, i);           /* the newest half of the second */
+        new_left += has_n(&e, i); /* the newest half of the second */
     print_message("s3fifo: of %u oldest %u left, of %u newest %u left\n", n / 2, old_left, n / 2,
                   new_left);
     assert_true(old_left < n / 16);
@@ -1033,7 +1046,7 @@ static void test_s3fifo_use_decays(void **state)
     unsigned n = 0;
     while (stats(&e).evictions == 0)
         assert_int_equal(put_n(&e, n++), RKV_OK);
-    rkv_table_tick(e.t);   /* the decay follows the items: 1024 stores, its floor */
+    rkv_table_tick(e.t); /* the decay follows the items: 1024 stores, its floor */
     enum { PERIOD = 1024 };
     assert_true(n < PERIOD);
     /* even keys of the oldest half: read once; odd ones: read every 256 stores */
@@ -1051,7 +1064,7 @@ static void test_s3fifo_use_decays(void **state)
         for (unsigned i = 0; i < 256; i++)
             assert_int_equal(put_n(&e, next++), RKV_OK);
         for (unsigned i = 0; i < nkept; i++)
-            assert_true(hint_n(&e, kept[i]));   /* read again: still there */
+            assert_true(hint_n(&e, kept[i])); /* read again: still there */
     }
     unsigned once_left = 0;
     for (unsigned i = 0; i < nonce; i++)
@@ -1096,12 +1109,12 @@ static void test_hints_batch_stamps_valid_only(void **state)
         assert_int_equal(get(&e, key, (uint32_t)strlen(key), 0, val, sizeof val, &l), RKV_OK);
         slot[i] = l.slot;
     }
-    for (unsigned i = 0; i < STORES; i++)   /* the clock moves on: every item ages */
+    for (unsigned i = 0; i < STORES; i++) /* the clock moves on: every item ages */
         assert_int_equal(put_n(&e, ITEMS), RKV_OK);
     uint32_t age[ITEMS];
     for (unsigned i = 0; i < ITEMS; i++) {
         age[i] = rkv_table_access_age(e.t, slot[i]);
-        assert_true(age[i] >= STORES - 16);   /* (the clock steps by ACCESS_STEP) */
+        assert_true(age[i] >= STORES - 16); /* (the clock steps by ACCESS_STEP) */
     }
 
     /* even items hinted (twice each); odd items only by words that must not
@@ -1123,7 +1136,7 @@ static void test_hints_batch_stamps_valid_only(void **state)
             words[n++] = 0;
         }
     }
-    assert_true(n > 64);   /* more than one HINT_BATCH */
+    assert_true(n > 64); /* more than one HINT_BATCH */
     for (unsigned round = 1; round <= 2; round++) {
         rkv_table_hints(e.t, words, n);
         struct rkv_table_stats s = stats(&e);
@@ -1157,18 +1170,18 @@ static void test_hints_validated(void **state)
 
     rkv_table_hints(e.t, &good, 1);
     const uint64_t garbage[] = {
-        0,                                                   /* empty slot */
-        good & ~0xffffull,                                   /* fingerprint 0 */
-        rkv_slot_make(fp, cls + 1, off),                     /* wrong class for the page */
-        rkv_slot_make(fp, 200, off),                         /* no such class */
+        0,                               /* empty slot */
+        good & ~0xffffull,               /* fingerprint 0 */
+        rkv_slot_make(fp, cls + 1, off), /* wrong class for the page */
+        rkv_slot_make(fp, 200, off),     /* no such class */
         rkv_slot_make(fp, e.h->class_count, off),
-        rkv_slot_make(fp, cls, 0),                           /* the header */
-        rkv_slot_make(fp, cls, e.h->index_offset + 64),      /* the index */
-        rkv_slot_make(fp, cls, off + 64),                    /* inside the item */
-        rkv_slot_make(fp, cls, off + sz),                    /* never allocated */
+        rkv_slot_make(fp, cls, 0),                                 /* the header */
+        rkv_slot_make(fp, cls, e.h->index_offset + 64),            /* the index */
+        rkv_slot_make(fp, cls, off + 64),                          /* inside the item */
+        rkv_slot_make(fp, cls, off + sz),                          /* never allocated */
         rkv_slot_make(fp, cls, e.h->heap_offset + e.h->heap_size), /* past the heap */
         rkv_slot_make(fp, cls, e.h->heap_offset + e.h->heap_size - 64),
-        rkv_slot_make(fp, cls, (1ull << 40) - 64),           /* far past the region */
+        rkv_slot_make(fp, cls, (1ull << 40) - 64), /* far past the region */
         UINT64_MAX,
     };
     for (unsigned i = 0; i < RKV_ARRAY_SIZE(garbage); i++)
@@ -1233,8 +1246,8 @@ static bool has_sized(struct env *e, char fam, unsigned i, uint32_t len, uint64_
     return true;
 }
 
-#define A_LEN 100    /* 150-byte items: class 192 */
-#define B_LEN 1000   /* 1050-byte items: a class A's fill never gives a page */
+#define A_LEN         100  /* 150-byte items: class 192 */
+#define B_LEN         1000 /* 1050-byte items: a class A's fill never gives a page */
 #define MOVE_GRACE_MS 60
 
 /* Where one A item was, and when its PUT began. */
@@ -1383,7 +1396,7 @@ static void test_automove_lru(void **state)
     while (stats(&e).evictions == 0)
         assert_int_equal(put_sized(&e, 'A', na++, A_LEN), RKV_OK);
 
-    const unsigned nb = 60, rounds = 10, per_page = 4096 / 1216;  /* B's class: 1216 bytes */
+    const unsigned nb = 60, rounds = 10, per_page = 4096 / 1216; /* B's class: 1216 bytes */
     for (unsigned i = 0; i < nb; i++) {
         assert_int_equal(put_sized(&e, 'B', i, B_LEN), RKV_OK);
         sleep_ms(2);
@@ -1409,11 +1422,11 @@ static void test_automove_lru(void **state)
     for (unsigned i = 0; i < na; i++)
         a_after += has_sized(&e, 'A', i, A_LEN, 0, NULL);
     print_message("automove: B held %u of %u keys after %llu page moves by PUTs; after %u ticks "
-                  "(%llu moves by ticks, %llu in all) %u; A kept %u of %u\n", b_before, nb,
-                  (unsigned long long)put_moves, rounds, (unsigned long long)tick_moves,
+                  "(%llu moves by ticks, %llu in all) %u; A kept %u of %u\n",
+                  b_before, nb, (unsigned long long)put_moves, rounds, (unsigned long long)tick_moves,
                   (unsigned long long)s.slab_reassigns, b_after, a_after, na);
     assert_true(put_moves >= 1);
-    assert_true(tick_moves >= rounds / 2 && tick_moves <= rounds);   /* one page per tick at most */
+    assert_true(tick_moves >= rounds / 2 && tick_moves <= rounds); /* one page per tick at most */
     assert_true(b_after >= b_before + 4 * per_page);
     assert_true(a_after > 0);
     assert_int_equal(s.items, a_after + b_after);
@@ -1446,8 +1459,12 @@ static void test_torn_read_never_returned(void **state)
     memcpy(torn, (uint8_t *)e.region.base + off, len / 2);
     memcpy(torn + len / 2, old_img + len / 2, len - len / 2);
 
-    e.rd = (struct reader){ .base = e.region.base, .size = e.region.size, .torn_off = off,
-                            .torn_img = torn, .torn_len = len, .torn_left = 1000 };
+    e.rd = (struct reader){ .base = e.region.base,
+                            .size = e.region.size,
+                            .torn_off = off,
+                            .torn_img = torn,
+                            .torn_len = len,
+                            .torn_left = 1000 };
     assert_int_equal(get(&e, "torn", 4, 0, buf, sizeof buf, &l), RKV_RETRY_EXHAUSTED);
     assert_true(e.retries >= 8);
 
@@ -1485,7 +1502,7 @@ static void test_items_at_every_alignment(void **state)
     char key[N][8];
     uint8_t val[VAL], buf[VAL], torn[64];
     uint64_t slot[N];
-    unsigned seen = 0;   /* offsets mod 64 met, one bit per 8 bytes */
+    unsigned seen = 0; /* offsets mod 64 met, one bit per 8 bytes */
     struct rkv_lookup l;
 
     assert_int_equal(e.h->class_size[1], 56);
@@ -1516,13 +1533,18 @@ static void test_items_at_every_alignment(void **state)
         for (unsigned how = 0; how < 3; how++) {
             memcpy(torn, img, 56);
             if (how == 0)
-                torn[RKV_ITEM_HEADER_SIZE] ^= 1;           /* first key byte */
+                torn[RKV_ITEM_HEADER_SIZE] ^= 1; /* first key byte */
             else if (how == 1)
-                torn[55] ^= 0x80;                          /* last value byte */
-            else                                           /* another item's second half */
-                memcpy(torn + 28, (const uint8_t *)e.region.base + rkv_slot_offset(slot[(i + 1) % N]) + 28, 28);
-            e.rd = (struct reader){ .base = e.region.base, .size = e.region.size, .torn_off = off,
-                                    .torn_img = torn, .torn_len = 56, .torn_left = 1000 };
+                torn[55] ^= 0x80; /* last value byte */
+            else                  /* another item's second half */
+                memcpy(torn + 28,
+                       (const uint8_t *)e.region.base + rkv_slot_offset(slot[(i + 1) % N]) + 28, 28);
+            e.rd = (struct reader){ .base = e.region.base,
+                                    .size = e.region.size,
+                                    .torn_off = off,
+                                    .torn_img = torn,
+                                    .torn_len = 56,
+                                    .torn_left = 1000 };
             assert_int_equal(get(&e, key[i], KEY, slot[i], buf, sizeof buf, &l), RKV_RETRY_EXHAUSTED);
             assert_true(e.retries >= 8);
         }
@@ -1564,10 +1586,11 @@ static void test_stale_cached_slot(void **state)
     char key[32];
     bool reused = false;
     for (unsigned i = 0; i < 1000 && !reused; i++) {
-        snprintf(key, sizeof key, "o%04u", i);   /* as long as "stale": the same class */
+        snprintf(key, sizeof key, "o%04u", i); /* as long as "stale": the same class */
         assert_int_equal(put(&e, key, "xx"), RKV_OK);
         const struct rkv_item *it = rkv_table_find(e.t, key, (uint32_t)strlen(key));
-        reused = (uint64_t)((const uint8_t *)it - (const uint8_t *)e.region.base) == rkv_slot_offset(s1);
+        reused = (uint64_t)((const uint8_t *)it - (const uint8_t *)e.region.base) ==
+                 rkv_slot_offset(s1);
     }
     assert_true(reused);
     assert_int_equal(get(&e, "stale", 5, s1, buf, sizeof buf, &l), RKV_OK);
@@ -1587,8 +1610,8 @@ static void test_stale_cached_slot(void **state)
 
 static uint64_t state_at(struct env *e, uint64_t slot)
 {
-    const struct rkv_item *it = (const struct rkv_item *)(const void *)
-        ((const uint8_t *)e->region.base + rkv_slot_offset(slot));
+    const struct rkv_item *it = (const struct rkv_item *)(const void *)((const uint8_t *)e->region.base +
+                                                                        rkv_slot_offset(slot));
     return __atomic_load_n(&it->state, __ATOMIC_ACQUIRE);
 }
 
@@ -1610,8 +1633,8 @@ static void test_first_bucket_first(void **state)
     (void)state;
     struct env e;
     env_make(&e, 8 * MiB, NULL);
-    const struct rkv_bucket *buckets =
-        (const void *)((const uint8_t *)e.region.base + e.h->index_offset);
+    const struct rkv_bucket *buckets = (const void *)((const uint8_t *)e.region.base +
+                                                      e.h->index_offset);
     char keys[RKV_SLOTS_PER_BUCKET + 1][24];
     uint64_t target = UINT64_MAX, second[RKV_SLOTS_PER_BUCKET + 1];
     unsigned found = 0;
@@ -1662,8 +1685,8 @@ static void test_update_forwards(void **state)
 
     assert_int_equal(put(&e, "fw", "v0"), RKV_OK);
     s[0] = slot_of(&e, "fw");
-    assert_int_equal(state_at(&e, s[0]), 0);          /* live: no mark, no forward */
-    assert_int_equal(put(&e, "fw", "v1"), RKV_OK);    /* SET over it */
+    assert_int_equal(state_at(&e, s[0]), 0);       /* live: no mark, no forward */
+    assert_int_equal(put(&e, "fw", "v1"), RKV_OK); /* SET over it */
     s[1] = slot_of(&e, "fw");
     assert_int_equal(state_at(&e, s[0]), rkv_item_state_forward(s[1]));
     assert_true(state_at(&e, s[0]) & RKV_ITEM_OBSOLETE);
@@ -1707,14 +1730,15 @@ static void test_update_forwards(void **state)
 
 /* ------------------------------------------------------------ failed updates */
 
-#define PRESSURE_GRACE_MS 5   /* a class's page of versions fills well inside it */
+#define PRESSURE_GRACE_MS 5 /* a class's page of versions fills well inside it */
 
 /* A heap of 4 KiB pages full of 1000-byte F items (it has begun to evict),
  * so that a write whose class runs dry must evict or move a page, and a
  * class that only one key's versions use fills within the grace period. */
 static void pressure_heap(struct env *e, enum rkv_evict_policy policy)
 {
-    struct rkv_table_config c = { .slab_page_size = 4096, .grace_ms = PRESSURE_GRACE_MS,
+    struct rkv_table_config c = { .slab_page_size = 4096,
+                                  .grace_ms = PRESSURE_GRACE_MS,
                                   .evict = policy };
     env_make(e, 256 * 1024, &c);
     for (unsigned i = 0; stats(e).evictions == 0; i++)
@@ -1757,8 +1781,7 @@ static void append_chain_keeps_key(enum rkv_evict_policy policy)
             add[b] = (char)('a' + (appends + b) % 26);
         rkv_status st = append(&e, "chain", add, sizeof add);
         if (st != RKV_OK)
-            fail_msg("append #%u (value %zu bytes) answered %s", appends + 1, len,
-                     rkv_strerror(st));
+            fail_msg("append #%u (value %zu bytes) answered %s", appends + 1, len, rkv_strerror(st));
         memcpy(want + len, add, sizeof add);
         len += sizeof add;
         appends++;
@@ -1815,7 +1838,7 @@ static void test_failed_set_drops_old_value(void **state)
     (void)state;
     struct env e;
     env_make(&e, 4 * MiB, NULL);
-    uint32_t max = e.h->max_value_len + e.h->max_key_len - 1;   /* for a 1-byte key */
+    uint32_t max = e.h->max_value_len + e.h->max_key_len - 1; /* for a 1-byte key */
     char *big = calloc(1, (size_t)max + 1);
     uint64_t ver;
     assert_non_null(big);
@@ -1850,7 +1873,7 @@ static void test_failed_set_drops_old_value(void **state)
     assert_int_equal(put_mode(&e, key, klen, val, B_LEN, RKV_SET, 0, 0, NULL), RKV_OUT_OF_MEMORY);
     assert_false(has_sized(&e, 'A', 0, A_LEN, 0, NULL));
     assert_null(rkv_table_find(e.t, key, klen));
-    assert_true(has_sized(&e, 'A', 1, A_LEN, 0, NULL));   /* nothing else went */
+    assert_true(has_sized(&e, 'A', 1, A_LEN, 0, NULL)); /* nothing else went */
     env_free(&e);
 }
 
@@ -1872,8 +1895,9 @@ static void test_flush_now(void **state)
     memset(val, 'v', sizeof val);
     for (unsigned i = 0; i < N; i++) {
         snprintf(key, sizeof key, "key%u", i);
-        assert_int_equal(put_mode(&e, key, (uint32_t)strlen(key), val, 1 + (i * 37) % 2900,
-                                  RKV_SET, 0, 0, NULL), RKV_OK);
+        assert_int_equal(put_mode(&e, key, (uint32_t)strlen(key), val, 1 + (i * 37) % 2900, RKV_SET,
+                                  0, 0, NULL),
+                         RKV_OK);
     }
     assert_int_equal(put(&e, "ctr", "7"), RKV_OK);
     for (unsigned i = 0; i < N; i++) {
@@ -1885,7 +1909,8 @@ static void test_flush_now(void **state)
     assert_int_equal(rkv_table_flush(e.t, 0), N + 1);
     for (unsigned i = 0; i < N; i++) {
         snprintf(key, sizeof key, "key%u", i);
-        assert_int_equal(get(&e, key, (uint32_t)strlen(key), 0, val, sizeof val, NULL), RKV_NOT_FOUND);
+        assert_int_equal(get(&e, key, (uint32_t)strlen(key), 0, val, sizeof val, NULL),
+                         RKV_NOT_FOUND);
         assert_int_equal(get(&e, key, (uint32_t)strlen(key), slot[i], val, sizeof val, NULL),
                          RKV_NOT_FOUND);
     }
@@ -1919,24 +1944,24 @@ static void test_flush_scheduled(void **state)
     rkv_table_tick(e.t);
     assert_string_equal(get_str(&e, "a"), "1");
     assert_string_equal(get_str(&e, "b"), "2");
-    fake_ns += 1000000000ull;                  /* the flush's time */
+    fake_ns += 1000000000ull; /* the flush's time */
     rkv_table_tick(e.t);
     assert_null(get_str(&e, "a"));
     assert_null(get_str(&e, "b"));
     assert_int_equal(put(&e, "c", "3"), RKV_OK);
     fake_ns += 3 * 1000000000ull;
-    rkv_table_tick(e.t);                       /* done once: c stays */
+    rkv_table_tick(e.t); /* done once: c stays */
     assert_string_equal(get_str(&e, "c"), "3");
 
     assert_int_equal(rkv_table_flush(e.t, 100), 0);
-    assert_int_equal(rkv_table_flush(e.t, 2), 0);  /* replaces the one at 100 */
+    assert_int_equal(rkv_table_flush(e.t, 2), 0); /* replaces the one at 100 */
     fake_ns += 2 * 1000000000ull;
     rkv_table_tick(e.t);
     assert_null(get_str(&e, "c"));
 
     assert_int_equal(put(&e, "d", "4"), RKV_OK);
     assert_int_equal(rkv_table_flush(e.t, 2), 0);
-    assert_int_equal(rkv_table_flush(e.t, 0), 1);   /* now, and the scheduled one is off */
+    assert_int_equal(rkv_table_flush(e.t, 0), 1); /* now, and the scheduled one is off */
     assert_int_equal(put(&e, "e", "5"), RKV_OK);
     fake_ns += 5 * 1000000000ull;
     rkv_table_tick(e.t);
@@ -1946,7 +1971,7 @@ static void test_flush_scheduled(void **state)
 
 int main(void)
 {
-    rkv_log_set_level(RKV_LOG_ERROR);  /* no hugepage warning per test region */
+    rkv_log_set_level(RKV_LOG_ERROR); /* no hugepage warning per test region */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_region),
         cmocka_unit_test(test_layout_and_header),

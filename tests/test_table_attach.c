@@ -32,7 +32,7 @@
 static const struct rkv_table_config cfg = { .slab_page_size = 64u << 10, .evict = RKV_EVICT_NONE };
 
 struct kept {
-    struct rkv_region a, b;    /* the stopped server's region, the new one */
+    struct rkv_region a, b; /* the stopped server's region, the new one */
     struct rkv_table *old, *t;
     uint32_t clock;
     uint64_t max_version;
@@ -68,18 +68,21 @@ static void fill_and_copy(struct kept *k)
         struct rkv_value_src src = { .data = v, .len = value_of(i, v) };
         uint32_t ttl = i % 3 == 0 ? 1000 : i % 3 == 1 ? 50 : 0;
         assert_int_equal(rkv_table_put(k->old, key, (uint32_t)strlen(key), &src, RKV_SET, 0, ttl,
-                                       i * 7, &k->version[i]), RKV_OK);
+                                       i * 7, &k->version[i]),
+                         RKV_OK);
     }
-    for (unsigned i = 0; i < NKEYS; i += 10) {   /* superseded and deleted items stay behind */
+    for (unsigned i = 0; i < NKEYS; i += 10) { /* superseded and deleted items stay behind */
         key_of(i, key, sizeof key);
         struct rkv_value_src src = { .data = v, .len = value_of(i, v) };
         uint32_t ttl = i % 3 == 0 ? 1000 : i % 3 == 1 ? 50 : 0;
         assert_int_equal(rkv_table_put(k->old, key, (uint32_t)strlen(key), &src, RKV_SET, 0, ttl,
-                                       i * 7, &k->version[i]), RKV_OK);
+                                       i * 7, &k->version[i]),
+                         RKV_OK);
     }
     key_of(NKEYS + 1, key, sizeof key);
     struct rkv_value_src one = { .data = "x", .len = 1 };
-    assert_int_equal(rkv_table_put(k->old, key, (uint32_t)strlen(key), &one, RKV_SET, 0, 0, 0, NULL), RKV_OK);
+    assert_int_equal(rkv_table_put(k->old, key, (uint32_t)strlen(key), &one, RKV_SET, 0, 0, 0, NULL),
+                     RKV_OK);
     assert_int_equal(rkv_table_delete(k->old, key, (uint32_t)strlen(key)), RKV_OK);
     rkv_table_stop_state(k->old, &k->clock, &k->max_version);
     for (unsigned i = 0; i < NKEYS; i++)
@@ -126,11 +129,19 @@ static rkv_status client_get(struct kept *k, const char *key, void *buf, size_t 
     struct rkv_read_op ops[16];
     assert_non_null(scratch);
     struct rkv_lookup_ctx ctx = {
-        .geom = h, .read = read_region, .read_ctx = &k->b, .scratch = scratch,
-        .scratch_len = scratch_len, .ops = ops, .ops_cap = 16, .max_retries = 8,
+        .geom = h,
+        .read = read_region,
+        .read_ctx = &k->b,
+        .scratch = scratch,
+        .scratch_len = scratch_len,
+        .ops = ops,
+        .ops_cap = 16,
+        .max_retries = 8,
         .now = rkv_table_clock(k->t),
     };
-    *out = (struct rkv_lookup){ .key = key, .key_len = (uint32_t)strlen(key), .buf = buf, .buf_len = len };
+    *out = (struct rkv_lookup){
+        .key = key, .key_len = (uint32_t)strlen(key), .buf = buf, .buf_len = len
+    };
     assert_int_equal(rkv_lookup_batch(&ctx, out, 1), RKV_OK);
     free(scratch);
     return out->status;
@@ -260,7 +271,8 @@ static uint64_t *slot_of(struct kept *k, unsigned i, struct rkv_item **it)
             uint64_t w = buckets[kh.bucket[c]].slot[s];
             if (w == 0 || rkv_slot_fp(w) != kh.fp)
                 continue;
-            struct rkv_item *x = (struct rkv_item *)(void *)((uint8_t *)k->b.base + rkv_slot_offset(w));
+            struct rkv_item *x = (struct rkv_item *)(void *)((uint8_t *)k->b.base +
+                                                             rkv_slot_offset(w));
             if (x->key_len == strlen(key) && memcmp(x->data, key, x->key_len) == 0) {
                 *it = x;
                 return (uint64_t *)&buckets[kh.bucket[c]].slot[s];
@@ -334,10 +346,11 @@ static void test_attach_drops_damage(void **state)
     assert_int_equal(rep.dropped[RKV_DROP_CHECKSUM], 1);
     assert_int_equal(rep.dropped[RKV_DROP_STATE], 1);
     assert_int_equal(rep.dropped[RKV_DROP_KEY], 1);
-    assert_true(rep.dropped[RKV_DROP_OVERLAP] >= 1);   /* the twin; 17's other class maybe */
+    assert_true(rep.dropped[RKV_DROP_OVERLAP] >= 1); /* the twin; 17's other class maybe */
     assert_int_equal(rep.dropped[RKV_DROP_SLOT] + rep.dropped[RKV_DROP_LENGTHS] +
-                     rep.dropped[RKV_DROP_OVERLAP] + rep.dropped[RKV_DROP_CHECKSUM], 1 + 3 + 1);
-    assert_int_equal(rep.kept, NKEYS - 5);   /* 3, 5, 14, 17, 20; 8 and 11 keep their own slots */
+                         rep.dropped[RKV_DROP_OVERLAP] + rep.dropped[RKV_DROP_CHECKSUM],
+                     1 + 3 + 1);
+    assert_int_equal(rep.kept, NKEYS - 5); /* 3, 5, 14, 17, 20; 8 and 11 keep their own slots */
     assert_int_equal(dropped(&rep), 7);
     for (unsigned i = 3; i <= 20; i++) {
         char key[32];
@@ -352,7 +365,7 @@ static void test_attach_drops_damage(void **state)
             assert_non_null(rkv_table_find(k.t, key, (uint32_t)strlen(key)));
         }
     }
-    assert_int_equal(*s3, 0);   /* its slot cleared */
+    assert_int_equal(*s3, 0); /* its slot cleared */
     check_all(&k, 3, 21);
     kept_free(&k);
 }

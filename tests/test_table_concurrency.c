@@ -39,27 +39,27 @@
 #include "transport.h"
 #include "util.h"
 
-#define STABLE       300     /* never deleted; updated */
-#define CHURN        160     /* deleted and re-inserted */
-#define KEYS         (STABLE + CHURN)
-#define READERS      3
-#define BATCH        8
-#define RUN_NS       4000000000ull   /* the writer runs this long, and on until enough was done */
-#define SAFETY_NS    40000000000ull  /* ... but not longer than this (meson: 60 s) */
+#define STABLE            300 /* never deleted; updated */
+#define CHURN             160 /* deleted and re-inserted */
+#define KEYS              (STABLE + CHURN)
+#define READERS           3
+#define BATCH             8
+#define RUN_NS            4000000000ull /* the writer runs this long, and on until enough was done */
+#define SAFETY_NS         40000000000ull /* ... but not longer than this (meson: 60 s) */
 #define MIN_DISPLACEMENTS 1000
-#define MIN_LOOKUPS  10000
-#define MAX_VALUE    400
-#define MAX_RETRIES  100000u
+#define MIN_LOOKUPS       10000
+#define MAX_VALUE         400
+#define MAX_RETRIES       100000u
 
 struct shared {
     struct rkv_region region;
     struct rkv_table *t;
     const struct rkv_region_header *h;
-    uint64_t acked[KEYS];    /* last sequence number the writer's put returned for (atomic) */
-    uint64_t counter_acked;  /* last incr result (atomic) */
-    int stop;                /* set when the writer is done (atomic) */
-    uint64_t lookups;        /* by all readers (atomic) */
-    uint64_t cache_hits;     /* by all readers: lookups served by a cached slot (atomic) */
+    uint64_t acked[KEYS];   /* last sequence number the writer's put returned for (atomic) */
+    uint64_t counter_acked; /* last incr result (atomic) */
+    int stop;               /* set when the writer is done (atomic) */
+    uint64_t lookups;       /* by all readers (atomic) */
+    uint64_t cache_hits;    /* by all readers: lookups served by a cached slot (atomic) */
 };
 
 static const char *const counter_key = "ctr";
@@ -167,8 +167,13 @@ static void *reader_main(void *p)
         return NULL;
     while (!__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
         struct rkv_lookup_ctx ctx = {
-            .geom = sh->h, .read = read_region, .read_ctx = sh, .scratch = r->scratch,
-            .scratch_len = scratch_len, .ops = ops, .ops_cap = RKV_ARRAY_SIZE(ops),
+            .geom = sh->h,
+            .read = read_region,
+            .read_ctx = sh,
+            .scratch = r->scratch,
+            .scratch_len = scratch_len,
+            .ops = ops,
+            .ops_cap = RKV_ARRAY_SIZE(ops),
             .max_retries = MAX_RETRIES,
         };
         for (unsigned i = 0; i < BATCH; i++) {
@@ -176,13 +181,16 @@ static void *reader_main(void *p)
             which[i] = i < BATCH - 2 ? (unsigned)(x % STABLE) : STABLE + (unsigned)(x % CHURN);
             key_name(names[i], sizeof names[i], which[i]);
             before[i] = __atomic_load_n(&sh->acked[which[i]], __ATOMIC_ACQUIRE);
-            l[i] = (struct rkv_lookup){ .key = names[i], .key_len = (uint32_t)strlen(names[i]),
+            l[i] = (struct rkv_lookup){ .key = names[i],
+                                        .key_len = (uint32_t)strlen(names[i]),
                                         .cached_slot = r->cached[which[i]],
-                                        .buf = values[i], .buf_len = MAX_VALUE };
+                                        .buf = values[i],
+                                        .buf_len = MAX_VALUE };
         }
         before[BATCH] = __atomic_load_n(&sh->counter_acked, __ATOMIC_ACQUIRE);
-        l[BATCH] = (struct rkv_lookup){ .key = counter_key, .key_len = 3,
-                                        .buf = values[BATCH], .buf_len = MAX_VALUE };
+        l[BATCH] = (struct rkv_lookup){
+            .key = counter_key, .key_len = 3, .buf = values[BATCH], .buf_len = MAX_VALUE
+        };
         if (rkv_lookup_batch(&ctx, l, BATCH + 1) != RKV_OK) {
             r->wrong_value++;
             break;
@@ -208,18 +216,15 @@ static void *reader_main(void *p)
                                 names[i], l[i].value_len);
                 } else if (seq < before[i]) {
                     if (r->stale_value++ == 0)
-                        fprintf(stderr, "reader %u: %s seq %llu after %llu was acknowledged\n",
-                                r->id, names[i], (unsigned long long)seq,
-                                (unsigned long long)before[i]);
+                        fprintf(stderr, "reader %u: %s seq %llu after %llu was acknowledged\n", r->id,
+                                names[i], (unsigned long long)seq, (unsigned long long)before[i]);
                 }
                 break;
             case RKV_NOT_FOUND:
                 if (which[i] < STABLE && r->false_miss++ == 0)
                     fprintf(stderr, "reader %u: %s reported missing\n", r->id, names[i]);
                 break;
-            case RKV_RETRY_EXHAUSTED:
-                r->exhausted++;
-                break;
+            case RKV_RETRY_EXHAUSTED: r->exhausted++; break;
             default:
                 if (r->wrong_value++ == 0)
                     fprintf(stderr, "reader %u: %s status %d\n", r->id, names[i], l[i].status);
@@ -294,7 +299,7 @@ static void *writer_main(void *p)
                     w->present[k] = false;
                 } else {
                     rkv_status st = write_key(w, k);
-                    w->insert_full += st == RKV_OUT_OF_MEMORY;  /* index full: allowed */
+                    w->insert_full += st == RKV_OUT_OF_MEMORY; /* index full: allowed */
                     w->errors += st != RKV_OK && st != RKV_OUT_OF_MEMORY;
                 }
             } else {
@@ -326,7 +331,8 @@ static void test_readers_race_writer(void **state)
     /* 64 buckets (448 slots) for up to 461 keys: inserts displace items all
      * the time, and some find no room at all. 64 KiB pages: values of 1 to
      * 400 bytes fill some 30 size classes, each needing pages of its own. */
-    struct rkv_table_config c = { .index_share = 64.0 * 64 / (16 << 20), .grace_ms = 2,
+    struct rkv_table_config c = { .index_share = 64.0 * 64 / (16 << 20),
+                                  .grace_ms = 2,
                                   .slab_page_size = 64 << 10 };
     assert_int_equal(rkv_region_create(16 << 20, &sh.region, err, sizeof err), RKV_OK);
     if (rkv_table_create(sh.region.base, sh.region.size, &c, &sh.t, err, sizeof err) != RKV_OK)
@@ -361,10 +367,12 @@ static void test_readers_race_writer(void **state)
         exhausted += rd[i].exhausted;
     }
     print_message("writer: %llu ops, %llu displacements, %llu inserts found the index full, "
-                  "counter %llu\n", (unsigned long long)w.ops, (unsigned long long)s.displacements,
+                  "counter %llu\n",
+                  (unsigned long long)w.ops, (unsigned long long)s.displacements,
                   (unsigned long long)w.insert_full, (unsigned long long)w.counter);
     print_message("readers: %llu lookups, %llu hits (%llu via cached slot), %llu retries, "
-                  "%llu exhausted\n", (unsigned long long)lookups, (unsigned long long)hits,
+                  "%llu exhausted\n",
+                  (unsigned long long)lookups, (unsigned long long)hits,
                   (unsigned long long)cache_hits, (unsigned long long)retries,
                   (unsigned long long)exhausted);
 
@@ -414,26 +422,26 @@ static void test_readers_race_writer(void **state)
  * a key may be gone but never holds anything but its last acknowledged
  * value. */
 
-#define WRITERS      3
-#define MW_OWNED     100     /* per writer, never deleted (without eviction) */
-#define MW_CHURN     50      /* per writer, deleted and added again */
-#define MW_PER       (MW_OWNED + MW_CHURN)
-#define MW_SHARED    6       /* keys every writer writes */
-#define MW_COUNTERS  3       /* keys every writer increments */
-#define MW_OPS       20000   /* per writer */
-#define MW_BATCHES   400     /* per reader, at least */
-#define BIG_VALUE    1000    /* a size class no other value uses: with eviction, a page move */
+#define WRITERS     3
+#define MW_OWNED    100 /* per writer, never deleted (without eviction) */
+#define MW_CHURN    50  /* per writer, deleted and added again */
+#define MW_PER      (MW_OWNED + MW_CHURN)
+#define MW_SHARED   6     /* keys every writer writes */
+#define MW_COUNTERS 3     /* keys every writer increments */
+#define MW_OPS      20000 /* per writer */
+#define MW_BATCHES  400   /* per reader, at least */
+#define BIG_VALUE   1000  /* a size class no other value uses: with eviction, a page move */
 
 struct mw_shared {
     struct rkv_region region;
     struct rkv_table *t;
     const struct rkv_region_header *h;
     bool evict;
-    uint64_t acked[WRITERS][MW_PER];   /* last acknowledged seq per owned key (atomic) */
-    uint64_t incr_acked[MW_COUNTERS];  /* acknowledged INCRs, all writers (atomic) */
-    uint64_t incr_begun[MW_COUNTERS];  /* INCRs begun, all writers (atomic) */
-    int writers_done;                  /* (atomic) */
-    int readers_started;               /* readers that finished a batch (atomic) */
+    uint64_t acked[WRITERS][MW_PER];  /* last acknowledged seq per owned key (atomic) */
+    uint64_t incr_acked[MW_COUNTERS]; /* acknowledged INCRs, all writers (atomic) */
+    uint64_t incr_begun[MW_COUNTERS]; /* INCRs begun, all writers (atomic) */
+    int writers_done;                 /* (atomic) */
+    int readers_started;              /* readers that finished a batch (atomic) */
 };
 
 static void mw_key(char *buf, size_t len, unsigned w, unsigned k)
@@ -512,9 +520,8 @@ static void mw_check(struct mw_reader *r, enum mw_kind kind, const char *name,
         /* with eviction a counter may start again from 0 */
         if (!number || n > begun || (!r->sh->evict && n < before))
             if (r->bad_counter++ == 0)
-                fprintf(stderr, "reader %u: %s = %llu, %llu acknowledged, %llu begun\n", r->id,
-                        name, (unsigned long long)n, (unsigned long long)before,
-                        (unsigned long long)begun);
+                fprintf(stderr, "reader %u: %s = %llu, %llu acknowledged, %llu begun\n", r->id, name,
+                        (unsigned long long)n, (unsigned long long)before, (unsigned long long)begun);
         return;
     }
     if (!value_ok(v, l->value_len, name, &seq)) {
@@ -545,15 +552,22 @@ static void *mw_reader_main(void *p)
         return NULL;
     while (r->batches < MW_BATCHES || !__atomic_load_n(&sh->writers_done, __ATOMIC_ACQUIRE)) {
         struct rkv_lookup_ctx ctx = {
-            .geom = sh->h, .read = read_region, .read_ctx = sh, .scratch = scratch,
-            .scratch_len = scratch_len, .ops = ops, .ops_cap = RKV_ARRAY_SIZE(ops),
+            .geom = sh->h,
+            .read = read_region,
+            .read_ctx = sh,
+            .scratch = scratch,
+            .scratch_len = scratch_len,
+            .ops = ops,
+            .ops_cap = RKV_ARRAY_SIZE(ops),
             .max_retries = MAX_RETRIES,
         };
         for (unsigned i = 0; i < BATCH; i++) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             kind[i] = mw_pick(sh, x, names[i], sizeof names[i], &before[i]);
-            l[i] = (struct rkv_lookup){ .key = names[i], .key_len = (uint32_t)strlen(names[i]),
-                                        .buf = values[i], .buf_len = sizeof values[i] };
+            l[i] = (struct rkv_lookup){ .key = names[i],
+                                        .key_len = (uint32_t)strlen(names[i]),
+                                        .buf = values[i],
+                                        .buf_len = sizeof values[i] };
         }
         if (rkv_lookup_batch(&ctx, l, BATCH) != RKV_OK) {
             r->wrong_value++;
@@ -612,8 +626,7 @@ static void mw_owned_op(struct mw_writer *w, unsigned k, uint64_t x)
     /* the index may be full (no room even after displacement); with
      * eviction the key may have gone (CAS then finds nothing, ADD a key
      * evicted... never one that exists: nobody else writes it) */
-    bool allowed = st == RKV_OUT_OF_MEMORY ||
-                   (sh->evict && mode == RKV_CAS && st == RKV_NOT_STORED);
+    bool allowed = st == RKV_OUT_OF_MEMORY || (sh->evict && mode == RKV_CAS && st == RKV_NOT_STORED);
     w->errors += !allowed;
     if (sh->evict && st == RKV_NOT_STORED)
         w->present[k] = false;
@@ -626,15 +639,9 @@ static void mw_shared_op(struct mw_writer *w, uint64_t x)
     rkv_status st;
     mw_shared_key(key, sizeof key, (unsigned)((x >> 8) % MW_SHARED));
     switch ((x >> 16) % 4) {
-    case 0:
-        st = mw_put(w, key, x >> 40, RKV_SET, 0, NULL);
-        break;
-    case 1:
-        st = mw_put(w, key, x >> 40, RKV_ADD, 0, NULL);
-        break;
-    case 2:
-        st = rkv_table_delete(sh->t, key, (uint32_t)strlen(key));
-        break;
+    case 0: st = mw_put(w, key, x >> 40, RKV_SET, 0, NULL); break;
+    case 1: st = mw_put(w, key, x >> 40, RKV_ADD, 0, NULL); break;
+    case 2: st = rkv_table_delete(sh->t, key, (uint32_t)strlen(key)); break;
     default: {
         const struct rkv_item *it = rkv_table_find(sh->t, key, (uint32_t)strlen(key));
         uint64_t cas = it ? __atomic_load_n(&it->version, __ATOMIC_RELAXED) : 1;
@@ -655,7 +662,7 @@ static void *mw_writer_main(void *p)
     char key[16];
 
     while (__atomic_load_n(&sh->readers_started, __ATOMIC_ACQUIRE) < READERS)
-        sched_yield();   /* readers race the writers from the first write on */
+        sched_yield(); /* readers race the writers from the first write on */
     for (unsigned op = 0; op < MW_OPS; op++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         unsigned what = (unsigned)(x % 100);
@@ -684,8 +691,8 @@ static void *mw_writer_main(void *p)
             memset(big, 'B', sizeof big);
             snprintf(key, sizeof key, "big%u", w->id);
             struct rkv_value_src src = { .data = big, .len = sizeof big };
-            rkv_status st = rkv_table_put(sh->t, key, (uint32_t)strlen(key), &src, RKV_SET, 0, 0,
-                                          0, NULL);
+            rkv_status st = rkv_table_put(sh->t, key, (uint32_t)strlen(key), &src, RKV_SET, 0, 0, 0,
+                                          NULL);
             w->errors += st != RKV_OK && st != RKV_OUT_OF_MEMORY;
         }
         if (op % 256 == 255)
@@ -707,13 +714,18 @@ static void many_writers(bool evict)
      * single-writer test. With it: a 128 KiB region of 4 KiB pages behind
      * the same 64 buckets, so both the heap and the index overfill. 64 KiB
      * pages without eviction: some 30 size classes, each with pages of its own. */
-    struct rkv_table_config c = { .index_share = 64.0 * 64 / (16 << 20), .grace_ms = 2,
-                                  .slab_page_size = 64 << 10, .lock_timing = true };
+    struct rkv_table_config c = { .index_share = 64.0 * 64 / (16 << 20),
+                                  .grace_ms = 2,
+                                  .slab_page_size = 64 << 10,
+                                  .lock_timing = true };
     uint64_t size = 16 << 20;
     if (evict) {
         size = 128 * 1024;
-        c = (struct rkv_table_config){ .slab_page_size = 4096, .grace_ms = 1, .evict = RKV_EVICT_LRU,
-                                       .index_share = 64.0 * 64 / (double)size, .lock_timing = true };
+        c = (struct rkv_table_config){ .slab_page_size = 4096,
+                                       .grace_ms = 1,
+                                       .evict = RKV_EVICT_LRU,
+                                       .index_share = 64.0 * 64 / (double)size,
+                                       .lock_timing = true };
     }
     assert_int_equal(rkv_region_create(size, &sh.region, err, sizeof err), RKV_OK);
     if (rkv_table_create(sh.region.base, sh.region.size, &c, &sh.t, err, sizeof err) != RKV_OK)
@@ -730,7 +742,8 @@ static void many_writers(bool evict)
         struct rkv_value_src zero = { .data = "0", .len = 1 };
         mw_counter_key(key, sizeof key, k);
         assert_int_equal(rkv_table_put(sh.t, key, (uint32_t)strlen(key), &zero, RKV_SET, 0, 0, 0,
-                                       NULL), RKV_OK);
+                                       NULL),
+                         RKV_OK);
     }
     /* with eviction, the heap is full before the writers start */
     struct rkv_table_stats s;
@@ -740,8 +753,8 @@ static void many_writers(bool evict)
         assert_true(f < 10000);
         snprintf(key, sizeof key, "f%u", f);
         struct rkv_value_src src = { .data = val, .len = make_value(val, key, 1) };
-        assert_int_equal(rkv_table_put(sh.t, key, (uint32_t)strlen(key), &src, RKV_SET, 0, 0, 0,
-                                       NULL), RKV_OK);
+        assert_int_equal(rkv_table_put(sh.t, key, (uint32_t)strlen(key), &src, RKV_SET, 0, 0, 0, NULL),
+                         RKV_OK);
     }
 
     pthread_t wt[WRITERS], rt[READERS];
@@ -762,8 +775,8 @@ static void many_writers(bool evict)
     for (unsigned i = 0; i < READERS; i++)
         lookups += rd[i].lookups;
     print_message("%u writers%s: %llu displacements, %llu evictions, %llu page moves, "
-                  "%llu whole-index holds, %llu stripe holds; %u readers: %llu lookups\n", WRITERS,
-                  evict ? " (eviction)" : "", (unsigned long long)s.displacements,
+                  "%llu whole-index holds, %llu stripe holds; %u readers: %llu lookups\n",
+                  WRITERS, evict ? " (eviction)" : "", (unsigned long long)s.displacements,
                   (unsigned long long)s.evictions, (unsigned long long)s.slab_reassigns,
                   (unsigned long long)s.lock_index.holds, (unsigned long long)s.lock_stripes.holds,
                   READERS, (unsigned long long)lookups);
@@ -846,8 +859,8 @@ static void test_writers_race_writers_evicting(void **state)
 struct overlap {
     struct rkv_table *t;
     char key_b[16], key_c[16];
-    int armed, go;             /* (atomic) */
-    int b_done, c_started, c_done;   /* (atomic) */
+    int armed, go;                 /* (atomic) */
+    int b_done, c_started, c_done; /* (atomic) */
     bool b_done_inside, c_done_inside;
 };
 
@@ -864,7 +877,7 @@ static void overlap_observe(void *ctx, uint64_t bucket, unsigned slot, uint64_t 
     o->b_done_inside = __atomic_load_n(&o->b_done, __ATOMIC_ACQUIRE);
     while (!__atomic_load_n(&o->c_started, __ATOMIC_ACQUIRE) && rkv_now_ns() < until)
         sched_yield();
-    for (unsigned i = 0; i < 1000; i++)   /* give a broken lock a chance to show */
+    for (unsigned i = 0; i < 1000; i++) /* give a broken lock a chance to show */
         sched_yield();
     o->c_done_inside = __atomic_load_n(&o->c_done, __ATOMIC_ACQUIRE);
 }
@@ -951,7 +964,7 @@ static void test_disjoint_writes_overlap(void **state)
     if (!o.b_done_inside)
         fail_msg("a write to other buckets waited for the write inside its publish");
     assert_int_equal(o.b_done, 1);
-    assert_false(o.c_done_inside);   /* a write to the same bucket waited */
+    assert_false(o.c_done_inside); /* a write to the same bucket waited */
     assert_int_equal(o.c_done, 1);
     assert_non_null(rkv_table_find(o.t, key_a, 1));
     assert_non_null(rkv_table_find(o.t, o.key_b, (uint32_t)strlen(o.key_b)));
@@ -969,13 +982,13 @@ static void test_disjoint_writes_overlap(void **state)
  * item moved from a bucket not yet swept to one already swept). Which
  * interleaving happens varies; the assertion holds for all of them. */
 
-#define FD_OLD   1400    /* keys stored before the flush: ~78 % of 256 x 7 slots */
-#define FD_LIVE  150     /* the writer keeps this many of its own keys */
+#define FD_OLD  1400 /* keys stored before the flush: ~78 % of 256 x 7 slots */
+#define FD_LIVE 150  /* the writer keeps this many of its own keys */
 
 struct flush_displace {
     struct rkv_table *t;
-    int stop;            /* atomic */
-    uint64_t inserts;    /* atomic */
+    int stop;         /* atomic */
+    uint64_t inserts; /* atomic */
 };
 
 static void *fd_writer(void *p)
@@ -1017,7 +1030,7 @@ static void test_flush_races_displacement(void **state)
     f.inserts = 0;
     assert_int_equal(pthread_create(&w, NULL, fd_writer, &f), 0);
     while (__atomic_load_n(&f.inserts, __ATOMIC_ACQUIRE) < 2 * FD_LIVE)
-        sched_yield();                     /* the writer is displacing by now */
+        sched_yield(); /* the writer is displacing by now */
     uint64_t removed = rkv_table_flush(f.t, 0);
     for (unsigned k = 0; k < FD_OLD; k++) {
         snprintf(key, sizeof key, "old%u", k);
@@ -1060,8 +1073,12 @@ static void test_evict_ahead_without_whole_index(void **state)
     char err[512] = "";
     /* 1 MiB of 4 KiB pages, half of it index: far more slots than items fit,
      * so no insert displaces (or evicts) for want of a slot */
-    struct rkv_table_config c = { .slab_page_size = 4096, .grace_ms = 1, .evict = RKV_EVICT_LRU,
-                                  .index_share = 0.5, .now_ns = evict_clock, .lock_timing = true };
+    struct rkv_table_config c = { .slab_page_size = 4096,
+                                  .grace_ms = 1,
+                                  .evict = RKV_EVICT_LRU,
+                                  .index_share = 0.5,
+                                  .now_ns = evict_clock,
+                                  .lock_timing = true };
     assert_int_equal(rkv_region_create(1 << 20, &region, err, sizeof err), RKV_OK);
     if (rkv_table_create(region.base, region.size, &c, &t, err, sizeof err) != RKV_OK)
         fail_msg("%s", err);
@@ -1075,7 +1092,7 @@ static void test_evict_ahead_without_whole_index(void **state)
         for (unsigned i = 0; i < 20000; i++, k++) {
             char key[16];
             snprintf(key, sizeof key, "e%u", k);
-            __atomic_add_fetch(&evict_clock_ns, 2000000ull, __ATOMIC_RELAXED);   /* 2 ms */
+            __atomic_add_fetch(&evict_clock_ns, 2000000ull, __ATOMIC_RELAXED); /* 2 ms */
             assert_int_equal(put_str(t, key, "value"), RKV_OK);
         }
     }
@@ -1084,7 +1101,7 @@ static void test_evict_ahead_without_whole_index(void **state)
                   (unsigned long long)(after.evictions - before.evictions),
                   (unsigned long long)(after.lock_index.holds - before.lock_index.holds),
                   (unsigned long long)(after.lock_stripes.holds - before.lock_stripes.holds));
-    assert_true(after.evictions - before.evictions >= 10000);   /* they did evict */
+    assert_true(after.evictions - before.evictions >= 10000); /* they did evict */
     assert_int_equal(after.insert_failures, 0);
     assert_int_equal(after.lock_index.holds - before.lock_index.holds, 0);
     rkv_table_destroy(t);
@@ -1101,11 +1118,11 @@ static void test_evict_ahead_without_whole_index(void **state)
  * still but for one jump, so what expires and what fails is deterministic. */
 
 #define CT_THREADS    (RKV_THREAD_SLOTS + 6)
-#define CT_KEYS       16      /* keys with a TTL each thread stores, then finds expired */
-#define CT_HINTS      24      /* valid hints, and as many invalid ones, each thread sends */
-#define CT_FAILS      3       /* failed inserts each thread collects on the full heap */
-#define CT_PUT_CAP    100000  /* safety net: a thread that never fails stops here */
-#define CT_EVICT_KEYS 300     /* new keys each thread stores into the evicting table */
+#define CT_KEYS       16     /* keys with a TTL each thread stores, then finds expired */
+#define CT_HINTS      24     /* valid hints, and as many invalid ones, each thread sends */
+#define CT_FAILS      3      /* failed inserts each thread collects on the full heap */
+#define CT_PUT_CAP    100000 /* safety net: a thread that never fails stops here */
+#define CT_EVICT_KEYS 300    /* new keys each thread stores into the evicting table */
 
 static uint64_t ct_clock_ns = 1000000000ull;
 
@@ -1116,8 +1133,8 @@ static uint64_t ct_clock(void)
 
 struct ct_shared {
     struct rkv_table *t;
-    pthread_barrier_t step;   /* the threads and the main thread, around the clock's jump */
-    uint64_t hint;            /* a slot word naming a live item nobody removes */
+    pthread_barrier_t step; /* the threads and the main thread, around the clock's jump */
+    uint64_t hint;          /* a slot word naming a live item nobody removes */
 };
 
 struct ct_thread {
@@ -1132,8 +1149,8 @@ static void ct_put(struct ct_thread *w, const char *key, uint32_t ttl)
 {
     static const char value[32] = "0123456789abcdef0123456789abcdef";
     struct rkv_value_src src = { .data = value, .len = sizeof value };
-    rkv_status st = rkv_table_put(w->sh->t, key, (uint32_t)strlen(key), &src, RKV_SET, 0, ttl,
-                                  0, NULL);
+    rkv_status st = rkv_table_put(w->sh->t, key, (uint32_t)strlen(key), &src, RKV_SET, 0, ttl, 0,
+                                  NULL);
     w->stored += st == RKV_OK;
     w->failed += st == RKV_OUT_OF_MEMORY;
     w->errors += st != RKV_OK && st != RKV_OUT_OF_MEMORY;
@@ -1149,7 +1166,7 @@ static void *ct_counting_main(void *p)
         snprintf(key, sizeof key, "x%u.%u", w->id, k);
         ct_put(w, key, 1);
     }
-    pthread_barrier_wait(&w->sh->step);   /* the main thread moves the clock past the TTLs */
+    pthread_barrier_wait(&w->sh->step); /* the main thread moves the clock past the TTLs */
     pthread_barrier_wait(&w->sh->step);
     for (unsigned k = 0; k < CT_KEYS; k++) {
         snprintf(key, sizeof key, "x%u.%u", w->id, k);
@@ -1214,8 +1231,9 @@ static void test_counters_summed_from_writers(void **state)
     char err[512] = "";
     /* 4 MiB of 4 KiB pages, a quarter of it index: room for every thread's
      * TTL keys and a few thousand more */
-    struct rkv_table_config c = { .slab_page_size = 4096, .grace_ms = 1, .index_share = 0.25,
-                                  .now_ns = ct_clock };
+    struct rkv_table_config c = {
+        .slab_page_size = 4096, .grace_ms = 1, .index_share = 0.25, .now_ns = ct_clock
+    };
     assert_int_equal(rkv_region_create(4 << 20, &region, err, sizeof err), RKV_OK);
     if (rkv_table_create(region.base, region.size, &c, &sh.t, err, sizeof err) != RKV_OK)
         fail_msg("%s", err);
@@ -1223,7 +1241,8 @@ static void test_counters_summed_from_writers(void **state)
     assert_int_equal(put_str(sh.t, "hinted", "value"), RKV_OK);
     struct rkv_key_hash h;
     const struct rkv_region_header *hdr = rkv_table_header(sh.t);
-    const struct rkv_bucket *buckets = (const void *)((const uint8_t *)region.base + hdr->index_offset);
+    const struct rkv_bucket *buckets = (const void *)((const uint8_t *)region.base +
+                                                      hdr->index_offset);
     const struct rkv_item *it = rkv_table_find(sh.t, "hinted", 6);
     assert_non_null(it);
     rkv_hash_key("hinted", 6, hdr->hash_seed, hdr->bucket_count, &h);
@@ -1231,7 +1250,7 @@ static void test_counters_summed_from_writers(void **state)
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++)
             if (buckets[h.bucket[b]].slot[s] != 0 &&
                 rkv_slot_offset(buckets[h.bucket[b]].slot[s]) ==
-                (uint64_t)((const uint8_t *)it - (const uint8_t *)region.base))
+                    (uint64_t)((const uint8_t *)it - (const uint8_t *)region.base))
                 sh.hint = buckets[h.bucket[b]].slot[s];
     assert_true(sh.hint != 0);
 
@@ -1243,7 +1262,7 @@ static void test_counters_summed_from_writers(void **state)
     }
     struct rkv_table_stats s;
     rkv_table_get_stats(sh.t, &s);
-    assert_int_equal(expired, (uint64_t)CT_THREADS * CT_KEYS);   /* every TTL key was stored */
+    assert_int_equal(expired, (uint64_t)CT_THREADS * CT_KEYS); /* every TTL key was stored */
     assert_int_equal(s.expirations, expired);
     assert_int_equal(s.insert_failures, failed);
     assert_int_equal(s.hints, (uint64_t)CT_THREADS * CT_HINTS);
@@ -1254,8 +1273,9 @@ static void test_counters_summed_from_writers(void **state)
     /* Evictions: an LRU table too small for what the threads store. Nothing
      * is deleted, replaced or expires, so every stored item is either still
      * there or was counted evicted, whichever writer evicted it. */
-    c = (struct rkv_table_config){ .slab_page_size = 4096, .grace_ms = 1, .index_share = 0.25,
-                                   .evict = RKV_EVICT_LRU };
+    c = (struct rkv_table_config){
+        .slab_page_size = 4096, .grace_ms = 1, .index_share = 0.25, .evict = RKV_EVICT_LRU
+    };
     assert_int_equal(rkv_region_create(1 << 20, &region, err, sizeof err), RKV_OK);
     if (rkv_table_create(region.base, region.size, &c, &sh.t, err, sizeof err) != RKV_OK)
         fail_msg("%s", err);

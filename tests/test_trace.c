@@ -18,8 +18,8 @@
 static void parses_every_operation(void **state)
 {
     (void)state;
-    static const char *const ops[] = { "get", "gets", "set", "add", "replace", "cas", "append",
-                                       "prepend", "delete", "incr", "decr" };
+    static const char *const ops[] = { "get",    "gets",    "set",    "add",  "replace", "cas",
+                                       "append", "prepend", "delete", "incr", "decr" };
     for (unsigned i = 0; i < TRACE_OP_COUNT; i++) {
         char line[128], why[256];
         struct trace_line l;
@@ -42,8 +42,8 @@ static void loads_a_trace(void **state)
     (void)state;
     const char *text = "0,a,10,100,1,get,0\r\n"
                        "0,a,10,100,1,set,3600\n"
-                       "1,bb,300,5,2,get,0\n"            /* key too long: loaded, skipped */
-                       "2,c,8,2000000,2,set,0\n"         /* value too large */
+                       "1,bb,300,5,2,get,0\n"    /* key too long: loaded, skipped */
+                       "2,c,8,2000000,2,set,0\n" /* value too large */
                        "18446744073709551615,d,250,1048576,18446744073709551615,delete,4294967295";
     struct trace t;
     char err[512];
@@ -58,7 +58,7 @@ static void loads_a_trace(void **state)
     assert_true(trace_too_large(&t.recs[2], TRACE_VALUE_MAX));
     assert_true(trace_too_large(&t.recs[3], TRACE_VALUE_MAX));
     assert_false(trace_too_large(&t.recs[4], TRACE_VALUE_MAX));
-    assert_true(trace_too_large(&t.recs[4], 1000));       /* a smaller server limit */
+    assert_true(trace_too_large(&t.recs[4], 1000)); /* a smaller server limit */
     assert_int_equal(t.recs[4].timestamp, UINT64_MAX);
     assert_int_equal(t.recs[4].ttl, UINT32_MAX);
     assert_int_equal(t.recs[1].ttl, 3600);
@@ -70,8 +70,10 @@ static void loads_a_trace(void **state)
 static void refuses_bad_lines(void **state)
 {
     (void)state;
-    static const struct { const char *line, *why; } cases[] = {
-        { "0,k,10,100,1,get", "6 fields, expected 7" },               /* truncated */
+    static const struct {
+        const char *line, *why;
+    } cases[] = {
+        { "0,k,10,100,1,get", "6 fields, expected 7" }, /* truncated */
         { "0,k,10", "3 fields, expected 7" },
         { "0,k,10,100,1,get,0,9", "8 fields, expected 7" },
         { "", "an empty line" },
@@ -82,7 +84,8 @@ static void refuses_bad_lines(void **state)
         { "x,k,10,100,1,get,0", "timestamp 'x' is not a whole number" },
         { "-1,k,10,100,1,get,0", "timestamp '-1' is not a whole number" },
         { "18446744073709551616,k,10,100,1,get,0", "timestamp '18446744073709551616'" },
-        { "0,k,4294967296,100,1,get,0", "key size '4294967296' is not a whole number from 0 to 4294967295" },
+        { "0,k,4294967296,100,1,get,0",
+          "key size '4294967296' is not a whole number from 0 to 4294967295" },
         { "0,k,10,99999999999,1,get,0", "value size '99999999999'" },
         { "0,k,10,1e3,1,get,0", "value size '1e3'" },
         { "0,k,10, 100,1,get,0", "value size ' 100'" },
@@ -96,8 +99,10 @@ static void refuses_bad_lines(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[256], err[512];
         struct trace t;
-        int n = snprintf(text, sizeof text, "0,a,10,100,1,get,0\n1,b,10,100,1,set,0\n%s\n"
-                         "2,c,10,100,1,get,0\n", cases[i].line);
+        int n = snprintf(text, sizeof text,
+                         "0,a,10,100,1,get,0\n1,b,10,100,1,set,0\n%s\n"
+                         "2,c,10,100,1,get,0\n",
+                         cases[i].line);
         int rc = trace_load_buffer(&t, "bad.csv", text, (size_t)n, err, sizeof err);
         if (rc == 0 || strncmp(err, "bad.csv:3: ", 11) != 0 || strstr(err, cases[i].why) == NULL)
             fail_msg("case '%s': rc %d, message '%s'; wanted 'bad.csv:3: ...%s...'", cases[i].line,
@@ -171,11 +176,11 @@ static void keys_padded_and_truncated(void **state)
     for (unsigned i = 0; i < 40; i++)
         assert_true(k1[i] > ' ' && k1[i] < 0x7f);
     assert_int_equal(trace_key(&t, &t.recs[2], k2), 40);
-    assert_memory_equal(k1, k2, 40);                       /* deterministic */
+    assert_memory_equal(k1, k2, 40); /* deterministic */
     assert_int_equal(trace_key(&t, &t.recs[3], k2), 40);
-    assert_memory_not_equal(k1 + 6, k2 + 6, 34);           /* the pad follows the key */
+    assert_memory_not_equal(k1 + 6, k2 + 6, 34); /* the pad follows the key */
     assert_int_equal(trace_key(&t, &t.recs[4], k2), 250);
-    assert_memory_equal(k1, k2, 40);                       /* a prefix of the longer pad */
+    assert_memory_equal(k1, k2, 40); /* a prefix of the longer pad */
     trace_free(&t);
 }
 

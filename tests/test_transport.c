@@ -38,19 +38,19 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <rdma/rdma_cma.h>
-#include <cmocka.h>
 #include <xxhash.h>
+#include <cmocka.h>
 
 #include "layout.h"
 #include "log.h"
@@ -64,13 +64,13 @@
 #define T_TIMEOUT_MS 5000u
 #define T_MAX_CONNS  8u
 #define T_MAX_PULL   (64u << 20)
-#define T_SLEEP_MS   2000        /* longest idle wait of the test server */
+#define T_SLEEP_MS   2000 /* longest idle wait of the test server */
 
 /* ---------------------------------------------------------- the URI */
 
 static char g_uri[256];
-static const char *g_addr;                     /* after "scheme://" */
-static char g_tmpdir[64];                      /* for the default shm path */
+static const char *g_addr; /* after "scheme://" */
+static char g_tmpdir[64];  /* for the default shm path */
 static const struct rkv_client_transport *ct;
 static const struct rkv_server_transport *st;
 
@@ -79,8 +79,8 @@ static const struct rkv_server_transport *st;
 enum { T_HELLO = 1, T_ECHO, T_PULL, T_BYE };
 
 struct t_hdr {
-    uint32_t kind;   /* T_* */
-    uint32_t seq;    /* echoed by HELLO / PULL replies */
+    uint32_t kind; /* T_* */
+    uint32_t seq;  /* echoed by HELLO / PULL replies */
 };
 
 struct t_pull_req {
@@ -90,9 +90,9 @@ struct t_pull_req {
 
 struct t_pull_reply {
     struct t_hdr h;
-    uint32_t status;  /* what pull() returned */
+    uint32_t status; /* what pull() returned */
     uint32_t pad;
-    uint64_t hash;    /* XXH3-64 of the pulled bytes */
+    uint64_t hash; /* XXH3-64 of the pulled bytes */
 };
 
 struct t_hello_reply {
@@ -131,9 +131,9 @@ struct t_server {
     struct rkv_strans_params params;
     pthread_t thread;
     _Atomic bool stop;
-    int stop_fd;                   /* eventfd that wakes the server to stop */
-    _Atomic unsigned accepted;     /* connections ever accepted */
-    _Atomic unsigned closed;       /* connections closed after alive() went false */
+    int stop_fd;               /* eventfd that wakes the server to stop */
+    _Atomic unsigned accepted; /* connections ever accepted */
+    _Atomic unsigned closed;   /* connections closed after alive() went false */
     _Atomic unsigned pulls_ok;
     _Atomic unsigned pulls_failed;
     _Atomic unsigned bad_requests; /* unknown kind: the test fails on it */
@@ -141,7 +141,7 @@ struct t_server {
     _Atomic bool sleep_untimed;    /* block with no timeout: only a wake-up ends a sleep */
     struct rkv_sconn *conns[T_MAX_CONNS];
     unsigned nconns;
-    struct rkv_sconn *bye;         /* said BYE in this pass: handed over after its reply */
+    struct rkv_sconn *bye;            /* said BYE in this pass: handed over after its reply */
     struct rkv_sconn *_Atomic handed; /* a BYE connection for the test to close */
 };
 
@@ -170,13 +170,11 @@ static uint32_t handle(struct t_server *s, struct rkv_sconn *c, const struct rkv
         memcpy(out, &r, sizeof r);
         return sizeof r;
     }
-    case T_BYE:            /* answered as an echo, then handed over */
+    case T_BYE: /* answered as an echo, then handed over */
         s->bye = c;
         memcpy(out, m->data, m->len);
         return m->len;
-    case T_ECHO:
-        memcpy(out, m->data, m->len);
-        return m->len;
+    case T_ECHO: memcpy(out, m->data, m->len); return m->len;
     case T_PULL: {
         struct t_pull_req req;
         struct t_pull_reply r;
@@ -199,9 +197,7 @@ static uint32_t handle(struct t_server *s, struct rkv_sconn *c, const struct rkv
         memcpy(out, &r, sizeof r);
         return sizeof r;
     }
-    default:
-        atomic_fetch_add(&s->bad_requests, 1);
-        return 0;
+    default: atomic_fetch_add(&s->bad_requests, 1); return 0;
     }
 }
 
@@ -223,9 +219,9 @@ static unsigned serve_pass(struct t_server *s)
             n += got;
         }
         if (n > 0)
-            (void)st->reply(c, lens, n);     /* a dead peer shows in alive() */
+            (void)st->reply(c, lens, n); /* a dead peer shows in alive() */
         work += n;
-        if (s->bye == c) {                   /* the test closes it */
+        if (s->bye == c) { /* the test closes it */
             s->bye = NULL;
             s->conns[i] = s->conns[--s->nconns];
             atomic_store(&s->handed, c);
@@ -366,7 +362,7 @@ static int server_stop(void **state)
     struct t_server *s = &g_srv;
     (void)state;
     if (s->l == NULL)
-        return 0;          /* cmocka runs the teardown even when setup failed */
+        return 0; /* cmocka runs the teardown even when setup failed */
     atomic_store(&s->stop, true);
     uint64_t one = 1;
     if (write(s->stop_fd, &one, sizeof one) != (ssize_t)sizeof one)
@@ -384,8 +380,8 @@ struct t_client {
     struct rkv_ctrans *t;
     struct rkv_trans_counters counters;
     struct rkv_hello hello;
-    uint32_t who;        /* distinguishes concurrent clients' bytes */
-    uint32_t seq;        /* next echo sequence number */
+    uint32_t who; /* distinguishes concurrent clients' bytes */
+    uint32_t seq; /* next echo sequence number */
 };
 
 /* Wait for the next reply, copy it out, give the buffer back. */
@@ -626,7 +622,7 @@ static void test_staged_values(void **state)
     stage_and_pull(&cl, 0, h->max_value_len, 1);
     stage_and_pull(&cl, 0, 1, 2);
     stage_and_pull(&cl, 4096, 70000, 3);
-    stage_and_pull(&cl, cap - 5000, 5000, 4);       /* ends at the very end */
+    stage_and_pull(&cl, cap - 5000, 5000, 4); /* ends at the very end */
     stage_and_pull(&cl, 0, (uint32_t)RKV_MIN(cap, (size_t)UINT32_MAX), 5);
     assert_int_equal(ok + 5, atomic_load(&g_srv.pulls_ok));
     /* the staging area is reusable right after the reply */
@@ -681,7 +677,6 @@ static void test_bad_pull(void **state)
     client_close(&cl);
 }
 
-
 /* Clients vanish with requests in flight; the server frees them and the
  * listener goes on serving new clients. */
 static void test_disconnect_mid_batch(void **state)
@@ -697,7 +692,7 @@ static void test_disconnect_mid_batch(void **state)
         client_open(&cl, 6);
         echo_send(&cl, T_CREDITS / 2);
         if (k % 2)
-            echo_send(&cl, T_CREDITS / 2);   /* a full window */
+            echo_send(&cl, T_CREDITS / 2); /* a full window */
         client_close(&cl);
         assert_int_equal(accepted + 1, atomic_load(&g_srv.accepted));
         if (!wait_for(&g_srv.closed, closed + 1, 5000))
@@ -730,7 +725,7 @@ static void test_event_wakeup(void **state)
     client_open(&cl, 8);
     for (unsigned i = 0; i < 20; i++) {
         for (unsigned k = 0; k < 10000 && atomic_load(&g_srv.sleeps) == sleeps; k++)
-            usleep(1000);   /* safety net: 10 s */
+            usleep(1000); /* safety net: 10 s */
         usleep(2000);     /* well inside poll() by now */
         assert_true(atomic_load(&g_srv.sleeps) > sleeps);
         sleeps = atomic_load(&g_srv.sleeps);
@@ -740,7 +735,8 @@ static void test_event_wakeup(void **state)
         echo_recv(&cl, first, 1 + i % 3);
         worst = RKV_MAX(worst, rkv_now_ns() - t0);
     }
-    print_message("slowest request to a sleeping server: %llu us\n", (unsigned long long)(worst / 1000));
+    print_message("slowest request to a sleeping server: %llu us\n",
+                  (unsigned long long)(worst / 1000));
     atomic_store(&g_srv.sleep_untimed, false);
     client_close(&cl);
 }
@@ -795,7 +791,7 @@ static void hangup_hold(void)
     atomic_store(&hangup_hook.armed, false);
     atomic_store(&hangup_hook.paused, true);
     for (int i = 0; i < 20000 && !atomic_load(&hangup_hook.release); i++)
-        usleep(1000);      /* safety net: 20 s */
+        usleep(1000); /* safety net: 20 s */
 }
 
 int __real_close(int fd);
@@ -803,8 +799,9 @@ int __wrap_close(int fd);
 int __wrap_close(int fd)
 {
     struct stat sb;
-    bool sock = atomic_load(&hangup_hook.armed) && pthread_equal(pthread_self(), hangup_hook.thread) &&
-                fstat(fd, &sb) == 0 && S_ISSOCK(sb.st_mode);
+    bool sock = atomic_load(&hangup_hook.armed) &&
+                pthread_equal(pthread_self(), hangup_hook.thread) && fstat(fd, &sb) == 0 &&
+                S_ISSOCK(sb.st_mode);
     int rc = __real_close(fd);
     if (sock)
         hangup_hold();
@@ -841,7 +838,7 @@ static void test_place_given_back_first(void **state)
     pthread_t th;
 
     for (unsigned i = 0; i < T_MAX_CONNS; i++)
-        client_open(&cl[i], 200 + i);          /* every place taken */
+        client_open(&cl[i], 200 + i); /* every place taken */
     struct t_hdr h = { T_BYE, 1 }, r;
     memcpy(ct->send_buf(cl[0].t, 0), &h, sizeof h);
     uint32_t len = sizeof h;
@@ -849,14 +846,14 @@ static void test_place_given_back_first(void **state)
     assert_int_equal(sizeof r, recv_copy(&cl[0], &r, sizeof r));
     struct rkv_sconn *c = NULL;
     for (int i = 0; i < 20000 && (c = atomic_load(&g_srv.handed)) == NULL; i++)
-        usleep(1000);      /* the server hands it over after the reply; safety net 20 s */
+        usleep(1000); /* the server hands it over after the reply; safety net 20 s */
     assert_non_null(c);
     atomic_store(&g_srv.handed, NULL);
     atomic_store(&hangup_hook.paused, false);
     atomic_store(&hangup_hook.release, false);
     assert_int_equal(0, pthread_create(&th, NULL, close_armed, c));
     for (int i = 0; i < 20000 && !atomic_load(&hangup_hook.paused); i++)
-        usleep(1000);      /* safety net: 20 s */
+        usleep(1000); /* safety net: 20 s */
     bool held = atomic_load(&hangup_hook.paused);
     memset(&again, 0, sizeof again);
     rkv_status rc = ct->connect(g_addr, &p, &again.counters, &again.t, err, sizeof err);
@@ -866,7 +863,7 @@ static void test_place_given_back_first(void **state)
         client_close(&again);
     for (unsigned i = 0; i < T_MAX_CONNS; i++)
         client_close(&cl[i]);
-    assert_true(held);     /* the close was held where the peer could see the hang-up */
+    assert_true(held); /* the close was held where the peer could see the hang-up */
     if (rc != RKV_OK)
         fail_msg("a client connecting once the hang-up could be seen was refused: %s", err);
     assert_int_equal(0, atomic_load(&g_srv.bad_requests));
@@ -887,8 +884,7 @@ static void test_null_params_are_defaults(void **state)
         struct rkv_ctrans *t = NULL;
         char err[512] = "";
         size_t len = 0;
-        rkv_status rc = ct->connect(g_addr, i == 0 ? NULL : &zeros, &counters, &t, err,
-                                    sizeof err);
+        rkv_status rc = ct->connect(g_addr, i == 0 ? NULL : &zeros, &counters, &t, err, sizeof err);
         if (rc != RKV_OK)
             fail_msg("connect %s with %s params: %s", g_uri, i == 0 ? "NULL" : "zero", err);
         assert_non_null(ct->local_buf(t, &len));
@@ -906,7 +902,7 @@ static bool pick_transport(const char *uri)
         return false;
     ct = rkv_client_transport_by_scheme(scheme);
     st = rkv_server_transport_by_scheme(scheme);
-    return ct != NULL && st != NULL && st->msg != NULL;   /* a message transport */
+    return ct != NULL && st != NULL && st->msg != NULL; /* a message transport */
 }
 
 int main(int argc, char **argv)
@@ -923,8 +919,10 @@ int main(int argc, char **argv)
         snprintf(g_uri, sizeof g_uri, "%s", uri);
     }
     if (!pick_transport(g_uri)) {
-        fprintf(stderr, "usage: %s [shm://PATH | rdma://HOST:PORT] (or set RKV_TEST_URI); "
-                "got \"%s\"\n", argv[0], g_uri);
+        fprintf(stderr,
+                "usage: %s [shm://PATH | rdma://HOST:PORT] (or set RKV_TEST_URI); "
+                "got \"%s\"\n",
+                argv[0], g_uri);
         return 1;
     }
     rkv_log_set_level(RKV_LOG_ERROR);

@@ -32,8 +32,7 @@ static void assert_contains(const char *text, const char *needle)
         fail_msg("\"%s\" does not contain \"%s\"", text, needle);
 }
 
-static void assert_same_ctrans(const struct rkv_ctrans_params *a,
-                               const struct rkv_ctrans_params *b)
+static void assert_same_ctrans(const struct rkv_ctrans_params *a, const struct rkv_ctrans_params *b)
 {
     assert_int_equal(a->local_buf_size, b->local_buf_size);
     assert_int_equal(a->timeout_ms, b->timeout_ms);
@@ -43,8 +42,7 @@ static void assert_same_ctrans(const struct rkv_ctrans_params *a,
     assert_int_equal(a->retry_count, b->retry_count);
 }
 
-static void assert_same_strans(const struct rkv_strans_params *a,
-                               const struct rkv_strans_params *b)
+static void assert_same_strans(const struct rkv_strans_params *a, const struct rkv_strans_params *b)
 {
     assert_int_equal(a->credits, b->credits);
     assert_int_equal(a->max_msg, b->max_msg);
@@ -111,9 +109,12 @@ static void test_ctrans_explicit_values_kept(void **state)
     rkv_ctrans_params_init(&d);
 
     /* every field set at once */
-    const struct rkv_ctrans_params all = { .local_buf_size = 1u << 16, .timeout_ms = 250,
-                                           .signal_interval = 3, .device = "rxe0",
-                                           .ack_timeout = 12, .retry_count = 2 };
+    const struct rkv_ctrans_params all = { .local_buf_size = 1u << 16,
+                                           .timeout_ms = 250,
+                                           .signal_interval = 3,
+                                           .device = "rxe0",
+                                           .ack_timeout = 12,
+                                           .retry_count = 2 };
     assert_int_equal(rkv_ctrans_params_resolve(&all, &out, err, sizeof err), RKV_OK);
     assert_same_ctrans(&out, &all);
 
@@ -200,14 +201,14 @@ static void test_transports_resolve_alike(void **state)
     for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
         char want[256], err[256];
         struct rkv_ctrans_params out;
-        assert_int_equal(rkv_ctrans_params_resolve(&bad[b], &out, want, sizeof want),
-                         RKV_INVALID);
+        assert_int_equal(rkv_ctrans_params_resolve(&bad[b], &out, want, sizeof want), RKV_INVALID);
         for (size_t i = 0; i < sizeof transports / sizeof transports[0]; i++) {
             struct rkv_trans_counters ctr = { 0 };
-            struct rkv_ctrans *t = (struct rkv_ctrans *)(uintptr_t)1;  /* connect sets NULL */
+            struct rkv_ctrans *t = (struct rkv_ctrans *)(uintptr_t)1; /* connect sets NULL */
             err[0] = '\0';
-            assert_int_equal(transports[i].ops->connect(transports[i].addr, &bad[b], &ctr, &t,
-                                                        err, sizeof err), RKV_INVALID);
+            assert_int_equal(transports[i].ops->connect(transports[i].addr, &bad[b], &ctr, &t, err,
+                                                        sizeof err),
+                             RKV_INVALID);
             assert_string_equal(err, want);
             assert_null(t);
             assert_int_equal(ctr.doorbells, 0);
@@ -224,7 +225,7 @@ static void test_strans_null_and_zeros_are_defaults(void **state)
     rkv_strans_params_init(&d);
     rkv_strans_params_resolve(NULL, &out);
     assert_same_strans(&out, &d);
-    assert_int_equal(out.gid_index, -1);           /* rdma_cm's choice */
+    assert_int_equal(out.gid_index, -1); /* rdma_cm's choice */
 
     rkv_strans_params_resolve(&zeros, &out);
     assert_int_equal(out.credits, d.credits);
@@ -234,7 +235,7 @@ static void test_strans_null_and_zeros_are_defaults(void **state)
     assert_int_equal(out.signal_interval, d.signal_interval);
     assert_int_equal(out.ack_timeout, d.ack_timeout);
     assert_int_equal(out.retry_count, d.retry_count);
-    assert_int_equal(out.gid_index, 0);            /* GID 0, not rdma_cm's choice */
+    assert_int_equal(out.gid_index, 0); /* GID 0, not rdma_cm's choice */
 
     struct rkv_strans_params p = { .credits = 7, .max_msg = 8192, .max_conns = 3 };
     rkv_strans_params_resolve(&p, &out);

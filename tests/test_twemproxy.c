@@ -47,10 +47,10 @@ static const char *server_bin, *nutcracker_bin;
 static unsigned nkeys = 10000;
 
 struct env {
-    struct server_group g;        /* NSERVERS servers, their tcp doors, the directory */
-    pid_t proxy;                  /* nutcracker */
+    struct server_group g; /* NSERVERS servers, their tcp doors, the directory */
+    pid_t proxy;           /* nutcracker */
     unsigned proxy_port;
-    rkv_client *kv;               /* ketama over the three shm listeners */
+    rkv_client *kv; /* ketama over the three shm listeners */
 };
 
 /* ------------------------------------------------------------ the items */
@@ -175,13 +175,13 @@ static int start_proxy(struct env *e)
         if (e->proxy < 0)
             return -1;
         if (e->proxy == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);   /* a test killed by its timeout takes it along */
-            execl(nutcracker_bin, nutcracker_bin, "-c", path, "-s", stats, "-a", "127.0.0.1",
-                  "-o", log, "-p", pid, "-v", "4", (char *)NULL);
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test killed by its timeout takes it along */
+            execl(nutcracker_bin, nutcracker_bin, "-c", path, "-s", stats, "-a", "127.0.0.1", "-o",
+                  log, "-p", pid, "-v", "4", (char *)NULL);
             fprintf(stderr, "exec %s: %s\n", nutcracker_bin, strerror(errno));
             _exit(127);
         }
-        for (unsigned i = 0; i < 1500; i++) {       /* a 30 s safety net */
+        for (unsigned i = 0; i < 1500; i++) { /* a 30 s safety net */
             int status;
             if (waitpid(e->proxy, &status, WNOHANG) == e->proxy) {
                 fprintf(stderr, "nutcracker exited (status %d) on port %u; trying another\n",
@@ -326,8 +326,9 @@ static void test_proxy_to_librkv(void **state)
         if (st != RKV_OK || len != n || memcmp(got, want, n) != 0 || info.user_flags != flags) {
             if (bad++ < 5)
                 print_message("%s (ketama: server %u): %s, %zu bytes, flags %u; the proxy wrote "
-                              "%zu bytes, flags %u\n", key, rkv_shard_of(e->kv, key, strlen(key)),
-                              rkv_strerror(st), len, info.user_flags, n, flags);
+                              "%zu bytes, flags %u\n",
+                              key, rkv_shard_of(e->kv, key, strlen(key)), rkv_strerror(st), len,
+                              info.user_flags, n, flags);
         }
     }
     rkv_get_counters(e->kv, &c1);
@@ -336,12 +337,12 @@ static void test_proxy_to_librkv(void **state)
                   (unsigned long long)(c1.sends - c0.sends));
     assert_int_equal(bad, 0);
     assert_true(c1.gets - c0.gets == nkeys && c1.get_hits - c0.get_hits == nkeys);
-    assert_true(c1.reads - c0.reads >= nkeys);       /* every GET was a READ */
+    assert_true(c1.reads - c0.reads >= nkeys); /* every GET was a READ */
     for (unsigned s = 0; s < NSERVERS; s++) {
         assert_true(server_stat(e->kv, s, "items", &items));
         print_message("server %u: %llu of the proxy's keys\n", s,
                       (unsigned long long)(items - before[s]));
-        assert_true(items > before[s]);               /* the proxy used every server */
+        assert_true(items > before[s]); /* the proxy used every server */
         total += items - before[s];
     }
     assert_int_equal(total, nkeys);

@@ -85,26 +85,25 @@ static void test_memcache_listener_needs_loopback_with_a_secret(void **state)
     rkv_server_config_defaults(&cfg);
 
     /* no secret: nothing to guard */
-    assert_int_equal(rkv_wire_check_listener(mc, &cfg, "tcp://192.0.2.1:11211",
-                                             "192.0.2.1:11211"), 0);
+    assert_int_equal(rkv_wire_check_listener(mc, &cfg, "tcp://192.0.2.1:11211", "192.0.2.1:11211"),
+                     0);
 
     snprintf(cfg.auth_secret, sizeof cfg.auth_secret, "s3cret");
-    assert_int_equal(rkv_wire_check_listener(mc, &cfg, "tcp://127.0.0.1:11211",
-                                             "127.0.0.1:11211"), 0);
+    assert_int_equal(rkv_wire_check_listener(mc, &cfg, "tcp://127.0.0.1:11211", "127.0.0.1:11211"),
+                     0);
     assert_int_equal(rkv_wire_check_listener(mc, &cfg, "tcp://[::1]:11211", "[::1]:11211"), 0);
-    assert_int_equal(rkv_wire_check_listener(mc, &cfg, "tcp://192.0.2.1:11211",
-                                             "192.0.2.1:11211"), -1);
-    assert_int_equal(rkv_wire_check_listener(mc, &cfg, "tcp://0.0.0.0:11211",
-                                             "0.0.0.0:11211"), -1);
+    assert_int_equal(rkv_wire_check_listener(mc, &cfg, "tcp://192.0.2.1:11211", "192.0.2.1:11211"),
+                     -1);
+    assert_int_equal(rkv_wire_check_listener(mc, &cfg, "tcp://0.0.0.0:11211", "0.0.0.0:11211"), -1);
 
     cfg.tcp_allow_unauthenticated = true;
-    assert_int_equal(rkv_wire_check_listener(mc, &cfg, "tcp://192.0.2.1:11211",
-                                             "192.0.2.1:11211"), 0);
+    assert_int_equal(rkv_wire_check_listener(mc, &cfg, "tcp://192.0.2.1:11211", "192.0.2.1:11211"),
+                     0);
 
     /* the rkv protocol presents the secret in HELLO: any address will do */
     cfg.tcp_allow_unauthenticated = false;
-    assert_int_equal(rkv_wire_check_listener(&rkv_wire_rkv, &cfg, "shm:///tmp/x.sock",
-                                             "/tmp/x.sock"), 0);
+    assert_int_equal(rkv_wire_check_listener(&rkv_wire_rkv, &cfg, "shm:///tmp/x.sock", "/tmp/x.sock"),
+                     0);
 }
 
 /* ------------------------------------------------------------ accept */
@@ -133,8 +132,10 @@ static void test_accept_admits_by_wire(void **state)
     srv->cfg.max_unauth_conns = 1;
     assert_int_equal(rkv_admission_init(srv), 0);
     for (unsigned i = 0; i < 3; i++)
-        wc[i] = (struct rkv_wconn){ .ops = &fake_transport, .wire = i < 2 ? &rkv_wire_rkv :
-                                    &rkv_wire_memcache, .conn = &conn[i], .ep = &ep };
+        wc[i] = (struct rkv_wconn){ .ops = &fake_transport,
+                                    .wire = i < 2 ? &rkv_wire_rkv : &rkv_wire_memcache,
+                                    .conn = &conn[i],
+                                    .ep = &ep };
 
     /* rkv: the one HELLO slot, then a newcomer crowds the first out */
     assert_false(rkv_wire_accept(wc[0].wire, srv, &wc[0]));
@@ -159,7 +160,7 @@ static void test_accept_admits_by_wire(void **state)
 
 int main(void)
 {
-    rkv_log_set_level(RKV_LOG_ERROR);   /* the checks' warnings are expected */
+    rkv_log_set_level(RKV_LOG_ERROR); /* the checks' warnings are expected */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scheme_selects_wire),
         cmocka_unit_test(test_wire_fits_its_transport),

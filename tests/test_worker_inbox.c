@@ -30,13 +30,13 @@
 #include "server.h"
 #include "util.h"
 
-#define CONNS      200u
-#define SAFETY_S   60    /* a stuck worker fails the test instead of hanging it */
+#define CONNS    200u
+#define SAFETY_S 60 /* a stuck worker fails the test instead of hanging it */
 
 /* ------------------------------------------------------------ fake transport */
 
 struct fake_inbox_sconn {
-    struct rkv_sconn sconn;   /* first: what the ops take (transport.h) */
+    struct rkv_sconn sconn; /* first: what the ops take (transport.h) */
     unsigned id;
     _Atomic unsigned polls, closes;
 };
@@ -46,7 +46,7 @@ static struct fake_inbox_sconn *fake_inbox_sconn_of(struct rkv_sconn *sconn)
     return RKV_CONTAINER_OF(sconn, struct fake_inbox_sconn, sconn);
 }
 
-static sem_t held, release;   /* the worker is inside conn 0's first poll / may leave it */
+static sem_t held, release; /* the worker is inside conn 0's first poll / may leave it */
 
 static void wait_sem(sem_t *s, const char *what)
 {
@@ -134,12 +134,11 @@ static void test_inbox_takes_every_connection(void **state)
     (void)state;
     struct rkv_server *srv = calloc(1, sizeof *srv);
     struct fake_inbox_sconn *conns = calloc(CONNS, sizeof *conns);
-    struct rkv_listen_ep ep = { .ops = &fake_transport, .wire = &rkv_wire_rkv,
-                                .uri = "fake://inbox" };
+    struct rkv_listen_ep ep = { .ops = &fake_transport, .wire = &rkv_wire_rkv, .uri = "fake://inbox" };
     assert_non_null(srv);
     assert_non_null(conns);
     rkv_server_config_defaults(&srv->cfg);
-    srv->cfg.max_conns = 2 * CONNS;   /* the worker's own limit is not what is tested */
+    srv->cfg.max_conns = 2 * CONNS; /* the worker's own limit is not what is tested */
     assert_int_equal(sem_init(&held, 0, 0), 0);
     assert_int_equal(sem_init(&release, 0, 0), 0);
     assert_int_equal(rkv_worker_start(srv, &srv->workers[0], 0), 0);
@@ -150,8 +149,11 @@ static void test_inbox_takes_every_connection(void **state)
         struct rkv_wconn *wc = calloc(1, sizeof *wc);
         assert_non_null(wc);
         conns[i].id = i;
-        *wc = (struct rkv_wconn){ .ops = &fake_transport, .wire = &rkv_wire_rkv,
-                                  .conn = &conns[i].sconn, .ep = &ep, .authed = true };
+        *wc = (struct rkv_wconn){ .ops = &fake_transport,
+                                  .wire = &rkv_wire_rkv,
+                                  .conn = &conns[i].sconn,
+                                  .ep = &ep,
+                                  .authed = true };
         atomic_fetch_add(&srv->conns_authed, 1);
         atomic_fetch_add(&srv->workers[0].stats.conns, 1);
         rkv_worker_give(&srv->workers[0], wc);
@@ -167,8 +169,8 @@ static void test_inbox_takes_every_connection(void **state)
     for (unsigned i = 0; i < CONNS; i++) {
         if (atomic_load(&conns[i].closes) != 1 || atomic_load(&conns[i].polls) == 0)
             fail_msg("connection %u of %u: polled %u times, closed %u times by the worker "
-                     "(expected polled, closed once: the inbox refused it?)", i, CONNS,
-                     atomic_load(&conns[i].polls), atomic_load(&conns[i].closes));
+                     "(expected polled, closed once: the inbox refused it?)",
+                     i, CONNS, atomic_load(&conns[i].polls), atomic_load(&conns[i].closes));
     }
     assert_int_equal(atomic_load(&srv->workers[0].stats.conns), 0);
     assert_int_equal(atomic_load(&srv->conns_rejected), 0);

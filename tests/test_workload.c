@@ -2,11 +2,11 @@
  * zipfian generator against its exact distribution, the key permutation
  * (a bijection), key formatting, and self-checking values that must catch
  * every kind of wrong value. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -35,7 +35,7 @@ static void rng_is_deterministic_and_bounded(void **state)
         double d = wl_rng_double(&a);
         assert_true(d >= 0.0 && d < 1.0);
     }
-    for (int i = 0; i < 7; i++)      /* 10000 expected; 5 sigma is ~470 */
+    for (int i = 0; i < 7; i++) /* 10000 expected; 5 sigma is ~470 */
         assert_true(counts[i] > 9500 && counts[i] < 10500);
     assert_int_equal(wl_rng_below(&a, 1), 0);
 }
@@ -113,7 +113,7 @@ static void permutation_is_bijection(void **state)
             moved += y != x;
         }
         if (n >= 1000)
-            assert_true(moved > n * 9 / 10);   /* it does scramble */
+            assert_true(moved > n * 9 / 10); /* it does scramble */
         free(seen);
     }
     /* another seed, another permutation */
@@ -153,7 +153,7 @@ static void keys_are_formatted_and_unique(void **state)
     for (uint64_t i = 0; i < N; i++) {
         unsigned l = wl_key_len(i, 8, 40);
         assert_true(l >= 8 && l <= 40);
-        assert_int_equal(l, wl_key_len(i, 8, 40));   /* a function of the index */
+        assert_int_equal(l, wl_key_len(i, 8, 40)); /* a function of the index */
         keys[i] = calloc(l + 1, 1);
         assert_non_null(keys[i]);
         wl_format_key(keys[i], i, l);
@@ -201,7 +201,7 @@ static void keys_format_as_digit_by_digit(void **state)
     uint64_t p = 1;
     for (unsigned e = 0; e < 20; e++, p *= 10)
         for (uint64_t d = 0; d < 3; d++)
-            for (unsigned len = 1; len <= 60; len++) {  /* padding of 0..59: bytes, words */
+            for (unsigned len = 1; len <= 60; len++) { /* padding of 0..59: bytes, words */
                 check_key(p - 1 + d, len);
                 if (p > 1)
                     check_key(p - 2 + d, len);
@@ -210,7 +210,9 @@ static void keys_format_as_digit_by_digit(void **state)
         check_key(UINT64_MAX, len);
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (unsigned i = 0; i < 20000; i++) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
         check_key(i, 16);
         check_key(x >> (i % 64), 1 + i % 24);
     }
@@ -228,7 +230,8 @@ static void values_check_roundtrip(void **state)
             uint32_t len = wl_value_len(idx, version, sizes[s][0], sizes[s][1]);
             assert_true(len >= sizes[s][0] && len <= sizes[s][1]);
             wl_value_fill(buf, len, idx, version);
-            assert_int_equal(wl_value_check(buf, len, idx, sizes[s][0], sizes[s][1], &claim), WL_VALUE_OK);
+            assert_int_equal(wl_value_check(buf, len, idx, sizes[s][0], sizes[s][1], &claim),
+                             WL_VALUE_OK);
             assert_int_equal(claim.idx, idx);
             assert_int_equal(claim.version, version);
         }

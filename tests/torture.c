@@ -78,24 +78,24 @@
 #define WRITERS   2
 #define READERS   4
 #define DELETED   (1ull << 63)
-#define MGET_KEYS 6             /* keys per rkv_mget batch; the first is asked twice */
+#define MGET_KEYS 6 /* keys per rkv_mget batch; the first is asked twice */
 
 enum reader_type { READ_GET, READ_MGET, READER_TYPES };
 #define READERS_PER_TYPE (READERS / READER_TYPES)
 static const char *const reader_type_name[READER_TYPES] = { "get", "mget" };
 
 struct key_state {
-    _Atomic uint64_t started;   /* last version a writer began writing (| DELETED) */
-    _Atomic uint64_t acked;     /* last version acknowledged (| DELETED) */
+    _Atomic uint64_t started; /* last version a writer began writing (| DELETED) */
+    _Atomic uint64_t acked;   /* last version acknowledged (| DELETED) */
 };
 
 struct shared {
     struct key_state k[HOT_KEYS];
     _Atomic uint64_t checked, garbage, stale, future, false_miss, regress, errors, refused;
-    _Atomic uint64_t type_checked[READER_TYPES];  /* GETs checked, per reader type */
-    _Atomic uint64_t type_found[READER_TYPES];    /* of those, well-formed hot values */
-    _Atomic uint64_t type_history[READER_TYPES];  /* of those, checked against a remembered version */
-    _Atomic uint64_t forwards, cache_stale; /* what caching readers met (rkv_counters) */
+    _Atomic uint64_t type_checked[READER_TYPES]; /* GETs checked, per reader type */
+    _Atomic uint64_t type_found[READER_TYPES];   /* of those, well-formed hot values */
+    _Atomic uint64_t type_history[READER_TYPES]; /* of those, checked against a remembered version */
+    _Atomic uint64_t forwards, cache_stale;      /* what caching readers met (rkv_counters) */
     _Atomic int stop;
     _Atomic unsigned connected; /* writers and readers past connect */
     _Atomic unsigned gave_up;   /* writers and readers whose connect failed */
@@ -105,8 +105,8 @@ struct shared {
 
 /* What one reader has seen of each hot key: the monotonic-reads history. */
 struct history {
-    uint64_t seen[HOT_KEYS];    /* highest version this reader got as a value */
-    uint64_t gone[HOT_KEYS];    /* highest acknowledged delete that explained a miss */
+    uint64_t seen[HOT_KEYS]; /* highest version this reader got as a value */
+    uint64_t gone[HOT_KEYS]; /* highest acknowledged delete that explained a miss */
 };
 
 /* One lookup of hot key i: the key's state before the call and after it. */
@@ -124,7 +124,8 @@ static unsigned connect_delay_ms; /* RKV_TORTURE_CONNECT_DELAY_MS */
 static void count_error(struct shared *sh, rkv_client *c, rkv_status st, const char *what)
 {
     if (atomic_fetch_add(&sh->errors, 1) < 5)
-        fprintf(stderr, "torture: %s: %s: %s\n", what, rkv_status_name(st), c ? rkv_last_error(c) : "");
+        fprintf(stderr, "torture: %s: %s: %s\n", what, rkv_status_name(st),
+                c ? rkv_last_error(c) : "");
 }
 
 /* Wait until every writer and reader has connected or given up (bounded:
@@ -283,7 +284,7 @@ static void remember(struct history *h, const struct hot_read *r, rkv_status st,
         if (ver > h->seen[r->i])
             h->seen[r->i] = ver;
     } else if (st == RKV_NOT_FOUND && (r->acked0 & DELETED)) {
-        uint64_t d = r->acked0 & ~DELETED;   /* the miss is that delete's */
+        uint64_t d = r->acked0 & ~DELETED; /* the miss is that delete's */
         if (d > h->gone[r->i])
             h->gone[r->i] = d;
     }
@@ -329,8 +330,8 @@ static void read_hot(struct shared *sh, struct history *h, rkv_client *c, unsign
 }
 
 /* One rkv_mget of MGET_KEYS hot keys, ops[0]'s key asked again last. */
-static void read_hot_batch(struct shared *sh, struct history *h, rkv_client *c,
-                           unsigned *seed, bool evicting)
+static void read_hot_batch(struct shared *sh, struct history *h, rkv_client *c, unsigned *seed,
+                           bool evicting)
 {
     char bufs[MGET_KEYS][4096];
     char keys[MGET_KEYS][32];
@@ -341,8 +342,9 @@ static void read_hot_batch(struct shared *sh, struct history *h, rkv_client *c,
         unsigned i = j == MGET_KEYS - 1 ? r[0].i : (unsigned)rand_r(seed) % HOT_KEYS;
         snapshot_before(sh, &r[j], i);
         hot_key(keys[j], sizeof keys[j], i);
-        ops[j] = (struct rkv_get_op){ .key = keys[j], .key_len = strlen(keys[j]),
-                                      .buf = bufs[j], .buf_len = sizeof bufs[j] };
+        ops[j] = (struct rkv_get_op){
+            .key = keys[j], .key_len = strlen(keys[j]), .buf = bufs[j], .buf_len = sizeof bufs[j]
+        };
     }
     rkv_status st = rkv_mget(c, ops, MGET_KEYS);
     if (st != RKV_OK) {
@@ -422,13 +424,14 @@ static unsigned preload_fillers(const char *uri)
         unsigned k = 0;
         for (; k < 64 && n + k < target; k++) {
             snprintf(keys[k], sizeof keys[k], "cold:%u", n + k);
-            ops[k] = (struct rkv_put_op){ .key = keys[k], .key_len = strlen(keys[k]),
-                                          .value = "c", .value_len = 1 };
+            ops[k] = (struct rkv_put_op){
+                .key = keys[k], .key_len = strlen(keys[k]), .value = "c", .value_len = 1
+            };
         }
         if (rkv_mput(c, ops, k) != RKV_OK)
             break;
         for (unsigned i = 0; i < k && !full; i++) {
-            full = ops[i].status != RKV_OK;   /* fillers are cold:0 .. cold:n-1, all stored */
+            full = ops[i].status != RKV_OK; /* fillers are cold:0 .. cold:n-1, all stored */
             n += !full;
         }
     }
@@ -450,10 +453,14 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
     const char *mem = getenv("RKV_TORTURE_MEMORY");
     /* three workers: writers' connections land on different workers, so
      * the server applies their writes in parallel (bucket locks) */
-    const char *extra_noevict[] = { "--memory", mem ? mem : "32M", "--evict", "none",
-                                    "--event-mode", "--grace-ms", "20", "--workers", "3", NULL };
-    const char *extra_evict[] = { "--memory", mem ? mem : "12M", "--evict", "lru",
-                                  "--event-mode", "--grace-ms", "20", "--workers", "3", NULL };
+    const char *extra_noevict[] = { "--memory", mem ? mem : "32M", "--evict",
+                                    "none",     "--event-mode",    "--grace-ms",
+                                    "20",       "--workers",       "3",
+                                    NULL };
+    const char *extra_evict[] = { "--memory", mem ? mem : "12M", "--evict",
+                                  "lru",      "--event-mode",    "--grace-ms",
+                                  "20",       "--workers",       "3",
+                                  NULL };
     struct server_proc sp = { .pid = 0 };
     const char *remote = getenv("RKV_TORTURE_URI");
     if (remote != NULL)
@@ -462,8 +469,8 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
         fprintf(stderr, "torture: cannot start rkv-server\n");
         return 1;
     }
-    struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
-                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                             -1, 0);
     if (sh == MAP_FAILED)
         return 1;
     memset(sh, 0, sizeof *sh);
@@ -524,9 +531,8 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
            (unsigned long long)anomalies, (unsigned long long)sh->garbage,
            (unsigned long long)sh->stale, (unsigned long long)sh->future,
            (unsigned long long)sh->false_miss, (unsigned long long)sh->regress,
-           (unsigned long long)sh->errors,
-           (unsigned long long)sh->refused, fillers, (unsigned long long)sh->forwards,
-           (unsigned long long)sh->cache_stale,
+           (unsigned long long)sh->errors, (unsigned long long)sh->refused, fillers,
+           (unsigned long long)sh->forwards, (unsigned long long)sh->cache_stale,
            disp ? strtok((char *)disp, "\n") : "", "", rc);
     if (ev)
         printf("  %s\n", strtok((char *)ev, "\n"));
@@ -535,7 +541,8 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
     int fail = anomalies != 0 || sh->errors != 0 || rc != 0;
     for (unsigned t = 0; t < READER_TYPES; t++) {
         printf("  %s readers: %llu GETs checked, %llu values found, %llu against a remembered "
-               "version\n", reader_type_name[t], (unsigned long long)sh->type_checked[t],
+               "version\n",
+               reader_type_name[t], (unsigned long long)sh->type_checked[t],
                (unsigned long long)sh->type_found[t], (unsigned long long)sh->type_history[t]);
         /* the checks ran: every type checked something, and a type whose
          * readers found more than twice as many hot values as they have keys
@@ -556,8 +563,10 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s PATH/TO/rkv-server [SECONDS_PER_PHASE]\n"
-                "  env RKV_TORTURE_PHASES=both|noevict|evict, RKV_TORTURE_GETS=N\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s PATH/TO/rkv-server [SECONDS_PER_PHASE]\n"
+                "  env RKV_TORTURE_PHASES=both|noevict|evict, RKV_TORTURE_GETS=N\n",
+                argv[0]);
         return 2;
     }
     const char *phases = getenv("RKV_TORTURE_PHASES"), *gets = getenv("RKV_TORTURE_GETS");
@@ -569,9 +578,9 @@ int main(int argc, char **argv)
         (strcmp(phases, "both") && strcmp(phases, "noevict") && strcmp(phases, "evict")) ||
         (getenv("RKV_TORTURE_URI") != NULL && strcmp(phases, "both") == 0)) {
         fprintf(stderr, "torture: SECONDS_PER_PHASE must be a positive integer, "
-                "RKV_TORTURE_GETS a decimal count and RKV_TORTURE_PHASES one of "
-                "both, noevict, evict (with RKV_TORTURE_URI: noevict or evict, the "
-                "phase whose flags the server there runs with)\n");
+                        "RKV_TORTURE_GETS a decimal count and RKV_TORTURE_PHASES one of "
+                        "both, noevict, evict (with RKV_TORTURE_URI: noevict or evict, the "
+                        "phase whose flags the server there runs with)\n");
         return 2;
     }
     char uri[256];

@@ -22,27 +22,27 @@
 #include "rkv.h"
 #include "util.h"
 
-#define VALUE_BUF_START (64u << 10)   /* grown on RKV_BUFFER_TOO_SMALL */
+#define VALUE_BUF_START (64u << 10) /* grown on RKV_BUFFER_TOO_SMALL */
 
 /* What a run shares between commands. */
 struct cli_ctx {
-    const struct cli_global *g;   /* options */
-    rkv_client *client;           /* connected lazily, once */
-    char *buf;                    /* value / stats buffer, grown as needed */
+    const struct cli_global *g; /* options */
+    rkv_client *client;         /* connected lazily, once */
+    char *buf;                  /* value / stats buffer, grown as needed */
     size_t buf_len;
-    bool stdout_tty;              /* print "OK" after writes */
+    bool stdout_tty; /* print "OK" after writes */
 };
 
 static const char *status_hint(rkv_status st)
 {
     switch (st) {
-    case RKV_CONNECTION:       return "; is rkv-server running and listening on that URI?";
-    case RKV_AUTH:             return "; pass the server's secret with --auth";
-    case RKV_TIMEOUT:          return "; the server did not answer in time (raise --timeout?)";
+    case RKV_CONNECTION: return "; is rkv-server running and listening on that URI?";
+    case RKV_AUTH: return "; pass the server's secret with --auth";
+    case RKV_TIMEOUT: return "; the server did not answer in time (raise --timeout?)";
     case RKV_VERSION_MISMATCH: return "; run client and server of the same rkv version";
-    case RKV_TOO_LARGE:        return "; the server's configured limits are lower";
-    case RKV_OUT_OF_MEMORY:    return "; the server's memory is full and eviction is off";
-    default:                   return "";
+    case RKV_TOO_LARGE: return "; the server's configured limits are lower";
+    case RKV_OUT_OF_MEMORY: return "; the server's memory is full and eviction is off";
+    default: return "";
     }
 }
 
@@ -234,13 +234,13 @@ static int run_command(struct cli_ctx *x, const struct cli_arg *args, size_t n, 
     if (rc != CLI_EXIT_OK)
         return rc;
     switch (c.cmd) {
-    case CLI_GET:   rc = cmd_get(x, &c); break;
-    case CLI_PUT:   rc = cmd_put(x, &c); break;
-    case CLI_DEL:   rc = cmd_del(x, &c); break;
+    case CLI_GET: rc = cmd_get(x, &c); break;
+    case CLI_PUT: rc = cmd_put(x, &c); break;
+    case CLI_DEL: rc = cmd_del(x, &c); break;
     case CLI_INCR:
-    case CLI_DECR:  rc = cmd_incr(x, &c); break;
+    case CLI_DECR: rc = cmd_incr(x, &c); break;
     case CLI_STATS: rc = cmd_stats(x, &c); break;
-    case CLI_PING:  rc = cmd_ping(x, &c); break;
+    case CLI_PING: rc = cmd_ping(x, &c); break;
     case CLI_FLUSH: rc = cmd_flush(x, &c); break;
     }
     fflush(stdout);
@@ -286,9 +286,9 @@ int main(int argc, char **argv)
     struct cli_global g;
     int cmd_index;
     switch (cli_parse_global(argc, argv, &g, &cmd_index, stdout, stderr)) {
-    case CLI_GLOBAL_RUN:     break;
+    case CLI_GLOBAL_RUN: break;
     case CLI_GLOBAL_EXIT_OK: return CLI_EXIT_OK;
-    case CLI_GLOBAL_USAGE:   return CLI_EXIT_ERROR;
+    case CLI_GLOBAL_USAGE: return CLI_EXIT_ERROR;
     }
     struct cli_ctx x = { .g = &g, .stdout_tty = isatty(1) };
     int rc = CLI_EXIT_ERROR;

@@ -10,46 +10,46 @@
 
 void cli_usage(FILE *out)
 {
-    fputs(
-"Usage: rkv-cli -s URI [--auth SECRET] [--timeout MS] [COMMAND [ARGS...]]\n"
-"Talks to rkv servers through librkv. Without a COMMAND, reads commands from\n"
-"stdin, one per line.\n"
-"\n"
-"Options:\n"
-"  -s, --server URI     shm://PATH or rdma://HOST:PORT; repeat (or separate with\n"
-"                       commas) to shard keys over several servers\n"
-"      --auth SECRET    shared secret the servers expect\n"
-"      --timeout MS     per-operation timeout in milliseconds (1..3600000)\n"
-"  -h, --help           this text;  -V, --version  the version\n"
-"\n"
-"Commands:\n"
-"  get KEY [--meta]     print the value, then a newline (always, tty or not);\n"
-"                       --meta also prints 'version V flags F ttl T' to stderr\n"
-"  put KEY VALUE [--ttl SECONDS|never] [--flags N] [--add|--replace|--cas VERSION]\n"
-"                       store VALUE (set is an alias); --add only if absent,\n"
-"                       --replace only if present, --cas only if the item's\n"
-"                       version is VERSION (see get --meta); --ttl 0 (the\n"
-"                       default) takes the server's --default-ttl, 'never'\n"
-"                       overrides it\n"
-"  del KEY              delete (delete is an alias)\n"
-"  incr KEY [DELTA]     add DELTA (default 1) to a decimal value; print it\n"
-"                       (wraps past 18446744073709551615 to 0, as memcached)\n"
-"  decr KEY [DELTA]     subtract DELTA (saturating at 0); print the result\n"
-"  stats [SHARD]        the server's statistics as 'name value' lines\n"
-"  ping                 round trip to every server; prints PONG\n"
-"  flush [DELAY]        remove every item from every server, now or in DELAY\n"
-"                       seconds (memcached's flush_all)\n"
-"Writes print nothing on success unless stdout is a terminal (then OK).\n"
-"'--' ends a command's options, so `put k -- --ttl` stores the value \"--ttl\".\n"
-"\n"
-"Stdin lines use the same syntax; \"...\" quotes allow spaces and the escapes\n"
-"\\xHH \\n \\r \\t \\0 \\\\ \\\" (binary keys and values), '...' is taken literally, and\n"
-"lines starting with # are comments. Every line is run; the exit status is\n"
-"the worst one.\n"
-"\n"
-"Exit status: 0 success; 1 a get/del/incr/decr of an absent key, or a put\n"
-"refused (--add: exists, --replace: absent, --cas: version mismatch);\n"
-"2 bad usage, connection or server error.\n", out);
+    fputs("Usage: rkv-cli -s URI [--auth SECRET] [--timeout MS] [COMMAND [ARGS...]]\n"
+          "Talks to rkv servers through librkv. Without a COMMAND, reads commands from\n"
+          "stdin, one per line.\n"
+          "\n"
+          "Options:\n"
+          "  -s, --server URI     shm://PATH or rdma://HOST:PORT; repeat (or separate with\n"
+          "                       commas) to shard keys over several servers\n"
+          "      --auth SECRET    shared secret the servers expect\n"
+          "      --timeout MS     per-operation timeout in milliseconds (1..3600000)\n"
+          "  -h, --help           this text;  -V, --version  the version\n"
+          "\n"
+          "Commands:\n"
+          "  get KEY [--meta]     print the value, then a newline (always, tty or not);\n"
+          "                       --meta also prints 'version V flags F ttl T' to stderr\n"
+          "  put KEY VALUE [--ttl SECONDS|never] [--flags N] [--add|--replace|--cas VERSION]\n"
+          "                       store VALUE (set is an alias); --add only if absent,\n"
+          "                       --replace only if present, --cas only if the item's\n"
+          "                       version is VERSION (see get --meta); --ttl 0 (the\n"
+          "                       default) takes the server's --default-ttl, 'never'\n"
+          "                       overrides it\n"
+          "  del KEY              delete (delete is an alias)\n"
+          "  incr KEY [DELTA]     add DELTA (default 1) to a decimal value; print it\n"
+          "                       (wraps past 18446744073709551615 to 0, as memcached)\n"
+          "  decr KEY [DELTA]     subtract DELTA (saturating at 0); print the result\n"
+          "  stats [SHARD]        the server's statistics as 'name value' lines\n"
+          "  ping                 round trip to every server; prints PONG\n"
+          "  flush [DELAY]        remove every item from every server, now or in DELAY\n"
+          "                       seconds (memcached's flush_all)\n"
+          "Writes print nothing on success unless stdout is a terminal (then OK).\n"
+          "'--' ends a command's options, so `put k -- --ttl` stores the value \"--ttl\".\n"
+          "\n"
+          "Stdin lines use the same syntax; \"...\" quotes allow spaces and the escapes\n"
+          "\\xHH \\n \\r \\t \\0 \\\\ \\\" (binary keys and values), '...' is taken literally, and\n"
+          "lines starting with # are comments. Every line is run; the exit status is\n"
+          "the worst one.\n"
+          "\n"
+          "Exit status: 0 success; 1 a get/del/incr/decr of an absent key, or a put\n"
+          "refused (--add: exists, --replace: absent, --cas: version mismatch);\n"
+          "2 bad usage, connection or server error.\n",
+          out);
 }
 
 static void global_error(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -73,8 +73,8 @@ static const char *option_value(int argc, char **argv, int *i, const char *inlin
     return argv[++*i];
 }
 
-enum cli_global_result cli_parse_global(int argc, char **argv, struct cli_global *g,
-                                        int *cmd_index, FILE *out, FILE *err)
+enum cli_global_result cli_parse_global(int argc, char **argv, struct cli_global *g, int *cmd_index,
+                                        FILE *out, FILE *err)
 {
     memset(g, 0, sizeof *g);
     int i;
@@ -83,7 +83,7 @@ enum cli_global_result cli_parse_global(int argc, char **argv, struct cli_global
         const char *inl = NULL;
         char name[32];
         if (a[0] != '-')
-            break;                       /* the command */
+            break; /* the command */
         if (strcmp(a, "--") == 0) {
             i++;
             break;
@@ -167,7 +167,8 @@ void cli_global_free(struct cli_global *g)
 
 /* ---- commands ---- */
 
-static bool cli_fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool cli_fail(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static bool cli_fail(char *err, size_t err_len, const char *fmt, ...)
 {
     va_list ap;
@@ -196,7 +197,8 @@ static bool arg_u64(const struct cli_arg *a, uint64_t min, uint64_t max, uint64_
 static bool check_key(const struct cli_command *c, char *err, size_t err_len)
 {
     if (c->key.len == 0)
-        return cli_fail(err, err_len, "%s: the key is empty; keys are 1..%u bytes", c->name, CLI_MAX_KEY);
+        return cli_fail(err, err_len, "%s: the key is empty; keys are 1..%u bytes", c->name,
+                        CLI_MAX_KEY);
     if (c->key.len > CLI_MAX_KEY)
         return cli_fail(err, err_len, "%s: the key is %zu bytes; keys are 1..%u bytes", c->name,
                         c->key.len, CLI_MAX_KEY);
@@ -204,22 +206,22 @@ static bool check_key(const struct cli_command *c, char *err, size_t err_len)
 }
 
 static const struct {
-    const char *name;     /* as typed */
+    const char *name; /* as typed */
     enum cli_cmd cmd;
-    size_t min_pos;       /* positional arguments after the command */
+    size_t min_pos; /* positional arguments after the command */
     size_t max_pos;
-    const char *usage;    /* for messages */
+    const char *usage; /* for messages */
 } commands[] = {
-    { "get",    CLI_GET,   1, 1, "get KEY [--meta]" },
-    { "put",    CLI_PUT,   2, 2, "put KEY VALUE [--ttl S] [--flags N] [--add|--replace|--cas V]" },
-    { "set",    CLI_PUT,   2, 2, "set KEY VALUE [--ttl S] [--flags N] [--add|--replace|--cas V]" },
-    { "del",    CLI_DEL,   1, 1, "del KEY" },
-    { "delete", CLI_DEL,   1, 1, "delete KEY" },
-    { "incr",   CLI_INCR,  1, 2, "incr KEY [DELTA]" },
-    { "decr",   CLI_DECR,  1, 2, "decr KEY [DELTA]" },
-    { "stats",  CLI_STATS, 0, 1, "stats [SHARD]" },
-    { "ping",   CLI_PING,  0, 0, "ping" },
-    { "flush",  CLI_FLUSH, 0, 1, "flush [DELAY]" },
+    { "get", CLI_GET, 1, 1, "get KEY [--meta]" },
+    { "put", CLI_PUT, 2, 2, "put KEY VALUE [--ttl S] [--flags N] [--add|--replace|--cas V]" },
+    { "set", CLI_PUT, 2, 2, "set KEY VALUE [--ttl S] [--flags N] [--add|--replace|--cas V]" },
+    { "del", CLI_DEL, 1, 1, "del KEY" },
+    { "delete", CLI_DEL, 1, 1, "delete KEY" },
+    { "incr", CLI_INCR, 1, 2, "incr KEY [DELTA]" },
+    { "decr", CLI_DECR, 1, 2, "decr KEY [DELTA]" },
+    { "stats", CLI_STATS, 0, 1, "stats [SHARD]" },
+    { "ping", CLI_PING, 0, 0, "ping" },
+    { "flush", CLI_FLUSH, 0, 1, "flush [DELAY]" },
 };
 
 /* A put/get option at args[*i]; advances *i past its value. */
@@ -246,8 +248,10 @@ static bool command_option(struct cli_command *c, const struct cli_arg *args, si
             if (arg_is(val, "never"))
                 v = RKV_TTL_NEVER;
             else if (!arg_u64(val, 0, RKV_TTL_NEVER - 1, &v))
-                return cli_fail(err, err_len, "%s: --ttl: '%.*s' is not a number of seconds in 0..%u "
-                                "or 'never'", c->name, (int)val->len, val->s, RKV_TTL_NEVER - 1);
+                return cli_fail(err, err_len,
+                                "%s: --ttl: '%.*s' is not a number of seconds in 0..%u "
+                                "or 'never'",
+                                c->name, (int)val->len, val->s, RKV_TTL_NEVER - 1);
             c->put.ttl = (uint32_t)v;
         } else if (arg_is(a, "--flags")) {
             if (!arg_u64(val, 0, UINT32_MAX, &v))
@@ -256,9 +260,10 @@ static bool command_option(struct cli_command *c, const struct cli_arg *args, si
             c->put.user_flags = (uint32_t)v;
         } else {
             if (!arg_u64(val, 1, UINT64_MAX, &v))
-                return cli_fail(err, err_len, "%s: --cas: '%.*s' is not an item version (1..%llu; "
-                                "get --meta prints it)", c->name, (int)val->len, val->s,
-                                (unsigned long long)UINT64_MAX);
+                return cli_fail(err, err_len,
+                                "%s: --cas: '%.*s' is not an item version (1..%llu; "
+                                "get --meta prints it)",
+                                c->name, (int)val->len, val->s, (unsigned long long)UINT64_MAX);
             modes = c->put.mode != RKV_SET;
             c->put.mode = RKV_CAS;
             c->put.cas = v;
@@ -271,19 +276,21 @@ static bool command_option(struct cli_command *c, const struct cli_arg *args, si
     return true;
 }
 
-bool cli_parse_command(const struct cli_arg *args, size_t n, struct cli_command *c,
-                       char *err, size_t err_len)
+bool cli_parse_command(const struct cli_arg *args, size_t n, struct cli_command *c, char *err,
+                       size_t err_len)
 {
     struct cli_arg pos[2];
     size_t npos = 0, k;
     memset(c, 0, sizeof *c);
     if (n == 0)
-        return cli_fail(err, err_len, "no command; use get, put, del, incr, decr, stats, ping or flush");
+        return cli_fail(err, err_len,
+                        "no command; use get, put, del, incr, decr, stats, ping or flush");
     for (k = 0; k < RKV_ARRAY_SIZE(commands); k++)
         if (arg_is(&args[0], commands[k].name))
             break;
     if (k == RKV_ARRAY_SIZE(commands))
-        return cli_fail(err, err_len, "unknown command '%.*s'; use get, put, del, incr, decr, stats, ping or flush",
+        return cli_fail(err, err_len,
+                        "unknown command '%.*s'; use get, put, del, incr, decr, stats, ping or flush",
                         (int)args[0].len, args[0].s);
     c->cmd = commands[k].cmd;
     c->name = commands[k].name;
@@ -303,7 +310,8 @@ bool cli_parse_command(const struct cli_arg *args, size_t n, struct cli_command 
             continue;
         }
         if (npos == commands[k].max_pos)
-            return cli_fail(err, err_len, "%s: too many arguments; usage: %s", c->name, commands[k].usage);
+            return cli_fail(err, err_len, "%s: too many arguments; usage: %s", c->name,
+                            commands[k].usage);
         pos[npos++] = *a;
     }
     if (npos < commands[k].min_pos)
@@ -315,9 +323,7 @@ bool cli_parse_command(const struct cli_arg *args, size_t n, struct cli_command 
         c->value = pos[1];
         /* fall through */
     case CLI_GET:
-    case CLI_DEL:
-        c->key = pos[0];
-        return check_key(c, err, err_len);
+    case CLI_DEL: c->key = pos[0]; return check_key(c, err, err_len);
     case CLI_INCR:
     case CLI_DECR:
         c->key = pos[0];
@@ -331,19 +337,21 @@ bool cli_parse_command(const struct cli_arg *args, size_t n, struct cli_command 
     case CLI_STATS:
         if (npos == 1) {
             if (!arg_u64(&pos[0], 0, UINT32_MAX, &v))
-                return cli_fail(err, err_len, "stats: SHARD '%.*s' is not a shard number (0 = first server)",
+                return cli_fail(err, err_len,
+                                "stats: SHARD '%.*s' is not a shard number (0 = first server)",
                                 (int)pos[0].len, pos[0].s);
             c->shard = (unsigned)v;
             c->all_shards = false;
         }
         return true;
-    case CLI_PING:
-        return true;
+    case CLI_PING: return true;
     case CLI_FLUSH:
         if (npos == 1) {
             if (!arg_u64(&pos[0], 0, UINT32_MAX, &v))
-                return cli_fail(err, err_len, "flush: DELAY '%.*s' is not a whole number of seconds in "
-                                "0..%u", (int)pos[0].len, pos[0].s, UINT32_MAX);
+                return cli_fail(err, err_len,
+                                "flush: DELAY '%.*s' is not a whole number of seconds in "
+                                "0..%u",
+                                (int)pos[0].len, pos[0].s, UINT32_MAX);
             c->delay = (uint32_t)v;
         }
         return true;
@@ -382,7 +390,7 @@ bool cli_tokenize(const char *line, size_t len, struct cli_tokens *out, char *er
         if (i == len)
             break;
         if (out->count == 0 && line[i] == '#')
-            break;                                     /* comment line */
+            break; /* comment line */
         char *start = w;
         char quote = line[i] == '"' || line[i] == '\'' ? line[i] : 0;
         size_t opened = i;
@@ -391,7 +399,8 @@ bool cli_tokenize(const char *line, size_t len, struct cli_tokens *out, char *er
         for (;;) {
             if (i == len) {
                 if (quote) {
-                    cli_fail(err, err_len, "unterminated %c quote starting at column %zu", quote, opened + 1);
+                    cli_fail(err, err_len, "unterminated %c quote starting at column %zu", quote,
+                             opened + 1);
                     goto fail;
                 }
                 break;
@@ -402,7 +411,8 @@ bool cli_tokenize(const char *line, size_t len, struct cli_tokens *out, char *er
             if (quote && ch == quote) {
                 i++;
                 if (i < len && line[i] != ' ' && line[i] != '\t' && line[i] != '\r') {
-                    cli_fail(err, err_len, "closing quote at column %zu must be followed by a space", i);
+                    cli_fail(err, err_len,
+                             "closing quote at column %zu must be followed by a space", i);
                     goto fail;
                 }
                 break;
@@ -420,12 +430,12 @@ bool cli_tokenize(const char *line, size_t len, struct cli_tokens *out, char *er
                 char e = line[i + 1];
                 i += 2;
                 switch (e) {
-                case 'n':  *w++ = '\n'; break;
-                case 'r':  *w++ = '\r'; break;
-                case 't':  *w++ = '\t'; break;
-                case '0':  *w++ = '\0'; break;
+                case 'n': *w++ = '\n'; break;
+                case 'r': *w++ = '\r'; break;
+                case 't': *w++ = '\t'; break;
+                case '0': *w++ = '\0'; break;
                 case '\\': *w++ = '\\'; break;
-                case '"':  *w++ = '"'; break;
+                case '"': *w++ = '"'; break;
                 case 'x': {
                     int hi = i < len ? hex_digit(line[i]) : -1;
                     int lo = i + 1 < len ? hex_digit(line[i + 1]) : -1;
@@ -438,8 +448,10 @@ bool cli_tokenize(const char *line, size_t len, struct cli_tokens *out, char *er
                     break;
                 }
                 default:
-                    cli_fail(err, err_len, "unknown escape \\%c at column %zu; use \\xHH, \\n, \\r, \\t, \\0, "
-                             "\\\\ or \\\"", e, i - 1);
+                    cli_fail(err, err_len,
+                             "unknown escape \\%c at column %zu; use \\xHH, \\n, \\r, \\t, \\0, "
+                             "\\\\ or \\\"",
+                             e, i - 1);
                     goto fail;
                 }
                 continue;
@@ -469,15 +481,12 @@ void cli_tokens_free(struct cli_tokens *t)
 int cli_exit_code(rkv_status s)
 {
     switch (s) {
-    case RKV_OK:
-        return CLI_EXIT_OK;
+    case RKV_OK: return CLI_EXIT_OK;
     case RKV_NOT_FOUND:
     case RKV_EXISTS:
     case RKV_NOT_STORED:
-    case RKV_CAS_MISMATCH:
-        return CLI_EXIT_MISS;
-    default:
-        return CLI_EXIT_ERROR;
+    case RKV_CAS_MISMATCH: return CLI_EXIT_MISS;
+    default: return CLI_EXIT_ERROR;
     }
 }
 

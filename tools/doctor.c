@@ -30,23 +30,22 @@
 
 static void doctor_usage(FILE *out)
 {
-    fprintf(out,
-            "Usage: rkv-doctor [OPTION]...\n"
-            "Check this machine for what makes RDMA slow or broken, and how to fix it.\n\n"
-            "  -c, --config FILE   judge against this rkv-server config (region size, CPUs,\n"
-            "                      device, GID index, listen addresses)\n"
-            "  -m, --memory SIZE   region size to check memory, memlock and hugepages for\n"
-            "                      (default: the config's, else 256M); the report also gives\n"
-            "                      the largest --memory rkv-server would accept here\n"
-            "      --cpus LIST     worker CPUs to check against the NIC's NUMA node, e.g. 0,2-3\n"
-            "      --device NAME   only judge this RDMA device's NUMA node and GID index\n"
-            "      --json          print the results as JSON\n"
-            "  -h, --help          show this help\n"
-            "  -V, --version       show the version\n\n"
-            "Each line is [ ok ], [info], [warn] or [FAIL], with a fix where there is one.\n"
-            "Exit status: 0 when nothing FAILs, 1 otherwise, 2 on a bad option.\n"
-            "RKV_DOCTOR_SYSFS, RKV_DOCTOR_PROCFS and RKV_DOCTOR_DEVFS replace /sys, /proc and\n"
-            "/dev (for tests; libibverbs is not asked then).\n");
+    fprintf(out, "Usage: rkv-doctor [OPTION]...\n"
+                 "Check this machine for what makes RDMA slow or broken, and how to fix it.\n\n"
+                 "  -c, --config FILE   judge against this rkv-server config (region size, CPUs,\n"
+                 "                      device, GID index, listen addresses)\n"
+                 "  -m, --memory SIZE   region size to check memory, memlock and hugepages for\n"
+                 "                      (default: the config's, else 256M); the report also gives\n"
+                 "                      the largest --memory rkv-server would accept here\n"
+                 "      --cpus LIST     worker CPUs to check against the NIC's NUMA node, e.g. 0,2-3\n"
+                 "      --device NAME   only judge this RDMA device's NUMA node and GID index\n"
+                 "      --json          print the results as JSON\n"
+                 "  -h, --help          show this help\n"
+                 "  -V, --version       show the version\n\n"
+                 "Each line is [ ok ], [info], [warn] or [FAIL], with a fix where there is one.\n"
+                 "Exit status: 0 when nothing FAILs, 1 otherwise, 2 on a bad option.\n"
+                 "RKV_DOCTOR_SYSFS, RKV_DOCTOR_PROCFS and RKV_DOCTOR_DEVFS replace /sys, /proc and\n"
+                 "/dev (for tests; libibverbs is not asked then).\n");
 }
 
 /* What libibverbs says about the devices sysfs listed: whether a provider
@@ -78,8 +77,8 @@ static void probe_verbs(struct doctor_device *devs, unsigned n)
             struct ibv_port_attr attr;
             struct doctor_port *port = &dev->ports[p];
             if (ibv_query_port(ctx, (uint8_t)port->num, &attr) != 0) {
-                snprintf(dev->verbs_error, sizeof dev->verbs_error,
-                         "ibv_query_port(%u): %s", port->num, strerror(errno));
+                snprintf(dev->verbs_error, sizeof dev->verbs_error, "ibv_query_port(%u): %s",
+                         port->num, strerror(errno));
                 continue;
             }
             /* enum ibv_mtu: IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5 */
@@ -110,10 +109,11 @@ static bool load_config(struct doctor_report *r, struct rkv_server_config *c, co
         fclose(err);
     if (rc == RKV_CONFIG_OK && path != NULL) {
         char mem[32];
-        doctor_add(r, DOCTOR_OK, "config", NULL, "%s loads: memory %s, %u listen address%s, "
-                   "%u worker%s", path, rkv_format_size(c->memory, mem, sizeof mem),
-                   c->listen_count, c->listen_count == 1 ? "" : "es", c->workers,
-                   c->workers == 1 ? "" : "s");
+        doctor_add(r, DOCTOR_OK, "config", NULL,
+                   "%s loads: memory %s, %u listen address%s, "
+                   "%u worker%s",
+                   path, rkv_format_size(c->memory, mem, sizeof mem), c->listen_count,
+                   c->listen_count == 1 ? "" : "es", c->workers, c->workers == 1 ? "" : "s");
     } else if (rc == RKV_CONFIG_OK) {
         char mem[32];
         doctor_add(r, DOCTOR_INFO, "config", "pass --config FILE to judge a server's settings",
@@ -134,14 +134,10 @@ static bool load_config(struct doctor_report *r, struct rkv_server_config *c, co
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "config", required_argument, NULL, 'c' },
-        { "memory", required_argument, NULL, 'm' },
-        { "cpus", required_argument, NULL, 'C' },
-        { "device", required_argument, NULL, 'D' },
-        { "json", no_argument, NULL, 'j' },
-        { "help", no_argument, NULL, 'h' },
-        { "version", no_argument, NULL, 'V' },
-        { NULL, 0, NULL, 0 },
+        { "config", required_argument, NULL, 'c' }, { "memory", required_argument, NULL, 'm' },
+        { "cpus", required_argument, NULL, 'C' },   { "device", required_argument, NULL, 'D' },
+        { "json", no_argument, NULL, 'j' },         { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },      { NULL, 0, NULL, 0 },
     };
     const char *config_path = NULL, *device = NULL, *cpus_arg = NULL;
     uint64_t memory = 0;
@@ -155,16 +151,16 @@ int main(int argc, char **argv)
         case 'j': json = true; break;
         case 'm':
             if (!rkv_parse_size(optarg, &memory)) {
-                fprintf(stderr, "rkv-doctor: --memory: \"%s\" is not a size; use a number with "
-                        "an optional K/M/G/T suffix, e.g. 256M\n", optarg);
+                fprintf(stderr,
+                        "rkv-doctor: --memory: \"%s\" is not a size; use a number with "
+                        "an optional K/M/G/T suffix, e.g. 256M\n",
+                        optarg);
                 return 2;
             }
             break;
         case 'h': doctor_usage(stdout); return 0;
         case 'V': printf("rkv-doctor %s\n", RKV_VERSION_STRING); return 0;
-        default:
-            fprintf(stderr, "rkv-doctor: see rkv-doctor --help\n");
-            return 2;
+        default: fprintf(stderr, "rkv-doctor: see rkv-doctor --help\n"); return 2;
         }
     }
     if (optind < argc) {

@@ -24,7 +24,7 @@
 #include "rdma_util.h"
 #include "util.h"
 
-#define MAX_CPU_IDS 1024u
+#define MAX_CPU_IDS      1024u
 #define CAP_IPC_LOCK_BIT 14u
 
 /* snprintf for paths and messages: false when the text did not fit (a path
@@ -324,8 +324,8 @@ static int compare_names(const void *a, const void *b)
     return strcmp(((const struct doctor_device *)a)->name, ((const struct doctor_device *)b)->name);
 }
 
-unsigned doctor_scan_devices(const struct doctor_env *env, struct doctor_device *devs,
-                             unsigned max, bool *class_missing)
+unsigned doctor_scan_devices(const struct doctor_env *env, struct doctor_device *devs, unsigned max,
+                             bool *class_missing)
 {
     char class_dir[600], dev_dir[1100], path[1400], parent[64], node_text[32];
     unsigned ports[DOCTOR_MAX_PORTS];
@@ -429,10 +429,10 @@ void doctor_check_devices(struct doctor_report *r, const struct doctor_device *d
     for (unsigned i = 0; i < n; i++) {
         const struct doctor_device *d = &devs[i];
         if (d->software)
-            doctor_add(r, DOCTOR_INFO, "device",
-                       "fine for tests; for speed use a hardware RDMA NIC",
+            doctor_add(r, DOCTOR_INFO, "device", "fine for tests; for speed use a hardware RDMA NIC",
                        "%s is %s on netdev %s: software RDMA, correct but CPU-bound and much "
-                       "slower than a NIC (tens of µs per operation)", d->name,
+                       "slower than a NIC (tens of µs per operation)",
+                       d->name,
                        strcmp(d->driver, "siw") == 0 ? "Soft-iWARP (siw)" : "Soft-RoCE (rdma_rxe)",
                        d->port_count && d->ports[0].netdev[0] ? d->ports[0].netdev : "?");
         else if (d->driver[0] != '\0')
@@ -471,12 +471,13 @@ void doctor_check_userspace(struct doctor_report *r, const struct doctor_device 
                        "install the user-space provider: `apt-get install ibverbs-providers` "
                        "(rdma-core); providers are listed in /etc/libibverbs.d/",
                        "%s is in sysfs but libibverbs does not list it: no user-space provider "
-                       "claims driver %s, so programs see no device", d->name,
-                       d->driver[0] ? d->driver : "?");
+                       "claims driver %s, so programs see no device",
+                       d->name, d->driver[0] ? d->driver : "?");
         else if (d->verbs_error[0] != '\0')
             doctor_add(r, DOCTOR_FAIL, "verbs",
                        "see the device-file check below; running as root shows whether it is a "
-                       "permission problem", "cannot open %s: %s", d->name, d->verbs_error);
+                       "permission problem",
+                       "cannot open %s: %s", d->name, d->verbs_error);
         else
             doctor_add(r, DOCTOR_OK, "verbs", NULL, "libibverbs opens %s and queries its ports",
                        d->name);
@@ -493,7 +494,9 @@ void doctor_check_ports(struct doctor_report *r, const struct doctor_device *dev
                        "%s has no ports in sysfs", d->name);
         for (unsigned k = 0; k < d->port_count; k++) {
             const struct doctor_port *p = &d->ports[k];
-            const char *kind = is_roce(p) ? "Ethernet (RoCE)" : p->link_layer[0] ? p->link_layer : "?";
+            const char *kind = is_roce(p)         ? "Ethernet (RoCE)"
+                               : p->link_layer[0] ? p->link_layer
+                                                  : "?";
             if (p->state == 4 || p->state == 5) {
                 doctor_add(r, DOCTOR_OK, "port", NULL, "%s port %u: %s, %s, %s, %s", d->name,
                            p->num, p->state_text, p->phys_text[0] ? p->phys_text : "?", kind,
@@ -504,22 +507,26 @@ void doctor_check_ports(struct doctor_report *r, const struct doctor_device *dev
             if (p->phys_state == 3 && is_roce(p))
                 fmt(fix, sizeof fix, "the port is disabled: `ip link set %s up`", nd);
             else if (p->phys_state == 3)
-                fmt(fix, sizeof fix, "the port is disabled: `ibportstate LID %u enable`",
-                         p->num);
+                fmt(fix, sizeof fix, "the port is disabled: `ibportstate LID %u enable`", p->num);
             else if (is_roce(p))
-                fmt(fix, sizeof fix, "bring the netdev up and check its link: `ip link set "
-                         "%s up; ip -br link show %s` (cable, transceiver, switch port; "
-                         "Soft-RoCE follows its netdev's carrier)", nd, nd);
+                fmt(fix, sizeof fix,
+                    "bring the netdev up and check its link: `ip link set "
+                    "%s up; ip -br link show %s` (cable, transceiver, switch port; "
+                    "Soft-RoCE follows its netdev's carrier)",
+                    nd, nd);
             else if (p->state == 2 || p->state == 3)
-                fmt(fix, sizeof fix, "no subnet manager has configured the port: run opensm "
-                         "on one host of the fabric (`systemctl start opensm`) or enable the "
-                         "switch's subnet manager");
+                fmt(fix, sizeof fix,
+                    "no subnet manager has configured the port: run opensm "
+                    "on one host of the fabric (`systemctl start opensm`) or enable the "
+                    "switch's subnet manager");
             else
-                fmt(fix, sizeof fix, "check the cable or transceiver and the switch port "
-                         "(`ibstat`); physical state Polling means no link partner");
+                fmt(fix, sizeof fix,
+                    "check the cable or transceiver and the switch port "
+                    "(`ibstat`); physical state Polling means no link partner");
             doctor_add(r, DOCTOR_FAIL, "port", fix,
                        "%s port %u is %s (physical state %s, %s): no traffic passes until it is "
-                       "ACTIVE", d->name, p->num, p->state_text[0] ? p->state_text : "unknown",
+                       "ACTIVE",
+                       d->name, p->num, p->state_text[0] ? p->state_text : "unknown",
                        p->phys_text[0] ? p->phys_text : "unknown", kind);
         }
     }
@@ -553,8 +560,8 @@ void doctor_check_mtu(struct doctor_report *r, const struct doctor_device *devs,
                                "raise the partition MTU in the subnet manager (opensm "
                                "partitions.conf: Default=0x7fff, ipoib, mtu=5 : ALL=full;)",
                                "%s port %u: active MTU %d is below the port's maximum %d: the "
-                               "subnet manager or the peer limits it", d->name, p->num,
-                               p->active_mtu, p->max_mtu);
+                               "subnet manager or the peer limits it",
+                               d->name, p->num, p->active_mtu, p->max_mtu);
                 else
                     doctor_add(r, DOCTOR_OK, "mtu", NULL, "%s port %u: active MTU %d", d->name,
                                p->num, p->active_mtu);
@@ -570,9 +577,10 @@ void doctor_check_mtu(struct doctor_report *r, const struct doctor_device *devs,
             int active = p->active_mtu ? p->active_mtu : allowed;
             if (allowed < 4096) {
                 fmt(fix, sizeof fix,
-                         "if every host and switch port on the path takes jumbo frames, raise "
-                         "it on all of them together (a mismatch drops packets): `ip link set "
-                         "dev %s mtu 4200` (or 9000)", p->netdev);
+                    "if every host and switch port on the path takes jumbo frames, raise "
+                    "it on all of them together (a mismatch drops packets): `ip link set "
+                    "dev %s mtu 4200` (or 9000)",
+                    p->netdev);
                 doctor_add(r, DOCTOR_WARN, "mtu", fix,
                            "%s port %u: RDMA MTU is %d bytes because %s's MTU is %d: transfers "
                            "larger than that (big values, bucket reads) take more packets",
@@ -580,8 +588,9 @@ void doctor_check_mtu(struct doctor_report *r, const struct doctor_device *devs,
             } else if (p->active_mtu != 0 && p->active_mtu < allowed) {
                 doctor_add(r, DOCTOR_WARN, "mtu", "check the port's max MTU with `ibv_devinfo -v`",
                            "%s port %u: active MTU %d is below the %d that %s's MTU %d allows "
-                           "(port maximum %d)", d->name, p->num, p->active_mtu, allowed,
-                           p->netdev, p->netdev_mtu, p->max_mtu);
+                           "(port maximum %d)",
+                           d->name, p->num, p->active_mtu, allowed, p->netdev, p->netdev_mtu,
+                           p->max_mtu);
             } else {
                 doctor_add(r, DOCTOR_OK, "mtu", NULL, "%s port %u: RDMA MTU %d (%s MTU %d)",
                            d->name, p->num, active, p->netdev, p->netdev_mtu);
@@ -614,12 +623,14 @@ void doctor_check_gids(struct doctor_report *r, const struct doctor_device *devs
             if (!is_roce(p))
                 continue;
             if (p->gid_count == 0) {
-                fmt(fix, sizeof fix, "give the netdev an address and bring it up: `ip link "
-                         "set %s up; ip addr add ADDRESS/PREFIX dev %s`",
-                         p->netdev[0] ? p->netdev : "NETDEV", p->netdev[0] ? p->netdev : "NETDEV");
+                fmt(fix, sizeof fix,
+                    "give the netdev an address and bring it up: `ip link "
+                    "set %s up; ip addr add ADDRESS/PREFIX dev %s`",
+                    p->netdev[0] ? p->netdev : "NETDEV", p->netdev[0] ? p->netdev : "NETDEV");
                 doctor_add(r, DOCTOR_FAIL, "gid", fix,
                            "%s port %u has an empty GID table: RoCE needs an address on the "
-                           "netdev", d->name, p->num);
+                           "netdev",
+                           d->name, p->num);
                 continue;
             }
             size_t used = 0;
@@ -627,8 +638,7 @@ void doctor_check_gids(struct doctor_report *r, const struct doctor_device *devs
             for (unsigned g = 0; g < p->gid_count; g++) {
                 const struct doctor_gid *x = &p->gids[g];
                 append(list, sizeof list, &used, "%s%u %s (%s%s%s)", g ? "; " : "", x->index,
-                       x->text, x->type[0] ? x->type : "type ?", x->netdev[0] ? ", " : "",
-                       x->netdev);
+                       x->text, x->type[0] ? x->type : "type ?", x->netdev[0] ? ", " : "", x->netdev);
                 if (is_v2(x) && any_v2 == NULL)
                     any_v2 = x;
                 if (is_v2(x) && x->ipv4 && best == NULL)
@@ -653,7 +663,8 @@ void doctor_check_gids(struct doctor_report *r, const struct doctor_device *devs
                            "use RoCE v2: it is the kernel's default mode; on ConnectX set it with "
                            "`cma_roce_mode -d DEVICE -p PORT -m 2`",
                            "%s port %u has only RoCE v1 GIDs: v1 is not routable and many networks "
-                           "drop it", d->name, p->num);
+                           "drop it",
+                           d->name, p->num);
 
             if (w->gid_index < 0 || !selected(d, w))
                 continue;
@@ -665,16 +676,18 @@ void doctor_check_gids(struct doctor_report *r, const struct doctor_device *devs
             if (cfg == NULL)
                 doctor_add(r, DOCTOR_FAIL, "gid", fix,
                            "the configured gid_index %d is empty on %s port %u: connections "
-                           "fail", w->gid_index, d->name, p->num);
+                           "fail",
+                           w->gid_index, d->name, p->num);
             else if (!is_v2(cfg))
                 doctor_add(r, DOCTOR_WARN, "gid", fix,
                            "the configured gid_index %d on %s port %u is %s, not RoCE v2",
-                           w->gid_index, d->name, p->num, cfg->type[0] ? cfg->type : "of unknown type");
+                           w->gid_index, d->name, p->num,
+                           cfg->type[0] ? cfg->type : "of unknown type");
             else if (cfg != best)
                 doctor_add(r, DOCTOR_INFO, "gid", fix,
                            "the configured gid_index %d on %s port %u is RoCE v2 for %s; clients "
-                           "must use the same address family", w->gid_index, d->name, p->num,
-                           cfg->text);
+                           "must use the same address family",
+                           w->gid_index, d->name, p->num, cfg->text);
             else
                 doctor_add(r, DOCTOR_OK, "gid", NULL,
                            "the configured gid_index %d is %s port %u's IPv4 RoCE v2 GID",
@@ -716,8 +729,8 @@ void doctor_check_listen_addresses(struct doctor_report *r, const struct doctor_
                         continue;
                     found = true;
                     doctor_add(r, DOCTOR_OK, "listen", NULL,
-                               "rdma://%s is on %s port %u (%s, GID index %u)", host,
-                               devs[i].name, p->num, x->netdev[0] ? x->netdev : "?", x->index);
+                               "rdma://%s is on %s port %u (%s, GID index %u)", host, devs[i].name,
+                               p->num, x->netdev[0] ? x->netdev : "?", x->index);
                 }
             }
         }
@@ -726,7 +739,8 @@ void doctor_check_listen_addresses(struct doctor_report *r, const struct doctor_
                        "listen on an address of the RDMA netdev (`ip -br addr`; rdma link show "
                        "names the netdev of each device), or on 0.0.0.0",
                        "no RDMA port has the address %s: rdma_cm cannot bind rdma://%s (\"No such "
-                       "device\" or \"Cannot assign requested address\")", canon, host);
+                       "device\" or \"Cannot assign requested address\")",
+                       canon, host);
     }
 }
 
@@ -747,8 +761,8 @@ static bool can_read_write(const struct stat *st, uid_t uid, gid_t gid, const gi
 }
 
 void doctor_check_device_files(struct doctor_report *r, const struct doctor_env *env,
-                               unsigned ndevs, const struct doctor_wanted *w, uid_t uid,
-                               gid_t gid, const gid_t *groups, int ngroups)
+                               unsigned ndevs, const struct doctor_wanted *w, uid_t uid, gid_t gid,
+                               const gid_t *groups, int ngroups)
 {
     char dir[600], path[700], fix[512];
     unsigned idx[64];
@@ -762,7 +776,8 @@ void doctor_check_device_files(struct doctor_report *r, const struct doctor_env 
                    "load the verbs module: `modprobe ib_uverbs` (rdma-core's rdma-load-modules "
                    "service loads it at boot)",
                    "no %s/uverbs* device files: the ib_uverbs module is not loaded, so programs "
-                   "cannot reach the RDMA devices", dir);
+                   "cannot reach the RDMA devices",
+                   dir);
     }
     unsigned ok = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -774,30 +789,33 @@ void doctor_check_device_files(struct doctor_report *r, const struct doctor_env 
             continue;
         }
         fmt(fix, sizeof fix,
-                 "run as root, add the user to the file's group (`usermod -aG GROUP USER`), or "
-                 "allow everyone with a udev rule: KERNEL==\"uverbs*\", MODE=\"0666\" in "
-                 "/etc/udev/rules.d/90-rdma.rules (quick test: `chmod a+rw %s/uverbs*`)", dir);
+            "run as root, add the user to the file's group (`usermod -aG GROUP USER`), or "
+            "allow everyone with a udev rule: KERNEL==\"uverbs*\", MODE=\"0666\" in "
+            "/etc/udev/rules.d/90-rdma.rules (quick test: `chmod a+rw %s/uverbs*`)",
+            dir);
         doctor_add(r, DOCTOR_FAIL, "devfiles", fix,
                    "%s is mode %03o, owner %u:%u: this user (uid %u) cannot open it, so verbs "
-                   "programs fail with \"Couldn't open device\" / permission denied", path,
-                   (unsigned)(st.st_mode & 0777), (unsigned)st.st_uid, (unsigned)st.st_gid,
+                   "programs fail with \"Couldn't open device\" / permission denied",
+                   path, (unsigned)(st.st_mode & 0777), (unsigned)st.st_uid, (unsigned)st.st_gid,
                    (unsigned)uid);
     }
     if (n > 0 && ok == n)
-        doctor_add(r, DOCTOR_OK, "devfiles", NULL, "%u uverbs device file%s in %s, readable and "
-                   "writable by this user", n, n == 1 ? "" : "s", dir);
+        doctor_add(r, DOCTOR_OK, "devfiles", NULL,
+                   "%u uverbs device file%s in %s, readable and "
+                   "writable by this user",
+                   n, n == 1 ? "" : "s", dir);
 
     fmt(path, sizeof path, "%s/rdma_cm", dir);
     if (stat(path, &st) != 0)
-        doctor_add(r, w->rdma ? DOCTOR_FAIL : DOCTOR_WARN, "rdma_cm",
-                   "load it: `modprobe rdma_ucm`",
+        doctor_add(r, w->rdma ? DOCTOR_FAIL : DOCTOR_WARN, "rdma_cm", "load it: `modprobe rdma_ucm`",
                    "%s is missing: the rdma_ucm module is not loaded, and rkv connects with "
-                   "rdma_cm", path);
+                   "rdma_cm",
+                   path);
     else if (!can_read_write(&st, uid, gid, groups, ngroups))
-        doctor_add(r, DOCTOR_FAIL, "rdma_cm", "`chmod a+rw` it or add a udev rule: "
+        doctor_add(r, DOCTOR_FAIL, "rdma_cm",
+                   "`chmod a+rw` it or add a udev rule: "
                    "KERNEL==\"rdma_cm\", MODE=\"0666\"",
-                   "%s is mode %03o: this user cannot open it", path,
-                   (unsigned)(st.st_mode & 0777));
+                   "%s is mode %03o: this user cannot open it", path, (unsigned)(st.st_mode & 0777));
     else
         doctor_add(r, DOCTOR_OK, "rdma_cm", NULL, "%s is present and usable", path);
 }
@@ -820,17 +838,18 @@ void doctor_check_memlock(struct doctor_report *r, uint64_t limit, bool cap_ipc_
     }
     rkv_format_size(limit, lim, sizeof lim);
     if (limit >= need)
-        doctor_add(r, DOCTOR_OK, "memlock", NULL, "memlock limit %s covers the %s region", lim,
-                   reg);
+        doctor_add(r, DOCTOR_OK, "memlock", NULL, "memlock limit %s covers the %s region", lim, reg);
     else if (cap_ipc_lock)
         doctor_add(r, DOCTOR_INFO, "memlock", fix,
                    "memlock limit %s is below the %s region, but this process has CAP_IPC_LOCK "
                    "(root), which lifts the limit for RDMA registration; a server started as "
-                   "another user, or without the capability, would fail to register it", lim, reg);
+                   "another user, or without the capability, would fail to register it",
+                   lim, reg);
     else
         doctor_add(r, ndevs > 0 || w->rdma ? DOCTOR_FAIL : DOCTOR_WARN, "memlock", fix,
                    "memlock limit %s is below the %s region: registering it for RDMA fails "
-                   "with \"Cannot allocate memory\"", lim, reg);
+                   "with \"Cannot allocate memory\"",
+                   lim, reg);
 }
 
 void doctor_check_hugepages(struct doctor_report *r, const struct doctor_env *env,
@@ -873,12 +892,12 @@ void doctor_check_hugepages(struct doctor_report *r, const struct doctor_env *en
         rkv_format_size(size, size_text, sizeof size_text);
         if ((uint64_t)free_pages * size >= w->region) {
             doctor_add(r, DOCTOR_OK, "hugepages", NULL,
-                       "the %s region fits in free %s hugepages (%ld free of %ld)", reg,
-                       size_text, free_pages, total_pages);
+                       "the %s region fits in free %s hugepages (%ld free of %ld)", reg, size_text,
+                       free_pages, total_pages);
             return;
         }
-        append(summary, sizeof summary, &used, "%s%s: %ld free of %ld", used ? "; " : "",
-               size_text, free_pages, total_pages);
+        append(summary, sizeof summary, &used, "%s%s: %ld free of %ld", used ? "; " : "", size_text,
+               free_pages, total_pages);
         if (small_size == 0 || size < small_size)
             small_size = size;
     }
@@ -886,20 +905,20 @@ void doctor_check_hugepages(struct doctor_report *r, const struct doctor_env *en
         doctor_add(r, w->hugepages_required ? DOCTOR_FAIL : DOCTOR_WARN, "hugepages",
                    "use a kernel with CONFIG_HUGETLBFS (all distribution kernels have it)",
                    "this kernel offers no hugepages (no %s): rkv-server uses normal 4 KiB pages%s",
-                   dir, w->hugepages_required ? ", but hugepages_required = yes: it will not start" : "");
+                   dir,
+                   w->hugepages_required ? ", but hugepages_required = yes: it will not start" : "");
         return;
     }
     rkv_format_size(small_size, size_text, sizeof size_text);
     uint64_t pages = (w->region + small_size - 1) / small_size;
     fmt(fix, sizeof fix,
-             "reserve them before starting the server: `echo %llu > %s/hugepages-%llukB/"
-             "nr_hugepages` (%llu x %s); to keep it across reboots set vm.nr_hugepages = %llu in "
-             "/etc/sysctl.d/ or boot with hugepagesz=1G hugepages=N", (unsigned long long)pages,
-             dir, (unsigned long long)(small_size >> 10), (unsigned long long)pages, size_text,
-             (unsigned long long)pages);
+        "reserve them before starting the server: `echo %llu > %s/hugepages-%llukB/"
+        "nr_hugepages` (%llu x %s); to keep it across reboots set vm.nr_hugepages = %llu in "
+        "/etc/sysctl.d/ or boot with hugepagesz=1G hugepages=N",
+        (unsigned long long)pages, dir, (unsigned long long)(small_size >> 10),
+        (unsigned long long)pages, size_text, (unsigned long long)pages);
     doctor_add(r, w->hugepages_required ? DOCTOR_FAIL : DOCTOR_WARN, "hugepages", fix,
-               "not enough free hugepages for the %s region (%s): rkv-server %s",
-               reg, summary,
+               "not enough free hugepages for the %s region (%s): rkv-server %s", reg, summary,
                w->hugepages_required
                    ? "will refuse to start (hugepages_required = yes)"
                    : "falls back to 4 KiB pages: more TLB misses in the server and more "
@@ -945,17 +964,19 @@ void doctor_check_numa(struct doctor_report *r, const struct doctor_env *env,
                        d->name);
             continue;
         }
-        fmt(path, sizeof path, "%s/devices/system/node/node%d/cpulist", env->sysfs,
-                 d->numa_node);
+        fmt(path, sizeof path, "%s/devices/system/node/node%d/cpulist", env->sysfs, d->numa_node);
         if (!read_cpu_set(path, on_node, &node_count_cpus) || !read_line(path, list, sizeof list)) {
-            doctor_add(r, DOCTOR_INFO, "numa", NULL, "%s is on NUMA node %d (its CPU list is "
-                       "unreadable)", d->name, d->numa_node);
+            doctor_add(r, DOCTOR_INFO, "numa", NULL,
+                       "%s is on NUMA node %d (its CPU list is "
+                       "unreadable)",
+                       d->name, d->numa_node);
             continue;
         }
         if (w->cpu_count == 0) {
             doctor_add(r, DOCTOR_INFO, "numa", NULL,
                        "%s is on NUMA node %d (CPUs %s); with cpus = auto rkv-server pins its "
-                       "workers there", d->name, d->numa_node, list);
+                       "workers there",
+                       d->name, d->numa_node, list);
             continue;
         }
         unsigned off = 0;
@@ -972,9 +993,10 @@ void doctor_check_numa(struct doctor_report *r, const struct doctor_env *env,
                        "the configured CPUs are all on NUMA node %d with %s", d->numa_node, d->name);
             continue;
         }
-        fmt(fix, sizeof fix, "set cpus = %s and keep the server's memory there too "
-                 "(`numactl --cpunodebind=%d --membind=%d rkv-server ...`)", list, d->numa_node,
-                 d->numa_node);
+        fmt(fix, sizeof fix,
+            "set cpus = %s and keep the server's memory there too "
+            "(`numactl --cpunodebind=%d --membind=%d rkv-server ...`)",
+            list, d->numa_node, d->numa_node);
         doctor_add(r, DOCTOR_WARN, "numa", fix,
                    "%u of the %u configured CPUs (e.g. CPU %d) are not on NUMA node %d where %s "
                    "sits: every request and DMA crosses the socket interconnect (10-20%% slower)",
@@ -990,8 +1012,8 @@ void doctor_check_governor(struct doctor_report *r, const struct doctor_env *env
     fmt(path, sizeof path, "%s/devices/system/cpu", env->sysfs);
     unsigned n = numeric_entries(path, "cpu", cpus, MAX_CPU_IDS);
     for (unsigned i = 0; i < n; i++) {
-        fmt(path, sizeof path, "%s/devices/system/cpu/cpu%u/cpufreq/scaling_governor",
-                 env->sysfs, cpus[i]);
+        fmt(path, sizeof path, "%s/devices/system/cpu/cpu%u/cpufreq/scaling_governor", env->sysfs,
+            cpus[i]);
         if (!read_line(path, gov, sizeof gov))
             continue;
         with_freq++;
@@ -1012,8 +1034,8 @@ void doctor_check_governor(struct doctor_report *r, const struct doctor_env *env
                    "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor`; also consider "
                    "disabling deep C-states in the BIOS",
                    "%u of %u CPUs use the %s governor, not performance: the clock drops between "
-                   "requests and each wake-up adds microseconds", with_freq - performance,
-                   with_freq, other);
+                   "requests and each wake-up adds microseconds",
+                   with_freq - performance, with_freq, other);
 }
 
 void doctor_check_firewall(struct doctor_report *r, const struct doctor_device *devs, unsigned n)
@@ -1049,8 +1071,8 @@ void doctor_check_memory(struct doctor_report *r, const struct doctor_env *env,
 
     for (unsigned i = 0; i < RKV_MEM_HUGE_KINDS; i++)
         if (me.huge[i].page_size != 0)
-            append(huge, sizeof huge, &used, "%s%s hugepages %llu free of %llu",
-                   used ? ", " : "", rkv_format_size(me.huge[i].page_size, a, sizeof a),
+            append(huge, sizeof huge, &used, "%s%s hugepages %llu free of %llu", used ? ", " : "",
+                   rkv_format_size(me.huge[i].page_size, a, sizeof a),
                    (unsigned long long)me.huge[i].free_pages,
                    (unsigned long long)me.huge[i].total_pages);
     if (me.cgroup.known)
@@ -1078,27 +1100,32 @@ void doctor_check_memory(struct doctor_report *r, const struct doctor_env *env,
         run.max_conns = conns;
         rkv_mem_describe(&run, cfg->memory, &me, msg, sizeof msg);
         if (conns < cfg->max_conns)
-            doctor_add(r, DOCTOR_WARN, "memory", "set max_conns to at most the number above, "
+            doctor_add(r, DOCTOR_WARN, "memory",
+                       "set max_conns to at most the number above, "
                        "lower --memory, or give the server more memory",
                        "--memory %s fits with max_conns lowered from %u to %u (rkv-server "
-                       "lowers it at start): %s", a, cfg->max_conns, conns, msg);
+                       "lowers it at start): %s",
+                       a, cfg->max_conns, conns, msg);
         else
             doctor_add(r, DOCTOR_OK, "memory", NULL, "--memory %s fits: %s", a, msg);
     } else {
-        doctor_add(r, DOCTOR_FAIL, "memory", largest ? "lower --memory (see the largest below), "
-                   "lower max_conns, or free memory; --memory-check=off starts anyway" :
-                   "lower max_conns or free memory; --memory-check=off starts anyway",
+        doctor_add(r, DOCTOR_FAIL, "memory",
+                   largest ? "lower --memory (see the largest below), "
+                             "lower max_conns, or free memory; --memory-check=off starts anyway"
+                           : "lower max_conns or free memory; --memory-check=off starts anyway",
                    "rkv-server refuses this: %s", msg);
     }
     if (largest != 0)
-        doctor_add(r, DOCTOR_INFO, "memory", NULL, "the largest --memory rkv-server accepts here "
-                   "with this configuration: %s", b);
+        doctor_add(r, DOCTOR_INFO, "memory", NULL,
+                   "the largest --memory rkv-server accepts here "
+                   "with this configuration: %s",
+                   b);
 }
 
 /* ------------------------------------------------------------ RC retransmission */
 
-#define RC_SLOT_WARN_NS  (60ull * 1000000000ull)  /* a vanished client holding its slot longer */
-#define RC_TRY_WARN_NS   1000000ull               /* tries shorter than a congested fabric's delays */
+#define RC_SLOT_WARN_NS (60ull * 1000000000ull) /* a vanished client holding its slot longer */
+#define RC_TRY_WARN_NS  1000000ull              /* tries shorter than a congested fabric's delays */
 
 void doctor_check_rc(struct doctor_report *r, const struct rkv_server_config *cfg)
 {

@@ -18,9 +18,9 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#define DOCTOR_MAX_DEVICES 16u
-#define DOCTOR_MAX_PORTS   4u
-#define DOCTOR_MAX_GIDS    16u   /* non-empty GID entries kept per port */
+#define DOCTOR_MAX_DEVICES   16u
+#define DOCTOR_MAX_PORTS     4u
+#define DOCTOR_MAX_GIDS      16u /* non-empty GID entries kept per port */
 #define DOCTOR_ROCE_UDP_PORT 4791u
 
 enum doctor_level { DOCTOR_OK, DOCTOR_INFO, DOCTOR_WARN, DOCTOR_FAIL };
@@ -35,66 +35,66 @@ struct doctor_env {
 /* One result line. */
 struct doctor_result {
     enum doctor_level level;
-    char check[24];      /* short name: "device", "port", "mtu", "gid", "memlock", ... */
-    char message[640];   /* what was found and why it matters */
-    char fix[512];       /* what to do about it; "" when nothing */
+    char check[24];    /* short name: "device", "port", "mtu", "gid", "memlock", ... */
+    char message[640]; /* what was found and why it matters */
+    char fix[512];     /* what to do about it; "" when nothing */
 };
 
 struct doctor_report {
     struct doctor_result *items;
     unsigned count, cap;
-    unsigned counts[4];  /* results per level */
+    unsigned counts[4]; /* results per level */
 };
 
 /* One non-empty entry of a port's GID table. */
 struct doctor_gid {
     unsigned index;
-    char text[48];       /* compact IPv6 form, e.g. ::ffff:192.0.2.1 */
-    char type[24];       /* "RoCE v2", "IB/RoCE v1", or "" (InfiniBand) */
-    char netdev[32];     /* the netdev it belongs to (RoCE) */
-    bool ipv4;           /* an IPv4-mapped GID */
-    char ipv4_text[16];  /* dotted quad when ipv4 */
+    char text[48];      /* compact IPv6 form, e.g. ::ffff:192.0.2.1 */
+    char type[24];      /* "RoCE v2", "IB/RoCE v1", or "" (InfiniBand) */
+    char netdev[32];    /* the netdev it belongs to (RoCE) */
+    bool ipv4;          /* an IPv4-mapped GID */
+    char ipv4_text[16]; /* dotted quad when ipv4 */
 };
 
 struct doctor_port {
-    unsigned num;              /* 1-based port number */
-    int state;                 /* 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER; 0 unknown */
-    char state_text[24];       /* "ACTIVE" */
-    int phys_state;            /* 2 Polling, 3 Disabled, 5 LinkUp, ...; 0 unknown */
-    char phys_text[32];        /* "LinkUp" */
-    char link_layer[16];       /* "Ethernet" (RoCE) or "InfiniBand" */
-    char rate[48];             /* "100 Gb/sec (4X EDR)" */
-    char netdev[32];           /* RoCE: the netdev under the port; "" unknown */
-    int netdev_mtu;            /* its MTU in bytes; 0 unknown */
-    int active_mtu;            /* from ibv_query_port, bytes; 0 unknown */
-    int max_mtu;               /* likewise */
+    unsigned num;        /* 1-based port number */
+    int state;           /* 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER; 0 unknown */
+    char state_text[24]; /* "ACTIVE" */
+    int phys_state;      /* 2 Polling, 3 Disabled, 5 LinkUp, ...; 0 unknown */
+    char phys_text[32];  /* "LinkUp" */
+    char link_layer[16]; /* "Ethernet" (RoCE) or "InfiniBand" */
+    char rate[48];       /* "100 Gb/sec (4X EDR)" */
+    char netdev[32];     /* RoCE: the netdev under the port; "" unknown */
+    int netdev_mtu;      /* its MTU in bytes; 0 unknown */
+    int active_mtu;      /* from ibv_query_port, bytes; 0 unknown */
+    int max_mtu;         /* likewise */
     struct doctor_gid gids[DOCTOR_MAX_GIDS];
     unsigned gid_count;
 };
 
 struct doctor_device {
-    char name[64];             /* "mlx5_0", "rxe0" */
-    char driver[64];           /* kernel driver: "mlx5_core", "rxe", "siw", ... */
-    char pci[32];              /* PCI address when it has one */
-    bool software;             /* Soft-RoCE (rxe) or Soft-iWARP (siw) */
-    int node_type;             /* 1 CA, 2 switch, 3 router, 4 RNIC; 0 unknown */
-    int numa_node;             /* -1 unknown or none */
+    char name[64];   /* "mlx5_0", "rxe0" */
+    char driver[64]; /* kernel driver: "mlx5_core", "rxe", "siw", ... */
+    char pci[32];    /* PCI address when it has one */
+    bool software;   /* Soft-RoCE (rxe) or Soft-iWARP (siw) */
+    int node_type;   /* 1 CA, 2 switch, 3 router, 4 RNIC; 0 unknown */
+    int numa_node;   /* -1 unknown or none */
     struct doctor_port ports[DOCTOR_MAX_PORTS];
     unsigned port_count;
     /* Filled by rkv-doctor from libibverbs (tests set them by hand). */
-    bool verbs_checked;        /* the facts below were looked up */
-    bool verbs_listed;         /* ibv_get_device_list() returned it */
-    char verbs_error[128];     /* why it could not be opened/queried; "" ok */
+    bool verbs_checked;    /* the facts below were looked up */
+    bool verbs_listed;     /* ibv_get_device_list() returned it */
+    char verbs_error[128]; /* why it could not be opened/queried; "" ok */
 };
 
 /* What the server will be asked to do: from --config / --memory / --cpus. */
 struct doctor_wanted {
-    uint64_t region;           /* table region bytes */
-    bool rdma;                 /* an rdma:// listen URI is configured */
+    uint64_t region; /* table region bytes */
+    bool rdma;       /* an rdma:// listen URI is configured */
     bool hugepages_required;
-    int gid_index;             /* -1 auto */
-    const char *device;        /* configured RDMA device, or NULL */
-    const int *cpus;           /* configured worker CPUs (or NULL) */
+    int gid_index;      /* -1 auto */
+    const char *device; /* configured RDMA device, or NULL */
+    const int *cpus;    /* configured worker CPUs (or NULL) */
     unsigned cpu_count;
     const char *const *rdma_hosts; /* hosts of the rdma:// listen URIs */
     unsigned rdma_host_count;
@@ -118,8 +118,8 @@ const char *doctor_level_tag(enum doctor_level level);
 /* RDMA devices under SYSFS/class/infiniband, sorted by name. Returns the
  * count; *class_missing tells whether the class directory does not exist
  * (the kernel has no RDMA core loaded). */
-unsigned doctor_scan_devices(const struct doctor_env *env, struct doctor_device *devs,
-                             unsigned max, bool *class_missing);
+unsigned doctor_scan_devices(const struct doctor_env *env, struct doctor_device *devs, unsigned max,
+                             bool *class_missing);
 
 /* CapEff of PROCFS/self/status has CAP_IPC_LOCK (memlock does not apply). */
 bool doctor_has_cap_ipc_lock(const struct doctor_env *env);
@@ -138,8 +138,8 @@ void doctor_check_listen_addresses(struct doctor_report *r, const struct doctor_
                                    unsigned n, const struct doctor_wanted *w);
 /* uverbs* and rdma_cm under DEVFS/infiniband, judged for `uid` and its groups. */
 void doctor_check_device_files(struct doctor_report *r, const struct doctor_env *env,
-                               unsigned ndevs, const struct doctor_wanted *w, uid_t uid,
-                               gid_t gid, const gid_t *groups, int ngroups);
+                               unsigned ndevs, const struct doctor_wanted *w, uid_t uid, gid_t gid,
+                               const gid_t *groups, int ngroups);
 /* limit: RLIMIT_MEMLOCK soft limit in bytes, UINT64_MAX for unlimited. */
 void doctor_check_memlock(struct doctor_report *r, uint64_t limit, bool cap_ipc_lock,
                           unsigned ndevs, const struct doctor_wanted *w);

@@ -58,13 +58,34 @@ void json_write_escaped(FILE *out, const char *s, size_t n)
     while (i < n) {
         unsigned char c = p[i];
         switch (c) {
-        case '"':  fputs("\\\"", out); i++; continue;
-        case '\\': fputs("\\\\", out); i++; continue;
-        case '\b': fputs("\\b", out); i++; continue;
-        case '\f': fputs("\\f", out); i++; continue;
-        case '\n': fputs("\\n", out); i++; continue;
-        case '\r': fputs("\\r", out); i++; continue;
-        case '\t': fputs("\\t", out); i++; continue;
+        case '"':
+            fputs("\\\"", out);
+            i++;
+            continue;
+        case '\\':
+            fputs("\\\\", out);
+            i++;
+            continue;
+        case '\b':
+            fputs("\\b", out);
+            i++;
+            continue;
+        case '\f':
+            fputs("\\f", out);
+            i++;
+            continue;
+        case '\n':
+            fputs("\\n", out);
+            i++;
+            continue;
+        case '\r':
+            fputs("\\r", out);
+            i++;
+            continue;
+        case '\t':
+            fputs("\\t", out);
+            i++;
+            continue;
         default: break;
         }
         if (c < 0x20) {
@@ -94,7 +115,7 @@ static void member(struct json_writer *w, const char *key)
     }
     if (key != NULL) {
         if (w->depth == 0)
-            w->failed = true;    /* a key outside any object */
+            w->failed = true; /* a key outside any object */
         fputc('"', w->out);
         json_write_escaped(w->out, key, strlen(key));
         fputs("\": ", w->out);
@@ -124,10 +145,22 @@ static void close_level(struct json_writer *w, char bracket)
     fputc(bracket, w->out);
 }
 
-void json_object_begin(struct json_writer *w, const char *key) { open_level(w, key, '{'); }
-void json_object_end(struct json_writer *w) { close_level(w, '}'); }
-void json_array_begin(struct json_writer *w, const char *key) { open_level(w, key, '['); }
-void json_array_end(struct json_writer *w) { close_level(w, ']'); }
+void json_object_begin(struct json_writer *w, const char *key)
+{
+    open_level(w, key, '{');
+}
+void json_object_end(struct json_writer *w)
+{
+    close_level(w, '}');
+}
+void json_array_begin(struct json_writer *w, const char *key)
+{
+    open_level(w, key, '[');
+}
+void json_array_end(struct json_writer *w)
+{
+    close_level(w, ']');
+}
 
 void json_string_n(struct json_writer *w, const char *key, const char *s, size_t n)
 {

@@ -20,10 +20,10 @@
 #define JSON_MAX_DEPTH 16
 
 struct json_writer {
-    FILE *out;                       /* where the text goes */
-    unsigned depth;                  /* open objects/arrays */
-    bool has_items[JSON_MAX_DEPTH];  /* per level: a member was already written (comma needed) */
-    bool failed;                     /* nesting misuse seen; json_finish reports it */
+    FILE *out;                      /* where the text goes */
+    unsigned depth;                 /* open objects/arrays */
+    bool has_items[JSON_MAX_DEPTH]; /* per level: a member was already written (comma needed) */
+    bool failed;                    /* nesting misuse seen; json_finish reports it */
 };
 
 void json_init(struct json_writer *w, FILE *out);

@@ -6,8 +6,8 @@
 #include "server_list.h"
 #include "util.h"
 
-bool server_list_add(char **joined, unsigned *count, const char *value, bool allow_tcp,
-                     char *err, size_t err_len)
+bool server_list_add(char **joined, unsigned *count, const char *value, bool allow_tcp, char *err,
+                     size_t err_len)
 {
     unsigned found = 0;
     for (const char *p = value;;) {
@@ -16,7 +16,8 @@ bool server_list_add(char **joined, unsigned *count, const char *value, bool all
         char uri[SERVER_URI_MAX + 1], scheme[8];
         const char *rest;
         if (n == 0) {
-            snprintf(err, err_len, "--server: '%s' has an empty URI; give shm://PATH or rdma://HOST:PORT", value);
+            snprintf(err, err_len,
+                     "--server: '%s' has an empty URI; give shm://PATH or rdma://HOST:PORT", value);
             return false;
         }
         if (n > SERVER_URI_MAX) {
@@ -29,14 +30,17 @@ bool server_list_add(char **joined, unsigned *count, const char *value, bool all
         char host[256];
         uint16_t port;
         if (tcp && (!allow_tcp || !rkv_host_port(rest, host, sizeof host, &port))) {
-            snprintf(err, err_len, allow_tcp ? "--server: '%s' is not tcp://HOST:PORT"
-                                             : "--server: '%s' is a memcached address; this tool "
-                                               "speaks rkv's protocol: use shm://PATH or rdma://HOST:PORT", uri);
+            snprintf(err, err_len,
+                     allow_tcp ? "--server: '%s' is not tcp://HOST:PORT"
+                               : "--server: '%s' is a memcached address; this tool "
+                                 "speaks rkv's protocol: use shm://PATH or rdma://HOST:PORT",
+                     uri);
             return false;
         }
         if (!tcp && (!rkv_uri_split(uri, scheme, sizeof scheme, &rest) || *rest == '\0' ||
                      (strcmp(scheme, "shm") != 0 && strcmp(scheme, "rdma") != 0))) {
-            snprintf(err, err_len, "--server: '%s' is not a server URI; use shm://PATH or rdma://HOST:PORT%s",
+            snprintf(err, err_len,
+                     "--server: '%s' is not a server URI; use shm://PATH or rdma://HOST:PORT%s",
                      uri, allow_tcp ? " (or tcp://HOST:PORT with --protocol memcache)" : "");
             return false;
         }

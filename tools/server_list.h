@@ -18,7 +18,7 @@
 /* Checks `value` and appends it to *joined (malloc'ed, NULL at first),
  * adding its URIs to *count. On a bad value returns false with a message
  * (starting "--server: ") in err and leaves *joined as it was. */
-bool server_list_add(char **joined, unsigned *count, const char *value, bool allow_tcp,
-                     char *err, size_t err_len);
+bool server_list_add(char **joined, unsigned *count, const char *value, bool allow_tcp, char *err,
+                     size_t err_len);
 
 #endif

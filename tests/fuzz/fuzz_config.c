@@ -45,7 +45,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(c.listen_count >= 1 && c.listen_count <= RKV_CONFIG_MAX_LISTEN);
     for (unsigned i = 0; i < c.listen_count; i++) {
         check(terminated(c.listen[i].uri, sizeof c.listen[i].uri));
-        check(strncmp(c.listen[i].uri, "rdma://", 7) == 0 || strncmp(c.listen[i].uri, "shm:///", 7) == 0 ||
+        check(strncmp(c.listen[i].uri, "rdma://", 7) == 0 ||
+              strncmp(c.listen[i].uri, "shm:///", 7) == 0 ||
               strncmp(c.listen[i].uri, "tcp://", 6) == 0);
     }
     check(c.memory >= RKV_CONFIG_MIN_MEMORY && c.memory >= 4ull * c.slab_page_size);

@@ -43,12 +43,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     memset(region, 0, sizeof region);
     *h = (struct rkv_region_header){
-        .magic = RKV_REGION_MAGIC, .format_version = RKV_FORMAT_VERSION,
-        .header_size = RKV_HEADER_SIZE, .generation = 1, .region_size = REGION,
-        .index_offset = RKV_HEADER_SIZE, .bucket_count = BUCKETS,
-        .heap_offset = RKV_HEADER_SIZE + BUCKETS * 64, .heap_size = HEAP_SIZE,
-        .slab_page_size = 4096, .class_count = 4, .max_key_len = 64, .max_value_len = 1024,
-        .hash_seed = 7, .clock = 100,
+        .magic = RKV_REGION_MAGIC,
+        .format_version = RKV_FORMAT_VERSION,
+        .header_size = RKV_HEADER_SIZE,
+        .generation = 1,
+        .region_size = REGION,
+        .index_offset = RKV_HEADER_SIZE,
+        .bucket_count = BUCKETS,
+        .heap_offset = RKV_HEADER_SIZE + BUCKETS * 64,
+        .heap_size = HEAP_SIZE,
+        .slab_page_size = 4096,
+        .class_count = 4,
+        .max_key_len = 64,
+        .max_value_len = 1024,
+        .hash_seed = 7,
+        .clock = 100,
         .class_size = { 64, 256, 1024, 4096 },
     };
     if (!rkv_header_valid(h, REGION))
@@ -58,16 +67,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     struct fake_remote fr = { .region = region };
     struct rkv_lookup_ctx ctx = {
-        .geom = h, .read = fake_read, .read_ctx = &fr, .scratch = scratch,
-        .scratch_len = sizeof scratch, .ops = ops, .ops_cap = 64, .max_retries = 4, .now = 100,
+        .geom = h,
+        .read = fake_read,
+        .read_ctx = &fr,
+        .scratch = scratch,
+        .scratch_len = sizeof scratch,
+        .ops = ops,
+        .ops_cap = 64,
+        .max_retries = 4,
+        .now = 100,
     };
     /* keys: a few fixed ones and the first bytes of the input */
     char out[3][64];
     struct rkv_lookup ls[3] = {
         { .key = "a", .key_len = 1, .buf = out[0], .buf_len = sizeof out[0] },
-        { .key = data, .key_len = size ? (uint32_t)(size < 16 ? size : 16) : 1,
-          .buf = out[1], .buf_len = sizeof out[1] },
-        { .key = "key", .key_len = 3, .buf = out[2], .buf_len = sizeof out[2],
+        { .key = data,
+          .key_len = size ? (uint32_t)(size < 16 ? size : 16) : 1,
+          .buf = out[1],
+          .buf_len = sizeof out[1] },
+        { .key = "key",
+          .key_len = 3,
+          .buf = out[2],
+          .buf_len = sizeof out[2],
           .cached_slot = size >= 8 ? *(const uint64_t *)(const void *)data : 0 },
     };
     if (size == 0)

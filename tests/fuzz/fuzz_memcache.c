@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(in, data, size);
     size_t off = 0;
     struct rkv_mc_req r;
-    struct rkv_mc_stream st = { 0 };   /* long retrieval lines come in parts */
+    struct rkv_mc_stream st = { 0 }; /* long retrieval lines come in parts */
     while (off < size) {
         size_t used, need;
         enum rkv_mc_result res = rkv_mc_parse_stream(in + off, size - off, 4096, &st, &r, &used,
@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (res == RKV_MC_OK) {
             if (r.key != NULL && (r.key_len == 0 || r.key_len > RKV_MC_MAX_KEY))
-                abort();   /* commands without a key (mn, stats, ...) have none */
+                abort(); /* commands without a key (mn, stats, ...) have none */
             if (r.key != NULL)
                 touch(r.key, r.key_len);
             if (r.keys) {

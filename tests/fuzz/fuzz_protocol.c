@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(msg, data, size);
 
     struct rkv_req_view v;
-    sink ^= (uint8_t)rkv_req_more(msg, size);  /* the worker reads the mark of any message */
+    sink ^= (uint8_t)rkv_req_more(msg, size); /* the worker reads the mark of any message */
     if (rkv_req_parse(msg, size, RKV_MAX_KEY_LEN, 1u << 20, &v) == RKV_OK) {
         touch(v.key, v.hdr->key_len);
         if (v.value)
