@@ -20,6 +20,36 @@ bool rkv_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
     return true;
 }
 
+bool rkv_parse_counter(const void *text, size_t n, uint64_t *out)
+{
+    const uint8_t *v = text;
+    size_t i = 0;
+    uint64_t x = 0;
+    bool neg = false, overflow = false;
+    while (i < n && (v[i] == ' ' || (v[i] >= '\t' && v[i] <= '\r')))
+        i++;
+    if (i < n && (v[i] == '+' || v[i] == '-'))
+        neg = v[i++] == '-';
+    size_t digits = i;
+    while (i < n && v[i] >= '0' && v[i] <= '9') {
+        unsigned d = (unsigned)(v[i] - '0');
+        if (x > (UINT64_MAX - d) / 10)
+            overflow = true;
+        else
+            x = x * 10 + d;
+        i++;
+    }
+    if (i == digits || overflow)
+        return false;
+    if (i < n && !(v[i] == 0 || v[i] == ' ' || (v[i] >= '\t' && v[i] <= '\r')))
+        return false;
+    x = neg ? 0 - x : x;
+    if (neg && (int64_t)x < 0)
+        return false; /* a negative number */
+    *out = x;
+    return true;
+}
+
 bool rkv_parse_size(const char *s, uint64_t *out)
 {
     if (s == NULL || !isdigit((unsigned char)s[0]))

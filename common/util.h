@@ -28,6 +28,12 @@ bool rkv_parse_size(const char *s, uint64_t *out);
 /* A whole decimal number in [min, max]; false on junk, sign errors or range. */
 bool rkv_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
+/* A stored value read as memcached's incr/decr reads it (safe_strtoull):
+ * optional leading whitespace and '+', 1..20 digits that fit a u64, then
+ * the end, a NUL or whitespace (memcached pads a shrunk counter with
+ * spaces); a '-' only on zero. False on anything else. */
+bool rkv_parse_counter(const void *text, size_t n, uint64_t *out);
+
 /* "1.5 GiB" style text for messages. */
 const char *rkv_format_size(uint64_t bytes, char *buf, size_t len);
 

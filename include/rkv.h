@@ -229,7 +229,9 @@ rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len, const void *v
  * (key), RKV_CONNECTION, RKV_TIMEOUT. */
 rkv_status rkv_delete(rkv_client *c, const void *key, size_t key_len);
 
-/* Add delta to a value that is a decimal u64 (1..20 digits); the result goes
+/* Add delta to a value that is a decimal u64, read as memcached reads a
+ * counter (1..20 digits, with leading or trailing blanks, so a counter the
+ * tcp door's decr padded with spaces still counts); the result goes
  * to *result and is stored as decimal text, keeping the item's TTL and flags.
  * Overflow is defined as memcached defines it: an increment wraps modulo 2^64
  * (18446744073709551615 + 1 = 0), a decrement (negative delta) saturates at 0.

@@ -522,35 +522,6 @@ struct arith_out {
 #define MC_CHUNK_MAX   (512u << 10) /* memcached's slab_chunk_max: larger items are chunked */
 #define MC_ITEM_HEADER (48u + 8u + 1u + 2u) /* its item header, CAS, the key's NUL, "\r\n" */
 
-static bool value_number(const uint8_t *v, uint32_t n, uint64_t *out)
-{
-    uint32_t i = 0;
-    uint64_t x = 0;
-    bool neg = false, overflow = false;
-    while (i < n && (v[i] == ' ' || (v[i] >= '\t' && v[i] <= '\r')))
-        i++;
-    if (i < n && (v[i] == '+' || v[i] == '-'))
-        neg = v[i++] == '-';
-    uint32_t digits = i;
-    while (i < n && v[i] >= '0' && v[i] <= '9') {
-        unsigned d = (unsigned)(v[i] - '0');
-        if (x > (UINT64_MAX - d) / 10)
-            overflow = true;
-        else
-            x = x * 10 + d;
-        i++;
-    }
-    if (i == digits || overflow)
-        return false;
-    if (i < n && !(v[i] == 0 || v[i] == ' ' || (v[i] >= '\t' && v[i] <= '\r')))
-        return false;
-    x = neg ? 0 - x : x;
-    if (neg && (int64_t)x < 0)
-        return false; /* a negative number */
-    *out = x;
-    return true;
-}
-
 /* set_ttl: ma T's ttl for an item updated in place (expired: T to the past,
  * the item goes once updated). */
 static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bool incr,
@@ -579,7 +550,7 @@ static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bo
             res = ARITH_CAS_MISMATCH;
             break;
         }
-        if (!value_number(f.value, f.value_len, &v)) {
+        if (!rkv_parse_counter(f.value, f.value_len, &v)) {
             res = ARITH_NON_NUMERIC;
             break;
         }

@@ -1012,18 +1012,6 @@ rkv_status rkv_table_delete_version(struct rkv_table *t, const void *key, uint32
     return table_unlink(t, key, key_len, true, version);
 }
 
-/* A value that is 1..20 decimal digits and fits a u64. */
-static bool value_number(const struct rkv_item *it, uint64_t *out)
-{
-    char digits[DECIMAL_MAX_LEN + 1];
-    const uint8_t *v = it->data + it->key_len;
-    if (it->value_len == 0 || it->value_len > DECIMAL_MAX_LEN || memchr(v, 0, it->value_len))
-        return false;
-    memcpy(digits, v, it->value_len);
-    digits[it->value_len] = '\0';
-    return rkv_parse_u64(digits, 0, UINT64_MAX, out);
-}
-
 rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len, int64_t delta,
                           uint64_t *result)
 {
@@ -1046,7 +1034,9 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
         struct stripe_hold hold = stripes_lock(t, &set);
         st = RKV_NOT_FOUND;
         if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
-            st = value_number(p.it, &cur) ? RKV_OK : RKV_NOT_NUMBER;
+            st = rkv_parse_counter(p.it->data + p.it->key_len, p.it->value_len, &cur)
+                     ? RKV_OK
+                     : RKV_NOT_NUMBER;
             version = p.it->version;
             expire_at = p.it->expire_at;
             flags = p.it->user_flags;
