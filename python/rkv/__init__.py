@@ -4,6 +4,10 @@
     with rkv.Client("shm:///run/rkv/rkv.sock") as c:
         c.put("greeting", b"hello", ttl=60)
         c.get("greeting")            # b'hello'; None when absent
+        with c.pipeline(window=16) as p:
+            for k in ("a", "b", "c"):
+                p.get(k)
+        p.results                    # [value or None, ...] in order
 
 Keys are str (as UTF-8) or bytes-like, 1..250 bytes; values any bytes-like
 object. Failures raise rkv.Error's subclasses (rkv.ConnectionError,
@@ -17,7 +21,7 @@ from ._rkv import *  # noqa: F401,F403  (the names are listed in __all__)
 from ._rkv import __doc__ as _ext_doc  # noqa: F401
 
 __all__ = [
-    "Client", "Item", "TTL_NEVER", "KEY_MAX", "LIBRKV_VERSION",
+    "Client", "Pipeline", "Item", "TTL_NEVER", "KEY_MAX", "LIBRKV_VERSION",
     "Error", "ConnectionError", "Timeout", "NotFound", "ConditionFailed",
     "Exists", "NotStored", "CasMismatch", "InvalidArgument", "KeyTooLong",
     "ValueTooLarge", "BufferTooSmall", "NotNumber", "OutOfMemory", "ServerBusy",
