@@ -1276,13 +1276,18 @@ static PyObject *pipe_submit(Pipeline *p, struct rkv_op *op, struct held *k, str
         return raise_exc(error_make(E_CLOSED, RKV_INVALID,
                                     PyUnicode_FromString("rkv.Pipeline: the pipeline is closed")));
     }
+    Py_INCREF(c); /* another thread may close the pipeline while we wait for the lock */
     if (client_lock(c) < 0) {
         held_release(k);
         held_release(v);
+        Py_DECREF(c);
         return NULL;
     }
     PyObject *r = NULL;
-    if (p->nfree == 0 && pipe_take(p, false) == 0)
+    if (p->client != c)
+        raise_exc(error_make(E_CLOSED, RKV_INVALID,
+                             PyUnicode_FromString("rkv.Pipeline: the pipeline is closed")));
+    else if (p->nfree == 0 && pipe_take(p, false) == 0)
         pipe_take(p, true);
     if (!PyErr_Occurred() && p->nfree > 0) {
         unsigned slot = p->free[--p->nfree];
@@ -1316,6 +1321,7 @@ static PyObject *pipe_submit(Pipeline *p, struct rkv_op *op, struct held *k, str
         held_release(v);
     }
     client_unlock(c);
+    Py_DECREF(c);
     return r;
 }
 
@@ -1418,11 +1424,15 @@ static PyObject *pipe_cas(Pipeline *p, PyObject *args, PyObject *kwds)
 /* Wait for every op and hand the results over (a fresh list starts). */
 static PyObject *pipe_collect(Pipeline *p)
 {
-    if (p->client != NULL) {
-        if (client_lock(p->client) < 0)
-            return NULL;
-        int rc = pipe_finish(p);
-        client_unlock(p->client);
+    Client *c = p->client;
+    if (c != NULL) {
+        Py_INCREF(c);
+        int rc = client_lock(c);
+        if (rc == 0) {
+            rc = p->client == c ? pipe_finish(p) : 0; /* closed meanwhile: settled */
+            client_unlock(c);
+        }
+        Py_DECREF(c);
         if (rc < 0)
             return NULL;
     }
@@ -1465,15 +1475,21 @@ static void pipe_close_quietly(Pipeline *p)
     Client *c = p->client;
     if (c == NULL)
         return;
+    Py_INCREF(c);
     if (client_lock(c) == 0) {
-        pipeline_drain(p);
-        pipe_detach(p);
+        if (p->client == c) {
+            pipeline_drain(p);
+            pipe_detach(p);
+        }
         client_unlock(c);
     } else {
         PyErr_Clear();
         pipe_detach(p); /* closed: client_shut drained it */
     }
-    p->client = NULL;
+    if (p->client == c) { /* not closed by another thread meanwhile */
+        p->client = NULL;
+        Py_DECREF(c);
+    }
     Py_DECREF(c);
 }
 

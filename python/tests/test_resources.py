@@ -214,3 +214,35 @@ def test_a_thread_closing_the_client_under_others(server, key):
         t.join()
     stop.set()
     assert seen == ["closed"] * 3
+
+
+def test_threads_share_a_pipeline_and_one_closes_it(client, key):
+    with client.pipeline(window=8) as p:
+        def put(t):
+            for i in range(500):
+                p.put(f"{key}{t}/{i % 10}", b"v")
+        threads = [threading.Thread(target=put, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(p.results) == 2000 and all(isinstance(v, int) for v in p.results)
+
+    p = client.pipeline(window=4)
+    closed = []
+
+    def submit():
+        try:
+            for _ in range(100000):
+                p.get(key + "0/0")
+        except rkv.ClientClosed:
+            closed.append(True)
+
+    t = threading.Thread(target=submit)
+    t.start()
+    p.close()  # under the submitting thread: it sees the pipeline closed
+    t.join()
+    assert p.pending == 0
+    with client.pipeline() as p2:  # the client is free again
+        p2.get(key + "0/0")
+    assert p2.results == [b"v"]
