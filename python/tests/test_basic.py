@@ -3,6 +3,7 @@ get_item, get_into, put and its modes, delete, and every error they raise
 for bad input, a closed client or a refused write."""
 import array
 import gc
+import os
 
 import pytest
 
@@ -235,3 +236,15 @@ def test_exceptions_hierarchy():
     for name in ("ServerBusy", "ValueTooLarge", "KeyTooLong", "InvalidArgument",
                  "OutOfMemory", "NotNumber", "AuthError", "ProtocolError"):
         assert issubclass(getattr(rkv, name), rkv.Error)
+
+
+def test_the_readme_example_runs(server):
+    readme = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+    with open(readme) as f:
+        text = f.read()
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    block = block.replace("shm:///run/rkv/rkv.sock", server.uri)
+    scope = {}
+    exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 (our own README)
+    assert scope["p"].results == [b"1", b"2", None]
+    assert scope["n"] == len(b'{"name":"ada"}')
