@@ -40,33 +40,42 @@ class Server:
         self.uri = "shm://" + self.sock
         self.proc = None
         for _attempt in range(20):  # another process may take the port first
+            self.proc = None
             self.tcp_port = _free_port()
             self.proc = subprocess.Popen(
                 [binary, "--listen", self.uri,
                  "--listen", f"tcp://127.0.0.1:{self.tcp_port}",
                  "--memory", "64M", "--workers", "2", "--log-level", "warn", *extra],
                 preexec_fn=_die_with_parent)
-            if self._wait_ready():
+            state = self._wait_ready()
+            if state == "ready":
                 return
+            if state == "silent":  # it ran but never answered: no retry
+                break
         raise RuntimeError("rkv-server did not start")
 
     def _wait_ready(self):
+        """"ready" once it answers; "exited" when it exited at start (the
+        port taken: another try), "silent" when it answered nothing within
+        the safety net (stopped)."""
         deadline = time.monotonic() + 30  # a safety net, not a latency claim
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                return False
+                return "exited"
             try:
                 rkv.Client(self.uri).close()
+            except rkv.AuthError:
+                pass  # up: a server with a secret refuses ours
             except rkv.Error:
                 time.sleep(0.02)
                 continue
             try:  # the tcp door too
                 socket.create_connection(("127.0.0.1", self.tcp_port), timeout=5).close()
-                return True
+                return "ready"
             except OSError:
                 time.sleep(0.02)
         self.stop()
-        return False
+        return "silent"
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
