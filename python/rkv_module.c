@@ -1317,6 +1317,8 @@ static PyObject *pipe_submit(Pipeline *p, struct rkv_op *op, struct held *k, str
             pipe_settle(p, slot, NULL);
         }
     } else {
+        if (!PyErr_Occurred()) /* every slot out, yet librkv owes us nothing */
+            raise_status(RKV_INTERNAL, "pipeline", "ops unaccounted for");
         held_release(k);
         held_release(v);
     }
