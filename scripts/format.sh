@@ -2,8 +2,8 @@
 # scripts/format.sh — lay out rkv's C files as .clang-format says, in place.
 #
 #   scripts/format.sh            every .c and .h under include/ common/ server/
-#                                client/ tools/ bench/ perf/ tests/ (build folders
-#                                left out: the files tests/check_format.sh checks)
+#                                client/ tools/ bench/ perf/ tests/ python/ (build
+#                                folders left out: the files tests/check_format.sh checks)
 #   scripts/format.sh FILE...    just these
 #
 # Needs clang-format 14, Debian 12's (scripts/install-deps.sh installs it):
@@ -13,7 +13,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 want=14
-dirs=(include common server client tools bench perf tests)
+dirs=(include common server client tools bench perf tests python)
 
 case "${1:-}" in
   -h|--help) sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 0 ;;

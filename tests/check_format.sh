@@ -3,8 +3,8 @@
 # says.
 #
 # Runs clang-format --dry-run --Werror on each .c and .h under include/
-# common/ server/ client/ tools/ bench/ perf/ tests/ (build folders left
-# out; the same files scripts/format.sh formats) and fails naming the files
+# common/ server/ client/ tools/ bench/ perf/ tests/ python/ (build folders
+# left out; the same files scripts/format.sh formats) and fails naming the files
 # it would change, with the start of the first one's diff. The style is
 # clang-format 14's reading of .clang-format (Debian 12's clang-format):
 # another major version lays some constructs out differently, so with
@@ -16,7 +16,7 @@ set -euo pipefail
 root=${1:?usage: check_format.sh SOURCE_ROOT}
 cd "$root"
 want=14
-dirs=(include common server client tools bench perf tests)
+dirs=(include common server client tools bench perf tests python)
 
 cf=${CLANG_FORMAT:-}
 if [ -z "$cf" ]; then

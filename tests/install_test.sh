@@ -2,7 +2,8 @@
 # install_test.sh — `meson install` into a fresh prefix, then build the
 # README's example program against it with pkg-config and run it against a
 # real server: proves the installed header, libraries (shared with its
-# SONAME, and static), rkv.pc, config and unit file are all usable.
+# SONAME, and static), rkv.pc, config and unit file are all usable, and the
+# Python package (when built) imports from where /usr/bin/python3 looks.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$(realpath "$1"); src=$(realpath "$2")
@@ -44,4 +45,16 @@ out=$("$tmp/example")
 cc -std=gnu11 "$tmp/example.c" -o "$tmp/example-static" $(pkg-config --cflags rkv) \
   "$(find "$root" -name librkv.a | head -1)" $(pkg-config --libs --static rkv | sed 's/-lrkv//')
 [ "$("$tmp/example-static")" = '{"name":"ada"}' ]
+# the Python package, when the build made it: installed in a directory
+# /usr/bin/python3 searches (DESTDIR aside), and imported from there works
+pkg=$(find "$tmp/root" -path '*/rkv/_rkv*.so' | head -1)
+if [ -n "$pkg" ]; then
+  site=$(dirname "$(dirname "$pkg")")
+  /usr/bin/python3 -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "${site#"$tmp/root"}" ||
+    { echo "install_test: the package went to ${site#"$tmp/root"}, which /usr/bin/python3 does not search"; exit 1; }
+  out=$(cd "$tmp" && PYTHONPATH="$site" /usr/bin/python3 -c \
+    'import rkv, sys; c = rkv.Client(sys.argv[1]); c.put("py", b"ok"); print(c.get("py").decode())' "shm://$sock")
+  [ "$out" = ok ] || { echo "install_test: the installed Python package printed '$out'"; exit 1; }
+  echo "install_test: the Python package, installed where /usr/bin/python3 looks: ok"
+fi
 echo "install_test: installed tree, pkg-config, shared and static example: ok"
