@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "hash.h"
+#include "slab.h"
 #include "table.h"
 #include "table_private.h"
 #include "util.h"
@@ -54,13 +55,21 @@ void rkv_ghost_free(struct rkv_table *t)
     t->ghost = NULL;
 }
 
+/* The key is read from the evicted item, retired but not reused before
+ * grace_ms; with grace_ms 0 another writer may be rebuilding it, so the
+ * length read is kept within the item's slot (a key torn that way only
+ * remembers a wrong tag). */
 void rkv_ghost_remember(struct rkv_table *t, uint64_t word)
 {
     if (t->ghost == NULL)
         return;
     const struct rkv_item *it = item_at(t, word);
+    uint32_t key_len = __atomic_load_n(&it->key_len, __ATOMIC_RELAXED);
+    uint32_t slot = rkv_slab_class_size(t->slab, rkv_slot_class(word));
+    if (key_len > t->cfg.max_key_len || rkv_item_size(key_len, 0) > slot)
+        return;
     struct rkv_key_hash h;
-    rkv_hash_key(it->data, it->key_len, t->seed, t->bucket_count, &h);
+    rkv_hash_key(it->data, key_len, t->seed, t->bucket_count, &h);
     __atomic_store_n(&t->ghost[h.h64 & t->ghost_mask], ghost_tag(h.h64), __ATOMIC_RELAXED);
 }
 
