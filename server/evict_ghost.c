@@ -9,7 +9,8 @@
  * with no use left writes its key's tag at its hash's entry (overwriting
  * whatever key was there: an entry lives about as many such evictions as
  * the table has entries, one per item the heap holds when full of
- * 256-byte items, rounded up to a power of two: 256 KiB for 32 MiB); a
+ * 256-byte items, rounded up to a power of two: rkv_evict_ghost_entries,
+ * 256 KiB for 32 MiB, counted in memory_budget.c's bookkeeping); a
  * new key whose tag is there takes it and starts with one use. A tag
  * collision only starts a new key with one use. Entries are relaxed atomic
  * loads and stores: a race loses or keeps one ghost, nothing else.
@@ -24,9 +25,6 @@
 #include "table_private.h"
 #include "util.h"
 
-#define GHOST_ITEM_BYTES 256  /* one entry per this many region bytes */
-#define GHOST_MIN        1024 /* entries at least */
-
 /* The tag of hash h64 in an entry: bits the entry's index does not use, never 0 (empty). */
 static uint16_t ghost_tag(uint64_t h64)
 {
@@ -36,13 +34,11 @@ static uint16_t ghost_tag(uint64_t h64)
 
 bool rkv_ghost_init(struct rkv_table *t)
 {
-    uint64_t n = GHOST_MIN;
+    uint64_t n = rkv_evict_ghost_entries(t->cfg.evict, t->size);
     t->ghost = NULL;
     t->ghost_mask = 0;
-    if (t->cfg.evict != RKV_EVICT_S3FIFO)
+    if (n == 0)
         return true;
-    while (n < t->size / GHOST_ITEM_BYTES)
-        n *= 2;
     if ((t->ghost = calloc(n, sizeof(*t->ghost))) == NULL)
         return false;
     t->ghost_mask = n - 1;
