@@ -14,16 +14,19 @@
  * in the same word a 2-bit use count beside the store time
  * (table_private.h): 0 when stored, +1 when read in a clock step it was not
  * read in yet (hints and door reads, as LRU's stamps: no more writes per
- * GET), -1 per use_decay stores unread (about one turnover of the table,
- * set each tick; Redis's LFU decays the same way, by time). Of LRU_SAMPLES
+ * GET), -1 per use_decay stores unread (USE_DECAY_TURNS turnovers of the
+ * table, set each tick; Redis's LFU decays the same way, by time). A new
+ * value of a live key keeps the old item's count; a new key that the
+ * ghost remembers as evicted unread lately (evict_ghost.c: S3-FIFO's
+ * ghost queue) starts at 1. Of LRU_SAMPLES
  * random items the victim is the one with the fewest uses, then the oldest:
  * an item never read since it was stored (a one-hit wonder, or a scan's
  * key) goes before any item that was read, oldest first, so new items pass
  * a probation that sizes itself (the share of never-read items the samples
  * keep finding: a few percent of the class) and a one-pass scan churns only
  * that share instead of flushing the items that are being read. A hot item
- * that stops being read loses its uses within a few turnovers and goes as
- * an old one.
+ * that stops being read loses a use per USE_DECAY_TURNS turnovers and goes
+ * as an old one.
  *
  * Because freed memory is reusable only after grace_ms, a full heap evicts
  * ahead: each PUT keeps (reusable + limbo + fresh) items its class holds
@@ -55,9 +58,21 @@
 #define LRU_SAMPLES     16 /* lru and s3fifo */
 #define RANDOM_SAMPLES  16
 #define USE_DECAY_MIN   1024 /* s3fifo: stores per lost use at least */
+#define USE_DECAY_TURNS 4    /* s3fifo: turnovers of the table per lost use */
 #define RESERVE_MIN     8    /* initial evict-ahead reserve per class, in items */
 #define EVICT_AHEAD_MAX 32   /* evictions one PUT does ahead of need */
 #define ALLOC_TRIES     3    /* waits for the limbo or a moved page before a PUT gives up */
+
+/* s3fifo's use decay for a table of `items` items: a use lost per
+ * USE_DECAY_TURNS turnovers. One turnover decayed a read item to a never-read
+ * one's rank before its next read came too often: a key read once per 300 k
+ * operations is worth keeping over the ones the ghost and the probation
+ * bring in (docs/results/2026-12-03-hit-rate-policy.md). */
+static void use_decay_set(struct rkv_table *t, uint64_t items)
+{
+    uint64_t d = RKV_MAX(items, USE_DECAY_MIN / USE_DECAY_TURNS) * USE_DECAY_TURNS;
+    __atomic_store_n(&t->use_decay, (uint32_t)RKV_MIN(d, UINT32_MAX / 2), __ATOMIC_RELAXED);
+}
 
 /* Each class's evict-ahead reserve starts at RESERVE_MIN items; s3fifo's
  * use decay as for a region full of 256-byte items, until the first tick
@@ -67,9 +82,7 @@ void rkv_evict_init(struct rkv_table *t)
     for (unsigned i = 0; i < RKV_MAX_CLASSES; i++)
         t->reserve[i] = RESERVE_MIN;
     t->reserve_tick_ns = t->now_ns();
-    __atomic_store_n(&t->use_decay,
-                     (uint32_t)RKV_MIN(RKV_MAX(t->size / 256, USE_DECAY_MIN), UINT32_MAX / 2),
-                     __ATOMIC_RELAXED);
+    use_decay_set(t, t->size / 256);
 }
 
 /* Random bits for eviction and page sampling, from this thread's writer
@@ -152,13 +165,12 @@ static void reserve_decay(struct rkv_table *t, unsigned cls, uint64_t dry, uint6
                                     __ATOMIC_RELAXED);
 }
 
-/* Once a tick: an idle s3fifo item loses a use per `items` stores (one
- * turnover of the table), at least USE_DECAY_MIN; each class's reserve may
- * shrink (reserve_decay). */
+/* Once a tick: an idle s3fifo item loses a use per USE_DECAY_TURNS
+ * turnovers of the table's `items` items (at least USE_DECAY_MIN stores);
+ * each class's reserve may shrink (reserve_decay). */
 void rkv_evict_tick(struct rkv_table *t, uint64_t items)
 {
-    __atomic_store_n(&t->use_decay, (uint32_t)RKV_MIN(RKV_MAX(items, USE_DECAY_MIN), UINT32_MAX / 2),
-                     __ATOMIC_RELAXED);
+    use_decay_set(t, items);
     uint64_t now = t->now_ns(), ns = now - t->reserve_tick_ns;
     t->reserve_tick_ns = now;
     for (unsigned c = 0; c < RKV_MAX_CLASSES; c++) {
@@ -203,19 +215,29 @@ bool rkv_evict_pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, str
     return found;
 }
 
+/* The item of slot word `word` was evicted, with no use left (`unread`) or
+ * not: counted, and an unread one's key remembered (the item is retired,
+ * its memory not reused before grace_ms: evict_ghost.c reads its key). */
+static void evicted(struct rkv_table *t, uint64_t word, bool unread)
+{
+    count_eviction(t, word);
+    if (unread)
+        rkv_ghost_remember(t, word);
+}
+
 /* Remove victim p from the index: at once with the index held exclusive;
  * else under its bucket's stripe, if the slot still holds it (a write, a
  * delete or a displacement may have moved it since it was chosen:
  * rkv_table_index_remove_if). */
 static bool evict_one(struct rkv_table *t, const struct place *p, bool exclusive)
 {
-    bool still = true;
+    bool still = true, unread = rkv_evict_item_uses(t, p->word) == 0;
     if (exclusive)
         rkv_table_index_remove(t, p);
     else
         still = rkv_table_index_remove_if(t, p);
     if (still)
-        count_eviction(t, p->word);
+        evicted(t, p->word, unread);
     return still;
 }
 
@@ -296,8 +318,9 @@ bool rkv_evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struc
     }
     if (best.word == 0)
         return false;
+    bool unread = rkv_evict_item_uses(t, best.word) == 0;
     rkv_table_index_remove(t, &best);
-    count_eviction(t, best.word);
+    evicted(t, best.word, unread);
     *out = best;
     return true;
 }

@@ -429,6 +429,9 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
     uint64_t per_item = QUEUE_ENTRY + (rkv_evict_uses_access(cfg->evict) ? 2 * LRU_WORD : 0);
     out->bookkeeping = sat_add(out->region / cfg->slab_page_size * SLAB_PAGE_BOOK,
                                sat_mul(items, per_item));
+    /* s3fifo's ghost (evict_ghost.c) */
+    out->bookkeeping = sat_add(out->bookkeeping,
+                               sat_mul(rkv_evict_ghost_entries(cfg->evict, out->region), 2));
     /* and the magazines of every thread that writes: the workers and the
      * main thread (its tick frees expired items) */
     uint64_t writers = RKV_MIN((uint64_t)cfg->workers + 1, RKV_THREAD_SLOTS);

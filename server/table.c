@@ -405,15 +405,17 @@ struct built {
 };
 
 /* Make a built item live and publish it at (b, slot), stamped as just used
- * (LRU). The stripe of b held. */
-static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, const struct built *nb)
+ * (LRU) with `uses` uses (s3fifo: rkv_access_stored). The stripe of b held. */
+static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot,
+                    const struct built *nb, unsigned uses)
 {
     struct rkv_item *it = item_at(t, nb->word);
     if (rkv_evict_uses_access(t->cfg.evict)) /* the clock is theirs only */
         access_tick(t);
     if (nb->access != NULL)
         __atomic_store_n(nb->access,
-                         rkv_access_stored(t, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED)),
+                         rkv_access_stored(t, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED),
+                                           uses),
                          __ATOMIC_RELAXED);
     __atomic_store_n(&it->state, 0, __ATOMIC_RELEASE);
     slot_store(t, b, slot, nb->word);
@@ -817,7 +819,9 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
     if (st != RKV_OK)
         return st;
     if (found) {
-        publish(t, old.bucket, old.slot, &w->nb); /* same slot: one store replaces */
+        /* a new value of a live key keeps its uses: an update is no reason to
+         * put a read item back on probation */
+        publish(t, old.bucket, old.slot, &w->nb, live ? rkv_evict_item_uses(t, old.word) : 0);
         /* Superseded: the forward and the OBSOLETE mark go out in one store,
          * so a client holding the old location follows it with one READ.
          * Expired: readers must miss, not follow. */
@@ -830,7 +834,7 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
         return RKV_OK;
     }
     if (index_make_room(t, w->h, room, &p)) {
-        publish(t, p.bucket, p.slot, &w->nb);
+        publish(t, p.bucket, p.slot, &w->nb, rkv_ghost_take(t, w->h->h64) ? 1 : 0);
         stripe_count(t, p.bucket, w->op, 1);
         return RKV_OK;
     }
@@ -1607,6 +1611,11 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
     t->start_ns = t->now_ns();
     t->version_base = rkv_now_ns() - 1;
     rkv_evict_init(t);
+    if (!rkv_ghost_init(t)) {
+        snprintf(err, err_len, "out of memory for the eviction ghost");
+        free(t);
+        return RKV_NO_MEMORY;
+    }
 
     struct rkv_slab_config sc = {
         .region = t->base,
@@ -1621,11 +1630,13 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
         .lock_timing = c.lock_timing,
     };
     if ((st = rkv_slab_create(&sc, &t->slab, err, err_len)) != RKV_OK) {
+        rkv_ghost_free(t);
         free(t);
         return st;
     }
     if ((st = locks_init(t, err, err_len)) != RKV_OK) {
         rkv_slab_destroy(t->slab);
+        rkv_ghost_free(t);
         free(t);
         return st;
     }
@@ -1666,6 +1677,7 @@ void rkv_table_destroy(struct rkv_table *t)
     if (t == NULL)
         return;
     rkv_slab_destroy(t->slab);
+    rkv_ghost_free(t);
     for (uint64_t i = 0; i <= t->stripe_mask; i++)
         pthread_mutex_destroy(&t->stripes[i].m);
     free(t->stripes);

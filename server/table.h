@@ -43,6 +43,21 @@ static inline bool rkv_evict_uses_access(enum rkv_evict_policy p)
     return p == RKV_EVICT_LRU || p == RKV_EVICT_S3FIFO;
 }
 
+/* Entries of s3fifo's ghost (server/evict_ghost.c: 2 bytes each, in server
+ * memory) for a region of `size` bytes: one per RKV_GHOST_ITEM_BYTES, a
+ * power of two, at least RKV_GHOST_MIN; none for the other policies. */
+#define RKV_GHOST_ITEM_BYTES 256u
+#define RKV_GHOST_MIN        1024u
+static inline uint64_t rkv_evict_ghost_entries(enum rkv_evict_policy p, uint64_t size)
+{
+    uint64_t n = RKV_GHOST_MIN;
+    if (p != RKV_EVICT_S3FIFO)
+        return 0;
+    while (n < size / RKV_GHOST_ITEM_BYTES)
+        n *= 2;
+    return n;
+}
+
 #define RKV_TABLE_GROWTH     1.25 /* size class growth factor unless configured */
 #define RKV_TABLE_FINE_LIMIT 256u /* size classes step by 8 bytes below this (rkv_slab_classes) */
 

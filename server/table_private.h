@@ -98,8 +98,10 @@ struct rkv_table {
     uint32_t access_clock __attribute__((aligned(RKV_CACHELINE)));
     /* access time: +RKV_ACCESS_STEP per RKV_ACCESS_STEP stored
                                       * items of a thread slot, with lru and s3fifo only (atomic) */
-    uint32_t use_decay; /* s3fifo: stores per use an idle item's count loses (about
-                           * the items the table holds: rkv_evict_tick; relaxed) */
+    uint32_t use_decay;  /* s3fifo: stores per use an idle item's count loses (a few
+                            * turnovers of the items the table holds: rkv_evict_tick; relaxed) */
+    uint16_t *ghost;     /* s3fifo: tags of keys evicted unread (evict_ghost.c); else NULL */
+    uint64_t ghost_mask; /* its entries less one */
 };
 
 /* ---- The access word (rkv_slab_meta: one private uint32 per item, with
@@ -137,11 +139,15 @@ static inline unsigned s3_uses(const struct rkv_table *t, uint32_t w, uint32_t c
     return lost >= uses ? 0 : uses - (unsigned)lost;
 }
 
-/* The access word of an item stored at clock `clock`: lru, the clock;
- * s3fifo, the time with no use yet (on probation: evict.c). */
-static inline uint32_t rkv_access_stored(const struct rkv_table *t, uint32_t clock)
+/* The access word of an item stored at clock `clock` with `uses` uses
+ * (s3fifo: 0 on probation, evict.c; the replaced item's, for a new value
+ * of a live key; 1 for a key the ghost remembers, evict_ghost.c): lru, the
+ * clock; s3fifo, the uses and the time. */
+static inline uint32_t rkv_access_stored(const struct rkv_table *t, uint32_t clock, unsigned uses)
 {
-    return t->cfg.evict == RKV_EVICT_S3FIFO ? s3_time(clock) : clock;
+    if (t->cfg.evict != RKV_EVICT_S3FIFO)
+        return clock;
+    return (RKV_MIN(uses, S3_USES_MAX) << S3_USES_SHIFT) | s3_time(clock);
 }
 
 /* Access word w of an item read (a hint, a door read) at clock `clock`:
@@ -256,6 +262,18 @@ unsigned rkv_evict_item_uses(struct rkv_table *t, uint64_t word);
  * reserve, any other lets it shrink toward what its evictions need. The
  * tick's thread only (rkv_evict_init before it). */
 void rkv_evict_tick(struct rkv_table *t, uint64_t items);
+
+/* ---- evict_ghost.c: s3fifo's keys evicted unread, for evict.c and table.c. */
+
+/* The ghost table, with s3fifo (none otherwise); false when out of memory. */
+bool rkv_ghost_init(struct rkv_table *t);
+void rkv_ghost_free(struct rkv_table *t);
+
+/* The item of slot word `word` goes unread: remember its key. */
+void rkv_ghost_remember(struct rkv_table *t, uint64_t word);
+
+/* Was the key of hash h64 evicted unread lately? Forgets it if so. */
+bool rkv_ghost_take(struct rkv_table *t, uint64_t h64);
 
 /* A live item of class cls to evict, never `keep`. Exact with the index
  * held exclusive; with no index lock, a candidate that

@@ -289,16 +289,18 @@ static void test_need_shm(void **state)
     assert_int_equal(n.page_size, 4096);
     assert_int_equal(n.region, GIB);
     assert_int_equal(n.page_tables, GIB / 4096 * 8);
-    /* LRU: an 8-byte free-queue entry and two 4-byte words per smallest item,
-     * plus 72 bytes per slab page, plus the magazines of the 2 workers and
-     * the main thread: each a cache-line-aligned slab_mag per size class */
+    /* s3fifo: an 8-byte free-queue entry and two 4-byte words per smallest
+     * item, plus 72 bytes per slab page, plus the magazines of the 2 workers
+     * and the main thread: each a cache-line-aligned slab_mag per size
+     * class; plus the ghost's 2-byte entry per 256 bytes of region */
     uint64_t mags = rkv_slab_mag_bytes(c.slab_page_size, RKV_TABLE_GROWTH, RKV_TABLE_FINE_LIMIT);
     uint32_t sizes[RKV_MAX_CLASSES], classes;
     assert_int_equal(rkv_slab_classes(c.slab_page_size, RKV_TABLE_GROWTH, RKV_TABLE_FINE_LIMIT,
                                       sizes, &classes, err, sizeof err),
                      RKV_OK);
     assert_true(mags >= classes * 64ull && mags % 64 == 0);
-    assert_int_equal(n.bookkeeping, GIB / RKV_MIN_ITEM_SIZE * 16 + GIB / (1 << 20) * 72 + 3 * mags);
+    assert_int_equal(n.bookkeeping,
+                     GIB / RKV_MIN_ITEM_SIZE * 16 + GIB / (1 << 20) * 72 + 3 * mags + GIB / 256 * 2);
     /* per connection: the shm_server.c memfd layout plus the request copies */
     assert_int_equal(rkv_shm_layout_init(&l, 64, 4096, 1 << 20, err, sizeof err), RKV_OK);
     /* max_conns and the max_unauth_conns not yet past HELLO */

@@ -1043,8 +1043,73 @@ static void test_s3fifo_unread_oldest_first(void **state)
     env_free(&e);
 }
 
+/* s3fifo: a key evicted unread that comes back soon (a cache-aside fill
+ * after its miss) is one the ghost remembers (evict_ghost.c): it starts
+ * with one use, so a one-pass scan that follows leaves it, where a second
+ * probation would make it the oldest never-read item and evict it first.
+ * The ghost is direct-mapped (1024 entries here) and other keys evicted
+ * unread overwrite some entries: most come back with their use, not all. */
+static void test_s3fifo_ghost_readmits(void **state)
+{
+    (void)state;
+    struct env e;
+    small_heap(&e, RKV_EVICT_S3FIFO);
+    unsigned n = 0;
+    while (stats(&e).evictions == 0)
+        assert_int_equal(put_n(&e, n++), RKV_OK);
+    for (unsigned i = 0; i < n / 4; i++) /* evicts about the oldest quarter, unread */
+        assert_int_equal(put_n(&e, n + i), RKV_OK);
+    unsigned back[1024], nback = 0, kept = 0;
+    for (unsigned i = 0; i < n / 4; i++)
+        if (!has_n(&e, i)) {
+            assert_int_equal(put_n(&e, i), RKV_OK); /* missed: filled again */
+            back[nback++] = i;
+        }
+    assert_true(n + n / 2 < 1024);
+    for (unsigned i = 0; i < n + n / 2; i++) /* a scan of keys never read */
+        assert_int_equal(put_n(&e, 2 * n + i), RKV_OK);
+    for (unsigned i = 0; i < nback; i++)
+        kept += has_n(&e, back[i]);
+    print_message("s3fifo ghost: %u keys fill the heap; of %u evicted and filled again, %u kept "
+                  "through a scan of %u\n",
+                  n, nback, kept, n + n / 2);
+    assert_true(nback > n / 8);
+    assert_true(kept > nback / 2);
+    env_free(&e);
+}
+
+/* s3fifo: a new value for a key that was read keeps the old item's uses
+ * (an update is no reason to put an item back on probation), so read keys
+ * updated before a one-pass scan stay as read keys do (hot_after_scan). */
+static void test_s3fifo_update_keeps_uses(void **state)
+{
+    (void)state;
+    struct env e;
+    small_heap(&e, RKV_EVICT_S3FIFO);
+    unsigned n = 0;
+    while (stats(&e).evictions == 0)
+        assert_int_equal(put_n(&e, n++), RKV_OK);
+    unsigned hot[1024], nhot = 0, kept = 0;
+    for (unsigned i = 0; i < n / 4; i++)
+        if (hint_n(&e, i))
+            hot[nhot++] = i;
+    for (unsigned i = 0; i < nhot; i++)
+        assert_int_equal(put_n(&e, hot[i]), RKV_OK); /* a new value (the same bytes) */
+    assert_true(n + n / 2 < 1024);
+    for (unsigned i = 0; i < n + n / 2; i++)
+        assert_int_equal(put_n(&e, n + i), RKV_OK);
+    for (unsigned i = 0; i < nhot; i++)
+        kept += has_n(&e, hot[i]);
+    print_message("s3fifo: %u of %u read and updated keys kept through a scan of %u\n", kept, nhot,
+                  n + n / 2);
+    assert_true(nhot > n / 8);
+    assert_int_equal(kept, nhot);
+    env_free(&e);
+}
+
 /* s3fifo: a use decays. Keys read once, then left unread for more than
- * the decay period (1024 stores at least: rkv_evict_tick) while never-read
+ * the decay period (four turnovers of the items, at least 1024 stores:
+ * rkv_evict_tick; 2,700 here) while never-read
  * keys stream through, lose their use and go like any old item; keys read
  * again within every period keep theirs and stay. The store clock is the
  * test's: what decays depends on stores, not on time. */
@@ -1056,9 +1121,8 @@ static void test_s3fifo_use_decays(void **state)
     unsigned n = 0;
     while (stats(&e).evictions == 0)
         assert_int_equal(put_n(&e, n++), RKV_OK);
-    rkv_table_tick(e.t); /* the decay follows the items: 1024 stores, its floor */
-    enum { PERIOD = 1024 };
-    assert_true(n < PERIOD);
+    rkv_table_tick(e.t); /* the decay follows the items: 4 x n stores */
+    assert_true(n < 1024);
     /* even keys of the oldest half: read once; odd ones: read every 256 stores */
     unsigned once[1024], kept[1024], nonce = 0, nkept = 0;
     for (unsigned i = 0; i < n / 2; i++) {
@@ -1070,7 +1134,7 @@ static void test_s3fifo_use_decays(void **state)
             kept[nkept++] = i;
     }
     unsigned next = n;
-    for (unsigned round = 0; round < 4 * PERIOD / 256; round++) {
+    for (unsigned round = 0; round < 8 * n / 256 + 1; round++) { /* twice the period */
         for (unsigned i = 0; i < 256; i++)
             assert_int_equal(put_n(&e, next++), RKV_OK);
         for (unsigned i = 0; i < nkept; i++)
@@ -2003,6 +2067,8 @@ int main(void)
         cmocka_unit_test(test_s3fifo_scan_keeps_read_keys),
         cmocka_unit_test(test_s3fifo_unread_oldest_first),
         cmocka_unit_test(test_s3fifo_use_decays),
+        cmocka_unit_test(test_s3fifo_ghost_readmits),
+        cmocka_unit_test(test_s3fifo_update_keeps_uses),
         cmocka_unit_test(test_evict_when_index_full),
         cmocka_unit_test(test_page_move_lru),
         cmocka_unit_test(test_page_move_random),
