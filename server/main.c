@@ -436,8 +436,13 @@ static int setup_region_table(struct rkv_server *srv, int state_fd,
     uint64_t rest = 0;
     if (check_memory(cfg, &rest) != 0)
         return -1;
-    const struct rkv_region_guard guard = { .fits = region_still_fits, .ctx = &rest };
     int node = place_on_nic_node(cfg);
+    int node_cpus[RKV_CONFIG_MAX_CPUS];
+    int ncpus = node >= 0 ? rkv_numa_node_cpus(node, node_cpus, RKV_CONFIG_MAX_CPUS) : 0;
+    /* one populating thread per CPU of the node the memory goes to */
+    const struct rkv_region_guard guard = { .fits = region_still_fits,
+                                            .ctx = &rest,
+                                            .populate_threads = ncpus > 0 ? (unsigned)ncpus : 0 };
     rkv_numa_prefer(node);
     rkv_status st = rkv_region_create_guarded(cfg->memory, cfg->memory_check ? &guard : NULL,
                                               &srv->region, err, sizeof err);
