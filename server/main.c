@@ -24,6 +24,7 @@
 #include "metrics_http.h"
 #include "numa.h"
 #include "region.h"
+#include "sd_notify.h"
 #include "server.h"
 #include "state_file.h"
 #include "util.h"
@@ -538,11 +539,17 @@ int main(int argc, char **argv)
              srv.cfg.poll_mode == RKV_POLL_BUSY    ? "busy"
              : srv.cfg.poll_mode == RKV_POLL_EVENT ? "event"
                                                    : "adaptive");
+    if (rkv_sd_notify("READY=1\nSTATUS=serving") != 0)
+        RKV_WARN("cannot tell systemd the server is ready (NOTIFY_SOCKET=%s): %s",
+                 getenv("NOTIFY_SOCKET"), strerror(errno));
     serve_until_signal(&srv, sigfd, tickfd, metricsfd);
     rc = 0;
 out:
     /* we no longer accept; workers answer what arrived and close their
      * connections before the listeners (and their registrations) go */
+    (void)rkv_sd_notify(srv.table && srv.cfg.state_file[0] && rc == 0
+                            ? "STOPPING=1\nSTATUS=writing the state file"
+                            : "STOPPING=1");
     atomic_store(&srv.stop, true);
     for (unsigned i = 0; i < srv.nworkers; i++) {
         rkv_worker_wake(&srv.workers[i]);
