@@ -1835,7 +1835,7 @@ static enum rkv_table_drop kept_item(struct rkv_table *t, uint64_t w, enum rkv_t
 /* The item checks (checksums, key hashes: most of a restart's verify time)
  * run from one thread per CPU over a window of buckets at a time; the
  * claims on pages, which depend on the order, then run in one thread. */
-#define VERIFY_WINDOW      (1ull << 18) /* buckets per window: 1.75 MiB of verdicts */
+#define VERIFY_WINDOW      (1ull << 18) /* buckets per window: 8.75 MiB of verdicts, sizes */
 #define VERIFY_STRIDE      4096ull      /* buckets a thread claims at once */
 #define VERIFY_THREADS_MAX 64
 
@@ -1846,6 +1846,7 @@ struct verify_window {
     uint64_t first, end;   /* buckets [first, end) */
     _Atomic uint64_t next; /* the next stride's first bucket */
     uint8_t *verdict;      /* per slot of the window, an enum rkv_table_drop */
+    uint32_t *bytes;       /* per slot kept, its item's bytes (the serial pass reads no item) */
 };
 
 static void *verify_thread(void *arg)
@@ -1857,10 +1858,14 @@ static void *verify_thread(void *arg)
             return NULL;
         for (uint64_t b = from; b < RKV_MIN(from + VERIFY_STRIDE, vw->end); b++)
             for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
-                uint64_t w = vw->t->buckets[b].slot[s];
-                vw->verdict[(b - vw->first) * RKV_SLOTS_PER_BUCKET + s] =
-                    (uint8_t)(w ? item_verdict(vw->t, b, w, vw->clock, vw->max_version)
-                                : RKV_DROP_COUNT);
+                uint64_t w = vw->t->buckets[b].slot[s],
+                         at = (b - vw->first) * RKV_SLOTS_PER_BUCKET + s;
+                enum rkv_table_drop v = w ? item_verdict(vw->t, b, w, vw->clock, vw->max_version)
+                                          : RKV_DROP_COUNT;
+                vw->verdict[at] = (uint8_t)v;
+                if (w != 0 && v == RKV_DROP_COUNT)
+                    vw->bytes[at] = (uint32_t)rkv_item_size(item_at(vw->t, w)->key_len,
+                                                            item_at(vw->t, w)->value_len);
             }
     }
 }
@@ -1894,8 +1899,12 @@ static rkv_status attach_scan(struct rkv_table *t, const struct rkv_table_restor
     rkv_status st = RKV_OK;
     struct verify_window vw = { .t = t, .clock = r->clock, .max_version = r->max_version };
     unsigned threads = verify_threads();
-    vw.verdict = malloc(RKV_MIN(t->bucket_count, VERIFY_WINDOW) * RKV_SLOTS_PER_BUCKET);
-    if (vw.verdict == NULL) {
+    uint64_t window_slots = RKV_MIN(t->bucket_count, VERIFY_WINDOW) * RKV_SLOTS_PER_BUCKET;
+    vw.verdict = malloc(window_slots);
+    vw.bytes = malloc(window_slots * sizeof(*vw.bytes));
+    if (vw.verdict == NULL || vw.bytes == NULL) {
+        free(vw.verdict);
+        free(vw.bytes);
         snprintf(err, err_len, "out of memory for the kept region's verification");
         return RKV_NO_MEMORY;
     }
@@ -1909,8 +1918,8 @@ static rkv_status attach_scan(struct rkv_table *t, const struct rkv_table_restor
                 uint64_t w = bk->slot[s];
                 if (w == 0)
                     continue;
-                enum rkv_table_drop verdict =
-                    (enum rkv_table_drop)vw.verdict[(b - vw.first) * RKV_SLOTS_PER_BUCKET + s];
+                uint64_t at = (b - vw.first) * RKV_SLOTS_PER_BUCKET + s;
+                enum rkv_table_drop verdict = (enum rkv_table_drop)vw.verdict[at];
                 enum rkv_table_drop why = kept_item(t, w, verdict, kp, err, err_len, &st);
                 if (st != RKV_OK)
                     break;
@@ -1919,15 +1928,15 @@ static rkv_status attach_scan(struct rkv_table *t, const struct rkv_table_restor
                     rep->dropped[why]++;
                     continue;
                 }
-                uint64_t bytes = rkv_item_size(item_at(t, w)->key_len, item_at(t, w)->value_len);
                 rep->kept++;
-                rep->kept_bytes += bytes;
+                rep->kept_bytes += vw.bytes[at];
                 stripe_count(t, bk, SC_ITEMS, 1);
-                stripe_count(t, bk, SC_ITEM_BYTES, (int64_t)bytes);
+                stripe_count(t, bk, SC_ITEM_BYTES, (int64_t)vw.bytes[at]);
             }
         }
     }
     free(vw.verdict);
+    free(vw.bytes);
     return st;
 }
 
