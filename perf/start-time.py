@@ -24,6 +24,7 @@ Exit status: 0, or 2 on a bad argument or a server that would not start.
 """
 import argparse
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -112,6 +113,18 @@ def fill(a, state, log):
     stop(proc)
 
 
+def log_times(log):
+    """The last start's populate, state read and verify seconds from its log (None: absent)."""
+    with open(log.name) as f:
+        text = f.read()
+    text = text[text.rfind("memory: needs"):]
+    pop = re.search(r"populated in ([0-9.]+) s", text)
+    kept = re.search(r"kept ([0-9]+) items.*read \S+ \S+ in ([0-9.]+) s.*verified in ([0-9.]+) s", text)
+    return (float(pop.group(1)) if pop else None,
+            float(kept.group(2)) if kept else None, float(kept.group(3)) if kept else None,
+            int(kept.group(1)) if kept else None)
+
+
 def server_start(a, state, log):
     args = ["--state-file", state] if state else []
     t0 = time.monotonic()
@@ -120,6 +133,7 @@ def server_start(a, state, log):
         sys.exit("rkv-server would not start; its log is in %s" % log.name)
     t = time.monotonic() - t0
     stop(proc)
+    log.flush()
     if state:
         os.unlink(state)  # written again by the clean stop
     return t
@@ -138,7 +152,8 @@ def main():
     print("size %s, %s, mount %s%s" % (a.size, "warm restart of %d items of %d B" % (a.fill, a.value_size)
                                         if a.fill else "empty start", a.mount,
                                         ", cgroup " + a.cgroup if a.cgroup else ""))
-    print("%4s %10s %8s %8s %10s %8s" % ("pair", "fallocate", "dd", "rkv", "rkv/falloc", "rkv/dd"))
+    print("%4s %10s %8s %8s %10s %8s  %s" % ("pair", "fallocate", "dd", "rkv", "rkv/falloc", "rkv/dd",
+                                            "(rkv's log: populate, read, verify)"))
     rows = []
     for i in range(a.pairs):
         if state:
@@ -149,7 +164,12 @@ def main():
         os.unlink(path)
         r = server_start(a, state, log)
         rows.append((f, d, r))
-        print("%4d %9.3fs %7.3fs %7.3fs %10.2f %8.2f" % (i + 1, f, d, r, r / f, r / d), flush=True)
+        pop, read, verify, kept = log_times(log)
+        parts = ["populate %.3fs" % pop] if pop is not None else []
+        if read is not None:
+            parts.append("read %.3fs, verify %.3fs (%d items)" % (read, verify, kept))
+        print("%4d %9.3fs %7.3fs %7.3fs %10.2f %8.2f  %s" % (i + 1, f, d, r, r / f, r / d,
+                                                           ", ".join(parts)), flush=True)
     med = [statistics.median(c) for c in zip(*rows)]
     print("%4s %9.3fs %7.3fs %7.3fs %10.2f %8.2f" % ("med", med[0], med[1], med[2],
                                                      statistics.median(r / f for f, _, r in rows),
