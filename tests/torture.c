@@ -139,7 +139,9 @@ static unsigned connect_delay_ms; /* RKV_TORTURE_CONNECT_DELAY_MS */
 /* Count an error; the first few say what and why (rkv_last_error). */
 static void count_error(struct shared *sh, rkv_client *c, rkv_status st, const char *what)
 {
-    if (sh->restarts && (st == RKV_CONNECTION || st == RKV_TIMEOUT)) {
+    /* a connection the stopping server closed before answering reads as
+     * RKV_SERVER_BUSY: the restart's too */
+    if (sh->restarts && (st == RKV_CONNECTION || st == RKV_TIMEOUT || st == RKV_SERVER_BUSY)) {
         atomic_fetch_add(&sh->unavailable, 1);
         usleep(1000); /* not a spin against a server that is not there */
         return;
