@@ -442,12 +442,11 @@ static int setup_region_table(struct rkv_server *srv, int state_fd,
     int node_cpus[RKV_CONFIG_MAX_CPUS];
     int ncpus = node >= 0 ? rkv_numa_node_cpus(node, node_cpus, RKV_CONFIG_MAX_CPUS) : 0;
     /* one populating thread per CPU of the node the memory goes to */
-    const struct rkv_region_guard guard = { .fits = region_still_fits,
+    const struct rkv_region_guard guard = { .fits = cfg->memory_check ? region_still_fits : NULL,
                                             .ctx = &rest,
                                             .populate_threads = ncpus > 0 ? (unsigned)ncpus : 0 };
     rkv_numa_prefer(node);
-    rkv_status st = rkv_region_create_guarded(cfg->memory, cfg->memory_check ? &guard : NULL,
-                                              &srv->region, err, sizeof err);
+    rkv_status st = rkv_region_create_guarded(cfg->memory, &guard, &srv->region, err, sizeof err);
     if (node >= 0)
         rkv_numa_prefer(-1);
     if (st != RKV_OK) {

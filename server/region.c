@@ -131,7 +131,7 @@ static int populate_slice(uint8_t *p, uint64_t n)
  * is recorded before the next thread may ask, so its message stays. */
 static bool populate_fits(struct populate *pp)
 {
-    if (pp->guard == NULL)
+    if (pp->guard == NULL || pp->guard->fits == NULL)
         return true;
     pthread_mutex_lock(&pp->guard_lock);
     bool ok = atomic_load(&pp->error) == 0 &&

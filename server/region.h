@@ -36,7 +36,7 @@ rkv_status rkv_region_create(uint64_t size, struct rkv_region *out, char *err, s
  * creation then fails with RKV_NO_MEMORY and that message. Populating
  * threads ask it one at a time. */
 struct rkv_region_guard {
-    bool (*fits)(void *ctx, uint64_t remaining, char *err, size_t err_len);
+    bool (*fits)(void *ctx, uint64_t remaining, char *err, size_t err_len); /* NULL: not asked */
     void *ctx;
     unsigned populate_threads; /* threads that fault the pages in; 0: one per CPU
                                   this thread may run on */
