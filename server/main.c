@@ -352,12 +352,14 @@ static int state_keep(struct rkv_server *srv, int fd, const struct rkv_state_hea
     if (at > 0 && at + 2 < sizeof why)
         strcat(why, ")");
     RKV_INFO("state file %s (written by rkv-server %s): kept %llu items (%s) on %llu slab pages, "
-             "dropped %llu%s; read %s in %.3f s (%.2f GB/s), verified in %.3f s; down %llu s, "
-             "clock %u -> %u",
+             "dropped %llu%s; read %s in %.3f s (%.2f GB/s), verified in %.3f s (%.3f s per GiB "
+             "of region, %.2f us per item); down %llu s, clock %u -> %u",
              path, file->rkv_version, (unsigned long long)rep.kept,
              rkv_format_size(rep.kept_bytes, err, sizeof err), (unsigned long long)rep.pages,
              (unsigned long long)dropped, why, rkv_format_size(srv->region.size, sz, sizeof sz),
              (double)(t1 - t0) / 1e9, gbps(srv->region.size, t1 - t0), (double)(t2 - t1) / 1e9,
+             (double)(t2 - t1) / (double)srv->region.size * 1.073741824,
+             rep.kept + dropped ? (double)(t2 - t1) / 1e3 / (double)(rep.kept + dropped) : 0.0,
              (unsigned long long)down, file->clock, r.clock);
     if (bad > 0)
         RKV_WARN("state file %s: %llu items failed verification and were dropped (not served)",
