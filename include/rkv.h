@@ -73,7 +73,9 @@
 extern "C" {
 #endif
 
+#ifndef RKV_VERSION_STRING /* a test build of rkv-server sets another (tests/meson.build) */
 #define RKV_VERSION_STRING "0.1.0"
+#endif
 
 typedef enum rkv_status {
     RKV_OK = 0,

@@ -24,6 +24,7 @@
 #include "metrics_http.h"
 #include "numa.h"
 #include "region.h"
+#include "sd_notify.h"
 #include "server.h"
 #include "state_file.h"
 #include "util.h"
@@ -350,13 +351,16 @@ static int state_keep(struct rkv_server *srv, int fd, const struct rkv_state_hea
     }
     if (at > 0 && at + 2 < sizeof why)
         strcat(why, ")");
-    RKV_INFO("state file %s: kept %llu items (%s) on %llu slab pages, dropped %llu%s; read %s in "
-             "%.3f s (%.2f GB/s), verified in %.3f s; down %llu s, clock %u -> %u",
-             path, (unsigned long long)rep.kept, rkv_format_size(rep.kept_bytes, err, sizeof err),
-             (unsigned long long)rep.pages, (unsigned long long)dropped, why,
-             rkv_format_size(srv->region.size, sz, sizeof sz), (double)(t1 - t0) / 1e9,
-             gbps(srv->region.size, t1 - t0), (double)(t2 - t1) / 1e9, (unsigned long long)down,
-             file->clock, r.clock);
+    RKV_INFO("state file %s (written by rkv-server %s): kept %llu items (%s) on %llu slab pages, "
+             "dropped %llu%s; read %s in %.3f s (%.2f GB/s), verified in %.3f s (%.3f s per GiB "
+             "of region, %.2f us per item); down %llu s, clock %u -> %u",
+             path, file->rkv_version, (unsigned long long)rep.kept,
+             rkv_format_size(rep.kept_bytes, err, sizeof err), (unsigned long long)rep.pages,
+             (unsigned long long)dropped, why, rkv_format_size(srv->region.size, sz, sizeof sz),
+             (double)(t1 - t0) / 1e9, gbps(srv->region.size, t1 - t0), (double)(t2 - t1) / 1e9,
+             (double)(t2 - t1) / (double)srv->region.size * 1.073741824,
+             rep.kept + dropped ? (double)(t2 - t1) / 1e3 / (double)(rep.kept + dropped) : 0.0,
+             (unsigned long long)down, file->clock, r.clock);
     if (bad > 0)
         RKV_WARN("state file %s: %llu items failed verification and were dropped (not served)",
                  path, (unsigned long long)bad);
@@ -436,11 +440,15 @@ static int setup_region_table(struct rkv_server *srv, int state_fd,
     uint64_t rest = 0;
     if (check_memory(cfg, &rest) != 0)
         return -1;
-    const struct rkv_region_guard guard = { .fits = region_still_fits, .ctx = &rest };
     int node = place_on_nic_node(cfg);
+    int node_cpus[RKV_CONFIG_MAX_CPUS];
+    int ncpus = node >= 0 ? rkv_numa_node_cpus(node, node_cpus, RKV_CONFIG_MAX_CPUS) : 0;
+    /* one populating thread per CPU of the node the memory goes to */
+    const struct rkv_region_guard guard = { .fits = cfg->memory_check ? region_still_fits : NULL,
+                                            .ctx = &rest,
+                                            .populate_threads = ncpus > 0 ? (unsigned)ncpus : 0 };
     rkv_numa_prefer(node);
-    rkv_status st = rkv_region_create_guarded(cfg->memory, cfg->memory_check ? &guard : NULL,
-                                              &srv->region, err, sizeof err);
+    rkv_status st = rkv_region_create_guarded(cfg->memory, &guard, &srv->region, err, sizeof err);
     if (node >= 0)
         rkv_numa_prefer(-1);
     if (st != RKV_OK) {
@@ -532,11 +540,17 @@ int main(int argc, char **argv)
              srv.cfg.poll_mode == RKV_POLL_BUSY    ? "busy"
              : srv.cfg.poll_mode == RKV_POLL_EVENT ? "event"
                                                    : "adaptive");
+    if (rkv_sd_notify("READY=1\nSTATUS=serving") != 0)
+        RKV_WARN("cannot tell systemd the server is ready (NOTIFY_SOCKET=%s): %s",
+                 getenv("NOTIFY_SOCKET"), strerror(errno));
     serve_until_signal(&srv, sigfd, tickfd, metricsfd);
     rc = 0;
 out:
     /* we no longer accept; workers answer what arrived and close their
      * connections before the listeners (and their registrations) go */
+    (void)rkv_sd_notify(srv.table && srv.cfg.state_file[0] && rc == 0
+                            ? "STOPPING=1\nSTATUS=writing the state file"
+                            : "STOPPING=1");
     atomic_store(&srv.stop, true);
     for (unsigned i = 0; i < srv.nworkers; i++) {
         rkv_worker_wake(&srv.workers[i]);

@@ -20,14 +20,17 @@
  * pages are a fixed pool, and a region that was merely reserved would fault
  * them in on first write — a shortage would then surface as SIGBUS inside a
  * PUT. fallocate() takes every page now and fails with ENOSPC instead.
- * Normal pages come in steps with a guard (the server's re-checks RAM and
- * its memory cgroup, memory_budget.h) asked before each, since a memory
- * cgroup at its limit OOM-kills rather than failing fallocate(). The mapped
- * region is then mlock()ed where the memlock limit allows.
+ * Normal pages are faulted in (taken, cleared, mapped and locked in one
+ * pass) from one thread per CPU, in slices with a guard (the server's
+ * re-checks RAM and its memory cgroup, memory_budget.h) asked before each,
+ * since a memory cgroup at its limit OOM-kills rather than failing. The
+ * region is locked in RAM (mlock) where the memlock limit allows.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -56,9 +59,17 @@
 #define F_SEAL_FUTURE_WRITE 0x0010 /* Linux 5.1 */
 #endif
 
-#define SIZE_2M        (2ull << 20)
-#define SIZE_1G        (1ull << 30)
-#define POPULATE_CHUNK (64ull << 20) /* normal pages taken between guard checks */
+#define SIZE_2M              (2ull << 20)
+#define SIZE_1G              (1ull << 30)
+#define POPULATE_CHUNK       (64ull << 20) /* normal pages taken between guard checks */
+#define POPULATE_MAX_THREADS 64
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+#ifndef MLOCK_ONFAULT
+#define MLOCK_ONFAULT 0x01
+#endif
 
 /* One attempt's page kind: memfd flags and the size it rounds to. */
 struct page_kind {
@@ -74,33 +85,144 @@ static int region_memfd(unsigned kind_flags)
     return memfd_create("rkv-region", MFD_CLOEXEC | MFD_ALLOW_SEALING | kind_flags);
 }
 
-/* Take every page of the memfd now. Hugetlb pages come in one fallocate(),
- * which fails with ENOSPC when the pool is short. Normal pages come in
- * POPULATE_CHUNK steps with `guard` asked before each: a memory cgroup
- * enforces its limit by OOM-killing, not by failing fallocate(), so the only
- * way to stop in time is to look before taking more (see memory_budget.h).
- * Returns 0, an errno, or ECANCELED when the guard refused (message in err). */
-static int region_populate(int fd, uint64_t size, bool huge, const struct rkv_region_guard *guard,
-                           char *err, size_t err_len)
+/* Hugetlb pages in one fallocate(), which fails with ENOSPC when the pool
+ * is short and clears every page it takes. 0 or an errno. */
+static int region_take_huge(int fd, uint64_t size)
 {
-    uint64_t step = huge || guard == NULL ? size : POPULATE_CHUNK;
-    for (uint64_t off = 0; off < size; off += step) {
-        uint64_t n = RKV_MIN(step, size - off);
-        if (!huge && guard != NULL && !guard->fits(guard->ctx, size - off, err, err_len))
-            return ECANCELED;
-        /* a file system without fallocate still gets MAP_POPULATE */
-        if (fallocate(fd, 0, (off_t)off, (off_t)n) != 0)
-            return errno == EOPNOTSUPP ? 0 : errno;
-    }
+    if (fallocate(fd, 0, 0, (off_t)size) != 0)
+        return errno;
     return 0;
 }
 
-/* Keep the populated region in RAM where RLIMIT_MEMLOCK (or CAP_IPC_LOCK)
- * allows; otherwise say once that it may be swapped out. */
-static void region_pin(void *base, uint64_t size)
+/* Normal pages are taken, cleared, mapped and (VM_LOCKONFAULT) locked in
+ * one pass: POPULATE_CHUNK slices that `threads` threads claim in turn,
+ * each asking the guard first. Why not fallocate() then MAP_POPULATE: on
+ * tmpfs fallocate() only allocates; every page is still cleared at its
+ * first fault, by one thread, in a second walk over the page cache, and
+ * mlock() is a third. The clearing is most of the time (perf: clear_page
+ * under shmem_fault), so it is what the threads share. */
+struct populate {
+    uint8_t *base;
+    uint64_t size;
+    const struct rkv_region_guard *guard;
+    _Atomic uint64_t next; /* the next slice's offset */
+    _Atomic uint64_t done; /* bytes populated */
+    _Atomic int error;     /* first errno, or ECANCELED from the guard */
+    pthread_mutex_t guard_lock;
+    uint64_t start_ns;
+    char *err;
+    size_t err_len;
+};
+
+/* One slice's pages, writable: MADV_POPULATE_WRITE (Linux 5.14), else a
+ * read of each page, which on a shared mapping faults it in cleared. */
+static int populate_slice(uint8_t *p, uint64_t n)
+{
+    if (madvise(p, n, MADV_POPULATE_WRITE) == 0)
+        return 0;
+    if (errno != EINVAL)
+        return errno == EFAULT || errno == EHWPOISON ? EFAULT : errno; /* ENOMEM: out of RAM */
+    for (uint64_t off = 0; off < n; off += 4096)
+        (void)*(volatile uint8_t *)(p + off);
+    return 0;
+}
+
+/* Ask the guard, with what is not populated yet still to come; a refusal
+ * is recorded before the next thread may ask, so its message stays. */
+static bool populate_fits(struct populate *pp)
+{
+    if (pp->guard == NULL || pp->guard->fits == NULL)
+        return true;
+    pthread_mutex_lock(&pp->guard_lock);
+    bool ok = atomic_load(&pp->error) == 0 &&
+              pp->guard->fits(pp->guard->ctx, pp->size - atomic_load(&pp->done), pp->err,
+                              pp->err_len);
+    if (!ok) {
+        int none = 0;
+        atomic_compare_exchange_strong(&pp->error, &none, ECANCELED);
+    }
+    pthread_mutex_unlock(&pp->guard_lock);
+    return ok;
+}
+
+/* A quarter more of a region of 1 GiB or more is in: say so. */
+static void populate_progress(struct populate *pp, uint64_t before, uint64_t after)
+{
+    uint64_t q = pp->size / 4;
+    if (pp->size < SIZE_1G || before / q == after / q || after >= pp->size)
+        return;
+    char sz[32];
+    RKV_INFO("region: %llu%% of %s populated after %.1f s", (unsigned long long)(after / q * 25),
+             rkv_format_size(pp->size, sz, sizeof sz), (double)(rkv_now_ns() - pp->start_ns) / 1e9);
+}
+
+static void *populate_thread(void *arg)
+{
+    struct populate *pp = arg;
+    for (;;) {
+        uint64_t off = atomic_fetch_add(&pp->next, POPULATE_CHUNK);
+        if (off >= pp->size || atomic_load(&pp->error) != 0)
+            return NULL;
+        uint64_t n = RKV_MIN(POPULATE_CHUNK, pp->size - off);
+        int e = populate_fits(pp) ? populate_slice(pp->base + off, n) : ECANCELED;
+        if (e != 0) {
+            int none = 0;
+            atomic_compare_exchange_strong(&pp->error, &none, e);
+            return NULL;
+        }
+        uint64_t before = atomic_fetch_add(&pp->done, n);
+        populate_progress(pp, before, before + n);
+    }
+}
+
+/* CPUs this thread may run on (the populating threads inherit its memory
+ * policy: the NIC's node when there is one), at least 1. */
+static unsigned populate_threads(const struct rkv_region_guard *guard)
+{
+    if (guard != NULL && guard->populate_threads > 0)
+        return guard->populate_threads;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 1;
+    return (unsigned)RKV_MAX(CPU_COUNT(&set), 1);
+}
+
+/* Populate the normal-page mapping `base` from up to that many threads.
+ * Returns 0, an errno, or ECANCELED when the guard refused (message in err). */
+static int region_populate(uint8_t *base, uint64_t size, const struct rkv_region_guard *guard,
+                           char *err, size_t err_len)
+{
+    struct populate pp = { .base = base, .size = size, .guard = guard, .err = err, .err_len = err_len };
+    pthread_t tid[POPULATE_MAX_THREADS];
+    unsigned want = RKV_MIN(populate_threads(guard), POPULATE_MAX_THREADS);
+    unsigned n = (unsigned)RKV_MIN((uint64_t)want, (size + POPULATE_CHUNK - 1) / POPULATE_CHUNK);
+    unsigned started = 0;
+    char sz[32];
+    pthread_mutex_init(&pp.guard_lock, NULL);
+    pp.start_ns = rkv_now_ns();
+    while (started + 1 < n && pthread_create(&tid[started], NULL, populate_thread, &pp) == 0)
+        started++;
+    populate_thread(&pp); /* this thread is one of them */
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    pthread_mutex_destroy(&pp.guard_lock);
+    uint64_t ns = rkv_now_ns() - pp.start_ns;
+    if (atomic_load(&pp.error) == 0)
+        RKV_INFO("region: %s populated in %.3f s by %u thread(s) (%.2f GB/s)",
+                 rkv_format_size(size, sz, sizeof sz), (double)ns / 1e9, started + 1,
+                 ns ? (double)size / (double)ns : 0.0);
+    return atomic_load(&pp.error);
+}
+
+/* Keep the region in RAM where RLIMIT_MEMLOCK (or CAP_IPC_LOCK) allows:
+ * hugetlb pages are all there already, so mlock() only marks them; normal
+ * pages are locked as region_populate() faults them in (MLOCK_ONFAULT), so
+ * locking costs no walk of its own. Otherwise say once that the region
+ * may be swapped out. */
+static void region_pin(void *base, uint64_t size, bool huge)
 {
     char sz[32];
-    if (mlock(base, size) == 0)
+    if ((huge ? mlock(base, size) : mlock2(base, size, MLOCK_ONFAULT)) == 0)
         return;
     RKV_INFO("region: %s not locked in RAM (mlock: %s): it is populated but may be swapped "
              "out under memory pressure; raise the memlock limit (LimitMEMLOCK=infinity, "
@@ -114,13 +236,17 @@ static int region_map(int fd, uint64_t size, bool huge, const struct rkv_region_
 {
     if (ftruncate(fd, (off_t)size) != 0)
         return errno;
-    int e = region_populate(fd, size, huge, guard, err, err_len);
+    int e = huge ? region_take_huge(fd, size) : 0;
     if (e != 0)
         return e;
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | (huge ? MAP_POPULATE : 0), fd, 0);
     if (p == MAP_FAILED)
         return errno;
-    region_pin(p, size);
+    region_pin(p, size, huge);
+    if (!huge && (e = region_populate(p, size, guard, err, err_len)) != 0) {
+        munmap(p, size);
+        return e;
+    }
     *base = p;
     return 0;
 }

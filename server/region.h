@@ -33,10 +33,13 @@ rkv_status rkv_region_create(uint64_t size, struct rkv_region *out, char *err, s
 
 /* Asked before each step of populating a normal-page region: true to go on
  * with `remaining` bytes still to take, false (a message in err) to stop;
- * creation then fails with RKV_NO_MEMORY and that message. */
+ * creation then fails with RKV_NO_MEMORY and that message. Populating
+ * threads ask it one at a time. */
 struct rkv_region_guard {
-    bool (*fits)(void *ctx, uint64_t remaining, char *err, size_t err_len);
+    bool (*fits)(void *ctx, uint64_t remaining, char *err, size_t err_len); /* NULL: not asked */
     void *ctx;
+    unsigned populate_threads; /* threads that fault the pages in; 0: one per CPU
+                                  this thread may run on */
 };
 
 /* rkv_region_create, with a guard on the population of normal pages (the

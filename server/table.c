@@ -61,6 +61,8 @@
  * the index through table_private.h, under the locks described above.
  */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1746,34 +1748,45 @@ struct kept_pages {
     uint64_t **live;
 };
 
-/* Whether slot word w, in bucket b, names an item that may be served:
- * RKV_DROP_COUNT when it may, else why not. On a keep the item is marked in
- * kp (its page claimed for its class). The region is the server's alone
- * (nothing serves it yet), and every read stays inside the heap: the slot's
- * class and offset are checked before the item is touched, and its lengths
- * before its key is. */
-static enum rkv_table_drop kept_item(struct rkv_table *t, uint64_t b, uint64_t w, uint32_t clock,
-                                     uint64_t max_version, struct kept_pages *kp, char *err,
-                                     size_t err_len, rkv_status *st)
+/* Where slot word w points: its class and offset, and that item's page
+ * and index there; false (RKV_DROP_SLOT) when that is no item start of its
+ * class inside the heap. */
+struct slot_place {
+    unsigned cls;
+    uint64_t page, index;
+};
+
+static bool slot_place_of(const struct rkv_table *t, uint64_t w, struct slot_place *sp)
 {
     const struct rkv_region_header *h = t->hdr;
     unsigned cls = rkv_slot_class(w);
     uint64_t off = rkv_slot_offset(w);
     if (rkv_slot_fp(w) == 0 || cls >= h->class_count || off < h->heap_offset ||
         off - h->heap_offset >= h->heap_size)
-        return RKV_DROP_SLOT;
+        return false;
     uint32_t size = h->class_size[cls], per_page = rkv_slab_per_page(t->slab, cls);
-    uint64_t rel = off - h->heap_offset, page = rel / h->slab_page_size;
-    uint64_t in_page = rel % h->slab_page_size, index = in_page / size;
-    if (in_page % size != 0 || index >= per_page)
-        return RKV_DROP_SLOT;
-    if (kp->cls[page] != 0 && kp->cls[page] != cls + 1)
-        return RKV_DROP_OVERLAP; /* a page holds one class: the item would straddle another's */
+    uint64_t rel = off - h->heap_offset, in_page = rel % h->slab_page_size;
+    *sp = (struct slot_place){ cls, rel / h->slab_page_size, in_page / size };
+    return in_page % size == 0 && sp->index < per_page;
+}
 
+/* The checks of slot word w, in bucket b, that need nothing but the slot
+ * and its item: RKV_DROP_COUNT when they pass, else why not. Every read
+ * stays inside the heap: the slot's class and offset are checked before
+ * the item is touched, and its lengths before its key is. Run from several
+ * threads at once (attach_verify): it writes nothing. */
+static enum rkv_table_drop item_verdict(const struct rkv_table *t, uint64_t b, uint64_t w,
+                                        uint32_t clock, uint64_t max_version)
+{
+    const struct rkv_region_header *h = t->hdr;
+    struct slot_place sp;
+    if (!slot_place_of(t, w, &sp))
+        return RKV_DROP_SLOT;
     const struct rkv_item *it = item_at(t, w);
     size_t bytes = rkv_item_size(it->key_len, it->value_len);
     if (it->key_len == 0 || it->key_len > h->max_key_len ||
-        it->value_len > value_room(t, it->key_len) || rkv_slab_class_for(t->slab, bytes) != (int)cls)
+        it->value_len > value_room(t, it->key_len) ||
+        rkv_slab_class_for(t->slab, bytes) != (int)sp.cls)
         return RKV_DROP_LENGTHS;
     if (__atomic_load_n(&it->state, __ATOMIC_RELAXED) != 0)
         return RKV_DROP_STATE;
@@ -1787,20 +1800,97 @@ static enum rkv_table_drop kept_item(struct rkv_table *t, uint64_t b, uint64_t w
         return RKV_DROP_VERSION;
     if (expired(it, clock))
         return RKV_DROP_EXPIRED;
+    return RKV_DROP_COUNT;
+}
 
-    if (kp->live[page] == NULL) {
-        if ((kp->live[page] = calloc((per_page + 63) / 64, sizeof(uint64_t))) == NULL) {
+/* Whether slot word w, whose item_verdict() was `verdict`, may be served:
+ * RKV_DROP_COUNT when it may, else why not, in the order the checks are
+ * documented (a page already claimed by another class before the item's
+ * own checks). On a keep the item is marked in kp (its page claimed for
+ * its class). One thread: kp is shared. */
+static enum rkv_table_drop kept_item(struct rkv_table *t, uint64_t w, enum rkv_table_drop verdict,
+                                     struct kept_pages *kp, char *err, size_t err_len, rkv_status *st)
+{
+    struct slot_place sp;
+    if (verdict == RKV_DROP_SLOT || !slot_place_of(t, w, &sp))
+        return RKV_DROP_SLOT;
+    if (kp->cls[sp.page] != 0 && kp->cls[sp.page] != sp.cls + 1)
+        return RKV_DROP_OVERLAP; /* a page holds one class: the item would straddle another's */
+    if (verdict != RKV_DROP_COUNT)
+        return verdict;
+    if (kp->live[sp.page] == NULL) {
+        uint32_t per_page = rkv_slab_per_page(t->slab, sp.cls);
+        if ((kp->live[sp.page] = calloc((per_page + 63) / 64, sizeof(uint64_t))) == NULL) {
             snprintf(err, err_len, "out of memory for the kept region's page bitmaps");
             *st = RKV_NO_MEMORY;
             return RKV_DROP_COUNT;
         }
-        kp->cls[page] = (uint8_t)(cls + 1);
+        kp->cls[sp.page] = (uint8_t)(sp.cls + 1);
     }
-    uint64_t bit = 1ull << (index % 64), *word = &kp->live[page][index / 64];
+    uint64_t bit = 1ull << (sp.index % 64), *word = &kp->live[sp.page][sp.index / 64];
     if (*word & bit)
         return RKV_DROP_OVERLAP; /* a second slot naming the same item */
     *word |= bit;
     return RKV_DROP_COUNT;
+}
+
+/* The item checks (checksums, key hashes: most of a restart's verify time)
+ * run from one thread per CPU over a window of buckets at a time; the
+ * claims on pages, which depend on the order, then run in one thread. */
+#define VERIFY_WINDOW      (1ull << 18) /* buckets per window: 8.75 MiB of verdicts, sizes */
+#define VERIFY_STRIDE      4096ull      /* buckets a thread claims at once */
+#define VERIFY_THREADS_MAX 64
+
+struct verify_window {
+    const struct rkv_table *t;
+    uint32_t clock;
+    uint64_t max_version;
+    uint64_t first, end;   /* buckets [first, end) */
+    _Atomic uint64_t next; /* the next stride's first bucket */
+    uint8_t *verdict;      /* per slot of the window, an enum rkv_table_drop */
+    uint32_t *bytes;       /* per slot kept, its item's bytes (the serial pass reads no item) */
+};
+
+static void *verify_thread(void *arg)
+{
+    struct verify_window *vw = arg;
+    for (;;) {
+        uint64_t from = atomic_fetch_add(&vw->next, VERIFY_STRIDE);
+        if (from >= vw->end)
+            return NULL;
+        for (uint64_t b = from; b < RKV_MIN(from + VERIFY_STRIDE, vw->end); b++)
+            for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
+                uint64_t w = vw->t->buckets[b].slot[s],
+                         at = (b - vw->first) * RKV_SLOTS_PER_BUCKET + s;
+                enum rkv_table_drop v = w ? item_verdict(vw->t, b, w, vw->clock, vw->max_version)
+                                          : RKV_DROP_COUNT;
+                vw->verdict[at] = (uint8_t)v;
+                if (w != 0 && v == RKV_DROP_COUNT)
+                    vw->bytes[at] = (uint32_t)rkv_item_size(item_at(vw->t, w)->key_len,
+                                                            item_at(vw->t, w)->value_len);
+            }
+    }
+}
+
+/* item_verdict() for every slot of the window, from `threads` threads. */
+static void attach_verify(struct verify_window *vw, unsigned threads)
+{
+    pthread_t tid[VERIFY_THREADS_MAX];
+    unsigned started = 0;
+    atomic_store(&vw->next, vw->first);
+    while (started + 1 < threads && pthread_create(&tid[started], NULL, verify_thread, vw) == 0)
+        started++;
+    verify_thread(vw);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+}
+
+static unsigned verify_threads(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 1;
+    return (unsigned)RKV_MIN(RKV_MAX(CPU_COUNT(&set), 1), VERIFY_THREADS_MAX);
 }
 
 /* Walk the index: keep what verifies, clear every other slot. */
@@ -1809,30 +1899,47 @@ static rkv_status attach_scan(struct rkv_table *t, const struct rkv_table_restor
                               size_t err_len)
 {
     rkv_status st = RKV_OK;
-    for (uint64_t b = 0; b < t->bucket_count; b++) {
-        struct rkv_bucket *bk = &t->buckets[b];
-        bk->version = 0;
-        for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
-            uint64_t w = bk->slot[s];
-            if (w == 0)
-                continue;
-            enum rkv_table_drop why = kept_item(t, b, w, r->clock, r->max_version, kp, err, err_len,
-                                                &st);
-            if (st != RKV_OK)
-                return st;
-            if (why != RKV_DROP_COUNT) {
-                bk->slot[s] = 0;
-                rep->dropped[why]++;
-                continue;
+    struct verify_window vw = { .t = t, .clock = r->clock, .max_version = r->max_version };
+    unsigned threads = verify_threads();
+    uint64_t window_slots = RKV_MIN(t->bucket_count, VERIFY_WINDOW) * RKV_SLOTS_PER_BUCKET;
+    vw.verdict = malloc(window_slots);
+    vw.bytes = malloc(window_slots * sizeof(*vw.bytes));
+    if (vw.verdict == NULL || vw.bytes == NULL) {
+        free(vw.verdict);
+        free(vw.bytes);
+        snprintf(err, err_len, "out of memory for the kept region's verification");
+        return RKV_NO_MEMORY;
+    }
+    for (vw.first = 0; vw.first < t->bucket_count && st == RKV_OK; vw.first = vw.end) {
+        vw.end = RKV_MIN(vw.first + VERIFY_WINDOW, t->bucket_count);
+        attach_verify(&vw, threads);
+        for (uint64_t b = vw.first; b < vw.end && st == RKV_OK; b++) {
+            struct rkv_bucket *bk = &t->buckets[b];
+            bk->version = 0;
+            for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
+                uint64_t w = bk->slot[s];
+                if (w == 0)
+                    continue;
+                uint64_t at = (b - vw.first) * RKV_SLOTS_PER_BUCKET + s;
+                enum rkv_table_drop verdict = (enum rkv_table_drop)vw.verdict[at];
+                enum rkv_table_drop why = kept_item(t, w, verdict, kp, err, err_len, &st);
+                if (st != RKV_OK)
+                    break;
+                if (why != RKV_DROP_COUNT) {
+                    bk->slot[s] = 0;
+                    rep->dropped[why]++;
+                    continue;
+                }
+                rep->kept++;
+                rep->kept_bytes += vw.bytes[at];
+                stripe_count(t, bk, SC_ITEMS, 1);
+                stripe_count(t, bk, SC_ITEM_BYTES, (int64_t)vw.bytes[at]);
             }
-            uint64_t bytes = rkv_item_size(item_at(t, w)->key_len, item_at(t, w)->value_len);
-            rep->kept++;
-            rep->kept_bytes += bytes;
-            stripe_count(t, bk, SC_ITEMS, 1);
-            stripe_count(t, bk, SC_ITEM_BYTES, (int64_t)bytes);
         }
     }
-    return RKV_OK;
+    free(vw.verdict);
+    free(vw.bytes);
+    return st;
 }
 
 rkv_status rkv_table_attach(void *base, size_t size, const struct rkv_table_config *cfg,

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "shm_ring.h"
 #include "slab.h"
 #include "table.h"
+#include "util.h"
 
 #define MIB (1ull << 20)
 #define GIB (1ull << 30)
@@ -509,7 +511,7 @@ static void test_region_guard(void **state)
     /* 136 MiB of normal pages (this host may have hugepages: the guard sees
      * only a normal-page population, so skip when the region got hugepages) */
     struct guard_log g = { 0, 1000, 0 };
-    struct rkv_region_guard guard = { guard_fits, &g };
+    struct rkv_region_guard guard = { guard_fits, &g, 1 }; /* one thread: calls in order */
     assert_int_equal(rkv_region_create_guarded(136 * MIB, &guard, &r, err, sizeof err), RKV_OK);
     bool huge = r.hugepages;
     rkv_region_destroy(&r);
@@ -522,6 +524,60 @@ static void test_region_guard(void **state)
     assert_int_equal(rkv_region_create_guarded(136 * MIB, &guard, &r, err, sizeof err),
                      RKV_NO_MEMORY);
     assert_string_equal(err, "guard says stop at 2");
+    assert_null(r.base);
+}
+
+/* Guard calls from several populating threads, one at a time. */
+struct guard_shared {
+    _Atomic unsigned calls, inside;
+    unsigned stop_at;
+    uint64_t max_remaining, min_remaining;
+};
+
+static bool guard_shared_fits(void *ctx, uint64_t remaining, char *err, size_t err_len)
+{
+    struct guard_shared *g = ctx;
+    assert_int_equal(atomic_fetch_add(&g->inside, 1), 0); /* never two at once */
+    unsigned n = atomic_fetch_add(&g->calls, 1) + 1;
+    g->max_remaining = RKV_MAX(g->max_remaining, remaining);
+    g->min_remaining = RKV_MIN(g->min_remaining, remaining);
+    atomic_fetch_sub(&g->inside, 1);
+    if (n < g->stop_at)
+        return true;
+    snprintf(err, err_len, "guard says stop at %u", n);
+    return false;
+}
+
+/* Four threads populate 264 MiB (five slices): the guard is asked once per
+ * slice, one at a time, never with more than the region nor less than the
+ * last slice still to come; the region is zero and writable. A refusal
+ * from any thread fails creation with the guard's message. */
+static void test_region_guard_threads(void **state)
+{
+    (void)state;
+    struct rkv_region r;
+    char err[256] = "";
+    struct guard_shared g = { .stop_at = 1000, .min_remaining = UINT64_MAX };
+    struct rkv_region_guard guard = { guard_shared_fits, &g, 4 };
+    assert_int_equal(rkv_region_create_guarded(264 * MIB, &guard, &r, err, sizeof err), RKV_OK);
+    if (r.hugepages) {
+        rkv_region_destroy(&r);
+        skip();
+    }
+    assert_int_equal(atomic_load(&g.calls), 5);
+    assert_true(g.max_remaining == 264 * MIB);
+    assert_true(g.min_remaining >= 8 * MIB);
+    for (uint64_t off = 0; off < r.size; off += 4096) {
+        volatile uint8_t *p = (volatile uint8_t *)r.base + off;
+        assert_int_equal(*p, 0);
+        *p = 1;
+    }
+    rkv_region_destroy(&r);
+
+    g = (struct guard_shared){ .stop_at = 3, .min_remaining = UINT64_MAX };
+    assert_int_equal(rkv_region_create_guarded(264 * MIB, &guard, &r, err, sizeof err),
+                     RKV_NO_MEMORY);
+    assert_string_equal(err, "guard says stop at 3");
     assert_null(r.base);
 }
 
@@ -542,6 +598,7 @@ int main(void)
         cmocka_unit_test(test_check_cgroup),
         cmocka_unit_test(test_check_hugepages_required_and_memlock),
         cmocka_unit_test(test_region_guard),
+        cmocka_unit_test(test_region_guard_threads),
     };
     return cmocka_run_group_tests(tests, tree_setup, tree_teardown);
 }

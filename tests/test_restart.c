@@ -18,13 +18,18 @@
  *   - a file written with --memory 64M is refused by a start with --memory
  *     32M (exit 2, one message naming --memory 64M) and left in place; the
  *     start with 64M then keeps it;
- *   - after SIGKILL the next start is empty (and says why).
+ *   - after SIGKILL the next start is empty (and says why);
+ *   - an upgrade: another build of the server (RKV_SERVER_NEXT, built with
+ *     another version string and the same region format) keeps the cache
+ *     the first one wrote — every item, value, flags and CAS — and says
+ *     which version wrote it; the first one then keeps the second one's
+ *     (a downgrade), with the item written in between.
  *
  * Nothing waits for time to pass: TTLs are long, and the downtime is
  * written into the file's header (through server/state_file.h's encoder,
  * so the header checksum stays right).
  *
- * Usage: test_restart PATH/TO/rkv-server
+ * Usage: test_restart PATH/TO/rkv-server [PATH/TO/RKV_SERVER_NEXT]
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -55,7 +60,7 @@
 #define NMC  300  /* keys stored through the tcp door */
 #define BIG  (200u << 10)
 
-static const char *server_bin;
+static const char *server_bin, *server_next_bin;
 static unsigned uri_seq = 40;
 
 struct env {
@@ -83,12 +88,17 @@ static void env_free(struct env *e)
     assert_int_equal(system(cmd), 0);
 }
 
-/* Start (the same shm URI and, when free, the same tcp port every time). */
-static void start(struct env *e)
+/* Start `bin` (the same shm URI and, when free, the same tcp port every time). */
+static void start_bin(struct env *e, const char *bin)
 {
     const char *const extra[] = { "--state-file", e->state, "--log-file", e->log,
                                   "--log-level",  "info",   NULL };
-    assert_int_equal(server_start_tcp(&e->sp, server_bin, e->uri_n, NULL, &e->port, extra), 0);
+    assert_int_equal(server_start_tcp(&e->sp, bin, e->uri_n, NULL, &e->port, extra), 0);
+}
+
+static void start(struct env *e)
+{
+    start_bin(e, server_bin);
 }
 
 static void stop(struct env *e)
@@ -563,6 +573,62 @@ static void test_kill_starts_cold(void **state)
     env_free(&e);
 }
 
+/* The log's last "kept" line says that `n` items were kept, none dropped,
+ * from a file the server of version `by` wrote. */
+static void assert_kept(const struct env *e, unsigned n, const char *by)
+{
+    char want[64], writer[64];
+    snprintf(want, sizeof want, "kept %u items", n);
+    snprintf(writer, sizeof writer, "(written by rkv-server %s)", by);
+    const char *kept = log_line(e, "kept");
+    if (strstr(kept, want) == NULL || strstr(kept, "dropped 0;") == NULL ||
+        strstr(kept, writer) == NULL)
+        fail_msg("log: %s", kept);
+}
+
+static void test_upgrade_keeps_the_cache(void **state)
+{
+    (void)state;
+    struct env e;
+    static struct stored s;
+    char ready[64];
+    if (server_next_bin == NULL)
+        skip();
+    env_make(&e);
+    start(&e);
+    rkv_client *c = connect_retry(e.sp.uri, NULL, 5000);
+    assert_non_null(c);
+    store_all(&e, c, &s);
+    stop(&e);
+
+    start_bin(&e, server_next_bin); /* the upgrade */
+    snprintf(ready, sizeof ready, "rkv-server %s ready", RKV_VERSION_STRING);
+    assert_null(strstr(log_line(&e, " ready: "), ready)); /* another version runs */
+    assert_kept(&e, 1500, RKV_VERSION_STRING);
+    check_all(&e, c, &s, -1, false, 0);
+    uint64_t v = 0;
+    assert_int_equal(rkv_put(c, "upgraded", 8, "x", 1, NULL, &v), RKV_OK);
+    assert_true(v > s.max_cas);
+    stop(&e);
+
+    start(&e); /* and back */
+    const char *next = strstr(log_line(&e, "written by"), "written by rkv-server ");
+    assert_non_null(next);
+    char by[40] = "";
+    sscanf(next + strlen("written by rkv-server "), "%39[^)]", by);
+    assert_string_not_equal(by, RKV_VERSION_STRING);
+    assert_kept(&e, 1501, by);
+    check_all(&e, c, &s, -1, false, 0);
+    char got[8];
+    size_t n = 0;
+    struct rkv_item_info info;
+    assert_int_equal(get_retry(c, "upgraded", got, sizeof got, &n, &info), RKV_OK);
+    assert_int_equal(info.version, v);
+    rkv_close(c);
+    stop(&e);
+    env_free(&e);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -570,12 +636,14 @@ int main(int argc, char **argv)
         return 2;
     }
     server_bin = argv[1];
+    server_next_bin = argc > 2 ? argv[2] : NULL;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clean_restart_keeps_the_cache),
         cmocka_unit_test(test_downtime_counts),
         cmocka_unit_test(test_corrupt_item_dropped),
         cmocka_unit_test(test_other_memory_refused),
         cmocka_unit_test(test_kill_starts_cold),
+        cmocka_unit_test(test_upgrade_keeps_the_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,6 +44,16 @@
  * Usage: torture PATH/TO/rkv-server [SECONDS_PER_PHASE]
  * Phase 1: no eviction (false misses checked). Phase 2: eviction (lru) with
  * the key space larger than memory.
+ * RKV_TORTURE_PHASES=restart: phase 1's server with --state-file, stopped
+ * cleanly once 20,000 GETs are checked and started again on the file while
+ * writers and readers go on (they reconnect; calls that meet no server are
+ * counted, not failed): false misses stay checked across the restart (every
+ * item must come back), and at least 99 % of the items must. crash: the same,
+ * but SIGKILLed mid-write, so the next start is empty and misses are no
+ * longer false; stale, future, garbage and regress still are (nothing old
+ * comes back). restarts: both. Each step waits for GET counts and for every
+ * writer and reader to be answered again, never for time; these ignore
+ * SECONDS_PER_PHASE and RKV_TORTURE_GETS.
  * Environment (perf/soak.sh uses these): RKV_TORTURE_PHASES=evict runs phase
  * 2 only (noevict: phase 1 only); RKV_TORTURE_GETS=N also ends a phase once
  * N GETs are checked; RKV_TORTURE_MEMORY sets both servers' --memory.
@@ -101,6 +111,12 @@ struct shared {
     _Atomic unsigned gave_up;   /* writers and readers whose connect failed */
     unsigned fillers;           /* cold keys preloaded; every 50th deleted */
     uint64_t gets_target;       /* RKV_TORTURE_GETS: stop once this many are checked (0: none) */
+    /* restart and crash phases: the server goes away once, mid-load */
+    bool restarts;                /* connection errors are the restart's: counted, not failed */
+    _Atomic int lossy;            /* the cache may have lost items (a crash): no false misses */
+    _Atomic int epoch;            /* 1 once the second server is up */
+    _Atomic uint64_t unavailable; /* calls that met no server (the restart's gap) */
+    _Atomic uint64_t after[WRITERS + READERS]; /* each one's calls answered in epoch 1 */
 };
 
 /* What one reader has seen of each hot key: the monotonic-reads history. */
@@ -123,6 +139,13 @@ static unsigned connect_delay_ms; /* RKV_TORTURE_CONNECT_DELAY_MS */
 /* Count an error; the first few say what and why (rkv_last_error). */
 static void count_error(struct shared *sh, rkv_client *c, rkv_status st, const char *what)
 {
+    /* a connection the stopping server closed before answering reads as
+     * RKV_SERVER_BUSY: the restart's too */
+    if (sh->restarts && (st == RKV_CONNECTION || st == RKV_TIMEOUT || st == RKV_SERVER_BUSY)) {
+        atomic_fetch_add(&sh->unavailable, 1);
+        usleep(1000); /* not a spin against a server that is not there */
+        return;
+    }
     if (atomic_fetch_add(&sh->errors, 1) < 5)
         fprintf(stderr, "torture: %s: %s: %s\n", what, rkv_status_name(st),
                 c ? rkv_last_error(c) : "");
@@ -226,9 +249,11 @@ static void writer(struct shared *sh, const char *uri, unsigned id)
             size_t len = make_value(val, sizeof val, key, v, (size_t)rand_r(&seed) % 1500);
             st = rkv_put(c, key, strlen(key), val, len, NULL, NULL);
         }
-        if (st == RKV_OK)
+        if (st == RKV_OK) {
             atomic_store(&ks->acked, v | (del ? DELETED : 0));
-        else if (st == RKV_OUT_OF_MEMORY)
+            if (atomic_load(&sh->epoch) == 1)
+                atomic_fetch_add(&sh->after[id], 1);
+        } else if (st == RKV_OUT_OF_MEMORY)
             atomic_fetch_add(&sh->refused, 1); /* full table, eviction off: refused, nothing lost */
         else
             count_error(sh, c, st, del ? "delete" : "put");
@@ -248,8 +273,13 @@ static uint64_t check_hot(struct shared *sh, rkv_client *c, const struct history
     char key[32];
     uint64_t acked_ver = r->acked0 & ~DELETED, before = h->seen[r->i], ver = 0;
     hot_key(key, sizeof key, r->i);
+    if (st != RKV_OK && st != RKV_NOT_FOUND && st != RKV_RETRY_EXHAUSTED) {
+        count_error(sh, c, st, "get");
+        return 0;
+    }
     atomic_fetch_add(&sh->checked, 1);
     atomic_fetch_add(&sh->type_checked[t], 1);
+    evicting |= atomic_load(&sh->lossy) != 0;
     if (st == RKV_OK) {
         ver = check_value(buf, n, key);
         if (ver != 0)
@@ -270,8 +300,6 @@ static uint64_t check_hot(struct shared *sh, rkv_client *c, const struct history
         bool quiet = r->started0 == r->acked0 && r->started1 == r->started0;
         if (!evicting && quiet && r->acked0 != 0 && !(r->acked0 & DELETED))
             atomic_fetch_add(&sh->false_miss, 1);
-    } else if (st != RKV_RETRY_EXHAUSTED) {
-        count_error(sh, c, st, "get");
     }
     return ver;
 }
@@ -305,14 +333,16 @@ static void read_cold(struct shared *sh, rkv_client *c, unsigned *seed)
     size_t n;
     snprintf(key, sizeof key, "cold:%u", f);
     rkv_status st = rkv_get(c, key, strlen(key), buf, sizeof buf, &n, NULL);
+    if (st != RKV_OK && st != RKV_NOT_FOUND && st != RKV_RETRY_EXHAUSTED) {
+        count_error(sh, c, st, "get (cold)");
+        return;
+    }
     atomic_fetch_add(&sh->checked, 1);
     atomic_fetch_add(&sh->type_checked[READ_GET], 1);
     if (st == RKV_OK && (n != 1 || buf[0] != 'c'))
         atomic_fetch_add(&sh->garbage, 1);
-    else if (st == RKV_NOT_FOUND && f % 50 != 0)
+    else if (st == RKV_NOT_FOUND && f % 50 != 0 && !atomic_load(&sh->lossy))
         atomic_fetch_add(&sh->false_miss, 1);
-    else if (st != RKV_OK && st != RKV_NOT_FOUND && st != RKV_RETRY_EXHAUSTED)
-        count_error(sh, c, st, "get (cold)");
 }
 
 static void read_hot(struct shared *sh, struct history *h, rkv_client *c, unsigned *seed,
@@ -380,12 +410,16 @@ static void reader(struct shared *sh, const char *uri, unsigned id, bool evictin
     atomic_fetch_add(&sh->connected, 1);
     for (unsigned op = 0; !phase_over(sh); op++) {
         rkv_client *c = cs[op % 2];
+        uint64_t unavailable = atomic_load(&sh->unavailable);
+        int epoch = atomic_load(&sh->epoch);
         if (t == READ_MGET)
             read_hot_batch(sh, h, c, &seed, evicting);
         else if (sh->fillers && rand_r(&seed) % 4 == 0)
             read_cold(sh, c, &seed);
         else
             read_hot(sh, h, c, &seed, evicting);
+        if (epoch == 1 && atomic_load(&sh->unavailable) == unavailable)
+            atomic_fetch_add(&sh->after[WRITERS + id], 1); /* answered (or undercounted) */
     }
     for (unsigned i = 0; i < 2; i++) {
         struct rkv_counters k;
@@ -443,19 +477,125 @@ static unsigned preload_fillers(const char *uri)
     return n;
 }
 
+/* The kinds of phase: the server throughout (eviction off or on), or one
+ * server stopped mid-load and a second started on its --state-file (a
+ * clean stop: every item kept; SIGKILL: the next start is empty). */
+enum phase_kind { PHASE_NOEVICT, PHASE_EVICT, PHASE_RESTART, PHASE_CRASH };
+static const char *const phase_name[] = { "no-evict", "evict", "restart", "crash" };
+
+#define RESTART_GETS      20000 /* GETs checked before the restart, and again after it */
+#define RESTART_AFTER_OPS 100   /* calls each writer and reader has answered after it */
+#define RESTART_BOUND_S   120   /* a safety net: a phase that gets nowhere fails */
+
+/* The server's `items` stat; 0 when it cannot be read. */
+static uint64_t server_items(const char *uri)
+{
+    char stats[4096] = "";
+    size_t len;
+    rkv_client *c = connect_retry(uri, NULL, connect_ms);
+    if (c == NULL || rkv_stats(c, 0, stats, sizeof stats, &len) != RKV_OK) {
+        rkv_close(c);
+        return 0;
+    }
+    rkv_close(c);
+    const char *p = strstr(stats, "\nitems ");
+    return p ? strtoull(p + 7, NULL, 10) : 0;
+}
+
+/* Wait until `gets` GETs are checked, and in epoch 1 every writer and
+ * reader has RESTART_AFTER_OPS calls answered, or the safety bound passes
+ * (false). Polls the counters: the phase advances on what the processes
+ * did, never on how long it took. */
+static bool wait_progress(struct shared *sh, uint64_t gets, uint64_t deadline)
+{
+    for (;;) {
+        bool all = atomic_load(&sh->checked) >= gets;
+        for (unsigned p = 0; all && atomic_load(&sh->epoch) == 1 && p < WRITERS + READERS; p++)
+            all = atomic_load(&sh->after[p]) >= RESTART_AFTER_OPS;
+        if (all)
+            return true;
+        if (rkv_now_ns() > deadline)
+            return false;
+        usleep(1000);
+    }
+}
+
+/* Restart and crash phases, once every process is connected: RESTART_GETS
+ * GETs, then the server stopped cleanly (SIGTERM: it writes its state file)
+ * or SIGKILLed mid-write (a crash: the cache may lose everything, so
+ * misses are not false from then on), a second server started on the same
+ * address and state file, and RESTART_GETS more GETs with every process
+ * answered again. Prints the items kept; 0, or 1 when a step failed or
+ * (clean stop) fewer than 99 % of the items came back. */
+static int restart_midway(struct shared *sh, struct server_proc *sp, const char *bin,
+                          const char *uri, const char *const *args, bool crash)
+{
+    uint64_t deadline = rkv_now_ns() + RESTART_BOUND_S * 1000000000ull;
+    if (!wait_progress(sh, atomic_load(&sh->checked) + RESTART_GETS, deadline)) {
+        fprintf(stderr, "torture: too few GETs before the restart\n");
+        return 1;
+    }
+    uint64_t before = 0;
+    int rc = 0;
+    if (crash) {
+        atomic_store(&sh->lossy, 1);
+        server_kill(sp);
+    } else {
+        before = server_items(sp->uri);
+        rc = server_stop(sp);
+    }
+    if (rc != 0 || server_start(sp, bin, uri, args) != 0) {
+        fprintf(stderr, "torture: the restart failed (first server's exit %d)\n", rc);
+        return 1;
+    }
+    uint64_t after = server_items(sp->uri);
+    atomic_store(&sh->epoch, 1);
+    uint64_t gets = atomic_load(&sh->checked) + RESTART_GETS;
+    if (!wait_progress(sh, gets, deadline)) {
+        fprintf(stderr, "torture: a writer or reader made no progress after the restart\n");
+        return 1;
+    }
+    if (crash) {
+        printf("  crash: SIGKILL mid-write, the next start empty (%llu items), %llu calls met no "
+               "server\n",
+               (unsigned long long)after, (unsigned long long)atomic_load(&sh->unavailable));
+        return 0;
+    }
+    printf("  restart: %llu items before the clean stop, %llu after the start (%.2f %%), %llu "
+           "calls met no server\n",
+           (unsigned long long)before, (unsigned long long)after,
+           before ? 100.0 * (double)after / (double)before : 0.0,
+           (unsigned long long)atomic_load(&sh->unavailable));
+    return before == 0 || after * 100 < before * 99;
+}
+
 /* Runs one phase; adds its GETs checked and anomalies to *checked and
  * *anomalies. Returns nonzero when the phase failed. */
-static int run_phase(const char *bin, const char *uri, unsigned seconds, bool evicting,
+static int run_phase(const char *bin, const char *uri, unsigned seconds, enum phase_kind kind,
                      uint64_t gets_target, uint64_t *checked, uint64_t *anomalies_out)
 {
+    bool evicting = kind == PHASE_EVICT, restarts = kind >= PHASE_RESTART;
     /* RKV_TORTURE_MEMORY shrinks both servers where round trips are slow; a
      * power of two keeps the index (not the heap) the limit of the preload */
     const char *mem = getenv("RKV_TORTURE_MEMORY");
     /* three workers: writers' connections land on different workers, so
      * the server applies their writes in parallel (bucket locks) */
-    const char *extra_noevict[] = { "--memory", mem ? mem : "32M", "--evict",
-                                    "none",     "--event-mode",    "--grace-ms",
-                                    "20",       "--workers",       "3",
+    char state_dir[] = "/tmp/rkv-torture-XXXXXX", state[64] = "";
+    if (restarts && mkdtemp(state_dir) == NULL)
+        return 1;
+    if (restarts)
+        snprintf(state, sizeof state, "%s/state", state_dir);
+    const char *extra_noevict[] = { "--memory",
+                                    mem ? mem : "32M",
+                                    "--evict",
+                                    "none",
+                                    "--event-mode",
+                                    "--grace-ms",
+                                    "20",
+                                    "--workers",
+                                    "3",
+                                    restarts ? "--state-file" : NULL,
+                                    state,
                                     NULL };
     const char *extra_evict[] = { "--memory", mem ? mem : "12M", "--evict",
                                   "lru",      "--event-mode",    "--grace-ms",
@@ -474,6 +614,7 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
     if (sh == MAP_FAILED)
         return 1;
     memset(sh, 0, sizeof *sh);
+    sh->restarts = restarts;
     unsigned fillers = evicting ? 0 : preload_fillers(sp.uri);
     sh->fillers = fillers;
     sh->gets_target = gets_target;
@@ -492,6 +633,7 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
     /* overcommit memory: a big cold population competes with the hot set
      * (its connection, too, is made before the link may turn bad) */
     rkv_client *cold = evicting ? connect_retry(sp.uri, NULL, connect_ms) : NULL;
+    int restart_failed = 0;
     wait_connected(sh);
     if (evicting) {
         rkv_client *c = cold;
@@ -503,6 +645,8 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
             rkv_put(c, key, strlen(key), val, 200 + i % 800, NULL, NULL);
         }
         rkv_close(c);
+    } else if (restarts) {
+        restart_failed = restart_midway(sh, &sp, bin, uri, extra_noevict, kind == PHASE_CRASH);
     } else {
         uint64_t end = rkv_now_ns() + (uint64_t)seconds * 1000000000ull;
         while (rkv_now_ns() < end && !phase_over(sh))
@@ -522,23 +666,26 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, bool ev
     const char *disp = strstr(stats, "displacements "), *ev = strstr(stats, "evictions ");
     const char *moves = strstr(stats, "slab_reassigns ");
     int rc = remote != NULL ? 0 : server_stop(&sp);
+    if (restarts) { /* the last stop wrote it */
+        unlink(state);
+        rmdir(state_dir);
+    }
     uint64_t anomalies = sh->garbage + sh->stale + sh->future + sh->false_miss + sh->regress;
     printf("torture phase %s: %llu GETs checked, %llu anomalies (garbage %llu, stale %llu, "
            "future %llu, false miss %llu, regress %llu), %llu client errors, "
            "%llu writes refused for memory, "
            "%u fillers, %llu forwards followed, %llu stale cached locations, %s%s server exit %d\n",
-           evicting ? "evict" : "no-evict", (unsigned long long)sh->checked,
-           (unsigned long long)anomalies, (unsigned long long)sh->garbage,
-           (unsigned long long)sh->stale, (unsigned long long)sh->future,
-           (unsigned long long)sh->false_miss, (unsigned long long)sh->regress,
-           (unsigned long long)sh->errors, (unsigned long long)sh->refused, fillers,
-           (unsigned long long)sh->forwards, (unsigned long long)sh->cache_stale,
-           disp ? strtok((char *)disp, "\n") : "", "", rc);
+           phase_name[kind], (unsigned long long)sh->checked, (unsigned long long)anomalies,
+           (unsigned long long)sh->garbage, (unsigned long long)sh->stale,
+           (unsigned long long)sh->future, (unsigned long long)sh->false_miss,
+           (unsigned long long)sh->regress, (unsigned long long)sh->errors,
+           (unsigned long long)sh->refused, fillers, (unsigned long long)sh->forwards,
+           (unsigned long long)sh->cache_stale, disp ? strtok((char *)disp, "\n") : "", "", rc);
     if (ev)
         printf("  %s\n", strtok((char *)ev, "\n"));
     if (moves)
         printf("  %s (slab pages moved between classes)\n", strtok((char *)moves, "\n"));
-    int fail = anomalies != 0 || sh->errors != 0 || rc != 0;
+    int fail = anomalies != 0 || sh->errors != 0 || rc != 0 || restart_failed;
     for (unsigned t = 0; t < READER_TYPES; t++) {
         printf("  %s readers: %llu GETs checked, %llu values found, %llu against a remembered "
                "version\n",
@@ -571,16 +718,18 @@ int main(int argc, char **argv)
     }
     const char *phases = getenv("RKV_TORTURE_PHASES"), *gets = getenv("RKV_TORTURE_GETS");
     phases = phases ? phases : "both";
+    bool restarts = strcmp(phases, "restart") == 0 || strcmp(phases, "crash") == 0 ||
+                    strcmp(phases, "restarts") == 0;
     char *end = NULL;
     unsigned long long gets_target = gets ? strtoull(gets, &end, 10) : 0;
     unsigned seconds = argc > 2 ? (unsigned)atoi(argv[2]) : 5;
     if ((gets && (*gets == '\0' || *end != '\0')) || seconds == 0 ||
-        (strcmp(phases, "both") && strcmp(phases, "noevict") && strcmp(phases, "evict")) ||
-        (getenv("RKV_TORTURE_URI") != NULL && strcmp(phases, "both") == 0)) {
+        (strcmp(phases, "both") && strcmp(phases, "noevict") && strcmp(phases, "evict") && !restarts) ||
+        (getenv("RKV_TORTURE_URI") != NULL && (strcmp(phases, "both") == 0 || restarts))) {
         fprintf(stderr, "torture: SECONDS_PER_PHASE must be a positive integer, "
                         "RKV_TORTURE_GETS a decimal count and RKV_TORTURE_PHASES one of "
-                        "both, noevict, evict (with RKV_TORTURE_URI: noevict or evict, the "
-                        "phase whose flags the server there runs with)\n");
+                        "both, noevict, evict, restart, crash, restarts (with RKV_TORTURE_URI: "
+                        "noevict or evict, the phase whose flags the server there runs with)\n");
         return 2;
     }
     char uri[256];
@@ -590,13 +739,23 @@ int main(int argc, char **argv)
     const char *delay = getenv("RKV_TORTURE_CONNECT_DELAY_MS");
     connect_delay_ms = delay ? (unsigned)strtoul(delay, NULL, 10) : 0;
     int fail = 0;
-    if (strcmp(phases, "evict") != 0) {
-        test_uri(uri, sizeof uri, 80);
-        fail |= run_phase(argv[1], uri, seconds, false, gets_target, &checked, &anomalies);
+    if (restarts) {
+        if (strcmp(phases, "crash") != 0) {
+            test_uri(uri, sizeof uri, 82);
+            fail |= run_phase(argv[1], uri, seconds, PHASE_RESTART, 0, &checked, &anomalies);
+        }
+        if (strcmp(phases, "restart") != 0) {
+            test_uri(uri, sizeof uri, 83);
+            fail |= run_phase(argv[1], uri, seconds, PHASE_CRASH, 0, &checked, &anomalies);
+        }
     }
-    if (strcmp(phases, "noevict") != 0) {
+    if (!restarts && strcmp(phases, "evict") != 0) {
+        test_uri(uri, sizeof uri, 80);
+        fail |= run_phase(argv[1], uri, seconds, PHASE_NOEVICT, gets_target, &checked, &anomalies);
+    }
+    if (!restarts && strcmp(phases, "noevict") != 0) {
         test_uri(uri, sizeof uri, 81);
-        fail |= run_phase(argv[1], uri, seconds, true, gets_target, &checked, &anomalies);
+        fail |= run_phase(argv[1], uri, seconds, PHASE_EVICT, gets_target, &checked, &anomalies);
     }
     printf("torture: %llu GETs checked, %llu anomalies, %s\n", (unsigned long long)checked,
            (unsigned long long)anomalies, fail ? "FAILED" : "passed");

@@ -1,0 +1,18 @@
+/* sd_notify.h — tell the service manager how start-up and shutdown go.
+ *
+ * The systemd unit is Type=notify: systemd counts the server started only
+ * when it says READY=1, once it answers requests — after the region is
+ * populated and a --state-file verified, which for a large region takes
+ * seconds to minutes — so units ordered after it start against a server
+ * that serves. The protocol is one datagram to $NOTIFY_SOCKET; without
+ * that variable (not under systemd) nothing is sent.
+ */
+#ifndef RKV_SD_NOTIFY_H
+#define RKV_SD_NOTIFY_H
+
+/* Send `state` ("READY=1\nSTATUS=...") to $NOTIFY_SOCKET. Returns 0 (sent,
+ * or no socket to send to) or -1 (errno set); a failure is not fatal to the
+ * caller: the service manager then sees a start that times out. */
+int rkv_sd_notify(const char *state);
+
+#endif
