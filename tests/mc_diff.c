@@ -1767,9 +1767,17 @@ static void put_hex(struct buf *b, const uint8_t *p, size_t n)
  * the key meta c values belong to (single-command steps), or -1. */
 static void normalise(int side, const struct buf *reply, int key, bool shapes, struct buf *out)
 {
-    struct unit *u = malloc(sizeof *u * 100000);
-    size_t rest;
-    size_t n = split_units(reply->p, reply->len, u, 100000, &rest);
+    /* one array for every call: a unit takes at least a line end */
+    static struct unit *u;
+    static size_t ucap;
+    size_t need = reply->len / 2 + 1, rest;
+    if (need > ucap) {
+        ucap = need;
+        u = realloc(u, sizeof *u * ucap);
+        if (u == NULL)
+            die("out of memory");
+    }
+    size_t n = split_units(reply->p, reply->len, u, ucap, &rest);
     out->len = 0;
     for (size_t i = 0; i < n; i++) {
         const uint8_t *p = u[i].p;
@@ -1888,7 +1896,6 @@ static void normalise(int side, const struct buf *reply, int key, bool shapes, s
         put_hex(out, reply->p + rest, reply->len - rest > 64 ? 64 : reply->len - rest);
         buf_puts(out, "\n");
     }
-    free(u);
 }
 
 /* A meta line's t token value, for the tick tolerance. */
