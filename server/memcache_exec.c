@@ -612,7 +612,9 @@ static void do_arith(struct mc *m, const struct rkv_mc_req *r)
     switch (a) {
     case ARITH_OK: outf(m, "%llu\r\n", (unsigned long long)o.value); break;
     case ARITH_NOT_FOUND: outs(m, "NOT_FOUND\r\n"); break;
-    case ARITH_NON_NUMERIC: outs(m, "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"); break;
+    case ARITH_NON_NUMERIC:
+        outs(m, "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+        break;
     case ARITH_EOM: outs(m, "SERVER_ERROR out of memory\r\n"); break;
     default: outs(m, server_error(RKV_SERVER_BUSY)); break;
     }
@@ -1138,7 +1140,9 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
         consumed += (uint32_t)used;
         done++;
         size_t line_end = at + used, cmd_end = at + used + req.swallow;
-        if (req.data != NULL || (res == RKV_MC_CLIENT_ERROR && req.error && strcmp(req.error, "bad data chunk") == 0))
+        bool bad_chunk = res == RKV_MC_CLIENT_ERROR && req.error != NULL &&
+                         strcmp(req.error, "bad data chunk") == 0;
+        if (req.data != NULL || bad_chunk)
             line_end = at + used - req.bytes - 2;
         if (line_end > window + RKV_MC_READ_BUFFER) {
             flush_point(&m);

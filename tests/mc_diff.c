@@ -891,8 +891,10 @@ static void put_meta_flags(struct cmd *c, const char *usual, bool b)
             }
             break;
         case 'M':
-            buf_printf(&c->text, "M%s", c->kind == KD_MS ? PICK("E", "A", "P", "R", "S", "e", "s", "X", "", "SS")
-                                       : PICK("I", "+", "D", "-", "i", "d", "X", "", "II"));
+            if (c->kind == KD_MS)
+                buf_printf(&c->text, "M%s", PICK("E", "A", "P", "R", "S", "e", "s", "X", "", "SS"));
+            else
+                buf_printf(&c->text, "M%s", PICK("I", "+", "D", "-", "i", "d", "X", "", "II"));
             break;
         case 'J':
             buf_printf(&c->text, "J%s", PICK("0", "10", "18446744073709551615", "abc", "-1"));
@@ -1997,7 +1999,8 @@ static bool rkv_cas_now(int key, uint64_t *v)
     buf_put(&cmd, keys[key].b, keys[key].n);
     buf_puts(&cmd, " c\r\n");
     hidden(S_RKV, (const char *)cmd.p, &ans);
-    bool ok = ans.len > 4 && memcmp(ans.p, "HD c", 4) == 0 && sscanf((const char *)ans.p + 4, "%llu", &x) == 1;
+    bool ok = ans.len > 4 && memcmp(ans.p, "HD c", 4) == 0 &&
+              sscanf((const char *)ans.p + 4, "%llu", &x) == 1;
     buf_free(&cmd);
     buf_free(&ans);
     *v = x;
@@ -2127,7 +2130,8 @@ static void run_step(const struct step *s, bool shapes, struct result *res)
             fprintf(stderr, "\n");
         }
         fprintf(stderr, "--- memcached normalised:\n%s--- rkv normalised:\n%s---\n",
-                norm[S_MC].p ? (const char *)norm[S_MC].p : "", norm[S_RKV].p ? (const char *)norm[S_RKV].p : "");
+                norm[S_MC].p ? (const char *)norm[S_MC].p : "",
+                norm[S_RKV].p ? (const char *)norm[S_RKV].p : "");
     }
     if (res->differs) {
         /* the first line that differs, for the report */
