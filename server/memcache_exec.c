@@ -1129,8 +1129,9 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
         consumed += (uint32_t)used;
         done++;
         size_t line_end = at + used, cmd_end = at + used + req.swallow;
-        if (req.data != NULL ||
-            (res == RKV_MC_CLIENT_ERROR && req.error && strcmp(req.error, "bad data chunk") == 0))
+        bool bad_chunk = res == RKV_MC_CLIENT_ERROR && req.error != NULL &&
+                         strcmp(req.error, "bad data chunk") == 0;
+        if (req.data != NULL || bad_chunk)
             line_end = at + used - req.bytes - 2;
         if (line_end > window + RKV_MC_READ_BUFFER) {
             flush_point(&m);
