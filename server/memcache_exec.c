@@ -6,7 +6,10 @@
  * unconsumed input, parses commands from it (memcache_proto.c) and runs
  * each against the same table API request.c uses, appending answers to the
  * connection's output; the transport then writes the whole batch with one
- * send(), so pipelined commands are answered in order.
+ * send(), so pipelined commands are answered in order. An answer larger
+ * than the output's bound streams: a retrieval stops before a key when the
+ * output is backed up and the next pass, once the client has read, goes on
+ * from that key (do_retrieval; the worker is never blocked on a client).
  *
  * One table, two doors: a key is the same bytes for both, client flags are
  * the item's user_flags, the CAS unique is its version, exptime follows
@@ -67,7 +70,8 @@ struct mc {
     struct rkv_wconn *wc;
     struct rkv_mc_counters *st; /* this worker's (memcache_stats.h) */
     const struct rkv_region_header *g;
-    bool full; /* an answer did not fit the output buffer */
+    bool full;          /* an answer did not fit the output buffer */
+    const char *resume; /* a retrieval stopped before this key (output full) */
     struct held held;
     size_t flushed; /* output up to here memcached would have sent already */
 };
@@ -378,23 +382,48 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
     rkv_tcp_out_commit(m->c, (size_t)n + f.value_len + 2);
 }
 
+/* Whether a key in [pos, end) is over 250 bytes. */
+static bool key_too_long_in(const char *pos, const char *end)
+{
+    const uint8_t *key;
+    uint32_t klen;
+    while (rkv_mc_next_key(&pos, end, &key, &klen))
+        if (klen > RKV_MC_MAX_KEY)
+            return true;
+    return false;
+}
+
 /* The keys in order, as memcached serves them: a key over 250 bytes stops
  * the command, and every answer memcached has not sent yet (this one's,
  * those since its last write-out) is dropped for CLIENT_ERROR (the keys
- * before it were read, or touched, and counted). */
+ * before it were read, or touched, and counted). An answer of any size
+ * streams: when the output backs up before a key, the command stops there
+ * (m->resume) and goes on from that key once the client has read (each
+ * value is copied whole, the output never holds more than its bound).
+ * Unless a key over 250 bytes follows: then nothing of this command's
+ * answer would be sent, so the keys are run without keeping their answers. */
 static void do_retrieval(struct mc *m, const struct rkv_mc_req *r)
 {
     const char *pos = r->keys, *end = r->keys + r->keys_len;
     const uint8_t *key;
     uint32_t klen;
     size_t mark = rkv_tcp_out_mark(m->c);
-    bool too_long = false;
-    while (!m->full && rkv_mc_next_key(&pos, end, &key, &klen)) {
+    bool too_long = false, discard = false;
+    for (const char *at = pos; !m->full && rkv_mc_next_key(&pos, end, &key, &klen); at = pos) {
         if (klen > RKV_MC_MAX_KEY) {
             too_long = true;
             break;
         }
+        if (!discard && rkv_tcp_out_backed_up(m->c)) {
+            if (!key_too_long_in(at, end)) {
+                m->resume = at;
+                return;
+            }
+            discard = true;
+        }
         get_one(m, r, key, klen);
+        if (discard)
+            rkv_tcp_out_rewind(m->c, mark);
     }
     if (m->full || too_long) {
         rkv_tcp_out_rewind(m->c, r->parted ? mark : RKV_MIN(mark, m->flushed));
@@ -1071,8 +1100,9 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
         consumed += (uint32_t)used;
         done++;
         size_t line_end = at + used, cmd_end = at + used + req.swallow;
-        if (req.data != NULL ||
-            (res == RKV_MC_CLIENT_ERROR && req.error && strcmp(req.error, "bad data chunk") == 0))
+        bool bad_chunk = res == RKV_MC_CLIENT_ERROR && req.error != NULL &&
+                         strcmp(req.error, "bad data chunk") == 0;
+        if (req.data != NULL || bad_chunk)
             line_end = at + used - req.bytes - 2;
         if (line_end > window + RKV_MC_READ_BUFFER) {
             flush_point(&m);
@@ -1103,6 +1133,11 @@ unsigned rkv_memcache_serve(struct rkv_server *srv, struct rkv_worker *w, struct
             rkv_stat_bump(&m.st->protocol_errors, 1);
             break;
         case RKV_MC_NEED_MORE: break;
+        }
+        if (m.resume != NULL) { /* the output is full: the rest of the keys next time */
+            consumed = (uint32_t)(m.resume - in);
+            rkv_mc_stream_resume(rkv_tcp_mc_stream(m.c), &req);
+            break;
         }
         if (m.full) { /* not even an error line fits: the client is not reading */
             rkv_tcp_close_after_output(m.c, "output buffer full");

@@ -582,11 +582,13 @@ static enum rkv_mc_result retrieval_part(const char *in, const char *end, bool m
         res = parse_line(&l, r);
     } else {
         r->cmd = st->cmd;
+        r->exptime = st->exptime;
         r->keys = in;
         r->keys_len = (size_t)(end - in);
     }
     st->in_keys = more && res == RKV_MC_OK;
     st->cmd = r->cmd;
+    st->exptime = r->exptime;
     r->parted = true;
     r->more = st->in_keys;
     /* an error in a part: the rest of the line cannot be told from the next
@@ -696,6 +698,13 @@ enum rkv_mc_result rkv_mc_parse_stream(const char *in, size_t len, uint32_t max_
                                        size_t *consumed, size_t *need)
 {
     return parse_any(in, len, max_value, st, req, consumed, need);
+}
+
+void rkv_mc_stream_resume(struct rkv_mc_stream *st, const struct rkv_mc_req *r)
+{
+    st->in_keys = true;
+    st->cmd = r->cmd;
+    st->exptime = r->exptime;
 }
 
 bool rkv_mc_next_key(const char **pos, const char *end, const uint8_t **key, uint32_t *key_len)

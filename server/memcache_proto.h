@@ -116,12 +116,14 @@ struct rkv_mc_req {
     bool more;         /* ... and not its last: more keys follow (no END yet) */
 };
 
-/* A connection's place inside a retrieval line longer than
- * RKV_MC_MAX_GET_LINE (rkv_mc_parse_stream); zero-initialised = not in one. */
+/* A connection's place inside a retrieval line it answers in parts: one
+ * longer than RKV_MC_MAX_GET_LINE (rkv_mc_parse_stream), or one whose
+ * answer outgrew the output buffer (rkv_mc_stream_resume);
+ * zero-initialised = not in one. */
 struct rkv_mc_stream {
     bool in_keys;        /* the input continues a retrieval line's key list */
-    enum rkv_mc_cmd cmd; /* its command: get or gets */
-    int64_t exptime;     /* unused (memcached parts no gat/gats line) */
+    enum rkv_mc_cmd cmd; /* its command: get, gets, gat or gats */
+    int64_t exptime;     /* gat, gats: the line's exptime */
 };
 
 /* Parse the first command of in[0..len). max_value: the table's
@@ -143,6 +145,12 @@ enum rkv_mc_result rkv_mc_parse(const char *in, size_t len, uint32_t max_value,
 enum rkv_mc_result rkv_mc_parse_stream(const char *in, size_t len, uint32_t max_value,
                                        struct rkv_mc_stream *st, struct rkv_mc_req *req,
                                        size_t *consumed, size_t *need);
+
+/* The answer to retrieval command r stopped before a key (the output was
+ * full) and the caller consumed its input up to that key: the input goes on
+ * with the rest of r's key list, a part of r (req->parted) for
+ * rkv_mc_parse_stream to return. */
+void rkv_mc_stream_resume(struct rkv_mc_stream *st, const struct rkv_mc_req *r);
 
 /* The largest data block a key of key_len bytes with these client flags
  * may carry: memcached's (its item, with header, CAS, key and "\r\n",

@@ -6,7 +6,7 @@
  * input and an output buffer, both bounded. The transport is event_driven:
  * event_fd() is the socket itself, in the worker's epoll set, watched for
  * what events() says — readable while input may be taken, writable while
- * output waits — and the worker serves a connection only when that epoll
+ * output or a command stopped on a full output waits — and the worker serves a connection only when that epoll
  * reports it (a batch of events per epoll_wait, as memcached does): one
  * read — a read that does not fill the buffer took everything the socket
  * had — and one send() for the answers. The worker changes the
@@ -284,7 +284,12 @@ static uint32_t tcp_events(struct rkv_sconn *sconn)
     bool in_room = c->in.cap == 0 || c->in.end - c->in.start < c->in.cap;
     if (!c->eof && c->close_after == NULL && (!rkv_tcp_out_backed_up(&c->sconn) || in_room))
         events |= EPOLLIN | EPOLLRDHUP;
-    if (rkv_tcp_out_pending(&c->sconn) > 0)
+    /* writable, too, while a command that stopped on a full output waits
+     * (a long answer streams: memcache_exec.c), even once the output
+     * drained: the socket is writable then, so the next pass comes at once */
+    size_t have = c->in.end - c->in.start;
+    bool waiting = have > 0 && have >= c->in_want && c->close_after == NULL;
+    if (rkv_tcp_out_pending(&c->sconn) > 0 || waiting)
         events |= EPOLLOUT;
     return events;
 }

@@ -14,7 +14,10 @@
  *                     answers computed for it);
  *   rkv_tcp_out_*     append to the connection's output buffer (bounded);
  *   reply(c, &n, 1)   consumes n input bytes and writes the output with one
- *                     send() (the rest waits for EPOLLOUT).
+ *                     send() (the rest waits for EPOLLOUT). Complete input
+ *                     left unconsumed (a command stopped on a full output)
+ *                     keeps EPOLLOUT asked for, so the next pass comes as
+ *                     soon as the socket takes more.
  *
  * Buffers: input grows to hold one whole command (line + data block, up to
  * in_max), output up to out_max; both shrink back when drained. A client
@@ -39,7 +42,8 @@ extern const struct rkv_server_transport rkv_tcp_server_transport;
 /* A connection's buffer limits for a table whose values reach
  * max_value_len: the input holds one command (the longest retrieval line,
  * or a storage line with its block), the output max(8 MiB, two values and
- * a line). The listener applies them; memory_budget.c counts them. */
+ * a line): an answer longer than that streams through it (memcache_exec.c).
+ * The listener applies them; memory_budget.c counts them. */
 #define RKV_TCP_OUT_MIN_MAX (8u << 20)
 static inline size_t rkv_tcp_in_max(uint32_t max_value_len)
 {

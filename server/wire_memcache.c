@@ -7,7 +7,8 @@
  * first pass counts it against max_conns, shared with the other doors, and
  * refuses it over the limit. A pass answers every complete command that has
  * arrived, in order, with one send() (rkv_memcache_serve, memcache_exec.c);
- * answers never wait for a later pass.
+ * answers never wait for a later pass, but one too large for the output
+ * buffer is finished by later passes as the client reads it.
  */
 #include "config.h"
 #include "log.h"

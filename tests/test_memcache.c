@@ -54,7 +54,9 @@ static int start_server(struct env *e, unsigned uri_n, const char *const *extra)
     return server_start_tcp(&e->sp, server_bin, uri_n, e->host, &e->port, extra);
 }
 
-static int mc_connect(unsigned port)
+/* A connection whose receive buffer is rcvbuf bytes (0: the default),
+ * set before connect, where it sets the window the peer sees. */
+static int mc_connect_rcvbuf(unsigned port, int rcvbuf)
 {
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     struct timeval tv = { .tv_sec = 20 };
@@ -62,6 +64,8 @@ static int mc_connect(unsigned port)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
+    if (rcvbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
@@ -69,6 +73,11 @@ static int mc_connect(unsigned port)
         return -1;
     }
     return fd;
+}
+
+static int mc_connect(unsigned port)
+{
+    return mc_connect_rcvbuf(port, 0);
 }
 
 static void send_all(int fd, const void *p, size_t n)
@@ -1576,6 +1585,114 @@ static void test_not_reading(void **state)
     close(other);
 }
 
+/* A get whose answer is larger than the connection's output buffer (8 MiB):
+ * it streams, as memcached's does, rather than failing with SERVER_ERROR.
+ * One 900,000-byte value named 24 times (21.6 MB): read back byte for byte
+ * by a client that reads all it can, by one that reads 8 KiB at a time
+ * while another client is served in full between its reads, and, as a gat,
+ * with the line's exptime kept to the end; meanwhile a client that asked
+ * for it too and never reads holds up no one. */
+#define STREAM_VALUE 900000u
+#define STREAM_TIMES 24u
+
+static char *stream_request(const char *head)
+{
+    char *req = malloc(64 + STREAM_TIMES * 4);
+    size_t n = (size_t)sprintf(req, "%s", head);
+    for (unsigned i = 0; i < STREAM_TIMES; i++)
+        n += (size_t)sprintf(req + n, " sv");
+    sprintf(req + n, "\r\n");
+    return req;
+}
+
+/* The answer to stream_request(): every VALUE, then END and MN. */
+static char *stream_answer(const char *value, size_t *len)
+{
+    const char head[] = "VALUE sv 0 900000\r\n";
+    size_t one = sizeof head - 1 + STREAM_VALUE + 2, n = 0;
+    char *want = malloc(STREAM_TIMES * one + 16);
+    for (unsigned i = 0; i < STREAM_TIMES; i++) {
+        memcpy(want + n, head, sizeof head - 1);
+        memcpy(want + n + sizeof head - 1, value, STREAM_VALUE);
+        memcpy(want + n + one - 2, "\r\n", 2);
+        n += one;
+    }
+    memcpy(want + n, "END\r\nMN\r\n", 9);
+    *len = n + 9;
+    return want;
+}
+
+static void expect_stream(int fd, const char *want, size_t len, size_t step, int other)
+{
+    char *got = malloc(len);
+    size_t n = 0;
+    while (n < len) {
+        ssize_t r = recv(fd, got + n, step < len - n ? step : len - n, 0);
+        if (r <= 0)
+            fail_msg("the answer ended after %zu of %zu bytes", n, len);
+        n += (size_t)r;
+        if (other >= 0)
+            exchange(other, "get none\r\n", "END\r\n");
+    }
+    size_t at = 0;
+    while (at < len && got[at] == want[at])
+        at++;
+    if (at < len)
+        fail_msg("the answer differs %zu bytes into its %zu", at, len);
+    free(got);
+}
+
+static void test_streamed_multiget(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port), other = mc_connect(e->port);
+    int idle = mc_connect(e->port), slow = mc_connect_rcvbuf(e->port, 4096);
+    char *value = malloc(STREAM_VALUE + 64);
+    int h = snprintf(value, 64, "set sv 0 0 %u\r\n", STREAM_VALUE);
+    for (size_t i = 0; i < STREAM_VALUE; i++)
+        value[h + i] = (char)('a' + (i * 7 + i / 251) % 26);
+    memcpy(value + h + STREAM_VALUE, "\r\n", 2);
+    send_all(fd, value, (size_t)h + STREAM_VALUE + 2);
+    char line[64];
+    read_line(fd, line, sizeof line);
+    assert_string_equal(line, "STORED\r\n");
+
+    size_t len;
+    char *want = stream_answer(value + h, &len);
+    char *get = stream_request("get"), *gat = stream_request("gat 1000");
+    assert_true(len > (8u << 20) + (8u << 20));
+    /* a client that never reads its answer */
+    send_all(idle, get, strlen(get));
+    send_all(idle, "mn\r\n", 4);
+
+    /* one that reads all it can, with a command after */
+    send_all(fd, get, strlen(get));
+    send_all(fd, "mn\r\n", 4);
+    expect_stream(fd, want, len, len, -1);
+    exchange(other, "get none\r\n", "END\r\n");
+
+    /* one that reads a little at a time, others served between its reads */
+    send_all(slow, get, strlen(get));
+    send_all(slow, "mn\r\n", 4);
+    expect_stream(slow, want, len, 8192, other);
+
+    /* gat: the rest of the line keeps its exptime */
+    send_all(fd, gat, strlen(gat));
+    send_all(fd, "mn\r\n", 4);
+    expect_stream(fd, want, len, 1u << 20, -1);
+    expect_ttl(fd, "mg sv t\r\n", "HD t", "\r\n", 1000);
+
+    close(idle);
+    exchange(other, "get none\r\n", "END\r\n");
+    free(get);
+    free(gat);
+    free(want);
+    free(value);
+    close(fd);
+    close(other);
+    close(slow);
+}
+
 /* ------------------------------------------------------------ limits, auth */
 
 /* Wait (bounded, 20 s) until the server counts n connections past admission. */
@@ -1742,6 +1859,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_half_close),
         cmocka_unit_test(test_many_connections),
         cmocka_unit_test(test_not_reading),
+        cmocka_unit_test(test_streamed_multiget),
         cmocka_unit_test(test_max_conns_shared),
         cmocka_unit_test(test_auth_rule),
         cmocka_unit_test(test_pymemcache),

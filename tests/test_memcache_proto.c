@@ -368,6 +368,35 @@ static void test_long_retrieval_line(void **state)
     free(line);
 }
 
+/* A retrieval stopped before a key (its answer filled the output): the rest
+ * of its line is read as a part of the same command, gat's exptime kept. */
+static void test_resumed_retrieval(void **state)
+{
+    (void)state;
+    struct rkv_mc_stream st = { 0 };
+    struct rkv_mc_req r;
+    size_t used, need;
+    const char *in = "gat 100 a b c\r\nmn\r\n";
+    assert_int_equal(rkv_mc_parse_stream(in, strlen(in), MAXV, &st, &r, &used, &need), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_GAT);
+    assert_false(r.parted);
+    const char *rest = strstr(in, " b");
+    rkv_mc_stream_resume(&st, &r);
+    assert_int_equal(rkv_mc_parse_stream(rest, strlen(rest), MAXV, &st, &r, &used, &need), RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_GAT);
+    assert_int_equal(r.exptime, 100);
+    assert_true(r.parted);
+    assert_false(r.more);
+    assert_int_equal(r.keys_len, 4);
+    assert_memory_equal(r.keys, " b c", 4);
+    assert_int_equal(used, strlen(" b c\r\n"));
+    assert_false(st.in_keys);
+    assert_int_equal(rkv_mc_parse_stream(rest + used, strlen(rest + used), MAXV, &st, &r, &used,
+                                         &need),
+                     RKV_MC_OK);
+    assert_int_equal(r.cmd, RKV_MC_MN);
+}
+
 static void test_retrieval(void **state)
 {
     (void)state;
@@ -740,6 +769,7 @@ int main(void)
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_exptime),
         cmocka_unit_test(test_long_retrieval_line),
+        cmocka_unit_test(test_resumed_retrieval),
         cmocka_unit_test(test_meta_set_refused_swallows),
         cmocka_unit_test(test_base64),
         cmocka_unit_test(test_value_limit),
