@@ -50,7 +50,7 @@ struct rkv_table {
     size_t size;                   /* region bytes */
     struct rkv_region_header *hdr; /* at base */
     struct rkv_bucket *buckets;    /* the index */
-    uint64_t bucket_count;         /* power of two */
+    uint64_t bucket_count;         /* at least 2, any number (rkv_hash_key) */
     uint64_t seed;                 /* hdr->hash_seed */
     struct rkv_slab *slab;         /* the heap */
     struct rkv_table_config cfg;   /* with defaults filled in */
