@@ -93,8 +93,9 @@
 #define STRIPES_MAX     1024 /* bucket locks: bucket b is guarded by stripe b mod the stripe count */
 #define HINT_BATCH      64   /* client hints validated and prefetched together */
 #define ACCESS_STEP \
-    RKV_ACCESS_STEP    /* a thread slot advances the access clock once per this many stores */
-#define PATH_TRIES   4 /* displacement paths found without locks and invalidated, then exclusive */
+    RKV_ACCESS_STEP     /* a thread slot advances the access clock once per this many stores */
+#define PATH_TRIES   4  /* displacement paths found without locks and invalidated, then exclusive */
+#define PATH_SKIP    63 /* new keys that evict at once after a search found the index full */
 #define PATH_BUCKETS (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
 
 /* One bucket the displacement search reached. */
@@ -689,6 +690,20 @@ struct room {
     bool exclusive;                 /* the index held exclusive: search, displace, evict */
 };
 
+/* Whether a new key whose buckets are full skips the displacement search
+ * (a full index, with eviction: a search visits up to BFS_MAX_NODES buckets
+ * and hashes every key in them, and at a full index finds nothing, so each
+ * new key would pay two before evicting a neighbour anyway). Counts one
+ * skip down; a search runs again after PATH_SKIP skips. */
+static bool path_skipped(struct rkv_table *t)
+{
+    uint32_t n = __atomic_load_n(&t->path_skip, __ATOMIC_RELAXED);
+    if (n == 0)
+        return false;
+    __atomic_store_n(&t->path_skip, n - 1, __ATOMIC_RELAXED);
+    return true;
+}
+
 /* An empty slot for a new key: the emptier candidate bucket, else a
  * displacement (the given path if it still holds; with the whole index, one
  * searched now), else (exclusive, with eviction) an evicted neighbour. */
@@ -704,11 +719,16 @@ static bool index_make_room(struct rkv_table *t, const struct rkv_key_hash *h,
     }
     if (!room->exclusive)
         return false;
+    bool evict = t->cfg.evict != RKV_EVICT_NONE;
+    if (evict && path_skipped(t))
+        return rkv_evict_for_slot(t, h, p);
     if (cuckoo_find_path(t, h, &path)) {
         cuckoo_apply(t, &path, p);
         return true;
     }
-    return t->cfg.evict != RKV_EVICT_NONE && rkv_evict_for_slot(t, h, p);
+    if (evict) /* the index is full: the next searches would fail as well */
+        __atomic_store_n(&t->path_skip, PATH_SKIP, __ATOMIC_RELAXED);
+    return evict && rkv_evict_for_slot(t, h, p);
 }
 
 /* ------------------------------------------------------------ writes */
@@ -854,8 +874,9 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
     rkv_status st = store_locked(t, w, &room, &again);
     stripes_unlock(t, &set, hold);
 
-    for (unsigned tries = 0; again && tries < PATH_TRIES && cuckoo_find_path(t, w->h, &path);
-         tries++) {
+    bool search = __atomic_load_n(&t->path_skip, __ATOMIC_RELAXED) == 0;
+    for (unsigned tries = 0;
+         again && search && tries < PATH_TRIES && cuckoo_find_path(t, w->h, &path); tries++) {
         room.path = &path;
         path_stripes(t, w->h, &path, &set);
         hold = stripes_lock(t, &set);

@@ -92,6 +92,9 @@ struct rkv_table {
                                                   * (rkv_evict_tick: the tick's thread only) */
     uint64_t reserve_tick_ns;                  /* now_ns at the last tick (rkv_evict_tick) */
     uint64_t flush_at_ns; /* a scheduled flush's time (now_ns's); 0 = none (atomic) */
+    uint32_t path_skip;   /* displacement searches new keys skip, evicting a neighbour at
+                             * once: set when one under the whole index found no path (a full
+                             * index; table.c index_make_room; atomic) */
 
     /* Written by writers outside any lock: on a line of its own, so that
      * no write invalidates the read-mostly fields above for the others. */
