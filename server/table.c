@@ -74,12 +74,12 @@
 #include "table_private.h"
 #include "util.h"
 
-#define DEFAULT_PAGE_SIZE     (1u << 20)
-#define DEFAULT_GRACE_MS      100u
-#define DEFAULT_HEAP_PER_SLOT 80u /* default index sizing: one slot per 80 heap bytes */
-#define MIN_PAGE_SIZE         1024u
-#define MAX_PAGE_SIZE         (1u << 30)
-#define MAX_INDEX_SHARE       0.9
+#define DEFAULT_PAGE_SIZE      (1u << 20)
+#define DEFAULT_GRACE_MS       100u
+#define DEFAULT_ITEM_SIZE_HINT 80u /* default index sizing: one slot per 80 heap bytes */
+#define MIN_PAGE_SIZE          1024u
+#define MAX_PAGE_SIZE          (1u << 30)
+#define MAX_INDEX_SHARE        0.9
 #define MAX_REGION_BYTES \
     ((1ull << (64 - RKV_SLOT_OFF_SHIFT)) * RKV_ITEM_ALIGN) /* 40-bit slot offsets */
 #define HEAP_ALIGN 4096u
@@ -1436,6 +1436,8 @@ static rkv_status resolve_config(const struct rkv_table_config *in, struct rkv_t
         c->growth_factor = RKV_TABLE_GROWTH;
     if (c->grace_ms == 0)
         c->grace_ms = DEFAULT_GRACE_MS;
+    if (c->item_size_hint == 0)
+        c->item_size_hint = DEFAULT_ITEM_SIZE_HINT;
 
     if (c->slab_page_size < MIN_PAGE_SIZE || c->slab_page_size > MAX_PAGE_SIZE ||
         c->slab_page_size % RKV_ITEM_ALIGN != 0) {
@@ -1472,6 +1474,13 @@ static rkv_status resolve_config(const struct rkv_table_config *in, struct rkv_t
                  c->index_share, MAX_INDEX_SHARE);
         return RKV_INVALID;
     }
+    if (c->item_size_hint < RKV_MIN_ITEM_SIZE) {
+        snprintf(err, err_len,
+                 "item size hint %u is below the smallest item, %u bytes (the header and a "
+                 "1-byte key)",
+                 c->item_size_hint, RKV_MIN_ITEM_SIZE);
+        return RKV_INVALID;
+    }
     if (c->grace_ms > RKV_SLAB_MAX_GRACE_MS) {
         snprintf(err, err_len,
                  "grace period %u ms is above the %u ms limit; reads take "
@@ -1501,7 +1510,7 @@ static uint64_t heap_start(uint64_t size, uint64_t pages, uint32_t page_size)
 
 /* Split the region: header page, index, heap. The heap is whole slab pages;
  * the index gets the rest. By default the pages are as many as leave the
- * index about one slot per DEFAULT_HEAP_PER_SLOT heap bytes, and the bytes
+ * index about one slot per item_size_hint heap bytes, and the bytes
  * short of one more page go to the index too; an explicit index_share is a
  * ceiling on the index and the heap gets every page that fits beside it. */
 static rkv_status plan_layout(size_t size, const struct rkv_table_config *c, uint64_t *buckets,
@@ -1532,7 +1541,7 @@ static rkv_status plan_layout(size_t size, const struct rkv_table_config *c, uin
         pages = (size - off) / c->slab_page_size;
     } else {
         uint64_t room = size - RKV_HEADER_SIZE;
-        uint64_t index = (uint64_t)((double)room * per_slot / (per_slot + DEFAULT_HEAP_PER_SLOT));
+        uint64_t index = (uint64_t)((double)room * per_slot / (per_slot + c->item_size_hint));
         pages = (room - RKV_MIN(index, room)) / c->slab_page_size;
         while (pages > 0 && heap_start(size, pages, c->slab_page_size) < RKV_HEADER_SIZE + 2 * bucket)
             pages--; /* the index has two buckets at least */

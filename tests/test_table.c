@@ -254,6 +254,14 @@ static void test_layout_and_header(void **state)
     env_free(&a);
     env_free(&b);
 
+    /* an item size hint sizes the index: 100 KB items need few slots, and
+     * the heap takes every page but the one the index and header share */
+    struct rkv_table_config big = { .item_size_hint = 100000 };
+    env_make(&a, 16 * MiB, &big);
+    assert_true(a.h->bucket_count * RKV_SLOTS_PER_BUCKET * 100000 >= a.h->heap_size);
+    assert_int_equal(a.h->heap_size, 15 * MiB);
+    env_free(&a);
+
     /* an explicit index share is a ceiling */
     struct rkv_table_config c = { .index_share = 0.25 };
     env_make(&a, 16 * MiB, &c);
@@ -275,6 +283,9 @@ static void test_config_refused(void **state)
     assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
     c = (struct rkv_table_config){ .index_share = 0.95 };
     assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
+    c = (struct rkv_table_config){ .item_size_hint = RKV_MIN_ITEM_SIZE - 1 };
+    assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
+    assert_non_null(strstr(err, "item size hint"));
     c = (struct rkv_table_config){ .evict = (enum rkv_evict_policy)7 };
     assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
     c = (struct rkv_table_config){ .max_key_len = 300 };
