@@ -21,10 +21,13 @@
  * Fragmentation — where heap bytes go that no item uses:
  *   - internal: an item is rounded up to its class: at most 7 bytes below
  *     the fine limit (8-byte steps), above it at most the step between two
- *     classes, about sqrt(f) (under 12% of the slot at f = 1.25, about 5%
- *     on average; rkv_slab_classes).
+ *     classes, about f^(1/4) (under 6% of the slot at f = 1.25, about 3%
+ *     on average; rkv_slab_classes), and up to a page's divisor above a
+ *     32nd of the page.
  *   - page tails: page_size % class_size bytes at the end of each page
- *     (rkv_slab_stats().tail).
+ *     (rkv_slab_stats().tail): under 8 bytes an item above a 32nd of the
+ *     page (the divisor classes), and a page of items over half a page
+ *     holds one.
  *   - calcification: a page given to a class stays there until it is moved.
  *     When the mix of item sizes shifts, memory stays in classes that no
  *     longer need it while a new class finds no unassigned page. With
