@@ -258,24 +258,6 @@ static uint64_t isqrt(uint64_t x)
     return r;
 }
 
-/* Append the classes between lo and hi to the n in class_size: their
- * geometric mean mid = (lo·hi)^(1/2) and, with `quarters`, (lo·mid)^(1/2)
- * and (mid·hi)^(1/2) too, in integers, each rounded up to RKV_ITEM_ALIGN,
- * in order and without repeats; returns the new count. */
-static unsigned between_classes(uint32_t lo, uint32_t hi, bool quarters,
-                                uint32_t class_size[RKV_MAX_CLASSES], unsigned n)
-{
-    uint64_t mid = isqrt((uint64_t)lo * hi);
-    uint64_t q[3] = { isqrt(lo * mid), mid, isqrt(mid * hi) };
-    uint32_t last = lo;
-    for (unsigned j = quarters ? 0 : 1; j < (quarters ? 3u : 2u); j++) {
-        uint64_t size = RKV_ALIGN_UP(q[j], RKV_ITEM_ALIGN);
-        if (size > last && size < hi)
-            class_size[n++] = last = (uint32_t)size;
-    }
-    return n;
-}
-
 /* Append the page's divisor classes (RKV_SLAB_DIVISORS) above the n classes
  * in class_size; returns the new count. A page of page_size / k bytes holds
  * k items, so a class between two divisors would hold no more per page than
@@ -320,10 +302,9 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t f
     }
     /* Fine: every RKV_ITEM_ALIGN step from the smallest item up to fine_limit.
      * Then every coarse class (so no item takes more than it would with the
-     * coarse classes alone), each preceded by the geometric quarter points
-     * between it and the class before, rounded up to RKV_ITEM_ALIGN (so the
-     * steps above fine_limit grow by about the 4th root of the factor; the
-     * mean alone, the square root, where the table would not hold them), below
+     * coarse classes alone), each preceded by the geometric mean of it and
+     * the class before, rounded up to RKV_ITEM_ALIGN (so the steps above
+     * fine_limit grow by about the square root of the factor), below
      * page_size / RKV_SLAB_DIVISORS; then the divisors. At most
      * RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES - RKV_SLAB_DIVISORS fine classes fit. */
     uint32_t prev = 0;
@@ -336,16 +317,12 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t f
         class_size[n++] = prev = s;
     }
     uint32_t divisors_from = page_size / RKV_SLAB_DIVISORS;
-    unsigned gaps = 0; /* coarse classes to come, each with the classes between it and the last */
-    for (unsigned i = 0; i < nc; i++)
-        gaps += coarse[i] > prev && coarse[i] < divisors_from;
-    /* three classes a gap where the table has room for them, else one */
-    bool quarters = n + 4 * gaps + RKV_SLAB_DIVISORS <= RKV_MAX_CLASSES;
     for (unsigned i = 0; i < nc && coarse[i] < divisors_from; i++) {
         if (coarse[i] <= prev)
             continue;
-        if (prev != 0)
-            n = between_classes(prev, coarse[i], quarters, class_size, n);
+        uint64_t mid = RKV_ALIGN_UP(isqrt((uint64_t)prev * coarse[i]), RKV_ITEM_ALIGN);
+        if (prev != 0 && mid > prev && mid < coarse[i])
+            class_size[n++] = (uint32_t)mid;
         class_size[n++] = prev = coarse[i];
     }
     n = divisor_classes(page_size, class_size, n);

@@ -106,9 +106,8 @@ struct rkv_slab_config {
  * bytes, strictly increasing multiples of RKV_ITEM_ALIGN, the last equal to
  * page_size. fine_limit 0: the coarse classes alone. Otherwise every
  * RKV_ITEM_ALIGN step from RKV_MIN_ITEM_SIZE below fine_limit, then the
- * coarse classes from fine_limit up, each with three classes between it and
- * the one before (the geometric quarter points, rounded up; one, their mean,
- * where RKV_MAX_CLASSES would not hold three), up to page_size /
+ * coarse classes from fine_limit up, each with one class between it and the
+ * one before (their geometric mean, rounded up), up to page_size /
  * RKV_SLAB_DIVISORS; above, the page's divisors (RKV_SLAB_DIVISORS). No
  * item takes more than it would with the coarse classes alone (below the
  * divisors, they are a superset; above, an item's divisor class has at

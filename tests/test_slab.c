@@ -172,13 +172,13 @@ static void test_fine_class_table(void **state)
                 assert_true(cases[c].page / sz[i] >= cases[c].page / coarse[j]);
         }
         /* between two coarse classes above the fine limit and below the
-         * divisors, at most three classes */
+         * divisors, at most one class */
         for (unsigned j = 1; j < nc && coarse[j] < divisors_from; j++) {
             unsigned between = 0;
             for (unsigned i = 0; i < n; i++)
                 between += sz[i] > coarse[j - 1] && sz[i] < coarse[j];
             if (coarse[j - 1] >= fine)
-                assert_true(between <= 3);
+                assert_true(between <= 1);
         }
         /* the divisors: page / k for every k up to RKV_SLAB_DIVISORS whose
          * class is above the fine and coarse ones, tails under 8 bytes a item */
