@@ -21,7 +21,7 @@
  * Fragmentation — where heap bytes go that no item uses:
  *   - internal: an item is rounded up to its class: at most 7 bytes below
  *     the fine limit (8-byte steps), above it at most the step between two
- *     classes, about f^(1/4) (under 6% of the slot at f = 1.25, about 3%
+ *     classes, about sqrt(f) (under 12% of the slot at f = 1.25, about 5%
  *     on average; rkv_slab_classes), and up to a page's divisor above a
  *     32nd of the page.
  *   - page tails: page_size % class_size bytes at the end of each page
