@@ -3,7 +3,9 @@
  * Both sides compute this the same way from the key bytes and the region's
  * hash seed, so a client finds a key without asking the server. One XXH3-128
  * gives two independent 64-bit halves: the low half picks the first bucket,
- * the high half the second bucket and the 16-bit fingerprint stored in slots.
+ * the high half's top bits the second bucket and its low 16 bits the
+ * fingerprint stored in slots. A bucket is the hash's top bits scaled to the
+ * bucket count (hash x count / 2^64), so the count need not be a power of two.
  */
 #ifndef RKV_HASH_H
 #define RKV_HASH_H

@@ -35,8 +35,10 @@ RKV_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 #define RKV_REGION_MAGIC 0x314e4745524b5652ull /* "RKVREGN1" */
 /* RKV_FORMAT_VERSION 2: superseded items forward to their replacement;
- * 3: items on 8-byte boundaries, finer size classes */
-#define RKV_FORMAT_VERSION 3u
+ * 3: items on 8-byte boundaries, finer size classes; 4: any bucket count
+ * (a key's buckets from the high bits of its hash), classes that divide the
+ * slab page above RKV_SLAB_DIVISOR_FROM of it */
+#define RKV_FORMAT_VERSION 4u
 #define RKV_HEADER_SIZE    4096u
 #define RKV_CACHELINE      64u
 
@@ -55,7 +57,7 @@ struct rkv_region_header {
     uint64_t generation;     /* random per server start; a restart changes it */
     uint64_t region_size;    /* bytes in the whole region */
     uint64_t index_offset;   /* first bucket, from the region start */
-    uint64_t bucket_count;   /* power of two */
+    uint64_t bucket_count;   /* at least 2; any number (rkv_hash_key) */
     uint64_t heap_offset;    /* first slab page */
     uint64_t heap_size;      /* bytes of heap (a multiple of slab_page_size) */
     uint32_t slab_page_size; /* bytes per slab page; the largest item */

@@ -27,8 +27,7 @@ bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len)
     if (h->magic != RKV_REGION_MAGIC || h->format_version != RKV_FORMAT_VERSION ||
         h->header_size != RKV_HEADER_SIZE || h->region_size != region_len)
         return false;
-    if (h->bucket_count == 0 || (h->bucket_count & (h->bucket_count - 1)) != 0 ||
-        h->bucket_count > region_len / sizeof(struct rkv_bucket))
+    if (h->bucket_count < 2 || h->bucket_count > region_len / sizeof(struct rkv_bucket))
         return false;
     if (h->index_offset < RKV_HEADER_SIZE || h->index_offset % RKV_CACHELINE != 0 ||
         h->index_offset + h->bucket_count * sizeof(struct rkv_bucket) > h->heap_offset)

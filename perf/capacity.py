@@ -4,21 +4,28 @@
 For each value size of a geometric sweep (1 B to 512 KiB), start a fresh
 memcached (-m MiB) and a fresh rkv-server (--memory MiB, a tcp door), fill
 each through the memcached text protocol with 16-byte keys until it has
-evicted and then by half as much again, and print what each holds: items,
-process RSS, RSS per item, and rkv's items per byte of RSS over memcached's
-(the ratio at equal RSS). Both servers take the same stream of sets.
+evicted and then by half as much again, then keep setting new keys at a
+trickle (4 % of the items per second, --settle seconds), and print what each
+holds: items, process RSS, RSS per item, and rkv's items per byte of RSS over
+memcached's (the ratio at equal RSS), after the trickle and (column "burst")
+right at the end of the fill. Both servers take the same stream of sets.
+rkv reuses freed memory only after a grace period and keeps some free for
+the writes to come (the evict-ahead reserve, which shrinks when writes slow
+down), so right after a burst of writes it holds fewer items than it does
+once writes go on at an ordinary rate; memcached reuses at once.
 
 A measuring tool for developers, not a test. Run it inside a memory cgroup
 with a limit (it starts servers that fill what they are given):
 
     perf/capacity.py --rkv build/server/rkv-server [--memory 64] [--points 30]
-                     [--sizes 32,100] [--evict lru]
+                     [--sizes 32,100] [--evict lru] [--settle 5] [--rkv-args "..."]
 
 Exit status: 0, or 2 on a bad argument or a server that would not start.
 """
 import argparse
 import math
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -36,6 +43,8 @@ def parse_args():
     p.add_argument("--sizes", help="comma-separated value sizes instead of the sweep")
     p.add_argument("--evict", default="lru", choices=["lru", "random"], help="rkv's policy")
     p.add_argument("--port", type=int, default=22400, help="first tcp port to use")
+    p.add_argument("--rkv-args", default="", help="more rkv-server options, e.g. \"--item-size-hint 100K\"")
+    p.add_argument("--settle", type=float, default=5, help="seconds of trickle after the fill (default 5)")
     a = p.parse_args()
     if a.memory < 8 or a.points < 2:
         p.error("--memory is at least 8 (MiB) and --points at least 2")
@@ -111,6 +120,25 @@ def start(cmd, port):
         sys.exit("capacity: %s did not start (port %d)" % (cmd[0], port))
 
 
+def sets(first, count, val):
+    return b"".join(b"set %s 0 0 %d noreply\r\n%s\r\n" % ((KEY_FMT % (first + i)).encode(), len(val), val)
+                    for i in range(count))
+
+
+def trickle(door, size, first, seconds):
+    """Set new keys at 4 % of `first` per second for `seconds`."""
+    val = b"v" * size
+    step = max(1, first // 100)
+    n = first
+    end = time.time() + seconds
+    while time.time() < end:
+        door.s.sendall(sets(n, step, val))
+        n += step
+        door.sync()
+        time.sleep(0.25)
+    return n
+
+
 def fill(door, size):
     """Set keys until the server has evicted, then half as many again."""
     val = b"v" * size
@@ -118,9 +146,7 @@ def fill(door, size):
     n = 0
     target = None
     while target is None or n < target:
-        chunk = b"".join(b"set %s 0 0 %d noreply\r\n%s\r\n" % ((KEY_FMT % (n + i)).encode(), size, val)
-                         for i in range(batch))
-        door.s.sendall(chunk)
+        door.s.sendall(sets(n, batch, val))
         n += batch
         door.sync()
         if target is None:
@@ -130,12 +156,14 @@ def fill(door, size):
     return n
 
 
-def measure(cmd, port, size):
+def measure(cmd, port, size, settle):
+    """(items, RSS) after the trickle, (items, RSS) at the end of the fill."""
     proc, door = start(cmd, port)
     try:
         sent = fill(door, size)
-        st = door.stats()
-        return int(st["curr_items"]), rss_bytes(proc.pid), sent
+        burst = (int(door.stats()["curr_items"]), rss_bytes(proc.pid))
+        trickle(door, size, sent, settle)
+        return (int(door.stats()["curr_items"]), rss_bytes(proc.pid)), burst
     finally:
         proc.terminate()
         proc.wait()
@@ -145,25 +173,33 @@ def main():
     a = parse_args()
     sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else sweep(a.points)
     mc_user = ["-u", "root"] if os.geteuid() == 0 else []
-    print("capacity: %d MiB each; memcached -m %d, rkv-server --memory %dM --evict %s; 16-byte keys"
-          % (a.memory, a.memory, a.memory, a.evict))
-    print("%8s  %10s %9s %8s  %10s %9s %8s  %7s" % ("value", "mc items", "mc RSS", "mc B/it",
-                                                    "rkv items", "rkv RSS", "rkv B/it", "ratio"))
+    print("capacity: %d MiB each; memcached -m %d, rkv-server --memory %dM --evict %s %s; 16-byte keys"
+          % (a.memory, a.memory, a.memory, a.evict, a.rkv_args))
+    print("%8s  %10s %9s %8s  %10s %9s %8s  %7s  %7s" % ("value", "mc items", "mc RSS", "mc B/it",
+                                                          "rkv items", "rkv RSS", "rkv B/it", "ratio",
+                                                          "burst"))
     worst = None
     for i, size in enumerate(sizes):
         port = a.port + 2 * (i % 100)
-        mc = measure([a.memcached, "-p", str(port), "-U", "0", "-t", "1", "-m", str(a.memory)] + mc_user,
-                     port, size)
-        rk = measure([a.rkv, "--listen", "tcp://127.0.0.1:%d" % (port + 1),
-                      "--listen", "shm:///tmp/rkv-capacity-%d.sock" % os.getpid(),
-                      "--memory", "%dM" % a.memory, "--evict", a.evict, "--log-level", "error"],
-                     port + 1, size)
-        ratio = (rk[0] / rk[1]) / (mc[0] / mc[1]) if mc[0] and rk[1] else float("nan")
+        mc, mc_burst = measure([a.memcached, "-p", str(port), "-U", "0", "-t", "1", "-m", str(a.memory)]
+                               + mc_user, port, size, a.settle)
+        rk, rk_burst = measure([a.rkv, "--listen", "tcp://127.0.0.1:%d" % (port + 1),
+                                "--listen", "shm:///tmp/rkv-capacity-%d.sock" % os.getpid(),
+                                "--memory", "%dM" % a.memory, "--evict", a.evict, "--log-level", "error"]
+                               + shlex.split(a.rkv_args),
+                               port + 1, size, a.settle)
+        ratio, burst = equal_rss_ratio(rk, mc), equal_rss_ratio(rk_burst, mc_burst)
         worst = ratio if worst is None else min(worst, ratio)
-        print("%8d  %10d %8.1fM %8.1f  %10d %8.1fM %8.1f  %6.2fx" % (
+        print("%8d  %10d %8.1fM %8.1f  %10d %8.1fM %8.1f  %6.2fx  %6.2fx" % (
             size, mc[0], mc[1] / 2**20, mc[1] / max(mc[0], 1),
-            rk[0], rk[1] / 2**20, rk[1] / max(rk[0], 1), ratio), flush=True)
-    print("ratio = rkv's items per RSS byte / memcached's; lowest %.2fx" % worst)
+            rk[0], rk[1] / 2**20, rk[1] / max(rk[0], 1), ratio, burst), flush=True)
+    print("ratio = rkv's items per RSS byte / memcached's after the trickle (burst: at the fill's end); "
+          "lowest %.2fx" % worst)
+
+
+def equal_rss_ratio(rk, mc):
+    """rkv's items per RSS byte over memcached's."""
+    return (rk[0] / rk[1]) / (mc[0] / mc[1]) if mc[0] and rk[1] else float("nan")
 
 
 if __name__ == "__main__":

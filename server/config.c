@@ -592,6 +592,11 @@ static const struct setting settings[] = {
       DEFAULT_VALUE("1M") },
     { "table", "max_value_len", "max-value-len", 0, false, false, 0, set_size, F(max_value_len), 1,
       16u << 20, "SIZE", "longest value", DEFAULT_WORDS("what a slab page holds") },
+    { "table", "item_size_hint", "item-size-hint", 0, false, false, 0, set_size, F(item_size_hint),
+      RKV_MIN_ITEM_SIZE, 16u << 20, "SIZE",
+      "usual item size (40-byte header + key + value) the index is sized for: one slot per SIZE "
+      "bytes of heap",
+      DEFAULT_VALUE("80") },
     { "table", "grace_ms", "grace-ms", 0, false, false, 0, set_uint, F(grace_ms), 0, 60000, "MS",
       "reuse freed memory only after MS", DEFAULT_VALUE("100") },
     { "table", "default_ttl", "default-ttl", 0, false, false, 0, set_uint, F(default_ttl), 0,

@@ -88,6 +88,9 @@ struct rkv_server_config {
     /* --max-value-len: longest value (unset: slab page - item header - longest key) */
     uint32_t max_value_len;
     uint32_t grace_ms; /* --grace-ms: freed item memory is reused only after this long (0..60000) */
+    /* --item-size-hint: the usual item size the index is sized for, one slot per this many heap
+     * bytes (48..slab page size) */
+    uint32_t item_size_hint;
     uint32_t default_ttl; /* --default-ttl SECONDS: applied when a PUT gives none; 0 = never expire */
     int evict;            /* --evict none|lru|random: enum rkv_evict_policy */
 

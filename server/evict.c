@@ -32,8 +32,8 @@
  * ahead: each PUT keeps (reusable + limbo + fresh) items its class holds
  * (beyond what writers' magazines hold) at or above a per-class reserve,
  * which doubles (up to an eighth of the class) whenever a PUT still had to
- * wait for the limbo, and shrinks by an eighth each tick no PUT of the
- * class did, down to twice what the class evicts per grace period (memory
+ * wait for the limbo, and halves each tick no PUT of the class did (a burst
+ * of writes leaves free memory for a few seconds, not a minute), down to twice what the class evicts per grace period (memory
  * held free is memory no item uses). A PUT waits at most grace_ms per try,
  * never spins.
  *
@@ -145,7 +145,7 @@ static uint64_t coldness(struct rkv_table *t, uint64_t word)
     return (uint64_t)(S3_USES_MAX - s3_uses(t, w, now)) << 34 | s3_age(w, now);
 }
 
-/* Shrink class cls's evict-ahead reserve by an eighth when no PUT of the
+/* Halve class cls's evict-ahead reserve when no PUT of the
  * class ran dry since the last tick (`dry`: how many did), down to twice
  * what the class evicted per grace period since then (`evicted` items in
  * `ns`), at least RESERVE_MIN. Without it the reserve only grows: one burst
@@ -159,7 +159,7 @@ static void reserve_decay(struct rkv_table *t, unsigned cls, uint64_t dry, uint6
     if (dry != 0 || r <= RESERVE_MIN || ns == 0)
         return;
     uint64_t need = (uint64_t)(2.0 * (double)evicted * t->cfg.grace_ms * 1e6 / (double)ns);
-    uint64_t next = RKV_MAX(RKV_MAX(r - r / 8, need), RESERVE_MIN);
+    uint64_t next = RKV_MAX(RKV_MAX(r / 2, need), RESERVE_MIN);
     if (next < r)
         __atomic_compare_exchange_n(&t->reserve[cls], &r, next, false, __ATOMIC_RELAXED,
                                     __ATOMIC_RELAXED);

@@ -256,6 +256,7 @@ static struct rkv_table_config table_config(const struct rkv_server_config *cfg)
         .max_key_len = RKV_MAX_KEY_LEN,
         .max_value_len = cfg->max_value_len,
         .grace_ms = cfg->grace_ms,
+        .item_size_hint = cfg->item_size_hint,
         .default_ttl = cfg->default_ttl,
         .evict = (enum rkv_evict_policy)cfg->evict,
     };

@@ -22,9 +22,12 @@
  *   - internal: an item is rounded up to its class: at most 7 bytes below
  *     the fine limit (8-byte steps), above it at most the step between two
  *     classes, about sqrt(f) (under 12% of the slot at f = 1.25, about 5%
- *     on average; rkv_slab_classes).
+ *     on average; rkv_slab_classes), and up to a page's divisor above a
+ *     32nd of the page.
  *   - page tails: page_size % class_size bytes at the end of each page
- *     (rkv_slab_stats().tail).
+ *     (rkv_slab_stats().tail): under 8 bytes an item above a 32nd of the
+ *     page (the divisor classes), and a page of items over half a page
+ *     holds one.
  *   - calcification: a page given to a class stays there until it is moved.
  *     When the mix of item sizes shifts, memory stays in classes that no
  *     longer need it while a new class finds no unassigned page. With
@@ -255,6 +258,20 @@ static uint64_t isqrt(uint64_t x)
     return r;
 }
 
+/* Append the page's divisor classes (RKV_SLAB_DIVISORS) above the n classes
+ * in class_size; returns the new count. A page of page_size / k bytes holds
+ * k items, so a class between two divisors would hold no more per page than
+ * the divisor above it: none is kept. */
+static unsigned divisor_classes(uint32_t page_size, uint32_t class_size[RKV_MAX_CLASSES], unsigned n)
+{
+    for (unsigned k = RKV_SLAB_DIVISORS; k >= 1; k--) {
+        uint32_t size = page_size / k / RKV_ITEM_ALIGN * RKV_ITEM_ALIGN;
+        if (size >= RKV_MIN_ITEM_SIZE && (n == 0 || size > class_size[n - 1]))
+            class_size[n++] = size;
+    }
+    return n;
+}
+
 rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t fine_limit,
                             uint32_t class_size[RKV_MAX_CLASSES], uint32_t *class_count, char *err,
                             size_t err_len)
@@ -287,18 +304,20 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t f
      * Then every coarse class (so no item takes more than it would with the
      * coarse classes alone), each preceded by the geometric mean of it and
      * the class before, rounded up to RKV_ITEM_ALIGN (so the steps above
-     * fine_limit grow by about the square root of the factor). At most
-     * RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES fine classes fit. */
+     * fine_limit grow by about the square root of the factor), below
+     * page_size / RKV_SLAB_DIVISORS; then the divisors. At most
+     * RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES - RKV_SLAB_DIVISORS fine classes fit. */
     uint32_t prev = 0;
     for (uint32_t s = RKV_MIN_ITEM_SIZE; s < fine_limit && s < page_size; s += RKV_ITEM_ALIGN) {
-        if (n == RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES) {
+        if (n == RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES - RKV_SLAB_DIVISORS) {
             snprintf(err, err_len, "fine size classes up to %u bytes are more than %u", fine_limit,
-                     RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES);
+                     RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES - RKV_SLAB_DIVISORS);
             return RKV_INVALID;
         }
         class_size[n++] = prev = s;
     }
-    for (unsigned i = 0; i < nc; i++) {
+    uint32_t divisors_from = page_size / RKV_SLAB_DIVISORS;
+    for (unsigned i = 0; i < nc && coarse[i] < divisors_from; i++) {
         if (coarse[i] <= prev)
             continue;
         uint64_t mid = RKV_ALIGN_UP(isqrt((uint64_t)prev * coarse[i]), RKV_ITEM_ALIGN);
@@ -306,6 +325,7 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t f
             class_size[n++] = (uint32_t)mid;
         class_size[n++] = prev = coarse[i];
     }
+    n = divisor_classes(page_size, class_size, n);
     *class_count = n;
     return RKV_OK;
 }

@@ -96,14 +96,22 @@ struct rkv_slab_config {
  * RKV_SLAB_COARSE_CLASSES of them. */
 #define RKV_SLAB_COARSE_STEP    64u
 #define RKV_SLAB_COARSE_CLASSES 64u
+/* Above page_size / RKV_SLAB_DIVISORS the classes are the page's divisors:
+ * page_size / n rounded down to RKV_ITEM_ALIGN, n = RKV_SLAB_DIVISORS .. 1,
+ * so a page of large items holds as many as fit, with no tail beyond
+ * alignment. */
+#define RKV_SLAB_DIVISORS 32u
 
 /* The class table for a page size, growth factor and fine limit: sizes in
  * bytes, strictly increasing multiples of RKV_ITEM_ALIGN, the last equal to
  * page_size. fine_limit 0: the coarse classes alone. Otherwise every
  * RKV_ITEM_ALIGN step from RKV_MIN_ITEM_SIZE below fine_limit, then the
  * coarse classes from fine_limit up, each with one class between it and the
- * one before (their geometric mean, rounded up): a superset of the coarse
- * classes, so no item takes more than it would with those alone.
+ * one before (their geometric mean, rounded up), up to page_size /
+ * RKV_SLAB_DIVISORS; above, the page's divisors (RKV_SLAB_DIVISORS). No
+ * item takes more than it would with the coarse classes alone (below the
+ * divisors, they are a superset; above, an item's divisor class has at
+ * least as many items per page as its coarse class).
  * RKV_INVALID (message in err) when the coarse classes would be more than
  * RKV_SLAB_COARSE_CLASSES, the fine ones too many, or the arguments are out
  * of range. */

@@ -224,8 +224,8 @@ bool rkv_state_match(const struct rkv_state_header *f, const struct rkv_state_he
         snprintf(err, err_len,
                  "--state-file %s was written by rkv %s with another table layout "
                  "(%llu buckets, heap of %llu bytes at %llu, %u size classes growing by %u.%03u, "
-                 "keys up to %u bytes), and this rkv-server %s lays the same options out "
-                 "differently; %s",
+                 "keys up to %u bytes), and this rkv-server %s lays its options out "
+                 "differently; start with the --item-size-hint it was written with, or %s",
                  path, f->rkv_version, (unsigned long long)f->bucket_count,
                  (unsigned long long)f->heap_size, (unsigned long long)f->heap_offset,
                  f->class_count, f->growth_millis / 1000, f->growth_millis % 1000, f->max_key_len,

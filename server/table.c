@@ -76,12 +76,12 @@
 #include "table_private.h"
 #include "util.h"
 
-#define DEFAULT_PAGE_SIZE     (1u << 20)
-#define DEFAULT_GRACE_MS      100u
-#define DEFAULT_HEAP_PER_SLOT 96u /* default index sizing: one slot per 96 heap bytes */
-#define MIN_PAGE_SIZE         1024u
-#define MAX_PAGE_SIZE         (1u << 30)
-#define MAX_INDEX_SHARE       0.9
+#define DEFAULT_PAGE_SIZE      (1u << 20)
+#define DEFAULT_GRACE_MS       100u
+#define DEFAULT_ITEM_SIZE_HINT 80u /* default index sizing: one slot per 80 heap bytes */
+#define MIN_PAGE_SIZE          1024u
+#define MAX_PAGE_SIZE          (1u << 30)
+#define MAX_INDEX_SHARE        0.9
 #define MAX_REGION_BYTES \
     ((1ull << (64 - RKV_SLOT_OFF_SHIFT)) * RKV_ITEM_ALIGN) /* 40-bit slot offsets */
 #define HEAP_ALIGN 4096u
@@ -95,8 +95,9 @@
 #define STRIPES_MAX     1024 /* bucket locks: bucket b is guarded by stripe b mod the stripe count */
 #define HINT_BATCH      64   /* client hints validated and prefetched together */
 #define ACCESS_STEP \
-    RKV_ACCESS_STEP    /* a thread slot advances the access clock once per this many stores */
-#define PATH_TRIES   4 /* displacement paths found without locks and invalidated, then exclusive */
+    RKV_ACCESS_STEP     /* a thread slot advances the access clock once per this many stores */
+#define PATH_TRIES   4  /* displacement paths found without locks and invalidated, then exclusive */
+#define PATH_SKIP    63 /* new keys that evict at once after a search found the index full */
 #define PATH_BUCKETS (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
 
 /* One bucket the displacement search reached. */
@@ -693,6 +694,20 @@ struct room {
     bool exclusive;                 /* the index held exclusive: search, displace, evict */
 };
 
+/* Whether a new key whose buckets are full skips the displacement search
+ * (a full index, with eviction: a search visits up to BFS_MAX_NODES buckets
+ * and hashes every key in them, and at a full index finds nothing, so each
+ * new key would pay two before evicting a neighbour anyway). Counts one
+ * skip down; a search runs again after PATH_SKIP skips. */
+static bool path_skipped(struct rkv_table *t)
+{
+    uint32_t n = __atomic_load_n(&t->path_skip, __ATOMIC_RELAXED);
+    if (n == 0)
+        return false;
+    __atomic_store_n(&t->path_skip, n - 1, __ATOMIC_RELAXED);
+    return true;
+}
+
 /* An empty slot for a new key: the emptier candidate bucket, else a
  * displacement (the given path if it still holds; with the whole index, one
  * searched now), else (exclusive, with eviction) an evicted neighbour. */
@@ -708,11 +723,16 @@ static bool index_make_room(struct rkv_table *t, const struct rkv_key_hash *h,
     }
     if (!room->exclusive)
         return false;
+    bool evict = t->cfg.evict != RKV_EVICT_NONE;
+    if (evict && path_skipped(t))
+        return rkv_evict_for_slot(t, h, p);
     if (cuckoo_find_path(t, h, &path)) {
         cuckoo_apply(t, &path, p);
         return true;
     }
-    return t->cfg.evict != RKV_EVICT_NONE && rkv_evict_for_slot(t, h, p);
+    if (evict) /* the index is full: the next searches would fail as well */
+        __atomic_store_n(&t->path_skip, PATH_SKIP, __ATOMIC_RELAXED);
+    return evict && rkv_evict_for_slot(t, h, p);
 }
 
 /* ------------------------------------------------------------ writes */
@@ -860,8 +880,9 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
     rkv_status st = store_locked(t, w, &room, &again);
     stripes_unlock(t, &set, hold);
 
-    for (unsigned tries = 0; again && tries < PATH_TRIES && cuckoo_find_path(t, w->h, &path);
-         tries++) {
+    bool search = __atomic_load_n(&t->path_skip, __ATOMIC_RELAXED) == 0;
+    for (unsigned tries = 0;
+         again && search && tries < PATH_TRIES && cuckoo_find_path(t, w->h, &path); tries++) {
         room.path = &path;
         path_stripes(t, w->h, &path, &set);
         hold = stripes_lock(t, &set);
@@ -1228,7 +1249,7 @@ static void expire_scan(struct rkv_table *t, uint32_t now)
     uint64_t budget = RKV_MIN(t->bucket_count, RKV_MAX(EXPIRE_MIN_SCAN, t->bucket_count / 16));
     uint64_t first = __atomic_fetch_add(&t->expire_cursor, budget, __ATOMIC_RELAXED);
     for (uint64_t i = 0; i < budget; i++)
-        expire_bucket(t, (first + i) & (t->bucket_count - 1), now);
+        expire_bucket(t, (first + i) % t->bucket_count, now);
 }
 
 /* ------------------------------------------------------------ flush */
@@ -1411,6 +1432,8 @@ static rkv_status resolve_config(const struct rkv_table_config *in, struct rkv_t
         c->growth_factor = RKV_TABLE_GROWTH;
     if (c->grace_ms == 0)
         c->grace_ms = DEFAULT_GRACE_MS;
+    if (c->item_size_hint == 0)
+        c->item_size_hint = DEFAULT_ITEM_SIZE_HINT;
 
     if (c->slab_page_size < MIN_PAGE_SIZE || c->slab_page_size > MAX_PAGE_SIZE ||
         c->slab_page_size % RKV_ITEM_ALIGN != 0) {
@@ -1447,6 +1470,13 @@ static rkv_status resolve_config(const struct rkv_table_config *in, struct rkv_t
                  c->index_share, MAX_INDEX_SHARE);
         return RKV_INVALID;
     }
+    if (c->item_size_hint < RKV_MIN_ITEM_SIZE) {
+        snprintf(err, err_len,
+                 "item size hint %u is below the smallest item, %u bytes (the header and a "
+                 "1-byte key)",
+                 c->item_size_hint, RKV_MIN_ITEM_SIZE);
+        return RKV_INVALID;
+    }
     if (c->grace_ms > RKV_SLAB_MAX_GRACE_MS) {
         snprintf(err, err_len,
                  "grace period %u ms is above the %u ms limit; reads take "
@@ -1467,21 +1497,25 @@ static uint64_t pow2_floor(uint64_t x)
     return x ? 1ull << (63 - __builtin_clzll(x)) : 0;
 }
 
-static uint64_t pow2_ceil(uint64_t x)
+/* Where a heap of `pages` pages starts when it ends at the region's end (or
+ * up to HEAP_ALIGN - 1 bytes before). */
+static uint64_t heap_start(uint64_t size, uint64_t pages, uint32_t page_size)
 {
-    return x <= 1 ? 1 : 1ull << (64 - __builtin_clzll(x - 1));
+    return (size - RKV_MIN(size, pages * page_size)) / HEAP_ALIGN * HEAP_ALIGN;
 }
 
-/* Split the region: header page, index, heap. The default index has about
- * one slot per DEFAULT_HEAP_PER_SLOT heap bytes, rounded up to a power of two
- * so that it is not what fills first; an explicit index_share is a ceiling. */
+/* Split the region: header page, index, heap. The heap is whole slab pages;
+ * the index gets the rest. By default the pages are as many as leave the
+ * index about one slot per item_size_hint heap bytes, and the bytes
+ * short of one more page go to the index too; an explicit index_share is a
+ * ceiling on the index and the heap gets every page that fits beside it. */
 static rkv_status plan_layout(size_t size, const struct rkv_table_config *c, uint64_t *buckets,
                               uint64_t *heap_offset, uint64_t *heap_size, char *err, size_t err_len)
 {
-    const uint64_t per_bucket = sizeof(struct rkv_bucket) +
-                                RKV_SLOTS_PER_BUCKET * DEFAULT_HEAP_PER_SLOT;
+    const uint64_t bucket = sizeof(struct rkv_bucket);
+    const double per_slot = (double)bucket / RKV_SLOTS_PER_BUCKET; /* index bytes per slot */
     char sz[32];
-    uint64_t b;
+    uint64_t b, off, pages;
 
     if ((uint64_t)size > MAX_REGION_BYTES) {
         snprintf(err, err_len,
@@ -1490,25 +1524,32 @@ static rkv_status plan_layout(size_t size, const struct rkv_table_config *c, uin
                  rkv_format_size(size, sz, sizeof(sz)), (unsigned long long)(MAX_REGION_BYTES >> 40));
         return RKV_INVALID;
     }
-    if (size < RKV_HEADER_SIZE + 2 * sizeof(struct rkv_bucket))
+    if (size < RKV_HEADER_SIZE + 2 * bucket)
         goto too_small;
-    if (c->index_share > 0)
-        b = pow2_floor((uint64_t)(c->index_share * (double)size) / sizeof(struct rkv_bucket));
-    else
-        b = pow2_ceil((size - RKV_HEADER_SIZE) / per_bucket);
-    b = RKV_MAX(b, 2);
-    for (;;) {
-        uint64_t off = RKV_ALIGN_UP(RKV_HEADER_SIZE + b * sizeof(struct rkv_bucket), HEAP_ALIGN);
-        if (off + c->slab_page_size <= size) {
-            *buckets = b;
-            *heap_offset = off;
-            *heap_size = (size - off) / c->slab_page_size * c->slab_page_size;
-            return RKV_OK;
-        }
-        if (b == 2)
+    if (c->index_share > 0) {
+        b = RKV_MAX((uint64_t)(c->index_share * (double)size + 0.5) / bucket, 2);
+        while (b > 2 &&
+               RKV_ALIGN_UP(RKV_HEADER_SIZE + b * bucket, HEAP_ALIGN) + c->slab_page_size > size)
+            b /= 2; /* the index left no room for the heap */
+        off = RKV_ALIGN_UP(RKV_HEADER_SIZE + b * bucket, HEAP_ALIGN);
+        if (off + c->slab_page_size > size)
             goto too_small;
-        b /= 2; /* the index left no room for the heap */
+        pages = (size - off) / c->slab_page_size;
+    } else {
+        uint64_t room = size - RKV_HEADER_SIZE;
+        uint64_t index = (uint64_t)((double)room * per_slot / (per_slot + c->item_size_hint));
+        pages = (room - RKV_MIN(index, room)) / c->slab_page_size;
+        while (pages > 0 && heap_start(size, pages, c->slab_page_size) < RKV_HEADER_SIZE + 2 * bucket)
+            pages--; /* the index has two buckets at least */
+        if (pages == 0)
+            goto too_small;
+        off = heap_start(size, pages, c->slab_page_size);
+        b = (off - RKV_HEADER_SIZE) / bucket;
     }
+    *buckets = b;
+    *heap_offset = off;
+    *heap_size = pages * c->slab_page_size;
+    return RKV_OK;
 
 too_small:
     snprintf(err, err_len,
@@ -1524,7 +1565,7 @@ too_small:
  * so eviction and page moves are not starved by a steady stream of writes. */
 static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
 {
-    uint64_t n = RKV_MIN(t->bucket_count, STRIPES_MAX);
+    uint64_t n = pow2_floor(RKV_MIN(t->bucket_count, STRIPES_MAX)); /* stripe_mask */
     size_t timing = RKV_THREAD_SLOTS * sizeof(t->lock_stats[0]);
     t->stripes = aligned_alloc(RKV_CACHELINE, n * sizeof(t->stripes[0]));
     t->writer_slots = aligned_alloc(RKV_CACHELINE, RKV_THREAD_SLOTS * sizeof(t->writer_slots[0]));

@@ -66,8 +66,11 @@ struct rkv_table_config {
     uint32_t max_key_len;    /* <= RKV_MAX_KEY_LEN (default 250) */
     uint32_t max_value_len;  /* for the longest key (a shorter key leaves its room to the
                                 * value); default: slab_page_size - header - max_key_len */
-    /* fraction of the region for buckets (default: sized for ~1 item per 96 heap bytes) */
+    /* fraction of the region for buckets, a ceiling (default: item_size_hint's) */
     double index_share;
+    /* without index_share: one index slot per this many heap bytes, the
+     * usual item size (header, key, value) expected (default 80) */
+    uint32_t item_size_hint;
     double growth_factor; /* size class growth (default RKV_TABLE_GROWTH, 1.25) */
     uint32_t grace_ms;    /* freed memory is reused only after this long (default 100) */
     uint32_t default_ttl; /* seconds applied when a PUT gives 0; 0 = never expire */

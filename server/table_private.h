@@ -50,7 +50,7 @@ struct rkv_table {
     size_t size;                   /* region bytes */
     struct rkv_region_header *hdr; /* at base */
     struct rkv_bucket *buckets;    /* the index */
-    uint64_t bucket_count;         /* power of two */
+    uint64_t bucket_count;         /* at least 2, any number (rkv_hash_key) */
     uint64_t seed;                 /* hdr->hash_seed */
     struct rkv_slab *slab;         /* the heap */
     struct rkv_table_config cfg;   /* with defaults filled in */
@@ -92,6 +92,9 @@ struct rkv_table {
                                                   * (rkv_evict_tick: the tick's thread only) */
     uint64_t reserve_tick_ns;                  /* now_ns at the last tick (rkv_evict_tick) */
     uint64_t flush_at_ns; /* a scheduled flush's time (now_ns's); 0 = none (atomic) */
+    uint32_t path_skip;   /* displacement searches new keys skip, evicting a neighbour at
+                             * once: set when one under the whole index found no path (a full
+                             * index; table.c index_make_room; atomic) */
 
     /* Written by writers outside any lock: on a line of its own, so that
      * no write invalidates the read-mostly fields above for the others. */

@@ -291,6 +291,7 @@ static const char full_conf[] = "# every key\n"
                                 "[table]\n"
                                 "slab_page_size = 2M ; inline comment\n"
                                 "max_value_len = 1M\n"
+                                "item_size_hint = 100K\n"
                                 "grace_ms = 250\n"
                                 "default_ttl = 3600\n"
                                 "evict = random\n"
@@ -339,6 +340,7 @@ static void test_file_sets_every_key(void **state)
     assert_string_equal(c.state_file, "/var/lib/rkv/rkv.state");
     assert_int_equal(c.slab_page_size, 2u << 20);
     assert_int_equal(c.max_value_len, 1u << 20);
+    assert_int_equal(c.item_size_hint, 100u << 10);
     assert_int_equal(c.grace_ms, 250);
     assert_int_equal(c.default_ttl, 3600);
     assert_int_equal(c.evict, RKV_EVICT_RANDOM);
@@ -590,6 +592,7 @@ static const struct bad_flags bad_flag_cases[] = {
     { { "--slab-page-size", "32K" }, "expected a power of two from 64K to 16M" },
     { { "--slab-page-size", "32M" }, "expected a power of two from 64K to 16M" },
     { { "--grace-ms", "60001" }, "--grace-ms: \"60001\" is out of range; expected 0..60000" },
+    { { "--item-size-hint", "47" }, "--item-size-hint: \"47\" is out of range" },
     { { "--default-ttl", "4294967296" }, "--default-ttl" },
     { { "--credits", "0" }, "expected 1..4096" },
     { { "--credits", "4097" }, "expected 1..4096" },
@@ -682,7 +685,8 @@ static const struct bad_file bad_file_cases[] = {
     { "[ server ]\n", "t.conf:1: [ server ] is not a section" },
     { "memory = 1G\n", "t.conf:1: memory = 1G comes before any [section]" },
     { "[table]\nmemory = 1G\n", "t.conf:2: [table] memory: unknown key; [table] accepts "
-                                "slab_page_size, max_value_len, grace_ms, default_ttl, evict" },
+                                "slab_page_size, max_value_len, item_size_hint, grace_ms, default_ttl, "
+                                "evict" },
     { "[server]\nworkers = 2\nworkers = 3\n", "t.conf:3: [server] workers: this key was already "
                                               "set on line 2" },
     { "[security]\nsecret = abc\nsecret_file = /etc/passwd\n",

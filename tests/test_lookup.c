@@ -535,6 +535,7 @@ static void test_header_valid_field_by_field(void **state)
     BREAK(format_version, RKV_FORMAT_VERSION + 1);
     BREAK(bucket_count, good.bucket_count + 1);
     BREAK(bucket_count, 0);
+    BREAK(bucket_count, 1);
     BREAK(index_offset, 8);
     BREAK(heap_offset, good.region_size);
     BREAK(heap_size, good.region_size * 2);
@@ -545,6 +546,35 @@ static void test_header_valid_field_by_field(void **state)
     BREAK(class_size[0], 63);
     BREAK(class_size[1], good.class_size[0]);
 #undef BREAK
+}
+
+/* Any bucket count, not only powers of two: both buckets in range and
+ * distinct, every bucket of the first choice and of the second reached. */
+static void test_hash_any_bucket_count(void **state)
+{
+    (void)state;
+    static const uint64_t counts[] = { 2, 3, 7, 1000, 114624, 1u << 10 };
+    static unsigned hits[2][1000];
+    char key[32];
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        uint64_t n = counts[c];
+        memset(hits, 0, sizeof hits);
+        for (unsigned i = 0; i < 40000; i++) {
+            struct rkv_key_hash kh;
+            snprintf(key, sizeof key, "key:%u", i);
+            rkv_hash_key(key, strlen(key), 0x1234 + c, n, &kh);
+            assert_true(kh.bucket[0] < n && kh.bucket[1] < n);
+            assert_true(kh.bucket[0] != kh.bucket[1]);
+            assert_int_not_equal(kh.fp, 0);
+            if (n <= 1000) {
+                hits[0][kh.bucket[0]]++;
+                hits[1][kh.bucket[1]]++;
+            }
+        }
+        for (uint64_t b = 0; n <= 1000 && b < n; b++) /* about 40000 / n each */
+            for (unsigned k = 0; k < 2; k++)
+                assert_true(hits[k][b] > 40000 / n / 2 && hits[k][b] < 40000 / n * 2);
+    }
 }
 
 int main(void)
@@ -562,6 +592,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_larger_than_scratch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_compares_every_key_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_valid_field_by_field, setup, teardown),
+        cmocka_unit_test(test_hash_any_bucket_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

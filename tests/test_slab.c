@@ -153,25 +153,38 @@ static void test_fine_class_table(void **state)
                 assert_true(sz[i] > sz[i - 1]);
             if (sz[i] < fine) /* fine-grained: every 8 bytes */
                 assert_int_equal(sz[i], RKV_MIN_ITEM_SIZE + i * RKV_ITEM_ALIGN);
-            else if (i > 0) /* above: steps of about sqrt(factor) */
+            /* above, to the divisors: steps of about sqrt(factor) */
+            else if (i > 0 && sz[i] < cases[c].page / RKV_SLAB_DIVISORS)
                 assert_true(sz[i] <=
                             RKV_MAX((uint32_t)(sz[i - 1] * cases[c].factor) + 64, sz[i - 1] + 64));
         }
-        /* every coarse class is a class: no item takes more than it would there */
+        /* every coarse class below the divisors is a class, and above, an
+         * item of a coarse class's size gets at least as many per page: no
+         * item takes more than it would with the coarse classes alone */
+        uint32_t divisors_from = cases[c].page / RKV_SLAB_DIVISORS;
         for (unsigned j = 0, i = 0; j < nc; j++) {
             while (i < n && sz[i] < coarse[j])
                 i++;
             assert_true(i < n);
-            assert_int_equal(sz[i], coarse[j]);
+            if (coarse[j] < divisors_from)
+                assert_int_equal(sz[i], coarse[j]);
+            else
+                assert_true(cases[c].page / sz[i] >= cases[c].page / coarse[j]);
         }
-        /* between two coarse classes above the fine limit, at most one class */
-        for (unsigned j = 1; j < nc; j++) {
+        /* between two coarse classes above the fine limit and below the
+         * divisors, at most one class */
+        for (unsigned j = 1; j < nc && coarse[j] < divisors_from; j++) {
             unsigned between = 0;
             for (unsigned i = 0; i < n; i++)
                 between += sz[i] > coarse[j - 1] && sz[i] < coarse[j];
             if (coarse[j - 1] >= fine)
                 assert_true(between <= 1);
         }
+        /* the divisors: page / k for every k up to RKV_SLAB_DIVISORS whose
+         * class is above the fine and coarse ones, tails under 8 bytes a item */
+        for (unsigned i = 0; i < n; i++)
+            if (sz[i] >= divisors_from && sz[i] >= fine)
+                assert_true(cases[c].page % sz[i] < RKV_ITEM_ALIGN * (cases[c].page / sz[i]));
     }
     /* the largest table the limits allow still fits */
     uint32_t sz[RKV_MAX_CLASSES], n;

@@ -229,8 +229,9 @@ static void test_layout_and_header(void **state)
     assert_int_equal(h->magic, RKV_REGION_MAGIC);
     assert_int_equal(h->format_version, RKV_FORMAT_VERSION);
     assert_int_equal(h->region_size, a.region.size);
-    assert_int_equal(h->bucket_count & (h->bucket_count - 1), 0);
+    assert_true(h->bucket_count >= 2);
     assert_true(h->heap_offset >= h->index_offset + h->bucket_count * 64);
+    assert_true(h->heap_offset - (h->index_offset + h->bucket_count * 64) < 64);
     assert_int_equal(h->heap_offset % 4096, 0);
     assert_int_equal(h->heap_size % h->slab_page_size, 0);
     assert_int_equal(h->slab_page_size, 1 * MiB);
@@ -240,15 +241,26 @@ static void test_layout_and_header(void **state)
     assert_int_equal(h->class_size[1], RKV_MIN_ITEM_SIZE + RKV_ITEM_ALIGN);
     assert_int_equal(h->class_size[h->class_count - 1], h->slab_page_size);
     assert_int_equal(rkv_table_clock(a.t), 1);
-    /* default sizing: at least one slot per 96 heap bytes, at most two */
+    /* default sizing: the heap runs to the region's end (but for less than
+     * HEAP_ALIGN), the index takes the rest: at least one slot per 80 heap
+     * bytes, at most that and one more slab page */
     uint64_t slots = h->bucket_count * RKV_SLOTS_PER_BUCKET;
-    assert_true(slots * 96 >= h->heap_size);
-    assert_true(slots * 96 <= 2 * a.region.size);
+    assert_true(h->heap_offset + h->heap_size > a.region.size - 4096);
+    assert_true(slots * 80 >= h->heap_size);
+    assert_true(h->bucket_count * 64 <= (a.region.size * 64 / 7) / (80 + 64 / 7) + h->slab_page_size);
     /* every start is a new generation with a new seed */
     assert_true(a.h->generation != b.h->generation);
     assert_true(a.h->hash_seed != b.h->hash_seed);
     env_free(&a);
     env_free(&b);
+
+    /* an item size hint sizes the index: 100 KB items need few slots, and
+     * the heap takes every page but the one the index and header share */
+    struct rkv_table_config big = { .item_size_hint = 100000 };
+    env_make(&a, 16 * MiB, &big);
+    assert_true(a.h->bucket_count * RKV_SLOTS_PER_BUCKET * 100000 >= a.h->heap_size);
+    assert_int_equal(a.h->heap_size, 15 * MiB);
+    env_free(&a);
 
     /* an explicit index share is a ceiling */
     struct rkv_table_config c = { .index_share = 0.25 };
@@ -271,6 +283,9 @@ static void test_config_refused(void **state)
     assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
     c = (struct rkv_table_config){ .index_share = 0.95 };
     assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
+    c = (struct rkv_table_config){ .item_size_hint = RKV_MIN_ITEM_SIZE - 1 };
+    assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
+    assert_non_null(strstr(err, "item size hint"));
     c = (struct rkv_table_config){ .evict = (enum rkv_evict_policy)7 };
     assert_int_equal(rkv_table_create(mem, sizeof mem, &c, &t, err, sizeof err), RKV_INVALID);
     c = (struct rkv_table_config){ .max_key_len = 300 };
