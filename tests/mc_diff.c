@@ -9,8 +9,9 @@
  * valid, edge and malformed (bad tokens, too many tokens, keys of 250 and
  * 251 bytes, negative and huge exptimes and lengths, noreply on everything
  * that takes it, pipelined batches, lines split across several sends,
- * base64 keys, values near item_size_max, append chains) — sends the same
- * stream to both and compares what comes back.
+ * base64 keys, values near item_size_max, append chains, herd protection:
+ * mg N/R/h/l/u, ms I and md I, whose W/Z/X marks the tally counts) —
+ * sends the same stream to both and compares what comes back.
  *
  * Framing: a step (one command, or a pipelined batch) is followed by
  * "mn\r\n"; both replies are read, structurally (a VALUE or VA line's data
@@ -94,7 +95,6 @@ enum rule {
     R_TTL_TICK,    /* remaining TTL (t flag) within a second */
     R_KEY_FORM,    /* a meta k flag: base64 or plain, compared by its bytes */
     R_ME,          /* me (meta debug) refused by rkv */
-    R_META_NYI,    /* meta herd-protection flags: not implemented yet */
     R_PRESSURE,    /* small-memory phase: replies compared by shape */
     R_FLUSH_LATER, /* flush_all with a delay: only its reply compared */
     R_COUNT
@@ -124,7 +124,8 @@ static const struct {
                   "stats with other arguments are not generated (the stats groups are a "
                   "change of their own)" },
     [R_TTL_TICK] = { "ttl-tick",
-                     "a remaining TTL (mg/ma t) is counted on each server's clock, which "
+                     "a remaining TTL (mg/ma t) and the seconds since the last access (mg l) "
+                     "are counted on each server's clock, which "
                      "ticks at its own instant: equal within 1 s; after a touch to the past "
                      "both print a negative remainder as an unsigned number (its value "
                      "depends on the server's uptime)" },
@@ -136,10 +137,6 @@ static const struct {
     [R_ME] = { "me-refused", "`me` (meta debug: last access, fetched, slab class) shows memcached "
                              "internals rkv does not have; rkv refuses it: not compared (its argument "
                              "errors are)" },
-    [R_META_NYI] = { "meta-not-implemented-yet",
-                     "mg N/R/h/l, ms I and md I (stale items, win tokens, hit and access "
-                     "times) are not implemented yet: commands with them are not compared, "
-                     "and the key is deleted on both servers afterwards" },
     [R_PRESSURE] = { "pressure-shapes",
                      "with small memory (rkv --memory, memcached -m) the two servers evict "
                      "different items at different times: every reply is compared by shape "
@@ -876,13 +873,6 @@ static void put_meta_flags(struct cmd *c, const char *usual, bool b)
             continue;
         if (f == 'q' && !noreply_ok())
             continue;
-        /* herd protection, not implemented yet in rkv: not compared, the
-         * key resynced (elsewhere these flags are taken and ignored) */
-        if ((c->kind == KD_MG && strchr("NRhl", f) != NULL) ||
-            ((c->kind == KD_MS || c->kind == KD_MD) && f == 'I')) {
-            c->flags |= C_NOCMP | C_RESYNC;
-            c->rule = R_META_NYI;
-        }
         seen[(unsigned char)f] = true;
         buf_puts(&c->text, " ");
         switch (f) {
@@ -892,7 +882,15 @@ static void put_meta_flags(struct cmd *c, const char *usual, bool b)
             buf_puts(&c->text, f == 'T' ? "T" : "N");
             put_exptime(c);
             break;
-        case 'R': buf_printf(&c->text, "R%u", 1000 + rn(1000)); break;
+        case 'R':
+            /* a recache time no generated TTL is within a tick of
+             * (put_exptime's: 100, 500, 1000..101000, 2592000 seconds) */
+            if (pct(90))
+                buf_printf(&c->text, "R%s",
+                           PICK("0", "-5", "50", "700", "200000", "3000000", "abc", ""));
+            else
+                buf_printf(&c->text, "R%lld", (long long)time(NULL) + 150000);
+            break;
         case 'F':
             buf_puts(&c->text, "F");
             put_flags(c);
@@ -942,7 +940,8 @@ static void gen_mg(struct cmd *c)
     }
     buf_puts(&c->text, " ");
     bool b = put_meta_key(c, k, NULL);
-    put_meta_flags(c, "vvsstfckOqkvT", b);
+    /* a third of them as a herd-protected client reads: vivify, recache */
+    put_meta_flags(c, pct(33) ? "vNNRRhltcs" : "vvsstfckOqkvTNRhlu", b);
     /* a T flag (a token after the key starting with T): a touch */
     const char *sp = strchr((const char *)c->text.p + 3, ' ');
     if (sp != NULL && strstr(sp, " T") != NULL)
@@ -1011,7 +1010,7 @@ static void gen_md(struct cmd *c)
     }
     buf_puts(&c->text, " ");
     bool b = put_meta_key(c, k, NULL);
-    put_meta_flags(c, "qkOCkT", b);
+    put_meta_flags(c, pct(33) ? "IIIT" : "qkOCkTI", b); /* a third invalidate */
     buf_puts(&c->text, "\r\n");
 }
 
@@ -1935,10 +1934,23 @@ static void normalise(int side, const struct buf *reply, int key, bool shapes, s
     free(u);
 }
 
-/* A meta line's t token value, for the tick tolerance. */
+/* Coverage of herd protection: memcached's mg answers with each mark
+ * (W won, Z token sent before, X stale), as the run's tally shows them. */
+static uint64_t herd_marks[3];
+
+static void count_herd_marks(const struct buf *b)
+{
+    static const char *const mark[3] = { " W", " Z", " X" };
+    for (unsigned m = 0; m < 3; m++)
+        for (size_t i = 0; i + 2 < b->len; i++)
+            if (memcmp(b->p + i, mark[m], 2) == 0 && (b->p[i + 2] == ' ' || b->p[i + 2] == '\n'))
+                herd_marks[m]++;
+}
+
+/* A meta line's t or l token value, for the tick tolerance. */
 static bool ttl_close(const char *a, size_t al, const char *b, size_t bl)
 {
-    if (al < 2 || bl < 2 || a[0] != 't' || b[0] != 't')
+    if (al < 2 || bl < 2 || (a[0] != 't' && a[0] != 'l') || b[0] != a[0])
         return false;
     char x[32], y[32];
     if (al >= sizeof x || bl >= sizeof y)
@@ -2026,14 +2038,19 @@ static void render_cas(int side, int key, struct buf *b)
         buf_puts(b, "18446744073709551000"); /* no item has it */
 }
 
-/* rkv's CAS for a key now (a hidden `mg KEY c`): R_TOUCH_CAS. */
+/* rkv's CAS for a key now (a hidden `mg KEY c u`): R_TOUCH_CAS. A read
+ * may change an item (u keeps it unfetched, but a stale item hands its
+ * win token to the first mg), so memcached gets the same read. */
 static bool rkv_cas_now(int key, uint64_t *v)
 {
     struct buf cmd = { 0 }, ans = { 0 };
     unsigned long long x = 0;
     buf_puts(&cmd, "mg ");
     buf_put(&cmd, keys[key].b, keys[key].n);
-    buf_puts(&cmd, " c\r\n");
+    buf_puts(&cmd, " c u\r\n");
+    hidden(S_MC, (const char *)cmd.p, &ans);
+    buf_free(&ans);
+    ans = (struct buf){ 0 };
     hidden(S_RKV, (const char *)cmd.p, &ans);
     bool ok = ans.len > 4 && memcmp(ans.p, "HD c", 4) == 0 &&
               sscanf((const char *)ans.p + 4, "%llu", &x) == 1;
@@ -2158,6 +2175,7 @@ static void run_step(const struct step *s, bool shapes, struct result *res)
         res->differs = res->closed[S_MC] != res->closed[S_RKV];
     } else {
         res->differs = !same(&norm[S_MC], &norm[S_RKV]);
+        count_herd_marks(&norm[S_MC]);
     }
     if (res->differs && getenv("MC_DIFF_DEBUG")) {
         for (unsigned j = 0; j < s->n; j++) {
@@ -2610,6 +2628,7 @@ int main(int argc, char **argv)
     printf("allow-list rules applied:");
     for (int i = 0; i < R_COUNT; i++)
         printf(" %s=%" PRIu64, rules[i].name, rule_hits[i]);
-    printf("\n");
+    printf("\nherd marks compared: W=%" PRIu64 " Z=%" PRIu64 " X=%" PRIu64 "\n", herd_marks[0],
+           herd_marks[1], herd_marks[2]);
     return tally.diffs ? 1 : 0;
 }
