@@ -102,6 +102,7 @@ struct found {
     const struct rkv_item *copy;
     const uint8_t *value;
     uint32_t value_len;
+    uint32_t now; /* the server clock it was verified at */
 };
 
 /* ------------------------------------------------------------ output */
@@ -194,9 +195,8 @@ static uint64_t fresh_state(struct mc *m)
 /* What a read does to an item's meta state once answered (memcached's
  * do_item_bump without a segmented LRU): FETCHED, and the access time when
  * it is more than RKV_ITEM_ACCESS_INTERVAL old. False: nothing changes. */
-static bool bump_bits(struct mc *m, uint64_t state, uint64_t *clear, uint64_t *set)
+static bool bump_bits(uint32_t now, uint64_t state, uint64_t *clear, uint64_t *set)
 {
-    uint32_t now = clock_now(m);
     *clear = *set = 0;
     if (!(state & RKV_ITEM_FETCHED))
         *set |= RKV_ITEM_FETCHED;
@@ -207,12 +207,13 @@ static bool bump_bits(struct mc *m, uint64_t state, uint64_t *clear, uint64_t *s
     return *set != 0;
 }
 
-/* Bump the item of `version` whose state was `state` (a read's copy): one
- * write per item for FETCHED, then one a minute at most. */
-static void bump(struct mc *m, const uint8_t *key, uint32_t klen, uint64_t version, uint64_t state)
+/* Bump the item of `version` a read found (f: its copy, state and clock):
+ * one write per item for FETCHED, then one a minute at most. */
+static void bump(struct mc *m, const uint8_t *key, uint32_t klen, uint64_t version,
+                 const struct found *f)
 {
     uint64_t clear, set;
-    if (bump_bits(m, state, &clear, &set))
+    if (bump_bits(f->now, f->copy->state, &clear, &set))
         rkv_table_set_state(m->t, key, klen, version, clear, set, NULL);
 }
 
@@ -236,7 +237,8 @@ static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre
             return -1;
         struct rkv_item *copy = (void *)RKV_ALIGN_UP((uintptr_t)(base + pre), 8);
         memcpy(copy, it, size);
-        enum rkv_verify v = rkv_item_verify(copy, size, key, klen, m->g->hash_seed, clock_now(m));
+        uint32_t now = clock_now(m);
+        enum rkv_verify v = rkv_item_verify(copy, size, key, klen, m->g->hash_seed, now);
         if (v == RKV_VERIFY_EXPIRED) {
             rkv_stat_bump(&m->st->get_expired, 1);
             return 0;
@@ -249,6 +251,7 @@ static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre
         f->copy = copy;
         f->value = copy->data + klen;
         f->value_len = copy->value_len;
+        f->now = now;
         return 1;
     }
     return -2;
@@ -393,7 +396,7 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
         m->full = m->full || res == -1;
         return;
     }
-    bump(m, key, klen, version, f.copy->state);
+    bump(m, key, klen, version, &f);
     rkv_mc_count_class(m->st, m->g, touch ? RKV_MC_CLS_TOUCH_HITS : RKV_MC_CLS_GET_HITS, klen,
                        f.value_len);
     char *base = rkv_tcp_out_reserve(m->c, 0); /* = where find_copy's area starts */
@@ -690,7 +693,7 @@ static void do_touch(struct mc *m, const struct rkv_mc_req *r)
         st = rmw(m, RMW_TOUCH, r->key, r->key_len, NULL, 0, ttl, 0, &f, &version);
         if (st == RKV_OK) {
             rkv_mc_count_class(m->st, m->g, RKV_MC_CLS_TOUCH_HITS, r->key_len, f.value_len);
-            bump(m, r->key, r->key_len, version, f.copy->state); /* a touch is a fetch */
+            bump(m, r->key, r->key_len, version, &f); /* a touch is a fetch */
         }
     } else {
         st = rkv_table_delete(m->t, r->key, r->key_len); /* a hit of unknown class */
@@ -910,7 +913,7 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
                        ((r->mflags & RKV_MC_F('R')) && recache_due(m, gone, at_r, r->recache_ttl));
         }
         if (!(r->mflags & RKV_MC_F('u')))
-            bump_bits(m, state, &clear, &set);
+            bump_bits(f.now, state, &clear, &set);
         if (want_win)
             set |= RKV_ITEM_WON;
         if (touch && !live) {
