@@ -868,10 +868,8 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
         rkv_status st = vivify(m, r, &version);
         if (st == RKV_EXISTS)
             continue; /* another client made it: read that one */
-        if (st != RKV_OK) {
-            outs(m, "SERVER_ERROR out of memory storing object\r\n");
-            return;
-        }
+        if (st != RKV_OK)
+            break; /* no memory for it: a miss, as memcached answers */
         created = true;
         res = 1;
         break;

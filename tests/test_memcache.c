@@ -697,6 +697,32 @@ static void test_meta_herd(void **state)
     close(fd);
 }
 
+/* mg N with no memory for the item (a full table that may not evict):
+ * memcached's allocation fails and the read is a miss, EN, not an error. */
+static void test_meta_vivify_no_memory(void **state)
+{
+    (void)state;
+    struct env e2 = { 0 };
+    const char *extra[] = { "--memory", "8M", "--workers", "1", "--evict", "none", NULL };
+    assert_int_equal(start_server(&e2, 7, extra), 0);
+    int fd = mc_connect(e2.port);
+    size_t n = 100u << 10;
+    char head[64], line[128];
+    bool full = false;
+    for (unsigned i = 0; !full; i++) {
+        assert_true(i < 1000);
+        snprintf(head, sizeof head, "set big%u 0 0 %zu\r\n", i, n);
+        send_block(fd, head, n, 'b');
+        read_line(fd, line, sizeof line);
+        full = strcmp(line, "SERVER_ERROR out of memory storing object\r\n") == 0;
+        if (!full)
+            assert_string_equal(line, "STORED\r\n");
+    }
+    exchange(fd, "mg viv N30 v\r\nmg viv k O1 N30 q\r\nmn\r\n", "EN\r\nMN\r\n");
+    close(fd);
+    assert_int_equal(server_stop(&e2.sp), 0);
+}
+
 /* Concurrent clients, one win: after each invalidation, four connections
  * ask mg at once and exactly one gets W (the win is a test-and-set on the
  * item's state). */
@@ -1821,6 +1847,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_meta_herd),
         cmocka_unit_test(test_meta_herd_one_winner),
+        cmocka_unit_test(test_meta_vivify_no_memory),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_conformance),
