@@ -704,7 +704,7 @@ static void test_meta_vivify_no_memory(void **state)
     (void)state;
     struct env e2 = { 0 };
     const char *extra[] = { "--memory", "8M", "--workers", "1", "--evict", "none", NULL };
-    assert_int_equal(start_server(&e2, 7, extra), 0);
+    assert_int_equal(start_server(&e2, 10, extra), 0);
     int fd = mc_connect(e2.port);
     size_t n = 100u << 10;
     char head[64], line[128];
