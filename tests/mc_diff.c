@@ -115,7 +115,9 @@ static const struct {
                       "a touch makes count as the one the item had before it (the tester "
                       "reads rkv's CAS with a hidden `mg KEY c` before and after a touching "
                       "command), and a command that quotes the key's CAS gets rkv's "
-                      "current one" },
+                      "current one; an ms I whose C quotes another CAS, on a key touched since "
+                      "it was set, is not compared (the new version can order the other way "
+                      "around it) and the key is resynced" },
     [R_VERSION] = { "version-string", "`version` and `stats` name the release: 1.6.18 against "
                                       "1.6.18-rkv-<rkv version>; the rest of the line must match" },
     [R_STATS] = { "stats-values",
@@ -2109,6 +2111,51 @@ static void render(int side, const struct cmd *c, struct buf *b)
 }
 
 /* Run one step on both servers; compare unless a rule says not to. */
+/* Keys a touch gave a new CAS in rkv since they were last set (R_TOUCH_CAS):
+ * an ms I with a C quoting another item's CAS may then fall below the
+ * item's CAS in rkv and above it in memcached (a stale store there, EX
+ * here), so such an ms is not compared and its key is resynced. */
+static bool touched_since_set[NKEYS];
+
+/* Whether a meta command's line has flag f (a token after the key). */
+static bool meta_flag(const struct cmd *c, char f)
+{
+    const uint8_t *p = c->text.p, *e = memchr(p, '\n', c->text.len);
+    unsigned tok = 0;
+    while (e != NULL && p < e) {
+        while (p < e && *p == ' ')
+            p++;
+        if (p < e && ++tok > 2 && *p == (uint8_t)f)
+            return true;
+        while (p < e && *p != ' ')
+            p++;
+    }
+    return false;
+}
+
+/* Before a step: which of its ms I C commands meet a touched key (in the
+ * step's order: a touch earlier in a batch counts); their keys in out. */
+static unsigned touched_stale_stores(const struct step *s, int *out, unsigned max)
+{
+    unsigned n = 0;
+    for (unsigned j = 0; j < s->n; j++) {
+        const struct cmd *c = &s->cmds[j];
+        int tk[48];
+        if (c->kind == KD_TOUCH || c->kind == KD_TOUCHGET || c->kind == KD_MGT) {
+            unsigned nt = touched_keys(c, tk, 48);
+            for (unsigned i = 0; i < nt; i++)
+                touched_since_set[tk[i]] = true;
+        } else if (c->key >= 0 && c->key != K_LONG && c->text.len > 4 &&
+                   (memcmp(c->text.p, "set ", 4) == 0 || memcmp(c->text.p, "delete ", 7) == 0)) {
+            touched_since_set[c->key] = false;
+        } else if (c->kind == KD_MS && c->key >= 0 && c->key != K_LONG &&
+                   touched_since_set[c->key] && meta_flag(c, 'I') && meta_flag(c, 'C') && n < max) {
+            out[n++] = c->key;
+        }
+    }
+    return n;
+}
+
 static void run_step(const struct step *s, bool shapes, struct result *res)
 {
     struct buf sb[NSIDES] = { { 0 } };
@@ -2120,6 +2167,12 @@ static void run_step(const struct step *s, bool shapes, struct result *res)
         nocmp |= (c->flags & C_NOCMP) != 0;
         closes |= (c->flags & C_CLOSES) != 0;
         nosync |= (c->flags & C_NOSYNC) != 0;
+    }
+    int stale_keys[16];
+    unsigned nstale = touched_stale_stores(s, stale_keys, 16);
+    if (nstale > 0 && !opt.self_check) {
+        nocmp = true;
+        rule_hit(R_TOUCH_CAS);
     }
     /* a touch on rkv: its CAS before, for the versions the touch makes */
     const struct cmd *c0 = &s->cmds[0];
@@ -2172,7 +2225,8 @@ static void run_step(const struct step *s, bool shapes, struct result *res)
         r->has_src[k] = false;
     }
     if (nocmp) {
-        rule_hit(s->cmds[0].rule);
+        if (nstale == 0)
+            rule_hit(s->cmds[0].rule);
         for (unsigned j = 0; j < s->n; j++)
             if (s->cmds[j].flags & C_NOCMP)
                 rule_hit(s->cmds[j].rule);
@@ -2243,12 +2297,26 @@ static void run_step(const struct step *s, bool shapes, struct result *res)
             }
         }
     }
+    for (unsigned j = 0; j < nstale && !opt.self_check; j++) { /* touched_since_set */
+        for (int i = 0; i < NSIDES; i++) {
+            struct buf cmd = { 0 }, ans = { 0 };
+            buf_puts(&cmd, "delete ");
+            buf_put(&cmd, keys[stale_keys[j]].b, keys[stale_keys[j]].n);
+            buf_puts(&cmd, "\r\n");
+            hidden(i, (const char *)cmd.p, &ans);
+            buf_free(&cmd);
+            buf_free(&ans);
+            sides[i].lastcas_known[stale_keys[j]] = false;
+        }
+        touched_since_set[stale_keys[j]] = false;
+    }
 }
 
 /* Both servers back to empty: a fresh connection, flush_all. The pressure
  * phase restarts them (what memory holds is part of its state). */
 static void reset_servers(bool restart)
 {
+    memset(touched_since_set, 0, sizeof touched_since_set);
     if (restart) {
         stop_servers();
         start_servers(cur_mb);
