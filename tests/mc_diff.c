@@ -847,6 +847,8 @@ static bool put_meta_key(struct cmd *c, int k, size_t *toklen)
         b64_encode(keys[k].b, keys[k].n, enc);
         buf_puts(&c->text, enc);
     } else if (pct(2)) {
+        /* not the pool key: no CAS or touch of it may be mapped to that key */
+        c->key = -1;
         buf_puts(&c->text, PICK("A*==", "QQ", "====", "QUJD=", "Q=Q=", "YWJj.ZGVm"));
     } else {
         put_key(c, k);
