@@ -155,6 +155,37 @@ RKV_STATIC_ASSERT(sizeof(struct rkv_item) == RKV_ITEM_HEADER_SIZE, "item header 
 #define RKV_ITEM_FORWARD      2ull
 #define RKV_ITEM_FORWARD_MASK (~(uint64_t)0xffff)
 
+/* A live item's state word (neither OBSOLETE nor FORWARD) carries the
+ * memcached door's meta state, which readers never need to verify an item
+ * (the state word is outside the checksum; one-sided readers test only
+ * OBSOLETE): STALE, invalidated (ms I, md I): a hit on a value a client has
+ * been asked to recache; WON, a client was handed the win token (mg W) to
+ * recache it; FETCHED, read since it was stored (mg h); bits 32-63 the
+ * server clock of its last access (mg l: set when stored, and by a read
+ * when more than RKV_ITEM_ACCESS_INTERVAL seconds old, as memcached's
+ * ITEM_UPDATE_INTERVAL). Only the table writes it, under the item's
+ * bucket stripe, and retiring the item overwrites it. */
+#define RKV_ITEM_STALE           4ull
+#define RKV_ITEM_WON             8ull
+#define RKV_ITEM_FETCHED         16ull
+#define RKV_ITEM_META_FLAGS      (RKV_ITEM_STALE | RKV_ITEM_WON | RKV_ITEM_FETCHED)
+#define RKV_ITEM_ACCESS_SHIFT    32
+#define RKV_ITEM_ACCESS_INTERVAL 60u
+#define RKV_ITEM_ACCESS_MASK     ((uint64_t)UINT32_MAX << RKV_ITEM_ACCESS_SHIFT)
+#define RKV_ITEM_LIVE_MASK       (RKV_ITEM_META_FLAGS | RKV_ITEM_ACCESS_MASK)
+
+/* The state word of a live item with meta flags `flags` last accessed at
+ * server clock `access`. */
+static inline uint64_t rkv_item_state_live(uint64_t flags, uint32_t access)
+{
+    return (flags & RKV_ITEM_META_FLAGS) | (uint64_t)access << RKV_ITEM_ACCESS_SHIFT;
+}
+
+static inline uint32_t rkv_item_state_access(uint64_t state)
+{
+    return (uint32_t)(state >> RKV_ITEM_ACCESS_SHIFT);
+}
+
 /* The state word of an item superseded by the one at slot word `next`. */
 static inline uint64_t rkv_item_state_forward(uint64_t next)
 {

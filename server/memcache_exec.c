@@ -106,6 +106,7 @@ struct found {
     const struct rkv_item *copy;
     const uint8_t *value;
     uint32_t value_len;
+    uint32_t now; /* the server clock it was verified at */
 };
 
 /* ------------------------------------------------------------ output */
@@ -189,6 +190,37 @@ static void put_ttl(struct mc *m, bool expired, uint32_t expire_at)
     }
 }
 
+/* The meta state of a new item (layout.h): no flags, accessed now. */
+static uint64_t fresh_state(struct mc *m)
+{
+    return rkv_item_state_live(0, clock_now(m));
+}
+
+/* What a read does to an item's meta state once answered (memcached's
+ * do_item_bump without a segmented LRU): FETCHED, and the access time when
+ * it is more than RKV_ITEM_ACCESS_INTERVAL old. False: nothing changes. */
+static bool bump_bits(uint32_t now, uint64_t state, uint64_t *clear, uint64_t *set)
+{
+    *clear = *set = 0;
+    if (!(state & RKV_ITEM_FETCHED))
+        *set |= RKV_ITEM_FETCHED;
+    if ((uint64_t)rkv_item_state_access(state) + RKV_ITEM_ACCESS_INTERVAL < now) {
+        *clear |= RKV_ITEM_ACCESS_MASK;
+        *set |= rkv_item_state_live(0, now);
+    }
+    return *set != 0;
+}
+
+/* Bump the item of `version` a read found (f: its copy, state and clock):
+ * one write per item for FETCHED, then one a minute at most. */
+static void bump(struct mc *m, const uint8_t *key, uint32_t klen, uint64_t version,
+                 const struct found *f)
+{
+    uint64_t clear, set;
+    if (bump_bits(f->now, f->copy->state, &clear, &set))
+        rkv_table_set_state(m->t, key, klen, version, clear, set, NULL);
+}
+
 /* Copy key's item into `pre` bytes past the output end and verify it.
  * 1: found, 0: miss, -1: the output buffer has no room, -2: kept racing. */
 static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre, struct found *f)
@@ -209,7 +241,8 @@ static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre
             return -1;
         struct rkv_item *copy = (void *)RKV_ALIGN_UP((uintptr_t)(base + pre), 8);
         memcpy(copy, it, size);
-        enum rkv_verify v = rkv_item_verify(copy, size, key, klen, m->g->hash_seed, clock_now(m));
+        uint32_t now = clock_now(m);
+        enum rkv_verify v = rkv_item_verify(copy, size, key, klen, m->g->hash_seed, now);
         if (v == RKV_VERIFY_EXPIRED) {
             rkv_stat_bump(&m->st->get_expired, 1);
             return 0;
@@ -222,6 +255,7 @@ static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre
         f->copy = copy;
         f->value = copy->data + klen;
         f->value_len = copy->value_len;
+        f->now = now;
         return 1;
     }
     return -2;
@@ -282,9 +316,12 @@ static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t k
             st = rkv_table_delete_version(m->t, key, klen, f->copy->version);
             *version = f->copy->version;
         } else {
-            st = rkv_table_put(m->t, key, klen, &src, RKV_CAS, f->copy->version,
-                               how == RMW_TOUCH ? ttl : ttl_keep(m, f->copy->expire_at),
-                               f->copy->user_flags, version);
+            /* a touch keeps the item's meta state (memcached keeps the
+             * item); an append or prepend makes a new one */
+            uint64_t state = how == RMW_TOUCH ? f->copy->state : fresh_state(m);
+            st = rkv_table_put_state(m->t, key, klen, &src, RKV_CAS, f->copy->version,
+                                     how == RMW_TOUCH ? ttl : ttl_keep(m, f->copy->expire_at),
+                                     f->copy->user_flags, state, version);
         }
         if (st == RKV_OK && how == RMW_TOUCH)
             rkv_stat_bump(&m->st->touch_stores, 1);
@@ -363,6 +400,7 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
         m->full = m->full || res == -1;
         return;
     }
+    bump(m, key, klen, version, &f);
     rkv_mc_count_class(m->st, m->g, touch ? RKV_MC_CLS_TOUCH_HITS : RKV_MC_CLS_GET_HITS, klen,
                        f.value_len);
     char *base = rkv_tcp_out_reserve(m->c, 0); /* = where find_copy's area starts */
@@ -597,9 +635,12 @@ static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bo
         }
         bool new_ttl = o->in_place && set_ttl;
         struct rkv_value_src src = { .pull = compose_pull, .ctx = &cp, .len = cp.alen + cp.blen };
-        rkv_status st = rkv_table_put(m->t, key, klen, &src, RKV_CAS, f.copy->version,
-                                      new_ttl ? ttl : ttl_keep(m, f.copy->expire_at),
-                                      f.copy->user_flags, &o->version);
+        /* in place, memcached's item stays, meta state and all */
+        rkv_status st = rkv_table_put_state(m->t, key, klen, &src, RKV_CAS, f.copy->version,
+                                            new_ttl ? ttl : ttl_keep(m, f.copy->expire_at),
+                                            f.copy->user_flags,
+                                            o->in_place ? f.copy->state : fresh_state(m),
+                                            &o->version);
         if (st == RKV_CAS_MISMATCH || st == RKV_NOT_STORED || st == RKV_NOT_FOUND)
             continue; /* another writer got in between (or it went): again */
         if (st == RKV_OK) {
@@ -650,8 +691,10 @@ static void do_touch(struct mc *m, const struct rkv_mc_req *r)
     rkv_stat_bump(&m->st->cmd_touch, 1);
     if (ttl_of(r->exptime, &ttl)) {
         st = rmw(m, RMW_TOUCH, r->key, r->key_len, NULL, 0, ttl, 0, &f, &version);
-        if (st == RKV_OK)
+        if (st == RKV_OK) {
             rkv_mc_count_class(m->st, m->g, RKV_MC_CLS_TOUCH_HITS, r->key_len, f.value_len);
+            bump(m, r->key, r->key_len, version, &f); /* a touch is a fetch */
+        }
     } else {
         st = rkv_table_delete(m->t, r->key, r->key_len); /* a hit of unknown class */
     }
@@ -730,31 +773,118 @@ static bool applies(const struct rkv_mc_req *r, char flag)
     return false;
 }
 
+/* Whether memcached's R(token) wins the recache of an item expiring at
+ * expire_at: it expires less than R seconds from now (R past 30 days: a
+ * unix time it expires before); never for R <= 0 or no expiry. An item a
+ * T to the past expired (gone) expires at memcached's time 1: before any
+ * R but a unix time already past. */
+static bool recache_due(struct mc *m, bool gone, uint32_t expire_at, int64_t recache)
+{
+    if (recache <= 0)
+        return false;
+    if (gone)
+        return recache <= RKV_MC_REL_EXPTIME || recache > (int64_t)time(NULL);
+    if (expire_at == 0)
+        return false;
+    int64_t left = (int64_t)expire_at - clock_now(m);
+    if (recache <= RKV_MC_REL_EXPTIME)
+        return left < recache;
+    return (int64_t)time(NULL) + left < recache;
+}
+
+/* The exptime memcached gives an item mg N makes: its N, or T, whichever
+ * comes last before an O over its limit (it starts as none). */
+static int64_t vivify_exptime(const struct rkv_mc_req *r)
+{
+    int64_t exptime = 0;
+    for (unsigned i = 0; i < r->nret && r->ret[i] != (r->opaque_too_long ? 'O' : 0); i++)
+        if (r->ret[i] == 'N' || r->ret[i] == 'T')
+            exptime = r->ret[i] == 'N' ? r->vivify_ttl : r->exptime;
+    return exptime;
+}
+
+/* mg N on a miss: an empty item (flags 0) that this client wins the
+ * recache of (WON), fetched by this read unless u. RKV_EXISTS: another
+ * client made the key meanwhile. */
+static rkv_status vivify(struct mc *m, const struct rkv_mc_req *r, uint64_t *version)
+{
+    uint32_t ttl;
+    bool live = ttl_of(vivify_exptime(r), &ttl);
+    uint64_t flags = 0;
+    if (!r->opaque_too_long) /* memcached: an O over its limit ends the answer, unmarked */
+        flags = RKV_ITEM_WON | ((r->mflags & RKV_MC_F('u')) ? 0 : RKV_ITEM_FETCHED);
+    struct rkv_value_src src = { .data = NULL, .len = 0 };
+    rkv_status st = rkv_table_put_state(m->t, r->key, r->key_len, &src, RKV_ADD, 0, ttl, 0,
+                                        rkv_item_state_live(flags, clock_now(m)), version);
+    if (st == RKV_OK && !live) /* made already expired: answered, gone for later reads */
+        rkv_table_delete_version(m->t, r->key, r->key_len, *version);
+    return st;
+}
+
+/* The item's expiry where flag `upto` stands in the request, after the T
+ * before it (touched: the touch's ttl, or expired by it). */
+static uint32_t expire_at_flag(struct mc *m, const struct rkv_mc_req *r, char upto, bool touch,
+                               bool live, uint32_t ttl, uint32_t old_expire, bool *gone)
+{
+    *gone = false;
+    for (unsigned i = 0; i < r->nret && r->ret[i] != upto; i++) {
+        if (r->ret[i] == 'T' && touch) {
+            *gone = !live;
+            return ttl == 0 ? 0 : clock_now(m) + ttl;
+        }
+    }
+    return old_expire;
+}
+
+/* mg: a read (T: a touch first; N: make a missing item) answered with its
+ * flags in request order, then memcached's herd-protection marks: Z when
+ * a client was handed the win token already, X when the item is stale, W
+ * when this client wins the recache (it vivified the item, or R found it
+ * near its expiry, or it is stale, and no token went out yet). The marks
+ * are one test-and-set on the item's state (rkv_table_set_state), so one
+ * client wins. h and l show the state before this read's bump. */
 static void do_mg(struct mc *m, const struct rkv_mc_req *r)
 {
-    struct found f;
+    struct found f = { 0 };
     uint64_t version = 0;
-    int res;
-    bool touch = (r->mflags & RKV_MC_F('T')) && applies(r, 'T'), live = true;
+    int res = 0;
+    bool touch = (r->mflags & RKV_MC_F('T')) && applies(r, 'T'), live = true, created = false;
+    bool locked = (r->mflags & (RKV_MC_F('N') | RKV_MC_F('T') | RKV_MC_F('R') | RKV_MC_F('h') |
+                                RKV_MC_F('l'))) != 0;
     uint32_t ttl = 0, old_expire = 0;
-    if (touch) {
-        /* expired at once: answered as it was, gone for every later read */
-        live = ttl_of(r->exptime, &ttl);
-        rkv_status st = rmw(m, live ? RMW_TOUCH : RMW_EXPIRE, r->key, r->key_len, NULL, 0, ttl, 0,
-                            &f, &version);
-        res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
-    } else {
-        res = find_copy(m, r->key, r->key_len, LINE_MAX_OUT, &f);
-        version = res == 1 ? f.copy->version : 0;
+    for (unsigned tries = 0; tries < READ_TRIES; tries++) {
+        if (touch) {
+            /* expired at once: answered as it was, gone for every later read */
+            live = ttl_of(r->exptime, &ttl);
+            rkv_status st = rmw(m, live ? RMW_TOUCH : RMW_EXPIRE, r->key, r->key_len, NULL, 0, ttl,
+                                0, &f, &version);
+            res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
+        } else {
+            res = find_copy(m, r->key, r->key_len, LINE_MAX_OUT, &f);
+            version = res == 1 ? f.copy->version : 0;
+        }
+        if (res != 0 || !(r->mflags & RKV_MC_F('N')))
+            break;
+        rkv_status st = vivify(m, r, &version);
+        if (st == RKV_EXISTS)
+            continue; /* another client made it: read that one */
+        if (st != RKV_OK)
+            break; /* no memory for it: a miss, as memcached answers */
+        created = true;
+        res = 1;
+        break;
     }
+    uint64_t state = created ? 0 : res == 1 ? f.copy->state : 0;
+    uint32_t vlen = created ? 0 : res == 1 ? f.copy->value_len : 0;
+    uint32_t uflags = created ? 0 : res == 1 ? f.copy->user_flags : 0;
     if (res == 1) {
-        old_expire = f.copy->expire_at;
+        old_expire = created ? 0 : f.copy->expire_at;
         hold(m, version);
     }
     count_read(m, touch && res == 1, res == 1); /* memcached: an mg miss is a get miss, T or not */
     if (res == 1)
         rkv_mc_count_class(m->st, m->g, touch ? RKV_MC_CLS_TOUCH_HITS : RKV_MC_CLS_GET_HITS,
-                           r->key_len, f.value_len);
+                           r->key_len, vlen);
     if (res == 0) {
         if (r->opaque_too_long)
             outs(m, "CLIENT_ERROR opaque token too long\r\n");
@@ -770,28 +900,63 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
                           : server_error(RKV_RETRY_EXHAUSTED));
         return;
     }
+    /* the marks and the bump, as one change of the item's state */
+    bool won = created && !r->opaque_too_long, want_win = false;
+    if (!created && (!r->opaque_too_long || !locked)) {
+        uint64_t clear = 0, set = 0, before;
+        if (!r->opaque_too_long && !(state & RKV_ITEM_WON)) {
+            bool gone;
+            uint32_t at_r = expire_at_flag(m, r, 'R', touch, live, ttl, old_expire, &gone);
+            want_win = (state & RKV_ITEM_STALE) ||
+                       ((r->mflags & RKV_MC_F('R')) && recache_due(m, gone, at_r, r->recache_ttl));
+        }
+        if (!(r->mflags & RKV_MC_F('u')))
+            bump_bits(f.now, state, &clear, &set);
+        if (want_win)
+            set |= RKV_ITEM_WON;
+        if (touch && !live) {
+            won = want_win; /* touched to the past: gone, nothing to mark */
+        } else if (set != 0 && rkv_table_set_state(m->t, r->key, r->key_len, version, clear, set,
+                                                   &before) == RKV_OK) {
+            state = before; /* the marks go by the state the change met */
+            won = want_win && !(before & RKV_ITEM_WON);
+        }
+    }
     size_t mark = rkv_tcp_out_mark(m->c);
-    bool v = (r->mflags & RKV_MC_F('v')) != 0, touched = false;
+    bool v = (r->mflags & RKV_MC_F('v')) != 0, gone = false;
+    uint32_t now = clock_now(m), expire_at = old_expire;
     /* Answer line: written at the output end, which is at least
      * LINE_MAX_OUT bytes before the copy (find_copy's `pre`). The flags in
-     * request order; t after T shows the new TTL, before it the old. */
+     * request order; t after T (or N making the item) shows the new TTL,
+     * before it the old. */
     if (v)
-        outf(m, "VA %u", f.value_len);
+        outf(m, "VA %u", vlen);
     else
         outs(m, "HD");
     for (unsigned i = 0; i < r->nret; i++) {
         switch (r->ret[i]) {
-        case 'T': touched = true; break;
-        case 's': outf(m, " s%u", f.value_len); break;
-        case 'f': outf(m, " f%u", f.copy->user_flags); break;
+        case 'T':
+            gone = !live;
+            expire_at = ttl == 0 ? 0 : now + ttl;
+            break;
+        case 'N':
+            if (created) {
+                uint32_t vt = 0;
+                gone = !ttl_of(r->vivify_ttl, &vt);
+                expire_at = vt == 0 ? 0 : now + vt;
+            }
+            break;
+        case 's': outf(m, " s%u", vlen); break;
+        case 'f': outf(m, " f%u", uflags); break;
         case 'c': outf(m, " c%llu", (unsigned long long)version); break;
         case 'k': put_meta_key(m, r); break;
-        case 't':
-            if (touched)
-                put_ttl(m, !live, ttl == 0 ? 0 : clock_now(m) + ttl);
-            else
-                put_ttl(m, false, old_expire);
+        case 't': put_ttl(m, gone, expire_at); break;
+        case 'h': outs(m, state & RKV_ITEM_FETCHED ? " h1" : " h0"); break;
+        case 'l': {
+            uint32_t at = created ? now : rkv_item_state_access(state);
+            outf(m, " l%u", now > at ? now - at : 0);
             break;
+        }
         case 'O':
             if (r->opaque_too_long) { /* memcached: after the touch, in the answer */
                 rkv_tcp_out_rewind(m->c, mark);
@@ -803,6 +968,12 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
             break;
         }
     }
+    if (state & RKV_ITEM_WON)
+        outs(m, " Z");
+    if (state & RKV_ITEM_STALE)
+        outs(m, " X");
+    if (won)
+        outs(m, " W");
     outs(m, "\r\n");
     if (m->full || rkv_tcp_out_mark(m->c) - mark > LINE_MAX_OUT) {
         rkv_tcp_out_rewind(m->c, mark);
@@ -810,12 +981,77 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
         outs(m, "SERVER_ERROR out of memory writing get response\r\n");
         return;
     }
-    if (v) {
+    if (v && created) {
+        outs(m, "\r\n"); /* its empty value */
+    } else if (v) {
         char *dst = rkv_tcp_out_reserve(m->c, 0);
-        memmove(dst, f.value, f.value_len);
-        memcpy(dst + f.value_len, "\r\n", 2);
-        rkv_tcp_out_commit(m->c, f.value_len + 2);
+        memmove(dst, f.value, vlen);
+        memcpy(dst + vlen, "\r\n", 2);
+        rkv_tcp_out_commit(m->c, vlen + 2);
     }
+}
+
+/* ms I with a C older than the item's CAS: memcached's stale store
+ * (CAS_STALE): the value goes in marked stale (X), keeping the item's TTL
+ * and its win token. False when that is not the case (the usual cas
+ * store answers); else *st is the outcome. */
+static bool store_stale(struct mc *m, const struct rkv_mc_req *r, rkv_status *st, uint64_t *version)
+{
+    size_t mark = rkv_tcp_out_mark(m->c);
+    bool done = false;
+    for (unsigned i = 0; i < RMW_TRIES && !done; i++) {
+        struct found f;
+        rkv_tcp_out_rewind(m->c, mark);
+        if (find_copy(m, r->key, r->key_len, 0, &f) != 1 || r->cas == 0 || r->cas >= f.copy->version)
+            break;
+        uint64_t state = rkv_item_state_live(RKV_ITEM_STALE | (f.copy->state & RKV_ITEM_WON),
+                                             clock_now(m));
+        struct rkv_value_src src = { .data = r->data, .len = r->bytes };
+        *st = rkv_table_put_state(m->t, r->key, r->key_len, &src, RKV_CAS, f.copy->version,
+                                  ttl_keep(m, f.copy->expire_at), r->flags, state, version);
+        /* another writer got in between (or it went): look again */
+        done = *st != RKV_CAS_MISMATCH && *st != RKV_NOT_STORED && *st != RKV_NOT_FOUND;
+    }
+    rkv_tcp_out_rewind(m->c, mark); /* the copy was scratch */
+    return done;
+}
+
+/* md I: the item stays, marked stale (X) with a new CAS and its win token
+ * taken back, so the next mg wins the recache (W); T gives it a new TTL.
+ * memcached changes the item in place; rkv writes it anew (a CAS on its
+ * version, so atomic against every writer). */
+static rkv_status invalidate(struct mc *m, const struct rkv_mc_req *r)
+{
+    bool cas_given = (r->mflags & RKV_MC_F('C')) != 0, set_ttl = (r->mflags & RKV_MC_F('T')) != 0;
+    uint32_t ttl = 0;
+    bool live = !set_ttl || ttl_of(r->exptime, &ttl);
+    size_t mark = rkv_tcp_out_mark(m->c);
+    rkv_status st = RKV_SERVER_BUSY;
+    for (unsigned i = 0; i < RMW_TRIES; i++) {
+        struct found f;
+        uint64_t version;
+        rkv_tcp_out_rewind(m->c, mark);
+        int res = find_copy(m, r->key, r->key_len, 0, &f);
+        if (res <= 0) {
+            st = res == 0 ? RKV_NOT_FOUND : res == -1 ? RKV_OUT_OF_MEMORY : RKV_RETRY_EXHAUSTED;
+            break;
+        }
+        if (cas_given && f.copy->version != r->cas) {
+            st = RKV_CAS_MISMATCH;
+            break;
+        }
+        struct rkv_value_src src = { .data = f.value, .len = f.value_len };
+        uint64_t state = (f.copy->state | RKV_ITEM_STALE) & ~(uint64_t)RKV_ITEM_WON;
+        st = rkv_table_put_state(m->t, r->key, r->key_len, &src, RKV_CAS, f.copy->version,
+                                 set_ttl ? ttl : ttl_keep(m, f.copy->expire_at), f.copy->user_flags,
+                                 state, &version);
+        if (st == RKV_OK && !live) /* a T in the past: expired at once */
+            rkv_table_delete_version(m->t, r->key, r->key_len, version);
+        if (st != RKV_CAS_MISMATCH && st != RKV_NOT_STORED && st != RKV_NOT_FOUND)
+            break;
+    }
+    rkv_tcp_out_rewind(m->c, mark); /* the copy was scratch */
+    return st;
 }
 
 /* ms: the mode picks the store; C makes a set or a replace a cas, makes an
@@ -832,7 +1068,9 @@ static void do_ms(struct mc *m, const struct rkv_mc_req *r)
     case 'R': how = cas_given ? RKV_MC_CAS : RKV_MC_REPLACE; break;
     default: how = cas_given ? RKV_MC_CAS : RKV_MC_SET; break;
     }
-    rkv_status st = store(m, how, r, how == RKV_MC_ADD ? 0 : r->cas, &version);
+    rkv_status st;
+    if (!((r->mflags & RKV_MC_F('I')) && how == RKV_MC_CAS && store_stale(m, r, &st, &version)))
+        st = store(m, how, r, how == RKV_MC_ADD ? 0 : r->cas, &version);
     rkv_stat_bump(&m->st->cmd_set, 1);
     rkv_mc_count_class(m->st, m->g, RKV_MC_CLS_CMD_SET, r->key_len, r->bytes);
     /* memcached's ms takes the memory for its data before it looks at the
@@ -866,13 +1104,15 @@ static void do_ms(struct mc *m, const struct rkv_mc_req *r)
 }
 
 /* md: delete; with C<cas>, only while the item is still that version
- * (one atomic step in the table: EX if another write replaced it). */
+ * (one atomic step in the table: EX if another write replaced it); with
+ * I, invalidate instead (memcached counts no delete hit for it). */
 static void do_md(struct mc *m, const struct rkv_mc_req *r)
 {
-    bool cas_given = (r->mflags & RKV_MC_F('C')) != 0;
-    rkv_status st = cas_given ? rkv_table_delete_version(m->t, r->key, r->key_len, r->cas)
-                              : rkv_table_delete(m->t, r->key, r->key_len);
-    if (st == RKV_OK || st == RKV_NOT_FOUND || st == RKV_CAS_MISMATCH)
+    bool cas_given = (r->mflags & RKV_MC_F('C')) != 0, stale = (r->mflags & RKV_MC_F('I')) != 0;
+    rkv_status st = stale       ? invalidate(m, r)
+                    : cas_given ? rkv_table_delete_version(m->t, r->key, r->key_len, r->cas)
+                                : rkv_table_delete(m->t, r->key, r->key_len);
+    if (st == RKV_NOT_FOUND || st == RKV_CAS_MISMATCH || (st == RKV_OK && !stale))
         rkv_stat_bump(st == RKV_OK ? &m->st->delete_hits : &m->st->delete_misses, 1);
     if (r->noreply && st == RKV_OK)
         return;

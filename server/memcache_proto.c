@@ -339,6 +339,8 @@ static bool meta_flags(const struct line *l, unsigned first, struct rkv_mc_req *
                 r->vivify_ttl = v32;
             } else if (c == 'T') {
                 r->exptime = v32;
+            } else {
+                r->recache_ttl = v32;
             }
             break;
         case 'O':
@@ -383,18 +385,6 @@ static bool meta_flags(const struct line *l, unsigned first, struct rkv_mc_req *
     return !bad;
 }
 
-/* Herd protection (stale items, win tokens, hit and access times): not
- * implemented yet, refused as an unknown flag would be. */
-static bool meta_unsupported(const struct rkv_mc_req *r)
-{
-    uint64_t f = r->mflags;
-    if (r->cmd == RKV_MC_MG)
-        return (f & (RKV_MC_F('N') | RKV_MC_F('R') | RKV_MC_F('h') | RKV_MC_F('l'))) != 0;
-    if (r->cmd == RKV_MC_MS || r->cmd == RKV_MC_MD)
-        return (f & RKV_MC_F('I')) != 0;
-    return false;
-}
-
 /* mg|md|ma <key> <flags>*  /  ms <key> <datalen> <flags>*  /  me <key> */
 static enum rkv_mc_result parse_meta(const struct line *l, struct rkv_mc_req *r)
 {
@@ -428,8 +418,6 @@ static enum rkv_mc_result parse_meta(const struct line *l, struct rkv_mc_req *r)
             res = client_error(r, "invalid mode for ms M token"); /* memcached: before O's */
         else if (r->opaque_too_long)
             res = client_error(r, "opaque token too long");
-        else if (meta_unsupported(r))
-            res = client_error(r, "invalid flag");
         else
             res = RKV_MC_OK;
         if (res == RKV_MC_OK)
@@ -450,8 +438,6 @@ static enum rkv_mc_result parse_meta(const struct line *l, struct rkv_mc_req *r)
         if (res == RKV_MC_OK && r->cmd == RKV_MC_MD && r->opaque_too_long)
             res = client_error(r, "opaque token too long"); /* md reads it before acting */
     }
-    if (res == RKV_MC_OK && meta_unsupported(r))
-        res = client_error(r, "invalid flag");
     r->noreply = r->noreply && res == RKV_MC_OK;
     return res;
 }

@@ -106,6 +106,7 @@ struct rkv_mc_req {
                              * command acted, when it gets to the flag in its answer */
     char mode;            /* M(token): ms E/A/P/R/S, ma I/+/D/- (0 = default) */
     int64_t vivify_ttl;   /* N(token) */
+    int64_t recache_ttl;  /* mg R(token): win the recache below this remaining TTL */
     uint64_t initial;     /* ma J(token) */
     uint8_t keybuf[RKV_MC_MAX_KEY]; /* the decoded key of a base64 (b) meta key */
     /* errors */

@@ -403,6 +403,7 @@ struct built {
     unsigned cls;
     uint64_t word; /* slot word to publish */
     uint64_t version;
+    uint64_t state;   /* its live state word (layout.h: meta flags, last access) */
     uint32_t *access; /* LRU: its access word (rkv_slab_meta), asked for to write while the
                          * item was built, stamped as it is published; else NULL */
 };
@@ -420,7 +421,7 @@ static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot,
                          rkv_access_stored(t, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED),
                                            uses),
                          __ATOMIC_RELAXED);
-    __atomic_store_n(&it->state, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&it->state, nb->state, __ATOMIC_RELEASE);
     slot_store(t, b, slot, nb->word);
     stripe_count(t, b, SC_ITEMS, 1);
     stripe_count(t, b, SC_ITEM_BYTES, (int64_t)rkv_item_size(it->key_len, it->value_len));
@@ -756,7 +757,7 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned cls, const struct rkv
 
 static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
                              uint32_t key_len, const struct rkv_value_src *val, uint32_t expire_at,
-                             uint32_t user_flags, struct built *out)
+                             uint32_t user_flags, uint64_t state, struct built *out)
 {
     int cls = rkv_slab_class_for(t->slab, rkv_item_size(key_len, val->len));
     uint64_t off;
@@ -791,6 +792,7 @@ static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, 
     out->cls = (unsigned)cls;
     out->word = rkv_slot_make(h->fp, (unsigned)cls, off);
     out->version = it->version;
+    out->state = state & RKV_ITEM_LIVE_MASK;
     return RKV_OK;
 
 fail:
@@ -930,15 +932,15 @@ static void prefetch_matches(const struct rkv_table *t, const struct rkv_key_has
  * the index, then evict ahead if the heap is full. */
 static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key_len,
                               const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
-                              uint32_t expire_at, uint32_t user_flags, enum stripe_counter op,
-                              uint64_t *version)
+                              uint32_t expire_at, uint32_t user_flags, uint64_t state,
+                              enum stripe_counter op, uint64_t *version)
 {
     struct rkv_key_hash h;
     struct store w = { .h = &h, .key = key, .key_len = key_len, .mode = mode, .cas = cas, .op = op };
 
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
     prefetch_buckets(t, &h);
-    rkv_status st = item_build(t, &h, key, key_len, val, expire_at, user_flags, &w.nb);
+    rkv_status st = item_build(t, &h, key, key_len, val, expire_at, user_flags, state, &w.nb);
     if (st != RKV_OK)
         goto fail;
     prefetch_matches(t, &h);
@@ -1009,6 +1011,14 @@ rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
                          const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
                          uint32_t ttl, uint32_t user_flags, uint64_t *version)
 {
+    return rkv_table_put_state(t, key, key_len, val, mode, cas, ttl, user_flags,
+                               rkv_item_state_live(0, rkv_table_clock(t)), version);
+}
+
+rkv_status rkv_table_put_state(struct rkv_table *t, const void *key, uint32_t key_len,
+                               const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
+                               uint32_t ttl, uint32_t user_flags, uint64_t state, uint64_t *version)
+{
     rkv_status st = check_key(t, key, key_len);
     if (st != RKV_OK)
         return st;
@@ -1016,9 +1026,9 @@ rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
         (unsigned)mode > RKV_CAS)
         return RKV_INVALID;
     uint32_t expire_at = ttl == RKV_TTL_NEVER ? 0 : expiry_for(t, ttl);
-    st = val->len > value_room(t, key_len)
-             ? RKV_TOO_LARGE
-             : table_store(t, key, key_len, val, mode, cas, expire_at, user_flags, SC_PUTS, version);
+    st = val->len > value_room(t, key_len) ? RKV_TOO_LARGE
+                                           : table_store(t, key, key_len, val, mode, cas, expire_at,
+                                                         user_flags, state, SC_PUTS, version);
     /* A SET refused for size or memory drops the value it was to replace,
      * as memcached's set does: the writer meant that value gone, and no
      * reader may go on getting it (design.md invariant 7). The conditional
@@ -1037,6 +1047,37 @@ rkv_status rkv_table_delete_version(struct rkv_table *t, const void *key, uint32
                                     uint64_t version)
 {
     return table_unlink(t, key, key_len, true, version);
+}
+
+rkv_status rkv_table_set_state(struct rkv_table *t, const void *key, uint32_t key_len,
+                               uint64_t version, uint64_t clear, uint64_t set, uint64_t *before)
+{
+    struct rkv_key_hash h;
+    struct place p;
+    rkv_status st = check_key(t, key, key_len);
+    if (st != RKV_OK)
+        return st;
+    rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
+
+    struct stripe_set set_;
+    key_stripes(t, &h, &set_);
+    struct stripe_hold hold = stripes_lock(t, &set_);
+    st = RKV_NOT_FOUND;
+    if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
+        st = RKV_CAS_MISMATCH;
+        if (p.it->version == version) {
+            /* live and in the index: only this stripe's holders write it */
+            uint64_t old = __atomic_load_n(&p.it->state, __ATOMIC_RELAXED);
+            uint64_t next = (old & ~(clear & RKV_ITEM_LIVE_MASK)) | (set & RKV_ITEM_LIVE_MASK);
+            if (next != old)
+                __atomic_store_n(&p.it->state, next, __ATOMIC_RELEASE);
+            if (before)
+                *before = old;
+            st = RKV_OK;
+        }
+    }
+    stripes_unlock(t, &set_, hold);
+    return st;
 }
 
 rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len, int64_t delta,
@@ -1082,7 +1123,8 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
         char text[DECIMAL_MAX_LEN + 1];
         int len = snprintf(text, sizeof(text), "%llu", (unsigned long long)next);
         struct rkv_value_src src = { .data = text, .len = (uint32_t)len };
-        st = table_store(t, key, key_len, &src, RKV_CAS, version, expire_at, flags, SC_INCRS, NULL);
+        st = table_store(t, key, key_len, &src, RKV_CAS, version, expire_at, flags,
+                         rkv_item_state_live(0, rkv_table_clock(t)), SC_INCRS, NULL);
         if (st == RKV_CAS_MISMATCH)
             continue; /* another write got in between: again */
         if (st == RKV_NOT_STORED)
@@ -1829,8 +1871,8 @@ static enum rkv_table_drop item_verdict(const struct rkv_table *t, uint64_t b, u
         it->value_len > value_room(t, it->key_len) ||
         rkv_slab_class_for(t->slab, bytes) != (int)sp.cls)
         return RKV_DROP_LENGTHS;
-    if (__atomic_load_n(&it->state, __ATOMIC_RELAXED) != 0)
-        return RKV_DROP_STATE;
+    if (__atomic_load_n(&it->state, __ATOMIC_RELAXED) & (RKV_ITEM_OBSOLETE | RKV_ITEM_FORWARD))
+        return RKV_DROP_STATE; /* a live item's other bits are its meta state: kept */
     if (rkv_item_checksum(it, t->seed) != it->checksum)
         return RKV_DROP_CHECKSUM;
     struct rkv_key_hash kh;

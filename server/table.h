@@ -180,12 +180,27 @@ const struct rkv_region_header *rkv_table_header(const struct rkv_table *t);
 rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
                          const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
                          uint32_t ttl, uint32_t user_flags, uint64_t *version);
+/* rkv_table_put with the new item's live state word (layout.h: the meta
+ * flags and last access the memcached door keeps; rkv_table_put gives none
+ * and the access time now). Bits other than those are ignored. */
+rkv_status rkv_table_put_state(struct rkv_table *t, const void *key, uint32_t key_len,
+                               const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
+                               uint32_t ttl, uint32_t user_flags, uint64_t state, uint64_t *version);
 rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_len);
 /* Delete only while the live item is the one of `version` (a CAS on the
  * version, as RKV_CAS is for a put): RKV_CAS_MISMATCH when another write
  * replaced it (nothing changes), RKV_NOT_FOUND when no live item is there. */
 rkv_status rkv_table_delete_version(struct rkv_table *t, const void *key, uint32_t key_len,
                                     uint64_t version);
+/* Change the meta state (layout.h) of key's live item of `version` in
+ * place, under its stripes: the bits of `clear` cleared, then those of
+ * `set` set (meta flags and access time only); *before (when not NULL)
+ * gets the state word as it was, so a flag set is a test-and-set (the mg
+ * win token goes to one client). Not a new version: the CAS stays, as in
+ * memcached. RKV_NOT_FOUND without a live item, RKV_CAS_MISMATCH when the
+ * live item is another version. */
+rkv_status rkv_table_set_state(struct rkv_table *t, const void *key, uint32_t key_len,
+                               uint64_t version, uint64_t clear, uint64_t set, uint64_t *before);
 rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len, int64_t delta,
                           uint64_t *result);
 

@@ -9,8 +9,9 @@
  * valid, edge and malformed (bad tokens, too many tokens, keys of 250 and
  * 251 bytes, negative and huge exptimes and lengths, noreply on everything
  * that takes it, pipelined batches, lines split across several sends,
- * base64 keys, values near item_size_max, append chains) — sends the same
- * stream to both and compares what comes back.
+ * base64 keys, values near item_size_max, append chains, herd protection:
+ * mg N/R/h/l/u, ms I and md I, whose W/Z/X marks the tally counts) —
+ * sends the same stream to both and compares what comes back.
  *
  * Framing: a step (one command, or a pipelined batch) is followed by
  * "mn\r\n"; both replies are read, structurally (a VALUE or VA line's data
@@ -97,7 +98,6 @@ enum rule {
     R_TTL_TICK,    /* remaining TTL (t flag) within a clock tick or two */
     R_KEY_FORM,    /* a meta k flag: base64 or plain, compared by its bytes */
     R_ME,          /* me (meta debug) refused by rkv */
-    R_META_NYI,    /* meta herd-protection flags: not implemented yet */
     R_PRESSURE,    /* small-memory phase: replies compared by shape */
     R_FLUSH_LATER, /* flush_all with a delay: only its reply compared */
     R_COUNT
@@ -118,7 +118,9 @@ static const struct {
                       "a touch makes count as the one the item had before it (the tester "
                       "reads rkv's CAS with a hidden `mg KEY c` before and after a touching "
                       "command), and a command that quotes the key's CAS gets rkv's "
-                      "current one" },
+                      "current one; an ms I whose C quotes another CAS, on a key touched since "
+                      "it was set, is not compared (the new version can order the other way "
+                      "around it) and the key is resynced" },
     [R_VERSION] = { "version-string", "`version` and `stats` name the release: 1.6.18 against "
                                       "1.6.18-rkv-<rkv version>; the rest of the line must match" },
     [R_STATS] = { "stats-values",
@@ -127,9 +129,13 @@ static const struct {
                   "stats with other arguments are not generated (the stats groups are a "
                   "change of their own)" },
     [R_TTL_TICK] = { "ttl-tick",
-                     "a remaining TTL (mg/ma t) is counted on each server's clock, which "
-                     "ticks once a second at its own instant (an absolute exptime meets both "
-                     "lags): equal within 2 s; after a touch to the past "
+                     "a remaining TTL (mg/ma t) and the seconds since the last access (mg l) "
+                     "are counted on each server's clock, which "
+                     "ticks at its own instant: equal within 1 s, a t within 2 s (memcached "
+                     "reads a unix-time exptime against its start on the wall clock, while "
+                     "its clock runs on the monotonic one, each truncated to a second, and "
+                     "ticks on a timer: its remainder can be a second further off); after a "
+                     "touch to the past "
                      "both print a negative remainder as an unsigned number (its value "
                      "depends on the server's uptime)" },
     [R_KEY_FORM] = { "key-form",
@@ -140,10 +146,6 @@ static const struct {
     [R_ME] = { "me-refused", "`me` (meta debug: last access, fetched, slab class) shows memcached "
                              "internals rkv does not have; rkv refuses it: not compared (its argument "
                              "errors are)" },
-    [R_META_NYI] = { "meta-not-implemented-yet",
-                     "mg N/R/h/l, ms I and md I (stale items, win tokens, hit and access "
-                     "times) are not implemented yet: commands with them are not compared, "
-                     "and the key is deleted on both servers afterwards" },
     [R_PRESSURE] = { "pressure-shapes",
                      "with small memory (rkv --memory, memcached -m) the two servers evict "
                      "different items at different times: every reply is compared by shape "
@@ -849,6 +851,8 @@ static bool put_meta_key(struct cmd *c, int k, size_t *toklen)
         b64_encode(keys[k].b, keys[k].n, enc);
         buf_puts(&c->text, enc);
     } else if (pct(2)) {
+        /* not the pool key: no CAS or touch of it may be mapped to that key */
+        c->key = -1;
         buf_puts(&c->text, PICK("A*==", "QQ", "====", "QUJD=", "Q=Q=", "YWJj.ZGVm"));
         c->junk_key = true; /* a key the resync cannot name: no herd-protection flags */
     } else {
@@ -884,13 +888,6 @@ static void put_meta_flags(struct cmd *c, const char *usual, bool b)
             continue;
         if (c->junk_key && strchr("NRhlI", f) != NULL)
             continue;
-        /* herd protection, not implemented yet in rkv: not compared, the
-         * key resynced (elsewhere these flags are taken and ignored) */
-        if ((c->kind == KD_MG && strchr("NRhl", f) != NULL) ||
-            ((c->kind == KD_MS || c->kind == KD_MD) && f == 'I')) {
-            c->flags |= C_NOCMP | C_RESYNC;
-            c->rule = R_META_NYI;
-        }
         seen[(unsigned char)f] = true;
         buf_puts(&c->text, " ");
         switch (f) {
@@ -900,7 +897,15 @@ static void put_meta_flags(struct cmd *c, const char *usual, bool b)
             buf_puts(&c->text, f == 'T' ? "T" : "N");
             put_exptime(c);
             break;
-        case 'R': buf_printf(&c->text, "R%u", 1000 + rn(1000)); break;
+        case 'R':
+            /* a recache time no generated TTL is within a tick of
+             * (put_exptime's: 100, 500, 1000..101000, 2592000 seconds) */
+            if (pct(90))
+                buf_printf(&c->text, "R%s",
+                           PICK("0", "-5", "50", "700", "200000", "3000000", "abc", ""));
+            else
+                buf_printf(&c->text, "R%lld", (long long)time(NULL) + 150000);
+            break;
         case 'F':
             buf_puts(&c->text, "F");
             put_flags(c);
@@ -951,7 +956,8 @@ static void gen_mg(struct cmd *c)
     }
     buf_puts(&c->text, " ");
     bool b = put_meta_key(c, k, NULL);
-    put_meta_flags(c, "vvsstfckOqkvT", b);
+    /* a third of them as a herd-protected client reads: vivify, recache */
+    put_meta_flags(c, pct(33) ? "vNNRRhltcs" : "vvsstfckOqkvTNRhlu", b);
     /* a T flag (a token after the key starting with T): a touch */
     const char *sp = strchr((const char *)c->text.p + 3, ' ');
     if (sp != NULL && strstr(sp, " T") != NULL)
@@ -1020,7 +1026,7 @@ static void gen_md(struct cmd *c)
     }
     buf_puts(&c->text, " ");
     bool b = put_meta_key(c, k, NULL);
-    put_meta_flags(c, "qkOCkT", b);
+    put_meta_flags(c, pct(33) ? "IIIT" : "qkOCkTI", b); /* a third invalidate */
     buf_puts(&c->text, "\r\n");
 }
 
@@ -1958,10 +1964,23 @@ static void normalise(int side, const struct buf *reply, int key, bool shapes, s
     }
 }
 
-/* A meta line's t token value, for the tick tolerance. */
+/* Coverage of herd protection: memcached's mg answers with each mark
+ * (W won, Z token sent before, X stale), as the run's tally shows them. */
+static uint64_t herd_marks[3];
+
+static void count_herd_marks(const struct buf *b)
+{
+    static const char *const mark[3] = { " W", " Z", " X" };
+    for (unsigned m = 0; m < 3; m++)
+        for (size_t i = 0; i + 2 < b->len; i++)
+            if (memcmp(b->p + i, mark[m], 2) == 0 && (b->p[i + 2] == ' ' || b->p[i + 2] == '\n'))
+                herd_marks[m]++;
+}
+
+/* A meta line's t or l token value, for the tick tolerance. */
 static bool ttl_close(const char *a, size_t al, const char *b, size_t bl)
 {
-    if (al < 2 || bl < 2 || a[0] != 't' || b[0] != 't')
+    if (al < 2 || bl < 2 || (a[0] != 't' && a[0] != 'l') || b[0] != a[0])
         return false;
     char x[32], y[32];
     if (al >= sizeof x || bl >= sizeof y)
@@ -1976,7 +1995,7 @@ static bool ttl_close(const char *a, size_t al, const char *b, size_t bl)
         return false;
     if (vx >= 2147483648ll && vy >= 2147483648ll)
         return true; /* both a negative remainder as unsigned */
-    return llabs(vx - vy) <= 2;
+    return llabs(vx - vy) <= (a[0] == 't' ? 2 : 1);
 }
 
 /* Normalised lines equal, a t token within a tick. */
@@ -2049,14 +2068,19 @@ static void render_cas(int side, int key, struct buf *b)
         buf_puts(b, "18446744073709551000"); /* no item has it */
 }
 
-/* rkv's CAS for a key now (a hidden `mg KEY c`): R_TOUCH_CAS. */
+/* rkv's CAS for a key now (a hidden `mg KEY c u`): R_TOUCH_CAS. A read
+ * may change an item (u keeps it unfetched, but a stale item hands its
+ * win token to the first mg), so memcached gets the same read. */
 static bool rkv_cas_now(int key, uint64_t *v)
 {
     struct buf cmd = { 0 }, ans = { 0 };
     unsigned long long x = 0;
     buf_puts(&cmd, "mg ");
     buf_put(&cmd, keys[key].b, keys[key].n);
-    buf_puts(&cmd, " c\r\n");
+    buf_puts(&cmd, " c u\r\n");
+    hidden(S_MC, (const char *)cmd.p, &ans);
+    buf_free(&ans);
+    ans = (struct buf){ 0 };
     hidden(S_RKV, (const char *)cmd.p, &ans);
     bool ok = ans.len > 4 && memcmp(ans.p, "HD c", 4) == 0 &&
               sscanf((const char *)ans.p + 4, "%llu", &x) == 1;
@@ -2111,6 +2135,51 @@ static void render(int side, const struct cmd *c, struct buf *b)
 }
 
 /* Run one step on both servers; compare unless a rule says not to. */
+/* Keys a touch gave a new CAS in rkv since they were last set (R_TOUCH_CAS):
+ * an ms I with a C quoting another item's CAS may then fall below the
+ * item's CAS in rkv and above it in memcached (a stale store there, EX
+ * here), so such an ms is not compared and its key is resynced. */
+static bool touched_since_set[NKEYS];
+
+/* Whether a meta command's line has flag f (a token after the key). */
+static bool meta_flag(const struct cmd *c, char f)
+{
+    const uint8_t *p = c->text.p, *e = memchr(p, '\n', c->text.len);
+    unsigned tok = 0;
+    while (e != NULL && p < e) {
+        while (p < e && *p == ' ')
+            p++;
+        if (p < e && ++tok > 2 && *p == (uint8_t)f)
+            return true;
+        while (p < e && *p != ' ')
+            p++;
+    }
+    return false;
+}
+
+/* Before a step: which of its ms I C commands meet a touched key (in the
+ * step's order: a touch earlier in a batch counts); their keys in out. */
+static unsigned touched_stale_stores(const struct step *s, int *out, unsigned max)
+{
+    unsigned n = 0;
+    for (unsigned j = 0; j < s->n; j++) {
+        const struct cmd *c = &s->cmds[j];
+        int tk[48];
+        if (c->kind == KD_TOUCH || c->kind == KD_TOUCHGET || c->kind == KD_MGT) {
+            unsigned nt = touched_keys(c, tk, 48);
+            for (unsigned i = 0; i < nt; i++)
+                touched_since_set[tk[i]] = true;
+        } else if (c->key >= 0 && c->key != K_LONG && c->text.len > 4 &&
+                   (memcmp(c->text.p, "set ", 4) == 0 || memcmp(c->text.p, "delete ", 7) == 0)) {
+            touched_since_set[c->key] = false;
+        } else if (c->kind == KD_MS && c->key >= 0 && c->key != K_LONG &&
+                   touched_since_set[c->key] && meta_flag(c, 'I') && meta_flag(c, 'C') && n < max) {
+            out[n++] = c->key;
+        }
+    }
+    return n;
+}
+
 static void run_step(const struct step *s, bool shapes, struct result *res)
 {
     struct buf sb[NSIDES] = { { 0 } };
@@ -2122,6 +2191,12 @@ static void run_step(const struct step *s, bool shapes, struct result *res)
         nocmp |= (c->flags & C_NOCMP) != 0;
         closes |= (c->flags & C_CLOSES) != 0;
         nosync |= (c->flags & C_NOSYNC) != 0;
+    }
+    int stale_keys[16];
+    unsigned nstale = touched_stale_stores(s, stale_keys, 16);
+    if (nstale > 0 && !opt.self_check) {
+        nocmp = true;
+        rule_hit(R_TOUCH_CAS);
     }
     /* a touch on rkv: its CAS before, for the versions the touch makes */
     const struct cmd *c0 = &s->cmds[0];
@@ -2174,13 +2249,15 @@ static void run_step(const struct step *s, bool shapes, struct result *res)
         r->has_src[k] = false;
     }
     if (nocmp) {
-        rule_hit(s->cmds[0].rule);
+        if (nstale == 0)
+            rule_hit(s->cmds[0].rule);
         for (unsigned j = 0; j < s->n; j++)
             if (s->cmds[j].flags & C_NOCMP)
                 rule_hit(s->cmds[j].rule);
         res->differs = res->closed[S_MC] != res->closed[S_RKV];
     } else {
         res->differs = !same(&norm[S_MC], &norm[S_RKV]);
+        count_herd_marks(&norm[S_MC]);
     }
     if (res->differs && getenv("MC_DIFF_DEBUG")) {
         for (unsigned j = 0; j < s->n; j++) {
@@ -2244,12 +2321,26 @@ static void run_step(const struct step *s, bool shapes, struct result *res)
             }
         }
     }
+    for (unsigned j = 0; j < nstale && !opt.self_check; j++) { /* touched_since_set */
+        for (int i = 0; i < NSIDES; i++) {
+            struct buf cmd = { 0 }, ans = { 0 };
+            buf_puts(&cmd, "delete ");
+            buf_put(&cmd, keys[stale_keys[j]].b, keys[stale_keys[j]].n);
+            buf_puts(&cmd, "\r\n");
+            hidden(i, (const char *)cmd.p, &ans);
+            buf_free(&cmd);
+            buf_free(&ans);
+            sides[i].lastcas_known[stale_keys[j]] = false;
+        }
+        touched_since_set[stale_keys[j]] = false;
+    }
 }
 
 /* Both servers back to empty: a fresh connection, flush_all. The pressure
  * phase restarts them (what memory holds is part of its state). */
 static void reset_servers(bool restart)
 {
+    memset(touched_since_set, 0, sizeof touched_since_set);
     if (restart) {
         stop_servers();
         start_servers(cur_mb);
@@ -2633,6 +2724,7 @@ int main(int argc, char **argv)
     printf("allow-list rules applied:");
     for (int i = 0; i < R_COUNT; i++)
         printf(" %s=%" PRIu64, rules[i].name, rule_hits[i]);
-    printf("\n");
+    printf("\nherd marks compared: W=%" PRIu64 " Z=%" PRIu64 " X=%" PRIu64 "\n", herd_marks[0],
+           herd_marks[1], herd_marks[2]);
     return tally.diffs ? 1 : 0;
 }

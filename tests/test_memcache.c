@@ -600,8 +600,189 @@ static void test_meta(void **state)
     exchange(fd, "ma c1 MD D20 v\r\n", "VA 1\r\n0\r\n");
     exchange(fd, "ma c1 q\r\nmn\r\n", "MN\r\n");
     exchange(fd, "mg c1 v\r\n", "VA 2\r\n1 \r\n"); /* "15" -> "0 " -> "1 ": in place */
-    exchange(fd, "mg m1 h\r\n", "CLIENT_ERROR invalid flag\r\n");
     exchange(fd, "me m1\r\n", "CLIENT_ERROR me (meta debug) is not supported by rkv\r\n");
+    close(fd);
+}
+
+/* Send req; its answer line is `pre`, a number at most `most`, `post`. */
+static void expect_at_most(int fd, const char *req, const char *pre, const char *post,
+                           unsigned long most)
+{
+    char line[512], *end;
+    send_all(fd, req, strlen(req));
+    read_line(fd, line, sizeof line);
+    size_t np = strlen(pre);
+    if (strncmp(line, pre, np) != 0)
+        fail_msg("request %s: answer %s does not start %s", req, line, pre);
+    unsigned long got = strtoul(line + np, &end, 10);
+    assert_string_equal(end, post);
+    assert_true(got <= most);
+}
+
+/* Herd protection, as memcached 1.6.18 answers it: mg N vivifies a miss
+ * (the first client wins, W; later ones see Z and the empty item), R wins
+ * the recache of an item near its expiry, md I and ms I leave a stale item
+ * (X) whose next mg wins; h and l show the item's past reads. */
+static void test_meta_herd(void **state)
+{
+    struct env *e = *state;
+    int fd = mc_connect(e->port);
+    char req[256], buf[16];
+    size_t len;
+    struct rkv_item_info info;
+
+    /* N: a miss makes an empty item this client wins; fetched by that read */
+    exchange(fd, "mg hv s v N30 t f\r\n", "VA 0 s0 t30 f0 W\r\n\r\n");
+    expect_ttl(fd, "mg hv s N30 h t\r\n", "HD s0 h1 t", " Z\r\n", 30);
+    exchange(fd, "mg hv2 t N30 T60 t\r\n", "CLIENT_ERROR duplicate flag\r\n");
+    exchange(fd, "mg hv2 t N30 T60\r\n", "HD t-1 W\r\n");     /* t before N: none yet */
+    expect_ttl(fd, "mg hv2 t\r\n", "HD t", " Z\r\n", 60);     /* the last of N, T */
+    exchange(fd, "mg hv3 N30 q\r\nmn\r\n", "HD W\r\nMN\r\n"); /* q hides misses only */
+    exchange(fd, "mg hv4 N30 u\r\nmg hv4 h\r\nmg hv4 h\r\n", "HD W\r\nHD h0 Z\r\nHD h1 Z\r\n");
+    exchange(fd, "mg hv5 N-1 v\r\nmg hv5 v\r\n", "VA 0 W\r\n\r\nEN\r\n"); /* made expired */
+    exchange(fd, "mg hv6 O123456789012345678901234567890123 N30\r\nmg hv6 h\r\n",
+             "CLIENT_ERROR opaque token too long\r\nHD h0\r\n"); /* made, but not won */
+    /* a set replaces the vivified item: a fresh one, no marks */
+    exchange(fd, "ms hv 2\r\nok\r\nmg hv v h\r\n", "HD\r\nVA 2 h0\r\nok\r\n");
+
+    /* R: an item with less than R seconds left is won once */
+    exchange(fd, "set hr 0 1000 1\r\nx\r\n", "STORED\r\n");
+    exchange(fd, "mg hr R10 v\r\n", "VA 1\r\nx\r\n");
+    exchange(fd, "mg hr R2000 v\r\nmg hr R2000\r\n", "VA 1 W\r\nx\r\nHD Z\r\n");
+    exchange(fd, "set hr 0 0 1\r\nx\r\nmg hr R2000\r\n", "STORED\r\nHD\r\n"); /* no expiry */
+    exchange(fd, "set hr 0 1000 1\r\nx\r\nmg hr R0\r\nmg hr R-1\r\n", "STORED\r\nHD\r\nHD\r\n");
+    /* R sees the TTL a T before it set */
+    exchange(fd, "mg hr T3000 R2000\r\nmg hr R2000 T100\r\nmg hr T100 R2000\r\n",
+             "HD\r\nHD\r\nHD W\r\n");
+    exchange(fd, "mg hr Rx\r\n", "CLIENT_ERROR bad token in command line format\r\n");
+
+    /* md I: stale, a new CAS, the token taken back; a later mg wins once */
+    exchange(fd, "set hi 5 0 3\r\nold\r\n", "STORED\r\n");
+    uint64_t cas1 = gets_cas(fd, "hi");
+    exchange(fd, "md hi I\r\n", "HD\r\n");
+    uint64_t cas2 = gets_cas(fd, "hi"); /* classic reads see the value, unmarked */
+    assert_true(cas2 > cas1);
+    exchange(fd, "mg hi v f\r\nmg hi v\r\n", "VA 3 f5 X W\r\nold\r\nVA 3 Z X\r\nold\r\n");
+    exchange(fd, "md hi I q\r\nmn\r\nmg hi\r\n", "MN\r\nHD X W\r\n"); /* token back */
+    /* librkv GET: a stale item is a hit on its (stale) value */
+    assert_int_equal(rkv_get(e->kv, "hi", 2, buf, sizeof buf, &len, &info), RKV_OK);
+    assert_int_equal(len, 3);
+    assert_memory_equal(buf, "old", 3);
+    /* ms I with the CAS read before the invalidation: stored, still stale,
+     * the token kept; with the current CAS it is a plain cas store */
+    snprintf(req, sizeof req, "ms hi 3 I C%llu\r\nnew\r\n", (unsigned long long)cas1);
+    exchange(fd, req, "HD\r\n");
+    exchange(fd, "mg hi v f\r\n", "VA 3 f0 Z X\r\nnew\r\n");
+    uint64_t cas3 = gets_cas(fd, "hi");
+    snprintf(req, sizeof req, "ms hi 3 I C%llu\r\nfin\r\n", (unsigned long long)cas3);
+    exchange(fd, req, "HD\r\n");
+    exchange(fd, "mg hi v\r\n", "VA 3\r\nfin\r\n");
+    snprintf(req, sizeof req, "ms hi 1 I C%llu\r\nz\r\n", (unsigned long long)cas3 + 1000000000);
+    exchange(fd, req, "EX\r\n"); /* a newer CAS: no match */
+    snprintf(req, sizeof req, "ms hi 1 I C%llu MA\r\nz\r\n", (unsigned long long)cas1);
+    exchange(fd, req, "EX\r\n"); /* I is for a cas store only */
+    /* md I: T a new TTL; C a condition; a miss */
+    exchange(fd, "md hi I T500\r\n", "HD\r\n");
+    expect_ttl(fd, "mg hi t\r\n", "HD t", " X W\r\n", 500);
+    exchange(fd, "md hi I C1\r\nmd nohi I\r\n", "EX\r\nNF\r\n");
+    exchange(fd, "md hi I T-1\r\nmg hi\r\n", "HD\r\nEN\r\n");
+
+    /* h and l: fetched since stored, seconds since the last access */
+    exchange(fd, "set hh 0 0 1\r\nx\r\n", "STORED\r\n");
+    time_t t0 = time(NULL);
+    exchange(fd, "mg hh h\r\nget hh\r\nmg hh h\r\n",
+             "HD h0\r\nVALUE hh 0 1\r\nx\r\nEND\r\nHD h1\r\n");
+    expect_at_most(fd, "mg hh l\r\n", "HD l", "\r\n", (unsigned long)(time(NULL) - t0) + 1);
+    exchange(fd, "set hh 0 0 1\r\nx\r\ntouch hh 100\r\nmg hh h\r\n",
+             "STORED\r\nTOUCHED\r\nHD h1\r\n"); /* a touch is a fetch */
+    /* an incr in place keeps the item (and so its marks); one that an
+     * unsent answer holds writes a new item, as memcached does */
+    exchange(fd, "set hh 0 0 1\r\n5\r\nmg hh v\r\nma hh\r\nmg hh h\r\n",
+             "STORED\r\nVA 1\r\n5\r\nHD\r\nHD h0\r\n");
+    exchange(fd, "mg hh v\r\n", "VA 1\r\n6\r\n");
+    exchange(fd, "ma hh\r\nmg hh h\r\n", "HD\r\nHD h1\r\n");
+    exchange(fd, "mg hh h O123456789012345678901234567890123\r\nmg hh h\r\n",
+             "CLIENT_ERROR opaque token too long\r\nHD h1\r\n");
+    close(fd);
+}
+
+/* mg N with no memory for the item (a full table that may not evict):
+ * memcached's allocation fails and the read is a miss, EN, not an error. */
+static void test_meta_vivify_no_memory(void **state)
+{
+    (void)state;
+    struct env e2 = { 0 };
+    const char *extra[] = { "--memory", "8M", "--workers", "1", "--evict", "none", NULL };
+    assert_int_equal(start_server(&e2, 10, extra), 0);
+    int fd = mc_connect(e2.port);
+    size_t n = 100u << 10;
+    char head[64], line[128];
+    bool full = false;
+    for (unsigned i = 0; !full; i++) {
+        assert_true(i < 1000);
+        snprintf(head, sizeof head, "set big%u 0 0 %zu\r\n", i, n);
+        send_block(fd, head, n, 'b');
+        read_line(fd, line, sizeof line);
+        full = strcmp(line, "SERVER_ERROR out of memory storing object\r\n") == 0;
+        if (!full)
+            assert_string_equal(line, "STORED\r\n");
+    }
+    exchange(fd, "mg viv N30 v\r\nmg viv k O1 N30 q\r\nmn\r\n", "EN\r\nMN\r\n");
+    close(fd);
+    assert_int_equal(server_stop(&e2.sp), 0);
+}
+
+/* Concurrent clients, one win: after each invalidation, four connections
+ * ask mg at once and exactly one gets W (the win is a test-and-set on the
+ * item's state). */
+struct herd_arg {
+    int fd;
+    pthread_barrier_t *go;
+    unsigned rounds, wins;
+};
+
+static void *herd_loop(void *p)
+{
+    struct herd_arg *a = p;
+    char line[128];
+    for (unsigned i = 0; i < a->rounds; i++) {
+        pthread_barrier_wait(a->go); /* the invalidation is done */
+        send_all(a->fd, "mg herd\r\n", 9);
+        read_line(a->fd, line, sizeof line);
+        a->wins += strstr(line, " W\r\n") != NULL;
+        pthread_barrier_wait(a->go); /* every answer is in */
+    }
+    return NULL;
+}
+
+static void test_meta_herd_one_winner(void **state)
+{
+    struct env *e = *state;
+    enum { N = 4, ROUNDS = 200 };
+    int fd = mc_connect(e->port);
+    pthread_barrier_t go;
+    pthread_t t[N];
+    struct herd_arg a[N];
+    assert_int_equal(pthread_barrier_init(&go, NULL, N + 1), 0);
+    exchange(fd, "set herd 0 0 1\r\nx\r\n", "STORED\r\n");
+    for (int i = 0; i < N; i++) {
+        a[i] = (struct herd_arg){ .fd = mc_connect(e->port), .go = &go, .rounds = ROUNDS };
+        assert_int_equal(pthread_create(&t[i], NULL, herd_loop, &a[i]), 0);
+    }
+    for (unsigned r = 0; r < ROUNDS; r++) {
+        exchange(fd, "md herd I\r\n", "HD\r\n");
+        pthread_barrier_wait(&go);
+        pthread_barrier_wait(&go);
+        unsigned wins = 0;
+        for (int i = 0; i < N; i++)
+            wins += a[i].wins;
+        assert_int_equal(wins, r + 1);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        close(a[i].fd);
+    }
+    pthread_barrier_destroy(&go);
     close(fd);
 }
 
@@ -1840,6 +2021,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_admin),
         cmocka_unit_test(test_stats_counts),
         cmocka_unit_test(test_meta),
+        cmocka_unit_test(test_meta_herd),
+        cmocka_unit_test(test_meta_herd_one_winner),
+        cmocka_unit_test(test_meta_vivify_no_memory),
         cmocka_unit_test(test_pipelining),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_conformance),

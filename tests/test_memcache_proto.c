@@ -686,13 +686,26 @@ static void test_meta(void **state)
     assert_int_equal(parse("ma\r\n", &r, &used), RKV_MC_ERROR);
     assert_int_equal(parse("mg foo q x\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
     assert_false(r.noreply);
-    /* herd protection is not implemented yet: refused */
-    assert_int_equal(parse("mg foo h\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
-    assert_string_equal(r.error, "invalid flag");
-    assert_int_equal(parse("mg foo N30\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
-    assert_int_equal(parse("md foo I\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
-    assert_int_equal(parse("ms foo 1 I\r\nx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
-    assert_int_equal(r.swallow, 3);
+    /* herd protection: N, R, h, l on mg, I on ms and md; N and R read as
+     * exptimes (a bad one refused) */
+    assert_int_equal(parse("mg foo h l\r\n", &r, &used), RKV_MC_OK);
+    assert_true(r.mflags & RKV_MC_F('h'));
+    assert_true(r.mflags & RKV_MC_F('l'));
+    assert_int_equal(parse("mg foo N30 R-5\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.vivify_ttl, 30);
+    assert_int_equal(r.recache_ttl, -5);
+    assert_int_equal(parse("mg foo R4294967297\r\n", &r, &used), RKV_MC_OK);
+    assert_int_equal(r.recache_ttl, 1); /* memcached's 32 bits */
+    assert_int_equal(parse("mg foo Rx\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_string_equal(r.error, "bad token in command line format");
+    assert_int_equal(parse("mg foo N\r\n", &r, &used), RKV_MC_CLIENT_ERROR);
+    assert_string_equal(r.error, "bad token in command line format");
+    assert_int_equal(parse("md foo I T30 q\r\n", &r, &used), RKV_MC_OK);
+    assert_true(r.mflags & RKV_MC_F('I'));
+    assert_true(r.noreply);
+    assert_int_equal(parse("ms foo 1 I C5\r\nx\r\n", &r, &used), RKV_MC_OK);
+    assert_true(r.mflags & RKV_MC_F('I'));
+    assert_int_equal(r.swallow, 0);
     /* base64 keys decode to binary */
     assert_int_equal(parse("mg AAEC b v\r\n", &r, &used), RKV_MC_OK);
     assert_int_equal(r.key_len, 3);

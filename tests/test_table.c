@@ -310,7 +310,7 @@ static void test_insert_update_delete(void **state)
     const struct rkv_item *old = rkv_table_find(e.t, "alpha", 5);
     assert_non_null(old);
     assert_int_equal(old->version, v1);
-    assert_int_equal(old->state, 0);
+    assert_int_equal(old->state & ~RKV_ITEM_ACCESS_MASK, 0); /* live: no mark, no meta flag */
 
     assert_int_equal(put_mode(&e, "alpha", 5, "two", 3, RKV_SET, 0, 0, &v2), RKV_OK);
     assert_true(v2 > v1);
@@ -1758,6 +1758,56 @@ static void test_first_bucket_first(void **state)
     env_free(&e);
 }
 
+/* The memcached door's meta state in a live item's state word: a put
+ * stamps the access time and gives the flags asked for; set_state changes
+ * them in place on the item of one version (a test-and-set: *before), the
+ * version and checksum unchanged; a replaced item's state is its forward. */
+static void test_meta_state(void **state)
+{
+    (void)state;
+    struct env e;
+    struct rkv_table_config fc = { .now_ns = fake_now };
+    env_make(&e, 8 * MiB, &fc);
+    uint32_t now = rkv_table_clock(e.t);
+    uint64_t v, before;
+    struct rkv_value_src src = { .data = "val", .len = 3 };
+
+    assert_int_equal(put(&e, "plain", "p"), RKV_OK);
+    const struct rkv_item *it = rkv_table_find(e.t, "plain", 5);
+    assert_int_equal(it->state, rkv_item_state_live(0, now));
+
+    assert_int_equal(rkv_table_put_state(e.t, "m", 1, &src, RKV_SET, 0, 0, 0,
+                                         rkv_item_state_live(RKV_ITEM_STALE, 7) | RKV_ITEM_OBSOLETE,
+                                         &v),
+                     RKV_OK);
+    it = rkv_table_find(e.t, "m", 1);
+    assert_int_equal(it->state, rkv_item_state_live(RKV_ITEM_STALE, 7)); /* never OBSOLETE */
+    uint64_t sum = it->checksum;
+
+    assert_int_equal(rkv_table_set_state(e.t, "m", 1, v, 0, RKV_ITEM_WON, &before), RKV_OK);
+    assert_int_equal(before, rkv_item_state_live(RKV_ITEM_STALE, 7));
+    assert_int_equal(rkv_table_set_state(e.t, "m", 1, v, 0, RKV_ITEM_WON, &before), RKV_OK);
+    assert_true(before & RKV_ITEM_WON); /* the second client sees it taken */
+    assert_int_equal(rkv_table_set_state(e.t, "m", 1, v,
+                                         RKV_ITEM_STALE | RKV_ITEM_ACCESS_MASK | RKV_ITEM_OBSOLETE,
+                                         rkv_item_state_live(RKV_ITEM_FETCHED, 9), NULL),
+                     RKV_OK);
+    it = rkv_table_find(e.t, "m", 1);
+    assert_int_equal(it->state, rkv_item_state_live(RKV_ITEM_WON | RKV_ITEM_FETCHED, 9));
+    assert_int_equal(it->version, v);
+    assert_int_equal(it->checksum, sum);
+    assert_int_equal(rkv_item_checksum(it, rkv_table_header(e.t)->hash_seed), sum);
+
+    assert_int_equal(rkv_table_set_state(e.t, "m", 1, v + 1, 0, RKV_ITEM_WON, NULL),
+                     RKV_CAS_MISMATCH);
+    assert_int_equal(rkv_table_set_state(e.t, "none", 4, v, 0, RKV_ITEM_WON, NULL), RKV_NOT_FOUND);
+    uint64_t slot = slot_of(&e, "m");
+    assert_int_equal(put(&e, "m", "new"), RKV_OK); /* replaced: its state is the forward */
+    assert_int_equal(state_at(&e, slot), rkv_item_state_forward(slot_of(&e, "m")));
+    assert_int_equal(rkv_table_set_state(e.t, "m", 1, v, 0, RKV_ITEM_WON, NULL), RKV_CAS_MISMATCH);
+    env_free(&e);
+}
+
 /* Every update (SET over a key, CAS, INCR) leaves in the old item's state
  * word OBSOLETE together with a forward to the replacement, in one store
  * (so no reader sees the mark before the forward); a delete leaves none. A
@@ -1774,8 +1824,8 @@ static void test_update_forwards(void **state)
 
     assert_int_equal(put(&e, "fw", "v0"), RKV_OK);
     s[0] = slot_of(&e, "fw");
-    assert_int_equal(state_at(&e, s[0]), 0);       /* live: no mark, no forward */
-    assert_int_equal(put(&e, "fw", "v1"), RKV_OK); /* SET over it */
+    assert_int_equal(state_at(&e, s[0]) & ~RKV_ITEM_ACCESS_MASK, 0); /* live: no mark, forward */
+    assert_int_equal(put(&e, "fw", "v1"), RKV_OK);                   /* SET over it */
     s[1] = slot_of(&e, "fw");
     assert_int_equal(state_at(&e, s[0]), rkv_item_state_forward(s[1]));
     assert_true(state_at(&e, s[0]) & RKV_ITEM_OBSOLETE);
@@ -2095,6 +2145,7 @@ int main(void)
         cmocka_unit_test(test_items_at_every_alignment),
         cmocka_unit_test(test_stale_cached_slot),
         cmocka_unit_test(test_update_forwards),
+        cmocka_unit_test(test_meta_state),
         cmocka_unit_test(test_first_bucket_first),
         cmocka_unit_test(test_append_chain_lru),
         cmocka_unit_test(test_append_chain_random),

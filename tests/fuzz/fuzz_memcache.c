@@ -6,7 +6,8 @@
  * given; a "need more" asks for more than it has; every key, key list,
  * data block, opaque and argument it returns lies inside the input (we
  * touch every byte, so ASan flags a view outside it) or, for base64 keys,
- * inside the request; keyed commands have keys of 1..250 bytes.
+ * inside the request; keyed commands have keys of 1..250 bytes; a meta
+ * command's flags are memcached's (herd protection's N, R, h, l, I too).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -62,6 +63,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (r.arg)
                 touch(r.arg, r.arg_len);
             if (r.nret > RKV_MC_MAX_META_FLAGS)
+                abort();
+            uint64_t known = 0; /* a meta command takes memcached's flags only */
+            for (const char *f = "bNTRlOPLkstcfvhuqFCMJDI"; *f; f++)
+                known |= RKV_MC_F(*f);
+            if (r.mflags & ~known)
                 abort();
         } else if (res == RKV_MC_CLIENT_ERROR || res == RKV_MC_SERVER_ERROR) {
             if (r.error == NULL)
