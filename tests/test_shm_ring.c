@@ -125,6 +125,29 @@ static void test_layout(void **state)
     assert_non_null(strstr(err, "lower"));
 }
 
+/* Giving pages back (shm_ring.h): the server may remove pages only while
+ * the client is not writing, and a client waits while the server does,
+ * up to its timeout (a server that never lets go breaks the connection). */
+static void test_trim_handshake(void **state)
+{
+    (void)state;
+    struct ring_fixture f;
+    ring_setup(&f, 4, 512);
+    struct rkv_shm_ctrl *ctrl = rkv_shm_ctrl_of(f.area);
+    assert_int_equal(f.l.req_off % 4096, 0); /* the control page alone */
+
+    assert_true(rkv_shm_trim_begin(ctrl));            /* idle client: go ahead */
+    assert_false(rkv_shm_write_begin(ctrl, 1000000)); /* still trimming: gives up */
+    rkv_shm_trim_end(ctrl);
+    assert_true(rkv_shm_write_begin(ctrl, 1000000));
+    assert_false(rkv_shm_trim_begin(ctrl)); /* client writing: hands off */
+    rkv_shm_trim_end(ctrl);
+    rkv_shm_write_end(ctrl);
+    assert_true(rkv_shm_trim_begin(ctrl));
+    rkv_shm_trim_end(ctrl);
+    ring_teardown(&f);
+}
+
 static void test_batch(void **state)
 {
     (void)state;
@@ -1516,6 +1539,7 @@ int main(void)
     rkv_log_set_level(RKV_LOG_ERROR); /* the drops below are expected */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_trim_handshake),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_wraparound),
         cmocka_unit_test(test_full_ring),
