@@ -396,10 +396,13 @@ static void shm_prefetch(struct rkv_ctrans *ctrans, uint64_t offset, uint32_t le
 }
 
 /* Before writing request slots or staging: see shm_ring.h, "Giving pages
- * back". A server that never lets go breaks the connection. */
+ * back". With a request out whose reply we have not released, the server
+ * cannot be giving pages back (it waits for our reply head to catch up),
+ * so a pipelined client pays no fence. A server that never lets go breaks
+ * the connection. */
 static void begin_writing(struct shm_ctrans *t)
 {
-    if (t->writing)
+    if (t->writing || t->req.pos != t->rep.pos)
         return;
     t->writing = true;
     if (!rkv_shm_write_begin(t->ctrl, SHM_TRIM_WAIT_NS))

@@ -43,6 +43,8 @@
  * fences, and removes pages only when client_writing is clear, the request
  * ring is empty and every reply has been consumed. Either side sees the
  * other's flag; a client that lies about it only corrupts its own requests.
+ * A client with a reply it has not released yet skips the flag: the server
+ * cannot pass its checks until that reply is released.
  */
 #ifndef RKV_SHM_RING_H
 #define RKV_SHM_RING_H
