@@ -1517,6 +1517,17 @@ static void test_client_hostile_server(void **state)
     ct->close(t);
     fake_close(&fs);
 
+    /* a server that keeps server_trimming set: the client waits for it
+     * (shm_ring.h, "Giving pages back") a bounded time, then gives up on
+     * the connection instead of hanging or writing under it */
+    assert_int_equal(RKV_OK, fake_connect(&fs, 0, 2, &t, err, sizeof err));
+    atomic_store(&rkv_shm_ctrl_of(fs.area)->server_trimming, 1);
+    assert_non_null(ct->send_buf(t, 0));
+    assert_int_equal(RKV_CONNECTION, ct->send(t, &one, 1));
+    assert_int_equal(0, atomic_load(&rkv_shm_ctrl_of(fs.area)->req_tail));
+    ct->close(t);
+    fake_close(&fs);
+
     /* a server that never consumes requests yet answers them */
     assert_int_equal(RKV_OK, fake_connect(&fs, 0, 2, &t, err, sizeof err));
     assert_int_equal(RKV_OK, ct->send(t, &one, 1));
