@@ -13,7 +13,10 @@
  *   send()   requests are built in place in the request ring (send_buf()
  *            points into the slot: zero copy) and published with one release
  *            store per batch = one doorbell, plus one wake-up byte on the
- *            socket only when the server's worker said it is sleeping.
+ *            socket only when the server's worker said it is sleeping. The
+ *            first send_buf() or staging() of a batch announces the writing
+ *            (the server gives an idle connection's pages back meanwhile:
+ *            shm_ring.h), send() ends it.
  *   recv()   takes a reply that is there at once (no clock read: the
  *            pipeline's non-blocking poll), else busy-polls the reply ring
  *            briefly, then sleeps on the socket, which also reports the
@@ -38,7 +41,8 @@
 #include "transport.h"
 #include "util.h"
 
-#define SHM_SPIN_NS 200000ull /* busy-poll this long before sleeping (as the server) */
+#define SHM_SPIN_NS      200000ull     /* busy-poll this long before sleeping (as the server) */
+#define SHM_TRIM_WAIT_NS 1000000000ull /* longest wait for the server to give pages back */
 
 struct shm_ctrans {
     struct rkv_ctrans ctrans;            /* first: what the ops take (transport.h) */
@@ -53,6 +57,7 @@ struct shm_ctrans {
     struct rkv_shm_ring req; /* producer side */
     struct rkv_shm_ring rep; /* consumer side */
     unsigned taken;          /* replies handed out by recv(), not yet released */
+    bool writing;            /* client_writing announced: slots or staging being written */
     uint8_t *local;          /* read landing buffer (private) */
     size_t local_len;
     bool broken; /* the server hung up or broke the protocol */
@@ -390,17 +395,38 @@ static void shm_prefetch(struct rkv_ctrans *ctrans, uint64_t offset, uint32_t le
     }
 }
 
+/* Before writing request slots or staging: see shm_ring.h, "Giving pages
+ * back". With a request out whose reply we have not released, the server
+ * cannot be giving pages back (it waits for our reply head to catch up),
+ * so a pipelined client pays no fence. A server that never lets go breaks
+ * the connection. */
+static void begin_writing(struct shm_ctrans *t)
+{
+    if (t->writing || t->req.pos != t->rep.pos)
+        return;
+    t->writing = true;
+    if (!rkv_shm_write_begin(t->ctrl, SHM_TRIM_WAIT_NS))
+        t->broken = true;
+}
+
+static void end_writing(struct shm_ctrans *t)
+{
+    if (t->writing)
+        rkv_shm_write_end(t->ctrl);
+    t->writing = false;
+}
+
 static void *shm_send_buf(struct rkv_ctrans *ctrans, unsigned i)
 {
     struct shm_ctrans *t = shm_ctrans_of(ctrans);
     if (i >= t->layout.credits)
         return NULL;
+    begin_writing(t);
     return rkv_shm_ring_slot(&t->req, i);
 }
 
-static rkv_status shm_send(struct rkv_ctrans *ctrans, const uint32_t *lens, unsigned n)
+static rkv_status publish(struct shm_ctrans *t, const uint32_t *lens, unsigned n)
 {
-    struct shm_ctrans *t = shm_ctrans_of(ctrans);
     if (t->broken)
         return RKV_CONNECTION;
     if (n == 0)
@@ -428,6 +454,14 @@ static rkv_status shm_send(struct rkv_ctrans *ctrans, const uint32_t *lens, unsi
         return RKV_CONNECTION;
     }
     return RKV_OK;
+}
+
+static rkv_status shm_send(struct rkv_ctrans *ctrans, const uint32_t *lens, unsigned n)
+{
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
+    rkv_status st = publish(t, lens, n);
+    end_writing(t); /* after the publish: the server must not trim under it */
+    return st;
 }
 
 /* The next reply if one is there: RKV_OK with *msg set, RKV_TIMEOUT when
@@ -531,7 +565,8 @@ static uint32_t shm_clock(struct rkv_ctrans *ctrans)
 static void *shm_staging(struct rkv_ctrans *ctrans, size_t *cap, struct rkv_remote_buf *desc)
 {
     struct shm_ctrans *t = shm_ctrans_of(ctrans);
-    desc->addr = 0; /* offsets within the staging area */
+    begin_writing(t); /* the caller may copy a value in now */
+    desc->addr = 0;   /* offsets within the staging area */
     desc->rkey = 0;
     desc->len = 0;
     *cap = t->layout.staging_size;

@@ -6,6 +6,7 @@
  * handshake. Nothing here allocates; ring calls are a few loads and stores.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -16,7 +17,7 @@
 
 #define SHM_PAGE 4096u
 
-RKV_STATIC_ASSERT(sizeof(struct rkv_shm_ctrl) == 6 * RKV_CACHELINE,
+RKV_STATIC_ASSERT(sizeof(struct rkv_shm_ctrl) == 8 * RKV_CACHELINE,
                   "each control word has its own cache line");
 RKV_STATIC_ASSERT(RKV_SHM_SLOT_HDR % 8 == 0, "messages stay 8-byte aligned");
 
@@ -51,7 +52,7 @@ rkv_status rkv_shm_layout_init(struct rkv_shm_layout *l, uint32_t credits, uint3
     l->credits = credits;
     l->max_msg = max_msg;
     l->slot_stride = stride;
-    l->req_off = sizeof(struct rkv_shm_ctrl);
+    l->req_off = RKV_ALIGN_UP(sizeof(struct rkv_shm_ctrl), SHM_PAGE);
     l->rep_off = l->req_off + ring;
     l->staging_off = RKV_ALIGN_UP(l->rep_off + ring, SHM_PAGE);
     l->staging_size = RKV_ALIGN_UP((size_t)staging_size, SHM_PAGE);
@@ -138,6 +139,30 @@ bool rkv_shm_peer_sleeping(_Atomic uint32_t *flag)
     if (atomic_load_explicit(flag, memory_order_relaxed) == 0)
         return false;
     return atomic_exchange_explicit(flag, 0, memory_order_acq_rel) != 0;
+}
+
+bool rkv_shm_write_begin(struct rkv_shm_ctrl *ctrl, uint64_t timeout_ns)
+{
+    atomic_store_explicit(&ctrl->client_writing, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&ctrl->server_trimming, memory_order_acquire) == 0)
+        return true;
+    /* The server is inside one madvise() call: wait it out, yielding (it
+     * may need our CPU), but never for longer than timeout_ns. */
+    uint64_t deadline = rkv_now_ns() + timeout_ns;
+    while (atomic_load_explicit(&ctrl->server_trimming, memory_order_acquire) != 0) {
+        if (rkv_now_ns() >= deadline)
+            return false;
+        sched_yield();
+    }
+    return true;
+}
+
+bool rkv_shm_trim_begin(struct rkv_shm_ctrl *ctrl)
+{
+    atomic_store_explicit(&ctrl->server_trimming, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    return atomic_load_explicit(&ctrl->client_writing, memory_order_acquire) == 0;
 }
 
 int rkv_shm_wake(int sock)

@@ -6,8 +6,8 @@
  * the client copies large values into for the server to pull:
  *
  *   +--------------------------+ 0
- *   | rkv_shm_ctrl             |  ring positions and sleep flags, one cache line each
- *   +--------------------------+ req_off
+ *   | rkv_shm_ctrl             |  ring positions and flags, one cache line each
+ *   +--------------------------+ req_off (page aligned: the control block's page alone)
  *   | request ring             |  credits slots of slot_stride bytes
  *   +--------------------------+ rep_off
  *   | reply ring               |  credits slots of slot_stride bytes
@@ -33,6 +33,18 @@
  * re-checks its ring and only then blocks on the connection's unix socket. A
  * producer publishes, issues a full fence and, only if the flag is set,
  * clears it and sends one wake-up byte on the socket.
+ *
+ * Giving pages back (the same Dekker pattern): a connection idle for a while
+ * costs the server only the control block's page because the server
+ * removes everything after it from the memfd (MADV_REMOVE). The client may
+ * write request slots and staging at any moment, so it says so first
+ * (client_writing = 1, full fence, then waits while server_trimming is set)
+ * and clears the flag after publishing; the server sets server_trimming,
+ * fences, and removes pages only when client_writing is clear, the request
+ * ring is empty and every reply has been consumed. Either side sees the
+ * other's flag; a client that lies about it only corrupts its own requests.
+ * A client with a reply it has not released yet skips the flag: the server
+ * cannot pass its checks until that reply is released.
  */
 #ifndef RKV_SHM_RING_H
 #define RKV_SHM_RING_H
@@ -47,7 +59,7 @@
 #include "rkv.h"
 
 #define RKV_SHM_MAGIC          0x314d48535652ull /* "RVSHM1" */
-#define RKV_SHM_VERSION        1u
+#define RKV_SHM_VERSION        2u
 #define RKV_SHM_SLOT_HDR       8u           /* u32 len + u32 reserved before each message */
 #define RKV_SHM_MAX_CREDITS    4096u        /* slots per ring */
 #define RKV_SHM_MAX_RING_BYTES (256u << 20) /* one ring's slots, at most */
@@ -102,6 +114,8 @@ struct rkv_shm_ctrl {
     _Alignas(RKV_CACHELINE) _Atomic uint64_t rep_head;        /* client: replies consumed */
     _Alignas(RKV_CACHELINE) _Atomic uint32_t server_sleeping; /* server: 1 = wake me on publish */
     _Alignas(RKV_CACHELINE) _Atomic uint32_t client_sleeping; /* client: 1 = wake me on publish */
+    _Alignas(RKV_CACHELINE) _Atomic uint32_t client_writing; /* client: 1 = writing slots/staging */
+    _Alignas(RKV_CACHELINE) _Atomic uint32_t server_trimming; /* server: 1 = giving pages back */
 };
 
 /* Where everything lies in a connection memfd; both sides compute it from
@@ -207,5 +221,28 @@ int rkv_shm_wake(int sock);
 /* Read pending wake-up bytes (bounded, non-blocking). Returns false when the
  * peer has closed its end. */
 bool rkv_shm_drain(int sock);
+
+/* ---------------------------------------------------------- giving back */
+
+/* Client, before writing request slots or staging: announce it and wait
+ * (up to timeout_ns) while the server gives pages back. False when the
+ * server kept its flag set that long (a broken server). */
+bool rkv_shm_write_begin(struct rkv_shm_ctrl *ctrl, uint64_t timeout_ns);
+
+/* Client, after publishing what it wrote. */
+static inline void rkv_shm_write_end(struct rkv_shm_ctrl *ctrl)
+{
+    atomic_store_explicit(&ctrl->client_writing, 0, memory_order_release);
+}
+
+/* Server: announce giving pages back; true when the client is not writing
+ * (then, and only after re-checking its rings are idle, it may remove
+ * pages). Always pair with rkv_shm_trim_end(). */
+bool rkv_shm_trim_begin(struct rkv_shm_ctrl *ctrl);
+
+static inline void rkv_shm_trim_end(struct rkv_shm_ctrl *ctrl)
+{
+    atomic_store_explicit(&ctrl->server_trimming, 0, memory_order_release);
+}
 
 #endif

@@ -42,6 +42,7 @@
 #define QUEUE_ENTRY      8ull         /* slab.c: one free-queue entry per item */
 #define LRU_WORD         4ull         /* slab.c: one meta word per item, per block */
 #define SHM_STAGING_MIN  (1ull << 20) /* shm_server.c SHM_DEFAULT_STAGING */
+#define CONN_KERNEL      8192ull      /* socket, memfd, mappings, epoll entry (measured ~4 KiB) */
 #define RDMA_QUEUE_ENTRY 64ull        /* per WQE / CQE, a generous provider average */
 #define FILE_MAX         65536
 
@@ -374,8 +375,13 @@ static bool listens_on(const struct rkv_server_config *cfg, const char *scheme)
     return false;
 }
 
-/* shm_server.c shm_conn_create(): the ring memfd (control block, two rings,
- * staging) and the private request copies. */
+/* shm_server.c shm_conn_create(), a connection in use: what the server is
+ * charged for — the control block's page, the reply ring it writes and its
+ * private request copies, its structures and kernel objects. Memfd pages
+ * cost only once touched and are charged to the process that touches them
+ * first: the request ring and the staging area, which the client writes,
+ * are the client's (perf/conn-cost.py shows it). An idle connection gives
+ * all but the control page back (shm_server.c conn_trim): about 8 KiB. */
 static uint64_t shm_conn_bytes(const struct rkv_server_config *cfg)
 {
     struct rkv_shm_layout l;
@@ -383,7 +389,9 @@ static uint64_t shm_conn_bytes(const struct rkv_server_config *cfg)
     uint64_t staging = RKV_MAX(SHM_STAGING_MIN, (uint64_t)cfg->slab_page_size);
     if (rkv_shm_layout_init(&l, cfg->credits, cfg->max_msg, staging, err, sizeof err) != RKV_OK)
         return 0; /* the listener refuses this configuration itself */
-    return (uint64_t)l.total + (uint64_t)l.slot_stride * l.credits + CONN_STRUCTS;
+    uint64_t ring = (uint64_t)l.slot_stride * l.credits;
+    return (uint64_t)l.req_off + RKV_ALIGN_UP(ring, PAGE_4K) + RKV_ALIGN_UP(ring, PAGE_4K) +
+           CONN_STRUCTS + CONN_KERNEL;
 }
 
 /* rdma_server.c rdma_conn_create(): receive and reply buffers, the lazy pull
@@ -522,7 +530,7 @@ uint64_t rkv_mem_largest(const struct rkv_server_config *given, const struct rkv
     return lo * MIB;
 }
 
-/* "region 8 GiB on normal pages, bookkeeping 2 GiB, 1024 connections 1.8 GiB, ..." */
+/* "region 8 GiB on normal pages, bookkeeping 2 GiB, 1040 connections 0.5 GiB, ..." */
 static void need_breakdown(const struct rkv_server_config *cfg, const struct rkv_mem_need *n,
                            char *buf, size_t len)
 {

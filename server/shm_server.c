@@ -16,6 +16,12 @@
  * seals the memfd so the client cannot shrink it under the server (SIGBUS).
  * Any violation marks the connection dead; the worker then closes it.
  *
+ * Memory (design.md, "Connection memory"): a connection's pages cost only
+ * once touched, and a connection idle for SHM_TRIM_IDLE_NS gives back its
+ * ring, staging and request-copy pages (the handshake in shm_ring.h keeps
+ * that from racing the client's writes), so an idle connection costs the
+ * control block's page and its structures.
+ *
  * Never blocking on a client: the listener handles handshakes through an
  * epoll set of half-open sockets (a peer that connects and stays silent only
  * occupies a pending slot until it times out; the server calls accept at
@@ -48,6 +54,7 @@
 #define SHM_MAX_PENDING     64u /* half-open handshakes at once */
 #define SHM_HANDSHAKE_NS    (2ull * 1000000000ull)
 #define SHM_ALIVE_CHECK_NS  (5ull * 1000000ull)
+#define SHM_TRIM_IDLE_NS    (200ull * 1000000ull) /* idle this long: pages go back */
 #define SHM_BACKLOG         128
 
 /* Live-connection count shared by a listener and the connections it made,
@@ -93,8 +100,12 @@ struct shm_sconn {
     struct rkv_shm_ring req;      /* consumer side; req.pos is private */
     struct rkv_shm_ring rep;      /* producer side; rep.pos is private */
     uint8_t *copies;              /* private copy of each polled request, one slot_stride each */
+    size_t copies_len;            /* bytes of its own anonymous mapping */
     unsigned owed;                /* requests polled and not yet replied */
     bool dead;                    /* peer gone or broke the protocol */
+    bool active;                  /* took requests since the last alive check */
+    bool trimmed;                 /* pages given back and no request since */
+    uint64_t idle_since_ns;       /* last alive check that saw it active */
     uint64_t next_alive_check_ns; /* rate limit for the socket HUP check */
     char peer[64];                /* "shm pid N uid N" */
 };
@@ -142,7 +153,8 @@ static void shm_conn_close(struct rkv_sconn *sconn)
     struct shm_sconn *c = shm_sconn_of(sconn);
     if (c->area != NULL)
         munmap(c->area, c->layout.total);
-    free(c->copies);
+    if (c->copies != NULL)
+        munmap(c->copies, c->copies_len);
     atomic_fetch_sub(&c->quota->live, 1);
     if (c->sock >= 0)
         close(c->sock);
@@ -220,9 +232,16 @@ static struct shm_sconn *shm_conn_create(struct shm_listener *l, int fd)
     else
         snprintf(c->peer, sizeof c->peer, "shm pid ?");
 
-    c->copies = aligned_alloc(RKV_CACHELINE, c->layout.slot_stride * c->layout.credits);
+    /* Its own mapping, not the heap: untouched pages cost nothing, and
+     * conn_trim() can give touched ones back. */
+    c->copies_len = RKV_ALIGN_UP(c->layout.slot_stride * c->layout.credits, 4096);
+    c->copies = mmap(NULL, c->copies_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (c->copies == MAP_FAILED) {
+        c->copies = NULL;
+        goto fail;
+    }
     memfd = conn_memfd(c->layout.total);
-    if (c->copies == NULL || memfd < 0)
+    if (memfd < 0)
         goto fail;
     c->area = mmap(NULL, c->layout.total, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
     if (c->area == MAP_FAILED) {
@@ -250,7 +269,9 @@ static struct shm_sconn *shm_conn_create(struct shm_listener *l, int fd)
         goto fail;
     }
     close(memfd); /* the mapping and the client's copy keep it alive */
-    c->next_alive_check_ns = rkv_now_ns() + SHM_ALIVE_CHECK_NS;
+    c->idle_since_ns = rkv_now_ns();
+    c->next_alive_check_ns = c->idle_since_ns + SHM_ALIVE_CHECK_NS;
+    c->trimmed = true; /* a fresh memfd: nothing touched yet */
     RKV_DEBUG("shm: accepted %s (%u credits, %u-byte messages)", c->peer, c->layout.credits,
               c->layout.max_msg);
     return c;
@@ -686,6 +707,7 @@ static unsigned shm_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned
     }
     rkv_shm_ring_release(&c->req, n);
     c->owed += n;
+    c->active = true;
     return n;
 }
 
@@ -740,6 +762,40 @@ static rkv_status shm_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf 
     return RKV_OK;
 }
 
+/* Give an idle connection's pages back: everything after the control
+ * block's page (rings, staging) and the private request copies. Only when
+ * it owes no reply, its request ring is empty, the client consumed every
+ * reply and is not writing (shm_ring.h, "Giving pages back"); the checks
+ * on client-written words after trim_begin only decide whether the client
+ * loses its own data. Returns whether the pages went back. */
+static bool conn_trim(struct shm_sconn *c)
+{
+    bool done = false;
+    if (c->owed != 0)
+        return false;
+    if (rkv_shm_trim_begin(c->ctrl) && rkv_shm_ring_ready(&c->req) == 0 &&
+        atomic_load_explicit(c->rep.head, memory_order_acquire) == c->rep.pos) {
+        uint8_t *start = (uint8_t *)c->area + c->layout.req_off;
+        done = madvise(start, c->layout.total - c->layout.req_off, MADV_REMOVE) == 0 &&
+               madvise(c->copies, c->copies_len, MADV_DONTNEED) == 0;
+    }
+    rkv_shm_trim_end(c->ctrl);
+    return done;
+}
+
+/* Called on each alive check: an active connection restarts its idle
+ * stretch; one idle for SHM_TRIM_IDLE_NS gives its pages back, once. */
+static void trim_when_idle(struct shm_sconn *c, uint64_t now)
+{
+    if (c->active) {
+        c->active = false;
+        c->trimmed = false;
+        c->idle_since_ns = now;
+    } else if (!c->trimmed && now - c->idle_since_ns >= SHM_TRIM_IDLE_NS) {
+        c->trimmed = conn_trim(c);
+    }
+}
+
 static bool shm_alive(struct rkv_sconn *sconn)
 {
     struct shm_sconn *c = shm_sconn_of(sconn);
@@ -749,6 +805,7 @@ static bool shm_alive(struct rkv_sconn *sconn)
     if (now < c->next_alive_check_ns)
         return true;
     c->next_alive_check_ns = now + SHM_ALIVE_CHECK_NS;
+    trim_when_idle(c, now);
     struct pollfd pfd = { .fd = c->sock, .events = POLLRDHUP };
     if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)))
         conn_mark_dead(c, SHM_PEER_HANGUP);

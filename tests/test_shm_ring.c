@@ -125,6 +125,29 @@ static void test_layout(void **state)
     assert_non_null(strstr(err, "lower"));
 }
 
+/* Giving pages back (shm_ring.h): the server may remove pages only while
+ * the client is not writing, and a client waits while the server does,
+ * up to its timeout (a server that never lets go breaks the connection). */
+static void test_trim_handshake(void **state)
+{
+    (void)state;
+    struct ring_fixture f;
+    ring_setup(&f, 4, 512);
+    struct rkv_shm_ctrl *ctrl = rkv_shm_ctrl_of(f.area);
+    assert_int_equal(f.l.req_off % 4096, 0); /* the control page alone */
+
+    assert_true(rkv_shm_trim_begin(ctrl));            /* idle client: go ahead */
+    assert_false(rkv_shm_write_begin(ctrl, 1000000)); /* still trimming: gives up */
+    rkv_shm_trim_end(ctrl);
+    assert_true(rkv_shm_write_begin(ctrl, 1000000));
+    assert_false(rkv_shm_trim_begin(ctrl)); /* client writing: hands off */
+    rkv_shm_trim_end(ctrl);
+    rkv_shm_write_end(ctrl);
+    assert_true(rkv_shm_trim_begin(ctrl));
+    rkv_shm_trim_end(ctrl);
+    ring_teardown(&f);
+}
+
 static void test_batch(void **state)
 {
     (void)state;
@@ -1494,6 +1517,17 @@ static void test_client_hostile_server(void **state)
     ct->close(t);
     fake_close(&fs);
 
+    /* a server that keeps server_trimming set: the client waits for it
+     * (shm_ring.h, "Giving pages back") a bounded time, then gives up on
+     * the connection instead of hanging or writing under it */
+    assert_int_equal(RKV_OK, fake_connect(&fs, 0, 2, &t, err, sizeof err));
+    atomic_store(&rkv_shm_ctrl_of(fs.area)->server_trimming, 1);
+    assert_non_null(ct->send_buf(t, 0));
+    assert_int_equal(RKV_CONNECTION, ct->send(t, &one, 1));
+    assert_int_equal(0, atomic_load(&rkv_shm_ctrl_of(fs.area)->req_tail));
+    ct->close(t);
+    fake_close(&fs);
+
     /* a server that never consumes requests yet answers them */
     assert_int_equal(RKV_OK, fake_connect(&fs, 0, 2, &t, err, sizeof err));
     assert_int_equal(RKV_OK, ct->send(t, &one, 1));
@@ -1516,6 +1550,7 @@ int main(void)
     rkv_log_set_level(RKV_LOG_ERROR); /* the drops below are expected */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_trim_handshake),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_wraparound),
         cmocka_unit_test(test_full_ring),
