@@ -408,7 +408,9 @@ static void test_check_memavailable(void **state)
     uint64_t big = rkv_mem_largest(&c, &e);
     assert_true(big > 10 * GIB && big < 21 * GIB);
     assert_true(rkv_mem_admit(&c, big, &e, &conns, msg, sizeof msg));
-    assert_int_equal(conns, RKV_MEM_MIN_CONNS);
+    /* a connection costs under a MiB: the MiB-rounded largest may leave
+     * room for one more than the fewest */
+    assert_true(conns >= RKV_MEM_MIN_CONNS && conns <= RKV_MEM_MIN_CONNS + 1);
     assert_false(rkv_mem_admit(&c, big + MIB, &e, &conns, msg, sizeof msg));
     char most[64];
     snprintf(most, sizeof most, "at most %.1f GiB", (double)big / (double)GIB);
