@@ -159,7 +159,12 @@ struct rkv_options {
                                       within 4.096 us x 2^timeout x (retries + 1), when that is
                                       below timeout_ms (else the call's RKV_TIMEOUT comes first).
                                       Soft-RoCE (rdma_rxe) retries forever at 7 */
+    unsigned flags;                /* RKV_OPT_* bits; others are refused with RKV_INVALID */
 };
+
+/* rkv_options.flags: the handle may be used by several threads at once
+ * ("Threading" above); without it, by one thread at a time. */
+#define RKV_OPT_SHARED 0x1u
 
 /* Connect to one server, or to several separated by commas (sharded). On
  * failure *out is NULL and rkv_last_error(NULL) says which server and why
