@@ -1570,7 +1570,11 @@ static __attribute__((noinline)) struct tctx *tctx_find(rkv_client *c)
     struct tctx *x = c->tctxs;
     while (x && !pthread_equal(x->owner, me))
         x = x->next;
-    if (x == NULL && (x = calloc(1, sizeof *x + c->nshards * sizeof x->sh[0])) != NULL) {
+    /* whole cache lines: a thread's GETs write its context on every call,
+     * and must not share a line with another's */
+    size_t size = RKV_ALIGN_UP(sizeof *x + c->nshards * sizeof x->sh[0], 64);
+    if (x == NULL && posix_memalign((void **)&x, 64, size) == 0) {
+        memset(x, 0, size);
         x->owner = me;
         x->next = c->tctxs;
         c->tctxs = x;
@@ -1684,6 +1688,24 @@ static HOT void tshard_done(rkv_client *c, struct tctx *x, struct tshard *ts,
         rkv_loc_cache_store(c->cache, &x->meter, ts->v->generation, kh, slot);
 }
 
+/* The thread's lookup context for view v. The view changes only on a
+ * reconnect; a new view at a freed one's address is the same shard's
+ * transport, so the context made for the old one fits it. */
+static void tshard_setup(const rkv_client *c, struct tshard *ts, const struct shard_view *v)
+{
+    ts->v = v;
+    ts->lctx = (struct rkv_lookup_ctx){ .geom = &v->geom,
+                                        .read = tshard_read,
+                                        .read_ctx = ts,
+                                        .prefetch = v->ops->prefetch ? tshard_prefetch : NULL,
+                                        .scratch = ts->scratch,
+                                        .scratch_len = ts->scratch_len,
+                                        .ops = ts->ops,
+                                        .ops_cap = TCTX_OPS,
+                                        .max_retries = c->opts.max_get_retries,
+                                        .cost = v->cost };
+}
+
 /* A shared handle's GET without the lock (see above). false: take the lock
  * instead (a bad argument, for route() to word; the server down; a
  * transport without read_shared; no memory). true: *r is its completion. */
@@ -1704,18 +1726,10 @@ static HOT bool shared_get(rkv_client *c, const struct rkv_op *op, struct rkv_co
         return false;
     }
     const uint64_t epoch = v->epoch;
-    ts->v = v;
-    ts->lctx = (struct rkv_lookup_ctx){ .geom = &v->geom,
-                                        .read = tshard_read,
-                                        .read_ctx = ts,
-                                        .prefetch = v->ops->prefetch ? tshard_prefetch : NULL,
-                                        .scratch = ts->scratch,
-                                        .scratch_len = ts->scratch_len,
-                                        .ops = ts->ops,
-                                        .ops_cap = TCTX_OPS,
-                                        .max_retries = c->opts.max_get_retries,
-                                        .now = v->ops->clock(v->t),
-                                        .cost = v->cost };
+    if (RKV_UNLIKELY(ts->v != v || ts->lctx.scratch != ts->scratch))
+        tshard_setup(c, ts, v);
+    ts->lctx.now = v->ops->clock(v->t);
+    ts->lctx.retries = ts->lctx.forwards = 0; /* this GET's */
     struct rkv_lookup l = {
         .key = op->key, .key_len = (uint32_t)op->key_len, .buf = op->buf, .buf_len = op->buf_len
     };
@@ -1748,6 +1762,15 @@ static HOT bool shared_get(rkv_client *c, const struct rkv_op *op, struct rkv_co
     return true;
 }
 
+/* Take the lock for a synchronous call: spin (yielding) rather than sleep,
+ * since the holder gives it up within a pass or a reply's round trip, and
+ * a sleeper's wake-up costs more than either. */
+static void waiter_lock(rkv_client *c)
+{
+    while (pthread_mutex_trylock(&c->lock) != 0)
+        sched_yield();
+}
+
 /* Wait, holding the lock, until w's op has completed. Alone, block as a
  * single thread does (run_until); with other threads waiting or on their
  * way to the lock (counted before they take it: one blocked on the lock is
@@ -1765,7 +1788,7 @@ static void wait_own(rkv_client *c, struct waiter *w)
             break;
         pthread_mutex_unlock(&c->lock);
         sched_yield();
-        pthread_mutex_lock(&c->lock);
+        waiter_lock(c);
     }
 }
 
@@ -1781,12 +1804,12 @@ static rkv_status run_shared(rkv_client *c, const struct rkv_op *op, struct wait
     w->done = 0;
     w->has_msg = false;
     __atomic_add_fetch(&c->waiters, 1, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&c->lock);
+    waiter_lock(c);
     while (c->waiter_ops >= WRAP_SLOTS) { /* the slots set aside for these are all out */
         progress(c);
         pthread_mutex_unlock(&c->lock);
         sched_yield();
-        pthread_mutex_lock(&c->lock);
+        waiter_lock(c);
     }
     c->err_fresh = false;
     rkv_status st = submit(c, op, true, NULL, w);
