@@ -8,8 +8,11 @@
  * of which must come back whole). A failing thread records what it saw and
  * stops; the main thread checks. Also: error messages stay with the thread
  * whose call failed; a server killed under GETting threads fails their
- * calls with a connection error, never a crash or a wrong value; a handle
- * without the flag refuses unknown flag bits.
+ * calls with a connection error, never a crash or a wrong value; a server
+ * stopped while threads GET its keys lock-free, until a PUT times out and
+ * retires the view they read through (under ThreadSanitizer a retire that
+ * does not wait for its readers is reported there); unknown flag bits are
+ * refused.
  *
  * Nothing waits on time: threads start together at a barrier and run a
  * fixed number of operations; the kill comes after a barrier too. The
@@ -49,10 +52,9 @@ struct fixture {
     rkv_client *c;
 };
 
-static int setup(void **state)
+static int start_with(void **state, const struct rkv_options *o)
 {
     static const char *const extra[] = { "--memory", "64M", "--evict", "none", NULL };
-    const struct rkv_options o = { .flags = RKV_OPT_SHARED };
     struct fixture *f = calloc(1, sizeof *f);
     char uris[2 * 256 + 2] = "";
     if (f == NULL)
@@ -65,9 +67,21 @@ static int setup(void **state)
         strcat(uris, i ? "," : "");
         strcat(uris, f->sp[i].uri);
     }
-    f->c = connect_retry(uris, &o, 5000);
+    f->c = connect_retry(uris, o, 5000);
     *state = f;
     return f->c ? 0 : -1;
+}
+
+static int setup(void **state)
+{
+    const struct rkv_options o = { .flags = RKV_OPT_SHARED };
+    return start_with(state, &o);
+}
+
+static int setup_short_timeout(void **state)
+{
+    const struct rkv_options o = { .flags = RKV_OPT_SHARED, .timeout_ms = 300, .reconnect_ms = 50 };
+    return start_with(state, &o);
 }
 
 static int teardown(void **state)
@@ -336,6 +350,77 @@ static void test_server_killed_under_threads(void **state)
     assert_true(conn_errors > 0); /* half the keys live on the dead server */
 }
 
+/* Server 0 stops (SIGSTOP) while threads GET its keys: its region is still
+ * mapped and alive, so their lock-free GETs go on succeeding until a PUT
+ * times out and takes the shard down, retiring the view they read through
+ * and unmapping the region. No GET may read through the retired view (it
+ * would fault, or return a value from freed memory): each answers the
+ * key's value or a connection error. The readers stop only after the PUT
+ * has returned and they have made more GETs, so the retire always falls
+ * among their GETs, whatever the scheduling. */
+static int writer_done;
+static const char *stop_keys[16];
+static size_t stop_klen[16];
+
+static void *stop_reader(void *arg)
+{
+    struct worker *w = arg;
+    char got[64];
+    size_t n;
+    unsigned after = 0;
+    pthread_barrier_wait(w->start);
+    for (unsigned i = 0; after < 2000 && !w->failed[0]; i++) {
+        after += __atomic_load_n(&writer_done, __ATOMIC_ACQUIRE);
+        const char *key = stop_keys[i % 16];
+        size_t kl = stop_klen[i % 16];
+        rkv_status st = rkv_get(w->c, key, kl, got, sizeof got, &n, NULL);
+        if (st == RKV_CONNECTION || st == RKV_TIMEOUT || st == RKV_SERVER_BUSY)
+            w->conn_errors++;
+        else if (st != RKV_OK || n != kl || memcmp(got, key, n) != 0)
+            fail_at(w, "get %s: %s", key, rkv_status_name(st));
+    }
+    return NULL;
+}
+
+static void test_view_retired_under_readers(void **state)
+{
+    struct fixture *f = *state;
+    struct worker w[3];
+    char keys[16][32];
+    pthread_barrier_t start;
+    for (unsigned i = 0, k = 0; k < 16; i++) {
+        int kl = snprintf(keys[k], sizeof keys[k], "stop:%u", i);
+        if (rkv_shard_of(f->c, keys[k], (size_t)kl) != 0)
+            continue;
+        stop_keys[k] = keys[k];
+        stop_klen[k] = (size_t)kl;
+        assert_int_equal(rkv_put(f->c, keys[k], (size_t)kl, keys[k], (size_t)kl, NULL, NULL), RKV_OK);
+        k++;
+    }
+    writer_done = 0;
+    assert_int_equal(pthread_barrier_init(&start, NULL, 4), 0);
+    for (unsigned i = 0; i < 3; i++) {
+        w[i] = (struct worker){ .id = i, .c = f->c, .start = &start };
+        assert_int_equal(pthread_create(&w[i].tid, NULL, stop_reader, &w[i]), 0);
+    }
+    assert_int_equal(server_pause(&f->sp[0]), 0);
+    pthread_barrier_wait(&start);
+    rkv_status st = rkv_put(f->c, stop_keys[0], stop_klen[0], "x", 1, NULL, NULL);
+    __atomic_store_n(&writer_done, 1, __ATOMIC_RELEASE);
+    unsigned conn_errors = 0;
+    for (unsigned i = 0; i < 3; i++) {
+        assert_int_equal(pthread_join(w[i].tid, NULL), 0);
+        conn_errors += w[i].conn_errors;
+    }
+    assert_int_equal(server_resume(&f->sp[0]), 0);
+    pthread_barrier_destroy(&start);
+    assert_int_equal(st, RKV_TIMEOUT);
+    for (unsigned i = 0; i < 3; i++)
+        if (w[i].failed[0])
+            fail_msg("thread %u: %s", i, w[i].failed);
+    assert_true(conn_errors > 0); /* the shard was down for their last GETs */
+}
+
 static void test_unknown_flags_refused(void **state)
 {
     struct fixture *f = *state;
@@ -358,6 +443,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_mixed_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_are_per_thread, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_killed_under_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_view_retired_under_readers, setup_short_timeout,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_unknown_flags_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
