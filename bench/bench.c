@@ -118,6 +118,7 @@ struct worker {
     pthread_t thread;
     struct shared *sh;
     struct bench_client *client; /* this thread's own handle (librkv or memcache) */
+    bool borrowed;               /* --shared-handle: client is thread 0's (its counters too) */
     rkv_client *kv;              /* its librkv handle (the pipelined window), or NULL */
     struct wl_rng rng;
     uint64_t quota;       /* ops to measure; UINT64_MAX = until stopped */
@@ -838,7 +839,8 @@ static void run_window(struct worker *w)
         if (phase == PHASE_MEASURE && !measuring) {
             while (rkv_outstanding(w->kv) > 0)
                 window_take(w, &nfree, false);
-            bench_reset_counters(w->client);
+            if (!w->borrowed)
+                bench_reset_counters(w->client);
             measuring = true;
         }
         uint64_t now = nfree > 0 ? bench_clock_read(&op_clock) : 0;
@@ -857,7 +859,7 @@ static void run_window(struct worker *w)
     while (rkv_outstanding(w->kv) > 0)
         window_take(w, &nfree, measuring);
     w->end_ns = rkv_now_ns();
-    if (measuring)
+    if (measuring && !w->borrowed)
         bench_get_counters(w->client, &w->res->counters);
 }
 
@@ -987,7 +989,8 @@ static void *worker_main(void *arg)
         if (phase == PHASE_STOP && !(open_loop && measuring))
             break;
         if (phase == PHASE_MEASURE && !measuring) {
-            bench_reset_counters(w->client);
+            if (!w->borrowed)
+                bench_reset_counters(w->client);
             measuring = true;
         }
         if (cfg->trace != NULL) {
@@ -1009,7 +1012,7 @@ static void *worker_main(void *arg)
             done += n;
     }
     w->end_ns = rkv_now_ns();
-    if (measuring)
+    if (measuring && !w->borrowed)
         bench_get_counters(w->client, &w->res->counters);
     __atomic_fetch_add(&sh->finished, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -1053,6 +1056,13 @@ static int connect_all(const struct bench_config *cfg, struct worker *ws)
 {
     for (unsigned i = 0; i < cfg->threads; i++) {
         char err[768];
+        if (cfg->shared_handle && i > 0) { /* one handle, thread 0's */
+            ws[i].client = ws[0].client;
+            ws[i].kv = ws[0].kv;
+            ws[i].value_limit = ws[0].value_limit;
+            ws[i].borrowed = true;
+            continue;
+        }
         rkv_status st = bench_client_connect(cfg, &ws[i].client, err, sizeof err);
         if (st == RKV_OK) {
             ws[i].kv = bench_client_rkv(ws[i].client);
@@ -1108,7 +1118,8 @@ static int alloc_worker(struct worker *w, const struct bench_config *cfg, const 
 
 static void free_worker(struct worker *w)
 {
-    bench_client_close(w->client);
+    if (!w->borrowed)
+        bench_client_close(w->client);
     free(w->res);
     free(w->keys);
     free(w->get_bufs);

@@ -393,6 +393,12 @@ const struct bench_option bench_options[] = {
       F(lockstep),
       .help = "the window as batches of N through rkv_mget/rkv_mput,\n"
               "each waiting for its slowest op (the open loop's way)" },
+    { .name = "shared-handle",
+      .set = set_true,
+      F(shared_handle),
+      .help = "one handle (RKV_OPT_SHARED) for all of a process's\n"
+              "threads instead of one each; the counters are then the\n"
+              "handle's, read by thread 0 (--window 1 or --lockstep)" },
     { .name = "auth",
       VALUE("SECRET"),
       .set = set_text,
@@ -912,6 +918,13 @@ static bool check_combination(struct bench_config *cfg, unsigned set, FILE *err)
     if (cfg->clock == BENCH_CLOCK_TSC && cfg->rate > 0) {
         usage_error(err, "--clock tsc times closed-loop ops; an open-loop run (--rate) times from "
                          "intended send times on CLOCK_MONOTONIC: drop one of them");
+        return false;
+    }
+    if (cfg->shared_handle && (cfg->protocol == BENCH_PROTO_MEMCACHE || cfg->trace != NULL ||
+                               (cfg->window > 1 && !cfg->lockstep))) {
+        usage_error(err, "--shared-handle shares one librkv handle between the threads: not with "
+                         "--protocol memcache or --trace, and a --window over 1 needs --lockstep "
+                         "(a pipelined window's completions are the handle's, not a thread's)");
         return false;
     }
     if ((set & SET_ARRIVAL) && cfg->rate == 0) {

@@ -62,6 +62,7 @@ struct bench_config {
     unsigned threads;                 /* --threads: client threads, one handle each */
     unsigned window;                  /* --window: operations in flight per thread */
     bool lockstep;                    /* --lockstep: the window as batches (rkv_mget/rkv_mput) */
+    bool shared_handle;               /* --shared-handle: one RKV_OPT_SHARED handle per process */
     double duration_s;                /* --duration; 0 = none (then --requests limits) */
     uint64_t requests;                /* --requests: total over all threads; 0 = none */
     uint64_t keys;                    /* --keys: size of the key space */

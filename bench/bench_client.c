@@ -32,6 +32,7 @@ rkv_status bench_client_connect(const struct bench_config *cfg, struct bench_cli
             .timeout_ms = cfg->timeout_ms,
             .location_cache = cfg->location_cache,
             .bucket_reads = cfg->bucket_reads,
+            .flags = cfg->shared_handle ? RKV_OPT_SHARED : 0,
         };
         st = rkv_connect(cfg->servers, &opts, &c->kv);
         if (st != RKV_OK)

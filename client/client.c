@@ -36,6 +36,8 @@
  * region is ever used (a GET takes its cached location when its first round
  * runs, after the reconnect).
  */
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +110,58 @@ struct shard {
     unsigned staged_out;             /* rendezvous requests sent, unanswered (0 or 1) */
     uint32_t queue_head, queue_tail; /* writes and control RPCs not yet sent (slot links) */
     uint32_t gets_head, gets_tail;   /* GETs being looked up (slot links) */
+    /* shared handle: what lock-free GETs read the connection through (NULL
+     * while down, and where the transport has no read_shared) */
+    struct shard_view *view;
+    uint64_t epoch; /* connections made so far (a view's, to tell them apart) */
+};
+
+/* A shard's connection as lock-free GETs of a shared handle see it: set
+ * up after each connect, retired (view_retire) before the connection
+ * closes. */
+struct shard_view {
+    struct rkv_ctrans *t;
+    const struct rkv_client_transport *ops;
+    struct rkv_region_header geom; /* a copy: the shard's own changes on reconnect */
+    uint64_t generation;
+    uint64_t epoch;
+    enum rkv_read_cost cost;
+    bool hints; /* the server takes access hints */
+};
+
+#define TCTX_OPS 64 /* read ops of one lookup round of one GET */
+RKV_STATIC_ASSERT(TCTX_OPS >= RKV_LOOKUP_MAX_CAND, "a lookup round of one GET fits");
+
+/* One thread's lock-free GETs on one server of a shared handle. */
+struct tshard {
+    struct rkv_lookup_ctx lctx;
+    const struct shard_view *v; /* the view this GET reads through */
+    uint8_t *scratch;           /* where its reads land */
+    size_t scratch_len;
+    struct rkv_read_op ops[TCTX_OPS];
+    struct rkv_hint_buffer hints; /* merged into the shard's when full */
+    uint64_t reads, read_round_trips;
+};
+
+/* One thread's context on a shared handle: created on its first GET,
+ * freed by rkv_close. Its counters are written by that thread alone
+ * (relaxed atomic stores) and summed by rkv_get_counters. */
+struct tctx {
+    struct tctx *next; /* the handle's list */
+    pthread_t owner;
+    int active; /* 1 while a GET reads through a view (view_retire waits) */
+    struct rkv_loc_cache_meter meter;
+    uint64_t gets, get_hits, get_misses, cache_hits, cache_stale, verify_retries, forwards;
+    struct tshard sh[]; /* one per shard */
+};
+
+/* A synchronous call's own completion on a shared handle (RKV_OPT_SHARED):
+ * whichever thread moves its op along completes it here, under the lock. */
+struct waiter {
+    struct rkv_completion c;
+    unsigned done; /* 1 once c holds the completion */
+    bool has_msg;  /* msg: the failure's message, for the caller's thread */
+    char msg[768];
 };
 
 /* One operation in flight. */
@@ -119,6 +173,7 @@ struct slot {
     bool has_opts;
     uint32_t next; /* link: the free list, a shard's queue or GET list */
     struct shard *s;
+    struct waiter *waiter; /* shared handle: the synchronous call waiting for it, or NULL */
     uint64_t token;
     uint64_t kh; /* the key's shard hash (location cache key) */
     const void *key;
@@ -163,13 +218,26 @@ struct rkv_client {
     unsigned wrapq_head, wrapq_count;
     struct rkv_lookup **round; /* window + WRAP_SLOTS: one lookup round's keys */
     char last_error[768];
+    /* shared handle (RKV_OPT_SHARED): everything above is the lock's, but
+     * what lock-free GETs read (placement, shard count, views' pointers) */
+    bool shared;
+    pthread_mutex_t lock;
+    uint64_t serial;           /* tells a thread's cached context from a dead handle's */
+    struct tctx *tctxs;        /* every thread's context */
+    struct rkv_counters tbase; /* the contexts' sums at the last reset */
+    unsigned waiter_ops;       /* synchronous calls' ops out (beside wrap_out) */
+    unsigned waiters;          /* threads in run_shared's locked part, or on their way (atomic) */
+    bool err_fresh;            /* a message was set since the last completion */
+    bool err_written;          /* a message was set since the lock was taken */
 };
 
 static __thread char connect_error[768]; /* the last failed rkv_connect's message */
+static __thread char thread_error[768];  /* this thread's last failure on a shared handle */
+static uint64_t handle_serials;          /* the last handle's serial (atomic) */
 
 const char *rkv_last_error(const rkv_client *c)
 {
-    return c ? c->last_error : connect_error;
+    return c == NULL ? connect_error : c->shared ? thread_error : c->last_error;
 }
 
 static rkv_status client_fail(rkv_client *c, rkv_status st, const char *fmt, ...)
@@ -179,6 +247,20 @@ static rkv_status client_fail(rkv_client *c, rkv_status st, const char *fmt, ...
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->last_error, sizeof c->last_error, fmt, ap);
+    va_end(ap);
+    c->err_fresh = c->err_written = true;
+    return st;
+}
+
+/* A failure of a shared handle's lock-free GET: the message goes straight
+ * to the calling thread's. */
+static rkv_status thread_fail(rkv_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static rkv_status thread_fail(rkv_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(thread_error, sizeof thread_error, fmt, ap);
     va_end(ap);
     return st;
 }
@@ -208,7 +290,16 @@ static HOT struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_stat
     struct rkv_completion *r;
     if ((sl->kind == RKV_KIND_DELETE || sl->kind == KIND_DROP) && c->cache)
         rkv_loc_cache_store(c->cache, &c->meter, sl->s->generation, sl->kh, 0);
-    if (sl->internal) {
+    if (RKV_UNLIKELY(sl->waiter != NULL)) {
+        struct waiter *wt = sl->waiter;
+        if (st != RKV_OK && c->err_fresh) {
+            memcpy(wt->msg, c->last_error, sizeof wt->msg);
+            wt->has_msg = true;
+        }
+        wt->done = 1;
+        c->waiter_ops--;
+        r = &wt->c;
+    } else if (sl->internal) {
         struct wrap_completion *w = &c->wrapq[(c->wrapq_head + c->wrapq_count++) % WRAP_SLOTS];
         w->shard = sl->s->index;
         w->shard_error = shard_error;
@@ -221,6 +312,8 @@ static HOT struct rkv_completion *complete(rkv_client *c, uint32_t idx, rkv_stat
                                   .kind = sl->kind == KIND_DROP ? RKV_KIND_PUT : (rkv_kind)sl->kind };
     sl->next = c->free_head;
     c->free_head = idx;
+    if (!shard_error)
+        c->err_fresh = false; /* the message was this op's, if any */
     return r;
 }
 
@@ -250,12 +343,51 @@ static const char *shard_why(const struct shard *s, rkv_status st)
     return why && why[0] ? why : rkv_strerror(st);
 }
 
+/* A shared handle's shard connected: publish its view for lock-free GETs
+ * (where the transport reads for any thread; else they take the lock). No
+ * memory for it: the same, until the next connect. */
+static void view_publish(rkv_client *c, struct shard *s)
+{
+    s->epoch++;
+    if (!c->shared || s->ops->read_shared == NULL || !rkv_ctrans_maps_clock(s->ops))
+        return;
+    struct shard_view *v = malloc(sizeof *v);
+    if (v == NULL)
+        return;
+    *v = (struct shard_view){ .t = s->t,
+                              .ops = s->ops,
+                              .geom = s->geom,
+                              .generation = s->generation,
+                              .epoch = s->epoch,
+                              .cost = s->lctx.cost,
+                              .hints = (s->hello.features & RKV_FEATURE_HINTS) != 0 };
+    __atomic_store_n(&s->view, v, __ATOMIC_SEQ_CST);
+}
+
+/* Take the shard's view away from lock-free GETs before its connection
+ * closes: unpublish it, then wait until no thread's GET is still reading
+ * (a GET marks itself active before it loads the view, both seq_cst; so
+ * either it sees no view, or this sees it active). A GET never waits for
+ * the lock while active: this cannot deadlock. */
+static void view_retire(rkv_client *c, struct shard *s)
+{
+    struct shard_view *v = s->view;
+    if (v == NULL)
+        return;
+    __atomic_store_n(&s->view, NULL, __ATOMIC_SEQ_CST);
+    for (const struct tctx *x = c->tctxs; x; x = x->next)
+        while (__atomic_load_n(&x->active, __ATOMIC_SEQ_CST))
+            sched_yield();
+    free(v);
+}
+
 /* The shard is unusable (an error, or rkv_close): close it, and complete
  * every op it held — sent, queued or being looked up — with st. The caller
  * has set the message. */
 static void shard_down(rkv_client *c, struct shard *s, rkv_status st)
 {
     unsigned n = s->outstanding;
+    view_retire(c, s);
     if (s->t)
         s->ops->close(s->t);
     s->t = NULL;
@@ -271,6 +403,7 @@ static void shard_down(rkv_client *c, struct shard *s, rkv_status st)
     rkv_hint_buffer_clear(&s->hints);
     fail_list(c, &s->queue_head, &s->queue_tail, st);
     fail_list(c, &s->gets_head, &s->gets_tail, st);
+    c->err_fresh = false; /* the message was these ops' */
 }
 
 /* A lookup's doorbell timed for the cost watch (read_cost.h): once the
@@ -557,6 +690,7 @@ static rkv_status shard_connect(rkv_client *c, struct shard *s)
     s->generation = s->hello.generation; /* a new server: new cache keys (location_cache.h) */
     shard_clock(s, s->hello.clock);
     s->backoff_ms = 0;
+    view_publish(c, s);
     return RKV_OK;
 }
 
@@ -635,6 +769,8 @@ static void apply_defaults(struct rkv_options *o)
         o->rdma_retry_count = d.retry_count;
 }
 
+static rkv_status set_window_core(rkv_client *c, unsigned window);
+
 rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_client **out)
 {
     rkv_status st = RKV_NO_MEMORY;
@@ -645,6 +781,15 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
     if (opts)
         c->opts = *opts;
     apply_defaults(&c->opts);
+    pthread_mutex_init(&c->lock, NULL);
+    c->shared = (c->opts.flags & RKV_OPT_SHARED) != 0;
+    c->serial = __atomic_add_fetch(&handle_serials, 1, __ATOMIC_RELAXED);
+    if (c->opts.flags & ~RKV_OPT_SHARED) {
+        st = client_fail(c, RKV_INVALID,
+                         "rkv_options.flags has unknown bits 0x%x; use RKV_OPT_SHARED",
+                         c->opts.flags & ~RKV_OPT_SHARED);
+        goto fail;
+    }
     if ((unsigned)c->opts.bucket_reads > RKV_BUCKET_READS_FIRST) {
         st = client_fail(c, RKV_INVALID,
                          "rkv_options.bucket_reads is %u; use RKV_BUCKET_READS_AUTO, "
@@ -679,7 +824,7 @@ rkv_status rkv_connect(const char *uris, const struct rkv_options *opts, rkv_cli
     if (st == RKV_OK)
         st = parse_uris(c, uris ? uris : "");
     if (st == RKV_OK)
-        st = rkv_set_window(c, RKV_DEFAULT_WINDOW);
+        st = set_window_core(c, RKV_DEFAULT_WINDOW);
     for (unsigned i = 0; st == RKV_OK && i < c->nshards; i++)
         st = shard_connect(c, &c->shards[i]);
     if (st != RKV_OK)
@@ -693,6 +838,8 @@ fail:
     rkv_close(c);
     return st;
 }
+
+static void tctx_free_all(rkv_client *c);
 
 void rkv_close(rkv_client *c)
 {
@@ -708,6 +855,8 @@ void rkv_close(rkv_client *c)
     free(c->userq);
     free(c->wrapq);
     free(c->round);
+    tctx_free_all(c);
+    pthread_mutex_destroy(&c->lock);
     rkv_placement_free(&c->placement);
     rkv_loc_cache_release(c->cache);
     free(c);
@@ -1176,7 +1325,7 @@ static const char *const kind_call[] = {
 
 /* Take a free slot for an op on shard s and link it into the shard's work. */
 static HOT uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, bool internal,
-                                 uint64_t token)
+                                 uint64_t token, struct waiter *w)
 {
     uint32_t idx = c->free_head;
     struct slot *sl = &c->slots[idx];
@@ -1188,6 +1337,7 @@ static HOT uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, b
     sl->has_opts = false;
     sl->next = NO_SLOT;
     sl->s = s;
+    sl->waiter = w;
     sl->token = token;
     uint32_t *head = kind == RKV_KIND_GET ? &s->gets_head : &s->queue_head;
     uint32_t *tail = kind == RKV_KIND_GET ? &s->gets_tail : &s->queue_tail;
@@ -1197,7 +1347,9 @@ static HOT uint32_t slot_enqueue(rkv_client *c, struct shard *s, uint8_t kind, b
         c->slots[*tail].next = idx;
     *tail = idx;
     c->busy |= 1ull << s->index;
-    if (internal)
+    if (w)
+        c->waiter_ops++;
+    else if (internal)
         c->wrap_out++;
     else
         c->outstanding++;
@@ -1220,7 +1372,8 @@ static bool set_too_large(const struct rkv_op *op, const struct shard *s)
  * outside the caller's window. `call` names it in messages: a batched
  * call's name, or NULL for rkv_submit and the synchronous calls (internal
  * and NULL: one op whose pass follows at once). */
-static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal, const char *call)
+static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool internal,
+                             const char *call, struct waiter *w)
 {
     if ((unsigned)op->kind > RKV_KIND_INCR)
         return client_fail(c, RKV_INVALID,
@@ -1241,7 +1394,7 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
                            "submit: the window of %u ops is full; take completions "
                            "with rkv_poll/rkv_wait first (or widen it with rkv_set_window)",
                            c->window);
-    struct slot *sl = &c->slots[slot_enqueue(c, s, kind, internal, op->token)];
+    struct slot *sl = &c->slots[slot_enqueue(c, s, kind, internal, op->token, w)];
     sl->kh = kh;
     if (op->kind == RKV_KIND_GET) { /* straight into its lookup (get_start) */
         sl->l.key = op->key;
@@ -1277,11 +1430,11 @@ static HOT rkv_status submit(rkv_client *c, const struct rkv_op *op, bool intern
     return RKV_OK;
 }
 
-rkv_status rkv_submit(rkv_client *c, const struct rkv_op *op)
+static rkv_status submit_core(rkv_client *c, const struct rkv_op *op)
 {
     if (op == NULL)
         return client_fail(c, RKV_INVALID, "submit: the op is NULL; pass a struct rkv_op");
-    return submit(c, op, false, NULL);
+    return submit(c, op, false, NULL, NULL);
 }
 
 /* Take up to max of the user's completions. */
@@ -1308,7 +1461,7 @@ static rkv_status check_poll_args(rkv_client *c, const char *call, const struct 
     return RKV_OK;
 }
 
-rkv_status rkv_poll(rkv_client *c, struct rkv_completion *out, unsigned max, unsigned *n)
+static rkv_status poll_core(rkv_client *c, struct rkv_completion *out, unsigned max, unsigned *n)
 {
     if (c == NULL)
         return RKV_INVALID;
@@ -1320,8 +1473,8 @@ rkv_status rkv_poll(rkv_client *c, struct rkv_completion *out, unsigned max, uns
     return RKV_OK;
 }
 
-rkv_status rkv_wait(rkv_client *c, struct rkv_completion *out, unsigned max, unsigned *n,
-                    unsigned timeout_ms)
+static rkv_status wait_core(rkv_client *c, struct rkv_completion *out, unsigned max, unsigned *n,
+                            unsigned timeout_ms)
 {
     if (c == NULL)
         return RKV_INVALID;
@@ -1336,17 +1489,18 @@ rkv_status rkv_wait(rkv_client *c, struct rkv_completion *out, unsigned max, uns
     return RKV_OK;
 }
 
-rkv_status rkv_set_window(rkv_client *c, unsigned window)
+static rkv_status set_window_core(rkv_client *c, unsigned window)
 {
     if (window == 0 || window > RKV_MAX_WINDOW)
         return client_fail(c, RKV_INVALID, "set_window: %u is out of range; use 1..%u", window,
                            RKV_MAX_WINDOW);
-    if (c->outstanding > 0 || c->wrap_out > 0)
+    if (c->outstanding > 0 || c->wrap_out > 0 || c->waiter_ops > 0)
         return client_fail(c, RKV_INVALID,
                            "set_window: %u ops are outstanding; take their completions "
                            "first",
-                           c->outstanding + c->wrap_out);
-    unsigned nslots = window + WRAP_SLOTS, ring = 1;
+                           c->outstanding + c->wrap_out + c->waiter_ops);
+    /* a shared handle's synchronous calls have WRAP_SLOTS more (run_shared) */
+    unsigned nslots = window + WRAP_SLOTS * (c->shared ? 2 : 1), ring = 1;
     while (ring < window)
         ring *= 2;
     struct slot *slots = calloc(nslots, sizeof *slots);
@@ -1373,14 +1527,348 @@ rkv_status rkv_set_window(rkv_client *c, unsigned window)
     return RKV_OK;
 }
 
-unsigned rkv_window(const rkv_client *c)
+static unsigned window_core(const rkv_client *c)
 {
     return c->window;
 }
 
-unsigned rkv_outstanding(const rkv_client *c)
+static unsigned outstanding_core(const rkv_client *c)
 {
     return c->outstanding;
+}
+
+/* ------------------------------------------------------------ shared handle
+ *
+ * RKV_OPT_SHARED (rkv.h "Threading"): one handle, one connection per server,
+ * many threads. Every call takes the handle's lock around the core above,
+ * except a GET whose server's connection is up and read by a transport that
+ * any thread may read through (read_shared: shm). That GET runs lock-free in
+ * the calling thread's own context (struct tctx: lookup context, landing
+ * buffer, counters, hints), through the shard's view (struct shard_view),
+ * which view_retire() takes away before the connection closes. Its hints go
+ * to the shard's buffer under the lock, once per RKV_HINT_BUFFER_CAP.
+ *
+ * A synchronous call's op completes into its caller's waiter; whichever
+ * thread holds the lock moves every thread's ops along, so writes of
+ * several threads leave in one doorbell (wait_own). */
+
+#define TBUMP(x, n) __atomic_store_n(&(x), (x) + (n), __ATOMIC_RELAXED) /* one writer */
+#define TLOAD(x)    __atomic_load_n(&(x), __ATOMIC_RELAXED)
+
+/* The context of the calling thread, found without the lock after its
+ * first call on the handle; NULL when out of memory. */
+static __thread struct {
+    const rkv_client *c;
+    uint64_t serial;
+    struct tctx *x;
+} my_tctx;
+
+static __attribute__((noinline)) struct tctx *tctx_find(rkv_client *c)
+{
+    pthread_t me = pthread_self();
+    pthread_mutex_lock(&c->lock);
+    struct tctx *x = c->tctxs;
+    while (x && !pthread_equal(x->owner, me))
+        x = x->next;
+    /* whole cache lines: a thread's GETs write its context on every call,
+     * and must not share a line with another's */
+    size_t size = RKV_ALIGN_UP(sizeof *x + c->nshards * sizeof x->sh[0], 64);
+    if (x == NULL && posix_memalign((void **)&x, 64, size) == 0) {
+        memset(x, 0, size);
+        x->owner = me;
+        x->next = c->tctxs;
+        c->tctxs = x;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (x) {
+        my_tctx.c = c;
+        my_tctx.serial = c->serial;
+        my_tctx.x = x;
+    }
+    return x;
+}
+
+static HOT struct tctx *tctx_of(rkv_client *c)
+{
+    if (RKV_LIKELY(my_tctx.c == c && my_tctx.serial == c->serial))
+        return my_tctx.x;
+    return tctx_find(c);
+}
+
+/* The thread's landing buffer holds what one GET of view v reads. */
+static bool tshard_fit(struct tshard *ts, const struct shard_view *v)
+{
+    size_t need = rkv_lookup_scratch_need(&v->geom, 1);
+    if (RKV_LIKELY(ts->scratch_len >= need))
+        return true;
+    uint8_t *b = malloc(need);
+    if (b == NULL)
+        return false;
+    free(ts->scratch);
+    ts->scratch = b;
+    ts->scratch_len = need;
+    return true;
+}
+
+static rkv_status tshard_read(void *ctx, const struct rkv_read_op *ops, unsigned n)
+{
+    struct tshard *ts = ctx;
+    const struct shard_view *v = ts->v;
+    rkv_status st = v->ops->read_shared(v->t, ops, n, ts->scratch, ts->scratch_len);
+    TBUMP(ts->reads, n);
+    TBUMP(ts->read_round_trips, 1);
+    return st;
+}
+
+static void tshard_prefetch(void *ctx, uint64_t offset, uint32_t len)
+{
+    const struct tshard *ts = ctx;
+    ts->v->ops->prefetch(ts->v->t, offset, len);
+}
+
+/* A lock-free GET's read failed: under the lock, the shard goes down if
+ * it is still the connection the GET read (epoch), and the thread gets
+ * the message. */
+static void shared_read_failed(rkv_client *c, struct shard *s, uint64_t epoch, rkv_status st)
+{
+    pthread_mutex_lock(&c->lock);
+    client_fail(c, st, "%s: read failed: %s", s->uri,
+                s->t && s->epoch == epoch ? shard_why(s, st) : rkv_strerror(st));
+    memcpy(thread_error, c->last_error, sizeof thread_error);
+    if (s->t && s->epoch == epoch)
+        shard_down(c, s, st);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* A thread's full hint buffer into the shard's, under the lock, sending
+ * the shard's whenever it fills (hints_flush). A GET never waits for the
+ * lock for this: where another thread holds it (and may be preempted
+ * holding it, with many threads on few cores), the buffer stays full, the
+ * thread's next GETs' hints are dropped, and its next GET of the shard
+ * tries again. Hints are advice to eviction; a lock-holder's preemption
+ * must not stall every GETting thread behind it (it halved 16 threads'
+ * GET rate on 2 cores). */
+static void hints_merge(rkv_client *c, struct shard *s, struct rkv_hint_buffer *b)
+{
+    rkv_status st = RKV_OK;
+    if (pthread_mutex_trylock(&c->lock) != 0)
+        return;
+    for (unsigned i = 0; i < b->n && s->t != NULL && st == RKV_OK; i++) {
+        if (rkv_hint_buffer_full(&s->hints))
+            st = hints_flush(c, s);
+        if (st == RKV_OK)
+            note_hint(s, b->hints[i]);
+    }
+    if (st != RKV_OK)
+        shard_down(c, s, st);
+    pthread_mutex_unlock(&c->lock);
+    rkv_hint_buffer_clear(b);
+}
+
+/* One finished lock-free lookup into the thread's counters, the location
+ * cache and the thread's hints. */
+static HOT void tshard_done(rkv_client *c, struct tctx *x, struct tshard *ts,
+                            const struct rkv_lookup *l, uint64_t kh)
+{
+    bool found = l->status == RKV_OK || l->status == RKV_BUFFER_TOO_SMALL;
+    TBUMP(x->gets, 1);
+    TBUMP(x->cache_stale, (uint64_t)(l->cached_slot != 0 && !l->cache_used));
+    TBUMP(x->verify_retries, ts->lctx.retries);
+    TBUMP(x->forwards, ts->lctx.forwards);
+    if (found) {
+        TBUMP(x->get_hits, 1);
+        TBUMP(x->cache_hits, (uint64_t)l->cache_used);
+        if (ts->v->hints)
+            (void)rkv_hint_buffer_add(&ts->hints, l->slot);
+    } else {
+        TBUMP(x->get_misses, (uint64_t)(l->status == RKV_NOT_FOUND));
+    }
+    uint64_t slot = found ? l->slot : 0;
+    if (c->cache && rkv_loc_cache_changed(l->cached_slot, slot))
+        rkv_loc_cache_store(c->cache, &x->meter, ts->v->generation, kh, slot);
+}
+
+/* The thread's lookup context for view v. The view changes only on a
+ * reconnect; a new view at a freed one's address is the same shard's
+ * transport, so the context made for the old one fits it. */
+static void tshard_setup(const rkv_client *c, struct tshard *ts, const struct shard_view *v)
+{
+    ts->v = v;
+    ts->lctx = (struct rkv_lookup_ctx){ .geom = &v->geom,
+                                        .read = tshard_read,
+                                        .read_ctx = ts,
+                                        .prefetch = v->ops->prefetch ? tshard_prefetch : NULL,
+                                        .scratch = ts->scratch,
+                                        .scratch_len = ts->scratch_len,
+                                        .ops = ts->ops,
+                                        .ops_cap = TCTX_OPS,
+                                        .max_retries = c->opts.max_get_retries,
+                                        .cost = v->cost };
+}
+
+/* A shared handle's GET without the lock (see above). false: take the lock
+ * instead (a bad argument, for route() to word; the server down; a
+ * transport without read_shared; no memory). true: *r is its completion. */
+static HOT bool shared_get(rkv_client *c, const struct rkv_op *op, struct rkv_completion *r)
+{
+    struct tctx *x = tctx_of(c);
+    if (RKV_UNLIKELY(x == NULL || op->key == NULL || op->key_len == 0 ||
+                     (op->buf == NULL && op->buf_len != 0)))
+        return false;
+    uint64_t kh = rkv_shard_hash(op->key, op->key_len);
+    unsigned i = c->nshards == 1 ? 0 : rkv_placement_pick(&c->placement, op->key, op->key_len, kh);
+    struct shard *s = &c->shards[i];
+    struct tshard *ts = &x->sh[i];
+    __atomic_store_n(&x->active, 1, __ATOMIC_SEQ_CST);
+    const struct shard_view *v = __atomic_load_n(&s->view, __ATOMIC_SEQ_CST);
+    if (RKV_UNLIKELY(v == NULL || op->key_len > v->geom.max_key_len || !tshard_fit(ts, v))) {
+        __atomic_store_n(&x->active, 0, __ATOMIC_RELEASE);
+        return false;
+    }
+    const uint64_t epoch = v->epoch;
+    if (RKV_UNLIKELY(ts->v != v || ts->lctx.scratch != ts->scratch))
+        tshard_setup(c, ts, v);
+    ts->lctx.now = v->ops->clock(v->t);
+    ts->lctx.retries = ts->lctx.forwards = 0; /* this GET's */
+    struct rkv_lookup l = {
+        .key = op->key, .key_len = (uint32_t)op->key_len, .buf = op->buf, .buf_len = op->buf_len
+    };
+    struct rkv_lookup *lp = &l;
+    l.cached_slot = c->cache ? rkv_loc_cache_find(c->cache, &x->meter, v->generation, kh) : 0;
+    rkv_lookup_start(&ts->lctx, &l);
+    rkv_status st = RKV_OK;
+    while (!rkv_lookup_done(&l) && (st = rkv_lookup_round(&ts->lctx, &lp, 1)) == RKV_OK)
+        ;
+    if (RKV_LIKELY(st == RKV_OK))
+        tshard_done(c, x, ts, &l, kh);
+    __atomic_store_n(&x->active, 0, __ATOMIC_RELEASE); /* v may go from here on */
+    *r = (struct rkv_completion){ .kind = RKV_KIND_GET, .status = st, .value_len = l.value_len };
+    if (RKV_UNLIKELY(st != RKV_OK)) {
+        shared_read_failed(c, s, epoch, st);
+        return true;
+    }
+    r->status = l.status;
+    if (l.status == RKV_OK || l.status == RKV_BUFFER_TOO_SMALL) {
+        uint32_t now = ts->lctx.now;
+        r->info.version = l.version;
+        r->info.user_flags = l.user_flags;
+        r->info.ttl_left = l.expire_at == 0 ? 0 : (l.expire_at > now ? l.expire_at - now : 1);
+    } else if (RKV_UNLIKELY(l.status == RKV_RETRY_EXHAUSTED)) {
+        thread_fail(l.status, "get: the item changed under %u consecutive reads; retry",
+                    c->opts.max_get_retries);
+    }
+    if (RKV_UNLIKELY(rkv_hint_buffer_full(&ts->hints)))
+        hints_merge(c, s, &ts->hints);
+    return true;
+}
+
+/* Take the lock for a synchronous call: spin (yielding) rather than sleep,
+ * since the holder gives it up within a pass or a reply's round trip, and
+ * a sleeper's wake-up costs more than either. */
+static void waiter_lock(rkv_client *c)
+{
+    while (pthread_mutex_trylock(&c->lock) != 0)
+        sched_yield();
+}
+
+/* Wait, holding the lock, until w's op has completed. Alone, block as a
+ * single thread does (run_until); with other threads waiting or on their
+ * way to the lock (counted before they take it: one blocked on the lock is
+ * waiting too), make one pass, then let them have the lock: each pass moves
+ * every thread's ops, so their writes are in flight together. */
+static void wait_own(rkv_client *c, struct waiter *w)
+{
+    while (!w->done) {
+        if (__atomic_load_n(&c->waiters, __ATOMIC_RELAXED) == 1) {
+            run_until(c, &w->done, UINT64_MAX);
+            continue;
+        }
+        progress(c);
+        if (w->done)
+            break;
+        pthread_mutex_unlock(&c->lock);
+        sched_yield();
+        waiter_lock(c);
+    }
+}
+
+/* A synchronous call on a shared handle: a GET lock-free where it can,
+ * else the op through the core under the lock, completing into w. The
+ * thread's message is its own op's (a refusal's, or the failure's). */
+static rkv_status run_shared(rkv_client *c, const struct rkv_op *op, struct waiter *w,
+                             const struct rkv_completion **r)
+{
+    *r = &w->c;
+    if (op->kind == RKV_KIND_GET && shared_get(c, op, &w->c))
+        return RKV_OK;
+    w->done = 0;
+    w->has_msg = false;
+    __atomic_add_fetch(&c->waiters, 1, __ATOMIC_RELAXED);
+    waiter_lock(c);
+    while (c->waiter_ops >= WRAP_SLOTS) { /* the slots set aside for these are all out */
+        progress(c);
+        pthread_mutex_unlock(&c->lock);
+        sched_yield();
+        waiter_lock(c);
+    }
+    c->err_fresh = false;
+    rkv_status st = submit(c, op, true, NULL, w);
+    if (st == RKV_OK)
+        wait_own(c, w);
+    else
+        memcpy(thread_error, c->last_error, sizeof thread_error);
+    pthread_mutex_unlock(&c->lock);
+    __atomic_sub_fetch(&c->waiters, 1, __ATOMIC_RELAXED);
+    if (w->has_msg)
+        memcpy(thread_error, w->msg, sizeof thread_error);
+    return st;
+}
+
+/* The other calls on a shared handle: under the lock; a message the call
+ * set becomes the thread's. */
+static void shared_lock(const rkv_client *c)
+{
+    rkv_client *m = (rkv_client *)c; /* the lock is not the handle's state */
+    pthread_mutex_lock(&m->lock);
+    m->err_written = false;
+}
+
+static void shared_unlock(const rkv_client *c)
+{
+    rkv_client *m = (rkv_client *)c;
+    if (m->err_written)
+        memcpy(thread_error, m->last_error, sizeof thread_error);
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* The threads' counters, summed (rkv_get_counters adds them less tbase). */
+static void tctx_sum(const rkv_client *c, struct rkv_counters *t)
+{
+    memset(t, 0, sizeof *t);
+    for (const struct tctx *x = c->tctxs; x; x = x->next) {
+        t->gets += TLOAD(x->gets);
+        t->get_hits += TLOAD(x->get_hits);
+        t->get_misses += TLOAD(x->get_misses);
+        t->cache_hits += TLOAD(x->cache_hits);
+        t->cache_stale += TLOAD(x->cache_stale);
+        t->verify_retries += TLOAD(x->verify_retries);
+        t->forwards += TLOAD(x->forwards);
+        for (unsigned i = 0; i < c->nshards; i++) {
+            t->reads += TLOAD(x->sh[i].reads);
+            t->read_round_trips += TLOAD(x->sh[i].read_round_trips);
+        }
+    }
+}
+
+static void tctx_free_all(rkv_client *c)
+{
+    while (c->tctxs) {
+        struct tctx *x = c->tctxs;
+        c->tctxs = x->next;
+        for (unsigned i = 0; i < c->nshards; i++)
+            free(x->sh[i].scratch);
+        free(x);
+    }
 }
 
 /* ------------------------------------------------------------ synchronous calls */
@@ -1402,9 +1890,12 @@ static const struct wrap_completion *wrap_take(rkv_client *c)
 
 /* A synchronous call: one op through the core, waited for. RKV_OK with its
  * completion in *r, or the refusal. */
-static HOT rkv_status run_one(rkv_client *c, const struct rkv_op *op, const struct rkv_completion **r)
+static HOT rkv_status run_one(rkv_client *c, const struct rkv_op *op, struct waiter *w,
+                              const struct rkv_completion **r)
 {
-    rkv_status st = submit(c, op, true, NULL);
+    if (RKV_UNLIKELY(c->shared))
+        return run_shared(c, op, w, r);
+    rkv_status st = submit(c, op, true, NULL, NULL);
     if (RKV_LIKELY(st == RKV_OK))
         *r = &wrap_take(c)->c;
     return st;
@@ -1417,7 +1908,8 @@ rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, si
         .kind = RKV_KIND_GET, .key = key, .key_len = key_len, .buf = buf, .buf_len = buf_len
     };
     const struct rkv_completion *r;
-    rkv_status st = run_one(c, &op, &r);
+    struct waiter w;
+    rkv_status st = run_one(c, &op, &w, &r);
     if (RKV_UNLIKELY(st != RKV_OK))
         return st;
     if (value_len)
@@ -1437,7 +1929,8 @@ rkv_status rkv_put(rkv_client *c, const void *key, size_t key_len, const void *v
                                .value_len = value_len,
                                .opts = opts };
     const struct rkv_completion *r;
-    rkv_status st = run_one(c, &op, &r);
+    struct waiter w;
+    rkv_status st = run_one(c, &op, &w, &r);
     if (st != RKV_OK)
         return st;
     if (r->status == RKV_OK && new_version)
@@ -1449,7 +1942,8 @@ rkv_status rkv_delete(rkv_client *c, const void *key, size_t key_len)
 {
     const struct rkv_op op = { .kind = RKV_KIND_DELETE, .key = key, .key_len = key_len };
     const struct rkv_completion *r;
-    rkv_status st = run_one(c, &op, &r);
+    struct waiter w;
+    rkv_status st = run_one(c, &op, &w, &r);
     return st != RKV_OK ? st : r->status;
 }
 
@@ -1457,7 +1951,8 @@ rkv_status rkv_incr(rkv_client *c, const void *key, size_t key_len, int64_t delt
 {
     const struct rkv_op op = { .kind = RKV_KIND_INCR, .key = key, .key_len = key_len, .delta = delta };
     const struct rkv_completion *r;
-    rkv_status st = run_one(c, &op, &r);
+    struct waiter w;
+    rkv_status st = run_one(c, &op, &w, &r);
     if (st != RKV_OK)
         return st;
     if (r->status == RKV_OK && result)
@@ -1499,7 +1994,7 @@ static rkv_status batch_run(rkv_client *c, struct batch *b)
                 (down_mask >> rkv_shard_of(c, op.key, op.key_len) & 1)) {
                 r.status = down[rkv_shard_of(c, op.key, op.key_len)];
                 b->result(b, next, &r);
-            } else if ((r.status = submit(c, &op, true, b->call)) != RKV_OK) {
+            } else if ((r.status = submit(c, &op, true, b->call, NULL)) != RKV_OK) {
                 b->result(b, next, &r); /* refused: route()'s status */
             }
         }
@@ -1532,7 +2027,7 @@ static void mget_result(struct batch *b, size_t i, const struct rkv_completion *
     g->value_len = r->value_len;
 }
 
-rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n)
+static rkv_status mget_core(rkv_client *c, struct rkv_get_op *ops, size_t n)
 {
     struct batch b = { .ops = ops, .n = n, .call = "mget", .to_op = mget_to_op, .result = mget_result };
     return batch_run(c, &b);
@@ -1556,7 +2051,7 @@ static void mput_result(struct batch *b, size_t i, const struct rkv_completion *
     p->version = r->status == RKV_OK ? r->value : 0;
 }
 
-rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
+static rkv_status mput_core(rkv_client *c, struct rkv_put_op *ops, size_t n)
 {
     struct batch b = { .ops = ops, .n = n, .call = "mput", .to_op = mput_to_op, .result = mput_result };
     return batch_run(c, &b);
@@ -1569,7 +2064,7 @@ rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
 static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t kind, int64_t arg, void *buf,
                               size_t cap, size_t *len)
 {
-    struct slot *sl = &c->slots[slot_enqueue(c, s, kind, true, 0)];
+    struct slot *sl = &c->slots[slot_enqueue(c, s, kind, true, 0, NULL)];
     sl->kh = 0;
     sl->key = NULL;
     sl->key_len = 0;
@@ -1585,7 +2080,7 @@ static rkv_status control_rpc(rkv_client *c, struct shard *s, uint8_t kind, int6
     return w->c.status;
 }
 
-rkv_status rkv_ping(rkv_client *c)
+static rkv_status ping_core(rkv_client *c)
 {
     for (unsigned i = 0; i < c->nshards; i++) {
         rkv_status st = control_rpc(c, &c->shards[i], KIND_PING, 0, NULL, 0, NULL);
@@ -1595,7 +2090,7 @@ rkv_status rkv_ping(rkv_client *c)
     return RKV_OK;
 }
 
-rkv_status rkv_flush(rkv_client *c, uint32_t delay_s)
+static rkv_status flush_core(rkv_client *c, uint32_t delay_s)
 {
     rkv_status first = RKV_OK;
     for (unsigned i = 0; i < c->nshards; i++) { /* every server, even past a failed one */
@@ -1606,7 +2101,7 @@ rkv_status rkv_flush(rkv_client *c, uint32_t delay_s)
     return first;
 }
 
-rkv_status rkv_stats(rkv_client *c, unsigned shard, char *buf, size_t buf_len, size_t *len)
+static rkv_status stats_core(rkv_client *c, unsigned shard, char *buf, size_t buf_len, size_t *len)
 {
     size_t n = 0;
     if (shard >= c->nshards || (buf == NULL && buf_len))
@@ -1621,7 +2116,7 @@ rkv_status rkv_stats(rkv_client *c, unsigned shard, char *buf, size_t buf_len, s
     return st;
 }
 
-void rkv_get_counters(const rkv_client *c, struct rkv_counters *out)
+static void get_counters_core(const rkv_client *c, struct rkv_counters *out)
 {
     *out = c->c;
     out->reads = c->tc.reads;
@@ -1629,15 +2124,30 @@ void rkv_get_counters(const rkv_client *c, struct rkv_counters *out)
     out->doorbells = c->tc.doorbells;
     out->sends = c->tc.sends;
     out->inline_sends = c->tc.inline_sends;
+    if (!c->shared)
+        return;
+    struct rkv_counters t;
+    tctx_sum(c, &t);
+    out->gets += t.gets - c->tbase.gets;
+    out->get_hits += t.get_hits - c->tbase.get_hits;
+    out->get_misses += t.get_misses - c->tbase.get_misses;
+    out->cache_hits += t.cache_hits - c->tbase.cache_hits;
+    out->cache_stale += t.cache_stale - c->tbase.cache_stale;
+    out->verify_retries += t.verify_retries - c->tbase.verify_retries;
+    out->forwards += t.forwards - c->tbase.forwards;
+    out->reads += t.reads - c->tbase.reads;
+    out->read_round_trips += t.read_round_trips - c->tbase.read_round_trips;
 }
 
-void rkv_reset_counters(rkv_client *c)
+static void reset_counters_core(rkv_client *c)
 {
     memset(&c->c, 0, sizeof c->c);
     memset(&c->tc, 0, sizeof c->tc);
+    if (c->shared)
+        tctx_sum(c, &c->tbase);
 }
 
-size_t rkv_max_value_size(const rkv_client *c)
+static size_t max_value_size_core(const rkv_client *c)
 {
     uint32_t m = UINT32_MAX;
     for (unsigned i = 0; i < c->nshards; i++)
@@ -1653,4 +2163,106 @@ unsigned rkv_shard_count(const rkv_client *c)
 unsigned rkv_shard_of(const rkv_client *c, const void *key, size_t key_len)
 {
     return rkv_placement_pick(&c->placement, key, key_len, rkv_shard_hash(key, key_len));
+}
+
+/* ------------------------------------------------------------ the calls' locks
+ *
+ * The calls that go through the core and not through run_one: as they are
+ * on a handle of one thread, and under the lock on a shared one. */
+
+#define SHARED_CALL(c, type, call) \
+    do {                           \
+        if (!(c)->shared)          \
+            return call;           \
+        shared_lock(c);            \
+        type r_ = call;            \
+        shared_unlock(c);          \
+        return r_;                 \
+    } while (0)
+
+rkv_status rkv_submit(rkv_client *c, const struct rkv_op *op)
+{
+    SHARED_CALL(c, rkv_status, submit_core(c, op));
+}
+
+rkv_status rkv_poll(rkv_client *c, struct rkv_completion *out, unsigned max, unsigned *n)
+{
+    if (c == NULL)
+        return RKV_INVALID;
+    SHARED_CALL(c, rkv_status, poll_core(c, out, max, n));
+}
+
+rkv_status rkv_wait(rkv_client *c, struct rkv_completion *out, unsigned max, unsigned *n,
+                    unsigned timeout_ms)
+{
+    if (c == NULL)
+        return RKV_INVALID;
+    SHARED_CALL(c, rkv_status, wait_core(c, out, max, n, timeout_ms));
+}
+
+rkv_status rkv_set_window(rkv_client *c, unsigned window)
+{
+    SHARED_CALL(c, rkv_status, set_window_core(c, window));
+}
+
+unsigned rkv_window(const rkv_client *c)
+{
+    SHARED_CALL(c, unsigned, window_core(c));
+}
+
+unsigned rkv_outstanding(const rkv_client *c)
+{
+    SHARED_CALL(c, unsigned, outstanding_core(c));
+}
+
+rkv_status rkv_mget(rkv_client *c, struct rkv_get_op *ops, size_t n)
+{
+    SHARED_CALL(c, rkv_status, mget_core(c, ops, n));
+}
+
+rkv_status rkv_mput(rkv_client *c, struct rkv_put_op *ops, size_t n)
+{
+    SHARED_CALL(c, rkv_status, mput_core(c, ops, n));
+}
+
+rkv_status rkv_ping(rkv_client *c)
+{
+    SHARED_CALL(c, rkv_status, ping_core(c));
+}
+
+rkv_status rkv_flush(rkv_client *c, uint32_t delay_s)
+{
+    SHARED_CALL(c, rkv_status, flush_core(c, delay_s));
+}
+
+rkv_status rkv_stats(rkv_client *c, unsigned shard, char *buf, size_t buf_len, size_t *len)
+{
+    SHARED_CALL(c, rkv_status, stats_core(c, shard, buf, buf_len, len));
+}
+
+size_t rkv_max_value_size(const rkv_client *c)
+{
+    SHARED_CALL(c, size_t, max_value_size_core(c));
+}
+
+void rkv_get_counters(const rkv_client *c, struct rkv_counters *out)
+{
+    if (!c->shared) {
+        get_counters_core(c, out);
+        return;
+    }
+    shared_lock(c);
+    get_counters_core(c, out);
+    shared_unlock(c);
+}
+
+void rkv_reset_counters(rkv_client *c)
+{
+    if (!c->shared) {
+        reset_counters_core(c);
+        return;
+    }
+    shared_lock(c);
+    reset_counters_core(c);
+    shared_unlock(c);
 }

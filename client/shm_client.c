@@ -347,11 +347,12 @@ static void *shm_local_buf(struct rkv_ctrans *ctrans, size_t *len)
     return t->local;
 }
 
-static rkv_status shm_read(struct rkv_ctrans *ctrans, const struct rkv_read_op *ops, unsigned n)
+/* The reads of ops[] into local (local_len bytes), checked and fenced;
+ * RKV_CONNECTION once the server is gone. Touches nothing in t but what
+ * connect() set: any thread may run it. */
+static rkv_status read_into(const struct shm_ctrans *t, const struct rkv_read_op *ops, unsigned n,
+                            const void *local, size_t local_len)
 {
-    struct shm_ctrans *t = shm_ctrans_of(ctrans);
-    if (t->broken)
-        return RKV_CONNECTION;
     /* Several reads are one round trip: every source line on its way before
      * the first copy waits for its own, so the misses of a pass's GETs
      * overlap as the READs of one doorbell do on a NIC. */
@@ -360,11 +361,11 @@ static rkv_status shm_read(struct rkv_ctrans *ctrans, const struct rkv_read_op *
             __builtin_prefetch(t->region + ops[i].offset);
     for (unsigned i = 0; i < n; i++) {
         const struct rkv_read_op *op = &ops[i];
-        uintptr_t dst = (uintptr_t)op->dst, lo = (uintptr_t)t->local;
+        uintptr_t dst = (uintptr_t)op->dst, lo = (uintptr_t)local;
         /* The same limits an RDMA READ has: inside the region, and landing in
          * the registered local buffer (so shm catches what rdma would). */
         if (op->offset > t->region_size || op->len > t->region_size - op->offset || dst < lo ||
-            op->len > t->local_len || dst - lo > t->local_len - op->len)
+            op->len > local_len || dst - lo > local_len - op->len)
             return RKV_INVALID;
         memcpy(op->dst, t->region + op->offset, op->len);
     }
@@ -375,13 +376,30 @@ static rkv_status shm_read(struct rkv_ctrans *ctrans, const struct rkv_read_op *
      * dead server's data. The server's liveness word (one load, kept by the
      * kernel even across SIGKILL) says whether what we copied is still served;
      * RDMA gets the same from its queue pair breaking. */
-    if (!rkv_region_server_alive((const struct rkv_region_header *)(const void *)t->region)) {
-        t->broken = true;
+    if (!rkv_region_server_alive((const struct rkv_region_header *)(const void *)t->region))
         return RKV_CONNECTION;
+    return RKV_OK;
+}
+
+static rkv_status shm_read(struct rkv_ctrans *ctrans, const struct rkv_read_op *ops, unsigned n)
+{
+    struct shm_ctrans *t = shm_ctrans_of(ctrans);
+    if (t->broken)
+        return RKV_CONNECTION;
+    rkv_status st = read_into(t, ops, n, t->local, t->local_len);
+    if (RKV_UNLIKELY(st != RKV_OK)) {
+        t->broken = st == RKV_CONNECTION;
+        return st;
     }
     t->counters->reads += n;
     t->counters->read_round_trips += 1;
     return RKV_OK;
+}
+
+static rkv_status shm_read_shared(struct rkv_ctrans *ctrans, const struct rkv_read_op *ops,
+                                  unsigned n, const void *local, size_t local_len)
+{
+    return read_into(shm_ctrans_of(ctrans), ops, n, local, local_len);
 }
 
 /* An item's first and last line on their way (both lines of a small one;
@@ -580,6 +598,7 @@ const struct rkv_client_transport rkv_shm_client_transport = {
     .set_region = shm_set_region,
     .local_buf = shm_local_buf,
     .read = shm_read,
+    .read_shared = shm_read_shared,
     .prefetch = shm_prefetch,
     .send_buf = shm_send_buf,
     .send = shm_send,

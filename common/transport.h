@@ -117,7 +117,8 @@ enum rkv_read_cost {
 /* A client transport. Every op is required (never NULL) unless it says
  * "optional"; call optional ops only through their rkv_ctrans_*() wrapper
  * below, which holds the NULL check. All ops but connect take a connection
- * connect() returned and are called by the one thread that owns it. */
+ * connect() returned and are called by the one thread that owns it, but
+ * read_shared, prefetch and clock, which any thread may call at once. */
 struct rkv_client_transport {
     const char *scheme; /* "rdma" or "shm": the URI's "scheme://" */
 
@@ -150,6 +151,14 @@ struct rkv_client_transport {
      * Returns RKV_OK, RKV_INVALID (an op outside the region or local_buf),
      * RKV_CONNECTION or RKV_TIMEOUT (the connection is then unusable). */
     rkv_status (*read)(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n);
+
+    /* Optional (NULL where reads go through the connection's own queue:
+     * rdma). read() for any thread at once, beside the owner's calls: lands
+     * in the caller's `local` (local_len bytes) instead of local_buf(),
+     * counts nothing and changes nothing in the connection (a dead server's
+     * RKV_CONNECTION is for the caller to act on, under its own lock). */
+    rkv_status (*read_shared)(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n,
+                              const void *local, size_t local_len);
 
     /* Optional (NULL where a read's source is not this host's memory: rdma).
      * Start loading bytes [offset, offset+len) of the region into the CPU's

@@ -30,9 +30,42 @@
  * Without name= or tcp= a server is named from its URI's address. E.g.
  *   "shm:///run/rkv/a.sock?placement=ketama&tcp=10.0.0.1:11211,shm:///run/rkv/b.sock?tcp=10.0.0.2:11211"
  *
- * Threading: a handle is not thread-safe. Use one handle per thread; handles
- * are independent and may talk to the same servers concurrently. They share
- * one location cache per process (lock-free), so threads warm each other.
+ * Threading: a handle is used by one thread at a time unless it is shared.
+ * Handles are independent and may talk to the same servers concurrently;
+ * they share one location cache per process (lock-free), so threads warm
+ * each other. A handle per thread costs each server a connection (over
+ * rdma a QP) per thread.
+ *
+ * A shared handle (rkv_options.flags = RKV_OPT_SHARED) keeps one connection
+ * per server for any number of threads, which may make any calls on it at
+ * once, but rkv_close (no call may be running or follow). The rules:
+ *   - A GET over shm takes no lock: each thread reads the mapped region
+ *     through its own small context (made on its first call, freed by
+ *     rkv_close; a thread that exits leaves it until then). Over rdma, and
+ *     while a server is down, a GET takes the handle's lock as writes do.
+ *   - Every other call takes the handle's lock to queue its requests and
+ *     to move the connection along; a synchronous call (rkv_put, rkv_delete,
+ *     rkv_incr, a locked rkv_get) then waits for its own op's completion,
+ *     whichever thread's pass receives it, and lets other threads in
+ *     between passes, so their requests share doorbells. rkv_mget, rkv_mput,
+ *     rkv_ping, rkv_flush, rkv_stats and rkv_wait hold the lock for their
+ *     whole duration (other threads' calls wait behind them).
+ *   - Ordering per key: a thread's writes to one key take effect in the
+ *     order it made them (each synchronous call returns after its reply,
+ *     and one server's writes go in order on its one connection). Writes to
+ *     one key from different threads at once take effect in some order, one
+ *     at a time (INCRs are never lost), which their completions do not
+ *     tell. A GET sees every write whose call returned before it began.
+ *   - The pipelined window (rkv_submit/rkv_poll/rkv_wait) is the handle's,
+ *     not a thread's: rkv_poll returns whichever ops completed, whoever
+ *     submitted them, and a token means what its submitter meant. Use it
+ *     from one thread at a time (or with tokens that name their thread and
+ *     a hand-off of completions); the synchronous calls of other threads
+ *     may run beside it and never take its completions.
+ *   - rkv_last_error(c) is the calling thread's: the message of its own last
+ *     failed call on any shared handle (another thread's failure never
+ *     overwrites it), in a buffer valid until the thread exits.
+ *   - rkv_get_counters sums every thread's work on the handle.
  *
  * Errors: every call that can fail returns an rkv_status; its comment ends
  * with a "Returns:" line naming the statuses it gives. rkv_strerror() names
@@ -159,7 +192,12 @@ struct rkv_options {
                                       within 4.096 us x 2^timeout x (retries + 1), when that is
                                       below timeout_ms (else the call's RKV_TIMEOUT comes first).
                                       Soft-RoCE (rdma_rxe) retries forever at 7 */
+    unsigned flags;                /* RKV_OPT_* bits; others are refused with RKV_INVALID */
 };
+
+/* rkv_options.flags: the handle may be used by several threads at once
+ * ("Threading" above); without it, by one thread at a time. */
+#define RKV_OPT_SHARED 0x1u
 
 /* Connect to one server, or to several separated by commas (sharded). On
  * failure *out is NULL and rkv_last_error(NULL) says which server and why
@@ -457,8 +495,9 @@ unsigned rkv_shard_of(const rkv_client *c, const void *key, size_t key_len);
  * "unknown status" and "unknown"). */
 const char *rkv_strerror(rkv_status s);
 const char *rkv_status_name(rkv_status s);
-/* The handle's last detailed error message. With c == NULL: the message of
- * this thread's last failed rkv_connect().
+/* The handle's last detailed error message (a shared handle: this thread's,
+ * see "Threading" above). With c == NULL: the message of this thread's last
+ * failed rkv_connect().
  * Returns: a NUL-terminated string ("" before any error) owned by the
  * library. The pointer stays valid until rkv_close(c) (c == NULL: until the
  * thread exits); its text until the next call on c that fails (c == NULL:

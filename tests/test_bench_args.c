@@ -246,6 +246,7 @@ static void bad_values(void **state)
     EXPECT_USAGE("--threads: '-1'", S, "--threads", "-1");
     EXPECT_USAGE("--window: '0' is not a whole number in 1..1024", S, "--window", "0");
     EXPECT_USAGE("--window: '4x'", S, "-w", "4x");
+    EXPECT_USAGE("--shared-handle shares one librkv handle", S, "--shared-handle", "-w", "4");
     EXPECT_USAGE("--duration: '0'", S, "--duration", "0");
     EXPECT_USAGE("--duration: '-5'", S, "--duration", "-5");
     EXPECT_USAGE("--duration: '10q'", S, "--duration", "10q");
