@@ -268,6 +268,7 @@ static void test_values(void **state)
     stats(fd, "", r);
     uint64_t sets0 = num(r, "cmd_set"), large0 = num(r, "store_too_large");
     uint64_t exp0 = num(r, "get_expired"), items0 = num(r, "total_items");
+    uint64_t reclaimed0 = num(r, "reclaimed");
 
     /* 20 items of 300 bytes: one class, and nothing else in the table */
     store_n(fd, "val", 20, 300);
@@ -319,7 +320,10 @@ static void test_values(void **state)
     stats(fd, "", r);
     assert_int_equal(num(r, "cmd_set") - sets0, 21); /* the refused set is not one */
     assert_int_equal(num(r, "store_too_large") - large0, 1);
-    assert_int_equal(num(r, "get_expired") - exp0, 1);
+    /* the get meets it expired (get_expired), unless the server's expiry
+     * scan reclaimed it first: which comes first is the scheduler's */
+    uint64_t met = num(r, "get_expired") - exp0;
+    assert_true(met == 1 || (met == 0 && num(r, "reclaimed") > reclaimed0));
     assert_int_equal(num(r, "total_items") - items0, 21);
     assert_true(num(r, "curr_items") >= 20); /* soon stays until reclaimed */
     assert_int_equal(num(r, "threads"), 2);
