@@ -66,8 +66,8 @@ struct rkv_worker {
     pthread_mutex_t inbox_lock;
     struct rkv_wconn *inbox_head; /* connections handed over by main, oldest first */
     struct rkv_wconn *inbox_tail; /*   (linked by inbox_next; unbounded: the listeners bound them) */
-    unsigned inbox_count;
-    int wake_fd; /* eventfd: main → worker */
+    unsigned inbox_count;         /* written under inbox_lock, peeked at without it (atomically) */
+    int wake_fd;                  /* eventfd: main → worker */
     struct rkv_worker_stats stats;
 };
 

@@ -70,7 +70,8 @@ void rkv_worker_give(struct rkv_worker *w, struct rkv_wconn *wc)
     else
         w->inbox_head = wc;
     w->inbox_tail = wc;
-    w->inbox_count++;
+    /* atomic too: the worker's loop peeks at it without the lock */
+    __atomic_store_n(&w->inbox_count, w->inbox_count + 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&w->inbox_lock);
     rkv_worker_wake(w);
 }
@@ -124,7 +125,7 @@ static void take_inbox(struct rkv_worker *w, struct worker_set *set)
     pthread_mutex_lock(&w->inbox_lock);
     struct rkv_wconn *wc = w->inbox_head, *next;
     w->inbox_head = w->inbox_tail = NULL;
-    w->inbox_count = 0;
+    __atomic_store_n(&w->inbox_count, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&w->inbox_lock);
     for (; wc != NULL; wc = next) {
         next = wc->inbox_next;
