@@ -7,6 +7,8 @@
 #   2. plain build (build/, like every build here with --werror): unit +
 #      integration tests (meson test);
 #   3. AddressSanitizer + UBSan build (build-asan/): the same tests;
+#      ThreadSanitizer build (build-tsan/): the server and the test of many
+#      threads on one handle (shared_handle), the server's races included;
 #   4. libFuzzer targets (build-fuzz/, clang): each for RKV_FUZZ_SECONDS (default 20);
 #   5. the verbs suite in a Soft-RoCE VM (tests/verbs/run.sh): the integration
 #      and transport tests over real RDMA verbs (skip with RKV_SKIP_VM=1).
@@ -81,6 +83,16 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 if build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug; then
   ok 1; run_meson_tests build-asan --timeout-multiplier 3
 else bad 1 "sanitizer build"; fi
+
+stage "ThreadSanitizer: threads sharing a handle"
+# Only the targets the test needs: the region's one-sided readers race with
+# its writers by design (versions, not locks, order them), so the in-process
+# table tests are not TSan material; the server and its clients are.
+tsan_targets=(server/rkv-server tests/test_shared_handle)
+if { [ -f build-tsan/build.ninja ] || meson setup --werror build-tsan -Db_sanitize=thread \
+       -Dbuildtype=debug >/dev/null; } && ninja -C build-tsan "${tsan_targets[@]}"; then
+  ok 1; TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=0} run_meson_tests build-tsan --no-rebuild shared_handle
+else bad 1 "thread sanitizer build"; fi
 
 stage "fuzzing (libFuzzer, ${RKV_FUZZ_SECONDS:-20} s per target)"
 if ! fuzz_toolchain; then bad 1 "fuzz toolchain"
