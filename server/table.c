@@ -1080,6 +1080,50 @@ rkv_status rkv_table_set_state(struct rkv_table *t, const void *key, uint32_t ke
     return st;
 }
 
+/* Is the live item `it` due for a recache: stale, or expiring less than
+ * recache_ttl seconds from now (0: never for its TTL; mg R's rule)? */
+static bool recache_due(const struct rkv_table *t, const struct rkv_item *it, uint64_t state,
+                        uint32_t recache_ttl)
+{
+    uint32_t now = rkv_table_clock(t);
+    return (state & RKV_ITEM_STALE) != 0 ||
+           (recache_ttl != 0 && it->expire_at != 0 && it->expire_at - now < recache_ttl);
+}
+
+rkv_status rkv_table_claim(struct rkv_table *t, const void *key, uint32_t key_len, uint64_t version,
+                           uint32_t recache_ttl, uint32_t *marks)
+{
+    struct rkv_key_hash h;
+    struct place p;
+    rkv_status st = check_key(t, key, key_len);
+    *marks = 0;
+    if (st != RKV_OK)
+        return st;
+    rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
+
+    struct stripe_set set;
+    key_stripes(t, &h, &set);
+    struct stripe_hold hold = stripes_lock(t, &set);
+    st = RKV_NOT_FOUND;
+    if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
+        st = RKV_CAS_MISMATCH;
+        if (p.it->version == version) {
+            /* the test-and-set of WON the door's mg makes (rkv_table_set_state) */
+            uint64_t old = __atomic_load_n(&p.it->state, __ATOMIC_RELAXED);
+            *marks = (old & RKV_ITEM_STALE) ? RKV_MARK_STALE : 0;
+            if (old & RKV_ITEM_WON) {
+                *marks |= RKV_MARK_TAKEN;
+            } else if (recache_due(t, p.it, old, recache_ttl)) {
+                __atomic_store_n(&p.it->state, old | RKV_ITEM_WON, __ATOMIC_RELEASE);
+                *marks |= RKV_MARK_WON;
+            }
+            st = RKV_OK;
+        }
+    }
+    stripes_unlock(t, &set, hold);
+    return st;
+}
+
 rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len, int64_t delta,
                           uint64_t *result)
 {

@@ -201,6 +201,16 @@ rkv_status rkv_table_delete_version(struct rkv_table *t, const void *key, uint32
  * live item is another version. */
 rkv_status rkv_table_set_state(struct rkv_table *t, const void *key, uint32_t key_len,
                                uint64_t version, uint64_t clear, uint64_t set, uint64_t *before);
+/* librkv's stale-while-revalidate (rkv_get_recache): win the recache of
+ * key's live item of `version` when it is stale or expires less than
+ * recache_ttl seconds from now (0: stale only) and no client holds the win
+ * token yet. The token is the door's (WON, set by mg's W), taken by one
+ * test-and-set under the item's stripes, so one client of either door
+ * wins. *marks gets RKV_MARK_STALE, and RKV_MARK_WON (this call took it)
+ * or RKV_MARK_TAKEN (another client holds it). RKV_NOT_FOUND without a
+ * live item, RKV_CAS_MISMATCH when the live item is another version. */
+rkv_status rkv_table_claim(struct rkv_table *t, const void *key, uint32_t key_len, uint64_t version,
+                           uint32_t recache_ttl, uint32_t *marks);
 rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len, int64_t delta,
                           uint64_t *result);
 
