@@ -2207,8 +2207,10 @@ rkv_status rkv_get_recache(rkv_client *c, const void *key, size_t key_len, void 
     const struct rkv_op op = {
         .kind = RKV_KIND_GET, .key = key, .key_len = key_len, .buf = buf, .buf_len = buf_len
     };
-    if (rc == NULL)
-        return call_fail(c, RKV_INVALID, "get_recache: rc is NULL; pass a struct rkv_recache");
+    if (rc == NULL || rc->flags != 0)
+        return call_fail(c, RKV_INVALID,
+                         rc == NULL ? "get_recache: rc is NULL; pass a struct rkv_recache"
+                                    : "get_recache: rc->flags is not 0 (no options are defined)");
     return get_recache_core(c, &op, value_len, info, rc);
 }
 

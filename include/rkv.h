@@ -254,11 +254,14 @@ rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, si
 struct rkv_recache {
     uint32_t recache_ttl; /* in: win the recache of an item with fewer seconds than this to
                              live, too (mg R); 0 = of stale items only */
+    uint32_t flags;       /* in: 0 (room for options to come; other values are refused with
+                             RKV_INVALID) */
     uint32_t marks;       /* out: RKV_MARK_* (0: fresh, or a miss) */
 };
 
 /* rkv_get() that also says whether the value is stale and hands the
- * recache to one client (see above). rc may not be NULL.
+ * recache to one client (see above). rc may not be NULL; rc->flags must be
+ * 0.
  * Returns: as rkv_get(), and RKV_SERVER_BUSY (the item kept changing
  * between the read and the claim). On RKV_BUFFER_TOO_SMALL no claim is
  * made (rc->marks are those the read saw). */

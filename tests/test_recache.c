@@ -212,6 +212,8 @@ static void test_door_shares_winner(void **state)
                      RKV_NOT_FOUND);
     assert_int_equal(rc.marks, 0);
     assert_int_equal(rkv_get_recache(e->kv, "dn", 2, buf, sizeof buf, &len, NULL, NULL), RKV_INVALID);
+    rc.flags = 1;
+    assert_int_equal(rkv_get_recache(e->kv, "dn", 2, buf, sizeof buf, &len, NULL, &rc), RKV_INVALID);
     close(fd);
 }
 
