@@ -2,9 +2,9 @@
  * against a real rkv-server, with its memcached door beside it.
  *
  * A key is made stale through the door (md I, memcached's invalidation);
- * then many librkv clients, each with its own handle or sharing one, read
- * it at once: exactly one wins the recache and every one gets the stale
- * value. The win token is the door's own: a librkv win makes mg answer Z,
+ * then many clients read it at once, through librkv (each with its own
+ * handle or sharing one) and through the door's mg: exactly one wins the
+ * recache and every one gets the stale value. The win token is the door's own: a librkv win makes mg answer Z,
  * an mg W makes librkv answer "taken". The winner's put makes a fresh item.
  * A fresh item costs no RPC. No sleeps: threads meet at barriers, and
  * "exactly one" holds whatever order they run in.
@@ -107,13 +107,29 @@ static uint32_t recache(rkv_client *c, const char *key, uint32_t ttl, const char
 
 /* ------------------------------------------------------------ tests */
 
-enum { CLIENTS = 6, ROUNDS = 40 };
+enum { CLIENTS = 8, DOOR_CLIENTS = 2, ROUNDS = 40 };
 
 struct reader {
-    rkv_client *c; /* its own handle, or the shared one */
+    rkv_client *c; /* its own handle, or the shared one; NULL: reads through the door */
+    int fd;        /* the door connection of a door reader */
     pthread_barrier_t *go;
     unsigned wins, taken, stale, wrong;
 };
+
+/* mg herd v through the door, as rkv_get_recache answers: W won, Z taken. */
+static rkv_status door_read(int fd, char *buf, size_t *len, struct rkv_recache *rc)
+{
+    char line[128];
+    size_t n = 0;
+    assert_int_equal(send(fd, "mg herd v\r\n", 11, MSG_NOSIGNAL), 11);
+    while (n < sizeof line - 1 && recv(fd, line + n, 1, 0) == 1 && line[n] != '\n')
+        n++;
+    line[n] = '\0';
+    rc->marks = (strstr(line, " W") ? RKV_MARK_WON : 0) | (strstr(line, " Z") ? RKV_MARK_TAKEN : 0) |
+                (strstr(line, " X") ? RKV_MARK_STALE : 0);
+    *len = (size_t)recv(fd, buf, 5, MSG_WAITALL) - 2; /* "old\r\n" */
+    return strncmp(line, "VA 3", 4) == 0 ? RKV_OK : RKV_PROTOCOL;
+}
 
 static void *reader_loop(void *arg)
 {
@@ -123,7 +139,9 @@ static void *reader_loop(void *arg)
         size_t len = 0;
         struct rkv_recache rc = { 0 };
         pthread_barrier_wait(r->go); /* the key is stale again */
-        rkv_status st = rkv_get_recache(r->c, "herd", 4, buf, sizeof buf, &len, NULL, &rc);
+        rkv_status st = r->c == NULL
+                            ? door_read(r->fd, buf, &len, &rc)
+                            : rkv_get_recache(r->c, "herd", 4, buf, sizeof buf, &len, NULL, &rc);
         r->wrong += st != RKV_OK || len != 3 || memcmp(buf, "old", 3) != 0;
         r->wins += (rc.marks & RKV_MARK_WON) != 0;
         r->taken += (rc.marks & RKV_MARK_TAKEN) != 0;
@@ -136,7 +154,8 @@ static void *reader_loop(void *arg)
 
 /* N clients read a stale key at once, round after round: one wins, every
  * one gets the stale value marked stale, the others are told it is taken.
- * Half have a handle each, half share one (RKV_OPT_SHARED). */
+ * Two read through the door (mg), the others through librkv: half of
+ * those with a handle each, half sharing one (RKV_OPT_SHARED). */
 static void test_one_winner(void **state)
 {
     struct env *e = *state;
@@ -150,9 +169,10 @@ static void test_one_winner(void **state)
     assert_int_equal(pthread_barrier_init(&go, NULL, CLIENTS + 1), 0);
     exchange(fd, "set herd 0 0 3\r\nold\r\n", "STORED\r\n");
     for (int i = 0; i < CLIENTS; i++) {
-        rkv_client *c = i % 2 ? shared : connect_retry(e->sp.uri, NULL, 10000);
-        assert_non_null(c);
-        r[i] = (struct reader){ .c = c, .go = &go };
+        bool door = i < DOOR_CLIENTS;
+        rkv_client *c = door ? NULL : i % 2 ? shared : connect_retry(e->sp.uri, NULL, 10000);
+        assert_true(door || c != NULL);
+        r[i] = (struct reader){ .c = c, .fd = door ? door_connect(e->port) : -1, .go = &go };
         assert_int_equal(pthread_create(&t[i], NULL, reader_loop, &r[i]), 0);
     }
     for (unsigned round = 0; round < ROUNDS; round++) {
@@ -169,7 +189,9 @@ static void test_one_winner(void **state)
         assert_int_equal(r[i].wrong, 0);
         assert_int_equal(r[i].stale, ROUNDS);
         assert_int_equal(r[i].wins + r[i].taken, ROUNDS);
-        if (i % 2 == 0)
+        if (r[i].fd >= 0)
+            close(r[i].fd);
+        else if (i % 2 == 0)
             rkv_close(r[i].c);
     }
     rkv_close(shared);
