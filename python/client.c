@@ -15,10 +15,31 @@
  * buffer protocol and allocates nothing. Keys are str (as UTF-8, which
  * CPython caches in the str) or bytes-like; values bytes-like; nothing is
  * copied on the way in.
+ *
+ * Processes: a Client is used by the process that connected it. In a child
+ * of fork() it is closed (fork.c): its calls raise rkv.ClientForked without
+ * touching the client's lock or librkv's handle, which is the parent's.
  */
 #include <string.h>
 
 #include "rkv_py.h"
+
+/* A Client that another process connected (this one is a child of its
+ * fork): its handle, and its lock, which a thread of the parent may have held
+ * at the fork, are not to be touched here, not even to close it. */
+static bool client_inherited(const Client *self)
+{
+    return self->c != NULL && self->pid != fork_pid();
+}
+
+static void raise_forked(const Client *self)
+{
+    raise_exc(error_make(E_FORKED, RKV_INVALID,
+                         PyUnicode_FromFormat("rkv.Client: opened by process %ld, used in process "
+                                              "%ld (a child of fork()): its connection is the "
+                                              "parent's; open a new Client in this process",
+                                              (long)self->pid, (long)fork_pid())));
+}
 
 /* Take the client's lock (waiting without the GIL) and check it is open.
  * Returns 0 with the lock held, or -1 with an exception set. */
@@ -26,6 +47,10 @@ int client_lock(Client *self)
 {
     if (self->lock == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "rkv.Client: not initialised");
+        return -1;
+    }
+    if (client_inherited(self)) {
+        raise_forked(self);
         return -1;
     }
     if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
@@ -77,6 +102,14 @@ rkv_status scratch_get(Client *self, const struct held *k, size_t *n, struct rkv
         if (scratch_grow(self, *n) < 0)
             return RKV_NO_MEMORY;
     }
+}
+
+/* rkv_close, kept apart from fork() (fork.c). */
+static void handle_close(rkv_client *c)
+{
+    handle_guard_enter();
+    rkv_close(c);
+    handle_guard_leave();
 }
 
 static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -148,17 +181,20 @@ static int client_init(Client *self, PyObject *args, PyObject *kwds)
     rkv_client *c = NULL;
     rkv_status st;
     Py_BEGIN_ALLOW_THREADS;
+    handle_guard_enter();
     st = rkv_connect(uri, &o, &c);
+    handle_guard_leave();
     Py_END_ALLOW_THREADS;
     if (st != RKV_OK) {
         raise_status(st, "connect", rkv_last_error(NULL));
         return -1;
     }
     if (scratch_grow(self, SCRATCH_START) < 0) {
-        rkv_close(c);
+        handle_close(c);
         return -1;
     }
     self->c = c;
+    self->pid = fork_pid();
     Py_XSETREF(self->uri, PyUnicode_FromString(uri));
     return 0;
 }
@@ -172,7 +208,7 @@ static void client_shut(Client *self)
         rkv_client *c = self->c;
         self->c = NULL;
         Py_BEGIN_ALLOW_THREADS;
-        rkv_close(c);
+        handle_close(c);
         Py_END_ALLOW_THREADS;
     }
 }
@@ -180,8 +216,8 @@ static void client_shut(Client *self)
 static PyObject *client_close(Client *self, PyObject *unused)
 {
     (void)unused;
-    if (self->lock == NULL)
-        Py_RETURN_NONE;
+    if (self->lock == NULL || client_inherited(self))
+        Py_RETURN_NONE; /* inherited: the parent's to close */
     if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
         Py_BEGIN_ALLOW_THREADS;
         PyThread_acquire_lock(self->lock, WAIT_LOCK);
@@ -194,8 +230,8 @@ static PyObject *client_close(Client *self, PyObject *unused)
 
 static void client_dealloc(Client *self)
 {
-    if (self->c != NULL)
-        rkv_close(self->c);
+    if (self->c != NULL && !client_inherited(self))
+        handle_close(self->c); /* inherited: left as it is, the parent's */
     if (self->lock != NULL)
         PyThread_free_lock(self->lock);
     PyMem_RawFree(self->scratch);
@@ -811,7 +847,7 @@ static PyObject *client_get_shard_count(Client *self, void *unused)
 static PyObject *client_get_closed(Client *self, void *unused)
 {
     (void)unused;
-    return PyBool_FromLong(self->c == NULL);
+    return PyBool_FromLong(self->c == NULL || client_inherited(self));
 }
 
 static PyObject *client_get_uri(Client *self, void *unused)
@@ -832,6 +868,9 @@ static PyObject *client_get_max_value_size(Client *self, void *unused)
 
 static PyObject *client_repr(Client *self)
 {
+    if (client_inherited(self))
+        return PyUnicode_FromFormat("<rkv.Client %R closed: opened by process %ld>",
+                                    self->uri ? self->uri : Py_None, (long)self->pid);
     return PyUnicode_FromFormat("<rkv.Client %R%s>", self->uri ? self->uri : Py_None,
                                 self->c == NULL ? " closed" : "");
 }
@@ -891,14 +930,16 @@ static PyMethodDef client_methods[] = {
     { "shard_of", (PyCFunction)client_shard_of, METH_O,
       "shard_of(key) -> int\n\nThe index of the server that owns the key." },
     { "close", (PyCFunction)client_close, METH_NOARGS,
-      "close()\n\nClose the connections; later calls raise ClientClosed. Idempotent." },
+      "close()\n\nClose the connections; later calls raise ClientClosed. Idempotent. In a "
+      "child of fork() it leaves the parent's connections alone." },
     { "__enter__", (PyCFunction)client_enter, METH_NOARGS, NULL },
     { "__exit__", (PyCFunction)client_exit, METH_VARARGS, NULL },
     { NULL, NULL, 0, NULL },
 };
 
 static PyGetSetDef client_getset[] = {
-    { "closed", (getter)client_get_closed, NULL, "True once close() ran.", NULL },
+    { "closed", (getter)client_get_closed, NULL,
+      "True once close() ran, and in a child of fork() (the Client is its parent's).", NULL },
     { "uri", (getter)client_get_uri, NULL, "The URI(s) connected to.", NULL },
     { "shard_count", (getter)client_get_shard_count, NULL, "The number of servers.", NULL },
     { "max_value_size", (getter)client_get_max_value_size, NULL,
@@ -918,7 +959,11 @@ PyTypeObject client_type = {
               "(0 = librkv's default). A context manager: close() on exit.\n\n"
               "Threads: a Client may be shared; its calls then run one at a time (each takes "
               "the client's lock, and drops the GIL while librkv works). Give each thread its "
-              "own Client for parallel calls.",
+              "own Client for parallel calls.\n\n"
+              "Processes: a Client belongs to the process that opened it. In a child of "
+              "fork() it is closed: its calls raise ClientForked (a ClientClosed), and "
+              "close() and its end leave the parent's connections alone. Open a new Client "
+              "in the child.",
     .tp_new = client_new,
     .tp_init = (initproc)client_init,
     .tp_dealloc = (destructor)client_dealloc,

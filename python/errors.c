@@ -56,6 +56,10 @@ static const struct error_class error_classes[E_COUNT] = {
     [E_NO_MEMORY] = { "NoMemory", E_ERROR, "MemoryError", "A local allocation failed." },
     [E_INTERNAL] = { "InternalError", E_ERROR, NULL, "A bug in librkv: please report it." },
     [E_CLOSED] = { "ClientClosed", E_ERROR, "ValueError", "The Client was closed." },
+    [E_FORKED] = { "ClientForked", E_CLOSED, NULL,
+                   "The Client was opened by another process, the parent of a fork(): its "
+                   "connections are the parent's, so in this process it is closed. Open a new "
+                   "Client here." },
 };
 
 PyObject *error_objs[E_COUNT];

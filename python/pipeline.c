@@ -412,6 +412,12 @@ static void pipe_dealloc(Pipeline *p)
     PyErr_Fetch(&et, &ev, &tb);
     pipe_close_quietly(p);
     PyErr_Restore(et, ev, tb);
+    /* settled slots hold nothing; ops still out are a forked child's copy of
+     * its parent's, which this process never completes */
+    for (unsigned i = 0; p->slots != NULL && i < p->window; i++) {
+        held_release(&p->slots[i].key);
+        held_release(&p->slots[i].value);
+    }
     PyMem_RawFree(p->slots);
     PyMem_RawFree(p->bufs);
     PyMem_RawFree(p->free);

@@ -7,6 +7,8 @@
  *   args.c        keys, values and integer arguments, checked and held
  *   client.c      rkv.Client: librkv's handle, its lock, the calls
  *   pipeline.c    rkv.Pipeline: rkv_submit/rkv_poll behind Client.pipeline()
+ *   fork.c        the process id a Client checks, and fork() kept out of
+ *                 rkv_connect/rkv_close
  */
 #ifndef RKV_PY_H
 #define RKV_PY_H
@@ -16,6 +18,7 @@
 #include <pythread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "rkv.h"
 
@@ -51,6 +54,7 @@ enum {
     E_NO_MEMORY,
     E_INTERNAL,
     E_CLOSED,
+    E_FORKED,
     E_COUNT
 };
 extern PyObject *error_objs[E_COUNT];
@@ -106,6 +110,7 @@ typedef struct {
     char *slots;             /* MGET_CHUNK x MGET_SLOT bytes for mget, made on first use */
     struct pipeline *active; /* the open Pipeline, if any (it holds a reference to us) */
     PyObject *uri;
+    pid_t pid; /* the process that connected c: the only one that may use it */
 } Client;
 
 extern PyTypeObject client_type;
@@ -127,6 +132,18 @@ extern PyTypeObject pipeline_type;
 PyObject *client_pipeline(Client *self, PyObject *args, PyObject *kwds);
 /* Settle every op the pipeline has out, keeping their results (lock held). */
 void pipeline_drain(struct pipeline *p);
+
+/* ------------------------------------------------------------ fork.c */
+
+/* Record this process's pid and have every fork() child record its own.
+ * Returns 0, or -1 with an exception set. */
+int fork_watch(void);
+/* This process's pid (no system call). */
+pid_t fork_pid(void);
+/* Around each rkv_connect and rkv_close: fork() waits for the calls inside
+ * and keeps new ones out while it runs. */
+void handle_guard_enter(void);
+void handle_guard_leave(void);
 
 /* ------------------------------------------------------------ rkv_module.c */
 
