@@ -884,8 +884,9 @@ static PyMethodDef client_methods[] = {
     { "get_into", (PyCFunction)(void (*)(void))client_get_into, METH_FASTCALL,
       "get_into(key, buffer) -> int | None\n\nRead the value straight into a writable "
       "contiguous buffer (bytearray, memoryview, numpy array) and return its length, or None "
-      "when absent. Allocates nothing. BufferTooSmall (.needed) when it does not fit: the "
-      "buffer is then left alone." },
+      "when absent. Allocates nothing (numpy's own buffer export makes a small record per "
+      "call: pass memoryview(array), made once, for none). BufferTooSmall (.needed) when it "
+      "does not fit: the buffer is then left alone." },
     { "put", (PyCFunction)(void (*)(void))client_put, METH_VARARGS | METH_KEYWORDS,
       "put(key, value, *, ttl=0, flags=0) -> int\n\nStore unconditionally; return the new "
       "version. ttl: seconds, 0 = the server's default, TTL_NEVER = never expires." },
