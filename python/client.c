@@ -112,6 +112,18 @@ static void handle_close(rkv_client *c)
     handle_guard_leave();
 }
 
+/* A synchronous call's op_result (lock held): the result, or NULL with its
+ * exception raised. */
+static PyObject *sync_result(Client *self, rkv_kind kind, rkv_status st, const char *value,
+                             size_t len, uint64_t num, const char *what)
+{
+    if (PyErr_Occurred()) /* scratch_get could not grow the buffer */
+        return NULL;
+    bool failed;
+    PyObject *r = op_result(kind, st, value, len, num, what, rkv_last_error(self->c), &failed);
+    return failed ? raise_exc(r) : r;
+}
+
 static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     (void)args;
@@ -261,12 +273,7 @@ static PyObject *client_get(Client *self, PyObject *key)
     if (client_lock(self) == 0) {
         size_t n = 0;
         rkv_status st = scratch_get(self, &k, &n, NULL);
-        if (st == RKV_OK)
-            r = PyBytes_FromStringAndSize(self->scratch, (Py_ssize_t)n);
-        else if (st == RKV_NOT_FOUND)
-            r = Py_NewRef(Py_None);
-        else if (!PyErr_Occurred())
-            raise_status(st, "get", rkv_last_error(self->c));
+        r = sync_result(self, RKV_KIND_GET, st, self->scratch, n, 0, "get");
         client_unlock(self);
     }
     held_release(&k);
@@ -361,33 +368,10 @@ static PyObject *client_get_into(Client *self, PyObject *const *args, Py_ssize_t
 static PyObject *client_write(Client *self, PyObject *args, PyObject *kwds, rkv_put_mode mode,
                               const char *name)
 {
-    static char *kw_put[] = { "key", "value", "ttl", "flags", NULL };
-    static char *kw_cas[] = { "key", "value", "version", "ttl", "flags", NULL };
-    PyObject *key, *value, *version = NULL, *ttl = NULL, *flags = NULL;
-    int ok = mode == RKV_CAS ? PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OO", kw_cas, &key,
-                                                           &value, &version, &ttl, &flags)
-                             : PyArg_ParseTupleAndKeywords(args, kwds, "OO|$OO", kw_put, &key,
-                                                           &value, &ttl, &flags);
-    if (!ok)
-        return NULL;
-    uint64_t t, f, cas = 0;
-    if (arg_u64(ttl, UINT32_MAX, "ttl", &t) < 0 || arg_u64(flags, UINT32_MAX, "flags", &f) < 0)
-        return NULL;
-    if (mode == RKV_CAS && (version == Py_None || arg_u64(version, UINT64_MAX, "version", &cas) < 0)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "cas: version must be an int (get_item(key).version)");
-        return NULL;
-    }
-    struct rkv_put_options o = {
-        .mode = mode, .ttl = (uint32_t)t, .cas = cas, .user_flags = (uint32_t)f
-    };
+    struct rkv_put_options o;
     struct held k, v;
-    if (hold_key(key, &k) < 0)
+    if (write_args(args, kwds, mode, &o, &k, &v) < 0)
         return NULL;
-    if (hold_value(value, &v) < 0) {
-        held_release(&k);
-        return NULL;
-    }
     PyObject *r = NULL;
     if (client_lock(self) == 0) {
         uint64_t newv = 0;
@@ -395,10 +379,7 @@ static PyObject *client_write(Client *self, PyObject *args, PyObject *kwds, rkv_
         Py_BEGIN_ALLOW_THREADS;
         st = rkv_put(self->c, k.p, (size_t)k.n, v.p, (size_t)v.n, &o, &newv);
         Py_END_ALLOW_THREADS;
-        if (st == RKV_OK)
-            r = PyLong_FromUnsignedLongLong(newv);
-        else
-            raise_status(st, name, rkv_last_error(self->c));
+        r = sync_result(self, RKV_KIND_PUT, st, NULL, 0, newv, name);
         client_unlock(self);
     }
     held_release(&v);
@@ -437,10 +418,7 @@ static PyObject *client_delete(Client *self, PyObject *key)
         Py_BEGIN_ALLOW_THREADS;
         st = rkv_delete(self->c, k.p, (size_t)k.n);
         Py_END_ALLOW_THREADS;
-        if (st == RKV_OK || st == RKV_NOT_FOUND)
-            r = PyBool_FromLong(st == RKV_OK);
-        else
-            raise_status(st, "delete", rkv_last_error(self->c));
+        r = sync_result(self, RKV_KIND_DELETE, st, NULL, 0, 0, "delete");
         client_unlock(self);
     }
     held_release(&k);
@@ -451,28 +429,18 @@ static PyObject *client_delete(Client *self, PyObject *key)
 static PyObject *client_step(Client *self, PyObject *const *args, Py_ssize_t nargs, int sign,
                              const char *name)
 {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_Format(PyExc_TypeError, "%s(key, delta=1) takes 1 or 2 arguments (%zd given)", name,
-                     nargs);
-        return NULL;
-    }
-    uint64_t d = 1;
-    if (nargs == 2 && arg_u64(args[1], INT64_MAX, "delta", &d) < 0)
-        return NULL;
     struct held k;
-    if (hold_key(args[0], &k) < 0)
+    int64_t delta;
+    if (step_args(args, nargs, sign, &k, &delta) < 0)
         return NULL;
     PyObject *r = NULL;
     if (client_lock(self) == 0) {
         uint64_t result = 0;
         rkv_status st;
         Py_BEGIN_ALLOW_THREADS;
-        st = rkv_incr(self->c, k.p, (size_t)k.n, sign * (int64_t)d, &result);
+        st = rkv_incr(self->c, k.p, (size_t)k.n, delta, &result);
         Py_END_ALLOW_THREADS;
-        if (st == RKV_OK)
-            r = PyLong_FromUnsignedLongLong(result);
-        else
-            raise_status(st, name, rkv_last_error(self->c));
+        r = sync_result(self, RKV_KIND_INCR, st, NULL, 0, result, name);
         client_unlock(self);
     }
     held_release(&k);
@@ -709,14 +677,9 @@ static int stats_line(PyObject *d, const char *line, size_t len)
 
 static PyObject *client_stats(Client *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    uint64_t shard = 0;
-    if (nargs > 1) {
-        PyErr_SetString(PyExc_TypeError, "stats(shard=0) takes at most 1 argument");
-        return NULL;
-    }
-    if (nargs == 1 && arg_u64(args[0], UINT32_MAX, "shard", &shard) < 0)
-        return NULL;
-    if (client_lock(self) < 0)
+    uint64_t shard;
+    if (arg_optional_u64(args, nargs, "stats(shard=0)", "shard", UINT32_MAX, &shard) < 0 ||
+        client_lock(self) < 0)
         return NULL;
     size_t len = 0;
     rkv_status st;
@@ -780,6 +743,18 @@ static PyObject *client_reset_counters(Client *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* A call that gives only its status (lock held, let go here): None, or
+ * NULL with the exception raised. */
+static PyObject *status_result(Client *self, rkv_status st, const char *what)
+{
+    if (st != RKV_OK)
+        raise_status(st, what, rkv_last_error(self->c));
+    client_unlock(self);
+    if (st != RKV_OK)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *client_ping(Client *self, PyObject *unused)
 {
     (void)unused;
@@ -789,35 +764,20 @@ static PyObject *client_ping(Client *self, PyObject *unused)
     Py_BEGIN_ALLOW_THREADS;
     st = rkv_ping(self->c);
     Py_END_ALLOW_THREADS;
-    if (st != RKV_OK)
-        raise_status(st, "ping", rkv_last_error(self->c));
-    client_unlock(self);
-    if (st != RKV_OK)
-        return NULL;
-    Py_RETURN_NONE;
+    return status_result(self, st, "ping");
 }
 
 static PyObject *client_flush(Client *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    uint64_t delay = 0;
-    if (nargs > 1) {
-        PyErr_SetString(PyExc_TypeError, "flush(delay=0) takes at most 1 argument");
-        return NULL;
-    }
-    if (nargs == 1 && arg_u64(args[0], UINT32_MAX, "delay", &delay) < 0)
-        return NULL;
-    if (client_lock(self) < 0)
+    uint64_t delay;
+    if (arg_optional_u64(args, nargs, "flush(delay=0)", "delay", UINT32_MAX, &delay) < 0 ||
+        client_lock(self) < 0)
         return NULL;
     rkv_status st;
     Py_BEGIN_ALLOW_THREADS;
     st = rkv_flush(self->c, (uint32_t)delay);
     Py_END_ALLOW_THREADS;
-    if (st != RKV_OK)
-        raise_status(st, "flush", rkv_last_error(self->c));
-    client_unlock(self);
-    if (st != RKV_OK)
-        return NULL;
-    Py_RETURN_NONE;
+    return status_result(self, st, "flush");
 }
 
 static PyObject *client_shard_of(Client *self, PyObject *key)
