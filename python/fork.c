@@ -18,8 +18,9 @@
  * wait for it forever. Each rkv_connect and rkv_close of the extension
  * therefore runs under `handle_guard`, shared, and the fork takes it
  * exclusively in the atfork prepare handler: no thread is inside either when
- * the process forks. The forking thread holds the GIL there, and the
- * threads it waits for release the guard before they take the GIL back.
+ * the process forks (a fork waits for a connect under way, at most its
+ * timeout_ms). The forking thread holds the GIL there, and the threads it
+ * waits for release the guard before they take the GIL back.
  */
 #include <errno.h>
 #include <pthread.h>
