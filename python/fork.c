@@ -30,7 +30,7 @@
 #include "rkv_py.h"
 
 static pthread_rwlock_t handle_guard = PTHREAD_RWLOCK_INITIALIZER;
-static volatile pid_t this_pid;
+volatile pid_t fork_this_pid;
 static bool watching;
 
 static void before_fork(void)
@@ -47,7 +47,7 @@ static void after_fork_parent(void)
  * for the writer's: the child, alone, starts the guard afresh instead. */
 static void after_fork_child(void)
 {
-    this_pid = getpid();
+    fork_this_pid = getpid();
     pthread_rwlock_init(&handle_guard, NULL);
 }
 
@@ -55,7 +55,7 @@ static void after_fork_child(void)
  * exception set. */
 int fork_watch(void)
 {
-    this_pid = getpid();
+    fork_this_pid = getpid();
     if (watching)
         return 0;
     int err = pthread_atfork(before_fork, after_fork_parent, after_fork_child);
@@ -66,11 +66,6 @@ int fork_watch(void)
         return -1;
     }
     return 0;
-}
-
-pid_t fork_pid(void)
-{
-    return this_pid;
 }
 
 void handle_guard_enter(void)

@@ -158,8 +158,12 @@ void pipeline_drain(struct pipeline *p);
 /* Record this process's pid and have every fork() child record its own.
  * Returns 0, or -1 with an exception set. */
 int fork_watch(void);
-/* This process's pid (no system call). */
-pid_t fork_pid(void);
+/* This process's pid (no system call: the hot path checks it). */
+extern volatile pid_t fork_this_pid;
+static inline pid_t fork_pid(void)
+{
+    return fork_this_pid;
+}
 /* Around each rkv_connect and rkv_close: fork() waits for the calls inside
  * and keeps new ones out while it runs. */
 void handle_guard_enter(void);
