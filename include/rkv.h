@@ -67,6 +67,19 @@
  *     overwrites it), in a buffer valid until the thread exits.
  *   - rkv_get_counters sums every thread's work on the handle.
  *
+ * Processes: a handle belongs to the process that connected it. A child of
+ * fork() shares the parent's connections through it (over shm the socket
+ * and the mapped request and reply rings, over rdma the verbs objects), so
+ * it must make no call on an inherited handle, not even rkv_close(): a call
+ * would take the parent's replies, write into its rings or tear its QP down.
+ * The parent's handles are unaffected by the fork. The child connects
+ * handles of its own (over rdma on a device context of its own, which works
+ * in a child); an inherited handle's memory and file descriptors stay the
+ * child's until it exits or execs, and a server keeps the connection until
+ * both processes have let go of it. Fork while no other thread is inside
+ * rkv_connect() or rkv_close(): they hold a process-wide lock for a moment,
+ * and a child forked then may wait for it forever in its own rkv_connect().
+ *
  * Errors: every call that can fail returns an rkv_status; its comment ends
  * with a "Returns:" line naming the statuses it gives. rkv_strerror() names
  * a status; rkv_last_error() gives the handle's last detailed message (which

@@ -83,6 +83,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mc_conn.h"
 #include "server_proc.h"
 
 #define RKV_MIN_(a, b) ((a) < (b) ? (a) : (b))
@@ -1363,22 +1364,7 @@ static void side_reset_state(struct side *s)
     s->alias.n = 0;
 }
 
-static int tcp_connect(unsigned port)
-{
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    return fd;
-}
+static const struct mc_conn_opts nonblocking = { .nonblock = true };
 
 static unsigned free_port(void)
 {
@@ -1433,7 +1419,7 @@ static void start_memcached(struct side *s, unsigned mb)
                 s->mc_pid = 0;
                 break; /* the port was taken meanwhile: another */
             }
-            int fd = tcp_connect(s->port);
+            int fd = mc_connect_opts(s->port, &nonblocking);
             if (fd >= 0) {
                 close(fd);
                 return;
@@ -1495,7 +1481,7 @@ static void reconnect(void)
     for (int i = 0; i < NSIDES; i++) {
         if (sides[i].fd >= 0)
             close(sides[i].fd);
-        sides[i].fd = tcp_connect(sides[i].port);
+        sides[i].fd = mc_connect_opts(sides[i].port, &nonblocking);
         if (sides[i].fd < 0)
             die("cannot connect to %s on port %u: %s", side_name[i], sides[i].port, strerror(errno));
         sides[i].closed = false;
