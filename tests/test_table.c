@@ -928,6 +928,46 @@ static void test_evict_random(void **state)
     env_free(&e);
 }
 
+/* The evict-ahead reserve of a class of large items shrinks to what
+ * RESERVE_MIN_BYTES holds (one 200 KB item), not eight of them: once writes
+ * slow down, a full heap of 200 KB items keeps one free, not eight (with 95
+ * items owned, the reserve's cap is 11). */
+static void test_evict_reserve_of_large_items(void **state)
+{
+    (void)state;
+    struct env e;
+    struct rkv_table_config c = { .evict = RKV_EVICT_LRU,
+                                  .item_size_hint = 200 * 1000,
+                                  .now_ns = fake_now };
+    env_make(&e, 20 * MiB, &c);
+    static char val[200 * 1000];
+    memset(val, 'v', sizeof val);
+    char key[32];
+    unsigned cls = 0;
+    while (e.h->class_size[cls] < rkv_item_size(16, sizeof val))
+        cls++;
+    for (unsigned i = 0; i < 300; i++) { /* fill past the heap, so that the class evicts */
+        snprintf(key, sizeof key, "k%015u", i);
+        assert_int_equal(put_mode(&e, key, 16, val, sizeof val, RKV_SET, 0, 0, NULL), RKV_OK);
+        fake_ns += 200 * 1000000ull; /* past the grace period: freed items are reusable */
+    }
+    assert_true(stats(&e).evictions > 0);
+    for (unsigned i = 0; i < 8; i++) { /* no writes: the reserve halves each tick */
+        fake_ns += 1000000000ull;
+        rkv_table_tick(e.t);
+    }
+    for (unsigned i = 0; i < 20; i++) { /* writes use up what the fill left free */
+        snprintf(key, sizeof key, "n%015u", i);
+        assert_int_equal(put_mode(&e, key, 16, val, sizeof val, RKV_SET, 0, 0, NULL), RKV_OK);
+        fake_ns += 200 * 1000000ull;
+    }
+    struct rkv_table_class_stats cs;
+    rkv_table_class_stats(e.t, cls, &cs);
+    assert_true(cs.slab.pages * cs.slab.per_page >= 88); /* a cap of 11 */
+    assert_true(cs.slab.ready + cs.slab.limbo + cs.slab.fresh <= 1);
+    env_free(&e);
+}
+
 static void test_evict_lru_follows_hints(void **state)
 {
     (void)state;
@@ -2128,6 +2168,7 @@ int main(void)
         cmocka_unit_test(test_displacement_order),
         cmocka_unit_test(test_heap_full_without_eviction),
         cmocka_unit_test(test_evict_random),
+        cmocka_unit_test(test_evict_reserve_of_large_items),
         cmocka_unit_test(test_evict_lru_follows_hints),
         cmocka_unit_test(test_s3fifo_scan_keeps_read_keys),
         cmocka_unit_test(test_s3fifo_unread_oldest_first),
