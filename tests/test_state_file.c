@@ -23,6 +23,7 @@
 
 #include "layout.h"
 #include "state_file.h"
+#include "table.h"
 
 static struct rkv_state_header sample(void)
 {
@@ -32,7 +33,7 @@ static struct rkv_state_header sample(void)
         .rkv_version = "0.1.0",
         .region_size = 64ull << 20,
         .page_kind = 4096,
-        .slab_page_size = 1u << 20,
+        .slab_page_size = (1u << 20) + 640, /* a server's: with the room for a second key */
         .growth_millis = 1250,
         .max_key_len = 250,
         .max_value_len = 1048286,
@@ -82,7 +83,7 @@ static void ch_region(struct rkv_state_header *h)
 }
 static void ch_slab(struct rkv_state_header *h)
 {
-    h->slab_page_size = 2u << 20;
+    h->slab_page_size = (2u << 20) + rkv_table_page_pair_room(h->max_key_len);
 }
 static void ch_value(struct rkv_state_header *h)
 {
