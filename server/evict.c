@@ -33,9 +33,10 @@
  * (beyond what writers' magazines hold) at or above a per-class reserve,
  * which doubles (up to an eighth of the class) whenever a PUT still had to
  * wait for the limbo, and halves each tick no PUT of the class did (a burst
- * of writes leaves free memory for a few seconds, not a minute), down to twice what the class evicts per grace period (memory
- * held free is memory no item uses). A PUT waits at most grace_ms per try,
- * never spins.
+ * of writes leaves free memory for a few seconds, not a minute), down to
+ * twice what the class evicts per grace period and at least its floor, 8
+ * items or 256 KiB of them (reserve_floor): memory held free is memory no
+ * item uses. A PUT waits at most grace_ms per try, never spins.
  *
  * A victim leaves through table.c's delete path (rkv_table_index_remove:
  * bucket version protocol, OBSOLETE, freed into the limbo), counted as an
