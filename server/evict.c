@@ -33,9 +33,10 @@
  * (beyond what writers' magazines hold) at or above a per-class reserve,
  * which doubles (up to an eighth of the class) whenever a PUT still had to
  * wait for the limbo, and halves each tick no PUT of the class did (a burst
- * of writes leaves free memory for a few seconds, not a minute), down to twice what the class evicts per grace period (memory
- * held free is memory no item uses). A PUT waits at most grace_ms per try,
- * never spins.
+ * of writes leaves free memory for a few seconds, not a minute), down to
+ * twice what the class evicts per grace period and at least its floor, 8
+ * items or 256 KiB of them (reserve_floor): memory held free is memory no
+ * item uses. A PUT waits at most grace_ms per try, never spins.
  *
  * A victim leaves through table.c's delete path (rkv_table_index_remove:
  * bucket version protocol, OBSOLETE, freed into the limbo), counted as an
@@ -60,8 +61,10 @@
 #define USE_DECAY_MIN   1024 /* s3fifo: stores per lost use at least */
 #define USE_DECAY_TURNS 4    /* s3fifo: turnovers of the table per lost use */
 #define RESERVE_MIN     8    /* initial evict-ahead reserve per class, in items */
-#define EVICT_AHEAD_MAX 32   /* evictions one PUT does ahead of need */
-#define ALLOC_TRIES     3    /* waits for the limbo or a moved page before a PUT gives up */
+#define RESERVE_MIN_BYTES \
+    (256u << 10) /* the reserve's floor: RESERVE_MIN items, or fewer this many bytes' worth */
+#define EVICT_AHEAD_MAX 32 /* evictions one PUT does ahead of need */
+#define ALLOC_TRIES     3  /* waits for the limbo or a moved page before a PUT gives up */
 
 /* s3fifo's use decay for a table of `items` items: a use lost per
  * USE_DECAY_TURNS turnovers. One turnover decayed a read item to a never-read
@@ -145,10 +148,21 @@ static uint64_t coldness(struct rkv_table *t, uint64_t word)
     return (uint64_t)(S3_USES_MAX - s3_uses(t, w, now)) << 34 | s3_age(w, now);
 }
 
+/* The least evict-ahead reserve of class cls: RESERVE_MIN items, but no more
+ * than RESERVE_MIN_BYTES of them, and at least one. Eight free items of a
+ * class of 512 KiB items are 4 MiB no item uses, a sixteenth of a 64 MiB
+ * heap; large items come at a few a second for the same bytes written, so
+ * a PUT that finds the class dry is what the doubling below is for. */
+static uint64_t reserve_floor(const struct rkv_table *t, unsigned cls)
+{
+    uint32_t size = rkv_slab_class_size(t->slab, cls);
+    return size == 0 ? RESERVE_MIN : RKV_MAX(1, RKV_MIN(RESERVE_MIN, RESERVE_MIN_BYTES / size));
+}
+
 /* Halve class cls's evict-ahead reserve when no PUT of the
  * class ran dry since the last tick (`dry`: how many did), down to twice
  * what the class evicted per grace period since then (`evicted` items in
- * `ns`), at least RESERVE_MIN. Without it the reserve only grows: one burst
+ * `ns`), at least its floor (reserve_floor). Without it the reserve only grows: one burst
  * of writes (or a stalled writer) would keep up to an eighth of the class
  * free for good, memory no item can use. A compare-exchange: a PUT that ran
  * dry meanwhile and doubled it wins. */
@@ -156,10 +170,11 @@ static void reserve_decay(struct rkv_table *t, unsigned cls, uint64_t dry, uint6
                           uint64_t ns)
 {
     uint64_t r = __atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED);
-    if (dry != 0 || r <= RESERVE_MIN || ns == 0)
+    uint64_t floor = reserve_floor(t, cls);
+    if (dry != 0 || r <= floor || ns == 0)
         return;
     uint64_t need = (uint64_t)(2.0 * (double)evicted * t->cfg.grace_ms * 1e6 / (double)ns);
-    uint64_t next = RKV_MAX(RKV_MAX(r / 2, need), RESERVE_MIN);
+    uint64_t next = RKV_MAX(RKV_MAX(r / 2, need), floor);
     if (next < r)
         __atomic_compare_exchange_n(&t->reserve[cls], &r, next, false, __ATOMIC_RELAXED,
                                     __ATOMIC_RELAXED);

@@ -248,11 +248,14 @@ static int check_memory(struct rkv_server_config *cfg, uint64_t *rest)
 
 static bool srv_state_kept; /* the table is the state file's: remove the file before serving */
 
-/* The table configuration the server lays its region out with. */
+/* The table configuration the server lays its region out with: slab_page_size
+ * is the largest item, and the table's pages are larger by the room for a
+ * second header and key, so that two values of half of it share a page
+ * (rkv_table_page_pair_room). */
 static struct rkv_table_config table_config(const struct rkv_server_config *cfg)
 {
     return (struct rkv_table_config){
-        .slab_page_size = cfg->slab_page_size,
+        .slab_page_size = cfg->slab_page_size + rkv_table_page_pair_room(RKV_MAX_KEY_LEN),
         .max_key_len = RKV_MAX_KEY_LEN,
         .max_value_len = cfg->max_value_len,
         .grace_ms = cfg->grace_ms,

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "memcache_stats.h"
+#include "table.h"
 #include "tcp_server.h"
 #include "util.h"
 
@@ -487,7 +488,8 @@ static void stats_settings(struct rkv_server *srv, struct rkv_wconn *wc, struct 
     stat_s(o, "binding_protocol", "ascii");
     stat_s(o, "auth_enabled_sasl", "no");
     stat_s(o, "auth_enabled_ascii", "no");
-    stat_u(o, "item_size_max", g->slab_page_size); /* the largest item: a slab page */
+    /* the largest item: a slab page less the room for a second header and key */
+    stat_u(o, "item_size_max", g->slab_page_size - rkv_table_page_pair_room(g->max_key_len));
     stat_s(o, "maxconns_fast", "yes");
     stat_u(o, "hashpower_init", log2u(ts.buckets));
     /* with eviction on, pages move between classes: on demand, and (LRU)

@@ -382,11 +382,18 @@ static bool listens_on(const struct rkv_server_config *cfg, const char *scheme)
  * first: the request ring and the staging area, which the client writes,
  * are the client's (perf/conn-cost.py shows it). An idle connection gives
  * all but the control page back (shm_server.c conn_trim): about 8 KiB. */
+/* The table's slab page: the largest item and room for a second header
+ * and key (main.c table_config). */
+static uint64_t server_page(const struct rkv_server_config *cfg)
+{
+    return (uint64_t)cfg->slab_page_size + rkv_table_page_pair_room(RKV_MAX_KEY_LEN);
+}
+
 static uint64_t shm_conn_bytes(const struct rkv_server_config *cfg)
 {
     struct rkv_shm_layout l;
     char err[160];
-    uint64_t staging = RKV_MAX(SHM_STAGING_MIN, (uint64_t)cfg->slab_page_size);
+    uint64_t staging = RKV_MAX(SHM_STAGING_MIN, server_page(cfg));
     if (rkv_shm_layout_init(&l, cfg->credits, cfg->max_msg, staging, err, sizeof err) != RKV_OK)
         return 0; /* the listener refuses this configuration itself */
     uint64_t ring = (uint64_t)l.slot_stride * l.credits;
@@ -435,7 +442,7 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
      * eviction up to two blocks of meta words per page. */
     uint64_t items = out->region / RKV_MIN_ITEM_SIZE;
     uint64_t per_item = QUEUE_ENTRY + (rkv_evict_uses_access(cfg->evict) ? 2 * LRU_WORD : 0);
-    out->bookkeeping = sat_add(out->region / cfg->slab_page_size * SLAB_PAGE_BOOK,
+    out->bookkeeping = sat_add(out->region / server_page(cfg) * SLAB_PAGE_BOOK,
                                sat_mul(items, per_item));
     /* s3fifo's ghost (evict_ghost.c) */
     out->bookkeeping = sat_add(out->bookkeeping,
@@ -445,8 +452,8 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
     uint64_t writers = RKV_MIN((uint64_t)cfg->workers + 1, RKV_THREAD_SLOTS);
     out->bookkeeping = sat_add(out->bookkeeping,
                                sat_mul(writers,
-                                       rkv_slab_mag_bytes(cfg->slab_page_size, RKV_TABLE_GROWTH,
-                                                          RKV_TABLE_FINE_LIMIT)));
+                                       rkv_slab_mag_bytes((uint32_t)server_page(cfg),
+                                                          RKV_TABLE_GROWTH, RKV_TABLE_FINE_LIMIT)));
 
     if (listens_on(cfg, "shm"))
         shm = shm_conn_bytes(cfg);

@@ -21,6 +21,7 @@
 
 #include "layout.h"
 #include "state_file.h"
+#include "table.h"
 #include "util.h"
 
 /* Byte offsets in the header. */
@@ -195,7 +196,7 @@ bool rkv_state_match(const struct rkv_state_header *f, const struct rkv_state_he
         return false;
     }
     if (f->slab_page_size != w->slab_page_size) {
-        option_size(f->slab_page_size, a, sizeof a);
+        option_size(f->slab_page_size - rkv_table_page_pair_room(f->max_key_len), a, sizeof a);
         snprintf(err, err_len,
                  "--state-file %s was written with --slab-page-size %s; start with "
                  "--slab-page-size %s to keep the cache, or %s",

@@ -61,6 +61,19 @@ static inline uint64_t rkv_evict_ghost_entries(enum rkv_evict_policy p, uint64_t
 #define RKV_TABLE_GROWTH     1.25 /* size class growth factor unless configured */
 #define RKV_TABLE_FINE_LIMIT 256u /* size classes step by 8 bytes below this (rkv_slab_classes) */
 
+/* Bytes a slab page has beyond the configured slab_page_size (the largest
+ * item): two item headers and two of the longest keys, so that a page holds
+ * two items of half the configured page's value each (a 1 MiB page: two
+ * 512 KiB values, memcached's largest chunk) instead of one; rounded up to
+ * the 64 bytes a page is a multiple of (rkv_slab_classes). The page the
+ * table's header publishes (slab_page_size) includes them; the largest item
+ * does not grow. */
+static inline uint32_t rkv_table_page_pair_room(uint32_t max_key_len)
+{
+    return (2 * (RKV_ITEM_HEADER_SIZE + max_key_len) + RKV_SLAB_COARSE_STEP - 1) /
+           RKV_SLAB_COARSE_STEP * RKV_SLAB_COARSE_STEP;
+}
+
 struct rkv_table_config {
     uint32_t slab_page_size; /* bytes per slab page = largest item (default 1 MiB) */
     uint32_t max_key_len;    /* <= RKV_MAX_KEY_LEN (default 250) */

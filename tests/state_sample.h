@@ -16,7 +16,7 @@ static inline struct rkv_state_header state_sample(void)
         .rkv_version = "0.1.0",
         .region_size = 64ull << 20,
         .page_kind = 4096,
-        .slab_page_size = 1u << 20,
+        .slab_page_size = (1u << 20) + 640, /* a server's: room for a second key */
         .growth_millis = 1250,
         .max_key_len = 250,
         .max_value_len = 1048286,

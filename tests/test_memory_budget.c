@@ -295,19 +295,21 @@ static void test_need_shm(void **state)
      * item, plus 72 bytes per slab page, plus the magazines of the 2 workers
      * and the main thread: each a cache-line-aligned slab_mag per size
      * class; plus the ghost's 2-byte entry per 256 bytes of region */
-    uint64_t mags = rkv_slab_mag_bytes(c.slab_page_size, RKV_TABLE_GROWTH, RKV_TABLE_FINE_LIMIT);
+    /* the table's page: the largest item and room for a second header and key */
+    uint32_t page = c.slab_page_size + rkv_table_page_pair_room(RKV_MAX_KEY_LEN);
+    uint64_t mags = rkv_slab_mag_bytes(page, RKV_TABLE_GROWTH, RKV_TABLE_FINE_LIMIT);
     uint32_t sizes[RKV_MAX_CLASSES], classes;
-    assert_int_equal(rkv_slab_classes(c.slab_page_size, RKV_TABLE_GROWTH, RKV_TABLE_FINE_LIMIT,
-                                      sizes, &classes, err, sizeof err),
+    assert_int_equal(rkv_slab_classes(page, RKV_TABLE_GROWTH, RKV_TABLE_FINE_LIMIT, sizes, &classes,
+                                      err, sizeof err),
                      RKV_OK);
     assert_true(mags >= classes * 64ull && mags % 64 == 0);
     assert_int_equal(n.bookkeeping,
-                     GIB / RKV_MIN_ITEM_SIZE * 16 + GIB / (1 << 20) * 72 + 3 * mags + GIB / 256 * 2);
+                     GIB / RKV_MIN_ITEM_SIZE * 16 + GIB / page * 72 + 3 * mags + GIB / 256 * 2);
     /* per connection: what the server touches of the shm_server.c memfd
      * (control page, reply ring; the client writes the request ring and
      * staging, and is charged for them), the request copies, structures
      * and kernel objects */
-    assert_int_equal(rkv_shm_layout_init(&l, 64, 4096, 1 << 20, err, sizeof err), RKV_OK);
+    assert_int_equal(rkv_shm_layout_init(&l, 64, 4096, page, err, sizeof err), RKV_OK);
     uint64_t ring = (l.slot_stride * 64 + 4095) / 4096 * 4096;
     /* max_conns and the max_unauth_conns not yet past HELLO */
     assert_int_equal(n.conns, (10 + c.max_unauth_conns) * (4096 + 2 * ring + 4096 + 8192));
@@ -316,7 +318,7 @@ static void test_need_shm(void **state)
     /* evict none: no LRU words */
     c.evict = 0;
     rkv_mem_need_compute(&c, 1 * GIB, &e, &n);
-    assert_int_equal(n.bookkeeping, GIB / RKV_MIN_ITEM_SIZE * 8 + GIB / (1 << 20) * 72 + 3 * mags);
+    assert_int_equal(n.bookkeeping, GIB / RKV_MIN_ITEM_SIZE * 8 + GIB / page * 72 + 3 * mags);
 }
 
 static void test_need_hugepages_and_rdma(void **state)

@@ -24,6 +24,7 @@
 #include "layout.h"
 #include "state_file.h"
 #include "state_sample.h"
+#include "table.h"
 
 static struct rkv_state_header sample(void)
 {
@@ -64,7 +65,7 @@ static void ch_region(struct rkv_state_header *h)
 }
 static void ch_slab(struct rkv_state_header *h)
 {
-    h->slab_page_size = 2u << 20;
+    h->slab_page_size = (2u << 20) + rkv_table_page_pair_room(h->max_key_len);
 }
 static void ch_value(struct rkv_state_header *h)
 {

@@ -928,6 +928,126 @@ static void test_evict_random(void **state)
     env_free(&e);
 }
 
+/* A server's page (rkv_table_page_pair_room) holds two items of 512 KiB
+ * values with the longest keys, while the largest item stays 1 MiB. */
+static void test_page_holds_two_half_page_values(void **state)
+{
+    (void)state;
+    struct env e;
+    struct rkv_table_config c = {
+        .slab_page_size = (1u << 20) + rkv_table_page_pair_room(RKV_MAX_KEY_LEN),
+        .max_value_len = (1u << 20) - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN,
+    };
+    env_make(&e, 8 * MiB, &c);
+    static char val[1u << 20];
+    char key[RKV_MAX_KEY_LEN];
+    memset(val, 'v', sizeof val);
+    memset(key, 'a', sizeof key);
+    assert_int_equal(put_mode(&e, key, sizeof key, val, 512 * 1024, RKV_SET, 0, 0, NULL), RKV_OK);
+    key[0] = 'b';
+    assert_int_equal(put_mode(&e, key, sizeof key, val, 512 * 1024, RKV_SET, 0, 0, NULL), RKV_OK);
+    struct rkv_table_stats s = stats(&e);
+    assert_int_equal(s.items, 2);
+    unsigned cls = 0;
+    while (e.h->class_size[cls] < rkv_item_size(RKV_MAX_KEY_LEN, 512 * 1024))
+        cls++;
+    struct rkv_table_class_stats cs;
+    rkv_table_class_stats(e.t, cls, &cs);
+    assert_int_equal(cs.slab.per_page, 2);
+    assert_int_equal(cs.slab.pages, 1);
+    /* the largest item is 1 MiB, as without the room: a 1-byte key's value up to it */
+    uint32_t most = (1u << 20) - RKV_ITEM_HEADER_SIZE - 1;
+    assert_int_equal(put_mode(&e, "k", 1, val, most, RKV_SET, 0, 0, NULL), RKV_OK);
+    assert_int_not_equal(put_mode(&e, "l", 1, val, most + 1, RKV_SET, 0, 0, NULL), RKV_OK);
+    env_free(&e);
+}
+
+/* A server's pages (rkv_table_page_pair_room) move between classes as 1 MiB
+ * ones did: a heap filled with small items stores 512 KiB values, two a
+ * page, then small items again, then large ones: every PUT stored, the
+ * newest readable. */
+static void test_mix_shifts_small_large_small(void **state)
+{
+    (void)state;
+    struct env e;
+    struct rkv_table_config c = {
+        .slab_page_size = (1u << 20) + rkv_table_page_pair_room(RKV_MAX_KEY_LEN),
+        .max_value_len = (1u << 20) - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN,
+        .grace_ms = 1,
+        .evict = RKV_EVICT_LRU,
+    };
+    env_make(&e, 8 * MiB, &c);
+    static char big[512 * 1024], back[512 * 1024];
+    char key[32], small[100];
+    memset(big, 'b', sizeof big);
+    memset(small, 's', sizeof small);
+    for (unsigned round = 0; round < 2; round++) {
+        unsigned n = 0;
+        uint64_t ev = stats(&e).evictions;
+        while (stats(&e).evictions == ev || n < 40000) { /* the heap is all small items */
+            snprintf(key, sizeof key, "s%u.%u", round, n++);
+            assert_int_equal(put_mode(&e, key, (uint32_t)strlen(key), small, sizeof small, RKV_SET,
+                                      0, 0, NULL),
+                             RKV_OK);
+        }
+        for (unsigned i = 0; i < 24; i++) { /* three heaps' worth of large items */
+            snprintf(key, sizeof key, "b%u.%u", round, i);
+            big[0] = (char)('a' + i % 26);
+            assert_int_equal(put_mode(&e, key, (uint32_t)strlen(key), big, sizeof big, RKV_SET, 0,
+                                      0, NULL),
+                             RKV_OK);
+            struct rkv_lookup l;
+            assert_int_equal(get(&e, key, (uint32_t)strlen(key), 0, back, sizeof back, &l), RKV_OK);
+            assert_int_equal(l.value_len, sizeof big);
+            assert_memory_equal(back, big, sizeof big);
+        }
+    }
+    struct rkv_table_stats s = stats(&e);
+    assert_int_equal(s.insert_failures, 0);
+    assert_true(s.slab_reassigns >= 2);
+    env_free(&e);
+}
+
+/* The evict-ahead reserve of a class of large items shrinks to what
+ * RESERVE_MIN_BYTES holds (one 200 KB item), not eight of them: once writes
+ * slow down, a full heap of 200 KB items keeps one free, not eight (with 95
+ * items owned, the reserve's cap is 11). */
+static void test_evict_reserve_of_large_items(void **state)
+{
+    (void)state;
+    struct env e;
+    struct rkv_table_config c = { .evict = RKV_EVICT_LRU,
+                                  .item_size_hint = 200 * 1000,
+                                  .now_ns = fake_now };
+    env_make(&e, 20 * MiB, &c);
+    static char val[200 * 1000];
+    memset(val, 'v', sizeof val);
+    char key[32];
+    unsigned cls = 0;
+    while (e.h->class_size[cls] < rkv_item_size(16, sizeof val))
+        cls++;
+    for (unsigned i = 0; i < 300; i++) { /* fill past the heap, so that the class evicts */
+        snprintf(key, sizeof key, "k%015u", i);
+        assert_int_equal(put_mode(&e, key, 16, val, sizeof val, RKV_SET, 0, 0, NULL), RKV_OK);
+        fake_ns += 200 * 1000000ull; /* past the grace period: freed items are reusable */
+    }
+    assert_true(stats(&e).evictions > 0);
+    for (unsigned i = 0; i < 8; i++) { /* no writes: the reserve halves each tick */
+        fake_ns += 1000000000ull;
+        rkv_table_tick(e.t);
+    }
+    for (unsigned i = 0; i < 20; i++) { /* writes use up what the fill left free */
+        snprintf(key, sizeof key, "n%015u", i);
+        assert_int_equal(put_mode(&e, key, 16, val, sizeof val, RKV_SET, 0, 0, NULL), RKV_OK);
+        fake_ns += 200 * 1000000ull;
+    }
+    struct rkv_table_class_stats cs;
+    rkv_table_class_stats(e.t, cls, &cs);
+    assert_true(cs.slab.pages * cs.slab.per_page >= 88); /* a cap of 11 */
+    assert_true(cs.slab.ready + cs.slab.limbo + cs.slab.fresh <= 1);
+    env_free(&e);
+}
+
 static void test_evict_lru_follows_hints(void **state)
 {
     (void)state;
@@ -2206,6 +2326,9 @@ int main(void)
         cmocka_unit_test(test_displacement_order),
         cmocka_unit_test(test_heap_full_without_eviction),
         cmocka_unit_test(test_evict_random),
+        cmocka_unit_test(test_page_holds_two_half_page_values),
+        cmocka_unit_test(test_mix_shifts_small_large_small),
+        cmocka_unit_test(test_evict_reserve_of_large_items),
         cmocka_unit_test(test_evict_lru_follows_hints),
         cmocka_unit_test(test_s3fifo_scan_keeps_read_keys),
         cmocka_unit_test(test_s3fifo_unread_oldest_first),

@@ -392,6 +392,64 @@ static void test_attach_refuses_another_layout(void **state)
     kept_free(&k);
 }
 
+/* A server's pages (rkv_table_page_pair_room): two 512 KiB values a page
+ * are kept, each read back whole; the same region with pages of exactly
+ * 1 MiB is another layout. */
+static void test_attach_keeps_two_half_page_values_a_page(void **state)
+{
+    (void)state;
+    const struct rkv_table_config pair = {
+        .slab_page_size = (1u << 20) + rkv_table_page_pair_room(RKV_MAX_KEY_LEN),
+        .max_value_len = (1u << 20) - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN,
+        .evict = RKV_EVICT_NONE,
+    };
+    char err[512] = "", key[32];
+    static uint8_t v[512 * 1024];
+    struct rkv_region a, b;
+    struct rkv_table *old, *t = NULL;
+    struct rkv_table_attach_report rep;
+    uint32_t clock;
+    uint64_t max_version;
+    assert_int_equal(rkv_region_create(8ull << 20, &a, err, sizeof err), RKV_OK);
+    assert_int_equal(rkv_region_create(8ull << 20, &b, err, sizeof err), RKV_OK);
+    assert_int_equal(rkv_table_create(a.base, a.size, &pair, &old, err, sizeof err), RKV_OK);
+    unsigned n = 0;
+    for (;; n++) {
+        snprintf(key, sizeof key, "big-%u", n);
+        memset(v, 'a' + n % 26, sizeof v);
+        struct rkv_value_src src = { .data = v, .len = sizeof v };
+        rkv_status st = rkv_table_put(old, key, (uint32_t)strlen(key), &src, RKV_SET, 0, 0, 0, NULL);
+        if (st == RKV_OUT_OF_MEMORY)
+            break;
+        assert_int_equal(st, RKV_OK);
+    }
+    struct rkv_table_stats ts;
+    rkv_table_get_stats(old, &ts);
+    assert_int_equal(n, 2 * (ts.heap_bytes / pair.slab_page_size)); /* two a page */
+    rkv_table_stop_state(old, &clock, &max_version);
+    memcpy(b.base, a.base, a.size);
+
+    struct rkv_table_restore r = { .clock = clock, .max_version = max_version };
+    struct rkv_table_config plain = pair;
+    plain.slab_page_size = 1u << 20;
+    assert_int_equal(rkv_table_attach(b.base, b.size, &plain, &r, &t, &rep, err, sizeof err),
+                     RKV_INVALID);
+    assert_int_equal(rkv_table_attach(b.base, b.size, &pair, &r, &t, &rep, err, sizeof err), RKV_OK);
+    assert_int_equal(rep.kept, n);
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "big-%u", i);
+        const struct rkv_item *it = rkv_table_find(t, key, (uint32_t)strlen(key));
+        assert_non_null(it);
+        assert_int_equal(it->value_len, sizeof v);
+        memset(v, 'a' + i % 26, sizeof v);
+        assert_memory_equal(it->data + it->key_len, v, sizeof v);
+    }
+    rkv_table_destroy(t);
+    rkv_table_destroy(old);
+    rkv_region_destroy(&a);
+    rkv_region_destroy(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,6 +457,7 @@ int main(void)
         cmocka_unit_test(test_attach_counts_downtime),
         cmocka_unit_test(test_attach_drops_damage),
         cmocka_unit_test(test_attach_refuses_another_layout),
+        cmocka_unit_test(test_attach_keeps_two_half_page_values_a_page),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
