@@ -1,6 +1,7 @@
 /* server_proc.c — see server_proc.h. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,44 @@ rkv_client *connect_retry(const char *uri, const struct rkv_options *o, unsigned
     return c;
 }
 
+void server_proc_hand_fds(const int *fds, unsigned n, const char *names)
+{
+    int high[16];
+    char num[32];
+    if (n > 16)
+        _exit(127);
+    /* above every target first, so no dup2 overwrites a source */
+    for (unsigned i = 0; i < n; i++)
+        if ((high[i] = fcntl(fds[i], F_DUPFD, 100)) < 0)
+            _exit(127);
+    for (unsigned i = 0; i < n; i++) {
+        if (dup2(high[i], 3 + (int)i) < 0)
+            _exit(127);
+        close(high[i]);
+    }
+    snprintf(num, sizeof num, "%d", (int)getpid());
+    setenv("LISTEN_PID", num, 1);
+    snprintf(num, sizeof num, "%u", n);
+    setenv("LISTEN_FDS", num, 1);
+    setenv("LISTEN_FDNAMES", names, 1);
+}
+
+static const int *hand_fds;
+static unsigned hand_n;
+static const char *hand_names;
+
+int server_start_fds(struct server_proc *sp, const char *binary, const char *uri,
+                     const char *const *extra, const int *fds, unsigned n, const char *names)
+{
+    hand_fds = fds;
+    hand_n = n;
+    hand_names = names;
+    int rc = server_start(sp, binary, uri, extra);
+    hand_fds = NULL;
+    hand_n = 0;
+    return rc;
+}
+
 int server_start(struct server_proc *sp, const char *binary, const char *uri, const char *const *extra)
 {
     const char *argv[64];
@@ -62,6 +101,8 @@ int server_start(struct server_proc *sp, const char *binary, const char *uri, co
          * failure. SIGKILL when the test exits survives the exec. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != test)
             _exit(127); /* the test is already gone */
+        if (hand_n > 0)
+            server_proc_hand_fds(hand_fds, hand_n, hand_names);
         execv(binary, (char *const *)argv);
         fprintf(stderr, "exec %s: %s\n", binary, strerror(errno));
         _exit(127);
