@@ -34,6 +34,21 @@ int server_start_fds(struct server_proc *sp, const char *binary, const char *uri
 /* The child's half of it, between fork and exec (_exit(127) on failure). */
 void server_proc_hand_fds(const int *fds, unsigned n, const char *names);
 
+/* The service manager's end of the file-descriptor store: a NOTIFY_SOCKET
+ * datagram socket (an abstract name) and what servers stored in it. */
+struct fake_fdstore {
+    int sock;
+    int region, state; /* the stored "rkv-region" and "rkv-state", -1 when not */
+};
+/* Bind `name` ("@..."), set NOTIFY_SOCKET to it. 0 or -1. */
+int fake_fdstore_open(struct fake_fdstore *m, const char *name);
+/* Take messages, keeping what FDSTORE=1 stores and dropping what
+ * FDSTOREREMOVE=1 removes, until one contains `until`. 0, or -1 on a
+ * malformed message or nothing for timeout_ms. */
+int fake_fdstore_until(struct fake_fdstore *m, const char *until, int timeout_ms);
+/* Unset NOTIFY_SOCKET, close the socket and what it stores. */
+void fake_fdstore_close(struct fake_fdstore *m);
+
 /* server_start() with shm URI test_uri(uri_n) plus a tcp door on HOST
  * (NULL = 127.0.0.1) at a port drawn from the pid and uri_n: a port taken by
  * someone else makes the server exit, and the next one is tried. *port is

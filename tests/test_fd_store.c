@@ -25,7 +25,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,9 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -58,10 +55,10 @@
 static const char *server_bin;
 static unsigned uri_seq = 10;
 
-/* The service manager's side: the socket and what the store holds. */
+/* The service manager's side (server_proc.h), the log and the address. */
 struct manager {
-    int sock;
-    int region, state; /* stored descriptors, -1 when not */
+    struct fake_fdstore fs;
+    int region, state; /* aliases of fs's, refreshed by manager_until */
     char log[64];      /* the servers' --log-file */
     char uri[256];
 };
@@ -70,16 +67,7 @@ static void manager_open(struct manager *m)
 {
     char name[108];
     snprintf(name, sizeof name, "@rkv-test-fdstore-%d-%u", (int)getpid(), uri_seq);
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    size_t len = strlen(name);
-    memcpy(sa.sun_path, name, len);
-    sa.sun_path[0] = '\0';
-    m->sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    assert_true(m->sock >= 0);
-    assert_int_equal(bind(m->sock, (struct sockaddr *)&sa,
-                          (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)),
-                     0);
-    setenv("NOTIFY_SOCKET", name, 1);
+    assert_int_equal(fake_fdstore_open(&m->fs, name), 0);
     m->region = m->state = -1;
     snprintf(m->log, sizeof m->log, "/tmp/rkv-test-fdstore-%d-%u.log", (int)getpid(), uri_seq);
     unlink(m->log);
@@ -88,68 +76,16 @@ static void manager_open(struct manager *m)
 
 static void manager_close(struct manager *m)
 {
-    unsetenv("NOTIFY_SOCKET");
-    close(m->sock);
-    if (m->region >= 0)
-        close(m->region);
-    if (m->state >= 0)
-        close(m->state);
+    fake_fdstore_close(&m->fs);
     unlink(m->log);
-}
-
-static int *slot_of(struct manager *m, const char *msg)
-{
-    const char *name = strstr(msg, "FDNAME=");
-    assert_non_null(name);
-    name += strlen("FDNAME=");
-    if (strncmp(name, RKV_FDSTORE_REGION, strlen(RKV_FDSTORE_REGION)) == 0)
-        return &m->region;
-    assert_int_equal(strncmp(name, RKV_FDSTORE_STATE, strlen(RKV_FDSTORE_STATE)), 0);
-    return &m->state;
 }
 
 /* Take messages, keeping what they store, until one contains `until`. */
 static void manager_until(struct manager *m, const char *until)
 {
-    for (;;) {
-        char buf[512];
-        union {
-            struct cmsghdr align;
-            char b[CMSG_SPACE(sizeof(int) * 4)];
-        } control;
-        struct iovec iov = { .iov_base = buf, .iov_len = sizeof buf - 1 };
-        struct msghdr msg = { .msg_iov = &iov,
-                              .msg_iovlen = 1,
-                              .msg_control = control.b,
-                              .msg_controllen = sizeof control.b };
-        struct pollfd p = { .fd = m->sock, .events = POLLIN };
-        assert_int_equal(poll(&p, 1, 60000), 1);
-        ssize_t n = recvmsg(m->sock, &msg, MSG_CMSG_CLOEXEC);
-        assert_true(n > 0);
-        buf[n] = '\0';
-        int fd = -1;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                assert_int_equal(c->cmsg_len, CMSG_LEN(sizeof(int)));
-                memcpy(&fd, CMSG_DATA(c), sizeof fd);
-            }
-        if (strstr(buf, "FDSTORE=1")) {
-            assert_true(fd >= 0);
-            int *slot = slot_of(m, buf);
-            if (*slot >= 0)
-                close(*slot);
-            *slot = fd;
-        } else if (strstr(buf, "FDSTOREREMOVE=1")) {
-            int *slot = slot_of(m, buf);
-            if (*slot >= 0)
-                close(*slot);
-            *slot = -1;
-        } else {
-            assert_int_equal(fd, -1);
-        }
-        if (strstr(buf, until))
-            return;
-    }
+    assert_int_equal(fake_fdstore_until(&m->fs, until, 60000), 0);
+    m->region = m->fs.region;
+    m->state = m->fs.state;
 }
 
 static const char *const args_32m[] = { "--memory",   "32M", "--log-level", "info",
