@@ -48,7 +48,9 @@ int rkv_fdstore_parse(const char *listen_pid, const char *listen_fds, const char
         return -1;
     }
     out->count = (unsigned)count;
-    const char *p = names ? names : "";
+    if (names == NULL)
+        return 0; /* unnamed (socket activation's): none is ours */
+    const char *p = names;
     for (unsigned i = 0; i < count; i++) {
         const char *colon = strchr(p, ':');
         size_t len = colon ? (size_t)(colon - p) : strlen(p);

@@ -50,7 +50,7 @@ struct rkv_fdstore_fds {
  * Nothing handed (no LISTEN_PID, or another process's) is 0 with both -1.
  * -1 with a message for a LISTEN_FDS that is not a count from 1 to
  * RKV_FDSTORE_MAX_FDS, names that are not one per descriptor, or one of our
- * names twice. Other names are not ours and are ignored. */
+ * names twice. Other names, or none (LISTEN_FDNAMES unset), are not ours. */
 int rkv_fdstore_parse(const char *listen_pid, const char *listen_fds, const char *names, pid_t self,
                       struct rkv_fdstore_fds *out, char *err, size_t err_len);
 
