@@ -395,7 +395,7 @@ static int state_keep(struct rkv_server *srv, const struct kept_source *src)
         strcat(why, ")");
     RKV_INFO("%s (written by rkv-server %s) after %s: kept %llu items (%s) on %llu slab pages, "
              "dropped %llu%s; %s %s in %.3f s (%.2f GB/s), verified in %.3f s (%.3f s per GiB "
-             "of region, %.2f us per item); down %llu s, clock %u -> %u",
+             "of region, %.2f us per item); %s %llu s, clock %u -> %u",
              path, file->rkv_version, crashed ? "a crash (no clean stop)" : "a clean stop",
              (unsigned long long)rep.kept, rkv_format_size(rep.kept_bytes, err, sizeof err),
              (unsigned long long)rep.pages, (unsigned long long)dropped, why,
@@ -403,7 +403,7 @@ static int state_keep(struct rkv_server *srv, const struct kept_source *src)
              (double)(t1 - t0) / 1e9, gbps(srv->region.size, t1 - t0), (double)(t2 - t1) / 1e9,
              (double)(t2 - t1) / (double)srv->region.size * 1.073741824,
              rep.kept + dropped ? (double)(t2 - t1) / 1e3 / (double)(rep.kept + dropped) : 0.0,
-             (unsigned long long)down, file->clock, r.clock);
+             crashed ? "record written" : "down", (unsigned long long)down, file->clock, r.clock);
     if (bad > 0)
         RKV_WARN("%s: %llu items failed verification and were dropped (not served)", path,
                  (unsigned long long)bad);
