@@ -587,6 +587,10 @@ static const struct setting settings[] = {
       "keep the cache across a clean restart: written at stop, read back and removed at "
       "start",
       DEFAULT_WORDS("none, every start is empty") },
+    { "server", "fd_store", "fd-store", 0, false, false, 0, set_bool, F(fd_store), 0, 0, "on|off",
+      "under systemd (FileDescriptorStoreMax=2): keep the region in the service manager's "
+      "file-descriptor store, and start on it after a crash or restart",
+      DEFAULT_VALUE("on") },
     { "table", "slab_page_size", "slab-page-size", 0, false, false, 0, set_pow2_size,
       F(slab_page_size), 64u << 10, 16u << 20, "SIZE", "slab page = largest item",
       DEFAULT_VALUE("1M") },

@@ -81,6 +81,9 @@ struct rkv_server_config {
                                 (RAM, cgroup limit, hugepages, memlock; server/memory_budget.h) */
     char state_file[4096];   /* --state-file PATH: a clean stop writes the region here, the next
                                 start keeps it (server/state_file.h); "" = every start is empty */
+    bool fd_store;           /* --fd-store on|off: hand the region to systemd's file-descriptor
+                                store, start on one it hands back (server/fd_store.h); nothing
+                                happens without $NOTIFY_SOCKET / $LISTEN_FDS */
 
     /* [table] */
     /* --slab-page-size: bytes per slab page = largest item (power of two 64K..16M) */

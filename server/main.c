@@ -9,16 +9,19 @@
  * every connection, free everything and exit 0.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fd_store.h"
 #include "log.h"
 #include "memory_budget.h"
 #include "metrics_http.h"
@@ -296,32 +299,69 @@ static double gbps(uint64_t bytes, uint64_t ns)
     return ns ? (double)bytes / (double)ns : 0; /* bytes per ns = GB/s */
 }
 
-/* Keep the region of the state file opened as fd (header `file`): check it
- * against this server, read it into the region, attach the table. 0, or 2
- * (refused: the message says what keeps the file or to remove it). */
-static int state_keep(struct rkv_server *srv, int fd, const struct rkv_state_header *file)
+/* Where a kept region comes from: a state file, or systemd's fd store. */
+struct kept_source {
+    const char *name;            /* for messages: "--state-file PATH", or the store */
+    const char *empty;           /* how to start empty instead */
+    int file_fd;                 /* a state file at its region's first byte, or -1 */
+    int region_fd;               /* the fd store's region memfd, or -1 */
+    struct rkv_state_header rec; /* the file's header or the store's record */
+};
+
+static const char store_name[] = "the region in systemd's file-descriptor store";
+static const char store_empty[] = "start with --fd-store off (fd_store = no), or stop the "
+                                  "service (which empties its store), to start empty";
+
+/* The kept region's bytes into the new region: read from the state file,
+ * or copied from the stored memfd (mapped read-only: sealed, it can never
+ * be mapped writable again). 0, or -1 with a message. */
+static int kept_copy(struct rkv_server *srv, const struct kept_source *src, char *err, size_t err_len)
 {
-    const char *path = srv->cfg.state_file;
+    if (src->file_fd >= 0)
+        return rkv_state_read_region(src->file_fd, src->name + strlen("--state-file "),
+                                     srv->region.base, srv->region.size, err, err_len);
+    if (rkv_fdstore_check_region(src->region_fd, srv->region.size, err, err_len) != 0)
+        return -1;
+    void *kept = mmap(NULL, srv->region.size, PROT_READ, MAP_SHARED, src->region_fd, 0);
+    if (kept == MAP_FAILED) {
+        snprintf(err, err_len, "cannot be mapped: %s", strerror(errno));
+        return -1;
+    }
+    memcpy(srv->region.base, kept, srv->region.size);
+    munmap(kept, srv->region.size);
+    return 0;
+}
+
+/* Keep the region of `src`: check it against this server, copy it into the
+ * region, attach the table. 0, or 2 (refused: the message says what keeps
+ * the region or how to start empty). */
+static int state_keep(struct rkv_server *srv, const struct kept_source *src)
+{
+    const struct rkv_state_header *file = &src->rec;
+    const char *path = src->name;
+    bool crashed = file->running_mono_ns != 0;
     char err[2048] = "", sz[32];
     struct rkv_state_header want;
     if (state_fingerprint(srv, &want, err, sizeof err) != 0) {
         RKV_ERROR("cannot lay out the table: %s", err);
         return 2;
     }
-    if (!rkv_state_match(file, &want, path, err, sizeof err)) {
+    if (!rkv_state_match_source(file, &want, path, src->empty, err, sizeof err)) {
         RKV_ERROR("%s", err);
         return 2;
     }
     uint64_t t0 = rkv_now_ns();
-    if (rkv_state_read_region(fd, path, srv->region.base, srv->region.size, err, sizeof err) != 0) {
-        RKV_ERROR("%s; remove the file to start empty", err);
+    if (kept_copy(srv, src, err, sizeof err) != 0) {
+        RKV_ERROR("%s%s%s; %s", src->file_fd >= 0 ? "" : path, src->file_fd >= 0 ? "" : " ", err,
+                  src->empty);
         return 2;
     }
     uint64_t t1 = rkv_now_ns();
-    if (rkv_state_region_header_sum(srv->region.base) != file->region_header_sum) {
-        RKV_ERROR("--state-file %s has a damaged region header (its checksum does not match); "
-                  "remove the file to start empty",
-                  path);
+    /* a crashed server's header page moved on after its record (clock,
+     * generation, liveness): the attach checks its geometry instead */
+    if (!crashed && rkv_state_region_header_sum(srv->region.base) != file->region_header_sum) {
+        RKV_ERROR("%s has a damaged region header (its checksum does not match); %s", path,
+                  src->empty);
         return 2;
     }
     struct timespec now;
@@ -329,15 +369,16 @@ static int state_keep(struct rkv_server *srv, int fd, const struct rkv_state_hea
     uint64_t real = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
     uint64_t down = real > file->stop_realtime_ns ? (real - file->stop_realtime_ns) / 1000000000ull
                                                   : 0;
-    struct rkv_table_restore r = {
-        .clock = down >= UINT32_MAX - file->clock ? UINT32_MAX : file->clock + (uint32_t)down,
-        .max_version = file->max_version,
-    };
+    struct rkv_table_restore r;
+    if (rkv_fdstore_restore_point(file, real, rkv_now_ns(), &r.clock, &r.max_version) != 0) {
+        RKV_ERROR("%s has a record from another boot; %s", path, src->empty);
+        return 2;
+    }
     struct rkv_table_config tc = table_config(&srv->cfg);
     struct rkv_table_attach_report rep;
     if (rkv_table_attach(srv->region.base, srv->region.size, &tc, &r, &srv->table, &rep, err,
                          sizeof err) != RKV_OK) {
-        RKV_ERROR("--state-file %s cannot be kept: %s; remove the file to start empty", path, err);
+        RKV_ERROR("%s cannot be kept: %s; %s", path, err, src->empty);
         return 2;
     }
     uint64_t t2 = rkv_now_ns();
@@ -355,20 +396,20 @@ static int state_keep(struct rkv_server *srv, int fd, const struct rkv_state_hea
     }
     if (at > 0 && at + 2 < sizeof why)
         strcat(why, ")");
-    RKV_INFO("state file %s (written by rkv-server %s): kept %llu items (%s) on %llu slab pages, "
-             "dropped %llu%s; read %s in %.3f s (%.2f GB/s), verified in %.3f s (%.3f s per GiB "
-             "of region, %.2f us per item); down %llu s, clock %u -> %u",
-             path, file->rkv_version, (unsigned long long)rep.kept,
-             rkv_format_size(rep.kept_bytes, err, sizeof err), (unsigned long long)rep.pages,
-             (unsigned long long)dropped, why, rkv_format_size(srv->region.size, sz, sizeof sz),
+    RKV_INFO("%s (written by rkv-server %s) after %s: kept %llu items (%s) on %llu slab pages, "
+             "dropped %llu%s; %s %s in %.3f s (%.2f GB/s), verified in %.3f s (%.3f s per GiB "
+             "of region, %.2f us per item); %s %llu s, clock %u -> %u",
+             path, file->rkv_version, crashed ? "a crash (no clean stop)" : "a clean stop",
+             (unsigned long long)rep.kept, rkv_format_size(rep.kept_bytes, err, sizeof err),
+             (unsigned long long)rep.pages, (unsigned long long)dropped, why,
+             src->file_fd >= 0 ? "read" : "copied", rkv_format_size(srv->region.size, sz, sizeof sz),
              (double)(t1 - t0) / 1e9, gbps(srv->region.size, t1 - t0), (double)(t2 - t1) / 1e9,
              (double)(t2 - t1) / (double)srv->region.size * 1.073741824,
              rep.kept + dropped ? (double)(t2 - t1) / 1e3 / (double)(rep.kept + dropped) : 0.0,
-             (unsigned long long)down, file->clock, r.clock);
+             crashed ? "record written" : "down", (unsigned long long)down, file->clock, r.clock);
     if (bad > 0)
-        RKV_WARN("state file %s: %llu items failed verification and were dropped (not served)",
-                 path, (unsigned long long)bad);
-    srv_state_kept = true;
+        RKV_WARN("%s: %llu items failed verification and were dropped (not served)", path,
+                 (unsigned long long)bad);
     return 0;
 }
 
@@ -402,19 +443,148 @@ static int state_save(struct rkv_server *srv)
     return 0;
 }
 
-static int setup_region_table(struct rkv_server *srv, int state_fd,
-                              const struct rkv_state_header *file);
+static int setup_region_table(struct rkv_server *srv, const struct kept_source *src);
 
-/* The state file (--state-file) if there is one, then the region and the
- * table. Returns 0, -1 (exit 1) or 2 (a state file refused: exit 2). */
+/* ------------------------------------------------------------ --fd-store */
+
+static int srv_record_fd = -1; /* the record this server keeps in the fd store */
+
+/* Let what the store handed over go: ours closed, the store's removed. */
+static void fdstore_drop(struct rkv_fdstore_fds *fds)
+{
+    if (fds->region >= 0) {
+        close(fds->region);
+        fds->region = -1;
+    }
+    if (fds->state >= 0) {
+        close(fds->state);
+        fds->state = -1;
+    }
+    (void)rkv_fdstore_remove(RKV_FDSTORE_REGION);
+    (void)rkv_fdstore_remove(RKV_FDSTORE_STATE);
+}
+
+/* What systemd's fd store handed this start (--fd-store): 1 with src set
+ * to its region and record, 0 for nothing to keep, 2 for a refusal. A
+ * region without its record, or a record without its region, is not
+ * kept: the start is empty, with a note. */
+static int fdstore_take(struct kept_source *src)
+{
+    char err[512] = "";
+    struct rkv_fdstore_fds fds;
+    if (rkv_fdstore_parse(getenv("LISTEN_PID"), getenv("LISTEN_FDS"), getenv("LISTEN_FDNAMES"),
+                          getpid(), &fds, err, sizeof err) != 0) {
+        RKV_ERROR("the descriptors systemd handed over: %s", err);
+        return 2;
+    }
+    unsetenv("LISTEN_PID");
+    unsetenv("LISTEN_FDS");
+    unsetenv("LISTEN_FDNAMES");
+    for (unsigned i = 0; i < fds.count; i++) /* none of them outlives an exec */
+        (void)fcntl(RKV_FDSTORE_FIRST_FD + (int)i, F_SETFD, FD_CLOEXEC);
+    if (fds.region < 0 || fds.state < 0) {
+        if (fds.region >= 0 || fds.state >= 0) {
+            RKV_WARN("systemd's file-descriptor store holds %s without %s: starting empty",
+                     fds.region >= 0 ? "a region" : "a record",
+                     fds.region >= 0 ? "its record" : "a region");
+            fdstore_drop(&fds);
+        }
+        return 0;
+    }
+    int rc = rkv_fdstore_read_state(fds.state, &src->rec, err, sizeof err);
+    close(fds.state);
+    if (rc != 0) {
+        RKV_ERROR("the record of %s %s; %s", store_name, err, store_empty);
+        close(fds.region);
+        return 2;
+    }
+    src->name = store_name;
+    src->empty = store_empty;
+    src->file_fd = -1;
+    src->region_fd = fds.region;
+    RKV_INFO("%s: %s", store_name,
+             src->rec.running_mono_ns ? "the server before did not stop cleanly; verifying "
+                                        "every item"
+                                      : "kept at a clean stop");
+    return 1;
+}
+
+/* This server's record: its fingerprint, clock, version and the time;
+ * `running` for the record of a server that serves (a crash leaves it),
+ * else a clean stop's (no write in flight). 0 or -1. */
+static int fdstore_record(struct rkv_server *srv, bool running)
+{
+    char err[512];
+    struct rkv_state_header h;
+    struct timespec now;
+    if (state_fingerprint(srv, &h, err, sizeof err) != 0) {
+        RKV_ERROR("the fd store's record: %s", err);
+        return -1;
+    }
+    rkv_table_stop_state(srv->table, &h.clock, &h.max_version);
+    clock_gettime(CLOCK_REALTIME, &now);
+    h.stop_realtime_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    if (running)
+        h.running_mono_ns = rkv_now_ns();
+    else
+        h.region_header_sum = rkv_state_region_header_sum(srv->region.base);
+    if (rkv_fdstore_write_state(srv_record_fd, &h, err, sizeof err) != 0) {
+        RKV_ERROR("%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Once the table exists: a new record (running), then the region, to the
+ * store (what an earlier server stored there is gone: fdstore_drop). The
+ * record goes first: a crash between the two leaves a record without its
+ * region, an empty start; never a region beside an older record. Nothing
+ * without a service manager. 0 or -1. */
+static int fdstore_give(struct rkv_server *srv)
+{
+    char err[512] = "";
+    const char *sock = getenv("NOTIFY_SOCKET");
+    if (!srv->cfg.fd_store || sock == NULL || sock[0] == '\0')
+        return 0;
+    if ((srv_record_fd = rkv_fdstore_state_create(err, sizeof err)) < 0) {
+        RKV_ERROR("%s", err);
+        return -1;
+    }
+    if (fdstore_record(srv, true) != 0 || rkv_fdstore_push(srv_record_fd, RKV_FDSTORE_STATE) != 0) {
+        RKV_ERROR("cannot hand systemd the fd store's record: %s", strerror(errno));
+        return -1;
+    }
+    int ro = rkv_region_readonly_fd(&srv->region);
+    int rc = ro >= 0 ? rkv_fdstore_push(ro, RKV_FDSTORE_REGION) : -1;
+    int e = errno;
+    if (ro >= 0)
+        close(ro);
+    if (rc != 0) {
+        RKV_ERROR("cannot hand systemd the region (FDSTORE=1): %s", strerror(e));
+        return -1;
+    }
+    RKV_INFO("the region is in systemd's file-descriptor store (a restart after a crash keeps "
+             "what it verifies; the unit needs FileDescriptorStoreMax=2)");
+    return 0;
+}
+
+/* Systemd's fd store (--fd-store) if it handed one over, else the state
+ * file (--state-file) if there is one, then the region and the table.
+ * Returns 0, -1 (exit 1) or 2 (a kept region refused: exit 2). */
 static int setup_table(struct rkv_server *srv)
 {
     char err[2048] = "";
     struct rkv_server_config *cfg = &srv->cfg;
-    struct rkv_state_header file;
-    int state_fd = -1;
-    if (cfg->state_file[0]) {
-        switch (rkv_state_open(cfg->state_file, geteuid(), &state_fd, &file, err, sizeof err)) {
+    struct kept_source src = { .file_fd = -1, .region_fd = -1 };
+    char file_name[4200];
+    int kept = 0;
+    if (cfg->fd_store && (kept = fdstore_take(&src)) == 2)
+        return 2;
+    if (kept == 1 && cfg->state_file[0]) {
+        /* the store's is at least as new; the file goes before serving */
+        srv_state_kept = true;
+    } else if (cfg->state_file[0]) {
+        switch (rkv_state_open(cfg->state_file, geteuid(), &src.file_fd, &src.rec, err, sizeof err)) {
         case RKV_STATE_REFUSED: RKV_ERROR("%s", err); return 2;
         case RKV_STATE_NONE:
             if (rkv_state_check_dir(cfg->state_file, err, sizeof err) != 0) {
@@ -425,19 +595,30 @@ static int setup_table(struct rkv_server *srv)
                      "not clean: a crash, SIGKILL or power loss keeps nothing)",
                      cfg->state_file);
             break;
-        case RKV_STATE_OK: break;
+        case RKV_STATE_OK:
+            snprintf(file_name, sizeof file_name, "--state-file %s", cfg->state_file);
+            src.name = file_name;
+            src.empty = "remove the file to start empty";
+            srv_state_kept = true;
+            kept = 1;
+            break;
         }
     }
-    int rc = setup_region_table(srv, state_fd, &file);
-    if (state_fd >= 0)
-        close(state_fd);
+    int rc = setup_region_table(srv, kept == 1 ? &src : NULL);
+    if (src.file_fd >= 0)
+        close(src.file_fd);
+    if (src.region_fd >= 0) { /* copied: the store lets it go (refused: the failed unit does) */
+        struct rkv_fdstore_fds fds = { .region = src.region_fd, .state = -1 };
+        if (rc == 0)
+            fdstore_drop(&fds);
+        else
+            close(src.region_fd);
+    }
     return rc;
 }
 
-/* The region, and the table in it: laid out new, or (state_fd >= 0) the
- * state file's kept. */
-static int setup_region_table(struct rkv_server *srv, int state_fd,
-                              const struct rkv_state_header *file)
+/* The region, and the table in it: laid out new, or (src) a kept one. */
+static int setup_region_table(struct rkv_server *srv, const struct kept_source *src)
 {
     char err[2048] = "", sz[32];
     struct rkv_server_config *cfg = &srv->cfg;
@@ -466,8 +647,8 @@ static int setup_region_table(struct rkv_server *srv, int state_fd,
         return -1;
     }
     struct rkv_table_config tc = table_config(cfg);
-    if (state_fd >= 0) {
-        int rc = state_keep(srv, state_fd, file);
+    if (src != NULL) {
+        int rc = state_keep(srv, src);
         if (rc != 0)
             return rc;
     } else if ((st = rkv_table_create(srv->region.base, srv->region.size, &tc, &srv->table, err,
@@ -532,6 +713,8 @@ int main(int argc, char **argv)
         goto out;
     if (srv.cfg.stats_listen[0] && (metricsfd = rkv_metrics_listen(srv.cfg.stats_listen)) < 0)
         goto out;
+    if (fdstore_give(&srv) != 0)
+        goto out;
     /* Kept: the file goes before anything is served, so that a crash from
      * here on starts empty instead of bringing back this older snapshot. */
     if (srv_state_kept && unlink(srv.cfg.state_file) != 0 && errno != ENOENT) {
@@ -567,6 +750,8 @@ out:
     if (srv.table) /* shm readers now see the server gone */
         rkv_region_release_liveness((struct rkv_region_header *)rkv_table_header(srv.table));
     /* A clean stop with the workers gone (no write in flight): keep the cache. */
+    if (rc == 0 && srv.table && srv_record_fd >= 0 && fdstore_record(&srv, false) != 0)
+        rc = 1;
     if (rc == 0 && srv.table && srv.cfg.state_file[0] && state_save(&srv) != 0)
         rc = 1;
     if (srv.table)

@@ -15,4 +15,12 @@
  * caller: the service manager then sees a start that times out. */
 int rkv_sd_notify(const char *state);
 
+/* The most descriptors one message carries. */
+#define RKV_SD_NOTIFY_MAX_FDS 4
+
+/* rkv_sd_notify, with descriptors passed along (SCM_RIGHTS): how a service
+ * hands systemd what its file-descriptor store keeps ("FDSTORE=1\nFDNAME=x").
+ * The caller keeps its own copies. */
+int rkv_sd_notify_fds(const char *state, const int *fds, unsigned nfds);
+
 #endif

@@ -45,7 +45,8 @@ enum {
     OFF_STOP_REALTIME = 112,
     OFF_MAX_VERSION = 120,
     OFF_REGION_SUM = 128,
-    OFF_END = 136,
+    OFF_RUNNING_MONO = 136,
+    OFF_END = 144,
     OFF_CHECKSUM = RKV_STATE_HEADER_SIZE - 8,
 };
 RKV_STATIC_ASSERT(OFF_RKV_VERSION + sizeof(((struct rkv_state_header *)0)->rkv_version) ==
@@ -97,6 +98,7 @@ void rkv_state_encode(const struct rkv_state_header *h, uint8_t out[RKV_STATE_HE
     put64(out, OFF_STOP_REALTIME, h->stop_realtime_ns);
     put64(out, OFF_MAX_VERSION, h->max_version);
     put64(out, OFF_REGION_SUM, h->region_header_sum);
+    put64(out, OFF_RUNNING_MONO, h->running_mono_ns);
     put64(out, OFF_CHECKSUM, XXH3_64bits(out, OFF_CHECKSUM));
 }
 
@@ -146,6 +148,7 @@ bool rkv_state_decode(const uint8_t *buf, size_t len, struct rkv_state_header *o
     out->stop_realtime_ns = get64(buf, OFF_STOP_REALTIME);
     out->max_version = get64(buf, OFF_MAX_VERSION);
     out->region_header_sum = get64(buf, OFF_REGION_SUM);
+    out->running_mono_ns = get64(buf, OFF_RUNNING_MONO);
     return true;
 }
 
@@ -174,48 +177,47 @@ static const char *page_kind_name(uint32_t kind, char *buf, size_t len)
     return buf;
 }
 
-bool rkv_state_match(const struct rkv_state_header *f, const struct rkv_state_header *w,
-                     const char *path, char *err, size_t err_len)
+bool rkv_state_match_source(const struct rkv_state_header *f, const struct rkv_state_header *w,
+                            const char *source, const char *empty, char *err, size_t err_len)
 {
-    static const char empty[] = "remove the file to start empty";
     char a[32], b[32];
     if (f->format_version != w->format_version) {
         snprintf(err, err_len,
-                 "--state-file %s was written by rkv %s with region format %u, and "
+                 "%s was written by rkv %s with region format %u, and "
                  "this rkv-server %s uses format %u: a cache cannot be kept across that upgrade; "
                  "%s",
-                 path, f->rkv_version, f->format_version, w->rkv_version, w->format_version, empty);
+                 source, f->rkv_version, f->format_version, w->rkv_version, w->format_version, empty);
         return false;
     }
     if (f->region_size != w->region_size) {
         option_size(f->region_size, a, sizeof a);
         snprintf(err, err_len,
-                 "--state-file %s was written with --memory %s; start with "
+                 "%s was written with --memory %s; start with "
                  "--memory %s to keep the cache, or %s",
-                 path, a, a, empty);
+                 source, a, a, empty);
         return false;
     }
     if (f->slab_page_size != w->slab_page_size) {
         option_size(f->slab_page_size - rkv_table_page_pair_room(f->max_key_len), a, sizeof a);
         snprintf(err, err_len,
-                 "--state-file %s was written with --slab-page-size %s; start with "
+                 "%s was written with --slab-page-size %s; start with "
                  "--slab-page-size %s to keep the cache, or %s",
-                 path, a, a, empty);
+                 source, a, a, empty);
         return false;
     }
     if (f->max_value_len != w->max_value_len) {
         snprintf(err, err_len,
-                 "--state-file %s was written with --max-value-len %u; start with "
+                 "%s was written with --max-value-len %u; start with "
                  "--max-value-len %u to keep the cache, or %s",
-                 path, f->max_value_len, f->max_value_len, empty);
+                 source, f->max_value_len, f->max_value_len, empty);
         return false;
     }
     if (f->page_kind != w->page_kind) {
         snprintf(err, err_len,
-                 "--state-file %s was written from a region of %s and this start "
+                 "%s was written from a region of %s and this start "
                  "got %s; start where the region gets %s again to keep the cache "
                  "(hugepages: vm.nr_hugepages; --hugepages-required makes sure), or %s",
-                 path, page_kind_name(f->page_kind, a, sizeof a),
+                 source, page_kind_name(f->page_kind, a, sizeof a),
                  page_kind_name(w->page_kind, b, sizeof b), a, empty);
         return false;
     }
@@ -223,17 +225,25 @@ bool rkv_state_match(const struct rkv_state_header *f, const struct rkv_state_he
         f->class_count != w->class_count || f->bucket_count != w->bucket_count ||
         f->heap_offset != w->heap_offset || f->heap_size != w->heap_size) {
         snprintf(err, err_len,
-                 "--state-file %s was written by rkv %s with another table layout "
+                 "%s was written by rkv %s with another table layout "
                  "(%llu buckets, heap of %llu bytes at %llu, %u size classes growing by %u.%03u, "
                  "keys up to %u bytes), and this rkv-server %s lays its options out "
                  "differently; start with the --item-size-hint it was written with, or %s",
-                 path, f->rkv_version, (unsigned long long)f->bucket_count,
+                 source, f->rkv_version, (unsigned long long)f->bucket_count,
                  (unsigned long long)f->heap_size, (unsigned long long)f->heap_offset,
                  f->class_count, f->growth_millis / 1000, f->growth_millis % 1000, f->max_key_len,
                  w->rkv_version, empty);
         return false;
     }
     return true;
+}
+
+bool rkv_state_match(const struct rkv_state_header *f, const struct rkv_state_header *w,
+                     const char *path, char *err, size_t err_len)
+{
+    char source[4200];
+    snprintf(source, sizeof source, "--state-file %s", path);
+    return rkv_state_match_source(f, w, source, "remove the file to start empty", err, err_len);
 }
 
 uint64_t rkv_state_region_header_sum(const void *region)
@@ -282,6 +292,12 @@ enum rkv_state_open_result rkv_state_open(const char *path, uid_t owner, int *fd
     }
     if (!rkv_state_decode(buf, (size_t)n, out, why, sizeof why)) {
         snprintf(err, err_len, "--state-file %s %s; %s", path, why, empty);
+        goto refused;
+    }
+    if (out->running_mono_ns != 0) {
+        snprintf(err, err_len,
+                 "--state-file %s holds a running server's record, not a clean stop's; %s", path,
+                 empty);
         goto refused;
     }
     if ((uint64_t)st.st_size != RKV_STATE_HEADER_SIZE + out->region_size) {

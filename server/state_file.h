@@ -59,6 +59,12 @@ struct rkv_state_header {
     uint64_t stop_realtime_ns;  /* CLOCK_REALTIME at the stop */
     uint64_t max_version;       /* at least every item's version */
     uint64_t region_header_sum; /* XXH3-64 of the region's first RKV_HEADER_SIZE bytes */
+    /* 0: a clean stop wrote this header. Otherwise the record a running
+     * server keeps in systemd's file-descriptor store (fd_store.h):
+     * CLOCK_MONOTONIC when it wrote it, with the clock, CLOCK_REALTIME and
+     * version of that moment in the fields above (region_header_sum 0). A
+     * state file never holds one. */
+    uint64_t running_mono_ns;
 };
 
 /* Header <-> bytes. encode writes all RKV_STATE_HEADER_SIZE bytes (checksum
@@ -80,6 +86,12 @@ bool rkv_state_decode(const uint8_t *buf, size_t len, struct rkv_state_header *o
  * empty". */
 bool rkv_state_match(const struct rkv_state_header *file, const struct rkv_state_header *want,
                      const char *path, char *err, size_t err_len);
+
+/* rkv_state_match for a kept region from elsewhere: `source` names it in
+ * the message ("--state-file /x", "the region in systemd's file-descriptor
+ * store") and `empty` says how to start empty instead. */
+bool rkv_state_match_source(const struct rkv_state_header *file, const struct rkv_state_header *want,
+                            const char *source, const char *empty, char *err, size_t err_len);
 
 /* The XXH3-64 of a region's header page (region_header_sum). */
 uint64_t rkv_state_region_header_sum(const void *region);

@@ -1,11 +1,16 @@
 /* server_proc.c — see server_proc.h. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +41,128 @@ rkv_client *connect_retry(const char *uri, const struct rkv_options *o, unsigned
     return c;
 }
 
+void server_proc_hand_fds(const int *fds, unsigned n, const char *names)
+{
+    int high[16];
+    char num[32];
+    if (n > 16)
+        _exit(127);
+    /* above every target first, so no dup2 overwrites a source */
+    for (unsigned i = 0; i < n; i++)
+        if ((high[i] = fcntl(fds[i], F_DUPFD, 100)) < 0)
+            _exit(127);
+    for (unsigned i = 0; i < n; i++) {
+        if (dup2(high[i], 3 + (int)i) < 0)
+            _exit(127);
+        close(high[i]);
+    }
+    snprintf(num, sizeof num, "%d", (int)getpid());
+    setenv("LISTEN_PID", num, 1);
+    snprintf(num, sizeof num, "%u", n);
+    setenv("LISTEN_FDS", num, 1);
+    setenv("LISTEN_FDNAMES", names, 1);
+}
+
+int fake_fdstore_open(struct fake_fdstore *m, const char *name)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    size_t len = strlen(name);
+    m->region = m->state = -1;
+    if (name[0] != '@' || len >= sizeof sa.sun_path)
+        return -1;
+    memcpy(sa.sun_path, name, len);
+    sa.sun_path[0] = '\0';
+    m->sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (m->sock < 0 || bind(m->sock, (struct sockaddr *)&sa,
+                            (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) != 0)
+        return -1;
+    return setenv("NOTIFY_SOCKET", name, 1);
+}
+
+static int *fake_fdstore_slot(struct fake_fdstore *m, const char *msg)
+{
+    const char *name = strstr(msg, "FDNAME=");
+    if (name == NULL)
+        return NULL;
+    name += strlen("FDNAME=");
+    return strncmp(name, "rkv-region", 10) == 0 ? &m->region
+           : strncmp(name, "rkv-state", 9) == 0 ? &m->state
+                                                : NULL;
+}
+
+int fake_fdstore_until(struct fake_fdstore *m, const char *until, int timeout_ms)
+{
+    for (;;) {
+        char buf[512];
+        union {
+            struct cmsghdr align;
+            char b[CMSG_SPACE(sizeof(int) * 4)];
+        } control;
+        struct iovec iov = { .iov_base = buf, .iov_len = sizeof buf - 1 };
+        struct msghdr msg = { .msg_iov = &iov,
+                              .msg_iovlen = 1,
+                              .msg_control = control.b,
+                              .msg_controllen = sizeof control.b };
+        struct pollfd p = { .fd = m->sock, .events = POLLIN };
+        if (poll(&p, 1, timeout_ms) != 1)
+            return -1;
+        ssize_t n = recvmsg(m->sock, &msg, MSG_CMSG_CLOEXEC);
+        if (n <= 0)
+            return -1;
+        buf[n] = '\0';
+        int fd = -1;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+                c->cmsg_len == CMSG_LEN(sizeof(int)))
+                memcpy(&fd, CMSG_DATA(c), sizeof fd);
+        bool store = strstr(buf, "FDSTORE=1") != NULL, remove = strstr(buf, "FDSTOREREMOVE=1");
+        int *slot = store || remove ? fake_fdstore_slot(m, buf) : NULL;
+        if ((store || remove) && (slot == NULL || store != (fd >= 0))) {
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+        if (slot != NULL) {
+            if (*slot >= 0)
+                close(*slot);
+            *slot = fd;
+        } else if (fd >= 0) {
+            close(fd);
+            return -1; /* a descriptor with no FDSTORE=1 */
+        }
+        if (strstr(buf, until))
+            return 0;
+    }
+}
+
+void fake_fdstore_close(struct fake_fdstore *m)
+{
+    unsetenv("NOTIFY_SOCKET");
+    if (m->sock >= 0)
+        close(m->sock);
+    if (m->region >= 0)
+        close(m->region);
+    if (m->state >= 0)
+        close(m->state);
+    m->sock = m->region = m->state = -1;
+}
+
+static const int *hand_fds;
+static unsigned hand_n;
+static const char *hand_names;
+
+int server_start_fds(struct server_proc *sp, const char *binary, const char *uri,
+                     const char *const *extra, const int *fds, unsigned n, const char *names)
+{
+    hand_fds = fds;
+    hand_n = n;
+    hand_names = names;
+    int rc = server_start(sp, binary, uri, extra);
+    hand_fds = NULL;
+    hand_n = 0;
+    return rc;
+}
+
 int server_start(struct server_proc *sp, const char *binary, const char *uri, const char *const *extra)
 {
     const char *argv[64];
@@ -62,6 +189,8 @@ int server_start(struct server_proc *sp, const char *binary, const char *uri, co
          * failure. SIGKILL when the test exits survives the exec. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != test)
             _exit(127); /* the test is already gone */
+        if (hand_n > 0)
+            server_proc_hand_fds(hand_fds, hand_n, hand_names);
         execv(binary, (char *const *)argv);
         fprintf(stderr, "exec %s: %s\n", binary, strerror(errno));
         _exit(127);

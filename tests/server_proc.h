@@ -26,6 +26,29 @@ struct server_proc {
 /* argv: extra flags, NULL-terminated. Returns 0 when the server answers. */
 int server_start(struct server_proc *sp, const char *binary, const char *uri,
                  const char *const *extra_args);
+/* server_start() playing systemd's file-descriptor store: the server gets
+ * fds[0..n) as descriptors 3.. with LISTEN_PID, LISTEN_FDS and
+ * LISTEN_FDNAMES (names, colon-separated) set as systemd sets them. */
+int server_start_fds(struct server_proc *sp, const char *binary, const char *uri,
+                     const char *const *extra, const int *fds, unsigned n, const char *names);
+/* The child's half of it, between fork and exec (_exit(127) on failure). */
+void server_proc_hand_fds(const int *fds, unsigned n, const char *names);
+
+/* The service manager's end of the file-descriptor store: a NOTIFY_SOCKET
+ * datagram socket (an abstract name) and what servers stored in it. */
+struct fake_fdstore {
+    int sock;
+    int region, state; /* the stored "rkv-region" and "rkv-state", -1 when not */
+};
+/* Bind `name` ("@..."), set NOTIFY_SOCKET to it. 0 or -1. */
+int fake_fdstore_open(struct fake_fdstore *m, const char *name);
+/* Take messages, keeping what FDSTORE=1 stores and dropping what
+ * FDSTOREREMOVE=1 removes, until one contains `until`. 0, or -1 on a
+ * malformed message or nothing for timeout_ms. */
+int fake_fdstore_until(struct fake_fdstore *m, const char *until, int timeout_ms);
+/* Unset NOTIFY_SOCKET, close the socket and what it stores. */
+void fake_fdstore_close(struct fake_fdstore *m);
+
 /* server_start() with shm URI test_uri(uri_n) plus a tcp door on HOST
  * (NULL = 127.0.0.1) at a port drawn from the pid and uri_n: a port taken by
  * someone else makes the server exit, and the next one is tried. *port is

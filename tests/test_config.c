@@ -107,6 +107,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.poll_idle_us, 200);
     assert_false(c.hugepages_required);
     assert_true(c.memory_check);
+    assert_true(c.fd_store);
     assert_int_equal(c.slab_page_size, 1u << 20);
     assert_int_equal(c.max_value_len, (1u << 20) - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN);
     assert_int_equal(c.grace_ms, 100);
@@ -288,6 +289,7 @@ static const char full_conf[] = "# every key\n"
                                 "hugepages_required = true\n"
                                 "memory_check = off\n"
                                 "state_file = /var/lib/rkv/rkv.state\n"
+                                "fd_store = no\n"
                                 "[table]\n"
                                 "slab_page_size = 2M ; inline comment\n"
                                 "max_value_len = 1M\n"
@@ -338,6 +340,7 @@ static void test_file_sets_every_key(void **state)
     assert_true(c.hugepages_required);
     assert_false(c.memory_check);
     assert_string_equal(c.state_file, "/var/lib/rkv/rkv.state");
+    assert_false(c.fd_store);
     assert_int_equal(c.slab_page_size, 2u << 20);
     assert_int_equal(c.max_value_len, 1u << 20);
     assert_int_equal(c.item_size_hint, 100u << 10);

@@ -6,7 +6,11 @@
  * (or saying to remove it); every single flipped bit of an encoded header
  * is caught; a short header, a short or long file, another owner, a mode
  * other than 0600, a symlink or a directory are refused; a saved file opens
- * and reads back the region it was given, leaving no temporary behind.
+ * and reads back the region it was given, leaving no temporary behind; a
+ * running server's record (the fd store's) is never taken for a state file.
+ * The fd store's side (server/fd_store.h): which handed descriptors are
+ * ours (LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES), its record in a memfd, and
+ * where a kept table goes on from after a clean stop and after a crash.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +25,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "fd_store.h"
 #include "layout.h"
+#include "slab.h"
 #include "state_file.h"
 #include "state_sample.h"
 #include "table.h"
@@ -308,6 +314,129 @@ static void test_files_refused(void **state)
     dir_free(&d);
 }
 
+static void test_running_record_is_no_state_file(void **state)
+{
+    (void)state;
+    struct dir d;
+    char err[512] = "";
+    uint8_t region[4096] = { 0 };
+    dir_make(&d);
+    struct rkv_state_header h = sample();
+    h.region_size = sizeof region;
+    h.running_mono_ns = 42;
+    assert_int_equal(rkv_state_save(d.file, &h, region, sizeof region, err, sizeof err), 0);
+    assert_int_equal(try_open(d.file, geteuid(), err, sizeof err), RKV_STATE_REFUSED);
+    assert_non_null(strstr(err, "running server's record"));
+    dir_free(&d);
+}
+
+static void test_fdstore_parse(void **state)
+{
+    (void)state;
+    struct rkv_fdstore_fds f;
+    char err[256];
+    /* nothing handed, or handed to another process */
+    assert_int_equal(rkv_fdstore_parse(NULL, NULL, NULL, 100, &f, err, sizeof err), 0);
+    assert_int_equal(f.region, -1);
+    assert_int_equal(f.state, -1);
+    assert_int_equal(rkv_fdstore_parse("101", "2", "rkv-region:rkv-state", 100, &f, err, sizeof err),
+                     0);
+    assert_int_equal(f.region, -1);
+    assert_int_equal(rkv_fdstore_parse("x100", "2", "a:b", 100, &f, err, sizeof err), 0);
+    assert_int_equal(f.region, -1);
+    /* ours, in any order, among others */
+    assert_int_equal(rkv_fdstore_parse("100", "2", "rkv-region:rkv-state", 100, &f, err, sizeof err),
+                     0);
+    assert_int_equal(f.region, 3);
+    assert_int_equal(f.state, 4);
+    assert_int_equal(rkv_fdstore_parse("100", "3", "rkv-state:other:rkv-region", 100, &f, err,
+                                       sizeof err),
+                     0);
+    assert_int_equal(f.state, 3);
+    assert_int_equal(f.region, 5);
+    assert_int_equal(f.count, 3);
+    /* a prefix of a name is not the name */
+    assert_int_equal(rkv_fdstore_parse("100", "2", "rkv-regio:rkv-statex", 100, &f, err, sizeof err),
+                     0);
+    assert_int_equal(f.region, -1);
+    assert_int_equal(f.state, -1);
+    /* malformed: a count out of range, names that do not match it, twice */
+    static const char *const bad[][2] = {
+        { "0", "" },
+        { "-1", "rkv-region" },
+        { "65", "rkv-region" },
+        { "2x", "a:b" },
+        { "", "" },
+        { "2", "rkv-region" },
+        { "1", "a:b" },
+        { "2", "rkv-region:rkv-region" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (rkv_fdstore_parse("100", bad[i][0], bad[i][1], 100, &f, err, sizeof err) != -1)
+            fail_msg("LISTEN_FDS=%s LISTEN_FDNAMES=%s accepted", bad[i][0],
+                     bad[i][1] ? bad[i][1] : "(unset)");
+        assert_true(err[0] != '\0');
+    }
+    assert_int_equal(rkv_fdstore_parse("100", NULL, NULL, 100, &f, err, sizeof err), -1);
+    /* descriptors without names (socket activation): none is ours */
+    assert_int_equal(rkv_fdstore_parse("100", "2", NULL, 100, &f, err, sizeof err), 0);
+    assert_int_equal(f.region, -1);
+    assert_int_equal(f.state, -1);
+}
+
+static void test_fdstore_record(void **state)
+{
+    (void)state;
+    char err[256];
+    struct rkv_state_header h = sample(), back;
+    h.running_mono_ns = 777;
+    int fd = rkv_fdstore_state_create(err, sizeof err);
+    assert_true(fd >= 0);
+    assert_int_equal(rkv_fdstore_read_state(fd, &back, err, sizeof err), -1); /* zeros */
+    assert_int_equal(rkv_fdstore_write_state(fd, &h, err, sizeof err), 0);
+    assert_int_equal(rkv_fdstore_read_state(fd, &back, err, sizeof err), 0);
+    assert_memory_equal(&h, &back, sizeof h);
+    /* a record of another length is not one */
+    assert_int_equal(ftruncate(fd, RKV_STATE_HEADER_SIZE + 1), 0);
+    assert_int_equal(rkv_fdstore_read_state(fd, &back, err, sizeof err), -1);
+    assert_non_null(strstr(err, "4096-byte record"));
+    /* an unsealed memfd is no region */
+    assert_int_equal(rkv_fdstore_check_region(fd, RKV_STATE_HEADER_SIZE + 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a sealed rkv region"));
+    close(fd);
+}
+
+static void test_fdstore_restore_point(void **state)
+{
+    (void)state;
+    struct rkv_state_header h = sample();
+    uint32_t clock;
+    uint64_t v;
+    const uint64_t s = 1000000000ull;
+    /* a clean stop: the clock counts the downtime, versions go on from the record */
+    assert_int_equal(rkv_fdstore_restore_point(&h, h.stop_realtime_ns + 30 * s + 5, 1, &clock, &v),
+                     0);
+    assert_int_equal(clock, 12345 + 30);
+    assert_int_equal(v, h.max_version);
+    /* realtime stepped back: no downtime */
+    assert_int_equal(rkv_fdstore_restore_point(&h, 5, 1, &clock, &v), 0);
+    assert_int_equal(clock, 12345);
+    /* a crash 10 s after the record: versions above all the dead server can
+     * have handed out in that time (RKV_THREAD_SLOTS per ns), plus a second */
+    h.running_mono_ns = 50 * s;
+    assert_int_equal(rkv_fdstore_restore_point(&h, h.stop_realtime_ns + 10 * s, 60 * s, &clock, &v),
+                     0);
+    assert_int_equal(clock, 12345 + 10);
+    assert_true(v >= h.max_version + 10 * s * RKV_THREAD_SLOTS);
+    assert_int_equal(v, h.max_version + 11 * s * RKV_THREAD_SLOTS);
+    /* a record from the future of this boot's clock: not from this boot */
+    assert_int_equal(rkv_fdstore_restore_point(&h, h.stop_realtime_ns, 49 * s, &clock, &v), -1);
+    /* no overflow */
+    h.max_version = UINT64_MAX - 5;
+    assert_int_equal(rkv_fdstore_restore_point(&h, 0, UINT64_MAX, &clock, &v), 0);
+    assert_true(v >= UINT64_MAX / 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +446,10 @@ int main(void)
         cmocka_unit_test(test_truncated_header),
         cmocka_unit_test(test_save_open_read),
         cmocka_unit_test(test_files_refused),
+        cmocka_unit_test(test_running_record_is_no_state_file),
+        cmocka_unit_test(test_fdstore_parse),
+        cmocka_unit_test(test_fdstore_record),
+        cmocka_unit_test(test_fdstore_restore_point),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,7 +51,11 @@
  * item must come back), and at least 99 % of the items must. crash: the same,
  * but SIGKILLed mid-write, so the next start is empty and misses are no
  * longer false; stale, future, garbage and regress still are (nothing old
- * comes back). restarts: both. Each step waits for GET counts and for every
+ * comes back). restarts: both. fdstore: the crash again, with this process
+ * as systemd's file-descriptor store (server_proc.h fake_fdstore) and no
+ * state file: the next server is handed the killed one's region, so misses
+ * are still false (every acknowledged write must come back) and at least
+ * 99 % of the items must. Each step waits for GET counts and for every
  * writer and reader to be answered again, never for time; these ignore
  * SECONDS_PER_PHASE and RKV_TORTURE_GETS.
  * Environment (perf/soak.sh uses these): RKV_TORTURE_PHASES=evict runs phase
@@ -480,8 +484,8 @@ static unsigned preload_fillers(const char *uri)
 /* The kinds of phase: the server throughout (eviction off or on), or one
  * server stopped mid-load and a second started on its --state-file (a
  * clean stop: every item kept; SIGKILL: the next start is empty). */
-enum phase_kind { PHASE_NOEVICT, PHASE_EVICT, PHASE_RESTART, PHASE_CRASH };
-static const char *const phase_name[] = { "no-evict", "evict", "restart", "crash" };
+enum phase_kind { PHASE_NOEVICT, PHASE_EVICT, PHASE_RESTART, PHASE_CRASH, PHASE_FDSTORE };
+static const char *const phase_name[] = { "no-evict", "evict", "restart", "crash", "fd-store crash" };
 
 #define RESTART_GETS      20000 /* GETs checked before the restart, and again after it */
 #define RESTART_AFTER_OPS 100   /* calls each writer and reader has answered after it */
@@ -527,9 +531,10 @@ static bool wait_progress(struct shared *sh, uint64_t gets, uint64_t deadline)
  * address and state file, and RESTART_GETS more GETs with every process
  * answered again. Prints the items kept; 0, or 1 when a step failed or
  * (clean stop) fewer than 99 % of the items came back. */
-static int restart_midway(struct shared *sh, struct server_proc *sp, const char *bin,
-                          const char *uri, const char *const *args, bool crash)
+static int restart_midway(struct shared *sh, struct server_proc *sp, const char *bin, const char *uri,
+                          const char *const *args, enum phase_kind kind, struct fake_fdstore *store)
 {
+    bool crash = kind != PHASE_RESTART, lossy = kind == PHASE_CRASH;
     uint64_t deadline = rkv_now_ns() + RESTART_BOUND_S * 1000000000ull;
     if (!wait_progress(sh, atomic_load(&sh->checked) + RESTART_GETS, deadline)) {
         fprintf(stderr, "torture: too few GETs before the restart\n");
@@ -538,13 +543,20 @@ static int restart_midway(struct shared *sh, struct server_proc *sp, const char 
     uint64_t before = 0;
     int rc = 0;
     if (crash) {
-        atomic_store(&sh->lossy, 1);
+        if (lossy)
+            atomic_store(&sh->lossy, 1);
+        else /* writers go on: the kill may land mid-write */
+            before = server_items(sp->uri);
         server_kill(sp);
     } else {
         before = server_items(sp->uri);
         rc = server_stop(sp);
     }
-    if (rc != 0 || server_start(sp, bin, uri, args) != 0) {
+    int fds[2] = { store ? store->region : -1, store ? store->state : -1 };
+    if (rc != 0 || (store && (fds[0] < 0 || fds[1] < 0)) ||
+        (store ? server_start_fds(sp, bin, uri, args, fds, 2, "rkv-region:rkv-state")
+               : server_start(sp, bin, uri, args)) != 0 ||
+        (store && fake_fdstore_until(store, "READY=1", 60000) != 0)) {
         fprintf(stderr, "torture: the restart failed (first server's exit %d)\n", rc);
         return 1;
     }
@@ -555,15 +567,16 @@ static int restart_midway(struct shared *sh, struct server_proc *sp, const char 
         fprintf(stderr, "torture: a writer or reader made no progress after the restart\n");
         return 1;
     }
-    if (crash) {
+    if (lossy) {
         printf("  crash: SIGKILL mid-write, the next start empty (%llu items), %llu calls met no "
                "server\n",
                (unsigned long long)after, (unsigned long long)atomic_load(&sh->unavailable));
         return 0;
     }
-    printf("  restart: %llu items before the clean stop, %llu after the start (%.2f %%), %llu "
+    printf("  %s: %llu items before the %s, %llu after the start (%.2f %%), %llu "
            "calls met no server\n",
-           (unsigned long long)before, (unsigned long long)after,
+           crash ? "fd-store crash" : "restart", (unsigned long long)before,
+           crash ? "SIGKILL mid-write" : "clean stop", (unsigned long long)after,
            before ? 100.0 * (double)after / (double)before : 0.0,
            (unsigned long long)atomic_load(&sh->unavailable));
     return before == 0 || after * 100 < before * 99;
@@ -575,16 +588,23 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, enum ph
                      uint64_t gets_target, uint64_t *checked, uint64_t *anomalies_out)
 {
     bool evicting = kind == PHASE_EVICT, restarts = kind >= PHASE_RESTART;
+    bool state_file = kind == PHASE_RESTART || kind == PHASE_CRASH;
     /* RKV_TORTURE_MEMORY shrinks both servers where round trips are slow; a
      * power of two keeps the index (not the heap) the limit of the preload */
     const char *mem = getenv("RKV_TORTURE_MEMORY");
     /* three workers: writers' connections land on different workers, so
      * the server applies their writes in parallel (bucket locks) */
     char state_dir[] = "/tmp/rkv-torture-XXXXXX", state[64] = "";
-    if (restarts && mkdtemp(state_dir) == NULL)
+    if (state_file && mkdtemp(state_dir) == NULL)
         return 1;
-    if (restarts)
+    if (state_file)
         snprintf(state, sizeof state, "%s/state", state_dir);
+    /* the fd-store phase: this process is the service manager */
+    struct fake_fdstore store = { .sock = -1, .region = -1, .state = -1 };
+    char store_name[64];
+    snprintf(store_name, sizeof store_name, "@rkv-torture-fdstore-%d", (int)getpid());
+    if (kind == PHASE_FDSTORE && fake_fdstore_open(&store, store_name) != 0)
+        return 1;
     const char *extra_noevict[] = { "--memory",
                                     mem ? mem : "32M",
                                     "--evict",
@@ -594,7 +614,7 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, enum ph
                                     "20",
                                     "--workers",
                                     "3",
-                                    restarts ? "--state-file" : NULL,
+                                    state_file ? "--state-file" : NULL,
                                     state,
                                     NULL };
     const char *extra_evict[] = { "--memory", mem ? mem : "12M", "--evict",
@@ -605,7 +625,8 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, enum ph
     const char *remote = getenv("RKV_TORTURE_URI");
     if (remote != NULL)
         snprintf(sp.uri, sizeof sp.uri, "%s", remote);
-    else if (server_start(&sp, bin, uri, evicting ? extra_evict : extra_noevict) != 0) {
+    else if (server_start(&sp, bin, uri, evicting ? extra_evict : extra_noevict) != 0 ||
+             (kind == PHASE_FDSTORE && fake_fdstore_until(&store, "READY=1", 60000) != 0)) {
         fprintf(stderr, "torture: cannot start rkv-server\n");
         return 1;
     }
@@ -646,7 +667,8 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, enum ph
         }
         rkv_close(c);
     } else if (restarts) {
-        restart_failed = restart_midway(sh, &sp, bin, uri, extra_noevict, kind == PHASE_CRASH);
+        restart_failed = restart_midway(sh, &sp, bin, uri, extra_noevict, kind,
+                                        kind == PHASE_FDSTORE ? &store : NULL);
     } else {
         uint64_t end = rkv_now_ns() + (uint64_t)seconds * 1000000000ull;
         while (rkv_now_ns() < end && !phase_over(sh))
@@ -666,10 +688,12 @@ static int run_phase(const char *bin, const char *uri, unsigned seconds, enum ph
     const char *disp = strstr(stats, "displacements "), *ev = strstr(stats, "evictions ");
     const char *moves = strstr(stats, "slab_reassigns ");
     int rc = remote != NULL ? 0 : server_stop(&sp);
-    if (restarts) { /* the last stop wrote it */
+    if (state_file) { /* the last stop wrote it */
         unlink(state);
         rmdir(state_dir);
     }
+    if (kind == PHASE_FDSTORE)
+        fake_fdstore_close(&store);
     uint64_t anomalies = sh->garbage + sh->stale + sh->future + sh->false_miss + sh->regress;
     printf("torture phase %s: %llu GETs checked, %llu anomalies (garbage %llu, stale %llu, "
            "future %llu, false miss %llu, regress %llu), %llu client errors, "
@@ -719,17 +743,18 @@ int main(int argc, char **argv)
     const char *phases = getenv("RKV_TORTURE_PHASES"), *gets = getenv("RKV_TORTURE_GETS");
     phases = phases ? phases : "both";
     bool restarts = strcmp(phases, "restart") == 0 || strcmp(phases, "crash") == 0 ||
-                    strcmp(phases, "restarts") == 0;
+                    strcmp(phases, "restarts") == 0 || strcmp(phases, "fdstore") == 0;
     char *end = NULL;
     unsigned long long gets_target = gets ? strtoull(gets, &end, 10) : 0;
     unsigned seconds = argc > 2 ? (unsigned)atoi(argv[2]) : 5;
     if ((gets && (*gets == '\0' || *end != '\0')) || seconds == 0 ||
         (strcmp(phases, "both") && strcmp(phases, "noevict") && strcmp(phases, "evict") && !restarts) ||
         (getenv("RKV_TORTURE_URI") != NULL && (strcmp(phases, "both") == 0 || restarts))) {
-        fprintf(stderr, "torture: SECONDS_PER_PHASE must be a positive integer, "
-                        "RKV_TORTURE_GETS a decimal count and RKV_TORTURE_PHASES one of "
-                        "both, noevict, evict, restart, crash, restarts (with RKV_TORTURE_URI: "
-                        "noevict or evict, the phase whose flags the server there runs with)\n");
+        fprintf(stderr,
+                "torture: SECONDS_PER_PHASE must be a positive integer, "
+                "RKV_TORTURE_GETS a decimal count and RKV_TORTURE_PHASES one of "
+                "both, noevict, evict, restart, crash, restarts, fdstore (with RKV_TORTURE_URI: "
+                "noevict or evict, the phase whose flags the server there runs with)\n");
         return 2;
     }
     char uri[256];
@@ -739,7 +764,10 @@ int main(int argc, char **argv)
     const char *delay = getenv("RKV_TORTURE_CONNECT_DELAY_MS");
     connect_delay_ms = delay ? (unsigned)strtoul(delay, NULL, 10) : 0;
     int fail = 0;
-    if (restarts) {
+    if (strcmp(phases, "fdstore") == 0) {
+        test_uri(uri, sizeof uri, 84);
+        fail |= run_phase(argv[1], uri, seconds, PHASE_FDSTORE, 0, &checked, &anomalies);
+    } else if (restarts) {
         if (strcmp(phases, "crash") != 0) {
             test_uri(uri, sizeof uri, 82);
             fail |= run_phase(argv[1], uri, seconds, PHASE_RESTART, 0, &checked, &anomalies);

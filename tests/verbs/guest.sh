@@ -6,7 +6,7 @@
 # build folder is read-only here and tests write only under /tmp (guest tmpfs).
 #
 # Usage: guest.sh BUILD_DIR [STEP...]   (steps: rdma_util transport integration hostile torture
-#                                          errors bench python perftest)
+#                                          restart errors bench python perftest)
 #        guest.sh --one STEP BUILD_DIR     (one step, unbounded: what `step` runs under timeout)
 set -u
 
@@ -14,7 +14,7 @@ ONE=""
 if [ "${1:-}" = --one ]; then ONE=${2:?}; shift 2; fi
 BUILD=${1:?usage: guest.sh BUILD_DIR [STEP...]}
 shift
-STEPS=${*:-rdma_util transport integration hostile torture errors bench python perftest}
+STEPS=${*:-rdma_util transport integration hostile torture restart errors bench python perftest}
 PORT_BASE=${RKV_VERBS_PORT:-7471}
 SUMMARY=()
 FAILED=0
@@ -61,6 +61,20 @@ run_torture() {
   need "$BUILD/tests/torture" && need "$BUILD/server/rkv-server" &&
     RKV_TEST_LISTEN="rdma://$RXE_IP:$((PORT_BASE + 300))" RKV_TORTURE_MEMORY=8M \
       "$BUILD/tests/torture" "$BUILD/server/rkv-server" 4
+}
+
+# restarts with rdma clients attached: torture's readers and writers run
+# through a clean restart on --state-file, a SIGKILL that keeps nothing, and
+# a SIGKILL recovered from the fd store (torture plays systemd's); they
+# reconnect by themselves and read the kept values (every item back after
+# the clean stop and the fd store, false misses checked); the fd store's
+# phase with 16 MiB, where 8 MiB left no room for a hot write after the fill
+run_restart() {
+  need "$BUILD/tests/torture" && need "$BUILD/server/rkv-server" &&
+    RKV_TEST_LISTEN="rdma://$RXE_IP:$((PORT_BASE + 700))" RKV_TORTURE_MEMORY=8M \
+      RKV_TORTURE_PHASES=restarts "$BUILD/tests/torture" "$BUILD/server/rkv-server" 4 &&
+    RKV_TEST_LISTEN="rdma://$RXE_IP:$((PORT_BASE + 800))" RKV_TORTURE_MEMORY=16M \
+      RKV_TORTURE_PHASES=fdstore "$BUILD/tests/torture" "$BUILD/server/rkv-server" 4
 }
 
 # expect NAME PATTERN CMD...: CMD (bounded) must fail and print PATTERN
@@ -182,6 +196,7 @@ if [ -n "$ONE" ]; then
     integration) run_integration;;
     hostile) run_hostile;;
     torture) run_torture;;
+    restart) run_restart;;
     errors) run_errors;;
     bench) run_bench;;
     python) run_python;;
@@ -199,6 +214,7 @@ for s in $STEPS; do
     integration) step integration 600;;
     hostile)     step hostile 240;;
     torture)     step torture 300;;
+    restart)     step restart 600;;
     errors)      step errors 240;;
     bench)       step bench 180;;
     python)      step python 120;;

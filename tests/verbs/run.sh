@@ -10,6 +10,8 @@
 #                a real rkv-server process and clients over rdma
 #   hostile      tests/test_hostile over rdma: malformed requests from a raw client
 #   torture      tests/torture over rdma: writers and readers race, every value checked
+#   restart      torture through a clean restart (--state-file), a SIGKILL, and a SIGKILL
+#                recovered from the fd store: rdma clients reconnect and read the kept values
 #   errors       the classic failures end to end (memlock, GID index, unknown device,
 #                non-RDMA address, no listener, /dev/infiniband permissions, port DOWN)
 #                must print the message that says what to do; a 0.0.0.0 listener serves
