@@ -240,7 +240,9 @@ static bool parkable(const struct rkv_wconn *wc)
 
 /* Take wc (in set->polled, not mid-sweep) out of the sweep: arm its
  * wake-up, look once more (a request that came before the arming raises
- * none) and park it only if that found nothing. Returns whether it did. */
+ * none) and park it only if that found nothing; close it when the arming
+ * found its peer gone (a hang-up would only wake it again). Returns
+ * whether it left the sweep. */
 static bool park(struct rkv_worker *w, struct worker_set *set, struct rkv_wconn *wc)
 {
     rkv_sconn_arm(wc->ops, wc->conn);
@@ -249,6 +251,10 @@ static bool park(struct rkv_worker *w, struct worker_set *set, struct rkv_wconn 
         return false;
     }
     conns_remove(&set->polled, wc);
+    if (!wc->ops->alive(wc->conn)) {
+        close_for(w, wc, NULL);
+        return true;
+    }
     conns_add(&set->parked, wc);
     wc->parked = true;
     rkv_stat_bump(&w->stats.parked, 1);
