@@ -52,6 +52,15 @@
 #define IDLE_KIB       64u   /* server memory per idle connection: the target (design.md) */
 #define STALLED        100   /* clients that fill their credits and never read */
 
+/* Under AddressSanitizer (the test and the server are built alike) freed
+ * memory waits in quarantine, so the server's RSS does not come back
+ * after a round; LeakSanitizer checks the server at its exit instead. */
+#ifdef __SANITIZE_ADDRESS__
+#define RSS_COMES_BACK false
+#else
+#define RSS_COMES_BACK true
+#endif
+
 static const char *server_bin;
 static struct server_proc sp; /* each test's server; killed by teardown if a test fails */
 
@@ -425,7 +434,7 @@ static void test_many_connections_open_close(void **state)
     uint64_t after2 = rss_kib(sp.pid);
     print_message("server VmRSS after round 1: %" PRIu64 " KiB, after round 2: %" PRIu64 " KiB\n",
                   after1, after2);
-    assert_true(after2 <= after1 + 1024);
+    assert_true(!RSS_COMES_BACK || after2 <= after1 + 1024);
     free(cs);
     rkv_close(c);
     assert_int_equal(server_stop(&sp), 0);
