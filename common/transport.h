@@ -245,7 +245,7 @@ struct rkv_region {
  * so its defaults are the listeners'. */
 #define RKV_STRANS_DEFAULT_CREDITS   64
 #define RKV_STRANS_DEFAULT_MAX_MSG   4096
-#define RKV_STRANS_DEFAULT_MAX_CONNS 1024
+#define RKV_STRANS_DEFAULT_MAX_CONNS 4096 /* design.md, "Connection memory" */
 struct rkv_strans_params {
     unsigned credits;           /* receive buffers per connection */
     uint32_t max_msg;           /* bytes per message */

@@ -465,8 +465,9 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
      * transports also hold max_unauth_conns not yet past HELLO */
     uint64_t nconns = (uint64_t)cfg->max_conns + cfg->max_unauth_conns;
     out->conns = sat_mul(nconns, RKV_MAX(RKV_MAX(shm, rdma), tcp));
-    out->process = PROCESS_BASE + (uint64_t)cfg->workers *
-                                      (WORKER_STACK + (uint64_t)cfg->max_conns * sizeof(void *));
+    /* a worker's three connection lists (worker.c: polled, parked, evented) */
+    out->process = PROCESS_BASE +
+                   (uint64_t)cfg->workers * (WORKER_STACK + 3 * nconns * sizeof(void *));
     out->ram = sat_add(sat_add(out->page_size == PAGE_4K ? out->region : 0, out->page_tables),
                        sat_add(sat_add(out->bookkeeping, out->conns), out->process));
     if (rdma != 0)

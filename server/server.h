@@ -48,6 +48,7 @@ struct rkv_worker_stats {
     _Atomic uint64_t sleeps;             /* times the worker slept waiting for requests */
     _Atomic uint64_t hints;              /* access hints applied */
     _Atomic uint64_t conns;              /* connections currently owned */
+    _Atomic uint64_t parked;             /* ... of them parked: out of the sweep (worker.c) */
     _Atomic uint64_t closed_bad;         /* connections closed for protocol violations */
 };
 
@@ -106,7 +107,10 @@ struct rkv_wconn {
     uint64_t hello_deadline_ns;   /* closed if !authed at this time */
     struct rkv_wconn *inbox_next; /* the next one in its worker's inbox */
     unsigned slot;                /* its index in the worker's connection list */
-    uint32_t events; /* event-driven: what the worker's epoll watches its event_fd for */
+    uint32_t events;        /* event-driven: what the worker's epoll watches its event_fd for */
+    bool parked;            /* polled, but armed and left out of the sweep until epoll reports it */
+    bool worked;            /* took a request since the worker's last housekeeping look */
+    uint64_t idle_since_ns; /* when that look last saw it idle after work (parking) */
     struct rkv_reply_batch replies; /* answered, not yet posted (worker.c) */
 };
 

@@ -41,7 +41,7 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     struct rkv_table_stats ts;
     uint64_t ops[RKV_OP_MAX] = { 0 }, errs[RKV_STATUS_COUNT] = { 0 };
     uint64_t conns = 0, replies = 0, doorbells = 0, holds = 0, expired = 0, sleeps = 0;
-    uint64_t marked = 0, hints = 0, bad = 0;
+    uint64_t marked = 0, hints = 0, bad = 0, parked = 0;
     char name[64];
 
     if (cap)
@@ -54,6 +54,7 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
         for (unsigned e = 0; e < RKV_STATUS_COUNT; e++)
             errs[e] += load(&ws->errors[e]);
         conns += load(&ws->conns);
+        parked += load(&ws->parked);
         marked += load(&ws->marked_requests);
         replies += load(&ws->replies);
         doorbells += load(&ws->reply_doorbells);
@@ -86,6 +87,7 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     line(&t, "slab_reassigns", ts.slab_reassigns);
     line(&t, "flushed", ts.flushed);
     line(&t, "connections", conns);
+    line(&t, "connections_parked", parked);
     line(&t, "total_connections", load(&srv->conns_total));
     line(&t, "rejected_connections", load(&srv->conns_rejected));
     line(&t, "unauthenticated_dropped", load(&srv->unauth_dropped));

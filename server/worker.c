@@ -1,8 +1,8 @@
 /* worker.c — a worker thread: the server's request loop.
  *
  * Each worker owns its connections outright (no locks on the request path).
- * A pass visits every connection and has the wire protocol it was accepted
- * with serve it (wire.h): take what arrived, answer it, send the answers
+ * A pass visits every active connection and has the wire protocol it was
+ * accepted with serve it (wire.h): take what arrived, answer it, send the answers
  * (the rkv protocol: one doorbell per batch of replies, server/wire_rkv.c;
  * the memcached text protocol: one send(), server/wire_memcache.c). A
  * connection whose replies wait for the next pass (the rkv protocol holds
@@ -16,6 +16,19 @@
  * arming raises no wake-up) and sleeps in epoll, so an idle server burns no
  * CPU and a busy one pays no wake-up; busy never sleeps while it has
  * connections; event sleeps whenever a pass finds nothing.
+ *
+ * Parking (adaptive and event modes): a polled connection that has taken
+ * no request for a while (max(poll_idle_us, 1 ms); at once in event mode,
+ * and every one before the worker sleeps) is armed, looked at once more,
+ * and left out of the sweep until its wake-up shows in the worker's epoll;
+ * then it is swept again. So a pass costs what the active connections
+ * cost, not the open ones: 10,000 idle connections cost a sweep nothing.
+ * The worker looks at that epoll every HOUSE_EVERY passes while it spins;
+ * the parked get a slow liveness round (alive(): a dead peer, pages to give
+ * back, keepalive probes), each about every PARKED_VISIT_NS, and a
+ * hang-up wakes a parked connection through epoll at once. Connections
+ * not past HELLO are never parked (their deadline is checked every pass;
+ * max_unauth_conns bounds them). busy mode parks nothing.
  *
  * Event-driven connections (the tcp door: a socket says when it has work)
  * are not in the polling sweep: they are served only when the worker's
@@ -44,9 +57,13 @@
 #include "util.h"
 #include "wire.h"
 
-#define SLEEP_MS    100  /* longest sleep: re-check liveness and stop */
-#define ALIVE_EVERY 1024 /* passes between liveness checks while busy */
-#define EVENTS      64   /* epoll events taken per epoll_wait */
+#define SLEEP_MS         100        /* longest sleep: re-check liveness and stop */
+#define ALIVE_EVERY      1024       /* passes between liveness checks while busy */
+#define HOUSE_EVERY      64         /* passes between looks at parking and the epoll while busy */
+#define EVENTS           64         /* epoll events taken per epoll_wait */
+#define PARK_IDLE_MIN_NS 1000000ull /* adaptive: idle this long at least to park */
+#define PARKED_VISIT_NS  (500ull * 1000000ull) /* each parked connection's alive() this often */
+#define PARK_NEVER       UINT64_MAX
 
 /* A worker's connections: `polled` are swept every pass, `evented` only
  * when epoll reports them (rkv_server_transport.event_driven). */
@@ -56,9 +73,14 @@ struct worker_conns {
 };
 
 struct worker_set {
-    struct worker_conns polled, evented;
-    unsigned cap; /* both together */
-    int epfd;     /* the worker's epoll set */
+    struct worker_conns polled; /* swept every pass */
+    struct worker_conns parked; /* polled ones waiting for their wake-up, not swept */
+    struct worker_conns evented;
+    unsigned cap;        /* all three together */
+    int epfd;            /* the worker's epoll set */
+    uint64_t park_ns;    /* idle this long: parked (PARK_NEVER: busy mode) */
+    unsigned visit_next; /* parked: where the slow liveness round goes on */
+    uint64_t visit_ns;   /* ... and when it last did */
 };
 
 void rkv_worker_give(struct rkv_worker *w, struct rkv_wconn *wc)
@@ -129,7 +151,7 @@ static void take_inbox(struct rkv_worker *w, struct worker_set *set)
     pthread_mutex_unlock(&w->inbox_lock);
     for (; wc != NULL; wc = next) {
         next = wc->inbox_next;
-        if (set->polled.n + set->evented.n == set->cap) {
+        if (set->polled.n + set->parked.n + set->evented.n == set->cap) {
             atomic_fetch_add(&w->srv->conns_rejected, 1);
             conn_close(w, wc, "worker connection limit reached");
             continue;
@@ -141,6 +163,7 @@ static void take_inbox(struct rkv_worker *w, struct worker_set *set)
                      strerror(errno));
             evented = false;
         }
+        wc->worked = true; /* its idle stretch starts at the next look */
         conns_add(evented ? &set->evented : &set->polled, wc);
         if (evented)
             serve_evented(w, set, wc); /* its first pass: admission, what came already */
@@ -166,7 +189,9 @@ static unsigned serve_all(struct rkv_worker *w, struct worker_conns *cs, bool ch
     for (unsigned i = 0; i < cs->n;) {
         struct rkv_wconn *wc = cs->v[i];
         const char *why = NULL;
-        work += wc->wire->serve(w, wc, may_hold);
+        unsigned got = wc->wire->serve(w, wc, may_hold);
+        work += got;
+        wc->worked |= got != 0;
         if (wc->closing)
             rkv_stat_bump(&w->stats.closed_bad, 1);
         if (!wc->closing && !wc->authed) {
@@ -206,9 +231,90 @@ static bool serve_evented(struct rkv_worker *w, struct worker_set *set, struct r
     return true;
 }
 
+/* Whether wc may leave the sweep: past HELLO (the deadline of one that is
+ * not is checked every pass), in the epoll set, no replies held. */
+static bool parkable(const struct rkv_wconn *wc)
+{
+    return wc->authed && wc->events != 0 && wc->replies.n == 0;
+}
+
+/* Take wc (in set->polled, not mid-sweep) out of the sweep: arm its
+ * wake-up, look once more (a request that came before the arming raises
+ * none) and park it only if that found nothing; close it when the arming
+ * found its peer gone (a hang-up would only wake it again). Returns
+ * whether it left the sweep. */
+static bool park(struct rkv_worker *w, struct worker_set *set, struct rkv_wconn *wc)
+{
+    rkv_sconn_arm(wc->ops, wc->conn);
+    if (wc->wire->serve(w, wc, false) != 0 || wc->closing || wc->replies.n > 0) {
+        wc->worked = true; /* the next pass serves it (or closes it) */
+        return false;
+    }
+    conns_remove(&set->polled, wc);
+    if (!wc->ops->alive(wc->conn)) {
+        close_for(w, wc, NULL);
+        return true;
+    }
+    conns_add(&set->parked, wc);
+    wc->parked = true;
+    rkv_stat_bump(&w->stats.parked, 1);
+    return true;
+}
+
+/* Its wake-up came (a request, or a hang-up): back into the sweep. */
+static void unpark(struct rkv_worker *w, struct worker_set *set, struct rkv_wconn *wc)
+{
+    rkv_stat_bump(&w->stats.parked, (uint64_t)-1);
+    conns_remove(&set->parked, wc);
+    conns_add(&set->polled, wc);
+    wc->parked = false;
+    wc->worked = true;
+}
+
+/* Park the polled connections idle for park_ns since the last look (all
+ * that may be, with force). */
+static void park_idle(struct rkv_worker *w, struct worker_set *set, uint64_t now, bool force)
+{
+    for (unsigned i = 0; i < set->polled.n;) {
+        struct rkv_wconn *wc = set->polled.v[i];
+        bool idle = force || (!wc->worked && now - wc->idle_since_ns >= set->park_ns);
+        if (wc->worked) {
+            wc->worked = false;
+            wc->idle_since_ns = now;
+        }
+        if (idle && parkable(wc) && park(w, set, wc))
+            continue; /* slot i holds another one now */
+        i++;
+    }
+}
+
+/* The slow liveness round of the parked: as many alive() calls as make each
+ * one's about every PARKED_VISIT_NS; a dead one is closed. */
+static void visit_parked(struct rkv_worker *w, struct worker_set *set, uint64_t now)
+{
+    struct worker_conns *cs = &set->parked;
+    uint64_t due = (now - set->visit_ns) * cs->n / PARKED_VISIT_NS;
+    if (due == 0)
+        return; /* too soon: the time adds up until one is due */
+    set->visit_ns = now;
+    for (due = RKV_MIN(due, (uint64_t)cs->n); due > 0 && cs->n > 0; due--) {
+        if (set->visit_next >= cs->n)
+            set->visit_next = 0;
+        struct rkv_wconn *wc = cs->v[set->visit_next];
+        if (wc->ops->alive(wc->conn)) {
+            set->visit_next++;
+            continue;
+        }
+        conns_remove(cs, wc);
+        rkv_stat_bump(&w->stats.parked, (uint64_t)-1);
+        close_for(w, wc, NULL);
+    }
+}
+
 /* Take up to EVENTS events (waiting at most timeout_ms) and serve the
- * event-driven connections among them; a polled connection's event only
- * ends the wait (the next pass serves it). Returns the connections served. */
+ * event-driven connections among them; a parked connection's event puts it
+ * back in the sweep, an active one's only ends the wait (the next pass
+ * serves it). Returns the connections served or unparked. */
 static unsigned serve_events(struct rkv_worker *w, struct worker_set *set, int timeout_ms)
 {
     struct epoll_event evs[EVENTS];
@@ -223,12 +329,16 @@ static unsigned serve_events(struct rkv_worker *w, struct worker_set *set, int t
         } else if (wc->ops->event_driven) {
             serve_evented(w, set, wc);
             served++;
+        } else if (wc->parked) {
+            unpark(w, set, wc);
+            served++;
         }
     }
     return served;
 }
 
-/* Arm every polled connection's wake-up, look once more, and wait in epoll
+/* Park every polled connection that may be and arm the rest's wake-up,
+ * look once more at those, and wait in epoll
  * only if that finds nothing; event-driven connections that epoll reports
  * are served here. That look may hold replies like any pass (a marked
  * request that arrives during it is held, not posted at once), but the
@@ -238,11 +348,15 @@ static unsigned sleep_until_work(struct rkv_worker *w, struct worker_set *set)
 {
     struct worker_conns *cs = &set->polled;
     unsigned held;
-    for (unsigned i = 0; i < cs->n; i++)
+    uint64_t now = rkv_now_ns();
+    if (set->park_ns != PARK_NEVER)
+        park_idle(w, set, now, true);
+    for (unsigned i = 0; i < cs->n; i++) /* the rest: not past HELLO, or work came */
         rkv_sconn_arm(cs->v[i]->ops, cs->v[i]->conn);
     unsigned work = serve_all(w, cs, true, true, &held);
     if (work != 0 || held != 0)
         return work; /* arrived while arming; held replies keep the worker passing */
+    visit_parked(w, set, now);
     rkv_stat_bump(&w->stats.sleeps, 1);
     serve_events(w, set, SLEEP_MS);
     return 0;
@@ -256,6 +370,18 @@ static bool idle_for(uint64_t *since, uint64_t ns)
     if (*since == 0)
         *since = now;
     return now - *since >= ns;
+}
+
+/* Every HOUSE_EVERY passes while the worker spins: what the parked and
+ * event-driven connections' epoll says, parking the idle, the parked's
+ * slow liveness round. */
+static void housekeep(struct rkv_worker *w, struct worker_set *set)
+{
+    uint64_t now = rkv_now_ns();
+    if (set->parked.n > 0 || set->evented.n > 0)
+        serve_events(w, set, 0);
+    park_idle(w, set, now, false);
+    visit_parked(w, set, now);
 }
 
 static void pin(struct rkv_worker *w)
@@ -282,8 +408,9 @@ static void *worker_main(void *arg)
 
     pin(w);
     set.polled.v = calloc(set.cap, sizeof *set.polled.v);
+    set.parked.v = calloc(set.cap, sizeof *set.parked.v);
     set.evented.v = calloc(set.cap, sizeof *set.evented.v);
-    if (set.polled.v == NULL || set.evented.v == NULL || epfd < 0 ||
+    if (set.polled.v == NULL || set.parked.v == NULL || set.evented.v == NULL || epfd < 0 ||
         epoll_ctl(epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) != 0) {
         RKV_ERROR("worker %u: cannot start (out of memory or file descriptors)", w->id);
         atomic_store(&srv->stop, true);
@@ -291,12 +418,17 @@ static void *worker_main(void *arg)
     }
     const enum rkv_poll_mode mode = (enum rkv_poll_mode)srv->cfg.poll_mode;
     const uint64_t idle_ns = mode == RKV_POLL_EVENT ? 0 : srv->cfg.poll_idle_us * 1000ull;
+    set.park_ns = mode == RKV_POLL_BUSY    ? PARK_NEVER
+                  : mode == RKV_POLL_EVENT ? 0
+                                           : RKV_MAX(idle_ns, PARK_IDLE_MIN_NS);
     uint64_t idle_since = 0;
     unsigned passes = 0, held = 0;
     while (!atomic_load_explicit(&srv->stop, memory_order_relaxed)) {
         if (__atomic_load_n(&w->inbox_count, __ATOMIC_RELAXED))
             take_inbox(w, &set);
         unsigned work = serve_all(w, &set.polled, ++passes % ALIVE_EVERY == 0, true, &held);
+        if (set.park_ns != PARK_NEVER && passes % HOUSE_EVERY == 0)
+            housekeep(w, &set);
         /* held replies: keep passing until they go (reply_batch.h bounds it) */
         if (work == 0 && set.polled.n > 0 &&
             (mode == RKV_POLL_BUSY || held > 0 || !idle_for(&idle_since, idle_ns))) {
@@ -318,6 +450,8 @@ static void *worker_main(void *arg)
     }
     /* stopping: answer what already arrived, then close everything */
     take_inbox(w, &set);
+    while (set.parked.n)
+        unpark(w, &set, set.parked.v[set.parked.n - 1]);
     serve_all(w, &set.polled, false, false, &held);
     for (unsigned i = set.evented.n; i-- > 0;)
         serve_evented(w, &set, set.evented.v[i]);
@@ -327,6 +461,7 @@ static void *worker_main(void *arg)
         conn_close(w, set.evented.v[--set.evented.n], "server shutting down");
 out:
     free(set.polled.v);
+    free(set.parked.v);
     free(set.evented.v);
     if (epfd >= 0)
         close(epfd);

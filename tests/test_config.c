@@ -115,7 +115,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.evict, RKV_EVICT_S3FIFO);
     assert_int_equal(c.credits, 64);
     assert_int_equal(c.max_msg, 4096);
-    assert_int_equal(c.max_conns, 1024);
+    assert_int_equal(c.max_conns, 4096);
     assert_int_equal(c.max_unauth_conns, 16);
     assert_int_equal(c.hello_timeout_ms, 5000);
     assert_string_equal(c.rdma_device, "");

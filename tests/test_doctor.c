@@ -447,6 +447,85 @@ static void test_memlock(void **state)
     assert_int_equal(count(&f->report, DOCTOR_FAIL, "memlock", NULL), 1);
 }
 
+/* Connections' registered buffers count against memlock beside the region. */
+static void test_memlock_conns(void **state)
+{
+    struct fixture *f = *state;
+    struct doctor_wanted want = default_want;
+    want.conns_locked = 512ull << 20;
+    doctor_check_memlock(&f->report, 1ull << 30, false, 1, &want);
+    assert_int_equal(count(&f->report, DOCTOR_OK, "memlock", "connections' registered buffers"), 1);
+    reset(f);
+    doctor_check_memlock(&f->report, 512ull << 20, false, 1, &want);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "memlock",
+                           "covers the 256 MiB region but not the buffers max_conns connections "
+                           "register beside it (256.0 MiB more)"),
+                     1);
+    reset(f);
+    doctor_check_memlock(&f->report, 128ull << 20, false, 1, &want);
+    assert_int_equal(count(&f->report, DOCTOR_FAIL, "memlock", NULL), 1);
+}
+
+/* ulimit -n against max_conns + max_unauth_conns (and the server's own). */
+static void test_nofile(void **state)
+{
+    struct fixture *f = *state;
+    struct rkv_server_config cfg;
+    rkv_server_config_defaults(&cfg);
+    cfg.max_conns = 10000;
+    doctor_check_nofile(&f->report, 65536, 65536, &cfg);
+    assert_int_equal(count(&f->report, DOCTOR_OK, "nofile", "limit 65536 covers max_conns 10000"), 1);
+    reset(f);
+    doctor_check_nofile(&f->report, UINT64_MAX, UINT64_MAX, &cfg);
+    assert_int_equal(count(&f->report, DOCTOR_OK, "nofile", "limit unlimited covers"), 1);
+    reset(f);
+    doctor_check_nofile(&f->report, 1024, 4096, &cfg);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "nofile",
+                           "open-files limit 1024 (hard 4096) is below the 10080 descriptors"),
+                     1);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "nofile", "LimitNOFILE=65536"), 1);
+    assert_false(doctor_failed(&f->report));
+}
+
+/* A device's max_qp / max_cq / max_srq against the connections, skipped
+ * when unknown (no device, or not queried). */
+static void test_device_limits(void **state)
+{
+    struct fixture *f = *state;
+    struct rkv_server_config cfg;
+    struct doctor_wanted want = default_want;
+    struct doctor_device dev = {
+        .name = "mlx5_0", .max_qp = 131072, .max_cq = 16777216, .max_srq = 8388608
+    };
+    rkv_server_config_defaults(&cfg);
+    cfg.max_conns = 6400;
+    cfg.workers = 4;
+    want.rdma = true;
+    doctor_check_device_limits(&f->report, &dev, 1, &cfg, &want);
+    assert_int_equal(count(&f->report, DOCTOR_OK, "rdma-limits", "mlx5_0: max_qp 131072 covers 6416"),
+                     1);
+    assert_int_equal(count(&f->report, DOCTOR_OK, "rdma-limits", "max_cq 16777216 covers 12832"), 1);
+    assert_int_equal(count(&f->report, DOCTOR_OK, "rdma-limits", "max_srq 8388608 covers 4"), 1);
+    reset(f);
+    dev.max_qp = 4096; /* a small device: the QPs do not fit */
+    dev.max_srq = 2;
+    doctor_check_device_limits(&f->report, &dev, 1, &cfg, &want);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "rdma-limits",
+                           "mlx5_0: max_qp is 4096, below the 6416 the server takes"),
+                     1);
+    assert_int_equal(count(&f->report, DOCTOR_WARN, "rdma-limits", "max_srq is 2, below the 4"), 1);
+    reset(f);
+    want.rdma = false; /* no rdma listener: the numbers, no verdict */
+    doctor_check_device_limits(&f->report, &dev, 1, &cfg, &want);
+    assert_int_equal(count(&f->report, DOCTOR_INFO, "rdma-limits", "no rdma listener"), 1);
+    reset(f);
+    dev.max_qp = 0; /* not queried */
+    want.rdma = true;
+    doctor_check_device_limits(&f->report, &dev, 1, &cfg, &want);
+    doctor_check_device_limits(&f->report, NULL, 0, &cfg, &want);
+    assert_int_equal(f->report.count, 0);
+}
+
 static void test_cap_ipc_lock(void **state)
 {
     struct fixture *f = *state;
@@ -774,6 +853,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_userspace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memlock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memlock_conns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nofile, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_device_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cap_ipc_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hugepages, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory, setup, teardown),

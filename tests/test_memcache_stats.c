@@ -159,8 +159,9 @@ struct env {
 static int setup(void **state)
 {
     static struct env e;
-    /* values up to 4000 bytes; 1 MiB slab pages */
-    const char *args[] = { "--workers", "2", "--max-value-len", "4000", NULL };
+    /* values up to 4000 bytes; 1 MiB slab pages; max_conns given: the
+     * default's tcp buffers (~8 MiB each) need not fit this machine */
+    const char *args[] = { "--workers", "2", "--max-value-len", "4000", "--max-conns", "1024", NULL };
     if (server_start_tcp(&e.sp, server_bin, 40, NULL, &e.port, args) != 0)
         return -1;
     *state = &e;

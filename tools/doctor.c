@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "doctor_checks.h"
+#include "memory_budget.h"
 #include "rkv.h"
 #include "util.h"
 
@@ -86,6 +87,12 @@ static void probe_verbs(struct doctor_device *devs, unsigned n)
                 port->active_mtu = 128 << attr.active_mtu;
             if (attr.max_mtu >= IBV_MTU_256 && attr.max_mtu <= IBV_MTU_4096)
                 port->max_mtu = 128 << attr.max_mtu;
+        }
+        struct ibv_device_attr da;
+        if (ibv_query_device(ctx, &da) == 0) {
+            dev->max_qp = da.max_qp > 0 ? (uint32_t)da.max_qp : 0;
+            dev->max_cq = da.max_cq > 0 ? (uint32_t)da.max_cq : 0;
+            dev->max_srq = da.max_srq > 0 ? (uint32_t)da.max_srq : 0;
         }
         ibv_close_device(ctx);
     }
@@ -228,9 +235,20 @@ int main(int argc, char **argv)
         probe_verbs(devs, n);
 
     struct rlimit rl;
-    uint64_t memlock = 0;
+    uint64_t memlock = 0, nofile = 0, nofile_hard = 0;
     if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0)
         memlock = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        nofile = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+        nofile_hard = rl.rlim_max == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_max;
+    }
+    if (rdma) { /* what the connections register: the server's own sum */
+        struct rkv_mem_env menv = { 0 };
+        struct rkv_mem_need need;
+        cfg.memory = want.region;
+        rkv_mem_need_compute(&cfg, want.region, &menv, &need);
+        want.conns_locked = need.locked > need.region ? need.locked - need.region : 0;
+    }
     gid_t groups[MAX_GROUPS];
     int ngroups = getgroups(MAX_GROUPS, groups);
     if (ngroups < 0)
@@ -251,6 +269,8 @@ int main(int argc, char **argv)
     doctor_check_governor(&report, &env);
     doctor_check_firewall(&report, devs, n);
     doctor_check_rc(&report, &cfg);
+    doctor_check_nofile(&report, nofile, nofile_hard, &cfg);
+    doctor_check_device_limits(&report, devs, n, &cfg, &want);
 
     if (json)
         doctor_print_json(&report, stdout);

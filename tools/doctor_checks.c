@@ -824,8 +824,10 @@ void doctor_check_memlock(struct doctor_report *r, uint64_t limit, bool cap_ipc_
                           unsigned ndevs, const struct doctor_wanted *w)
 {
     char lim[32], reg[32];
-    /* The region plus connection buffers and queues: a generous allowance. */
-    uint64_t need = w->region + w->region / 16 + (16ull << 20);
+    /* The region plus what the connections register (or, unknown, a
+     * generous allowance for them). */
+    uint64_t need = w->conns_locked ? w->region + w->conns_locked
+                                    : w->region + w->region / 16 + (16ull << 20);
     static const char fix[] =
         "raise it for the server: LimitMEMLOCK=infinity in the systemd unit (rkv-server.service "
         "has it), `ulimit -l unlimited` in the shell that starts rkv-server, or "
@@ -837,8 +839,18 @@ void doctor_check_memlock(struct doctor_report *r, uint64_t limit, bool cap_ipc_
         return;
     }
     rkv_format_size(limit, lim, sizeof lim);
-    if (limit >= need)
+    if (limit >= need && w->conns_locked)
+        doctor_add(r, DOCTOR_OK, "memlock", NULL,
+                   "memlock limit %s covers the %s region and the connections' registered buffers",
+                   lim, reg);
+    else if (limit >= need)
         doctor_add(r, DOCTOR_OK, "memlock", NULL, "memlock limit %s covers the %s region", lim, reg);
+    else if (limit >= w->region && !cap_ipc_lock && w->conns_locked)
+        doctor_add(r, DOCTOR_WARN, "memlock", fix,
+                   "memlock limit %s covers the %s region but not the buffers max_conns "
+                   "connections register beside it (%.1f MiB more): the server starts with fewer "
+                   "connections (max_conns lowered) or refuses clients it cannot register",
+                   lim, reg, (double)(need - limit) / (1 << 20));
     else if (cap_ipc_lock)
         doctor_add(r, DOCTOR_INFO, "memlock", fix,
                    "memlock limit %s is below the %s region, but this process has CAP_IPC_LOCK "
@@ -1153,4 +1165,76 @@ void doctor_check_rc(struct doctor_report *r, const struct rkv_server_config *cf
         doctor_add(r, DOCTOR_WARN, "rdma-rc", "lower [rdma] ack_timeout or retry_count",
                    "a client that vanished holds its connection slot and credits for up to %.0f s",
                    slot / 1e9);
+}
+
+/* Descriptors the server takes beside its connections: listeners, epoll
+ * sets, eventfds, the region, the log, a reserve. */
+#define SERVER_OWN_FDS 64u
+
+/* A limit as text: "unlimited" or the number. */
+static const char *limit_text(uint64_t v, char *buf, size_t len)
+{
+    if (v == UINT64_MAX)
+        return "unlimited";
+    snprintf(buf, len, "%llu", (unsigned long long)v);
+    return buf;
+}
+
+void doctor_check_nofile(struct doctor_report *r, uint64_t soft, uint64_t hard,
+                         const struct rkv_server_config *cfg)
+{
+    uint64_t need = (uint64_t)cfg->max_conns + cfg->max_unauth_conns + SERVER_OWN_FDS;
+    char s_text[24], h_text[24];
+    static const char fix[] =
+        "raise it for the server: LimitNOFILE=65536 in the systemd unit (rkv-server.service "
+        "has it), `ulimit -n 65536` in the shell that starts rkv-server, or lower max_conns";
+    if (soft >= need)
+        doctor_add(r, DOCTOR_OK, "nofile", NULL,
+                   "open-files limit %s covers max_conns %u + max_unauth_conns %u connections "
+                   "(one descriptor each)",
+                   limit_text(soft, s_text, sizeof s_text), cfg->max_conns, cfg->max_unauth_conns);
+    else
+        doctor_add(r, DOCTOR_WARN, "nofile", fix,
+                   "open-files limit %s (hard %s) is below the %llu descriptors max_conns %u + "
+                   "max_unauth_conns %u connections take: past it the server refuses clients as "
+                   "busy (\"out of file descriptors\")",
+                   limit_text(soft, s_text, sizeof s_text), limit_text(hard, h_text, sizeof h_text),
+                   (unsigned long long)need, cfg->max_conns, cfg->max_unauth_conns);
+}
+
+/* One limit of one device: ok or a warning naming it. */
+static void device_limit(struct doctor_report *r, const struct doctor_device *d, const char *what,
+                         uint32_t have, uint64_t need, const char *per, const char *fix)
+{
+    if (have >= need)
+        doctor_add(r, DOCTOR_OK, "rdma-limits", NULL, "%s: %s %u covers %llu (%s)", d->name, what,
+                   have, (unsigned long long)need, per);
+    else
+        doctor_add(r, DOCTOR_WARN, "rdma-limits", fix,
+                   "%s: %s is %u, below the %llu the server takes (%s): connections past it "
+                   "are refused",
+                   d->name, what, have, (unsigned long long)need, per);
+}
+
+void doctor_check_device_limits(struct doctor_report *r, const struct doctor_device *devs, unsigned n,
+                                const struct rkv_server_config *cfg, const struct doctor_wanted *w)
+{
+    static const char fix[] = "lower max_conns to what the device holds, or use a device with "
+                              "more (ibv_devinfo -v shows its limits)";
+    uint64_t conns = (uint64_t)cfg->max_conns + cfg->max_unauth_conns;
+    for (unsigned i = 0; i < n; i++) {
+        const struct doctor_device *d = &devs[i];
+        if (d->max_qp == 0 || (w->device != NULL && strcmp(w->device, d->name) != 0))
+            continue; /* not queried, or not the server's */
+        if (!w->rdma) {
+            doctor_add(r, DOCTOR_INFO, "rdma-limits", NULL,
+                       "%s: max_qp %u, max_cq %u, max_srq %u (no rdma listener configured)",
+                       d->name, d->max_qp, d->max_cq, d->max_srq);
+            continue;
+        }
+        device_limit(r, d, "max_qp", d->max_qp, conns, "one QP per connection", fix);
+        device_limit(r, d, "max_cq", d->max_cq, 2 * conns, "a send and a receive CQ each", fix);
+        device_limit(r, d, "max_srq", d->max_srq, cfg->workers, "a shared receive queue per worker",
+                     "lower workers");
+    }
 }

@@ -85,6 +85,8 @@ struct doctor_device {
     bool verbs_checked;    /* the facts below were looked up */
     bool verbs_listed;     /* ibv_get_device_list() returned it */
     char verbs_error[128]; /* why it could not be opened/queried; "" ok */
+    /* ibv_query_device's limits; 0 unknown (not queried, or it failed) */
+    uint32_t max_qp, max_cq, max_srq;
 };
 
 /* What the server will be asked to do: from --config / --memory / --cpus. */
@@ -98,6 +100,8 @@ struct doctor_wanted {
     unsigned cpu_count;
     const char *const *rdma_hosts; /* hosts of the rdma:// listen URIs */
     unsigned rdma_host_count;
+    uint64_t conns_locked; /* rdma: bytes every connection registers together (max_conns +
+                              max_unauth_conns, server/memory_budget.h); 0 unknown */
 };
 
 /* Roots from RKV_DOCTOR_SYSFS / _PROCFS / _DEVFS, else /sys, /proc, /dev. */
@@ -155,6 +159,16 @@ void doctor_check_numa(struct doctor_report *r, const struct doctor_env *env,
                        const struct doctor_device *devs, unsigned n, const struct doctor_wanted *w);
 void doctor_check_governor(struct doctor_report *r, const struct doctor_env *env);
 void doctor_check_firewall(struct doctor_report *r, const struct doctor_device *devs, unsigned n);
+/* The open-files limit (soft, hard; UINT64_MAX unlimited) against the
+ * descriptors max_conns + max_unauth_conns connections take: one each (and a
+ * few for the server itself). */
+void doctor_check_nofile(struct doctor_report *r, uint64_t soft, uint64_t hard,
+                         const struct rkv_server_config *cfg);
+/* Each queried device's max_qp / max_cq / max_srq against what the
+ * connections take on it: a QP and two CQs each, and a shared receive queue
+ * per worker; skipped for a device whose limits are unknown. */
+void doctor_check_device_limits(struct doctor_report *r, const struct doctor_device *devs, unsigned n,
+                                const struct rkv_server_config *cfg, const struct doctor_wanted *w);
 /* The server's RC retransmission settings ([rdma] ack_timeout, retry_count)
  * and the worst-case time to notice a dead peer they give. */
 void doctor_check_rc(struct doctor_report *r, const struct rkv_server_config *cfg);
