@@ -30,6 +30,6 @@ void rkv_hash_key(const void *key, size_t key_len, uint64_t seed, uint64_t bucke
 uint64_t rkv_item_checksum(const struct rkv_item *it, uint64_t seed)
 {
     const uint8_t *from = (const uint8_t *)it + 16;
-    size_t len = RKV_ITEM_HEADER_SIZE - 16 + (size_t)it->key_len + it->value_len;
+    size_t len = rkv_item_bytes(it) - 16;
     return XXH3_64bits_withSeed(from, len, seed);
 }

@@ -38,7 +38,7 @@ bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len)
     if (h->class_count == 0 || h->class_count > RKV_MAX_CLASSES ||
         h->slab_page_size < RKV_ITEM_ALIGN || h->max_key_len == 0 ||
         h->max_key_len > RKV_MAX_KEY_LEN ||
-        (uint64_t)h->max_value_len + h->max_key_len + RKV_ITEM_HEADER_SIZE > h->slab_page_size)
+        (uint64_t)h->max_value_len + h->max_key_len + RKV_ITEM_HEADER_MAX > h->slab_page_size)
         return false;
     for (unsigned i = 0; i < h->class_count; i++) {
         uint32_t sz = h->class_size[i];
@@ -91,16 +91,18 @@ static inline __attribute__((always_inline)) enum rkv_verify item_verify(const s
                                                                          uint32_t key_len,
                                                                          uint64_t seed, uint32_t now)
 {
-    if (len < RKV_ITEM_HEADER_SIZE ||
-        (uint64_t)it->key_len + it->value_len > len - RKV_ITEM_HEADER_SIZE)
+    if (len < RKV_ITEM_PREFIX_SIZE)
+        return RKV_VERIFY_TORN;
+    uint32_t header = rkv_shape_header_size(it->shape); /* before any optional field is read */
+    if (header > len || (uint64_t)rkv_item_key_len(it) + rkv_item_value_len(it) > len - header)
         return RKV_VERIFY_TORN;
     if (rkv_item_checksum(it, seed) != it->checksum)
         return RKV_VERIFY_TORN;
-    if (it->key_len != key_len || !key_equal(it->data, key, key_len))
+    if (rkv_item_key_len(it) != key_len || !key_equal((const uint8_t *)it + header, key, key_len))
         return RKV_VERIFY_OTHER_KEY;
     if (it->state & RKV_ITEM_OBSOLETE)
         return RKV_VERIFY_OBSOLETE;
-    if (now != 0 && rkv_expired(it->expire_at, now))
+    if (now != 0 && rkv_expired(rkv_item_expire_at(it), now))
         return RKV_VERIFY_EXPIRED;
     return RKV_VERIFY_OK;
 }
@@ -246,17 +248,18 @@ static void next_bucket_or_recheck(struct rkv_lookup *l)
 
 static void deliver(struct rkv_lookup *l, const struct rkv_item *it, uint64_t slot)
 {
-    l->value_len = it->value_len;
+    uint32_t value_len = rkv_item_value_len(it);
+    l->value_len = value_len;
     l->version = it->version;
-    l->user_flags = it->user_flags;
-    l->expire_at = it->expire_at;
+    l->user_flags = rkv_item_user_flags(it);
+    l->expire_at = rkv_item_expire_at(it);
     l->slot = slot;
-    if (it->value_len > l->buf_len) {
+    if (value_len > l->buf_len) {
         finish(l, RKV_BUFFER_TOO_SMALL);
         return;
     }
-    if (it->value_len)
-        memcpy(l->buf, it->data + it->key_len, it->value_len);
+    if (value_len)
+        memcpy(l->buf, rkv_item_value(it), value_len);
     finish(l, RKV_OK);
 }
 

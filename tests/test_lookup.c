@@ -271,13 +271,13 @@ static void test_forward_is_verified(void **state)
     old->state = rkv_item_state_forward(s_new);
     put(e, "fk", "newer"); /* s_new is now obsolete itself: forward to newer */
     uint64_t s_newer = slot_of(e, "fk");
-    item_of(e, s_newer)->data[2] ^= 0x20; /* "Newer": checksum no longer matches */
+    item_of(e, s_newer)->tail[2] ^= 0x20; /* "Newer": checksum no longer matches */
     memset(out, 0, sizeof out);
     l.cached_slot = s_old;
     e->ctx.max_retries = 2;
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_RETRY_EXHAUSTED); /* never the torn value */
-    item_of(e, s_newer)->data[2] ^= 0x20;
+    item_of(e, s_newer)->tail[2] ^= 0x20;
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_OK);
     assert_memory_equal(out, "newer", 5);
