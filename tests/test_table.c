@@ -1579,6 +1579,87 @@ static void test_torn_read_never_returned(void **state)
     env_free(&e);
 }
 
+/* The item header is 28 bytes, plus 4 for each of expire_at, user_flags
+ * and a value length of 2 MiB or more that the item has: every mix reads
+ * back through the lookup with its TTL, flags and CAS token, in the
+ * smallest class that holds exactly that many bytes. */
+static void test_item_header_shapes(void **state)
+{
+    (void)state;
+    struct env e;
+    struct rkv_table_config c = { .slab_page_size = 4 * MiB };
+    env_make(&e, 96 * MiB, &c); /* a 4 MiB page for each 2 MiB item */
+    static const uint32_t lens[] = { 0, 13, RKV_SHAPE_SHORT_VALUES - 1, RKV_SHAPE_SHORT_VALUES + 5 };
+    uint8_t *val = malloc(RKV_SHAPE_SHORT_VALUES + 5), *buf = malloc(RKV_SHAPE_SHORT_VALUES + 5);
+    assert_non_null(val);
+    assert_non_null(buf);
+    for (unsigned n = 0; n < RKV_ARRAY_SIZE(lens); n++)
+        for (unsigned mix = 0; mix < 4; mix++) {
+            char key[16];
+            uint32_t ttl = mix & 1 ? 1000 : 0, flags = mix & 2 ? 0xfedcba98u : 0;
+            uint64_t version = 0;
+            struct rkv_lookup l;
+            int klen = snprintf(key, sizeof key, "shape%u.%u", n, mix);
+            memset(val, 'a' + (int)(n * 4 + mix), lens[n]);
+            struct rkv_value_src src = { .data = val, .len = lens[n] };
+            assert_int_equal(rkv_table_put(e.t, key, (uint32_t)klen, &src, RKV_SET, 0, ttl, flags,
+                                           &version),
+                             RKV_OK);
+            const struct rkv_item *it = rkv_table_find(e.t, key, (uint32_t)klen);
+            assert_non_null(it);
+            uint32_t header = RKV_ITEM_PREFIX_SIZE + (ttl ? 4 : 0) + (flags ? 4 : 0) +
+                              (lens[n] >= RKV_SHAPE_SHORT_VALUES ? 4 : 0);
+            assert_int_equal(rkv_shape_header_size(it->shape), header);
+            assert_int_equal(rkv_item_bytes(it), header + (uint32_t)klen + lens[n]);
+            assert_int_equal(rkv_item_size((uint32_t)klen, lens[n], rkv_item_expire_at(it), flags),
+                             rkv_item_bytes(it));
+
+            memset(buf, 0, lens[n]);
+            assert_int_equal(get(&e, key, (uint32_t)klen, 0, buf, lens[n], &l), RKV_OK);
+            assert_int_equal(l.value_len, lens[n]);
+            assert_memory_equal(buf, val, lens[n]);
+            assert_int_equal(l.version, version);
+            assert_int_equal(l.user_flags, flags);
+            assert_true(ttl ? l.expire_at > rkv_table_clock(e.t) : l.expire_at == 0);
+            unsigned cls = rkv_slot_class(l.slot);
+            assert_true(e.h->class_size[cls] >= rkv_item_bytes(it));
+            assert_true(cls == 0 || e.h->class_size[cls - 1] < rkv_item_bytes(it));
+        }
+    free(val);
+    free(buf);
+    env_free(&e);
+}
+
+/* A torn (or hostile) shape word that names more header than the copy
+ * holds is torn: the verifier reads no optional field beyond the copy
+ * (under ASan, a read past the 32-byte allocation would fail the test). */
+static void test_item_shape_beyond_slot(void **state)
+{
+    (void)state;
+    struct env e;
+    env_make(&e, 8 * MiB, NULL);
+    assert_int_equal(put(&e, "k", "v"), RKV_OK); /* 30 bytes: the 32-byte class */
+    const struct rkv_item *it = rkv_table_find(e.t, "k", 1);
+    assert_non_null(it);
+    struct rkv_item *copy = malloc(32);
+    assert_non_null(copy);
+    memcpy(copy, it, 32);
+    assert_int_equal(rkv_item_verify(copy, 32, "k", 1, e.h->hash_seed, 0), RKV_VERIFY_OK);
+    static const uint32_t shapes[] = {
+        1 | RKV_SHAPE_LONG | RKV_SHAPE_EXPIRE | RKV_SHAPE_FLAGS,
+        1 | RKV_SHAPE_EXPIRE | RKV_SHAPE_FLAGS | 1u << RKV_SHAPE_VALUE_SHIFT,
+        1 | RKV_SHAPE_LONG,
+        1 | 4u << RKV_SHAPE_VALUE_SHIFT,
+    };
+    for (unsigned i = 0; i < RKV_ARRAY_SIZE(shapes); i++) {
+        memcpy(copy, it, 32);
+        copy->shape = shapes[i];
+        assert_int_equal(rkv_item_verify(copy, 32, "k", 1, e.h->hash_seed, 0), RKV_VERIFY_TORN);
+    }
+    free(copy);
+    env_free(&e);
+}
+
 /* Items sit on 8-byte boundaries: 56-byte items (class 3) laid side by
  * side start at every offset mod 64, so at every position against a cache
  * line. Each reads back through the lookup, cold and through its location,
@@ -2144,6 +2225,8 @@ int main(void)
         cmocka_unit_test(test_hints_validated),
         cmocka_unit_test(test_hints_batch_stamps_valid_only),
         cmocka_unit_test(test_torn_read_never_returned),
+        cmocka_unit_test(test_item_header_shapes),
+        cmocka_unit_test(test_item_shape_beyond_slot),
         cmocka_unit_test(test_items_at_every_alignment),
         cmocka_unit_test(test_stale_cached_slot),
         cmocka_unit_test(test_update_forwards),
