@@ -605,8 +605,12 @@ static uint64_t class_grow(struct rkv_slab *s, unsigned cls)
     struct slab_class *c = &s->classes[cls];
     size_t need = (c->npages + 1) * (size_t)s->per_page[cls];
 
-    if (need > c->queue_cap) { /* the queue can hold every item the class owns */
-        size_t cap = RKV_MAX(need, 2 * c->queue_cap);
+    /* The queue can hold every item the class owns, and no more: the ring
+     * is written end to end as it turns, so room beyond that would be
+     * resident memory for nothing (8 bytes an item); growing copies only
+     * the free entries. */
+    if (need > c->queue_cap) {
+        size_t cap = need;
         uint64_t *queue = malloc(cap * sizeof(*queue));
         if (queue == NULL)
             return 0;
@@ -1370,8 +1374,8 @@ rkv_status rkv_slab_adopt(struct rkv_slab *s, uint64_t page, unsigned cls, const
     uint32_t per_page = s->per_page[cls];
     size_t need = (c->npages + 1) * (size_t)per_page;
     uint64_t since = class_lock(s, cls);
-    if (need > c->queue_cap) {
-        size_t cap = RKV_MAX(need, 2 * c->queue_cap);
+    if (need > c->queue_cap) { /* exactly, as class_grow */
+        size_t cap = need;
         uint64_t *queue = malloc(cap * sizeof(*queue));
         if (queue == NULL)
             goto nomem;
