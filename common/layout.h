@@ -217,6 +217,30 @@ static inline const uint8_t *rkv_item_value(const struct rkv_item *it)
     return rkv_item_key(it) + rkv_item_key_len(it);
 }
 
+/* An item's fields, decoded from its shape once (a reader's hot path). */
+struct rkv_item_fields {
+    uint32_t header; /* rkv_shape_header_size */
+    uint32_t key_len;
+    uint32_t value_len;
+    uint32_t expire_at;  /* 0 when absent */
+    uint32_t user_flags; /* 0 when absent */
+};
+
+/* Decode an item's shape and optional fields; the caller has checked that
+ * rkv_shape_header_size(shape) bytes of it are there. */
+static inline void rkv_item_decode(const struct rkv_item *it, uint32_t shape,
+                                   struct rkv_item_fields *f)
+{
+    unsigned at = 0;
+    f->header = rkv_shape_header_size(shape);
+    f->key_len = shape & RKV_SHAPE_KEY_MASK;
+    f->value_len = shape >> RKV_SHAPE_VALUE_SHIFT;
+    if (shape & RKV_SHAPE_LONG)
+        f->value_len = rkv_item_tail32(it, at++);
+    f->expire_at = shape & RKV_SHAPE_EXPIRE ? rkv_item_tail32(it, at++) : 0;
+    f->user_flags = shape & RKV_SHAPE_FLAGS ? rkv_item_tail32(it, at) : 0;
+}
+
 /* Bytes of an item with these fields (header, key, value). */
 static inline size_t rkv_item_size(uint32_t key_len, uint32_t value_len, uint32_t expire_at,
                                    uint32_t user_flags)
@@ -311,6 +335,10 @@ static inline uint64_t rkv_item_forward(uint64_t state, uint16_t fp)
 
 /* The checksum of an item whose header fields and data are already in place. */
 uint64_t rkv_item_checksum(const struct rkv_item *it, uint64_t seed);
+
+/* The same of an item of `bytes` bytes (rkv_item_bytes), for a reader that
+ * has decoded its shape already. */
+uint64_t rkv_item_checksum_of(const struct rkv_item *it, size_t bytes, uint64_t seed);
 
 /* The smallest item (a 1-byte key, no value, no optional field), rounded up
  * to RKV_ITEM_ALIGN: the smallest size class. */
