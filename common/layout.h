@@ -350,4 +350,9 @@ uint64_t rkv_item_checksum_of(const struct rkv_item *it, size_t bytes, uint64_t 
  * a client read outside the region. */
 bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len);
 
+/* When h is an rkv region header of another format than this build's: a
+ * message saying which (in buf, len bytes), for a client to refuse it
+ * with; else NULL. */
+const char *rkv_header_other_format(const struct rkv_region_header *h, char *buf, size_t len);
+
 #endif

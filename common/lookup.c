@@ -10,6 +10,7 @@
  * to is verified like any other.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "clock.h"
@@ -47,6 +48,17 @@ bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len)
             return false;
     }
     return true;
+}
+
+const char *rkv_header_other_format(const struct rkv_region_header *h, char *buf, size_t len)
+{
+    if (h->magic != RKV_REGION_MAGIC || h->format_version == RKV_FORMAT_VERSION)
+        return NULL;
+    snprintf(buf, len,
+             "the server's region is format %u and this client reads format %u only; use a "
+             "client and a server of the same rkv version",
+             h->format_version, RKV_FORMAT_VERSION);
+    return buf;
 }
 
 bool rkv_slot_valid(const struct rkv_region_header *geom, uint64_t slot, uint64_t *offset,

@@ -533,6 +533,16 @@ static void test_header_valid_field_by_field(void **state)
     } while (0)
     BREAK(magic, 0);
     BREAK(format_version, RKV_FORMAT_VERSION + 1);
+    /* a client names both formats when it meets another one */
+    char why[160];
+    assert_null(rkv_header_other_format(&good, why, sizeof why));
+    h = good;
+    h.format_version = 4;
+    assert_non_null(rkv_header_other_format(&h, why, sizeof why));
+    assert_string_equal(why, "the server's region is format 4 and this client reads format 5 only; "
+                             "use a client and a server of the same rkv version");
+    h.magic = 0; /* not an rkv region at all: the generic refusal */
+    assert_null(rkv_header_other_format(&h, why, sizeof why));
     BREAK(bucket_count, good.bucket_count + 1);
     BREAK(bucket_count, 0);
     BREAK(bucket_count, 1);
