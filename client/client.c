@@ -71,9 +71,10 @@ RKV_STATIC_ASSERT(sizeof(struct rkv_req) + MAX_HINTS * sizeof(rkv_hint) <= RKV_M
 #define HOT        __attribute__((always_inline)) inline /* the GET path, one call deep */
 
 /* Kinds beyond rkv_kind, for the control RPCs and hints the core also
- * sends, and KIND_DROP: a SET refused for size, which goes out as a DELETE
- * of its key and completes as the PUT it was (RKV_TOO_LARGE). */
-enum { KIND_PING = RKV_KIND_INCR + 1, KIND_STATS, KIND_HINTS, KIND_FLUSH, KIND_DROP };
+ * sends, KIND_CLAIM (rkv_get_recache's claim of a stale item's recache),
+ * and KIND_DROP: a SET refused for size, which goes out as a DELETE of its
+ * key and completes as the PUT it was (RKV_TOO_LARGE). */
+enum { KIND_PING = RKV_KIND_INCR + 1, KIND_STATS, KIND_HINTS, KIND_FLUSH, KIND_CLAIM, KIND_DROP };
 
 /* One request on the wire, awaiting its reply: the slot it answers
  * (NO_SLOT for HELLO and HINTS, whose replies complete nothing). */
@@ -966,6 +967,14 @@ static HOT void get_start(rkv_client *c, struct shard *s, struct slot *sl)
     sl->started = true;
 }
 
+/* The herd marks (RKV_MARK_*) a one-sided read sees in an item's state
+ * word (layout.h): a hint, which rkv_get_recache's claim settles. */
+static uint64_t read_marks(uint64_t state)
+{
+    return ((state & RKV_ITEM_STALE) ? RKV_MARK_STALE : 0) |
+           ((state & RKV_ITEM_WON) ? RKV_MARK_TAKEN : 0);
+}
+
 /* A finished GET's completion. */
 static HOT void get_complete(rkv_client *c, struct shard *s, uint32_t idx)
 {
@@ -982,6 +991,7 @@ static HOT void get_complete(rkv_client *c, struct shard *s, uint32_t idx)
         r->info.version = l->version;
         r->info.user_flags = l->user_flags;
         r->info.ttl_left = l->expire_at == 0 ? 0 : (l->expire_at > now ? l->expire_at - now : 1);
+        r->value = read_marks(l->state);
     }
 }
 
@@ -1114,7 +1124,8 @@ static uint32_t build_req(struct shard *s, unsigned i, const struct slot *sl, ui
         [RKV_KIND_PUT] = RKV_OP_PUT,   [RKV_KIND_DELETE] = RKV_OP_DELETE,
         [RKV_KIND_INCR] = RKV_OP_INCR, [KIND_PING] = RKV_OP_PING,
         [KIND_STATS] = RKV_OP_STATS,   [KIND_HINTS] = RKV_OP_HINTS,
-        [KIND_FLUSH] = RKV_OP_FLUSH,   [KIND_DROP] = RKV_OP_DELETE
+        [KIND_FLUSH] = RKV_OP_FLUSH,   [KIND_CLAIM] = RKV_OP_CLAIM,
+        [KIND_DROP] = RKV_OP_DELETE
     };
     struct rkv_req h = { .opcode = opcode[sl->kind],
                          .key_len = (uint16_t)sl->key_len,
@@ -1204,7 +1215,8 @@ static void write_complete(rkv_client *c, struct shard *s, uint32_t idx, const s
                     "(rkv_max_value_size); the key's old value was removed, as memcached's set "
                     "removes it",
                     s->geom.max_value_len);
-    } else if (st != RKV_OK && sl->kind != KIND_PING) {
+    } else if (st != RKV_OK && sl->kind != KIND_PING &&
+               !(sl->kind == KIND_CLAIM && (st == RKV_CAS_MISMATCH || st == RKV_NOT_FOUND))) {
         client_fail(c, st, "%s: server answered: %s", s->uri, rkv_strerror(st));
     }
     struct rkv_completion *r = complete(c, idx, st, false);
@@ -1756,6 +1768,7 @@ static HOT bool shared_get(rkv_client *c, const struct rkv_op *op, struct rkv_co
         r->info.version = l.version;
         r->info.user_flags = l.user_flags;
         r->info.ttl_left = l.expire_at == 0 ? 0 : (l.expire_at > now ? l.expire_at - now : 1);
+        r->value = read_marks(l.state);
     } else if (RKV_UNLIKELY(l.status == RKV_RETRY_EXHAUSTED)) {
         thread_fail(l.status, "get: the item changed under %u consecutive reads; retry",
                     c->opts.max_get_retries);
@@ -2102,6 +2115,106 @@ static rkv_status flush_core(rkv_client *c, uint32_t delay_s)
             first = st;
     }
     return first;
+}
+
+/* A synchronous call's own failure message, outside the core: the calling
+ * thread's on a shared handle, else the handle's. */
+static rkv_status call_fail(rkv_client *c, rkv_status st, const char *msg)
+{
+    return c->shared ? thread_fail(st, "%s", msg) : client_fail(c, st, "%s", msg);
+}
+
+/* rkv_get_recache's claim of key's item of `version`: one RPC to the key's
+ * server through the core's queue, as a write goes. The server's marks in
+ * *marks. Under the lock on a shared handle. */
+static rkv_status claim_core(rkv_client *c, const void *key, size_t key_len, uint64_t version,
+                             uint32_t recache_ttl, uint32_t *marks)
+{
+    uint64_t kh = rkv_shard_hash(key, key_len);
+    struct shard *s = shard_for(c, key, key_len, kh);
+    struct slot *sl = &c->slots[slot_enqueue(c, s, KIND_CLAIM, true, 0, NULL)];
+    sl->kh = kh;
+    sl->key = key;
+    sl->key_len = key_len;
+    sl->value = NULL;
+    sl->value_len = 0;
+    sl->delta = 0;
+    sl->opts = (struct rkv_put_options){ .ttl = recache_ttl, .cas = version };
+    sl->has_opts = true;
+    c->c.other_rpcs++;
+    const struct wrap_completion *w = wrap_take(c);
+    *marks = (uint32_t)w->c.value;
+    return w->c.status;
+}
+
+static rkv_status claim(rkv_client *c, const void *key, size_t key_len, uint64_t version,
+                        uint32_t recache_ttl, uint32_t *marks)
+{
+    if (!c->shared)
+        return claim_core(c, key, key_len, version, recache_ttl, marks);
+    shared_lock(c);
+    rkv_status st = claim_core(c, key, key_len, version, recache_ttl, marks);
+    shared_unlock(c);
+    return st;
+}
+
+/* Does a read's item ask for a claim: stale or due (its TTL below
+ * recache_ttl), and nobody's recache yet? */
+static bool claim_due(const struct rkv_completion *r, uint32_t recache_ttl)
+{
+    bool due = recache_ttl != 0 && r->info.ttl_left != 0 && r->info.ttl_left < recache_ttl;
+    return (r->value & RKV_MARK_TAKEN) == 0 && ((r->value & RKV_MARK_STALE) != 0 || due);
+}
+
+#define CLAIM_TRIES 8 /* reads rkv_get_recache makes while its item keeps changing */
+
+/* rkv_get_recache: a GET, and when its item asks for it, the claim; a claim
+ * that finds another version (replaced, deleted, expired since the read)
+ * reads again, CLAIM_TRIES times at most. */
+static rkv_status get_recache_core(rkv_client *c, const struct rkv_op *op, size_t *value_len,
+                                   struct rkv_item_info *info, struct rkv_recache *rc)
+{
+    for (unsigned tries = 0; tries < CLAIM_TRIES; tries++) {
+        const struct rkv_completion *r;
+        struct waiter w;
+        rkv_status st = run_one(c, op, &w, &r);
+        if (st != RKV_OK)
+            return st;
+        rc->marks = 0;
+        if (value_len)
+            *value_len = r->value_len;
+        if (r->status != RKV_OK && r->status != RKV_BUFFER_TOO_SMALL)
+            return r->status;
+        if (info)
+            *info = r->info;
+        rc->marks = (uint32_t)r->value;
+        if (r->status != RKV_OK || !claim_due(r, rc->recache_ttl))
+            return r->status;
+        uint32_t marks;
+        st = claim(c, op->key, op->key_len, r->info.version, rc->recache_ttl, &marks);
+        if (st == RKV_OK) {
+            rc->marks = marks;
+            return RKV_OK;
+        }
+        if (st != RKV_CAS_MISMATCH && st != RKV_NOT_FOUND)
+            return st;
+    }
+    return call_fail(c, RKV_SERVER_BUSY,
+                     "get_recache: the item kept changing between the read and the "
+                     "claim; retry");
+}
+
+rkv_status rkv_get_recache(rkv_client *c, const void *key, size_t key_len, void *buf, size_t buf_len,
+                           size_t *value_len, struct rkv_item_info *info, struct rkv_recache *rc)
+{
+    const struct rkv_op op = {
+        .kind = RKV_KIND_GET, .key = key, .key_len = key_len, .buf = buf, .buf_len = buf_len
+    };
+    if (rc == NULL || rc->flags != 0)
+        return call_fail(c, RKV_INVALID,
+                         rc == NULL ? "get_recache: rc is NULL; pass a struct rkv_recache"
+                                    : "get_recache: rc->flags is not 0 (no options are defined)");
+    return get_recache_core(c, &op, value_len, info, rc);
 }
 
 static rkv_status stats_core(rkv_client *c, unsigned shard, char *buf, size_t buf_len, size_t *len)

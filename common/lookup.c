@@ -272,6 +272,7 @@ static void deliver(struct rkv_lookup *l, const struct rkv_item *it,
     l->version = it->version;
     l->user_flags = f->user_flags;
     l->expire_at = f->expire_at;
+    l->state = it->state;
     l->slot = slot;
     if (f->value_len > l->buf_len) {
         finish(l, RKV_BUFFER_TOO_SMALL);
@@ -397,6 +398,7 @@ void rkv_lookup_start(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
     l->version = 0;
     l->user_flags = 0;
     l->expire_at = 0;
+    l->state = 0;
     l->slot = 0;
     l->cache_used = 0;
     l->tries = 0;

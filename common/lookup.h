@@ -78,6 +78,8 @@ struct rkv_lookup {
     uint64_t version;     /* out: item version (CAS token) */
     uint32_t user_flags;  /* out */
     uint32_t expire_at;   /* out: server clock second, 0 = never */
+    uint64_t state;       /* out: the item's state word as read (layout.h: its meta flags;
+                             a hint, outside the checksum) */
     uint64_t slot;        /* out: slot word it was found through (caches, hints);
                              through cached_slot (or a forward from it) with
                              cached_slot's fingerprint bits, never 0 */

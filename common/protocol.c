@@ -24,7 +24,7 @@ rkv_status rkv_req_parse(const void *msg, size_t len, uint32_t max_key_len, uint
         return RKV_PROTOCOL;
 
     bool needs_key = h->opcode == RKV_OP_PUT || h->opcode == RKV_OP_DELETE ||
-                     h->opcode == RKV_OP_INCR;
+                     h->opcode == RKV_OP_INCR || h->opcode == RKV_OP_CLAIM;
     bool remote = (h->flags & RKV_REQ_REMOTE_VALUE) != 0;
     if (needs_key ? h->key_len == 0 : (h->opcode != RKV_OP_HELLO && h->key_len != 0))
         return RKV_PROTOCOL;

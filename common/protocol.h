@@ -1,8 +1,9 @@
 /* protocol.h — the RPC messages that carry writes and control.
  *
  * GETs never appear here: they are one-sided reads of the region. Everything
- * that changes the table (PUT, DELETE, INCR, FLUSH) and control (HELLO, PING,
- * STATS, access HINTS) travels as one message per request, each fitting one receive
+ * that changes the table (PUT, DELETE, INCR, FLUSH, the recache CLAIM of a
+ * stale item) and control (HELLO, PING, STATS, access HINTS) travels as one
+ * message per request, each fitting one receive
  * buffer of `max_msg` bytes (agreed at HELLO). Every transport delivers whole
  * messages with their byte count; the parsers below check every length
  * against that count before anything is used.
@@ -38,6 +39,8 @@ enum rkv_opcode {
     RKV_OP_STATS, /* reply payload: "name value\n" lines */
     RKV_OP_HINTS, /* no key: only access hints */
     RKV_OP_FLUSH, /* no key; arg = delay in seconds (0: now); reply value = items removed */
+    RKV_OP_CLAIM, /* win the recache of key's item of version arg when it is stale or has
+                     less than ttl seconds to live (0: stale only); reply value = RKV_MARK_* */
     RKV_OP_MAX
 };
 

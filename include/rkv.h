@@ -67,6 +67,19 @@
  *     overwrites it), in a buffer valid until the thread exits.
  *   - rkv_get_counters sums every thread's work on the handle.
  *
+ * Processes: a handle belongs to the process that connected it. A child of
+ * fork() shares the parent's connections through it (over shm the socket
+ * and the mapped request and reply rings, over rdma the verbs objects), so
+ * it must make no call on an inherited handle, not even rkv_close(): a call
+ * would take the parent's replies, write into its rings or tear its QP down.
+ * The parent's handles are unaffected by the fork. The child connects
+ * handles of its own (over rdma on a device context of its own, which works
+ * in a child); an inherited handle's memory and file descriptors stay the
+ * child's until it exits or execs, and a server keeps the connection until
+ * both processes have let go of it. Fork while no other thread is inside
+ * rkv_connect() or rkv_close(): they hold a process-wide lock for a moment,
+ * and a child forked then may wait for it forever in its own rkv_connect().
+ *
  * Errors: every call that can fail returns an rkv_status; its comment ends
  * with a "Returns:" line naming the statuses it gives. rkv_strerror() names
  * a status; rkv_last_error() gives the handle's last detailed message (which
@@ -225,6 +238,48 @@ struct rkv_item_info {
  * (key), RKV_CONNECTION, RKV_TIMEOUT. */
 rkv_status rkv_get(rkv_client *c, const void *key, size_t key_len, void *buf, size_t buf_len,
                    size_t *value_len, struct rkv_item_info *info);
+
+/* ------------------------------------------------- stale-while-revalidate
+ *
+ * An item invalidated through the memcached door (md I, ms I with an older
+ * CAS) is stale: rkv_get still returns it as a hit. rkv_get_recache also
+ * says whether it is stale, and hands the recache of a stale item, or of
+ * one with less than recache_ttl seconds to live (mg R), to exactly one
+ * client, as the door's mg W does. That client fetches the value from the
+ * source and stores it (rkv_put); the others go on reading the stale value
+ * one-sidedly meanwhile. The rules:
+ *   - A fresh item costs what rkv_get costs: one-sided READs, no RPC. The
+ *     item's marks travel in it; only a stale or due item that no client
+ *     has won yet costs one RPC (the claim), which the server answers with
+ *     one test-and-set, so one caller wins.
+ *   - The win token is the door's: a win through librkv makes every mg
+ *     answer Z (and no W), an mg W makes every rkv_get_recache answer
+ *     RKV_MARK_TAKEN, until the item is replaced.
+ *   - Any store of the key (rkv_put, a door set) makes a fresh item: no
+ *     longer stale, token free. A winner that does not store leaves the
+ *     token taken until the item is replaced or expires, as in memcached
+ *     (md I hands it out again).
+ *   - A miss is a miss (no token is made for an absent key). */
+#define RKV_MARK_STALE 0x1u /* the value is stale (mg X) */
+#define RKV_MARK_WON   0x2u /* this call won the recache: store the fresh value (mg W) */
+#define RKV_MARK_TAKEN 0x4u /* another client holds the recache (mg Z) */
+
+struct rkv_recache {
+    uint32_t recache_ttl; /* in: win the recache of an item with fewer seconds than this to
+                             live, too (mg R); 0 = of stale items only */
+    uint32_t flags;       /* in: 0 (room for options to come; other values are refused with
+                             RKV_INVALID) */
+    uint32_t marks;       /* out: RKV_MARK_* (0: fresh, or a miss) */
+};
+
+/* rkv_get() that also says whether the value is stale and hands the
+ * recache to one client (see above). rc may not be NULL; rc->flags must be
+ * 0.
+ * Returns: as rkv_get(), and RKV_SERVER_BUSY (the item kept changing
+ * between the read and the claim). On RKV_BUFFER_TOO_SMALL no claim is
+ * made (rc->marks are those the read saw). */
+rkv_status rkv_get_recache(rkv_client *c, const void *key, size_t key_len, void *buf, size_t buf_len,
+                           size_t *value_len, struct rkv_item_info *info, struct rkv_recache *rc);
 
 /* How a write treats an existing item. */
 typedef enum rkv_put_mode {
@@ -394,7 +449,8 @@ struct rkv_completion {
     rkv_status status;
     size_t value_len;          /* GET: on RKV_OK and RKV_BUFFER_TOO_SMALL, as rkv_get */
     struct rkv_item_info info; /* GET: on RKV_OK and RKV_BUFFER_TOO_SMALL */
-    uint64_t value;            /* PUT: the new version; INCR: the result */
+    uint64_t value;            /* PUT: the new version; INCR: the result; GET: the marks the
+                                  read saw, RKV_MARK_STALE and RKV_MARK_TAKEN (no claim) */
 };
 
 #define RKV_DEFAULT_WINDOW 64 /* a handle's window until rkv_set_window */

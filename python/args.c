@@ -1,5 +1,6 @@
 /* args.c — keys, values and integer arguments: checked, and held for the
- * length of a call or of a pipelined op (see rkv_py.h). */
+ * length of a call or of a pipelined op (see rkv_py.h); the argument lists
+ * the Client and the Pipeline share. */
 #include "rkv_py.h"
 
 void held_release(struct held *h)
@@ -113,4 +114,65 @@ int arg_choice(PyObject *o, const char *name, const char *const *names, int *out
     PyErr_Format(PyExc_ValueError, "%s must be one of '%s', '%s', '%s'", name, names[0], names[1],
                  names[2]);
     return -1;
+}
+
+/* At most one optional unsigned argument of a METH_FASTCALL call, within
+ * [0, max] (absent: 0); `usage` ("stats(shard=0)") for the message. */
+int arg_optional_u64(PyObject *const *args, Py_ssize_t nargs, const char *usage, const char *name,
+                     uint64_t max, uint64_t *out)
+{
+    *out = 0;
+    if (nargs > 1) {
+        PyErr_Format(PyExc_TypeError, "%s takes at most 1 argument (%zd given)", usage, nargs);
+        return -1;
+    }
+    return nargs == 1 ? arg_u64(args[0], max, name, out) : 0;
+}
+
+/* incr/decr(key, delta=1): the key held and the signed delta. */
+int step_args(PyObject *const *args, Py_ssize_t nargs, int sign, struct held *k, int64_t *delta)
+{
+    const char *name = sign > 0 ? "incr" : "decr";
+    if (nargs < 1 || nargs > 2) {
+        PyErr_Format(PyExc_TypeError, "%s(key, delta=1) takes 1 or 2 arguments (%zd given)", name,
+                     nargs);
+        return -1;
+    }
+    uint64_t d = 1;
+    if ((nargs == 2 && arg_u64(args[1], INT64_MAX, "delta", &d) < 0) || hold_key(args[0], k) < 0)
+        return -1;
+    *delta = sign * (int64_t)d;
+    return 0;
+}
+
+/* put/set/add/replace(key, value, *, ttl=0, flags=0) and cas(key, value,
+ * version, *, ttl=0, flags=0): the options for `mode`, key and value held. */
+int write_args(PyObject *args, PyObject *kwds, rkv_put_mode mode, struct rkv_put_options *o,
+               struct held *k, struct held *v)
+{
+    static char *kw_put[] = { "key", "value", "ttl", "flags", NULL };
+    static char *kw_cas[] = { "key", "value", "version", "ttl", "flags", NULL };
+    PyObject *key, *value, *version = NULL, *ttl = NULL, *flags = NULL;
+    int ok = mode == RKV_CAS ? PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OO", kw_cas, &key,
+                                                           &value, &version, &ttl, &flags)
+                             : PyArg_ParseTupleAndKeywords(args, kwds, "OO|$OO", kw_put, &key,
+                                                           &value, &ttl, &flags);
+    uint64_t t, f, cas = 0;
+    if (!ok || arg_u64(ttl, UINT32_MAX, "ttl", &t) < 0 || arg_u64(flags, UINT32_MAX, "flags", &f) < 0)
+        return -1;
+    if (mode == RKV_CAS && (version == Py_None || arg_u64(version, UINT64_MAX, "version", &cas) < 0)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "cas: version must be an int (get_item(key).version)");
+        return -1;
+    }
+    *o = (struct rkv_put_options){
+        .mode = mode, .ttl = (uint32_t)t, .cas = cas, .user_flags = (uint32_t)f
+    };
+    if (hold_key(key, k) < 0)
+        return -1;
+    if (hold_value(value, v) < 0) {
+        held_release(k);
+        return -1;
+    }
+    return 0;
 }

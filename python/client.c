@@ -15,10 +15,31 @@
  * buffer protocol and allocates nothing. Keys are str (as UTF-8, which
  * CPython caches in the str) or bytes-like; values bytes-like; nothing is
  * copied on the way in.
+ *
+ * Processes: a Client is used by the process that connected it. In a child
+ * of fork() it is closed (fork.c): its calls raise rkv.ClientForked without
+ * touching the client's lock or librkv's handle, which is the parent's.
  */
 #include <string.h>
 
 #include "rkv_py.h"
+
+/* A Client that another process connected (this one is a child of its
+ * fork): its handle, and its lock, which a thread of the parent may have held
+ * at the fork, are not to be touched here, not even to close it. */
+static bool client_inherited(const Client *self)
+{
+    return self->c != NULL && self->pid != fork_pid();
+}
+
+static void raise_forked(const Client *self)
+{
+    raise_exc(error_make(E_FORKED, RKV_INVALID,
+                         PyUnicode_FromFormat("rkv.Client: opened by process %ld, used in process "
+                                              "%ld (a child of fork()): its connection is the "
+                                              "parent's; open a new Client in this process",
+                                              (long)self->pid, (long)fork_pid())));
+}
 
 /* Take the client's lock (waiting without the GIL) and check it is open.
  * Returns 0 with the lock held, or -1 with an exception set. */
@@ -26,6 +47,10 @@ int client_lock(Client *self)
 {
     if (self->lock == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "rkv.Client: not initialised");
+        return -1;
+    }
+    if (client_inherited(self)) {
+        raise_forked(self);
         return -1;
     }
     if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
@@ -77,6 +102,26 @@ rkv_status scratch_get(Client *self, const struct held *k, size_t *n, struct rkv
         if (scratch_grow(self, *n) < 0)
             return RKV_NO_MEMORY;
     }
+}
+
+/* rkv_close, kept apart from fork() (fork.c). */
+static void handle_close(rkv_client *c)
+{
+    handle_guard_enter();
+    rkv_close(c);
+    handle_guard_leave();
+}
+
+/* A synchronous call's op_result (lock held): the result, or NULL with its
+ * exception raised. */
+static PyObject *sync_result(Client *self, rkv_kind kind, rkv_status st, const char *value,
+                             size_t len, uint64_t num, const char *what)
+{
+    if (PyErr_Occurred()) /* scratch_get could not grow the buffer */
+        return NULL;
+    bool failed;
+    PyObject *r = op_result(kind, st, value, len, num, what, rkv_last_error(self->c), &failed);
+    return failed ? raise_exc(r) : r;
 }
 
 static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -148,17 +193,20 @@ static int client_init(Client *self, PyObject *args, PyObject *kwds)
     rkv_client *c = NULL;
     rkv_status st;
     Py_BEGIN_ALLOW_THREADS;
+    handle_guard_enter();
     st = rkv_connect(uri, &o, &c);
+    handle_guard_leave();
     Py_END_ALLOW_THREADS;
     if (st != RKV_OK) {
         raise_status(st, "connect", rkv_last_error(NULL));
         return -1;
     }
     if (scratch_grow(self, SCRATCH_START) < 0) {
-        rkv_close(c);
+        handle_close(c);
         return -1;
     }
     self->c = c;
+    self->pid = fork_pid();
     Py_XSETREF(self->uri, PyUnicode_FromString(uri));
     return 0;
 }
@@ -172,7 +220,7 @@ static void client_shut(Client *self)
         rkv_client *c = self->c;
         self->c = NULL;
         Py_BEGIN_ALLOW_THREADS;
-        rkv_close(c);
+        handle_close(c);
         Py_END_ALLOW_THREADS;
     }
 }
@@ -180,8 +228,8 @@ static void client_shut(Client *self)
 static PyObject *client_close(Client *self, PyObject *unused)
 {
     (void)unused;
-    if (self->lock == NULL)
-        Py_RETURN_NONE;
+    if (self->lock == NULL || client_inherited(self))
+        Py_RETURN_NONE; /* inherited: the parent's to close */
     if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
         Py_BEGIN_ALLOW_THREADS;
         PyThread_acquire_lock(self->lock, WAIT_LOCK);
@@ -194,8 +242,8 @@ static PyObject *client_close(Client *self, PyObject *unused)
 
 static void client_dealloc(Client *self)
 {
-    if (self->c != NULL)
-        rkv_close(self->c);
+    if (self->c != NULL && !client_inherited(self))
+        handle_close(self->c); /* inherited: left as it is, the parent's */
     if (self->lock != NULL)
         PyThread_free_lock(self->lock);
     PyMem_RawFree(self->scratch);
@@ -225,12 +273,7 @@ static PyObject *client_get(Client *self, PyObject *key)
     if (client_lock(self) == 0) {
         size_t n = 0;
         rkv_status st = scratch_get(self, &k, &n, NULL);
-        if (st == RKV_OK)
-            r = PyBytes_FromStringAndSize(self->scratch, (Py_ssize_t)n);
-        else if (st == RKV_NOT_FOUND)
-            r = Py_NewRef(Py_None);
-        else if (!PyErr_Occurred())
-            raise_status(st, "get", rkv_last_error(self->c));
+        r = sync_result(self, RKV_KIND_GET, st, self->scratch, n, 0, "get");
         client_unlock(self);
     }
     held_release(&k);
@@ -325,33 +368,10 @@ static PyObject *client_get_into(Client *self, PyObject *const *args, Py_ssize_t
 static PyObject *client_write(Client *self, PyObject *args, PyObject *kwds, rkv_put_mode mode,
                               const char *name)
 {
-    static char *kw_put[] = { "key", "value", "ttl", "flags", NULL };
-    static char *kw_cas[] = { "key", "value", "version", "ttl", "flags", NULL };
-    PyObject *key, *value, *version = NULL, *ttl = NULL, *flags = NULL;
-    int ok = mode == RKV_CAS ? PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OO", kw_cas, &key,
-                                                           &value, &version, &ttl, &flags)
-                             : PyArg_ParseTupleAndKeywords(args, kwds, "OO|$OO", kw_put, &key,
-                                                           &value, &ttl, &flags);
-    if (!ok)
-        return NULL;
-    uint64_t t, f, cas = 0;
-    if (arg_u64(ttl, UINT32_MAX, "ttl", &t) < 0 || arg_u64(flags, UINT32_MAX, "flags", &f) < 0)
-        return NULL;
-    if (mode == RKV_CAS && (version == Py_None || arg_u64(version, UINT64_MAX, "version", &cas) < 0)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "cas: version must be an int (get_item(key).version)");
-        return NULL;
-    }
-    struct rkv_put_options o = {
-        .mode = mode, .ttl = (uint32_t)t, .cas = cas, .user_flags = (uint32_t)f
-    };
+    struct rkv_put_options o;
     struct held k, v;
-    if (hold_key(key, &k) < 0)
+    if (write_args(args, kwds, mode, &o, &k, &v) < 0)
         return NULL;
-    if (hold_value(value, &v) < 0) {
-        held_release(&k);
-        return NULL;
-    }
     PyObject *r = NULL;
     if (client_lock(self) == 0) {
         uint64_t newv = 0;
@@ -359,10 +379,7 @@ static PyObject *client_write(Client *self, PyObject *args, PyObject *kwds, rkv_
         Py_BEGIN_ALLOW_THREADS;
         st = rkv_put(self->c, k.p, (size_t)k.n, v.p, (size_t)v.n, &o, &newv);
         Py_END_ALLOW_THREADS;
-        if (st == RKV_OK)
-            r = PyLong_FromUnsignedLongLong(newv);
-        else
-            raise_status(st, name, rkv_last_error(self->c));
+        r = sync_result(self, RKV_KIND_PUT, st, NULL, 0, newv, name);
         client_unlock(self);
     }
     held_release(&v);
@@ -401,10 +418,7 @@ static PyObject *client_delete(Client *self, PyObject *key)
         Py_BEGIN_ALLOW_THREADS;
         st = rkv_delete(self->c, k.p, (size_t)k.n);
         Py_END_ALLOW_THREADS;
-        if (st == RKV_OK || st == RKV_NOT_FOUND)
-            r = PyBool_FromLong(st == RKV_OK);
-        else
-            raise_status(st, "delete", rkv_last_error(self->c));
+        r = sync_result(self, RKV_KIND_DELETE, st, NULL, 0, 0, "delete");
         client_unlock(self);
     }
     held_release(&k);
@@ -415,28 +429,18 @@ static PyObject *client_delete(Client *self, PyObject *key)
 static PyObject *client_step(Client *self, PyObject *const *args, Py_ssize_t nargs, int sign,
                              const char *name)
 {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_Format(PyExc_TypeError, "%s(key, delta=1) takes 1 or 2 arguments (%zd given)", name,
-                     nargs);
-        return NULL;
-    }
-    uint64_t d = 1;
-    if (nargs == 2 && arg_u64(args[1], INT64_MAX, "delta", &d) < 0)
-        return NULL;
     struct held k;
-    if (hold_key(args[0], &k) < 0)
+    int64_t delta;
+    if (step_args(args, nargs, sign, &k, &delta) < 0)
         return NULL;
     PyObject *r = NULL;
     if (client_lock(self) == 0) {
         uint64_t result = 0;
         rkv_status st;
         Py_BEGIN_ALLOW_THREADS;
-        st = rkv_incr(self->c, k.p, (size_t)k.n, sign * (int64_t)d, &result);
+        st = rkv_incr(self->c, k.p, (size_t)k.n, delta, &result);
         Py_END_ALLOW_THREADS;
-        if (st == RKV_OK)
-            r = PyLong_FromUnsignedLongLong(result);
-        else
-            raise_status(st, name, rkv_last_error(self->c));
+        r = sync_result(self, RKV_KIND_INCR, st, NULL, 0, result, name);
         client_unlock(self);
     }
     held_release(&k);
@@ -673,14 +677,9 @@ static int stats_line(PyObject *d, const char *line, size_t len)
 
 static PyObject *client_stats(Client *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    uint64_t shard = 0;
-    if (nargs > 1) {
-        PyErr_SetString(PyExc_TypeError, "stats(shard=0) takes at most 1 argument");
-        return NULL;
-    }
-    if (nargs == 1 && arg_u64(args[0], UINT32_MAX, "shard", &shard) < 0)
-        return NULL;
-    if (client_lock(self) < 0)
+    uint64_t shard;
+    if (arg_optional_u64(args, nargs, "stats(shard=0)", "shard", UINT32_MAX, &shard) < 0 ||
+        client_lock(self) < 0)
         return NULL;
     size_t len = 0;
     rkv_status st;
@@ -744,6 +743,18 @@ static PyObject *client_reset_counters(Client *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* A call that gives only its status (lock held, let go here): None, or
+ * NULL with the exception raised. */
+static PyObject *status_result(Client *self, rkv_status st, const char *what)
+{
+    if (st != RKV_OK)
+        raise_status(st, what, rkv_last_error(self->c));
+    client_unlock(self);
+    if (st != RKV_OK)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *client_ping(Client *self, PyObject *unused)
 {
     (void)unused;
@@ -753,35 +764,20 @@ static PyObject *client_ping(Client *self, PyObject *unused)
     Py_BEGIN_ALLOW_THREADS;
     st = rkv_ping(self->c);
     Py_END_ALLOW_THREADS;
-    if (st != RKV_OK)
-        raise_status(st, "ping", rkv_last_error(self->c));
-    client_unlock(self);
-    if (st != RKV_OK)
-        return NULL;
-    Py_RETURN_NONE;
+    return status_result(self, st, "ping");
 }
 
 static PyObject *client_flush(Client *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    uint64_t delay = 0;
-    if (nargs > 1) {
-        PyErr_SetString(PyExc_TypeError, "flush(delay=0) takes at most 1 argument");
-        return NULL;
-    }
-    if (nargs == 1 && arg_u64(args[0], UINT32_MAX, "delay", &delay) < 0)
-        return NULL;
-    if (client_lock(self) < 0)
+    uint64_t delay;
+    if (arg_optional_u64(args, nargs, "flush(delay=0)", "delay", UINT32_MAX, &delay) < 0 ||
+        client_lock(self) < 0)
         return NULL;
     rkv_status st;
     Py_BEGIN_ALLOW_THREADS;
     st = rkv_flush(self->c, (uint32_t)delay);
     Py_END_ALLOW_THREADS;
-    if (st != RKV_OK)
-        raise_status(st, "flush", rkv_last_error(self->c));
-    client_unlock(self);
-    if (st != RKV_OK)
-        return NULL;
-    Py_RETURN_NONE;
+    return status_result(self, st, "flush");
 }
 
 static PyObject *client_shard_of(Client *self, PyObject *key)
@@ -811,7 +807,7 @@ static PyObject *client_get_shard_count(Client *self, void *unused)
 static PyObject *client_get_closed(Client *self, void *unused)
 {
     (void)unused;
-    return PyBool_FromLong(self->c == NULL);
+    return PyBool_FromLong(self->c == NULL || client_inherited(self));
 }
 
 static PyObject *client_get_uri(Client *self, void *unused)
@@ -832,6 +828,9 @@ static PyObject *client_get_max_value_size(Client *self, void *unused)
 
 static PyObject *client_repr(Client *self)
 {
+    if (client_inherited(self))
+        return PyUnicode_FromFormat("<rkv.Client %R closed: opened by process %ld>",
+                                    self->uri ? self->uri : Py_None, (long)self->pid);
     return PyUnicode_FromFormat("<rkv.Client %R%s>", self->uri ? self->uri : Py_None,
                                 self->c == NULL ? " closed" : "");
 }
@@ -845,8 +844,9 @@ static PyMethodDef client_methods[] = {
     { "get_into", (PyCFunction)(void (*)(void))client_get_into, METH_FASTCALL,
       "get_into(key, buffer) -> int | None\n\nRead the value straight into a writable "
       "contiguous buffer (bytearray, memoryview, numpy array) and return its length, or None "
-      "when absent. Allocates nothing. BufferTooSmall (.needed) when it does not fit: the "
-      "buffer is then left alone." },
+      "when absent. Allocates nothing (numpy's own buffer export makes a small record per "
+      "call: pass memoryview(array), made once, for none). BufferTooSmall (.needed) when it "
+      "does not fit: the buffer is then left alone." },
     { "put", (PyCFunction)(void (*)(void))client_put, METH_VARARGS | METH_KEYWORDS,
       "put(key, value, *, ttl=0, flags=0) -> int\n\nStore unconditionally; return the new "
       "version. ttl: seconds, 0 = the server's default, TTL_NEVER = never expires." },
@@ -891,14 +891,16 @@ static PyMethodDef client_methods[] = {
     { "shard_of", (PyCFunction)client_shard_of, METH_O,
       "shard_of(key) -> int\n\nThe index of the server that owns the key." },
     { "close", (PyCFunction)client_close, METH_NOARGS,
-      "close()\n\nClose the connections; later calls raise ClientClosed. Idempotent." },
+      "close()\n\nClose the connections; later calls raise ClientClosed. Idempotent. In a "
+      "child of fork() it leaves the parent's connections alone." },
     { "__enter__", (PyCFunction)client_enter, METH_NOARGS, NULL },
     { "__exit__", (PyCFunction)client_exit, METH_VARARGS, NULL },
     { NULL, NULL, 0, NULL },
 };
 
 static PyGetSetDef client_getset[] = {
-    { "closed", (getter)client_get_closed, NULL, "True once close() ran.", NULL },
+    { "closed", (getter)client_get_closed, NULL,
+      "True once close() ran, and in a child of fork() (the Client is its parent's).", NULL },
     { "uri", (getter)client_get_uri, NULL, "The URI(s) connected to.", NULL },
     { "shard_count", (getter)client_get_shard_count, NULL, "The number of servers.", NULL },
     { "max_value_size", (getter)client_get_max_value_size, NULL,
@@ -918,7 +920,11 @@ PyTypeObject client_type = {
               "(0 = librkv's default). A context manager: close() on exit.\n\n"
               "Threads: a Client may be shared; its calls then run one at a time (each takes "
               "the client's lock, and drops the GIL while librkv works). Give each thread its "
-              "own Client for parallel calls.",
+              "own Client for parallel calls.\n\n"
+              "Processes: a Client belongs to the process that opened it. In a child of "
+              "fork() it is closed: its calls raise ClientForked (a ClientClosed), and "
+              "close() and its end leave the parent's connections alone. Open a new Client "
+              "in the child.",
     .tp_new = client_new,
     .tp_init = (initproc)client_init,
     .tp_dealloc = (destructor)client_dealloc,

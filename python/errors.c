@@ -1,5 +1,5 @@
-/* errors.c — rkv.Error and its subclasses, and an rkv_status as one of them
- * (see rkv_py.h). Each exception carries .status (the rkv_status number)
+/* errors.c — rkv.Error and its subclasses, an rkv_status as one of them,
+ * and what an op's status comes to (see rkv_py.h). Each exception carries .status (the rkv_status number)
  * and .status_name, and its message says what was done, librkv's words
  * and, when there is one, librkv's detailed message (rkv_last_error). */
 #include <string.h>
@@ -56,6 +56,10 @@ static const struct error_class error_classes[E_COUNT] = {
     [E_NO_MEMORY] = { "NoMemory", E_ERROR, "MemoryError", "A local allocation failed." },
     [E_INTERNAL] = { "InternalError", E_ERROR, NULL, "A bug in librkv: please report it." },
     [E_CLOSED] = { "ClientClosed", E_ERROR, "ValueError", "The Client was closed." },
+    [E_FORKED] = { "ClientForked", E_CLOSED, NULL,
+                   "The Client was opened by another process, the parent of a fork(): its "
+                   "connections are the parent's, so in this process it is closed. Open a new "
+                   "Client here." },
 };
 
 PyObject *error_objs[E_COUNT];
@@ -116,6 +120,26 @@ PyObject *error_new(rkv_status st, const char *what, const char *detail)
     else
         msg = PyUnicode_FromFormat("%s: %s", what, words);
     return error_make(status_class(st), st, msg);
+}
+
+/* What an op's status comes to, for a synchronous call and a pipelined op
+ * alike (see rkv_py.h). */
+PyObject *op_result(rkv_kind kind, rkv_status st, const char *value, size_t len, uint64_t num,
+                    const char *what, const char *detail, bool *failed)
+{
+    *failed = false;
+    if (st == RKV_OK && kind == RKV_KIND_GET)
+        return PyBytes_FromStringAndSize(value, (Py_ssize_t)len);
+    if (st == RKV_OK && kind == RKV_KIND_DELETE)
+        Py_RETURN_TRUE;
+    if (st == RKV_OK)
+        return PyLong_FromUnsignedLongLong(num);
+    if (st == RKV_NOT_FOUND && kind == RKV_KIND_GET)
+        Py_RETURN_NONE;
+    if (st == RKV_NOT_FOUND && kind == RKV_KIND_DELETE)
+        Py_RETURN_FALSE;
+    *failed = true;
+    return error_new(st, what, detail);
 }
 
 PyObject *raise_exc(PyObject *exc)

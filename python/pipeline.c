@@ -35,37 +35,24 @@ struct pipeline {
  * only when even that could not be made). Lock held. */
 static PyObject *pipe_result(Pipeline *p, const struct rkv_completion *d, struct pipe_slot *s)
 {
+    static const char *const what[] = {
+        [RKV_KIND_GET] = "pipeline get",
+        [RKV_KIND_PUT] = "pipeline put",
+        [RKV_KIND_DELETE] = "pipeline delete",
+        [RKV_KIND_INCR] = "pipeline incr",
+    };
     Client *c = p->client;
     rkv_status st = d->status;
-    switch (d->kind) {
-    case RKV_KIND_GET: {
-        const char *src = p->bufs + d->token * p->buf_size;
-        size_t len = d->value_len;
-        if (st == RKV_BUFFER_TOO_SMALL) { /* longer than a slot: read it alone */
-            st = scratch_get(c, &s->key, &len, NULL);
-            src = c->scratch;
-            if (st == RKV_NO_MEMORY && PyErr_Occurred())
-                return NULL;
-        }
-        if (st == RKV_OK)
-            return PyBytes_FromStringAndSize(src, (Py_ssize_t)len);
-        if (st == RKV_NOT_FOUND)
-            return Py_NewRef(Py_None);
-        return error_new(st, "pipeline get", NULL);
+    const char *src = p->bufs + d->token * p->buf_size;
+    size_t len = d->value_len;
+    if (d->kind == RKV_KIND_GET && st == RKV_BUFFER_TOO_SMALL) { /* longer than a slot: alone */
+        st = scratch_get(c, &s->key, &len, NULL);
+        src = c->scratch;
+        if (st == RKV_NO_MEMORY && PyErr_Occurred())
+            return NULL;
     }
-    case RKV_KIND_PUT:
-        if (st == RKV_OK)
-            return PyLong_FromUnsignedLongLong(d->value);
-        return error_new(st, "pipeline put", NULL);
-    case RKV_KIND_DELETE:
-        if (st == RKV_OK || st == RKV_NOT_FOUND)
-            return PyBool_FromLong(st == RKV_OK);
-        return error_new(st, "pipeline delete", NULL);
-    default:
-        if (st == RKV_OK)
-            return PyLong_FromUnsignedLongLong(d->value);
-        return error_new(st, "pipeline incr", NULL);
-    }
+    bool failed;
+    return op_result(d->kind, st, src, len, d->value, what[d->kind], NULL, &failed);
 }
 
 /* Put a result in its place and give the slot back. */
@@ -215,18 +202,10 @@ static PyObject *pipe_delete(Pipeline *p, PyObject *key)
 
 static PyObject *pipe_step(Pipeline *p, PyObject *const *args, Py_ssize_t nargs, int sign)
 {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_Format(PyExc_TypeError, "%s(key, delta=1) takes 1 or 2 arguments (%zd given)",
-                     sign > 0 ? "incr" : "decr", nargs);
-        return NULL;
-    }
-    uint64_t d = 1;
-    if (nargs == 2 && arg_u64(args[1], INT64_MAX, "delta", &d) < 0)
-        return NULL;
     struct held k, v = { 0 };
-    if (hold_key(args[0], &k) < 0)
+    struct rkv_op op = { .kind = RKV_KIND_INCR };
+    if (step_args(args, nargs, sign, &k, &op.delta) < 0)
         return NULL;
-    struct rkv_op op = { .kind = RKV_KIND_INCR, .delta = sign * (int64_t)d };
     return pipe_submit(p, &op, &k, &v, NULL);
 }
 
@@ -242,31 +221,10 @@ static PyObject *pipe_decr(Pipeline *p, PyObject *const *args, Py_ssize_t nargs)
 
 static PyObject *pipe_write(Pipeline *p, PyObject *args, PyObject *kwds, rkv_put_mode mode)
 {
-    static char *kw_put[] = { "key", "value", "ttl", "flags", NULL };
-    static char *kw_cas[] = { "key", "value", "version", "ttl", "flags", NULL };
-    PyObject *key, *value, *version = NULL, *ttl = NULL, *flags = NULL;
-    int ok = mode == RKV_CAS ? PyArg_ParseTupleAndKeywords(args, kwds, "OOO|$OO", kw_cas, &key,
-                                                           &value, &version, &ttl, &flags)
-                             : PyArg_ParseTupleAndKeywords(args, kwds, "OO|$OO", kw_put, &key,
-                                                           &value, &ttl, &flags);
-    uint64_t t, f, cas = 0;
-    if (!ok || arg_u64(ttl, UINT32_MAX, "ttl", &t) < 0 || arg_u64(flags, UINT32_MAX, "flags", &f) < 0)
-        return NULL;
-    if (mode == RKV_CAS && (version == Py_None || arg_u64(version, UINT64_MAX, "version", &cas) < 0)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "cas: version must be an int");
-        return NULL;
-    }
-    struct rkv_put_options o = {
-        .mode = mode, .ttl = (uint32_t)t, .cas = cas, .user_flags = (uint32_t)f
-    };
+    struct rkv_put_options o;
     struct held k, v;
-    if (hold_key(key, &k) < 0)
+    if (write_args(args, kwds, mode, &o, &k, &v) < 0)
         return NULL;
-    if (hold_value(value, &v) < 0) {
-        held_release(&k);
-        return NULL;
-    }
     struct rkv_op op = { .kind = RKV_KIND_PUT };
     return pipe_submit(p, &op, &k, &v, &o);
 }
@@ -412,6 +370,12 @@ static void pipe_dealloc(Pipeline *p)
     PyErr_Fetch(&et, &ev, &tb);
     pipe_close_quietly(p);
     PyErr_Restore(et, ev, tb);
+    /* settled slots hold nothing; ops still out are a forked child's copy of
+     * its parent's, which this process never completes */
+    for (unsigned i = 0; p->slots != NULL && i < p->window; i++) {
+        held_release(&p->slots[i].key);
+        held_release(&p->slots[i].value);
+    }
     PyMem_RawFree(p->slots);
     PyMem_RawFree(p->bufs);
     PyMem_RawFree(p->free);

@@ -3,8 +3,9 @@
  * The Python package `rkv` (python/rkv/__init__.py) re-exports what this
  * module defines: rkv.Client (client.c), the Pipeline a client opens
  * (pipeline.c), rkv.Item, and one exception class per rkv_status worth
- * telling apart (errors.c). This file puts the module together at import;
- * rkv_py.h lists what the files share.
+ * telling apart (errors.c); fork.c keeps the Clients safe across fork().
+ * This file puts the module together at import; rkv_py.h lists what the
+ * files share.
  */
 #include "rkv_py.h"
 
@@ -39,7 +40,8 @@ PyMODINIT_FUNC PyInit__rkv(void)
     PyObject *m = PyModule_Create(&rkv_module);
     if (m == NULL)
         return NULL;
-    if (PyType_Ready(&client_type) < 0 || PyType_Ready(&pipeline_type) < 0 || add_errors(m) < 0)
+    if (fork_watch() < 0 || PyType_Ready(&client_type) < 0 || PyType_Ready(&pipeline_type) < 0 ||
+        add_errors(m) < 0)
         goto fail;
     item_type = PyStructSequence_NewType(&item_desc);
     if (item_type == NULL || PyModule_AddObjectRef(m, "Item", (PyObject *)item_type) < 0 ||

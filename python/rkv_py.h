@@ -7,6 +7,8 @@
  *   args.c        keys, values and integer arguments, checked and held
  *   client.c      rkv.Client: librkv's handle, its lock, the calls
  *   pipeline.c    rkv.Pipeline: rkv_submit/rkv_poll behind Client.pipeline()
+ *   fork.c        the process id a Client checks, and fork() kept out of
+ *                 rkv_connect/rkv_close
  */
 #ifndef RKV_PY_H
 #define RKV_PY_H
@@ -16,6 +18,7 @@
 #include <pythread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "rkv.h"
 
@@ -51,6 +54,7 @@ enum {
     E_NO_MEMORY,
     E_INTERNAL,
     E_CLOSED,
+    E_FORKED,
     E_COUNT
 };
 extern PyObject *error_objs[E_COUNT];
@@ -61,6 +65,14 @@ PyObject *error_make(int cls, rkv_status st, PyObject *msg);
 /* The exception instance for `st` (not raised): "what: words (detail)".
  * `detail` (librkv's message) may be NULL or empty. */
 PyObject *error_new(rkv_status st, const char *what, const char *detail);
+/* What an op of `kind` that ended with `st` comes to, in a synchronous call
+ * and in a pipeline alike: a GET the bytes of value[0..len), or None when
+ * absent; a PUT its new version `num`; a DELETE True, or False when absent;
+ * an INCR the number `num`. Any other status: the exception instance (not
+ * raised) for `what` with librkv's `detail` (may be NULL), and *failed set.
+ * NULL when not even that could be made (an exception is set). */
+PyObject *op_result(rkv_kind kind, rkv_status st, const char *value, size_t len, uint64_t num,
+                    const char *what, const char *detail, bool *failed);
 /* Raise `exc` (a reference stolen; NULL: an exception is already set).
  * Returns NULL for the caller to return. */
 PyObject *raise_exc(PyObject *exc);
@@ -92,6 +104,18 @@ void held_release(struct held *h);
 int arg_u64(PyObject *o, uint64_t max, const char *name, uint64_t *out);
 /* One of a str option's names (None or absent: 0), as its index. */
 int arg_choice(PyObject *o, const char *name, const char *const *names, int *out);
+/* At most one optional unsigned argument of a METH_FASTCALL call (absent:
+ * 0); `usage` ("stats(shard=0)") names the call in the message. */
+int arg_optional_u64(PyObject *const *args, Py_ssize_t nargs, const char *usage, const char *name,
+                     uint64_t max, uint64_t *out);
+/* The argument lists the Client and the Pipeline share, checked and held
+ * (0), or -1 with an exception set and nothing held:
+ *   step_args   incr/decr(key, delta=1), sign +1 or -1: *delta signed;
+ *   write_args  put/set/add/replace(key, value, *, ttl=0, flags=0), and
+ *               cas(key, value, version, *, ttl=0, flags=0): *o for mode. */
+int step_args(PyObject *const *args, Py_ssize_t nargs, int sign, struct held *k, int64_t *delta);
+int write_args(PyObject *args, PyObject *kwds, rkv_put_mode mode, struct rkv_put_options *o,
+               struct held *k, struct held *v);
 
 /* ------------------------------------------------------------ client.c */
 
@@ -106,6 +130,7 @@ typedef struct {
     char *slots;             /* MGET_CHUNK x MGET_SLOT bytes for mget, made on first use */
     struct pipeline *active; /* the open Pipeline, if any (it holds a reference to us) */
     PyObject *uri;
+    pid_t pid; /* the process that connected c: the only one that may use it */
 } Client;
 
 extern PyTypeObject client_type;
@@ -127,6 +152,22 @@ extern PyTypeObject pipeline_type;
 PyObject *client_pipeline(Client *self, PyObject *args, PyObject *kwds);
 /* Settle every op the pipeline has out, keeping their results (lock held). */
 void pipeline_drain(struct pipeline *p);
+
+/* ------------------------------------------------------------ fork.c */
+
+/* Record this process's pid and have every fork() child record its own.
+ * Returns 0, or -1 with an exception set. */
+int fork_watch(void);
+/* This process's pid (no system call: the hot path checks it). */
+extern volatile pid_t fork_this_pid;
+static inline pid_t fork_pid(void)
+{
+    return fork_this_pid;
+}
+/* Around each rkv_connect and rkv_close: fork() waits for the calls inside
+ * and keeps new ones out while it runs. */
+void handle_guard_enter(void);
+void handle_guard_leave(void);
 
 /* ------------------------------------------------------------ rkv_module.c */
 

@@ -28,7 +28,8 @@ base=(build-essential meson ninja-build pkg-config
       nutcracker    # tests/test_twemproxy.c: twemproxy in front of three rkv servers
       php-cli php-memcached   # tests/client.php: PHP's Memcached extension against the door
       golang-go golang-github-bradfitz-gomemcache-dev   # tests/client_gomemcache.go: Go's gomemcache
-      python3-dev python3-pytest)   # python/: the rkv package's build (-Dpython) and its tests
+      python3-dev python3-pytest    # python/: the rkv package's build (-Dpython) and its tests
+      python3-numpy)   # python/tests: get_into fills a numpy array
 vm=(qemu-system-x86 busybox-static kmod cpio iproute2 perftest rdmacm-utils)
 compare=(redis-server redis-tools)   # memcached and libmemcached-tools (memaslap) are in base
 

@@ -317,12 +317,13 @@ static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t k
             *version = f->copy->version;
         } else {
             /* a touch keeps the item's meta state (memcached keeps the
-             * item); an append or prepend makes a new one */
-            uint64_t state = how == RMW_TOUCH ? f->copy->state : fresh_state(m);
-            st = rkv_table_put_state(m->t, key, klen, &src, RKV_CAS, f->copy->version,
-                                     how == RMW_TOUCH ? ttl
-                                                      : ttl_keep(m, rkv_item_expire_at(f->copy)),
-                                     rkv_item_user_flags(f->copy), state, version);
+             * item), as it is when replaced; an append or prepend makes a
+             * new one */
+            bool touch = how == RMW_TOUCH;
+            st = rkv_table_put_keep(m->t, key, klen, &src, RKV_CAS, f->copy->version,
+                                    touch ? ttl : ttl_keep(m, rkv_item_expire_at(f->copy)),
+                                    rkv_item_user_flags(f->copy), touch ? RKV_ITEM_LIVE_MASK : 0,
+                                    touch ? f->copy->state : fresh_state(m), version);
         }
         if (st == RKV_OK && how == RMW_TOUCH)
             rkv_stat_bump(&m->st->touch_stores, 1);
@@ -636,12 +637,13 @@ static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bo
         }
         bool new_ttl = o->in_place && set_ttl;
         struct rkv_value_src src = { .pull = compose_pull, .ctx = &cp, .len = cp.alen + cp.blen };
-        /* in place, memcached's item stays, meta state and all */
-        rkv_status st = rkv_table_put_state(m->t, key, klen, &src, RKV_CAS, f.copy->version,
-                                            new_ttl ? ttl : ttl_keep(m, rkv_item_expire_at(f.copy)),
-                                            rkv_item_user_flags(f.copy),
-                                            o->in_place ? f.copy->state : fresh_state(m),
-                                            &o->version);
+        /* in place, memcached's item stays, meta state and all (as it is
+         * when replaced) */
+        rkv_status st = rkv_table_put_keep(m->t, key, klen, &src, RKV_CAS, f.copy->version,
+                                           new_ttl ? ttl : ttl_keep(m, rkv_item_expire_at(f.copy)),
+                                           rkv_item_user_flags(f.copy),
+                                           o->in_place ? RKV_ITEM_LIVE_MASK : 0,
+                                           o->in_place ? f.copy->state : fresh_state(m), &o->version);
         if (st == RKV_CAS_MISMATCH || st == RKV_NOT_STORED || st == RKV_NOT_FOUND)
             continue; /* another writer got in between (or it went): again */
         if (st == RKV_OK) {
@@ -1008,8 +1010,10 @@ static bool store_stale(struct mc *m, const struct rkv_mc_req *r, rkv_status *st
         uint64_t state = rkv_item_state_live(RKV_ITEM_STALE | (f.copy->state & RKV_ITEM_WON),
                                              clock_now(m));
         struct rkv_value_src src = { .data = r->data, .len = r->bytes };
-        *st = rkv_table_put_state(m->t, r->key, r->key_len, &src, RKV_CAS, f.copy->version,
-                                  ttl_keep(m, rkv_item_expire_at(f.copy)), r->flags, state, version);
+        /* the token as it is when replaced */
+        *st = rkv_table_put_keep(m->t, r->key, r->key_len, &src, RKV_CAS, f.copy->version,
+                                 ttl_keep(m, rkv_item_expire_at(f.copy)), r->flags, RKV_ITEM_WON,
+                                 state, version);
         /* another writer got in between (or it went): look again */
         done = *st != RKV_CAS_MISMATCH && *st != RKV_NOT_STORED && *st != RKV_NOT_FOUND;
     }
@@ -1043,9 +1047,11 @@ static rkv_status invalidate(struct mc *m, const struct rkv_mc_req *r)
         }
         struct rkv_value_src src = { .data = f.value, .len = f.value_len };
         uint64_t state = (f.copy->state | RKV_ITEM_STALE) & ~(uint64_t)RKV_ITEM_WON;
-        st = rkv_table_put_state(m->t, r->key, r->key_len, &src, RKV_CAS, f.copy->version,
-                                 set_ttl ? ttl : ttl_keep(m, rkv_item_expire_at(f.copy)),
-                                 rkv_item_user_flags(f.copy), state, &version);
+        /* fetched and last access as they are when replaced */
+        st = rkv_table_put_keep(m->t, r->key, r->key_len, &src, RKV_CAS, f.copy->version,
+                                set_ttl ? ttl : ttl_keep(m, rkv_item_expire_at(f.copy)),
+                                rkv_item_user_flags(f.copy),
+                                RKV_ITEM_FETCHED | RKV_ITEM_ACCESS_MASK, state, &version);
         if (st == RKV_OK && !live) /* a T in the past: expired at once */
             rkv_table_delete_version(m->t, r->key, r->key_len, version);
         if (st != RKV_CAS_MISMATCH && st != RKV_NOT_STORED && st != RKV_NOT_FOUND)

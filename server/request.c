@@ -148,6 +148,12 @@ uint32_t rkv_handle_request(struct rkv_server *srv, struct rkv_worker *w, struct
             value = rkv_table_flush(srv->table,
                                     v.hdr->arg > UINT32_MAX ? UINT32_MAX : (uint32_t)v.hdr->arg);
             break;
+        case RKV_OP_CLAIM: {
+            uint32_t marks;
+            st = rkv_table_claim(srv->table, v.key, v.hdr->key_len, v.hdr->arg, v.hdr->ttl, &marks);
+            value = marks;
+            break;
+        }
         case RKV_OP_PING:
         case RKV_OP_HINTS:
         case RKV_OP_MAX: break;

@@ -32,7 +32,7 @@ static uint64_t load(_Atomic uint64_t *v)
 static const char *const op_names[RKV_OP_MAX] = {
     [RKV_OP_HELLO] = "cmd_hello", [RKV_OP_PUT] = "cmd_put",     [RKV_OP_DELETE] = "cmd_delete",
     [RKV_OP_INCR] = "cmd_incr",   [RKV_OP_PING] = "cmd_ping",   [RKV_OP_STATS] = "cmd_stats",
-    [RKV_OP_HINTS] = "cmd_hints", [RKV_OP_FLUSH] = "cmd_flush",
+    [RKV_OP_HINTS] = "cmd_hints", [RKV_OP_FLUSH] = "cmd_flush", [RKV_OP_CLAIM] = "cmd_claim",
 };
 
 size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)

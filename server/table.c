@@ -825,6 +825,8 @@ struct store {
     rkv_put_mode mode;
     uint64_t cas;
     enum stripe_counter op; /* SC_PUTS or SC_INCRS, counted when it is stored */
+    uint64_t keep;          /* meta state bits the new item takes over from the live item it
+                               replaces, read as it is replaced (rkv_table_put_keep) */
     uint64_t replaced;      /* out: the item it replaced, to free once unlocked; 0 if none */
 };
 
@@ -844,9 +846,16 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
     if (st != RKV_OK)
         return st;
     if (found) {
+        /* The meta state it keeps is read here, under the stripes that every
+         * change of it (rkv_table_set_state) holds: a win token handed out
+         * while the new item was being built (its allocation may have waited
+         * for a page move) goes over with it. */
+        struct built nb = w->nb;
+        uint64_t keep = live ? w->keep & RKV_ITEM_LIVE_MASK : 0;
+        nb.state = (nb.state & ~keep) | (__atomic_load_n(&old.it->state, __ATOMIC_RELAXED) & keep);
         /* a new value of a live key keeps its uses: an update is no reason to
          * put a read item back on probation */
-        publish(t, old.bucket, old.slot, &w->nb, live ? rkv_evict_item_uses(t, old.word) : 0);
+        publish(t, old.bucket, old.slot, &nb, live ? rkv_evict_item_uses(t, old.word) : 0);
         /* Superseded: the forward and the OBSOLETE mark go out in one store,
          * so a client holding the old location follows it with one READ.
          * Expired: readers must miss, not follow. */
@@ -934,10 +943,12 @@ static void prefetch_matches(const struct rkv_table *t, const struct rkv_key_has
 static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key_len,
                               const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
                               uint32_t expire_at, uint32_t user_flags, uint64_t state,
-                              enum stripe_counter op, uint64_t *version)
+                              uint64_t keep, enum stripe_counter op, uint64_t *version)
 {
     struct rkv_key_hash h;
-    struct store w = { .h = &h, .key = key, .key_len = key_len, .mode = mode, .cas = cas, .op = op };
+    struct store w = {
+        .h = &h, .key = key, .key_len = key_len, .mode = mode, .cas = cas, .op = op, .keep = keep
+    };
 
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
     prefetch_buckets(t, &h);
@@ -1020,6 +1031,14 @@ rkv_status rkv_table_put_state(struct rkv_table *t, const void *key, uint32_t ke
                                const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
                                uint32_t ttl, uint32_t user_flags, uint64_t state, uint64_t *version)
 {
+    return rkv_table_put_keep(t, key, key_len, val, mode, cas, ttl, user_flags, 0, state, version);
+}
+
+rkv_status rkv_table_put_keep(struct rkv_table *t, const void *key, uint32_t key_len,
+                              const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
+                              uint32_t ttl, uint32_t user_flags, uint64_t keep, uint64_t state,
+                              uint64_t *version)
+{
     rkv_status st = check_key(t, key, key_len);
     if (st != RKV_OK)
         return st;
@@ -1029,7 +1048,7 @@ rkv_status rkv_table_put_state(struct rkv_table *t, const void *key, uint32_t ke
     uint32_t expire_at = ttl == RKV_TTL_NEVER ? 0 : expiry_for(t, ttl);
     st = val->len > value_room(t, key_len) ? RKV_TOO_LARGE
                                            : table_store(t, key, key_len, val, mode, cas, expire_at,
-                                                         user_flags, state, SC_PUTS, version);
+                                                         user_flags, state, keep, SC_PUTS, version);
     /* A SET refused for size or memory drops the value it was to replace,
      * as memcached's set does: the writer meant that value gone, and no
      * reader may go on getting it (design.md invariant 7). The conditional
@@ -1081,6 +1100,50 @@ rkv_status rkv_table_set_state(struct rkv_table *t, const void *key, uint32_t ke
     return st;
 }
 
+/* Is the live item `it` due for a recache: stale, or expiring less than
+ * recache_ttl seconds from now (0: never for its TTL; mg R's rule)? */
+static bool recache_due(const struct rkv_table *t, const struct rkv_item *it, uint64_t state,
+                        uint32_t recache_ttl)
+{
+    uint32_t now = rkv_table_clock(t), expire_at = rkv_item_expire_at(it);
+    return (state & RKV_ITEM_STALE) != 0 ||
+           (recache_ttl != 0 && expire_at != 0 && expire_at - now < recache_ttl);
+}
+
+rkv_status rkv_table_claim(struct rkv_table *t, const void *key, uint32_t key_len, uint64_t version,
+                           uint32_t recache_ttl, uint32_t *marks)
+{
+    struct rkv_key_hash h;
+    struct place p;
+    rkv_status st = check_key(t, key, key_len);
+    *marks = 0;
+    if (st != RKV_OK)
+        return st;
+    rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
+
+    struct stripe_set set;
+    key_stripes(t, &h, &set);
+    struct stripe_hold hold = stripes_lock(t, &set);
+    st = RKV_NOT_FOUND;
+    if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
+        st = RKV_CAS_MISMATCH;
+        if (p.it->version == version) {
+            /* the test-and-set of WON the door's mg makes (rkv_table_set_state) */
+            uint64_t old = __atomic_load_n(&p.it->state, __ATOMIC_RELAXED);
+            *marks = (old & RKV_ITEM_STALE) ? RKV_MARK_STALE : 0;
+            if (old & RKV_ITEM_WON) {
+                *marks |= RKV_MARK_TAKEN;
+            } else if (recache_due(t, p.it, old, recache_ttl)) {
+                __atomic_store_n(&p.it->state, old | RKV_ITEM_WON, __ATOMIC_RELEASE);
+                *marks |= RKV_MARK_WON;
+            }
+            st = RKV_OK;
+        }
+    }
+    stripes_unlock(t, &set, hold);
+    return st;
+}
+
 rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len, int64_t delta,
                           uint64_t *result)
 {
@@ -1125,7 +1188,7 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
         int len = snprintf(text, sizeof(text), "%llu", (unsigned long long)next);
         struct rkv_value_src src = { .data = text, .len = (uint32_t)len };
         st = table_store(t, key, key_len, &src, RKV_CAS, version, expire_at, flags,
-                         rkv_item_state_live(0, rkv_table_clock(t)), SC_INCRS, NULL);
+                         rkv_item_state_live(0, rkv_table_clock(t)), 0, SC_INCRS, NULL);
         if (st == RKV_CAS_MISMATCH)
             continue; /* another write got in between: again */
         if (st == RKV_NOT_STORED)

@@ -186,6 +186,18 @@ rkv_status rkv_table_put(struct rkv_table *t, const void *key, uint32_t key_len,
 rkv_status rkv_table_put_state(struct rkv_table *t, const void *key, uint32_t key_len,
                                const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
                                uint32_t ttl, uint32_t user_flags, uint64_t state, uint64_t *version);
+/* rkv_table_put_state for a rewrite that carries the item's meta state
+ * over (a touch, an in-place incr, md I, ms I's stale store): the bits of
+ * `keep` come from the live item the write replaces, read as it is
+ * replaced, under the stripes every change of them holds (so a win token
+ * that rkv_table_set_state or rkv_table_claim handed out meanwhile is never
+ * lost: the build, and an allocation waiting for a page move, happen
+ * before); `state` gives the rest (its bits under keep count only when
+ * no live item is replaced). */
+rkv_status rkv_table_put_keep(struct rkv_table *t, const void *key, uint32_t key_len,
+                              const struct rkv_value_src *val, rkv_put_mode mode, uint64_t cas,
+                              uint32_t ttl, uint32_t user_flags, uint64_t keep, uint64_t state,
+                              uint64_t *version);
 rkv_status rkv_table_delete(struct rkv_table *t, const void *key, uint32_t key_len);
 /* Delete only while the live item is the one of `version` (a CAS on the
  * version, as RKV_CAS is for a put): RKV_CAS_MISMATCH when another write
@@ -201,6 +213,16 @@ rkv_status rkv_table_delete_version(struct rkv_table *t, const void *key, uint32
  * live item is another version. */
 rkv_status rkv_table_set_state(struct rkv_table *t, const void *key, uint32_t key_len,
                                uint64_t version, uint64_t clear, uint64_t set, uint64_t *before);
+/* librkv's stale-while-revalidate (rkv_get_recache): win the recache of
+ * key's live item of `version` when it is stale or expires less than
+ * recache_ttl seconds from now (0: stale only) and no client holds the win
+ * token yet. The token is the door's (WON, set by mg's W), taken by one
+ * test-and-set under the item's stripes, so one client of either door
+ * wins. *marks gets RKV_MARK_STALE, and RKV_MARK_WON (this call took it)
+ * or RKV_MARK_TAKEN (another client holds it). RKV_NOT_FOUND without a
+ * live item, RKV_CAS_MISMATCH when the live item is another version. */
+rkv_status rkv_table_claim(struct rkv_table *t, const void *key, uint32_t key_len, uint64_t version,
+                           uint32_t recache_ttl, uint32_t *marks);
 rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len, int64_t delta,
                           uint64_t *result);
 

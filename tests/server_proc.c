@@ -147,6 +147,35 @@ int server_group_stop(struct server_group *g)
     return rc;
 }
 
+int server_shards_start(struct server_proc *sp, unsigned n, const char *binary, unsigned uri_base,
+                        const char *const *extra, const struct rkv_options *o, rkv_client **c)
+{
+    char uris[SERVER_GROUP_MAX * sizeof sp->uri + SERVER_GROUP_MAX] = "";
+    *c = NULL;
+    if (n > SERVER_GROUP_MAX)
+        return -1;
+    for (unsigned i = 0; i < n; i++) {
+        char uri[sizeof sp->uri];
+        test_uri(uri, sizeof uri, uri_base + i);
+        if (server_start(&sp[i], binary, uri, extra) != 0)
+            return -1;
+        strcat(uris, i ? "," : "");
+        strcat(uris, sp[i].uri);
+    }
+    *c = connect_retry(uris, o, 5000);
+    return *c ? 0 : -1;
+}
+
+int server_shards_stop(struct server_proc *sp, unsigned n, rkv_client *c)
+{
+    int rc = 0;
+    rkv_close(c);
+    for (unsigned i = 0; i < n; i++)
+        if (sp[i].pid > 0 && server_stop(&sp[i]) != 0)
+            rc = -1;
+    return rc;
+}
+
 int server_stop(struct server_proc *sp)
 {
     int status = 0;

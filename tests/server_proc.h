@@ -54,6 +54,18 @@ int server_group_start(struct server_group *g, const char *binary, unsigned n, u
  * cleanly and the directory went. */
 int server_group_stop(struct server_group *g);
 
+/* n servers (server_start at test_uri(uri_base), test_uri(uri_base + 1),
+ * ..., each with the `extra` flags) and one handle sharded over them all
+ * (connect_retry with options o, NULL for the defaults), in *c: what the
+ * pipelining and shared-handle tests stand on. 0 when every server answers
+ * and the handle connected; on failure what started is left for
+ * server_shards_stop. */
+int server_shards_start(struct server_proc *sp, unsigned n, const char *binary, unsigned uri_base,
+                        const char *const *extra, const struct rkv_options *o, rkv_client **c);
+/* Close the handle (c may be NULL) and stop the servers that started: 0
+ * when every one stopped cleanly. */
+int server_shards_stop(struct server_proc *sp, unsigned n, rkv_client *c);
+
 /* SIGTERM, wait; returns the exit status (or 128+signal). */
 int server_stop(struct server_proc *sp);
 /* SIGKILL, wait. */

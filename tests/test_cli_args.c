@@ -132,6 +132,13 @@ static void good_commands(void **state)
     assert_false(c.meta);
     assert_true(parse_words(&c, err, sizeof err, "get", "--meta", "k", NULL));
     assert_true(c.meta);
+    assert_false(c.recache);
+    assert_true(parse_words(&c, err, sizeof err, "get", "k", "--recache", "30", NULL));
+    assert_true(c.recache);
+    assert_int_equal(c.recache_ttl, 30);
+    assert_memory_equal(c.key.s, "k", 1);
+    assert_false(parse_words(&c, err, sizeof err, "get", "k", "--recache", NULL));
+    assert_false(parse_words(&c, err, sizeof err, "get", "k", "--recache", "x", NULL));
 
     assert_true(parse_words(&c, err, sizeof err, "put", "k", "hello world", NULL));
     assert_int_equal(c.cmd, CLI_PUT);

@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "mc_conn.h"
 #include "rkv.h"
 #include "server_proc.h"
 
@@ -54,62 +55,13 @@ static int start_server(struct env *e, unsigned uri_n, const char *const *extra)
     return server_start_tcp(&e->sp, server_bin, uri_n, e->host, &e->port, extra);
 }
 
-/* A connection whose receive buffer is rcvbuf bytes (0: the default),
- * set before connect, where it sets the window the peer sees. */
-static int mc_connect_rcvbuf(unsigned port, int rcvbuf)
-{
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    struct timeval tv = { .tv_sec = 20 };
-    int one = 1;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    if (rcvbuf > 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static int mc_connect(unsigned port)
-{
-    return mc_connect_rcvbuf(port, 0);
-}
-
-static void send_all(int fd, const void *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        assert_true(w > 0);
-        p = (const char *)p + w;
-        n -= (size_t)w;
-    }
-}
-
-/* Read exactly n bytes (or until EOF / error); returns bytes read. */
-static size_t recv_n(int fd, char *buf, size_t n)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = recv(fd, buf + got, n - got, 0);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    return got;
-}
-
 /* Send req, expect exactly `want` back. */
 static void exchange(int fd, const char *req, const char *want)
 {
     size_t n = strlen(want);
     char *buf = malloc(n + 1);
-    send_all(fd, req, strlen(req));
-    size_t got = recv_n(fd, buf, n);
+    assert_true(mc_send_all(fd, req, strlen(req)));
+    size_t got = mc_recv_n(fd, buf, n);
     buf[got] = '\0';
     if (got != n || memcmp(buf, want, n) != 0)
         fail_msg("request %.200s\nwanted  %.400s\ngot     %.400s", req, want, buf);
@@ -130,24 +82,13 @@ static bool closed_by_server(int fd)
     }
 }
 
-/* Read one "\r\n"-terminated line into buf. */
-static void read_line(int fd, char *buf, size_t cap)
-{
-    size_t n = 0;
-    while (n + 1 < cap && recv(fd, buf + n, 1, 0) == 1) {
-        if (buf[n++] == '\n')
-            break;
-    }
-    buf[n] = '\0';
-}
-
 /* Send req; its answer line is `pre` TTL `post`, with a TTL of at most
  * `ttl` and at least ttl - 2 (the server clock may tick meanwhile). */
 static void expect_ttl(int fd, const char *req, const char *pre, const char *post, unsigned ttl)
 {
     char line[512];
-    send_all(fd, req, strlen(req));
-    read_line(fd, line, sizeof line);
+    assert_true(mc_send_all(fd, req, strlen(req)));
+    mc_read_line(fd, line, sizeof line);
     size_t np = strlen(pre);
     char *end;
     if (strncmp(line, pre, np) != 0)
@@ -164,8 +105,8 @@ static void send_block(int fd, const char *head, size_t n, char fill)
     assert_non_null(blk);
     memset(blk, fill, n);
     memcpy(blk + n, "\r\n", 2);
-    send_all(fd, head, strlen(head));
-    send_all(fd, blk, n + 2);
+    assert_true(mc_send_all(fd, head, strlen(head)));
+    assert_true(mc_send_all(fd, blk, n + 2));
     free(blk);
 }
 
@@ -175,12 +116,12 @@ static uint64_t gets_cas(int fd, const char *key)
     unsigned flags, bytes;
     unsigned long long cas = 0;
     snprintf(req, sizeof req, "gets %s\r\n", key);
-    send_all(fd, req, strlen(req));
-    read_line(fd, line, sizeof line);
+    assert_true(mc_send_all(fd, req, strlen(req)));
+    mc_read_line(fd, line, sizeof line);
     char k[256];
     assert_int_equal(sscanf(line, "VALUE %255s %u %u %llu", k, &flags, &bytes, &cas), 4);
     char *rest = malloc(bytes + 2 + 5);
-    assert_int_equal(recv_n(fd, rest, bytes + 2 + 5), bytes + 2 + 5);
+    assert_int_equal(mc_recv_n(fd, rest, bytes + 2 + 5), bytes + 2 + 5);
     assert_memory_equal(rest + bytes, "\r\nEND\r\n", 7);
     free(rest);
     return cas;
@@ -247,11 +188,11 @@ static void test_storage_commands(void **state)
     exchange(fd, "set e 0 0 0\r\n\r\n", "STORED\r\n");
     exchange(fd, "get e\r\n", "VALUE e 0 0\r\n\r\nEND\r\n");
     const char bin[] = "set b 4294967295 0 4\r\n\0\r\n\1\r\n";
-    send_all(fd, bin, sizeof bin - 1);
+    assert_true(mc_send_all(fd, bin, sizeof bin - 1));
     exchange(fd, "get b\r\n", "STORED\r\n");
     char buf[64];
     const char w[] = "VALUE b 4294967295 4\r\n\0\r\n\1\r\nEND\r\n";
-    assert_int_equal(recv_n(fd, buf, sizeof w - 1), sizeof w - 1);
+    assert_int_equal(mc_recv_n(fd, buf, sizeof w - 1), sizeof w - 1);
     assert_memory_equal(buf, w, sizeof w - 1);
     close(fd);
 }
@@ -339,14 +280,14 @@ static void test_arith_touch(void **state)
     expect_ttl(fd, "mg a2 t\r\n", "HD t", "\r\n", 200);
     uint64_t cas = gets_cas(fd, "a2");
     char want[128];
-    send_all(fd, "gats 300 a2\r\n", 13);
+    assert_true(mc_send_all(fd, "gats 300 a2\r\n", 13));
     char line[256];
-    read_line(fd, line, sizeof line);
+    mc_read_line(fd, line, sizeof line);
     unsigned long long c2;
     assert_int_equal(sscanf(line, "VALUE a2 0 3 %llu", &c2), 1);
     assert_true(c2 != cas); /* touched: a new unique (rkv writes out of place) */
     snprintf(want, sizeof want, "abc\r\nEND\r\n");
-    assert_int_equal(recv_n(fd, line, strlen(want)), strlen(want));
+    assert_int_equal(mc_recv_n(fd, line, strlen(want)), strlen(want));
     exchange(fd, "touch a2 -1\r\n", "TOUCHED\r\n"); /* negative: expired at once */
     exchange(fd, "get a2\r\n", "END\r\n");
     close(fd);
@@ -392,9 +333,9 @@ static void test_touch_expired(void **state)
     exchange(fd, "set x4 5 0 3\r\nabc\r\n", "STORED\r\n");
     cas = gets_cas(fd, "x4");
     snprintf(want, sizeof want, "VA 3 c%llu f5 t", (unsigned long long)cas);
-    send_all(fd, "mg x4 T-1 v c f t s\r\n", 21);
+    assert_true(mc_send_all(fd, "mg x4 T-1 v c f t s\r\n", 21));
     char line[256];
-    read_line(fd, line, sizeof line);
+    mc_read_line(fd, line, sizeof line);
     assert_memory_equal(line, want, strlen(want));
     unsigned long long left = strtoull(line + strlen(want), NULL, 10);
     assert_true(left >= 1ull << 31 && left < 1ull << 32);
@@ -433,11 +374,11 @@ static void test_admin(void **state)
     exchange(fd, "verbosity 1\r\n", "OK\r\n");
     exchange(fd, "stats detail off\r\n", "OK\r\n"); /* every group: test_memcache_stats.c */
     /* stats: STAT lines then END, with memcached's names */
-    send_all(fd, "stats\r\n", 7);
+    assert_true(mc_send_all(fd, "stats\r\n", 7));
     char line[512];
     bool saw_get = false, saw_items = false, saw_rkv = false;
     for (int i = 0; i < 500; i++) {
-        read_line(fd, line, sizeof line);
+        mc_read_line(fd, line, sizeof line);
         if (strcmp(line, "END\r\n") == 0)
             break;
         assert_memory_equal(line, "STAT ", 5);
@@ -446,10 +387,10 @@ static void test_admin(void **state)
         saw_rkv |= strncmp(line, "STAT rkv_uptime ", 16) == 0;
     }
     assert_true(saw_get && saw_items && saw_rkv);
-    send_all(fd, "stats settings\r\n", 16);
+    assert_true(mc_send_all(fd, "stats settings\r\n", 16));
     bool saw_max = false;
     for (int i = 0; i < 100; i++) {
-        read_line(fd, line, sizeof line);
+        mc_read_line(fd, line, sizeof line);
         if (strcmp(line, "END\r\n") == 0)
             break;
         saw_max |= strncmp(line, "STAT item_size_max ", 19) == 0;
@@ -474,9 +415,9 @@ static size_t stats_io(int fd, struct stats_seen *s)
     size_t total = 0;
     unsigned long long v;
     *s = (struct stats_seen){ UINT64_MAX, UINT64_MAX, UINT64_MAX, 0, 0, 0, 0, 0, 0 };
-    send_all(fd, "stats\r\n", 7);
+    assert_true(mc_send_all(fd, "stats\r\n", 7));
     for (int i = 0; i < 500; i++) {
-        read_line(fd, line, sizeof line);
+        mc_read_line(fd, line, sizeof line);
         total += strlen(line);
         if (strcmp(line, "END\r\n") == 0)
             break;
@@ -609,8 +550,8 @@ static void expect_at_most(int fd, const char *req, const char *pre, const char 
                            unsigned long most)
 {
     char line[512], *end;
-    send_all(fd, req, strlen(req));
-    read_line(fd, line, sizeof line);
+    assert_true(mc_send_all(fd, req, strlen(req)));
+    mc_read_line(fd, line, sizeof line);
     size_t np = strlen(pre);
     if (strncmp(line, pre, np) != 0)
         fail_msg("request %s: answer %s does not start %s", req, line, pre);
@@ -722,7 +663,7 @@ static void test_meta_vivify_no_memory(void **state)
         assert_true(i < 1000);
         snprintf(head, sizeof head, "set big%u 0 0 %zu\r\n", i, n);
         send_block(fd, head, n, 'b');
-        read_line(fd, line, sizeof line);
+        mc_read_line(fd, line, sizeof line);
         full = strcmp(line, "SERVER_ERROR out of memory storing object\r\n") == 0;
         if (!full)
             assert_string_equal(line, "STORED\r\n");
@@ -747,8 +688,8 @@ static void *herd_loop(void *p)
     char line[128];
     for (unsigned i = 0; i < a->rounds; i++) {
         pthread_barrier_wait(a->go); /* the invalidation is done */
-        send_all(a->fd, "mg herd\r\n", 9);
-        read_line(a->fd, line, sizeof line);
+        assert_true(mc_send_all(a->fd, "mg herd\r\n", 9));
+        mc_read_line(a->fd, line, sizeof line);
         a->wins += strstr(line, " W\r\n") != NULL;
         pthread_barrier_wait(a->go); /* every answer is in */
     }
@@ -801,14 +742,14 @@ static void test_pipelining(void **state)
     }
     n += (size_t)snprintf(req + n, cap - n, "mn\r\n");
     wn += (size_t)snprintf(want + wn, cap - wn, "MN\r\n");
-    send_all(fd, req, n);
+    assert_true(mc_send_all(fd, req, n));
     char *got = malloc(wn);
-    assert_int_equal(recv_n(fd, got, wn), wn);
+    assert_int_equal(mc_recv_n(fd, got, wn), wn);
     assert_memory_equal(got, want, wn);
     /* a command split over many sends, byte by byte */
     const char *s = "set split 0 0 6\r\nabcdef\r\nget split\r\n";
     for (size_t i = 0; s[i]; i++)
-        send_all(fd, s + i, 1);
+        assert_true(mc_send_all(fd, s + i, 1));
     exchange(fd, "", "STORED\r\nVALUE split 0 6\r\nabcdef\r\nEND\r\n");
     free(req);
     free(want);
@@ -849,9 +790,9 @@ static void test_long_multiget(void **state)
     memset(line + n, 'k', 251); /* one byte over memcached's key limit */
     n += 251;
     n += (size_t)sprintf(line + n, " lg:1\r\n");
-    send_all(fd, line, n);
+    assert_true(mc_send_all(fd, line, n));
     char got[64] = "";
-    read_line(fd, got, sizeof got);
+    mc_read_line(fd, got, sizeof got);
     assert_string_equal(got, "CLIENT_ERROR bad command line format\r\n");
     assert_true(closed_by_server(fd));
     close(fd);
@@ -878,10 +819,10 @@ static void test_errors(void **state)
     exchange(fd, req, "CLIENT_ERROR bad command line format\r\n");
     /* too large: SERVER_ERROR, the block is swallowed, the connection lives */
     snprintf(req, sizeof req, "set big 0 0 %u\r\n", 2u << 20);
-    send_all(fd, req, strlen(req));
+    assert_true(mc_send_all(fd, req, strlen(req)));
     char *blk = calloc(1, (2u << 20) + 2);
     memcpy(blk + (2u << 20), "\r\n", 2);
-    send_all(fd, blk, (2u << 20) + 2);
+    assert_true(mc_send_all(fd, blk, (2u << 20) + 2));
     free(blk);
     exchange(fd, "get big\r\n", "SERVER_ERROR object too large for cache\r\nEND\r\n");
     /* bad data chunk: not stored, the block's 3 bytes gone, the "\r\n"
@@ -895,7 +836,7 @@ static void test_errors(void **state)
     char junk[4096];
     memcpy(junk, "mg k\r\n", 6);
     memset(junk + 6, 'x', sizeof junk - 6);
-    send_all(fd, junk, sizeof junk);
+    assert_true(mc_send_all(fd, junk, sizeof junk));
     assert_true(closed_by_server(fd));
     close(fd);
     /* ... unless it is a get (many keys); and one with its end in what came
@@ -905,7 +846,7 @@ static void test_errors(void **state)
     memcpy(longline, "set k 0 0 1", 11);
     memset(longline + 11, ' ', 8192 - 11);
     memcpy(longline + 8192 - 2, "\r\n", 2);
-    send_all(fd, longline, 8192);
+    assert_true(mc_send_all(fd, longline, 8192));
     exchange(fd, "z\r\nget k\r\n", "STORED\r\nVALUE k 0 1\r\nz\r\nEND\r\n");
     free(longline);
     /* an HTTP request: hung up on, no answer */
@@ -942,7 +883,7 @@ static void test_conformance(void **state)
     static const char nul[] = "get c1\0 junk\r\nset c2 0 0 1\0junk\r\ny\r\nget c2\r\n";
     static const char nul_want[] =
         "VALUE c1 0 2\r\nhi\r\nEND\r\nSTORED\r\nVALUE c2 0 1\r\ny\r\nEND\r\n";
-    send_all(fd, nul, sizeof nul - 1);
+    assert_true(mc_send_all(fd, nul, sizeof nul - 1));
     exchange(fd, "", nul_want);
     /* numbers as strtoul/strtol read them, cut to 32 bits */
     exchange(fd,
@@ -1108,7 +1049,7 @@ static void *append_loop(void *arg)
         p += w;
         left -= (size_t)w;
     }
-    a->ok = fd >= 0 && left == 0 && recv_n(fd, got, 8u * a->n) == 8u * a->n &&
+    a->ok = fd >= 0 && left == 0 && mc_recv_n(fd, got, 8u * a->n) == 8u * a->n &&
             memcmp(got, want, 8u * a->n) == 0;
     if (!a->ok)
         fprintf(stderr, "appender %c: not every append answered STORED\n", a->ch);
@@ -1135,14 +1076,14 @@ static void test_append_atomic(void **state)
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
     assert_true(a[0].ok && a[1].ok);
-    send_all(fd, "get race\r\n", 10);
+    assert_true(mc_send_all(fd, "get race\r\n", 10));
     char line[128];
-    read_line(fd, line, sizeof line);
+    mc_read_line(fd, line, sizeof line);
     char wantl[64];
     snprintf(wantl, sizeof wantl, "VALUE race 0 %d\r\n", 2 * N);
     assert_string_equal(line, wantl);
     char *v = malloc(2 * N + 7);
-    assert_int_equal(recv_n(fd, v, 2 * N + 7), 2 * N + 7);
+    assert_int_equal(mc_recv_n(fd, v, 2 * N + 7), 2 * N + 7);
     unsigned na = 0, nb = 0;
     for (int i = 0; i < 2 * N; i++) {
         na += v[i] == 'a';
@@ -1164,17 +1105,17 @@ static long get_value(int fd, const char *key, char *val, size_t cap)
     unsigned flags;
     unsigned long bytes;
     snprintf(req, sizeof req, "get %s\r\n", key);
-    send_all(fd, req, strlen(req));
-    read_line(fd, line, sizeof line);
+    assert_true(mc_send_all(fd, req, strlen(req)));
+    mc_read_line(fd, line, sizeof line);
     if (strcmp(line, "END\r\n") == 0)
         return -1;
     if (sscanf(line, "VALUE %*s %u %lu", &flags, &bytes) != 2 || bytes + 1 > cap)
         fail_msg("get %s: answer %s", key, line);
-    assert_int_equal(recv_n(fd, val, bytes), bytes);
+    assert_int_equal(mc_recv_n(fd, val, bytes), bytes);
     val[bytes] = '\0';
-    read_line(fd, line, sizeof line);
+    mc_read_line(fd, line, sizeof line);
     assert_string_equal(line, "\r\n");
-    read_line(fd, line, sizeof line);
+    mc_read_line(fd, line, sizeof line);
     assert_string_equal(line, "END\r\n");
     return (long)bytes;
 }
@@ -1386,11 +1327,11 @@ static void test_append_under_pressure(void **state)
         snprintf(req, sizeof req, "append chain 0 0 %d\r\n", ADD);
         for (unsigned b = 0; b < ADD; b++)
             want[len + b] = (char)('a' + (i + b) % 26);
-        send_all(fd, req, strlen(req));
-        send_all(fd, want + len, ADD);
-        send_all(fd, "\r\n", 2);
+        assert_true(mc_send_all(fd, req, strlen(req)));
+        assert_true(mc_send_all(fd, want + len, ADD));
+        assert_true(mc_send_all(fd, "\r\n", 2));
         char line[128];
-        read_line(fd, line, sizeof line);
+        mc_read_line(fd, line, sizeof line);
         if (strcmp(line, "STORED\r\n") != 0)
             fail_msg("append #%u (value %zu bytes) answered %s", i + 1, len, line);
         len += ADD;
@@ -1496,10 +1437,10 @@ static void test_flush_all(void **state)
     exchange(fd, "flush_all noreply 5\r\n", "CLIENT_ERROR invalid exptime argument\r\n");
     exchange(fd, "flush_all 5 noreply extra\r\n", "ERROR\r\n");
     uint64_t flushes = 0;
-    send_all(fd, "stats\r\n", 7);
+    assert_true(mc_send_all(fd, "stats\r\n", 7));
     for (int i = 0; i < 500; i++) {
         char line[512];
-        read_line(fd, line, sizeof line);
+        mc_read_line(fd, line, sizeof line);
         if (strcmp(line, "END\r\n") == 0)
             break;
         unsigned long long v;
@@ -1521,10 +1462,10 @@ static void read_hot_door(int fd, unsigned n)
     char req[64], line[256];
     for (unsigned i = 0; i < n; i++) {
         snprintf(req, sizeof req, "mg hot%07u\r\n", i);
-        send_all(fd, req, strlen(req));
+        assert_true(mc_send_all(fd, req, strlen(req)));
     }
     for (unsigned i = 0; i < n; i++)
-        read_line(fd, line, sizeof line);
+        mc_read_line(fd, line, sizeof line);
 }
 
 /* Read them by librkv: one-sided GETs, found or gone. */
@@ -1576,7 +1517,7 @@ static unsigned hot_keys_kept(const char *policy, unsigned uri_n, bool one_sided
         for (unsigned i = 0; i < COLD_PER_ROUND; i++, cold++) {
             snprintf(req, sizeof req, "set c%09llu 0 0 100 noreply\r\n%s\r\n",
                      (unsigned long long)cold, val);
-            send_all(fd, req, strlen(req));
+            assert_true(mc_send_all(fd, req, strlen(req)));
         }
         exchange(fd, "mn\r\n", "MN\r\n");
         if (target == 0 && round % 50 == 49) {
@@ -1591,8 +1532,8 @@ static unsigned hot_keys_kept(const char *policy, unsigned uri_n, bool one_sided
     unsigned kept = 0;
     for (unsigned i = 0; i < HOT; i++) {
         snprintf(req, sizeof req, "mg hot%07u\r\n", i);
-        send_all(fd, req, strlen(req));
-        read_line(fd, line, sizeof line);
+        assert_true(mc_send_all(fd, req, strlen(req)));
+        mc_read_line(fd, line, sizeof line);
         kept += strcmp(line, "HD\r\n") == 0;
     }
     print_message("%s, reads by %s: %u of %u hot keys kept after %llu stores into %llu items\n",
@@ -1664,7 +1605,7 @@ static void test_slowloris(void **state)
     const char *s = "set slow 0 0 10\r\n0123456789\r\n";
     /* one byte at a time; between bytes another client is served in full */
     for (size_t i = 0; s[i]; i++) {
-        send_all(slow, s + i, 1);
+        assert_true(mc_send_all(slow, s + i, 1));
         exchange(other, "set o 0 0 1\r\nx\r\nget o\r\n", "STORED\r\nVALUE o 0 1\r\nx\r\nEND\r\n");
     }
     exchange(slow, "", "STORED\r\n");
@@ -1677,12 +1618,12 @@ static void test_half_close(void **state)
     struct env *e = *state;
     int fd = mc_connect(e->port);
     const char *req = "set hc 0 0 2\r\nhi\r\nget hc\r\nset part 0 0 5\r\nab";
-    send_all(fd, req, strlen(req));
+    assert_true(mc_send_all(fd, req, strlen(req)));
     shutdown(fd, SHUT_WR);
     /* what came complete is answered, the unfinished command dropped, then EOF */
     const char *want = "STORED\r\nVALUE hc 0 2\r\nhi\r\nEND\r\n";
     char buf[128];
-    assert_int_equal(recv_n(fd, buf, sizeof buf), strlen(want));
+    assert_int_equal(mc_recv_n(fd, buf, sizeof buf), strlen(want));
     assert_memory_equal(buf, want, strlen(want));
     close(fd);
     fd = mc_connect(e->port);
@@ -1723,9 +1664,9 @@ static void test_not_reading(void **state)
     int h = snprintf(v, 64, "set fat 0 0 %zu\r\n", vn);
     memset(v + h, 'f', vn);
     memcpy(v + h + vn, "\r\n", 2);
-    send_all(other, v, (size_t)h + vn + 2);
+    assert_true(mc_send_all(other, v, (size_t)h + vn + 2));
     char line[64];
-    read_line(other, line, sizeof line);
+    mc_read_line(other, line, sizeof line);
     assert_string_equal(line, "STORED\r\n");
     free(v);
     int fd = mc_connect(e->port);
@@ -1829,15 +1770,17 @@ static void test_streamed_multiget(void **state)
 {
     struct env *e = *state;
     int fd = mc_connect(e->port), other = mc_connect(e->port);
-    int idle = mc_connect(e->port), slow = mc_connect_rcvbuf(e->port, 4096);
+    int idle = mc_connect(e->port),
+        slow = mc_connect_opts(e->port, &(struct mc_conn_opts){ .rcvbuf = 4096,
+                                                                .timeout_s = MC_CONN_TIMEOUT_S });
     char *value = malloc(STREAM_VALUE + 64);
     int h = snprintf(value, 64, "set sv 0 0 %u\r\n", STREAM_VALUE);
     for (size_t i = 0; i < STREAM_VALUE; i++)
         value[h + i] = (char)('a' + (i * 7 + i / 251) % 26);
     memcpy(value + h + STREAM_VALUE, "\r\n", 2);
-    send_all(fd, value, (size_t)h + STREAM_VALUE + 2);
+    assert_true(mc_send_all(fd, value, (size_t)h + STREAM_VALUE + 2));
     char line[64];
-    read_line(fd, line, sizeof line);
+    mc_read_line(fd, line, sizeof line);
     assert_string_equal(line, "STORED\r\n");
 
     size_t len;
@@ -1845,23 +1788,23 @@ static void test_streamed_multiget(void **state)
     char *get = stream_request("get"), *gat = stream_request("gat 1000");
     assert_true(len > (8u << 20) + (8u << 20));
     /* a client that never reads its answer */
-    send_all(idle, get, strlen(get));
-    send_all(idle, "mn\r\n", 4);
+    assert_true(mc_send_all(idle, get, strlen(get)));
+    assert_true(mc_send_all(idle, "mn\r\n", 4));
 
     /* one that reads all it can, with a command after */
-    send_all(fd, get, strlen(get));
-    send_all(fd, "mn\r\n", 4);
+    assert_true(mc_send_all(fd, get, strlen(get)));
+    assert_true(mc_send_all(fd, "mn\r\n", 4));
     expect_stream(fd, want, len, len, -1);
     exchange(other, "get none\r\n", "END\r\n");
 
     /* one that reads a little at a time, others served between its reads */
-    send_all(slow, get, strlen(get));
-    send_all(slow, "mn\r\n", 4);
+    assert_true(mc_send_all(slow, get, strlen(get)));
+    assert_true(mc_send_all(slow, "mn\r\n", 4));
     expect_stream(slow, want, len, 8192, other);
 
     /* gat: the rest of the line keeps its exptime */
-    send_all(fd, gat, strlen(gat));
-    send_all(fd, "mn\r\n", 4);
+    assert_true(mc_send_all(fd, gat, strlen(gat)));
+    assert_true(mc_send_all(fd, "mn\r\n", 4));
     expect_stream(fd, want, len, 1u << 20, -1);
     expect_ttl(fd, "mg sv t\r\n", "HD t", "\r\n", 1000);
 
@@ -1886,9 +1829,9 @@ static void wait_conns(int fd, unsigned n)
     for (;;) {
         char line[256];
         unsigned cur = 0;
-        send_all(fd, "stats\r\n", 7);
+        assert_true(mc_send_all(fd, "stats\r\n", 7));
         for (int i = 0; i < 500; i++) {
-            read_line(fd, line, sizeof line);
+            mc_read_line(fd, line, sizeof line);
             sscanf(line, "STAT curr_connections %u", &cur);
             if (strcmp(line, "END\r\n") == 0 || line[0] == '\0')
                 break;
@@ -1919,7 +1862,7 @@ static void test_max_conns_shared(void **state)
     exchange(b, "mn\r\n", "MN\r\n");
     int c = mc_connect(e2.port); /* the fourth door-wide */
     char line[128];
-    read_line(c, line, sizeof line);
+    mc_read_line(c, line, sizeof line);
     assert_string_equal(line, "SERVER_ERROR too many open connections\r\n");
     assert_true(closed_by_server(c));
     close(c);
@@ -1929,8 +1872,8 @@ static void test_max_conns_shared(void **state)
     wait_conns(b, 2); /* a's close reaches its worker asynchronously */
     for (int i = 0; i < 1; i++) {
         d = mc_connect(e2.port);
-        send_all(d, "mn\r\n", 4);
-        read_line(d, line, sizeof line);
+        assert_true(mc_send_all(d, "mn\r\n", 4));
+        mc_read_line(d, line, sizeof line);
         if (strcmp(line, "MN\r\n") == 0)
             break;
         close(d);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "mc_conn.h"
 #include "rkv.h"
 #include "server_proc.h"
 
@@ -45,57 +46,19 @@ struct reply {
     char value[MAX_FIELDS][96];
 };
 
-static int mc_connect(unsigned port)
-{
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    struct timeval tv = { .tv_sec = 20 };
-    int one = 1;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static void send_all(int fd, const void *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        assert_true(w > 0);
-        p = (const char *)p + w;
-        n -= (size_t)w;
-    }
-}
-
-static void send_str(int fd, const char *s)
-{
-    send_all(fd, s, strlen(s));
-}
-
 /* One "\r\n"-terminated line into buf (fails the test at EOF). */
 static void read_line(int fd, char *buf, size_t cap)
 {
-    size_t n = 0;
-    while (n + 1 < cap) {
-        ssize_t r = recv(fd, buf + n, 1, 0);
-        if (r != 1)
-            fail_msg("connection ended after \"%.*s\"", (int)n, buf);
-        if (buf[n++] == '\n')
-            break;
-    }
-    buf[n] = '\0';
+    size_t n = mc_read_line(fd, buf, cap);
+    if (n + 1 < cap && (n == 0 || buf[n - 1] != '\n'))
+        fail_msg("connection ended after \"%s\"", buf);
 }
 
 /* Send req and expect exactly these lines back. */
 static void exchange(int fd, const char *req, const char *want)
 {
     char got[4096] = "", line[512];
-    send_str(fd, req);
+    assert_true(mc_send_str(fd, req));
     while (strlen(got) < strlen(want)) {
         read_line(fd, line, sizeof line);
         if (strlen(got) + strlen(line) >= sizeof got)
@@ -112,7 +75,7 @@ static void stats(int fd, const char *group, struct reply *r)
 {
     char req[128], line[512];
     snprintf(req, sizeof req, group[0] ? "stats %s\r\n" : "stats\r\n", group);
-    send_str(fd, req);
+    assert_true(mc_send_str(fd, req));
     r->n = 0;
     for (;;) {
         read_line(fd, line, sizeof line);

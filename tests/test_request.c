@@ -243,11 +243,11 @@ static void test_nothing_acts_before_hello(void **state)
 {
     (void)state;
     struct fx *f = fx_new("", 16);
-    static const uint8_t opcodes[] = { RKV_OP_PUT,   RKV_OP_DELETE, RKV_OP_INCR, RKV_OP_PING,
-                                       RKV_OP_STATS, RKV_OP_HINTS,  RKV_OP_FLUSH };
+    static const uint8_t opcodes[] = { RKV_OP_PUT,   RKV_OP_DELETE, RKV_OP_INCR,  RKV_OP_PING,
+                                       RKV_OP_STATS, RKV_OP_HINTS,  RKV_OP_FLUSH, RKV_OP_CLAIM };
     for (unsigned i = 0; i < RKV_ARRAY_SIZE(opcodes); i++) {
         bool keyed = opcodes[i] == RKV_OP_PUT || opcodes[i] == RKV_OP_DELETE ||
-                     opcodes[i] == RKV_OP_INCR;
+                     opcodes[i] == RKV_OP_INCR || opcodes[i] == RKV_OP_CLAIM;
         struct rkv_req h = { .opcode = opcodes[i], .value_len = opcodes[i] == RKV_OP_PUT ? 1 : 0 };
         uint32_t len = build(f, h, keyed ? "k" : NULL, "v", opcodes[i] == RKV_OP_PUT, NULL);
         f->wc[0].closing = false;
@@ -424,6 +424,30 @@ static void test_opcodes(void **state)
     assert_non_null(strstr(text, "\ncmd_put 4\n"));
     assert_non_null(strstr(text, "\nerr_not_found 2\n"));
     assert_int_equal(text[r->payload_len - 1], '\n');
+
+    /* CLAIM: a fresh item is nobody's to recache; a stale one goes to the
+     * first claim, the next is told it is taken; another version or no key
+     * is not claimed */
+    const struct rkv_item *hot = rkv_table_find(f->srv->table, "hot", 3);
+    assert_non_null(hot);
+    uint64_t ver = hot->version;
+    h = (struct rkv_req){ .opcode = RKV_OP_CLAIM, .arg = ver };
+    r = handle(f, 0, build(f, h, "hot", NULL, 0, NULL), &n);
+    assert_int_equal(r->status, RKV_OK);
+    assert_int_equal(r->value, 0);
+    assert_int_equal(rkv_table_set_state(f->srv->table, "hot", 3, ver, 0, RKV_ITEM_STALE, NULL),
+                     RKV_OK);
+    r = handle(f, 0, build(f, h, "hot", NULL, 0, NULL), &n);
+    assert_int_equal(r->status, RKV_OK);
+    assert_int_equal(r->value, RKV_MARK_STALE | RKV_MARK_WON);
+    r = handle(f, 0, build(f, h, "hot", NULL, 0, NULL), &n);
+    assert_int_equal(r->value, RKV_MARK_STALE | RKV_MARK_TAKEN);
+    h.arg = ver + 1;
+    assert_int_equal(handle(f, 0, build(f, h, "hot", NULL, 0, NULL), NULL)->status, RKV_CAS_MISMATCH);
+    assert_int_equal(handle(f, 0, build(f, h, "cold", NULL, 0, NULL), NULL)->status, RKV_NOT_FOUND);
+    assert_int_equal(handle(f, 0, build(f, h, NULL, NULL, 0, NULL), NULL)->status, RKV_PROTOCOL);
+    f->wc[0].closing = false;
+    assert_int_equal(counter(&f->w->stats.requests[RKV_OP_CLAIM]), 5);
 
     /* FLUSH: no key; the reply carries the items removed; with a key: refused */
     h = (struct rkv_req){ .opcode = RKV_OP_FLUSH };

@@ -51,6 +51,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "mc_conn.h"
 #include "rkv.h"
 #include "server_proc.h"
 #include "state_file.h"
@@ -166,57 +167,14 @@ static uint32_t ttl_of(unsigned i)
 
 /* ------------------------------------------------------------ the door */
 
-static int mc_connect(unsigned port)
-{
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    struct timeval tv = { .tv_sec = 20 };
-    int one = 1;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    return fd;
-}
-
-static void send_all(int fd, const void *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        assert_true(w > 0);
-        p = (const char *)p + w;
-        n -= (size_t)w;
-    }
-}
-
-static void read_line(int fd, char *buf, size_t cap)
-{
-    size_t n = 0;
-    while (n + 1 < cap && recv(fd, buf + n, 1, 0) == 1)
-        if (buf[n++] == '\n')
-            break;
-    buf[n] = '\0';
-}
-
-static void recv_n(int fd, char *buf, size_t n)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = recv(fd, buf + got, n - got, 0);
-        assert_true(r > 0);
-        got += (size_t)r;
-    }
-}
-
 static void mc_set(int fd, const char *key, const char *v, size_t n, uint32_t flags, uint32_t ttl)
 {
     char line[256];
     snprintf(line, sizeof line, "set %s %u %u %zu\r\n", key, flags, ttl, n);
-    send_all(fd, line, strlen(line));
-    send_all(fd, v, n);
-    send_all(fd, "\r\n", 2);
-    read_line(fd, line, sizeof line);
+    assert_true(mc_send_all(fd, line, strlen(line)));
+    assert_true(mc_send_all(fd, v, n));
+    assert_true(mc_send_all(fd, "\r\n", 2));
+    mc_read_line(fd, line, sizeof line);
     assert_string_equal(line, "STORED\r\n");
 }
 
@@ -234,8 +192,8 @@ static struct mc_item mc_get(int fd, const char *key, char *v, size_t cap)
     char line[512];
     struct mc_item it = { 0 };
     snprintf(line, sizeof line, "mg %s s f t c v\r\n", key);
-    send_all(fd, line, strlen(line));
-    read_line(fd, line, sizeof line);
+    assert_true(mc_send_all(fd, line, strlen(line)));
+    mc_read_line(fd, line, sizeof line);
     if (strcmp(line, "EN\r\n") == 0)
         return it;
     unsigned long long cas = 0;
@@ -245,7 +203,7 @@ static struct mc_item mc_get(int fd, const char *key, char *v, size_t cap)
     if (sscanf(line, "VA %zu s%zu f%u t%ld c%llu", &vlen, &size, &flags, &ttl, &cas) != 5)
         fail_msg("mg %s: %s", key, line);
     assert_true(vlen + 2 <= cap);
-    recv_n(fd, v, vlen + 2);
+    assert_int_equal(mc_recv_n(fd, v, vlen + 2), vlen + 2);
     it = (struct mc_item){ .found = true, .len = vlen, .flags = flags, .ttl = ttl, .cas = cas };
     return it;
 }
@@ -274,6 +232,7 @@ static void store_all(struct env *e, rkv_client *c, struct stored *s)
         s->max_cas = RKV_MAX(s->max_cas, s->lib_version[i]);
     }
     int fd = mc_connect(e->port);
+    assert_true(fd >= 0);
     for (unsigned i = 0; i < NMC; i++) {
         key_of(key, sizeof key, "mc", i);
         size_t n = value_of(v, sizeof v, "mc", i);
@@ -335,6 +294,7 @@ static void check_all(struct env *e, rkv_client *c, const struct stored *s, int 
     }
     uint64_t elapsed = (rkv_now_ns() - s->t0_ns) / 1000000000ull + 2;
     int fd = mc_connect(e->port);
+    assert_true(fd >= 0);
     for (unsigned i = 0; i < NMC; i++) {
         key_of(key, sizeof key, "mc", i);
         size_t n = value_of(v, sizeof v, "mc", i);
@@ -565,6 +525,7 @@ static void test_kill_starts_cold(void **state)
     assert_non_null(strstr(log_line(&e, "no state file"), "the last stop was not clean"));
     assert_int_equal(get_retry(c, "lib-key-0", buf, 0, &n, NULL), RKV_NOT_FOUND);
     int fd = mc_connect(e.port);
+    assert_true(fd >= 0);
     char v[64];
     assert_false(mc_get(fd, "mc-key-0", v, sizeof v).found);
     close(fd);

@@ -56,20 +56,12 @@ static int start_with(void **state, const struct rkv_options *o)
 {
     static const char *const extra[] = { "--memory", "64M", "--evict", "none", NULL };
     struct fixture *f = calloc(1, sizeof *f);
-    char uris[2 * 256 + 2] = "";
     if (f == NULL)
         return -1;
-    for (unsigned i = 0; i < NSERVERS; i++) {
-        char uri[256];
-        test_uri(uri, sizeof uri, 700 + uri_seq++);
-        if (server_start(&f->sp[i], server_bin, uri, extra) != 0)
-            return -1;
-        strcat(uris, i ? "," : "");
-        strcat(uris, f->sp[i].uri);
-    }
-    f->c = connect_retry(uris, o, 5000);
     *state = f;
-    return f->c ? 0 : -1;
+    unsigned base = 700 + uri_seq;
+    uri_seq += NSERVERS;
+    return server_shards_start(f->sp, NSERVERS, server_bin, base, extra, o, &f->c);
 }
 
 static int setup(void **state)
@@ -87,13 +79,9 @@ static int setup_short_timeout(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    int rc = 0;
     if (f == NULL)
         return 0;
-    rkv_close(f->c);
-    for (unsigned i = 0; i < NSERVERS; i++)
-        if (f->sp[i].pid > 0 && server_stop(&f->sp[i]) != 0)
-            rc = -1;
+    int rc = server_shards_stop(f->sp, NSERVERS, f->c);
     free(f);
     return rc;
 }

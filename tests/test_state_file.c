@@ -23,29 +23,11 @@
 
 #include "layout.h"
 #include "state_file.h"
+#include "state_sample.h"
 
 static struct rkv_state_header sample(void)
 {
-    struct rkv_state_header h = {
-        .state_version = RKV_STATE_VERSION,
-        .format_version = RKV_FORMAT_VERSION,
-        .rkv_version = "0.1.0",
-        .region_size = 64ull << 20,
-        .page_kind = 4096,
-        .slab_page_size = 1u << 20,
-        .growth_millis = 1250,
-        .max_key_len = 250,
-        .max_value_len = 1048286,
-        .class_count = 101,
-        .bucket_count = 131072,
-        .heap_offset = 8392704,
-        .heap_size = 55ull << 20,
-        .clock = 12345,
-        .stop_realtime_ns = 1764750000123456789ull,
-        .max_version = 0x123456789abcdefull,
-        .region_header_sum = 0xfeedfacecafebeefull,
-    };
-    return h;
+    return state_sample();
 }
 
 static void test_round_trip(void **state)

@@ -1891,6 +1891,84 @@ static void test_meta_state(void **state)
     env_free(&e);
 }
 
+/* A win token handed out in the middle of a rewrite: the value's pull
+ * stands in for the build, the window (with an allocation that waits for
+ * a page move, grace_ms long) between the writer's read of the item and the
+ * publication of its replacement, in which an mg or a librkv claim may set
+ * WON on the item being replaced. */
+struct win_midway {
+    struct rkv_table *t;
+    uint64_t version; /* the item being replaced */
+    unsigned pulls;
+};
+
+static rkv_status pull_win_midway(void *ctx, void *dst, uint32_t len)
+{
+    struct win_midway *w = ctx;
+    uint64_t before;
+    w->pulls++;
+    assert_int_equal(rkv_table_set_state(w->t, "hot", 3, w->version, 0, RKV_ITEM_WON, &before),
+                     RKV_OK);
+    assert_false(before & RKV_ITEM_WON);
+    memset(dst, 'v', len);
+    return RKV_OK;
+}
+
+/* A rewrite that carries the meta state over (a touch, an in-place incr,
+ * md I, ms I's stale store) takes it from the item it replaces as that item
+ * is replaced, under the stripes the marks are set under: a token handed
+ * out while the new item was built is kept (a touch), or taken back only
+ * where the rewrite says so (md I), never dropped by a copy read before. */
+static void test_kept_state_races_mark(void **state)
+{
+    (void)state;
+    struct env e;
+    struct rkv_table_config fc = { .now_ns = fake_now };
+    env_make(&e, 8 * MiB, &fc);
+    uint64_t v, v2;
+    struct rkv_value_src val = { .data = "val", .len = 3 };
+    struct win_midway w = { .t = e.t };
+    struct rkv_value_src mid = { .pull = pull_win_midway, .ctx = &w, .len = 3 };
+    const uint64_t stale = rkv_item_state_live(RKV_ITEM_STALE | RKV_ITEM_FETCHED, 5);
+
+    /* a touch: everything kept, the token set midway included */
+    assert_int_equal(rkv_table_put_state(e.t, "hot", 3, &val, RKV_SET, 0, 0, 0, stale, &v), RKV_OK);
+    w.version = v;
+    assert_int_equal(rkv_table_put_keep(e.t, "hot", 3, &mid, RKV_CAS, v, 0, 0, RKV_ITEM_LIVE_MASK,
+                                        stale, &v2),
+                     RKV_OK);
+    assert_int_equal(w.pulls, 1);
+    assert_int_equal(rkv_table_find(e.t, "hot", 3)->state, stale | RKV_ITEM_WON);
+    uint64_t before;
+    assert_int_equal(rkv_table_set_state(e.t, "hot", 3, v2, 0, RKV_ITEM_WON, &before), RKV_OK);
+    assert_true(before & RKV_ITEM_WON); /* a second client is told it is taken */
+
+    /* md I: fetched and access kept, stale set, the token taken back */
+    assert_int_equal(rkv_table_put_state(e.t, "hot", 3, &val, RKV_SET, 0, 0, 0, stale, &v), RKV_OK);
+    w.version = v;
+    assert_int_equal(rkv_table_put_keep(e.t, "hot", 3, &mid, RKV_CAS, v, 0, 0,
+                                        RKV_ITEM_FETCHED | RKV_ITEM_ACCESS_MASK,
+                                        rkv_item_state_live(RKV_ITEM_STALE, 9), &v2),
+                     RKV_OK);
+    assert_int_equal(rkv_table_find(e.t, "hot", 3)->state, stale);
+
+    /* ms I's stale store: the token as it is when replaced, the rest anew */
+    assert_int_equal(rkv_table_put_state(e.t, "hot", 3, &val, RKV_SET, 0, 0, 0, stale, &v), RKV_OK);
+    w.version = v;
+    assert_int_equal(rkv_table_put_keep(e.t, "hot", 3, &mid, RKV_CAS, v, 0, 0, RKV_ITEM_WON,
+                                        rkv_item_state_live(RKV_ITEM_STALE, 9), &v2),
+                     RKV_OK);
+    assert_int_equal(rkv_table_find(e.t, "hot", 3)->state,
+                     rkv_item_state_live(RKV_ITEM_STALE | RKV_ITEM_WON, 9));
+
+    /* nothing replaced: the state as given */
+    assert_int_equal(rkv_table_put_keep(e.t, "cold", 4, &val, RKV_SET, 0, 0, 0, RKV_ITEM_LIVE_MASK,
+                                        stale, NULL),
+                     RKV_OK);
+    assert_int_equal(rkv_table_find(e.t, "cold", 4)->state, stale);
+    env_free(&e);
+}
+
 /* Every update (SET over a key, CAS, INCR) leaves in the old item's state
  * word OBSOLETE together with a forward to the replacement, in one store
  * (so no reader sees the mark before the forward); a delete leaves none. A
@@ -2231,6 +2309,7 @@ int main(void)
         cmocka_unit_test(test_stale_cached_slot),
         cmocka_unit_test(test_update_forwards),
         cmocka_unit_test(test_meta_state),
+        cmocka_unit_test(test_kept_state_races_mark),
         cmocka_unit_test(test_first_bucket_first),
         cmocka_unit_test(test_append_chain_lru),
         cmocka_unit_test(test_append_chain_random),

@@ -38,6 +38,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "mc_conn.h"
 #include "rkv.h"
 #include "server_proc.h"
 
@@ -85,22 +86,6 @@ static const char *find_nutcracker(void)
     return NULL;
 }
 
-static int tcp_connect(unsigned port)
-{
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    struct timeval tv = { .tv_sec = 20 };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* Whether the port stores a probe key on our servers: "STORED" through it
  * and librkv finds the key (PROXY_OURS), "STORED" but not on our servers
  * (PROXY_FOREIGN: someone else's server has the port), or not yet. */
@@ -111,16 +96,11 @@ static enum proxy_probe proxy_answers(const struct env *e, unsigned attempt)
     size_t got = 0, len;
     int kl = snprintf(key, sizeof key, "rkv-twemproxy-probe-%d-%u", (int)getpid(), attempt);
     int rl = snprintf(req, sizeof req, "set %s 0 0 1\r\nx\r\n", key);
-    int fd = tcp_connect(e->proxy_port);
+    int fd = mc_connect(e->proxy_port);
     if (fd < 0)
         return PROXY_NOT_YET;
-    if (send(fd, req, (size_t)rl, MSG_NOSIGNAL) == rl)
-        while (got < 8) {
-            ssize_t r = recv(fd, buf + got, sizeof buf - got, 0);
-            if (r <= 0)
-                break;
-            got += (size_t)r;
-        }
+    if (mc_send_all(fd, req, (size_t)rl))
+        got = mc_recv_n(fd, buf, 8);
     close(fd);
     if (got != 8 || memcmp(buf, "STORED\r\n", 8) != 0)
         return PROXY_NOT_YET;

@@ -48,6 +48,11 @@ expect 1 "put --cas stale" "${C[@]}" put greeting new --cas $((version + 1000))
 expect 0 "put --cas current" "${C[@]}" put greeting new --cas "$version" --flags 9
 expect 0 "get after cas" "${C[@]}" get greeting --meta; out_is "new" "cas value"
 err_has "flags 9" "flags stored"
+expect 0 "put swr" "${C[@]}" put swr v --ttl 100
+expect 0 "get --recache fresh" "${C[@]}" get swr --recache 10; err_is "recache" "fresh: no marks"
+expect 0 "get --recache due" "${C[@]}" get swr --recache 1000; err_is "recache won" "due: won"
+expect 0 "get --recache again" "${C[@]}" get swr --recache 1000; err_is "recache taken" "taken"
+out_is "v" "get --recache value"
 expect 0 "put counter" "${C[@]}" put counter 10
 expect 0 "incr" "${C[@]}" incr counter 5;             out_is "15" "incr"
 expect 0 "decr" "${C[@]}" decr counter 100;           out_is "0" "decr saturates"

@@ -104,10 +104,13 @@ static bool grow(struct cli_ctx *x, size_t need)
 static int cmd_get(struct cli_ctx *x, const struct cli_command *c)
 {
     struct rkv_item_info info;
+    struct rkv_recache rc = { .recache_ttl = c->recache_ttl };
     size_t len = 0;
     rkv_status st;
     for (;;) {
-        st = rkv_get(x->client, c->key.s, c->key.len, x->buf, x->buf_len, &len, &info);
+        st = c->recache ? rkv_get_recache(x->client, c->key.s, c->key.len, x->buf, x->buf_len, &len,
+                                          &info, &rc)
+                        : rkv_get(x->client, c->key.s, c->key.len, x->buf, x->buf_len, &len, &info);
         if (st != RKV_BUFFER_TOO_SMALL)
             break;
         if (len <= x->buf_len || !grow(x, len))
@@ -120,6 +123,9 @@ static int cmd_get(struct cli_ctx *x, const struct cli_command *c)
     if (c->meta)
         fprintf(stderr, "version %llu flags %u ttl %u\n", (unsigned long long)info.version,
                 info.user_flags, info.ttl_left);
+    if (c->recache)
+        fprintf(stderr, "recache%s%s%s\n", rc.marks & RKV_MARK_STALE ? " stale" : "",
+                rc.marks & RKV_MARK_WON ? " won" : "", rc.marks & RKV_MARK_TAKEN ? " taken" : "");
     return CLI_EXIT_OK;
 write_error:
     fprintf(stderr, "rkv-cli: get: writing the value failed: %s\n", strerror(errno));

@@ -22,8 +22,12 @@ void cli_usage(FILE *out)
           "  -h, --help           this text;  -V, --version  the version\n"
           "\n"
           "Commands:\n"
-          "  get KEY [--meta]     print the value, then a newline (always, tty or not);\n"
-          "                       --meta also prints 'version V flags F ttl T' to stderr\n"
+          "  get KEY [--meta] [--recache SECONDS]\n"
+          "                       print the value, then a newline (always, tty or not);\n"
+          "                       --meta also prints 'version V flags F ttl T' to stderr;\n"
+          "                       --recache prints 'recache' and stale, won or taken to\n"
+          "                       stderr: won when this call is the one to refresh a stale\n"
+          "                       item, or one with less than SECONDS (0: stale only) to live\n"
           "  put KEY VALUE [--ttl SECONDS|never] [--flags N] [--add|--replace|--cas VERSION]\n"
           "                       store VALUE (set is an alias); --add only if absent,\n"
           "                       --replace only if present, --cas only if the item's\n"
@@ -212,7 +216,7 @@ static const struct {
     size_t max_pos;
     const char *usage; /* for messages */
 } commands[] = {
-    { "get", CLI_GET, 1, 1, "get KEY [--meta]" },
+    { "get", CLI_GET, 1, 1, "get KEY [--meta] [--recache SECONDS]" },
     { "put", CLI_PUT, 2, 2, "put KEY VALUE [--ttl S] [--flags N] [--add|--replace|--cas V]" },
     { "set", CLI_PUT, 2, 2, "set KEY VALUE [--ttl S] [--flags N] [--add|--replace|--cas V]" },
     { "del", CLI_DEL, 1, 1, "del KEY" },
@@ -233,6 +237,15 @@ static bool command_option(struct cli_command *c, const struct cli_arg *args, si
     int modes = 0;
     if (c->cmd == CLI_GET && arg_is(a, "--meta")) {
         c->meta = true;
+        return true;
+    }
+    if (c->cmd == CLI_GET && arg_is(a, "--recache")) {
+        if (*i + 1 >= n || !arg_u64(&args[*i + 1], 0, UINT32_MAX, &v))
+            return cli_fail(err, err_len, "%s: --recache needs a number of seconds in 0..%u",
+                            c->name, UINT32_MAX);
+        c->recache = true;
+        c->recache_ttl = (uint32_t)v;
+        ++*i;
         return true;
     }
     if (c->cmd != CLI_PUT)

@@ -59,6 +59,8 @@ struct cli_command {
     struct rkv_put_options put; /* put: mode, ttl, cas, flags */
     uint64_t delta;             /* incr/decr, default 1 */
     bool meta;                  /* get --meta: print version/flags/ttl to stderr */
+    bool recache;               /* get --recache: rkv_get_recache, its marks to stderr */
+    uint32_t recache_ttl;       /* get --recache SECONDS: its threshold (0: stale only) */
     bool all_shards;            /* stats without SHARD */
     unsigned shard;             /* stats SHARD */
     uint32_t delay;             /* flush DELAY seconds, default 0 (now) */

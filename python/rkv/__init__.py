@@ -16,6 +16,11 @@ rkv.ValueTooLarge, rkv.KeyTooLong, ...), with librkv's message.
 Threads: a Client may be shared by threads; its calls then run one at a time
 (librkv's handle is used by one thread at a time). Every call that talks to
 a server drops the GIL, so threads with a Client each run in parallel.
+
+Processes: a Client belongs to the process that opened it. In a child of
+os.fork() (multiprocessing's "fork" start method too) an inherited Client is
+closed: its calls raise rkv.ClientForked, a ClientClosed, and close() leaves
+the parent's connections alone. Open a new Client in the child.
 """
 from ._rkv import *  # noqa: F401,F403  (the names are listed in __all__)
 from ._rkv import __doc__ as _ext_doc  # noqa: F401
@@ -26,5 +31,5 @@ __all__ = [
     "Exists", "NotStored", "CasMismatch", "InvalidArgument", "KeyTooLong",
     "ValueTooLarge", "BufferTooSmall", "NotNumber", "OutOfMemory", "ServerBusy",
     "RetryExhausted", "ProtocolError", "VersionMismatch", "AuthError", "NoMemory",
-    "InternalError", "ClientClosed",
+    "InternalError", "ClientClosed", "ClientForked",
 ]

@@ -5,6 +5,10 @@ One server per test session, started as tests/server_proc.c starts them:
 memory, two workers; it dies with the test process (PR_SET_PDEATHSIG) and
 is stopped with SIGTERM at the end. RKV_SERVER names the binary (meson sets
 it); without it, or without the extension, the tests skip.
+
+RKV_PY_RDMA=ADDR (an address of an RDMA device's interface) has every server
+listen on rdma://ADDR:PORT instead of shm, and the Clients connect there:
+the verbs suite runs the core calls' tests so (tests/verbs/guest.sh).
 """
 import ctypes
 import os
@@ -37,11 +41,14 @@ class Server:
     def __init__(self, binary, workdir, extra=()):
         self.binary = binary
         self.sock = os.path.join(workdir, "rkv.sock")
+        rdma = os.environ.get("RKV_PY_RDMA")
         self.uri = "shm://" + self.sock
         self.proc = None
         for _attempt in range(20):  # another process may take the port first
             self.proc = None
             self.tcp_port = _free_port()
+            if rdma:  # rdma_cm's port space is its own: a guess, retried when taken
+                self.uri = f"rdma://{rdma}:{_free_port()}"
             self.proc = subprocess.Popen(
                 [binary, "--listen", self.uri,
                  "--listen", f"tcp://127.0.0.1:{self.tcp_port}",

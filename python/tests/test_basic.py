@@ -85,11 +85,30 @@ def test_get_into_too_small_leaves_the_buffer(client, key):
     assert isinstance(e.value, ValueError)
 
 
-def test_get_into_numpy_if_installed(client, key):
+def test_get_into_numpy(client, key):
+    # python3-numpy is a test dependency (scripts/install-deps.sh); a
+    # machine without it skips this one
     np = pytest.importorskip("numpy")
     client.put(key, b"\x01\x02\x03\x04")
     a = np.zeros(8, dtype=np.uint8)
     assert client.get_into(key, a) == 4 and list(a[:4]) == [1, 2, 3, 4]
+    # wider items and more dimensions: the bytes land in the array's memory
+    f = np.arange(12, dtype=np.float32).reshape(3, 4)
+    client.put(key + "f", f)  # a numpy array is a value too
+    g = np.zeros((3, 4), dtype=np.float32)
+    assert client.get_into(key + "f", g) == f.nbytes and (g == f).all()
+    # a view into a larger array: only its bytes are written
+    big = np.full(64, 0xEE, dtype=np.uint8)
+    assert client.get_into(key, big[8:16]) == 4
+    assert list(big[8:12]) == [1, 2, 3, 4] and (big[:8] == 0xEE).all() and (big[12:] == 0xEE).all()
+    with pytest.raises(rkv.BufferTooSmall) as e:
+        client.get_into(key + "f", np.zeros(4, dtype=np.uint8))
+    assert e.value.needed == f.nbytes
+    ro = np.zeros(8, dtype=np.uint8)
+    ro.flags.writeable = False
+    for bad in (ro, np.zeros(16, dtype=np.uint8)[::2], np.zeros((4, 4), dtype=np.uint8).T):
+        with pytest.raises(TypeError):
+            client.get_into(key, bad)
 
 
 def test_get_into_refuses_read_only_and_bad_buffers(client, key):

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../state_sample.h"
 #include "layout.h"
 #include "state_file.h"
 
@@ -43,21 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(memchr(h.rkv_version, '\0', sizeof h.rkv_version) != NULL);
     check(h.state_version == RKV_STATE_VERSION);
 
-    struct rkv_state_header want = {
-        .state_version = RKV_STATE_VERSION,
-        .format_version = RKV_FORMAT_VERSION,
-        .rkv_version = "0.1.0",
-        .region_size = 64ull << 20,
-        .page_kind = 4096,
-        .slab_page_size = 1u << 20,
-        .growth_millis = 1250,
-        .max_key_len = 250,
-        .max_value_len = 1048286,
-        .class_count = 101,
-        .bucket_count = 131072,
-        .heap_offset = 8392704,
-        .heap_size = 55ull << 20,
-    };
+    struct rkv_state_header want = state_sample();
     memset(err, 'x', sizeof err - 1);
     if (!rkv_state_match(&h, &want, "/fuzz/rkv.state", err, sizeof err)) {
         check(memchr(err, '\0', sizeof err) != NULL);

@@ -6,7 +6,7 @@
 # build folder is read-only here and tests write only under /tmp (guest tmpfs).
 #
 # Usage: guest.sh BUILD_DIR [STEP...]   (steps: rdma_util transport integration hostile torture
-#                                          errors bench perftest)
+#                                          errors bench python perftest)
 #        guest.sh --one STEP BUILD_DIR     (one step, unbounded: what `step` runs under timeout)
 set -u
 
@@ -14,7 +14,7 @@ ONE=""
 if [ "${1:-}" = --one ]; then ONE=${2:?}; shift 2; fi
 BUILD=${1:?usage: guest.sh BUILD_DIR [STEP...]}
 shift
-STEPS=${*:-rdma_util transport integration hostile torture errors bench perftest}
+STEPS=${*:-rdma_util transport integration hostile torture errors bench python perftest}
 PORT_BASE=${RKV_VERBS_PORT:-7471}
 SUMMARY=()
 FAILED=0
@@ -138,6 +138,27 @@ run_bench() {
   return "$rc"
 }
 
+# The Python binding's core calls over rdma: its pytest files for the single
+# calls, the batches and pipeline, fork() and the other clients, each server
+# listening on rdma://$RXE_IP (python/tests/conftest.py, RKV_PY_RDMA): about
+# 30 s of tests under TCG, and Python's start over the guest's 9p root. What
+# is not about the wire stays with the shm run (meson's `python`): the leak
+# loop, the server errors, the argument checks, flush (a server of its own:
+# 10 s more here) and numpy (its import alone takes seconds here).
+run_python() {
+  local ext
+  ext=$(ls "$BUILD"/python/rkv/_rkv*.so 2> /dev/null | head -n 1)
+  need "$BUILD/server/rkv-server" && need "$BUILD/tools/rkv-cli" || return 1
+  [ -n "$ext" ] || { echo "missing $BUILD/python/rkv/_rkv*.so: build with python3-dev installed"; return 1; }
+  local src
+  src=$(cd "$(dirname "$0")/../../python/tests" && pwd)
+  RKV_PY_RDMA=$RXE_IP PYTHONPATH="$BUILD/python" PYTHONDONTWRITEBYTECODE=1 \
+    PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 RKV_SERVER="$BUILD/server/rkv-server" RKV_CLI="$BUILD/tools/rkv-cli" \
+    /usr/bin/python3 -m pytest -p no:cacheprovider -q "$src/test_basic.py" "$src/test_batch.py" \
+    "$src/test_fork.py" "$src/test_interop.py" \
+    -k 'not numpy and not test_flush and not bad_key_types and not bad_ttl_and_flags'
+}
+
 # perftest as the latency reference for what one READ / one SEND costs here.
 run_perftest() {
   local t rc=0 out
@@ -163,6 +184,7 @@ if [ -n "$ONE" ]; then
     torture) run_torture;;
     errors) run_errors;;
     bench) run_bench;;
+    python) run_python;;
     perftest) run_perftest;;
     *) echo "unknown step $ONE"; exit 2;;
   esac
@@ -179,6 +201,7 @@ for s in $STEPS; do
     torture)     step torture 300;;
     errors)      step errors 240;;
     bench)       step bench 180;;
+    python)      step python 120;;
     perftest)    step perftest 150;;
     *) echo "unknown step $s"; FAILED=1;;
   esac

@@ -14,6 +14,8 @@
 #                non-RDMA address, no listener, /dev/infiniband permissions, port DOWN)
 #                must print the message that says what to do; a 0.0.0.0 listener serves
 #   bench        rkv-bench --verify against an rdma rkv-server: the per-GET counters
+#   python       the Python binding's tests of its calls, fork() and the other clients
+#                against rdma rkv-servers (python/tests, RKV_PY_RDMA)
 #   perftest     ib_send_lat / ib_read_lat, the latency reference on this machine
 # and then, in a second boot, two guests joined by a real link
 # (scripts/rxe-vm/run.sh --pair, tests/verbs/pair.sh):
