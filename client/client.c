@@ -633,6 +633,9 @@ static rkv_status shard_geometry(rkv_client *c, struct shard *s)
         return client_fail(c, st, "%s: cannot read the region header: %s", s->uri, rkv_strerror(st));
     struct rkv_region_header g; /* s->geom keeps the last valid one (route() uses it) */
     memcpy(&g, local, sizeof g);
+    char why[160];
+    if (rkv_header_other_format(&g, why, sizeof why) != NULL)
+        return client_fail(c, RKV_PROTOCOL, "%s: %s", s->uri, why);
     if (!rkv_header_valid(&g, s->hello.region_size) || g.generation != s->hello.generation)
         return client_fail(c, RKV_PROTOCOL,
                            "%s: the region header is invalid or from another server "

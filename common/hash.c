@@ -27,9 +27,12 @@ void rkv_hash_key(const void *key, size_t key_len, uint64_t seed, uint64_t bucke
         out->fp = 1;
 }
 
+uint64_t rkv_item_checksum_of(const struct rkv_item *it, size_t bytes, uint64_t seed)
+{
+    return XXH3_64bits_withSeed((const uint8_t *)it + 16, bytes - 16, seed);
+}
+
 uint64_t rkv_item_checksum(const struct rkv_item *it, uint64_t seed)
 {
-    const uint8_t *from = (const uint8_t *)it + 16;
-    size_t len = RKV_ITEM_HEADER_SIZE - 16 + (size_t)it->key_len + it->value_len;
-    return XXH3_64bits_withSeed(from, len, seed);
+    return rkv_item_checksum_of(it, rkv_item_bytes(it), seed);
 }

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define RKV_STATIC_ASSERT(c, m) _Static_assert(c, m)
 
@@ -37,8 +38,9 @@ RKV_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 /* RKV_FORMAT_VERSION 2: superseded items forward to their replacement;
  * 3: items on 8-byte boundaries, finer size classes; 4: any bucket count
  * (a key's buckets from the high bits of its hash), classes that divide the
- * slab page above RKV_SLAB_DIVISOR_FROM of it */
-#define RKV_FORMAT_VERSION 4u
+ * slab page above RKV_SLAB_DIVISOR_FROM of it; 5: a 28-byte item header,
+ * expire_at and user_flags stored only when not 0 (struct rkv_item) */
+#define RKV_FORMAT_VERSION 5u
 #define RKV_HEADER_SIZE    4096u
 #define RKV_CACHELINE      64u
 
@@ -64,8 +66,8 @@ struct rkv_region_header {
     uint32_t class_count;    /* entries used in class_size[] */
     uint32_t max_key_len;    /* longest key the server accepts */
     uint32_t max_value_len;  /* longest value for the longest key (a shorter key's may be longer by
-                                * the difference: an item is never larger than header + max_key_len
-                                * + max_value_len) */
+                                * the difference: an item is never larger than RKV_ITEM_HEADER_MAX +
+                                * max_key_len + max_value_len) */
     uint64_t hash_seed;      /* XXH3 seed for key hashing */
     volatile uint64_t clock; /* server clock (common/clock.h), published once a second */
     uint32_t class_size[RKV_MAX_CLASSES]; /* bytes of an item slot in class i */
@@ -125,21 +127,151 @@ static inline uint64_t rkv_slot_offset(uint64_t s)
     return (s >> RKV_SLOT_OFF_SHIFT) * RKV_ITEM_ALIGN;
 }
 
-/* An item in the heap. The checksum covers everything from `version` to the
- * last value byte; it excludes itself and `state`, which the server changes
- * in place (marking an item obsolete) without rewriting the item. */
+/* An item in the heap: a 28-byte header, the optional fields its shape
+ * word names, the key, the value. The checksum covers everything from
+ * `version` to the last value byte (every byte a reader returns); it
+ * excludes itself and `state`, which the server changes in place (marking
+ * an item obsolete) without rewriting the item.
+ *
+ *   0 checksum  8 state  16 version  24 shape  28 [value_len] [expire_at]
+ *   [user_flags]  key  value
+ *
+ * shape: bits 0-7 key_len; RKV_SHAPE_EXPIRE: a 4-byte expire_at follows
+ * (absent: 0, never expires); RKV_SHAPE_FLAGS: a 4-byte user_flags follows
+ * (absent: 0); RKV_SHAPE_LONG: a 4-byte value_len follows and bits 11-31
+ * are 0, else bits 11-31 are value_len (below 2 MiB). The optional fields
+ * come in that order: [value_len] [expire_at] [user_flags], 4 bytes each. */
 struct rkv_item {
-    uint64_t checksum;       /* XXH3-64(seed = hash_seed) over bytes [16, 40+key_len+value_len) */
+    uint64_t checksum;       /* XXH3-64(seed = hash_seed) over bytes [16, rkv_item_bytes) */
     volatile uint64_t state; /* RKV_ITEM_* flags below; written with one 8-byte store */
     uint64_t version;        /* unique per server, larger for a later write: CAS token */
-    uint32_t key_len;        /* 1..max_key_len */
-    uint32_t value_len;      /* 0..max_value_len + max_key_len - key_len */
-    uint32_t expire_at;      /* expired once the server clock >= this (rkv_expired); 0 = never */
-    uint32_t user_flags;     /* opaque to rkv, returned with the value */
-    uint8_t data[];          /* key bytes, then value bytes */
+    uint32_t shape;          /* key_len, which optional fields follow, a short value_len */
+    uint8_t tail[];          /* the optional fields, then key bytes, then value bytes */
 };
-#define RKV_ITEM_HEADER_SIZE 40u
-RKV_STATIC_ASSERT(sizeof(struct rkv_item) == RKV_ITEM_HEADER_SIZE, "item header is 40 bytes");
+#define RKV_ITEM_PREFIX_SIZE 28u /* checksum, state, version, shape */
+#define RKV_ITEM_HEADER_MAX  40u /* the prefix and all three optional fields */
+RKV_STATIC_ASSERT(offsetof(struct rkv_item, tail) == RKV_ITEM_PREFIX_SIZE, "item prefix is 28 bytes");
+
+#define RKV_SHAPE_KEY_MASK     0xffu
+#define RKV_SHAPE_EXPIRE       0x100u
+#define RKV_SHAPE_FLAGS        0x200u
+#define RKV_SHAPE_LONG         0x400u
+#define RKV_SHAPE_VALUE_SHIFT  11
+#define RKV_SHAPE_SHORT_VALUES (1u << (32 - RKV_SHAPE_VALUE_SHIFT)) /* short value_len < this */
+
+/* Header bytes (prefix and optional fields) of an item of this shape. */
+static inline uint32_t rkv_shape_header_size(uint32_t shape)
+{
+    return RKV_ITEM_PREFIX_SIZE +
+           4u * (((shape & RKV_SHAPE_LONG) != 0) + ((shape & RKV_SHAPE_EXPIRE) != 0) +
+                 ((shape & RKV_SHAPE_FLAGS) != 0));
+}
+
+/* The shape word of an item with these fields. */
+static inline uint32_t rkv_shape_make(uint32_t key_len, uint32_t value_len, uint32_t expire_at,
+                                      uint32_t user_flags)
+{
+    uint32_t shape = (key_len & RKV_SHAPE_KEY_MASK) | (expire_at ? RKV_SHAPE_EXPIRE : 0) |
+                     (user_flags ? RKV_SHAPE_FLAGS : 0);
+    if (value_len < RKV_SHAPE_SHORT_VALUES)
+        return shape | value_len << RKV_SHAPE_VALUE_SHIFT;
+    return shape | RKV_SHAPE_LONG;
+}
+
+static inline uint32_t rkv_item_tail32(const struct rkv_item *it, unsigned i)
+{
+    uint32_t v;
+    memcpy(&v, it->tail + 4 * i, sizeof v);
+    return v;
+}
+
+/* The item's fields. A reader of a copy that may be torn checks first that
+ * rkv_shape_header_size(shape) fits what it copied (rkv_item_verify). */
+static inline uint32_t rkv_item_key_len(const struct rkv_item *it)
+{
+    return it->shape & RKV_SHAPE_KEY_MASK;
+}
+static inline uint32_t rkv_item_value_len(const struct rkv_item *it)
+{
+    uint32_t shape = it->shape;
+    return shape & RKV_SHAPE_LONG ? rkv_item_tail32(it, 0) : shape >> RKV_SHAPE_VALUE_SHIFT;
+}
+static inline uint32_t rkv_item_expire_at(const struct rkv_item *it)
+{
+    uint32_t shape = it->shape;
+    return shape & RKV_SHAPE_EXPIRE ? rkv_item_tail32(it, (shape & RKV_SHAPE_LONG) != 0) : 0;
+}
+static inline uint32_t rkv_item_user_flags(const struct rkv_item *it)
+{
+    uint32_t shape = it->shape;
+    return shape & RKV_SHAPE_FLAGS ? rkv_item_tail32(it, ((shape & RKV_SHAPE_LONG) != 0) +
+                                                             ((shape & RKV_SHAPE_EXPIRE) != 0))
+                                   : 0;
+}
+static inline const uint8_t *rkv_item_key(const struct rkv_item *it)
+{
+    return (const uint8_t *)it + rkv_shape_header_size(it->shape);
+}
+static inline const uint8_t *rkv_item_value(const struct rkv_item *it)
+{
+    return rkv_item_key(it) + rkv_item_key_len(it);
+}
+
+/* An item's fields, decoded from its shape once (a reader's hot path). */
+struct rkv_item_fields {
+    uint32_t header; /* rkv_shape_header_size */
+    uint32_t key_len;
+    uint32_t value_len;
+    uint32_t expire_at;  /* 0 when absent */
+    uint32_t user_flags; /* 0 when absent */
+};
+
+/* Decode an item's shape and optional fields; the caller has checked that
+ * rkv_shape_header_size(shape) bytes of it are there. */
+static inline void rkv_item_decode(const struct rkv_item *it, uint32_t shape,
+                                   struct rkv_item_fields *f)
+{
+    unsigned at = 0;
+    f->header = rkv_shape_header_size(shape);
+    f->key_len = shape & RKV_SHAPE_KEY_MASK;
+    f->value_len = shape >> RKV_SHAPE_VALUE_SHIFT;
+    if (shape & RKV_SHAPE_LONG)
+        f->value_len = rkv_item_tail32(it, at++);
+    f->expire_at = shape & RKV_SHAPE_EXPIRE ? rkv_item_tail32(it, at++) : 0;
+    f->user_flags = shape & RKV_SHAPE_FLAGS ? rkv_item_tail32(it, at) : 0;
+}
+
+/* Bytes of an item with these fields (header, key, value). */
+static inline size_t rkv_item_size(uint32_t key_len, uint32_t value_len, uint32_t expire_at,
+                                   uint32_t user_flags)
+{
+    return rkv_shape_header_size(rkv_shape_make(key_len, value_len, expire_at, user_flags)) +
+           (size_t)key_len + value_len;
+}
+
+/* Bytes of an item in place. */
+static inline size_t rkv_item_bytes(const struct rkv_item *it)
+{
+    return rkv_shape_header_size(it->shape) + (size_t)rkv_item_key_len(it) + rkv_item_value_len(it);
+}
+
+/* Write an item's version, shape and optional fields; returns where its key
+ * goes (the value follows the key). */
+static inline uint8_t *rkv_item_init(struct rkv_item *it, uint64_t version, uint32_t key_len,
+                                     uint32_t value_len, uint32_t expire_at, uint32_t user_flags)
+{
+    uint32_t shape = rkv_shape_make(key_len, value_len, expire_at, user_flags);
+    uint8_t *p = it->tail;
+    it->version = version;
+    it->shape = shape;
+    if (shape & RKV_SHAPE_LONG)
+        p = (uint8_t *)memcpy(p, &value_len, 4) + 4;
+    if (expire_at)
+        p = (uint8_t *)memcpy(p, &expire_at, 4) + 4;
+    if (user_flags)
+        p = (uint8_t *)memcpy(p, &user_flags, 4) + 4;
+    return p;
+}
 
 /* The state word. OBSOLETE: superseded, deleted or still being built: never
  * return it. FORWARD (only with OBSOLETE): the item was superseded by an
@@ -204,19 +336,23 @@ static inline uint64_t rkv_item_forward(uint64_t state, uint16_t fp)
 /* The checksum of an item whose header fields and data are already in place. */
 uint64_t rkv_item_checksum(const struct rkv_item *it, uint64_t seed);
 
-/* The smallest item (a 1-byte key, no value), rounded up to RKV_ITEM_ALIGN:
- * the smallest size class. */
-#define RKV_MIN_ITEM_SIZE \
-    ((RKV_ITEM_HEADER_SIZE + 1 + RKV_ITEM_ALIGN - 1) / RKV_ITEM_ALIGN * RKV_ITEM_ALIGN)
+/* The same of an item of `bytes` bytes (rkv_item_bytes), for a reader that
+ * has decoded its shape already. */
+uint64_t rkv_item_checksum_of(const struct rkv_item *it, size_t bytes, uint64_t seed);
 
-static inline size_t rkv_item_size(uint32_t key_len, uint32_t value_len)
-{
-    return RKV_ITEM_HEADER_SIZE + (size_t)key_len + value_len;
-}
+/* The smallest item (a 1-byte key, no value, no optional field), rounded up
+ * to RKV_ITEM_ALIGN: the smallest size class. */
+#define RKV_MIN_ITEM_SIZE \
+    ((RKV_ITEM_PREFIX_SIZE + 1 + RKV_ITEM_ALIGN - 1) / RKV_ITEM_ALIGN * RKV_ITEM_ALIGN)
 
 /* Geometry checks a client runs on a header it read from the network: false
  * when any field is out of range, so a hostile or corrupt header cannot make
  * a client read outside the region. */
 bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len);
+
+/* When h is an rkv region header of another format than this build's: a
+ * message saying which (in buf, len bytes), for a client to refuse it
+ * with; else NULL. */
+const char *rkv_header_other_format(const struct rkv_region_header *h, char *buf, size_t len);
 
 #endif

@@ -10,6 +10,7 @@
  * to is verified like any other.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "clock.h"
@@ -38,7 +39,7 @@ bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len)
     if (h->class_count == 0 || h->class_count > RKV_MAX_CLASSES ||
         h->slab_page_size < RKV_ITEM_ALIGN || h->max_key_len == 0 ||
         h->max_key_len > RKV_MAX_KEY_LEN ||
-        (uint64_t)h->max_value_len + h->max_key_len + RKV_ITEM_HEADER_SIZE > h->slab_page_size)
+        (uint64_t)h->max_value_len + h->max_key_len + RKV_ITEM_HEADER_MAX > h->slab_page_size)
         return false;
     for (unsigned i = 0; i < h->class_count; i++) {
         uint32_t sz = h->class_size[i];
@@ -47,6 +48,17 @@ bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len)
             return false;
     }
     return true;
+}
+
+const char *rkv_header_other_format(const struct rkv_region_header *h, char *buf, size_t len)
+{
+    if (h->magic != RKV_REGION_MAGIC || h->format_version == RKV_FORMAT_VERSION)
+        return NULL;
+    snprintf(buf, len,
+             "the server's region is format %u and this client reads format %u only; use a "
+             "client and a server of the same rkv version",
+             h->format_version, RKV_FORMAT_VERSION);
+    return buf;
 }
 
 bool rkv_slot_valid(const struct rkv_region_header *geom, uint64_t slot, uint64_t *offset,
@@ -85,22 +97,30 @@ static inline bool key_equal(const void *a, const void *b, size_t n)
     return d == 0;
 }
 
-/* rkv_item_verify, inlined into the lookup's two callers. */
+/* rkv_item_verify, inlined into the lookup's two callers; the item's
+ * fields in *f (decoded once: the shape, then its optional fields only
+ * once the header it names is known to fit the copy). */
 static inline __attribute__((always_inline)) enum rkv_verify item_verify(const struct rkv_item *it,
                                                                          size_t len, const void *key,
                                                                          uint32_t key_len,
-                                                                         uint64_t seed, uint32_t now)
+                                                                         uint64_t seed, uint32_t now,
+                                                                         struct rkv_item_fields *f)
 {
-    if (len < RKV_ITEM_HEADER_SIZE ||
-        (uint64_t)it->key_len + it->value_len > len - RKV_ITEM_HEADER_SIZE)
+    if (len < RKV_ITEM_PREFIX_SIZE)
         return RKV_VERIFY_TORN;
-    if (rkv_item_checksum(it, seed) != it->checksum)
+    uint32_t shape = it->shape;
+    if (rkv_shape_header_size(shape) > len)
         return RKV_VERIFY_TORN;
-    if (it->key_len != key_len || !key_equal(it->data, key, key_len))
+    rkv_item_decode(it, shape, f);
+    if ((uint64_t)f->key_len + f->value_len > len - f->header)
+        return RKV_VERIFY_TORN;
+    if (rkv_item_checksum_of(it, f->header + (size_t)f->key_len + f->value_len, seed) != it->checksum)
+        return RKV_VERIFY_TORN;
+    if (f->key_len != key_len || !key_equal((const uint8_t *)it + f->header, key, key_len))
         return RKV_VERIFY_OTHER_KEY;
     if (it->state & RKV_ITEM_OBSOLETE)
         return RKV_VERIFY_OBSOLETE;
-    if (now != 0 && rkv_expired(it->expire_at, now))
+    if (now != 0 && rkv_expired(f->expire_at, now))
         return RKV_VERIFY_EXPIRED;
     return RKV_VERIFY_OK;
 }
@@ -108,7 +128,8 @@ static inline __attribute__((always_inline)) enum rkv_verify item_verify(const s
 enum rkv_verify rkv_item_verify(const struct rkv_item *it, size_t len, const void *key,
                                 uint32_t key_len, uint64_t seed, uint32_t now)
 {
-    return item_verify(it, len, key, key_len, seed, now);
+    struct rkv_item_fields f;
+    return item_verify(it, len, key, key_len, seed, now, &f);
 }
 
 size_t rkv_lookup_scratch_need(const struct rkv_region_header *geom, unsigned n)
@@ -244,20 +265,21 @@ static void next_bucket_or_recheck(struct rkv_lookup *l)
     l->phase = l->bucket_next < 2 ? PHASE_BUCKETS : PHASE_RECHECK;
 }
 
-static void deliver(struct rkv_lookup *l, const struct rkv_item *it, uint64_t slot)
+static void deliver(struct rkv_lookup *l, const struct rkv_item *it,
+                    const struct rkv_item_fields *f, uint64_t slot)
 {
-    l->value_len = it->value_len;
+    l->value_len = f->value_len;
     l->version = it->version;
-    l->user_flags = it->user_flags;
-    l->expire_at = it->expire_at;
+    l->user_flags = f->user_flags;
+    l->expire_at = f->expire_at;
     l->state = it->state;
     l->slot = slot;
-    if (it->value_len > l->buf_len) {
+    if (f->value_len > l->buf_len) {
         finish(l, RKV_BUFFER_TOO_SMALL);
         return;
     }
-    if (it->value_len)
-        memcpy(l->buf, it->data + it->key_len, it->value_len);
+    if (f->value_len)
+        memcpy(l->buf, (const uint8_t *)it + f->header + f->key_len, f->value_len);
     finish(l, RKV_OK);
 }
 
@@ -293,14 +315,16 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
     switch (l->phase) {
     case PHASE_CACHE: {
         const struct rkv_item *it = (const struct rkv_item *)(const void *)l->land;
-        enum rkv_verify v = item_verify(it, l->at_len, l->key, l->key_len, g->hash_seed, ctx->now);
+        struct rkv_item_fields f;
+        enum rkv_verify v = item_verify(it, l->at_len, l->key, l->key_len, g->hash_seed, ctx->now,
+                                        &f);
         /* a forward keeps at_slot's fingerprint bits (never 0) */
         uint64_t next = v == RKV_VERIFY_OBSOLETE
                             ? rkv_item_forward(it->state, rkv_slot_fp(l->at_slot))
                             : 0;
         if (v == RKV_VERIFY_OK) {
             l->cache_used = 1;
-            deliver(l, it, l->at_slot);
+            deliver(l, it, &f, l->at_slot);
         } else if (next != 0 && l->hops < RKV_LOOKUP_MAX_FORWARDS &&
                    rkv_slot_valid(g, next, &off, &len)) {
             l->hops++; /* our key, superseded: read its replacement next */
@@ -337,8 +361,9 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
             len = l->cand_len[l->next_cand + i];
             p = (const uint8_t *)RKV_ALIGN_UP((uintptr_t)p, 8);
             const struct rkv_item *it = (const struct rkv_item *)(const void *)p;
-            switch (item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now)) {
-            case RKV_VERIFY_OK: deliver(l, it, slot); return;
+            struct rkv_item_fields f;
+            switch (item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now, &f)) {
+            case RKV_VERIFY_OK: deliver(l, it, &f, slot); return;
             case RKV_VERIFY_EXPIRED: finish(l, RKV_NOT_FOUND); return;
             case RKV_VERIFY_OTHER_KEY: break;
             case RKV_VERIFY_OBSOLETE:

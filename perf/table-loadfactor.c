@@ -140,7 +140,7 @@ static int run(uint64_t region_size, const struct rkv_table_config *cfg, uint32_
     }
     double items = (double)r.items;
     double index_bytes = (double)r.h->bucket_count * sizeof(struct rkv_bucket);
-    double header = RKV_ITEM_HEADER_SIZE;
+    double header = RKV_ITEM_PREFIX_SIZE; /* no TTL, no flags */
     double rounding = (double)(r.st.bytes_used - r.st.item_bytes) / items;
     const char *limit = r.st.pages_unassigned > 0 ? "index" : "heap";
 
@@ -200,7 +200,7 @@ int main(int argc, char **argv)
     printf("%8s  %-5s  %9s  %9s  %7s  %8s  %7s  %6s  %8s  %s\n", "value", "limit", "items", "slots",
            "load", "overhead", "index", "header", "rounding", "1st bucket @50%,90%,final");
     for (unsigned i = 0; i < n; i++) {
-        uint64_t per_item = RKV_ALIGN_UP(RKV_ITEM_HEADER_SIZE + KEY_LEN + sizes[i], 64) * 5 / 4;
+        uint64_t per_item = RKV_ALIGN_UP(RKV_ITEM_HEADER_MAX + KEY_LEN + sizes[i], 64) * 5 / 4;
         uint64_t heap = 2 * per_item * INDEX_BUCKETS * RKV_SLOTS_PER_BUCKET + (4ull << 20);
         uint64_t size = RKV_ALIGN_UP(heap + INDEX_BUCKETS * 64ull + 8192, 2ull << 20);
         /* (+32 bytes: the table rounds the share's bucket count down) */

@@ -737,7 +737,7 @@ void rkv_server_config_defaults(struct rkv_server_config *c)
 static int finish(struct rkv_server_config *c, FILE *err)
 {
     char a[32], b[32];
-    uint32_t value_room = c->slab_page_size - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN;
+    uint32_t value_room = c->slab_page_size - RKV_ITEM_HEADER_MAX - RKV_MAX_KEY_LEN;
     if (c->max_value_len == 0) {
         c->max_value_len = value_room;
     } else if (c->max_value_len > value_room) {

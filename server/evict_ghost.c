@@ -60,12 +60,13 @@ void rkv_ghost_remember(struct rkv_table *t, uint64_t word)
     if (t->ghost == NULL)
         return;
     const struct rkv_item *it = item_at(t, word);
-    uint32_t key_len = __atomic_load_n(&it->key_len, __ATOMIC_RELAXED);
+    uint32_t shape = __atomic_load_n(&it->shape, __ATOMIC_RELAXED);
+    uint32_t key_len = shape & RKV_SHAPE_KEY_MASK, header = rkv_shape_header_size(shape);
     uint32_t slot = rkv_slab_class_size(t->slab, rkv_slot_class(word));
-    if (key_len > t->cfg.max_key_len || rkv_item_size(key_len, 0) > slot)
+    if (key_len > t->cfg.max_key_len || header + key_len > slot)
         return;
     struct rkv_key_hash h;
-    rkv_hash_key(it->data, key_len, t->seed, t->bucket_count, &h);
+    rkv_hash_key((const uint8_t *)it + header, key_len, t->seed, t->bucket_count, &h);
     __atomic_store_n(&t->ghost[h.h64 & t->ghost_mask], ghost_tag(h.h64), __ATOMIC_RELAXED);
 }
 

@@ -233,7 +233,7 @@ static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre
                 rkv_stat_bump(&m->st->get_expired, 1);
             return 0;
         }
-        size_t size = rkv_item_size(it->key_len, it->value_len);
+        size_t size = rkv_item_bytes(it);
         if (size > m->g->slab_page_size)
             continue; /* torn header: read again */
         char *base = rkv_tcp_out_reserve(m->c, pre + size + 8 + 2);
@@ -253,8 +253,8 @@ static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre
         if (v != RKV_VERIFY_OK && v != RKV_VERIFY_OBSOLETE)
             continue;
         f->copy = copy;
-        f->value = copy->data + klen;
-        f->value_len = copy->value_len;
+        f->value = rkv_item_value(copy);
+        f->value_len = rkv_item_value_len(copy);
         f->now = now;
         return 1;
     }
@@ -308,7 +308,7 @@ static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t k
         }
         /* the joined item as memcached sizes it: the old item's flags */
         if ((uint64_t)cp.alen + cp.blen >
-            rkv_mc_max_value(m->g->max_value_len, klen, f->copy->user_flags))
+            rkv_mc_max_value(m->g->max_value_len, klen, rkv_item_user_flags(f->copy)))
             return RKV_TOO_LARGE;
         struct rkv_value_src src = { .pull = compose_pull, .ctx = &cp, .len = cp.alen + cp.blen };
         rkv_status st;
@@ -321,8 +321,8 @@ static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t k
              * new one */
             bool touch = how == RMW_TOUCH;
             st = rkv_table_put_keep(m->t, key, klen, &src, RKV_CAS, f->copy->version,
-                                    touch ? ttl : ttl_keep(m, f->copy->expire_at),
-                                    f->copy->user_flags, touch ? RKV_ITEM_LIVE_MASK : 0,
+                                    touch ? ttl : ttl_keep(m, rkv_item_expire_at(f->copy)),
+                                    rkv_item_user_flags(f->copy), touch ? RKV_ITEM_LIVE_MASK : 0,
                                     touch ? f->copy->state : fresh_state(m), version);
         }
         if (st == RKV_OK && how == RMW_TOUCH)
@@ -411,7 +411,7 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
     memcpy(base, "VALUE ", n);
     memcpy(base + n, key, klen);
     n += klen;
-    n += put_dec(base + n, f.copy->user_flags);
+    n += put_dec(base + n, rkv_item_user_flags(f.copy));
     n += put_dec(base + n, f.value_len);
     if (r->cmd == RKV_MC_GETS || r->cmd == RKV_MC_GATS)
         n += put_dec(base + n, version);
@@ -608,7 +608,7 @@ static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bo
             break;
         }
         /* memcached's order: an empty or chunked value, the CAS, the number */
-        uint64_t mc_total = MC_ITEM_HEADER + klen + (f.copy->user_flags ? 4 : 0) +
+        uint64_t mc_total = MC_ITEM_HEADER + klen + (rkv_item_user_flags(f.copy) ? 4 : 0) +
                             (uint64_t)f.value_len;
         uint64_t v;
         if (f.value_len == 0 || mc_total > MC_CHUNK_MAX) {
@@ -640,14 +640,15 @@ static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bo
         /* in place, memcached's item stays, meta state and all (as it is
          * when replaced) */
         rkv_status st = rkv_table_put_keep(m->t, key, klen, &src, RKV_CAS, f.copy->version,
-                                           new_ttl ? ttl : ttl_keep(m, f.copy->expire_at),
-                                           f.copy->user_flags, o->in_place ? RKV_ITEM_LIVE_MASK : 0,
+                                           new_ttl ? ttl : ttl_keep(m, rkv_item_expire_at(f.copy)),
+                                           rkv_item_user_flags(f.copy),
+                                           o->in_place ? RKV_ITEM_LIVE_MASK : 0,
                                            o->in_place ? f.copy->state : fresh_state(m), &o->version);
         if (st == RKV_CAS_MISMATCH || st == RKV_NOT_STORED || st == RKV_NOT_FOUND)
             continue; /* another writer got in between (or it went): again */
         if (st == RKV_OK) {
             o->value = v;
-            o->expire_at = f.copy->expire_at;
+            o->expire_at = rkv_item_expire_at(f.copy);
             if (new_ttl && expired)
                 rkv_table_delete_version(m->t, key, klen, o->version);
             if (o->in_place) /* memcached's in-place update is not a new item */
@@ -877,10 +878,10 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
         break;
     }
     uint64_t state = created ? 0 : res == 1 ? f.copy->state : 0;
-    uint32_t vlen = created ? 0 : res == 1 ? f.copy->value_len : 0;
-    uint32_t uflags = created ? 0 : res == 1 ? f.copy->user_flags : 0;
+    uint32_t vlen = created ? 0 : res == 1 ? rkv_item_value_len(f.copy) : 0;
+    uint32_t uflags = created ? 0 : res == 1 ? rkv_item_user_flags(f.copy) : 0;
     if (res == 1) {
-        old_expire = created ? 0 : f.copy->expire_at;
+        old_expire = created ? 0 : rkv_item_expire_at(f.copy);
         hold(m, version);
     }
     count_read(m, touch && res == 1, res == 1); /* memcached: an mg miss is a get miss, T or not */
@@ -1011,8 +1012,8 @@ static bool store_stale(struct mc *m, const struct rkv_mc_req *r, rkv_status *st
         struct rkv_value_src src = { .data = r->data, .len = r->bytes };
         /* the token as it is when replaced */
         *st = rkv_table_put_keep(m->t, r->key, r->key_len, &src, RKV_CAS, f.copy->version,
-                                 ttl_keep(m, f.copy->expire_at), r->flags, RKV_ITEM_WON, state,
-                                 version);
+                                 ttl_keep(m, rkv_item_expire_at(f.copy)), r->flags, RKV_ITEM_WON,
+                                 state, version);
         /* another writer got in between (or it went): look again */
         done = *st != RKV_CAS_MISMATCH && *st != RKV_NOT_STORED && *st != RKV_NOT_FOUND;
     }
@@ -1048,7 +1049,8 @@ static rkv_status invalidate(struct mc *m, const struct rkv_mc_req *r)
         uint64_t state = (f.copy->state | RKV_ITEM_STALE) & ~(uint64_t)RKV_ITEM_WON;
         /* fetched and last access as they are when replaced */
         st = rkv_table_put_keep(m->t, r->key, r->key_len, &src, RKV_CAS, f.copy->version,
-                                set_ttl ? ttl : ttl_keep(m, f.copy->expire_at), f.copy->user_flags,
+                                set_ttl ? ttl : ttl_keep(m, rkv_item_expire_at(f.copy)),
+                                rkv_item_user_flags(f.copy),
                                 RKV_ITEM_FETCHED | RKV_ITEM_ACCESS_MASK, state, &version);
         if (st == RKV_OK && !live) /* a T in the past: expired at once */
             rkv_table_delete_version(m->t, r->key, r->key_len, version);

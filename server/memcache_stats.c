@@ -57,7 +57,7 @@ _Static_assert(sizeof(struct rkv_mc_counters) % sizeof(_Atomic uint64_t) == 0,
 void rkv_mc_count_class(struct rkv_mc_counters *st, const struct rkv_region_header *g,
                         enum rkv_mc_class_counter what, uint32_t key_len, uint32_t value_len)
 {
-    size_t size = rkv_item_size(key_len, value_len);
+    size_t size = rkv_item_size(key_len, value_len, 0, 0); /* as if no TTL and no flags */
     unsigned lo = 0, hi = RKV_MIN(g->class_count, RKV_MAX_CLASSES);
     while (lo < hi) { /* the first class whose items hold `size` */
         unsigned mid = (lo + hi) / 2;
@@ -477,8 +477,8 @@ static void stats_settings(struct rkv_server *srv, struct rkv_wconn *wc, struct 
     /* the server lays out its table with the default factor */
     putf(o, "STAT growth_factor %.2f\r\n", RKV_TABLE_GROWTH);
     /* the smallest chunk's room for key and value (memcached: key, value
-     * and flags; rkv keeps the flags in the item header) */
-    stat_u(o, "chunk_size", g->class_count ? g->class_size[0] - rkv_item_size(0, 0) : 0);
+     * and flags; rkv keeps the flags in the item header, when not 0) */
+    stat_u(o, "chunk_size", g->class_count ? g->class_size[0] - RKV_ITEM_PREFIX_SIZE : 0);
     stat_u(o, "num_threads", srv->nworkers);
     stat_s(o, "stat_key_prefix", ":");
     stat_s(o, "detail_enabled", atomic_load(&rkv_mc_detail_on) ? "yes" : "no");

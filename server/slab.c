@@ -15,8 +15,11 @@
  * wraps every 4.6 hours; an age read modulo 2^24 is exact for anything
  * younger than that, and grace_ms is far shorter, so wrap-around can only
  * delay a reuse, never hasten one. The queue can hold every item the class
- * owns, so a push never fails; it grows (geometrically) when a page is
- * assigned.
+ * owns, so a push never fails; it grows to that when a page is assigned.
+ * Its ring, though, uses only as many entries as the queue has needed so
+ * far (queue_ring, doubled when full, up to queue_cap): the entries are 8
+ * bytes an item, and a ring turning through all of them would keep them
+ * all resident when a class's free items are usually a small share of it.
  *
  * Fragmentation — where heap bytes go that no item uses:
  *   - internal: an item is rounded up to its class: at most 7 bytes below
@@ -153,6 +156,7 @@ struct slab_class {
     uint64_t *queue
         __attribute__((aligned(RKV_CACHELINE))); /* freed items, oldest first (see top comment) */
     size_t queue_cap;                            /* entries queue can hold */
+    size_t queue_ring;                           /* entries the ring turns through (<= queue_cap) */
     size_t queue_head;                           /* index of the oldest entry */
     size_t queue_len;                            /* entries in the queue */
     uint64_t *pages;    /* page numbers assigned to this class, in no particular order */
@@ -369,7 +373,7 @@ static uint64_t entry_age(uint64_t entry, uint64_t now)
 
 static uint64_t queue_at(const struct slab_class *c, size_t i)
 {
-    return c->queue[(c->queue_head + i) % c->queue_cap];
+    return c->queue[(c->queue_head + i) % c->queue_ring];
 }
 
 /* Entries at the queue's head whose grace period is over (ages fall from
@@ -605,8 +609,12 @@ static uint64_t class_grow(struct rkv_slab *s, unsigned cls)
     struct slab_class *c = &s->classes[cls];
     size_t need = (c->npages + 1) * (size_t)s->per_page[cls];
 
-    if (need > c->queue_cap) { /* the queue can hold every item the class owns */
-        size_t cap = RKV_MAX(need, 2 * c->queue_cap);
+    /* The queue can hold every item the class owns, and no more: the ring
+     * is written end to end as it turns, so room beyond that would be
+     * resident memory for nothing (8 bytes an item); growing copies only
+     * the free entries. */
+    if (need > c->queue_cap) {
+        size_t cap = need;
         uint64_t *queue = malloc(cap * sizeof(*queue));
         if (queue == NULL)
             return 0;
@@ -671,7 +679,7 @@ static uint64_t class_take(struct rkv_slab *s, unsigned cls, uint64_t now_ms, bo
     uint64_t off = 0;
     if (c->queue_len > 0 && grace_over(s, entry_age(queue_at(c, 0), now_ms))) {
         uint64_t unit = queue_at(c, 0) >> LIMBO_TIME_BITS;
-        c->queue_head = (c->queue_head + 1) % c->queue_cap;
+        c->queue_head = (c->queue_head + 1) % c->queue_ring;
         c->queue_len--;
         off = s->heap_offset + unit * RKV_ITEM_ALIGN;
         s->use[page_of_unit(s, unit)].used++;
@@ -688,6 +696,26 @@ static uint64_t class_take(struct rkv_slab *s, unsigned cls, uint64_t now_ms, bo
     return off;
 }
 
+/* Let class c's full ring use more of its queue's room: twice the entries
+ * (at least 64), up to queue_cap; false when it uses all of it. No
+ * allocation: the entries from the head to the ring's end move to the
+ * widened ring's end. Class lock held. */
+static bool queue_widen(struct slab_class *c)
+{
+    size_t ring = c->queue_ring, wide = RKV_MIN(c->queue_cap, RKV_MAX(2 * ring, (size_t)64));
+    if (wide <= ring)
+        return false;
+    if (c->queue_len == 0) {
+        c->queue_head = 0;
+    } else { /* full: head .. ring - 1, then 0 .. head - 1 */
+        size_t first = ring - c->queue_head;
+        memmove(c->queue + wide - first, c->queue + c->queue_head, first * sizeof(*c->queue));
+        c->queue_head = wide - first;
+    }
+    c->queue_ring = wide;
+    return true;
+}
+
 /* An item in use, unit `unit` of page `page`, goes back to its class's free
  * queue: at the tail with limbo time `at` (when it was freed; an entry older
  * than the tail's is stamped with the tail's time instead, so the queue stays
@@ -700,11 +728,11 @@ static void class_queue_put(struct rkv_slab *s, unsigned cls, uint64_t page, uin
 {
     struct slab_class *c = &s->classes[cls];
     struct page_use *p = &s->use[page];
-    if (p->used == 0 || c->used == 0 || c->queue_len == c->queue_cap)
+    if (p->used == 0 || c->used == 0 || (c->queue_len == c->queue_ring && !queue_widen(c)))
         return; /* not in use: a caller bug, and harmless to drop */
     uint64_t now = limbo_time(s, now_ns);
     if (ready) {
-        c->queue_head = (c->queue_head + c->queue_cap - 1) % c->queue_cap;
+        c->queue_head = (c->queue_head + c->queue_ring - 1) % c->queue_ring;
         c->queue[c->queue_head] = unit << LIMBO_TIME_BITS |
                                   ((now - s->grace_ms - 1) & LIMBO_TIME_MASK);
     } else {
@@ -713,7 +741,7 @@ static void class_queue_put(struct rkv_slab *s, unsigned cls, uint64_t page, uin
             if (entry_age(tail, now) < entry_age(at, now))
                 at = tail;
         }
-        c->queue[(c->queue_head + c->queue_len) % c->queue_cap] = unit << LIMBO_TIME_BITS | at;
+        c->queue[(c->queue_head + c->queue_len) % c->queue_ring] = unit << LIMBO_TIME_BITS | at;
         p->last_free_ns = now_ns;
     }
     c->queue_len++;
@@ -1070,7 +1098,7 @@ static void queue_drop_page(const struct rkv_slab *s, struct slab_class *c, uint
     for (size_t i = 0; i < c->queue_len; i++) {
         uint64_t entry = queue_at(c, i);
         if (page_of_unit(s, entry >> LIMBO_TIME_BITS) != page)
-            c->queue[(c->queue_head + kept++) % c->queue_cap] = entry;
+            c->queue[(c->queue_head + kept++) % c->queue_ring] = entry;
     }
     c->queue_len = kept;
 }
@@ -1370,8 +1398,8 @@ rkv_status rkv_slab_adopt(struct rkv_slab *s, uint64_t page, unsigned cls, const
     uint32_t per_page = s->per_page[cls];
     size_t need = (c->npages + 1) * (size_t)per_page;
     uint64_t since = class_lock(s, cls);
-    if (need > c->queue_cap) {
-        size_t cap = RKV_MAX(need, 2 * c->queue_cap);
+    if (need > c->queue_cap) { /* exactly, as class_grow */
+        size_t cap = need;
         uint64_t *queue = malloc(cap * sizeof(*queue));
         if (queue == NULL)
             goto nomem;

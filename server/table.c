@@ -300,14 +300,14 @@ void rkv_table_index_unlock_all(struct rkv_table *t, uint64_t since)
 
 static bool expired(const struct rkv_item *it, uint32_t now)
 {
-    return rkv_expired(it->expire_at, now);
+    return rkv_expired(rkv_item_expire_at(it), now);
 }
 
 /* Has the item expired now? Reads the clock only for an item with a TTL
  * (rkv_table_clock costs a clock read; most items never expire). */
 static bool expired_now(const struct rkv_table *t, const struct rkv_item *it)
 {
-    return it->expire_at != 0 && expired(it, rkv_table_clock(t));
+    return (it->shape & RKV_SHAPE_EXPIRE) && expired(it, rkv_table_clock(t));
 }
 
 uint32_t rkv_table_clock(const struct rkv_table *t)
@@ -424,7 +424,7 @@ static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot,
     __atomic_store_n(&it->state, nb->state, __ATOMIC_RELEASE);
     slot_store(t, b, slot, nb->word);
     stripe_count(t, b, SC_ITEMS, 1);
-    stripe_count(t, b, SC_ITEM_BYTES, (int64_t)rkv_item_size(it->key_len, it->value_len));
+    stripe_count(t, b, SC_ITEM_BYTES, (int64_t)rkv_item_bytes(it));
 }
 
 /* An item that is no longer in bucket b: mark it obsolete with the state
@@ -437,7 +437,7 @@ static void retire_mark(struct rkv_table *t, const struct rkv_bucket *b, uint64_
 {
     struct rkv_item *it = item_at(t, word);
     stripe_count(t, b, SC_ITEMS, -1);
-    stripe_count(t, b, SC_ITEM_BYTES, -(int64_t)rkv_item_size(it->key_len, it->value_len));
+    stripe_count(t, b, SC_ITEM_BYTES, -(int64_t)rkv_item_bytes(it));
     __atomic_store_n(&it->state, state, __ATOMIC_RELEASE);
 }
 
@@ -487,7 +487,7 @@ bool rkv_table_index_find(struct rkv_table *t, const struct rkv_key_hash *h, con
             if (w == 0 || rkv_slot_fp(w) != h->fp)
                 continue;
             struct rkv_item *it = item_at(t, w);
-            if (it->key_len == key_len && memcmp(it->data, key, key_len) == 0) {
+            if (rkv_item_key_len(it) == key_len && memcmp(rkv_item_key(it), key, key_len) == 0) {
                 *p = (struct place){ .bucket = b, .slot = s, .word = w, .it = it };
                 return true;
             }
@@ -513,13 +513,17 @@ static uint64_t value_room(const struct rkv_table *t, uint32_t key_len)
 bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
 {
     const struct rkv_item *it = (const struct rkv_item *)(const void *)(t->base + off);
-    uint32_t key_len = __atomic_load_n(&it->key_len, __ATOMIC_RELAXED);
-    uint32_t value_len = __atomic_load_n(&it->value_len, __ATOMIC_RELAXED);
+    uint32_t shape = __atomic_load_n(&it->shape, __ATOMIC_RELAXED);
+    uint32_t key_len = shape & RKV_SHAPE_KEY_MASK, header = rkv_shape_header_size(shape);
+    uint32_t value_len = shape & RKV_SHAPE_LONG
+                             ? __atomic_load_n((const uint32_t *)(const void *)it->tail,
+                                               __ATOMIC_RELAXED)
+                             : shape >> RKV_SHAPE_VALUE_SHIFT;
     if (key_len == 0 || key_len > t->cfg.max_key_len || value_len > value_room(t, key_len) ||
-        rkv_item_size(key_len, value_len) > rkv_slab_class_size(t->slab, cls))
+        (uint64_t)header + key_len + value_len > rkv_slab_class_size(t->slab, cls))
         return false;
     struct rkv_key_hash h;
-    rkv_hash_key(it->data, key_len, t->seed, t->bucket_count, &h);
+    rkv_hash_key((const uint8_t *)it + header, key_len, t->seed, t->bucket_count, &h);
     for (unsigned i = 0; i < 2; i++) {
         struct rkv_bucket *b = &t->buckets[h.bucket[i]];
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
@@ -542,15 +546,16 @@ bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct p
 static uint64_t other_bucket(const struct rkv_table *t, uint64_t word, uint64_t here)
 {
     uint64_t off = rkv_slot_offset(word);
-    if (word == 0 || off < RKV_HEADER_SIZE ||
-        off + RKV_ITEM_HEADER_SIZE + t->cfg.max_key_len > t->size)
+    if (word == 0 || off < RKV_HEADER_SIZE || off + RKV_ITEM_HEADER_MAX + t->cfg.max_key_len > t->size)
         return here;
     const struct rkv_item *it = item_at(t, word);
-    uint32_t key_len = __atomic_load_n(&it->key_len, __ATOMIC_RELAXED);
+    uint32_t shape = __atomic_load_n(&it->shape, __ATOMIC_RELAXED);
+    uint32_t key_len = shape & RKV_SHAPE_KEY_MASK;
     if (key_len == 0 || key_len > t->cfg.max_key_len)
         return here;
     struct rkv_key_hash h;
-    rkv_hash_key(it->data, key_len, t->seed, t->bucket_count, &h);
+    rkv_hash_key((const uint8_t *)it + rkv_shape_header_size(shape), key_len, t->seed,
+                 t->bucket_count, &h);
     if (h.bucket[0] == here)
         return h.bucket[1];
     return h.bucket[1] == here ? h.bucket[0] : here;
@@ -759,7 +764,7 @@ static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, 
                              uint32_t key_len, const struct rkv_value_src *val, uint32_t expire_at,
                              uint32_t user_flags, uint64_t state, struct built *out)
 {
-    int cls = rkv_slab_class_for(t->slab, rkv_item_size(key_len, val->len));
+    int cls = rkv_slab_class_for(t->slab, rkv_item_size(key_len, val->len, expire_at, user_flags));
     uint64_t off;
     if (cls < 0)
         return RKV_TOO_LARGE;
@@ -776,16 +781,12 @@ static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, 
         rkv_prefetch_write(out->access);
     uint64_t version = version_new(t); /* before the item's first store, whose miss it would wait for */
     __atomic_store_n(&it->state, RKV_ITEM_OBSOLETE, __ATOMIC_RELEASE);
-    it->version = version;
-    it->key_len = key_len;
-    it->value_len = val->len;
-    it->expire_at = expire_at;
-    it->user_flags = user_flags;
-    memcpy(it->data, key, key_len);
+    uint8_t *data = rkv_item_init(it, version, key_len, val->len, expire_at, user_flags);
+    memcpy(data, key, key_len);
     if (val->len > 0) {
         if (val->data != NULL)
-            memcpy(it->data + key_len, val->data, val->len);
-        else if ((st = val->pull(val->ctx, it->data + key_len, val->len)) != RKV_OK)
+            memcpy(data + key_len, val->data, val->len);
+        else if ((st = val->pull(val->ctx, data + key_len, val->len)) != RKV_OK)
             goto fail;
     }
     it->checksum = rkv_item_checksum(it, t->seed);
@@ -1104,9 +1105,9 @@ rkv_status rkv_table_set_state(struct rkv_table *t, const void *key, uint32_t ke
 static bool recache_due(const struct rkv_table *t, const struct rkv_item *it, uint64_t state,
                         uint32_t recache_ttl)
 {
-    uint32_t now = rkv_table_clock(t);
+    uint32_t now = rkv_table_clock(t), expire_at = rkv_item_expire_at(it);
     return (state & RKV_ITEM_STALE) != 0 ||
-           (recache_ttl != 0 && it->expire_at != 0 && it->expire_at - now < recache_ttl);
+           (recache_ttl != 0 && expire_at != 0 && expire_at - now < recache_ttl);
 }
 
 rkv_status rkv_table_claim(struct rkv_table *t, const void *key, uint32_t key_len, uint64_t version,
@@ -1165,12 +1166,12 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
         struct stripe_hold hold = stripes_lock(t, &set);
         st = RKV_NOT_FOUND;
         if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
-            st = rkv_parse_counter(p.it->data + p.it->key_len, p.it->value_len, &cur)
+            st = rkv_parse_counter(rkv_item_value(p.it), rkv_item_value_len(p.it), &cur)
                      ? RKV_OK
                      : RKV_NOT_NUMBER;
             version = p.it->version;
-            expire_at = p.it->expire_at;
-            flags = p.it->user_flags;
+            expire_at = rkv_item_expire_at(p.it);
+            flags = rkv_item_user_flags(p.it);
         }
         stripes_unlock(t, &set, hold);
         if (st != RKV_OK)
@@ -1553,17 +1554,17 @@ static rkv_status resolve_config(const struct rkv_table_config *in, struct rkv_t
                  c->max_key_len, RKV_MAX_KEY_LEN);
         return RKV_INVALID;
     }
-    uint32_t room = c->slab_page_size - RKV_ITEM_HEADER_SIZE - c->max_key_len;
+    uint32_t room = c->slab_page_size - RKV_ITEM_HEADER_MAX - c->max_key_len;
     if (c->max_value_len == 0)
         c->max_value_len = room;
     if (c->max_value_len > room) {
         snprintf(err, err_len,
                  "max value length %u does not fit one %u-byte slab page with a "
-                 "%u-byte key and the %u-byte item header; raise the slab page size to at least "
-                 "%llu or lower the max value length to %u",
-                 c->max_value_len, c->slab_page_size, c->max_key_len, RKV_ITEM_HEADER_SIZE,
-                 (unsigned long long)RKV_ALIGN_UP((uint64_t)c->max_value_len +
-                                                      RKV_ITEM_HEADER_SIZE + c->max_key_len,
+                 "%u-byte key and the item header of up to %u bytes; raise the slab page size to at "
+                 "least %llu or lower the max value length to %u",
+                 c->max_value_len, c->slab_page_size, c->max_key_len, RKV_ITEM_HEADER_MAX,
+                 (unsigned long long)RKV_ALIGN_UP((uint64_t)c->max_value_len + RKV_ITEM_HEADER_MAX +
+                                                      c->max_key_len,
                                                   RKV_ITEM_ALIGN),
                  room);
         return RKV_INVALID;
@@ -1929,9 +1930,10 @@ static enum rkv_table_drop item_verdict(const struct rkv_table *t, uint64_t b, u
     if (!slot_place_of(t, w, &sp))
         return RKV_DROP_SLOT;
     const struct rkv_item *it = item_at(t, w);
-    size_t bytes = rkv_item_size(it->key_len, it->value_len);
-    if (it->key_len == 0 || it->key_len > h->max_key_len ||
-        it->value_len > value_room(t, it->key_len) ||
+    /* the shape and a long value_len sit in the first 32 bytes, the smallest class */
+    uint32_t key_len = rkv_item_key_len(it);
+    size_t bytes = rkv_item_bytes(it);
+    if (key_len == 0 || key_len > h->max_key_len || rkv_item_value_len(it) > value_room(t, key_len) ||
         rkv_slab_class_for(t->slab, bytes) != (int)sp.cls)
         return RKV_DROP_LENGTHS;
     if (__atomic_load_n(&it->state, __ATOMIC_RELAXED) & (RKV_ITEM_OBSOLETE | RKV_ITEM_FORWARD))
@@ -1939,7 +1941,7 @@ static enum rkv_table_drop item_verdict(const struct rkv_table *t, uint64_t b, u
     if (rkv_item_checksum(it, t->seed) != it->checksum)
         return RKV_DROP_CHECKSUM;
     struct rkv_key_hash kh;
-    rkv_hash_key(it->data, it->key_len, t->seed, t->bucket_count, &kh);
+    rkv_hash_key(rkv_item_key(it), key_len, t->seed, t->bucket_count, &kh);
     if (kh.fp != rkv_slot_fp(w) || (kh.bucket[0] != b && kh.bucket[1] != b))
         return RKV_DROP_KEY;
     if (it->version == 0 || it->version > max_version)
@@ -2012,8 +2014,7 @@ static void *verify_thread(void *arg)
                                           : RKV_DROP_COUNT;
                 vw->verdict[at] = (uint8_t)v;
                 if (w != 0 && v == RKV_DROP_COUNT)
-                    vw->bytes[at] = (uint32_t)rkv_item_size(item_at(vw->t, w)->key_len,
-                                                            item_at(vw->t, w)->value_len);
+                    vw->bytes[at] = (uint32_t)rkv_item_bytes(item_at(vw->t, w));
             }
     }
 }

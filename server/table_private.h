@@ -203,7 +203,7 @@ static inline void count_eviction(struct rkv_table *t, uint64_t word)
     count(&w->n.evictions, 1);
     if (cls < RKV_MAX_CLASSES) {
         count(&w->class_evicted[cls], 1);
-        if (item_at(t, word)->expire_at != 0)
+        if (item_at(t, word)->shape & RKV_SHAPE_EXPIRE)
             count(&w->class_evicted_ttl[cls], 1);
     }
 }

@@ -109,7 +109,7 @@ static void test_defaults(void **state)
     assert_true(c.memory_check);
     assert_true(c.fd_store);
     assert_int_equal(c.slab_page_size, 1u << 20);
-    assert_int_equal(c.max_value_len, (1u << 20) - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN);
+    assert_int_equal(c.max_value_len, (1u << 20) - RKV_ITEM_HEADER_MAX - RKV_MAX_KEY_LEN);
     assert_int_equal(c.grace_ms, 100);
     assert_int_equal(c.default_ttl, 0);
     assert_int_equal(c.evict, RKV_EVICT_S3FIFO);
@@ -595,7 +595,7 @@ static const struct bad_flags bad_flag_cases[] = {
     { { "--slab-page-size", "32K" }, "expected a power of two from 64K to 16M" },
     { { "--slab-page-size", "32M" }, "expected a power of two from 64K to 16M" },
     { { "--grace-ms", "60001" }, "--grace-ms: \"60001\" is out of range; expected 0..60000" },
-    { { "--item-size-hint", "47" }, "--item-size-hint: \"47\" is out of range" },
+    { { "--item-size-hint", "31" }, "--item-size-hint: \"31\" is out of range" },
     { { "--default-ttl", "4294967296" }, "--default-ttl" },
     { { "--credits", "0" }, "expected 1..4096" },
     { { "--credits", "4097" }, "expected 1..4096" },

@@ -271,13 +271,13 @@ static void test_forward_is_verified(void **state)
     old->state = rkv_item_state_forward(s_new);
     put(e, "fk", "newer"); /* s_new is now obsolete itself: forward to newer */
     uint64_t s_newer = slot_of(e, "fk");
-    item_of(e, s_newer)->data[2] ^= 0x20; /* "Newer": checksum no longer matches */
+    item_of(e, s_newer)->tail[2] ^= 0x20; /* "Newer": checksum no longer matches */
     memset(out, 0, sizeof out);
     l.cached_slot = s_old;
     e->ctx.max_retries = 2;
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_RETRY_EXHAUSTED); /* never the torn value */
-    item_of(e, s_newer)->data[2] ^= 0x20;
+    item_of(e, s_newer)->tail[2] ^= 0x20;
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_OK);
     assert_memory_equal(out, "newer", 5);
@@ -533,6 +533,16 @@ static void test_header_valid_field_by_field(void **state)
     } while (0)
     BREAK(magic, 0);
     BREAK(format_version, RKV_FORMAT_VERSION + 1);
+    /* a client names both formats when it meets another one */
+    char why[160];
+    assert_null(rkv_header_other_format(&good, why, sizeof why));
+    h = good;
+    h.format_version = 4;
+    assert_non_null(rkv_header_other_format(&h, why, sizeof why));
+    assert_string_equal(why, "the server's region is format 4 and this client reads format 5 only; "
+                             "use a client and a server of the same rkv version");
+    h.magic = 0; /* not an rkv region at all: the generic refusal */
+    assert_null(rkv_header_other_format(&h, why, sizeof why));
     BREAK(bucket_count, good.bucket_count + 1);
     BREAK(bucket_count, 0);
     BREAK(bucket_count, 1);

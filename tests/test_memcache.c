@@ -1461,7 +1461,7 @@ static void read_hot_door(int fd, unsigned n)
 {
     char req[64], line[256];
     for (unsigned i = 0; i < n; i++) {
-        snprintf(req, sizeof req, "mg hot%u\r\n", i);
+        snprintf(req, sizeof req, "mg hot%07u\r\n", i);
         assert_true(mc_send_all(fd, req, strlen(req)));
     }
     for (unsigned i = 0; i < n; i++)
@@ -1474,7 +1474,7 @@ static void read_hot_one_sided(rkv_client *kv, unsigned n)
     char key[64], buf[128];
     size_t len;
     for (unsigned i = 0; i < n; i++) {
-        snprintf(key, sizeof key, "hot%u", i);
+        snprintf(key, sizeof key, "hot%07u", i);
         rkv_status st = rkv_get(kv, key, strlen(key), buf, sizeof buf, &len, NULL);
         assert_true(st == RKV_OK || st == RKV_NOT_FOUND);
     }
@@ -1487,7 +1487,9 @@ static void read_hot_one_sided(rkv_client *kv, unsigned n)
  * reads count as accesses (rkv_table_read) as hints do, so LRU and s3fifo
  * keep the hot keys and random eviction loses most of them. Without door
  * reads counting, LRU evicts the hot keys first (they are the oldest
- * stores). Returns how many hot keys are still there at the end. */
+ * stores). All keys are 10 bytes, so all items share one size class (the
+ * policy chooses within it). Returns how many hot keys are still there at
+ * the end. */
 static unsigned hot_keys_kept(const char *policy, unsigned uri_n, bool one_sided)
 {
     struct env e2 = { 0 };
@@ -1499,7 +1501,7 @@ static unsigned hot_keys_kept(const char *policy, unsigned uri_n, bool one_sided
     val[100] = '\0';
     enum { HOT = 200, COLD_PER_ROUND = 50 };
     for (unsigned i = 0; i < HOT; i++) {
-        snprintf(req, sizeof req, "set hot%u 0 0 100\r\n%s\r\n", i, val);
+        snprintf(req, sizeof req, "set hot%07u 0 0 100\r\n%s\r\n", i, val);
         exchange(fd, req, "STORED\r\n");
     }
     uint64_t cold = 0, items = 0;
@@ -1513,7 +1515,7 @@ static unsigned hot_keys_kept(const char *policy, unsigned uri_n, bool one_sided
         else
             read_hot_door(fd, HOT);
         for (unsigned i = 0; i < COLD_PER_ROUND; i++, cold++) {
-            snprintf(req, sizeof req, "set cold%llu 0 0 100 noreply\r\n%s\r\n",
+            snprintf(req, sizeof req, "set c%09llu 0 0 100 noreply\r\n%s\r\n",
                      (unsigned long long)cold, val);
             assert_true(mc_send_all(fd, req, strlen(req)));
         }
@@ -1529,7 +1531,7 @@ static unsigned hot_keys_kept(const char *policy, unsigned uri_n, bool one_sided
     }
     unsigned kept = 0;
     for (unsigned i = 0; i < HOT; i++) {
-        snprintf(req, sizeof req, "mg hot%u\r\n", i);
+        snprintf(req, sizeof req, "mg hot%07u\r\n", i);
         assert_true(mc_send_all(fd, req, strlen(req)));
         mc_read_line(fd, line, sizeof line);
         kept += strcmp(line, "HD\r\n") == 0;

@@ -378,7 +378,7 @@ static void test_opcodes(void **state)
     const struct rkv_item *it = rkv_table_find(f->srv->table, "n", 1);
     assert_non_null(it);
     assert_int_equal(it->version, version);
-    assert_int_equal(it->user_flags, 7);
+    assert_int_equal(rkv_item_user_flags(it), 7);
     /* put modes: ADD of an existing key, CAS with a stale version */
     h = (struct rkv_req){ .opcode = RKV_OP_PUT, .flags = RKV_ADD, .value_len = 1 };
     assert_int_equal(handle(f, 0, build(f, h, "n", "x", 1, NULL), NULL)->status, RKV_EXISTS);
@@ -490,8 +490,8 @@ static void test_put_rendezvous(void **state)
     assert_int_equal(f->conn[0].pulls, 1);
     const struct rkv_item *it = rkv_table_find(f->srv->table, "big", 3);
     assert_non_null(it);
-    assert_int_equal(it->value_len, sizeof big);
-    assert_memory_equal(it->data + 3, big, sizeof big);
+    assert_int_equal(rkv_item_value_len(it), sizeof big);
+    assert_memory_equal(rkv_item_key(it) + 3, big, sizeof big);
 
     /* a descriptor outside the staging buffer: PROTOCOL, closed, old value kept */
     rb = (struct rkv_remote_buf){ .addr = 8, .len = sizeof big };
@@ -500,7 +500,7 @@ static void test_put_rendezvous(void **state)
     assert_true(f->wc[0].closing);
     it = rkv_table_find(f->srv->table, "big", 3);
     assert_non_null(it);
-    assert_memory_equal(it->data + 3, big, sizeof big);
+    assert_memory_equal(rkv_item_key(it) + 3, big, sizeof big);
     fx_free(f);
 }
 

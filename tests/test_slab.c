@@ -390,6 +390,35 @@ static void test_limbo_fifo_and_fresh_first(void **state)
     fixture_free(&f);
 }
 
+/* A class's free queue uses a ring of 64 entries at first and widens it
+ * when full; widened while its entries wrap around the ring's end, it
+ * loses and reorders nothing: reuse stays oldest-freed first. */
+static void test_queue_widens_wrapped(void **state)
+{
+    (void)state;
+    const uint32_t grace = 10;
+    struct fixture f;
+    fixture_make(&f, 4, 2.0, grace, false);
+    const unsigned cls = 1; /* 128 bytes, 32 a page: no magazines */
+    enum { N = 128 };
+    uint64_t it[N];
+    for (unsigned i = 0; i < N; i++)
+        assert_int_not_equal(it[i] = rkv_slab_alloc(f.slab, cls), 0);
+    assert_int_equal(rkv_slab_alloc(f.slab, cls), 0); /* heap full */
+    for (unsigned i = 0; i < 40; i++)
+        rkv_slab_free(f.slab, cls, it[i]);
+    advance_ms(grace + 1);
+    for (unsigned i = 0; i < 30; i++) /* the ring's head moves to 30 */
+        assert_int_equal(rkv_slab_alloc(f.slab, cls), it[i]);
+    for (unsigned i = 40; i < 100; i++) /* wraps at 64, fills at 54 more, widens */
+        rkv_slab_free(f.slab, cls, it[i]);
+    advance_ms(grace + 1);
+    for (unsigned i = 30; i < 100; i++)
+        assert_int_equal(rkv_slab_alloc(f.slab, cls), it[i]);
+    assert_int_equal(rkv_slab_alloc(f.slab, cls), 0);
+    fixture_free(&f);
+}
+
 /* ------------------------------------------------------------ exhaustion */
 
 static void test_page_exhaustion(void **state)
@@ -1083,6 +1112,7 @@ int main(void)
         cmocka_unit_test(test_grace_period),
         cmocka_unit_test(test_grace_period_default_clock),
         cmocka_unit_test(test_limbo_fifo_and_fresh_first),
+        cmocka_unit_test(test_queue_widens_wrapped),
         cmocka_unit_test(test_page_exhaustion),
         cmocka_unit_test(test_stats_account_every_byte),
         cmocka_unit_test(test_page_move_waits_for_grace),

@@ -236,7 +236,7 @@ static void test_layout_and_header(void **state)
     assert_int_equal(h->heap_size % h->slab_page_size, 0);
     assert_int_equal(h->slab_page_size, 1 * MiB);
     assert_int_equal(h->max_key_len, RKV_MAX_KEY_LEN);
-    assert_int_equal(h->max_value_len, 1 * MiB - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN);
+    assert_int_equal(h->max_value_len, 1 * MiB - RKV_ITEM_HEADER_MAX - RKV_MAX_KEY_LEN);
     assert_int_equal(h->class_size[0], RKV_MIN_ITEM_SIZE);
     assert_int_equal(h->class_size[1], RKV_MIN_ITEM_SIZE + RKV_ITEM_ALIGN);
     assert_int_equal(h->class_size[h->class_count - 1], h->slab_page_size);
@@ -497,14 +497,14 @@ static void test_incr(void **state)
     assert_int_equal(rkv_table_incr(e.t, "n", 1, 1, &r), RKV_NOT_FOUND);
     struct rkv_value_src src = { .data = "10", .len = 2 };
     assert_int_equal(rkv_table_put(e.t, "n", 1, &src, RKV_SET, 0, 500, 77, &v), RKV_OK);
-    uint32_t expire_at = rkv_table_find(e.t, "n", 1)->expire_at;
+    uint32_t expire_at = rkv_item_expire_at(rkv_table_find(e.t, "n", 1));
     assert_int_equal(rkv_table_incr(e.t, "n", 1, 5, &r), RKV_OK);
     assert_int_equal(r, 15);
     assert_string_equal(get_str(&e, "n"), "15");
     const struct rkv_item *it = rkv_table_find(e.t, "n", 1);
-    assert_true(it->version > v);         /* a new item */
-    assert_int_equal(it->user_flags, 77); /* flags and expiry carried over */
-    assert_int_equal(it->expire_at, expire_at);
+    assert_true(it->version > v);                  /* a new item */
+    assert_int_equal(rkv_item_user_flags(it), 77); /* flags and expiry carried over */
+    assert_int_equal(rkv_item_expire_at(it), expire_at);
     assert_int_equal(rkv_table_incr(e.t, "n", 1, -20, &r), RKV_OK); /* saturates at 0 */
     assert_int_equal(r, 0);
     assert_string_equal(get_str(&e, "n"), "0");
@@ -568,14 +568,14 @@ static void test_ttl(void **state)
     assert_int_equal(put_mode(&e, "never", 5, "n", 1, RKV_SET, 0, 0, NULL), RKV_OK);
     assert_int_equal(put_mode(&e, "long", 4, "l", 1, RKV_SET, 0, 100, NULL), RKV_OK);
     assert_int_equal(put_mode(&e, "huge", 4, "h", 1, RKV_SET, 0, RKV_TTL_NEVER - 1, NULL), RKV_OK);
-    assert_int_equal(rkv_table_find(e.t, "short", 5)->expire_at, now + 1);
-    assert_int_equal(rkv_table_find(e.t, "never", 5)->expire_at, 0);
-    assert_int_equal(rkv_table_find(e.t, "huge", 4)->expire_at, UINT32_MAX);
+    assert_int_equal(rkv_item_expire_at(rkv_table_find(e.t, "short", 5)), now + 1);
+    assert_int_equal(rkv_item_expire_at(rkv_table_find(e.t, "never", 5)), 0);
+    assert_int_equal(rkv_item_expire_at(rkv_table_find(e.t, "huge", 4)), UINT32_MAX);
     assert_int_equal(put_mode(&d, "dflt", 4, "d", 1, RKV_SET, 0, 0, NULL), RKV_OK);
-    assert_int_equal(rkv_table_find(d.t, "dflt", 4)->expire_at, rkv_table_clock(d.t) + 30);
+    assert_int_equal(rkv_item_expire_at(rkv_table_find(d.t, "dflt", 4)), rkv_table_clock(d.t) + 30);
     /* RKV_TTL_NEVER overrides the default TTL */
     assert_int_equal(put_mode(&d, "forever", 7, "f", 1, RKV_SET, 0, RKV_TTL_NEVER, NULL), RKV_OK);
-    assert_int_equal(rkv_table_find(d.t, "forever", 7)->expire_at, 0);
+    assert_int_equal(rkv_item_expire_at(rkv_table_find(d.t, "forever", 7)), 0);
 
     /* the test clock has not moved: a tick keeps it; one second later it is gone */
     rkv_table_tick(e.t);
@@ -654,7 +654,7 @@ static void test_expiry_boundary(void **state)
     fake_ns = start + 500000000ull; /* 0.5 s: clock 1 */
     assert_int_equal(rkv_table_clock(e.t), 1);
     assert_int_equal(put_mode(&e, "k", 1, "v", 1, RKV_SET, 0, 1, NULL), RKV_OK);
-    assert_int_equal(rkv_table_find(e.t, "k", 1)->expire_at, 2);
+    assert_int_equal(rkv_item_expire_at(rkv_table_find(e.t, "k", 1)), 2);
 
     fake_ns = start + 1000000000ull - 1; /* the last instant of clock 1 */
     assert_int_equal(rkv_table_clock(e.t), 1);
@@ -763,7 +763,9 @@ static void test_fill_index_to_limit(void **state)
     s = stats(&e);
     assert_int_equal(s.items, n);
     assert_int_equal(s.insert_failures, 2);
-    assert_int_equal(s.bytes_used, (uint64_t)n * 64); /* the failed items went back */
+    /* the failed items went back (items of 47 bytes, in the 48-byte class) */
+    assert_int_equal(s.bytes_used,
+                     (uint64_t)n * RKV_ALIGN_UP(rkv_item_size(11, 8, 0, 0), RKV_ITEM_ALIGN));
     env_free(&e);
 }
 
@@ -792,10 +794,10 @@ static void key_of(char *key, size_t len, unsigned i)
     snprintf(key, len, "evict-%08u", i);
 }
 
-/* 100-byte values: items of 156 bytes, all in one class. */
+/* 112-byte values: items of 154 bytes, all in one class. */
 static rkv_status put_n(struct env *e, unsigned i)
 {
-    char key[32], val[100];
+    char key[32], val[112];
     key_of(key, sizeof key, i);
     memset(val, 'a' + (int)(i % 26), sizeof val);
     return put_mode(e, key, (uint32_t)strlen(key), val, sizeof val, RKV_SET, 0, 0, NULL);
@@ -804,14 +806,14 @@ static rkv_status put_n(struct env *e, unsigned i)
 /* Found with the right value (true), or absent (false); never anything else. */
 static bool has_n(struct env *e, unsigned i)
 {
-    char key[32], val[100];
+    char key[32], val[112];
     struct rkv_lookup l;
     key_of(key, sizeof key, i);
     rkv_status st = get(e, key, (uint32_t)strlen(key), 0, val, sizeof val, &l);
     if (st == RKV_NOT_FOUND)
         return false;
     assert_int_equal(st, RKV_OK);
-    assert_int_equal(l.value_len, 100);
+    assert_int_equal(l.value_len, 112);
     for (unsigned b = 0; b < 100; b++)
         assert_int_equal(val[b], 'a' + (int)(i % 26));
     return true;
@@ -1311,7 +1313,7 @@ static void test_hints_batch_stamps_valid_only(void **state)
     enum { ITEMS = 40, STORES = 64 };
     uint64_t slot[ITEMS];
     for (unsigned i = 0; i < ITEMS; i++) {
-        char key[32], val[100];
+        char key[32], val[112];
         struct rkv_lookup l;
         assert_int_equal(put_n(&e, i), RKV_OK);
         key_of(key, sizeof key, i);
@@ -1367,7 +1369,7 @@ static void test_hints_validated(void **state)
     struct env e;
     small_heap(&e, RKV_EVICT_LRU);
     assert_int_equal(put_n(&e, 1), RKV_OK);
-    char key[32], val[100];
+    char key[32], val[112];
     struct rkv_lookup l;
     key_of(key, sizeof key, 1);
     assert_int_equal(get(&e, key, (uint32_t)strlen(key), 0, val, sizeof val, &l), RKV_OK);
@@ -1689,7 +1691,7 @@ static void test_torn_read_never_returned(void **state)
 
     /* a single flipped byte is as torn as half an item */
     memcpy(torn, (uint8_t *)e.region.base + off, len);
-    torn[RKV_ITEM_HEADER_SIZE + 4 + 1000] ^= 1;
+    torn[RKV_ITEM_PREFIX_SIZE + 4 + 1000] ^= 1;
     e.rd.torn_left = 1000;
     assert_int_equal(get(&e, "torn", 4, 0, buf, sizeof buf, &l), RKV_RETRY_EXHAUSTED);
     free(old_img);
@@ -1697,7 +1699,88 @@ static void test_torn_read_never_returned(void **state)
     env_free(&e);
 }
 
-/* Items sit on 8-byte boundaries: 56-byte items (class 1) laid side by
+/* The item header is 28 bytes, plus 4 for each of expire_at, user_flags
+ * and a value length of 2 MiB or more that the item has: every mix reads
+ * back through the lookup with its TTL, flags and CAS token, in the
+ * smallest class that holds exactly that many bytes. */
+static void test_item_header_shapes(void **state)
+{
+    (void)state;
+    struct env e;
+    struct rkv_table_config c = { .slab_page_size = 4 * MiB };
+    env_make(&e, 96 * MiB, &c); /* a 4 MiB page for each 2 MiB item */
+    static const uint32_t lens[] = { 0, 13, RKV_SHAPE_SHORT_VALUES - 1, RKV_SHAPE_SHORT_VALUES + 5 };
+    uint8_t *val = malloc(RKV_SHAPE_SHORT_VALUES + 5), *buf = malloc(RKV_SHAPE_SHORT_VALUES + 5);
+    assert_non_null(val);
+    assert_non_null(buf);
+    for (unsigned n = 0; n < RKV_ARRAY_SIZE(lens); n++)
+        for (unsigned mix = 0; mix < 4; mix++) {
+            char key[16];
+            uint32_t ttl = mix & 1 ? 1000 : 0, flags = mix & 2 ? 0xfedcba98u : 0;
+            uint64_t version = 0;
+            struct rkv_lookup l;
+            int klen = snprintf(key, sizeof key, "shape%u.%u", n, mix);
+            memset(val, 'a' + (int)(n * 4 + mix), lens[n]);
+            struct rkv_value_src src = { .data = val, .len = lens[n] };
+            assert_int_equal(rkv_table_put(e.t, key, (uint32_t)klen, &src, RKV_SET, 0, ttl, flags,
+                                           &version),
+                             RKV_OK);
+            const struct rkv_item *it = rkv_table_find(e.t, key, (uint32_t)klen);
+            assert_non_null(it);
+            uint32_t header = RKV_ITEM_PREFIX_SIZE + (ttl ? 4 : 0) + (flags ? 4 : 0) +
+                              (lens[n] >= RKV_SHAPE_SHORT_VALUES ? 4 : 0);
+            assert_int_equal(rkv_shape_header_size(it->shape), header);
+            assert_int_equal(rkv_item_bytes(it), header + (uint32_t)klen + lens[n]);
+            assert_int_equal(rkv_item_size((uint32_t)klen, lens[n], rkv_item_expire_at(it), flags),
+                             rkv_item_bytes(it));
+
+            memset(buf, 0, lens[n]);
+            assert_int_equal(get(&e, key, (uint32_t)klen, 0, buf, lens[n], &l), RKV_OK);
+            assert_int_equal(l.value_len, lens[n]);
+            assert_memory_equal(buf, val, lens[n]);
+            assert_int_equal(l.version, version);
+            assert_int_equal(l.user_flags, flags);
+            assert_true(ttl ? l.expire_at > rkv_table_clock(e.t) : l.expire_at == 0);
+            unsigned cls = rkv_slot_class(l.slot);
+            assert_true(e.h->class_size[cls] >= rkv_item_bytes(it));
+            assert_true(cls == 0 || e.h->class_size[cls - 1] < rkv_item_bytes(it));
+        }
+    free(val);
+    free(buf);
+    env_free(&e);
+}
+
+/* A torn (or hostile) shape word that names more header than the copy
+ * holds is torn: the verifier reads no optional field beyond the copy
+ * (under ASan, a read past the 32-byte allocation would fail the test). */
+static void test_item_shape_beyond_slot(void **state)
+{
+    (void)state;
+    struct env e;
+    env_make(&e, 8 * MiB, NULL);
+    assert_int_equal(put(&e, "k", "v"), RKV_OK); /* 30 bytes: the 32-byte class */
+    const struct rkv_item *it = rkv_table_find(e.t, "k", 1);
+    assert_non_null(it);
+    struct rkv_item *copy = malloc(32);
+    assert_non_null(copy);
+    memcpy(copy, it, 32);
+    assert_int_equal(rkv_item_verify(copy, 32, "k", 1, e.h->hash_seed, 0), RKV_VERIFY_OK);
+    static const uint32_t shapes[] = {
+        1 | RKV_SHAPE_LONG | RKV_SHAPE_EXPIRE | RKV_SHAPE_FLAGS,
+        1 | RKV_SHAPE_EXPIRE | RKV_SHAPE_FLAGS | 1u << RKV_SHAPE_VALUE_SHIFT,
+        1 | RKV_SHAPE_LONG,
+        1 | 4u << RKV_SHAPE_VALUE_SHIFT,
+    };
+    for (unsigned i = 0; i < RKV_ARRAY_SIZE(shapes); i++) {
+        memcpy(copy, it, 32);
+        copy->shape = shapes[i];
+        assert_int_equal(rkv_item_verify(copy, 32, "k", 1, e.h->hash_seed, 0), RKV_VERIFY_TORN);
+    }
+    free(copy);
+    env_free(&e);
+}
+
+/* Items sit on 8-byte boundaries: 56-byte items (class 3) laid side by
  * side start at every offset mod 64, so at every position against a cache
  * line. Each reads back through the lookup, cold and through its location,
  * and a torn copy of each (a flipped byte at either end, or the first half
@@ -1707,14 +1790,14 @@ static void test_items_at_every_alignment(void **state)
     (void)state;
     struct env e;
     env_make(&e, 8 * MiB, NULL);
-    enum { N = 16, KEY = 5, VAL = 56 - RKV_ITEM_HEADER_SIZE - KEY };
+    enum { N = 16, KEY = 5, VAL = 56 - RKV_ITEM_PREFIX_SIZE - KEY };
     char key[N][8];
     uint8_t val[VAL], buf[VAL], torn[64];
     uint64_t slot[N];
     unsigned seen = 0; /* offsets mod 64 met, one bit per 8 bytes */
     struct rkv_lookup l;
 
-    assert_int_equal(e.h->class_size[1], 56);
+    assert_int_equal(e.h->class_size[3], 56);
     for (unsigned i = 0; i < N; i++) {
         snprintf(key[i], sizeof key[i], "a%04u", i);
         memset(val, 'a' + (int)i, sizeof val);
@@ -1726,7 +1809,7 @@ static void test_items_at_every_alignment(void **state)
         assert_int_equal(l.value_len, VAL);
         for (unsigned j = 0; j < VAL; j++)
             assert_int_equal(buf[j], 'a' + (int)i);
-        assert_int_equal(rkv_slot_class(l.slot), 1);
+        assert_int_equal(rkv_slot_class(l.slot), 3);
         uint64_t off = rkv_slot_offset(l.slot);
         assert_int_equal(off % RKV_ITEM_ALIGN, 0);
         seen |= 1u << (off % 64 / 8);
@@ -1742,7 +1825,7 @@ static void test_items_at_every_alignment(void **state)
         for (unsigned how = 0; how < 3; how++) {
             memcpy(torn, img, 56);
             if (how == 0)
-                torn[RKV_ITEM_HEADER_SIZE] ^= 1; /* first key byte */
+                torn[RKV_ITEM_PREFIX_SIZE] ^= 1; /* first key byte */
             else if (how == 1)
                 torn[55] ^= 0x80; /* last value byte */
             else                  /* another item's second half */
@@ -2090,11 +2173,11 @@ static rkv_status append(struct env *e, const char *key, const char *add, size_t
     const struct rkv_item *it = rkv_table_find(e->t, key, (uint32_t)strlen(key));
     if (it == NULL)
         return RKV_NOT_FOUND;
-    assert_true(it->value_len + add_len <= sizeof val);
-    memcpy(val, it->data + it->key_len, it->value_len);
-    memcpy(val + it->value_len, add, add_len);
-    return put_mode(e, key, (uint32_t)strlen(key), val, (uint32_t)(it->value_len + add_len),
-                    RKV_CAS, it->version, 0, NULL);
+    assert_true(rkv_item_value_len(it) + add_len <= sizeof val);
+    memcpy(val, rkv_item_value(it), rkv_item_value_len(it));
+    memcpy(val + rkv_item_value_len(it), add, add_len);
+    return put_mode(e, key, (uint32_t)strlen(key), val,
+                    (uint32_t)(rkv_item_value_len(it) + add_len), RKV_CAS, it->version, 0, NULL);
 }
 
 /* An append chain on a full heap, as a memcached client's: every append is
@@ -2343,6 +2426,8 @@ int main(void)
         cmocka_unit_test(test_hints_validated),
         cmocka_unit_test(test_hints_batch_stamps_valid_only),
         cmocka_unit_test(test_torn_read_never_returned),
+        cmocka_unit_test(test_item_header_shapes),
+        cmocka_unit_test(test_item_shape_beyond_slot),
         cmocka_unit_test(test_items_at_every_alignment),
         cmocka_unit_test(test_stale_cached_slot),
         cmocka_unit_test(test_update_forwards),

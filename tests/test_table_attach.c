@@ -160,9 +160,9 @@ static void check_all(struct kept *k, unsigned skip_from, unsigned skip_to)
         uint32_t n = value_of(i, v);
         const struct rkv_item *it = rkv_table_find(k->t, key, (uint32_t)strlen(key));
         assert_non_null(it);
-        assert_int_equal(it->value_len, n);
-        assert_memory_equal(it->data + it->key_len, v, n);
-        assert_int_equal(it->user_flags, i * 7);
+        assert_int_equal(rkv_item_value_len(it), n);
+        assert_memory_equal(rkv_item_value(it), v, n);
+        assert_int_equal(rkv_item_user_flags(it), i * 7);
         assert_int_equal(it->version, k->version[i]);
         struct rkv_lookup l;
         assert_int_equal(client_get(k, key, buf, sizeof buf, &l), RKV_OK);
@@ -204,7 +204,7 @@ static void test_attach_keeps_everything(void **state)
      * clock that went on. */
     const struct rkv_item *it = rkv_table_find(k.t, "key-0", 5);
     assert_non_null(it);
-    assert_true(it->expire_at > k.clock && it->expire_at <= k.clock + 1000);
+    assert_true(rkv_item_expire_at(it) > k.clock && rkv_item_expire_at(it) <= k.clock + 1000);
 
     /* New writes: versions above every kept one, memory no kept item
      * holds (every kept item reads back the same after the heap is filled
@@ -273,7 +273,8 @@ static uint64_t *slot_of(struct kept *k, unsigned i, struct rkv_item **it)
                 continue;
             struct rkv_item *x = (struct rkv_item *)(void *)((uint8_t *)k->b.base +
                                                              rkv_slot_offset(w));
-            if (x->key_len == strlen(key) && memcmp(x->data, key, x->key_len) == 0) {
+            if (rkv_item_key_len(x) == strlen(key) &&
+                memcmp(rkv_item_key(x), key, rkv_item_key_len(x)) == 0) {
                 *it = x;
                 return (uint64_t *)&buckets[kh.bucket[c]].slot[s];
             }
@@ -308,8 +309,8 @@ static void test_attach_drops_damage(void **state)
 
     /* 3: a value byte flipped */
     uint64_t *s3 = slot_of(&k, 3, &it);
-    assert_true(it->value_len > 0);
-    it->data[it->key_len + it->value_len / 2] ^= 0x40;
+    assert_true(rkv_item_value_len(it) > 0);
+    ((uint8_t *)rkv_item_value(it))[rkv_item_value_len(it) / 2] ^= 0x40;
     /* 5: obsolete (as an item superseded or being built) */
     slot_of(&k, 5, &it);
     it->state = RKV_ITEM_OBSOLETE;

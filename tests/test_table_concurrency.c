@@ -397,7 +397,7 @@ static void test_readers_race_writer(void **state)
         assert_int_equal(it != NULL, w.present[k]);
         uint64_t seq;
         if (it != NULL) {
-            assert_true(value_ok(it->data + it->key_len, it->value_len, key, &seq));
+            assert_true(value_ok(rkv_item_value(it), rkv_item_value_len(it), key, &seq));
             assert_int_equal(seq, w.seq[k]);
         }
     }
@@ -807,7 +807,7 @@ static void many_writers(bool evict)
             else if (!w[i].present[k])
                 assert_null(it);
             if (it != NULL) {
-                assert_true(value_ok(it->data + it->key_len, it->value_len, key, &seq));
+                assert_true(value_ok(rkv_item_value(it), rkv_item_value_len(it), key, &seq));
                 assert_int_equal(seq, w[i].seq[k]);
             }
         }
@@ -821,9 +821,9 @@ static void many_writers(bool evict)
         const struct rkv_item *it = rkv_table_find(sh.t, key, (uint32_t)strlen(key));
         assert_non_null(it);
         char text[32];
-        assert_true(it->value_len > 0 && it->value_len < sizeof text);
-        memcpy(text, it->data + it->key_len, it->value_len);
-        text[it->value_len] = '\0';
+        assert_true(rkv_item_value_len(it) > 0 && rkv_item_value_len(it) < sizeof text);
+        memcpy(text, rkv_item_value(it), rkv_item_value_len(it));
+        text[rkv_item_value_len(it)] = '\0';
         assert_true(rkv_parse_u64(text, 0, UINT64_MAX, &n));
         assert_int_equal(n, total);
     }

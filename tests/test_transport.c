@@ -328,7 +328,7 @@ static int server_start(void **state)
     h->slab_page_size = 1u << 20;
     h->heap_size = (s->region.size - h->heap_offset) / h->slab_page_size * h->slab_page_size;
     h->max_key_len = RKV_MAX_KEY_LEN;
-    h->max_value_len = h->slab_page_size - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN;
+    h->max_value_len = h->slab_page_size - RKV_ITEM_HEADER_MAX - RKV_MAX_KEY_LEN;
     h->clock = 1;
     /* what a live server holds; shm readers refuse a region without it */
     if (rkv_region_hold_liveness(h, err, sizeof err) != 0) {

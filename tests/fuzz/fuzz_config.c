@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(c.slab_page_size >= (64u << 10) && c.slab_page_size <= (16u << 20) &&
           (c.slab_page_size & (c.slab_page_size - 1)) == 0);
     check(c.max_value_len >= 1 &&
-          c.max_value_len <= c.slab_page_size - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN);
+          c.max_value_len <= c.slab_page_size - RKV_ITEM_HEADER_MAX - RKV_MAX_KEY_LEN);
     check(c.grace_ms <= 60000);
     check(c.evict == RKV_EVICT_NONE || c.evict == RKV_EVICT_LRU || c.evict == RKV_EVICT_RANDOM ||
           c.evict == RKV_EVICT_S3FIFO);

@@ -53,12 +53,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .heap_offset = RKV_HEADER_SIZE + BUCKETS * 64,
         .heap_size = HEAP_SIZE,
         .slab_page_size = 4096,
-        .class_count = 4,
+        .class_count = 5,
         .max_key_len = 64,
         .max_value_len = 1024,
         .hash_seed = 7,
         .clock = 100,
-        .class_size = { 64, 256, 1024, 4096 },
+        .class_size = { 32, 64, 256, 1024, 4096 }, /* 32: a shape may name more than the slot */
     };
     if (!rkv_header_valid(h, REGION))
         abort();
