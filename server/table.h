@@ -70,7 +70,7 @@ static inline uint64_t rkv_evict_ghost_entries(enum rkv_evict_policy p, uint64_t
  * does not grow. */
 static inline uint32_t rkv_table_page_pair_room(uint32_t max_key_len)
 {
-    return (2 * (RKV_ITEM_HEADER_SIZE + max_key_len) + RKV_SLAB_COARSE_STEP - 1) /
+    return (2 * (RKV_ITEM_HEADER_MAX + max_key_len) + RKV_SLAB_COARSE_STEP - 1) /
            RKV_SLAB_COARSE_STEP * RKV_SLAB_COARSE_STEP;
 }
 

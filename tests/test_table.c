@@ -938,7 +938,7 @@ static void test_page_holds_two_half_page_values(void **state)
     struct env e;
     struct rkv_table_config c = {
         .slab_page_size = (1u << 20) + rkv_table_page_pair_room(RKV_MAX_KEY_LEN),
-        .max_value_len = (1u << 20) - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN,
+        .max_value_len = (1u << 20) - RKV_ITEM_HEADER_MAX - RKV_MAX_KEY_LEN,
     };
     env_make(&e, 8 * MiB, &c);
     static char val[1u << 20];
@@ -951,14 +951,14 @@ static void test_page_holds_two_half_page_values(void **state)
     struct rkv_table_stats s = stats(&e);
     assert_int_equal(s.items, 2);
     unsigned cls = 0;
-    while (e.h->class_size[cls] < rkv_item_size(RKV_MAX_KEY_LEN, 512 * 1024))
+    while (e.h->class_size[cls] < rkv_item_size(RKV_MAX_KEY_LEN, 512 * 1024, 0, 0))
         cls++;
     struct rkv_table_class_stats cs;
     rkv_table_class_stats(e.t, cls, &cs);
     assert_int_equal(cs.slab.per_page, 2);
     assert_int_equal(cs.slab.pages, 1);
     /* the largest item is 1 MiB, as without the room: a 1-byte key's value up to it */
-    uint32_t most = (1u << 20) - RKV_ITEM_HEADER_SIZE - 1;
+    uint32_t most = (1u << 20) - RKV_ITEM_HEADER_MAX - 1;
     assert_int_equal(put_mode(&e, "k", 1, val, most, RKV_SET, 0, 0, NULL), RKV_OK);
     assert_int_not_equal(put_mode(&e, "l", 1, val, most + 1, RKV_SET, 0, 0, NULL), RKV_OK);
     env_free(&e);
@@ -974,7 +974,7 @@ static void test_mix_shifts_small_large_small(void **state)
     struct env e;
     struct rkv_table_config c = {
         .slab_page_size = (1u << 20) + rkv_table_page_pair_room(RKV_MAX_KEY_LEN),
-        .max_value_len = (1u << 20) - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN,
+        .max_value_len = (1u << 20) - RKV_ITEM_HEADER_MAX - RKV_MAX_KEY_LEN,
         .grace_ms = 1,
         .evict = RKV_EVICT_LRU,
     };
@@ -1026,7 +1026,7 @@ static void test_evict_reserve_of_large_items(void **state)
     memset(val, 'v', sizeof val);
     char key[32];
     unsigned cls = 0;
-    while (e.h->class_size[cls] < rkv_item_size(16, sizeof val))
+    while (e.h->class_size[cls] < rkv_item_size(16, sizeof val, 0, 0))
         cls++;
     for (unsigned i = 0; i < 300; i++) { /* fill past the heap, so that the class evicts */
         snprintf(key, sizeof key, "k%015u", i);

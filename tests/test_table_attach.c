@@ -401,7 +401,7 @@ static void test_attach_keeps_two_half_page_values_a_page(void **state)
     (void)state;
     const struct rkv_table_config pair = {
         .slab_page_size = (1u << 20) + rkv_table_page_pair_room(RKV_MAX_KEY_LEN),
-        .max_value_len = (1u << 20) - RKV_ITEM_HEADER_SIZE - RKV_MAX_KEY_LEN,
+        .max_value_len = (1u << 20) - RKV_ITEM_HEADER_MAX - RKV_MAX_KEY_LEN,
         .evict = RKV_EVICT_NONE,
     };
     char err[512] = "", key[32];
@@ -441,9 +441,9 @@ static void test_attach_keeps_two_half_page_values_a_page(void **state)
         snprintf(key, sizeof key, "big-%u", i);
         const struct rkv_item *it = rkv_table_find(t, key, (uint32_t)strlen(key));
         assert_non_null(it);
-        assert_int_equal(it->value_len, sizeof v);
+        assert_int_equal(rkv_item_value_len(it), sizeof v);
         memset(v, 'a' + i % 26, sizeof v);
-        assert_memory_equal(it->data + it->key_len, v, sizeof v);
+        assert_memory_equal(rkv_item_value(it), v, sizeof v);
     }
     rkv_table_destroy(t);
     rkv_table_destroy(old);
