@@ -4,8 +4,9 @@
 # Boots the Soft-RoCE VM once (scripts/rxe-vm/run.sh) and runs inside it, one
 # bounded step after the other (tests/verbs/guest.sh):
 #   rdma_util    tests/test_rdma_util against the real rxe0 (device, port, GID checks)
-#   transport    tests/test_transport rdma://$RXE_IP:7471 — the transport contract
-#                over RC QPs: batching, credits, READs, rendezvous pulls, disconnects
+#   transport    tests/test_transport rdma://$RXE_IP:7471 — the transport contract,
+#                over RC QPs on shared receive queues and again on receive buffers per
+#                QP: batching, credits, READs, rendezvous pulls, disconnects
 #   integration  tests/test_integration with RKV_TEST_LISTEN=rdma://$RXE_IP:7571 —
 #                a real rkv-server process and clients over rdma
 #   hostile      tests/test_hostile over rdma: malformed requests from a raw client
