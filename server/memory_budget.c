@@ -396,8 +396,8 @@ static uint64_t shm_conn_bytes(const struct rkv_server_config *cfg)
 }
 
 /* rdma_server.c rdma_conn_create(): its receive buffers when it has no
- * shared receive queue (srq_depth 0), the reply ring, the lazy pull bounce
- * buffer, scratch arrays, and the QP's and CQs' queues. Sets *registered to
+ * shared receive queue (srq_depth 0), the reply ring, scratch arrays, and
+ * the QP's and CQs' queues. Sets *registered to
  * the part registered (pinned) with the NIC. */
 static uint64_t rdma_conn_bytes(const struct rkv_server_config *cfg, uint64_t *registered)
 {
@@ -409,17 +409,19 @@ static uint64_t rdma_conn_bytes(const struct rkv_server_config *cfg, uint64_t *r
                        (3 * sizeof(uint32_t) + sizeof(struct ibv_wc) + sizeof(struct ibv_send_wr) +
                         sizeof(struct ibv_recv_wr) + 2 * sizeof(struct ibv_sge));
     *registered = RKV_ALIGN_UP(recv_depth * cfg->max_msg, PAGE_4K) +
-                  RKV_ALIGN_UP(ring * cfg->max_msg, PAGE_4K) +
-                  RKV_ALIGN_UP((uint64_t)RKV_RDMA_STAGING_SIZE, PAGE_4K);
+                  RKV_ALIGN_UP(ring * cfg->max_msg, PAGE_4K);
     return *registered + scratch + (cqe + send_depth + recv_depth) * RDMA_QUEUE_ENTRY + CONN_STRUCTS;
 }
 
-/* rdma_srq.c: each worker's shared receive queue at its largest, srq_depth
- * buffers of max_msg (registered) and their queue entries; 0 without. */
-static uint64_t rdma_srq_bytes(const struct rkv_server_config *cfg)
+/* Per worker, all registered: its shared receive queue at its largest
+ * (rdma_srq.c: srq_depth buffers of max_msg and their queue entries; none
+ * without) and one staging buffer of the listener's pool (staging_pool.h:
+ * one per worker at most). */
+static uint64_t rdma_worker_bytes(const struct rkv_server_config *cfg)
 {
     uint64_t depth = RKV_ALIGN_UP((uint64_t)cfg->srq_depth, RKV_SRQ_CHUNK);
-    return (uint64_t)cfg->workers * depth * (cfg->max_msg + RDMA_QUEUE_ENTRY);
+    return (uint64_t)cfg->workers * (depth * (cfg->max_msg + RDMA_QUEUE_ENTRY) +
+                                     RKV_ALIGN_UP((uint64_t)RKV_RDMA_STAGING_SIZE, PAGE_4K));
 }
 
 /* tcp_server.c: both buffers at their limits (they grow on demand up to
@@ -462,7 +464,7 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
         shm = shm_conn_bytes(cfg);
     if (listens_on(cfg, "rdma")) {
         rdma = rdma_conn_bytes(cfg, &reg_per_conn);
-        srqs = rdma_srq_bytes(cfg);
+        srqs = rdma_worker_bytes(cfg);
     }
     if (listens_on(cfg, "tcp"))
         tcp = tcp_conn_bytes(cfg);

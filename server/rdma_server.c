@@ -42,6 +42,7 @@
 #include "log.h"
 #include "rdma_srq.h"
 #include "rdma_util.h"
+#include "staging_pool.h"
 #include "transport.h"
 #include "util.h"
 
@@ -73,6 +74,7 @@ struct srv_shared {
     struct rkv_rdma_buf probe; /* where keepalive probes land (contents unused) */
     struct rkv_srq *srqs;      /* one per worker; NULL: receive buffers per QP */
     uint32_t nsrq;
+    struct rkv_staging_pool staging; /* pull targets outside the region: one per worker at most */
 };
 
 struct rdma_listener {
@@ -97,7 +99,6 @@ struct rdma_sconn {
     uint32_t worker;              /* ... which is sh->srqs[worker] */
     struct rkv_rdma_buf recvs;    /* without one, credits slots of max_msg; wr_id = slot */
     struct rkv_rdma_ring replies; /* credits + 2*interval slots of max_msg */
-    struct rkv_rdma_buf bounce;   /* pull target when dst is outside the region (lazy) */
     uint32_t *polled;             /* FIFO of slots received and not answered: the first `handed`
                                      poll() returned (the batch), the rest wait for the next poll() */
     uint32_t *lens;               /* their byte counts */
@@ -141,6 +142,7 @@ static void shared_put(struct srv_shared *sh)
 {
     if (atomic_fetch_sub(&sh->refs, 1) != 1)
         return;
+    rkv_staging_pool_destroy(&sh->staging);
     for (uint32_t i = 0; sh->srqs != NULL && i < sh->nsrq; i++)
         rkv_srq_destroy(&sh->srqs[i]);
     free(sh->srqs);
@@ -256,7 +258,6 @@ static void conn_destroy(struct rdma_sconn *c)
         ibv_destroy_comp_channel(c->comp);
     rkv_rdma_buf_free(&c->recvs);
     rkv_rdma_buf_free(&c->replies.buf);
-    rkv_rdma_buf_free(&c->bounce);
     /* Waits until the listener acknowledged every event it took for this id. */
     if (c->id != NULL)
         rdma_destroy_id(c->id);
@@ -264,6 +265,29 @@ static void conn_destroy(struct rdma_sconn *c)
     free_scratch(c);
     free(c);
     shared_put(sh);
+}
+
+/* The staging pool's buffers: registered, RKV_RDMA_STAGING_SIZE bytes. */
+static void *staging_make(void *ctx)
+{
+    struct srv_shared *sh = ctx;
+    struct rkv_rdma_buf *b = calloc(1, sizeof *b);
+    char err[300];
+
+    if (b != NULL && rkv_rdma_buf_alloc(sh->pd, RKV_RDMA_STAGING_SIZE, IBV_ACCESS_LOCAL_WRITE,
+                                        "pull staging buffer", b, err, sizeof err) != RKV_OK) {
+        RKV_ERROR("rdma: %s", err);
+        free(b);
+        b = NULL;
+    }
+    return b;
+}
+
+static void staging_unmake(void *ctx, void *buf)
+{
+    (void)ctx;
+    rkv_rdma_buf_free(buf);
+    free(buf);
 }
 
 /* The worker's SRQ with the fewest connections: the worker (main.c) that
@@ -559,6 +583,10 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
         rkv_rdma_buf_alloc(sh->pd, RKV_RDMA_PROBE_LEN, IBV_ACCESS_LOCAL_WRITE, "keepalive buffer",
                            &sh->probe, err, err_len) != RKV_OK)
         goto fail;
+    if (rkv_staging_pool_init(&sh->staging, p->workers, staging_make, staging_unmake, sh) != RKV_OK) {
+        snprintf(err, err_len, "out of memory for the staging pool");
+        goto fail;
+    }
     if (make_srqs(sh, p->workers, p->no_srq ? 0 : p->srq_depth, err, err_len) != RKV_OK ||
         make_listener_fd(l, err, err_len) != RKV_OK)
         goto fail;
@@ -950,30 +978,14 @@ static int post_pull_read(struct rdma_sconn *c, const struct rkv_remote_buf *rb,
     return ibv_post_send(c->id->qp, &wr, &bad_wr);
 }
 
-static rkv_status srv_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf *rb, void *dst)
+/* RDMA READ the client's staged value into `land` (lkey) and wait for it. */
+static rkv_status pull_into(struct rdma_sconn *c, const struct rkv_remote_buf *rb, void *land,
+                            uint32_t lkey)
 {
-    struct rdma_sconn *c = rdma_sconn_of(sconn);
-    struct srv_shared *sh = c->sh;
-    uint8_t *d = dst, *land = dst;
-    uint32_t lkey = sh->region_mr->lkey;
     enum ibv_wc_status wc_status = IBV_WC_SUCCESS;
     char err[300];
     int rc;
 
-    if (atomic_load(&c->dead))
-        return RKV_CONNECTION;
-    if (rb->len == 0 || rb->len > RKV_RDMA_STAGING_SIZE || rb->addr + rb->len < rb->addr)
-        return RKV_PROTOCOL;
-    if (d < sh->region_base || d + rb->len > sh->region_base + sh->region_size) {
-        if (c->bounce.mem == NULL &&
-            rkv_rdma_buf_alloc(sh->pd, RKV_RDMA_STAGING_SIZE, IBV_ACCESS_LOCAL_WRITE,
-                               "pull bounce buffer", &c->bounce, err, sizeof err) != RKV_OK) {
-            RKV_ERROR("%s: %s", c->peer, err);
-            return RKV_NO_MEMORY;
-        }
-        land = c->bounce.mem;
-        lkey = c->bounce.mr->lkey;
-    }
     if (sq_wait(c, c->sq.depth - 1, PULL_TIMEOUT_MS, "pulling a value") != RKV_OK)
         return RKV_CONNECTION;
     if (post_pull_read(c, rb, land, lkey) != 0) {
@@ -993,9 +1005,39 @@ static rkv_status srv_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf 
     }
     if (rc != 0)
         return sq_wait_failed(c, rc, wc_status, "RDMA READ of the client's staged value");
-    if (land != d)
-        memcpy(d, land, rb->len);
     return RKV_OK;
+}
+
+/* Into the region directly (it is registered); anywhere else through a
+ * buffer of the listener's staging pool (staging_pool.h), held for this
+ * one READ and copy. */
+static rkv_status srv_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf *rb, void *dst)
+{
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
+    struct srv_shared *sh = c->sh;
+    uint8_t *d = dst;
+    void *taken;
+    rkv_status st;
+
+    if (atomic_load(&c->dead))
+        return RKV_CONNECTION;
+    if (rb->len == 0 || rb->len > RKV_RDMA_STAGING_SIZE || rb->addr + rb->len < rb->addr)
+        return RKV_PROTOCOL;
+    if (d >= sh->region_base && d + rb->len <= sh->region_base + sh->region_size)
+        return pull_into(c, rb, d, sh->region_mr->lkey);
+    st = rkv_staging_take(&sh->staging, PULL_TIMEOUT_MS * 1000000ull, &taken);
+    if (st != RKV_OK) {
+        RKV_WARN("%s: no staging buffer for a %u-byte value: %s", c->peer, rb->len,
+                 st == RKV_TIMEOUT ? "all in use for longer than the pull timeout"
+                                   : "cannot register one (memlock?)");
+        return RKV_NO_MEMORY;
+    }
+    struct rkv_rdma_buf *bounce = taken;
+    st = pull_into(c, rb, bounce->mem, bounce->mr->lkey);
+    if (st == RKV_OK)
+        memcpy(d, bounce->mem, rb->len);
+    rkv_staging_give(&sh->staging, bounce);
+    return st;
 }
 
 /* RC notices a dead peer only when it sends: a client that vanished while
