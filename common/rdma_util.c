@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -709,14 +710,17 @@ rkv_status rkv_rdma_buf_alloc(struct ibv_pd *pd, size_t size, int access, const 
 
     memset(b, 0, sizeof *b);
     size = RKV_ALIGN_UP(RKV_MAX(size, (size_t)1), page);
-    if (posix_memalign(&mem, page, size) != 0) {
+    /* a mapping of its own (zeroed), not the heap: freeing it gives the
+     * pages back to the system, where a freed heap block of this size would
+     * keep them in the process (glibc raises its mmap threshold) */
+    mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
         snprintf(err, err_len, "out of memory allocating %zu bytes for %s", size, what);
         return RKV_NO_MEMORY;
     }
-    memset(mem, 0, size);
     b->mr = rkv_rdma_reg_mr(pd, mem, size, access, &relaxed, what, err, err_len);
     if (b->mr == NULL) {
-        free(mem);
+        munmap(mem, size);
         return RKV_NO_MEMORY;
     }
     b->mem = mem;
@@ -728,7 +732,8 @@ void rkv_rdma_buf_free(struct rkv_rdma_buf *b)
 {
     if (b->mr != NULL)
         ibv_dereg_mr(b->mr);
-    free(b->mem);
+    if (b->mem != NULL)
+        munmap(b->mem, b->size);
     memset(b, 0, sizeof *b);
 }
 

@@ -174,7 +174,7 @@ void rkv_rdma_format_addr(const struct sockaddr *sa, char *buf, size_t len);
 
 /* ------------------------------------------------------------ resources */
 
-/* One registered, page-aligned allocation. */
+/* One registered, page-aligned allocation: a mapping of its own, zeroed. */
 struct rkv_rdma_buf {
     uint8_t *mem;      /* page-aligned, zeroed */
     size_t size;       /* bytes */

@@ -15,6 +15,9 @@
 #                non-RDMA address, no listener, /dev/infiniband permissions, port DOWN)
 #                must print the message that says what to do; a 0.0.0.0 listener serves
 #   bench        rkv-bench --verify against an rdma rkv-server: the per-GET counters
+#   conns        1,000 rdma connections opened and closed, twice (perf/rdma-conns):
+#                the server's fds, pinned memory, QPs/CQs/MRs back to where they were;
+#                prints the connect rate and the server's memory per connection
 #   perftest     ib_send_lat / ib_read_lat, the latency reference on this machine
 # and then, in a second boot, two guests joined by a real link
 # (scripts/rxe-vm/run.sh --pair, tests/verbs/pair.sh):
