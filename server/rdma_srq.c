@@ -134,6 +134,9 @@ bool rkv_srq_tend(struct rkv_srq *q)
                 RKV_WARN("rdma: cannot grow a shared receive queue past %u buffers: %s",
                          k * RKV_SRQ_CHUNK, err);
                 ok = false;
+            } else {
+                RKV_INFO("rdma: a shared receive queue ran half empty: %u buffers now",
+                         (k + 1) * RKV_SRQ_CHUNK);
             }
         }
     }
