@@ -6,7 +6,8 @@
  * one-sided RDMA READs using the rkey/address region_desc() reports, and the
  * server CPU never sees a GET. Everything else travels as SEND/RECV:
  *
- *   client ── SEND request ──► recv slot (credits × max_msg, pre-posted)
+ *   client ── SEND request ──► a buffer of its worker's shared receive queue
+ *                              (rdma_srq.h; without one, credits slots per QP)
  *          ◄── SEND reply ───  reply ring (inline when small, one doorbell per
  *                              batch, one WR in signal_interval signaled)
  *   server ── RDMA READ ─────► client staging buffer (rendezvous pull)
@@ -721,7 +722,9 @@ static void on_conn_gone(struct rdma_listener *l, struct rdma_cm_event *ev)
     atomic_store(&c->dead, true);
     pthread_mutex_lock(&c->close_lock);
     if (!c->closing)
-        rdma_disconnect(c->id); /* QP to error: flushes wake an event-mode worker */
+        rdma_disconnect(c->id); /* QP to error: flushed receives (per-QP ones only: an
+                                   SRQ's are not flushed) wake an event-mode worker;
+                                   otherwise its next liveness look (<= 100 ms) sees dead */
     pthread_mutex_unlock(&c->close_lock);
     rdma_ack_cm_event(ev);
 }
