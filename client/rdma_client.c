@@ -362,7 +362,7 @@ static rkv_status setup_qp(struct rdma_ctrans *t, size_t local_size, char *err, 
         return RKV_CONNECTION;
     }
     t->max_inline = RKV_RDMA_DEFAULT_INLINE;
-    st = rkv_rdma_create_qp(NULL, t->pd, t->send_cq, t->recv_cq, send_depth, recv_depth,
+    st = rkv_rdma_create_qp(NULL, t->pd, t->send_cq, t->recv_cq, NULL, send_depth, recv_depth,
                             &t->max_inline, &t->qp, err, err_len);
     if (st != RKV_OK)
         return st;

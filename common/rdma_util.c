@@ -12,9 +12,11 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -123,6 +125,7 @@ bool rkv_rdma_async_reason(struct ibv_context *ctx, char *buf, size_t len)
 
     while (!found && ibv_get_async_event(ctx, &ev) == 0) {
         enum ibv_event_type type = ev.event_type;
+        rkv_rdma_note_async(&ev);
         ibv_ack_async_event(&ev);
         switch (type) {
         case IBV_EVENT_QP_ACCESS_ERR:
@@ -138,6 +141,26 @@ bool rkv_rdma_async_reason(struct ibv_context *ctx, char *buf, size_t len)
         }
     }
     return found;
+}
+
+void rkv_rdma_note_async(const struct ibv_async_event *ev)
+{
+    if (ev->event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev->element.srq != NULL &&
+        ev->element.srq->srq_context != NULL)
+        atomic_store((atomic_bool *)ev->element.srq->srq_context, true);
+}
+
+unsigned rkv_rdma_drain_async(struct ibv_context *ctx)
+{
+    struct ibv_async_event ev;
+    unsigned n = 0;
+
+    while (ibv_get_async_event(ctx, &ev) == 0) {
+        rkv_rdma_note_async(&ev);
+        ibv_ack_async_event(&ev);
+        n++;
+    }
+    return n;
 }
 
 const char *rkv_rdma_port_state_name(enum ibv_port_state s)
@@ -687,14 +710,17 @@ rkv_status rkv_rdma_buf_alloc(struct ibv_pd *pd, size_t size, int access, const 
 
     memset(b, 0, sizeof *b);
     size = RKV_ALIGN_UP(RKV_MAX(size, (size_t)1), page);
-    if (posix_memalign(&mem, page, size) != 0) {
+    /* a mapping of its own (zeroed), not the heap: freeing it gives the
+     * pages back to the system, where a freed heap block of this size would
+     * keep them in the process (glibc raises its mmap threshold) */
+    mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
         snprintf(err, err_len, "out of memory allocating %zu bytes for %s", size, what);
         return RKV_NO_MEMORY;
     }
-    memset(mem, 0, size);
     b->mr = rkv_rdma_reg_mr(pd, mem, size, access, &relaxed, what, err, err_len);
     if (b->mr == NULL) {
-        free(mem);
+        munmap(mem, size);
         return RKV_NO_MEMORY;
     }
     b->mem = mem;
@@ -706,7 +732,8 @@ void rkv_rdma_buf_free(struct rkv_rdma_buf *b)
 {
     if (b->mr != NULL)
         ibv_dereg_mr(b->mr);
-    free(b->mem);
+    if (b->mem != NULL)
+        munmap(b->mem, b->size);
     memset(b, 0, sizeof *b);
 }
 
@@ -724,12 +751,15 @@ rkv_status rkv_rdma_query_caps(struct ibv_context *ctx, struct rkv_rdma_caps *ca
     caps->max_rd_atom = (uint8_t)RKV_MIN(a.max_qp_rd_atom > 0 ? a.max_qp_rd_atom : 0, 255);
     caps->max_init_rd_atom = (uint8_t)RKV_MIN(a.max_qp_init_rd_atom > 0 ? a.max_qp_init_rd_atom : 0,
                                               255);
+    caps->max_srq = a.max_srq > 0 ? (uint32_t)a.max_srq : 0;
+    caps->max_srq_wr = a.max_srq_wr > 0 ? (uint32_t)a.max_srq_wr : 0;
     return RKV_OK;
 }
 
 rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *send_cq,
-                              struct ibv_cq *recv_cq, uint32_t send_wr, uint32_t recv_wr,
-                              uint32_t *max_inline, struct ibv_qp **qp, char *err, size_t err_len)
+                              struct ibv_cq *recv_cq, struct ibv_srq *srq, uint32_t send_wr,
+                              uint32_t recv_wr, uint32_t *max_inline, struct ibv_qp **qp, char *err,
+                              size_t err_len)
 {
     uint32_t want = *max_inline;
 
@@ -738,12 +768,13 @@ rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct i
         struct ibv_qp_init_attr a = {
             .send_cq = send_cq,
             .recv_cq = recv_cq,
+            .srq = srq,
             .qp_type = IBV_QPT_RC,
             .sq_sig_all = 0,
             .cap = { .max_send_wr = send_wr,
-                     .max_recv_wr = recv_wr,
+                     .max_recv_wr = srq != NULL ? 0 : recv_wr,
                      .max_send_sge = 1,
-                     .max_recv_sge = 1,
+                     .max_recv_sge = srq != NULL ? 0 : 1,
                      .max_inline_data = want },
         };
         if (id != NULL ? rdma_create_qp(id, pd, &a) == 0 : (*qp = ibv_create_qp(pd, &a)) != NULL) {

@@ -25,12 +25,13 @@
 
 /* Defaults and limits both ends agree on. The defaults are bare numbers:
  * rkv-server's settings table (server/config.c) spells them into its rows. */
-#define RKV_RDMA_DEFAULT_INLINE 256 /* requested max_inline_data */
-#define RKV_RDMA_DEFAULT_SIGNAL 16  /* signal one send in N */
-#define RKV_RDMA_MAX_SIGNAL     64u
-#define RKV_RDMA_STAGING_SIZE   ((1u << 20) + (64u << 10)) /* largest rendezvous value */
-#define RKV_RDMA_BOOT_MSG       4096u /* HELLO buffers before max_msg is known */
-#define RKV_RDMA_CM_TIMEOUT_MS  2000u /* address / route resolution */
+#define RKV_RDMA_DEFAULT_INLINE    256 /* requested max_inline_data */
+#define RKV_RDMA_DEFAULT_SIGNAL    16  /* signal one send in N */
+#define RKV_RDMA_MAX_SIGNAL        64u
+#define RKV_RDMA_STAGING_SIZE      ((1u << 20) + (64u << 10)) /* largest rendezvous value */
+#define RKV_RDMA_DEFAULT_SRQ_DEPTH 1024  /* receive buffers per worker's shared queue, at most */
+#define RKV_RDMA_BOOT_MSG          4096u /* HELLO buffers before max_msg is known */
+#define RKV_RDMA_CM_TIMEOUT_MS     2000u /* address / route resolution */
 /* RC retransmission (both ends; rkv_options rdma_ack_timeout / rdma_retry_count,
  * rkv-server [rdma] ack_timeout / retry_count): each try waits 4.096 us << ack_timeout
  * for the peer's ACK, and after retry_count retransmissions the transfer fails with
@@ -173,7 +174,7 @@ void rkv_rdma_format_addr(const struct sockaddr *sa, char *buf, size_t len);
 
 /* ------------------------------------------------------------ resources */
 
-/* One registered, page-aligned allocation. */
+/* One registered, page-aligned allocation: a mapping of its own, zeroed. */
 struct rkv_rdma_buf {
     uint8_t *mem;      /* page-aligned, zeroed */
     size_t size;       /* bytes */
@@ -207,6 +208,8 @@ struct rkv_rdma_caps {
     uint32_t max_cqe;         /* completions per CQ */
     uint8_t max_rd_atom;      /* READs this side can serve at once (responder) */
     uint8_t max_init_rd_atom; /* READs this side can have in flight (initiator) */
+    uint32_t max_srq;         /* shared receive queues; 0: the device has none */
+    uint32_t max_srq_wr;      /* receives one shared receive queue holds */
 };
 rkv_status rkv_rdma_query_caps(struct ibv_context *ctx, struct rkv_rdma_caps *caps, char *err,
                                size_t err_len);
@@ -214,11 +217,24 @@ rkv_status rkv_rdma_query_caps(struct ibv_context *ctx, struct rkv_rdma_caps *ca
 /* Create an RC QP on `pd` with its own send and receive CQs: through
  * rdma_create_qp() as the QP of `id` (rdma_cm then moves it through its
  * states), or, with id NULL, a plain ibv_create_qp() the caller connects
- * itself. `*max_inline` is the requested inline size on entry and what the
- * QP granted on return (halved until the device accepts it). */
+ * itself. With `srq` the QP takes its receives from that shared receive
+ * queue (recv_wr is then ignored). `*max_inline` is the requested inline
+ * size on entry and what the QP granted on return (halved until the device
+ * accepts it). */
 rkv_status rkv_rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *send_cq,
-                              struct ibv_cq *recv_cq, uint32_t send_wr, uint32_t recv_wr,
-                              uint32_t *max_inline, struct ibv_qp **qp, char *err, size_t err_len);
+                              struct ibv_cq *recv_cq, struct ibv_srq *srq, uint32_t send_wr,
+                              uint32_t recv_wr, uint32_t *max_inline, struct ibv_qp **qp, char *err,
+                              size_t err_len);
+
+/* Asynchronous events of shared receive queues: an SRQ rkv creates has as
+ * its srq_context NULL or an atomic_bool that IBV_EVENT_SRQ_LIMIT_REACHED
+ * sets (whoever reads the device's async events: the owner looks at the flag
+ * and re-posts). rkv_rdma_async_reason() notes them too. Takes every event
+ * pending on `ctx` (non-blocking) and acknowledges it; returns how many. */
+unsigned rkv_rdma_drain_async(struct ibv_context *ctx);
+/* Set the flag of an SRQ_LIMIT_REACHED event's SRQ; other events: nothing.
+ * Call between ibv_get_async_event() and its ack. */
+void rkv_rdma_note_async(const struct ibv_async_event *ev);
 
 /* Move a QP the caller created (not rdma_create_qp) to `state` with the
  * attributes rdma_cm computed for `id` (rdma_init_qp_attr); where those

@@ -76,6 +76,8 @@ void rkv_strans_params_init(struct rkv_strans_params *p)
         .gid_index = -1,
         .ack_timeout = RKV_RDMA_ACK_TIMEOUT,
         .retry_count = RKV_RDMA_RETRY_COUNT,
+        .workers = 1,
+        .srq_depth = RKV_RDMA_DEFAULT_SRQ_DEPTH,
     };
 }
 
@@ -95,4 +97,6 @@ void rkv_strans_params_resolve(const struct rkv_strans_params *p, struct rkv_str
     out->signal_interval = p->signal_interval ? p->signal_interval : d.signal_interval;
     out->ack_timeout = p->ack_timeout ? p->ack_timeout : d.ack_timeout;
     out->retry_count = p->retry_count ? p->retry_count : d.retry_count;
+    out->workers = p->workers ? p->workers : d.workers;
+    out->srq_depth = p->srq_depth ? p->srq_depth : d.srq_depth;
 }

@@ -264,6 +264,10 @@ struct rkv_strans_params {
     int gid_index;            /* -1 (default): rdma_cm's choice */
     unsigned ack_timeout;     /* RC ACK timeout exponent: 4.096 us x 2^N per try */
     unsigned retry_count;     /* RC retransmissions before a transfer fails */
+    unsigned workers;         /* the server's worker threads: one shared receive queue each */
+    unsigned srq_depth;       /* receive buffers per shared receive queue at most */
+    bool no_srq;              /* no shared receive queues: each connection posts its credits'
+                                 own (default false; also when the device has none) */
 };
 
 /* Every field at its default (common/transport.c): the constants above and
@@ -386,9 +390,20 @@ struct rkv_server_transport {
     uint32_t (*events)(struct rkv_sconn *c);
     /* Required. A short description for logs: "shm pid 1234", "rdma 192.0.2.1:5001". */
     const char *(*peer)(struct rkv_sconn *c);
+    /* Optional (main thread, right after accept). The worker (0 ..
+     * rkv_strans_params.workers - 1) that must own the connection, because
+     * it shares that worker's resources (rdma: its shared receive queue), or
+     * -1 for any. */
+    int (*worker_of)(struct rkv_sconn *c);
     /* Required. Close the connection and free everything it holds. */
     void (*close)(struct rkv_sconn *c);
 };
+
+/* The optional worker_of op: the worker that must own c, or -1 for any. */
+static inline int rkv_sconn_worker_of(const struct rkv_server_transport *ops, struct rkv_sconn *c)
+{
+    return ops->worker_of != NULL ? ops->worker_of(c) : -1;
+}
 
 /* The optional event_fd op: the connection's wake-up fd, or -1 (poll only). */
 static inline int rkv_sconn_event_fd(const struct rkv_server_transport *ops, struct rkv_sconn *c)

@@ -111,6 +111,7 @@ struct rkv_server_config {
     int gid_index;            /* --gid-index: GID table index for RoCE; -1 = rdma_cm's choice */
     unsigned max_inline;      /* --max-inline: bytes sent inline with a work request (0..1024) */
     unsigned signal_interval; /* --signal-interval: signal one send in N (1..1024) */
+    unsigned srq_depth;       /* --srq-depth: receive buffers per worker's SRQ; 0 = none */
     unsigned cq_size;         /* --cq-size: completion queue entries; 0 = 2 x (send + recv depth) */
     uint8_t tos;              /* --tos: IP type of service for RoCE traffic */
     /* --rdma-ack-timeout: RC ACK timeout exponent, each try waits 4.096 us x 2^N (1..31) */

@@ -54,6 +54,9 @@ static int open_listeners(struct rkv_server *srv)
     p.gid_index = cfg->gid_index;
     p.ack_timeout = cfg->ack_timeout;
     p.retry_count = cfg->retry_count;
+    p.workers = cfg->workers;
+    p.srq_depth = cfg->srq_depth;
+    p.no_srq = cfg->srq_depth == 0;
     for (unsigned i = 0; i < cfg->listen_count; i++) {
         struct rkv_listen_ep *ep = &srv->listeners[srv->nlisteners];
         char scheme[8], err[512] = "";
@@ -90,7 +93,9 @@ static void accept_all(struct rkv_server *srv, struct rkv_listen_ep *ep, unsigne
         if (st != RKV_OK || conn == NULL)
             return;
         struct rkv_wconn *wc = calloc(1, sizeof *wc);
-        struct rkv_worker *w = &srv->workers[(*next_worker)++ % srv->nworkers];
+        int owner = rkv_sconn_worker_of(ep->ops, conn);
+        struct rkv_worker *w = &srv->workers[owner >= 0 ? (unsigned)owner % srv->nworkers
+                                                        : (*next_worker)++ % srv->nworkers];
         if (wc == NULL) {
             RKV_WARN("%s: refusing %s: out of memory", ep->uri, ep->ops->peer(conn));
             atomic_fetch_add(&srv->conns_rejected, 1);

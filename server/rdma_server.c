@@ -6,7 +6,8 @@
  * one-sided RDMA READs using the rkey/address region_desc() reports, and the
  * server CPU never sees a GET. Everything else travels as SEND/RECV:
  *
- *   client ── SEND request ──► recv slot (credits × max_msg, pre-posted)
+ *   client ── SEND request ──► a buffer of its worker's shared receive queue
+ *                              (rdma_srq.h; without one, credits slots per QP)
  *          ◄── SEND reply ───  reply ring (inline when small, one doorbell per
  *                              batch, one WR in signal_interval signaled)
  *   server ── RDMA READ ─────► client staging buffer (rendezvous pull)
@@ -36,9 +37,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "rdma_srq.h"
 #include "rdma_util.h"
+#include "staging_pool.h"
 #include "transport.h"
 #include "util.h"
 
@@ -68,12 +73,16 @@ struct srv_shared {
     unsigned ack_timeout;       /* RC retransmission (rdma_util.h) */
     unsigned retry_count;
     struct rkv_rdma_buf probe; /* where keepalive probes land (contents unused) */
+    struct rkv_srq *srqs;      /* one per worker; NULL: receive buffers per QP */
+    uint32_t nsrq;
+    struct rkv_staging_pool staging; /* pull targets outside the region: one per worker at most */
 };
 
 struct rdma_listener {
     struct rkv_listener listener; /* first: what the ops take (transport.h) */
     struct srv_shared *sh;
     struct rdma_cm_id *id;    /* the listening id */
+    int epfd;                 /* listener_fd: the cm channel and the device's async events */
     struct rdma_sconn *setup; /* accepted, not yet ESTABLISHED: owned by the listener */
     char addr[80];            /* for logs */
 };
@@ -87,14 +96,18 @@ struct rdma_sconn {
     struct ibv_cq *recv_cq;        /* requests */
     struct rkv_rdma_sq sq;
     uint32_t max_inline;          /* what the QP granted */
-    struct rkv_rdma_buf recvs;    /* credits slots of max_msg, wr_id = slot */
+    struct rkv_srq *q;            /* its worker's shared receive queue, or NULL: */
+    uint32_t worker;              /* ... which is sh->srqs[worker] */
+    struct rkv_rdma_buf recvs;    /* without one, credits slots of max_msg; wr_id = slot */
     struct rkv_rdma_ring replies; /* credits + 2*interval slots of max_msg */
-    struct rkv_rdma_buf bounce;   /* pull target when dst is outside the region (lazy) */
-    uint32_t *polled;             /* FIFO of slots poll() returned and reply() has not answered */
+    uint32_t *polled;             /* FIFO of slots received and not answered: the first `handed`
+                                     poll() returned (the batch), the rest wait for the next poll() */
+    uint32_t *lens;               /* their byte counts */
     unsigned polled_head;
     unsigned polled_count;
+    unsigned handed;
     uint32_t *repost;        /* scratch: slots to give back */
-    struct ibv_wc *wcs;      /* scratch: credits completions */
+    struct ibv_wc *wcs;      /* scratch: credits + 1 completions */
     struct ibv_send_wr *swr; /* scratch: credits send WRs */
     struct ibv_sge *ssge;
     struct ibv_recv_wr *rwr; /* scratch: credits recv WRs */
@@ -130,6 +143,10 @@ static void shared_put(struct srv_shared *sh)
 {
     if (atomic_fetch_sub(&sh->refs, 1) != 1)
         return;
+    rkv_staging_pool_destroy(&sh->staging);
+    for (uint32_t i = 0; sh->srqs != NULL && i < sh->nsrq; i++)
+        rkv_srq_destroy(&sh->srqs[i]);
+    free(sh->srqs);
     if (sh->region_mr != NULL)
         ibv_dereg_mr(sh->region_mr);
     rkv_rdma_buf_free(&sh->probe);
@@ -175,12 +192,42 @@ static void conn_wc_fail(struct rdma_sconn *c, enum ibv_wc_status st, const char
 static void free_scratch(struct rdma_sconn *c)
 {
     free(c->polled);
+    free(c->lens);
     free(c->repost);
     free(c->wcs);
     free(c->swr);
     free(c->ssge);
     free(c->rwr);
     free(c->rsge);
+}
+
+/* Before its QP goes: the shared receive queue's buffers this connection
+ * holds go back to it, the requests it polled and did not answer and the
+ * ones that arrived and were not polled. The QP is in the error state (the
+ * disconnect), so no more arrive; receives still posted belong to the SRQ
+ * and are not flushed. */
+static void srq_give_back(struct rdma_sconn *c)
+{
+    const uint32_t credits = c->sh->credits;
+    unsigned n = 0;
+    int got;
+
+    for (unsigned i = 0; i < c->polled_count; i++)
+        c->repost[n++] = c->polled[(c->polled_head + i) % credits];
+    c->polled_count = 0;
+    c->handed = 0;
+    for (;;) {
+        if (n > 0 && rkv_srq_post(c->q, c->repost, n, c->rwr, c->rsge) != 0)
+            RKV_WARN("%s: cannot give receive buffers back to the shared queue", c->peer);
+        n = 0;
+        got = ibv_poll_cq(c->recv_cq, (int)credits, c->wcs);
+        if (got <= 0)
+            break;
+        for (int i = 0; i < got; i++)
+            if (c->wcs[i].opcode == IBV_WC_RECV || c->wcs[i].status != IBV_WC_SUCCESS)
+                if (rkv_srq_valid(c->q, c->wcs[i].wr_id))
+                    c->repost[n++] = (uint32_t)c->wcs[i].wr_id;
+    }
 }
 
 /* The max_conns place is given back first: a peer that sees the disconnect
@@ -196,8 +243,12 @@ static void conn_destroy(struct rdma_sconn *c)
     pthread_mutex_unlock(&c->close_lock);
     if (c->id != NULL && c->id->qp != NULL) {
         rdma_disconnect(c->id);
+        if (c->q != NULL)
+            srq_give_back(c);
         rdma_destroy_qp(c->id);
     }
+    if (c->q != NULL)
+        rkv_srq_leave(c->q, sh->credits);
     if (c->cq_events)
         ibv_ack_cq_events(c->recv_cq, c->cq_events);
     if (c->send_cq != NULL)
@@ -208,7 +259,6 @@ static void conn_destroy(struct rdma_sconn *c)
         ibv_destroy_comp_channel(c->comp);
     rkv_rdma_buf_free(&c->recvs);
     rkv_rdma_buf_free(&c->replies.buf);
-    rkv_rdma_buf_free(&c->bounce);
     /* Waits until the listener acknowledged every event it took for this id. */
     if (c->id != NULL)
         rdma_destroy_id(c->id);
@@ -216,6 +266,40 @@ static void conn_destroy(struct rdma_sconn *c)
     free_scratch(c);
     free(c);
     shared_put(sh);
+}
+
+/* The staging pool's buffers: registered, RKV_RDMA_STAGING_SIZE bytes. */
+static void *staging_make(void *ctx)
+{
+    struct srv_shared *sh = ctx;
+    struct rkv_rdma_buf *b = calloc(1, sizeof *b);
+    char err[300];
+
+    if (b != NULL && rkv_rdma_buf_alloc(sh->pd, RKV_RDMA_STAGING_SIZE, IBV_ACCESS_LOCAL_WRITE,
+                                        "pull staging buffer", b, err, sizeof err) != RKV_OK) {
+        RKV_ERROR("rdma: %s", err);
+        free(b);
+        b = NULL;
+    }
+    return b;
+}
+
+static void staging_unmake(void *ctx, void *buf)
+{
+    (void)ctx;
+    rkv_rdma_buf_free(buf);
+    free(buf);
+}
+
+/* The worker's SRQ with the fewest connections: the worker (main.c) that
+ * gets the connection is the one worker_of() names. */
+static uint32_t least_loaded_srq(const struct srv_shared *sh)
+{
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < sh->nsrq; i++)
+        if (atomic_load(&sh->srqs[i].conns) < atomic_load(&sh->srqs[best].conns))
+            best = i;
+    return best;
 }
 
 /* Everything a connection needs before rdma_accept(): CQs, QP, buffers, the
@@ -234,13 +318,15 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
     if (c == NULL)
         goto oom;
     c->polled = calloc(credits, sizeof *c->polled);
+    c->lens = calloc(credits, sizeof *c->lens);
     c->repost = calloc(credits, sizeof *c->repost);
-    c->wcs = calloc(credits, sizeof *c->wcs);
+    c->wcs = calloc(credits + 1, sizeof *c->wcs);
     c->swr = calloc(credits, sizeof *c->swr);
     c->ssge = calloc(credits, sizeof *c->ssge);
     c->rwr = calloc(credits, sizeof *c->rwr);
     c->rsge = calloc(credits, sizeof *c->rsge);
-    if (!c->polled || !c->repost || !c->wcs || !c->swr || !c->ssge || !c->rwr || !c->rsge) {
+    if (!c->polled || !c->lens || !c->repost || !c->wcs || !c->swr || !c->ssge || !c->rwr ||
+        !c->rsge) {
         free_scratch(c);
         free(c);
         goto oom;
@@ -273,11 +359,17 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
         goto fail;
     }
     c->max_inline = sh->max_inline;
-    if (rkv_rdma_create_qp(id, sh->pd, c->send_cq, c->recv_cq, send_depth, credits, &c->max_inline,
-                           &qp, err, err_len) != RKV_OK)
+    if (sh->srqs != NULL) {
+        c->worker = least_loaded_srq(sh);
+        c->q = &sh->srqs[c->worker];
+        rkv_srq_join(c->q, credits);
+    }
+    if (rkv_rdma_create_qp(id, sh->pd, c->send_cq, c->recv_cq, c->q ? c->q->srq : NULL, send_depth,
+                           credits, &c->max_inline, &qp, err, err_len) != RKV_OK)
         goto fail;
-    if (rkv_rdma_buf_alloc(sh->pd, (size_t)credits * sh->max_msg, IBV_ACCESS_LOCAL_WRITE,
-                           "receive buffers", &c->recvs, err, err_len) != RKV_OK ||
+    if ((c->q == NULL &&
+         rkv_rdma_buf_alloc(sh->pd, (size_t)credits * sh->max_msg, IBV_ACCESS_LOCAL_WRITE,
+                            "receive buffers", &c->recvs, err, err_len) != RKV_OK) ||
         rkv_rdma_buf_alloc(sh->pd, (size_t)ring * sh->max_msg, IBV_ACCESS_LOCAL_WRITE,
                            "reply buffers", &c->replies.buf, err, err_len) != RKV_OK)
         goto fail;
@@ -286,7 +378,9 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
     rkv_rdma_sq_init(&c->sq, send_depth, 2 * sh->interval, sh->interval);
     for (uint32_t i = 0; i < credits; i++)
         c->repost[i] = i;
-    rc = rkv_rdma_post_recvs(qp, &c->recvs, sh->max_msg, c->repost, credits, c->rwr, c->rsge);
+    rc = c->q != NULL
+             ? 0
+             : rkv_rdma_post_recvs(qp, &c->recvs, sh->max_msg, c->repost, credits, c->rwr, c->rsge);
     if (rc != 0) {
         rkv_rdma_errno_error(rc, "ibv_post_recv", err, err_len);
         goto fail;
@@ -308,6 +402,61 @@ oom:
 
 /* ------------------------------------------------------------ listener */
 
+/* One shared receive queue per worker (rdma_srq.h), `depth` buffers each at
+ * most; none when depth is 0 or the device has no SRQs (then each QP posts
+ * credits receive buffers of its own, as before). */
+static rkv_status make_srqs(struct srv_shared *sh, unsigned workers, unsigned depth, char *err,
+                            size_t err_len)
+{
+    uint32_t n = RKV_MAX(workers, 1u);
+
+    if (depth == 0)
+        return RKV_OK;
+    if (sh->caps.max_srq < n || sh->caps.max_srq_wr < RKV_SRQ_CHUNK) {
+        RKV_INFO("rdma: %s has no shared receive queues for %u workers (max_srq %u): "
+                 "receive buffers per connection",
+                 rkv_rdma_device_name(sh->verbs), n, sh->caps.max_srq);
+        return RKV_OK;
+    }
+    depth = RKV_MIN(depth, sh->caps.max_srq_wr);
+    sh->srqs = calloc(n, sizeof *sh->srqs);
+    if (sh->srqs == NULL) {
+        snprintf(err, err_len, "out of memory for shared receive queues");
+        return RKV_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        rkv_status st = rkv_srq_init(&sh->srqs[i], sh->pd, depth, sh->max_msg, err, err_len);
+        if (st == RKV_INVALID && i == 0) { /* the device refuses SRQs: fall back */
+            RKV_INFO("rdma: %s; receive buffers per connection", err);
+            free(sh->srqs);
+            sh->srqs = NULL;
+            return RKV_OK;
+        }
+        if (st != RKV_OK)
+            return st; /* shared_put frees those made (sh->nsrq) */
+        sh->nsrq = i + 1;
+    }
+    return RKV_OK;
+}
+
+/* listener_fd: an epoll set of the cm event channel and the device's
+ * asynchronous events (SRQ limits), both taken in accept(). */
+static rkv_status make_listener_fd(struct rdma_listener *l, char *err, size_t err_len)
+{
+    struct epoll_event ev = { .events = EPOLLIN };
+    int async_fd = l->sh->verbs->async_fd;
+    int flags = fcntl(async_fd, F_GETFL);
+
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (l->epfd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sh->channel->fd, &ev) != 0 ||
+        flags < 0 || fcntl(async_fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, async_fd, &ev) != 0) {
+        rkv_rdma_errno_error(errno, "the listener's epoll set", err, err_len);
+        return RKV_INTERNAL;
+    }
+    return RKV_OK;
+}
+
 static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
                              const struct rkv_strans_params *p, struct rkv_listener **out,
                              char *err, size_t err_len)
@@ -323,7 +472,7 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
 
     *out = NULL;
     rkv_strans_params_resolve(p, &params);
-    p = &params;
+
     if (region == NULL || region->base == NULL || region->size == 0) {
         snprintf(err, err_len, "rdma listen: no region to export");
         return RKV_INVALID;
@@ -342,6 +491,7 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     atomic_init(&sh->refs, 1);
     atomic_init(&sh->conns, 0);
     l->sh = sh;
+    l->epfd = -1;
     sh->region_base = region->base;
     sh->region_size = region->size;
     sh->credits = p->credits;
@@ -434,6 +584,13 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
         rkv_rdma_buf_alloc(sh->pd, RKV_RDMA_PROBE_LEN, IBV_ACCESS_LOCAL_WRITE, "keepalive buffer",
                            &sh->probe, err, err_len) != RKV_OK)
         goto fail;
+    if (rkv_staging_pool_init(&sh->staging, p->workers, staging_make, staging_unmake, sh) != RKV_OK) {
+        snprintf(err, err_len, "out of memory for the staging pool");
+        goto fail;
+    }
+    if (make_srqs(sh, p->workers, p->no_srq ? 0 : p->srq_depth, err, err_len) != RKV_OK ||
+        make_listener_fd(l, err, err_len) != RKV_OK)
+        goto fail;
     if (rdma_listen(l->id, LISTEN_BACKLOG) != 0) {
         rkv_rdma_errno_error(errno, "rdma_listen", err, err_len);
         goto fail;
@@ -446,6 +603,8 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     return RKV_OK;
 
 fail:
+    if (l->epfd >= 0)
+        close(l->epfd);
     if (l->id != NULL)
         rdma_destroy_id(l->id);
     shared_put(sh);
@@ -456,7 +615,7 @@ fail:
 static int srv_listener_fd(struct rkv_listener *listener)
 {
     struct rdma_listener *l = rdma_listener_of(listener);
-    return l->sh->channel->fd;
+    return l->epfd;
 }
 
 static void srv_region_desc(struct rkv_listener *listener, uint32_t *rkey, uint64_t *addr)
@@ -563,7 +722,9 @@ static void on_conn_gone(struct rdma_listener *l, struct rdma_cm_event *ev)
     atomic_store(&c->dead, true);
     pthread_mutex_lock(&c->close_lock);
     if (!c->closing)
-        rdma_disconnect(c->id); /* QP to error: flushes wake an event-mode worker */
+        rdma_disconnect(c->id); /* QP to error: flushed receives (per-QP ones only: an
+                                   SRQ's are not flushed) wake an event-mode worker;
+                                   otherwise its next liveness look (<= 100 ms) sees dead */
     pthread_mutex_unlock(&c->close_lock);
     rdma_ack_cm_event(ev);
 }
@@ -574,6 +735,7 @@ static rkv_status srv_accept_conn(struct rkv_listener *listener, struct rkv_scon
     struct rdma_cm_event *ev;
 
     *out = NULL;
+    rkv_rdma_drain_async(l->sh->verbs);
     for (;;) {
         if (rdma_get_cm_event(l->sh->channel, &ev) != 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -626,6 +788,7 @@ static void srv_close_listener(struct rkv_listener *listener)
         conn_destroy(c);
     }
     rdma_destroy_id(l->id);
+    close(l->epfd);
     shared_put(l->sh);
     free(l);
 }
@@ -646,12 +809,51 @@ static void drain_cq_events(struct rdma_sconn *c)
     }
 }
 
+/* Take what the receive CQ holds into the FIFO, up to the credits (and on a
+ * shared queue one more, which shows a client that sends past its credits:
+ * it would be holding other clients' buffers). Returns false when the
+ * connection failed. */
+static bool take_arrivals(struct rdma_sconn *c)
+{
+    const uint32_t credits = c->sh->credits;
+    unsigned room = credits - c->polled_count;
+    int n = ibv_poll_cq(c->recv_cq, (int)(c->q != NULL ? room + 1 : room), c->wcs);
+
+    if (RKV_UNLIKELY(n < 0)) {
+        conn_fail(c, "ibv_poll_cq failed on the receive queue");
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        const struct ibv_wc *wc = &c->wcs[i];
+        if (RKV_UNLIKELY(wc->status != IBV_WC_SUCCESS)) {
+            conn_wc_fail(c, wc->status, "receiving a request");
+            return false;
+        }
+        if (RKV_UNLIKELY(wc->opcode != IBV_WC_RECV ||
+                         (c->q != NULL ? !rkv_srq_valid(c->q, wc->wr_id) : wc->wr_id >= credits))) {
+            conn_fail(c, "unexpected receive completion");
+            return false;
+        }
+        uint32_t slot = (uint32_t)wc->wr_id;
+        if (RKV_UNLIKELY(c->polled_count == credits)) { /* past its credits */
+            if (rkv_srq_post(c->q, &slot, 1, c->rwr, c->rsge) != 0)
+                RKV_WARN("%s: cannot give a receive buffer back to the shared queue", c->peer);
+            conn_fail(c, "the client sent more requests than its credits");
+            return false;
+        }
+        unsigned at = (c->polled_head + c->polled_count) % credits;
+        c->polled[at] = slot;
+        c->lens[at] = wc->byte_len;
+        c->polled_count++;
+    }
+    return true;
+}
+
 static unsigned srv_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned max)
 {
     struct rdma_sconn *c = rdma_sconn_of(sconn);
     const uint32_t credits = c->sh->credits;
-    unsigned room = credits - c->polled_count, got = 0;
-    int n;
+    unsigned got;
 
     if (RKV_UNLIKELY(c->armed)) {
         c->armed = false;
@@ -659,31 +861,19 @@ static unsigned srv_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned
     }
     if (RKV_UNLIKELY(atomic_load_explicit(&c->dead, memory_order_relaxed)))
         return 0;
-    max = RKV_MIN(max, room);
-    if (max == 0)
+    if (c->q != NULL && RKV_UNLIKELY(!rkv_srq_tend(c->q)))
+        RKV_DEBUG("%s: the shared receive queue stays at its size", c->peer);
+    if (!take_arrivals(c) || max == 0)
         return 0;
-    n = ibv_poll_cq(c->recv_cq, (int)max, c->wcs);
-    if (RKV_UNLIKELY(n < 0)) {
-        conn_fail(c, "ibv_poll_cq failed on the receive queue");
-        return 0;
+    got = RKV_MIN(max, c->polled_count - c->handed);
+    for (unsigned i = 0; i < got; i++) {
+        unsigned at = (c->polled_head + c->handed + i) % credits;
+        uint32_t slot = c->polled[at];
+        msgs[i].data = c->q != NULL ? rkv_srq_buf(c->q, slot)
+                                    : c->recvs.mem + (size_t)slot * c->sh->max_msg;
+        msgs[i].len = c->lens[at];
     }
-    for (int i = 0; i < n; i++) {
-        const struct ibv_wc *wc = &c->wcs[i];
-        if (RKV_UNLIKELY(wc->status != IBV_WC_SUCCESS)) {
-            conn_wc_fail(c, wc->status, "receiving a request");
-            break;
-        }
-        if (RKV_UNLIKELY(wc->opcode != IBV_WC_RECV || wc->wr_id >= credits)) {
-            conn_fail(c, "unexpected receive completion");
-            break;
-        }
-        uint32_t slot = (uint32_t)wc->wr_id;
-        msgs[got].data = c->recvs.mem + (size_t)slot * c->sh->max_msg;
-        msgs[got].len = wc->byte_len;
-        c->polled[(c->polled_head + c->polled_count) % credits] = slot;
-        c->polled_count++;
-        got++;
-    }
+    c->handed += got;
     c->requests += got;
     return got;
 }
@@ -735,7 +925,7 @@ static rkv_status srv_reply(struct rkv_sconn *sconn, const uint32_t *lens, unsig
         return RKV_CONNECTION;
     if (n == 0)
         return RKV_OK;
-    if (RKV_UNLIKELY(n > c->polled_count))
+    if (RKV_UNLIKELY(n > c->handed))
         return RKV_INVALID;
     for (unsigned i = 0; i < n; i++)
         if (RKV_UNLIKELY(lens[i] > c->sh->max_msg))
@@ -746,7 +936,10 @@ static rkv_status srv_reply(struct rkv_sconn *sconn, const uint32_t *lens, unsig
         c->repost[i] = c->polled[(c->polled_head + i) % credits];
     c->polled_head = (c->polled_head + n) % credits;
     c->polled_count -= n;
-    rc = rkv_rdma_post_recvs(c->id->qp, &c->recvs, c->sh->max_msg, c->repost, n, c->rwr, c->rsge);
+    c->handed -= n;
+    rc = c->q != NULL ? rkv_srq_post(c->q, c->repost, n, c->rwr, c->rsge)
+                      : rkv_rdma_post_recvs(c->id->qp, &c->recvs, c->sh->max_msg, c->repost, n,
+                                            c->rwr, c->rsge);
     if (RKV_UNLIKELY(rc != 0)) {
         conn_fail(c, "ibv_post_recv failed");
         return RKV_CONNECTION;
@@ -788,30 +981,14 @@ static int post_pull_read(struct rdma_sconn *c, const struct rkv_remote_buf *rb,
     return ibv_post_send(c->id->qp, &wr, &bad_wr);
 }
 
-static rkv_status srv_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf *rb, void *dst)
+/* RDMA READ the client's staged value into `land` (lkey) and wait for it. */
+static rkv_status pull_into(struct rdma_sconn *c, const struct rkv_remote_buf *rb, void *land,
+                            uint32_t lkey)
 {
-    struct rdma_sconn *c = rdma_sconn_of(sconn);
-    struct srv_shared *sh = c->sh;
-    uint8_t *d = dst, *land = dst;
-    uint32_t lkey = sh->region_mr->lkey;
     enum ibv_wc_status wc_status = IBV_WC_SUCCESS;
     char err[300];
     int rc;
 
-    if (atomic_load(&c->dead))
-        return RKV_CONNECTION;
-    if (rb->len == 0 || rb->len > RKV_RDMA_STAGING_SIZE || rb->addr + rb->len < rb->addr)
-        return RKV_PROTOCOL;
-    if (d < sh->region_base || d + rb->len > sh->region_base + sh->region_size) {
-        if (c->bounce.mem == NULL &&
-            rkv_rdma_buf_alloc(sh->pd, RKV_RDMA_STAGING_SIZE, IBV_ACCESS_LOCAL_WRITE,
-                               "pull bounce buffer", &c->bounce, err, sizeof err) != RKV_OK) {
-            RKV_ERROR("%s: %s", c->peer, err);
-            return RKV_NO_MEMORY;
-        }
-        land = c->bounce.mem;
-        lkey = c->bounce.mr->lkey;
-    }
     if (sq_wait(c, c->sq.depth - 1, PULL_TIMEOUT_MS, "pulling a value") != RKV_OK)
         return RKV_CONNECTION;
     if (post_pull_read(c, rb, land, lkey) != 0) {
@@ -831,9 +1008,39 @@ static rkv_status srv_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf 
     }
     if (rc != 0)
         return sq_wait_failed(c, rc, wc_status, "RDMA READ of the client's staged value");
-    if (land != d)
-        memcpy(d, land, rb->len);
     return RKV_OK;
+}
+
+/* Into the region directly (it is registered); anywhere else through a
+ * buffer of the listener's staging pool (staging_pool.h), held for this
+ * one READ and copy. */
+static rkv_status srv_pull(struct rkv_sconn *sconn, const struct rkv_remote_buf *rb, void *dst)
+{
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
+    struct srv_shared *sh = c->sh;
+    uint8_t *d = dst;
+    void *taken;
+    rkv_status st;
+
+    if (atomic_load(&c->dead))
+        return RKV_CONNECTION;
+    if (rb->len == 0 || rb->len > RKV_RDMA_STAGING_SIZE || rb->addr + rb->len < rb->addr)
+        return RKV_PROTOCOL;
+    if (d >= sh->region_base && d + rb->len <= sh->region_base + sh->region_size)
+        return pull_into(c, rb, d, sh->region_mr->lkey);
+    st = rkv_staging_take(&sh->staging, PULL_TIMEOUT_MS * 1000000ull, &taken);
+    if (st != RKV_OK) {
+        RKV_WARN("%s: no staging buffer for a %u-byte value: %s", c->peer, rb->len,
+                 st == RKV_TIMEOUT ? "all in use for longer than the pull timeout"
+                                   : "cannot register one (memlock?)");
+        return RKV_NO_MEMORY;
+    }
+    struct rkv_rdma_buf *bounce = taken;
+    st = pull_into(c, rb, bounce->mem, bounce->mr->lkey);
+    if (st == RKV_OK)
+        memcpy(d, bounce->mem, rb->len);
+    rkv_staging_give(&sh->staging, bounce);
+    return st;
 }
 
 /* RC notices a dead peer only when it sends: a client that vanished while
@@ -906,6 +1113,12 @@ static const char *srv_peer(struct rkv_sconn *sconn)
     return c->peer;
 }
 
+static int srv_worker_of(struct rkv_sconn *sconn)
+{
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
+    return c->q != NULL ? (int)c->worker : -1;
+}
+
 static void srv_close(struct rkv_sconn *sconn)
 {
     struct rdma_sconn *c = rdma_sconn_of(sconn);
@@ -931,5 +1144,6 @@ const struct rkv_server_transport rkv_rdma_server_transport = {
     .event_fd = srv_event_fd,
     .arm = srv_arm,
     .peer = srv_peer,
+    .worker_of = srv_worker_of,
     .close = srv_close,
 };

@@ -76,7 +76,7 @@ static const struct rkv_server_transport *st;
 
 /* ------------------------------------------------ the test protocol */
 
-enum { T_HELLO = 1, T_ECHO, T_PULL, T_BYE };
+enum { T_HELLO = 1, T_ECHO, T_PULL, T_BYE, T_STALL };
 
 struct t_hdr {
     uint32_t kind; /* T_* */
@@ -175,6 +175,15 @@ static uint32_t handle(struct t_server *s, struct rkv_sconn *c, const struct rkv
         memcpy(out, m->data, m->len);
         return m->len;
     case T_ECHO: memcpy(out, m->data, m->len); return m->len;
+    case T_STALL: /* hold the batch while the connection is alive, for up to
+                     * T_TIMEOUT_MS, taking its arrivals (poll for none) */
+    {
+        uint64_t end = rkv_now_ns() + T_TIMEOUT_MS * 1000000ull;
+        while (st->alive(c) && rkv_now_ns() < end)
+            (void)st->poll(c, NULL, 0);
+        memcpy(out, m->data, m->len);
+        return m->len;
+    }
     case T_PULL: {
         struct t_pull_req req;
         struct t_pull_reply r;
@@ -341,6 +350,7 @@ static int server_start(void **state)
     s->params.credits = T_CREDITS;
     s->params.max_msg = T_MAX_MSG;
     s->params.max_conns = T_MAX_CONNS;
+    s->params.no_srq = getenv("RKV_TEST_NO_SRQ") != NULL; /* rdma: receive buffers per QP */
     if (st->listen(g_addr, &s->region, &s->params, &s->l, err, sizeof err) != RKV_OK) {
         fprintf(stderr, "listen on %s: %s\n", g_uri, err);
         s->l = NULL;
@@ -398,7 +408,15 @@ static size_t recv_copy(struct t_client *cl, void *out, size_t cap)
     return len;
 }
 
+/* client_open() that tells the client it has `credits` (the server gave T_CREDITS). */
+static void client_open_credits(struct t_client *cl, uint32_t who, uint32_t credits);
+
 static void client_open(struct t_client *cl, uint32_t who)
+{
+    client_open_credits(cl, who, T_CREDITS);
+}
+
+static void client_open_credits(struct t_client *cl, uint32_t who, uint32_t credits)
 {
     char err[512];
     struct rkv_ctrans_params p = { .timeout_ms = T_TIMEOUT_MS, .local_buf_size = 4u << 20 };
@@ -421,6 +439,7 @@ static void client_open(struct t_client *cl, uint32_t who)
     assert_int_equal(7, r.h.seq);
     assert_int_equal(T_CREDITS, r.hello.credits);
     assert_int_equal(g_srv.region.size, r.hello.region_size);
+    r.hello.credits = credits;
     cl->hello = r.hello;
     rc = ct->set_region(cl->t, &r.hello, err, sizeof err);
     if (rc != RKV_OK)
@@ -436,7 +455,7 @@ static void client_close(struct t_client *cl)
 /* Post n echo requests in ONE send() (one doorbell). */
 static void echo_send(struct t_client *cl, unsigned n)
 {
-    uint32_t lens[T_CREDITS];
+    uint32_t lens[2 * T_CREDITS];
     uint64_t doorbells = cl->counters.doorbells, sends = cl->counters.sends;
     for (unsigned i = 0; i < n; i++) {
         uint8_t *b = ct->send_buf(cl->t, i);
@@ -511,6 +530,45 @@ static void test_credits(void **state)
     }
     echo_recv(&cl, next_recv, T_CREDITS);
     client_close(&cl);
+}
+
+/* A client that sends past its credits is closed, and a client beside it
+ * is served. rdma on a shared receive queue: there the extra requests would
+ * take receive buffers that back other clients' credits (with receive
+ * buffers per QP they only wait for their own, so there is nothing to see).
+ * The server holds the liar's first request (T_STALL) and takes arrivals
+ * until the connection dies or T_TIMEOUT_MS passes; RC delivers the rest
+ * in order, so the server sees them all while it holds the first. */
+static void test_past_credits(void **state)
+{
+    (void)state;
+    struct t_client good, liar;
+    const void *msg;
+    size_t len;
+    unsigned replies = 0;
+    rkv_status rc = RKV_OK;
+
+    if (strcmp(st->scheme, "rdma") != 0 || getenv("RKV_TEST_NO_SRQ") != NULL)
+        skip();
+    client_open(&good, 20);
+    client_open_credits(&liar, 21, 2 * T_CREDITS);
+    struct t_hdr h = { T_STALL, 0 };
+    memcpy(ct->send_buf(liar.t, 0), &h, sizeof h);
+    uint32_t hlen = sizeof h;
+    assert_int_equal(RKV_OK, ct->send(liar.t, &hlen, 1));
+    echo_send(&liar, 2 * T_CREDITS - 1); /* T_CREDITS past the real credits */
+    while (replies < 2 * T_CREDITS &&
+           (rc = ct->recv(liar.t, &msg, &len, 2 * T_TIMEOUT_MS)) == RKV_OK) {
+        ct->recv_done(liar.t);
+        replies++;
+    }
+    assert_int_equal(RKV_CONNECTION, rc);
+    assert_true(replies <= T_CREDITS);
+    client_close(&liar);
+    uint32_t first = good.seq;
+    echo_send(&good, T_CREDITS);
+    echo_recv(&good, first, T_CREDITS);
+    client_close(&good);
 }
 
 static void test_reads(void **state)
@@ -931,6 +989,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_echo_batches),
         cmocka_unit_test(test_credits),
+        cmocka_unit_test(test_past_credits),
         cmocka_unit_test(test_reads),
         cmocka_unit_test(test_staged_values),
         cmocka_unit_test(test_bad_pull),

@@ -6,7 +6,7 @@
 # build folder is read-only here and tests write only under /tmp (guest tmpfs).
 #
 # Usage: guest.sh BUILD_DIR [STEP...]   (steps: rdma_util transport integration hostile torture
-#                                          restart errors bench python perftest)
+#                                          restart errors bench python conns perftest)
 #        guest.sh --one STEP BUILD_DIR     (one step, unbounded: what `step` runs under timeout)
 set -u
 
@@ -14,7 +14,7 @@ ONE=""
 if [ "${1:-}" = --one ]; then ONE=${2:?}; shift 2; fi
 BUILD=${1:?usage: guest.sh BUILD_DIR [STEP...]}
 shift
-STEPS=${*:-rdma_util transport integration hostile torture restart errors bench python perftest}
+STEPS=${*:-rdma_util transport integration hostile torture restart errors bench python conns perftest}
 PORT_BASE=${RKV_VERBS_PORT:-7471}
 SUMMARY=()
 FAILED=0
@@ -39,8 +39,11 @@ need() {  # need FILE: a missing binary is a failed step, with the reason
 
 run_rdma_util() { need "$BUILD/tests/test_rdma_util" && "$BUILD/tests/test_rdma_util"; }
 
+# twice: on the workers' shared receive queues (the default), and with
+# receive buffers per QP (what a device without SRQs gets)
 run_transport() {
-  need "$BUILD/tests/test_transport" && "$BUILD/tests/test_transport" "rdma://$RXE_IP:$PORT_BASE"
+  need "$BUILD/tests/test_transport" && "$BUILD/tests/test_transport" "rdma://$RXE_IP:$PORT_BASE" &&
+    RKV_TEST_NO_SRQ=1 "$BUILD/tests/test_transport" "rdma://$RXE_IP:$PORT_BASE"
 }
 
 run_integration() {
@@ -173,6 +176,91 @@ run_python() {
     -k 'not numpy and not test_flush and not bad_key_types and not bad_ttl_and_flags'
 }
 
+# The server's fds, pinned (registered) memory, RSS, and the device's QPs,
+# CQs, MRs and SRQs (`rdma resource`: the tool's and the server's):
+# "rss_kib pin_kib fds qp cq mr srq".
+conns_snapshot() {
+  local pid=$1 rss pin fds res
+  rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
+  pin=$(awk '/^VmPin:/ {print $2}' "/proc/$pid/status")
+  fds=$(ls "/proc/$pid/fd" | wc -l)
+  res=$(rdma resource show | awk -v d="$RXE_DEV" '$2 == d":" {
+          for (i = 3; i < NF; i += 2) v[$i] = $(i + 1)
+          printf "%d %d %d %d", v["qp"], v["cq"], v["mr"], v["srq"] }')
+  echo "$rss $pin $fds $res"
+}
+
+# Wait (bounded) until the device has `want` QPs (its own, as before the
+# server started): the server has torn down every connection closed.
+conns_settle() {
+  local want=$1 i
+  for i in $(seq 1 300); do
+    [ "$(rdma resource show | awk -v d="$RXE_DEV" '$2 == d":" {
+           for (i = 3; i < NF; i += 2) if ($i == "qp") print $(i + 1) }')" = "$want" ] && return 0
+    sleep 0.1
+  done
+  echo "FAIL the device still has QPs beyond $want: $(rdma resource show | head -n 3)"
+  return 1
+}
+
+# 1,000 rdma connections (RKV_CONNS) opened through HELLO and closed, two
+# rounds, by one perf/rdma-conns process against one server: after the
+# second round the server's fds, pinned memory and the device's QPs/CQs/MRs/
+# SRQs are exactly what they were after the first (RSS within 2 MiB: heap
+# slack; the first round warms the SRQ, the heap and the staging pool up);
+# prints the connect rate and the server's memory per held connection.
+run_conns() {
+  local srv=$BUILD/server/rkv-server tool=${RKV_CONNS_TOOL:-$BUILD/perf/rdma-conns}
+  local n=${RKV_CONNS:-1000} p=$((PORT_BASE + 500)) pid rc=0 line fresh held after1 afterN
+  need "$srv" && need "$tool" || return 1
+  ulimit -n 8192
+  # the device's own QPs (QP1), before any process has one
+  local idle_qps
+  idle_qps=$(rdma resource show | awk -v d="$RXE_DEV" '$2 == d":" {
+               for (i = 3; i < NF; i += 2) if ($i == "qp") print $(i + 1) }')
+  "$srv" --listen "rdma://$RXE_IP:$p" --memory 16M --max-conns $((n + 8)) --log-level error \
+    ${RKV_CONNS_SERVER_ARGS:-} & pid=$!
+  for _ in $(seq 1 50); do "$BUILD/tools/rkv-cli" -s "rdma://$RXE_IP:$p" --timeout 2000 ping > /dev/null 2>&1 && break; sleep 0.2; done
+  conns_settle "$idle_qps" || rc=1
+  fresh=$(conns_snapshot "$pid")
+  coproc CHURN { "$tool" "$RXE_IP:$p" "$n" 2 --hold; }
+  local r churn_pid=$CHURN_PID
+  for r in 1 2; do
+    if ! read -r -t 120 -u "${CHURN[0]}" line || [ "$line" != "held $n" ]; then
+      echo "FAIL round $r: rdma-conns did not hold $n connections (${line:-no output})"; rc=1; break
+    fi
+    [ $r = 1 ] && held=$(conns_snapshot "$pid")
+    echo >&"${CHURN[1]}"
+    read -r -t 120 -u "${CHURN[0]}" line && echo "  $line"
+    conns_settle "$idle_qps" || { rc=1; break; }
+    [ $r = 1 ] && after1=$(conns_snapshot "$pid")
+    [ $r = 2 ] && afterN=$(conns_snapshot "$pid")
+    echo >&"${CHURN[1]}" # go on: the next round, or exit
+  done
+  wait "$churn_pid" 2>/dev/null || rc=1
+  echo "  rss_kib pin_kib fds qp cq mr srq"
+  echo "  fresh    $fresh"
+  echo "  held $n $held"
+  echo "  after 1  $after1"
+  echo "  after 2  $afterN"
+  read -r f_rss f_pin _ <<< "$fresh"
+  read -r h_rss h_pin _ <<< "$held"
+  echo "  per held connection: $(( (h_rss - f_rss) / n )) KiB RSS, $(( (h_pin - f_pin) / n )) KiB pinned"
+  echo "  after 2 minus fresh: $(( ${afterN%% *} - f_rss )) KiB RSS"
+  read -r a_rss a_rest <<< "${after1:-0}"
+  read -r z_rss z_rest <<< "${afterN:-x}"
+  if [ "$a_rest" != "$z_rest" ]; then
+    echo "FAIL leak: pinned/fds/qp/cq/mr/srq after round 1: $a_rest, after round 2: $z_rest"; rc=1
+  elif [ $(( z_rss - a_rss )) -gt 2048 ]; then
+    echo "FAIL leak: RSS grew $(( z_rss - a_rss )) KiB from round 1 to round 2"; rc=1
+  else
+    echo "ok   no leak: after round 2 as after round 1 (RSS $(( z_rss - a_rss )) KiB apart)"
+  fi
+  kill "$pid"
+  wait "$pid" || rc=1
+  return "$rc"
+}
+
 # perftest as the latency reference for what one READ / one SEND costs here.
 run_perftest() {
   local t rc=0 out
@@ -201,6 +289,7 @@ if [ -n "$ONE" ]; then
     bench) run_bench;;
     python) run_python;;
     perftest) run_perftest;;
+    conns) run_conns;;
     *) echo "unknown step $ONE"; exit 2;;
   esac
   exit $?
@@ -219,6 +308,7 @@ for s in $STEPS; do
     bench)       step bench 180;;
     python)      step python 120;;
     perftest)    step perftest 150;;
+    conns)       step conns 240;;
     *) echo "unknown step $s"; FAILED=1;;
   esac
 done

@@ -4,8 +4,9 @@
 # Boots the Soft-RoCE VM once (scripts/rxe-vm/run.sh) and runs inside it, one
 # bounded step after the other (tests/verbs/guest.sh):
 #   rdma_util    tests/test_rdma_util against the real rxe0 (device, port, GID checks)
-#   transport    tests/test_transport rdma://$RXE_IP:7471 — the transport contract
-#                over RC QPs: batching, credits, READs, rendezvous pulls, disconnects
+#   transport    tests/test_transport rdma://$RXE_IP:7471 — the transport contract,
+#                over RC QPs on shared receive queues and again on receive buffers per
+#                QP: batching, credits, READs, rendezvous pulls, disconnects
 #   integration  tests/test_integration with RKV_TEST_LISTEN=rdma://$RXE_IP:7571 —
 #                a real rkv-server process and clients over rdma
 #   hostile      tests/test_hostile over rdma: malformed requests from a raw client
@@ -18,6 +19,9 @@
 #   bench        rkv-bench --verify against an rdma rkv-server: the per-GET counters
 #   python       the Python binding's tests of its calls, fork() and the other clients
 #                against rdma rkv-servers (python/tests, RKV_PY_RDMA)
+#   conns        1,000 rdma connections opened and closed, twice (perf/rdma-conns):
+#                the server's fds, pinned memory, QPs/CQs/MRs back to where they were;
+#                prints the connect rate and the server's memory per connection
 #   perftest     ib_send_lat / ib_read_lat, the latency reference on this machine
 # and then, in a second boot, two guests joined by a real link
 # (scripts/rxe-vm/run.sh --pair, tests/verbs/pair.sh):
