@@ -39,7 +39,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$ROOT/build
-TIMEOUT=1500
+TIMEOUT=2400
 VM_OPTS=()
 STEPS=()
 
