@@ -118,7 +118,7 @@ def log_times(log):
     with open(log.name) as f:
         text = f.read()
     text = text[text.rfind("memory: needs"):]
-    pop = re.search(r"populated in ([0-9.]+) s", text)
+    pop = re.search(r"(?:populated|taken \(cleared at first touch\)) in ([0-9.]+) s", text)
     kept = re.search(r"kept ([0-9]+) items.*read \S+ \S+ in ([0-9.]+) s.*verified in ([0-9.]+) s", text)
     return (float(pop.group(1)) if pop else None,
             float(kept.group(2)) if kept else None, float(kept.group(3)) if kept else None,

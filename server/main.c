@@ -622,6 +622,15 @@ static int setup_table(struct rkv_server *srv)
     return rc;
 }
 
+/* Whether any listener is rdma://, so that the NIC registers the region. */
+static bool listens_rdma(const struct rkv_server_config *cfg)
+{
+    for (unsigned i = 0; i < cfg->listen_count; i++)
+        if (strncmp(cfg->listen[i].uri, "rdma://", 7) == 0)
+            return true;
+    return false;
+}
+
 /* The region, and the table in it: laid out new, or (src) a kept one. */
 static int setup_region_table(struct rkv_server *srv, const struct kept_source *src)
 {
@@ -633,10 +642,12 @@ static int setup_region_table(struct rkv_server *srv, const struct kept_source *
     int node = place_on_nic_node(cfg);
     int node_cpus[RKV_CONFIG_MAX_CPUS];
     int ncpus = node >= 0 ? rkv_numa_node_cpus(node, node_cpus, RKV_CONFIG_MAX_CPUS) : 0;
-    /* one populating thread per CPU of the node the memory goes to */
+    /* one populating thread per CPU of the node the memory goes to; pages
+     * cleared at their first touch unless a NIC registers (pins) them all */
     const struct rkv_region_guard guard = { .fits = cfg->memory_check ? region_still_fits : NULL,
                                             .ctx = &rest,
-                                            .populate_threads = ncpus > 0 ? (unsigned)ncpus : 0 };
+                                            .populate_threads = ncpus > 0 ? (unsigned)ncpus : 0,
+                                            .clear_on_first_touch = !listens_rdma(cfg) };
     rkv_numa_prefer(node);
     rkv_status st = rkv_region_create_guarded(cfg->memory, &guard, &srv->region, err, sizeof err);
     if (node >= 0)

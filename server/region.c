@@ -23,8 +23,13 @@
  * Normal pages are faulted in (taken, cleared, mapped and locked in one
  * pass) from one thread per CPU, in slices with a guard (the server's
  * re-checks RAM and its memory cgroup, memory_budget.h) asked before each,
- * since a memory cgroup at its limit OOM-kills rather than failing. The
- * region is locked in RAM (mlock) where the memlock limit allows.
+ * since a memory cgroup at its limit OOM-kills rather than failing. A region
+ * that no NIC registers (guard->clear_on_first_touch) is only taken, slice by
+ * slice with the same guard, by fallocate(): the pages are the server's and
+ * charged as before, and the kernel clears each at its first touch (a PUT's
+ * copy, a client's first read), as memcached's pages are cleared when its
+ * slabs first take them, instead of all of them before the server is ready.
+ * The region is locked in RAM (mlock) where the memlock limit allows.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -104,6 +109,8 @@ static int region_take_huge(int fd, uint64_t size)
 struct populate {
     uint8_t *base;
     uint64_t size;
+    int fd;         /* the memfd, for fallocate() */
+    bool take_only; /* guard->clear_on_first_touch: fallocate(), no fault */
     const struct rkv_region_guard *guard;
     _Atomic uint64_t next; /* the next slice's offset */
     _Atomic uint64_t done; /* bytes populated */
@@ -114,16 +121,20 @@ struct populate {
     size_t err_len;
 };
 
-/* One slice's pages, writable: MADV_POPULATE_WRITE (Linux 5.14), else a
- * read of each page, which on a shared mapping faults it in cleared. */
-static int populate_slice(uint8_t *p, uint64_t n)
+/* One slice's pages, taken only (fallocate) or writable: MADV_POPULATE_WRITE
+ * (Linux 5.14), else a read of each page, which on a shared mapping faults
+ * it in cleared. */
+static int populate_slice(const struct populate *pp, uint64_t off, uint64_t n)
 {
+    uint8_t *p = pp->base + off;
+    if (pp->take_only)
+        return fallocate(pp->fd, 0, (off_t)off, (off_t)n) == 0 ? 0 : errno;
     if (madvise(p, n, MADV_POPULATE_WRITE) == 0)
         return 0;
     if (errno != EINVAL)
         return errno == EFAULT || errno == EHWPOISON ? EFAULT : errno; /* ENOMEM: out of RAM */
-    for (uint64_t off = 0; off < n; off += 4096)
-        (void)*(volatile uint8_t *)(p + off);
+    for (uint64_t at = 0; at < n; at += 4096)
+        (void)*(volatile uint8_t *)(p + at);
     return 0;
 }
 
@@ -164,7 +175,7 @@ static void *populate_thread(void *arg)
         if (off >= pp->size || atomic_load(&pp->error) != 0)
             return NULL;
         uint64_t n = RKV_MIN(POPULATE_CHUNK, pp->size - off);
-        int e = populate_fits(pp) ? populate_slice(pp->base + off, n) : ECANCELED;
+        int e = populate_fits(pp) ? populate_slice(pp, off, n) : ECANCELED;
         if (e != 0) {
             int none = 0;
             atomic_compare_exchange_strong(&pp->error, &none, e);
@@ -189,10 +200,16 @@ static unsigned populate_threads(const struct rkv_region_guard *guard)
 
 /* Populate the normal-page mapping `base` from up to that many threads.
  * Returns 0, an errno, or ECANCELED when the guard refused (message in err). */
-static int region_populate(uint8_t *base, uint64_t size, const struct rkv_region_guard *guard,
-                           char *err, size_t err_len)
+static int region_populate(int fd, uint8_t *base, uint64_t size,
+                           const struct rkv_region_guard *guard, char *err, size_t err_len)
 {
-    struct populate pp = { .base = base, .size = size, .guard = guard, .err = err, .err_len = err_len };
+    struct populate pp = { .base = base,
+                           .size = size,
+                           .fd = fd,
+                           .take_only = guard != NULL && guard->clear_on_first_touch,
+                           .guard = guard,
+                           .err = err,
+                           .err_len = err_len };
     pthread_t tid[POPULATE_MAX_THREADS];
     unsigned want = RKV_MIN(populate_threads(guard), POPULATE_MAX_THREADS);
     unsigned n = (unsigned)RKV_MIN((uint64_t)want, (size + POPULATE_CHUNK - 1) / POPULATE_CHUNK);
@@ -208,9 +225,10 @@ static int region_populate(uint8_t *base, uint64_t size, const struct rkv_region
     pthread_mutex_destroy(&pp.guard_lock);
     uint64_t ns = rkv_now_ns() - pp.start_ns;
     if (atomic_load(&pp.error) == 0)
-        RKV_INFO("region: %s populated in %.3f s by %u thread(s) (%.2f GB/s)",
-                 rkv_format_size(size, sz, sizeof sz), (double)ns / 1e9, started + 1,
-                 ns ? (double)size / (double)ns : 0.0);
+        RKV_INFO("region: %s %s in %.3f s by %u thread(s) (%.2f GB/s)",
+                 rkv_format_size(size, sz, sizeof sz),
+                 pp.take_only ? "taken (cleared at first touch)" : "populated", (double)ns / 1e9,
+                 started + 1, ns ? (double)size / (double)ns : 0.0);
     return atomic_load(&pp.error);
 }
 
@@ -243,7 +261,7 @@ static int region_map(int fd, uint64_t size, bool huge, const struct rkv_region_
     if (p == MAP_FAILED)
         return errno;
     region_pin(p, size, huge);
-    if (!huge && (e = region_populate(p, size, guard, err, err_len)) != 0) {
+    if (!huge && (e = region_populate(fd, p, size, guard, err, err_len)) != 0) {
         munmap(p, size);
         return e;
     }

@@ -40,6 +40,11 @@ struct rkv_region_guard {
     void *ctx;
     unsigned populate_threads; /* threads that fault the pages in; 0: one per CPU
                                   this thread may run on */
+    /* Normal pages only. true: take every page now (fallocate, charged to
+     * the memory cgroup like a fault) but leave its clearing to its first
+     * touch, a region no NIC registers (registration pins, so faults, every
+     * page anyway); false: fault every page in, cleared, now. */
+    bool clear_on_first_touch;
 };
 
 /* rkv_region_create, with a guard on the population of normal pages (the

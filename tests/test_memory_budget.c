@@ -536,6 +536,59 @@ static void test_region_guard(void **state)
     assert_null(r.base);
 }
 
+/* This process's resident shared-memory pages (RssShmem), in bytes. */
+static uint64_t rss_shmem(void)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    assert_non_null(f);
+    char line[256];
+    unsigned long long kb = 0;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f) != NULL)
+        found = sscanf(line, "RssShmem: %llu kB", &kb) == 1;
+    fclose(f);
+    assert_true(found);
+    return (uint64_t)kb * 1024;
+}
+
+/* A region no NIC registers (clear_on_first_touch): every page is taken
+ * (the memfd's blocks), slice by slice with the guard asked as before, but
+ * none is faulted in until touched; touched, each reads zero and takes a
+ * write. A refusal still fails creation with the guard's message. */
+static void test_region_take_only(void **state)
+{
+    (void)state;
+    struct rkv_region r;
+    char err[256] = "";
+    struct guard_log g = { 0, 1000, 0 };
+    struct rkv_region_guard guard = { guard_fits, &g, 1, true };
+    uint64_t before = rss_shmem();
+    assert_int_equal(rkv_region_create_guarded(136 * MIB, &guard, &r, err, sizeof err), RKV_OK);
+    if (r.hugepages) {
+        rkv_region_destroy(&r);
+        skip();
+    }
+    uint64_t created = rss_shmem();
+    struct stat st;
+    assert_int_equal(fstat(rkv_region_readonly_fd(&r), &st), 0);
+    assert_true((uint64_t)st.st_blocks * 512 >= 136 * MIB); /* taken */
+    assert_true(created < before + 16 * MIB);               /* not faulted in */
+    assert_int_equal(g.calls, 3);
+    for (uint64_t off = 0; off < r.size; off += 4096) {
+        volatile uint8_t *p = (volatile uint8_t *)r.base + off;
+        assert_int_equal(*p, 0);
+        *p = 1;
+    }
+    assert_true(rss_shmem() >= created + 128 * MIB); /* the measure sees touched pages */
+    rkv_region_destroy(&r);
+
+    g = (struct guard_log){ 0, 2, 0 };
+    assert_int_equal(rkv_region_create_guarded(136 * MIB, &guard, &r, err, sizeof err),
+                     RKV_NO_MEMORY);
+    assert_string_equal(err, "guard says stop at 2");
+    assert_null(r.base);
+}
+
 /* Guard calls from several populating threads, one at a time. */
 struct guard_shared {
     _Atomic unsigned calls, inside;
@@ -607,6 +660,7 @@ int main(void)
         cmocka_unit_test(test_check_cgroup),
         cmocka_unit_test(test_check_hugepages_required_and_memlock),
         cmocka_unit_test(test_region_guard),
+        cmocka_unit_test(test_region_take_only),
         cmocka_unit_test(test_region_guard_threads),
     };
     return cmocka_run_group_tests(tests, tree_setup, tree_teardown);
