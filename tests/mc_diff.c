@@ -165,9 +165,10 @@ static const struct {
                       "memcached 1.6.18 reads an item's value of 2^63 or more as a number "
                       "only if a strchr for a '-' sign, run past the value's end into "
                       "whatever bytes its slab chunk held before, meets a NUL first (fixed in "
-                      "1.6.22): an incr, decr or ma alone in its step that memcached refuses "
-                      "as non-numeric where rkv does it, on a value memcached then shows as "
-                      "such a number, is not compared and the key is resynced" },
+                      "1.6.22): a step in which memcached refuses an incr, decr or ma as "
+                      "non-numeric, where one on a key no other command of the step names "
+                      "leaves memcached's value such a number and rkv's another (rkv did it), "
+                      "is not compared and the key is resynced" },
     [R_BLANK_SCAN] = { "mc-blank-scan",
                        "memcached 1.6.18 reads a counter with strtoull on the value in place: "
                        "on a value of blanks only, strtoull skips them and the value's "
@@ -2175,36 +2176,56 @@ static void resync_key(int key)
     }
 }
 
-/* R_SIGN_SCAN: a lone incr, decr or ma that memcached refused as
- * non-numeric and rkv did, on a value of 2^63 or more (memcached's item is
- * unchanged: a hidden `mg KEY v` shows it). The key is then resynced. */
+/* A side's `mg KEY v` answer, by a hidden command. */
+static void hidden_value(int side, int key, struct buf *ans)
+{
+    struct buf cmd = { 0 };
+    buf_puts(&cmd, "mg ");
+    buf_put(&cmd, keys[key].b, keys[key].n);
+    buf_puts(&cmd, " v\r\n");
+    hidden(side, (const char *)cmd.p, ans);
+    buf_free(&cmd);
+}
+
+/* Whether step command j's key is named by no other command of the step. */
+static bool key_alone(const struct step *s, unsigned j)
+{
+    for (unsigned k = 0; k < s->n; k++)
+        if (k != j && s->cmds[k].key == s->cmds[j].key)
+            return false;
+    return true;
+}
+
+/* R_SIGN_SCAN: a step in which memcached refused an incr, decr or ma as
+ * non-numeric, with an incr, decr or ma on a key no other command of the
+ * step names, whose value memcached still shows as a number of 2^63 or more
+ * (its item unchanged: refused) while rkv's is another (rkv did it). A step
+ * of that one command is the same rule. The key is then resynced. */
 static bool sign_scan_refusal(const struct step *s, const struct result *res)
 {
     static const char refused[] = "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
-    const struct cmd *c = &s->cmds[0];
-    const struct buf *m = &res->raw[S_MC], *r = &res->raw[S_RKV];
-    if (opt.self_check || s->n != 1 || (c->kind != KD_ARITH && c->kind != KD_MA) || c->key < 0 ||
-        c->key == K_LONG || m->len < sizeof refused - 1 ||
-        memcmp(m->p, refused, sizeof refused - 1) != 0)
+    const struct buf *m = &res->raw[S_MC];
+    if (opt.self_check || memmem(m->p, m->len, refused, sizeof refused - 1) == NULL)
         return false;
-    bool done = c->kind == KD_ARITH
-                    ? r->len > 0 && r->p[0] >= '0' && r->p[0] <= '9'
-                    : r->len > 1 && (memcmp(r->p, "HD", 2) == 0 || memcmp(r->p, "VA", 2) == 0);
-    if (!done)
-        return false;
-    struct buf cmd = { 0 }, ans = { 0 };
-    buf_puts(&cmd, "mg ");
-    buf_put(&cmd, keys[c->key].b, keys[c->key].n);
-    buf_puts(&cmd, " v\r\n");
-    hidden(S_MC, (const char *)cmd.p, &ans);
-    bool high = value_high_bit(&ans);
-    buf_free(&cmd);
-    buf_free(&ans);
-    if (!high)
-        return false;
-    resync_key(c->key);
-    rule_hit(R_SIGN_SCAN);
-    return true;
+    for (unsigned j = 0; j < s->n; j++) {
+        const struct cmd *c = &s->cmds[j];
+        if ((c->kind != KD_ARITH && c->kind != KD_MA) || c->key < 0 || c->key == K_LONG ||
+            !key_alone(s, j))
+            continue;
+        struct buf mv = { 0 }, rv = { 0 };
+        hidden_value(S_MC, c->key, &mv);
+        hidden_value(S_RKV, c->key, &rv);
+        bool scanned = value_high_bit(&mv) && rv.len > 3 && memcmp(rv.p, "VA ", 3) == 0 &&
+                       (mv.len != rv.len || memcmp(mv.p, rv.p, mv.len) != 0);
+        buf_free(&mv);
+        buf_free(&rv);
+        if (scanned) {
+            resync_key(c->key);
+            rule_hit(R_SIGN_SCAN);
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Whether an `mg KEY v` answer is a value of one or more blanks (the bytes
@@ -2239,18 +2260,11 @@ static bool blank_scan_refusal(const struct step *s, const struct result *res)
         const struct cmd *c = &s->cmds[j];
         if ((c->kind != KD_ARITH && c->kind != KD_MA) || c->key < 0 || c->key == K_LONG)
             continue;
-        bool alone = true;
-        for (unsigned k = 0; k < s->n; k++)
-            alone &= k == j || s->cmds[k].key != c->key;
-        if (!alone)
+        if (!key_alone(s, j))
             continue;
-        struct buf cmd = { 0 }, ans = { 0 };
-        buf_puts(&cmd, "mg ");
-        buf_put(&cmd, keys[c->key].b, keys[c->key].n);
-        buf_puts(&cmd, " v\r\n");
-        hidden(S_RKV, (const char *)cmd.p, &ans);
+        struct buf ans = { 0 };
+        hidden_value(S_RKV, c->key, &ans);
         bool blank = value_blank(&ans);
-        buf_free(&cmd);
         buf_free(&ans);
         if (blank) {
             resync_key(c->key);
