@@ -75,12 +75,23 @@ int rkv_fdstore_parse(const char *listen_pid, const char *listen_fds, const char
     return 0;
 }
 
+/* Whether fd is a memfd: its /proc link names "/memfd:NAME". F_GET_SEALS
+ * alone cannot tell, as another tmpfs file answers it too (F_SEAL_SEAL). */
+static bool is_memfd(int fd)
+{
+    char link[64], target[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target);
+    return n >= 7 && memcmp(target, "/memfd:", 7) == 0;
+}
+
 int rkv_fdstore_check_region(int fd, uint64_t size, char *err, size_t err_len)
 {
     struct stat st;
     int seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, err_len, "is not a memfd (%s)", strerror(errno));
+    if (seals < 0 || fstat(fd, &st) != 0 || !is_memfd(fd)) {
+        snprintf(err, err_len, "is not a memfd (%s)",
+                 seals < 0 ? strerror(errno) : "another kind of file");
         return -1;
     }
     if ((seals & REGION_SEALS) != REGION_SEALS) {

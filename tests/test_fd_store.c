@@ -363,12 +363,24 @@ static void test_damage_refused(void **state)
     assert_int_equal(ftruncate(open_fd, st.st_size), 0);
     assert_refused(&m, "32M", open_fd, m.state, "not a sealed rkv region");
     close(open_fd);
-    /* not a memfd */
-    char path[] = "/tmp/rkv-test-fdstore-file-XXXXXX";
-    int file = mkstemp(path);
-    unlink(path);
-    assert_int_equal(ftruncate(file, st.st_size), 0);
-    assert_refused(&m, "32M", file, m.state, "is not a memfd");
+    /* not a memfd: a file on a disk, and one on tmpfs (which, unlike a
+     * disk's, answers F_GET_SEALS) where /dev/shm is one */
+    static const char *const dirs[] = { "/dev/shm", "/tmp" };
+    int file = -1; /* the last one, /tmp's, is kept for the record's test */
+    for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+        char path[64];
+        snprintf(path, sizeof path, "%s/rkv-test-fdstore-file-XXXXXX", dirs[d]);
+        int f = mkstemp(path);
+        if (f < 0)
+            continue;
+        unlink(path);
+        assert_int_equal(ftruncate(f, st.st_size), 0);
+        assert_refused(&m, "32M", f, m.state, "is not a memfd");
+        if (file >= 0)
+            close(file);
+        file = f;
+    }
+    assert_true(file >= 0);
     /* the record: of another --memory, damaged, or not a record */
     assert_refused(&m, "16M", m.region, m.state, "was written with --memory 32M");
     uint8_t rec[RKV_STATE_HEADER_SIZE];
