@@ -1069,8 +1069,17 @@ rkv_status rkv_table_delete_version(struct rkv_table *t, const void *key, uint32
     return table_unlink(t, key, key_len, true, version);
 }
 
-rkv_status rkv_table_set_state(struct rkv_table *t, const void *key, uint32_t key_len,
-                               uint64_t version, uint64_t clear, uint64_t set, uint64_t *before)
+/* A change of a live item's state word: the word it gets, from the word it
+ * has (only RKV_ITEM_LIVE_MASK bits change). */
+typedef uint64_t state_change_fn(const struct rkv_table *t, const struct rkv_item *it, uint64_t old,
+                                 const void *arg);
+
+/* Under the key's stripes, apply `change` to the live item of `version`;
+ * *before and *after (may be NULL) get its state word around the change.
+ * Live and in the index, only this stripe's holders write the word. */
+static rkv_status state_update(struct rkv_table *t, const void *key, uint32_t key_len,
+                               uint64_t version, state_change_fn *change, const void *arg,
+                               uint64_t *before, uint64_t *after)
 {
     struct rkv_key_hash h;
     struct place p;
@@ -1079,25 +1088,44 @@ rkv_status rkv_table_set_state(struct rkv_table *t, const void *key, uint32_t ke
         return st;
     rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
 
-    struct stripe_set set_;
-    key_stripes(t, &h, &set_);
-    struct stripe_hold hold = stripes_lock(t, &set_);
+    struct stripe_set set;
+    key_stripes(t, &h, &set);
+    struct stripe_hold hold = stripes_lock(t, &set);
     st = RKV_NOT_FOUND;
     if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
         st = RKV_CAS_MISMATCH;
         if (p.it->version == version) {
-            /* live and in the index: only this stripe's holders write it */
             uint64_t old = __atomic_load_n(&p.it->state, __ATOMIC_RELAXED);
-            uint64_t next = (old & ~(clear & RKV_ITEM_LIVE_MASK)) | (set & RKV_ITEM_LIVE_MASK);
+            uint64_t next = (old & ~RKV_ITEM_LIVE_MASK) |
+                            (change(t, p.it, old, arg) & RKV_ITEM_LIVE_MASK);
             if (next != old)
                 __atomic_store_n(&p.it->state, next, __ATOMIC_RELEASE);
             if (before)
                 *before = old;
+            if (after)
+                *after = next;
             st = RKV_OK;
         }
     }
-    stripes_unlock(t, &set_, hold);
+    stripes_unlock(t, &set, hold);
     return st;
+}
+
+/* rkv_table_set_state's change: arg is { clear, set }. */
+static uint64_t state_clear_set(const struct rkv_table *t, const struct rkv_item *it, uint64_t old,
+                                const void *arg)
+{
+    (void)t;
+    (void)it;
+    const uint64_t *cs = arg;
+    return (old & ~cs[0]) | cs[1];
+}
+
+rkv_status rkv_table_set_state(struct rkv_table *t, const void *key, uint32_t key_len,
+                               uint64_t version, uint64_t clear, uint64_t set, uint64_t *before)
+{
+    const uint64_t cs[2] = { clear & RKV_ITEM_LIVE_MASK, set & RKV_ITEM_LIVE_MASK };
+    return state_update(t, key, key_len, version, state_clear_set, cs, before, NULL);
 }
 
 /* Is the live item `it` due for a recache: stale, or expiring less than
@@ -1110,38 +1138,31 @@ static bool recache_due(const struct rkv_table *t, const struct rkv_item *it, ui
            (recache_ttl != 0 && expire_at != 0 && expire_at - now < recache_ttl);
 }
 
+/* rkv_table_claim's change, the test-and-set of WON the door's mg makes
+ * (rkv_table_set_state): won if not yet taken and due; arg is recache_ttl. */
+static uint64_t state_claim(const struct rkv_table *t, const struct rkv_item *it, uint64_t old,
+                            const void *arg)
+{
+    const uint32_t *recache_ttl = arg;
+    if ((old & RKV_ITEM_WON) || !recache_due(t, it, old, *recache_ttl))
+        return old;
+    return old | RKV_ITEM_WON;
+}
+
 rkv_status rkv_table_claim(struct rkv_table *t, const void *key, uint32_t key_len, uint64_t version,
                            uint32_t recache_ttl, uint32_t *marks)
 {
-    struct rkv_key_hash h;
-    struct place p;
-    rkv_status st = check_key(t, key, key_len);
+    uint64_t old = 0, next = 0;
+    rkv_status st = state_update(t, key, key_len, version, state_claim, &recache_ttl, &old, &next);
     *marks = 0;
     if (st != RKV_OK)
         return st;
-    rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
-
-    struct stripe_set set;
-    key_stripes(t, &h, &set);
-    struct stripe_hold hold = stripes_lock(t, &set);
-    st = RKV_NOT_FOUND;
-    if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
-        st = RKV_CAS_MISMATCH;
-        if (p.it->version == version) {
-            /* the test-and-set of WON the door's mg makes (rkv_table_set_state) */
-            uint64_t old = __atomic_load_n(&p.it->state, __ATOMIC_RELAXED);
-            *marks = (old & RKV_ITEM_STALE) ? RKV_MARK_STALE : 0;
-            if (old & RKV_ITEM_WON) {
-                *marks |= RKV_MARK_TAKEN;
-            } else if (recache_due(t, p.it, old, recache_ttl)) {
-                __atomic_store_n(&p.it->state, old | RKV_ITEM_WON, __ATOMIC_RELEASE);
-                *marks |= RKV_MARK_WON;
-            }
-            st = RKV_OK;
-        }
-    }
-    stripes_unlock(t, &set, hold);
-    return st;
+    *marks = (old & RKV_ITEM_STALE) ? RKV_MARK_STALE : 0;
+    if (old & RKV_ITEM_WON)
+        *marks |= RKV_MARK_TAKEN;
+    else if (next & RKV_ITEM_WON)
+        *marks |= RKV_MARK_WON;
+    return RKV_OK;
 }
 
 rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len, int64_t delta,
