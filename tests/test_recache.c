@@ -9,9 +9,6 @@
  * A fresh item costs no RPC. No sleeps: threads meet at barriers, and
  * "exactly one" holds whatever order they run in.
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +22,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "mc_conn.h"
 #include "rkv.h"
 #include "server_proc.h"
 
@@ -59,33 +57,22 @@ static int teardown(void **state)
 
 /* ------------------------------------------------------------ the door */
 
+/* A door connection (mc_connect's, with its receive timeout). */
 static int door_connect(unsigned port)
 {
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    struct timeval tv = { .tv_sec = 20 };
-    int one = 1;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = mc_connect(port);
     assert_true(fd >= 0);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
     return fd;
 }
 
 /* Send req, expect exactly `want` back. */
 static void exchange(int fd, const char *req, const char *want)
 {
-    size_t n = strlen(want), got = 0;
+    size_t n = strlen(want);
     char buf[512];
     assert_true(n < sizeof buf);
-    assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
-    while (got < n) {
-        ssize_t r = recv(fd, buf + got, n - got, 0);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
+    assert_true(mc_send_str(fd, req));
+    size_t got = mc_recv_n(fd, buf, n);
     buf[got] = '\0';
     if (got != n || memcmp(buf, want, n) != 0)
         fail_msg("request %s\nwanted  %s\ngot     %s", req, want, buf);
@@ -120,14 +107,11 @@ struct reader {
 static rkv_status door_read(int fd, char *buf, size_t *len, struct rkv_recache *rc)
 {
     char line[128];
-    size_t n = 0;
-    assert_int_equal(send(fd, "mg herd v\r\n", 11, MSG_NOSIGNAL), 11);
-    while (n < sizeof line - 1 && recv(fd, line + n, 1, 0) == 1 && line[n] != '\n')
-        n++;
-    line[n] = '\0';
+    assert_true(mc_send_str(fd, "mg herd v\r\n"));
+    mc_read_line(fd, line, sizeof line);
     rc->marks = (strstr(line, " W") ? RKV_MARK_WON : 0) | (strstr(line, " Z") ? RKV_MARK_TAKEN : 0) |
                 (strstr(line, " X") ? RKV_MARK_STALE : 0);
-    *len = (size_t)recv(fd, buf, 5, MSG_WAITALL) - 2; /* "old\r\n" */
+    *len = mc_recv_n(fd, buf, 5) - 2; /* "old\r\n" */
     return strncmp(line, "VA 3", 4) == 0 ? RKV_OK : RKV_PROTOCOL;
 }
 
