@@ -10,7 +10,8 @@
  *   +----------------------+ 0
  *   | rkv_region_header    |  one 4 KiB page: magic, geometry, clock
  *   +----------------------+ index_offset
- *   | bucket[bucket_count] |  64-byte buckets: version word + 7 slots
+ *   | bucket[count]        |  64-byte buckets: version word + 7 slots; the index
+ *   |   (room to grow)     |  grows by splits up to index_capacity (index_geom.h)
  *   +----------------------+ heap_offset
  *   | item heap            |  slab pages, each carved into one size class
  *   +----------------------+ region_size
@@ -28,6 +29,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "index_geom.h"
+
 #define RKV_STATIC_ASSERT(c, m) _Static_assert(c, m)
 
 /* Structures here are read and written in host byte order on both sides. */
@@ -39,8 +42,10 @@ RKV_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
  * 3: items on 8-byte boundaries, finer size classes; 4: any bucket count
  * (a key's buckets from the high bits of its hash), classes that divide the
  * slab page above RKV_SLAB_DIVISOR_FROM of it; 5: a 28-byte item header,
- * expire_at and user_flags stored only when not 0 (struct rkv_item) */
-#define RKV_FORMAT_VERSION 5u
+ * expire_at and user_flags stored only when not 0 (struct rkv_item); 6: an
+ * index that grows by linear hashing (index_geom.h: index_base,
+ * index_capacity, index_geometry; bucket versions carry their level) */
+#define RKV_FORMAT_VERSION 6u
 #define RKV_HEADER_SIZE    4096u
 #define RKV_CACHELINE      64u
 
@@ -51,20 +56,23 @@ RKV_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 /* The first page of the region. Written once at start (geometry) except for
  * `clock`, which the server refreshes every second so clients can judge TTL
- * expiry without asking the server. */
+ * expiry without asking the server, and `index_geometry`, which changes as
+ * the index grows (after the buckets it names are in place). */
 struct rkv_region_header {
-    uint64_t magic;          /* RKV_REGION_MAGIC */
-    uint32_t format_version; /* RKV_FORMAT_VERSION */
-    uint32_t header_size;    /* RKV_HEADER_SIZE */
-    uint64_t generation;     /* random per server start; a restart changes it */
-    uint64_t region_size;    /* bytes in the whole region */
-    uint64_t index_offset;   /* first bucket, from the region start */
-    uint64_t bucket_count;   /* at least 2; any number (rkv_hash_key) */
-    uint64_t heap_offset;    /* first slab page */
-    uint64_t heap_size;      /* bytes of heap (a multiple of slab_page_size) */
-    uint32_t slab_page_size; /* bytes per slab page; the largest item */
-    uint32_t class_count;    /* entries used in class_size[] */
-    uint32_t max_key_len;    /* longest key the server accepts */
+    uint64_t magic;                   /* RKV_REGION_MAGIC */
+    uint32_t format_version;          /* RKV_FORMAT_VERSION */
+    uint32_t header_size;             /* RKV_HEADER_SIZE */
+    uint64_t generation;              /* random per server start; a restart changes it */
+    uint64_t region_size;             /* bytes in the whole region */
+    uint64_t index_offset;            /* first bucket, from the region start */
+    uint64_t index_base;              /* buckets before any split: at least 2, any number */
+    uint64_t index_capacity;          /* buckets the index may grow to (room up to heap_offset) */
+    volatile uint64_t index_geometry; /* level and split (index_geom.h), one word */
+    uint64_t heap_offset;             /* first slab page */
+    uint64_t heap_size;               /* bytes of heap (a multiple of slab_page_size) */
+    uint32_t slab_page_size;          /* bytes per slab page; the largest item */
+    uint32_t class_count;             /* entries used in class_size[] */
+    uint32_t max_key_len;             /* longest key the server accepts */
     uint32_t max_value_len;  /* longest value for the longest key (a shorter key's may be longer by
                                 * the difference: an item is never larger than RKV_ITEM_HEADER_MAX +
                                 * max_key_len + max_value_len) */
@@ -93,9 +101,10 @@ static inline bool rkv_region_server_alive(const struct rkv_region_header *h)
 RKV_STATIC_ASSERT(sizeof(struct rkv_region_header) <= RKV_HEADER_SIZE, "header fits its page");
 
 /* A bucket: one cache line. `version` is a seqlock word: odd while the server
- * is changing the bucket's slots, bumped by 2 per completed change. A reader
- * that finds no match re-reads both buckets and trusts the miss only if both
- * versions are even and unchanged (design.md invariant 4). */
+ * is changing the bucket's slots, bumped by 2 per completed change; its top
+ * bits carry the bucket's level (index_geom.h). A reader that finds no match
+ * re-reads both buckets and trusts the miss only if both versions are even,
+ * unchanged and at the level its geometry expects (design.md invariant 4). */
 struct rkv_bucket {
     volatile uint64_t version;
     volatile uint64_t slot[RKV_SLOTS_PER_BUCKET];
@@ -349,6 +358,10 @@ uint64_t rkv_item_checksum_of(const struct rkv_item *it, size_t bytes, uint64_t 
  * when any field is out of range, so a hostile or corrupt header cannot make
  * a client read outside the region. */
 bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len);
+
+/* The index geometry a (validated) header publishes now: one load of its
+ * geometry word; false when that word is out of range. */
+bool rkv_header_geom(const struct rkv_region_header *h, struct rkv_index_geom *g);
 
 /* When h is an rkv region header of another format than this build's: a
  * message saying which (in buf, len bytes), for a client to refuse it

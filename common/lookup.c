@@ -28,10 +28,13 @@ bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len)
     if (h->magic != RKV_REGION_MAGIC || h->format_version != RKV_FORMAT_VERSION ||
         h->header_size != RKV_HEADER_SIZE || h->region_size != region_len)
         return false;
-    if (h->bucket_count < 2 || h->bucket_count > region_len / sizeof(struct rkv_bucket))
+    if (h->index_capacity < 2 || h->index_capacity > region_len / sizeof(struct rkv_bucket))
         return false;
     if (h->index_offset < RKV_HEADER_SIZE || h->index_offset % RKV_CACHELINE != 0 ||
-        h->index_offset + h->bucket_count * sizeof(struct rkv_bucket) > h->heap_offset)
+        h->index_offset + h->index_capacity * sizeof(struct rkv_bucket) > h->heap_offset)
+        return false;
+    struct rkv_index_geom g;
+    if (!rkv_header_geom(h, &g))
         return false;
     if (h->heap_offset % RKV_ITEM_ALIGN != 0 || h->heap_size > region_len ||
         h->heap_offset > region_len - h->heap_size)
@@ -48,6 +51,20 @@ bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len)
             return false;
     }
     return true;
+}
+
+bool rkv_header_geom(const struct rkv_region_header *h, struct rkv_index_geom *g)
+{
+    *g = rkv_index_geom_from(h->index_base, __atomic_load_n(&h->index_geometry, __ATOMIC_ACQUIRE));
+    return rkv_index_geom_valid(g, h->index_capacity);
+}
+
+void rkv_header_hash_key(const struct rkv_region_header *h, const void *key, size_t key_len,
+                         struct rkv_key_hash *out)
+{
+    struct rkv_index_geom g;
+    rkv_header_geom(h, &g);
+    rkv_hash_key(key, key_len, h->hash_seed, &g, out);
 }
 
 const char *rkv_header_other_format(const struct rkv_region_header *h, char *buf, size_t len)
@@ -174,23 +191,35 @@ static uint64_t bucket_offset(const struct rkv_region_header *g, uint64_t b)
     return g->index_offset + b * sizeof(struct rkv_bucket);
 }
 
-/* The key's hash: its fingerprint and candidate buckets. Only the index
- * needs them: a GET served through its cached location (or a forward from
- * it) never hashes the key. fp != 0 tells that it is done. */
-static void hash_key(const struct rkv_region_header *g, struct rkv_lookup *l)
+/* The index geometry the lookup addresses with: the header copy's, or a
+ * later one learned since (a valid header's geometry word only grows). */
+static struct rkv_index_geom lookup_geom(const struct rkv_lookup_ctx *ctx)
+{
+    const struct rkv_region_header *g = ctx->geom;
+    return rkv_index_geom_from(g->index_base, RKV_MAX(ctx->index_word, g->index_geometry));
+}
+
+/* The key's hash: its fingerprint, candidate buckets and the level each
+ * should be at. Only the index needs them: a GET served through its cached
+ * location (or a forward from it) never hashes the key. fp != 0 tells that
+ * it is done. */
+static void hash_key(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
 {
     struct rkv_key_hash kh;
-    rkv_hash_key(l->key, l->key_len, g->hash_seed, g->bucket_count, &kh);
+    struct rkv_index_geom ig = lookup_geom(ctx);
+    rkv_hash_key(l->key, l->key_len, ctx->geom->hash_seed, &ig, &kh);
     l->fp = kh.fp;
-    l->bucket[0] = kh.bucket[0];
-    l->bucket[1] = kh.bucket[1];
+    for (unsigned i = 0; i < 2; i++) {
+        l->bucket[i] = kh.bucket[i];
+        l->bucket_level[i] = (uint8_t)rkv_index_bucket_level(&ig, kh.bucket[i]);
+    }
 }
 
 /* Go to the index: read the key's buckets next. */
-static void to_buckets(const struct rkv_region_header *g, struct rkv_lookup *l)
+static void to_buckets(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
 {
     if (l->fp == 0)
-        hash_key(g, l);
+        hash_key(ctx, l);
     l->phase = PHASE_BUCKETS;
 }
 
@@ -210,6 +239,8 @@ static void plan_key(struct round *r, struct rkv_lookup *l)
         break;
     case PHASE_BUCKETS:
     case PHASE_RECHECK: {
+        if (l->fp == 0) /* the geometry changed: hash again */
+            hash_key(r->ctx, l);
         unsigned first = l->phase == PHASE_RECHECK ? 0 : l->bucket_next;
         unsigned n = l->phase == PHASE_BUCKETS && r->ctx->cost == RKV_COST_PER_READ ? 1 : 2 - first;
         l->land = round_add(r, bucket_offset(g, l->bucket[first]), sizeof(struct rkv_bucket));
@@ -256,6 +287,22 @@ static void retry(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         finish(l, RKV_RETRY_EXHAUSTED);
     else
         l->phase = PHASE_BUCKETS;
+}
+
+/* Whether buckets b[0..n) (the key's from index `first`) are at the level
+ * the key's geometry expects. If not, the index grew since: the round ends
+ * with a re-read of the geometry, and the key hashes again and retries. */
+static bool levels_expected(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l,
+                            const struct rkv_bucket *b, unsigned first, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (rkv_version_level(b[i].version) != l->bucket_level[first + i]) {
+            ctx->stale = true;
+            retry(ctx, l);
+            l->fp = 0;
+            return false;
+        }
+    return true;
 }
 
 /* After the candidates of the buckets read so far: the next bucket, or (both
@@ -332,12 +379,14 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
             l->at_slot = next;
             l->at_len = len;
         } else {
-            to_buckets(g, l); /* stale location: fall back to the index */
+            to_buckets(ctx, l); /* stale location: fall back to the index */
         }
         break;
     }
     case PHASE_BUCKETS: {
         unsigned first = l->bucket_next;
+        if (!levels_expected(ctx, l, b, first, l->nread))
+            return;
         for (unsigned i = 0; i < l->nread; i++)
             if (b[i].version & 1) {
                 retry(ctx, l); /* the server is changing a bucket right now */
@@ -379,6 +428,8 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         break;
     }
     case PHASE_RECHECK:
+        if (!levels_expected(ctx, l, b, 0, 2))
+            break;
         if (b[0].version == l->bucket_version[0] && b[1].version == l->bucket_version[1])
             finish(l, RKV_NOT_FOUND);
         else
@@ -415,14 +466,34 @@ void rkv_lookup_start(const struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
          * they stay, as the fingerprint of what this location gives (a
          * hint's, a forward's); only a location without any takes the key's */
         if (rkv_slot_fp(l->cached_slot) == 0)
-            hash_key(g, l);
+            hash_key(ctx, l);
         l->at_slot = l->cached_slot | l->fp;
         l->at_len = len;
         l->phase = PHASE_CACHE;
         if (ctx->prefetch) /* the item's miss overlaps the planning of its round */
             ctx->prefetch(ctx->read_ctx, off, len);
     } else
-        to_buckets(g, l);
+        to_buckets(ctx, l);
+}
+
+/* The index grew since the geometry the round addressed with: read the
+ * header's geometry word again (into the scratch, which the round no longer
+ * needs) and keep it if it is valid and newer. */
+static rkv_status geom_refresh(struct rkv_lookup_ctx *ctx)
+{
+    const struct rkv_region_header *g = ctx->geom;
+    struct rkv_read_op op = { .offset = offsetof(struct rkv_region_header, index_geometry),
+                              .len = sizeof(uint64_t),
+                              .dst = ctx->scratch };
+    rkv_status st = ctx->read(ctx->read_ctx, &op, 1);
+    if (st != RKV_OK)
+        return st;
+    uint64_t word = load64(ctx->scratch);
+    struct rkv_index_geom ig = rkv_index_geom_from(g->index_base, word);
+    if (rkv_index_geom_valid(&ig, g->index_capacity) && word > ctx->index_word)
+        ctx->index_word = word;
+    ctx->geom_reads++;
+    return RKV_OK;
 }
 
 rkv_status rkv_lookup_round(struct rkv_lookup_ctx *ctx, struct rkv_lookup *const *ls, unsigned n)
@@ -436,12 +507,13 @@ rkv_status rkv_lookup_round(struct rkv_lookup_ctx *ctx, struct rkv_lookup *const
     rkv_status st = ctx->read(ctx->read_ctx, ctx->ops, r.nops);
     if (st != RKV_OK)
         return st;
+    ctx->stale = false;
     for (unsigned i = 0; i < n; i++) {
         struct rkv_lookup *l = ls[i];
         if (l->phase != PHASE_DONE && l->nread)
             advance_key(ctx, l);
     }
-    return RKV_OK;
+    return ctx->stale ? geom_refresh(ctx) : RKV_OK;
 }
 
 rkv_status rkv_lookup_batch(struct rkv_lookup_ctx *ctx, struct rkv_lookup *ls, unsigned n)

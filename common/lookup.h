@@ -14,6 +14,11 @@
  *   bucket versions are even and unchanged since each was read (no
  *   concurrent move), else retry.
  *
+ * A bucket whose version carries another level than the reader's geometry
+ * expects (index_geom.h: the index grew since the reader learned its
+ * geometry) is never trusted: at the end of the round the lookup re-reads the
+ * header's geometry word (one 8-byte READ) and the key hashes again.
+ *
  * The transport's cost model (rkv_lookup_ctx.cost) decides how the buckets
  * are read; the algorithm is the same. When round trips cost and a second
  * READ in a doorbell is nearly free (an RDMA NIC), both candidate buckets go
@@ -34,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hash.h"
 #include "layout.h"
 #include "rkv.h"
 #include "transport.h"
@@ -59,6 +65,10 @@ struct rkv_lookup_ctx {
     unsigned max_retries;    /* per key */
     uint32_t now;            /* server clock for expiry (common/clock.h); 0 = ignore expiry */
     enum rkv_read_cost cost; /* the transport's cost model (transport.h; 0: round trips cost) */
+    uint64_t index_word;     /* the index geometry word learned since geom was copied (0:
+                                * none; the larger of it and geom's is used): the lookup's */
+    bool stale;              /* lookup-private: a bucket of this round was at another level */
+    uint64_t geom_reads;     /* out: header geometry re-reads (the index grew), accumulated */
     uint64_t retries;        /* out: verification retries, accumulated */
     uint64_t forwards;       /* out: forward hops followed, accumulated */
 };
@@ -97,11 +107,16 @@ struct rkv_lookup {
                            served through cached_slot never is) */
     uint64_t bucket[2]; /* the key's candidate buckets (once hashed) */
     uint64_t bucket_version[2];
+    uint8_t bucket_level[2]; /* the level each should be at (index_geom.h) */
     uint64_t cand[RKV_LOOKUP_MAX_CAND];
     uint32_t cand_len[RKV_LOOKUP_MAX_CAND]; /* each candidate's item bytes (checked once) */
     uint8_t *land;                          /* this round's landing area in scratch */
     unsigned nread;                         /* reads this round */
 };
+
+/* A key's hash at the index geometry header h publishes now (h valid). */
+void rkv_header_hash_key(const struct rkv_region_header *h, const void *key, size_t key_len,
+                         struct rkv_key_hash *out);
 
 /* Bytes of scratch a batch of n keys needs at least to make progress. */
 size_t rkv_lookup_scratch_need(const struct rkv_region_header *geom, unsigned n);

@@ -73,7 +73,9 @@ static double first_bucket_share(struct rkv_table *t, uint64_t seed, uint64_t it
     for (uint64_t n = 0; n < items; n++) {
         struct rkv_key_hash h;
         next_key(&x, key);
-        rkv_hash_key(key, KEY_LEN, g->hash_seed, g->bucket_count, &h);
+        struct rkv_index_geom ig;
+        rkv_header_geom(g, &ig);
+        rkv_hash_key(key, KEY_LEN, g->hash_seed, &ig, &h);
         const struct rkv_item *it = rkv_table_find(t, key, KEY_LEN);
         uint64_t off = (uint64_t)((const uint8_t *)it - (const uint8_t *)g);
         for (unsigned s = 0; it != NULL && s < RKV_SLOTS_PER_BUCKET; s++)
@@ -90,14 +92,13 @@ static void fill(struct rkv_table *t, uint32_t value_len, uint64_t seed, struct 
     uint8_t key[KEY_LEN];
     uint64_t x = seed | 1;
     struct rkv_value_src src = { .data = value, .len = value_len };
-    struct rkv_table_stats empty;
+    uint64_t slots = rkv_table_header(t)->index_capacity * RKV_SLOTS_PER_BUCKET; /* grown */
     unsigned point = 0;
 
     memset(value, 'v', value_len);
     memset(r, 0, sizeof(*r));
-    rkv_table_get_stats(t, &empty);
     for (;;) {
-        if (point < SHARE_POINTS - 1 && r->items == empty.slots * (point ? 9 : 5) / 10)
+        if (point < SHARE_POINTS - 1 && r->items == slots * (point ? 9 : 5) / 10)
             r->first_bucket[point++] = first_bucket_share(t, seed, r->items);
         next_key(&x, key);
         rkv_status st = rkv_table_put(t, key, KEY_LEN, &src, RKV_SET, 0, 0, 0, NULL);
@@ -139,7 +140,7 @@ static int run(uint64_t region_size, const struct rkv_table_config *cfg, uint32_
         goto out;
     }
     double items = (double)r.items;
-    double index_bytes = (double)r.h->bucket_count * sizeof(struct rkv_bucket);
+    double index_bytes = (double)r.h->index_capacity * sizeof(struct rkv_bucket);
     double header = RKV_ITEM_PREFIX_SIZE; /* no TTL, no flags */
     double rounding = (double)(r.st.bytes_used - r.st.item_bytes) / items;
     const char *limit = r.st.pages_unassigned > 0 ? "index" : "heap";

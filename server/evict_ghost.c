@@ -66,7 +66,7 @@ void rkv_ghost_remember(struct rkv_table *t, uint64_t word)
     if (key_len > t->cfg.max_key_len || header + key_len > slot)
         return;
     struct rkv_key_hash h;
-    rkv_hash_key((const uint8_t *)it + header, key_len, t->seed, t->bucket_count, &h);
+    table_hash(t, (const uint8_t *)it + header, key_len, &h);
     __atomic_store_n(&t->ghost[h.h64 & t->ghost_mask], ghost_tag(h.h64), __ATOMIC_RELAXED);
 }
 

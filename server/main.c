@@ -293,7 +293,7 @@ static int state_fingerprint(const struct rkv_server *srv, struct rkv_state_head
     h->max_key_len = g.max_key_len;
     h->max_value_len = g.max_value_len;
     h->class_count = g.class_count;
-    h->bucket_count = g.bucket_count;
+    h->bucket_count = g.index_capacity;
     h->heap_offset = g.heap_offset;
     h->heap_size = g.heap_size;
     return 0;
@@ -677,11 +677,13 @@ static int setup_region_table(struct rkv_server *srv, const struct kept_source *
         RKV_ERROR("%s", err);
         return -1;
     }
-    RKV_INFO("region %s (%s), %llu buckets, heap %s, largest value %u bytes",
+    struct rkv_index_geom ig;
+    rkv_header_geom(h, &ig);
+    RKV_INFO("region %s (%s), %llu buckets growing to %llu, heap %s, largest value %u bytes",
              rkv_format_size(srv->region.size, sz, sizeof sz),
              srv->region.hugepages ? "hugepages" : "normal pages",
-             (unsigned long long)h->bucket_count, rkv_format_size(h->heap_size, err, sizeof err),
-             h->max_value_len);
+             (unsigned long long)rkv_index_count(&ig), (unsigned long long)h->index_capacity,
+             rkv_format_size(h->heap_size, err, sizeof err), h->max_value_len);
     return 0;
 }
 

@@ -51,7 +51,7 @@ struct rkv_state_header {
     uint32_t max_key_len;
     uint32_t max_value_len;
     uint32_t class_count;
-    uint64_t bucket_count; /* index geometry */
+    uint64_t bucket_count; /* index geometry: the buckets it may grow to */
     uint64_t heap_offset;
     uint64_t heap_size;
     /* where the next server goes on from */

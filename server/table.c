@@ -84,7 +84,9 @@
 #define MAX_INDEX_SHARE        0.9
 #define MAX_REGION_BYTES \
     ((1ull << (64 - RKV_SLOT_OFF_SHIFT)) * RKV_ITEM_ALIGN) /* 40-bit slot offsets */
-#define HEAP_ALIGN 4096u
+#define HEAP_ALIGN        4096u
+#define INDEX_START_SHARE 64u /* a growing index starts with this share of its capacity */
+#define INDEX_START_MIN   64u /* ... and at least this many buckets (or all of them) */
 
 #define BFS_MAX_DEPTH   5    /* longest displacement chain, in moves */
 #define BFS_MAX_NODES   512  /* buckets a displacement search may visit */
@@ -99,6 +101,7 @@
 #define PATH_TRIES   4  /* displacement paths found without locks and invalidated, then exclusive */
 #define PATH_SKIP    63 /* new keys that evict at once after a search found the index full */
 #define PATH_BUCKETS (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
+#define GROW_CHECK   64 /* new keys of a writer slot between looks at the index's load */
 
 /* One bucket the displacement search reached. */
 struct bfs_node {
@@ -265,6 +268,22 @@ static void key_stripes(const struct rkv_table *t, const struct rkv_key_hash *h,
     stripe_add(t, set, h->bucket[1]);
 }
 
+/* Hold the index shared and the stripes of the key's buckets, h hashed
+ * already: a split between the hashing and the locking (the geometry
+ * changed) makes it hash again and lock the new buckets' stripes. */
+static struct stripe_hold key_lock(struct rkv_table *t, const void *key, uint32_t key_len,
+                                   struct rkv_key_hash *h, struct stripe_set *set)
+{
+    for (;;) {
+        key_stripes(t, h, set);
+        struct stripe_hold hold = stripes_lock(t, set);
+        if (RKV_LIKELY(table_hash_current(t, h)))
+            return hold;
+        stripes_unlock(t, set, hold);
+        table_hash(t, key, key_len, h);
+    }
+}
+
 /* The whole index, excluding every stripe holder: one exclusive taker at a
  * time; new shared takers step back from the flag, those holding finish
  * (holds are short, so waiting for them yields rather than sleeps). */
@@ -343,6 +362,20 @@ static void slot_store(struct rkv_table *t, struct rkv_bucket *b, unsigned slot,
     if (RKV_UNLIKELY(t->observer != NULL))
         t->observer(t->observer_ctx, (uint64_t)(b - t->buckets), slot, word);
     __atomic_store_n(&b->version, b->version + 1, __ATOMIC_RELEASE);
+}
+
+void rkv_table_slot_set(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, uint64_t word)
+{
+    slot_store(t, b, slot, word);
+}
+
+void rkv_table_bucket_level(struct rkv_table *t, struct rkv_bucket *b, unsigned level)
+{
+    (void)t;
+    version_begin(b);
+    uint64_t count = (b->version & RKV_VERSION_COUNT_MASK) + 1;
+    __atomic_store_n(&b->version, (uint64_t)level << RKV_VERSION_LEVEL_SHIFT | count,
+                     __ATOMIC_RELEASE);
 }
 
 void rkv_table_set_store_observer(struct rkv_table *t, rkv_table_store_fn fn, void *ctx)
@@ -523,7 +556,7 @@ bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct p
         (uint64_t)header + key_len + value_len > rkv_slab_class_size(t->slab, cls))
         return false;
     struct rkv_key_hash h;
-    rkv_hash_key((const uint8_t *)it + header, key_len, t->seed, t->bucket_count, &h);
+    table_hash(t, (const uint8_t *)it + header, key_len, &h);
     for (unsigned i = 0; i < 2; i++) {
         struct rkv_bucket *b = &t->buckets[h.bucket[i]];
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
@@ -554,8 +587,7 @@ static uint64_t other_bucket(const struct rkv_table *t, uint64_t word, uint64_t 
     if (key_len == 0 || key_len > t->cfg.max_key_len)
         return here;
     struct rkv_key_hash h;
-    rkv_hash_key((const uint8_t *)it + rkv_shape_header_size(shape), key_len, t->seed,
-                 t->bucket_count, &h);
+    table_hash(t, (const uint8_t *)it + rkv_shape_header_size(shape), key_len, &h);
     if (h.bucket[0] == here)
         return h.bucket[1];
     return h.bucket[1] == here ? h.bucket[0] : here;
@@ -818,7 +850,7 @@ static rkv_status mode_check(rkv_put_mode mode, bool live, uint64_t version, uin
 
 /* One store's index part: what to publish, for which key, on what condition. */
 struct store {
-    const struct rkv_key_hash *h;
+    struct rkv_key_hash *h;
     const void *key;
     uint32_t key_len;
     struct built nb; /* the new item */
@@ -887,8 +919,7 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
     struct room room = { 0 };
     bool again;
 
-    key_stripes(t, w->h, &set);
-    struct stripe_hold hold = stripes_lock(t, &set);
+    struct stripe_hold hold = key_lock(t, w->key, w->key_len, w->h, &set);
     rkv_status st = store_locked(t, w, &room, &again);
     stripes_unlock(t, &set, hold);
 
@@ -898,18 +929,39 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
         room.path = &path;
         path_stripes(t, w->h, &path, &set);
         hold = stripes_lock(t, &set);
-        st = store_locked(t, w, &room, &again);
+        if (table_hash_current(t, w->h))
+            st = store_locked(t, w, &room, &again);
         stripes_unlock(t, &set, hold);
+        if (!table_hash_current(t, w->h)) /* split meanwhile: the key's buckets may be others */
+            table_hash(t, w->key, w->key_len, w->h);
     }
     if (again) {
         room = (struct room){ .exclusive = true };
         uint64_t since = rkv_table_index_lock_all(t);
+        rkv_index_grow(t, rkv_index_grow_step(t)); /* both buckets full: more buckets first */
+        if (!table_hash_current(t, w->h))
+            table_hash(t, w->key, w->key_len, w->h);
         st = store_locked(t, w, &room, &again);
         rkv_table_index_unlock_all(t, since);
     }
     if (w->replaced != 0)
         item_free(t, w->replaced);
     return st;
+}
+
+/* After a new key: once every GROW_CHECK of this writer slot's new keys,
+ * grow the index if it is loaded past RKV_INDEX_GROW_LOAD (summing the
+ * stripes' item counts is too dear for every insert). Holding no lock. */
+static void grow_check(struct rkv_table *t)
+{
+    struct writer_slot *ws = writer_slot(t);
+    if (RKV_LIKELY(++ws->inserts % GROW_CHECK != 0) ||
+        !rkv_index_wants_growth(t, stripe_sum(t, SC_ITEMS)))
+        return;
+    uint64_t since = rkv_table_index_lock_all(t);
+    if (rkv_index_wants_growth(t, stripe_sum(t, SC_ITEMS)))
+        rkv_index_grow(t, rkv_index_grow_step(t));
+    rkv_table_index_unlock_all(t, since);
 }
 
 /* Ask for the key's two bucket lines and their stripes' lock lines (to
@@ -950,7 +1002,7 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
         .h = &h, .key = key, .key_len = key_len, .mode = mode, .cas = cas, .op = op, .keep = keep
     };
 
-    rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
+    table_hash(t, key, key_len, &h);
     prefetch_buckets(t, &h);
     rkv_status st = item_build(t, &h, key, key_len, val, expire_at, user_flags, state, &w.nb);
     if (st != RKV_OK)
@@ -960,6 +1012,8 @@ static rkv_status table_store(struct rkv_table *t, const void *key, uint32_t key
         rkv_slab_free(t->slab, w.nb.cls, rkv_slot_offset(w.nb.word)); /* never published */
         goto fail;
     }
+    if (w.replaced == 0)
+        grow_check(t);
     rkv_evict_ahead(t, w.nb.cls, w.nb.word);
     if (version)
         *version = w.nb.version;
@@ -991,11 +1045,10 @@ static rkv_status table_unlink(struct rkv_table *t, const void *key, uint32_t ke
     rkv_status st = check_key(t, key, key_len);
     if (st != RKV_OK)
         return st;
-    rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
+    table_hash(t, key, key_len, &h);
 
     struct stripe_set set;
-    key_stripes(t, &h, &set);
-    struct stripe_hold hold = stripes_lock(t, &set);
+    struct stripe_hold hold = key_lock(t, key, key_len, &h, &set);
     bool found = rkv_table_index_find(t, &h, key, key_len, &p);
     st = RKV_NOT_FOUND;
     if (found) {
@@ -1086,11 +1139,10 @@ static rkv_status state_update(struct rkv_table *t, const void *key, uint32_t ke
     rkv_status st = check_key(t, key, key_len);
     if (st != RKV_OK)
         return st;
-    rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
+    table_hash(t, key, key_len, &h);
 
     struct stripe_set set;
-    key_stripes(t, &h, &set);
-    struct stripe_hold hold = stripes_lock(t, &set);
+    struct stripe_hold hold = key_lock(t, key, key_len, &h, &set);
     st = RKV_NOT_FOUND;
     if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
         st = RKV_CAS_MISMATCH;
@@ -1172,19 +1224,18 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
     rkv_status st = check_key(t, key, key_len);
     if (st != RKV_OK)
         return st;
-    rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
+    table_hash(t, key, key_len, &h);
 
     /* Read under the key's stripes, build the new item without them, and
      * publish only if the item is still the one we read (a CAS on its
      * version). */
     struct stripe_set set;
-    key_stripes(t, &h, &set);
     for (unsigned tries = 0; tries < INCR_TRIES; tries++) {
         struct place p;
         uint64_t cur = 0, version = 0;
         uint32_t expire_at = 0, flags = 0;
 
-        struct stripe_hold hold = stripes_lock(t, &set);
+        struct stripe_hold hold = key_lock(t, key, key_len, &h, &set);
         st = RKV_NOT_FOUND;
         if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
             st = rkv_parse_counter(rkv_item_value(p.it), rkv_item_value_len(p.it), &cur)
@@ -1252,10 +1303,9 @@ static const struct rkv_item *table_find(struct rkv_table *t, const void *key, u
         *expired = false;
     if (check_key(t, key, key_len) != RKV_OK)
         return NULL;
-    rkv_hash_key(key, key_len, t->seed, t->bucket_count, &h);
+    table_hash(t, key, key_len, &h);
     struct stripe_set set;
-    key_stripes(t, &h, &set);
-    struct stripe_hold hold = stripes_lock(t, &set);
+    struct stripe_hold hold = key_lock(t, key, key_len, &h, &set);
     if (rkv_table_index_find(t, &h, key, key_len, &p)) {
         if (!expired_now(t, p.it)) {
             it = p.it;
@@ -1373,10 +1423,12 @@ static void expire_bucket(struct rkv_table *t, uint64_t bucket, uint32_t now)
  * stretch is claimed with one atomic add: ticks may run on several threads. */
 static void expire_scan(struct rkv_table *t, uint32_t now)
 {
-    uint64_t budget = RKV_MIN(t->bucket_count, RKV_MAX(EXPIRE_MIN_SCAN, t->bucket_count / 16));
+    struct rkv_index_geom g = table_geom(t); /* buckets only grow: a stale count is in range */
+    uint64_t count = rkv_index_count(&g);
+    uint64_t budget = RKV_MIN(count, RKV_MAX(EXPIRE_MIN_SCAN, count / 16));
     uint64_t first = __atomic_fetch_add(&t->expire_cursor, budget, __ATOMIC_RELAXED);
     for (uint64_t i = 0; i < budget; i++)
-        expire_bucket(t, (first + i) % t->bucket_count, now);
+        expire_bucket(t, (first + i) % count, now);
 }
 
 /* ------------------------------------------------------------ flush */
@@ -1505,8 +1557,9 @@ void rkv_table_get_stats(struct rkv_table *t, struct rkv_table_stats *out)
     out->bytes_used = ss.used;                             /* class bytes of items handed out */
     out->bytes_free = ss.ready + ss.fresh + ss.unassigned; /* what allocation can use now */
     out->heap_bytes = ss.heap;
-    out->buckets = t->bucket_count;
-    out->slots = t->bucket_count * RKV_SLOTS_PER_BUCKET;
+    struct rkv_index_geom g = table_geom(t);
+    out->buckets = rkv_index_count(&g);
+    out->slots = out->buckets * RKV_SLOTS_PER_BUCKET;
     struct table_counters n;
     counters_sum(t, &n);
     out->evictions = n.evictions;
@@ -1619,6 +1672,19 @@ static rkv_status resolve_config(const struct rkv_table_config *in, struct rkv_t
     return RKV_OK;
 }
 
+/* The buckets an index of `capacity` starts with: index_start when given;
+ * all of them when the configuration sized the index (an item size hint or
+ * an index share), else 1/INDEX_START_SHARE of them, and it grows as keys
+ * come (index_grow.c). */
+static uint64_t index_base_for(const struct rkv_table_config *in, uint64_t capacity)
+{
+    if (in != NULL && in->index_start != 0)
+        return RKV_MIN(capacity, RKV_MAX(in->index_start, 2));
+    if (in != NULL && (in->item_size_hint != 0 || in->index_share > 0))
+        return capacity;
+    return RKV_MAX(capacity / INDEX_START_SHARE, RKV_MIN(capacity, INDEX_START_MIN));
+}
+
 static uint64_t pow2_floor(uint64_t x)
 {
     return x ? 1ull << (63 - __builtin_clzll(x)) : 0;
@@ -1692,7 +1758,7 @@ too_small:
  * so eviction and page moves are not starved by a steady stream of writes. */
 static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
 {
-    uint64_t n = pow2_floor(RKV_MIN(t->bucket_count, STRIPES_MAX)); /* stripe_mask */
+    uint64_t n = pow2_floor(RKV_MIN(t->index_capacity, STRIPES_MAX)); /* stripe_mask */
     size_t timing = RKV_THREAD_SLOTS * sizeof(t->lock_stats[0]);
     t->stripes = aligned_alloc(RKV_CACHELINE, n * sizeof(t->stripes[0]));
     t->writer_slots = aligned_alloc(RKV_CACHELINE, RKV_THREAD_SLOTS * sizeof(t->writer_slots[0]));
@@ -1730,7 +1796,9 @@ static void header_geometry(const struct rkv_table *t, uint64_t heap_offset, uin
     h->header_size = RKV_HEADER_SIZE;
     h->region_size = t->size;
     h->index_offset = RKV_HEADER_SIZE;
-    h->bucket_count = t->bucket_count;
+    h->index_base = t->index_base;
+    h->index_capacity = t->index_capacity;
+    h->index_geometry = t->index_word;
     h->heap_offset = heap_offset;
     h->heap_size = heap_size;
     h->slab_page_size = t->cfg.slab_page_size;
@@ -1773,7 +1841,9 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
     t->size = size;
     t->hdr = base;
     t->buckets = (struct rkv_bucket *)(void *)(t->base + RKV_HEADER_SIZE);
-    t->bucket_count = buckets;
+    t->index_capacity = buckets;
+    t->index_base = index_base_for(cfg, buckets);
+    t->index_word = 0;
     t->seed = seed;
     t->rng_seed = rng_seed;
     t->cfg = c;
@@ -1833,7 +1903,7 @@ rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_conf
         return st;
     struct rkv_region_header *h = t->hdr;
     memset(h, 0, RKV_HEADER_SIZE);
-    memset(t->buckets, 0, t->bucket_count * sizeof(struct rkv_bucket));
+    memset(t->buckets, 0, t->index_base * sizeof(struct rkv_bucket)); /* splits write the rest */
     memcpy(h, &geom, sizeof(geom));
     h->generation = seeds[1];
     h->clock = 1;
@@ -1883,7 +1953,8 @@ rkv_status rkv_table_plan(size_t size, const struct rkv_table_config *cfg,
     geom->header_size = RKV_HEADER_SIZE;
     geom->region_size = size;
     geom->index_offset = RKV_HEADER_SIZE;
-    geom->bucket_count = buckets;
+    geom->index_base = index_base_for(cfg, buckets);
+    geom->index_capacity = buckets;
     geom->heap_offset = heap_offset;
     geom->heap_size = heap_size;
     geom->slab_page_size = c.slab_page_size;
@@ -1962,7 +2033,7 @@ static enum rkv_table_drop item_verdict(const struct rkv_table *t, uint64_t b, u
     if (rkv_item_checksum(it, t->seed) != it->checksum)
         return RKV_DROP_CHECKSUM;
     struct rkv_key_hash kh;
-    rkv_hash_key(rkv_item_key(it), key_len, t->seed, t->bucket_count, &kh);
+    table_hash(t, rkv_item_key(it), key_len, &kh);
     if (kh.fp != rkv_slot_fp(w) || (kh.bucket[0] != b && kh.bucket[1] != b))
         return RKV_DROP_KEY;
     if (it->version == 0 || it->version > max_version)
@@ -2069,7 +2140,9 @@ static rkv_status attach_scan(struct rkv_table *t, const struct rkv_table_restor
     rkv_status st = RKV_OK;
     struct verify_window vw = { .t = t, .clock = r->clock, .max_version = r->max_version };
     unsigned threads = verify_threads();
-    uint64_t window_slots = RKV_MIN(t->bucket_count, VERIFY_WINDOW) * RKV_SLOTS_PER_BUCKET;
+    struct rkv_index_geom g = table_geom(t);
+    uint64_t count = rkv_index_count(&g);
+    uint64_t window_slots = RKV_MIN(count, VERIFY_WINDOW) * RKV_SLOTS_PER_BUCKET;
     vw.verdict = malloc(window_slots);
     vw.bytes = malloc(window_slots * sizeof(*vw.bytes));
     if (vw.verdict == NULL || vw.bytes == NULL) {
@@ -2078,12 +2151,12 @@ static rkv_status attach_scan(struct rkv_table *t, const struct rkv_table_restor
         snprintf(err, err_len, "out of memory for the kept region's verification");
         return RKV_NO_MEMORY;
     }
-    for (vw.first = 0; vw.first < t->bucket_count && st == RKV_OK; vw.first = vw.end) {
-        vw.end = RKV_MIN(vw.first + VERIFY_WINDOW, t->bucket_count);
+    for (vw.first = 0; vw.first < count && st == RKV_OK; vw.first = vw.end) {
+        vw.end = RKV_MIN(vw.first + VERIFY_WINDOW, count);
         attach_verify(&vw, threads);
         for (uint64_t b = vw.first; b < vw.end && st == RKV_OK; b++) {
             struct rkv_bucket *bk = &t->buckets[b];
-            bk->version = 0;
+            bk->version = (uint64_t)rkv_index_bucket_level(&g, b) << RKV_VERSION_LEVEL_SHIFT;
             for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
                 uint64_t w = bk->slot[s];
                 if (w == 0)
@@ -2138,6 +2211,8 @@ rkv_status rkv_table_attach(void *base, size_t size, const struct rkv_table_conf
     geom.magic = h->magic;
     geom.generation = h->generation;
     geom.clock = h->clock;
+    geom.index_geometry = h->index_geometry; /* grown as far as it had (rkv_header_valid) */
+    t->index_word = h->index_geometry;
     if (memcmp(&geom, h, offsetof(struct rkv_region_header, liveness)) != 0) {
         snprintf(err, err_len,
                  "the kept region was laid out differently (index, heap or size "

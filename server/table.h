@@ -84,6 +84,10 @@ struct rkv_table_config {
     /* without index_share: one index slot per this many heap bytes, the
      * usual item size (header, key, value) expected (default 80) */
     uint32_t item_size_hint;
+    /* buckets the index starts with, growing to what index_share or
+     * item_size_hint sizes (0: automatic, see table.c index_base_for; at
+     * most that size) */
+    uint64_t index_start;
     double growth_factor; /* size class growth (default RKV_TABLE_GROWTH, 1.25) */
     uint32_t grace_ms;    /* freed memory is reused only after this long (default 100) */
     uint32_t default_ttl; /* seconds applied when a PUT gives 0; 0 = never expire */
@@ -128,6 +132,11 @@ struct rkv_table_stats {
 rkv_status rkv_table_create(void *base, size_t size, const struct rkv_table_config *cfg,
                             struct rkv_table **out, char *err, size_t err_len);
 void rkv_table_destroy(struct rkv_table *t);
+
+/* Split up to n more buckets of the index now (index_grow.c; it grows by
+ * itself as keys come): how many it split, fewer at its capacity. Takes the
+ * index exclusive: for tests and tools that need a given geometry. */
+uint64_t rkv_table_grow_index(struct rkv_table *t, uint64_t n);
 
 /* ---- a kept region (a restart that keeps the cache: server/state_file.h) */
 

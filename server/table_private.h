@@ -39,6 +39,7 @@ struct writer_slot {
     uint64_t holders;        /* shared holds of the index (atomic) */
     uint64_t last_version;   /* the last item version handed out (atomic) */
     uint32_t stores;         /* LRU: stores since the slot last advanced the access clock */
+    uint32_t inserts;        /* new keys stored (table.c grow_check) */
     uint64_t rng;            /* xorshift state for eviction sampling; 0 until first used */
     struct table_counters n; /* this slot's share of the table's counters */
     uint64_t class_evicted[RKV_MAX_CLASSES];     /* evictions by the victim's class (atomic adds) */
@@ -50,7 +51,10 @@ struct rkv_table {
     size_t size;                   /* region bytes */
     struct rkv_region_header *hdr; /* at base */
     struct rkv_bucket *buckets;    /* the index */
-    uint64_t bucket_count;         /* at least 2, any number (rkv_hash_key) */
+    uint64_t index_base;           /* buckets before any split (hdr->index_base) */
+    uint64_t index_capacity;       /* buckets the index may grow to (hdr->index_capacity) */
+    uint64_t index_word;           /* the geometry (index_geom.h) as hdr->index_geometry has it:
+                                      * changed only with the index exclusive (atomic) */
     uint64_t seed;                 /* hdr->hash_seed */
     struct rkv_slab *slab;         /* the heap */
     struct rkv_table_config cfg;   /* with defaults filled in */
@@ -168,6 +172,28 @@ static inline uint32_t rkv_access_read(const struct rkv_table *t, uint32_t w, ui
     return (RKV_MIN(uses + 1, S3_USES_MAX) << S3_USES_SHIFT) | now;
 }
 
+/* The index geometry now: exact under a stripe or the index exclusive
+ * (splits hold it exclusive), a guess without. */
+static inline struct rkv_index_geom table_geom(const struct rkv_table *t)
+{
+    return rkv_index_geom_from(t->index_base, __atomic_load_n(&t->index_word, __ATOMIC_ACQUIRE));
+}
+
+/* A key's buckets at the geometry now (see table_geom). */
+static inline void table_hash(const struct rkv_table *t, const void *key, uint32_t key_len,
+                              struct rkv_key_hash *h)
+{
+    struct rkv_index_geom g = table_geom(t);
+    rkv_hash_key(key, key_len, t->seed, &g, h);
+}
+
+/* Whether h's buckets are still the key's (a split since may have moved
+ * them): exact under the key's stripes or the index exclusive. */
+static inline bool table_hash_current(const struct rkv_table *t, const struct rkv_key_hash *h)
+{
+    return h->geom == __atomic_load_n(&t->index_word, __ATOMIC_RELAXED);
+}
+
 /* Where a slot is, and what it holds. */
 struct place {
     struct rkv_bucket *bucket;
@@ -243,6 +269,29 @@ void rkv_table_index_remove(struct rkv_table *t, const struct place *p);
 /* rkv_table_index_remove() under p's bucket's stripe, if the slot still
  * holds p->word; false if not. Holding no index lock. */
 bool rkv_table_index_remove_if(struct rkv_table *t, const struct place *p);
+
+/* Set slot `slot` of bucket b to `word` as every slot change goes (its
+ * version odd around one release store; the store observer told). The
+ * bucket's stripe held, or the index exclusive. */
+void rkv_table_slot_set(struct rkv_table *t, struct rkv_bucket *b, unsigned slot, uint64_t word);
+
+/* Move bucket b to `level` (its version odd, then even at the new level).
+ * The index held exclusive (a split). */
+void rkv_table_bucket_level(struct rkv_table *t, struct rkv_bucket *b, unsigned level);
+
+/* ---- index_grow.c: the index grows by splitting buckets (index_geom.h). */
+
+/* Whether the index should grow now: it is below its capacity and holds
+ * more than RKV_INDEX_GROW_LOAD of its slots' items (`items`). */
+bool rkv_index_wants_growth(const struct rkv_table *t, uint64_t items);
+
+/* Split up to n buckets (fewer at capacity); how many were split. The
+ * index held exclusive. */
+uint64_t rkv_index_grow(struct rkv_table *t, uint64_t n);
+
+/* Buckets one growth step splits: a share of the index, so growth costs a
+ * constant per insert, bounded so that one exclusive hold stays short. */
+uint64_t rkv_index_grow_step(const struct rkv_table *t);
 
 /* ---- evict.c: which items go, for table.c and page_move.c. */
 

@@ -347,7 +347,7 @@ static void test_damage_refused(void **state)
     store_all(m.uri);
     server_kill(&sp);
     /* a crash's region: its header's geometry is checked */
-    int forged = forged_region(m.region, offsetof(struct rkv_region_header, bucket_count));
+    int forged = forged_region(m.region, offsetof(struct rkv_region_header, index_base));
     assert_refused(&m, "32M", forged, m.state, "laid out differently");
     close(forged);
     /* the sealed copy of another size */

@@ -206,7 +206,7 @@ static rkv_hint only_slot(struct fx *f)
     const struct rkv_bucket *b = (const void *)((const uint8_t *)f->srv->region.base +
                                                 g->index_offset);
     rkv_hint found = 0;
-    for (uint64_t i = 0; i < g->bucket_count; i++)
+    for (uint64_t i = 0; i < g->index_capacity; i++)
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++)
             if (b[i].slot[s] != 0) {
                 assert_int_equal(found, 0);

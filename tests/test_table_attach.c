@@ -84,6 +84,14 @@ static void fill_and_copy(struct kept *k)
     assert_int_equal(rkv_table_put(k->old, key, (uint32_t)strlen(key), &one, RKV_SET, 0, 0, 0, NULL),
                      RKV_OK);
     assert_int_equal(rkv_table_delete(k->old, key, (uint32_t)strlen(key)), RKV_OK);
+    /* a grown index, split half way into a level: the kept items are
+     * checked against that geometry */
+    struct rkv_index_geom g;
+    assert_true(rkv_header_geom(rkv_table_header(k->old), &g));
+    uint64_t more = rkv_index_count(&g) / 2 + 3;
+    assert_int_equal(rkv_table_grow_index(k->old, more), more);
+    assert_true(rkv_header_geom(rkv_table_header(k->old), &g));
+    assert_int_not_equal(g.split, 0);
     rkv_table_stop_state(k->old, &k->clock, &k->max_version);
     for (unsigned i = 0; i < NKEYS; i++)
         assert_true(k->version[i] <= k->max_version);
@@ -264,7 +272,7 @@ static uint64_t *slot_of(struct kept *k, unsigned i, struct rkv_item **it)
     key_of(i, key, sizeof key);
     const struct rkv_region_header *h = k->b.base;
     struct rkv_key_hash kh;
-    rkv_hash_key(key, strlen(key), h->hash_seed, h->bucket_count, &kh);
+    rkv_header_hash_key(h, key, strlen(key), &kh);
     struct rkv_bucket *buckets = (struct rkv_bucket *)(void *)((uint8_t *)k->b.base + h->index_offset);
     for (unsigned c = 0; c < 2; c++)
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
@@ -290,9 +298,11 @@ static uint64_t *foreign_slot(struct kept *k, unsigned i)
     key_of(i, key, sizeof key);
     const struct rkv_region_header *h = k->b.base;
     struct rkv_key_hash kh;
-    rkv_hash_key(key, strlen(key), h->hash_seed, h->bucket_count, &kh);
+    rkv_header_hash_key(h, key, strlen(key), &kh);
     struct rkv_bucket *buckets = (struct rkv_bucket *)(void *)((uint8_t *)k->b.base + h->index_offset);
-    for (uint64_t b = 0; b < h->bucket_count; b++)
+    struct rkv_index_geom g;
+    assert_true(rkv_header_geom(h, &g));
+    for (uint64_t b = 0; b < rkv_index_count(&g); b++)
         if (b != kh.bucket[0] && b != kh.bucket[1] && buckets[b].slot[6] == 0)
             return (uint64_t *)&buckets[b].slot[6];
     fail_msg("no empty slot");
@@ -324,7 +334,7 @@ static void test_attach_drops_damage(void **state)
         key_of(11, key, sizeof key);
         const struct rkv_region_header *h = k.b.base;
         struct rkv_key_hash kh;
-        rkv_hash_key(key, strlen(key), h->hash_seed, h->bucket_count, &kh);
+        rkv_header_hash_key(h, key, strlen(key), &kh);
         struct rkv_bucket *bk = (struct rkv_bucket *)(void *)((uint8_t *)k.b.base + h->index_offset);
         for (unsigned c = 0; c < 2 && twin == NULL; c++)
             for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET && twin == NULL; s++)

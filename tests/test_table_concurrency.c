@@ -338,7 +338,7 @@ static void test_readers_race_writer(void **state)
     if (rkv_table_create(sh.region.base, sh.region.size, &c, &sh.t, err, sizeof err) != RKV_OK)
         fail_msg("%s", err);
     sh.h = rkv_table_header(sh.t);
-    assert_int_equal(sh.h->bucket_count, 64);
+    assert_int_equal(sh.h->index_capacity, 64);
 
     w.sh = &sh;
     for (unsigned k = 0; k < STABLE; k++)
@@ -927,11 +927,11 @@ static void test_disjoint_writes_overlap(void **state)
     if (rkv_table_create(region.base, region.size, &c, &o.t, err, sizeof err) != RKV_OK)
         fail_msg("%s", err);
     const struct rkv_region_header *h = rkv_table_header(o.t);
-    assert_int_equal(h->bucket_count, 256);
+    assert_int_equal(h->index_capacity, 256);
 
     struct rkv_key_hash ha;
     const char *key_a = "a";
-    rkv_hash_key(key_a, 1, h->hash_seed, h->bucket_count, &ha);
+    rkv_header_hash_key(h, key_a, 1, &ha);
     /* c first: its first bucket is a's (one lock). Then b: no bucket shared
      * with a or with c. A b sharing c's other bucket would wait for c, which
      * waits for a, which waits for b inside its publish: a test deadlock that
@@ -940,13 +940,13 @@ static void test_disjoint_writes_overlap(void **state)
     bool have_b = false, have_c = false;
     for (unsigned i = 0; i < 100000 && !have_c; i++) {
         snprintf(o.key_c, sizeof o.key_c, "k%u", i);
-        rkv_hash_key(o.key_c, strlen(o.key_c), h->hash_seed, h->bucket_count, &hc);
+        rkv_header_hash_key(h, o.key_c, strlen(o.key_c), &hc);
         have_c = hc.bucket[0] == ha.bucket[0];
     }
     for (unsigned i = 0; i < 100000 && have_c && !have_b; i++) {
         struct rkv_key_hash hk;
         snprintf(o.key_b, sizeof o.key_b, "k%u", i);
-        rkv_hash_key(o.key_b, strlen(o.key_b), h->hash_seed, h->bucket_count, &hk);
+        rkv_header_hash_key(h, o.key_b, strlen(o.key_b), &hk);
         have_b = !shares_bucket(&ha, &hk) && !shares_bucket(&hc, &hk);
     }
     assert_true(have_b && have_c);
@@ -1017,7 +1017,7 @@ static void test_flush_races_displacement(void **state)
     assert_int_equal(rkv_region_create(16 << 20, &region, err, sizeof err), RKV_OK);
     if (rkv_table_create(region.base, region.size, &c, &f.t, err, sizeof err) != RKV_OK)
         fail_msg("%s", err);
-    assert_int_equal(rkv_table_header(f.t)->bucket_count, 256);
+    assert_int_equal(rkv_table_header(f.t)->index_capacity, 256);
     for (unsigned k = 0; k < FD_OLD; k++) {
         snprintf(key, sizeof key, "old%u", k);
         assert_int_equal(put_str(f.t, key, "o"), RKV_OK);
@@ -1245,7 +1245,7 @@ static void test_counters_summed_from_writers(void **state)
                                                       hdr->index_offset);
     const struct rkv_item *it = rkv_table_find(sh.t, "hinted", 6);
     assert_non_null(it);
-    rkv_hash_key("hinted", 6, hdr->hash_seed, hdr->bucket_count, &h);
+    rkv_header_hash_key(hdr, "hinted", 6, &h);
     for (unsigned b = 0; b < 2 && sh.hint == 0; b++)
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++)
             if (buckets[h.bucket[b]].slot[s] != 0 &&

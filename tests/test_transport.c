@@ -332,7 +332,8 @@ static int server_start(void **state)
     h->generation = 0x1234567890abcdefull;
     h->region_size = s->region.size;
     h->index_offset = RKV_HEADER_SIZE;
-    h->bucket_count = 1024;
+    h->index_base = 1024;
+    h->index_capacity = 1024;
     h->heap_offset = RKV_HEADER_SIZE + 1024 * sizeof(struct rkv_bucket);
     h->slab_page_size = 1u << 20;
     h->heap_size = (s->region.size - h->heap_offset) / h->slab_page_size * h->slab_page_size;
