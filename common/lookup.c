@@ -31,8 +31,8 @@ bool rkv_header_valid(const struct rkv_region_header *h, uint64_t region_len)
     if (h->index_capacity < 2 || h->index_capacity > region_len / sizeof(struct rkv_bucket))
         return false;
     if (h->index_offset < RKV_HEADER_SIZE || h->index_offset % RKV_CACHELINE != 0 ||
-        h->index_offset + h->index_capacity * sizeof(struct rkv_bucket) > h->heap_offset)
-        return false;
+        h->index_offset + h->index_capacity * sizeof(struct rkv_bucket) > region_len)
+        return false; /* the index may grow into the heap */
     struct rkv_index_geom g;
     if (!rkv_header_geom(h, &g))
         return false;

@@ -54,8 +54,30 @@ static struct rkv_index_geom geom_after_split(struct rkv_index_geom g)
     return g;
 }
 
+/* Whether bucket nb's memory is the index's: the buckets before the heap
+ * are, and past the heap's start the pages they reach must be lent to it
+ * (the lowest heap pages, slab.h). The next page is lent when it is free; a
+ * page of a class is emptied for it (its items evicted, with eviction on)
+ * and lent once it has drained, on a later growth: false until then. The
+ * index held exclusive. */
+static bool room_for(struct rkv_table *t, uint64_t nb)
+{
+    const struct rkv_region_header *h = t->hdr;
+    uint64_t end = h->index_offset + (nb + 1) * sizeof(struct rkv_bucket);
+    while (end > h->heap_offset + rkv_slab_lent(t->slab) * (uint64_t)h->slab_page_size) {
+        if (rkv_slab_lend(t->slab))
+            continue;
+        uint64_t page = rkv_slab_lend_next(t->slab);
+        if (t->cfg.evict != RKV_EVICT_NONE && page != UINT64_MAX &&
+            rkv_slab_page_class(t->slab, page) >= 0)
+            rkv_page_evacuate(t, page);
+        return false;
+    }
+    return true;
+}
+
 /* Split the next bucket (steps 1-4 above). The index held exclusive and
- * below its capacity. */
+ * below its capacity, with room for the new bucket (room_for). */
 static void split_one(struct rkv_table *t)
 {
     struct rkv_index_geom before = table_geom(t), after = geom_after_split(before);
@@ -90,7 +112,7 @@ uint64_t rkv_index_grow(struct rkv_table *t, uint64_t n)
     uint64_t done = 0;
     for (; done < n; done++) {
         struct rkv_index_geom g = table_geom(t);
-        if (rkv_index_count(&g) >= t->index_capacity)
+        if (rkv_index_count(&g) >= t->index_capacity || !room_for(t, rkv_index_count(&g)))
             break;
         split_one(t);
     }

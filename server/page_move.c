@@ -137,11 +137,12 @@ static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls, ui
 }
 
 /* Evict every live item on page pi (through the index, as any eviction) and
- * hand the page to the allocator's pool for class for_cls. False when the
+ * hand the page to the allocator's pool for class for_cls (or
+ * RKV_SLAB_FOR_INDEX). False when the
  * page holds an item being built (handed out, not in the index): then it
  * stays, and nothing is evicted unless that item appeared meanwhile.
  * The index held exclusive. */
-static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, unsigned for_cls)
+static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, int for_cls)
 {
     struct place p;
     uint32_t live = 0;
@@ -156,7 +157,13 @@ static bool page_move(struct rkv_table *t, const struct rkv_slab_page_info *pi, 
             live--;
         }
     }
-    return rkv_slab_page_take(t->slab, pi->page, pi->cls, (int)for_cls);
+    return rkv_slab_page_take(t->slab, pi->page, pi->cls, for_cls);
+}
+
+bool rkv_page_evacuate(struct rkv_table *t, uint64_t page)
+{
+    struct rkv_slab_page_info pi;
+    return rkv_slab_page_info(t->slab, page, &pi) && page_move(t, &pi, RKV_SLAB_FOR_INDEX);
 }
 
 /* The access age of the item LRU would evict next in class cls, estimated
@@ -198,7 +205,7 @@ bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool sta
         if (!pick_victim_page(t, cls, from_cls, keep, &pi, &cost) ||
             (starved && !page_worth_less(t, cls, &pi, &cost)))
             return false;
-        if (page_move(t, &pi, cls))
+        if (page_move(t, &pi, (int)cls))
             return true;
     }
     return false;

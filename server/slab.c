@@ -105,6 +105,7 @@
 
 #define PAGE_FREE          0xffu /* a page's class: none (never assigned, or in the pool) */
 #define PAGE_FOR_ANY       0xffu /* a pool page's for_cls: whichever class needs one */
+#define PAGE_FOR_INDEX     0xfeu /* a pool page's for_cls: the index's (rkv_slab_lend), no class's */
 #define NO_PAGE            UINT64_MAX
 #define LIMBO_TIME_BITS    24
 #define LIMBO_TIME_MASK    ((1ull << LIMBO_TIME_BITS) - 1)
@@ -117,7 +118,7 @@
 
 RKV_STATIC_ASSERT(RKV_SLAB_MAX_GRACE_MS < (1u << (LIMBO_TIME_BITS - 1)),
                   "grace fits the limbo clock");
-RKV_STATIC_ASSERT(RKV_MAX_CLASSES <= PAGE_FREE, "class ids fit a page's byte");
+RKV_STATIC_ASSERT(RKV_MAX_CLASSES <= PAGE_FOR_INDEX, "class ids fit a page's byte");
 
 /* The private words of one page's items: item i's is word[i], i < cap. */
 struct meta_block {
@@ -211,11 +212,13 @@ struct rkv_slab {
 
     /* Written while serving; each group on lines of its own. */
     pthread_mutex_t page_lock __attribute__((aligned(RKV_CACHELINE)));
-    /* guards next_page, pool, pool_len, reassigns */
-    uint64_t next_page; /* pages [0, next_page) were assigned at least once */
-    uint64_t *pool;     /* page_count entries: pages taken from a class, in no order */
-    uint64_t pool_len;  /* entries in pool (atomic stores: rkv_slab_pages_any reads it) */
-    uint64_t reassigns; /* pages taken from a class (rkv_slab_page_take) */
+    /* guards next_page, page_limit, pool, pool_len, reassigns */
+    uint64_t next_page;  /* pages [0, next_page) were assigned at least once */
+    uint64_t page_limit; /* pages [page_limit, page_count) are lent to the index (atomic
+                            * stores: rkv_slab_pages_any reads it) */
+    uint64_t *pool;      /* page_count entries: pages taken from a class, in no order */
+    uint64_t pool_len;   /* entries in pool (atomic stores: rkv_slab_pages_any reads it) */
+    uint64_t reassigns;  /* pages taken from a class (rkv_slab_page_take) */
     struct slab_class classes[RKV_MAX_CLASSES];
 };
 
@@ -496,9 +499,11 @@ static void class_unlock(struct rkv_slab *s, unsigned cls, uint64_t since)
     slab_unlock(s, &c->lock, since);
 }
 
+/* Where page `page` is: the pages lie top down (slab.h), page 0 the
+ * heap's last. */
 static uint64_t page_start(const struct rkv_slab *s, uint64_t page)
 {
-    return s->heap_offset + page * s->page_size;
+    return s->heap_offset + (s->page_count - 1 - page) * s->page_size;
 }
 
 /* Never-used items of the class's newest page. Class lock held. */
@@ -522,7 +527,9 @@ uint64_t rkv_slab_class_spare(struct rkv_slab *s, unsigned cls, uint64_t *owned)
  * class lock's holds look up a page per item. */
 static uint64_t page_of_unit(const struct rkv_slab *s, uint64_t unit)
 {
-    return s->unit_shift != 0 ? unit >> s->unit_shift : unit * RKV_ITEM_ALIGN / s->page_size;
+    uint64_t from_bottom = s->unit_shift != 0 ? unit >> s->unit_shift
+                                              : unit * RKV_ITEM_ALIGN / s->page_size;
+    return s->page_count - 1 - from_bottom; /* the pages lie top down */
 }
 
 /* Nanoseconds until pool page p may go to class cls: grace_ms after the
@@ -534,6 +541,8 @@ static uint64_t pool_wait(const struct rkv_slab *s, const struct slab_page *p, u
 {
     uint64_t grace = (uint64_t)s->grace_ms * 1000000u;
     uint64_t ready = p->freed_ns + grace;
+    if (p->for_cls == PAGE_FOR_INDEX)
+        return UINT64_MAX; /* the index's, once its grace is over */
     if (p->for_cls != PAGE_FOR_ANY && p->for_cls != cls)
         ready = RKV_MAX(ready, p->taken_ns) + grace; /* the class it was taken for has first claim */
     return ready > now ? ready - now : 0;
@@ -557,7 +566,7 @@ static uint64_t page_acquire(struct rkv_slab *s, unsigned cls)
     if (page != NO_PAGE) {
         s->pool[at] = s->pool[s->pool_len - 1];
         __atomic_store_n(&s->pool_len, s->pool_len - 1, __ATOMIC_RELAXED);
-    } else if (s->next_page < s->page_count) /* (read without the lock: rkv_slab_pages_any) */
+    } else if (s->next_page < s->page_limit) /* (read without the lock: rkv_slab_pages_any) */
         __atomic_store_n(&s->next_page, (page = s->next_page) + 1, __ATOMIC_RELAXED);
     slab_unlock(s, &s->page_lock, since);
     return page;
@@ -659,7 +668,7 @@ static bool locate(const struct rkv_slab *s, uint64_t off, unsigned cls, struct 
         off % RKV_ITEM_ALIGN != 0)
         return false;
     uint64_t rel = off - s->heap_offset;
-    struct slab_page *p = &s->pages[rel / s->page_size];
+    struct slab_page *p = &s->pages[s->page_count - 1 - rel / s->page_size]; /* top down */
     uint32_t in_page = (uint32_t)(rel % s->page_size);
     uint32_t size = s->size[cls];
     if (__atomic_load_n(&p->cls, __ATOMIC_ACQUIRE) != cls || in_page % size != 0 ||
@@ -1105,7 +1114,7 @@ static void queue_drop_page(const struct rkv_slab *s, struct slab_class *c, uint
 
 bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for_cls)
 {
-    if (page >= s->page_count || cls >= s->class_count || for_cls < RKV_SLAB_FOR_ANY ||
+    if (page >= s->page_count || cls >= s->class_count || for_cls < RKV_SLAB_FOR_INDEX ||
         for_cls >= (int)s->class_count)
         return false;
     struct slab_class *c = &s->classes[cls];
@@ -1127,7 +1136,9 @@ bool rkv_slab_page_take(struct rkv_slab *s, uint64_t page, unsigned cls, int for
          * freed, and items of an earlier class drained before it joined). */
         __atomic_store_n(&p->cls, (uint8_t)PAGE_FREE, __ATOMIC_RELEASE);
         uint64_t page_since = slab_lock(s, &s->page_lock);
-        p->for_cls = for_cls < 0 ? PAGE_FOR_ANY : (uint8_t)for_cls;
+        p->for_cls = for_cls == RKV_SLAB_FOR_INDEX ? PAGE_FOR_INDEX
+                     : for_cls < 0                 ? PAGE_FOR_ANY
+                                                   : (uint8_t)for_cls;
         p->freed_ns = s->use[page].last_free_ns;
         p->taken_ns = slab_now(s);
         s->pool[s->pool_len] = page;
@@ -1164,8 +1175,9 @@ static void pages_free(struct rkv_slab *s, uint64_t *unassigned, uint64_t *drain
     uint64_t now = slab_now(s), ready = 0;
     uint64_t since = slab_lock(s, &s->page_lock);
     for (uint64_t i = 0; i < s->pool_len; i++)
-        ready += s->pages[s->pool[i]].freed_ns + (uint64_t)s->grace_ms * 1000000u <= now;
-    *unassigned = s->page_count - s->next_page + ready;
+        ready += s->pages[s->pool[i]].for_cls != PAGE_FOR_INDEX &&
+                 s->pages[s->pool[i]].freed_ns + (uint64_t)s->grace_ms * 1000000u <= now;
+    *unassigned = s->page_limit - RKV_MIN(s->next_page, s->page_limit) + ready;
     if (draining)
         *draining = s->pool_len - ready;
     slab_unlock(s, &s->page_lock, since);
@@ -1223,7 +1235,8 @@ bool rkv_slab_pages_any(struct rkv_slab *s)
      * there are any the answer needs no lock (every writer asks); once all
      * were, only the pool can hold one, and an empty pool needs no lock
      * either (a page moving there right now is inside its grace period) */
-    if (__atomic_load_n(&s->next_page, __ATOMIC_RELAXED) < s->page_count)
+    if (__atomic_load_n(&s->next_page, __ATOMIC_RELAXED) <
+        __atomic_load_n(&s->page_limit, __ATOMIC_RELAXED))
         return true;
     return __atomic_load_n(&s->pool_len, __ATOMIC_RELAXED) > 0 && rkv_slab_pages_unassigned(s) > 0;
 }
@@ -1299,6 +1312,7 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
     s->lock_timing = cfg->lock_timing;
     s->start_ns = slab_now(s);
     s->page_count = cfg->heap_size / cfg->page_size;
+    s->page_limit = s->page_count;
     uint32_t units = cfg->page_size / RKV_ITEM_ALIGN;
     if ((units & (units - 1)) == 0)
         s->unit_shift = (unsigned)__builtin_ctz(units);
@@ -1386,7 +1400,7 @@ void rkv_slab_destroy(struct rkv_slab *s)
 rkv_status rkv_slab_adopt(struct rkv_slab *s, uint64_t page, unsigned cls, const uint64_t *live,
                           char *err, size_t err_len)
 {
-    if (page >= s->page_count || cls >= s->class_count || s->pages[page].cls != PAGE_FREE ||
+    if (page >= s->page_limit || cls >= s->class_count || s->pages[page].cls != PAGE_FREE ||
         page < s->next_page) {
         snprintf(err, err_len,
                  "slab page %llu cannot be adopted for class %u (out of range, "
@@ -1447,7 +1461,7 @@ void rkv_slab_adopt_done(struct rkv_slab *s)
 {
     uint64_t now = slab_now(s), grace = (uint64_t)s->grace_ms * 1000000u;
     uint64_t since = slab_lock(s, &s->page_lock), top = s->next_page;
-    for (uint64_t i = s->next_page; i < s->page_count; i++)
+    for (uint64_t i = s->next_page; i < s->page_limit; i++)
         if (s->pages[i].cls != PAGE_FREE)
             top = i + 1;
     for (uint64_t i = s->next_page; i < top; i++) {
@@ -1459,6 +1473,64 @@ void rkv_slab_adopt_done(struct rkv_slab *s)
     }
     __atomic_store_n(&s->next_page, top, __ATOMIC_RELAXED);
     slab_unlock(s, &s->page_lock, since);
+}
+
+/* ------------------------------------------------------------ pages lent to the index */
+
+/* Remove pool entry i. Page lock held. */
+static void pool_remove(struct rkv_slab *s, uint64_t i)
+{
+    s->pool[i] = s->pool[s->pool_len - 1];
+    __atomic_store_n(&s->pool_len, s->pool_len - 1, __ATOMIC_RELAXED);
+}
+
+bool rkv_slab_lend(struct rkv_slab *s)
+{
+    bool lent = false;
+    uint64_t since = slab_lock(s, &s->page_lock);
+    if (s->page_limit > 0) {
+        uint64_t page = s->page_limit - 1, now = slab_now(s);
+        const struct slab_page *p = &s->pages[page];
+        if (page >= s->next_page) {
+            lent = true; /* never assigned */
+        } else if (__atomic_load_n(&p->cls, __ATOMIC_RELAXED) == PAGE_FREE) {
+            for (uint64_t i = 0; i < s->pool_len && !lent; i++)
+                if (s->pool[i] == page && p->freed_ns + (uint64_t)s->grace_ms * 1000000u <= now) {
+                    pool_remove(s, i); /* drained: no reader can be in its items */
+                    lent = true;
+                }
+        }
+        if (lent)
+            __atomic_store_n(&s->page_limit, page, __ATOMIC_RELAXED);
+    }
+    slab_unlock(s, &s->page_lock, since);
+    return lent;
+}
+
+uint64_t rkv_slab_lend_next(const struct rkv_slab *s)
+{
+    uint64_t limit = __atomic_load_n(&s->page_limit, __ATOMIC_RELAXED);
+    return limit > 0 ? limit - 1 : NO_PAGE;
+}
+
+uint64_t rkv_slab_lent(const struct rkv_slab *s)
+{
+    return s->page_count - __atomic_load_n(&s->page_limit, __ATOMIC_RELAXED);
+}
+
+rkv_status rkv_slab_lend_kept(struct rkv_slab *s, uint64_t pages)
+{
+    if (pages > s->page_count || s->next_page != 0 || s->pool_len != 0)
+        return RKV_INVALID;
+    s->page_limit = s->page_count - pages;
+    return RKV_OK;
+}
+
+uint64_t rkv_slab_page_at(const struct rkv_slab *s, uint64_t off)
+{
+    if (off < s->heap_offset || off - s->heap_offset >= s->heap_size)
+        return NO_PAGE;
+    return s->page_count - 1 - (off - s->heap_offset) / s->page_size;
 }
 
 uint32_t rkv_slab_per_page(const struct rkv_slab *s, unsigned cls)

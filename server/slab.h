@@ -197,7 +197,8 @@ void rkv_slab_lock_stats(const struct rkv_slab *s, struct rkv_lock_stats *out);
  * reserved for the class it was taken for, before rkv_slab_alloc() gives it
  * to a class. */
 
-#define RKV_SLAB_FOR_ANY (-1) /* rkv_slab_page_take: the page is for whichever class needs one */
+#define RKV_SLAB_FOR_ANY   (-1) /* rkv_slab_page_take: the page is for whichever class needs one */
+#define RKV_SLAB_FOR_INDEX (-2) /* ... for the index (rkv_slab_lend), no class's */
 
 /* Slab pages in the heap. */
 uint64_t rkv_slab_page_count(const struct rkv_slab *s);
@@ -290,5 +291,33 @@ uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s);
 /* rkv_slab_pages_unassigned() > 0, without the page lock while pages that
  * were never assigned remain. */
 bool rkv_slab_pages_any(struct rkv_slab *s);
+
+/* ---- pages lent to the index
+ *
+ * The index grows into the heap from its low end (server/index_grow.c).
+ * So that it finds free pages there as long as the heap has any, the pages
+ * lie top down: page n starts at heap_offset + (page_count - 1 - n) *
+ * page_size, and classes take pages in number order, the heap's highest
+ * addresses first. The index takes the highest-numbered page not lent yet
+ * (the lowest address), one at a time, and no class gets it again. */
+
+/* Lend page rkv_slab_lend_next() to the index if it is free: never
+ * assigned, or in the pool past its grace period (a page of a class goes
+ * there by rkv_slab_page_take(..., RKV_SLAB_FOR_INDEX) once the table has
+ * evicted its items); false otherwise, nothing changed. */
+bool rkv_slab_lend(struct rkv_slab *s);
+
+/* The page the next rkv_slab_lend() takes, UINT64_MAX when none is left. */
+uint64_t rkv_slab_lend_next(const struct rkv_slab *s);
+
+/* Pages lent so far. */
+uint64_t rkv_slab_lent(const struct rkv_slab *s);
+
+/* A kept region (rkv_table_attach): its lowest `pages` pages were lent
+ * already. Before any page is adopted or handed out. */
+rkv_status rkv_slab_lend_kept(struct rkv_slab *s, uint64_t pages);
+
+/* The page holding region offset off, UINT64_MAX outside the heap. */
+uint64_t rkv_slab_page_at(const struct rkv_slab *s, uint64_t off);
 
 #endif

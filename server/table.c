@@ -84,9 +84,8 @@
 #define MAX_INDEX_SHARE        0.9
 #define MAX_REGION_BYTES \
     ((1ull << (64 - RKV_SLOT_OFF_SHIFT)) * RKV_ITEM_ALIGN) /* 40-bit slot offsets */
-#define HEAP_ALIGN        4096u
-#define INDEX_START_SHARE 64u /* a growing index starts with this share of its capacity */
-#define INDEX_START_MIN   64u /* ... and at least this many buckets (or all of them) */
+#define HEAP_ALIGN      4096u
+#define INDEX_MAX_SHARE 0.25 /* the index grows into the heap up to this share of the region */
 
 #define BFS_MAX_DEPTH   5    /* longest displacement chain, in moves */
 #define BFS_MAX_NODES   512  /* buckets a displacement search may visit */
@@ -730,6 +729,7 @@ static bool candidate_slot(struct rkv_table *t, const struct rkv_key_hash *h, st
 struct room {
     const struct cuckoo_path *path; /* a displacement found without locks, its stripes held */
     bool exclusive;                 /* the index held exclusive: search, displace, evict */
+    bool may_evict;                 /* ... evict a neighbour too (the index cannot grow) */
 };
 
 /* Whether a new key whose buckets are full skips the displacement search
@@ -761,14 +761,14 @@ static bool index_make_room(struct rkv_table *t, const struct rkv_key_hash *h,
     }
     if (!room->exclusive)
         return false;
-    bool evict = t->cfg.evict != RKV_EVICT_NONE;
+    bool evict = t->cfg.evict != RKV_EVICT_NONE && room->may_evict;
     if (evict && path_skipped(t))
         return rkv_evict_for_slot(t, h, p);
     if (cuckoo_find_path(t, h, &path)) {
         cuckoo_apply(t, &path, p);
         return true;
     }
-    if (evict) /* the index is full: the next searches would fail as well */
+    if (evict) /* the index is full and cannot grow: the next searches would fail as well */
         __atomic_store_n(&t->path_skip, PATH_SKIP, __ATOMIC_RELAXED);
     return evict && rkv_evict_for_slot(t, h, p);
 }
@@ -904,7 +904,7 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
         stripe_count(t, p.bucket, w->op, 1);
         return RKV_OK;
     }
-    *again = !room->exclusive;
+    *again = !room->exclusive || !room->may_evict;
     return RKV_OUT_OF_MEMORY;
 }
 
@@ -936,12 +936,17 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
             table_hash(t, w->key, w->key_len, w->h);
     }
     if (again) {
+        /* Both buckets full and no path found without it: with the whole
+         * index, more buckets first, as long as the index grows; then a
+         * search and (with eviction) an evicted neighbour. */
         room = (struct room){ .exclusive = true };
         uint64_t since = rkv_table_index_lock_all(t);
-        rkv_index_grow(t, rkv_index_grow_step(t)); /* both buckets full: more buckets first */
-        if (!table_hash_current(t, w->h))
-            table_hash(t, w->key, w->key_len, w->h);
-        st = store_locked(t, w, &room, &again);
+        while (again) {
+            room.may_evict = rkv_index_grow(t, rkv_index_grow_step(t)) == 0;
+            if (!table_hash_current(t, w->h))
+                table_hash(t, w->key, w->key_len, w->h);
+            st = store_locked(t, w, &room, &again);
+        }
         rkv_table_index_unlock_all(t, since);
     }
     if (w->replaced != 0)
@@ -1672,17 +1677,13 @@ static rkv_status resolve_config(const struct rkv_table_config *in, struct rkv_t
     return RKV_OK;
 }
 
-/* The buckets an index of `capacity` starts with: index_start when given;
- * all of them when the configuration sized the index (an item size hint or
- * an index share), else 1/INDEX_START_SHARE of them, and it grows as keys
- * come (index_grow.c). */
-static uint64_t index_base_for(const struct rkv_table_config *in, uint64_t capacity)
+/* The buckets an index starts with: index_start when given (at most the
+ * `area` plan_layout left it before the heap), else all of that area. */
+static uint64_t index_base_for(const struct rkv_table_config *in, uint64_t area)
 {
     if (in != NULL && in->index_start != 0)
-        return RKV_MIN(capacity, RKV_MAX(in->index_start, 2));
-    if (in != NULL && (in->item_size_hint != 0 || in->index_share > 0))
-        return capacity;
-    return RKV_MAX(capacity / INDEX_START_SHARE, RKV_MIN(capacity, INDEX_START_MIN));
+        return RKV_MIN(area, RKV_MAX(in->index_start, 2));
+    return area;
 }
 
 static uint64_t pow2_floor(uint64_t x)
@@ -1697,13 +1698,26 @@ static uint64_t heap_start(uint64_t size, uint64_t pages, uint32_t page_size)
     return (size - RKV_MIN(size, pages * page_size)) / HEAP_ALIGN * HEAP_ALIGN;
 }
 
-/* Split the region: header page, index, heap. The heap is whole slab pages;
- * the index gets the rest. By default the pages are as many as leave the
- * index about one slot per item_size_hint heap bytes, and the bytes
- * short of one more page go to the index too; an explicit index_share is a
- * ceiling on the index and the heap gets every page that fits beside it. */
-static rkv_status plan_layout(size_t size, const struct rkv_table_config *c, uint64_t *buckets,
-                              uint64_t *heap_offset, uint64_t *heap_size, char *err, size_t err_len)
+/* Where the region's bytes go (plan_layout). */
+struct layout {
+    uint64_t area;        /* buckets that fit between the header and the heap */
+    uint64_t capacity;    /* buckets the index may grow to, into the heap's lowest pages */
+    uint64_t heap_offset; /* first slab page */
+    uint64_t heap_size;   /* whole slab pages up to the region's end */
+};
+
+/* Split the region: header page, index, heap. The heap is whole slab pages
+ * and ends at the region's end (or up to HEAP_ALIGN - 1 bytes before); the
+ * index gets what is left before it. By default that is less than one slab
+ * page: the index starts small and grows into the heap's lowest pages as
+ * items need buckets (index_grow.c), up to INDEX_MAX_SHARE of the region.
+ * An item size hint (`in`: the configuration as given) sizes it at start to
+ * about one slot per item_size_hint heap bytes, and it may grow from there;
+ * an explicit index_share is a ceiling on the index, which then never grows
+ * into the heap, and the heap gets every page that fits beside it. */
+static rkv_status plan_layout(size_t size, const struct rkv_table_config *c,
+                              const struct rkv_table_config *in, struct layout *out, char *err,
+                              size_t err_len)
 {
     const uint64_t bucket = sizeof(struct rkv_bucket);
     const double per_slot = (double)bucket / RKV_SLOTS_PER_BUCKET; /* index bytes per slot */
@@ -1728,20 +1742,22 @@ static rkv_status plan_layout(size_t size, const struct rkv_table_config *c, uin
         if (off + c->slab_page_size > size)
             goto too_small;
         pages = (size - off) / c->slab_page_size;
-    } else {
-        uint64_t room = size - RKV_HEADER_SIZE;
-        uint64_t index = (uint64_t)((double)room * per_slot / (per_slot + c->item_size_hint));
-        pages = (room - RKV_MIN(index, room)) / c->slab_page_size;
-        while (pages > 0 && heap_start(size, pages, c->slab_page_size) < RKV_HEADER_SIZE + 2 * bucket)
-            pages--; /* the index has two buckets at least */
-        if (pages == 0)
-            goto too_small;
-        off = heap_start(size, pages, c->slab_page_size);
-        b = (off - RKV_HEADER_SIZE) / bucket;
+        *out = (struct layout){ b, b, off, pages * c->slab_page_size };
+        return RKV_OK;
     }
-    *buckets = b;
-    *heap_offset = off;
-    *heap_size = pages * c->slab_page_size;
+    uint64_t room = size - RKV_HEADER_SIZE, index = 0;
+    if (in != NULL && in->item_size_hint != 0)
+        index = (uint64_t)((double)room * per_slot / (per_slot + c->item_size_hint));
+    pages = (room - RKV_MIN(index, room)) / c->slab_page_size;
+    while (pages > 0 && heap_start(size, pages, c->slab_page_size) < RKV_HEADER_SIZE + 2 * bucket)
+        pages--; /* the index has two buckets at least */
+    if (pages == 0)
+        goto too_small;
+    off = heap_start(size, pages, c->slab_page_size);
+    b = (off - RKV_HEADER_SIZE) / bucket;
+    uint64_t most = RKV_MIN((uint64_t)((double)size * INDEX_MAX_SHARE) / bucket,
+                            (off + pages * c->slab_page_size - RKV_HEADER_SIZE) / bucket);
+    *out = (struct layout){ b, RKV_MAX(b, most), off, pages * c->slab_page_size };
     return RKV_OK;
 
 too_small:
@@ -1819,7 +1835,7 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
 {
     struct rkv_table_config c;
     struct rkv_table *t = NULL;
-    uint64_t buckets, heap_offset, heap_size;
+    struct layout lay;
     rkv_status st;
 
     if (base == NULL || out == NULL || (uintptr_t)base % RKV_CACHELINE != 0) {
@@ -1830,7 +1846,7 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
         return RKV_INVALID;
     }
     if ((st = resolve_config(cfg, &c, err, err_len)) != RKV_OK ||
-        (st = plan_layout(size, &c, &buckets, &heap_offset, &heap_size, err, err_len)) != RKV_OK)
+        (st = plan_layout(size, &c, cfg, &lay, err, err_len)) != RKV_OK)
         return st;
     if ((t = aligned_alloc(RKV_CACHELINE, RKV_ALIGN_UP(sizeof(*t), RKV_CACHELINE))) == NULL) {
         snprintf(err, err_len, "out of memory for the table's bookkeeping");
@@ -1841,8 +1857,8 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
     t->size = size;
     t->hdr = base;
     t->buckets = (struct rkv_bucket *)(void *)(t->base + RKV_HEADER_SIZE);
-    t->index_capacity = buckets;
-    t->index_base = index_base_for(cfg, buckets);
+    t->index_capacity = lay.capacity;
+    t->index_base = index_base_for(cfg, lay.area);
     t->index_word = 0;
     t->seed = seed;
     t->rng_seed = rng_seed;
@@ -1859,8 +1875,8 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
 
     struct rkv_slab_config sc = {
         .region = t->base,
-        .heap_offset = heap_offset,
-        .heap_size = heap_size,
+        .heap_offset = lay.heap_offset,
+        .heap_size = lay.heap_size,
         .page_size = c.slab_page_size,
         .growth_factor = c.growth_factor,
         .fine_limit = RKV_TABLE_FINE_LIMIT,
@@ -1880,7 +1896,7 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
         free(t);
         return st;
     }
-    header_geometry(t, heap_offset, heap_size, geom);
+    header_geometry(t, lay.heap_offset, lay.heap_size, geom);
     *out = t;
     return RKV_OK;
 }
@@ -1939,11 +1955,11 @@ rkv_status rkv_table_plan(size_t size, const struct rkv_table_config *cfg,
                           struct rkv_region_header *geom, char *err, size_t err_len)
 {
     struct rkv_table_config c;
-    uint64_t buckets, heap_offset, heap_size;
+    struct layout lay;
     uint32_t count;
     rkv_status st;
     if ((st = resolve_config(cfg, &c, err, err_len)) != RKV_OK ||
-        (st = plan_layout(size, &c, &buckets, &heap_offset, &heap_size, err, err_len)) != RKV_OK)
+        (st = plan_layout(size, &c, cfg, &lay, err, err_len)) != RKV_OK)
         return st;
     memset(geom, 0, sizeof(*geom));
     if ((st = rkv_slab_classes(c.slab_page_size, c.growth_factor, RKV_TABLE_FINE_LIMIT,
@@ -1953,10 +1969,10 @@ rkv_status rkv_table_plan(size_t size, const struct rkv_table_config *cfg,
     geom->header_size = RKV_HEADER_SIZE;
     geom->region_size = size;
     geom->index_offset = RKV_HEADER_SIZE;
-    geom->index_base = index_base_for(cfg, buckets);
-    geom->index_capacity = buckets;
-    geom->heap_offset = heap_offset;
-    geom->heap_size = heap_size;
+    geom->index_base = index_base_for(cfg, lay.area);
+    geom->index_capacity = lay.capacity;
+    geom->heap_offset = lay.heap_offset;
+    geom->heap_size = lay.heap_size;
     geom->slab_page_size = c.slab_page_size;
     geom->class_count = count;
     geom->max_key_len = c.max_key_len;
@@ -2005,8 +2021,10 @@ static bool slot_place_of(const struct rkv_table *t, uint64_t w, struct slot_pla
         return false;
     uint32_t size = h->class_size[cls], per_page = rkv_slab_per_page(t->slab, cls);
     uint64_t rel = off - h->heap_offset, in_page = rel % h->slab_page_size;
-    *sp = (struct slot_place){ cls, rel / h->slab_page_size, in_page / size };
-    return in_page % size == 0 && sp->index < per_page;
+    *sp = (struct slot_place){ cls, rkv_slab_page_at(t->slab, off), in_page / size };
+    /* an item in a page lent to the index is one no longer */
+    return in_page % size == 0 && sp->index < per_page &&
+           sp->page < rkv_slab_page_count(t->slab) - rkv_slab_lent(t->slab);
 }
 
 /* The checks of slot word w, in bucket b, that need nothing but the slot
@@ -2183,6 +2201,23 @@ static rkv_status attach_scan(struct rkv_table *t, const struct rkv_table_restor
     return st;
 }
 
+/* The heap pages a kept index had grown into are lent again before any
+ * item is adopted (items there were overwritten by buckets). */
+static rkv_status attach_lent(struct rkv_table *t, char *err, size_t err_len)
+{
+    const struct rkv_region_header *h = t->hdr;
+    struct rkv_index_geom g = table_geom(t);
+    uint64_t end = h->index_offset + rkv_index_count(&g) * sizeof(struct rkv_bucket), pages = 0;
+    if (end > h->heap_offset)
+        pages = (end - h->heap_offset + h->slab_page_size - 1) / h->slab_page_size;
+    if (rkv_slab_lend_kept(t->slab, pages) != RKV_OK) {
+        snprintf(err, err_len, "the kept index reaches %llu heap pages of %llu",
+                 (unsigned long long)pages, (unsigned long long)rkv_slab_page_count(t->slab));
+        return RKV_INVALID;
+    }
+    return RKV_OK;
+}
+
 rkv_status rkv_table_attach(void *base, size_t size, const struct rkv_table_config *cfg,
                             const struct rkv_table_restore *r, struct rkv_table **out,
                             struct rkv_table_attach_report *rep, char *err, size_t err_len)
@@ -2213,6 +2248,8 @@ rkv_status rkv_table_attach(void *base, size_t size, const struct rkv_table_conf
     geom.clock = h->clock;
     geom.index_geometry = h->index_geometry; /* grown as far as it had (rkv_header_valid) */
     t->index_word = h->index_geometry;
+    if ((st = attach_lent(t, err, err_len)) != RKV_OK)
+        goto fail;
     if (memcmp(&geom, h, offsetof(struct rkv_region_header, liveness)) != 0) {
         snprintf(err, err_len,
                  "the kept region was laid out differently (index, heap or size "

@@ -378,4 +378,10 @@ bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool sta
  * the youngest items. Once a tick; takes the index exclusive itself. */
 void rkv_page_automove(struct rkv_table *t);
 
+/* Evict every live item on slab page `page` and hand the page to the
+ * allocator's pool for the index (index_grow.c lends it once it drained);
+ * false when it holds no class's items or one being built. The index held
+ * exclusive. */
+bool rkv_page_evacuate(struct rkv_table *t, uint64_t page);
+
 #endif

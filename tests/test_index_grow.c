@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -141,7 +142,8 @@ static int setup(void **state)
 {
     struct env *e = calloc(1, sizeof *e);
     char err[256];
-    struct rkv_table_config cfg = { .evict = RKV_EVICT_NONE }; /* no hint: the index grows */
+    /* 4 buckets to start with: the index grows */
+    struct rkv_table_config cfg = { .evict = RKV_EVICT_NONE, .index_start = 4 };
     if (e == NULL || rkv_region_create(8ull << 20, &e->region, err, sizeof err) != RKV_OK ||
         rkv_table_create(e->region.base, e->region.size, &cfg, &e->t, err, sizeof err) != RKV_OK)
         return -1;
@@ -218,7 +220,9 @@ static void test_tiny_index_grows_as_items_fill(void **state)
     assert_true(grown > start * 4);
     assert_true(grown <= e->h->index_capacity);
     assert_true(n > start * RKV_SLOTS_PER_BUCKET); /* more items than the start could hold */
-    e->copy = *e->h;                               /* a client connecting now */
+    /* past the buckets before the heap: it grew into the heap's lowest pages */
+    assert_true(e->h->index_offset + grown * 64 > e->h->heap_offset);
+    e->copy = *e->h; /* a client connecting now */
     for (unsigned i = 0; i < n; i++) {
         char key[32];
         key_of(i, key, sizeof key);
@@ -231,6 +235,78 @@ static void test_tiny_index_grows_as_items_fill(void **state)
     rkv_table_get_stats(e->t, &s);
     assert_int_equal(s.items, n);
     assert_int_equal(s.buckets, grown);
+}
+
+/* A full heap (every page a size class's) and an index that must grow:
+ * it empties the next page (its items evicted as any eviction), lends it
+ * once its grace period is over (a test clock that leaps: no sleeping)
+ * and grows into it. Every key the server still holds is found one-sidedly
+ * with its value; every other is a miss. */
+static uint64_t test_now_ns = 1;
+static uint64_t test_clock(void) /* a second per look: every grace period is over by the next */
+{
+    return __atomic_add_fetch(&test_now_ns, 1000000000ull, __ATOMIC_RELAXED);
+}
+
+/* The region offset where e's index ends now. */
+static uint64_t index_end(const struct env *e)
+{
+    return e->h->index_offset + buckets_now(e) * sizeof(struct rkv_bucket);
+}
+
+static void test_index_takes_a_page_of_a_full_heap(void **state)
+{
+    (void)state;
+    struct env *e = calloc(1, sizeof *e);
+    char err[256], key[32];
+    struct rkv_table_config cfg = { .evict = RKV_EVICT_LRU,
+                                    .index_start = 4,
+                                    .slab_page_size = 4096,
+                                    .grace_ms = 10,
+                                    .now_ns = test_clock };
+    assert_non_null(e);
+    assert_int_equal(rkv_region_create(1ull << 20, &e->region, err, sizeof err), RKV_OK);
+    if (rkv_table_create(e->region.base, e->region.size, &cfg, &e->t, err, sizeof err) != RKV_OK)
+        fail_msg("%s", err);
+    e->h = rkv_table_header(e->t);
+    unsigned n = 0;
+    struct rkv_table_stats s;
+    do { /* until the heap is full: every page a class's */
+        assert_int_equal(put(e, n++), RKV_OK);
+        rkv_table_get_stats(e->t, &s);
+    } while (s.evictions == 0 || s.pages_unassigned != 0);
+    uint64_t evicted = s.evictions, end = index_end(e);
+    uint64_t page_top = e->h->heap_offset + (end > e->h->heap_offset
+                                                 ? (end - e->h->heap_offset + 4095) / 4096 * 4096
+                                                 : 0); /* the end of the last page lent so far */
+    /* the first growth past it empties the next page and waits for it ... */
+    rkv_table_grow_index(e->t, (page_top - end) / 64 + 1);
+    assert_int_equal(index_end(e), page_top);
+    rkv_table_get_stats(e->t, &s);
+    assert_true(s.evictions > evicted); /* the page's items */
+    /* ... the next, after its grace period, grows into it */
+    assert_int_equal(rkv_table_grow_index(e->t, 64), 64);
+    assert_true(index_end(e) > page_top);
+    e->copy = *e->h;
+    e->rd = (struct reader){ .base = e->region.base, .size = e->region.size };
+    e->ctx = (struct rkv_lookup_ctx){ .geom = &e->copy,
+                                      .read = reader_read,
+                                      .read_ctx = &e->rd,
+                                      .scratch = e->scratch,
+                                      .scratch_len = sizeof e->scratch,
+                                      .ops = e->ops,
+                                      .ops_cap = 64,
+                                      .max_retries = 8 };
+    unsigned held = 0;
+    for (unsigned i = 0; i < n; i++) {
+        key_of(i, key, sizeof key);
+        bool there = rkv_table_find(e->t, key, 16) != NULL;
+        assert_int_equal(get(e, i), there ? RKV_OK : RKV_NOT_FOUND);
+        held += there;
+    }
+    rkv_table_get_stats(e->t, &s);
+    assert_int_equal(held, s.items);
+    teardown((void **)&e);
 }
 
 /* A reader whose geometry is from before the index grew: every key it asks
@@ -480,6 +556,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_split_between_bucket_reads_is_not_a_miss, setup,
                                         teardown),
         cmocka_unit_test(test_writers_and_readers_while_splitting),
+        cmocka_unit_test(test_index_takes_a_page_of_a_full_heap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

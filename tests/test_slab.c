@@ -52,11 +52,28 @@ struct fixture {
     uint32_t pages;
 };
 
+/* Pages in the newest fixture: page n lies at heap_offset + (pages - 1 -
+ * n) * PAGE (slab.h: top down). */
+static uint32_t fixture_pages;
+
+/* Where page n of the newest fixture starts. */
+static uint64_t page_base(uint64_t n)
+{
+    return HEAP_OFFSET + (fixture_pages - 1 - n) * (uint64_t)PAGE;
+}
+
+/* The page of the newest fixture that holds offset off. */
+static uint64_t page_of(uint64_t off)
+{
+    return fixture_pages - 1 - (off - HEAP_OFFSET) / PAGE;
+}
+
 static void fixture_make(struct fixture *f, uint32_t pages, double factor, uint32_t grace_ms,
                          bool meta)
 {
     char err[256] = "";
     f->pages = pages;
+    fixture_pages = pages;
     f->region = aligned_alloc(4096, HEAP_OFFSET + (size_t)pages * PAGE);
     assert_non_null(f->region);
     memset(f->region, 0, HEAP_OFFSET + (size_t)pages * PAGE);
@@ -293,7 +310,7 @@ static void test_valid_rejects_garbage(void **state)
     assert_false(rkv_slab_valid(f.slab, HEAP_OFFSET - 64, 1));
     assert_false(rkv_slab_valid(f.slab, HEAP_OFFSET + 4u * PAGE, 1)); /* past the heap */
     assert_false(rkv_slab_valid(f.slab, UINT64_MAX - 63, 1));
-    assert_false(rkv_slab_valid(f.slab, HEAP_OFFSET + PAGE, 1)); /* unassigned page */
+    assert_false(rkv_slab_valid(f.slab, page_base(1), 1)); /* unassigned page */
     assert_false(rkv_slab_valid(f.slab, a, RKV_MAX_CLASSES + 10));
     assert_null(rkv_slab_meta(f.slab, a + 64, 1));
     /* freeing garbage is ignored, not a crash or a corruption */
@@ -382,7 +399,7 @@ static void test_limbo_fifo_and_fresh_first(void **state)
     /* inside the grace period a fresh item comes from a new page instead */
     uint64_t fresh = rkv_slab_alloc(f.slab, cls);
     assert_true(fresh != it[0] && fresh != it[2]);
-    assert_int_equal((fresh - HEAP_OFFSET) / PAGE, 1);
+    assert_int_equal(page_of(fresh), 1);
     advance_ms(grace + 1);
     /* after it, reuse goes oldest-freed first */
     assert_int_equal(rkv_slab_alloc(f.slab, cls), it[2]);
@@ -485,11 +502,6 @@ static void fill_two_pages(struct fixture *f, uint64_t offs[64])
     assert_int_equal(rkv_slab_alloc(f->slab, 3), 0); /* no page for another class */
 }
 
-static uint64_t page_of(uint64_t off)
-{
-    return (off - HEAP_OFFSET) / PAGE;
-}
-
 /* The heap's stats, checked to account for every byte. */
 static struct rkv_slab_stats heap_accounted(struct fixture *f)
 {
@@ -516,7 +528,7 @@ static void test_page_move_waits_for_grace(void **state)
     assert_int_equal(rkv_slab_page_class(f.slab, victim), 1);
     assert_int_equal(rkv_slab_page_class(f.slab, 2), -1);
     assert_true(rkv_slab_page_info(f.slab, victim, &pi));
-    assert_int_equal(pi.start, HEAP_OFFSET + victim * PAGE);
+    assert_int_equal(pi.start, page_base(victim));
     assert_int_equal(pi.size, 128);
     assert_int_equal(pi.handed, 32);
     assert_int_equal(pi.used, 32);
@@ -644,13 +656,13 @@ static void test_page_move_meta(void **state)
     advance_ms(1);
     for (unsigned i = 0; i < PAGE / 64; i++) { /* class 0: 64 items */
         uint64_t off = rkv_slab_alloc(f.slab, 0);
-        assert_int_equal(off, HEAP_OFFSET + i * 64ull);
+        assert_int_equal(off, page_base(0) + i * 64ull);
         uint32_t *m = rkv_slab_meta(f.slab, off, 0);
         assert_non_null(m);
         *m = i;
     }
     *old = 7; /* a hint that raced the move: harmless, and not a use after free */
-    assert_int_equal(*rkv_slab_meta(f.slab, HEAP_OFFSET + 63 * 64, 0), 63);
+    assert_int_equal(*rkv_slab_meta(f.slab, page_base(0) + 63 * 64, 0), 63);
     fixture_free(&f);
 }
 
@@ -698,7 +710,7 @@ static void test_magazine_refill_and_drain(void **state)
 
     /* one allocation takes a batch: one handed out, the rest in the magazine */
     uint64_t a = rkv_slab_alloc(f.slab, MAG_CLS);
-    assert_int_equal(a, HEAP_OFFSET);
+    assert_int_equal(a, page_base(0));
     rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
     assert_int_equal(ready, MAG_BATCH - 1);
     assert_int_equal(freed, 0);
@@ -708,7 +720,7 @@ static void test_magazine_refill_and_drain(void **state)
     assert_int_equal(cs.fresh, 64 - MAG_BATCH);
     /* the batch is handed out in order, then the next batch */
     for (unsigned i = 1; i < 2 * MAG_BATCH; i++)
-        assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), HEAP_OFFSET + 64ull * i);
+        assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), page_base(0) + 64ull * i);
     rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
     assert_int_equal(ready, 0);
 
@@ -721,7 +733,7 @@ static void test_magazine_refill_and_drain(void **state)
     assert_int_equal(cs.limbo, 1);
     /* garbage is not taken in */
     rkv_slab_free(f.slab, MAG_CLS, a + 1);
-    rkv_slab_free(f.slab, MAG_CLS, HEAP_OFFSET + PAGE); /* an unassigned page */
+    rkv_slab_free(f.slab, MAG_CLS, page_base(1)); /* an unassigned page */
     rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
     assert_int_equal(freed, 1);
 
@@ -729,7 +741,7 @@ static void test_magazine_refill_and_drain(void **state)
      * every magazine's items back: ready ones first in line, still ready */
     struct mag_op other = { .f = &f };
     on_other_thread(alloc_there, &other);
-    assert_int_equal(other.off, HEAP_OFFSET + 64ull * 2 * MAG_BATCH);
+    assert_int_equal(other.off, page_base(0) + 64ull * 2 * MAG_BATCH);
     rkv_slab_mag_count(f.slab, MAG_CLS, &ready, &freed);
     assert_int_equal(ready, MAG_BATCH - 1);
     assert_int_equal(freed, 1);
@@ -745,7 +757,7 @@ static void test_magazine_refill_and_drain(void **state)
      * items: the freed one is still inside its grace period */
     for (unsigned i = 1; i < MAG_BATCH; i++)
         assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), other.off + 64ull * i);
-    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), HEAP_OFFSET + 64ull * 3 * MAG_BATCH);
+    assert_int_equal(rkv_slab_alloc(f.slab, MAG_CLS), page_base(0) + 64ull * 3 * MAG_BATCH);
     struct rkv_slab_stats ss = heap_accounted(&f);
     assert_int_equal(ss.limbo, 64);
     fixture_free(&f);

@@ -229,9 +229,9 @@ static void test_layout_and_header(void **state)
     assert_int_equal(h->magic, RKV_REGION_MAGIC);
     assert_int_equal(h->format_version, RKV_FORMAT_VERSION);
     assert_int_equal(h->region_size, a.region.size);
-    assert_true(h->index_capacity >= 2);
-    assert_true(h->heap_offset >= h->index_offset + h->index_capacity * 64);
-    assert_true(h->heap_offset - (h->index_offset + h->index_capacity * 64) < 64);
+    assert_true(h->index_base >= 2);
+    assert_true(h->heap_offset >= h->index_offset + h->index_base * 64);
+    assert_true(h->heap_offset - (h->index_offset + h->index_base * 64) < 64);
     assert_int_equal(h->heap_offset % 4096, 0);
     assert_int_equal(h->heap_size % h->slab_page_size, 0);
     assert_int_equal(h->slab_page_size, 1 * MiB);
@@ -242,13 +242,13 @@ static void test_layout_and_header(void **state)
     assert_int_equal(h->class_size[h->class_count - 1], h->slab_page_size);
     assert_int_equal(rkv_table_clock(a.t), 1);
     /* default sizing: the heap runs to the region's end (but for less than
-     * HEAP_ALIGN), the index takes the rest: at least one slot per 80 heap
-     * bytes, at most that and one more slab page */
-    uint64_t slots = h->index_capacity * RKV_SLOTS_PER_BUCKET;
+     * HEAP_ALIGN), the index starts with the rest, less than a slab page,
+     * and may grow into the heap up to a quarter of the region */
     assert_true(h->heap_offset + h->heap_size > a.region.size - 4096);
-    assert_true(slots * 80 >= h->heap_size);
-    assert_true(h->index_capacity * 64 <=
-                (a.region.size * 64 / 7) / (80 + 64 / 7) + h->slab_page_size);
+    assert_true(h->index_base * 64 < h->slab_page_size);
+    assert_true(h->index_capacity * 64 <= a.region.size / 4);
+    assert_true(h->index_capacity * 64 > a.region.size / 4 - 64);
+    assert_int_equal(h->index_geometry, 0); /* level 0, nothing split */
     /* every start is a new generation with a new seed */
     assert_true(a.h->generation != b.h->generation);
     assert_true(a.h->hash_seed != b.h->hash_seed);
@@ -785,8 +785,8 @@ static uint64_t leaping_now(void)
 static void small_heap(struct env *e, enum rkv_evict_policy p)
 {
     struct rkv_table_config c = {
-        .slab_page_size = 4096, .grace_ms = 10, .evict = p, .now_ns = leaping_now
-    };
+        .slab_page_size = 4096, .grace_ms = 10, .evict = p, .now_ns = leaping_now, .item_size_hint = 80
+    }; /* the index sized at start */
     env_make(e, 128 * 1024, &c);
 }
 

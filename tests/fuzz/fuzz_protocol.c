@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(&h, data, size < sizeof h ? size : sizeof h);
     if (rkv_header_valid(&h, h.region_size)) {
         if (h.heap_offset + h.heap_size > h.region_size ||
-            h.index_offset + h.index_capacity * sizeof(struct rkv_bucket) > h.heap_offset)
+            h.index_offset + h.index_capacity * sizeof(struct rkv_bucket) > h.region_size)
             abort();
         uint64_t off;
         uint32_t len;
