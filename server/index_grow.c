@@ -26,7 +26,7 @@
  */
 #include "table_private.h"
 
-#define RKV_INDEX_GROW_LOAD 0.75  /* items per slot past which the index grows */
+#define RKV_INDEX_GROW_LOAD 0.93  /* items per slot past which the index grows */
 #define GROW_STEP_SHARE     32u   /* a growth step splits this share of the buckets */
 #define GROW_STEP_MAX       4096u /* ... and no more: one exclusive hold stays short */
 

@@ -359,8 +359,9 @@ static void stats_general(struct rkv_server *srv, struct out *o)
     stat_u(o, "threads", srv->nworkers);
     /* a pass answers all of a connection's input: no -R limit to yield at */
     stat_u(o, "conn_yields", 0);
-    /* the index: 2^hash_power_level buckets of one cache line, sized at
-     * start and never grown */
+    /* the index: about 2^hash_power_level buckets of one cache line now;
+     * it grows a few buckets at a time under the index lock, never in a
+     * background expansion */
     stat_u(o, "hash_power_level", log2u(s.ts.buckets));
     stat_u(o, "hash_bytes", s.ts.buckets * sizeof(struct rkv_bucket));
     stat_u(o, "hash_is_expanding", 0);

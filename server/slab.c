@@ -1495,7 +1495,9 @@ bool rkv_slab_lend(struct rkv_slab *s)
             lent = true; /* never assigned */
         } else if (__atomic_load_n(&p->cls, __ATOMIC_RELAXED) == PAGE_FREE) {
             for (uint64_t i = 0; i < s->pool_len && !lent; i++)
-                if (s->pool[i] == page && p->freed_ns + (uint64_t)s->grace_ms * 1000000u <= now) {
+                if (s->pool[i] == page &&
+                    (p->for_cls == PAGE_FOR_ANY || p->for_cls == PAGE_FOR_INDEX) &&
+                    p->freed_ns + (uint64_t)s->grace_ms * 1000000u <= now) {
                     pool_remove(s, i); /* drained: no reader can be in its items */
                     lent = true;
                 }

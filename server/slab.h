@@ -302,9 +302,10 @@ bool rkv_slab_pages_any(struct rkv_slab *s);
  * (the lowest address), one at a time, and no class gets it again. */
 
 /* Lend page rkv_slab_lend_next() to the index if it is free: never
- * assigned, or in the pool past its grace period (a page of a class goes
- * there by rkv_slab_page_take(..., RKV_SLAB_FOR_INDEX) once the table has
- * evicted its items); false otherwise, nothing changed. */
+ * assigned, or in the pool past its grace period and not reserved for a
+ * class (a page of a class goes there by rkv_slab_page_take(...,
+ * RKV_SLAB_FOR_INDEX) once the table has evicted its items); false
+ * otherwise, nothing changed. */
 bool rkv_slab_lend(struct rkv_slab *s);
 
 /* The page the next rkv_slab_lend() takes, UINT64_MAX when none is left. */
