@@ -101,6 +101,7 @@
 #define PATH_SKIP    63 /* new keys that evict at once after a search found the index full */
 #define PATH_BUCKETS (BFS_MAX_DEPTH + 1 + 2) /* buckets a displacement locks: path, target, key's */
 #define GROW_CHECK   64 /* new keys of a writer slot between looks at the index's load */
+#define GROW_TRIES   4  /* growth steps a new key with no room takes before it evicts */
 
 /* One bucket the displacement search reached. */
 struct bfs_node {
@@ -937,12 +938,14 @@ static rkv_status store_index(struct rkv_table *t, struct store *w)
     }
     if (again) {
         /* Both buckets full and no path found without it: with the whole
-         * index, more buckets first, as long as the index grows; then a
-         * search and (with eviction) an evicted neighbour. */
+         * index, more buckets first (GROW_TRIES steps at most: the key's
+         * own buckets split only when the split pointer reaches them, so
+         * one unlucky key must not double the index); then a search and
+         * (with eviction) an evicted neighbour. */
         room = (struct room){ .exclusive = true };
         uint64_t since = rkv_table_index_lock_all(t);
-        while (again) {
-            room.may_evict = rkv_index_grow(t, rkv_index_grow_step(t)) == 0;
+        for (unsigned grown = 0; again; grown++) {
+            room.may_evict = grown == GROW_TRIES || rkv_index_grow(t, rkv_index_grow_step(t)) == 0;
             if (!table_hash_current(t, w->h))
                 table_hash(t, w->key, w->key_len, w->h);
             st = store_locked(t, w, &room, &again);
