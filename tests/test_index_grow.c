@@ -369,7 +369,8 @@ static void test_split_between_bucket_reads_is_not_a_miss(void **state)
 /* ---- writers and readers on threads while the index splits */
 
 #define C_WRITERS     2
-#define C_KEYS        4000 /* per writer */
+#define C_KEYS        4000  /* per writer */
+#define C_KEYS_EVICT  20000 /* per writer, into a heap that holds about 18000 */
 #define C_READERS     2
 #define C_MIN_BATCHES 300 /* per reader, at least, and on until the writers are done */
 #define C_BATCH       8
@@ -378,7 +379,9 @@ struct conc {
     struct rkv_region region;
     struct rkv_table *t;
     const struct rkv_region_header *h;
-    unsigned acked[C_WRITERS]; /* keys [0, acked) of each writer are stored (atomic) */
+    bool evict;                /* the heap fills: keys are evicted, pages lent */
+    unsigned keys;             /* per writer */
+    unsigned acked[C_WRITERS]; /* keys [0, acked) of each writer were stored (atomic) */
     int writers_done;          /* (atomic) */
 };
 
@@ -403,7 +406,7 @@ static void *conc_writer_main(void *p)
 {
     struct conc_writer *w = p;
     char key[32];
-    for (unsigned i = 0; i < C_KEYS; i++) {
+    for (unsigned i = 0; i < w->c->keys; i++) {
         uint64_t value = (uint64_t)w->id << 32 | i;
         conc_key(key, sizeof key, w->id, i);
         struct rkv_value_src v = { .data = &value, .len = sizeof value };
@@ -472,7 +475,7 @@ static void *conc_reader_main(void *p)
         for (unsigned i = 0; i < n; i++) {
             r->lookups++;
             if (l[i].status == RKV_NOT_FOUND)
-                r->false_miss++;
+                r->false_miss += !c->evict; /* with eviction, a miss may be true */
             else if (l[i].status == RKV_RETRY_EXHAUSTED)
                 r->exhausted++;
             else if (l[i].status != RKV_OK || values[i] != ((uint64_t)w[i] << 32 | k[i]))
@@ -483,18 +486,27 @@ static void *conc_reader_main(void *p)
     return NULL;
 }
 
-static void test_writers_and_readers_while_splitting(void **state)
+/* Writers and one-sided readers on threads while the index splits: with
+ * evict, in a heap that fills, so that the index grows into pages it lends
+ * (first free ones, then ones it empties) under the readers. */
+static void writers_and_readers(bool evict)
 {
-    (void)state;
     static struct conc c;
     struct conc_writer w[C_WRITERS];
     struct conc_reader r[C_READERS];
     pthread_t wt[C_WRITERS], rt[C_READERS];
     char err[256];
-    /* 4 buckets, growing to a few thousand as 8000 keys come */
-    struct rkv_table_config cfg = { .evict = RKV_EVICT_NONE, .index_start = 4 };
+    /* 4 buckets, growing to thousands as the keys come; with evict a 1 MiB
+     * region of 4 KiB pages, whose index lives in lent pages */
+    struct rkv_table_config cfg = { .evict = evict ? RKV_EVICT_LRU : RKV_EVICT_NONE,
+                                    .index_start = 4,
+                                    .slab_page_size = evict ? 4096 : 0,
+                                    .grace_ms = evict ? 1 : 0 };
     memset(&c, 0, sizeof c);
-    assert_int_equal(rkv_region_create(16ull << 20, &c.region, err, sizeof err), RKV_OK);
+    c.evict = evict;
+    c.keys = evict ? C_KEYS_EVICT : C_KEYS;
+    assert_int_equal(rkv_region_create(evict ? 1ull << 20 : 16ull << 20, &c.region, err, sizeof err),
+                     RKV_OK);
     if (rkv_table_create(c.region.base, c.region.size, &cfg, &c.t, err, sizeof err) != RKV_OK)
         fail_msg("%s", err);
     c.h = rkv_table_header(c.t);
@@ -527,20 +539,44 @@ static void test_writers_and_readers_while_splitting(void **state)
     assert_true(exhausted * 100 <= lookups);
     struct rkv_index_geom g;
     assert_true(rkv_header_geom(c.h, &g));
-    assert_true(rkv_index_count(&g) >= C_WRITERS * C_KEYS / RKV_SLOTS_PER_BUCKET);
-    /* every key is there, with its value */
+    struct rkv_table_stats s;
+    rkv_table_get_stats(c.t, &s);
+    if (evict) /* past the buckets before the heap: into lent pages */
+        assert_true(c.h->index_offset + rkv_index_count(&g) * 64 > c.h->heap_offset + 16 * 4096);
+    else
+        assert_true(rkv_index_count(&g) >= C_WRITERS * C_KEYS / RKV_SLOTS_PER_BUCKET);
+    /* every key is there with its value (with evict: or gone) */
+    uint64_t held = 0;
     for (unsigned i = 0; i < C_WRITERS; i++)
-        for (unsigned k = 0; k < C_KEYS; k++) {
+        for (unsigned k = 0; k < c.keys; k++) {
             char key[32];
             conc_key(key, sizeof key, i, k);
             const struct rkv_item *it = rkv_table_find(c.t, key, 16);
+            if (evict && it == NULL)
+                continue;
             assert_non_null(it);
             uint64_t v;
             memcpy(&v, rkv_item_value(it), sizeof v);
             assert_true(v == ((uint64_t)i << 32 | k));
+            held++;
         }
+    assert_int_equal(held, s.items);
+    if (evict)
+        assert_true(s.evictions > 0);
     rkv_table_destroy(c.t);
     rkv_region_destroy(&c.region);
+}
+
+static void test_writers_and_readers_while_splitting(void **state)
+{
+    (void)state;
+    writers_and_readers(false);
+}
+
+static void test_writers_and_readers_while_lending_pages(void **state)
+{
+    (void)state;
+    writers_and_readers(true);
 }
 
 int main(void)
@@ -553,6 +589,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_split_between_bucket_reads_is_not_a_miss, setup,
                                         teardown),
         cmocka_unit_test(test_writers_and_readers_while_splitting),
+        cmocka_unit_test(test_writers_and_readers_while_lending_pages),
         cmocka_unit_test(test_index_takes_a_page_of_a_full_heap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
