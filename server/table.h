@@ -79,14 +79,16 @@ struct rkv_table_config {
     uint32_t max_key_len;    /* <= RKV_MAX_KEY_LEN (default 250) */
     uint32_t max_value_len;  /* for the longest key (a shorter key leaves its room to the
                                 * value); default: slab_page_size - header - max_key_len */
-    /* fraction of the region for buckets, a ceiling (default: item_size_hint's) */
+    /* fraction of the region for buckets, fixed: the index never grows into
+     * the heap (0: it starts small and grows as items need buckets, up to a
+     * quarter of the region; table.c plan_layout) */
     double index_share;
-    /* without index_share: one index slot per this many heap bytes, the
-     * usual item size (header, key, value) expected (default 80) */
+    /* without index_share: size the index at start to one slot per this
+     * many heap bytes, the usual item size (header, key, value) expected;
+     * it may grow from there (0: start small) */
     uint32_t item_size_hint;
-    /* buckets the index starts with, growing to what index_share or
-     * item_size_hint sizes (0: automatic, see table.c index_base_for; at
-     * most that size) */
+    /* buckets the index starts with, at most what the layout leaves before
+     * the heap (0: all of that; table.c index_base_for): tests */
     uint64_t index_start;
     double growth_factor; /* size class growth (default RKV_TABLE_GROWTH, 1.25) */
     uint32_t grace_ms;    /* freed memory is reused only after this long (default 100) */
