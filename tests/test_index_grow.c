@@ -306,6 +306,84 @@ static void test_index_takes_a_page_of_a_full_heap(void **state)
     teardown((void **)&e);
 }
 
+/* A restart that keeps a region whose index grew into lent pages: every
+ * item comes back, and the lent pages stay the index's: a heap filled
+ * after the restart places no item in them. */
+static void test_kept_region_with_lent_pages(void **state)
+{
+    (void)state;
+    struct env *e = calloc(1, sizeof *e);
+    struct rkv_region b;
+    struct rkv_table *kept = NULL;
+    struct rkv_table_attach_report rep;
+    char err[256];
+    struct rkv_table_config cfg = { .evict = RKV_EVICT_NONE, .index_start = 4, .slab_page_size = 4096 };
+    assert_non_null(e);
+    assert_int_equal(rkv_region_create(1ull << 20, &e->region, err, sizeof err), RKV_OK);
+    assert_int_equal(rkv_region_create(1ull << 20, &b, err, sizeof err), RKV_OK);
+    if (rkv_table_create(e->region.base, e->region.size, &cfg, &e->t, err, sizeof err) != RKV_OK)
+        fail_msg("%s", err);
+    e->h = rkv_table_header(e->t);
+    unsigned n = 0;
+    while (index_end(e) <= e->h->heap_offset + 4 * 4096) /* four pages lent at least */
+        assert_int_equal(put(e, n++), RKV_OK);
+    /* and as many buckets again: the kept index is half empty, so no load
+     * makes it grow (and lend) soon after the restart */
+    uint64_t before = buckets_now(e);
+    assert_int_equal(rkv_table_grow_index(e->t, before), before);
+    struct rkv_table_restore r = { 0 };
+    rkv_table_stop_state(e->t, &r.clock, &r.max_version);
+    uint64_t grown = buckets_now(e);
+    memcpy(b.base, e->region.base, e->region.size);
+
+    if (rkv_table_attach(b.base, b.size, &cfg, &r, &kept, &rep, err, sizeof err) != RKV_OK)
+        fail_msg("%s", err);
+    assert_int_equal(rep.kept, n);
+    for (unsigned k = 0; k < RKV_DROP_COUNT; k++)
+        assert_int_equal(rep.dropped[k], 0);
+    /* the kept table in the env: its header, its reads */
+    rkv_table_destroy(e->t);
+    e->t = kept;
+    e->h = rkv_table_header(kept);
+    e->rd = (struct reader){ .base = b.base, .size = b.size };
+    e->copy = *e->h;
+    e->ctx = (struct rkv_lookup_ctx){ .geom = &e->copy,
+                                      .read = reader_read,
+                                      .read_ctx = &e->rd,
+                                      .scratch = e->scratch,
+                                      .scratch_len = sizeof e->scratch,
+                                      .ops = e->ops,
+                                      .ops_cap = 64,
+                                      .max_retries = 8 };
+    assert_int_equal(buckets_now(e), grown);
+    for (unsigned i = 0; i < n; i++)
+        assert_int_equal(get(e, i), RKV_OK);
+    /* large values until the heap is full (few keys: the half-empty index
+     * need not grow for them), then small ones: none lands in a lent page
+     * (each item the index names lies past the index's end) */
+    static uint8_t big[2000];
+    char key[32];
+    for (unsigned i = 0;; i++) {
+        snprintf(key, sizeof key, "big%013u", i);
+        struct rkv_value_src v = { .data = big, .len = sizeof big };
+        if (rkv_table_put(e->t, key, 16, &v, RKV_SET, 0, 0, 0, NULL) != RKV_OK)
+            break;
+    }
+    unsigned more = n;
+    while (put(e, more) == RKV_OK)
+        more++;
+    assert_true(buckets_now(e) >= grown);
+    const struct rkv_bucket *bk = (const struct rkv_bucket *)(const void *)((const uint8_t *)b.base +
+                                                                            e->h->index_offset);
+    for (uint64_t i = 0; i < buckets_now(e); i++)
+        for (unsigned sl = 0; sl < RKV_SLOTS_PER_BUCKET; sl++)
+            assert_true(bk[i].slot[sl] == 0 || rkv_slot_offset(bk[i].slot[sl]) >= index_end(e));
+    for (unsigned i = 0; i < more; i++)
+        assert_int_equal(get(e, i), RKV_OK);
+    teardown((void **)&e);
+    rkv_region_destroy(&b);
+}
+
 /* A reader whose geometry is from before the index grew: every key it asks
  * for is found (it sees split buckets at a level above the one it expects,
  * reads the geometry again, hashes again), and an absent key is a miss. */
@@ -590,6 +668,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test(test_writers_and_readers_while_splitting),
         cmocka_unit_test(test_writers_and_readers_while_lending_pages),
+        cmocka_unit_test(test_kept_region_with_lent_pages),
         cmocka_unit_test(test_index_takes_a_page_of_a_full_heap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
