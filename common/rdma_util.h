@@ -267,6 +267,8 @@ struct rkv_rdma_sq {
     uint32_t outstanding; /* posted, completion not yet seen */
     uint32_t unsignaled;  /* posted since the last signaled WR */
     uint32_t seq;         /* signaled WRs posted so far */
+    uint64_t taken;       /* WRs taken so far: WR number `taken` is the one just taken, and
+                             taken - outstanding of them have completed (RC completes in order) */
 };
 
 void rkv_rdma_sq_init(struct rkv_rdma_sq *sq, uint32_t depth, uint32_t keep, uint32_t interval);
@@ -276,6 +278,7 @@ void rkv_rdma_sq_init(struct rkv_rdma_sq *sq, uint32_t depth, uint32_t keep, uin
  * regardless (a READ the caller waits for). */
 static inline uint64_t rkv_rdma_sq_take(struct rkv_rdma_sq *sq, bool last, bool force, bool *signaled)
 {
+    sq->taken++;
     sq->outstanding++;
     sq->unsignaled++;
     if (force || sq->unsignaled >= sq->interval || (last && sq->outstanding > sq->keep)) {
