@@ -14,9 +14,10 @@ rkv_status rkv_reply_pool_init(struct rkv_reply_pool *p, uint32_t size, uint32_t
     p->unmake = unmake;
     p->ctx = ctx;
     p->size = size;
-    p->bound = RKV_ALIGN_UP(RKV_MAX(bound, 1u), RKV_REPLY_POOL_CHUNK);
+    p->chunk = RKV_MIN(RKV_MAX(bound, 1u), RKV_REPLY_POOL_CHUNK);
+    p->bound = RKV_ALIGN_UP(RKV_MAX(bound, 1u), p->chunk);
     p->free = calloc(p->bound, sizeof *p->free);
-    p->chunks = calloc(p->bound / RKV_REPLY_POOL_CHUNK, sizeof *p->chunks);
+    p->chunks = calloc(p->bound / p->chunk, sizeof *p->chunks);
     if (p->free == NULL || p->chunks == NULL) {
         rkv_reply_pool_destroy(p);
         return RKV_NO_MEMORY;
@@ -41,16 +42,16 @@ static bool grow(struct rkv_reply_pool *p)
 {
     uint32_t k = p->nchunks;
 
-    if ((k + 1) * RKV_REPLY_POOL_CHUNK > p->bound)
+    if ((k + 1) * p->chunk > p->bound)
         return false;
-    if (!p->make(p->ctx, (uint64_t)RKV_REPLY_POOL_CHUNK * p->size, &p->chunks[k])) {
+    if (!p->make(p->ctx, (uint64_t)p->chunk * p->size, &p->chunks[k])) {
         p->grow_failures++;
         return false;
     }
     p->nchunks = k + 1;
     /* pushed highest first: buffers are taken in address order */
-    for (uint32_t i = RKV_REPLY_POOL_CHUNK; i-- > 0;)
-        p->free[p->nfree++] = k * RKV_REPLY_POOL_CHUNK + i;
+    for (uint32_t i = p->chunk; i-- > 0;)
+        p->free[p->nfree++] = k * p->chunk + i;
     return true;
 }
 

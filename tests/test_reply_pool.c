@@ -87,6 +87,23 @@ static void test_buffers_and_keys_per_chunk(void **state)
     rkv_reply_pool_destroy(&p);
 }
 
+static void test_small_bound_small_chunk(void **state)
+{
+    (void)state;
+    struct fake f = { 0 };
+    struct rkv_reply_pool p;
+    uint32_t idx[32], extra;
+
+    assert_int_equal(RKV_OK, rkv_reply_pool_init(&p, 64, 32, fake_make, fake_unmake, &f));
+    for (unsigned i = 0; i < 32; i++)
+        assert_true(rkv_reply_pool_take(&p, &idx[i]));
+    assert_int_equal(1, f.made); /* one chunk of 32 */
+    assert_false(rkv_reply_pool_take(&p, &extra));
+    for (unsigned i = 0; i < 32; i++)
+        rkv_reply_pool_give(&p, idx[i]);
+    rkv_reply_pool_destroy(&p);
+}
+
 static void test_refused_chunk_leaves_pool(void **state)
 {
     (void)state;
@@ -95,8 +112,8 @@ static void test_refused_chunk_leaves_pool(void **state)
     uint32_t a;
 
     assert_int_equal(RKV_OK, rkv_reply_pool_init(&p, 64, 0, fake_make, fake_unmake, &f));
-    assert_int_equal(RKV_REPLY_POOL_CHUNK, p.bound); /* at least one chunk */
-    assert_false(rkv_reply_pool_take(&p, &a));       /* registration refused (memlock) */
+    assert_int_equal(1, p.bound);              /* at least one buffer */
+    assert_false(rkv_reply_pool_take(&p, &a)); /* registration refused (memlock) */
     assert_int_equal(1, p.grow_failures);
     assert_int_equal(0, rkv_reply_pool_count(&p));
     assert_true(rkv_reply_pool_take(&p, &a)); /* the next try registers */
@@ -111,6 +128,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunks_on_demand_up_to_bound),
         cmocka_unit_test(test_buffers_and_keys_per_chunk),
+        cmocka_unit_test(test_small_bound_small_chunk),
         cmocka_unit_test(test_refused_chunk_leaves_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

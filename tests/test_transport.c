@@ -351,7 +351,7 @@ static int server_start(void **state)
     s->params.max_msg = T_MAX_MSG;
     s->params.max_conns = T_MAX_CONNS;
     s->params.no_srq = getenv("RKV_TEST_NO_SRQ") != NULL; /* rdma: receive buffers per QP */
-    s->params.reply_pool = 1; /* rdma: the smallest reply pool (a chunk, 64 buffers), which
+    s->params.reply_pool = 1; /* rdma: the smallest reply pool (2 x T_CREDITS buffers), which
                                  test_reply_pool_shared's clients outnumber */
     if (st->listen(g_addr, &s->region, &s->params, &s->l, err, sizeof err) != RKV_OK) {
         fprintf(stderr, "listen on %s: %s\n", g_uri, err);
@@ -837,7 +837,7 @@ static void test_concurrent_clients(void **state)
 }
 
 /* Connections' replies share their worker's reply pool (rdma; set small
- * here: 64 buffers), outnumbered by the replies in flight (7 clients x
+ * here: 32 buffers), outnumbered by the replies in flight (7 clients x
  * T_CREDITS): every client gets exactly its own replies, in order, and one
  * that stops reading with all its credits out blocks none of the others;
  * its replies are all there when it reads again. */
