@@ -25,8 +25,13 @@
 
 /* Defaults and limits both ends agree on. The defaults are bare numbers:
  * rkv-server's settings table (server/config.c) spells them into its rows. */
-#define RKV_RDMA_DEFAULT_INLINE    256 /* requested max_inline_data */
-#define RKV_RDMA_DEFAULT_SIGNAL    16  /* signal one send in N */
+#define RKV_RDMA_DEFAULT_INLINE 256 /* requested max_inline_data (clients) */
+/* rkv-server's: a reply's header (32 bytes) and a little more go inline, and
+ * a send queue entry stays small (Soft-RoCE: 256 bytes, not 512; an mlx5
+ * WQE: 2 basic blocks, not 8), which is most of an idle connection's memory
+ * (design.md, "Connection memory"). Longer replies go from the reply pool. */
+#define RKV_RDMA_SERVER_INLINE     48
+#define RKV_RDMA_DEFAULT_SIGNAL    16 /* signal one send in N */
 #define RKV_RDMA_MAX_SIGNAL        64u
 #define RKV_RDMA_STAGING_SIZE      ((1u << 20) + (64u << 10)) /* largest rendezvous value */
 #define RKV_RDMA_DEFAULT_SRQ_DEPTH 1024  /* receive buffers per worker's shared queue, at most */
