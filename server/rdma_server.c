@@ -398,8 +398,11 @@ static bool wait_own_sends(struct rdma_sconn *c)
 }
 
 /* The pool is empty and can grow no more: its buffers are in replies of
- * this worker's connections, being answered (a batch not posted yet) or in
- * sends. Reap the connections with sends in flight until one comes back.
+ * this worker's connections, being answered (a batch not posted yet, held
+ * for the rest of its client's batch: reply_batch.h) or in sends. With no
+ * send in flight only this worker can free one, by posting those batches:
+ * the pool grows past its bound instead (the bound then grows, logged).
+ * Otherwise reap the connections with sends in flight until one comes back.
  * Each holds at most its credits, and one that stopped taking replies is
  * failed and flushed (check_stuck), so the wait ends within about
  * REPLY_TIMEOUT_MS of the oldest stuck send; twice that, and c gives up. */
@@ -410,6 +413,14 @@ static bool wait_pool(struct rdma_sconn *c, uint32_t *idx)
     unsigned empty = 0;
 
     for (;;) {
+        if (wk->holders == NULL && rkv_reply_pool_out(&wk->pool) > 0 &&
+            rkv_reply_pool_grow_past(&wk->pool)) {
+            RKV_INFO("rdma: a reply pool grew past its bound to %u buffers: all were in replies "
+                     "being answered",
+                     rkv_reply_pool_count(&wk->pool));
+            if (rkv_reply_pool_take(&wk->pool, idx))
+                return true;
+        }
         for (struct rdma_sconn *h = wk->holders, *next; h != NULL; h = next) {
             next = h->hold_next;
             reap_sends(h);

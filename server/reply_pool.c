@@ -55,6 +55,28 @@ static bool grow(struct rkv_reply_pool *p)
     return true;
 }
 
+bool rkv_reply_pool_grow_past(struct rkv_reply_pool *p)
+{
+    uint32_t bound = p->bound + p->chunk;
+    uint32_t *free_stack = realloc(p->free, (size_t)bound * sizeof *p->free);
+    struct rkv_reply_chunk *chunks;
+
+    if (free_stack == NULL)
+        return false;
+    p->free = free_stack;
+    chunks = realloc(p->chunks, (size_t)(bound / p->chunk) * sizeof *p->chunks);
+    if (chunks == NULL)
+        return false;
+    p->chunks = chunks;
+    p->bound = bound;
+    if (!grow(p)) {
+        p->bound -= p->chunk;
+        return false;
+    }
+    p->grown_past++;
+    return true;
+}
+
 bool rkv_reply_pool_take(struct rkv_reply_pool *p, uint32_t *idx)
 {
     if (RKV_UNLIKELY(p->nfree == 0) && !grow(p))

@@ -46,6 +46,7 @@ struct rkv_reply_pool {
     uint32_t *free;                 /* bound entries: a stack of free buffer indices */
     struct rkv_reply_chunk *chunks; /* bound / chunk entries */
     uint64_t grow_failures;         /* chunks make() refused (logged once by the caller) */
+    uint32_t grown_past;            /* chunks added past the bound asked for */
 };
 
 /* A pool of buffers of `size` bytes, at most `bound` (at least 1, rounded up
@@ -59,6 +60,10 @@ void rkv_reply_pool_destroy(struct rkv_reply_pool *p);
 /* A free buffer's index in *idx, registering one more chunk when none is
  * free and the bound allows. false: none free and no chunk to add. */
 bool rkv_reply_pool_take(struct rkv_reply_pool *p, uint32_t *idx);
+/* One more chunk past the bound (the bound grows with it), for when every
+ * buffer out is in a reply only the caller's own thread can post: waiting
+ * would never see one come back. false when it cannot be registered. */
+bool rkv_reply_pool_grow_past(struct rkv_reply_pool *p);
 /* Give buffer idx back. */
 static inline void rkv_reply_pool_give(struct rkv_reply_pool *p, uint32_t idx)
 {

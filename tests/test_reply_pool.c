@@ -99,9 +99,20 @@ static void test_small_bound_small_chunk(void **state)
         assert_true(rkv_reply_pool_take(&p, &idx[i]));
     assert_int_equal(1, f.made); /* one chunk of 32 */
     assert_false(rkv_reply_pool_take(&p, &extra));
+    /* past the bound on request: one more chunk, the first 32 still valid */
+    assert_true(rkv_reply_pool_grow_past(&p));
+    assert_int_equal(64, p.bound);
+    assert_int_equal(1, p.grown_past);
+    assert_true(rkv_reply_pool_take(&p, &extra));
+    assert_true(extra >= 32);
+    memset(rkv_reply_pool_buf(&p, extra), 1, 64);
+    memset(rkv_reply_pool_buf(&p, idx[0]), 1, 64);
+    rkv_reply_pool_give(&p, extra);
     for (unsigned i = 0; i < 32; i++)
         rkv_reply_pool_give(&p, idx[i]);
+    assert_int_equal(0, rkv_reply_pool_out(&p));
     rkv_reply_pool_destroy(&p);
+    assert_int_equal(2, f.unmade);
 }
 
 static void test_refused_chunk_leaves_pool(void **state)
