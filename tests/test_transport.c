@@ -837,10 +837,10 @@ static void test_concurrent_clients(void **state)
 }
 
 /* Connections' replies share their worker's reply pool (rdma; set small
- * here: 32 buffers), outnumbered by the replies in flight (7 clients x
- * T_CREDITS): every client gets exactly its own replies, in order, and one
- * that stops reading with all its credits out blocks none of the others;
- * its replies are all there when it reads again. */
+ * here: 32 buffers), which the requests 7 clients may have out (7 x
+ * T_CREDITS) outnumber: every client gets exactly its own replies, in
+ * order, and one that stops reading with all its credits out blocks none
+ * of the others; its replies are all there when it reads again. */
 static void test_reply_pool_shared(void **state)
 {
     (void)state;
