@@ -25,8 +25,13 @@
 
 /* Defaults and limits both ends agree on. The defaults are bare numbers:
  * rkv-server's settings table (server/config.c) spells them into its rows. */
-#define RKV_RDMA_DEFAULT_INLINE    256 /* requested max_inline_data */
-#define RKV_RDMA_DEFAULT_SIGNAL    16  /* signal one send in N */
+#define RKV_RDMA_DEFAULT_INLINE 256 /* requested max_inline_data (clients) */
+/* rkv-server's: a reply's header (32 bytes) and a little more go inline, and
+ * a send queue entry stays small (Soft-RoCE: 256 bytes, not 512; an mlx5
+ * WQE: 2 basic blocks, not 8), which is most of an idle connection's memory
+ * (design.md, "Connection memory"). Longer replies go from the reply pool. */
+#define RKV_RDMA_SERVER_INLINE     48
+#define RKV_RDMA_DEFAULT_SIGNAL    16 /* signal one send in N */
 #define RKV_RDMA_MAX_SIGNAL        64u
 #define RKV_RDMA_STAGING_SIZE      ((1u << 20) + (64u << 10)) /* largest rendezvous value */
 #define RKV_RDMA_DEFAULT_SRQ_DEPTH 1024  /* receive buffers per worker's shared queue, at most */
@@ -267,6 +272,8 @@ struct rkv_rdma_sq {
     uint32_t outstanding; /* posted, completion not yet seen */
     uint32_t unsignaled;  /* posted since the last signaled WR */
     uint32_t seq;         /* signaled WRs posted so far */
+    uint64_t taken;       /* WRs taken so far: WR number `taken` is the one just taken, and
+                             taken - outstanding of them have completed (RC completes in order) */
 };
 
 void rkv_rdma_sq_init(struct rkv_rdma_sq *sq, uint32_t depth, uint32_t keep, uint32_t interval);
@@ -276,6 +283,7 @@ void rkv_rdma_sq_init(struct rkv_rdma_sq *sq, uint32_t depth, uint32_t keep, uin
  * regardless (a READ the caller waits for). */
 static inline uint64_t rkv_rdma_sq_take(struct rkv_rdma_sq *sq, bool last, bool force, bool *signaled)
 {
+    sq->taken++;
     sq->outstanding++;
     sq->unsignaled++;
     if (force || sq->unsignaled >= sq->interval || (last && sq->outstanding > sq->keep)) {

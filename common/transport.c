@@ -71,7 +71,7 @@ void rkv_strans_params_init(struct rkv_strans_params *p)
         .credits = RKV_STRANS_DEFAULT_CREDITS,
         .max_msg = RKV_STRANS_DEFAULT_MAX_MSG,
         .max_conns = RKV_STRANS_DEFAULT_MAX_CONNS,
-        .max_inline = RKV_RDMA_DEFAULT_INLINE,
+        .max_inline = RKV_RDMA_SERVER_INLINE,
         .signal_interval = RKV_RDMA_DEFAULT_SIGNAL,
         .gid_index = -1,
         .ack_timeout = RKV_RDMA_ACK_TIMEOUT,

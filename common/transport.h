@@ -257,7 +257,7 @@ struct rkv_strans_params {
                                    NULL (default): rkv_now_ns. Tests drive their own. */
     /* rdma only */
     const char *device;       /* NULL (default): the device rdma_cm binds the address to */
-    unsigned cq_size;         /* 0 (default): 2 * (send + recv depth) */
+    unsigned cq_size;         /* 0 (default): what the queue it serves needs */
     unsigned max_inline;      /* requested max_inline_data */
     unsigned signal_interval; /* signal one send in N */
     uint8_t tos;              /* IP ToS for RoCE (default 0) */
@@ -268,6 +268,8 @@ struct rkv_strans_params {
     unsigned srq_depth;       /* receive buffers per shared receive queue at most */
     bool no_srq;              /* no shared receive queues: each connection posts its credits'
                                  own (default false; also when the device has none) */
+    unsigned reply_pool;      /* reply buffers per worker at most, at least 2 x credits;
+                                 0 (default): srq_depth */
 };
 
 /* Every field at its default (common/transport.c): the constants above and

@@ -12,6 +12,14 @@
  * real client's is to the server).
  *
  *   rdma-conns HOST:PORT N [ROUNDS] [--hold]
+ *   rdma-conns HOST:PORT N --deaf K
+ *
+ * With --deaf K each connection, once through HELLO, sends K STATS
+ * requests and posts no receive for their replies (a peer that stopped
+ * receiving: the server's sends of those replies, each from a buffer of
+ * its worker's reply pool, are never taken), prints
+ * "deaf N" and waits for a line on stdin; then it exits without closing
+ * (the server closes them: the verbs suite's `deaf` step).
  *
  * Each round opens N connections (up to 32 setting up at once), each
  * through HELLO, then closes them all, and prints
@@ -30,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -42,6 +51,7 @@
 #define MSG_BYTES 4096u /* one receive: the HELLO reply fits */
 #define WAIT_MS   30000 /* no progress for this long: give up */
 #define MAX_CONNS 100000L
+#define MAX_DEAF  32 /* --deaf K: requests each at most */
 
 enum conn_state { IDLE, RESOLVING, ROUTING, CONNECTING, HELLO, READY, CLOSING, GONE };
 
@@ -57,11 +67,14 @@ struct churn {
     struct ibv_comp_channel *comp;
     struct ibv_cq *cq;
     struct ibv_mr *mr;
-    uint8_t *buf; /* [0, MSG_BYTES): receives (shared: contents unused) | the HELLO */
+    uint8_t *buf; /* [0, MSG_BYTES): receives (shared: contents unused) | the HELLO | STATS */
     uint32_t hello_len;
+    uint32_t stats_len;
+    unsigned deaf; /* --deaf K: K */
     struct sockaddr_storage addr;
     struct conn *conns;
     long n, started, ready, gone;
+    long deaf_sent; /* --deaf: connections whose STATS the server's NIC acknowledged */
 };
 
 static double now_s(void)
@@ -95,6 +108,9 @@ static int setup_device(struct churn *w, struct ibv_context *verbs)
         return fail("ibv_reg_mr", errno);
     struct rkv_req req = { .opcode = RKV_OP_HELLO, .req_id = 1, .arg = RKV_PROTO_VERSION };
     w->hello_len = (uint32_t)rkv_req_build(w->buf + MSG_BYTES, &req, "", NULL, 0, NULL, 0);
+    struct rkv_req stats = { .opcode = RKV_OP_STATS, .req_id = 2 };
+    w->stats_len = (uint32_t)rkv_req_build(w->buf + MSG_BYTES + MSG_BYTES / 2, &stats, "", NULL, 0,
+                                           NULL, 0);
     return 0;
 }
 
@@ -118,7 +134,7 @@ static int on_addr(struct churn *w, struct conn *c)
         .send_cq = w->cq,
         .recv_cq = w->cq,
         .qp_type = IBV_QPT_RC,
-        .cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1 },
+        .cap = { .max_send_wr = 2 + w->deaf, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1 },
     };
     if (rdma_create_qp(c->id, w->pd, &a) != 0)
         return fail("rdma_create_qp", errno);
@@ -191,6 +207,25 @@ static int on_cm_event(struct churn *w, struct rdma_cm_event *ev)
     return rc;
 }
 
+/* --deaf: K STATS requests in one post, and no receive for the replies. */
+static int send_deaf(struct churn *w, struct conn *c)
+{
+    struct ibv_sge sge = { (uintptr_t)(w->buf + MSG_BYTES + MSG_BYTES / 2), w->stats_len,
+                           w->mr->lkey };
+    struct ibv_send_wr wrs[MAX_DEAF], *bad;
+
+    for (unsigned i = 0; i < w->deaf; i++)
+        wrs[i] = (struct ibv_send_wr){ .wr_id = UINT64_MAX,
+                                       .next = i + 1 < w->deaf ? &wrs[i + 1] : NULL,
+                                       .sg_list = &sge,
+                                       .num_sge = 1,
+                                       .opcode = IBV_WR_SEND };
+    wrs[w->deaf - 1].send_flags = IBV_SEND_SIGNALED;
+    if (ibv_post_send(c->id->qp, wrs, &bad) != 0)
+        return fail("posting STATS", errno);
+    return 0;
+}
+
 /* HELLO sent and its reply received: ready. */
 static int on_completions(struct churn *w)
 {
@@ -210,8 +245,10 @@ static int on_completions(struct churn *w)
                         ibv_wc_status_str(wc[k].status));
                 return -1;
             }
-            if (wc[k].opcode != IBV_WC_RECV)
+            if (wc[k].opcode != IBV_WC_RECV) {
+                w->deaf_sent += wc[k].wr_id == UINT64_MAX;
                 continue;
+            }
             struct rkv_resp r;
             memcpy(&r, w->buf, sizeof r);
             if (r.opcode != RKV_OP_HELLO || r.status != RKV_OK) {
@@ -220,6 +257,8 @@ static int on_completions(struct churn *w)
             }
             w->conns[wc[k].wr_id].state = READY;
             w->ready++;
+            if (w->deaf > 0 && send_deaf(w, &w->conns[wc[k].wr_id]) != 0)
+                return -1;
         }
     }
     return n < 0 ? fail("ibv_poll_cq", EIO) : 0;
@@ -252,6 +291,11 @@ static int run_until(struct churn *w, bool (*done)(const struct churn *w), bool 
 static bool all_ready(const struct churn *w)
 {
     return w->ready == w->n;
+}
+
+static bool all_deaf(const struct churn *w)
+{
+    return w->ready == w->n && w->deaf_sent == w->n;
 }
 
 static bool all_gone(const struct churn *w)
@@ -310,8 +354,18 @@ int main(int argc, char **argv)
         hold = true;
         argc--;
     }
+    if (argc == 5 && strcmp(argv[3], "--deaf") == 0) {
+        long k = strtol(argv[4], NULL, 10);
+        if (k < 1 || k > MAX_DEAF) {
+            fprintf(stderr, "rdma-conns: --deaf takes 1..%d\n", MAX_DEAF);
+            return 2;
+        }
+        w.deaf = (unsigned)k;
+        argc = 3;
+    }
     if (argc < 3 || argc > 4) {
-        fprintf(stderr, "usage: rdma-conns HOST:PORT N [ROUNDS] [--hold]\n");
+        fprintf(stderr, "usage: rdma-conns HOST:PORT N [ROUNDS] [--hold]\n"
+                        "       rdma-conns HOST:PORT N --deaf K\n");
         return 2;
     }
     w.n = strtol(argv[2], NULL, 10);
@@ -329,6 +383,14 @@ int main(int argc, char **argv)
     }
     int flags = fcntl(w.ch->fd, F_GETFL);
     fcntl(w.ch->fd, F_SETFL, flags | O_NONBLOCK);
+    if (w.deaf > 0) { /* open, go deaf, wait, and leave the closing to the server */
+        if (run_until(&w, all_deaf, true) != 0)
+            goto out;
+        printf("deaf %ld\n", w.n);
+        fflush(stdout);
+        wait_line();
+        _exit(0);
+    }
     for (int r = 1; r <= rounds; r++) {
         if (round_trip(&w, r, hold) != 0)
             goto out;

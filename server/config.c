@@ -625,7 +625,7 @@ static const struct setting settings[] = {
     { "rdma", "gid_index", "gid-index", 0, false, false, 0, set_gid_index, F(gid_index), 0, 65535,
       "N", "RoCE GID index; auto: rdma_cm's choice", DEFAULT_VALUE("auto") },
     { "rdma", "max_inline", "max-inline", 0, false, false, 0, set_uint, F(max_inline), 0, 1024,
-      "BYTES", "inline data per send", DEFAULT_VALUE(SPELL(RKV_RDMA_DEFAULT_INLINE)) },
+      "BYTES", "inline data per send", DEFAULT_VALUE(SPELL(RKV_RDMA_SERVER_INLINE)) },
     { "rdma", "signal_interval", "signal-interval", 0, false, false, 0, set_uint, F(signal_interval),
       1, 1024, "N", "signal one send in N", DEFAULT_VALUE(SPELL(RKV_RDMA_DEFAULT_SIGNAL)) },
     { "rdma", "cq_size", "cq-size", 0, false, false, 0, set_uint, F(cq_size), 0, 4u << 20, "N",

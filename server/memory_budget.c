@@ -22,6 +22,8 @@
 #include "memory_budget.h"
 #include "rdma_srq.h"
 #include "rdma_util.h"
+#include "reply_batch.h"
+#include "reply_pool.h"
 #include "shm_ring.h"
 #include "slab.h"
 #include "table.h"
@@ -403,32 +405,44 @@ static uint64_t shm_conn_bytes(const struct rkv_server_config *cfg)
 }
 
 /* rdma_server.c rdma_conn_create(): its receive buffers when it has no
- * shared receive queue (srq_depth 0), the reply ring, scratch arrays, and
- * the QP's and CQs' queues. Sets *registered to
- * the part registered (pinned) with the NIC. */
+ * shared receive queue (srq_depth 0), its FIFOs, and the QP's and CQs'
+ * queues; replies come from its worker's pool (rdma_worker_bytes). Sets
+ * *registered to the part registered (pinned) with the NIC. */
 static uint64_t rdma_conn_bytes(const struct rkv_server_config *cfg, uint64_t *registered)
 {
-    uint64_t credits = cfg->credits, ring = credits + 2ull * cfg->signal_interval;
-    uint64_t send_depth = ring + 1, recv_depth = cfg->srq_depth != 0 ? 0 : credits;
-    uint64_t cqe = RKV_MAX((uint64_t)cfg->cq_size, 2 * send_depth) +
-                   RKV_MAX((uint64_t)cfg->cq_size, 2 * credits);
-    uint64_t scratch = credits *
-                       (3 * sizeof(uint32_t) + sizeof(struct ibv_wc) + sizeof(struct ibv_send_wr) +
-                        sizeof(struct ibv_recv_wr) + 2 * sizeof(struct ibv_sge));
-    *registered = RKV_ALIGN_UP(recv_depth * cfg->max_msg, PAGE_4K) +
-                  RKV_ALIGN_UP(ring * cfg->max_msg, PAGE_4K);
-    return *registered + scratch + (cqe + send_depth + recv_depth) * RDMA_QUEUE_ENTRY + CONN_STRUCTS;
+    uint64_t credits = cfg->credits;
+    uint64_t send_depth = RKV_MIN(credits, (uint64_t)RKV_REPLY_BATCH) +
+                          2ull * RKV_MAX(cfg->signal_interval, 1u) - 1;
+    uint64_t recv_depth = cfg->srq_depth != 0 ? 0 : credits;
+    uint64_t cqe = RKV_MAX((uint64_t)cfg->cq_size, send_depth) +
+                   RKV_MAX((uint64_t)cfg->cq_size, credits + 1);
+    /* polled, lens, reply_of, sent_buf (4 bytes each), sent_wr (8) */
+    uint64_t fifos = credits * (4 * sizeof(uint32_t) + sizeof(uint64_t));
+    *registered = RKV_ALIGN_UP(recv_depth * cfg->max_msg, PAGE_4K);
+    return *registered + fifos + (cqe + send_depth + recv_depth) * RDMA_QUEUE_ENTRY + CONN_STRUCTS;
 }
 
-/* Per worker, all registered: its shared receive queue at its largest
- * (rdma_srq.c: srq_depth buffers of max_msg and their queue entries; none
- * without) and one staging buffer of the listener's pool (staging_pool.h:
- * one per worker at most). */
-static uint64_t rdma_worker_bytes(const struct rkv_server_config *cfg)
+/* Per worker, all registered but the scratch: its shared receive queue at
+ * its largest (rdma_srq.c: srq_depth buffers of max_msg and their queue
+ * entries; none without), its reply pool at its bound (reply_pool.h:
+ * srq_depth buffers, at least 2 x credits, in whole chunks; srq_depth 0
+ * gives the pool the default depth), one staging buffer of the listener's
+ * pool (staging_pool.h: one per worker at most), and its scratch arrays. */
+static uint64_t rdma_worker_bytes(const struct rkv_server_config *cfg, uint64_t *registered)
 {
+    uint64_t credits = cfg->credits;
     uint64_t depth = RKV_ALIGN_UP((uint64_t)cfg->srq_depth, RKV_SRQ_CHUNK);
-    return (uint64_t)cfg->workers * (depth * (cfg->max_msg + RDMA_QUEUE_ENTRY) +
-                                     RKV_ALIGN_UP((uint64_t)RKV_RDMA_STAGING_SIZE, PAGE_4K));
+    uint64_t pool = RKV_ALIGN_UP(RKV_MAX((uint64_t)(cfg->srq_depth != 0 ? cfg->srq_depth
+                                                                        : RKV_RDMA_DEFAULT_SRQ_DEPTH),
+                                         2 * credits),
+                                 (uint64_t)RKV_REPLY_POOL_CHUNK);
+    uint64_t scratch = credits *
+                       (sizeof(uint32_t) + sizeof(struct ibv_wc) + sizeof(struct ibv_send_wr) +
+                        sizeof(struct ibv_recv_wr) + 2 * sizeof(struct ibv_sge));
+    uint64_t reg = depth * cfg->max_msg + pool * cfg->max_msg +
+                   RKV_ALIGN_UP((uint64_t)RKV_RDMA_STAGING_SIZE, PAGE_4K);
+    *registered = (uint64_t)cfg->workers * reg;
+    return (uint64_t)cfg->workers * (reg + depth * RDMA_QUEUE_ENTRY + scratch);
 }
 
 /* tcp_server.c: both buffers at their limits (they grow on demand up to
@@ -443,7 +457,7 @@ static uint64_t tcp_conn_bytes(const struct rkv_server_config *cfg)
 void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
                           const struct rkv_mem_env *env, struct rkv_mem_need *out)
 {
-    uint64_t reg_per_conn = 0, shm = 0, rdma = 0, tcp = 0, srqs = 0;
+    uint64_t reg_per_conn = 0, shm = 0, rdma = 0, tcp = 0, per_workers = 0, reg_workers = 0;
     memset(out, 0, sizeof *out);
     out->page_size = page_kind(memory, env);
     out->region = RKV_ALIGN_UP(memory, out->page_size);
@@ -471,21 +485,21 @@ void rkv_mem_need_compute(const struct rkv_server_config *cfg, uint64_t memory,
         shm = shm_conn_bytes(cfg);
     if (listens_on(cfg, "rdma")) {
         rdma = rdma_conn_bytes(cfg, &reg_per_conn);
-        srqs = rdma_worker_bytes(cfg);
+        per_workers = rdma_worker_bytes(cfg, &reg_workers);
     }
     if (listens_on(cfg, "tcp"))
         tcp = tcp_conn_bytes(cfg);
     /* max_conns counts connections over every listener together; the
      * transports also hold max_unauth_conns not yet past HELLO */
     uint64_t nconns = (uint64_t)cfg->max_conns + cfg->max_unauth_conns;
-    out->conns = sat_add(sat_mul(nconns, RKV_MAX(RKV_MAX(shm, rdma), tcp)), srqs);
+    out->conns = sat_add(sat_mul(nconns, RKV_MAX(RKV_MAX(shm, rdma), tcp)), per_workers);
     /* a worker's three connection lists (worker.c: polled, parked, evented) */
     out->process = PROCESS_BASE +
                    (uint64_t)cfg->workers * (WORKER_STACK + 3 * nconns * sizeof(void *));
     out->ram = sat_add(sat_add(out->page_size == PAGE_4K ? out->region : 0, out->page_tables),
                        sat_add(sat_add(out->bookkeeping, out->conns), out->process));
     if (rdma != 0)
-        out->locked = sat_add(sat_add(out->region, sat_mul(nconns, reg_per_conn)), srqs);
+        out->locked = sat_add(sat_add(out->region, sat_mul(nconns, reg_per_conn)), reg_workers);
 }
 
 /* Which limit binds. */

@@ -8,8 +8,9 @@
  *
  *   client ── SEND request ──► a buffer of its worker's shared receive queue
  *                              (rdma_srq.h; without one, credits slots per QP)
- *          ◄── SEND reply ───  reply ring (inline when small, one doorbell per
- *                              batch, one WR in signal_interval signaled)
+ *          ◄── SEND reply ───  a buffer of its worker's reply pool (reply_pool.h;
+ *                              inline when small, one doorbell per batch, one WR
+ *                              in signal_interval signaled)
  *   server ── RDMA READ ─────► client staging buffer (rendezvous pull)
  *
  * Device choice: a listener bound to a specific IP uses the device rdma_cm
@@ -43,6 +44,8 @@
 #include "log.h"
 #include "rdma_srq.h"
 #include "rdma_util.h"
+#include "reply_batch.h"
+#include "reply_pool.h"
 #include "staging_pool.h"
 #include "transport.h"
 #include "util.h"
@@ -51,6 +54,33 @@
 #define LISTEN_BACKLOG   128
 #define PULL_TIMEOUT_MS  10000u
 #define REPLY_TIMEOUT_MS 10000u
+
+struct rdma_sconn;
+
+/* Scratch arrays for posting and polling, credits entries each (wcs one
+ * more): one set per thread that works on connections, not per connection
+ * (they were 16 KiB of each one at the defaults). */
+struct rdma_scratch {
+    uint32_t *repost;        /* slots to give back */
+    struct ibv_wc *wcs;      /* credits + 1 completions */
+    struct ibv_send_wr *swr; /* send WRs */
+    struct ibv_sge *ssge;
+    struct ibv_recv_wr *rwr; /* recv WRs */
+    struct ibv_sge *rsge;
+};
+
+/* What one worker's connections share besides its SRQ: the reply pool
+ * (reply_pool.h) and the list of its connections with reply sends in
+ * flight, which a connection that finds the pool empty reaps. The worker
+ * alone touches them (its connections are only ever its own); the listener
+ * only counts `conns`. */
+struct rdma_worker {
+    struct rkv_reply_pool pool;
+    atomic_uint conns;
+    struct rdma_sconn *holders; /* connections with sent_count > 0 */
+    struct rdma_scratch scratch;
+    bool grow_warned; /* the pool could not grow, logged once */
+};
 
 /* What the listener and all its connections share; freed with the last reference. */
 struct srv_shared {
@@ -75,6 +105,9 @@ struct srv_shared {
     struct rkv_rdma_buf probe; /* where keepalive probes land (contents unused) */
     struct rkv_srq *srqs;      /* one per worker; NULL: receive buffers per QP */
     uint32_t nsrq;
+    struct rdma_worker *workers;       /* one per worker: reply pools */
+    struct rdma_scratch setup_scratch; /* the listener thread's (connections not handed out) */
+    uint32_t nworkers;
     struct rkv_staging_pool staging; /* pull targets outside the region: one per worker at most */
 };
 
@@ -95,23 +128,30 @@ struct rdma_sconn {
     struct ibv_cq *send_cq;        /* replies and pulls */
     struct ibv_cq *recv_cq;        /* requests */
     struct rkv_rdma_sq sq;
-    uint32_t max_inline;          /* what the QP granted */
-    struct rkv_srq *q;            /* its worker's shared receive queue, or NULL: */
-    uint32_t worker;              /* ... which is sh->srqs[worker] */
-    struct rkv_rdma_buf recvs;    /* without one, credits slots of max_msg; wr_id = slot */
-    struct rkv_rdma_ring replies; /* credits + 2*interval slots of max_msg */
-    uint32_t *polled;             /* FIFO of slots received and not answered: the first `handed`
-                                     poll() returned (the batch), the rest wait for the next poll() */
-    uint32_t *lens;               /* their byte counts */
+    uint32_t max_inline;       /* what the QP granted */
+    uint32_t worker;           /* its worker: sh->workers[worker], sh->srqs[worker] */
+    struct rdma_worker *wk;    /* sh->workers[worker]: its reply pool */
+    struct rkv_srq *q;         /* its worker's shared receive queue, or NULL: */
+    struct rkv_rdma_buf recvs; /* without one, credits slots of max_msg; wr_id = slot */
+    uint32_t *polled;          /* FIFO of slots received and not answered: the first `handed`
+                                  poll() returned (the batch), the rest wait for the next poll() */
+    uint32_t *reply_of;        /* the reply buffer (wk->pool) of each handed request, by its
+                                  place in that FIFO */
+    uint32_t *sent_buf;        /* FIFO of reply buffers in sends not known to have completed */
+    uint64_t *sent_wr;         /* ... and the number (sq.taken) of each one's WR */
+    unsigned sent_head;
+    unsigned sent_count;          /* handed + sent_count <= credits: what it holds of the pool */
+    uint64_t released;            /* reply buffers given back after their send, ever */
+    uint64_t released_seen;       /* ... at the last look for stuck sends */
+    uint64_t progress_at;         /* rkv_now_ns() of that look; 0: none yet */
+    struct rdma_sconn *hold_next; /* wk->holders */
+    struct rdma_sconn *hold_prev;
+    bool holding;   /* on wk->holders */
+    uint32_t *lens; /* their byte counts */
     unsigned polled_head;
     unsigned polled_count;
     unsigned handed;
-    uint32_t *repost;        /* scratch: slots to give back */
-    struct ibv_wc *wcs;      /* scratch: credits + 1 completions */
-    struct ibv_send_wr *swr; /* scratch: credits send WRs */
-    struct ibv_sge *ssge;
-    struct ibv_recv_wr *rwr; /* scratch: credits recv WRs */
-    struct ibv_sge *rsge;
+    struct rdma_scratch *s; /* sh->setup_scratch until handed to its worker, then wk->scratch */
     unsigned cq_events;     /* completion events taken, not yet acked */
     uint64_t requests;      /* requests polled, ever */
     uint64_t requests_seen; /* ... at the last keepalive look */
@@ -139,11 +179,38 @@ static inline struct rdma_sconn *rdma_sconn_of(struct rkv_sconn *sconn)
 
 /* ------------------------------------------------------------ shared state */
 
+static void scratch_free(struct rdma_scratch *s)
+{
+    free(s->repost);
+    free(s->wcs);
+    free(s->swr);
+    free(s->ssge);
+    free(s->rwr);
+    free(s->rsge);
+}
+
+static bool scratch_alloc(struct rdma_scratch *s, uint32_t credits)
+{
+    s->repost = calloc(credits, sizeof *s->repost);
+    s->wcs = calloc(credits + 1, sizeof *s->wcs);
+    s->swr = calloc(credits, sizeof *s->swr);
+    s->ssge = calloc(credits, sizeof *s->ssge);
+    s->rwr = calloc(credits, sizeof *s->rwr);
+    s->rsge = calloc(credits, sizeof *s->rsge);
+    return s->repost && s->wcs && s->swr && s->ssge && s->rwr && s->rsge;
+}
+
 static void shared_put(struct srv_shared *sh)
 {
     if (atomic_fetch_sub(&sh->refs, 1) != 1)
         return;
     rkv_staging_pool_destroy(&sh->staging);
+    for (uint32_t i = 0; sh->workers != NULL && i < sh->nworkers; i++) {
+        rkv_reply_pool_destroy(&sh->workers[i].pool);
+        scratch_free(&sh->workers[i].scratch);
+    }
+    scratch_free(&sh->setup_scratch);
+    free(sh->workers);
     for (uint32_t i = 0; sh->srqs != NULL && i < sh->nsrq; i++)
         rkv_srq_destroy(&sh->srqs[i]);
     free(sh->srqs);
@@ -189,16 +256,240 @@ static void conn_wc_fail(struct rdma_sconn *c, enum ibv_wc_status st, const char
     conn_fail(c, msg);
 }
 
-static void free_scratch(struct rdma_sconn *c)
+static void free_conn_arrays(struct rdma_sconn *c)
 {
     free(c->polled);
+    free(c->reply_of);
+    free(c->sent_buf);
+    free(c->sent_wr);
     free(c->lens);
-    free(c->repost);
-    free(c->wcs);
-    free(c->swr);
-    free(c->ssge);
-    free(c->rwr);
-    free(c->rsge);
+}
+
+/* ------------------------------------------------------------ reply buffers */
+
+static void holder_link(struct rdma_sconn *c)
+{
+    struct rdma_worker *wk = c->wk;
+
+    if (c->holding)
+        return;
+    c->holding = true;
+    c->hold_prev = NULL;
+    c->hold_next = wk->holders;
+    if (wk->holders != NULL)
+        wk->holders->hold_prev = c;
+    wk->holders = c;
+}
+
+static void holder_unlink(struct rdma_sconn *c)
+{
+    if (!c->holding)
+        return;
+    c->holding = false;
+    if (c->hold_prev != NULL)
+        c->hold_prev->hold_next = c->hold_next;
+    else
+        c->wk->holders = c->hold_next;
+    if (c->hold_next != NULL)
+        c->hold_next->hold_prev = c->hold_prev;
+    c->hold_next = c->hold_prev = NULL;
+}
+
+/* Give back the reply buffers whose sends have completed: RC completes in
+ * order, so the first sq.taken - sq.outstanding WRs have. */
+static void release_sent(struct rdma_sconn *c)
+{
+    const uint32_t credits = c->sh->credits;
+    const uint64_t done = c->sq.taken - c->sq.outstanding;
+
+    while (c->sent_count > 0 && c->sent_wr[c->sent_head] <= done) {
+        rkv_reply_pool_give(&c->wk->pool, c->sent_buf[c->sent_head]);
+        c->sent_head = (c->sent_head + 1) % credits;
+        c->sent_count--;
+        c->released++;
+    }
+    if (c->sent_count == 0)
+        holder_unlink(c);
+}
+
+/* A send that failed or was flushed: the device is done with it all the
+ * same. A flush means the QP went to the error state (the peer left, or
+ * check_stuck below): nothing to explain. */
+static void send_wc_fail(struct rdma_sconn *c, enum ibv_wc_status st)
+{
+    char msg[400];
+
+    if (st == IBV_WC_WR_FLUSH_ERR) {
+        atomic_store(&c->dead, true);
+        return;
+    }
+    rkv_rdma_wc_error(st, "a transfer to the peer (a reply, a value pull or a keepalive probe)",
+                      msg, sizeof msg);
+    conn_fail(c, msg);
+}
+
+/* Account every completion on c's send CQ, failed and flushed ones too,
+ * and give back the reply buffers they cover. */
+static void reap_sends(struct rdma_sconn *c)
+{
+    struct ibv_wc wc[16];
+    int n;
+
+    do {
+        n = ibv_poll_cq(c->send_cq, (int)RKV_ARRAY_SIZE(wc), wc);
+        for (int i = 0; i < n; i++) {
+            if (RKV_UNLIKELY(wc[i].status != IBV_WC_SUCCESS))
+                send_wc_fail(c, wc[i].status);
+            rkv_rdma_sq_done(&c->sq, wc[i].wr_id);
+        }
+    } while (n == (int)RKV_ARRAY_SIZE(wc));
+    if (RKV_UNLIKELY(n < 0))
+        conn_fail(c, "ibv_poll_cq failed on the send queue");
+    release_sent(c);
+}
+
+/* A connection whose reply sends made no progress for REPLY_TIMEOUT_MS has
+ * a peer that stopped taking them (its NIC answers RNR for ever; a dead one
+ * is caught sooner, by the RC retries): it is failed, and its QP moved to
+ * the error state, which flushes those sends so their buffers come back at
+ * the next reap, not only when the worker closes it. */
+static void check_stuck(struct rdma_sconn *c, uint64_t now)
+{
+    struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+    if (c->sent_count == 0 || c->released != c->released_seen || c->progress_at == 0) {
+        c->released_seen = c->released;
+        c->progress_at = now;
+        return;
+    }
+    if (now - c->progress_at < REPLY_TIMEOUT_MS * 1000000ull)
+        return;
+    conn_fail(c, "the peer took no reply for 10 s (it stopped receiving)");
+    pthread_mutex_lock(&c->close_lock);
+    if (!c->closing && ibv_modify_qp(c->id->qp, &a, IBV_QP_STATE) != 0)
+        RKV_DEBUG("%s: cannot move the QP to the error state: %s", c->peer, strerror(errno));
+    pthread_mutex_unlock(&c->close_lock);
+}
+
+/* Wait (bounded) until c holds fewer reply buffers than its credits: its
+ * own sends, the last of each batch signaled, complete within a round trip
+ * of a live peer. false: the connection failed. */
+static bool wait_own_sends(struct rdma_sconn *c)
+{
+    uint64_t deadline = 0, now;
+    unsigned empty = 0;
+
+    for (;;) {
+        reap_sends(c);
+        if (atomic_load_explicit(&c->dead, memory_order_relaxed))
+            return false;
+        if (c->handed + c->sent_count < c->sh->credits)
+            return true;
+        if ((++empty & 255u) != 0)
+            continue;
+        now = rkv_now_ns();
+        if (deadline == 0) {
+            deadline = now + REPLY_TIMEOUT_MS * 1000000ull;
+        } else if (now > deadline) {
+            conn_fail(c, "the peer did not complete a transfer in time");
+            return false;
+        }
+    }
+}
+
+/* The pool is empty and can grow no more: its buffers are in replies of
+ * this worker's connections, being answered (a batch not posted yet, held
+ * for the rest of its client's batch: reply_batch.h) or in sends. With no
+ * send in flight only this worker can free one, by posting those batches:
+ * the pool grows past its bound instead (the bound then grows, logged).
+ * Otherwise reap the connections with sends in flight until one comes back.
+ * Each holds at most its credits, and one that stopped taking replies is
+ * failed and flushed (check_stuck), so the wait ends within about
+ * REPLY_TIMEOUT_MS of the oldest stuck send; twice that, and c gives up. */
+static bool wait_pool(struct rdma_sconn *c, uint32_t *idx)
+{
+    struct rdma_worker *wk = c->wk;
+    uint64_t deadline = 0, now;
+    unsigned empty = 0;
+
+    for (;;) {
+        if (wk->holders == NULL && rkv_reply_pool_out(&wk->pool) > 0 &&
+            rkv_reply_pool_grow_past(&wk->pool)) {
+            RKV_INFO("rdma: a reply pool grew past its bound to %u buffers: all were in replies "
+                     "being answered",
+                     rkv_reply_pool_count(&wk->pool));
+            if (rkv_reply_pool_take(&wk->pool, idx))
+                return true;
+        }
+        for (struct rdma_sconn *h = wk->holders, *next; h != NULL; h = next) {
+            next = h->hold_next;
+            reap_sends(h);
+        }
+        if (rkv_reply_pool_take(&wk->pool, idx))
+            return true;
+        if (atomic_load_explicit(&c->dead, memory_order_relaxed))
+            return false;
+        if (rkv_reply_pool_out(&wk->pool) == 0) { /* none out and none registered */
+            conn_fail(c, "cannot register reply buffers (memlock?)");
+            return false;
+        }
+        if ((++empty & 255u) != 0)
+            continue;
+        now = rkv_now_ns();
+        for (struct rdma_sconn *h = wk->holders; h != NULL; h = h->hold_next)
+            check_stuck(h, now);
+        if (deadline == 0) {
+            deadline = now + 2 * REPLY_TIMEOUT_MS * 1000000ull;
+        } else if (now > deadline) {
+            conn_fail(c, "no reply buffer came free in time");
+            return false;
+        }
+    }
+}
+
+/* A reply buffer for the next request poll() hands out: within c's share
+ * (handed + sent_count < credits), from its worker's pool. */
+static bool take_reply_buf(struct rdma_sconn *c, uint32_t *idx)
+{
+    struct rdma_worker *wk = c->wk;
+
+    if (c->handed + c->sent_count >= c->sh->credits && !wait_own_sends(c))
+        return false;
+    if (RKV_LIKELY(rkv_reply_pool_take(&wk->pool, idx)))
+        return true;
+    if (wk->pool.grow_failures > 0 && !wk->grow_warned) {
+        wk->grow_warned = true;
+        RKV_WARN("rdma: cannot register more reply buffers past %u (memlock?); replies wait for "
+                 "buffers in use",
+                 rkv_reply_pool_count(&wk->pool));
+    }
+    return wait_pool(c, idx);
+}
+
+/* Replies first..n-1 of a batch that failed before posting them: their
+ * buffers (by FIFO place from head) go back. */
+static void lent_back(struct rdma_sconn *c, unsigned head, unsigned first, unsigned n)
+{
+    for (unsigned i = first; i < n; i++)
+        rkv_reply_pool_give(&c->wk->pool, c->reply_of[(head + i) % c->sh->credits]);
+}
+
+/* At close: the reply buffers of requests handed and not answered (before
+ * srq_give_back forgets them), and, once the QP is gone, those of sends. */
+static void lent_give_back(struct rdma_sconn *c)
+{
+    for (unsigned i = 0; i < c->handed; i++)
+        rkv_reply_pool_give(&c->wk->pool, c->reply_of[(c->polled_head + i) % c->sh->credits]);
+    c->handed = 0;
+}
+
+static void sent_give_back(struct rdma_sconn *c)
+{
+    for (; c->sent_count > 0; c->sent_count--) {
+        rkv_reply_pool_give(&c->wk->pool, c->sent_buf[c->sent_head]);
+        c->sent_head = (c->sent_head + 1) % c->sh->credits;
+    }
+    holder_unlink(c);
 }
 
 /* Before its QP goes: the shared receive queue's buffers this connection
@@ -213,20 +504,20 @@ static void srq_give_back(struct rdma_sconn *c)
     int got;
 
     for (unsigned i = 0; i < c->polled_count; i++)
-        c->repost[n++] = c->polled[(c->polled_head + i) % credits];
+        c->s->repost[n++] = c->polled[(c->polled_head + i) % credits];
     c->polled_count = 0;
     c->handed = 0;
     for (;;) {
-        if (n > 0 && rkv_srq_post(c->q, c->repost, n, c->rwr, c->rsge) != 0)
+        if (n > 0 && rkv_srq_post(c->q, c->s->repost, n, c->s->rwr, c->s->rsge) != 0)
             RKV_WARN("%s: cannot give receive buffers back to the shared queue", c->peer);
         n = 0;
-        got = ibv_poll_cq(c->recv_cq, (int)credits, c->wcs);
+        got = ibv_poll_cq(c->recv_cq, (int)credits, c->s->wcs);
         if (got <= 0)
             break;
         for (int i = 0; i < got; i++)
-            if (c->wcs[i].opcode == IBV_WC_RECV || c->wcs[i].status != IBV_WC_SUCCESS)
-                if (rkv_srq_valid(c->q, c->wcs[i].wr_id))
-                    c->repost[n++] = (uint32_t)c->wcs[i].wr_id;
+            if (c->s->wcs[i].opcode == IBV_WC_RECV || c->s->wcs[i].status != IBV_WC_SUCCESS)
+                if (rkv_srq_valid(c->q, c->s->wcs[i].wr_id))
+                    c->s->repost[n++] = (uint32_t)c->s->wcs[i].wr_id;
     }
 }
 
@@ -243,9 +534,14 @@ static void conn_destroy(struct rdma_sconn *c)
     pthread_mutex_unlock(&c->close_lock);
     if (c->id != NULL && c->id->qp != NULL) {
         rdma_disconnect(c->id);
+        lent_give_back(c);
         if (c->q != NULL)
             srq_give_back(c);
         rdma_destroy_qp(c->id);
+    }
+    if (c->wk != NULL) {
+        sent_give_back(c); /* the QP is gone: the device is done with them */
+        atomic_fetch_sub(&c->wk->conns, 1);
     }
     if (c->q != NULL)
         rkv_srq_leave(c->q, sh->credits);
@@ -258,12 +554,11 @@ static void conn_destroy(struct rdma_sconn *c)
     if (c->comp != NULL)
         ibv_destroy_comp_channel(c->comp);
     rkv_rdma_buf_free(&c->recvs);
-    rkv_rdma_buf_free(&c->replies.buf);
     /* Waits until the listener acknowledged every event it took for this id. */
     if (c->id != NULL)
         rdma_destroy_id(c->id);
     pthread_mutex_destroy(&c->close_lock);
-    free_scratch(c);
+    free_conn_arrays(c);
     free(c);
     shared_put(sh);
 }
@@ -291,15 +586,51 @@ static void staging_unmake(void *ctx, void *buf)
     free(buf);
 }
 
-/* The worker's SRQ with the fewest connections: the worker (main.c) that
- * gets the connection is the one worker_of() names. */
-static uint32_t least_loaded_srq(const struct srv_shared *sh)
+/* A reply pool's chunks: registered, a mapping each (rkv_rdma_buf). */
+static bool reply_chunk_make(void *ctx, uint64_t bytes, struct rkv_reply_chunk *chunk)
+{
+    struct srv_shared *sh = ctx;
+    struct rkv_rdma_buf *b = calloc(1, sizeof *b);
+    char err[300];
+
+    if (b == NULL || rkv_rdma_buf_alloc(sh->pd, bytes, IBV_ACCESS_LOCAL_WRITE, "reply buffers", b,
+                                        err, sizeof err) != RKV_OK) {
+        if (b != NULL)
+            RKV_ERROR("rdma: %s", err);
+        free(b);
+        return false;
+    }
+    chunk->mem = b->mem;
+    chunk->lkey = b->mr->lkey;
+    chunk->handle = b;
+    return true;
+}
+
+static void reply_chunk_unmake(void *ctx, struct rkv_reply_chunk *chunk)
+{
+    (void)ctx;
+    rkv_rdma_buf_free(chunk->handle);
+    free(chunk->handle);
+}
+
+/* The worker with the fewest connections: the worker (main.c) that gets
+ * the connection is the one worker_of() names. */
+static uint32_t least_loaded_worker(const struct srv_shared *sh)
 {
     uint32_t best = 0;
-    for (uint32_t i = 1; i < sh->nsrq; i++)
-        if (atomic_load(&sh->srqs[i].conns) < atomic_load(&sh->srqs[best].conns))
+    for (uint32_t i = 1; i < sh->nworkers; i++)
+        if (atomic_load(&sh->workers[i].conns) < atomic_load(&sh->workers[best].conns))
             best = i;
     return best;
+}
+
+/* Send WRs per QP: a batch of replies (at most RKV_REPLY_BATCH, or credits)
+ * and 2 x signal_interval - 1 more, so that a batch rarely waits for room
+ * (one signaled WR in `interval` is always on its way back). A pull and a
+ * keepalive probe wait for room like a batch. */
+static uint32_t send_depth_of(uint32_t credits, uint32_t interval)
+{
+    return RKV_MIN(credits, RKV_REPLY_BATCH) + 2 * RKV_MAX(interval, 1u) - 1;
 }
 
 /* Everything a connection needs before rdma_accept(): CQs, QP, buffers, the
@@ -308,8 +639,7 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
                                            size_t err_len)
 {
     const uint32_t credits = sh->credits;
-    const uint32_t ring = credits + 2 * sh->interval;
-    const uint32_t send_depth = ring + 1; /* replies + one pull */
+    const uint32_t send_depth = send_depth_of(credits, sh->interval);
     uint32_t send_cqe, recv_cqe;
     struct rdma_sconn *c = calloc(1, sizeof *c);
     struct ibv_qp *qp;
@@ -318,25 +648,25 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
     if (c == NULL)
         goto oom;
     c->polled = calloc(credits, sizeof *c->polled);
+    c->reply_of = calloc(credits, sizeof *c->reply_of);
+    c->sent_buf = calloc(credits, sizeof *c->sent_buf);
+    c->sent_wr = calloc(credits, sizeof *c->sent_wr);
     c->lens = calloc(credits, sizeof *c->lens);
-    c->repost = calloc(credits, sizeof *c->repost);
-    c->wcs = calloc(credits + 1, sizeof *c->wcs);
-    c->swr = calloc(credits, sizeof *c->swr);
-    c->ssge = calloc(credits, sizeof *c->ssge);
-    c->rwr = calloc(credits, sizeof *c->rwr);
-    c->rsge = calloc(credits, sizeof *c->rsge);
-    if (!c->polled || !c->lens || !c->repost || !c->wcs || !c->swr || !c->ssge || !c->rwr ||
-        !c->rsge) {
-        free_scratch(c);
+    if (!c->polled || !c->reply_of || !c->sent_buf || !c->sent_wr || !c->lens) {
+        free_conn_arrays(c);
         free(c);
         goto oom;
     }
     pthread_mutex_init(&c->close_lock, NULL);
     c->sh = sh;
+    c->s = &sh->setup_scratch;
     c->id = id;
     atomic_init(&c->dead, false);
     atomic_fetch_add(&sh->refs, 1);
     atomic_fetch_add(&sh->conns, 1);
+    c->worker = least_loaded_worker(sh);
+    c->wk = &sh->workers[c->worker];
+    atomic_fetch_add(&c->wk->conns, 1);
     rkv_rdma_format_addr(rdma_get_peer_addr(id), c->peer + 5, sizeof c->peer - 5);
     memcpy(c->peer, "rdma ", 5);
 
@@ -350,8 +680,10 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
         rkv_rdma_errno_error(errno, "fcntl(completion channel)", err, err_len);
         goto fail;
     }
-    send_cqe = RKV_MIN(RKV_MAX(sh->cq_size, 2 * send_depth), sh->caps.max_cqe);
-    recv_cqe = RKV_MIN(RKV_MAX(sh->cq_size, 2 * credits), sh->caps.max_cqe);
+    /* a completion per signaled send at most (a flush: per send); a receive
+     * per credit, and on a shared queue one past them (take_arrivals) */
+    send_cqe = RKV_MIN(RKV_MAX(sh->cq_size, send_depth), sh->caps.max_cqe);
+    recv_cqe = RKV_MIN(RKV_MAX(sh->cq_size, credits + 1), sh->caps.max_cqe);
     c->send_cq = ibv_create_cq(sh->verbs, (int)send_cqe, c, NULL, 0);
     c->recv_cq = ibv_create_cq(sh->verbs, (int)recv_cqe, c, c->comp, 0);
     if (c->send_cq == NULL || c->recv_cq == NULL) {
@@ -360,27 +692,24 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
     }
     c->max_inline = sh->max_inline;
     if (sh->srqs != NULL) {
-        c->worker = least_loaded_srq(sh);
         c->q = &sh->srqs[c->worker];
         rkv_srq_join(c->q, credits);
     }
     if (rkv_rdma_create_qp(id, sh->pd, c->send_cq, c->recv_cq, c->q ? c->q->srq : NULL, send_depth,
                            credits, &c->max_inline, &qp, err, err_len) != RKV_OK)
         goto fail;
-    if ((c->q == NULL &&
-         rkv_rdma_buf_alloc(sh->pd, (size_t)credits * sh->max_msg, IBV_ACCESS_LOCAL_WRITE,
-                            "receive buffers", &c->recvs, err, err_len) != RKV_OK) ||
-        rkv_rdma_buf_alloc(sh->pd, (size_t)ring * sh->max_msg, IBV_ACCESS_LOCAL_WRITE,
-                           "reply buffers", &c->replies.buf, err, err_len) != RKV_OK)
+    if (c->q == NULL &&
+        rkv_rdma_buf_alloc(sh->pd, (size_t)credits * sh->max_msg, IBV_ACCESS_LOCAL_WRITE,
+                           "receive buffers", &c->recvs, err, err_len) != RKV_OK)
         goto fail;
-    c->replies.stride = sh->max_msg;
-    c->replies.count = ring;
-    rkv_rdma_sq_init(&c->sq, send_depth, 2 * sh->interval, sh->interval);
+    /* keep: a batch that leaves more than interval sends outstanding ends
+     * with a signaled one, so a wait for room always has a completion coming */
+    rkv_rdma_sq_init(&c->sq, send_depth, sh->interval, sh->interval);
     for (uint32_t i = 0; i < credits; i++)
-        c->repost[i] = i;
-    rc = c->q != NULL
-             ? 0
-             : rkv_rdma_post_recvs(qp, &c->recvs, sh->max_msg, c->repost, credits, c->rwr, c->rsge);
+        c->s->repost[i] = i;
+    rc = c->q != NULL ? 0
+                      : rkv_rdma_post_recvs(qp, &c->recvs, sh->max_msg, c->s->repost, credits,
+                                            c->s->rwr, c->s->rsge);
     if (rc != 0) {
         rkv_rdma_errno_error(rc, "ibv_post_recv", err, err_len);
         goto fail;
@@ -435,6 +764,35 @@ static rkv_status make_srqs(struct srv_shared *sh, unsigned workers, unsigned de
         if (st != RKV_OK)
             return st; /* shared_put frees those made (sh->nsrq) */
         sh->nsrq = i + 1;
+    }
+    return RKV_OK;
+}
+
+/* One reply pool per worker (reply_pool.h), registered on demand up to
+ * `bound` buffers (reply_pool, or srq_depth: a reply answers a request that
+ * held one of the receive queue's) and at least 2 x credits, so that one
+ * connection, which holds at most its credits, never leaves the others none. */
+static rkv_status make_workers(struct srv_shared *sh, unsigned workers, unsigned bound, char *err,
+                               size_t err_len)
+{
+    bound = RKV_MAX(bound, 2 * sh->credits);
+
+    sh->nworkers = RKV_MAX(workers, 1u);
+    sh->workers = calloc(sh->nworkers, sizeof *sh->workers);
+    if (sh->workers == NULL || !scratch_alloc(&sh->setup_scratch, sh->credits)) {
+        sh->nworkers = 0;
+        snprintf(err, err_len, "out of memory for the reply pools");
+        return RKV_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < sh->nworkers; i++) {
+        atomic_init(&sh->workers[i].conns, 0);
+        if (!scratch_alloc(&sh->workers[i].scratch, sh->credits) ||
+            rkv_reply_pool_init(&sh->workers[i].pool, sh->max_msg, bound, reply_chunk_make,
+                                reply_chunk_unmake, sh) != RKV_OK) {
+            sh->nworkers = i + 1; /* shared_put frees those made (a pool freed twice is a no-op) */
+            snprintf(err, err_len, "out of memory for the reply pools");
+            return RKV_NO_MEMORY;
+        }
     }
     return RKV_OK;
 }
@@ -560,10 +918,10 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
     st = rkv_rdma_query_caps(sh->verbs, &sh->caps, err, err_len);
     if (st != RKV_OK)
         goto fail;
-    if (sh->credits + 2 * sh->interval + 1 > sh->caps.max_qp_wr) {
+    if (send_depth_of(sh->credits, sh->interval) > sh->caps.max_qp_wr) {
         snprintf(err, err_len, "credits %u need %u send WRs but %s allows %u per QP; lower credits",
-                 sh->credits, sh->credits + 2 * sh->interval + 1, rkv_rdma_device_name(sh->verbs),
-                 sh->caps.max_qp_wr);
+                 sh->credits, send_depth_of(sh->credits, sh->interval),
+                 rkv_rdma_device_name(sh->verbs), sh->caps.max_qp_wr);
         st = RKV_INVALID;
         goto fail;
     }
@@ -588,7 +946,9 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
         snprintf(err, err_len, "out of memory for the staging pool");
         goto fail;
     }
-    if (make_srqs(sh, p->workers, p->no_srq ? 0 : p->srq_depth, err, err_len) != RKV_OK ||
+    if (make_workers(sh, p->workers, params.reply_pool ? params.reply_pool : params.srq_depth, err,
+                     err_len) != RKV_OK ||
+        make_srqs(sh, p->workers, p->no_srq ? 0 : p->srq_depth, err, err_len) != RKV_OK ||
         make_listener_fd(l, err, err_len) != RKV_OK)
         goto fail;
     if (rdma_listen(l->id, LISTEN_BACKLOG) != 0) {
@@ -763,6 +1123,7 @@ static rkv_status srv_accept_conn(struct rkv_listener *listener, struct rkv_scon
                               c->peer, strerror(errno));
                 setup_unlink(l, c);
                 c->established = true;
+                c->s = &c->wk->scratch; /* the worker's from now on: only it works on c */
                 RKV_DEBUG("rdma %s: %s connected (inline %u)", l->addr, c->peer, c->max_inline);
                 *out = &c->sconn;
                 return RKV_OK;
@@ -817,14 +1178,14 @@ static bool take_arrivals(struct rdma_sconn *c)
 {
     const uint32_t credits = c->sh->credits;
     unsigned room = credits - c->polled_count;
-    int n = ibv_poll_cq(c->recv_cq, (int)(c->q != NULL ? room + 1 : room), c->wcs);
+    int n = ibv_poll_cq(c->recv_cq, (int)(c->q != NULL ? room + 1 : room), c->s->wcs);
 
     if (RKV_UNLIKELY(n < 0)) {
         conn_fail(c, "ibv_poll_cq failed on the receive queue");
         return false;
     }
     for (int i = 0; i < n; i++) {
-        const struct ibv_wc *wc = &c->wcs[i];
+        const struct ibv_wc *wc = &c->s->wcs[i];
         if (RKV_UNLIKELY(wc->status != IBV_WC_SUCCESS)) {
             conn_wc_fail(c, wc->status, "receiving a request");
             return false;
@@ -836,7 +1197,7 @@ static bool take_arrivals(struct rdma_sconn *c)
         }
         uint32_t slot = (uint32_t)wc->wr_id;
         if (RKV_UNLIKELY(c->polled_count == credits)) { /* past its credits */
-            if (rkv_srq_post(c->q, &slot, 1, c->rwr, c->rsge) != 0)
+            if (rkv_srq_post(c->q, &slot, 1, c->s->rwr, c->s->rsge) != 0)
                 RKV_WARN("%s: cannot give a receive buffer back to the shared queue", c->peer);
             conn_fail(c, "the client sent more requests than its credits");
             return false;
@@ -853,7 +1214,7 @@ static unsigned srv_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned
 {
     struct rdma_sconn *c = rdma_sconn_of(sconn);
     const uint32_t credits = c->sh->credits;
-    unsigned got;
+    unsigned got, want;
 
     if (RKV_UNLIKELY(c->armed)) {
         c->armed = false;
@@ -865,15 +1226,18 @@ static unsigned srv_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned
         RKV_DEBUG("%s: the shared receive queue stays at its size", c->peer);
     if (!take_arrivals(c) || max == 0)
         return 0;
-    got = RKV_MIN(max, c->polled_count - c->handed);
-    for (unsigned i = 0; i < got; i++) {
-        unsigned at = (c->polled_head + c->handed + i) % credits;
+    want = RKV_MIN(max, c->polled_count - c->handed);
+    /* each request handed out takes its reply's buffer now */
+    for (got = 0; got < want; got++) {
+        unsigned at = (c->polled_head + c->handed) % credits;
         uint32_t slot = c->polled[at];
-        msgs[i].data = c->q != NULL ? rkv_srq_buf(c->q, slot)
-                                    : c->recvs.mem + (size_t)slot * c->sh->max_msg;
-        msgs[i].len = c->lens[at];
+        if (RKV_UNLIKELY(!take_reply_buf(c, &c->reply_of[at])))
+            break; /* the connection failed */
+        msgs[got].data = c->q != NULL ? rkv_srq_buf(c->q, slot)
+                                      : c->recvs.mem + (size_t)slot * c->sh->max_msg;
+        msgs[got].len = c->lens[at];
+        c->handed++;
     }
-    c->handed += got;
     c->requests += got;
     return got;
 }
@@ -881,7 +1245,7 @@ static unsigned srv_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned
 static void *srv_reply_buf(struct rkv_sconn *sconn, unsigned i)
 {
     struct rdma_sconn *c = rdma_sconn_of(sconn);
-    return rkv_rdma_ring_slot(&c->replies, i);
+    return rkv_reply_pool_buf(&c->wk->pool, c->reply_of[(c->polled_head + i) % c->sh->credits]);
 }
 
 /* The listener thread may learn first that the peer left. */
@@ -914,11 +1278,62 @@ static rkv_status sq_wait(struct rdma_sconn *c, uint32_t limit, unsigned timeout
     return RKV_LIKELY(rc == 0) ? RKV_OK : sq_wait_failed(c, rc, bad, what);
 }
 
+/* Post replies first..first+n-1 of the batch (lens[], their buffers by
+ * FIFO place from `head`) as one chained SEND list: inline when they fit,
+ * their buffer back to the pool at once; else from the buffer, which goes
+ * back when the send has completed, and then the last WR is signaled so
+ * that completion always comes. Returns 0 or an errno. */
+static int post_replies(struct rdma_sconn *c, const uint32_t *lens, unsigned head, unsigned first,
+                        unsigned n)
+{
+    const uint32_t credits = c->sh->credits;
+    struct rkv_reply_pool *pool = &c->wk->pool;
+    struct ibv_send_wr *bad = NULL;
+    bool from_buf = false;
+    int rc;
+
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t buf = c->reply_of[(head + first + i) % credits];
+        uint32_t len = lens[first + i];
+        bool inl = len <= c->max_inline, signaled;
+        c->s->ssge[i] = (struct ibv_sge){
+            .addr = (uintptr_t)rkv_reply_pool_buf(pool, buf),
+            .length = len,
+            .lkey = rkv_reply_pool_lkey(pool, buf),
+        };
+        c->s->swr[i] = (struct ibv_send_wr){
+            .next = i + 1 < n ? &c->s->swr[i + 1] : NULL,
+            .sg_list = &c->s->ssge[i],
+            .num_sge = 1,
+            .opcode = IBV_WR_SEND,
+            .send_flags = inl ? IBV_SEND_INLINE : 0,
+        };
+        from_buf |= !inl;
+        c->s->swr[i].wr_id = rkv_rdma_sq_take(&c->sq, i + 1 == n, i + 1 == n && from_buf, &signaled);
+        if (signaled)
+            c->s->swr[i].send_flags |= IBV_SEND_SIGNALED;
+        if (!inl) {
+            unsigned at = (c->sent_head + c->sent_count++) % credits;
+            c->sent_buf[at] = buf;
+            c->sent_wr[at] = c->sq.taken;
+        }
+    }
+    rc = ibv_post_send(c->id->qp, c->s->swr, &bad);
+    /* the inline ones were copied (or never posted): their buffers are free */
+    for (unsigned i = 0; i < n; i++)
+        if (c->s->swr[i].send_flags & IBV_SEND_INLINE)
+            rkv_reply_pool_give(pool, c->reply_of[(head + first + i) % credits]);
+    if (from_buf)
+        holder_link(c);
+    return rc;
+}
+
 static rkv_status srv_reply(struct rkv_sconn *sconn, const uint32_t *lens, unsigned n)
 {
     struct rdma_sconn *c = rdma_sconn_of(sconn);
     const uint32_t credits = c->sh->credits;
-    unsigned inlined;
+    const unsigned head = c->polled_head, most = c->sq.depth - c->sq.keep;
+    unsigned k;
     int rc;
 
     if (RKV_UNLIKELY(atomic_load_explicit(&c->dead, memory_order_relaxed)))
@@ -931,36 +1346,40 @@ static rkv_status srv_reply(struct rkv_sconn *sconn, const uint32_t *lens, unsig
         if (RKV_UNLIKELY(lens[i] > c->sh->max_msg))
             return RKV_INVALID;
     /* Give the request slots back first: the client may send its next
-     * request the moment it sees a reply. */
+     * request the moment it sees a reply. The replies' buffers stay where
+     * they are in reply_of (nothing is handed out until this returns). */
     for (unsigned i = 0; i < n; i++)
-        c->repost[i] = c->polled[(c->polled_head + i) % credits];
+        c->s->repost[i] = c->polled[(c->polled_head + i) % credits];
     c->polled_head = (c->polled_head + n) % credits;
     c->polled_count -= n;
     c->handed -= n;
-    rc = c->q != NULL ? rkv_srq_post(c->q, c->repost, n, c->rwr, c->rsge)
-                      : rkv_rdma_post_recvs(c->id->qp, &c->recvs, c->sh->max_msg, c->repost, n,
-                                            c->rwr, c->rsge);
+    rc = c->q != NULL ? rkv_srq_post(c->q, c->s->repost, n, c->s->rwr, c->s->rsge)
+                      : rkv_rdma_post_recvs(c->id->qp, &c->recvs, c->sh->max_msg, c->s->repost, n,
+                                            c->s->rwr, c->s->rsge);
     if (RKV_UNLIKELY(rc != 0)) {
+        lent_back(c, head, 0, n);
         conn_fail(c, "ibv_post_recv failed");
         return RKV_CONNECTION;
     }
-    /* Account finished replies without waiting, so that a wait below is rare:
+    /* Account finished sends without waiting, so that a wait below is rare:
      * with a live peer its NIC acknowledges within a round trip. */
-    enum ibv_wc_status bad;
-    if (RKV_UNLIKELY(rkv_rdma_sq_poll(&c->sq, c->send_cq, &bad) != 0)) {
-        conn_wc_fail(c, bad, "sending a reply");
-        return RKV_CONNECTION;
+    reap_sends(c);
+    /* One post: more than `most` (a caller that batches past
+     * RKV_REPLY_BATCH) go in several. */
+    for (unsigned first = 0; first < n; first += k) {
+        k = RKV_MIN(n - first, most);
+        if (RKV_UNLIKELY(atomic_load_explicit(&c->dead, memory_order_relaxed) ||
+                         sq_wait(c, c->sq.depth - k, REPLY_TIMEOUT_MS, "sending a reply") != RKV_OK)) {
+            lent_back(c, head, first, n);
+            return RKV_CONNECTION;
+        }
+        if (RKV_UNLIKELY(post_replies(c, lens, head, first, k) != 0)) {
+            lent_back(c, head, first + k, n);
+            conn_fail(c, "ibv_post_send failed");
+            return RKV_CONNECTION;
+        }
     }
-    if (RKV_UNLIKELY(sq_wait(c, c->sq.depth - n, REPLY_TIMEOUT_MS, "sending a reply") != RKV_OK))
-        return RKV_CONNECTION;
-    rc = rkv_rdma_post_sends(c->id->qp, &c->sq, &c->replies, lens, n, c->max_inline, c->swr,
-                             c->ssge, &inlined);
-    if (RKV_UNLIKELY(rc != 0)) {
-        conn_fail(c, "ibv_post_send failed");
-        return RKV_CONNECTION;
-    }
-    /* The reply ring's next slots must be free before the worker writes them. */
-    return sq_wait(c, c->sq.keep, REPLY_TIMEOUT_MS, "sending a reply");
+    return RKV_OK;
 }
 
 /* Post one signaled RDMA READ of the client's buffer into `land`. */
@@ -1082,11 +1501,18 @@ static void keepalive(struct rdma_sconn *c)
     c->probe_at = now + RKV_RDMA_KEEPALIVE_MS * 1000000ull;
 }
 
+/* Also where an idle connection's reply buffers come back to the pool
+ * once their sends completed, and where one whose sends are stuck is
+ * failed (check_stuck). */
 static bool srv_alive(struct rkv_sconn *sconn)
 {
     struct rdma_sconn *c = rdma_sconn_of(sconn);
     if (!atomic_load_explicit(&c->dead, memory_order_relaxed))
         keepalive(c);
+    if (c->sent_count > 0 && !atomic_load_explicit(&c->dead, memory_order_relaxed)) {
+        reap_sends(c);
+        check_stuck(c, rkv_now_ns());
+    }
     return !atomic_load_explicit(&c->dead, memory_order_relaxed);
 }
 
@@ -1116,7 +1542,7 @@ static const char *srv_peer(struct rkv_sconn *sconn)
 static int srv_worker_of(struct rkv_sconn *sconn)
 {
     struct rdma_sconn *c = rdma_sconn_of(sconn);
-    return c->q != NULL ? (int)c->worker : -1;
+    return (int)c->worker;
 }
 
 static void srv_close(struct rkv_sconn *sconn)

@@ -120,7 +120,7 @@ static void test_defaults(void **state)
     assert_int_equal(c.hello_timeout_ms, 5000);
     assert_string_equal(c.rdma_device, "");
     assert_int_equal(c.gid_index, -1);
-    assert_int_equal(c.max_inline, 256);
+    assert_int_equal(c.max_inline, 48);
     assert_int_equal(c.signal_interval, 16);
     assert_int_equal(c.cq_size, 0);
     assert_int_equal(c.tos, 0);

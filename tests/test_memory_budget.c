@@ -345,6 +345,35 @@ static void test_need_hugepages_and_rdma(void **state)
     assert_int_equal(n.region, 1002 * MIB);
 }
 
+/* rdma registers nothing per connection on a shared receive queue: replies
+ * come from each worker's pool (srq_depth buffers) and requests from its
+ * queue, so what is pinned is the region and, per worker, the queue, the
+ * pool and one staging buffer, whatever max_conns is. Without a queue each
+ * connection registers its credits' receive buffers (and still no replies). */
+static void test_need_rdma_registers_per_worker(void **state)
+{
+    (void)state;
+    struct rkv_server_config c;
+    struct rkv_mem_env e;
+    struct rkv_mem_need a, b;
+    config_for(&c, "rdma://0.0.0.0:7000");
+    env_ram(&e, 100 * GIB);
+    c.workers = 2;
+    uint64_t staging = RKV_ALIGN_UP((uint64_t)(1u << 20) + (64u << 10), 4096);
+    uint64_t per_worker = 2ull * c.srq_depth * c.max_msg + staging;
+    rkv_mem_need_compute(&c, 64 * MIB, &e, &a);
+    assert_int_equal(a.locked, a.region + 2 * per_worker);
+    c.max_conns *= 4;
+    rkv_mem_need_compute(&c, 64 * MIB, &e, &b);
+    assert_int_equal(b.locked, a.locked);
+    assert_true(b.conns > a.conns); /* the QPs' queues still grow with them */
+    c.srq_depth = 0;                /* the pool then takes the default depth */
+    rkv_mem_need_compute(&c, 64 * MIB, &e, &b);
+    uint64_t conns = (uint64_t)c.max_conns + c.max_unauth_conns;
+    assert_int_equal(b.locked,
+                     b.region + 2 * (1024ull * c.max_msg + staging) + conns * c.credits * c.max_msg);
+}
+
 /* The tcp door's connections hold an input buffer of one command and an
  * output buffer of max(8 MiB, two values and a line), grown on demand: the
  * budget counts both at their limits, and a machine that cannot hold
@@ -655,6 +684,7 @@ int main(void)
         cmocka_unit_test(test_headroom),
         cmocka_unit_test(test_need_shm),
         cmocka_unit_test(test_need_hugepages_and_rdma),
+        cmocka_unit_test(test_need_rdma_registers_per_worker),
         cmocka_unit_test(test_need_tcp),
         cmocka_unit_test(test_check_memavailable),
         cmocka_unit_test(test_check_cgroup),

@@ -352,6 +352,8 @@ static int server_start(void **state)
     s->params.max_msg = T_MAX_MSG;
     s->params.max_conns = T_MAX_CONNS;
     s->params.no_srq = getenv("RKV_TEST_NO_SRQ") != NULL; /* rdma: receive buffers per QP */
+    s->params.reply_pool = 1; /* rdma: the smallest reply pool (2 x T_CREDITS buffers), which
+                                 test_reply_pool_shared's clients outnumber */
     if (st->listen(g_addr, &s->region, &s->params, &s->l, err, sizeof err) != RKV_OK) {
         fprintf(stderr, "listen on %s: %s\n", g_uri, err);
         s->l = NULL;
@@ -835,6 +837,31 @@ static void test_concurrent_clients(void **state)
     assert_int_equal(0, atomic_load(&g_srv.bad_requests));
 }
 
+/* Connections' replies share their worker's reply pool (rdma; set small
+ * here: 32 buffers), which the requests 7 clients may have out (7 x
+ * T_CREDITS) outnumber: every client gets exactly its own replies, in
+ * order, and one that stops reading with all its credits out blocks none
+ * of the others; its replies are all there when it reads again. */
+static void test_reply_pool_shared(void **state)
+{
+    (void)state;
+    struct t_client idle;
+    struct t_worker w[T_MAX_CONNS - 2];
+
+    client_open(&idle, 150);
+    uint32_t first = idle.seq;
+    echo_send(&idle, T_CREDITS);
+    for (unsigned i = 0; i < RKV_ARRAY_SIZE(w); i++) {
+        w[i] = (struct t_worker){ .who = 160 + i, .rounds = 150 };
+        assert_int_equal(0, pthread_create(&w[i].th, NULL, client_thread, &w[i]));
+    }
+    for (unsigned i = 0; i < RKV_ARRAY_SIZE(w); i++)
+        pthread_join(w[i].th, NULL);
+    echo_recv(&idle, first, T_CREDITS);
+    client_close(&idle);
+    assert_int_equal(0, atomic_load(&g_srv.bad_requests));
+}
+
 /* The hang-up hook: a close in the thread that armed it is held right after
  * the step that lets the peer see the hang-up (rdma_disconnect() over rdma,
  * the close() of the connection's socket over shm) until released. */
@@ -997,6 +1024,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_disconnect_mid_batch),
         cmocka_unit_test(test_event_wakeup),
         cmocka_unit_test(test_concurrent_clients),
+        cmocka_unit_test(test_reply_pool_shared),
         cmocka_unit_test(test_place_given_back_first),
         cmocka_unit_test(test_null_params_are_defaults),
     };

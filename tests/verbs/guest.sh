@@ -6,7 +6,7 @@
 # build folder is read-only here and tests write only under /tmp (guest tmpfs).
 #
 # Usage: guest.sh BUILD_DIR [STEP...]   (steps: rdma_util transport integration hostile torture
-#                                          restart errors bench python conns perftest)
+#                                          restart errors bench python conns deaf perftest)
 #        guest.sh --one STEP BUILD_DIR     (one step, unbounded: what `step` runs under timeout)
 set -u
 
@@ -14,7 +14,7 @@ ONE=""
 if [ "${1:-}" = --one ]; then ONE=${2:?}; shift 2; fi
 BUILD=${1:?usage: guest.sh BUILD_DIR [STEP...]}
 shift
-STEPS=${*:-rdma_util transport integration hostile torture restart errors bench python conns perftest}
+STEPS=${*:-rdma_util transport integration hostile torture restart errors bench python conns deaf perftest}
 PORT_BASE=${RKV_VERBS_PORT:-7471}
 SUMMARY=()
 FAILED=0
@@ -261,6 +261,51 @@ run_conns() {
   return "$rc"
 }
 
+# Peers that stop receiving hold reply buffers only for a while: 4 deaf
+# connections (perf/rdma-conns --deaf: each sends 8 STATS and posts no
+# receive, so the server's replies, sent from its worker's reply pool, are
+# never taken) hold all 32 buffers of a server whose pool is 2 x credits
+# (credits 16, srq_depth 32). A client beside them waits for a buffer and
+# is served once their sends fail — here Soft-RoCE's RC retries run out in
+# a few seconds; a NIC that answers RNR for ever meets the server's 10 s
+# limit instead — which gives their buffers back; the 4 are closed, and
+# the server serves on.
+run_deaf() {
+  local srv=$BUILD/server/rkv-server tool=$BUILD/perf/rdma-conns cli=$BUILD/tools/rkv-cli
+  local p=$((PORT_BASE + 600)) pid rc=0 line log=/tmp/deaf-server.log t0 n=0
+  need "$srv" && need "$tool" && need "$cli" || return 1
+  "$srv" --listen "rdma://$RXE_IP:$p" --memory 16M --credits 16 --srq-depth 32 --log-level warn \
+    > "$log" 2>&1 & pid=$!
+  for _ in $(seq 1 50); do "$cli" -s "rdma://$RXE_IP:$p" --timeout 2000 ping > /dev/null 2>&1 && break; sleep 0.2; done
+  coproc DEAF { "$tool" "$RXE_IP:$p" 4 --deaf 8; }
+  local deaf_pid=$DEAF_PID
+  if ! read -r -t 60 -u "${DEAF[0]}" line || [ "$line" != "deaf 4" ]; then
+    echo "FAIL rdma-conns --deaf did not set up (${line:-no output})"; rc=1
+  fi
+  t0=$SECONDS
+  if "$cli" -s "rdma://$RXE_IP:$p" --timeout 30000 ping > /dev/null; then
+    echo "  a client beside 4 deaf peers served after $((SECONDS - t0)) s"
+  else
+    echo "FAIL a client beside 4 deaf peers was not served"; rc=1
+  fi
+  for _ in $(seq 1 60); do
+    n=$(grep -c "closing the connection" "$log")
+    [ "$n" -ge 4 ] && break
+    sleep 0.5
+  done
+  if [ "$n" -ge 4 ]; then
+    echo "ok   the 4 deaf peers were closed: $(grep -m1 "closing the connection" "$log" | cut -c 1-160)"
+  else
+    echo "FAIL $n of 4 deaf peers closed; the server said:"; cat "$log"; rc=1
+  fi
+  "$cli" -s "rdma://$RXE_IP:$p" --timeout 5000 ping > /dev/null || { echo "FAIL the server stopped serving"; rc=1; }
+  echo >&"${DEAF[1]}"
+  wait "$deaf_pid" 2>/dev/null
+  kill "$pid"
+  wait "$pid" || rc=1
+  return "$rc"
+}
+
 # perftest as the latency reference for what one READ / one SEND costs here.
 run_perftest() {
   local t rc=0 out
@@ -290,6 +335,7 @@ if [ -n "$ONE" ]; then
     python) run_python;;
     perftest) run_perftest;;
     conns) run_conns;;
+    deaf) run_deaf;;
     *) echo "unknown step $ONE"; exit 2;;
   esac
   exit $?
@@ -309,6 +355,7 @@ for s in $STEPS; do
     python)      step python 120;;
     perftest)    step perftest 150;;
     conns)       step conns 240;;
+    deaf)        step deaf 180;;
     *) echo "unknown step $s"; FAILED=1;;
   esac
 done

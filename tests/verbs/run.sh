@@ -22,6 +22,8 @@
 #   conns        1,000 rdma connections opened and closed, twice (perf/rdma-conns):
 #                the server's fds, pinned memory, QPs/CQs/MRs back to where they were;
 #                prints the connect rate and the server's memory per connection
+#   deaf         4 connections that stop receiving hold a small server's whole reply
+#                pool: a client beside them is served once their sends fail
 #   perftest     ib_send_lat / ib_read_lat, the latency reference on this machine
 # and then, in a second boot, two guests joined by a real link
 # (scripts/rxe-vm/run.sh --pair, tests/verbs/pair.sh):
