@@ -538,27 +538,34 @@ static uint64_t value_room(const struct rkv_table *t, uint32_t key_len)
     return (uint64_t)t->cfg.max_value_len + t->cfg.max_key_len - key_len;
 }
 
-/* Is the item at `off` of class cls in the index? Its memory may be free or
- * under construction by another thread, so its header is only a guess until
- * an index slot pointing at exactly this offset confirms it. With the index
- * held exclusive the answer is exact; without it, a guess for eviction,
- * which confirms it under the bucket's stripe (rkv_table_index_remove_if). */
-bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
+/* The key of what may be an item of class cls at `off`, by its header:
+ * false when the header cannot be an item's of that class. The memory may be
+ * free or under construction, so the answer is a guess until an index slot
+ * pointing at exactly this offset confirms it (slot_at). */
+static bool key_at(const struct rkv_table *t, uint64_t off, unsigned cls, const uint8_t **key,
+                   uint32_t *key_len)
 {
     const struct rkv_item *it = (const struct rkv_item *)(const void *)(t->base + off);
     uint32_t shape = __atomic_load_n(&it->shape, __ATOMIC_RELAXED);
-    uint32_t key_len = shape & RKV_SHAPE_KEY_MASK, header = rkv_shape_header_size(shape);
+    uint32_t len = shape & RKV_SHAPE_KEY_MASK, header = rkv_shape_header_size(shape);
     uint32_t value_len = shape & RKV_SHAPE_LONG
                              ? __atomic_load_n((const uint32_t *)(const void *)it->tail,
                                                __ATOMIC_RELAXED)
                              : shape >> RKV_SHAPE_VALUE_SHIFT;
-    if (key_len == 0 || key_len > t->cfg.max_key_len || value_len > value_room(t, key_len) ||
-        (uint64_t)header + key_len + value_len > rkv_slab_class_size(t->slab, cls))
+    if (len == 0 || len > t->cfg.max_key_len || value_len > value_room(t, len) ||
+        (uint64_t)header + len + value_len > rkv_slab_class_size(t->slab, cls))
         return false;
-    struct rkv_key_hash h;
-    table_hash(t, (const uint8_t *)it + header, key_len, &h);
+    *key = (const uint8_t *)it + header;
+    *key_len = len;
+    return true;
+}
+
+/* The slot of the key hashed into h that points at `off` of class cls. */
+static bool slot_at(struct rkv_table *t, const struct rkv_key_hash *h, uint64_t off, unsigned cls,
+                    struct place *p)
+{
     for (unsigned i = 0; i < 2; i++) {
-        struct rkv_bucket *b = &t->buckets[h.bucket[i]];
+        struct rkv_bucket *b = &t->buckets[h->bucket[i]];
         for (unsigned s = 0; s < RKV_SLOTS_PER_BUCKET; s++) {
             uint64_t w = __atomic_load_n(&b->slot[s], __ATOMIC_RELAXED);
             if (w != 0 && rkv_slot_offset(w) == off && rkv_slot_class(w) == cls) {
@@ -568,6 +575,22 @@ bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct p
         }
     }
     return false;
+}
+
+/* Is the item at `off` of class cls in the index? Its memory may be free or
+ * under construction by another thread, so its header is only a guess until
+ * an index slot pointing at exactly this offset confirms it. With the index
+ * held exclusive the answer is exact; without it, a guess for eviction,
+ * which confirms it under the bucket's stripe (rkv_table_index_remove_if). */
+bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
+{
+    const uint8_t *key;
+    uint32_t key_len;
+    if (!key_at(t, off, cls, &key, &key_len))
+        return false;
+    struct rkv_key_hash h;
+    table_hash(t, key, key_len, &h);
+    return slot_at(t, &h, off, cls, p);
 }
 
 /* ------------------------------------------------------------ cuckoo */
@@ -1462,18 +1485,27 @@ static uint64_t version_now(const struct rkv_table *t)
 }
 
 /* Remove the item at `off` of class cls if the index holds it and its
- * version is at most `upto`: found without locks (rkv_table_live_at),
- * confirmed under its bucket's stripe as rkv_table_index_remove_if confirms
- * a victim, with the version read there too (the memory may have been
- * reused meanwhile). True when removed. */
+ * version is at most `upto`. It is looked for under its key's stripes (the
+ * index shared): without them, a displacement or a split could move its
+ * slot between the buckets while they are searched, and the flush would
+ * miss a live item. The key is copied first: the memory may be freed and
+ * reused meanwhile, and a key read twice could hash and compare apart (then
+ * no slot points here for that key, and nothing is removed). True when
+ * removed. */
 static bool flush_item(struct rkv_table *t, uint64_t off, unsigned cls, uint64_t upto)
 {
-    struct place p;
-    if (!rkv_table_live_at(t, off, cls, &p))
+    const uint8_t *at;
+    uint8_t key[RKV_MAX_KEY_LEN];
+    uint32_t key_len;
+    if (!key_at(t, off, cls, &at, &key_len))
         return false;
-    struct stripe_set set = { .n = 1, .s = { (uint64_t)(p.bucket - t->buckets) & t->stripe_mask } };
-    struct stripe_hold hold = stripes_lock(t, &set);
-    bool gone = slot_load(p.bucket, p.slot) == p.word && p.it->version <= upto;
+    memcpy(key, at, key_len);
+    struct rkv_key_hash h;
+    struct stripe_set set;
+    struct place p;
+    table_hash(t, key, key_len, &h);
+    struct stripe_hold hold = key_lock(t, key, key_len, &h, &set);
+    bool gone = slot_at(t, &h, off, cls, &p) && p.it->version <= upto;
     if (gone)
         rkv_table_index_remove(t, &p);
     stripes_unlock(t, &set, hold);

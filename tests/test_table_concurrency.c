@@ -1049,6 +1049,71 @@ static void test_flush_races_displacement(void **state)
     rkv_region_destroy(&region);
 }
 
+/* The same with the index splitting instead: a thread splits one bucket at
+ * a time (rkv_table_grow_index) while the flush walks the heap, so slots move
+ * from bucket b to b + M under the walk. Rounds of refill and flush until the
+ * splitter has made FS_SPLITS splits during flushes; after each flush no key
+ * stored before it may be left. Fails with the flush looking items up
+ * without their stripes. */
+#define FS_KEYS   1200
+#define FS_SPLITS 3000
+
+struct flush_split {
+    struct rkv_table *t;
+    int flushing;    /* 1 while the main thread flushes; 2: stop (atomic) */
+    uint64_t splits; /* made while a flush ran (atomic) */
+};
+
+static void *fs_splitter(void *p)
+{
+    struct flush_split *f = p;
+    int st;
+    while ((st = __atomic_load_n(&f->flushing, __ATOMIC_ACQUIRE)) != 2)
+        if (st == 1 && rkv_table_grow_index(f->t, 1) == 1)
+            __atomic_fetch_add(&f->splits, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static void test_flush_races_splits(void **state)
+{
+    (void)state;
+    static struct flush_split f;
+    struct rkv_region region;
+    char err[512] = "", key[32];
+    struct rkv_table_config c = { .index_start = 4, .evict = RKV_EVICT_NONE };
+    assert_int_equal(rkv_region_create(64 << 20, &region, err, sizeof err), RKV_OK);
+    if (rkv_table_create(region.base, region.size, &c, &f.t, err, sizeof err) != RKV_OK)
+        fail_msg("%s", err);
+    pthread_t w;
+    f.flushing = 0;
+    f.splits = 0;
+    assert_int_equal(pthread_create(&w, NULL, fs_splitter, &f), 0);
+    unsigned rounds = 0;
+    while (__atomic_load_n(&f.splits, __ATOMIC_RELAXED) < FS_SPLITS && rounds < 10000) {
+        for (unsigned k = 0; k < FS_KEYS; k++) {
+            snprintf(key, sizeof key, "r%uk%u", rounds, k);
+            assert_int_equal(put_str(f.t, key, "v"), RKV_OK);
+        }
+        __atomic_store_n(&f.flushing, 1, __ATOMIC_RELEASE);
+        uint64_t removed = rkv_table_flush(f.t, 0);
+        __atomic_store_n(&f.flushing, 0, __ATOMIC_RELEASE);
+        for (unsigned k = 0; k < FS_KEYS; k++) {
+            snprintf(key, sizeof key, "r%uk%u", rounds, k);
+            if (rkv_table_find(f.t, key, (uint32_t)strlen(key)) != NULL)
+                fail_msg("round %u: %s was stored before the flush and is still there (%llu "
+                         "removed, %llu splits so far)",
+                         rounds, key, (unsigned long long)removed,
+                         (unsigned long long)__atomic_load_n(&f.splits, __ATOMIC_RELAXED));
+        }
+        rounds++;
+    }
+    __atomic_store_n(&f.flushing, 2, __ATOMIC_RELEASE);
+    pthread_join(w, NULL);
+    print_message("%u flushes with %llu splits during them\n", rounds, (unsigned long long)f.splits);
+    rkv_table_destroy(f.t);
+    rkv_region_destroy(&region);
+}
+
 /* ------------------------------------------------------------ eviction locks
  *
  * Deterministic: on a full heap, a PUT evicts ahead (keeping its class's
@@ -1302,6 +1367,7 @@ int main(void)
         cmocka_unit_test(test_writers_race_writers_evicting),
         cmocka_unit_test(test_disjoint_writes_overlap),
         cmocka_unit_test(test_flush_races_displacement),
+        cmocka_unit_test(test_flush_races_splits),
         cmocka_unit_test(test_evict_ahead_without_whole_index),
         cmocka_unit_test(test_counters_summed_from_writers),
     };
