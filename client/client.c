@@ -1640,6 +1640,8 @@ static rkv_status tshard_read(void *ctx, const struct rkv_read_op *ops, unsigned
     struct tshard *ts = ctx;
     const struct shard_view *v = ts->v;
     rkv_status st = v->ops->read_shared(v->t, ts->reader, ops, n, ts->scratch, ts->scratch_len);
+    if (RKV_UNLIKELY(st == RKV_SERVER_BUSY)) /* nothing read: the GET takes the lock */
+        return st;
     TBUMP(ts->reads, n);
     TBUMP(ts->read_round_trips, 1);
     return st;

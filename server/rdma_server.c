@@ -719,23 +719,32 @@ static bool lane_cq_make(struct rdma_listener *l, char *err, size_t err_len)
 {
     struct srv_shared *sh = l->sh;
     struct epoll_event ev = { .events = EPOLLIN };
+    struct ibv_comp_channel *comp;
     int flags;
 
     if (l->lane_cq != NULL)
         return true;
-    l->lane_comp = ibv_create_comp_channel(sh->verbs);
-    flags = l->lane_comp != NULL ? fcntl(l->lane_comp->fd, F_GETFL) : -1;
-    if (flags < 0 || fcntl(l->lane_comp->fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
-        epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->lane_comp->fd, &ev) != 0) {
+    comp = ibv_create_comp_channel(sh->verbs);
+    flags = comp != NULL ? fcntl(comp->fd, F_GETFL) : -1;
+    if (flags < 0 || fcntl(comp->fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, comp->fd, &ev) != 0) {
         rkv_rdma_errno_error(errno, "the READ lanes' completion channel", err, err_len);
+        if (comp != NULL)
+            ibv_destroy_comp_channel(comp);
         return false;
     }
-    l->lane_cq = ibv_create_cq(sh->verbs, (int)RKV_MIN(2 * sh->max_conns + 64, sh->caps.max_cqe), l,
-                               l->lane_comp, 0);
-    if (l->lane_cq == NULL || ibv_req_notify_cq(l->lane_cq, 0) != 0) {
+    struct ibv_cq *cq =
+        ibv_create_cq(sh->verbs, (int)RKV_MIN(2 * sh->max_conns + 64, sh->caps.max_cqe), l, comp, 0);
+    if (cq == NULL || ibv_req_notify_cq(cq, 0) != 0) {
         rkv_rdma_errno_error(errno, "the READ lanes' CQ", err, err_len);
+        if (cq != NULL)
+            ibv_destroy_cq(cq);
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, comp->fd, NULL);
+        ibv_destroy_comp_channel(comp);
         return false;
     }
+    l->lane_comp = comp;
+    l->lane_cq = cq;
     return true;
 }
 
