@@ -122,6 +122,7 @@ struct shard {
  * closes. */
 struct shard_view {
     struct rkv_ctrans *t;
+    const struct shard *s; /* its clock, where the transport maps none (view_now) */
     const struct rkv_client_transport *ops;
     struct rkv_region_header geom; /* a copy: the shard's own changes on reconnect */
     uint64_t generation;
@@ -138,6 +139,7 @@ struct tshard {
     struct rkv_lookup_ctx lctx;
     const struct shard_view *v; /* the view this GET reads through */
     uint8_t *scratch;           /* where its reads land */
+    unsigned reader;            /* the thread's context index (read_shared) */
     size_t scratch_len;
     struct rkv_read_op ops[TCTX_OPS];
     struct rkv_hint_buffer hints; /* merged into the shard's when full */
@@ -150,7 +152,8 @@ struct tshard {
 struct tctx {
     struct tctx *next; /* the handle's list */
     pthread_t owner;
-    int active; /* 1 while a GET reads through a view (view_retire waits) */
+    int active;     /* 1 while a GET reads through a view (view_retire waits) */
+    unsigned index; /* in creation order: the transport's reader (read_shared) */
     struct rkv_loc_cache_meter meter;
     uint64_t gets, get_hits, get_misses, cache_hits, cache_stale, verify_retries, forwards;
     struct tshard sh[]; /* one per shard */
@@ -225,6 +228,7 @@ struct rkv_client {
     pthread_mutex_t lock;
     uint64_t serial;           /* tells a thread's cached context from a dead handle's */
     struct tctx *tctxs;        /* every thread's context */
+    unsigned ntctx;            /* contexts made (the next one's index) */
     struct rkv_counters tbase; /* the contexts' sums at the last reset */
     unsigned waiter_ops;       /* synchronous calls' ops out (beside wrap_out) */
     unsigned waiters;          /* threads in run_shared's locked part, or on their way (atomic) */
@@ -350,12 +354,14 @@ static const char *shard_why(const struct shard *s, rkv_status st)
 static void view_publish(rkv_client *c, struct shard *s)
 {
     s->epoch++;
-    if (!c->shared || s->ops->read_shared == NULL || !rkv_ctrans_maps_clock(s->ops))
+    if (!c->shared || s->ops->read_shared == NULL ||
+        (!rkv_ctrans_maps_clock(s->ops) && !(s->hello.features & RKV_FEATURE_LANES)))
         return;
     struct shard_view *v = malloc(sizeof *v);
     if (v == NULL)
         return;
     *v = (struct shard_view){ .t = s->t,
+                              .s = s,
                               .ops = s->ops,
                               .geom = s->geom,
                               .generation = s->generation,
@@ -460,8 +466,9 @@ static void shard_clock(struct shard *s, uint64_t server_clock)
 {
     if (server_clock == 0 || rkv_ctrans_maps_clock(s->ops))
         return; /* shard_now() reads the mapping's clock instead */
-    s->clock_base = server_clock;
-    s->clock_local_ns = rkv_now_ns();
+    /* atomic: a shared handle's lock-free GETs read them (view_now) */
+    __atomic_store_n(&s->clock_base, server_clock, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->clock_local_ns, rkv_now_ns(), __ATOMIC_RELAXED);
 }
 
 /* A client that only GETs hears no replies: where the clock is extrapolated,
@@ -1591,6 +1598,9 @@ static __attribute__((noinline)) struct tctx *tctx_find(rkv_client *c)
     if (x == NULL && posix_memalign((void **)&x, 64, size) == 0) {
         memset(x, 0, size);
         x->owner = me;
+        x->index = c->ntctx++;
+        for (unsigned i = 0; i < c->nshards; i++)
+            x->sh[i].reader = x->index;
         x->next = c->tctxs;
         c->tctxs = x;
     }
@@ -1629,7 +1639,9 @@ static rkv_status tshard_read(void *ctx, const struct rkv_read_op *ops, unsigned
 {
     struct tshard *ts = ctx;
     const struct shard_view *v = ts->v;
-    rkv_status st = v->ops->read_shared(v->t, ops, n, ts->scratch, ts->scratch_len);
+    rkv_status st = v->ops->read_shared(v->t, ts->reader, ops, n, ts->scratch, ts->scratch_len);
+    if (RKV_UNLIKELY(st == RKV_SERVER_BUSY)) /* nothing read: the GET takes the lock */
+        return st;
     TBUMP(ts->reads, n);
     TBUMP(ts->read_round_trips, 1);
     return st;
@@ -1703,6 +1715,18 @@ static HOT void tshard_done(rkv_client *c, struct tctx *x, struct tshard *ts,
         rkv_loc_cache_store(c->cache, &x->meter, ts->v->generation, kh, slot);
 }
 
+/* The server clock for a lock-free GET: the mapping's (shm), else the one
+ * the shard last heard, extrapolated as shard_now() does (rdma lanes). */
+static uint32_t view_now(const struct shard_view *v)
+{
+    uint32_t now;
+    if (rkv_ctrans_clock(v->ops, v->t, &now))
+        return now;
+    uint64_t base = __atomic_load_n(&v->s->clock_base, __ATOMIC_RELAXED);
+    uint64_t at = __atomic_load_n(&v->s->clock_local_ns, __ATOMIC_RELAXED);
+    return rkv_clock_extrapolate(base > UINT32_MAX ? UINT32_MAX : (uint32_t)base, at, rkv_now_ns());
+}
+
 /* The thread's lookup context for view v. The view changes only on a
  * reconnect; a new view at a freed one's address is the same shard's
  * transport, so the context made for the old one fits it. */
@@ -1727,8 +1751,8 @@ static void tshard_setup(const rkv_client *c, struct tshard *ts, const struct sh
 static HOT bool shared_get(rkv_client *c, const struct rkv_op *op, struct rkv_completion *r)
 {
     struct tctx *x = tctx_of(c);
-    if (RKV_UNLIKELY(x == NULL || op->key == NULL || op->key_len == 0 ||
-                     (op->buf == NULL && op->buf_len != 0)))
+    if (RKV_UNLIKELY(x == NULL || x->index >= RKV_SHARED_READERS_MAX || op->key == NULL ||
+                     op->key_len == 0 || (op->buf == NULL && op->buf_len != 0)))
         return false;
     uint64_t kh = rkv_shard_hash(op->key, op->key_len);
     unsigned i = c->nshards == 1 ? 0 : rkv_placement_pick(&c->placement, op->key, op->key_len, kh);
@@ -1743,7 +1767,7 @@ static HOT bool shared_get(rkv_client *c, const struct rkv_op *op, struct rkv_co
     const uint64_t epoch = v->epoch;
     if (RKV_UNLIKELY(ts->v != v || ts->lctx.scratch != ts->scratch))
         tshard_setup(c, ts, v);
-    ts->lctx.now = v->ops->clock(v->t);
+    ts->lctx.now = view_now(v);
     ts->lctx.retries = ts->lctx.forwards = 0; /* this GET's */
     struct rkv_lookup l = {
         .key = op->key, .key_len = (uint32_t)op->key_len, .buf = op->buf, .buf_len = op->buf_len
@@ -1754,6 +1778,10 @@ static HOT bool shared_get(rkv_client *c, const struct rkv_op *op, struct rkv_co
     rkv_status st = RKV_OK;
     while (!rkv_lookup_done(&l) && (st = rkv_lookup_round(&ts->lctx, &lp, 1)) == RKV_OK)
         ;
+    if (RKV_UNLIKELY(st == RKV_SERVER_BUSY)) { /* no lane to read on: the lock's way */
+        __atomic_store_n(&x->active, 0, __ATOMIC_RELEASE);
+        return false;
+    }
     if (RKV_LIKELY(st == RKV_OK))
         tshard_done(c, x, ts, &l, kh);
     __atomic_store_n(&x->active, 0, __ATOMIC_RELEASE); /* v may go from here on */
@@ -2240,6 +2268,8 @@ static void get_counters_core(const rkv_client *c, struct rkv_counters *out)
     out->doorbells = c->tc.doorbells;
     out->sends = c->tc.sends;
     out->inline_sends = c->tc.inline_sends;
+    out->read_lanes = __atomic_load_n(&c->tc.lanes, __ATOMIC_RELAXED);
+    out->read_lanes_td = __atomic_load_n(&c->tc.lanes_td, __ATOMIC_RELAXED);
     if (!c->shared)
         return;
     struct rkv_counters t;
@@ -2258,7 +2288,8 @@ static void get_counters_core(const rkv_client *c, struct rkv_counters *out)
 static void reset_counters_core(rkv_client *c)
 {
     memset(&c->c, 0, sizeof c->c);
-    memset(&c->tc, 0, sizeof c->tc);
+    /* not the lanes (totals, bumped by GETting threads without the lock) */
+    c->tc.reads = c->tc.read_round_trips = c->tc.doorbells = c->tc.sends = c->tc.inline_sends = 0;
     if (c->shared)
         tctx_sum(c, &c->tbase);
 }

@@ -37,13 +37,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "rdma_util.h"
 #include "read_cost.h"
+#include "read_lane.h"
 #include "transport.h"
 #include "util.h"
 
@@ -54,6 +57,33 @@
 #define SPIN_NS      200000ull /* busy-poll this long before sleeping on the channel */
 #define SLEEP_MAX_MS 100       /* longest sleep between looks at the connection */
 #define PROBE_ROUNDS 9u        /* read_cost(): timed doorbells of 1 and of 2 READs */
+#define LANE_DEPTH   128u      /* READs in flight on one lane */
+
+/* A READ lane (design.md, "Over rdma"): an RC QP of its own to the server
+ * that carries only the READs of a shared handle's threads, in a thread
+ * domain of its own where the device offers one. Its post and CQ poll run
+ * under its spinlock; completions go to their readers by wr_id. */
+struct read_lane {
+    pthread_spinlock_t lock;
+    struct rdma_event_channel *channel;
+    struct rdma_cm_id *id;
+    struct ibv_td *td; /* NULL: the device has none (Soft-RoCE): the plain PD */
+    struct ibv_pd *pd; /* the parent domain over td, or the connection's PD */
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    uint32_t outstanding; /* READs posted, not completed (under lock) */
+    int dead;             /* atomic: a READ failed; every read on the lane fails */
+    char why[300];        /* set once, before dead */
+};
+
+/* A thread's reads on this connection: where they land (registered; copied
+ * to the caller's buffer) and how its current read is doing. */
+struct lane_reader {
+    struct rkv_rdma_buf land;
+    uint32_t seq;  /* atomic: the read under way (its WRs' low wr_id half) */
+    uint32_t left; /* atomic: its READs not completed yet */
+    int failed;    /* atomic: the first failed completion's status, or 0 */
+};
 
 struct rdma_ctrans {
     struct rkv_ctrans ctrans;           /* first: what the ops take (transport.h) */
@@ -97,8 +127,17 @@ struct rdma_ctrans {
     struct ibv_recv_wr *rwr; /* scratch: MAX_CREDITS receive WRs */
     struct ibv_sge *rsge;
     uint64_t next_cm_check; /* rkv_now_ns() of the next look at cm events in a wait */
-    char why[400];          /* what killed the connection (the first failure) */
-    char peer[80];          /* "192.0.2.1:7471" */
+    /* READ lanes (read_shared): made by readers under lanes_lock, read without */
+    pthread_mutex_t lanes_lock;
+    struct read_lane *lanes[RKV_LANES_MAX]; /* atomic pointers; NULL until a reader needs it */
+    struct lane_reader **readers;           /* RKV_SHARED_READERS_MAX atomic pointers, or NULL */
+    uint32_t lanes_max;                     /* rkv_lanes_max(); 0: no lanes */
+    int lanes_off;                          /* atomic: opening a lane failed; read_shared is busy */
+    uint32_t lane_key;                      /* from HELLO */
+    struct sockaddr_storage dst;            /* the server, for the lanes' connects */
+    unsigned retry_count, ack_timeout;
+    char why[400]; /* what killed the connection (the first failure) */
+    char peer[80]; /* "192.0.2.1:7471" */
 };
 
 static inline struct rdma_ctrans *rdma_ctrans_of(struct rkv_ctrans *ctrans)
@@ -107,6 +146,7 @@ static inline struct rdma_ctrans *rdma_ctrans_of(struct rkv_ctrans *ctrans)
 }
 
 static void check_cm(struct rdma_ctrans *t);
+static void lanes_close(struct rdma_ctrans *t);
 
 /* While a wait finds nothing: notice a disconnect within a millisecond
  * instead of waiting for the transport's retries to give up. */
@@ -176,14 +216,14 @@ static rkv_status sq_wait(struct rdma_ctrans *t, uint32_t limit, const char *wha
 }
 
 /* Wait for the next cm event; RKV_OK if it is `want`, else err explains. */
-static rkv_status wait_cm(struct rdma_ctrans *t, enum rdma_cm_event_type want, uint64_t deadline,
-                          char *err, size_t err_len)
+static rkv_status wait_cm(struct rdma_ctrans *t, struct rdma_event_channel *channel,
+                          enum rdma_cm_event_type want, uint64_t deadline, char *err, size_t err_len)
 {
     struct rdma_cm_event *ev;
-    struct pollfd pfd = { .fd = t->channel->fd, .events = POLLIN };
+    struct pollfd pfd = { .fd = channel->fd, .events = POLLIN };
 
     for (;;) {
-        if (rdma_get_cm_event(t->channel, &ev) == 0)
+        if (rdma_get_cm_event(channel, &ev) == 0)
             break;
         if (errno != EAGAIN && errno != EINTR) {
             rkv_rdma_errno_error(errno, "rdma_get_cm_event", err, err_len);
@@ -253,6 +293,7 @@ static void cli_close(struct rkv_ctrans *ctrans)
     if (ctrans == NULL)
         return;
     struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
+    lanes_close(t);
     if (t->qp != NULL) {
         struct ibv_qp_attr err_state = { .qp_state = IBV_QPS_ERR };
         ibv_modify_qp(t->qp, &err_state, IBV_QP_STATE);
@@ -283,42 +324,50 @@ static void cli_close(struct rkv_ctrans *ctrans)
     free(t->ssge);
     free(t->rwr);
     free(t->rsge);
+    pthread_mutex_destroy(&t->lanes_lock);
     free(t);
 }
 
 /* ------------------------------------------------------------ connect */
 
 /* Resolve address and route, checking the device and port on the way. */
-static rkv_status rdma_client_resolve(struct rdma_ctrans *t, const struct sockaddr *dst,
-                                      const char *device, uint64_t deadline, char *err,
-                                      size_t err_len)
+/* Resolve address and route of id (the connection's, or a READ lane's on
+ * its own channel), checking the device and port on the way: the
+ * connection opens its context on that device; a lane must reach the
+ * server through the device the connection's context is on. */
+static rkv_status rdma_client_resolve(struct rdma_ctrans *t, struct rdma_cm_id *id,
+                                      struct rdma_event_channel *channel,
+                                      const struct sockaddr *dst, const char *device,
+                                      uint64_t deadline, char *err, size_t err_len)
 {
     unsigned step_ms = RKV_MIN(t->timeout_ms, RKV_RDMA_CM_TIMEOUT_MS);
     rkv_status st;
 
-    if (rdma_resolve_addr(t->id, NULL, (struct sockaddr *)(uintptr_t)dst, (int)step_ms) != 0) {
+    if (rdma_resolve_addr(id, NULL, (struct sockaddr *)(uintptr_t)dst, (int)step_ms) != 0) {
         rkv_rdma_errno_error(errno, "rdma_resolve_addr", err, err_len);
         return RKV_CONNECTION;
     }
-    st = wait_cm(t, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, err, err_len);
+    st = wait_cm(t, channel, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, err, err_len);
     if (st != RKV_OK)
         return st;
-    if (device != NULL && strcmp(device, rkv_rdma_device_name(t->id->verbs)) != 0) {
+    if (device != NULL && strcmp(device, rkv_rdma_device_name(id->verbs)) != 0) {
         snprintf(err, err_len, "the server is reached through RDMA device %s, not %s (rdma_device)",
-                 rkv_rdma_device_name(t->id->verbs), device);
+                 rkv_rdma_device_name(id->verbs), device);
         return RKV_INVALID;
     }
-    st = rkv_rdma_open_device(rkv_rdma_device_name(t->id->verbs), &t->verbs, err, err_len);
-    if (st != RKV_OK)
-        return st;
-    st = rkv_rdma_check_port(t->verbs, t->id->port_num, err, err_len);
-    if (st != RKV_OK)
-        return st;
-    if (rdma_resolve_route(t->id, (int)step_ms) != 0) {
+    if (t->verbs == NULL) {
+        st = rkv_rdma_open_device(rkv_rdma_device_name(id->verbs), &t->verbs, err, err_len);
+        if (st != RKV_OK)
+            return st;
+        st = rkv_rdma_check_port(t->verbs, id->port_num, err, err_len);
+        if (st != RKV_OK)
+            return st;
+    }
+    if (rdma_resolve_route(id, (int)step_ms) != 0) {
         rkv_rdma_errno_error(errno, "rdma_resolve_route", err, err_len);
         return RKV_CONNECTION;
     }
-    return wait_cm(t, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, err, err_len);
+    return wait_cm(t, channel, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, err, err_len);
 }
 
 /* PD, CQs, QP and the buffers needed before HELLO. */
@@ -422,6 +471,10 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
         return RKV_NO_MEMORY;
     }
     t->ctr = counters ? counters : &t->own_ctr;
+    pthread_mutex_init(&t->lanes_lock, NULL);
+    memcpy(&t->dst, &dst, sizeof dst);
+    t->retry_count = params.retry_count;
+    t->ack_timeout = params.ack_timeout;
     t->timeout_ms = params.timeout_ms;
     t->interval = params.signal_interval;
     t->credits = 1;
@@ -443,7 +496,8 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     st = rkv_rdma_open_id(t, &t->channel, &t->id, err, err_len);
     if (st != RKV_OK)
         goto fail;
-    st = rdma_client_resolve(t, (struct sockaddr *)&dst, params.device, deadline, err, err_len);
+    st = rdma_client_resolve(t, t->id, t->channel, (struct sockaddr *)&dst, params.device, deadline,
+                             err, err_len);
     if (st != RKV_OK)
         goto fail;
     st = setup_qp(t, params.local_buf_size, err, err_len);
@@ -462,7 +516,9 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
     /* what the server's keepalive probe may read: the staging buffer's start */
     struct rkv_rdma_connect_info info = { .magic = RKV_RDMA_CONNECT_MAGIC,
                                           .rkey = t->staging.mr->rkey,
-                                          .addr = (uint64_t)(uintptr_t)t->staging.mem };
+                                          .addr = (uint64_t)(uintptr_t)t->staging.mem,
+                                          .flags = params.lane_key ? RKV_RDMA_CONNECT_LANE : 0,
+                                          .lane_key = params.lane_key };
     cp.private_data = &info;
     cp.private_data_len = sizeof info;
     rkv_rdma_set_ack_timeout(t->id, params.ack_timeout);
@@ -475,7 +531,7 @@ static rkv_status cli_connect_to(const char *addr, const struct rkv_ctrans_param
      * RTS ourselves, then tell the server (RTU) with rdma_establish(). INIT
      * again first, as librdmacm does: only now are the READ resources known.
      * Remote access: the server may READ our staging buffer, nothing else. */
-    st = wait_cm(t, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, err, err_len);
+    st = wait_cm(t, t->channel, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, err, err_len);
     if (st != RKV_OK)
         goto fail;
     int rc = rkv_rdma_modify_qp(t->id, t->qp, IBV_QPS_INIT, IBV_ACCESS_REMOTE_READ);
@@ -564,6 +620,12 @@ static rkv_status cli_set_region(struct rkv_ctrans *ctrans, const struct rkv_hel
     t->credits = h->credits;
     t->max_msg = h->max_msg;
     t->sq.keep = 2 * t->interval;
+    if ((h->features & RKV_FEATURE_LANES) && h->lane_key != 0) {
+        const char *cap = getenv("RKV_RDMA_LANES");
+        t->lanes_max = rkv_lanes_max(sysconf(_SC_NPROCESSORS_ONLN),
+                                     cap && *cap ? (uint32_t)strtoul(cap, NULL, 10) : UINT32_MAX);
+        t->lane_key = h->lane_key;
+    }
     t->have_region = true;
     return RKV_OK;
 }
@@ -694,6 +756,352 @@ static enum rkv_read_cost cli_read_cost(struct rkv_ctrans *ctrans)
               cost == RKV_COST_PER_READ ? "the second bucket only when needed"
                                         : "both buckets in one doorbell");
     return cost;
+}
+
+/* ------------------------------------------------------------ READ lanes */
+
+static void lane_free(struct rdma_ctrans *t, struct read_lane *ln)
+{
+    (void)t;
+    if (ln->qp != NULL) {
+        struct ibv_qp_attr err_state = { .qp_state = IBV_QPS_ERR };
+        ibv_modify_qp(ln->qp, &err_state, IBV_QP_STATE);
+        rdma_disconnect(ln->id);
+        ibv_destroy_qp(ln->qp);
+    }
+    if (ln->cq != NULL)
+        ibv_destroy_cq(ln->cq);
+    if (ln->td != NULL) { /* ln->pd is the parent domain over it */
+        if (ln->pd != NULL)
+            ibv_dealloc_pd(ln->pd);
+        ibv_dealloc_td(ln->td);
+    }
+    if (ln->id != NULL)
+        rdma_destroy_id(ln->id);
+    if (ln->channel != NULL)
+        rdma_destroy_event_channel(ln->channel);
+    pthread_spin_destroy(&ln->lock);
+    free(ln);
+}
+
+/* Every lane and reader: the caller (close) has no reader left (the client
+ * retires its view, waiting its readers out, before it closes). */
+static void lanes_close(struct rdma_ctrans *t)
+{
+    for (unsigned i = 0; i < RKV_LANES_MAX; i++)
+        if (t->lanes[i] != NULL)
+            lane_free(t, t->lanes[i]);
+    for (unsigned i = 0; t->readers != NULL && i < RKV_SHARED_READERS_MAX; i++) {
+        if (t->readers[i] != NULL) {
+            rkv_rdma_buf_free(&t->readers[i]->land);
+            free(t->readers[i]);
+        }
+    }
+    free(t->readers);
+}
+
+/* The lane's protection domain: a parent domain with a thread domain of its
+ * own where the device offers one (the provider then drops its QP lock and,
+ * on mlx5, gives the lane a doorbell of its own), else the connection's PD
+ * (Soft-RoCE: ibv_alloc_td fails with EOPNOTSUPP). Both counted. */
+static rkv_status lane_domain(struct rdma_ctrans *t, struct read_lane *ln, char *err, size_t err_len)
+{
+    struct ibv_td_init_attr td_attr = { 0 };
+
+    ln->td = ibv_alloc_td(t->verbs, &td_attr);
+    if (ln->td != NULL) {
+        struct ibv_parent_domain_init_attr pa = { .pd = t->pd, .td = ln->td };
+        ln->pd = ibv_alloc_parent_domain(t->verbs, &pa);
+        if (ln->pd == NULL) {
+            rkv_rdma_errno_error(errno, "ibv_alloc_parent_domain", err, err_len);
+            return RKV_CONNECTION;
+        }
+        __atomic_add_fetch(&t->ctr->lanes_td, 1, __ATOMIC_RELAXED);
+        return RKV_OK;
+    }
+    RKV_DEBUG("rdma %s: no thread domain for a READ lane (%s): the lane shares the PD", t->peer,
+              strerror(errno ? errno : EOPNOTSUPP));
+    ln->pd = t->pd;
+    return RKV_OK;
+}
+
+/* The lane's QP in its domain, connected to the server as a READ lane. */
+static rkv_status lane_connect(struct rdma_ctrans *t, struct read_lane *ln, char *err, size_t err_len)
+{
+    uint64_t deadline = rkv_now_ns() + t->timeout_ms * 1000000ull;
+    struct rkv_rdma_caps caps;
+    struct rdma_conn_param cp = { 0 };
+    uint32_t no_inline = 0;
+    rkv_status st;
+
+    st = rkv_rdma_open_id(ln, &ln->channel, &ln->id, err, err_len);
+    if (st == RKV_OK)
+        st = rdma_client_resolve(t, ln->id, ln->channel, (struct sockaddr *)&t->dst,
+                                 rkv_rdma_device_name(t->verbs), deadline, err, err_len);
+    if (st == RKV_OK)
+        st = rkv_rdma_query_caps(t->verbs, &caps, err, err_len);
+    if (st == RKV_OK)
+        st = lane_domain(t, ln, err, err_len);
+    if (st != RKV_OK)
+        return st;
+    ln->cq = ibv_create_cq(t->verbs, (int)RKV_MIN(2 * LANE_DEPTH, caps.max_cqe), NULL, NULL, 0);
+    if (ln->cq == NULL) {
+        rkv_rdma_errno_error(errno, "ibv_create_cq (READ lane)", err, err_len);
+        return RKV_CONNECTION;
+    }
+    st = rkv_rdma_create_qp(NULL, ln->pd, ln->cq, ln->cq, NULL, RKV_MIN(LANE_DEPTH, caps.max_qp_wr),
+                            1, &no_inline, &ln->qp, err, err_len);
+    if (st != RKV_OK)
+        return st;
+    int rc = rkv_rdma_modify_qp(ln->id, ln->qp, IBV_QPS_INIT, 0);
+    if (rc != 0) {
+        rkv_rdma_errno_error(rc, "ibv_modify_qp(INIT) (READ lane)", err, err_len);
+        return RKV_CONNECTION;
+    }
+    struct rkv_rdma_connect_info info = { .magic = RKV_RDMA_CONNECT_MAGIC,
+                                          .flags = RKV_RDMA_CONNECT_LANE,
+                                          .lane_key = t->lane_key };
+    /* both depths, as the connection asks: the server answers a lane's
+     * READ depth from them the way it answers the connection's */
+    cp.initiator_depth = caps.max_init_rd_atom;
+    cp.responder_resources = caps.max_rd_atom;
+    cp.retry_count = (uint8_t)t->retry_count;
+    cp.qp_num = ln->qp->qp_num;
+    cp.private_data = &info;
+    cp.private_data_len = sizeof info;
+    rkv_rdma_set_ack_timeout(ln->id, t->ack_timeout);
+    if (rdma_connect(ln->id, &cp) != 0) {
+        rkv_rdma_errno_error(errno, "rdma_connect (READ lane)", err, err_len);
+        return RKV_CONNECTION;
+    }
+    st = wait_cm(t, ln->channel, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, err, err_len);
+    if (st != RKV_OK)
+        return st;
+    rc = rkv_rdma_modify_qp(ln->id, ln->qp, IBV_QPS_INIT, 0);
+    if (rc == 0)
+        rc = rkv_rdma_modify_qp(ln->id, ln->qp, IBV_QPS_RTR, 0);
+    if (rc == 0)
+        rc = rkv_rdma_modify_qp(ln->id, ln->qp, IBV_QPS_RTS, 0);
+    if (rc == 0 && rdma_establish(ln->id) != 0)
+        rc = errno;
+    if (rc != 0) {
+        rkv_rdma_errno_error(rc, "connecting a READ lane", err, err_len);
+        rdma_reject(ln->id, NULL, 0);
+        return RKV_CONNECTION;
+    }
+    return RKV_OK;
+}
+
+/* Lane i, opened on first use. NULL when it cannot be had: lanes are then
+ * off for this connection (its threads read under the handle's lock). */
+static struct read_lane *lane_get(struct rdma_ctrans *t, uint32_t i)
+{
+    struct read_lane *ln = __atomic_load_n(&t->lanes[i], __ATOMIC_ACQUIRE);
+    char err[400];
+
+    if (RKV_LIKELY(ln != NULL))
+        return ln;
+    pthread_mutex_lock(&t->lanes_lock);
+    ln = t->lanes[i];
+    if (ln == NULL && !__atomic_load_n(&t->lanes_off, __ATOMIC_RELAXED) &&
+        (ln = calloc(1, sizeof *ln)) != NULL) {
+        pthread_spin_init(&ln->lock, PTHREAD_PROCESS_PRIVATE);
+        if (lane_connect(t, ln, err, sizeof err) != RKV_OK) {
+            RKV_WARN("rdma %s: cannot open a READ lane: %s; threads read under the handle's lock",
+                     t->peer, err);
+            lane_free(t, ln);
+            ln = NULL;
+            __atomic_store_n(&t->lanes_off, 1, __ATOMIC_RELAXED);
+        } else {
+            __atomic_add_fetch(&t->ctr->lanes, 1, __ATOMIC_RELAXED);
+            RKV_DEBUG("rdma %s: READ lane %u open (%s)", t->peer, i,
+                      ln->td ? "thread domain" : "shared PD");
+            __atomic_store_n(&t->lanes[i], ln, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&t->lanes_lock);
+    return ln;
+}
+
+/* Reader r's state, its landing buffer at least `len` bytes (registered
+ * anew when it grows: only its own thread uses it, none of its READs are
+ * out between reads). NULL when out of memory. */
+static struct lane_reader *reader_get(struct rdma_ctrans *t, uint32_t r, size_t len)
+{
+    struct lane_reader **all = __atomic_load_n(&t->readers, __ATOMIC_ACQUIRE);
+    struct lane_reader *rd = all != NULL ? __atomic_load_n(&all[r], __ATOMIC_ACQUIRE) : NULL;
+    char err[300];
+
+    if (RKV_UNLIKELY(rd == NULL)) {
+        pthread_mutex_lock(&t->lanes_lock);
+        if (t->readers == NULL)
+            __atomic_store_n(&t->readers, calloc(RKV_SHARED_READERS_MAX, sizeof *t->readers),
+                             __ATOMIC_RELEASE);
+        if (t->readers != NULL && (rd = t->readers[r]) == NULL && (rd = calloc(1, sizeof *rd)) != NULL)
+            __atomic_store_n(&t->readers[r], rd, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&t->lanes_lock);
+        if (rd == NULL)
+            return NULL;
+    }
+    if (RKV_UNLIKELY(rd->land.size < len)) {
+        struct rkv_rdma_buf b = { 0 };
+        if (rkv_rdma_buf_alloc(t->pd, len, IBV_ACCESS_LOCAL_WRITE, "READ lane landing buffer", &b,
+                               err, sizeof err) != RKV_OK) {
+            RKV_WARN("rdma %s: %s", t->peer, err);
+            return NULL;
+        }
+        rkv_rdma_buf_free(&rd->land);
+        rd->land = b;
+    }
+    return rd;
+}
+
+static void lane_fail(struct read_lane *ln, const char *why)
+{
+    if (!__atomic_load_n(&ln->dead, __ATOMIC_ACQUIRE)) {
+        snprintf(ln->why, sizeof ln->why, "%s", why);
+        __atomic_store_n(&ln->dead, 1, __ATOMIC_RELEASE);
+    }
+}
+
+/* Under the lane's lock: take its completions, each to the reader whose
+ * read it belongs to (a late one of an abandoned read is dropped). */
+static void lane_poll(struct rdma_ctrans *t, struct read_lane *ln)
+{
+    struct ibv_wc wcs[16];
+    int n = ibv_poll_cq(ln->cq, (int)RKV_ARRAY_SIZE(wcs), wcs);
+
+    if (RKV_UNLIKELY(n < 0)) {
+        lane_fail(ln, "ibv_poll_cq failed on a READ lane");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        uint32_t r = rkv_lane_wr_reader(wcs[i].wr_id);
+        struct lane_reader **all = __atomic_load_n(&t->readers, __ATOMIC_ACQUIRE);
+        struct lane_reader *rd = r < RKV_SHARED_READERS_MAX && all != NULL
+                                     ? __atomic_load_n(&all[r], __ATOMIC_ACQUIRE)
+                                     : NULL;
+        ln->outstanding--;
+        if (RKV_UNLIKELY(wcs[i].status != IBV_WC_SUCCESS)) {
+            char msg[300];
+            rkv_rdma_wc_error(wcs[i].status, "RDMA READ on a READ lane", msg, sizeof msg);
+            lane_fail(ln, msg);
+        }
+        if (rd == NULL ||
+            __atomic_load_n(&rd->seq, __ATOMIC_RELAXED) != rkv_lane_wr_seq(wcs[i].wr_id))
+            continue;
+        if (wcs[i].status != IBV_WC_SUCCESS)
+            __atomic_store_n(&rd->failed, (int)wcs[i].status, __ATOMIC_RELAXED);
+        __atomic_sub_fetch(&rd->left, 1, __ATOMIC_RELEASE);
+    }
+}
+
+/* Post rd's n READs (wrs chained) on the lane, once it has room. */
+static rkv_status lane_post(struct rdma_ctrans *t, struct read_lane *ln, struct ibv_send_wr *wrs,
+                            unsigned n)
+{
+    struct ibv_send_wr *bad = NULL;
+    rkv_status st = RKV_OK;
+
+    pthread_spin_lock(&ln->lock);
+    while (ln->outstanding + n > LANE_DEPTH && !__atomic_load_n(&ln->dead, __ATOMIC_ACQUIRE))
+        lane_poll(t, ln);
+    if (__atomic_load_n(&ln->dead, __ATOMIC_ACQUIRE))
+        st = RKV_CONNECTION;
+    else if (RKV_UNLIKELY(ibv_post_send(ln->qp, wrs, &bad) != 0)) {
+        lane_fail(ln, "ibv_post_send (RDMA READ on a READ lane) failed");
+        st = RKV_CONNECTION;
+    } else {
+        ln->outstanding += n;
+    }
+    pthread_spin_unlock(&ln->lock);
+    return st;
+}
+
+/* Wait until rd's READs have completed, polling the lane whenever no other
+ * waiter is; bounded by the connection's timeout. */
+static rkv_status lane_wait(struct rdma_ctrans *t, struct read_lane *ln, struct lane_reader *rd)
+{
+    uint64_t deadline = 0;
+    unsigned spins = 0;
+
+    while (__atomic_load_n(&rd->left, __ATOMIC_ACQUIRE) != 0) {
+        if (pthread_spin_trylock(&ln->lock) == 0) {
+            lane_poll(t, ln);
+            pthread_spin_unlock(&ln->lock);
+        }
+        if (RKV_UNLIKELY((++spins & 1023u) == 0)) {
+            uint64_t now = rkv_now_ns();
+            if (deadline == 0)
+                deadline = now + t->timeout_ms * 1000000ull;
+            if (now >= deadline) {
+                lane_fail(ln, "a READ lane's READ did not complete in time");
+                return RKV_TIMEOUT;
+            }
+            if (__atomic_load_n(&ln->dead, __ATOMIC_ACQUIRE) &&
+                __atomic_load_n(&rd->left, __ATOMIC_ACQUIRE) != 0)
+                return RKV_CONNECTION; /* the lane failed: its flushes may not come */
+        }
+    }
+    return __atomic_load_n(&rd->failed, __ATOMIC_RELAXED) != 0 ? RKV_CONNECTION : RKV_OK;
+}
+
+/* read() for any thread: reader's READs on its lane, landing in the
+ * reader's registered buffer and copied to `local` (a GET round's few
+ * lines, beside a round trip). */
+static rkv_status cli_read_shared(struct rkv_ctrans *ctrans, unsigned reader,
+                                  const struct rkv_read_op *ops, unsigned n, const void *local,
+                                  size_t local_len)
+{
+    struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
+    struct ibv_send_wr wrs[MAX_READS];
+    struct ibv_sge sges[MAX_READS];
+    const uint8_t *lo = local;
+
+    if (RKV_UNLIKELY(t->lanes_max == 0 || reader >= RKV_SHARED_READERS_MAX ||
+                     __atomic_load_n(&t->lanes_off, __ATOMIC_RELAXED)))
+        return RKV_SERVER_BUSY;
+    if (RKV_UNLIKELY(n > MAX_READS))
+        return RKV_INVALID;
+    struct read_lane *ln = lane_get(t, rkv_lane_pick(reader, t->lanes_max));
+    struct lane_reader *rd = ln != NULL ? reader_get(t, reader, local_len) : NULL;
+    if (RKV_UNLIKELY(rd == NULL))
+        return RKV_SERVER_BUSY;
+    if (RKV_UNLIKELY(__atomic_load_n(&ln->dead, __ATOMIC_ACQUIRE)))
+        return RKV_CONNECTION; /* cli_why() says why */
+    uint32_t seq = __atomic_load_n(&rd->seq, __ATOMIC_RELAXED) + 1;
+    for (unsigned i = 0; i < n; i++) {
+        const struct rkv_read_op *op = &ops[i];
+        const uint8_t *d = op->dst;
+        if (RKV_UNLIKELY(op->len == 0 || op->offset > t->region_size ||
+                         op->len > t->region_size - op->offset || d < lo || d > lo + local_len ||
+                         op->len > (size_t)(lo + local_len - d)))
+            return RKV_INVALID;
+        sges[i] = (struct ibv_sge){ .addr = (uintptr_t)(rd->land.mem + (d - lo)),
+                                    .length = op->len,
+                                    .lkey = rd->land.mr->lkey };
+        wrs[i] = (struct ibv_send_wr){ .wr_id = rkv_lane_wr_id(reader, seq),
+                                       .next = i + 1 < n ? &wrs[i + 1] : NULL,
+                                       .sg_list = &sges[i],
+                                       .num_sge = 1,
+                                       .opcode = IBV_WR_RDMA_READ,
+                                       .send_flags = IBV_SEND_SIGNALED,
+                                       .wr.rdma = { .remote_addr = t->region_addr + op->offset,
+                                                    .rkey = t->rkey } };
+    }
+    __atomic_store_n(&rd->seq, seq, __ATOMIC_RELAXED);
+    __atomic_store_n(&rd->failed, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&rd->left, n, __ATOMIC_RELAXED);
+    rkv_status st = lane_post(t, ln, wrs, n);
+    if (st == RKV_OK)
+        st = lane_wait(t, ln, rd);
+    if (RKV_UNLIKELY(st != RKV_OK)) {
+        __atomic_store_n(&rd->seq, seq + 1, __ATOMIC_RELAXED); /* late completions: not ours */
+        return st;
+    }
+    for (unsigned i = 0; i < n; i++)
+        memcpy(ops[i].dst, rd->land.mem + ((const uint8_t *)ops[i].dst - lo), ops[i].len);
+    return RKV_OK;
 }
 
 static void *cli_send_buf(struct rkv_ctrans *ctrans, unsigned i)
@@ -876,6 +1284,11 @@ static void *cli_staging(struct rkv_ctrans *ctrans, size_t *cap, struct rkv_remo
 static const char *cli_why(struct rkv_ctrans *ctrans)
 {
     struct rdma_ctrans *t = rdma_ctrans_of(ctrans);
+    for (unsigned i = 0; t->why[0] == '\0' && i < RKV_LANES_MAX; i++) {
+        const struct read_lane *ln = __atomic_load_n(&t->lanes[i], __ATOMIC_ACQUIRE);
+        if (ln != NULL && __atomic_load_n(&ln->dead, __ATOMIC_ACQUIRE))
+            return ln->why; /* written once, before dead */
+    }
     return t->why;
 }
 
@@ -886,6 +1299,7 @@ const struct rkv_client_transport rkv_rdma_client_transport = {
     .set_region = cli_set_region,
     .local_buf = cli_local_buf,
     .read = cli_read,
+    .read_shared = cli_read_shared,
     .send_buf = cli_send_buf,
     .send = cli_send,
     .recv = cli_recv,

@@ -396,9 +396,11 @@ static rkv_status shm_read(struct rkv_ctrans *ctrans, const struct rkv_read_op *
     return RKV_OK;
 }
 
-static rkv_status shm_read_shared(struct rkv_ctrans *ctrans, const struct rkv_read_op *ops,
-                                  unsigned n, const void *local, size_t local_len)
+static rkv_status shm_read_shared(struct rkv_ctrans *ctrans, unsigned reader,
+                                  const struct rkv_read_op *ops, unsigned n, const void *local,
+                                  size_t local_len)
 {
+    (void)reader; /* a copy: every thread reads the mapping itself */
     return read_into(shm_ctrans_of(ctrans), ops, n, local, local_len);
 }
 

@@ -104,11 +104,17 @@ struct rkv_hello {
     uint64_t generation;  /* must match the region header's */
     uint64_t clock;       /* server clock now */
     uint32_t features;    /* RKV_FEATURE_* the server wants */
-    uint32_t reserved;    /* 0 */
+    uint32_t lane_key;    /* with RKV_FEATURE_LANES: what a READ lane's connect carries;
+                             else 0 (older servers: the reserved 0) */
 };
 
 #define RKV_FEATURE_HINTS 1u /* send access hints: the server evicts by recency */
 #define RKV_FEATURE_MORE  2u /* the server reads RKV_REQ_MORE (older servers refuse it) */
+/* rdma: the server accepts READ lanes, QPs that carry only one-sided READs,
+ * opened by a shared handle's threads (rdma_util.h RKV_RDMA_CONNECT_LANE,
+ * authenticated by lane_key). Older servers offer no lanes: threads then
+ * GET through the connection, under the handle's lock. */
+#define RKV_FEATURE_LANES 4u
 
 /* A request that passed rkv_req_parse(): pointers into the message. */
 struct rkv_req_view {

@@ -186,6 +186,8 @@ static const char *reject_reason_text(uint32_t reason)
                "connect to the address of the device it listens on (see its rdma_device)";
     case RKV_REJECT_RESOURCES:
         return "it could not create the queue pair or buffers for us (see the server log: memlock or device limits)";
+    case RKV_REJECT_LANE_KEY:
+        return "a READ lane's key is not its own (the server restarted since the HELLO?)";
     }
     return "for an unknown reason (a newer server?)";
 }

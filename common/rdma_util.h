@@ -67,7 +67,18 @@ struct rkv_rdma_connect_info {
     uint32_t magic; /* RKV_RDMA_CONNECT_MAGIC */
     uint32_t rkey;
     uint64_t addr;
+    /* A READ lane's (client/rdma_client.c) connect also carries these: a
+     * server that offered RKV_FEATURE_LANES reads them, older servers read
+     * the 16 bytes above only. */
+    uint32_t flags;    /* RKV_RDMA_CONNECT_LANE, or 0 */
+    uint32_t lane_key; /* the server's, from the owning connection's HELLO reply */
 };
+/* The connection is a READ lane: one-sided READs of the region only. The
+ * server gives it a QP and nothing else (no credits, no receive or reply
+ * buffers, no worker) and closes it if it ever sends a message. */
+#define RKV_RDMA_CONNECT_LANE 1u
+/* A READ lane request is at least this long (magic through lane_key). */
+#define RKV_RDMA_CONNECT_LANE_LEN 24u
 
 /* Private data of an rdma_reject(): why the server refused a connection. */
 #define RKV_RDMA_REJECT_MAGIC 0x524a4b52u /* "RKJR" */
@@ -75,6 +86,7 @@ enum rkv_rdma_reject_reason {
     RKV_REJECT_TOO_MANY = 1, /* the server is at max_conns */
     RKV_REJECT_WRONG_DEVICE, /* arrived on a device the region is not registered on */
     RKV_REJECT_RESOURCES,    /* could not create the QP / buffers */
+    RKV_REJECT_LANE_KEY,     /* a READ lane's key is not the listener's */
 };
 struct rkv_rdma_reject {
     uint32_t magic;  /* RKV_RDMA_REJECT_MAGIC */

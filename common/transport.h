@@ -77,6 +77,9 @@ struct rkv_ctrans_params {
     const char *device;       /* rdma: device name, NULL = rdma_cm's choice */
     unsigned ack_timeout;     /* rdma: RC ACK timeout exponent (rdma_util.h) */
     unsigned retry_count;     /* rdma: RC retransmissions (rdma_util.h) */
+    uint32_t lane_key;        /* rdma, tests only: nonzero connects as a READ lane with this
+                                 key (the server's, from a HELLO): a lane that then sends
+                                 must be closed. librkv opens its lanes itself. */
 };
 
 #define RKV_CTRANS_MAX_LOCAL_BUF (1ull << 30) /* local_buf_size: a mapping, not a cache */
@@ -97,7 +100,14 @@ rkv_status rkv_ctrans_params_resolve(const struct rkv_ctrans_params *p,
 /* Counters a transport bumps; owned by the caller, shared over its shards. */
 struct rkv_trans_counters {
     uint64_t reads, read_round_trips, doorbells, sends, inline_sends;
+    /* rdma READ lanes opened, and of those in a thread domain of their own;
+     * bumped atomically by whichever thread opens one, never reset */
+    uint64_t lanes, lanes_td;
 };
+
+/* Thread contexts (read_shared's `reader`) a transport serves at most; a
+ * thread past them reads under the handle's lock. */
+#define RKV_SHARED_READERS_MAX 4096u
 
 /* One connection, one thread: the generic part of a client transport's own
  * connection struct (shm_ctrans, rdma_ctrans; see the top of this file). */
@@ -152,13 +162,18 @@ struct rkv_client_transport {
      * RKV_CONNECTION or RKV_TIMEOUT (the connection is then unusable). */
     rkv_status (*read)(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n);
 
-    /* Optional (NULL where reads go through the connection's own queue:
-     * rdma). read() for any thread at once, beside the owner's calls: lands
+    /* Optional (NULL where reads go only through the connection's own
+     * queue). read() for any thread at once, beside the owner's calls: lands
      * in the caller's `local` (local_len bytes) instead of local_buf(),
-     * counts nothing and changes nothing in the connection (a dead server's
-     * RKV_CONNECTION is for the caller to act on, under its own lock). */
-    rkv_status (*read_shared)(struct rkv_ctrans *t, const struct rkv_read_op *ops, unsigned n,
-                              const void *local, size_t local_len);
+     * counts nothing in the connection's counters (a dead server's
+     * RKV_CONNECTION is for the caller to act on, under its own lock).
+     * `reader` (< RKV_SHARED_READERS_MAX) names the calling thread's context:
+     * one thread's at a time. shm copies from its mapping; rdma posts on a
+     * READ lane (rdma_client.c) and answers RKV_SERVER_BUSY, having read
+     * nothing, where it has no lane to offer (the server offers none, or
+     * opening one failed): the caller then reads through read(). */
+    rkv_status (*read_shared)(struct rkv_ctrans *t, unsigned reader, const struct rkv_read_op *ops,
+                              unsigned n, const void *local, size_t local_len);
 
     /* Optional (NULL where a read's source is not this host's memory: rdma).
      * Start loading bytes [offset, offset+len) of the region into the CPU's
@@ -307,6 +322,10 @@ struct rkv_msg_transport_ops {
      * address as clients must use them (rdma); zeros where clients map the
      * region (shm). */
     void (*region_desc)(struct rkv_listener *l, uint32_t *rkey, uint64_t *addr);
+    /* Optional (NULL where clients read no lanes: shm). Main thread, for
+     * each HELLO reply: the key a READ lane's connect must carry (rdma;
+     * RKV_FEATURE_LANES), never 0. */
+    uint32_t (*lane_key)(struct rkv_listener *l);
     /* Required. Where reply i of the current batch goes (the answer to its
      * i-th request): max_msg bytes, which the peer may be able to read
      * (shm) — write it, never read it back. */

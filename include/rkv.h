@@ -39,10 +39,18 @@
  * A shared handle (rkv_options.flags = RKV_OPT_SHARED) keeps one connection
  * per server for any number of threads, which may make any calls on it at
  * once, but rkv_close (no call may be running or follow). The rules:
- *   - A GET over shm takes no lock: each thread reads the mapped region
- *     through its own small context (made on its first call, freed by
- *     rkv_close; a thread that exits leaves it until then). Over rdma, and
- *     while a server is down, a GET takes the handle's lock as writes do.
+ *   - A GET takes no lock: each thread reads through its own small context
+ *     (made on its first call, freed by rkv_close; a thread that exits
+ *     leaves it until then). Over shm it copies from the mapped region; over
+ *     rdma it posts its READs on one of the handle's READ lanes to that
+ *     server, QPs that carry only READs, opened as threads arrive: one per
+ *     thread up to the online CPUs (at most 64; the environment variable
+ *     RKV_RDMA_LANES=N caps them, 0 turns them off), later threads sharing
+ *     them. So a server holds 1 + lanes QPs per shared handle, not one per
+ *     thread. While a server is down, where it offers no lanes (older
+ *     servers) or a lane cannot be opened, and for a thread past the
+ *     4,096th, a GET takes the handle's lock as writes do. rkv_counters'
+ *     read_lanes and read_lanes_td count the lanes.
  *   - Every other call takes the handle's lock to queue its requests and
  *     to move the connection along; a synchronous call (rkv_put, rkv_delete,
  *     rkv_incr, a locked rkv_get) then waits for its own op's completion,
@@ -526,6 +534,10 @@ struct rkv_counters {
     uint64_t reconnects;       /* times the handle re-established a connection */
     uint64_t forwards;    /* READs that followed a superseded item's forward to its replacement */
     uint64_t cache_stale; /* GETs whose cached location was no longer the key's (index re-read) */
+    /* rdma, a shared handle: READ lanes opened for its threads' GETs, and of
+     * those in a thread domain of their own (where the device offers one;
+     * 0 on Soft-RoCE). Totals since connect: rkv_reset_counters keeps them. */
+    uint64_t read_lanes, read_lanes_td;
 };
 /* Copy the handle's counters to *out; rkv_reset_counters() zeroes them.
  * Returns: nothing; they cannot fail. */

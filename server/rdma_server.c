@@ -30,6 +30,14 @@
  * the listener never sees freed memory. PD, region MR and the event channel
  * are shared (refcounted) by the listener and its connections, so either
  * may be closed first.
+ *
+ * READ lanes (RKV_RDMA_CONNECT_LANE in the connect's private data, with the
+ * listener's lane key from a HELLO reply): a QP a shared handle's threads
+ * READ the region through (client/rdma_client.c). The listener keeps them
+ * itself, never a worker's: no credits, receive or reply buffers, one
+ * zero-length receive posted on one CQ all lanes share, so a lane that sends
+ * anything raises a completion there and is closed. At most max_conns lanes
+ * (a bound of their own); a lane goes with its client's disconnect.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -118,6 +127,21 @@ struct rdma_listener {
     int epfd;                 /* listener_fd: the cm channel and the device's async events */
     struct rdma_sconn *setup; /* accepted, not yet ESTABLISHED: owned by the listener */
     char addr[80];            /* for logs */
+    /* READ lanes: the listener's alone (see the top of the file) */
+    struct rdma_lane *lanes;
+    unsigned nlanes;
+    uint32_t lane_key;                  /* a random nonzero key a lane's connect must carry */
+    uint64_t lane_serials;              /* the last lane's serial (its receive's wr_id) */
+    struct ibv_comp_channel *lane_comp; /* in epfd: a lane's receive completed */
+    struct ibv_cq *lane_cq;             /* every lane's send and receive queue */
+};
+
+/* A READ lane: an RC QP that carries one-sided READs of the region only. */
+struct rdma_lane {
+    struct rdma_cm_id *id;
+    uint64_t serial; /* its receive's wr_id: a flushed one of a gone lane names no other */
+    struct rdma_lane *next;
+    char peer[80];
 };
 
 struct rdma_sconn {
@@ -951,6 +975,11 @@ static rkv_status srv_listen(const char *addr, const struct rkv_region *region,
         make_srqs(sh, p->workers, p->no_srq ? 0 : p->srq_depth, err, err_len) != RKV_OK ||
         make_listener_fd(l, err, err_len) != RKV_OK)
         goto fail;
+    while (l->lane_key == 0)
+        if (getrandom(&l->lane_key, sizeof l->lane_key, 0) != (ssize_t)sizeof l->lane_key) {
+            snprintf(err, err_len, "getrandom() failed: no key for READ lanes");
+            goto fail;
+        }
     if (rdma_listen(l->id, LISTEN_BACKLOG) != 0) {
         rkv_rdma_errno_error(errno, "rdma_listen", err, err_len);
         goto fail;
@@ -1011,6 +1040,205 @@ static void reject_request(struct srv_shared *sh, struct rdma_cm_event *ev,
     rdma_destroy_id(id);
 }
 
+/* ------------------------------------------------------------ READ lanes */
+
+static uint32_t srv_lane_key(struct rkv_listener *listener)
+{
+    return rdma_listener_of(listener)->lane_key;
+}
+
+static struct rdma_lane *lane_of_id(const struct rdma_listener *l, const struct rdma_cm_id *id)
+{
+    struct rdma_lane *ln = l->lanes;
+    while (ln != NULL && ln->id != id)
+        ln = ln->next;
+    return ln;
+}
+
+/* Unlink, disconnect and free a lane: its QP goes, and its place. */
+static void lane_destroy(struct rdma_listener *l, struct rdma_lane *ln)
+{
+    for (struct rdma_lane **pp = &l->lanes; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == ln) {
+            *pp = ln->next;
+            l->nlanes--;
+            break;
+        }
+    }
+    if (ln->id->qp != NULL) {
+        rdma_disconnect(ln->id);
+        rdma_destroy_qp(ln->id);
+    }
+    rdma_destroy_id(ln->id);
+    free(ln);
+}
+
+/* The lanes' CQ and its channel (in the listener's epoll set), made with
+ * the first lane: room for every lane's one receive, and as many flushed. */
+static bool lane_cq_make(struct rdma_listener *l, char *err, size_t err_len)
+{
+    struct srv_shared *sh = l->sh;
+    struct epoll_event ev = { .events = EPOLLIN };
+    struct ibv_comp_channel *comp;
+    int flags;
+
+    if (l->lane_cq != NULL)
+        return true;
+    comp = ibv_create_comp_channel(sh->verbs);
+    flags = comp != NULL ? fcntl(comp->fd, F_GETFL) : -1;
+    if (flags < 0 || fcntl(comp->fd, F_SETFL, flags | O_NONBLOCK) != 0 ||
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, comp->fd, &ev) != 0) {
+        rkv_rdma_errno_error(errno, "the READ lanes' completion channel", err, err_len);
+        if (comp != NULL)
+            ibv_destroy_comp_channel(comp);
+        return false;
+    }
+    struct ibv_cq *cq =
+        ibv_create_cq(sh->verbs, (int)RKV_MIN(2 * sh->max_conns + 64, sh->caps.max_cqe), l, comp, 0);
+    if (cq == NULL || ibv_req_notify_cq(cq, 0) != 0) {
+        rkv_rdma_errno_error(errno, "the READ lanes' CQ", err, err_len);
+        if (cq != NULL)
+            ibv_destroy_cq(cq);
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, comp->fd, NULL);
+        ibv_destroy_comp_channel(comp);
+        return false;
+    }
+    l->lane_comp = comp;
+    l->lane_cq = cq;
+    return true;
+}
+
+/* A lane's QP: no sends of its own, one zero-length receive that only a
+ * message the lane must not send would complete. Returns 0 or an errno. */
+static int lane_qp_make(struct rdma_listener *l, struct rdma_lane *ln, char *err, size_t err_len)
+{
+    uint32_t no_inline = 0;
+    struct ibv_recv_wr wr = { .wr_id = ln->serial, .num_sge = 0 }, *bad = NULL;
+
+    if (rkv_rdma_create_qp(ln->id, l->sh->pd, l->lane_cq, l->lane_cq, NULL, 1, 1, &no_inline,
+                           &ln->id->qp, err, err_len) != RKV_OK)
+        return EINVAL;
+    int rc = ibv_post_recv(ln->id->qp, &wr, &bad);
+    if (rc != 0)
+        rkv_rdma_errno_error(rc, "ibv_post_recv (READ lane)", err, err_len);
+    return rc;
+}
+
+/* A lane's connect request (the caller checked the flag): the key, the
+ * bound, then a QP and rdma_accept. Acks ev. */
+static void on_lane_request(struct rdma_listener *l, struct rdma_cm_event *ev,
+                            const struct rkv_rdma_connect_info *info, const char *peer)
+{
+    struct srv_shared *sh = l->sh;
+    struct rdma_conn_param cp = { 0 };
+    struct rdma_lane *ln;
+    char err[400];
+
+    if (info->lane_key != l->lane_key) {
+        RKV_WARN("rdma %s: rejecting a READ lane from %s: wrong lane key", l->addr, peer);
+        reject_request(sh, ev, RKV_REJECT_LANE_KEY);
+        return;
+    }
+    if (l->nlanes >= sh->max_conns) {
+        RKV_WARN("rdma %s: rejecting a READ lane from %s: %u lanes is the limit (max_conns)",
+                 l->addr, peer, l->nlanes);
+        reject_request(sh, ev, RKV_REJECT_TOO_MANY);
+        return;
+    }
+    ln = calloc(1, sizeof *ln);
+    if (ln == NULL || !lane_cq_make(l, err, sizeof err)) {
+        if (ln == NULL)
+            snprintf(err, sizeof err, "out of memory");
+        RKV_ERROR("rdma %s: rejecting a READ lane from %s: %s", l->addr, peer, err);
+        free(ln);
+        reject_request(sh, ev, RKV_REJECT_RESOURCES);
+        return;
+    }
+    ln->id = ev->id;
+    ln->serial = ++l->lane_serials;
+    snprintf(ln->peer, sizeof ln->peer, "%s", peer);
+    ln->next = l->lanes;
+    l->lanes = ln;
+    l->nlanes++;
+    if (lane_qp_make(l, ln, err, sizeof err) != 0) {
+        RKV_ERROR("rdma %s: rejecting a READ lane from %s: %s", l->addr, peer, err);
+        l->lanes = ln->next;
+        l->nlanes--;
+        if (ln->id->qp != NULL)
+            rdma_destroy_qp(ln->id);
+        free(ln);
+        reject_request(sh, ev, RKV_REJECT_RESOURCES);
+        return;
+    }
+    cp.responder_resources = RKV_MIN(ev->param.conn.initiator_depth, sh->caps.max_rd_atom);
+    rkv_rdma_set_ack_timeout(ev->id, sh->ack_timeout);
+    int rc = rkv_rdma_accept(ev->id, &cp, sh->retry_count);
+    rdma_ack_cm_event(ev);
+    if (rc != 0) {
+        RKV_WARN("rdma %s: rdma_accept for a READ lane from %s failed: %s", l->addr, peer,
+                 strerror(rc));
+        lane_destroy(l, ln);
+        return;
+    }
+    RKV_DEBUG("rdma %s: READ lane from %s (%u lanes)", l->addr, peer, l->nlanes);
+}
+
+/* A lane's receive completed: it sent a message (or its QP failed). Close
+ * it; a flushed receive of a lane already gone names no lane. */
+static void lanes_poll(struct rdma_listener *l)
+{
+    struct ibv_wc wcs[16];
+    struct ibv_cq *cq;
+    void *ctx;
+    int n;
+
+    if (l->lane_cq == NULL)
+        return;
+    while (ibv_get_cq_event(l->lane_comp, &cq, &ctx) == 0)
+        ibv_ack_cq_events(l->lane_cq, 1);
+    ibv_req_notify_cq(l->lane_cq, 0);
+    while ((n = ibv_poll_cq(l->lane_cq, (int)RKV_ARRAY_SIZE(wcs), wcs)) > 0) {
+        for (int i = 0; i < n; i++) {
+            struct rdma_lane *ln = l->lanes;
+            while (ln != NULL && ln->serial != wcs[i].wr_id)
+                ln = ln->next;
+            if (ln == NULL)
+                continue;
+            if (wcs[i].status != IBV_WC_WR_FLUSH_ERR)
+                RKV_WARN("rdma %s: %s: a READ lane sent a message (%s); closing the lane", l->addr,
+                         ln->peer, rkv_rdma_wc_status_name(wcs[i].status));
+            lane_destroy(l, ln);
+        }
+    }
+}
+
+/* A lane's cm event (ESTABLISHED, or its end); false: the id is no lane's.
+ * Acks ev when it was. */
+static bool on_lane_event(struct rdma_listener *l, struct rdma_cm_event *ev)
+{
+    struct rdma_lane *ln = lane_of_id(l, ev->id);
+
+    enum rdma_cm_event_type type = ev->event;
+
+    if (ln == NULL)
+        return false;
+    if (type == RDMA_CM_EVENT_ESTABLISHED) {
+        /* rdma_cm grants every QP remote write; a lane serves READs only */
+        struct ibv_qp_attr a = { .qp_access_flags = IBV_ACCESS_REMOTE_READ };
+        if (ibv_modify_qp(ln->id->qp, &a, IBV_QP_ACCESS_FLAGS) != 0)
+            RKV_DEBUG("rdma %s: cannot narrow a lane's QP access to remote read: %s", l->addr,
+                      strerror(errno));
+        rdma_ack_cm_event(ev);
+        return true;
+    }
+    rdma_ack_cm_event(ev);
+    if (type == RDMA_CM_EVENT_DISCONNECTED || type == RDMA_CM_EVENT_REJECTED ||
+        type == RDMA_CM_EVENT_CONNECT_ERROR || type == RDMA_CM_EVENT_UNREACHABLE ||
+        type == RDMA_CM_EVENT_DEVICE_REMOVAL)
+        lane_destroy(l, ln);
+    return true;
+}
+
 static void on_connect_request(struct rdma_listener *l, struct rdma_cm_event *ev)
 {
     struct srv_shared *sh = l->sh;
@@ -1024,6 +1252,13 @@ static void on_connect_request(struct rdma_listener *l, struct rdma_cm_event *ev
         RKV_WARN("rdma %s: rejecting %s: it arrived on %s, the region is registered on %s", l->addr,
                  peer, rkv_rdma_device_name(id->verbs), rkv_rdma_device_name(sh->verbs));
         reject_request(sh, ev, RKV_REJECT_WRONG_DEVICE);
+        return;
+    }
+    struct rkv_rdma_connect_info info = { 0 };
+    if (ev->param.conn.private_data != NULL && ev->param.conn.private_data_len >= sizeof info)
+        memcpy(&info, ev->param.conn.private_data, sizeof info);
+    if (info.magic == RKV_RDMA_CONNECT_MAGIC && (info.flags & RKV_RDMA_CONNECT_LANE) != 0) {
+        on_lane_request(l, ev, &info, peer);
         return;
     }
     if (atomic_load(&sh->conns) >= sh->max_conns) {
@@ -1096,6 +1331,7 @@ static rkv_status srv_accept_conn(struct rkv_listener *listener, struct rkv_scon
 
     *out = NULL;
     rkv_rdma_drain_async(l->sh->verbs);
+    lanes_poll(l);
     for (;;) {
         if (rdma_get_cm_event(l->sh->channel, &ev) != 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -1110,6 +1346,8 @@ static rkv_status srv_accept_conn(struct rkv_listener *listener, struct rkv_scon
             rdma_ack_cm_event(ev);
             continue;
         }
+        if (l->lanes != NULL && ev->event != RDMA_CM_EVENT_CONNECT_REQUEST && on_lane_event(l, ev))
+            continue;
         switch (ev->event) {
         case RDMA_CM_EVENT_CONNECT_REQUEST: on_connect_request(l, ev); break;
         case RDMA_CM_EVENT_ESTABLISHED: {
@@ -1148,6 +1386,12 @@ static void srv_close_listener(struct rkv_listener *listener)
         l->setup = c->next;
         conn_destroy(c);
     }
+    while (l->lanes != NULL)
+        lane_destroy(l, l->lanes);
+    if (l->lane_cq != NULL)
+        ibv_destroy_cq(l->lane_cq);
+    if (l->lane_comp != NULL)
+        ibv_destroy_comp_channel(l->lane_comp);
     rdma_destroy_id(l->id);
     close(l->epfd);
     shared_put(l->sh);
@@ -1553,6 +1797,7 @@ static void srv_close(struct rkv_sconn *sconn)
 
 static const struct rkv_msg_transport_ops rdma_msg_ops = {
     .region_desc = srv_region_desc,
+    .lane_key = srv_lane_key,
     .reply_buf = srv_reply_buf,
     .pull = srv_pull,
 };

@@ -79,6 +79,10 @@ static uint32_t reply_hello(struct rkv_server *srv, struct rkv_wconn *wc,
         .features = RKV_FEATURE_MORE | (rkv_evict_uses_access(srv->cfg.evict) ? RKV_FEATURE_HINTS : 0),
     };
     wc->ep->ops->msg->region_desc(wc->ep->l, &h.rkey, &h.region_addr);
+    if (wc->ep->ops->msg->lane_key != NULL) {
+        h.lane_key = wc->ep->ops->msg->lane_key(wc->ep->l);
+        h.features |= RKV_FEATURE_LANES;
+    }
     memcpy(r + 1, &h, sizeof h);
     r->payload_len = sizeof h;
     return (uint32_t)(sizeof *r + sizeof h);

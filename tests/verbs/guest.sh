@@ -5,8 +5,8 @@
 # RXE_DEV, RXE_IP and RXE_GID_INDEX. Every step is bounded by `timeout`; the
 # build folder is read-only here and tests write only under /tmp (guest tmpfs).
 #
-# Usage: guest.sh BUILD_DIR [STEP...]   (steps: rdma_util transport integration hostile torture
-#                                          restart errors bench python conns deaf perftest)
+# Usage: guest.sh BUILD_DIR [STEP...]   (steps: rdma_util transport integration hostile lanes
+#                                          torture restart errors bench python conns deaf perftest)
 #        guest.sh --one STEP BUILD_DIR     (one step, unbounded: what `step` runs under timeout)
 set -u
 
@@ -14,7 +14,7 @@ ONE=""
 if [ "${1:-}" = --one ]; then ONE=${2:?}; shift 2; fi
 BUILD=${1:?usage: guest.sh BUILD_DIR [STEP...]}
 shift
-STEPS=${*:-rdma_util transport integration hostile torture restart errors bench python conns deaf perftest}
+STEPS=${*:-rdma_util transport integration hostile lanes torture restart errors bench python conns deaf perftest}
 PORT_BASE=${RKV_VERBS_PORT:-7471}
 SUMMARY=()
 FAILED=0
@@ -56,6 +56,19 @@ run_hostile() {
   need "$BUILD/tests/test_hostile" && need "$BUILD/server/rkv-server" &&
     RKV_TEST_LISTEN="rdma://$RXE_IP:$((PORT_BASE + 200))" \
       "$BUILD/tests/test_hostile" "$BUILD/server/rkv-server"
+}
+
+# a shared handle's READ lanes: test_rdma_lanes (threads' values, lanes and
+# the thread-domain fallback by the counters, the server's QPs, a lane that
+# sends closed), then test_shared_handle over rdma, where its threads' GETs
+# take the lanes
+run_lanes() {
+  need "$BUILD/tests/test_rdma_lanes" && need "$BUILD/tests/test_shared_handle" &&
+    need "$BUILD/server/rkv-server" &&
+    RKV_TEST_LISTEN="rdma://$RXE_IP:$((PORT_BASE + 900))" \
+      "$BUILD/tests/test_rdma_lanes" "$BUILD/server/rkv-server" &&
+    RKV_TEST_LISTEN="rdma://$RXE_IP:$((PORT_BASE + 1000))" \
+      "$BUILD/tests/test_shared_handle" "$BUILD/server/rkv-server"
 }
 
 # the torture test over rdma: small tables (round trips are slow under qemu),
@@ -328,6 +341,7 @@ if [ -n "$ONE" ]; then
     transport) run_transport;;
     integration) run_integration;;
     hostile) run_hostile;;
+    lanes) run_lanes;;
     torture) run_torture;;
     restart) run_restart;;
     errors) run_errors;;
@@ -348,6 +362,7 @@ for s in $STEPS; do
     transport)   step transport 420;;
     integration) step integration 600;;
     hostile)     step hostile 240;;
+    lanes)       step lanes 420;;
     torture)     step torture 300;;
     restart)     step restart 600;;
     errors)      step errors 240;;

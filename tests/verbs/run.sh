@@ -10,6 +10,8 @@
 #   integration  tests/test_integration with RKV_TEST_LISTEN=rdma://$RXE_IP:7571 —
 #                a real rkv-server process and clients over rdma
 #   hostile      tests/test_hostile over rdma: malformed requests from a raw client
+#   lanes        tests/test_rdma_lanes and tests/test_shared_handle over rdma: a shared
+#                handle's READ lanes (values, lane and QP counts, close, a lane that sends)
 #   torture      tests/torture over rdma: writers and readers race, every value checked
 #   restart      torture through a clean restart (--state-file), a SIGKILL, and a SIGKILL
 #                recovered from the fd store: rdma clients reconnect and read the kept values
