@@ -36,6 +36,8 @@ static void counters_add(struct rkv_counters *d, const struct rkv_counters *s)
     d->reconnects += s->reconnects;
     d->forwards += s->forwards;
     d->cache_stale += s->cache_stale;
+    d->read_lanes += s->read_lanes;
+    d->read_lanes_td += s->read_lanes_td;
 }
 
 void bench_results_merge(struct bench_results *dst, const struct bench_results *src)
@@ -518,6 +520,8 @@ static void json_counters(struct json_writer *w, const struct rkv_counters *c)
     json_u64(w, "reconnects", c->reconnects);
     json_u64(w, "forwards", c->forwards);
     json_u64(w, "cache_stale", c->cache_stale);
+    json_u64(w, "read_lanes", c->read_lanes);
+    json_u64(w, "read_lanes_td", c->read_lanes_td);
     json_object_end(w);
 }
 

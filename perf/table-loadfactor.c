@@ -5,7 +5,7 @@
  *
  *   index-limited: a small index in front of a heap that cannot fill first;
  *       reports the load factor (items / slots) the cuckoo index reaches and
- *       the per-item overhead: index bytes per item, the 40-byte item header
+ *       the per-item overhead: index bytes per item, the item header (28 bytes for these items)
  *       and the rounding up to the item's size class;
  *   default sizing: the layout rkv-server uses; reports which part filled
  *       first and the all-in overhead (region bytes per item - key - value).

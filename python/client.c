@@ -719,7 +719,7 @@ static PyObject *client_counters(Client *self, PyObject *unused)
     struct rkv_counters k;
     rkv_get_counters(self->c, &k);
     client_unlock(self);
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}", "gets", (unsigned long long)k.gets,
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsKsK}", "gets", (unsigned long long)k.gets,
                          "get_hits", (unsigned long long)k.get_hits, "get_misses",
                          (unsigned long long)k.get_misses, "puts", (unsigned long long)k.puts,
                          "deletes", (unsigned long long)k.deletes, "other_rpcs",
@@ -730,7 +730,9 @@ static PyObject *client_counters(Client *self, PyObject *unused)
                          (unsigned long long)k.verify_retries, "cache_hits",
                          (unsigned long long)k.cache_hits, "reconnects",
                          (unsigned long long)k.reconnects, "forwards", (unsigned long long)k.forwards,
-                         "cache_stale", (unsigned long long)k.cache_stale);
+                         "cache_stale", (unsigned long long)k.cache_stale, "read_lanes",
+                         (unsigned long long)k.read_lanes, "read_lanes_td",
+                         (unsigned long long)k.read_lanes_td);
 }
 
 static PyObject *client_reset_counters(Client *self, PyObject *unused)

@@ -598,7 +598,7 @@ static const struct setting settings[] = {
       16u << 20, "SIZE", "longest value", DEFAULT_WORDS("what a slab page holds") },
     { "table", "item_size_hint", "item-size-hint", 0, false, false, 0, set_size, F(item_size_hint),
       RKV_MIN_ITEM_SIZE, 16u << 20, "SIZE",
-      "usual item size (40-byte header + key + value) to size the index for at start: one slot "
+      "usual item size (28-byte header + key + value) to size the index for at start: one slot "
       "per SIZE bytes of heap (it may grow from there)",
       DEFAULT_WORDS("none: the index starts small and grows as items need buckets") },
     { "table", "grace_ms", "grace-ms", 0, false, false, 0, set_uint, F(grace_ms), 0, 60000, "MS",

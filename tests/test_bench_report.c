@@ -363,6 +363,8 @@ static struct bench_results *sample_results(void)
         .cache_hits = 450,
         .forwards = 90,
         .cache_stale = 9,
+        .read_lanes = 2,
+        .read_lanes_td = 1,
     };
     return r;
 }
@@ -462,6 +464,8 @@ static void json_report_fields(void **state)
         "forwards_per_get",
         "counters.forwards",
         "counters.cache_stale",
+        "counters.read_lanes",
+        "counters.read_lanes_td",
         "mix.get",
         "mix.put",
         "errors_by_status.timeout",
@@ -504,6 +508,8 @@ static void json_report_fields(void **state)
     assert_true(number_at(f, "cache_hits_per_get") == 0.5);
     assert_true(number_at(f, "forwards_per_get") == 0.1);
     assert_true(number_at(f, "counters.cache_stale") == 9);
+    assert_true(number_at(f, "counters.read_lanes") == 2);
+    assert_true(number_at(f, "counters.read_lanes_td") == 1);
     assert_true(number_at(f, "verify_retries") == 3);
     /* no deletes: count 0, latencies null (never a made-up 0) */
     assert_true(number_at(f, "delete.ops") == 0);

@@ -192,6 +192,7 @@ def test_stats_counters_ping_flush_shards(client, key):
     k = client.counters()
     assert k["gets"] == 9 and k["get_hits"] == 9 and k["puts"] == 1
     assert k["reads"] >= 9 and k["doorbells"] >= 1 and "read_round_trips" in k
+    assert k["read_lanes"] == 0 and k["read_lanes_td"] == 0  # not a shared rdma handle
     client.reset_counters()
     assert client.counters()["gets"] == 0
     client.ping()
