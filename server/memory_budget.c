@@ -406,16 +406,21 @@ static uint64_t shm_conn_bytes(const struct rkv_server_config *cfg)
 
 /* rdma_server.c rdma_conn_create(): its receive buffers when it has no
  * shared receive queue (srq_depth 0), its FIFOs, and the QP's and CQs'
- * queues; replies come from its worker's pool (rdma_worker_bytes). Sets
- * *registered to the part registered (pinned) with the NIC. */
+ * queues (on a shared queue, a receive CQ as deep as the queue); replies
+ * come from its worker's pool (rdma_worker_bytes). Sets *registered to the
+ * part registered (pinned) with the NIC. */
 static uint64_t rdma_conn_bytes(const struct rkv_server_config *cfg, uint64_t *registered)
 {
     uint64_t credits = cfg->credits;
     uint64_t send_depth = RKV_MIN(credits, (uint64_t)RKV_REPLY_BATCH) +
                           2ull * RKV_MAX(cfg->signal_interval, 1u) - 1;
     uint64_t recv_depth = cfg->srq_depth != 0 ? 0 : credits;
+    /* its receive CQ holds a completion per buffer of the shared queue
+     * (the most it can hold: a peer past its credits must not overrun it) */
+    uint64_t recv_cqe = cfg->srq_depth != 0 ? RKV_ALIGN_UP((uint64_t)cfg->srq_depth, RKV_SRQ_CHUNK)
+                                            : credits + 1;
     uint64_t cqe = RKV_MAX((uint64_t)cfg->cq_size, send_depth) +
-                   RKV_MAX((uint64_t)cfg->cq_size, credits + 1);
+                   RKV_MAX((uint64_t)cfg->cq_size, recv_cqe);
     /* polled, lens, reply_of, sent_buf (4 bytes each), sent_wr (8) */
     uint64_t fifos = credits * (4 * sizeof(uint32_t) + sizeof(uint64_t));
     *registered = RKV_ALIGN_UP(recv_depth * cfg->max_msg, PAGE_4K);

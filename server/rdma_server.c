@@ -705,9 +705,17 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
         goto fail;
     }
     /* a completion per signaled send at most (a flush: per send); a receive
-     * per credit, and on a shared queue one past them (take_arrivals) */
+     * per credit; on a shared queue, a receive per buffer it can ever hold
+     * (its depth, within max_cqe: make_srqs): a peer that sends past its
+     * credits takes buffers faster than the worker polls, and a CQ that
+     * overran would lose the completions, and with them the buffers */
+    if (sh->srqs != NULL) {
+        c->q = &sh->srqs[c->worker];
+        rkv_srq_join(c->q, credits);
+    }
     send_cqe = RKV_MIN(RKV_MAX(sh->cq_size, send_depth), sh->caps.max_cqe);
-    recv_cqe = RKV_MIN(RKV_MAX(sh->cq_size, credits + 1), sh->caps.max_cqe);
+    recv_cqe = RKV_MIN(RKV_MAX(sh->cq_size, c->q != NULL ? c->q->depth : credits + 1),
+                       sh->caps.max_cqe);
     c->send_cq = ibv_create_cq(sh->verbs, (int)send_cqe, c, NULL, 0);
     c->recv_cq = ibv_create_cq(sh->verbs, (int)recv_cqe, c, c->comp, 0);
     if (c->send_cq == NULL || c->recv_cq == NULL) {
@@ -715,10 +723,6 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
         goto fail;
     }
     c->max_inline = sh->max_inline;
-    if (sh->srqs != NULL) {
-        c->q = &sh->srqs[c->worker];
-        rkv_srq_join(c->q, credits);
-    }
     if (rkv_rdma_create_qp(id, sh->pd, c->send_cq, c->recv_cq, c->q ? c->q->srq : NULL, send_depth,
                            credits, &c->max_inline, &qp, err, err_len) != RKV_OK)
         goto fail;
@@ -765,13 +769,18 @@ static rkv_status make_srqs(struct srv_shared *sh, unsigned workers, unsigned de
 
     if (depth == 0)
         return RKV_OK;
-    if (sh->caps.max_srq < n || sh->caps.max_srq_wr < RKV_SRQ_CHUNK) {
+    if (sh->caps.max_srq < n || sh->caps.max_srq_wr < RKV_SRQ_CHUNK ||
+        sh->caps.max_cqe < RKV_SRQ_CHUNK) {
         RKV_INFO("rdma: %s has no shared receive queues for %u workers (max_srq %u): "
                  "receive buffers per connection",
                  rkv_rdma_device_name(sh->verbs), n, sh->caps.max_srq);
         return RKV_OK;
     }
-    depth = RKV_MIN(depth, sh->caps.max_srq_wr);
+    /* every buffer's completion must fit a connection's receive CQ
+     * (rdma_conn_create), so the depth stays within max_cqe too, in whole
+     * chunks (rkv_srq_init rounds it up to one) */
+    depth = RKV_MIN(depth,
+                    RKV_MIN(sh->caps.max_srq_wr, sh->caps.max_cqe) / RKV_SRQ_CHUNK * RKV_SRQ_CHUNK);
     sh->srqs = calloc(n, sizeof *sh->srqs);
     if (sh->srqs == NULL) {
         snprintf(err, err_len, "out of memory for shared receive queues");

@@ -39,6 +39,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -76,7 +77,7 @@ static const struct rkv_server_transport *st;
 
 /* ------------------------------------------------ the test protocol */
 
-enum { T_HELLO = 1, T_ECHO, T_PULL, T_BYE, T_STALL };
+enum { T_HELLO = 1, T_ECHO, T_PULL, T_BYE, T_STALL, T_HOLD };
 
 struct t_hdr {
     uint32_t kind; /* T_* */
@@ -139,6 +140,8 @@ struct t_server {
     _Atomic unsigned bad_requests; /* unknown kind: the test fails on it */
     _Atomic unsigned sleeps;       /* times the server blocked in event mode */
     _Atomic bool sleep_untimed;    /* block with no timeout: only a wake-up ends a sleep */
+    _Atomic unsigned holds;        /* T_HOLDs begun */
+    _Atomic unsigned releases;     /* T_HOLDs the test let go */
     struct rkv_sconn *conns[T_MAX_CONNS];
     unsigned nconns;
     struct rkv_sconn *bye;            /* said BYE in this pass: handed over after its reply */
@@ -181,6 +184,17 @@ static uint32_t handle(struct t_server *s, struct rkv_sconn *c, const struct rkv
         uint64_t end = rkv_now_ns() + T_TIMEOUT_MS * 1000000ull;
         while (st->alive(c) && rkv_now_ns() < end)
             (void)st->poll(c, NULL, 0);
+        memcpy(out, m->data, m->len);
+        return m->len;
+    }
+    case T_HOLD: /* poll nothing (its arrivals pile up in the transport)
+                    * until the test lets go, for up to 2 x T_TIMEOUT_MS
+                    * (past the client's own wait) */
+    {
+        uint64_t end = rkv_now_ns() + 2 * T_TIMEOUT_MS * 1000000ull;
+        unsigned n = atomic_fetch_add(&s->holds, 1) + 1;
+        while (atomic_load(&s->releases) < n && rkv_now_ns() < end)
+            sched_yield();
         memcpy(out, m->data, m->len);
         return m->len;
     }
@@ -411,6 +425,9 @@ static size_t recv_copy(struct t_client *cl, void *out, size_t cap)
     return len;
 }
 
+/* rdma: the clients' signal interval; 0: the default */
+static unsigned g_client_signal;
+
 /* client_open() that tells the client it has `credits` (the server gave T_CREDITS). */
 static void client_open_credits(struct t_client *cl, uint32_t who, uint32_t credits);
 
@@ -422,7 +439,9 @@ static void client_open(struct t_client *cl, uint32_t who)
 static void client_open_credits(struct t_client *cl, uint32_t who, uint32_t credits)
 {
     char err[512];
-    struct rkv_ctrans_params p = { .timeout_ms = T_TIMEOUT_MS, .local_buf_size = 4u << 20 };
+    struct rkv_ctrans_params p = { .timeout_ms = T_TIMEOUT_MS,
+                                   .local_buf_size = 4u << 20,
+                                   .signal_interval = g_client_signal };
     memset(cl, 0, sizeof *cl);
     cl->who = who;
     rkv_status rc = ct->connect(g_addr, &p, &cl->counters, &cl->t, err, sizeof err);
@@ -568,6 +587,60 @@ static void test_past_credits(void **state)
     assert_int_equal(RKV_CONNECTION, rc);
     assert_true(replies <= T_CREDITS);
     client_close(&liar);
+    uint32_t first = good.seq;
+    echo_send(&good, T_CREDITS);
+    echo_recv(&good, first, T_CREDITS);
+    client_close(&good);
+}
+
+static bool wait_for(_Atomic unsigned *v, unsigned want, unsigned ms);
+
+/* Liars that flood far past their credits leave the shared receive queue
+ * its buffers. A receive CQ smaller than the queue overran when a liar's
+ * requests came faster than the server polled: the completion of the
+ * receive that overflowed was lost, and its buffer with it, one a liar
+ * until none was left and every sender was RNR-retried forever. Here the
+ * queue is one chunk (RKV_SRQ_CHUNK buffers: the credits of these few
+ * connections ask for no more). Each liar sends a request the server holds
+ * without polling (T_HOLD), then the rest of a chunk in one batch, far
+ * more than credits + 1: it must land without breaking the connection
+ * (the liar signals every send, so send() returns once all but 2 are
+ * acknowledged), on the buffers the liar before gave back. Then the server
+ * polls, closes the liar, and a client beside them is served. */
+static void test_floods_leave_the_srq_its_buffers(void **state)
+{
+    (void)state;
+    enum { LIARS = 4, FLOOD = 4 * T_CREDITS };
+    struct t_client good, liar;
+    uint32_t lens[FLOOD - 1];
+    const void *msg;
+    size_t len;
+
+    if (strcmp(st->scheme, "rdma") != 0 || getenv("RKV_TEST_NO_SRQ") != NULL)
+        skip();
+    client_open(&good, 30);
+    for (unsigned i = 0; i < LIARS; i++) {
+        unsigned holds = atomic_load(&g_srv.holds);
+        g_client_signal = 1; /* send() returns once all but 2 are acknowledged */
+        client_open_credits(&liar, 31 + i, FLOOD);
+        g_client_signal = 0;
+        struct t_hdr h = { T_HOLD, 0 };
+        memcpy(ct->send_buf(liar.t, 0), &h, sizeof h);
+        uint32_t hlen = sizeof h;
+        assert_int_equal(RKV_OK, ct->send(liar.t, &hlen, 1));
+        assert_true(wait_for(&g_srv.holds, holds + 1, T_TIMEOUT_MS));
+        for (unsigned k = 0; k < FLOOD - 1; k++) {
+            lens[k] = echo_len(k);
+            echo_fill(ct->send_buf(liar.t, k), liar.who, k, lens[k]);
+        }
+        rkv_status sent = ct->send(liar.t, lens, FLOOD - 1), rc = sent;
+        atomic_fetch_add(&g_srv.releases, 1);
+        while (rc == RKV_OK && (rc = ct->recv(liar.t, &msg, &len, 2 * T_TIMEOUT_MS)) == RKV_OK)
+            ct->recv_done(liar.t);
+        client_close(&liar); /* first: a failure leaves the next tests their places */
+        assert_int_equal(RKV_OK, sent);
+        assert_int_equal(RKV_CONNECTION, rc);
+    }
     uint32_t first = good.seq;
     echo_send(&good, T_CREDITS);
     echo_recv(&good, first, T_CREDITS);
@@ -1018,6 +1091,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_echo_batches),
         cmocka_unit_test(test_credits),
         cmocka_unit_test(test_past_credits),
+        cmocka_unit_test(test_floods_leave_the_srq_its_buffers),
         cmocka_unit_test(test_reads),
         cmocka_unit_test(test_staged_values),
         cmocka_unit_test(test_bad_pull),
