@@ -138,6 +138,23 @@ struct env {
     struct rkv_lookup_ctx ctx;
 };
 
+/* A client's view of the table: the header as it is now (its geometry),
+ * reads of `base`, a lookup context over them with the given cost model. */
+static void connect_reader(struct env *e, uint8_t *base, size_t size, enum rkv_read_cost cost)
+{
+    e->copy = *e->h;
+    e->rd = (struct reader){ .base = base, .size = size };
+    e->ctx = (struct rkv_lookup_ctx){ .geom = &e->copy,
+                                      .read = reader_read,
+                                      .read_ctx = &e->rd,
+                                      .scratch = e->scratch,
+                                      .scratch_len = sizeof e->scratch,
+                                      .ops = e->ops,
+                                      .ops_cap = 64,
+                                      .max_retries = 8,
+                                      .cost = cost };
+}
+
 static int setup(void **state)
 {
     struct env *e = calloc(1, sizeof *e);
@@ -148,17 +165,7 @@ static int setup(void **state)
         rkv_table_create(e->region.base, e->region.size, &cfg, &e->t, err, sizeof err) != RKV_OK)
         return -1;
     e->h = rkv_table_header(e->t);
-    e->copy = *e->h;
-    e->rd = (struct reader){ .base = e->region.base, .size = e->region.size };
-    e->ctx = (struct rkv_lookup_ctx){ .geom = &e->copy,
-                                      .read = reader_read,
-                                      .read_ctx = &e->rd,
-                                      .scratch = e->scratch,
-                                      .scratch_len = sizeof e->scratch,
-                                      .ops = e->ops,
-                                      .ops_cap = 64,
-                                      .max_retries = 8,
-                                      .cost = RKV_COST_PER_READ };
+    connect_reader(e, e->region.base, e->region.size, RKV_COST_PER_READ);
     *state = e;
     return 0;
 }
@@ -284,16 +291,7 @@ static void test_index_takes_a_page_of_a_full_heap(void **state)
     assert_int_equal(index_end(e), end + 16 * 4096);
     rkv_table_get_stats(e->t, &s);
     assert_true(s.evictions > evicted); /* the items of the pages it took */
-    e->copy = *e->h;
-    e->rd = (struct reader){ .base = e->region.base, .size = e->region.size };
-    e->ctx = (struct rkv_lookup_ctx){ .geom = &e->copy,
-                                      .read = reader_read,
-                                      .read_ctx = &e->rd,
-                                      .scratch = e->scratch,
-                                      .scratch_len = sizeof e->scratch,
-                                      .ops = e->ops,
-                                      .ops_cap = 64,
-                                      .max_retries = 8 };
+    connect_reader(e, e->region.base, e->region.size, RKV_COST_ROUND_TRIPS);
     unsigned held = 0;
     for (unsigned i = 0; i < n; i++) {
         key_of(i, key, sizeof key);
@@ -345,16 +343,7 @@ static void test_kept_region_with_lent_pages(void **state)
     rkv_table_destroy(e->t);
     e->t = kept;
     e->h = rkv_table_header(kept);
-    e->rd = (struct reader){ .base = b.base, .size = b.size };
-    e->copy = *e->h;
-    e->ctx = (struct rkv_lookup_ctx){ .geom = &e->copy,
-                                      .read = reader_read,
-                                      .read_ctx = &e->rd,
-                                      .scratch = e->scratch,
-                                      .scratch_len = sizeof e->scratch,
-                                      .ops = e->ops,
-                                      .ops_cap = 64,
-                                      .max_retries = 8 };
+    connect_reader(e, b.base, b.size, RKV_COST_ROUND_TRIPS);
     assert_int_equal(buckets_now(e), grown);
     for (unsigned i = 0; i < n; i++)
         assert_int_equal(get(e, i), RKV_OK);
