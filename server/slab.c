@@ -312,18 +312,21 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t f
      * coarse classes alone), each preceded by the geometric mean of it and
      * the class before, rounded up to RKV_ITEM_ALIGN (so the steps above
      * fine_limit grow by about the square root of the factor), below
-     * page_size / RKV_SLAB_DIVISORS; then the divisors. At most
-     * RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES - RKV_SLAB_DIVISORS fine classes fit. */
-    uint32_t prev = 0;
+     * page_size / RKV_SLAB_DIVISORS; then the divisors. The fine classes
+     * may take what those leave of RKV_MAX_CLASSES: at most two for each
+     * coarse class below the divisors, and RKV_SLAB_DIVISORS. */
+    uint32_t prev = 0, divisors_from = page_size / RKV_SLAB_DIVISORS;
+    unsigned fine_max = RKV_MAX_CLASSES - RKV_SLAB_DIVISORS;
+    for (unsigned i = 0; i < nc && coarse[i] < divisors_from; i++)
+        fine_max -= 2;
     for (uint32_t s = RKV_MIN_ITEM_SIZE; s < fine_limit && s < page_size; s += RKV_ITEM_ALIGN) {
-        if (n == RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES - RKV_SLAB_DIVISORS) {
+        if (n == fine_max) {
             snprintf(err, err_len, "fine size classes up to %u bytes are more than %u", fine_limit,
-                     RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES - RKV_SLAB_DIVISORS);
+                     fine_max);
             return RKV_INVALID;
         }
         class_size[n++] = prev = s;
     }
-    uint32_t divisors_from = page_size / RKV_SLAB_DIVISORS;
     for (unsigned i = 0; i < nc && coarse[i] < divisors_from; i++) {
         if (coarse[i] <= prev)
             continue;
