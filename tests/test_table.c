@@ -1107,15 +1107,10 @@ static bool hint_n(struct env *e, unsigned i)
     return true;
 }
 
-/* Stores within s3fifo's use decay for small_heap's table: four turnovers
- * of the 512 items of 256 bytes its 128 KiB are taken to hold until a tick
- * counts them (rkv_evict_init), fewer than four of its real items. */
-#define SMALL_HEAP_DECAY 2048u
-
 /* A full heap of n keys; the oldest quarter is read once (hinted), then a
- * one-pass scan of 1.5 n keys never read again (within s3fifo's use decay,
- * SMALL_HEAP_DECAY). Returns how many of the hot keys are left; *hot: how
- * many there were. */
+ * one-pass scan of 1.5 n keys never read again (within s3fifo's use decay:
+ * 1024 stores for a heap this small). Returns how many of the hot keys are
+ * left; *hot: how many there were. */
 static unsigned hot_after_scan(enum rkv_evict_policy p, unsigned *hot, unsigned *heap)
 {
     struct env e;
@@ -1127,7 +1122,7 @@ static unsigned hot_after_scan(enum rkv_evict_policy p, unsigned *hot, unsigned 
     for (unsigned i = 0; i < n / 4; i++)
         if (hint_n(&e, i))
             hot_keys[nhot++] = i;
-    assert_true(n + n / 2 < SMALL_HEAP_DECAY);
+    assert_true(n + n / 2 < 1024);
     for (unsigned i = 0; i < n + n / 2; i++)
         assert_int_equal(put_n(&e, n + i), RKV_OK);
     for (unsigned i = 0; i < nhot; i++)
@@ -1210,7 +1205,7 @@ static void test_s3fifo_ghost_readmits(void **state)
             assert_int_equal(put_n(&e, i), RKV_OK); /* missed: filled again */
             back[nback++] = i;
         }
-    assert_true(n + n / 2 < SMALL_HEAP_DECAY);
+    assert_true(n + n / 2 < 1024);
     for (unsigned i = 0; i < n + n / 2; i++) /* a scan of keys never read */
         assert_int_equal(put_n(&e, 2 * n + i), RKV_OK);
     for (unsigned i = 0; i < nback; i++)
@@ -1240,7 +1235,7 @@ static void test_s3fifo_update_keeps_uses(void **state)
             hot[nhot++] = i;
     for (unsigned i = 0; i < nhot; i++)
         assert_int_equal(put_n(&e, hot[i]), RKV_OK); /* a new value (the same bytes) */
-    assert_true(n + n / 2 < SMALL_HEAP_DECAY);
+    assert_true(n + n / 2 < 1024);
     for (unsigned i = 0; i < n + n / 2; i++)
         assert_int_equal(put_n(&e, n + i), RKV_OK);
     for (unsigned i = 0; i < nhot; i++)
