@@ -325,8 +325,10 @@ static void next_bucket_or_recheck(struct rkv_lookup *l)
     l->phase = l->bucket_next < 2 ? PHASE_BUCKETS : PHASE_RECHECK;
 }
 
-static void deliver(struct rkv_lookup *l, const struct rkv_item *it,
-                    const struct rkv_item_fields *f, uint64_t slot)
+static inline __attribute__((always_inline)) void deliver(struct rkv_lookup *l,
+                                                          const struct rkv_item *it,
+                                                          const struct rkv_item_fields *f,
+                                                          uint64_t slot)
 {
     l->value_len = f->value_len;
     l->version = rkv_item_version(it);
