@@ -192,10 +192,11 @@ static inline size_t rkv_item_copy_skew(uint64_t offset)
     return (size_t)(offset & 4);
 }
 
-/* The state word: at 8 (parity 0) or 4 (parity 4), 8-aligned either way. */
+/* The state word: at 8 (parity 0) or 4 (parity 4), 8-aligned either way:
+ * the first 8-byte boundary past the item's first 4 bytes. */
 static inline volatile uint64_t *rkv_item_state_at(const struct rkv_item *it)
 {
-    return (volatile uint64_t *)(uintptr_t)((const uint8_t *)it + 8 - rkv_item_parity(it));
+    return (volatile uint64_t *)(((uintptr_t)it + 8) & ~(uintptr_t)7);
 }
 
 /* The state word, as one relaxed 8-byte load. */
@@ -212,15 +213,20 @@ static inline void rkv_item_set_state(struct rkv_item *it, uint64_t state)
 
 /* The stored checksum: its low half at 0, its high half at 4 (parity 0) or
  * 12 (parity 4), on either side of the state word. */
+static inline const uint32_t *rkv_item_checksum_hi_at(const struct rkv_item *it)
+{
+    return (const uint32_t *)(const void *)((const uint8_t *)it + 4 + 2 * rkv_item_parity(it));
+}
+
 static inline uint64_t rkv_item_checksum_stored(const struct rkv_item *it)
 {
-    return it->head[0] | (uint64_t)it->head[1 + rkv_item_parity(it) / 2] << 32;
+    return it->head[0] | (uint64_t)*rkv_item_checksum_hi_at(it) << 32;
 }
 
 static inline void rkv_item_set_checksum(struct rkv_item *it, uint64_t sum)
 {
     it->head[0] = (uint32_t)sum;
-    it->head[1 + rkv_item_parity(it) / 2] = (uint32_t)(sum >> 32);
+    *(uint32_t *)(uintptr_t)rkv_item_checksum_hi_at(it) = (uint32_t)(sum >> 32);
 }
 
 /* The item's version (its CAS token). */
