@@ -21,7 +21,8 @@ void rkv_hash_key(const void *key, size_t key_len, uint64_t seed, const struct r
 
 uint64_t rkv_item_checksum_of(const struct rkv_item *it, size_t bytes, uint64_t seed)
 {
-    return XXH3_64bits_withSeed((const uint8_t *)it + 16, bytes - 16, seed);
+    return XXH3_64bits_withSeed((const uint8_t *)it + RKV_ITEM_SUMMED_FROM,
+                                bytes - RKV_ITEM_SUMMED_FROM, seed);
 }
 
 uint64_t rkv_item_checksum(const struct rkv_item *it, uint64_t seed)

@@ -44,14 +44,16 @@ RKV_STATIC_ASSERT(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
  * slab page above RKV_SLAB_DIVISOR_FROM of it; 5: a 28-byte item header,
  * expire_at and user_flags stored only when not 0 (struct rkv_item); 6: an
  * index that grows by linear hashing (index_geom.h: index_base,
- * index_capacity, index_geometry; bucket versions carry their level) */
-#define RKV_FORMAT_VERSION 6u
+ * index_capacity, index_geometry; bucket versions carry their level); 7:
+ * items on 4-byte boundaries, the state word and checksum placed by the
+ * item's start modulo 8 (struct rkv_item), slot offsets in 4-byte units */
+#define RKV_FORMAT_VERSION 7u
 #define RKV_HEADER_SIZE    4096u
 #define RKV_CACHELINE      64u
 
 #define RKV_SLOTS_PER_BUCKET 7u   /* 7 slots + 1 version word = 64 bytes */
 #define RKV_MAX_CLASSES      192u /* size classes; class id fits 8 bits */
-#define RKV_ITEM_ALIGN       8u   /* items start on 8-byte boundaries (the state word's stores) */
+#define RKV_ITEM_ALIGN       4u   /* items start on 4-byte boundaries (rkv_item_state_at) */
 #define RKV_MAX_KEY_LEN      250u /* memcached's limit; keys are binary-safe */
 
 /* The first page of the region. Written once at start (geometry) except for
@@ -112,8 +114,8 @@ struct rkv_bucket {
 RKV_STATIC_ASSERT(sizeof(struct rkv_bucket) == RKV_CACHELINE, "bucket is one cache line");
 
 /* Slot word: bits 0-15 fingerprint (never 0), 16-23 size class,
- * 24-63 item offset from the region start in RKV_ITEM_ALIGN (8-byte) units,
- * so regions up to 8 TiB. 0 = empty. */
+ * 24-63 item offset from the region start in RKV_ITEM_ALIGN (4-byte) units,
+ * so regions up to 4 TiB (the table refuses larger). 0 = empty. */
 #define RKV_SLOT_FP_BITS     16
 #define RKV_SLOT_CLASS_SHIFT 16
 #define RKV_SLOT_OFF_SHIFT   24
@@ -137,29 +139,103 @@ static inline uint64_t rkv_slot_offset(uint64_t s)
 }
 
 /* An item in the heap: a 28-byte header, the optional fields its shape
- * word names, the key, the value. The checksum covers everything from
- * `version` to the last value byte (every byte a reader returns); it
- * excludes itself and `state`, which the server changes in place (marking
- * an item obsolete) without rewriting the item.
+ * word names, the key, the value. Items start on 4-byte boundaries
+ * (RKV_ITEM_ALIGN); only `state`, which the server stores in place with
+ * one atomic 8-byte store, needs 8, so where it and the checksum sit depends
+ * on the item's start modulo 8, its parity (design.md, "Item"):
  *
- *   0 checksum  8 state  16 version  24 shape  28 [value_len] [expire_at]
- *   [user_flags]  key  value
+ *   start = 0 mod 8:  0 checksum    8 state  16 version  24 shape  28 tail
+ *   start = 4 mod 8:  0 checksum lo 4 state  12 checksum hi
+ *                                            16 version  24 shape  28 tail
  *
+ * The checksum covers bytes [16, rkv_item_bytes): version, shape, the
+ * optional fields, key and value (every byte a reader acts on); it excludes
+ * itself and `state`, which the server changes in place (marking an item
+ * obsolete) without rewriting the item. `version` is only 4-aligned at
+ * parity 4: it is read and written with memcpy. A copy of an item must sit
+ * at the item's own address (its region offset) modulo 8, so that the same
+ * accessors read it: rkv_item_copy_skew.
+ *
+ * tail: [value_len] [expire_at] [user_flags] key value.
  * shape: bits 0-7 key_len; RKV_SHAPE_EXPIRE: a 4-byte expire_at follows
  * (absent: 0, never expires); RKV_SHAPE_FLAGS: a 4-byte user_flags follows
  * (absent: 0); RKV_SHAPE_LONG: a 4-byte value_len follows and bits 11-31
  * are 0, else bits 11-31 are value_len (below 2 MiB). The optional fields
- * come in that order: [value_len] [expire_at] [user_flags], 4 bytes each. */
+ * come in that order: [value_len] [expire_at] [user_flags], 4 bytes each.
+ *
+ * Only the accessors below know the parity: code outside layout.h never
+ * computes where the checksum, state or version of an item is. */
 struct rkv_item {
-    uint64_t checksum;       /* XXH3-64(seed = hash_seed) over bytes [16, rkv_item_bytes) */
-    volatile uint64_t state; /* RKV_ITEM_* flags below; written with one 8-byte store */
-    uint64_t version;        /* unique per server, larger for a later write: CAS token */
-    uint32_t shape;          /* key_len, which optional fields follow, a short value_len */
-    uint8_t tail[];          /* the optional fields, then key bytes, then value bytes */
+    uint32_t head[4];      /* checksum and state, placed by parity: rkv_item_state_at */
+    uint8_t version_le[8]; /* rkv_item_version: unique per server, larger for a later write */
+    uint32_t shape;        /* key_len, which optional fields follow, a short value_len */
+    uint8_t tail[];        /* the optional fields, then key bytes, then value bytes */
 };
 #define RKV_ITEM_PREFIX_SIZE 28u /* checksum, state, version, shape */
 #define RKV_ITEM_HEADER_MAX  40u /* the prefix and all three optional fields */
+#define RKV_ITEM_SUMMED_FROM 16u /* the checksum covers the item from this byte */
 RKV_STATIC_ASSERT(offsetof(struct rkv_item, tail) == RKV_ITEM_PREFIX_SIZE, "item prefix is 28 bytes");
+RKV_STATIC_ASSERT(offsetof(struct rkv_item, version_le) == RKV_ITEM_SUMMED_FROM,
+                  "the checksummed bytes start at the version");
+RKV_STATIC_ASSERT(_Alignof(struct rkv_item) == RKV_ITEM_ALIGN, "items are 4-aligned");
+
+/* The item's parity: 0 or 4, its address modulo 8. */
+static inline unsigned rkv_item_parity(const struct rkv_item *it)
+{
+    return (unsigned)((uintptr_t)it & 4);
+}
+
+/* Bytes to add to an 8-aligned address for a copy of the item at region
+ * offset `offset` to keep its parity. */
+static inline size_t rkv_item_copy_skew(uint64_t offset)
+{
+    return (size_t)(offset & 4);
+}
+
+/* The state word: at 8 (parity 0) or 4 (parity 4), 8-aligned either way:
+ * the first 8-byte boundary past the item's first 4 bytes. */
+static inline volatile uint64_t *rkv_item_state_at(const struct rkv_item *it)
+{
+    return (volatile uint64_t *)(((uintptr_t)it + 8) & ~(uintptr_t)7);
+}
+
+/* The state word, as one relaxed 8-byte load. */
+static inline uint64_t rkv_item_state(const struct rkv_item *it)
+{
+    return __atomic_load_n(rkv_item_state_at(it), __ATOMIC_RELAXED);
+}
+
+/* Store the state word (one atomic 8-byte store, release). */
+static inline void rkv_item_set_state(struct rkv_item *it, uint64_t state)
+{
+    __atomic_store_n(rkv_item_state_at(it), state, __ATOMIC_RELEASE);
+}
+
+/* The stored checksum: its low half at 0, its high half at 4 (parity 0) or
+ * 12 (parity 4), on either side of the state word. */
+static inline const uint32_t *rkv_item_checksum_hi_at(const struct rkv_item *it)
+{
+    return (const uint32_t *)(const void *)((const uint8_t *)it + 4 + 2 * rkv_item_parity(it));
+}
+
+static inline uint64_t rkv_item_checksum_stored(const struct rkv_item *it)
+{
+    return it->head[0] | (uint64_t)*rkv_item_checksum_hi_at(it) << 32;
+}
+
+static inline void rkv_item_set_checksum(struct rkv_item *it, uint64_t sum)
+{
+    it->head[0] = (uint32_t)sum;
+    *(uint32_t *)(uintptr_t)rkv_item_checksum_hi_at(it) = (uint32_t)(sum >> 32);
+}
+
+/* The item's version (its CAS token). */
+static inline uint64_t rkv_item_version(const struct rkv_item *it)
+{
+    uint64_t v;
+    memcpy(&v, it->version_le, sizeof v);
+    return v;
+}
 
 #define RKV_SHAPE_KEY_MASK     0xffu
 #define RKV_SHAPE_EXPIRE       0x100u
@@ -271,7 +347,7 @@ static inline uint8_t *rkv_item_init(struct rkv_item *it, uint64_t version, uint
 {
     uint32_t shape = rkv_shape_make(key_len, value_len, expire_at, user_flags);
     uint8_t *p = it->tail;
-    it->version = version;
+    memcpy(it->version_le, &version, sizeof version);
     it->shape = shape;
     if (shape & RKV_SHAPE_LONG)
         p = (uint8_t *)memcpy(p, &value_len, 4) + 4;

@@ -131,11 +131,12 @@ static inline __attribute__((always_inline)) enum rkv_verify item_verify(const s
     rkv_item_decode(it, shape, f);
     if ((uint64_t)f->key_len + f->value_len > len - f->header)
         return RKV_VERIFY_TORN;
-    if (rkv_item_checksum_of(it, f->header + (size_t)f->key_len + f->value_len, seed) != it->checksum)
+    if (rkv_item_checksum_of(it, f->header + (size_t)f->key_len + f->value_len, seed) !=
+        rkv_item_checksum_stored(it))
         return RKV_VERIFY_TORN;
     if (f->key_len != key_len || !key_equal((const uint8_t *)it + f->header, key, key_len))
         return RKV_VERIFY_OTHER_KEY;
-    if (it->state & RKV_ITEM_OBSOLETE)
+    if (rkv_item_state(it) & RKV_ITEM_OBSOLETE)
         return RKV_VERIFY_OBSOLETE;
     if (now != 0 && rkv_expired(f->expire_at, now))
         return RKV_VERIFY_EXPIRED;
@@ -149,9 +150,13 @@ enum rkv_verify rkv_item_verify(const struct rkv_item *it, size_t len, const voi
     return item_verify(it, len, key, key_len, seed, now, &f);
 }
 
+/* An item's copy lands 8-aligned plus its parity (round_add): at most this
+ * many bytes past where the round's last read ended. */
+#define ITEM_LANDING_PAD 12u
+
 size_t rkv_lookup_scratch_need(const struct rkv_region_header *geom, unsigned n)
 {
-    return (size_t)n * BUCKET_PAIR_BYTES + geom->class_size[geom->class_count - 1];
+    return (size_t)n * BUCKET_PAIR_BYTES + geom->class_size[geom->class_count - 1] + ITEM_LANDING_PAD;
 }
 
 unsigned rkv_lookup_batch_fit(const struct rkv_lookup_ctx *ctx)
@@ -169,13 +174,21 @@ struct round {
     size_t used; /* bytes of scratch handed out this round */
 };
 
+/* Where a read of region offset `offset` lands after `p`: 8-aligned, plus
+ * the parity an item there has (rkv_item_copy_skew), so a copy of an item
+ * is laid out as the item is. */
+static inline const uint8_t *landing(const uint8_t *p, uint64_t offset)
+{
+    return (const uint8_t *)RKV_ALIGN_UP((uintptr_t)p, 8) + rkv_item_copy_skew(offset);
+}
+
 /* Reserve scratch and an op for reading [offset, offset+len); NULL when the
  * round is full (the key then waits for the next round). */
 static inline __attribute__((always_inline)) void *round_add(struct round *r, uint64_t offset,
                                                              uint32_t len)
 {
     struct rkv_lookup_ctx *ctx = r->ctx;
-    size_t at = RKV_ALIGN_UP(r->used, 8);
+    size_t at = (size_t)(landing(ctx->scratch + r->used, offset) - ctx->scratch);
     if (r->nops == ctx->ops_cap || at + len > ctx->scratch_len)
         return NULL;
     struct rkv_read_op *op = &ctx->ops[r->nops++];
@@ -312,14 +325,16 @@ static void next_bucket_or_recheck(struct rkv_lookup *l)
     l->phase = l->bucket_next < 2 ? PHASE_BUCKETS : PHASE_RECHECK;
 }
 
-static void deliver(struct rkv_lookup *l, const struct rkv_item *it,
-                    const struct rkv_item_fields *f, uint64_t slot)
+static inline __attribute__((always_inline)) void deliver(struct rkv_lookup *l,
+                                                          const struct rkv_item *it,
+                                                          const struct rkv_item_fields *f,
+                                                          uint64_t slot)
 {
     l->value_len = f->value_len;
-    l->version = it->version;
+    l->version = rkv_item_version(it);
     l->user_flags = f->user_flags;
     l->expire_at = f->expire_at;
-    l->state = it->state;
+    l->state = rkv_item_state(it);
     l->slot = slot;
     if (f->value_len > l->buf_len) {
         finish(l, RKV_BUFFER_TOO_SMALL);
@@ -367,7 +382,7 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
                                         &f);
         /* a forward keeps at_slot's fingerprint bits (never 0) */
         uint64_t next = v == RKV_VERIFY_OBSOLETE
-                            ? rkv_item_forward(it->state, rkv_slot_fp(l->at_slot))
+                            ? rkv_item_forward(rkv_item_state(it), rkv_slot_fp(l->at_slot))
                             : 0;
         if (v == RKV_VERIFY_OK) {
             l->cache_used = 1;
@@ -403,12 +418,13 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
         break;
     }
     case PHASE_ITEMS: {
-        const uint8_t *p = l->land;
+        const uint8_t *p = l->land, *end = NULL; /* where the reads landed (round_add) */
         bool torn = false;
         for (unsigned i = 0; i < l->nread; i++) {
             uint64_t slot = l->cand[l->next_cand + i];
             len = l->cand_len[l->next_cand + i];
-            p = (const uint8_t *)RKV_ALIGN_UP((uintptr_t)p, 8);
+            if (i > 0)
+                p = landing(end, rkv_slot_offset(slot));
             const struct rkv_item *it = (const struct rkv_item *)(const void *)p;
             struct rkv_item_fields f;
             switch (item_verify(it, len, l->key, l->key_len, g->hash_seed, ctx->now, &f)) {
@@ -418,7 +434,7 @@ static void advance_key(struct rkv_lookup_ctx *ctx, struct rkv_lookup *l)
             case RKV_VERIFY_OBSOLETE:
             case RKV_VERIFY_TORN: torn = true; break;
             }
-            p += len;
+            end = p + len;
         }
         l->next_cand = (uint8_t)(l->next_cand + l->nread);
         if (torn)

@@ -217,7 +217,7 @@ static void bump(struct mc *m, const uint8_t *key, uint32_t klen, uint64_t versi
                  const struct found *f)
 {
     uint64_t clear, set;
-    if (bump_bits(f->now, f->copy->state, &clear, &set))
+    if (bump_bits(f->now, rkv_item_state(f->copy), &clear, &set))
         rkv_table_set_state(m->t, key, klen, version, clear, set, NULL);
 }
 
@@ -236,10 +236,12 @@ static int find_copy(struct mc *m, const uint8_t *key, uint32_t klen, size_t pre
         size_t size = rkv_item_bytes(it);
         if (size > m->g->slab_page_size)
             continue; /* torn header: read again */
-        char *base = rkv_tcp_out_reserve(m->c, pre + size + 8 + 2);
+        /* the copy keeps the item's parity (layout.h): 8-aligned plus up to 4 */
+        char *base = rkv_tcp_out_reserve(m->c, pre + size + 8 + 4 + 2);
         if (base == NULL)
             return -1;
-        struct rkv_item *copy = (void *)RKV_ALIGN_UP((uintptr_t)(base + pre), 8);
+        struct rkv_item *copy = (void *)(RKV_ALIGN_UP((uintptr_t)(base + pre), 8) +
+                                         rkv_item_copy_skew((uintptr_t)it));
         memcpy(copy, it, size);
         uint32_t now = clock_now(m);
         enum rkv_verify v = rkv_item_verify(copy, size, key, klen, m->g->hash_seed, now);
@@ -297,7 +299,7 @@ static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t k
             return RKV_OUT_OF_MEMORY;
         if (r == -2)
             return RKV_RETRY_EXHAUSTED;
-        if (cas != 0 && f->copy->version != cas)
+        if (cas != 0 && rkv_item_version(f->copy) != cas)
             return RKV_CAS_MISMATCH;
         struct compose cp = { .a = f->value, .alen = f->value_len };
         if (how == RMW_APPEND) {
@@ -313,17 +315,17 @@ static rkv_status rmw(struct mc *m, enum rmw how, const uint8_t *key, uint32_t k
         struct rkv_value_src src = { .pull = compose_pull, .ctx = &cp, .len = cp.alen + cp.blen };
         rkv_status st;
         if (how == RMW_EXPIRE) {
-            st = rkv_table_delete_version(m->t, key, klen, f->copy->version);
-            *version = f->copy->version;
+            st = rkv_table_delete_version(m->t, key, klen, rkv_item_version(f->copy));
+            *version = rkv_item_version(f->copy);
         } else {
             /* a touch keeps the item's meta state (memcached keeps the
              * item), as it is when replaced; an append or prepend makes a
              * new one */
             bool touch = how == RMW_TOUCH;
-            st = rkv_table_put_keep(m->t, key, klen, &src, RKV_CAS, f->copy->version,
+            st = rkv_table_put_keep(m->t, key, klen, &src, RKV_CAS, rkv_item_version(f->copy),
                                     touch ? ttl : ttl_keep(m, rkv_item_expire_at(f->copy)),
                                     rkv_item_user_flags(f->copy), touch ? RKV_ITEM_LIVE_MASK : 0,
-                                    touch ? f->copy->state : fresh_state(m), version);
+                                    touch ? rkv_item_state(f->copy) : fresh_state(m), version);
         }
         if (st == RKV_OK && how == RMW_TOUCH)
             rkv_stat_bump(&m->st->touch_stores, 1);
@@ -392,7 +394,7 @@ static void get_one(struct mc *m, const struct rkv_mc_req *r, const uint8_t *key
         res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
     } else {
         res = find_copy(m, key, klen, LINE_MAX_OUT, &f);
-        version = res == 1 ? f.copy->version : 0;
+        version = res == 1 ? rkv_item_version(f.copy) : 0;
     }
     count_read(m, touch, res == 1);
     rkv_mc_detail(res == 1 ? RKV_MC_DETAIL_HIT : RKV_MC_DETAIL_GET, key, klen);
@@ -615,7 +617,7 @@ static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bo
             res = ARITH_NON_NUMERIC;
             break;
         }
-        if (cas != 0 && f.copy->version != cas) {
+        if (cas != 0 && rkv_item_version(f.copy) != cas) {
             res = ARITH_CAS_MISMATCH;
             break;
         }
@@ -627,7 +629,7 @@ static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bo
         char text[24];
         uint32_t n = (uint32_t)snprintf(text, sizeof text, "%llu", (unsigned long long)v);
         struct compose cp = { .a = (const uint8_t *)text, .alen = n };
-        o->in_place = n <= f.value_len && !is_held(m, f.copy->version);
+        o->in_place = n <= f.value_len && !is_held(m, rkv_item_version(f.copy));
         if (o->in_place) {
             /* the digits, then spaces to the old length, over the scratch copy */
             uint8_t *val = (uint8_t *)(uintptr_t)f.value;
@@ -639,11 +641,12 @@ static enum arith door_arith(struct mc *m, const uint8_t *key, uint32_t klen, bo
         struct rkv_value_src src = { .pull = compose_pull, .ctx = &cp, .len = cp.alen + cp.blen };
         /* in place, memcached's item stays, meta state and all (as it is
          * when replaced) */
-        rkv_status st = rkv_table_put_keep(m->t, key, klen, &src, RKV_CAS, f.copy->version,
+        rkv_status st = rkv_table_put_keep(m->t, key, klen, &src, RKV_CAS, rkv_item_version(f.copy),
                                            new_ttl ? ttl : ttl_keep(m, rkv_item_expire_at(f.copy)),
                                            rkv_item_user_flags(f.copy),
                                            o->in_place ? RKV_ITEM_LIVE_MASK : 0,
-                                           o->in_place ? f.copy->state : fresh_state(m), &o->version);
+                                           o->in_place ? rkv_item_state(f.copy) : fresh_state(m),
+                                           &o->version);
         if (st == RKV_CAS_MISMATCH || st == RKV_NOT_STORED || st == RKV_NOT_FOUND)
             continue; /* another writer got in between (or it went): again */
         if (st == RKV_OK) {
@@ -864,7 +867,7 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
             res = st == RKV_OK ? 1 : st == RKV_NOT_FOUND ? 0 : st == RKV_OUT_OF_MEMORY ? -1 : -2;
         } else {
             res = find_copy(m, r->key, r->key_len, LINE_MAX_OUT, &f);
-            version = res == 1 ? f.copy->version : 0;
+            version = res == 1 ? rkv_item_version(f.copy) : 0;
         }
         if (res != 0 || !(r->mflags & RKV_MC_F('N')))
             break;
@@ -877,7 +880,7 @@ static void do_mg(struct mc *m, const struct rkv_mc_req *r)
         res = 1;
         break;
     }
-    uint64_t state = created ? 0 : res == 1 ? f.copy->state : 0;
+    uint64_t state = created ? 0 : res == 1 ? rkv_item_state(f.copy) : 0;
     uint32_t vlen = created ? 0 : res == 1 ? rkv_item_value_len(f.copy) : 0;
     uint32_t uflags = created ? 0 : res == 1 ? rkv_item_user_flags(f.copy) : 0;
     if (res == 1) {
@@ -1005,13 +1008,14 @@ static bool store_stale(struct mc *m, const struct rkv_mc_req *r, rkv_status *st
     for (unsigned i = 0; i < RMW_TRIES && !done; i++) {
         struct found f;
         rkv_tcp_out_rewind(m->c, mark);
-        if (find_copy(m, r->key, r->key_len, 0, &f) != 1 || r->cas == 0 || r->cas >= f.copy->version)
+        if (find_copy(m, r->key, r->key_len, 0, &f) != 1 || r->cas == 0 ||
+            r->cas >= rkv_item_version(f.copy))
             break;
-        uint64_t state = rkv_item_state_live(RKV_ITEM_STALE | (f.copy->state & RKV_ITEM_WON),
+        uint64_t state = rkv_item_state_live(RKV_ITEM_STALE | (rkv_item_state(f.copy) & RKV_ITEM_WON),
                                              clock_now(m));
         struct rkv_value_src src = { .data = r->data, .len = r->bytes };
         /* the token as it is when replaced */
-        *st = rkv_table_put_keep(m->t, r->key, r->key_len, &src, RKV_CAS, f.copy->version,
+        *st = rkv_table_put_keep(m->t, r->key, r->key_len, &src, RKV_CAS, rkv_item_version(f.copy),
                                  ttl_keep(m, rkv_item_expire_at(f.copy)), r->flags, RKV_ITEM_WON,
                                  state, version);
         /* another writer got in between (or it went): look again */
@@ -1041,14 +1045,14 @@ static rkv_status invalidate(struct mc *m, const struct rkv_mc_req *r)
             st = res == 0 ? RKV_NOT_FOUND : res == -1 ? RKV_OUT_OF_MEMORY : RKV_RETRY_EXHAUSTED;
             break;
         }
-        if (cas_given && f.copy->version != r->cas) {
+        if (cas_given && rkv_item_version(f.copy) != r->cas) {
             st = RKV_CAS_MISMATCH;
             break;
         }
         struct rkv_value_src src = { .data = f.value, .len = f.value_len };
-        uint64_t state = (f.copy->state | RKV_ITEM_STALE) & ~(uint64_t)RKV_ITEM_WON;
+        uint64_t state = (rkv_item_state(f.copy) | RKV_ITEM_STALE) & ~(uint64_t)RKV_ITEM_WON;
         /* fetched and last access as they are when replaced */
-        st = rkv_table_put_keep(m->t, r->key, r->key_len, &src, RKV_CAS, f.copy->version,
+        st = rkv_table_put_keep(m->t, r->key, r->key_len, &src, RKV_CAS, rkv_item_version(f.copy),
                                 set_ttl ? ttl : ttl_keep(m, rkv_item_expire_at(f.copy)),
                                 rkv_item_user_flags(f.copy),
                                 RKV_ITEM_FETCHED | RKV_ITEM_ACCESS_MASK, state, &version);

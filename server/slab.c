@@ -307,27 +307,32 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t f
         *class_count = nc;
         return RKV_OK;
     }
-    /* Fine: every RKV_ITEM_ALIGN step from the smallest item up to fine_limit.
+    /* Fine: every RKV_ITEM_ALIGN step from the smallest item up to
+     * RKV_SLAB_FINE4_BELOW, every second one from there up to fine_limit.
      * Then every coarse class (so no item takes more than it would with the
      * coarse classes alone), each preceded by the geometric mean of it and
-     * the class before, rounded up to RKV_ITEM_ALIGN (so the steps above
+     * the class before, rounded up to 8 bytes (so the steps above
      * fine_limit grow by about the square root of the factor), below
-     * page_size / RKV_SLAB_DIVISORS; then the divisors. At most
-     * RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES - RKV_SLAB_DIVISORS fine classes fit. */
-    uint32_t prev = 0;
-    for (uint32_t s = RKV_MIN_ITEM_SIZE; s < fine_limit && s < page_size; s += RKV_ITEM_ALIGN) {
-        if (n == RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES - RKV_SLAB_DIVISORS) {
+     * page_size / RKV_SLAB_DIVISORS; then the divisors. The fine classes
+     * may take what those leave of RKV_MAX_CLASSES: at most two for each
+     * coarse class below the divisors, and RKV_SLAB_DIVISORS. */
+    uint32_t prev = 0, divisors_from = page_size / RKV_SLAB_DIVISORS;
+    unsigned fine_max = RKV_MAX_CLASSES - RKV_SLAB_DIVISORS;
+    for (unsigned i = 0; i < nc && coarse[i] < divisors_from; i++)
+        fine_max -= 2;
+    for (uint32_t s = RKV_MIN_ITEM_SIZE; s < fine_limit && s < page_size;
+         s += s < RKV_SLAB_FINE4_BELOW ? RKV_ITEM_ALIGN : 2 * RKV_ITEM_ALIGN) {
+        if (n == fine_max) {
             snprintf(err, err_len, "fine size classes up to %u bytes are more than %u", fine_limit,
-                     RKV_MAX_CLASSES - 2 * RKV_SLAB_COARSE_CLASSES - RKV_SLAB_DIVISORS);
+                     fine_max);
             return RKV_INVALID;
         }
         class_size[n++] = prev = s;
     }
-    uint32_t divisors_from = page_size / RKV_SLAB_DIVISORS;
     for (unsigned i = 0; i < nc && coarse[i] < divisors_from; i++) {
         if (coarse[i] <= prev)
             continue;
-        uint64_t mid = RKV_ALIGN_UP(isqrt((uint64_t)prev * coarse[i]), RKV_ITEM_ALIGN);
+        uint64_t mid = RKV_ALIGN_UP(isqrt((uint64_t)prev * coarse[i]), 2 * RKV_ITEM_ALIGN);
         if (prev != 0 && mid > prev && mid < coarse[i])
             class_size[n++] = (uint32_t)mid;
         class_size[n++] = prev = coarse[i];

@@ -3,8 +3,8 @@
  * The heap (layout.h) is cut into equal slab pages. A page is given to one
  * size class the first time that class needs memory and then holds items of
  * that class only, until the table moves it to another class (page
- * rebalancing: rkv_slab_page_take, see slab.c). Classes step by
- * RKV_ITEM_ALIGN (8 bytes) from the smallest item up to a fine limit, then
+ * rebalancing: rkv_slab_page_take, see slab.c). Classes step by 4 bytes
+ * from the smallest item to RKV_SLAB_FINE4_BELOW, by 8 to a fine limit, then
  * grow by about the square root of the configured factor up to the page
  * size, so the largest item fills a page (rkv_slab_classes).
  *
@@ -81,7 +81,7 @@ struct rkv_slab_config {
     uint64_t heap_size;   /* bytes of heap, a multiple of page_size */
     uint32_t page_size;   /* bytes per slab page, a multiple of RKV_ITEM_ALIGN */
     double growth_factor; /* class size growth, > 1.0 */
-    uint32_t fine_limit;  /* classes step by RKV_ITEM_ALIGN below this size; 0: coarse
+    uint32_t fine_limit;  /* classes step by 4 or 8 bytes below this size; 0: coarse
                              * classes only (rkv_slab_classes) */
     uint32_t grace_ms; /* a freed item is reused only this long after, <= RKV_SLAB_MAX_GRACE_MS */
     bool item_meta;    /* keep one private uint32 per item (rkv_slab_meta) */
@@ -102,10 +102,18 @@ struct rkv_slab_config {
  * alignment. */
 #define RKV_SLAB_DIVISORS 32u
 
+/* The fine classes step by RKV_ITEM_ALIGN (4 bytes) below this size and by
+ * twice that above, up to fine_limit: a 4-byte step saves the most where
+ * items are smallest, and each class takes a page of its own the first
+ * time it is used, so a small heap holding items of many sizes runs out of
+ * pages with too many classes (design.md, "Size classes"). */
+#define RKV_SLAB_FINE4_BELOW 128u
+
 /* The class table for a page size, growth factor and fine limit: sizes in
  * bytes, strictly increasing multiples of RKV_ITEM_ALIGN, the last equal to
  * page_size. fine_limit 0: the coarse classes alone. Otherwise every
- * RKV_ITEM_ALIGN step from RKV_MIN_ITEM_SIZE below fine_limit, then the
+ * RKV_ITEM_ALIGN step from RKV_MIN_ITEM_SIZE below RKV_SLAB_FINE4_BELOW and
+ * every second one from there below fine_limit, then the
  * coarse classes from fine_limit up, each with one class between it and the
  * one before (their geometric mean, rounded up), up to page_size /
  * RKV_SLAB_DIVISORS; above, the page's divisors (RKV_SLAB_DIVISORS). No

@@ -454,7 +454,7 @@ static void publish(struct rkv_table *t, struct rkv_bucket *b, unsigned slot,
                          rkv_access_stored(t, __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED),
                                            uses),
                          __ATOMIC_RELAXED);
-    __atomic_store_n(&it->state, nb->state, __ATOMIC_RELEASE);
+    rkv_item_set_state(it, nb->state);
     slot_store(t, b, slot, nb->word);
     stripe_count(t, b, SC_ITEMS, 1);
     stripe_count(t, b, SC_ITEM_BYTES, (int64_t)rkv_item_bytes(it));
@@ -471,7 +471,7 @@ static void retire_mark(struct rkv_table *t, const struct rkv_bucket *b, uint64_
     struct rkv_item *it = item_at(t, word);
     stripe_count(t, b, SC_ITEMS, -1);
     stripe_count(t, b, SC_ITEM_BYTES, -(int64_t)rkv_item_bytes(it));
-    __atomic_store_n(&it->state, state, __ATOMIC_RELEASE);
+    rkv_item_set_state(it, state);
 }
 
 static void item_free(struct rkv_table *t, uint64_t word)
@@ -836,7 +836,7 @@ static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, 
     if (out->access != NULL)
         rkv_prefetch_write(out->access);
     uint64_t version = version_new(t); /* before the item's first store, whose miss it would wait for */
-    __atomic_store_n(&it->state, RKV_ITEM_OBSOLETE, __ATOMIC_RELEASE);
+    rkv_item_set_state(it, RKV_ITEM_OBSOLETE);
     uint8_t *data = rkv_item_init(it, version, key_len, val->len, expire_at, user_flags);
     memcpy(data, key, key_len);
     if (val->len > 0) {
@@ -845,10 +845,10 @@ static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, 
         else if ((st = val->pull(val->ctx, data + key_len, val->len)) != RKV_OK)
             goto fail;
     }
-    it->checksum = rkv_item_checksum(it, t->seed);
+    rkv_item_set_checksum(it, rkv_item_checksum(it, t->seed));
     out->cls = (unsigned)cls;
     out->word = rkv_slot_make(h->fp, (unsigned)cls, off);
-    out->version = it->version;
+    out->version = rkv_item_version(it);
     out->state = state & RKV_ITEM_LIVE_MASK;
     return RKV_OK;
 
@@ -897,7 +897,7 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
     struct place old, p;
     bool found = rkv_table_index_find(t, w->h, w->key, w->key_len, &old);
     bool live = found && !expired_now(t, old.it);
-    rkv_status st = mode_check(w->mode, live, live ? old.it->version : 0, w->cas);
+    rkv_status st = mode_check(w->mode, live, live ? rkv_item_version(old.it) : 0, w->cas);
     *again = false;
     if (st != RKV_OK)
         return st;
@@ -908,7 +908,7 @@ static rkv_status store_locked(struct rkv_table *t, struct store *w, const struc
          * for a page move) goes over with it. */
         struct built nb = w->nb;
         uint64_t keep = live ? w->keep & RKV_ITEM_LIVE_MASK : 0;
-        nb.state = (nb.state & ~keep) | (__atomic_load_n(&old.it->state, __ATOMIC_RELAXED) & keep);
+        nb.state = (nb.state & ~keep) | (rkv_item_state(old.it) & keep);
         /* a new value of a live key keeps its uses: an update is no reason to
          * put a read item back on probation */
         publish(t, old.bucket, old.slot, &nb, live ? rkv_evict_item_uses(t, old.word) : 0);
@@ -1085,7 +1085,7 @@ static rkv_status table_unlink(struct rkv_table *t, const void *key, uint32_t ke
     if (found) {
         if (expired_now(t, p.it)) {
             count(&writer_slot(t)->n.expirations, 1);
-        } else if (if_version && p.it->version != cas) {
+        } else if (if_version && rkv_item_version(p.it) != cas) {
             found = false; /* another write's item: it stays */
             st = RKV_CAS_MISMATCH;
         } else {
@@ -1177,12 +1177,12 @@ static rkv_status state_update(struct rkv_table *t, const void *key, uint32_t ke
     st = RKV_NOT_FOUND;
     if (rkv_table_index_find(t, &h, key, key_len, &p) && !expired_now(t, p.it)) {
         st = RKV_CAS_MISMATCH;
-        if (p.it->version == version) {
-            uint64_t old = __atomic_load_n(&p.it->state, __ATOMIC_RELAXED);
+        if (rkv_item_version(p.it) == version) {
+            uint64_t old = rkv_item_state(p.it);
             uint64_t next = (old & ~RKV_ITEM_LIVE_MASK) |
                             (change(t, p.it, old, arg) & RKV_ITEM_LIVE_MASK);
             if (next != old)
-                __atomic_store_n(&p.it->state, next, __ATOMIC_RELEASE);
+                rkv_item_set_state(p.it, next);
             if (before)
                 *before = old;
             if (after)
@@ -1272,7 +1272,7 @@ rkv_status rkv_table_incr(struct rkv_table *t, const void *key, uint32_t key_len
             st = rkv_parse_counter(rkv_item_value(p.it), rkv_item_value_len(p.it), &cur)
                      ? RKV_OK
                      : RKV_NOT_NUMBER;
-            version = p.it->version;
+            version = rkv_item_version(p.it);
             expire_at = rkv_item_expire_at(p.it);
             flags = rkv_item_user_flags(p.it);
         }
@@ -1505,7 +1505,7 @@ static bool flush_item(struct rkv_table *t, uint64_t off, unsigned cls, uint64_t
     struct place p;
     table_hash(t, key, key_len, &h);
     struct stripe_hold hold = key_lock(t, key, key_len, &h, &set);
-    bool gone = slot_at(t, &h, off, cls, &p) && p.it->version <= upto;
+    bool gone = slot_at(t, &h, off, cls, &p) && rkv_item_version(p.it) <= upto;
     if (gone)
         rkv_table_index_remove(t, &p);
     stripes_unlock(t, &set, hold);
@@ -2081,15 +2081,15 @@ static enum rkv_table_drop item_verdict(const struct rkv_table *t, uint64_t b, u
     if (key_len == 0 || key_len > h->max_key_len || rkv_item_value_len(it) > value_room(t, key_len) ||
         rkv_slab_class_for(t->slab, bytes) != (int)sp.cls)
         return RKV_DROP_LENGTHS;
-    if (__atomic_load_n(&it->state, __ATOMIC_RELAXED) & (RKV_ITEM_OBSOLETE | RKV_ITEM_FORWARD))
+    if (rkv_item_state(it) & (RKV_ITEM_OBSOLETE | RKV_ITEM_FORWARD))
         return RKV_DROP_STATE; /* a live item's other bits are its meta state: kept */
-    if (rkv_item_checksum(it, t->seed) != it->checksum)
+    if (rkv_item_checksum(it, t->seed) != rkv_item_checksum_stored(it))
         return RKV_DROP_CHECKSUM;
     struct rkv_key_hash kh;
     table_hash(t, rkv_item_key(it), key_len, &kh);
     if (kh.fp != rkv_slot_fp(w) || (kh.bucket[0] != b && kh.bucket[1] != b))
         return RKV_DROP_KEY;
-    if (it->version == 0 || it->version > max_version)
+    if (rkv_item_version(it) == 0 || rkv_item_version(it) > max_version)
         return RKV_DROP_VERSION;
     if (expired(it, clock))
         return RKV_DROP_EXPIRED;

@@ -58,8 +58,9 @@ static inline uint64_t rkv_evict_ghost_entries(enum rkv_evict_policy p, uint64_t
     return n;
 }
 
-#define RKV_TABLE_GROWTH     1.25 /* size class growth factor unless configured */
-#define RKV_TABLE_FINE_LIMIT 256u /* size classes step by 8 bytes below this (rkv_slab_classes) */
+#define RKV_TABLE_GROWTH 1.25 /* size class growth factor unless configured */
+#define RKV_TABLE_FINE_LIMIT \
+    256u /* size classes step by 4 or 8 bytes below this (rkv_slab_classes) */
 
 /* Bytes a slab page has beyond the configured slab_page_size (the largest
  * item): two item headers and two of the longest keys, so that a page holds

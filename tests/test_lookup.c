@@ -245,7 +245,7 @@ static void test_forward_is_verified(void **state)
     put(e, "other", "WRONG");
     uint64_t s_other = slot_of(e, "other");
     struct rkv_item *old = item_of(e, s_old);
-    assert_int_equal(old->state, rkv_item_state_forward(s_new));
+    assert_int_equal(rkv_item_state(old), rkv_item_state_forward(s_new));
 
     char out[16];
     struct rkv_lookup l = {
@@ -260,7 +260,7 @@ static void test_forward_is_verified(void **state)
     assert_int_equal(e->ctx.forwards, 1);
 
     /* a forward to another key's item */
-    old->state = rkv_item_state_forward(s_other);
+    rkv_item_set_state(old, rkv_item_state_forward(s_other));
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_OK);
     assert_int_equal(l.value_len, 3);
@@ -268,7 +268,7 @@ static void test_forward_is_verified(void **state)
     assert_int_equal(l.slot, s_new);
 
     /* a forward to a torn item of our key (a flipped value byte) */
-    old->state = rkv_item_state_forward(s_new);
+    rkv_item_set_state(old, rkv_item_state_forward(s_new));
     put(e, "fk", "newer"); /* s_new is now obsolete itself: forward to newer */
     uint64_t s_newer = slot_of(e, "fk");
     item_of(e, s_newer)->tail[2] ^= 0x20; /* "Newer": checksum no longer matches */
@@ -283,7 +283,8 @@ static void test_forward_is_verified(void **state)
     assert_memory_equal(out, "newer", 5);
 
     /* a forward out of the heap is never read (scripted_read asserts bounds) */
-    item_of(e, s_new)->state = rkv_item_state_forward(rkv_slot_make(1, 0, e->sc.h->region_size));
+    rkv_item_set_state(item_of(e, s_new),
+                       rkv_item_state_forward(rkv_slot_make(1, 0, e->sc.h->region_size)));
     assert_int_equal(rkv_lookup_batch(&e->ctx, &l, 1), RKV_OK);
     assert_int_equal(l.status, RKV_OK);
     assert_memory_equal(out, "newer", 5);
@@ -539,7 +540,7 @@ static void test_header_valid_field_by_field(void **state)
     h = good;
     h.format_version = 4;
     assert_non_null(rkv_header_other_format(&h, why, sizeof why));
-    assert_string_equal(why, "the server's region is format 4 and this client reads format 6 only; "
+    assert_string_equal(why, "the server's region is format 4 and this client reads format 7 only; "
                              "use a client and a server of the same rkv version");
     h.magic = 0; /* not an rkv region at all: the generic refusal */
     assert_null(rkv_header_other_format(&h, why, sizeof why));
@@ -591,9 +592,62 @@ static void test_hash_any_bucket_count(void **state)
     }
 }
 
+/* An item laid out at either parity (layout.h) round-trips through the
+ * accessors, and its bytes are where the format says: the checksum's low
+ * half at 0 and high half at 4 (parity 0) or 12 (parity 4), the state word
+ * on the 8-aligned 8 bytes between, the version at 16 (only 4-aligned at
+ * parity 4: memcpy), the shape at 24. Verified, it passes; the same bytes
+ * read at the other parity do not (a copy must keep its item's parity). */
+static void test_item_layout_both_parities(void **state)
+{
+    (void)state;
+    static _Alignas(8) uint8_t mem[80];
+    const uint64_t seed = 0x5eed, version = 0x0102030405060708ull;
+    for (unsigned parity = 0; parity <= 4; parity += 4) {
+        memset(mem, 0xee, sizeof mem);
+        struct rkv_item *it = (struct rkv_item *)(void *)(mem + parity);
+        uint8_t *key = rkv_item_init(it, version, 3, 5, 0, 0);
+        memcpy(key, "keyvalue", 8);
+        uint64_t sum = rkv_item_checksum(it, seed);
+        rkv_item_set_checksum(it, sum);
+        rkv_item_set_state(it, rkv_item_state_live(RKV_ITEM_STALE, 77));
+
+        assert_int_equal(rkv_item_parity(it), parity);
+        assert_int_equal(rkv_item_checksum_stored(it), sum);
+        assert_int_equal(rkv_item_state(it), rkv_item_state_live(RKV_ITEM_STALE, 77));
+        assert_int_equal(rkv_item_version(it), version);
+        assert_int_equal(rkv_item_key_len(it), 3);
+        assert_int_equal(rkv_item_value_len(it), 5);
+        assert_int_equal(rkv_item_bytes(it), 36);
+
+        const uint8_t *b = mem + parity;
+        uint32_t lo, hi;
+        uint64_t st, ver;
+        memcpy(&lo, b, 4);
+        memcpy(&hi, b + (parity ? 12 : 4), 4);
+        memcpy(&st, b + 8 - parity, 8);
+        memcpy(&ver, b + 16, 8);
+        assert_int_equal((uint64_t)hi << 32 | lo, sum);
+        assert_int_equal(st, rkv_item_state_live(RKV_ITEM_STALE, 77));
+        assert_int_equal(((uintptr_t)b + 8 - parity) % 8, 0);
+        assert_int_equal(ver, version);
+        assert_int_equal(it->shape, rkv_shape_make(3, 5, 0, 0));
+        assert_int_equal(rkv_item_verify(it, 36, "key", 3, seed, 0), RKV_VERIFY_OK);
+
+        /* the same bytes taken for the other parity: checksum halves mixed up */
+        static _Alignas(8) uint8_t moved[80];
+        memcpy(moved + (4 - parity), b, 36);
+        assert_int_equal(rkv_item_verify((const struct rkv_item *)(const void *)(moved + 4 - parity),
+                                         36, "key", 3, seed, 0),
+                         RKV_VERIFY_TORN);
+        assert_int_equal(rkv_item_copy_skew(1000 + parity), parity);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_item_layout_both_parities),
         cmocka_unit_test_setup_teardown(test_move_between_bucket_reads_is_not_a_miss, setup, teardown),
         cmocka_unit_test_setup_teardown(test_move_between_bucket_reads_bytes_cost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forward_is_verified, setup, teardown),

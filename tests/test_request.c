@@ -377,7 +377,7 @@ static void test_opcodes(void **state)
     assert_int_equal(r->clock, rkv_table_clock(f->srv->table));
     const struct rkv_item *it = rkv_table_find(f->srv->table, "n", 1);
     assert_non_null(it);
-    assert_int_equal(it->version, version);
+    assert_int_equal(rkv_item_version(it), version);
     assert_int_equal(rkv_item_user_flags(it), 7);
     /* put modes: ADD of an existing key, CAS with a stale version */
     h = (struct rkv_req){ .opcode = RKV_OP_PUT, .flags = RKV_ADD, .value_len = 1 };
@@ -430,7 +430,7 @@ static void test_opcodes(void **state)
      * is not claimed */
     const struct rkv_item *hot = rkv_table_find(f->srv->table, "hot", 3);
     assert_non_null(hot);
-    uint64_t ver = hot->version;
+    uint64_t ver = rkv_item_version(hot);
     h = (struct rkv_req){ .opcode = RKV_OP_CLAIM, .arg = ver };
     r = handle(f, 0, build(f, h, "hot", NULL, 0, NULL), &n);
     assert_int_equal(r->status, RKV_OK);

@@ -136,8 +136,8 @@ static void test_class_table(void **state)
     assert_int_equal(rkv_slab_classes(1000, 1.25, 0, sz, &n, err, sizeof err), RKV_INVALID);
 }
 
-/* The table's classes: 8-byte steps from the smallest item below the fine
- * limit, then every coarse class with one class between each two; strictly
+/* The table's classes: 4-byte steps from the smallest item below
+ * RKV_SLAB_FINE4_BELOW, 8-byte ones below the fine limit, then every coarse class with one class between each two; strictly
  * increasing, aligned, ending at the page size, within RKV_MAX_CLASSES even
  * at the largest pages and the smallest factor the coarse table allows. */
 static void test_fine_class_table(void **state)
@@ -168,8 +168,10 @@ static void test_fine_class_table(void **state)
             assert_int_equal(sz[i] % RKV_ITEM_ALIGN, 0);
             if (i > 0)
                 assert_true(sz[i] > sz[i - 1]);
-            if (sz[i] < fine) /* fine-grained: every 8 bytes */
+            if (sz[i] <= RKV_SLAB_FINE4_BELOW) /* fine-grained: every 4 bytes, */
                 assert_int_equal(sz[i], RKV_MIN_ITEM_SIZE + i * RKV_ITEM_ALIGN);
+            else if (sz[i] < fine) /* then every 8 */
+                assert_int_equal(sz[i], sz[i - 1] + 2 * RKV_ITEM_ALIGN);
             /* above, to the divisors: steps of about sqrt(factor) */
             else if (i > 0 && sz[i] < cases[c].page / RKV_SLAB_DIVISORS)
                 assert_true(sz[i] <=
@@ -198,7 +200,7 @@ static void test_fine_class_table(void **state)
                 assert_true(between <= 1);
         }
         /* the divisors: page / k for every k up to RKV_SLAB_DIVISORS whose
-         * class is above the fine and coarse ones, tails under 8 bytes a item */
+         * class is above the fine and coarse ones, tails under 4 bytes an item */
         for (unsigned i = 0; i < n; i++)
             if (sz[i] >= divisors_from && sz[i] >= fine)
                 assert_true(cases[c].page % sz[i] < RKV_ITEM_ALIGN * (cases[c].page / sz[i]));

@@ -310,12 +310,12 @@ static void test_insert_update_delete(void **state)
     assert_string_equal(get_str(&e, "alpha"), "one");
     const struct rkv_item *old = rkv_table_find(e.t, "alpha", 5);
     assert_non_null(old);
-    assert_int_equal(old->version, v1);
-    assert_int_equal(old->state & ~RKV_ITEM_ACCESS_MASK, 0); /* live: no mark, no meta flag */
+    assert_int_equal(rkv_item_version(old), v1);
+    assert_int_equal(rkv_item_state(old) & ~RKV_ITEM_ACCESS_MASK, 0); /* live: no mark, no meta flag */
 
     assert_int_equal(put_mode(&e, "alpha", 5, "two", 3, RKV_SET, 0, 0, &v2), RKV_OK);
     assert_true(v2 > v1);
-    assert_int_equal(old->state & RKV_ITEM_OBSOLETE, RKV_ITEM_OBSOLETE); /* out of place */
+    assert_int_equal(rkv_item_state(old) & RKV_ITEM_OBSOLETE, RKV_ITEM_OBSOLETE); /* out of place */
     assert_string_equal(get_str(&e, "alpha"), "two");
     struct rkv_lookup l;
     char buf[8];
@@ -503,7 +503,7 @@ static void test_incr(void **state)
     assert_int_equal(r, 15);
     assert_string_equal(get_str(&e, "n"), "15");
     const struct rkv_item *it = rkv_table_find(e.t, "n", 1);
-    assert_true(it->version > v);                  /* a new item */
+    assert_true(rkv_item_version(it) > v);         /* a new item */
     assert_int_equal(rkv_item_user_flags(it), 77); /* flags and expiry carried over */
     assert_int_equal(rkv_item_expire_at(it), expire_at);
     assert_int_equal(rkv_table_incr(e.t, "n", 1, -20, &r), RKV_OK); /* saturates at 0 */
@@ -623,8 +623,8 @@ static void test_delete_version(void **state)
     /* the live version goes, for the server and a one-sided reader alike */
     const struct rkv_item *second = rkv_table_find(e.t, "k", 1);
     assert_int_equal(rkv_table_delete_version(e.t, "k", 1, v2), RKV_OK);
-    assert_int_equal(second->state & RKV_ITEM_OBSOLETE, RKV_ITEM_OBSOLETE);
-    assert_int_equal(first->state & RKV_ITEM_OBSOLETE, RKV_ITEM_OBSOLETE);
+    assert_int_equal(rkv_item_state(second) & RKV_ITEM_OBSOLETE, RKV_ITEM_OBSOLETE);
+    assert_int_equal(rkv_item_state(first) & RKV_ITEM_OBSOLETE, RKV_ITEM_OBSOLETE);
     assert_null(get_str(&e, "k"));
     assert_null(rkv_table_find(e.t, "k", 1));
     assert_int_equal(stats(&e).items, 0);
@@ -1783,24 +1783,27 @@ static void test_item_shape_beyond_slot(void **state)
     env_free(&e);
 }
 
-/* Items sit on 8-byte boundaries: 56-byte items (class 3) laid side by
- * side start at every offset mod 64, so at every position against a cache
- * line. Each reads back through the lookup, cold and through its location,
- * and a torn copy of each (a flipped byte at either end, or the first half
- * of another item's image) is never returned. */
+/* Items sit on 4-byte boundaries: 52-byte items (class 5) laid side by
+ * side start at every offset mod 64 that is a multiple of 4, so at every
+ * position against a cache line and at both parities (layout.h: the state
+ * word at 8 or 4, the checksum's high half at 4 or 12). Each reads back
+ * through the lookup, cold and through its location, and a torn copy of
+ * each is never returned: a flipped byte of the key, the value, the shape,
+ * the version or either half of the checksum; the second half of another
+ * item's image; an OBSOLETE state word where this parity keeps it. */
 static void test_items_at_every_alignment(void **state)
 {
     (void)state;
     struct env e;
     env_make(&e, 8 * MiB, NULL);
-    enum { N = 16, KEY = 5, VAL = 56 - RKV_ITEM_PREFIX_SIZE - KEY };
+    enum { N = 16, SIZE = 52, KEY = 5, VAL = SIZE - RKV_ITEM_PREFIX_SIZE - KEY, HOWS = 9 };
     char key[N][8];
     uint8_t val[VAL], buf[VAL], torn[64];
     uint64_t slot[N];
-    unsigned seen = 0; /* offsets mod 64 met, one bit per 8 bytes */
+    unsigned seen = 0; /* offsets mod 64 met, one bit per 4 bytes */
     struct rkv_lookup l;
 
-    assert_int_equal(e.h->class_size[3], 56);
+    assert_int_equal(e.h->class_size[5], SIZE);
     for (unsigned i = 0; i < N; i++) {
         snprintf(key[i], sizeof key[i], "a%04u", i);
         memset(val, 'a' + (int)i, sizeof val);
@@ -1812,33 +1815,44 @@ static void test_items_at_every_alignment(void **state)
         assert_int_equal(l.value_len, VAL);
         for (unsigned j = 0; j < VAL; j++)
             assert_int_equal(buf[j], 'a' + (int)i);
-        assert_int_equal(rkv_slot_class(l.slot), 3);
+        assert_int_equal(rkv_slot_class(l.slot), 5);
         uint64_t off = rkv_slot_offset(l.slot);
         assert_int_equal(off % RKV_ITEM_ALIGN, 0);
-        seen |= 1u << (off % 64 / 8);
+        seen |= 1u << (off % 64 / 4);
         slot[i] = l.slot;
         assert_int_equal(get(&e, key[i], KEY, slot[i], buf, sizeof buf, &l), RKV_OK);
         assert_int_equal(l.cache_used, 1);
     }
-    assert_int_equal(seen, 0xff);
+    assert_int_equal(seen, 0xffff);
 
     for (unsigned i = 0; i < N; i++) {
         uint64_t off = rkv_slot_offset(slot[i]);
+        unsigned parity = (unsigned)(off % 8);
         const uint8_t *img = (const uint8_t *)e.region.base + off;
-        for (unsigned how = 0; how < 3; how++) {
-            memcpy(torn, img, 56);
-            if (how == 0)
-                torn[RKV_ITEM_PREFIX_SIZE] ^= 1; /* first key byte */
-            else if (how == 1)
-                torn[55] ^= 0x80; /* last value byte */
-            else                  /* another item's second half */
-                memcpy(torn + 28,
-                       (const uint8_t *)e.region.base + rkv_slot_offset(slot[(i + 1) % N]) + 28, 28);
+        for (unsigned how = 0; how < HOWS; how++) {
+            memcpy(torn, img, SIZE);
+            switch (how) {
+            case 0: torn[RKV_ITEM_PREFIX_SIZE] ^= 1; break; /* first key byte */
+            case 1: torn[SIZE - 1] ^= 0x80; break;          /* last value byte */
+            case 2:                                         /* another item's second half */
+                memcpy(torn + SIZE / 2,
+                       (const uint8_t *)e.region.base + rkv_slot_offset(slot[(i + 1) % N]) + SIZE / 2,
+                       SIZE / 2);
+                break;
+            case 3: torn[25] ^= 0x08; break;  /* shape: value_len 19 -> 18, still fits */
+            case 4: torn[24] ^= 0x01; break;  /* shape: key_len 5 -> 4 */
+            case 5: torn[16 + 3] ^= 1; break; /* a version byte */
+            case 6: torn[1] ^= 0x10; break;   /* the checksum's low half */
+            case 7: /* the checksum's high half: at 4 (parity 0) or 12 (parity 4) */
+                torn[parity ? 12 + 2 : 4 + 2] ^= 0x40;
+                break;
+            default: torn[8 - parity] |= RKV_ITEM_OBSOLETE; break; /* the state word */
+            }
             e.rd = (struct reader){ .base = e.region.base,
                                     .size = e.region.size,
                                     .torn_off = off,
                                     .torn_img = torn,
-                                    .torn_len = 56,
+                                    .torn_len = SIZE,
                                     .torn_left = 1000 };
             assert_int_equal(get(&e, key[i], KEY, slot[i], buf, sizeof buf, &l), RKV_RETRY_EXHAUSTED);
             assert_true(e.retries >= 8);
@@ -1846,6 +1860,51 @@ static void test_items_at_every_alignment(void **state)
         e.rd.torn_left = 0;
         assert_int_equal(get(&e, key[i], KEY, slot[i], buf, sizeof buf, &l), RKV_OK);
     }
+    env_free(&e);
+}
+
+/* The state word of an item at either parity: the server's stores to it
+ * (meta flags, the OBSOLETE mark of a delete) land on the 8-aligned word
+ * layout.h places, change neither the checksum nor the version, and a
+ * client reading the item sees them. */
+static void test_state_store_both_parities(void **state)
+{
+    (void)state;
+    struct env e;
+    env_make(&e, 8 * MiB, NULL);
+    char val[19], buf[32];
+    const char *keys[2] = { "par.0", "par.1" };
+    unsigned parities = 0;
+    struct rkv_lookup l;
+
+    memset(val, 'p', sizeof val);
+    for (unsigned i = 0; i < 2; i++) { /* two 52-byte items side by side: one of each parity */
+        uint64_t v;
+        assert_int_equal(put_mode(&e, keys[i], 5, val, sizeof val, RKV_SET, 0, 0, &v), RKV_OK);
+        const struct rkv_item *it = rkv_table_find(e.t, keys[i], 5);
+        unsigned parity = rkv_item_parity(it);
+        parities |= 1u << parity;
+        assert_int_equal((uintptr_t)rkv_item_state_at(it) % 8, 0);
+        assert_ptr_equal((const volatile uint8_t *)rkv_item_state_at(it),
+                         (const uint8_t *)it + 8 - parity);
+        uint64_t sum = rkv_item_checksum_stored(it);
+        assert_int_equal(rkv_item_checksum(it, e.h->hash_seed), sum);
+
+        assert_int_equal(rkv_table_set_state(e.t, keys[i], 5, v, 0, RKV_ITEM_WON, NULL), RKV_OK);
+        assert_int_equal(rkv_item_state(it) & RKV_ITEM_META_FLAGS, RKV_ITEM_WON);
+        assert_int_equal(rkv_item_checksum_stored(it), sum);
+        assert_int_equal(rkv_item_version(it), v);
+        assert_int_equal(get(&e, keys[i], 5, 0, buf, sizeof buf, &l), RKV_OK);
+        assert_int_equal(l.state & RKV_ITEM_META_FLAGS, RKV_ITEM_WON);
+        assert_int_equal(l.version, v);
+
+        uint64_t slot = l.slot;
+        assert_int_equal(rkv_table_delete(e.t, keys[i], 5), RKV_OK);
+        assert_int_equal(rkv_item_state(it) & RKV_ITEM_OBSOLETE, RKV_ITEM_OBSOLETE);
+        assert_int_equal(rkv_item_checksum_stored(it), sum); /* whole, but obsolete */
+        assert_int_equal(get(&e, keys[i], 5, slot, buf, sizeof buf, &l), RKV_NOT_FOUND);
+    }
+    assert_int_equal(parities, 1u << 0 | 1u << 4);
     env_free(&e);
 }
 
@@ -1907,7 +1966,7 @@ static uint64_t state_at(struct env *e, uint64_t slot)
 {
     const struct rkv_item *it = (const struct rkv_item *)(const void *)((const uint8_t *)e->region.base +
                                                                         rkv_slot_offset(slot));
-    return __atomic_load_n(&it->state, __ATOMIC_ACQUIRE);
+    return rkv_item_state(it);
 }
 
 static uint64_t slot_of(struct env *e, const char *key)
@@ -1980,15 +2039,15 @@ static void test_meta_state(void **state)
 
     assert_int_equal(put(&e, "plain", "p"), RKV_OK);
     const struct rkv_item *it = rkv_table_find(e.t, "plain", 5);
-    assert_int_equal(it->state, rkv_item_state_live(0, now));
+    assert_int_equal(rkv_item_state(it), rkv_item_state_live(0, now));
 
     assert_int_equal(rkv_table_put_state(e.t, "m", 1, &src, RKV_SET, 0, 0, 0,
                                          rkv_item_state_live(RKV_ITEM_STALE, 7) | RKV_ITEM_OBSOLETE,
                                          &v),
                      RKV_OK);
     it = rkv_table_find(e.t, "m", 1);
-    assert_int_equal(it->state, rkv_item_state_live(RKV_ITEM_STALE, 7)); /* never OBSOLETE */
-    uint64_t sum = it->checksum;
+    assert_int_equal(rkv_item_state(it), rkv_item_state_live(RKV_ITEM_STALE, 7)); /* never OBSOLETE */
+    uint64_t sum = rkv_item_checksum_stored(it);
 
     assert_int_equal(rkv_table_set_state(e.t, "m", 1, v, 0, RKV_ITEM_WON, &before), RKV_OK);
     assert_int_equal(before, rkv_item_state_live(RKV_ITEM_STALE, 7));
@@ -1999,9 +2058,9 @@ static void test_meta_state(void **state)
                                          rkv_item_state_live(RKV_ITEM_FETCHED, 9), NULL),
                      RKV_OK);
     it = rkv_table_find(e.t, "m", 1);
-    assert_int_equal(it->state, rkv_item_state_live(RKV_ITEM_WON | RKV_ITEM_FETCHED, 9));
-    assert_int_equal(it->version, v);
-    assert_int_equal(it->checksum, sum);
+    assert_int_equal(rkv_item_state(it), rkv_item_state_live(RKV_ITEM_WON | RKV_ITEM_FETCHED, 9));
+    assert_int_equal(rkv_item_version(it), v);
+    assert_int_equal(rkv_item_checksum_stored(it), sum);
     assert_int_equal(rkv_item_checksum(it, rkv_table_header(e.t)->hash_seed), sum);
 
     assert_int_equal(rkv_table_set_state(e.t, "m", 1, v + 1, 0, RKV_ITEM_WON, NULL),
@@ -2061,7 +2120,7 @@ static void test_kept_state_races_mark(void **state)
                                         stale, &v2),
                      RKV_OK);
     assert_int_equal(w.pulls, 1);
-    assert_int_equal(rkv_table_find(e.t, "hot", 3)->state, stale | RKV_ITEM_WON);
+    assert_int_equal(rkv_item_state(rkv_table_find(e.t, "hot", 3)), stale | RKV_ITEM_WON);
     uint64_t before;
     assert_int_equal(rkv_table_set_state(e.t, "hot", 3, v2, 0, RKV_ITEM_WON, &before), RKV_OK);
     assert_true(before & RKV_ITEM_WON); /* a second client is told it is taken */
@@ -2073,7 +2132,7 @@ static void test_kept_state_races_mark(void **state)
                                         RKV_ITEM_FETCHED | RKV_ITEM_ACCESS_MASK,
                                         rkv_item_state_live(RKV_ITEM_STALE, 9), &v2),
                      RKV_OK);
-    assert_int_equal(rkv_table_find(e.t, "hot", 3)->state, stale);
+    assert_int_equal(rkv_item_state(rkv_table_find(e.t, "hot", 3)), stale);
 
     /* ms I's stale store: the token as it is when replaced, the rest anew */
     assert_int_equal(rkv_table_put_state(e.t, "hot", 3, &val, RKV_SET, 0, 0, 0, stale, &v), RKV_OK);
@@ -2081,14 +2140,14 @@ static void test_kept_state_races_mark(void **state)
     assert_int_equal(rkv_table_put_keep(e.t, "hot", 3, &mid, RKV_CAS, v, 0, 0, RKV_ITEM_WON,
                                         rkv_item_state_live(RKV_ITEM_STALE, 9), &v2),
                      RKV_OK);
-    assert_int_equal(rkv_table_find(e.t, "hot", 3)->state,
+    assert_int_equal(rkv_item_state(rkv_table_find(e.t, "hot", 3)),
                      rkv_item_state_live(RKV_ITEM_STALE | RKV_ITEM_WON, 9));
 
     /* nothing replaced: the state as given */
     assert_int_equal(rkv_table_put_keep(e.t, "cold", 4, &val, RKV_SET, 0, 0, 0, RKV_ITEM_LIVE_MASK,
                                         stale, NULL),
                      RKV_OK);
-    assert_int_equal(rkv_table_find(e.t, "cold", 4)->state, stale);
+    assert_int_equal(rkv_item_state(rkv_table_find(e.t, "cold", 4)), stale);
     env_free(&e);
 }
 
@@ -2179,8 +2238,8 @@ static rkv_status append(struct env *e, const char *key, const char *add, size_t
     assert_true(rkv_item_value_len(it) + add_len <= sizeof val);
     memcpy(val, rkv_item_value(it), rkv_item_value_len(it));
     memcpy(val + rkv_item_value_len(it), add, add_len);
-    return put_mode(e, key, (uint32_t)strlen(key), val,
-                    (uint32_t)(rkv_item_value_len(it) + add_len), RKV_CAS, it->version, 0, NULL);
+    return put_mode(e, key, (uint32_t)strlen(key), val, (uint32_t)(rkv_item_value_len(it) + add_len),
+                    RKV_CAS, rkv_item_version(it), 0, NULL);
 }
 
 /* An append chain on a full heap, as a memcached client's: every append is
@@ -2289,7 +2348,7 @@ static void test_failed_set_drops_old_value(void **state)
     memset(val, 'b', sizeof val);
     sized_key(key, sizeof key, 'A', 0);
     uint32_t klen = (uint32_t)strlen(key);
-    ver = rkv_table_find(e.t, key, klen)->version;
+    ver = rkv_item_version(rkv_table_find(e.t, key, klen));
     assert_int_equal(put_mode(&e, key, klen, val, B_LEN, RKV_REPLACE, 0, 0, NULL), RKV_OUT_OF_MEMORY);
     assert_int_equal(put_mode(&e, key, klen, val, B_LEN, RKV_CAS, ver, 0, NULL), RKV_OUT_OF_MEMORY);
     assert_true(has_sized(&e, 'A', 0, A_LEN, 0, NULL));
@@ -2432,6 +2491,7 @@ int main(void)
         cmocka_unit_test(test_item_header_shapes),
         cmocka_unit_test(test_item_shape_beyond_slot),
         cmocka_unit_test(test_items_at_every_alignment),
+        cmocka_unit_test(test_state_store_both_parities),
         cmocka_unit_test(test_stale_cached_slot),
         cmocka_unit_test(test_update_forwards),
         cmocka_unit_test(test_meta_state),

@@ -171,7 +171,7 @@ static void check_all(struct kept *k, unsigned skip_from, unsigned skip_to)
         assert_int_equal(rkv_item_value_len(it), n);
         assert_memory_equal(rkv_item_value(it), v, n);
         assert_int_equal(rkv_item_user_flags(it), i * 7);
-        assert_int_equal(it->version, k->version[i]);
+        assert_int_equal(rkv_item_version(it), k->version[i]);
         struct rkv_lookup l;
         assert_int_equal(client_get(k, key, buf, sizeof buf, &l), RKV_OK);
         assert_int_equal(l.value_len, n);
@@ -323,7 +323,7 @@ static void test_attach_drops_damage(void **state)
     ((uint8_t *)rkv_item_value(it))[rkv_item_value_len(it) / 2] ^= 0x40;
     /* 5: obsolete (as an item superseded or being built) */
     slot_of(&k, 5, &it);
-    it->state = RKV_ITEM_OBSOLETE;
+    rkv_item_set_state(it, RKV_ITEM_OBSOLETE);
     /* 8's slot copied into a bucket where key 8 does not hash */
     uint64_t *s8 = slot_of(&k, 8, &it);
     *foreign_slot(&k, 8) = *s8;

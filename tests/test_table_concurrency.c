@@ -644,7 +644,7 @@ static void mw_shared_op(struct mw_writer *w, uint64_t x)
     case 2: st = rkv_table_delete(sh->t, key, (uint32_t)strlen(key)); break;
     default: {
         const struct rkv_item *it = rkv_table_find(sh->t, key, (uint32_t)strlen(key));
-        uint64_t cas = it ? __atomic_load_n(&it->version, __ATOMIC_RELAXED) : 1;
+        uint64_t cas = it ? rkv_item_version(it) : 1;
         st = mw_put(w, key, x >> 40, RKV_CAS, cas, NULL);
         break;
     }
@@ -711,8 +711,10 @@ static void many_writers(bool evict)
     memset(&sh, 0, sizeof sh);
     sh.evict = evict;
     /* Without eviction: 64 buckets (448 slots) for up to 465 keys, as the
-     * single-writer test. With it: a 128 KiB region of 4 KiB pages behind
-     * the same 64 buckets, so both the heap and the index overfill. 64 KiB
+     * single-writer test. With it: a 160 KiB region of 4 KiB pages behind
+     * the same 64 buckets, so both the heap and the index overfill (the
+     * keys' items spread over 4-byte classes: 128 KiB filled the heap long
+     * before the index). 64 KiB
      * pages without eviction: some 30 size classes, each with pages of its own. */
     struct rkv_table_config c = { .index_share = 64.0 * 64 / (16 << 20),
                                   .grace_ms = 2,
@@ -720,7 +722,7 @@ static void many_writers(bool evict)
                                   .lock_timing = true };
     uint64_t size = 16 << 20;
     if (evict) {
-        size = 128 * 1024;
+        size = 160 * 1024;
         c = (struct rkv_table_config){ .slab_page_size = 4096,
                                        .grace_ms = 1,
                                        .evict = RKV_EVICT_LRU,

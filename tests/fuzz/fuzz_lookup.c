@@ -54,12 +54,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .heap_offset = RKV_HEADER_SIZE + BUCKETS * 64,
         .heap_size = HEAP_SIZE,
         .slab_page_size = 4096,
-        .class_count = 5,
+        .class_count = 7,
         .max_key_len = 64,
         .max_value_len = 1024,
         .hash_seed = 7,
         .clock = 100,
-        .class_size = { 32, 64, 256, 1024, 4096 }, /* 32: a shape may name more than the slot */
+        /* 32: a shape may name more than the slot; 36, 52: items at either
+         * parity (layout.h: where the state word and checksum sit) */
+        .class_size = { 32, 36, 52, 64, 256, 1024, 4096 },
     };
     if (!rkv_header_valid(h, REGION))
         abort();
