@@ -24,7 +24,7 @@
  * Fragmentation — where heap bytes go that no item uses:
  *   - internal: an item is rounded up to its class: at most 7 bytes below
  *     the fine limit (8-byte steps), above it at most the step between two
- *     classes, about sqrt(f) or less (under 17% of the item at f = 1.25,
+ *     classes, about sqrt(f) or less (at most 16.5% of the item at f = 1.25,
  *     4.5% on average from 256 bytes to a 32nd of a 1 MiB page, and never
  *     more than memcached's chunk for it; rkv_slab_classes), and up to a
  *     page's divisor above a 32nd of the page.
