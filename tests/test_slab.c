@@ -137,7 +137,8 @@ static void test_class_table(void **state)
 }
 
 /* The table's classes: 8-byte steps from the smallest item below the fine
- * limit, then every coarse class with one class between each two; strictly
+ * limit, then every coarse class with one class between each two and
+ * memcached's twins (test_memcached_twin_classes); strictly
  * increasing, aligned, ending at the page size, within RKV_MAX_CLASSES even
  * at the largest pages and the smallest factor the coarse table allows. */
 static void test_fine_class_table(void **state)
