@@ -22,13 +22,15 @@
  * all resident when a class's free items are usually a small share of it.
  *
  * Fragmentation — where heap bytes go that no item uses:
- *   - internal: an item is rounded up to its class: at most 7 bytes below
- *     the fine limit (8-byte steps), above it at most the step between two
- *     classes, about sqrt(f) (under 12% of the slot at f = 1.25, about 5%
- *     on average; rkv_slab_classes), and up to a page's divisor above a
- *     32nd of the page.
+ *   - internal: an item is rounded up to its class: at most 3 bytes below
+ *     RKV_SLAB_FINE4_BELOW (4-byte steps), 7 below the fine limit (8-byte
+ *     steps), above it at most the step between two
+ *     classes, about sqrt(f) or less (at most 16.5% of the item at f = 1.25,
+ *     4.5% on average from 256 bytes to a 32nd of a 1 MiB page, and never
+ *     more than memcached's chunk for it; rkv_slab_classes), and up to a
+ *     page's divisor above a 32nd of the page.
  *   - page tails: page_size % class_size bytes at the end of each page
- *     (rkv_slab_stats().tail): under 8 bytes an item above a 32nd of the
+ *     (rkv_slab_stats().tail): under 4 bytes an item above a 32nd of the
  *     page (the divisor classes), and a page of items over half a page
  *     holds one.
  *   - calcification: a page given to a class stays there until it is moved.
@@ -279,6 +281,82 @@ static unsigned divisor_classes(uint32_t page_size, uint32_t class_size[RKV_MAX_
     return n;
 }
 
+/* memcached 1.6's chunk sizes (slabs_init with its defaults: -n 48, 8-byte
+ * chunk alignment, CAS on): from MEMCACHED_FIRST_CHUNK by the growth factor,
+ * each rounded up to 8 bytes. Its item takes MEMCACHED_ITEM_OVERHEAD bytes
+ * beyond key and value (ITEM_ntotal: the 48-byte header, the 8-byte CAS, the
+ * key's NUL, the value's CRLF; 4 more with client flags, as rkv's). */
+#define MEMCACHED_FIRST_CHUNK   96u
+#define MEMCACHED_ITEM_OVERHEAD 59u
+#define MEMCACHED_CHUNK_ALIGN   8u
+
+/* The smallest class an rkv item fits whenever memcached's item for the
+ * same key and value fits its chunk of `chunk` bytes: rkv's prefix and a TTL
+ * (memcached keeps its TTL in the header; rkv adds 4 bytes for one), rounded
+ * up to RKV_ITEM_ALIGN. */
+static uint64_t memcached_twin(uint64_t chunk)
+{
+    return RKV_ALIGN_UP(chunk - MEMCACHED_ITEM_OVERHEAD + RKV_ITEM_PREFIX_SIZE + 4u, RKV_ITEM_ALIGN);
+}
+
+/* The chunk after `chunk` in memcached's series: times the factor, rounded
+ * up to its alignment, and at least one alignment step more (so a factor
+ * barely above 1 still ends). */
+static uint64_t memcached_next_chunk(uint64_t chunk, double growth_factor)
+{
+    uint64_t next = RKV_ALIGN_UP((uint64_t)((double)chunk * growth_factor), MEMCACHED_CHUNK_ALIGN);
+    return RKV_MAX(next, chunk + MEMCACHED_CHUNK_ALIGN);
+}
+
+/* The twins memcached_classes may add from fine_limit to below `below`. */
+static unsigned memcached_twins(double growth_factor, uint32_t fine_limit, uint32_t below)
+{
+    unsigned n = 0;
+    for (uint64_t chunk = MEMCACHED_FIRST_CHUNK;; chunk = memcached_next_chunk(chunk, growth_factor)) {
+        uint64_t size = memcached_twin(chunk);
+        if (size >= below)
+            return n;
+        n += size >= fine_limit;
+    }
+}
+
+/* Insert into the n sorted classes below `below` the twin (memcached_twin)
+ * of every chunk of memcached's series for the growth factor from
+ * fine_limit up, where no class has that size yet (*count: n, then the new
+ * count).
+ * So from fine_limit to the divisors no item's class is larger than its
+ * memcached twin's chunk: a page holds at least as many of any item as
+ * memcached's page does, at the sizes where memcached's chunks fit its items
+ * best too. RKV_INVALID (message in err) when they leave no room for the
+ * divisors. */
+static rkv_status memcached_classes(double growth_factor, uint32_t fine_limit, uint32_t below,
+                                    uint32_t class_size[RKV_MAX_CLASSES], unsigned *count,
+                                    char *err, size_t err_len)
+{
+    unsigned n = *count;
+    for (uint64_t chunk = MEMCACHED_FIRST_CHUNK;; chunk = memcached_next_chunk(chunk, growth_factor)) {
+        uint64_t size = memcached_twin(chunk);
+        if (size >= below) {
+            *count = n;
+            return RKV_OK;
+        }
+        unsigned at = 0;
+        while (at < n && class_size[at] < size)
+            at++;
+        if (size < fine_limit || (at < n && class_size[at] == size))
+            continue;
+        if (n == RKV_MAX_CLASSES - RKV_SLAB_DIVISORS) {
+            snprintf(err, err_len,
+                     "slab growth factor %g needs more than %u size classes; raise the growth factor",
+                     growth_factor, RKV_MAX_CLASSES);
+            return RKV_INVALID;
+        }
+        memmove(&class_size[at + 1], &class_size[at], (n - at) * sizeof(class_size[0]));
+        class_size[at] = (uint32_t)size;
+        n++;
+    }
+}
+
 rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t fine_limit,
                             uint32_t class_size[RKV_MAX_CLASSES], uint32_t *class_count, char *err,
                             size_t err_len)
@@ -313,11 +391,13 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t f
      * coarse classes alone), each preceded by the geometric mean of it and
      * the class before, rounded up to 8 bytes (so the steps above
      * fine_limit grow by about the square root of the factor), below
-     * page_size / RKV_SLAB_DIVISORS; then the divisors. The fine classes
-     * may take what those leave of RKV_MAX_CLASSES: at most two for each
-     * coarse class below the divisors, and RKV_SLAB_DIVISORS. */
+     * page_size / RKV_SLAB_DIVISORS; with them the twins of memcached's
+     * chunks (memcached_classes); then the divisors. The fine classes may
+     * take what those leave of RKV_MAX_CLASSES: at most two for each coarse
+     * class below the divisors, one for each twin, and RKV_SLAB_DIVISORS. */
     uint32_t prev = 0, divisors_from = page_size / RKV_SLAB_DIVISORS;
-    unsigned fine_max = RKV_MAX_CLASSES - RKV_SLAB_DIVISORS;
+    unsigned fine_max = RKV_MAX_CLASSES - RKV_SLAB_DIVISORS -
+                        memcached_twins(growth_factor, fine_limit, divisors_from);
     for (unsigned i = 0; i < nc && coarse[i] < divisors_from; i++)
         fine_max -= 2;
     for (uint32_t s = RKV_MIN_ITEM_SIZE; s < fine_limit && s < page_size;
@@ -337,6 +417,9 @@ rkv_status rkv_slab_classes(uint32_t page_size, double growth_factor, uint32_t f
             class_size[n++] = (uint32_t)mid;
         class_size[n++] = prev = coarse[i];
     }
+    if ((st = memcached_classes(growth_factor, fine_limit, divisors_from, class_size, &n, err,
+                                err_len)) != RKV_OK)
+        return st;
     n = divisor_classes(page_size, class_size, n);
     *class_count = n;
     return RKV_OK;

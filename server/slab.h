@@ -115,11 +115,14 @@ struct rkv_slab_config {
  * RKV_ITEM_ALIGN step from RKV_MIN_ITEM_SIZE below RKV_SLAB_FINE4_BELOW and
  * every second one from there below fine_limit, then the
  * coarse classes from fine_limit up, each with one class between it and the
- * one before (their geometric mean, rounded up), up to page_size /
- * RKV_SLAB_DIVISORS; above, the page's divisors (RKV_SLAB_DIVISORS). No
- * item takes more than it would with the coarse classes alone (below the
- * divisors, they are a superset; above, an item's divisor class has at
- * least as many items per page as its coarse class).
+ * one before (their geometric mean, rounded up), and the twin of each of
+ * memcached 1.6's default chunks (the smallest class an item fits whenever
+ * memcached's item for the same key and value fits the chunk), up to
+ * page_size / RKV_SLAB_DIVISORS; above, the page's divisors
+ * (RKV_SLAB_DIVISORS). No item takes more than it would with the coarse
+ * classes alone (below the divisors, they are a superset; above, an item's
+ * divisor class has at least as many items per page as its coarse class),
+ * nor more than memcached's chunk for it.
  * RKV_INVALID (message in err) when the coarse classes would be more than
  * RKV_SLAB_COARSE_CLASSES, the fine ones too many, or the arguments are out
  * of range. */
