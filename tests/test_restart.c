@@ -149,10 +149,14 @@ static void key_of(char *k, size_t len, const char *door, unsigned i)
     snprintf(k, len, "%s-key-%u", door, i);
 }
 
-/* Value i: names its key, 1 byte to a few KiB, every 100th BIG (rendezvous). */
+/* Value i: names its key, 1 byte to 1 KiB, every 100th BIG (rendezvous).
+ * Each size class in use holds at least one 1 MiB slab page, and the 64 MiB
+ * region has 63 for the index and the classes: the mix spans the 54 classes
+ * up to 1 KiB and BIG's three pages, so the cache keeps every item and no
+ * page moves between classes. */
 static size_t value_of(char *v, size_t cap, const char *door, unsigned i)
 {
-    size_t n = i % 100 == 7 ? BIG : 1 + (i * 53) % 3000;
+    size_t n = i % 100 == 7 ? BIG : 1 + (i * 53) % 1000;
     int h = snprintf(v, cap, "%s#%u#", door, i);
     for (size_t j = (size_t)h; j < n; j++)
         v[j] = (char)('a' + (j * 7 + i) % 26);
