@@ -19,6 +19,11 @@
 
 #include "rkv.h"
 
+/* Entries past the connections a server holds (max_conns): those that gave
+ * their place back and are still being torn down, one per thread that
+ * closes connections at a time (rdma_server.c conn_destroy). */
+#define RKV_QP_TABLE_SLACK 64u
+
 struct rkv_qp_slot {
     uint32_t qp_num;
     void *conn; /* NULL: the slot is free */
