@@ -405,6 +405,15 @@ struct rkv_server_transport {
      * polling only (the worker wakes at least every 100 ms). */
     int (*event_fd)(struct rkv_sconn *c);
     void (*arm)(struct rkv_sconn *c);
+    /* Optional (rdma on shared receive queues; both or neither): a wake-up
+     * that all the connections one worker owns of one listener share, beside
+     * their event_fd. wake_fd: that fd, the same for each of them, with in
+     * *ctx what wake() takes; or -1. The worker watches it in its epoll set
+     * (once, while it owns a connection that names it) and calls wake(ctx)
+     * when it is readable: the transport takes what arrived for all of them
+     * and makes the event_fd of each armed one that has requests readable. */
+    int (*wake_fd)(struct rkv_sconn *c, void **ctx);
+    void (*wake)(void *ctx);
     /* Required when event_driven (which has event_fd and no arm): the epoll
      * events (EPOLLIN, EPOLLOUT, EPOLLRDHUP) event_fd must be watched for
      * now; 0 when it waits for nothing but hang-up. */
@@ -430,6 +439,15 @@ static inline int rkv_sconn_worker_of(const struct rkv_server_transport *ops, st
 static inline int rkv_sconn_event_fd(const struct rkv_server_transport *ops, struct rkv_sconn *c)
 {
     return ops->event_fd != NULL ? ops->event_fd(c) : -1;
+}
+
+/* The optional wake_fd op: the wake-up fd c shares with its worker's other
+ * connections (and *ctx for wake()), or -1. */
+static inline int rkv_sconn_wake_fd(const struct rkv_server_transport *ops, struct rkv_sconn *c,
+                                    void **ctx)
+{
+    *ctx = NULL;
+    return ops->wake_fd != NULL ? ops->wake_fd(c, ctx) : -1;
 }
 
 /* The optional arm op: ask for a wake-up on event_fd before sleeping. */

@@ -20,6 +20,7 @@
 
 #include "layout.h"
 #include "memory_budget.h"
+#include "qp_table.h"
 #include "rdma_srq.h"
 #include "rdma_util.h"
 #include "reply_batch.h"
@@ -404,35 +405,34 @@ static uint64_t shm_conn_bytes(const struct rkv_server_config *cfg)
            CONN_STRUCTS + CONN_KERNEL;
 }
 
-/* rdma_server.c rdma_conn_create(): its receive buffers when it has no
- * shared receive queue (srq_depth 0), its FIFOs, and the QP's and CQs'
- * queues (on a shared queue, a receive CQ as deep as the queue); replies
- * come from its worker's pool (rdma_worker_bytes). Sets *registered to the
- * part registered (pinned) with the NIC. */
+/* rdma_server.c rdma_conn_create(): its receive buffers and receive CQ
+ * when it has no shared receive queue (srq_depth 0; on one, its QP
+ * completes its receives on its worker's CQ: rdma_worker_bytes), its FIFOs,
+ * its send queue and send CQ; replies come from its worker's pool. Sets
+ * *registered to the part registered (pinned) with the NIC. */
 static uint64_t rdma_conn_bytes(const struct rkv_server_config *cfg, uint64_t *registered)
 {
     uint64_t credits = cfg->credits;
     uint64_t send_depth = RKV_MIN(credits, (uint64_t)RKV_REPLY_BATCH) +
                           2ull * RKV_MAX(cfg->signal_interval, 1u) - 1;
     uint64_t recv_depth = cfg->srq_depth != 0 ? 0 : credits;
-    /* its receive CQ holds a completion per buffer of the shared queue
-     * (the most it can hold: a peer past its credits must not overrun it) */
-    uint64_t recv_cqe = cfg->srq_depth != 0 ? RKV_ALIGN_UP((uint64_t)cfg->srq_depth, RKV_SRQ_CHUNK)
-                                            : credits + 1;
-    uint64_t cqe = RKV_MAX((uint64_t)cfg->cq_size, send_depth) +
-                   RKV_MAX((uint64_t)cfg->cq_size, recv_cqe);
+    uint64_t recv_cqe = cfg->srq_depth != 0 ? 0 : RKV_MAX((uint64_t)cfg->cq_size, credits + 1);
+    uint64_t cqe = RKV_MAX((uint64_t)cfg->cq_size, send_depth) + recv_cqe;
     /* polled, lens, reply_of, sent_buf (4 bytes each), sent_wr (8) */
     uint64_t fifos = credits * (4 * sizeof(uint32_t) + sizeof(uint64_t));
     *registered = RKV_ALIGN_UP(recv_depth * cfg->max_msg, PAGE_4K);
     return *registered + fifos + (cqe + send_depth + recv_depth) * RDMA_QUEUE_ENTRY + CONN_STRUCTS;
 }
 
-/* Per worker, all registered but the scratch: its shared receive queue at
- * its largest (rdma_srq.c: srq_depth buffers of max_msg and their queue
- * entries; none without), its reply pool at its bound (reply_pool.h:
- * srq_depth buffers, at least 2 x credits, in whole chunks; srq_depth 0
- * gives the pool the default depth), one staging buffer of the listener's
- * pool (staging_pool.h: one per worker at most), and its scratch arrays. */
+/* Per worker, all registered but the scratch and the receive CQ: its
+ * shared receive queue at its largest (rdma_srq.c: srq_depth buffers of
+ * max_msg and their queue entries; none without), with the receive CQ its
+ * connections share (as deep as the queue), the stash beside it (a
+ * completion per buffer) and its QP table (qp_table.h: room for every
+ * connection); its reply pool at its bound (reply_pool.h: srq_depth
+ * buffers, at least 2 x credits, in whole chunks; srq_depth 0 gives the
+ * pool the default depth), one staging buffer of the listener's pool
+ * (staging_pool.h: one per worker at most), and its scratch arrays. */
 static uint64_t rdma_worker_bytes(const struct rkv_server_config *cfg, uint64_t *registered)
 {
     uint64_t credits = cfg->credits;
@@ -446,8 +446,13 @@ static uint64_t rdma_worker_bytes(const struct rkv_server_config *cfg, uint64_t 
                         sizeof(struct ibv_recv_wr) + 2 * sizeof(struct ibv_sge));
     uint64_t reg = depth * cfg->max_msg + pool * cfg->max_msg +
                    RKV_ALIGN_UP((uint64_t)RKV_RDMA_STAGING_SIZE, PAGE_4K);
+    uint64_t recv_cq = depth == 0 ? 0
+                                  : RKV_MAX((uint64_t)cfg->cq_size, depth) * RDMA_QUEUE_ENTRY +
+                                        depth * sizeof(struct ibv_wc) +
+                                        rkv_qp_table_bytes(cfg->max_conns + cfg->max_unauth_conns +
+                                                           RKV_QP_TABLE_SLACK);
     *registered = (uint64_t)cfg->workers * reg;
-    return (uint64_t)cfg->workers * (reg + depth * RDMA_QUEUE_ENTRY + scratch);
+    return (uint64_t)cfg->workers * (reg + depth * RDMA_QUEUE_ENTRY + recv_cq + scratch);
 }
 
 /* tcp_server.c: both buffers at their limits (they grow on demand up to

@@ -47,10 +47,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "qp_table.h"
 #include "rdma_srq.h"
 #include "rdma_util.h"
 #include "reply_batch.h"
@@ -63,6 +65,7 @@
 #define LISTEN_BACKLOG   128
 #define PULL_TIMEOUT_MS  10000u
 #define REPLY_TIMEOUT_MS 10000u
+#define ARRIVALS_AT_ONCE 32u /* receive completions taken per ibv_poll_cq of a worker's CQ */
 
 struct rdma_sconn;
 
@@ -82,13 +85,34 @@ struct rdma_scratch {
  * (reply_pool.h) and the list of its connections with reply sends in
  * flight, which a connection that finds the pool empty reaps. The worker
  * alone touches them (its connections are only ever its own); the listener
- * only counts `conns`. */
+ * only counts `conns`.
+ *
+ * On a shared receive queue, also the one receive CQ all its connections'
+ * QPs complete their receives on (as deep as the queue: see "Receive
+ * completions" in rdma_conn_create and design.md), its completion channel
+ * (the transport's wake_fd) and which connection each QP number is
+ * (qp_table.h). The listener adds a connection to the table when it sets
+ * one up; the worker polls the CQ and hands each completion to its
+ * connection; whoever closes a connection (the worker, or the listener
+ * for one not handed over) takes it out (conn_leave_table): all of that
+ * under table_lock. Everything else here is the worker's alone. */
 struct rdma_worker {
     struct rkv_reply_pool pool;
     atomic_uint conns;
     struct rdma_sconn *holders; /* connections with sent_count > 0 */
     struct rdma_scratch scratch;
-    bool grow_warned; /* the pool could not grow, logged once */
+    bool grow_warned;                   /* the pool could not grow, logged once */
+    struct rkv_srq *q;                  /* its shared receive queue, or NULL: none of the below */
+    struct ibv_comp_channel *recv_comp; /* wake_fd: a receive completed while notified */
+    struct ibv_cq *recv_cq;             /* every receive of its connections' QPs */
+    pthread_mutex_t table_lock;         /* the table, the stash, polling recv_cq, c->armed */
+    struct rkv_qp_table table;          /* QP number -> struct rdma_sconn */
+    struct ibv_wc *stash;               /* taken from recv_cq by a closing connection (any thread),
+                                           for the worker, in order: as many as the queue's buffers */
+    uint32_t stash_head, stash_count;
+    unsigned cq_events; /* completion events taken, not yet acked */
+    atomic_uint armed;  /* its connections that asked for a wake-up (arm) */
+    bool notified;      /* recv_cq is armed and its event not taken yet */
 };
 
 /* What the listener and all its connections share; freed with the last reference. */
@@ -148,9 +172,14 @@ struct rdma_sconn {
     struct rkv_sconn sconn; /* first: what the ops take (transport.h) */
     struct srv_shared *sh;
     struct rdma_cm_id *id;
-    struct ibv_comp_channel *comp; /* wakes an event-mode worker on requests */
+    struct ibv_comp_channel *comp; /* no shared queue: wakes an event-mode worker on requests */
     struct ibv_cq *send_cq;        /* replies and pulls */
-    struct ibv_cq *recv_cq;        /* requests */
+    struct ibv_cq *recv_cq;        /* no shared queue: requests (else wk->recv_cq) */
+    int wake_efd;                  /* shared queue: event_fd, made readable by the worker's
+                                      wake() when requests came for an armed connection */
+    uint32_t qp_num;               /* its QP's number: its key in wk->table */
+    bool in_table;                 /* in wk->table */
+    bool signaled;                 /* wake_efd was made readable: poll() reads it */
     struct rkv_rdma_sq sq;
     uint32_t max_inline;       /* what the QP granted */
     uint32_t worker;           /* its worker: sh->workers[worker], sh->srqs[worker] */
@@ -181,7 +210,8 @@ struct rdma_sconn {
     uint64_t requests_seen; /* ... at the last keepalive look */
     uint64_t probe_at;      /* rkv_now_ns() of the next keepalive probe; 0: not started */
     struct rkv_rdma_connect_info probe; /* the client's probe buffer; magic 0: none named */
-    bool armed;                         /* worker: arm() asked for a completion event */
+    bool armed;                         /* worker: arm() asked for a completion event (on a
+                                           shared queue: until a request comes) */
     bool established;                   /* listener: handed to a worker */
     bool reported;                      /* worker: the failure was logged */
     bool closing;                       /* under close_lock: the worker is tearing the QP down */
@@ -224,12 +254,31 @@ static bool scratch_alloc(struct rdma_scratch *s, uint32_t credits)
     return s->repost && s->wcs && s->swr && s->ssge && s->rwr && s->rsge;
 }
 
+/* A worker's shared receive CQ, its channel and table (make_srqs); none
+ * of its connections is left. */
+static void worker_cq_destroy(struct rdma_worker *wk)
+{
+    if (wk->q == NULL)
+        return;
+    if (wk->cq_events > 0)
+        ibv_ack_cq_events(wk->recv_cq, wk->cq_events);
+    if (wk->recv_cq != NULL)
+        ibv_destroy_cq(wk->recv_cq);
+    if (wk->recv_comp != NULL)
+        ibv_destroy_comp_channel(wk->recv_comp);
+    rkv_qp_table_destroy(&wk->table);
+    free(wk->stash);
+    pthread_mutex_destroy(&wk->table_lock);
+    wk->q = NULL;
+}
+
 static void shared_put(struct srv_shared *sh)
 {
     if (atomic_fetch_sub(&sh->refs, 1) != 1)
         return;
     rkv_staging_pool_destroy(&sh->staging);
     for (uint32_t i = 0; sh->workers != NULL && i < sh->nworkers; i++) {
+        worker_cq_destroy(&sh->workers[i]);
         rkv_reply_pool_destroy(&sh->workers[i].pool);
         scratch_free(&sh->workers[i].scratch);
     }
@@ -516,33 +565,192 @@ static void sent_give_back(struct rdma_sconn *c)
     holder_unlink(c);
 }
 
-/* Before its QP goes: the shared receive queue's buffers this connection
- * holds go back to it, the requests it polled and did not answer and the
- * ones that arrived and were not polled. The QP is in the error state (the
- * disconnect), so no more arrive; receives still posted belong to the SRQ
- * and are not flushed. */
+/* ------------------------------------------------------------ a worker's receive CQ */
+
+/* A request (or a failure) came for armed c: make its event_fd readable,
+ * so a worker that parked it sweeps it again. Under table_lock. */
+static void conn_signal(struct rdma_sconn *c)
+{
+    uint64_t one = 1;
+
+    if (!c->armed)
+        return;
+    c->armed = false;
+    atomic_fetch_sub_explicit(&c->wk->armed, 1, memory_order_relaxed);
+    c->signaled = true;
+    if (write(c->wake_efd, &one, sizeof one) != (ssize_t)sizeof one)
+        RKV_DEBUG("%s: cannot signal its wake-up: %s", c->peer, strerror(errno));
+}
+
+/* One completion of the worker's receive CQ to its connection's FIFO.
+ * Returns false when no connection holds its buffer now (the caller gives
+ * it back to the queue): its QP is gone (a late or flushed receive of a
+ * closed connection), the receive failed, or the connection is dead or
+ * broke the protocol. A connection holds at most `credits` requests (a
+ * conforming client never has more in flight: a request's buffer is
+ * re-posted before its reply is sent), so one more is a client that sends
+ * past its credits, holding other clients' buffers: it is failed, as is
+ * every arrival of it after that given back. Under table_lock, by the
+ * worker. */
+static bool arrival(struct rdma_worker *wk, const struct ibv_wc *wc)
+{
+    struct rdma_sconn *c = rkv_qp_table_find(&wk->table, wc->qp_num);
+
+    if (c == NULL)
+        return false;
+    if (RKV_UNLIKELY(wc->status != IBV_WC_SUCCESS)) {
+        if (c->established)
+            conn_wc_fail(c, wc->status, "receiving a request");
+        else /* the listener's still: not its send queue */
+            atomic_store(&c->dead, true);
+    } else if (RKV_UNLIKELY(wc->opcode != IBV_WC_RECV || !rkv_srq_valid(wk->q, wc->wr_id))) {
+        conn_fail(c, "unexpected receive completion");
+    } else if (RKV_UNLIKELY(c->polled_count == c->sh->credits)) {
+        conn_fail(c, "the client sent more requests than its credits");
+    } else if (RKV_LIKELY(!atomic_load_explicit(&c->dead, memory_order_relaxed))) {
+        unsigned at = (c->polled_head + c->polled_count) % c->sh->credits;
+        c->polled[at] = (uint32_t)wc->wr_id;
+        c->lens[at] = wc->byte_len;
+        c->polled_count++;
+        conn_signal(c);
+        return true;
+    }
+    conn_signal(c); /* a parked one: its worker sees it dead */
+    return false;
+}
+
+/* Buffers no connection holds, gathered to go back to the queue in one post. */
+struct give_back {
+    uint32_t idx[ARRIVALS_AT_ONCE];
+    struct ibv_recv_wr wrs[ARRIVALS_AT_ONCE];
+    struct ibv_sge sges[ARRIVALS_AT_ONCE];
+    unsigned n;
+};
+
+static void give_back_flush(struct rkv_srq *q, struct give_back *g)
+{
+    if (g->n > 0 && rkv_srq_post(q, g->idx, g->n, g->wrs, g->sges) != 0)
+        RKV_WARN("rdma: cannot give receive buffers back to a shared queue");
+    g->n = 0;
+}
+
+static void give_back_add(struct rkv_srq *q, struct give_back *g, uint64_t wr_id)
+{
+    if (!rkv_srq_valid(q, wr_id))
+        return; /* names no buffer of ours: nothing to give back */
+    g->idx[g->n++] = (uint32_t)wr_id;
+    if (g->n == ARRIVALS_AT_ONCE)
+        give_back_flush(q, g);
+}
+
+/* Take what a closing connection kept for the worker (conn_leave_table),
+ * then everything its receive CQ holds, to the connections they belong to:
+ * in the CQ's order, which is each QP's arrival order. The buffers none
+ * holds go back to the queue. Worker thread only. */
+static void worker_take_arrivals(struct rdma_worker *wk)
+{
+    struct ibv_wc wcs[ARRIVALS_AT_ONCE];
+    struct give_back g;
+    int n;
+
+    g.n = 0;
+    pthread_mutex_lock(&wk->table_lock);
+    for (; wk->stash_count > 0; wk->stash_count--) {
+        if (!arrival(wk, &wk->stash[wk->stash_head]))
+            give_back_add(wk->q, &g, wk->stash[wk->stash_head].wr_id);
+        wk->stash_head = (wk->stash_head + 1) % wk->q->depth;
+    }
+    do {
+        n = ibv_poll_cq(wk->recv_cq, (int)ARRIVALS_AT_ONCE, wcs);
+        for (int i = 0; i < n; i++)
+            if (!arrival(wk, &wcs[i]))
+                give_back_add(wk->q, &g, wcs[i].wr_id);
+    } while (n == (int)ARRIVALS_AT_ONCE);
+    give_back_flush(wk->q, &g);
+    pthread_mutex_unlock(&wk->table_lock);
+    if (RKV_UNLIKELY(n < 0))
+        RKV_WARN("rdma: ibv_poll_cq failed on a worker's receive CQ");
+}
+
+/* The transport's wake(): the worker's receive CQ raised an event. Take
+ * the events, notify again while a connection waits for a wake-up (before
+ * the look below: a request after it raises an event, one before it is
+ * taken by it), then take what arrived. */
+static void srv_wake(void *ctx)
+{
+    struct rdma_worker *wk = ctx;
+    struct ibv_cq *cq;
+    void *cq_ctx;
+
+    while (ibv_get_cq_event(wk->recv_comp, &cq, &cq_ctx) == 0) {
+        wk->cq_events++;
+        wk->notified = false;
+    }
+    if (wk->cq_events >= 64) {
+        ibv_ack_cq_events(wk->recv_cq, wk->cq_events);
+        wk->cq_events = 0;
+    }
+    if (atomic_load_explicit(&wk->armed, memory_order_relaxed) > 0 && !wk->notified) {
+        if (ibv_req_notify_cq(wk->recv_cq, 0) == 0)
+            wk->notified = true;
+        else
+            RKV_WARN("rdma: ibv_req_notify_cq failed on a worker's receive CQ");
+    }
+    worker_take_arrivals(wk);
+}
+
+/* c leaves its worker's table, and its QP goes, under table_lock: the
+ * listener cannot give a new QP that takes the number (rxe reuses them at
+ * once) a place in the table until every completion of this one is out of
+ * the CQ. Those are c's own (back to the queue: c is closing) and other
+ * connections', which the closer (the worker, or the listener for a
+ * connection not handed over, which must not touch other connections) keeps
+ * in the stash for the worker's next take, in order. The stash holds them
+ * all: a completion there or in the CQ holds one of the queue's buffers. */
+static void conn_leave_table(struct rdma_sconn *c)
+{
+    struct rdma_worker *wk = c->wk;
+    struct ibv_wc wcs[ARRIVALS_AT_ONCE];
+    struct give_back g;
+    int n;
+
+    g.n = 0;
+    pthread_mutex_lock(&wk->table_lock);
+    rdma_destroy_qp(c->id); /* no receive of its QP completes after this */
+    do {
+        n = ibv_poll_cq(wk->recv_cq, (int)ARRIVALS_AT_ONCE, wcs);
+        for (int i = 0; i < n; i++) {
+            if (wcs[i].qp_num != c->qp_num && wk->stash_count < wk->q->depth &&
+                rkv_qp_table_find(&wk->table, wcs[i].qp_num) != NULL)
+                wk->stash[(wk->stash_head + wk->stash_count++) % wk->q->depth] = wcs[i];
+            else
+                give_back_add(wk->q, &g, wcs[i].wr_id);
+        }
+    } while (n == (int)ARRIVALS_AT_ONCE);
+    give_back_flush(wk->q, &g);
+    rkv_qp_table_remove(&wk->table, c->qp_num);
+    if (c->armed) {
+        c->armed = false;
+        atomic_fetch_sub_explicit(&wk->armed, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&wk->table_lock);
+    c->in_table = false;
+}
+
+/* Once its QP is gone and it left the table: the shared receive queue's
+ * buffers this connection holds go back to it, the requests it polled and
+ * did not answer and the ones that arrived and were not polled. */
 static void srq_give_back(struct rdma_sconn *c)
 {
     const uint32_t credits = c->sh->credits;
     unsigned n = 0;
-    int got;
 
     for (unsigned i = 0; i < c->polled_count; i++)
         c->s->repost[n++] = c->polled[(c->polled_head + i) % credits];
     c->polled_count = 0;
     c->handed = 0;
-    for (;;) {
-        if (n > 0 && rkv_srq_post(c->q, c->s->repost, n, c->s->rwr, c->s->rsge) != 0)
-            RKV_WARN("%s: cannot give receive buffers back to the shared queue", c->peer);
-        n = 0;
-        got = ibv_poll_cq(c->recv_cq, (int)credits, c->s->wcs);
-        if (got <= 0)
-            break;
-        for (int i = 0; i < got; i++)
-            if (c->s->wcs[i].opcode == IBV_WC_RECV || c->s->wcs[i].status != IBV_WC_SUCCESS)
-                if (rkv_srq_valid(c->q, c->s->wcs[i].wr_id))
-                    c->s->repost[n++] = (uint32_t)c->s->wcs[i].wr_id;
-    }
+    if (n > 0 && rkv_srq_post(c->q, c->s->repost, n, c->s->rwr, c->s->rsge) != 0)
+        RKV_WARN("%s: cannot give receive buffers back to the shared queue", c->peer);
 }
 
 /* The max_conns place is given back first: a peer that sees the disconnect
@@ -559,10 +767,13 @@ static void conn_destroy(struct rdma_sconn *c)
     if (c->id != NULL && c->id->qp != NULL) {
         rdma_disconnect(c->id);
         lent_give_back(c);
-        if (c->q != NULL)
-            srq_give_back(c);
-        rdma_destroy_qp(c->id);
+        if (c->in_table)
+            conn_leave_table(c); /* its QP goes there */
+        else
+            rdma_destroy_qp(c->id);
     }
+    if (c->q != NULL)
+        srq_give_back(c);
     if (c->wk != NULL) {
         sent_give_back(c); /* the QP is gone: the device is done with them */
         atomic_fetch_sub(&c->wk->conns, 1);
@@ -577,6 +788,8 @@ static void conn_destroy(struct rdma_sconn *c)
         ibv_destroy_cq(c->recv_cq);
     if (c->comp != NULL)
         ibv_destroy_comp_channel(c->comp);
+    if (c->wake_efd >= 0)
+        close(c->wake_efd);
     rkv_rdma_buf_free(&c->recvs);
     /* Waits until the listener acknowledged every event it took for this id. */
     if (c->id != NULL)
@@ -682,6 +895,7 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
         goto oom;
     }
     pthread_mutex_init(&c->close_lock, NULL);
+    c->wake_efd = -1;
     c->sh = sh;
     c->s = &sh->setup_scratch;
     c->id = id;
@@ -694,37 +908,43 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
     rkv_rdma_format_addr(rdma_get_peer_addr(id), c->peer + 5, sizeof c->peer - 5);
     memcpy(c->peer, "rdma ", 5);
 
-    c->comp = ibv_create_comp_channel(sh->verbs);
-    if (c->comp == NULL) {
-        rkv_rdma_errno_error(errno, "ibv_create_comp_channel", err, err_len);
-        goto fail;
-    }
-    flags = fcntl(c->comp->fd, F_GETFL);
-    if (flags < 0 || fcntl(c->comp->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
-        rkv_rdma_errno_error(errno, "fcntl(completion channel)", err, err_len);
-        goto fail;
-    }
-    /* a completion per signaled send at most (a flush: per send); a receive
-     * per credit; on a shared queue, a receive per buffer it can ever hold
-     * (its depth, within max_cqe: make_srqs): a peer that sends past its
-     * credits takes buffers faster than the worker polls, and a CQ that
-     * overran would lose the completions, and with them the buffers */
+    /* Receive completions. On a shared queue, every QP of the worker
+     * completes on its one receive CQ (make_srqs), as deep as the queue: at
+     * most that many receives are outstanding in total, so a peer that
+     * sends past its credits, faster than the worker polls, cannot overrun
+     * it (a CQ that overran would lose the completions, and with them the
+     * buffers). The connection's wake-up is an eventfd the worker's wake()
+     * signals. Without one, its own CQ of a receive per credit and its own
+     * completion channel. Either way a send CQ of its own: a completion per
+     * signaled send at most (a flush: per send). */
     if (sh->srqs != NULL) {
         c->q = &sh->srqs[c->worker];
         rkv_srq_join(c->q, credits);
+        c->wake_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (c->wake_efd < 0) {
+            rkv_rdma_errno_error(errno, "eventfd", err, err_len);
+            goto fail;
+        }
+    } else {
+        c->comp = ibv_create_comp_channel(sh->verbs);
+        flags = c->comp != NULL ? fcntl(c->comp->fd, F_GETFL) : -1;
+        if (flags < 0 || fcntl(c->comp->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+            rkv_rdma_errno_error(errno, "a completion channel", err, err_len);
+            goto fail;
+        }
+        recv_cqe = RKV_MIN(RKV_MAX(sh->cq_size, credits + 1), sh->caps.max_cqe);
+        c->recv_cq = ibv_create_cq(sh->verbs, (int)recv_cqe, c, c->comp, 0);
     }
     send_cqe = RKV_MIN(RKV_MAX(sh->cq_size, send_depth), sh->caps.max_cqe);
-    recv_cqe = RKV_MIN(RKV_MAX(sh->cq_size, c->q != NULL ? c->q->depth : credits + 1),
-                       sh->caps.max_cqe);
     c->send_cq = ibv_create_cq(sh->verbs, (int)send_cqe, c, NULL, 0);
-    c->recv_cq = ibv_create_cq(sh->verbs, (int)recv_cqe, c, c->comp, 0);
-    if (c->send_cq == NULL || c->recv_cq == NULL) {
+    if (c->send_cq == NULL || (c->q == NULL && c->recv_cq == NULL)) {
         rkv_rdma_errno_error(errno, "ibv_create_cq", err, err_len);
         goto fail;
     }
     c->max_inline = sh->max_inline;
-    if (rkv_rdma_create_qp(id, sh->pd, c->send_cq, c->recv_cq, c->q ? c->q->srq : NULL, send_depth,
-                           credits, &c->max_inline, &qp, err, err_len) != RKV_OK)
+    if (rkv_rdma_create_qp(id, sh->pd, c->send_cq, c->q != NULL ? c->wk->recv_cq : c->recv_cq,
+                           c->q != NULL ? c->q->srq : NULL, send_depth, credits, &c->max_inline,
+                           &qp, err, err_len) != RKV_OK)
         goto fail;
     if (c->q == NULL &&
         rkv_rdma_buf_alloc(sh->pd, (size_t)credits * sh->max_msg, IBV_ACCESS_LOCAL_WRITE,
@@ -741,6 +961,18 @@ static struct rdma_sconn *rdma_conn_create(struct srv_shared *sh, struct rdma_cm
     if (rc != 0) {
         rkv_rdma_errno_error(rc, "ibv_post_recv", err, err_len);
         goto fail;
+    }
+    /* last: from here the worker may hand it what its QP receives (nothing
+     * arrives before rdma_accept) */
+    if (c->q != NULL) {
+        c->qp_num = qp->qp_num;
+        pthread_mutex_lock(&c->wk->table_lock);
+        c->in_table = rkv_qp_table_add(&c->wk->table, c->qp_num, c);
+        pthread_mutex_unlock(&c->wk->table_lock);
+        if (!c->in_table) {
+            snprintf(err, err_len, "no room for QP %u in its worker's QP table", c->qp_num);
+            goto fail;
+        }
     }
     id->context = c;
     return c;
@@ -759,9 +991,43 @@ oom:
 
 /* ------------------------------------------------------------ listener */
 
+/* Worker i's receive CQ for its queue's receives, as deep as the queue
+ * (every completion it can ever hold fits), its completion channel, the
+ * stash beside it (conn_leave_table) and its QP number table: room for
+ * every connection (max_conns) and those still being torn down. */
+static rkv_status make_worker_cq(struct srv_shared *sh, uint32_t i, char *err, size_t err_len)
+{
+    struct rdma_worker *wk = &sh->workers[i];
+    uint32_t cqe = RKV_MIN(RKV_MAX(sh->cq_size, sh->srqs[i].depth), sh->caps.max_cqe);
+    int flags;
+
+    wk->stash = calloc(sh->srqs[i].depth, sizeof *wk->stash);
+    if (wk->stash == NULL ||
+        rkv_qp_table_init(&wk->table, sh->max_conns + RKV_QP_TABLE_SLACK) != RKV_OK) {
+        free(wk->stash);
+        snprintf(err, err_len, "out of memory for a worker's QP table");
+        return RKV_NO_MEMORY;
+    }
+    pthread_mutex_init(&wk->table_lock, NULL);
+    wk->q = &sh->srqs[i]; /* worker_cq_destroy frees what follows */
+    wk->recv_comp = ibv_create_comp_channel(sh->verbs);
+    flags = wk->recv_comp != NULL ? fcntl(wk->recv_comp->fd, F_GETFL) : -1;
+    if (flags < 0 || fcntl(wk->recv_comp->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        rkv_rdma_errno_error(errno, "a worker's completion channel", err, err_len);
+        return RKV_CONNECTION;
+    }
+    wk->recv_cq = ibv_create_cq(sh->verbs, (int)cqe, wk, wk->recv_comp, 0);
+    if (wk->recv_cq == NULL) {
+        rkv_rdma_errno_error(errno, "ibv_create_cq (a worker's receive CQ)", err, err_len);
+        return RKV_NO_MEMORY;
+    }
+    return RKV_OK;
+}
+
 /* One shared receive queue per worker (rdma_srq.h), `depth` buffers each at
- * most; none when depth is 0 or the device has no SRQs (then each QP posts
- * credits receive buffers of its own, as before). */
+ * most, and its receive CQ (make_worker_cq); none when depth is 0 or the
+ * device has no SRQs (then each QP posts credits receive buffers of its
+ * own, on a receive CQ of its own, as before). */
 static rkv_status make_srqs(struct srv_shared *sh, unsigned workers, unsigned depth, char *err,
                             size_t err_len)
 {
@@ -776,8 +1042,8 @@ static rkv_status make_srqs(struct srv_shared *sh, unsigned workers, unsigned de
                  rkv_rdma_device_name(sh->verbs), n, sh->caps.max_srq);
         return RKV_OK;
     }
-    /* every buffer's completion must fit a connection's receive CQ
-     * (rdma_conn_create), so the depth stays within max_cqe too, in whole
+    /* every buffer's completion must fit the worker's receive CQ
+     * (make_worker_cq), so the depth stays within max_cqe too, in whole
      * chunks (rkv_srq_init rounds it up to one) */
     depth = RKV_MIN(depth,
                     RKV_MIN(sh->caps.max_srq_wr, sh->caps.max_cqe) / RKV_SRQ_CHUNK * RKV_SRQ_CHUNK);
@@ -797,6 +1063,9 @@ static rkv_status make_srqs(struct srv_shared *sh, unsigned workers, unsigned de
         if (st != RKV_OK)
             return st; /* shared_put frees those made (sh->nsrq) */
         sh->nsrq = i + 1;
+        st = make_worker_cq(sh, i, err, err_len);
+        if (st != RKV_OK)
+            return st; /* shared_put frees it (worker_cq_destroy) */
     }
     return RKV_OK;
 }
@@ -1423,16 +1692,20 @@ static void drain_cq_events(struct rdma_sconn *c)
     }
 }
 
-/* Take what the receive CQ holds into the FIFO, up to the credits (and on a
- * shared queue one more, which shows a client that sends past its credits:
- * it would be holding other clients' buffers). Returns false when the
- * connection failed. */
+/* Take what arrived into the FIFO. On a shared queue: everything the
+ * worker's receive CQ holds, to whichever of its connections it belongs
+ * (worker_take_arrivals). Without one: c's own CQ, up to its credits.
+ * Returns false when the connection failed. */
 static bool take_arrivals(struct rdma_sconn *c)
 {
     const uint32_t credits = c->sh->credits;
-    unsigned room = credits - c->polled_count;
-    int n = ibv_poll_cq(c->recv_cq, (int)(c->q != NULL ? room + 1 : room), c->s->wcs);
+    int n;
 
+    if (c->q != NULL) {
+        worker_take_arrivals(c->wk);
+        return !atomic_load_explicit(&c->dead, memory_order_relaxed);
+    }
+    n = ibv_poll_cq(c->recv_cq, (int)(credits - c->polled_count), c->s->wcs);
     if (RKV_UNLIKELY(n < 0)) {
         conn_fail(c, "ibv_poll_cq failed on the receive queue");
         return false;
@@ -1443,20 +1716,12 @@ static bool take_arrivals(struct rdma_sconn *c)
             conn_wc_fail(c, wc->status, "receiving a request");
             return false;
         }
-        if (RKV_UNLIKELY(wc->opcode != IBV_WC_RECV ||
-                         (c->q != NULL ? !rkv_srq_valid(c->q, wc->wr_id) : wc->wr_id >= credits))) {
+        if (RKV_UNLIKELY(wc->opcode != IBV_WC_RECV || wc->wr_id >= credits)) {
             conn_fail(c, "unexpected receive completion");
             return false;
         }
-        uint32_t slot = (uint32_t)wc->wr_id;
-        if (RKV_UNLIKELY(c->polled_count == credits)) { /* past its credits */
-            if (rkv_srq_post(c->q, &slot, 1, c->s->rwr, c->s->rsge) != 0)
-                RKV_WARN("%s: cannot give a receive buffer back to the shared queue", c->peer);
-            conn_fail(c, "the client sent more requests than its credits");
-            return false;
-        }
         unsigned at = (c->polled_head + c->polled_count) % credits;
-        c->polled[at] = slot;
+        c->polled[at] = (uint32_t)wc->wr_id;
         c->lens[at] = wc->byte_len;
         c->polled_count++;
     }
@@ -1469,7 +1734,14 @@ static unsigned srv_poll(struct rkv_sconn *sconn, struct rkv_msg *msgs, unsigned
     const uint32_t credits = c->sh->credits;
     unsigned got, want;
 
-    if (RKV_UNLIKELY(c->armed)) {
+    if (c->q != NULL) {
+        if (RKV_UNLIKELY(c->signaled)) { /* the worker's wake() made event_fd readable */
+            uint64_t v;
+            c->signaled = false;
+            if (read(c->wake_efd, &v, sizeof v) < 0 && errno != EAGAIN)
+                RKV_DEBUG("%s: cannot read its wake-up: %s", c->peer, strerror(errno));
+        }
+    } else if (RKV_UNLIKELY(c->armed)) {
         c->armed = false;
         drain_cq_events(c);
     }
@@ -1772,18 +2044,49 @@ static bool srv_alive(struct rkv_sconn *sconn)
 static int srv_event_fd(struct rkv_sconn *sconn)
 {
     struct rdma_sconn *c = rdma_sconn_of(sconn);
-    return c->comp->fd;
+    return c->q != NULL ? c->wake_efd : c->comp->fd;
+}
+
+/* On a shared queue: the worker's receive CQ channel, which srv_wake()
+ * serves for all its connections. */
+static int srv_wake_fd(struct rkv_sconn *sconn, void **ctx)
+{
+    struct rdma_sconn *c = rdma_sconn_of(sconn);
+    if (c->q == NULL)
+        return -1;
+    *ctx = c->wk;
+    return c->wk->recv_comp->fd;
 }
 
 /* Ask for a completion event on the next request. The worker polls once
  * more after arming (a request that arrived just before is not signaled)
- * and sleeps on event_fd() only if that poll finds nothing. */
+ * and sleeps on event_fd() only if that poll finds nothing. On a shared
+ * queue the worker's receive CQ is armed (once for all its connections
+ * until its event is taken: srv_wake) and c stays armed until a request
+ * comes for it (arrival: conn_signal), polls or not. */
 static void srv_arm(struct rkv_sconn *sconn)
 {
     struct rdma_sconn *c = rdma_sconn_of(sconn);
-    if (ibv_req_notify_cq(c->recv_cq, 0) != 0)
-        conn_fail(c, "ibv_req_notify_cq failed");
-    c->armed = true;
+    struct rdma_worker *wk = c->wk;
+
+    if (c->q == NULL) {
+        if (ibv_req_notify_cq(c->recv_cq, 0) != 0)
+            conn_fail(c, "ibv_req_notify_cq failed");
+        c->armed = true;
+        return;
+    }
+    pthread_mutex_lock(&wk->table_lock);
+    if (!c->armed) {
+        c->armed = true;
+        atomic_fetch_add_explicit(&wk->armed, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&wk->table_lock);
+    if (!wk->notified) {
+        if (ibv_req_notify_cq(wk->recv_cq, 0) != 0)
+            conn_fail(c, "ibv_req_notify_cq failed");
+        else
+            wk->notified = true;
+    }
 }
 
 static const char *srv_peer(struct rkv_sconn *sconn)
@@ -1823,6 +2126,8 @@ const struct rkv_server_transport rkv_rdma_server_transport = {
     .alive = srv_alive,
     .event_fd = srv_event_fd,
     .arm = srv_arm,
+    .wake_fd = srv_wake_fd,
+    .wake = srv_wake,
     .peer = srv_peer,
     .worker_of = srv_worker_of,
     .close = srv_close,

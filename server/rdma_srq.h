@@ -10,8 +10,17 @@
  * the connections' credits ask for more. They are never given back while
  * the listener lives. A receive's wr_id is its buffer's index.
  *
- * Threads: the connections' owner re-posts and grows; the listener thread
- * only counts credits in and out (atomics) and sets the limit flag. Growth
+ * Completions: every QP on the queue completes its receives on one CQ its
+ * worker owns, `depth` entries (rdma_server.c make_worker_cq; make_srqs
+ * keeps depth within the device's max_cqe): at most depth receives are
+ * ever outstanding, so that CQ cannot overrun however far a peer sends
+ * past its credits, and no completion, with the buffer it names, is lost.
+ * The worker hands each to its connection by wc.qp_num (qp_table.h).
+ *
+ * Threads: the connections' owner re-posts and grows (and whoever tears a
+ * connection down re-posts what it held: the listener, for one not handed
+ * over yet); the listener thread only counts credits in and out (atomics)
+ * and sets the limit flag. Growth
  * takes `grow_lock`, so a second worker on the same queue (none today) stays
  * correct; re-posting takes no lock of ours (the provider serialises
  * ibv_post_srq_recv) and reads the chunk table only below `nchunks`, which

@@ -91,6 +91,8 @@ struct rkv_server {
     uint64_t start_ns;
 };
 
+struct rkv_worker_wake; /* worker.c */
+
 /* One connection as its worker sees it. */
 struct rkv_wconn {
     const struct rkv_server_transport *ops;
@@ -107,10 +109,11 @@ struct rkv_wconn {
     uint64_t hello_deadline_ns;   /* closed if !authed at this time */
     struct rkv_wconn *inbox_next; /* the next one in its worker's inbox */
     unsigned slot;                /* its index in the worker's connection list */
-    uint32_t events;        /* event-driven: what the worker's epoll watches its event_fd for */
-    bool parked;            /* polled, but armed and left out of the sweep until epoll reports it */
-    bool worked;            /* took a request since the worker's last housekeeping look */
-    uint64_t idle_since_ns; /* when that look last saw it idle after work (parking) */
+    uint32_t events; /* event-driven: what the worker's epoll watches its event_fd for */
+    bool parked;     /* polled, but armed and left out of the sweep until epoll reports it */
+    struct rkv_worker_wake *wake;   /* the wake-up it shares with others (wake_fd), or NULL */
+    bool worked;                    /* took a request since the worker's last housekeeping look */
+    uint64_t idle_since_ns;         /* when that look last saw it idle after work (parking) */
     struct rkv_reply_batch replies; /* answered, not yet posted (worker.c) */
 };
 

@@ -30,6 +30,14 @@
  * not past HELLO are never parked (their deadline is checked every pass;
  * max_unauth_conns bounds them). busy mode parks nothing.
  *
+ * Shared wake-ups (rdma on shared receive queues: one receive CQ per
+ * worker): a connection may name, beside its own event_fd, an fd it shares
+ * with the worker's other connections of its listener (wake_fd). The worker
+ * watches each such fd once, while a connection names it, and when it is
+ * readable calls the transport's wake(), which takes what arrived and makes
+ * the event_fds of the armed connections with requests readable: the same
+ * epoll then unparks them.
+ *
  * Event-driven connections (the tcp door: a socket says when it has work)
  * are not in the polling sweep: they are served only when the worker's
  * epoll reports them, a batch of events per epoll_wait, the way memcached
@@ -72,8 +80,19 @@ struct worker_conns {
     unsigned n;
 };
 
+/* A wake-up fd some connections share (transport.h wake_fd), watched while
+ * `refs` connections name it. */
+struct rkv_worker_wake {
+    int fd;   /* -1: a free entry */
+    int epfd; /* the worker's epoll set */
+    const struct rkv_server_transport *ops;
+    void *ctx; /* what ops->wake takes */
+    unsigned refs;
+};
+
 struct worker_set {
-    struct worker_conns polled; /* swept every pass */
+    struct rkv_worker_wake wakes[RKV_MAX_LISTENERS]; /* one per listener at most */
+    struct worker_conns polled;                      /* swept every pass */
     struct worker_conns parked; /* polled ones waiting for their wake-up, not swept */
     struct worker_conns evented;
     unsigned cap;        /* all three together */
@@ -105,9 +124,22 @@ void rkv_worker_wake(struct rkv_worker *w)
     (void)r;
 }
 
+/* wc no longer names its shared wake-up: the last one out stops watching it. */
+static void wake_leave(struct rkv_wconn *wc)
+{
+    struct rkv_worker_wake *k = wc->wake;
+
+    wc->wake = NULL;
+    if (k == NULL || --k->refs > 0)
+        return;
+    epoll_ctl(k->epfd, EPOLL_CTL_DEL, k->fd, NULL);
+    k->fd = -1;
+}
+
 static void conn_close(struct rkv_worker *w, struct rkv_wconn *wc, const char *why)
 {
     RKV_INFO("%s: connection %s closed (%s)", wc->ep->uri, wc->ops->peer(wc->conn), why);
+    wake_leave(wc);
     rkv_admission_leave(w->srv, wc);
     wc->ops->close(wc->conn);
     free(wc);
@@ -142,6 +174,44 @@ static bool watch(struct worker_set *set, struct rkv_wconn *wc, int fd, int op)
     return true;
 }
 
+/* Watch the wake-up wc shares with others (wake_fd), if it names one and
+ * no connection before it did. false: epoll_ctl failed. */
+static bool wake_join(struct worker_set *set, struct rkv_wconn *wc)
+{
+    struct rkv_worker_wake *k = NULL;
+    void *ctx;
+    int fd = rkv_sconn_wake_fd(wc->ops, wc->conn, &ctx);
+
+    if (fd < 0)
+        return true;
+    for (unsigned i = 0; i < RKV_ARRAY_SIZE(set->wakes); i++) {
+        if (set->wakes[i].fd == fd) {
+            k = &set->wakes[i];
+            break;
+        }
+        if (set->wakes[i].fd < 0 && k == NULL)
+            k = &set->wakes[i];
+    }
+    if (k == NULL)
+        return false; /* not while listeners are at most RKV_MAX_LISTENERS */
+    if (k->fd != fd) {
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = k };
+        if (epoll_ctl(set->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+            return false;
+        *k = (struct rkv_worker_wake){
+            .fd = fd, .epfd = set->epfd, .ops = wc->ops, .ctx = ctx, .refs = 0
+        };
+    }
+    k->refs++;
+    wc->wake = k;
+    return true;
+}
+
+static bool is_wake(const struct worker_set *set, const void *p)
+{
+    return p >= (const void *)set->wakes && p < (const void *)(set->wakes + RKV_MAX_LISTENERS);
+}
+
 static void take_inbox(struct rkv_worker *w, struct worker_set *set)
 {
     pthread_mutex_lock(&w->inbox_lock);
@@ -158,9 +228,12 @@ static void take_inbox(struct rkv_worker *w, struct worker_set *set)
         }
         int fd = rkv_sconn_event_fd(wc->ops, wc->conn);
         bool evented = wc->ops->event_driven && fd >= 0;
-        if (fd >= 0 && !watch(set, wc, fd, EPOLL_CTL_ADD)) {
+        if (fd >= 0 && (!watch(set, wc, fd, EPOLL_CTL_ADD) || !wake_join(set, wc))) {
             RKV_WARN("worker %u: epoll_ctl: %s; connection served by polling only", w->id,
                      strerror(errno));
+            if (wc->events != 0)
+                epoll_ctl(set->epfd, EPOLL_CTL_DEL, fd, NULL);
+            wc->events = 0; /* never parked: nothing would wake it */
             evented = false;
         }
         wc->worked = true; /* its idle stretch starts at the next look */
@@ -314,24 +387,34 @@ static void visit_parked(struct rkv_worker *w, struct worker_set *set, uint64_t 
 /* Take up to EVENTS events (waiting at most timeout_ms) and serve the
  * event-driven connections among them; a parked connection's event puts it
  * back in the sweep, an active one's only ends the wait (the next pass
- * serves it). Returns the connections served or unparked. */
+ * serves it). A shared wake-up has its transport's wake() make the
+ * event_fds of the connections with requests readable: those are taken in
+ * one more look without waiting. Returns the connections served or
+ * unparked. */
 static unsigned serve_events(struct rkv_worker *w, struct worker_set *set, int timeout_ms)
 {
     struct epoll_event evs[EVENTS];
     unsigned served = 0;
-    int n = epoll_wait(set->epfd, evs, EVENTS, timeout_ms);
-    for (int i = 0; i < n; i++) {
-        struct rkv_wconn *wc = evs[i].data.ptr;
-        if (wc == NULL) {
-            uint64_t v;
-            ssize_t r = read(w->wake_fd, &v, sizeof v);
-            (void)r;
-        } else if (wc->ops->event_driven) {
-            serve_evented(w, set, wc);
-            served++;
-        } else if (wc->parked) {
-            unpark(w, set, wc);
-            served++;
+    bool woke = false;
+    for (int round = 0; round == 0 || (round == 1 && woke); round++) {
+        int n = epoll_wait(set->epfd, evs, EVENTS, round == 0 ? timeout_ms : 0);
+        for (int i = 0; i < n; i++) {
+            struct rkv_wconn *wc = evs[i].data.ptr;
+            if (is_wake(set, evs[i].data.ptr)) {
+                struct rkv_worker_wake *k = evs[i].data.ptr;
+                k->ops->wake(k->ctx);
+                woke = true;
+            } else if (wc == NULL) {
+                uint64_t v;
+                ssize_t r = read(w->wake_fd, &v, sizeof v);
+                (void)r;
+            } else if (wc->ops->event_driven) {
+                serve_evented(w, set, wc);
+                served++;
+            } else if (wc->parked) {
+                unpark(w, set, wc);
+                served++;
+            }
         }
     }
     return served;
@@ -405,6 +488,9 @@ static void *worker_main(void *arg)
                               .epfd = epoll_create1(EPOLL_CLOEXEC) };
     int epfd = set.epfd;
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+
+    for (unsigned i = 0; i < RKV_ARRAY_SIZE(set.wakes); i++)
+        set.wakes[i].fd = -1;
 
     pin(w);
     set.polled.v = calloc(set.cap, sizeof *set.polled.v);
