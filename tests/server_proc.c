@@ -242,9 +242,11 @@ int server_start_tcp(struct server_proc *sp, const char *binary, unsigned uri_n,
 }
 
 int server_group_start(struct server_group *g, const char *binary, unsigned n, unsigned uri_base,
-                       const char *name)
+                       const char *name, const char *const *extra)
 {
-    const char *const one_worker[] = { "--workers", "1", NULL };
+    const char *args[16] = { "--workers", "1" };
+    for (unsigned i = 0; extra && extra[i] && i < RKV_ARRAY_SIZE(args) - 3; i++)
+        args[2 + i] = extra[i];
     memset(g, 0, sizeof *g);
     if (n > SERVER_GROUP_MAX)
         return -1;
@@ -255,7 +257,7 @@ int server_group_start(struct server_group *g, const char *binary, unsigned n, u
         return -1;
     }
     for (unsigned i = 0; i < n; i++)
-        if (server_start_tcp(&g->sp[i], binary, uri_base + i, NULL, &g->port[i], one_worker) != 0)
+        if (server_start_tcp(&g->sp[i], binary, uri_base + i, NULL, &g->port[i], args) != 0)
             return -1;
     return 0;
 }

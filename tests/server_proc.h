@@ -69,10 +69,11 @@ struct server_group {
 };
 
 /* n servers at uri_n uri_base, uri_base + 1, ... and the directory named
- * after `name`. 0 when all answer; on failure what started is left for
- * server_group_stop. */
+ * after `name`, each with one worker and the `extra` arguments (NULL: none;
+ * a later --memory wins over server_start_tcp's). 0 when all answer; on
+ * failure what started is left for server_group_stop. */
 int server_group_start(struct server_group *g, const char *binary, unsigned n, unsigned uri_base,
-                       const char *name);
+                       const char *name, const char *const *extra);
 /* Stop every server, remove the directory; 0 when every server stopped
  * cleanly and the directory went. */
 int server_group_stop(struct server_group *g);

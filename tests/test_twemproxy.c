@@ -267,7 +267,7 @@ static int setup(void **state)
     *state = e;
     if (e == NULL)
         return -1;
-    if (server_group_start(&e->g, server_bin, NSERVERS, 0, "twemproxy") != 0)
+    if (server_group_start(&e->g, server_bin, NSERVERS, 0, "twemproxy", NULL) != 0)
         return -1;
     snprintf(path, sizeof path, "%s/client.py", e->g.dir);
     write_file(path, client_py);
