@@ -31,6 +31,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "fake_sconn_ops.h"
 #include "server.h"
 #include "util.h"
 
@@ -155,41 +156,6 @@ static void arrive(unsigned i)
         efd_write(chan_fd);
     }
     pthread_mutex_unlock(&q_lock);
-}
-
-static void *fake_reply_buf(struct rkv_sconn *c, unsigned i)
-{
-    (void)c;
-    (void)i;
-    return NULL;
-}
-
-static rkv_status fake_reply(struct rkv_sconn *c, const uint32_t *lens, unsigned n)
-{
-    (void)c;
-    (void)lens;
-    (void)n;
-    return RKV_OK;
-}
-
-static rkv_status fake_pull(struct rkv_sconn *c, const struct rkv_remote_buf *rb, void *dst)
-{
-    (void)c;
-    (void)rb;
-    (void)dst;
-    return RKV_PROTOCOL;
-}
-
-static bool fake_alive(struct rkv_sconn *c)
-{
-    (void)c;
-    return true;
-}
-
-static const char *fake_peer(struct rkv_sconn *c)
-{
-    (void)c;
-    return "fake peer";
 }
 
 static void fake_close(struct rkv_sconn *c)
