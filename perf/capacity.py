@@ -6,8 +6,10 @@ memcached (-m MiB) and a fresh rkv-server (--memory MiB, a tcp door), fill
 each through the memcached text protocol with 16-byte keys until it has
 evicted and then by half as much again, then keep setting new keys at a
 trickle (4 % of the items per second, --settle seconds), and print what each
-holds: items, process RSS, RSS per item, and rkv's items per byte of RSS over
-memcached's (the ratio at equal RSS), after the trickle and (column "burst")
+holds: items, the process's memory (its RSS, with rkv's region counted whole
+whether or not its pages have been touched yet: memory_bytes), memory per
+item, and rkv's items per byte of memory over memcached's (the ratio at
+equal memory), after the trickle and (column "burst")
 right at the end of the fill. Both servers take the same stream of sets.
 rkv reuses freed memory only after a grace period and keeps some free for
 the writes to come (the evict-ahead reserve, which shrinks when writes slow
@@ -57,12 +59,30 @@ def sweep(points):
     return sizes
 
 
-def rss_bytes(pid):
+def memory_bytes(pid):
+    """The memory the process holds: its RSS, with each shared memory file it
+    has open (rkv's region memfd) counted at the bytes the file holds rather
+    than at the pages the process has touched. rkv takes its whole region
+    when it starts, so a page no item or bucket has touched yet is memory
+    the server holds though RSS does not show it."""
+    rss = shmem = 0
     with open("/proc/%d/status" % pid) as f:
         for line in f:
             if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+                rss = int(line.split()[1]) * 1024
+            elif line.startswith("RssShmem:"):
+                shmem = int(line.split()[1]) * 1024
+    files = {}
+    fd_dir = "/proc/%d/fd" % pid
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(os.path.join(fd_dir, fd))
+            if target.startswith("/memfd:") or target.startswith("/dev/shm/"):
+                st = os.stat(os.path.join(fd_dir, fd))
+                files[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+        except OSError:
+            pass
+    return rss - shmem + sum(files.values()) if files else rss
 
 
 class Door:
@@ -157,13 +177,13 @@ def fill(door, size):
 
 
 def measure(cmd, port, size, settle):
-    """(items, RSS) after the trickle, (items, RSS) at the end of the fill."""
+    """(items, memory) after the trickle, (items, memory) at the end of the fill."""
     proc, door = start(cmd, port)
     try:
         sent = fill(door, size)
-        burst = (int(door.stats()["curr_items"]), rss_bytes(proc.pid))
+        burst = (int(door.stats()["curr_items"]), memory_bytes(proc.pid))
         trickle(door, size, sent, settle)
-        return (int(door.stats()["curr_items"]), rss_bytes(proc.pid)), burst
+        return (int(door.stats()["curr_items"]), memory_bytes(proc.pid)), burst
     finally:
         proc.terminate()
         proc.wait()
@@ -175,8 +195,8 @@ def main():
     mc_user = ["-u", "root"] if os.geteuid() == 0 else []
     print("capacity: %d MiB each; memcached -m %d, rkv-server --memory %dM --evict %s %s; 16-byte keys"
           % (a.memory, a.memory, a.memory, a.evict, a.rkv_args))
-    print("%8s  %10s %9s %8s  %10s %9s %8s  %7s  %7s" % ("value", "mc items", "mc RSS", "mc B/it",
-                                                          "rkv items", "rkv RSS", "rkv B/it", "ratio",
+    print("%8s  %10s %9s %8s  %10s %9s %8s  %7s  %7s" % ("value", "mc items", "mc mem", "mc B/it",
+                                                          "rkv items", "rkv mem", "rkv B/it", "ratio",
                                                           "burst"))
     worst = None
     for i, size in enumerate(sizes):
@@ -188,17 +208,17 @@ def main():
                                 "--memory", "%dM" % a.memory, "--evict", a.evict, "--log-level", "error"]
                                + shlex.split(a.rkv_args),
                                port + 1, size, a.settle)
-        ratio, burst = equal_rss_ratio(rk, mc), equal_rss_ratio(rk_burst, mc_burst)
+        ratio, burst = equal_memory_ratio(rk, mc), equal_memory_ratio(rk_burst, mc_burst)
         worst = ratio if worst is None else min(worst, ratio)
         print("%8d  %10d %8.1fM %8.1f  %10d %8.1fM %8.1f  %6.2fx  %6.2fx" % (
             size, mc[0], mc[1] / 2**20, mc[1] / max(mc[0], 1),
             rk[0], rk[1] / 2**20, rk[1] / max(rk[0], 1), ratio, burst), flush=True)
-    print("ratio = rkv's items per RSS byte / memcached's after the trickle (burst: at the fill's end); "
+    print("ratio = rkv's items per byte of memory / memcached's after the trickle (burst: at the fill's end); "
           "lowest %.2fx" % worst)
 
 
-def equal_rss_ratio(rk, mc):
-    """rkv's items per RSS byte over memcached's."""
+def equal_memory_ratio(rk, mc):
+    """rkv's items per byte of memory over memcached's."""
     return (rk[0] / rk[1]) / (mc[0] / mc[1]) if mc[0] and rk[1] else float("nan")
 
 
