@@ -24,11 +24,15 @@
  * exclusive no writer is inside; writers hashed a key before and check the
  * geometry again under their stripes (table.c key_lock).
  */
+#include <string.h>
+
+#include "log.h"
 #include "table_private.h"
 
-#define RKV_INDEX_GROW_LOAD 0.93  /* items per slot past which the index grows */
-#define GROW_STEP_SHARE     32u   /* a growth step splits this share of the buckets */
-#define GROW_STEP_MAX       4096u /* ... and no more: one exclusive hold stays short */
+#define RKV_INDEX_GROW_LOAD 0.93        /* items per slot past which the index grows */
+#define GROW_STEP_SHARE     32u         /* a growth step splits this share of the buckets */
+#define GROW_STEP_MAX       4096u       /* ... and no more: one exclusive hold stays short */
+#define ROOM_TAKE_STEP      (64u << 10) /* untaken room is taken this much at a time */
 
 bool rkv_index_wants_growth(const struct rkv_table *t, uint64_t items)
 {
@@ -54,16 +58,42 @@ static struct rkv_index_geom geom_after_split(struct rkv_index_geom g)
     return g;
 }
 
+/* Take the room before the heap up to `end` (and ahead by ROOM_TAKE_STEP)
+ * when the region left it untaken (cfg.take): false when there is no memory
+ * for it, and the index grows no further. */
+static bool room_taken(struct rkv_table *t, uint64_t end)
+{
+    uint64_t heap = t->hdr->heap_offset;
+    if (RKV_LIKELY(RKV_MIN(end, heap) <= t->room_taken))
+        return true;
+    if (t->room_refused)
+        return false;
+    uint64_t to = RKV_MIN(RKV_ALIGN_UP(end, ROOM_TAKE_STEP), heap);
+    int e = t->cfg.take(t->cfg.take_ctx, t->room_taken, to - t->room_taken);
+    if (e != 0) {
+        struct rkv_index_geom g = table_geom(t);
+        RKV_WARN("index: no memory to grow into the rest of its room (%s): it stays at %llu "
+                 "buckets, and keys that find theirs full evict a neighbour",
+                 strerror(e), (unsigned long long)rkv_index_count(&g));
+        t->room_refused = true;
+        return false;
+    }
+    t->room_taken = to;
+    return true;
+}
+
 /* Whether bucket nb's memory is the index's: the buckets before the heap
- * are, and past the heap's start the pages they reach must be lent to it
- * (the lowest heap pages, slab.h). The next page is lent when it is free; a
- * page of a class is emptied for it (its items evicted, with eviction on)
- * and lent once it has drained, on a later growth: false until then. The
- * index held exclusive. */
+ * are (once taken: room_taken), and past the heap's start the pages they
+ * reach must be lent to it (the lowest heap pages, slab.h). The next page
+ * is lent when it is free; a page of a class is emptied for it (its items
+ * evicted, with eviction on) and lent once it has drained, on a later
+ * growth: false until then. The index held exclusive. */
 static bool room_for(struct rkv_table *t, uint64_t nb)
 {
     const struct rkv_region_header *h = t->hdr;
     uint64_t end = h->index_offset + (nb + 1) * sizeof(struct rkv_bucket);
+    if (!room_taken(t, end))
+        return false;
     while (end > h->heap_offset + rkv_slab_lent(t->slab) * (uint64_t)h->slab_page_size) {
         if (rkv_slab_lend(t->slab))
             continue;

@@ -207,10 +207,35 @@ static int place_on_nic_node(struct rkv_server_config *cfg)
     return node;
 }
 
-/* Population guard: the rest of the need (beyond the region) is `ctx`. */
+/* What the population guard knows: the server's need beyond the region,
+ * and how its table will lay the region out. */
+struct region_plan {
+    uint64_t rest;
+    struct rkv_table_config tc;
+    uint64_t untaken; /* set by region_untaken */
+};
+
+/* Population guard: the rest of the need (beyond the region). */
 static bool region_still_fits(void *ctx, uint64_t remaining, char *err, size_t err_len)
 {
-    return rkv_mem_still_fits(remaining, *(const uint64_t *)ctx, err, err_len);
+    return rkv_mem_still_fits(remaining, ((const struct region_plan *)ctx)->rest, err, err_len);
+}
+
+/* Population guard: leave untaken the index's room past the buckets it
+ * starts with; the index takes it as it grows (table.h cfg.take). */
+static void region_untaken(void *ctx, uint64_t size, uint64_t *off, uint64_t *len)
+{
+    struct region_plan *p = ctx;
+    struct rkv_region_header g;
+    char err[256];
+    *off = *len = 0;
+    if (rkv_table_plan(size, &p->tc, &g, err, sizeof err) != RKV_OK)
+        return; /* rkv_table_create says why */
+    uint64_t used = g.index_offset + g.index_base * sizeof(struct rkv_bucket);
+    if (g.heap_offset > used) {
+        *off = p->untaken = used;
+        *len = g.heap_offset - used;
+    }
 }
 
 /* Refuse a --memory this machine cannot back, before anything is allocated,
@@ -271,6 +296,24 @@ static struct rkv_table_config table_config(const struct rkv_server_config *cfg)
         .default_ttl = cfg->default_ttl,
         .evict = (enum rkv_evict_policy)cfg->evict,
     };
+}
+
+/* The table's take(): the region's untaken pages, charged now. */
+static int region_take(void *ctx, uint64_t off, uint64_t len)
+{
+    return rkv_region_take(ctx, off, len);
+}
+
+/* The table's configuration for this server's region. */
+static struct rkv_table_config region_table_config(struct rkv_server *srv)
+{
+    struct rkv_table_config tc = table_config(&srv->cfg);
+    if (srv->room_untaken != 0) {
+        tc.room_untaken = srv->room_untaken;
+        tc.take = region_take;
+        tc.take_ctx = &srv->region;
+    }
+    return tc;
 }
 
 /* The state header's fingerprint of this server: format, version and the
@@ -379,7 +422,7 @@ static int state_keep(struct rkv_server *srv, const struct kept_source *src)
         RKV_ERROR("%s has a record from another boot; %s", path, src->empty);
         return 2;
     }
-    struct rkv_table_config tc = table_config(&srv->cfg);
+    struct rkv_table_config tc = region_table_config(srv);
     struct rkv_table_attach_report rep;
     if (rkv_table_attach(srv->region.base, srv->region.size, &tc, &r, &srv->table, &rep, err,
                          sizeof err) != RKV_OK) {
@@ -636,8 +679,8 @@ static int setup_region_table(struct rkv_server *srv, const struct kept_source *
 {
     char err[2048] = "", sz[32];
     struct rkv_server_config *cfg = &srv->cfg;
-    uint64_t rest = 0;
-    if (check_memory(cfg, &rest) != 0)
+    struct region_plan plan = { .tc = table_config(cfg) };
+    if (check_memory(cfg, &plan.rest) != 0)
         return -1;
     int node = place_on_nic_node(cfg);
     int node_cpus[RKV_CONFIG_MAX_CPUS];
@@ -645,9 +688,10 @@ static int setup_region_table(struct rkv_server *srv, const struct kept_source *
     /* one populating thread per CPU of the node the memory goes to; pages
      * cleared at their first touch unless a NIC registers (pins) them all */
     const struct rkv_region_guard guard = { .fits = cfg->memory_check ? region_still_fits : NULL,
-                                            .ctx = &rest,
+                                            .ctx = &plan,
                                             .populate_threads = ncpus > 0 ? (unsigned)ncpus : 0,
-                                            .clear_on_first_touch = !listens_rdma(cfg) };
+                                            .clear_on_first_touch = !listens_rdma(cfg),
+                                            .untaken = region_untaken };
     rkv_numa_prefer(node);
     rkv_status st = rkv_region_create_guarded(cfg->memory, &guard, &srv->region, err, sizeof err);
     if (node >= 0)
@@ -662,7 +706,8 @@ static int setup_region_table(struct rkv_server *srv, const struct kept_source *
                   "(echo N > /proc/sys/vm/nr_hugepages) or unset it");
         return -1;
     }
-    struct rkv_table_config tc = table_config(cfg);
+    srv->room_untaken = srv->region.hugepages ? 0 : plan.untaken;
+    struct rkv_table_config tc = region_table_config(srv);
     if (src != NULL) {
         int rc = state_keep(srv, src);
         if (rc != 0)

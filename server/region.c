@@ -29,6 +29,10 @@
  * charged as before, and the kernel clears each at its first touch (a PUT's
  * copy, a client's first read), as memcached's pages are cleared when its
  * slabs first take them, instead of all of them before the server is ready.
+ * Such a region may leave one range untaken (guard->untaken: the index's
+ * room to grow, which a server of large items never needs); its user takes
+ * it later with rkv_region_take(), which fails with ENOMEM instead of
+ * faulting a page the memory cgroup has no room for.
  * The region is locked in RAM (mlock) where the memlock limit allows.
  */
 #include <errno.h>
@@ -64,6 +68,7 @@
 #define F_SEAL_FUTURE_WRITE 0x0010 /* Linux 5.1 */
 #endif
 
+#define PAGE_4K              4096ull
 #define SIZE_2M              (2ull << 20)
 #define SIZE_1G              (1ull << 30)
 #define POPULATE_CHUNK       (64ull << 20) /* normal pages taken between guard checks */
@@ -109,8 +114,9 @@ static int region_take_huge(int fd, uint64_t size)
 struct populate {
     uint8_t *base;
     uint64_t size;
-    int fd;         /* the memfd, for fallocate() */
-    bool take_only; /* guard->clear_on_first_touch: fallocate(), no fault */
+    int fd;                      /* the memfd, for fallocate() */
+    bool take_only;              /* guard->clear_on_first_touch: fallocate(), no fault */
+    uint64_t skip_off, skip_len; /* take_only: the range left untaken (guard->untaken) */
     const struct rkv_region_guard *guard;
     _Atomic uint64_t next; /* the next slice's offset */
     _Atomic uint64_t done; /* bytes populated */
@@ -121,6 +127,22 @@ struct populate {
     size_t err_len;
 };
 
+/* fallocate() [off, off + n) of the memfd: 0 or an errno. */
+static int take_range(int fd, uint64_t off, uint64_t n)
+{
+    return n == 0 || fallocate(fd, 0, (off_t)off, (off_t)n) == 0 ? 0 : errno;
+}
+
+/* Take a slice's pages but those of the range left untaken. */
+static int take_around(const struct populate *pp, uint64_t off, uint64_t n)
+{
+    uint64_t end = off + n, skip_end = pp->skip_off + pp->skip_len;
+    if (pp->skip_len == 0 || skip_end <= off || pp->skip_off >= end)
+        return take_range(pp->fd, off, n);
+    int e = take_range(pp->fd, off, pp->skip_off > off ? pp->skip_off - off : 0);
+    return e != 0 ? e : take_range(pp->fd, skip_end, end > skip_end ? end - skip_end : 0);
+}
+
 /* One slice's pages, taken only (fallocate) or writable: MADV_POPULATE_WRITE
  * (Linux 5.14), else a read of each page, which on a shared mapping faults
  * it in cleared. */
@@ -128,7 +150,7 @@ static int populate_slice(const struct populate *pp, uint64_t off, uint64_t n)
 {
     uint8_t *p = pp->base + off;
     if (pp->take_only)
-        return fallocate(pp->fd, 0, (off_t)off, (off_t)n) == 0 ? 0 : errno;
+        return take_around(pp, off, n);
     if (madvise(p, n, MADV_POPULATE_WRITE) == 0)
         return 0;
     if (errno != EINVAL)
@@ -210,6 +232,17 @@ static int region_populate(int fd, uint8_t *base, uint64_t size,
                            .guard = guard,
                            .err = err,
                            .err_len = err_len };
+    if (pp.take_only && guard->untaken != NULL) {
+        uint64_t off = 0, len = 0;
+        guard->untaken(guard->ctx, size, &off, &len);
+        uint64_t from = RKV_ALIGN_UP(RKV_MIN(off, size), PAGE_4K);
+        uint64_t to = RKV_MIN(off + RKV_MIN(len, size - RKV_MIN(off, size)), size) / PAGE_4K *
+                      PAGE_4K;
+        if (to > from) {
+            pp.skip_off = from;
+            pp.skip_len = to - from;
+        }
+    }
     pthread_t tid[POPULATE_MAX_THREADS];
     unsigned want = RKV_MIN(populate_threads(guard), POPULATE_MAX_THREADS);
     unsigned n = (unsigned)RKV_MIN((uint64_t)want, (size + POPULATE_CHUNK - 1) / POPULATE_CHUNK);
@@ -412,6 +445,14 @@ rkv_status rkv_region_create_guarded(uint64_t size, const struct rkv_region_guar
     }
     snprintf(err, err_len, "no page kind could back the %s region", sz);
     return RKV_INTERNAL;
+}
+
+int rkv_region_take(const struct rkv_region *r, uint64_t off, uint64_t len)
+{
+    if (r->fd < 0 || r->hugepages || off > r->size || len > r->size - off)
+        return EINVAL;
+    uint64_t from = off / PAGE_4K * PAGE_4K, to = RKV_MIN(RKV_ALIGN_UP(off + len, PAGE_4K), r->size);
+    return take_range(r->fd, from, to - from);
 }
 
 void rkv_region_destroy(struct rkv_region *r)

@@ -45,6 +45,10 @@ struct rkv_region_guard {
      * touch, a region no NIC registers (registration pins, so faults, every
      * page anyway); false: fault every page in, cleared, now. */
     bool clear_on_first_touch;
+    /* With clear_on_first_touch: asked once the region's size is known, a
+     * range [*off, *off + *len) to leave untaken (its whole 4 KiB pages);
+     * whoever uses it takes it first (rkv_region_take). NULL: none. */
+    void (*untaken)(void *ctx, uint64_t size, uint64_t *off, uint64_t *len);
 };
 
 /* rkv_region_create, with a guard on the population of normal pages (the
@@ -55,6 +59,14 @@ rkv_status rkv_region_create_guarded(uint64_t size, const struct rkv_region_guar
 
 /* Unmap and close; safe on a zeroed or already destroyed region. */
 void rkv_region_destroy(struct rkv_region *r);
+
+/* Take the pages of [off, off + len) of a normal-page region now
+ * (fallocate: charged to the memory cgroup; pages taken already stay as
+ * they are), as the range a guard left untaken must be before it is
+ * touched. Returns 0, ENOMEM or ENOSPC when there is no memory for it (a
+ * fault would have OOM-killed instead), EINVAL for a range outside the
+ * region or a hugepage region (all taken at creation). */
+int rkv_region_take(const struct rkv_region *r, uint64_t off, uint64_t len);
 
 /* A new O_RDONLY|O_CLOEXEC descriptor for the region's memfd (a duplicate of
  * out->ro_fd), which a peer can map only PROT_READ. The caller closes it.

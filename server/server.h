@@ -75,6 +75,7 @@ struct rkv_worker {
 struct rkv_server {
     struct rkv_server_config cfg;
     struct rkv_region region;
+    uint64_t room_untaken; /* the region's index room is untaken from here (0: all taken) */
     struct rkv_table *table;
     struct rkv_listen_ep listeners[RKV_MAX_LISTENERS];
     unsigned nlisteners;

@@ -86,6 +86,11 @@
     ((1ull << (64 - RKV_SLOT_OFF_SHIFT)) * RKV_ITEM_ALIGN) /* 40-bit slot offsets */
 #define HEAP_ALIGN      4096u
 #define INDEX_MAX_SHARE 0.25 /* the index grows into the heap up to this share of the region */
+/* By default the index starts with this fraction of the room before the
+ * heap and splits into the rest first: buckets no key has reached are
+ * pages the server never touched, which cost no RSS (unless the region is
+ * pinned or on huge pages), and large items never need the rest. */
+#define INDEX_START_SHARE 16u
 
 #define BFS_MAX_DEPTH   5    /* longest displacement chain, in moves */
 #define BFS_MAX_NODES   512  /* buckets a displacement search may visit */
@@ -1713,12 +1718,16 @@ static rkv_status resolve_config(const struct rkv_table_config *in, struct rkv_t
 }
 
 /* The buckets an index starts with: index_start when given (at most the
- * `area` plan_layout left it before the heap), else all of that area. */
+ * `area` plan_layout left it before the heap); all of that area when an
+ * item size hint or an index share sized it; else a 1/INDEX_START_SHARE of
+ * it (two buckets at least), which grows there first. */
 static uint64_t index_base_for(const struct rkv_table_config *in, uint64_t area)
 {
     if (in != NULL && in->index_start != 0)
         return RKV_MIN(area, RKV_MAX(in->index_start, 2));
-    return area;
+    if (in != NULL && (in->item_size_hint != 0 || in->index_share != 0))
+        return area;
+    return RKV_MAX(area / INDEX_START_SHARE, RKV_MIN(area, 2));
 }
 
 static uint64_t pow2_floor(uint64_t x)
@@ -1894,6 +1903,7 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
     t->buckets = (struct rkv_bucket *)(void *)(t->base + RKV_HEADER_SIZE);
     t->index_capacity = lay.capacity;
     t->index_base = index_base_for(cfg, lay.area);
+    t->room_taken = c.room_untaken != 0 && c.take != NULL ? c.room_untaken : UINT64_MAX;
     t->index_word = 0;
     t->seed = seed;
     t->rng_seed = rng_seed;

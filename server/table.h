@@ -89,7 +89,8 @@ struct rkv_table_config {
      * it may grow from there (0: start small) */
     uint32_t item_size_hint;
     /* buckets the index starts with, at most what the layout leaves before
-     * the heap (0: all of that; table.c index_base_for): tests */
+     * the heap (0: a 16th of that, or all of it with an item size hint or
+     * an index share; table.c index_base_for): tests */
     uint64_t index_start;
     double growth_factor; /* size class growth (default RKV_TABLE_GROWTH, 1.25) */
     uint32_t grace_ms;    /* freed memory is reused only after this long (default 100) */
@@ -100,6 +101,13 @@ struct rkv_table_config {
     bool lock_timing;         /* time every lock hold and wait: a write's bucket locks, the whole
                                  * index, the allocator's locks (rkv_table_stats.lock_*); costs
                                  * clock reads per hold: perf/table-bench and tests only */
+    /* The region's bytes from room_untaken to the heap were left untaken
+     * (region.h guard->untaken; 0: none were): the index takes them with
+     * take() before its buckets reach them, and stops growing there when
+     * take() fails (an errno: no memory for them). */
+    uint64_t room_untaken;
+    int (*take)(void *ctx, uint64_t off, uint64_t len);
+    void *take_ctx;
 };
 
 /* Where a value comes from: inline bytes, or a pull callback (rendezvous)

@@ -53,6 +53,9 @@ struct rkv_table {
     struct rkv_bucket *buckets;    /* the index */
     uint64_t index_base;           /* buckets before any split (hdr->index_base) */
     uint64_t index_capacity;       /* buckets the index may grow to (hdr->index_capacity) */
+    uint64_t room_taken;           /* the index's room is taken below this offset (cfg.take;
+                                      * index_grow.c room_for): UINT64_MAX when all of it is */
+    bool room_refused;             /* take() failed: the index grows no further */
     uint64_t index_word;           /* the geometry (index_geom.h) as hdr->index_geometry has it:
                                       * changed only with the index exclusive (atomic) */
     uint64_t seed;                 /* hdr->hash_seed */

@@ -230,8 +230,10 @@ static void test_layout_and_header(void **state)
     assert_int_equal(h->format_version, RKV_FORMAT_VERSION);
     assert_int_equal(h->region_size, a.region.size);
     assert_true(h->index_base >= 2);
-    assert_true(h->heap_offset >= h->index_offset + h->index_base * 64);
-    assert_true(h->heap_offset - (h->index_offset + h->index_base * 64) < 64);
+    /* the index starts with a 16th of the room before the heap */
+    uint64_t room = (h->heap_offset - h->index_offset) / 64;
+    assert_true(room >= 16);
+    assert_int_equal(h->index_base, room / 16);
     assert_int_equal(h->heap_offset % 4096, 0);
     assert_int_equal(h->heap_size % h->slab_page_size, 0);
     assert_int_equal(h->slab_page_size, 1 * MiB);
@@ -269,6 +271,151 @@ static void test_layout_and_header(void **state)
     uint64_t index_bytes = a.h->index_capacity * 64;
     assert_true(index_bytes <= a.region.size / 4 && index_bytes > a.region.size / 8);
     env_free(&a);
+}
+
+/* A region whose index room past the start's buckets is left untaken, as
+ * the server leaves it (main.c region_untaken), and a table that takes it
+ * with rkv_region_take as the index grows (or, take_fails, cannot). */
+struct untaken_ctx {
+    struct rkv_table_config tc;
+    struct rkv_region *region;
+    uint64_t from;   /* what region_untaken left */
+    unsigned takes;  /* take() calls */
+    bool take_fails; /* take() answers ENOMEM */
+};
+
+static void untaken_range(void *ctx, uint64_t size, uint64_t *off, uint64_t *len)
+{
+    struct untaken_ctx *u = ctx;
+    struct rkv_region_header g;
+    char err[256];
+    assert_int_equal(rkv_table_plan(size, &u->tc, &g, err, sizeof err), RKV_OK);
+    *off = u->from = g.index_offset + g.index_base * 64;
+    *len = g.heap_offset - *off;
+}
+
+static int untaken_take(void *ctx, uint64_t off, uint64_t len)
+{
+    struct untaken_ctx *u = ctx;
+    u->takes++;
+    return u->take_fails ? ENOMEM : rkv_region_take(u->region, off, len);
+}
+
+static void env_make_untaken(struct env *e, uint64_t size, struct untaken_ctx *u)
+{
+    char err[512] = "";
+    memset(e, 0, sizeof(*e));
+    u->region = &e->region;
+    const struct rkv_region_guard guard = { .ctx = u,
+                                            .clear_on_first_touch = true,
+                                            .untaken = untaken_range };
+    assert_int_equal(rkv_region_create_guarded(size, &guard, &e->region, err, sizeof err), RKV_OK);
+    assert_false(e->region.hugepages);
+    struct rkv_table_config c = u->tc;
+    c.room_untaken = u->from;
+    c.take = untaken_take;
+    c.take_ctx = u;
+    if (rkv_table_create(e->region.base, e->region.size, &c, &e->t, err, sizeof err) != RKV_OK)
+        fail_msg("rkv_table_create: %s", err);
+    e->h = rkv_table_header(e->t);
+    e->rd = (struct reader){ .base = e->region.base, .size = e->region.size };
+    e->scratch_len = rkv_lookup_scratch_need(e->h, 8);
+    assert_non_null(e->scratch = malloc(e->scratch_len));
+}
+
+/* Pages of [from, to) of e's region that hold memory (mincore: a page of a
+ * memfd is in core once taken or touched). */
+static uint64_t pages_held(struct env *e, uint64_t from, uint64_t to)
+{
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    from = RKV_ALIGN_UP(from, page);
+    if (to <= from)
+        return 0;
+    uint64_t n = (to - from) / page, held = 0;
+    unsigned char *vec = malloc(n);
+    assert_non_null(vec);
+    assert_int_equal(mincore((uint8_t *)e->region.base + from, n * page, vec), 0);
+    for (uint64_t i = 0; i < n; i++)
+        held += vec[i] & 1;
+    free(vec);
+    return held;
+}
+
+/* The index room past the buckets in use holds no memory until the index
+ * grows into it, and growing takes it: a server of few (large) items does
+ * not pay for a room it never uses, and one of many small items gets all
+ * its buckets. Fails when the index starts with the whole room (a few
+ * hundred keys land on most of its pages) or grows without taking. */
+static void test_index_room_taken_as_it_grows(void **state)
+{
+    (void)state;
+    struct env e;
+    struct untaken_ctx u = { .tc = { .evict = RKV_EVICT_LRU } };
+    env_make_untaken(&e, 16 * MiB, &u);
+    char key[32], val[40];
+    memset(val, 'v', sizeof val - 1);
+    val[sizeof val - 1] = '\0';
+    for (unsigned i = 0; i < 400; i++) {
+        snprintf(key, sizeof key, "room-%u", i);
+        assert_int_equal(put(&e, key, val), RKV_OK);
+    }
+    struct rkv_index_geom g = rkv_index_geom_from(e.h->index_base, e.h->index_geometry);
+    uint64_t in_use = e.h->index_offset + rkv_index_count(&g) * 64;
+    assert_true((e.h->heap_offset - in_use) / 4096 >= 64); /* most of the room is unused */
+    assert_int_equal(pages_held(&e, in_use, e.h->heap_offset), 0);
+    assert_int_equal(u.takes, 0);
+
+    unsigned n = 0; /* small items until the index has grown past its room */
+    for (; e.h->index_offset + rkv_index_count(&g) * 64 < e.h->heap_offset; n++) {
+        snprintf(key, sizeof key, "room-%u", 400 + n);
+        assert_int_equal(put(&e, key, val), RKV_OK);
+        g = rkv_index_geom_from(e.h->index_base, e.h->index_geometry);
+        assert_true(n < 200000);
+    }
+    assert_true(u.takes > 0);
+    assert_int_equal(pages_held(&e, e.h->index_offset, e.h->heap_offset),
+                     (e.h->heap_offset - RKV_ALIGN_UP(e.h->index_offset, 4096)) / 4096);
+    assert_int_equal(stats(&e).evictions, 0); /* the heap had room: every key is there */
+    for (unsigned i = 0; i < 400 + n; i += 97) {
+        snprintf(key, sizeof key, "room-%u", i);
+        assert_string_equal(get_str(&e, key), val);
+    }
+    env_free(&e);
+}
+
+/* With no memory for its room the index stays as it is, and PUTs go on:
+ * keys whose buckets are full evict a neighbour (or, without eviction, are
+ * refused), the room stays untaken and no key is lost or half-stored. */
+static void test_index_room_refused(void **state)
+{
+    (void)state;
+    for (int evict = 0; evict < 2; evict++) {
+        struct env e;
+        struct untaken_ctx u = { .tc = { .evict = evict ? RKV_EVICT_LRU : RKV_EVICT_NONE },
+                                 .take_fails = true };
+        env_make_untaken(&e, 16 * MiB, &u);
+        uint64_t start = e.h->index_base;
+        char key[32], val[40];
+        memset(val, 'v', sizeof val - 1);
+        val[sizeof val - 1] = '\0';
+        unsigned stored = 0, refused = 0;
+        for (unsigned i = 0; i < (unsigned)(start * RKV_SLOTS_PER_BUCKET * 2); i++) {
+            snprintf(key, sizeof key, "full-%u", i);
+            rkv_status st = put(&e, key, val);
+            assert_true(st == RKV_OK || (!evict && st == RKV_OUT_OF_MEMORY));
+            stored += st == RKV_OK;
+            refused += st != RKV_OK;
+        }
+        struct rkv_index_geom g = rkv_index_geom_from(e.h->index_base, e.h->index_geometry);
+        assert_int_equal(rkv_index_count(&g), start); /* never grew */
+        assert_true(u.takes >= 1);
+        assert_int_equal(pages_held(&e, e.h->index_offset + start * 64, e.h->heap_offset), 0);
+        assert_true(evict ? refused == 0 : refused > 0);
+        struct rkv_table_stats st = stats(&e);
+        assert_true(st.items <= start * RKV_SLOTS_PER_BUCKET);
+        assert_int_equal(st.items + st.evictions, stored);
+        env_free(&e);
+    }
 }
 
 static void test_config_refused(void **state)
@@ -2457,6 +2604,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_region),
         cmocka_unit_test(test_layout_and_header),
+        cmocka_unit_test(test_index_room_taken_as_it_grows),
+        cmocka_unit_test(test_index_room_refused),
         cmocka_unit_test(test_config_refused),
         cmocka_unit_test(test_insert_update_delete),
         cmocka_unit_test(test_key_and_value_sizes),

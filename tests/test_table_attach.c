@@ -29,7 +29,11 @@
 #define REGION (16ull << 20)
 #define NKEYS  3000
 
-static const struct rkv_table_config cfg = { .slab_page_size = 64u << 10, .evict = RKV_EVICT_NONE };
+/* The index starts with all the room before the heap (index_start is
+ * capped there), so a key's buckets have free slots to plant damage in. */
+static const struct rkv_table_config cfg = { .slab_page_size = 64u << 10,
+                                             .evict = RKV_EVICT_NONE,
+                                             .index_start = 1u << 20 };
 
 struct kept {
     struct rkv_region a, b; /* the stopped server's region, the new one */
