@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "util.h"
 
@@ -141,4 +142,16 @@ bool rkv_host_port(const char *s, char *host, size_t host_len, uint16_t *port)
     host[hl] = '\0';
     *port = (uint16_t)p;
     return true;
+}
+
+void *rkv_zeroed_map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void rkv_zeroed_unmap(void *p, size_t bytes)
+{
+    if (p != NULL)
+        munmap(p, bytes);
 }

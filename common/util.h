@@ -44,6 +44,14 @@ bool rkv_uri_split(const char *uri, char *scheme, size_t scheme_len, const char 
 /* Split "host:port" (IPv6 as "[addr]:port"); false when malformed. */
 bool rkv_host_port(const char *s, char *host, size_t host_len, uint16_t *port);
 
+/* `bytes` of zeroed memory in a mapping of its own (page-aligned, so any
+ * alignment up to a page): its pages cost no RSS until written, and reads
+ * of unwritten ones map the zero page. For bookkeeping kept per thread slot
+ * or per size class that only the slots and classes in use touch. NULL
+ * when out of memory. Give it back with rkv_zeroed_unmap(p, bytes). */
+void *rkv_zeroed_map(size_t bytes);
+void rkv_zeroed_unmap(void *p, size_t bytes);
+
 /* Ask for the cache line at p with intent to write (x86 PREFETCHW: the line
  * comes exclusive, so the store that follows needs no second request to
  * take it from another core's cache, as a line a plain prefetch fetched

@@ -176,9 +176,9 @@ struct slab_class {
 /* One thread slot's cache of one class (see the top comment). The counts
  * change under lock, with atomic stores: stats read them without it. */
 struct slab_mag {
-    pthread_spinlock_t lock;       /* a spinlock: its owner holds it for a few stores (or one
-                                      * class-lock hold), others only to drain; unlocking is
-                                      * one plain store */
+    uint32_t lock;                 /* a spinlock (mag_lock): its owner holds it for a few stores
+                                      * (or one class-lock hold), others only to drain; 0 is
+                                      * unlocked, so zeroed magazines need no setting up */
     uint32_t nready;               /* ready[0, nready): handed out next, from the end */
     uint32_t nfreed;               /* freed[0, nfreed): freed, not yet in the class's queue */
     uint64_t ready[MAG_BATCH_MAX]; /* region offsets */
@@ -863,26 +863,44 @@ static void class_put(struct rkv_slab *s, unsigned cls, uint64_t off, uint64_t a
 
 /* ------------------------------------------------------------ magazines */
 
-/* Slot `slot`'s magazines, made on its first use; NULL when out of memory
- * (the slot then goes to the classes directly). */
+static void mag_lock(struct slab_mag *m)
+{
+    while (__atomic_exchange_n(&m->lock, 1, __ATOMIC_ACQUIRE) != 0)
+        while (__atomic_load_n(&m->lock, __ATOMIC_RELAXED) != 0)
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#else
+            ;
+#endif
+}
+
+static void mag_unlock(struct slab_mag *m)
+{
+    __atomic_store_n(&m->lock, 0, __ATOMIC_RELEASE);
+}
+
+/* The bytes of a slot's magazines, one per class. */
+static size_t mags_bytes(const struct rkv_slab *s)
+{
+    return s->class_count * sizeof(struct slab_mag);
+}
+
+/* Slot `slot`'s magazines, made on its first use, zeroed in a mapping of
+ * their own: the classes the slot never writes (most of 100-odd) cost no
+ * memory. NULL when out of memory (the slot then goes to the classes
+ * directly). */
 static struct slab_mag *mags_of_slot(struct rkv_slab *s, unsigned slot)
 {
     struct slab_mag *m = __atomic_load_n(&s->mags[slot], __ATOMIC_ACQUIRE);
     if (RKV_LIKELY(m != NULL))
         return m;
-    size_t bytes = s->class_count * sizeof(*m);
-    struct slab_mag *made = aligned_alloc(RKV_CACHELINE, bytes);
+    struct slab_mag *made = rkv_zeroed_map(mags_bytes(s));
     if (made == NULL)
         return NULL;
-    memset(made, 0, bytes);
-    for (unsigned i = 0; i < s->class_count; i++)
-        pthread_spin_init(&made[i].lock, PTHREAD_PROCESS_PRIVATE);
     if (__atomic_compare_exchange_n(&s->mags[slot], &m, made, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE))
         return made;
-    for (unsigned i = 0; i < s->class_count; i++) /* another thread of the slot was first */
-        pthread_spin_destroy(&made[i].lock);
-    free(made);
+    rkv_zeroed_unmap(made, mags_bytes(s)); /* another thread of the slot was first */
     return m;
 }
 
@@ -959,13 +977,13 @@ void rkv_slab_flush(struct rkv_slab *s, unsigned cls)
     struct slab_mag *m = cls < s->class_count ? my_mag(s, cls) : NULL;
     if (m == NULL)
         return;
-    pthread_spin_lock(&m->lock);
+    mag_lock(m);
     if (m->nfreed > 0) {
         uint64_t since = class_lock(s, cls);
         mag_give_freed(s, cls, m, slab_now(s));
         class_unlock(s, cls, since);
     }
-    pthread_spin_unlock(&m->lock);
+    mag_unlock(m);
 }
 
 void rkv_slab_drain(struct rkv_slab *s, unsigned cls)
@@ -976,9 +994,9 @@ void rkv_slab_drain(struct rkv_slab *s, unsigned cls)
         struct slab_mag *m = __atomic_load_n(&s->mags[slot], __ATOMIC_ACQUIRE);
         if (m == NULL)
             continue;
-        pthread_spin_lock(&m[cls].lock);
+        mag_lock(&m[cls]);
         mag_drain(s, cls, &m[cls]);
-        pthread_spin_unlock(&m[cls].lock);
+        mag_unlock(&m[cls]);
     }
 }
 
@@ -1049,7 +1067,7 @@ uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
         return class_alloc(s, cls);
 
     uint64_t off = 0;
-    pthread_spin_lock(&m->lock);
+    mag_lock(m);
     if (m->nready == 0)
         mag_refill(s, cls, m);
     if (m->nready > 0) {
@@ -1058,7 +1076,7 @@ uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
         if (m->nready > 0) /* the next one's lines, for the write it will get */
             mag_prefetch(s, cls, m->ready[m->nready - 1]);
     }
-    pthread_spin_unlock(&m->lock);
+    mag_unlock(m);
     if (off != 0)
         return off;
     /* The class had nothing for us: maybe other magazines hold its items. */
@@ -1081,7 +1099,7 @@ void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
     uint32_t index;
     if (!locate(s, off, cls, &p, &index))
         return; /* not an item of this class: ignored (class_put checks the rest) */
-    pthread_spin_lock(&m->lock);
+    mag_lock(m);
     if (m->nfreed == 2 * s->mag_batch[cls]) {
         uint64_t since = class_lock(s, cls);
         mag_give_freed(s, cls, m, slab_now(s));
@@ -1092,7 +1110,7 @@ void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
                      (off - s->heap_offset) / RKV_ITEM_ALIGN << LIMBO_TIME_BITS | limbo_now(s),
                      __ATOMIC_RELAXED);
     __atomic_store_n(&m->nfreed, m->nfreed + 1, __ATOMIC_RELEASE); /* entry first: stats read it */
-    pthread_spin_unlock(&m->lock);
+    mag_unlock(m);
 }
 
 bool rkv_slab_valid(const struct rkv_slab *s, uint64_t off, unsigned cls)
@@ -1459,9 +1477,7 @@ void rkv_slab_destroy(struct rkv_slab *s)
     for (unsigned slot = 0; slot < RKV_THREAD_SLOTS; slot++) {
         if (s->mags[slot] == NULL)
             continue;
-        for (unsigned i = 0; i < s->class_count; i++)
-            pthread_spin_destroy(&s->mags[slot][i].lock);
-        free(s->mags[slot]);
+        rkv_zeroed_unmap(s->mags[slot], mags_bytes(s));
     }
     if (s->pages != NULL)
         for (uint64_t i = 0; i < s->next_page; i++) {

@@ -84,8 +84,9 @@
 #define MAX_INDEX_SHARE        0.9
 #define MAX_REGION_BYTES \
     ((1ull << (64 - RKV_SLOT_OFF_SHIFT)) * RKV_ITEM_ALIGN) /* 40-bit slot offsets */
-#define HEAP_ALIGN      4096u
-#define INDEX_MAX_SHARE 0.25 /* the index grows into the heap up to this share of the region */
+#define HEAP_ALIGN         4096u
+#define WRITER_SLOTS_BYTES (RKV_THREAD_SLOTS * sizeof(struct writer_slot))
+#define INDEX_MAX_SHARE    0.25 /* the index grows into the heap up to this share of the region */
 /* By default the index starts with this fraction of the room before the
  * heap and splits into the rest first: buckets no key has reached are
  * pages the server never touched, which cost no RSS (unless the region is
@@ -1821,20 +1822,21 @@ static rkv_status locks_init(struct rkv_table *t, char *err, size_t err_len)
     uint64_t n = pow2_floor(RKV_MIN(t->index_capacity, STRIPES_MAX)); /* stripe_mask */
     size_t timing = RKV_THREAD_SLOTS * sizeof(t->lock_stats[0]);
     t->stripes = aligned_alloc(RKV_CACHELINE, n * sizeof(t->stripes[0]));
-    t->writer_slots = aligned_alloc(RKV_CACHELINE, RKV_THREAD_SLOTS * sizeof(t->writer_slots[0]));
+    /* zeroed, in a mapping of its own: only the slots of threads that write
+     * are ever touched (each holds per-class counters: 3 KiB) */
+    t->writer_slots = rkv_zeroed_map(WRITER_SLOTS_BYTES);
     if (t->cfg.lock_timing && (t->lock_stats = aligned_alloc(RKV_CACHELINE, timing)) != NULL)
         memset(t->lock_stats, 0, timing);
     if (t->stripes == NULL || t->writer_slots == NULL ||
         (t->cfg.lock_timing && t->lock_stats == NULL)) {
         free(t->stripes);
-        free(t->writer_slots);
+        rkv_zeroed_unmap(t->writer_slots, WRITER_SLOTS_BYTES);
         free(t->lock_stats);
         snprintf(err, err_len, "out of memory for the table's %llu bucket locks",
                  (unsigned long long)n);
         return RKV_NO_MEMORY;
     }
     memset(t->stripes, 0, n * sizeof(t->stripes[0]));
-    memset(t->writer_slots, 0, RKV_THREAD_SLOTS * sizeof(t->writer_slots[0]));
     t->stripe_mask = n - 1;
     pthread_mutexattr_t adaptive; /* holds are short: spin a little before sleeping */
     pthread_mutexattr_init(&adaptive);
@@ -1982,7 +1984,7 @@ void rkv_table_destroy(struct rkv_table *t)
     for (uint64_t i = 0; i <= t->stripe_mask; i++)
         pthread_mutex_destroy(&t->stripes[i].m);
     free(t->stripes);
-    free(t->writer_slots);
+    rkv_zeroed_unmap(t->writer_slots, WRITER_SLOTS_BYTES);
     free(t->lock_stats);
     pthread_mutex_destroy(&t->exclusive_lock);
     free(t);
