@@ -20,7 +20,8 @@ A measuring tool for developers, not a test. Run it inside a memory cgroup
 with a limit (it starts servers that fill what they are given):
 
     perf/capacity.py --rkv build/server/rkv-server [--memory 64] [--points 30]
-                     [--sizes 32,100] [--evict lru] [--settle 5] [--rkv-args "..."]
+                     [--sizes 32,100 | --mix 1-16384] [--evict lru] [--settle 5]
+                     [--rkv-args "..."]
 
 Exit status: 0, or 2 on a bad argument or a server that would not start.
 """
@@ -43,11 +44,24 @@ def parse_args():
     p.add_argument("--memory", type=int, default=64, help="MiB for each server (default 64)")
     p.add_argument("--points", type=int, default=30, help="value sizes in the sweep (default 30)")
     p.add_argument("--sizes", help="comma-separated value sizes instead of the sweep")
+    p.add_argument("--mix", help="comma-separated LO-HI ranges instead: each a row whose values "
+                   "are log-uniform in [LO, HI] bytes, the same for both servers")
     p.add_argument("--evict", default="lru", choices=["lru", "random"], help="rkv's policy")
     p.add_argument("--port", type=int, default=22400, help="first tcp port to use")
     p.add_argument("--rkv-args", default="", help="more rkv-server options, e.g. \"--item-size-hint 100K\"")
     p.add_argument("--settle", type=float, default=5, help="seconds of trickle after the fill (default 5)")
     a = p.parse_args()
+    try:
+        a.sizes and [int(x) for x in a.sizes.split(",")]
+        mix = []
+        for r in (a.mix.split(",") if a.mix else []):
+            lo, hi = (int(x) for x in r.split("-"))
+            if not 1 <= lo <= hi <= 1 << 20:
+                raise ValueError(r)
+            mix.append((lo, hi))
+        a.mix = mix
+    except ValueError:
+        p.error("--sizes takes numbers, --mix ranges LO-HI with 1 <= LO <= HI <= 1048576")
     if a.memory < 8 or a.points < 2:
         p.error("--memory is at least 8 (MiB) and --points at least 2")
     return a
@@ -140,33 +154,64 @@ def start(cmd, port):
         sys.exit("capacity: %s did not start (port %d)" % (cmd[0], port))
 
 
-def sets(first, count, val):
-    return b"".join(b"set %s 0 0 %d noreply\r\n%s\r\n" % ((KEY_FMT % (first + i)).encode(), len(val), val)
-                    for i in range(count))
+class Values:
+    """The value of each key: `size` bytes, or for a mix (lo, hi) a size
+    drawn log-uniformly from [lo, hi] by a hash of the key's number, so that
+    both servers get the same stream."""
+
+    def __init__(self, size):
+        self.size = size
+        self.cache = {}
+
+    def __str__(self):
+        return "%d" % self.size if isinstance(self.size, int) else "%d-%d" % self.size
+
+    def typical(self):
+        if isinstance(self.size, int):
+            return self.size
+        return int(math.sqrt(self.size[0] * self.size[1]))
+
+    def of(self, n):
+        if isinstance(self.size, int):
+            size = self.size
+        else:
+            lo, hi = self.size
+            frac = ((n * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) / 2.0**64
+            size = int(round(math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * frac)))
+        v = self.cache.get(size)
+        if v is None:
+            v = self.cache[size] = b"v" * size
+        return v
 
 
-def trickle(door, size, first, seconds):
+def sets(first, count, values):
+    out = []
+    for i in range(count):
+        val = values.of(first + i)
+        out.append(b"set %s 0 0 %d noreply\r\n%s\r\n" % ((KEY_FMT % (first + i)).encode(), len(val), val))
+    return b"".join(out)
+
+
+def trickle(door, values, first, seconds):
     """Set new keys at 4 % of `first` per second for `seconds`."""
-    val = b"v" * size
     step = max(1, first // 100)
     n = first
     end = time.time() + seconds
     while time.time() < end:
-        door.s.sendall(sets(n, step, val))
+        door.s.sendall(sets(n, step, values))
         n += step
         door.sync()
         time.sleep(0.25)
     return n
 
 
-def fill(door, size):
+def fill(door, values):
     """Set keys until the server has evicted, then half as many again."""
-    val = b"v" * size
-    batch = max(1, min(2000, (4 << 20) // (size + 64)))
+    batch = max(1, min(2000, (4 << 20) // (values.typical() + 64)))
     n = 0
     target = None
     while target is None or n < target:
-        door.s.sendall(sets(n, batch, val))
+        door.s.sendall(sets(n, batch, values))
         n += batch
         door.sync()
         if target is None:
@@ -191,7 +236,10 @@ def measure(cmd, port, size, settle):
 
 def main():
     a = parse_args()
-    sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else sweep(a.points)
+    if a.mix:
+        sizes = [Values(m) for m in a.mix]
+    else:
+        sizes = [Values(int(x)) for x in a.sizes.split(",")] if a.sizes else [Values(x) for x in sweep(a.points)]
     mc_user = ["-u", "root"] if os.geteuid() == 0 else []
     print("capacity: %d MiB each; memcached -m %d, rkv-server --memory %dM --evict %s %s; 16-byte keys"
           % (a.memory, a.memory, a.memory, a.evict, a.rkv_args))
@@ -210,7 +258,7 @@ def main():
                                port + 1, size, a.settle)
         ratio, burst = equal_memory_ratio(rk, mc), equal_memory_ratio(rk_burst, mc_burst)
         worst = ratio if worst is None else min(worst, ratio)
-        print("%8d  %10d %8.1fM %8.1f  %10d %8.1fM %8.1f  %6.2fx  %6.2fx" % (
+        print("%8s  %10d %8.1fM %8.1f  %10d %8.1fM %8.1f  %6.2fx  %6.2fx" % (
             size, mc[0], mc[1] / 2**20, mc[1] / max(mc[0], 1),
             rk[0], rk[1] / 2**20, rk[1] / max(rk[0], 1), ratio, burst), flush=True)
     print("ratio = rkv's items per byte of memory / memcached's after the trickle (burst: at the fill's end); "
