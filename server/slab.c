@@ -47,6 +47,19 @@
  *     after one more grace_ms. A page whose items are still in use (being
  *     built by a writer) is never taken, so no allocated item ever loses its
  *     memory. See page_move.c for how pages are chosen.
+ *   - too many classes for the pages: in a heap of not many more pages
+ *     than the classes its items use (133 classes, 63 pages at 64 MiB),
+ *     the pages go to the first classes that ask, and then a class with
+ *     none would move a page (evicting all its items, and waiting out its
+ *     grace period) for nearly every item: a store of mixed sizes slowed
+ *     to a crawl and held a twentieth of memcached's items. So once no
+ *     page is free, an item of a class that owns no page goes to the
+ *     smallest larger class within HOST_SPAN times its size that owns
+ *     pages (rkv_slab_host_class), and is evicted among its items: some
+ *     rounding instead of a page of evictions. The class gets a page of its
+ *     own by rebalancing (page_move.c), as any class does. memcached
+ *     refuses such a SET ("out of memory storing object") until its
+ *     automover moves a page.
  *   - draining: pages in the pool inside their grace period
  *     (rkv_slab_stats().draining); at most a page per move under way.
  *   - limbo: write rate x grace_ms x item size is always unusable.
@@ -117,6 +130,7 @@
 #define MAG_FREED          (2 * MAG_BATCH_MAX) /* a magazine's freed list: given back at twice the batch */
 #define MAG_MIN_PER_PAGE   64u /* classes with fewer items per page have no magazines */
 #define MAG_PREFETCH_LINES 4u  /* lines of the next item a magazine asks for as it hands one out */
+#define HOST_SPAN          2u /* a class with no page borrows slots at most this many times its size */
 
 RKV_STATIC_ASSERT(RKV_SLAB_MAX_GRACE_MS < (1u << (LIMBO_TIME_BITS - 1)),
                   "grace fits the limbo clock");
@@ -1352,6 +1366,19 @@ uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s)
     uint64_t n;
     pages_free(s, &n, NULL);
     return n;
+}
+
+unsigned rkv_slab_host_class(struct rkv_slab *s, unsigned cls)
+{
+    if (cls >= s->class_count || rkv_slab_pages_any(s))
+        return cls;
+    if (__atomic_load_n(&s->classes[cls].owned, __ATOMIC_RELAXED) != 0)
+        return cls;
+    uint64_t reach = (uint64_t)s->size[cls] * HOST_SPAN;
+    for (unsigned c = cls + 1; c < s->class_count && s->size[c] <= reach; c++)
+        if (__atomic_load_n(&s->classes[c].owned, __ATOMIC_RELAXED) != 0)
+            return c;
+    return cls;
 }
 
 unsigned rkv_slab_class_count(const struct rkv_slab *s)

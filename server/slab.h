@@ -141,6 +141,13 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
                            size_t err_len);
 void rkv_slab_destroy(struct rkv_slab *s);
 
+/* Where to store an item of class cls: cls, unless cls owns no page while
+ * none is free, then the smallest larger class (at most twice cls's size)
+ * that owns pages, if any (see "too many classes" at slab.c's top). Reads
+ * published counts without a lock: a stale answer costs a failed try or a
+ * page move, never an item. */
+unsigned rkv_slab_host_class(struct rkv_slab *s, unsigned cls);
+
 unsigned rkv_slab_class_count(const struct rkv_slab *s);
 uint32_t rkv_slab_class_size(const struct rkv_slab *s, unsigned cls);
 /* The smallest class whose items hold `bytes`, or -1 when none does. */

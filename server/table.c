@@ -812,25 +812,31 @@ static rkv_status check_key(const struct rkv_table *t, const void *key, uint32_t
     return key_len > t->cfg.max_key_len ? RKV_TOO_LARGE : RKV_OK;
 }
 
-/* Memory for an item of class cls: the class's own, else what evicting
- * frees (rkv_evict_alloc, which may wait). Called without any index lock. */
-static rkv_status item_alloc(struct rkv_table *t, unsigned cls, const struct rkv_key_hash *h,
+/* Memory for an item of class *cls: the class's own; else, for a class
+ * with no page while none is free, a larger class's (rkv_slab_host_class:
+ * *cls becomes it); else what evicting in *cls frees (rkv_evict_alloc,
+ * which may wait). Called without any index lock. */
+static rkv_status item_alloc(struct rkv_table *t, unsigned *cls, const struct rkv_key_hash *h,
                              const void *key, uint32_t key_len, uint64_t *off)
 {
-    if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
+    if ((*off = rkv_slab_alloc(t->slab, *cls)) != 0)
         return RKV_OK;
-    return rkv_evict_alloc(t, cls, h, key, key_len, off);
+    *cls = rkv_slab_host_class(t->slab, *cls);
+    if ((*off = rkv_slab_alloc(t->slab, *cls)) != 0)
+        return RKV_OK;
+    return rkv_evict_alloc(t, *cls, h, key, key_len, off);
 }
 
 static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,
                              uint32_t key_len, const struct rkv_value_src *val, uint32_t expire_at,
                              uint32_t user_flags, uint64_t state, struct built *out)
 {
-    int cls = rkv_slab_class_for(t->slab, rkv_item_size(key_len, val->len, expire_at, user_flags));
+    int fit = rkv_slab_class_for(t->slab, rkv_item_size(key_len, val->len, expire_at, user_flags));
     uint64_t off;
-    if (cls < 0)
+    if (fit < 0)
         return RKV_TOO_LARGE;
-    rkv_status st = item_alloc(t, (unsigned)cls, h, key, key_len, &off);
+    unsigned cls = (unsigned)fit;
+    rkv_status st = item_alloc(t, &cls, h, key, key_len, &off);
     if (st != RKV_OK)
         return st;
 
@@ -2090,8 +2096,9 @@ static enum rkv_table_drop item_verdict(const struct rkv_table *t, uint64_t b, u
     /* the shape and a long value_len sit in the first 32 bytes, the smallest class */
     uint32_t key_len = rkv_item_key_len(it);
     size_t bytes = rkv_item_bytes(it);
-    if (key_len == 0 || key_len > h->max_key_len || rkv_item_value_len(it) > value_room(t, key_len) ||
-        rkv_slab_class_for(t->slab, bytes) != (int)sp.cls)
+    int fit = rkv_slab_class_for(t->slab, bytes); /* its class, or a larger host's (slab.h) */
+    if (key_len == 0 || key_len > h->max_key_len ||
+        rkv_item_value_len(it) > value_room(t, key_len) || fit < 0 || (unsigned)fit > sp.cls)
         return RKV_DROP_LENGTHS;
     if (rkv_item_state(it) & (RKV_ITEM_OBSOLETE | RKV_ITEM_FORWARD))
         return RKV_DROP_STATE; /* a live item's other bits are its meta state: kept */

@@ -1437,6 +1437,81 @@ static void test_s3fifo_use_decays(void **state)
     env_free(&e);
 }
 
+/* A value of `len` bytes under key "<prefix>-<i>"; RKV_OK or the status. */
+static rkv_status put_big(struct env *e, const char *prefix, unsigned i, uint32_t len)
+{
+    static char val[16384];
+    char key[32];
+    snprintf(key, sizeof key, "%s-%u", prefix, i);
+    memset(val, 'a' + (int)(i % 26), len);
+    return put_mode(e, key, (uint32_t)strlen(key), val, len, RKV_SET, 0, 0, NULL);
+}
+
+static bool found_big(struct env *e, const char *prefix, unsigned i, uint32_t len)
+{
+    static char buf[16384 + 64];
+    char key[32];
+    struct rkv_lookup l;
+    snprintf(key, sizeof key, "%s-%u", prefix, i);
+    if (get(e, key, (uint32_t)strlen(key), 0, buf, sizeof buf, &l) != RKV_OK || l.value_len != len)
+        return false;
+    for (uint32_t b = 0; b < len; b++)
+        if (buf[b] != 'a' + (int)(i % 26))
+            return false;
+    return true;
+}
+
+/* More size classes in use than the heap has pages: once every page is a
+ * class's, an item of a class with no page is stored in a larger class
+ * (within twice its size) instead of a page being moved for it (all its
+ * items evicted), and it survives a restart. Fails without
+ * rkv_slab_host_class. */
+static void test_small_class_hosted_by_larger(void **state)
+{
+    (void)state;
+    struct rkv_table_config c = { .evict = RKV_EVICT_LRU };
+    struct env e;
+    env_make(&e, 4 * MiB, &c);
+    uint64_t pages = e.h->heap_size / e.h->slab_page_size;
+    assert_int_equal(pages, 3);
+    /* one page each for 2,000-, 3,500- and 9,000-byte values */
+    assert_int_equal(put_big(&e, "x", 0, 2000), RKV_OK);
+    assert_int_equal(put_big(&e, "y", 0, 3500), RKV_OK);
+    assert_int_equal(put_big(&e, "z", 0, 9000), RKV_OK);
+    unsigned x = 1;
+    for (; x < 100; x++)
+        assert_int_equal(put_big(&e, "x", x, 2000), RKV_OK);
+    /* a class with no page: 1,500-byte values, in the 2,000-byte class */
+    for (unsigned w = 0; w < 20; w++)
+        assert_int_equal(put_big(&e, "w", w, 1500), RKV_OK);
+    struct rkv_table_stats st = stats(&e);
+    assert_int_equal(st.evictions, 0);
+    assert_int_equal(st.slab_reassigns, 0);
+    assert_int_equal(st.items, 3 + 99 + 20);
+    for (unsigned i = 0; i < x; i++)
+        assert_true(found_big(&e, "x", i, 2000));
+    for (unsigned w = 0; w < 20; w++)
+        assert_true(found_big(&e, "w", w, 1500));
+    assert_true(found_big(&e, "y", 0, 3500) && found_big(&e, "z", 0, 9000));
+
+    /* a restart keeps the items a larger class holds */
+    struct rkv_table *kept = NULL;
+    struct rkv_table_attach_report rep;
+    struct rkv_table_restore r;
+    char err[256];
+    rkv_table_stop_state(e.t, &r.clock, &r.max_version);
+    rkv_table_destroy(e.t);
+    assert_int_equal(rkv_table_attach(e.region.base, e.region.size, &c, &r, &kept, &rep, err,
+                                      sizeof err),
+                     RKV_OK);
+    e.t = kept;
+    e.h = rkv_table_header(e.t);
+    assert_int_equal(stats(&e).items, 3 + 99 + 20);
+    for (unsigned w = 0; w < 20; w++)
+        assert_true(found_big(&e, "w", w, 1500));
+    env_free(&e);
+}
+
 static void test_evict_when_index_full(void **state)
 {
     (void)state;
@@ -2630,6 +2705,7 @@ int main(void)
         cmocka_unit_test(test_s3fifo_ghost_readmits),
         cmocka_unit_test(test_s3fifo_update_keeps_uses),
         cmocka_unit_test(test_evict_when_index_full),
+        cmocka_unit_test(test_small_class_hosted_by_larger),
         cmocka_unit_test(test_page_move_lru),
         cmocka_unit_test(test_page_move_random),
         cmocka_unit_test(test_no_page_move_without_eviction),
