@@ -51,15 +51,15 @@ def parse_args():
     p.add_argument("--rkv-args", default="", help="more rkv-server options, e.g. \"--item-size-hint 100K\"")
     p.add_argument("--settle", type=float, default=5, help="seconds of trickle after the fill (default 5)")
     a = p.parse_args()
-    try:
-        a.sizes and [int(x) for x in a.sizes.split(",")]
-        mix = []
-        for r in (a.mix.split(",") if a.mix else []):
-            lo, hi = (int(x) for x in r.split("-"))
-            if not 1 <= lo <= hi <= 1 << 20:
-                raise ValueError(r)
-            mix.append((lo, hi))
-        a.mix = mix
+    try:  # each row's value sizes as a range: one size is (n, n)
+        if a.mix:
+            a.rows = [tuple(int(x) for x in r.split("-", 1)) for r in a.mix.split(",")]
+        elif a.sizes:
+            a.rows = [(int(x), int(x)) for x in a.sizes.split(",")]
+        else:
+            a.rows = [(x, x) for x in sweep(a.points)]
+        if not all(len(r) == 2 and 1 <= r[0] <= r[1] <= 1 << 20 for r in a.rows):
+            raise ValueError(a.rows)
     except ValueError:
         p.error("--sizes takes numbers, --mix ranges LO-HI with 1 <= LO <= HI <= 1048576")
     if a.memory < 8 or a.points < 2:
@@ -155,29 +155,25 @@ def start(cmd, port):
 
 
 class Values:
-    """The value of each key: `size` bytes, or for a mix (lo, hi) a size
-    drawn log-uniformly from [lo, hi] by a hash of the key's number, so that
-    both servers get the same stream."""
+    """The value of each key: a size drawn log-uniformly from [lo, hi] by a
+    hash of the key's number (so both servers get the same stream), or
+    exactly lo when lo == hi."""
 
-    def __init__(self, size):
-        self.size = size
+    def __init__(self, lo, hi):
+        self.lo, self.hi = lo, hi
         self.cache = {}
 
     def __str__(self):
-        return "%d" % self.size if isinstance(self.size, int) else "%d-%d" % self.size
+        return "%d" % self.lo if self.lo == self.hi else "%d-%d" % (self.lo, self.hi)
 
     def typical(self):
-        if isinstance(self.size, int):
-            return self.size
-        return int(math.sqrt(self.size[0] * self.size[1]))
+        return int(math.sqrt(self.lo * self.hi))
 
     def of(self, n):
-        if isinstance(self.size, int):
-            size = self.size
-        else:
-            lo, hi = self.size
+        size = self.lo
+        if self.hi != self.lo:
             frac = ((n * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) / 2.0**64
-            size = int(round(math.exp(math.log(lo) + (math.log(hi) - math.log(lo)) * frac)))
+            size = int(round(math.exp(math.log(self.lo) + (math.log(self.hi) - math.log(self.lo)) * frac)))
         v = self.cache.get(size)
         if v is None:
             v = self.cache[size] = b"v" * size
@@ -236,10 +232,7 @@ def measure(cmd, port, size, settle):
 
 def main():
     a = parse_args()
-    if a.mix:
-        sizes = [Values(m) for m in a.mix]
-    else:
-        sizes = [Values(int(x)) for x in a.sizes.split(",")] if a.sizes else [Values(x) for x in sweep(a.points)]
+    sizes = [Values(lo, hi) for lo, hi in a.rows]
     mc_user = ["-u", "root"] if os.geteuid() == 0 else []
     print("capacity: %d MiB each; memcached -m %d, rkv-server --memory %dM --evict %s %s; 16-byte keys"
           % (a.memory, a.memory, a.memory, a.evict, a.rkv_args))

@@ -235,9 +235,9 @@ static int region_populate(int fd, uint8_t *base, uint64_t size,
     if (pp.take_only && guard->untaken != NULL) {
         uint64_t off = 0, len = 0;
         guard->untaken(guard->ctx, size, &off, &len);
-        uint64_t from = RKV_ALIGN_UP(RKV_MIN(off, size), PAGE_4K);
-        uint64_t to = RKV_MIN(off + RKV_MIN(len, size - RKV_MIN(off, size)), size) / PAGE_4K *
-                      PAGE_4K;
+        off = RKV_MIN(off, size);
+        uint64_t from = RKV_ALIGN_UP(off, PAGE_4K),
+                 to = (off + RKV_MIN(len, size - off)) & ~(PAGE_4K - 1);
         if (to > from) {
             pp.skip_off = from;
             pp.skip_len = to - from;

@@ -88,9 +88,8 @@
 #define WRITER_SLOTS_BYTES (RKV_THREAD_SLOTS * sizeof(struct writer_slot))
 #define INDEX_MAX_SHARE    0.25 /* the index grows into the heap up to this share of the region */
 /* By default the index starts with this fraction of the room before the
- * heap and splits into the rest first: buckets no key has reached are
- * pages the server never touched, which cost no RSS (unless the region is
- * pinned or on huge pages), and large items never need the rest. */
+ * heap and splits into the rest first, taking it only then (cfg.take):
+ * large items never need the rest. */
 #define INDEX_START_SHARE 16u
 
 #define BFS_MAX_DEPTH   5    /* longest displacement chain, in moves */
@@ -821,9 +820,12 @@ static rkv_status item_alloc(struct rkv_table *t, unsigned *cls, const struct rk
 {
     if ((*off = rkv_slab_alloc(t->slab, *cls)) != 0)
         return RKV_OK;
-    *cls = rkv_slab_host_class(t->slab, *cls);
-    if ((*off = rkv_slab_alloc(t->slab, *cls)) != 0)
-        return RKV_OK;
+    unsigned host = rkv_slab_host_class(t->slab, *cls);
+    if (host != *cls) {
+        *cls = host;
+        if ((*off = rkv_slab_alloc(t->slab, host)) != 0)
+            return RKV_OK;
+    }
     return rkv_evict_alloc(t, *cls, h, key, key_len, off);
 }
 
