@@ -20,8 +20,13 @@ A measuring tool for developers, not a test. Run it inside a memory cgroup
 with a limit (it starts servers that fill what they are given):
 
     perf/capacity.py --rkv build/server/rkv-server [--memory 64] [--points 30]
-                     [--sizes 32,100 | --mix 1-16384] [--evict lru] [--settle 5]
-                     [--rkv-args "..."]
+                     [--sizes 32,100 | --mix 1-16384] [--sets N] [--evict lru]
+                     [--settle 5] [--rkv-args "..."]
+
+With --sets N the fill is exactly N sets instead (100 at a time, each
+hundred synced), and each row is followed by the seconds each server took
+for them: a fill of mixed sizes may evict from its start, and a server that
+makes a set wait shows there.
 
 Exit status: 0, or 2 on a bad argument or a server that would not start.
 """
@@ -46,6 +51,7 @@ def parse_args():
     p.add_argument("--sizes", help="comma-separated value sizes instead of the sweep")
     p.add_argument("--mix", help="comma-separated LO-HI ranges instead: each a row whose values "
                    "are log-uniform in [LO, HI] bytes, the same for both servers")
+    p.add_argument("--sets", type=int, help="fill with exactly this many sets (and time them)")
     p.add_argument("--evict", default="lru", choices=["lru", "random"], help="rkv's policy")
     p.add_argument("--port", type=int, default=22400, help="first tcp port to use")
     p.add_argument("--rkv-args", default="", help="more rkv-server options, e.g. \"--item-size-hint 100K\"")
@@ -62,8 +68,8 @@ def parse_args():
             raise ValueError(a.rows)
     except ValueError:
         p.error("--sizes takes numbers, --mix ranges LO-HI with 1 <= LO <= HI <= 1048576")
-    if a.memory < 8 or a.points < 2:
-        p.error("--memory is at least 8 (MiB) and --points at least 2")
+    if a.memory < 8 or a.points < 2 or (a.sets is not None and a.sets < 100):
+        p.error("--memory is at least 8 (MiB), --points at least 2 and --sets at least 100")
     return a
 
 
@@ -201,11 +207,12 @@ def trickle(door, values, first, seconds):
     return n
 
 
-def fill(door, values):
-    """Set keys until the server has evicted, then half as many again."""
-    batch = max(1, min(2000, (4 << 20) // (values.typical() + 64)))
+def fill(door, values, count):
+    """Set keys until the server has evicted, then half as many again; or,
+    with `count`, exactly that many, 100 at a time."""
+    batch = 100 if count else max(1, min(2000, (4 << 20) // (values.typical() + 64)))
     n = 0
-    target = None
+    target = count
     while target is None or n < target:
         door.s.sendall(sets(n, batch, values))
         n += batch
@@ -217,14 +224,17 @@ def fill(door, values):
     return n
 
 
-def measure(cmd, port, size, settle):
-    """(items, memory) after the trickle, (items, memory) at the end of the fill."""
+def measure(cmd, port, size, settle, count):
+    """(items, memory) after the trickle, (items, memory) at the end of the
+    fill, and the fill's seconds."""
     proc, door = start(cmd, port)
     try:
-        sent = fill(door, size)
+        began = time.time()
+        sent = fill(door, size, count)
+        took = time.time() - began
         burst = (int(door.stats()["curr_items"]), memory_bytes(proc.pid))
         trickle(door, size, sent, settle)
-        return (int(door.stats()["curr_items"]), memory_bytes(proc.pid)), burst
+        return (int(door.stats()["curr_items"]), memory_bytes(proc.pid)), burst, took
     finally:
         proc.terminate()
         proc.wait()
@@ -242,18 +252,20 @@ def main():
     worst = None
     for i, size in enumerate(sizes):
         port = a.port + 2 * (i % 100)
-        mc, mc_burst = measure([a.memcached, "-p", str(port), "-U", "0", "-t", "1", "-m", str(a.memory)]
-                               + mc_user, port, size, a.settle)
-        rk, rk_burst = measure([a.rkv, "--listen", "tcp://127.0.0.1:%d" % (port + 1),
+        mc, mc_burst, mc_took = measure([a.memcached, "-p", str(port), "-U", "0", "-t", "1", "-m", str(a.memory)]
+                               + mc_user, port, size, a.settle, a.sets)
+        rk, rk_burst, rk_took = measure([a.rkv, "--listen", "tcp://127.0.0.1:%d" % (port + 1),
                                 "--listen", "shm:///tmp/rkv-capacity-%d.sock" % os.getpid(),
                                 "--memory", "%dM" % a.memory, "--evict", a.evict, "--log-level", "error"]
                                + shlex.split(a.rkv_args),
-                               port + 1, size, a.settle)
+                               port + 1, size, a.settle, a.sets)
         ratio, burst = equal_memory_ratio(rk, mc), equal_memory_ratio(rk_burst, mc_burst)
         worst = ratio if worst is None else min(worst, ratio)
         print("%8s  %10d %8.1fM %8.1f  %10d %8.1fM %8.1f  %6.2fx  %6.2fx" % (
             size, mc[0], mc[1] / 2**20, mc[1] / max(mc[0], 1),
             rk[0], rk[1] / 2**20, rk[1] / max(rk[0], 1), ratio, burst), flush=True)
+        if a.sets:
+            print("%8s  %d sets took memcached %.1f s, rkv %.1f s" % ("", a.sets, mc_took, rk_took), flush=True)
     print("ratio = rkv's items per byte of memory / memcached's after the trickle (burst: at the fill's end); "
           "lowest %.2fx" % worst)
 
