@@ -46,6 +46,15 @@
  * neighbour for a key with no room, hold the index exclusive. When evicting
  * in its own class is not enough, a PUT takes a page of another class
  * (page_move.c has when and which).
+ *
+ * What a PUT evicts for itself waits out its grace period before reuse.
+ * Meanwhile a larger class within RKV_SLAB_HOST_SPAN times the item's size
+ * that holds more free items than its own reserve lends one
+ * (borrow_larger), and a PUT waits (sleeping its worker, and every
+ * connection the worker serves) only when none does. A class with one
+ * slab page, as many are in a small heap holding values of many sizes,
+ * runs dry in any burst of writes to it: waiting there held a 64 MiB
+ * server to a few hundred sets a second.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -364,14 +373,60 @@ static int wait_min(int a, int b)
     return a < 0 ? b : b < 0 ? a : RKV_MIN(a, b);
 }
 
-/* Memory for an item of class cls when the class had none to hand out
+/* Items of class cls on their way back to allocation (limbo, ready, fresh)
+ * beyond its evict-ahead reserve; 0 when it holds no more than that. */
+static uint64_t spare_over_reserve(struct rkv_table *t, unsigned cls)
+{
+    uint64_t owned, coming = rkv_slab_class_spare(t->slab, cls, &owned);
+    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED),
+                              reserve_cap(owned));
+    return coming > target ? coming - target : 0;
+}
+
+/* An item for class *cls lent by the smallest larger class (within
+ * RKV_SLAB_HOST_SPAN times its size) that can hand one out now and holds
+ * more than its own reserve, so lending leaves it none the drier; *cls
+ * becomes that class. 0 when none can. */
+static uint64_t borrow_larger(struct rkv_table *t, unsigned *cls)
+{
+    uint64_t reach = (uint64_t)rkv_slab_class_size(t->slab, *cls) * RKV_SLAB_HOST_SPAN;
+    unsigned n = rkv_slab_class_count(t->slab);
+    for (unsigned c = *cls + 1; c < n && rkv_slab_class_size(t->slab, c) <= reach; c++) {
+        uint64_t off;
+        if (spare_over_reserve(t, c) > 0 && (off = rkv_slab_alloc_ready(t->slab, c)) != 0) {
+            *cls = c;
+            return off;
+        }
+    }
+    return 0;
+}
+
+/* Class cls has at least its evict-ahead reserve on its way back through
+ * the limbo: evicting more for a PUT now would only grow the limbo. */
+static bool limbo_covers_reserve(struct rkv_table *t, unsigned cls)
+{
+    uint64_t owned, coming = rkv_slab_class_spare(t->slab, cls, &owned);
+    return coming >=
+               RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(owned)) &&
+           rkv_slab_limbo_wait_ms(t->slab, cls) >= 0;
+}
+
+/* Memory for an item of class *cls when the class had none to hand out
  * (table.c's item_alloc asked first), evicting when the policy allows:
  * items of its class, else a page of another class, never the key's own
- * item. Called without any index lock; may wait for the limbo or a moved
- * page (at most grace_ms per try), and asks the class again after each. */
-rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned cls, const struct rkv_key_hash *h,
+ * item. What it evicts waits out its grace period; meanwhile a larger
+ * class's ready item (borrow_larger: *cls becomes that class)
+ * serves rather than a wait, which would stall every connection of the
+ * calling worker. Called without any index lock; may wait for the limbo
+ * or a moved page (at most grace_ms per try), and asks the class again
+ * after each. */
+rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned *clsp, const struct rkv_key_hash *h,
                            const void *key, uint32_t key_len, uint64_t *off)
 {
+    unsigned cls = *clsp;
+    if (t->cfg.evict != RKV_EVICT_NONE && limbo_covers_reserve(t, cls) &&
+        (*off = borrow_larger(t, clsp)) != 0)
+        return RKV_OK;
     for (unsigned tries = 0;; tries++) {
         if (t->cfg.evict == RKV_EVICT_NONE || tries == ALLOC_TRIES)
             return RKV_OUT_OF_MEMORY;
@@ -389,16 +444,19 @@ rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned cls, const struct rkv_k
             evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap), EVICT_AHEAD_MAX),
                         keep, true);
         /* No page coming for it, and nothing of its own to evict or on its
-         * way back, or starved: take a page from another class. */
+         * way back: take a page from another class. Starved: a larger
+         * class's ready item if one has any, else such a page. */
+        *off = 0;
         if (rkv_slab_page_wait_ms(t->slab, cls) < 0) {
             if (evicted == 0 && rkv_slab_limbo_wait_ms(t->slab, cls) < 0)
                 rkv_page_reassign(t, cls, -1, false, keep);
-            else if (starved)
+            else if (starved && (*off = borrow_larger(t, clsp)) == 0)
                 rkv_page_reassign(t, cls, -1, true, keep);
         }
         rkv_table_index_unlock_all(t, since);
 
-        if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
+        if (*off != 0 || (*off = rkv_slab_alloc(t->slab, cls)) != 0 ||
+            (*off = borrow_larger(t, clsp)) != 0)
             return RKV_OK;
         int wait = wait_min(rkv_slab_limbo_wait_ms(t->slab, cls),
                             rkv_slab_page_wait_ms(t->slab, cls));

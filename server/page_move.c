@@ -31,9 +31,9 @@
  * item being built on it (allocated, not yet published) is never moved.
  *
  * A heap with fewer slab pages than size classes in use (e.g. 8 MiB of
- * 1 MiB pages for values of 16..4000 bytes) cannot hold every class at once:
- * PUTs then move pages nearly every time and each waits grace_ms. Smaller
- * slab pages avoid that.
+ * 1 MiB pages for values of 16..4000 bytes) cannot hold every class at
+ * once: the classes that own no page store their items in larger classes
+ * (rkv_slab_host_class) rather than moving a page for each.
  *
  * Both kinds of move run with the index held exclusive: a PUT's from
  * rkv_evict_alloc (evict.c), which decides when, automove from the tick

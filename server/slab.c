@@ -49,16 +49,22 @@
  *     memory. See page_move.c for how pages are chosen.
  *   - too many classes for the pages: in a heap of not many more pages
  *     than the classes its items use (133 classes, 63 pages at 64 MiB),
- *     the pages go to the first classes that ask, and then a class with
- *     none would move a page (evicting all its items, and waiting out its
- *     grace period) for nearly every item: a store of mixed sizes slowed
- *     to a crawl and held a twentieth of memcached's items. So once no
- *     page is free, an item of a class that owns no page goes to the
- *     smallest larger class within HOST_SPAN times its size that owns
- *     pages (rkv_slab_host_class), and is evicted among its items: some
- *     rounding instead of a page of evictions. The class gets a page of its
- *     own by rebalancing (page_move.c), as any class does. memcached
- *     refuses such a SET ("out of memory storing object") until its
+ *     the pages went to the first classes that asked, many of them for a
+ *     handful of items, and then a class with none moved a page (evicting
+ *     all its items, and waiting out its grace period) for nearly every
+ *     item: a store of mixed sizes slowed to a crawl and held a twentieth
+ *     of memcached's items. So the last pages are kept for classes that
+ *     fill them: once under 1/SCARCE_SHARE of the pages are left never
+ *     assigned, an item of a class that owns no page goes to the smallest
+ *     larger class within 9/8 of its size that owns pages and has an item
+ *     ready (rkv_slab_host_class, rkv_slab_alloc_ready), and takes a page
+ *     only when there is none; once no page is free, to such a class
+ *     within RKV_SLAB_HOST_SPAN times its size whether or not it has one
+ *     ready, and is evicted among its items: some rounding instead of a
+ *     page of evictions. The class gets a page of its own by rebalancing
+ *     (page_move.c), as any class does. memcached gives every class its
+ *     first page even past its memory limit, and refuses a SET of a class
+ *     it cannot give one ("out of memory storing object") until its
  *     automover moves a page.
  *   - draining: pages in the pool inside their grace period
  *     (rkv_slab_stats().draining); at most a page per move under way.
@@ -130,7 +136,9 @@
 #define MAG_FREED          (2 * MAG_BATCH_MAX) /* a magazine's freed list: given back at twice the batch */
 #define MAG_MIN_PER_PAGE   64u /* classes with fewer items per page have no magazines */
 #define MAG_PREFETCH_LINES 4u  /* lines of the next item a magazine asks for as it hands one out */
-#define HOST_SPAN          2u /* a class with no page borrows slots at most this many times its size */
+#define HOST_NEAR_NUM      9u  /* while pages are scarce but not gone: 9/8 of its size */
+#define HOST_NEAR_DEN      8u
+#define SCARCE_SHARE       4u /* pages are scarce below 1/SCARCE_SHARE never assigned */
 
 RKV_STATIC_ASSERT(RKV_SLAB_MAX_GRACE_MS < (1u << (LIMBO_TIME_BITS - 1)),
                   "grace fits the limbo clock");
@@ -946,10 +954,10 @@ static void mag_give_freed(struct rkv_slab *s, unsigned cls, struct slab_mag *m,
 }
 
 /* Refill an empty ready stack: give back the freed items, then take up to
- * the class's batch (a new page only for the first). The page records the
+ * the class's batch (with `grow`, a new page for the first). The page records the
  * freed items go back to are fetched before the class lock, so their misses
  * are not part of its hold. Magazine lock held. */
-static void mag_refill(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
+static void mag_refill(struct rkv_slab *s, unsigned cls, struct slab_mag *m, bool grow)
 {
     uint64_t took[MAG_BATCH_MAX];
     uint32_t n = 0, batch = s->mag_batch[cls];
@@ -963,7 +971,7 @@ static void mag_refill(struct rkv_slab *s, unsigned cls, struct slab_mag *m)
         rkv_prefetch_write(&s->use[page_of_unit(s, m->freed[i] >> LIMBO_TIME_BITS)]);
     uint64_t since = class_lock(s, cls), now_ns = slab_now(s), now = limbo_time(s, now_ns);
     mag_give_freed(s, cls, m, now_ns);
-    while (n < batch && (took[n] = class_take(s, cls, now, n == 0)) != 0)
+    while (n < batch && (took[n] = class_take(s, cls, now, grow && n == 0)) != 0)
         n++;
     class_unlock(s, cls, since);
     for (uint32_t i = 0; i < n; i++) /* handed out in the order taken */
@@ -1054,10 +1062,10 @@ void rkv_slab_mag_count(struct rkv_slab *s, unsigned cls, uint64_t *ready, uint6
 /* ------------------------------------------------------------ alloc / free */
 
 /* An item straight from the class (no magazine). */
-static uint64_t class_alloc(struct rkv_slab *s, unsigned cls)
+static uint64_t class_alloc(struct rkv_slab *s, unsigned cls, bool grow)
 {
     uint64_t since = class_lock(s, cls);
-    uint64_t off = class_take(s, cls, limbo_now(s), true);
+    uint64_t off = class_take(s, cls, limbo_now(s), grow);
     class_unlock(s, cls, since);
     return off;
 }
@@ -1072,18 +1080,20 @@ static void mag_prefetch(const struct rkv_slab *s, unsigned cls, uint64_t off)
         rkv_prefetch_write(s->region + off + at);
 }
 
-uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
+/* An item of class cls (rkv_slab_alloc); with `grow`, from a new page when
+ * the class has none to hand out. */
+static uint64_t slab_alloc(struct rkv_slab *s, unsigned cls, bool grow)
 {
     if (cls >= s->class_count)
         return 0;
     struct slab_mag *m = my_mag(s, cls);
     if (m == NULL)
-        return class_alloc(s, cls);
+        return class_alloc(s, cls, grow);
 
     uint64_t off = 0;
     mag_lock(m);
     if (m->nready == 0)
-        mag_refill(s, cls, m);
+        mag_refill(s, cls, m, grow);
     if (m->nready > 0) {
         off = m->ready[m->nready - 1];
         mag_set(&m->nready, m->nready - 1);
@@ -1095,7 +1105,12 @@ uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
         return off;
     /* The class had nothing for us: maybe other magazines hold its items. */
     rkv_slab_drain(s, cls);
-    return class_alloc(s, cls);
+    return class_alloc(s, cls, grow);
+}
+
+uint64_t rkv_slab_alloc(struct rkv_slab *s, unsigned cls)
+{
+    return slab_alloc(s, cls, true);
 }
 
 void rkv_slab_free(struct rkv_slab *s, unsigned cls, uint64_t off)
@@ -1368,17 +1383,34 @@ uint64_t rkv_slab_pages_unassigned(struct rkv_slab *s)
     return n;
 }
 
+/* Fewer than 1/SCARCE_SHARE of the heap's pages left never assigned. No
+ * lock (next_page only grows). */
+static bool pages_scarce(const struct rkv_slab *s)
+{
+    uint64_t next = __atomic_load_n(&s->next_page, __ATOMIC_RELAXED);
+    uint64_t limit = __atomic_load_n(&s->page_limit, __ATOMIC_RELAXED);
+    return next >= limit || (limit - next) * SCARCE_SHARE < limit;
+}
+
 unsigned rkv_slab_host_class(struct rkv_slab *s, unsigned cls)
 {
-    if (cls >= s->class_count || rkv_slab_pages_any(s))
+    if (cls >= s->class_count || __atomic_load_n(&s->classes[cls].owned, __ATOMIC_RELAXED) != 0)
         return cls;
-    if (__atomic_load_n(&s->classes[cls].owned, __ATOMIC_RELAXED) != 0)
+    bool full = !rkv_slab_pages_any(s);
+    if (!full && !pages_scarce(s))
         return cls;
-    uint64_t reach = (uint64_t)s->size[cls] * HOST_SPAN;
+    /* reach: twice the size on a full heap, else 9/8 (little rounding) */
+    uint64_t reach = full ? (uint64_t)s->size[cls] * RKV_SLAB_HOST_SPAN
+                          : (uint64_t)s->size[cls] * HOST_NEAR_NUM / HOST_NEAR_DEN;
     for (unsigned c = cls + 1; c < s->class_count && s->size[c] <= reach; c++)
         if (__atomic_load_n(&s->classes[c].owned, __ATOMIC_RELAXED) != 0)
             return c;
     return cls;
+}
+
+uint64_t rkv_slab_alloc_ready(struct rkv_slab *s, unsigned cls)
+{
+    return slab_alloc(s, cls, false);
 }
 
 unsigned rkv_slab_class_count(const struct rkv_slab *s)

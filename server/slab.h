@@ -105,8 +105,9 @@ struct rkv_slab_config {
 /* The fine classes step by RKV_ITEM_ALIGN (4 bytes) below this size and by
  * twice that above, up to fine_limit: a 4-byte step saves the most where
  * items are smallest, and each class takes a page of its own the first
- * time it is used, so a small heap holding items of many sizes runs out of
- * pages with too many classes (design.md, "Size classes"). */
+ * time it is used while pages are plentiful, so fine steps cost a small
+ * heap pages (design.md, "Size classes"; rkv_slab_host_class has what a
+ * class gets once they are scarce). */
 #define RKV_SLAB_FINE4_BELOW 128u
 
 /* The class table for a page size, growth factor and fine limit: sizes in
@@ -141,12 +142,23 @@ rkv_status rkv_slab_create(const struct rkv_slab_config *cfg, struct rkv_slab **
                            size_t err_len);
 void rkv_slab_destroy(struct rkv_slab *s);
 
+/* A class's items may be stored in a larger class at most this many times
+ * their size (a class with no page, rkv_slab_host_class; a PUT that would
+ * wait, evict.c). */
+#define RKV_SLAB_HOST_SPAN 2u
+
 /* Where to store an item of class cls: cls, unless cls owns no page while
- * none is free, then the smallest larger class (at most twice cls's size)
- * that owns pages, if any (see "too many classes" at slab.c's top). Reads
- * published counts without a lock: a stale answer costs a failed try or a
- * page move, never an item. */
+ * pages are scarce (under a quarter of them never assigned), then the
+ * smallest larger class that owns pages, if any, within 9/8 of cls's size
+ * while some page is free (the caller tries it with rkv_slab_alloc_ready
+ * before cls takes a page of its own) and twice it once none is (see "too
+ * many classes" at slab.c's top). Reads published counts without a lock: a
+ * stale answer costs a failed try or a page move, never an item. */
 unsigned rkv_slab_host_class(struct rkv_slab *s, unsigned cls);
+
+/* rkv_slab_alloc without taking a page: an item class cls can hand out
+ * now, or 0. */
+uint64_t rkv_slab_alloc_ready(struct rkv_slab *s, unsigned cls);
 
 unsigned rkv_slab_class_count(const struct rkv_slab *s);
 uint32_t rkv_slab_class_size(const struct rkv_slab *s, unsigned cls);

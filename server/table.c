@@ -811,22 +811,24 @@ static rkv_status check_key(const struct rkv_table *t, const void *key, uint32_t
     return key_len > t->cfg.max_key_len ? RKV_TOO_LARGE : RKV_OK;
 }
 
-/* Memory for an item of class *cls: the class's own; else, for a class
- * with no page while none is free, a larger class's (rkv_slab_host_class:
- * *cls becomes it); else what evicting in *cls frees (rkv_evict_alloc,
- * which may wait). Called without any index lock. */
+/* Memory for an item of class *cls: a larger class's room when cls owns
+ * no page and pages are scarce (rkv_slab_host_class: *cls becomes it);
+ * else the class's own, a free page included; else, on a full heap, what
+ * evicting in the class or its host frees, or a larger class's ready item
+ * meanwhile (rkv_evict_alloc, which may wait). Called without any index
+ * lock. */
 static rkv_status item_alloc(struct rkv_table *t, unsigned *cls, const struct rkv_key_hash *h,
                              const void *key, uint32_t key_len, uint64_t *off)
 {
+    unsigned host = rkv_slab_host_class(t->slab, *cls);
+    if (host != *cls && (*off = rkv_slab_alloc_ready(t->slab, host)) != 0) {
+        *cls = host;
+        return RKV_OK;
+    }
     if ((*off = rkv_slab_alloc(t->slab, *cls)) != 0)
         return RKV_OK;
-    unsigned host = rkv_slab_host_class(t->slab, *cls);
-    if (host != *cls) {
-        *cls = host;
-        if ((*off = rkv_slab_alloc(t->slab, host)) != 0)
-            return RKV_OK;
-    }
-    return rkv_evict_alloc(t, *cls, h, key, key_len, off);
+    *cls = rkv_slab_host_class(t->slab, *cls);
+    return rkv_evict_alloc(t, cls, h, key, key_len, off);
 }
 
 static rkv_status item_build(struct rkv_table *t, const struct rkv_key_hash *h, const void *key,

@@ -357,11 +357,12 @@ static inline void rkv_evict_ahead(struct rkv_table *t, unsigned cls, uint64_t k
     rkv_evict_ahead_claimed(t, cls, keep);
 }
 
-/* Memory for an item of class cls for the key (h, key) once the class had
- * none: evicts (never the key's own item), may move a page, waits for the
- * limbo or the page; RKV_OUT_OF_MEMORY when nothing comes. Holding no index
- * lock (it takes the index exclusive itself). */
-rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned cls, const struct rkv_key_hash *h,
+/* Memory for an item of class *cls for the key (h, key) once the class had
+ * none: evicts (never the key's own item), may move a page, takes a larger
+ * class's ready item (*cls becomes it) or waits for the limbo or the page;
+ * RKV_OUT_OF_MEMORY when nothing comes. Holding no index lock (it takes the
+ * index exclusive itself). */
+rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned *cls, const struct rkv_key_hash *h,
                            const void *key, uint32_t key_len, uint64_t *off);
 
 /* Free a slot in one of the key's full buckets by evicting one of their

@@ -1512,6 +1512,78 @@ static void test_small_class_hosted_by_larger(void **state)
     env_free(&e);
 }
 
+/* While some pages are free but under a quarter of them, a class with no
+ * page stores its items in a larger class within 9/8 of its size that has
+ * room, rather than taking a page of its own for them: a small heap holding
+ * values of many sizes keeps its last pages for the classes that fill
+ * them. A class with no such neighbour still takes a page. Fails without
+ * the scarce-pages rule in rkv_slab_host_class. */
+static void test_class_hosted_while_pages_scarce(void **state)
+{
+    (void)state;
+    struct rkv_table_config c = { .evict = RKV_EVICT_LRU };
+    struct env e;
+    env_make(&e, 8 * MiB, &c);
+    uint64_t pages = e.h->heap_size / e.h->slab_page_size;
+    assert_true(pages >= 5);
+    assert_int_equal(put_big(&e, "y", 0, 2000), RKV_OK);
+    /* 9,000-byte values take pages until under a quarter are left */
+    unsigned z = 0;
+    for (; stats(&e).pages_unassigned * 4 >= pages; z++) {
+        assert_true(z < 1000);
+        assert_int_equal(put_big(&e, "z", z, 9000), RKV_OK);
+    }
+    uint64_t left = stats(&e).pages_unassigned;
+    assert_true(left >= 1);
+    /* 1,860-byte values: a smaller class, within 9/8 of the 2,000-byte one */
+    for (unsigned w = 0; w < 20; w++)
+        assert_int_equal(put_big(&e, "w", w, 1860), RKV_OK);
+    assert_int_equal(stats(&e).pages_unassigned, left);
+    /* 1,000-byte values: no class within 9/8 owns a page */
+    assert_int_equal(put_big(&e, "v", 0, 1000), RKV_OK);
+    assert_int_equal(stats(&e).pages_unassigned, left - 1);
+    for (unsigned w = 0; w < 20; w++)
+        assert_true(found_big(&e, "w", w, 1860));
+    assert_true(found_big(&e, "y", 0, 2000) && found_big(&e, "v", 0, 1000));
+    assert_int_equal(stats(&e).items, 22 + z);
+    env_free(&e);
+}
+
+/* A PUT whose class ran dry on a full heap, with everything it evicted
+ * inside its grace period (the test's clock stands still), takes a ready
+ * item of a larger class within twice its size instead of waiting: before,
+ * it waited grace_ms three times and failed with RKV_OUT_OF_MEMORY. */
+static void test_dry_class_borrows_larger_ready(void **state)
+{
+    (void)state;
+    struct rkv_table_config c = { .evict = RKV_EVICT_LRU, .now_ns = fake_now };
+    struct env e;
+    env_make(&e, 4 * MiB, &c);
+    assert_int_equal(put_big(&e, "y", 0, 2000), RKV_OK); /* a page, nearly all of it fresh */
+    unsigned y = 0;
+    struct rkv_table_class_stats cs;
+    for (;; y++) {
+        assert_true(y < e.h->class_count);
+        rkv_table_class_stats(e.t, y, &cs);
+        if (cs.slab.pages > 0)
+            break;
+    }
+    /* 1,200-byte values fill the rest and run dry: items of y's class */
+    unsigned x = 0;
+    do {
+        assert_true(x < 10000);
+        assert_int_equal(put_big(&e, "x", x++, 1200), RKV_OK);
+        rkv_table_class_stats(e.t, y, &cs);
+    } while (cs.slab.used == 1);
+    assert_true(stats(&e).evictions > 0 && stats(&e).pages_unassigned == 0);
+    for (unsigned i = 0; i < 10; i++, x++)
+        assert_int_equal(put_big(&e, "x", x, 1200), RKV_OK);
+    for (unsigned i = x - 11; i < x; i++)
+        assert_true(found_big(&e, "x", i, 1200));
+    assert_true(found_big(&e, "y", 0, 2000));
+    env_free(&e);
+}
+
 static void test_evict_when_index_full(void **state)
 {
     (void)state;
@@ -2706,6 +2778,8 @@ int main(void)
         cmocka_unit_test(test_s3fifo_update_keeps_uses),
         cmocka_unit_test(test_evict_when_index_full),
         cmocka_unit_test(test_small_class_hosted_by_larger),
+        cmocka_unit_test(test_class_hosted_while_pages_scarce),
+        cmocka_unit_test(test_dry_class_borrows_larger_ready),
         cmocka_unit_test(test_page_move_lru),
         cmocka_unit_test(test_page_move_random),
         cmocka_unit_test(test_no_page_move_without_eviction),
