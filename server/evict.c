@@ -287,6 +287,17 @@ static uint64_t reserve_cap(uint64_t owned)
     return RKV_MAX(1, owned / 8);
 }
 
+/* Class cls's evict-ahead reserve now (its current size, at most
+ * reserve_cap of what it owns), and in *coming the items it holds on their
+ * way back to allocation: limbo, ready, fresh (rkv_slab_class_spare). No
+ * lock. */
+static inline uint64_t reserve_target(struct rkv_table *t, unsigned cls, uint64_t *coming)
+{
+    uint64_t owned;
+    *coming = rkv_slab_class_spare(t->slab, cls, &owned);
+    return RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(owned));
+}
+
 /* How many items of class cls to evict ahead, so that a PUT on a full heap
  * rarely has to wait for the grace period: what the items the class holds
  * on their way back to allocation (limbo, ready, fresh: rkv_slab_class_spare,
@@ -299,9 +310,7 @@ inline unsigned rkv_evict_ahead_want(struct rkv_table *t, unsigned cls)
 {
     if (t->cfg.evict == RKV_EVICT_NONE || rkv_slab_pages_any(t->slab))
         return 0;
-    uint64_t owned, coming = rkv_slab_class_spare(t->slab, cls, &owned);
-    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED),
-                              reserve_cap(owned));
+    uint64_t coming, target = reserve_target(t, cls, &coming);
     return coming < target ? (unsigned)RKV_MIN(target - coming, EVICT_AHEAD_MAX) : 0;
 }
 
@@ -373,16 +382,6 @@ static int wait_min(int a, int b)
     return a < 0 ? b : b < 0 ? a : RKV_MIN(a, b);
 }
 
-/* Items of class cls on their way back to allocation (limbo, ready, fresh)
- * beyond its evict-ahead reserve; 0 when it holds no more than that. */
-static uint64_t spare_over_reserve(struct rkv_table *t, unsigned cls)
-{
-    uint64_t owned, coming = rkv_slab_class_spare(t->slab, cls, &owned);
-    uint64_t target = RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED),
-                              reserve_cap(owned));
-    return coming > target ? coming - target : 0;
-}
-
 /* An item for class *cls lent by the smallest larger class (within
  * RKV_SLAB_HOST_SPAN times its size) that can hand one out now and holds
  * more than its own reserve, so lending leaves it none the drier; *cls
@@ -392,8 +391,8 @@ static uint64_t borrow_larger(struct rkv_table *t, unsigned *cls)
     uint64_t reach = (uint64_t)rkv_slab_class_size(t->slab, *cls) * RKV_SLAB_HOST_SPAN;
     unsigned n = rkv_slab_class_count(t->slab);
     for (unsigned c = *cls + 1; c < n && rkv_slab_class_size(t->slab, c) <= reach; c++) {
-        uint64_t off;
-        if (spare_over_reserve(t, c) > 0 && (off = rkv_slab_alloc_ready(t->slab, c)) != 0) {
+        uint64_t off, coming;
+        if (reserve_target(t, c, &coming) < coming && (off = rkv_slab_alloc_ready(t->slab, c)) != 0) {
             *cls = c;
             return off;
         }
@@ -405,10 +404,8 @@ static uint64_t borrow_larger(struct rkv_table *t, unsigned *cls)
  * the limbo: evicting more for a PUT now would only grow the limbo. */
 static bool limbo_covers_reserve(struct rkv_table *t, unsigned cls)
 {
-    uint64_t owned, coming = rkv_slab_class_spare(t->slab, cls, &owned);
-    return coming >=
-               RKV_MIN(__atomic_load_n(&t->reserve[cls], __ATOMIC_RELAXED), reserve_cap(owned)) &&
-           rkv_slab_limbo_wait_ms(t->slab, cls) >= 0;
+    uint64_t coming;
+    return reserve_target(t, cls, &coming) <= coming && rkv_slab_limbo_wait_ms(t->slab, cls) >= 0;
 }
 
 /* Memory for an item of class *cls when the class had none to hand out
