@@ -400,6 +400,26 @@ static uint64_t borrow_larger(struct rkv_table *t, unsigned *cls)
     return 0;
 }
 
+/* Class cls has nothing to evict and nothing on its way back (it owns no
+ * page, most often): a page of a class that owns two or more moves to it;
+ * else a larger class that owns pages hosts its items (returned: the caller
+ * evicts there); else, with no larger class to host them, a page of any
+ * class moves to it, that class's only page if need be. A pageless class
+ * that emptied another class's only page for each of its items left that
+ * class pageless in turn: with fewer pages than classes in use (16 MiB of
+ * 1 MiB pages for values of 100 B to 4 KB) every PUT moved a page and
+ * waited for it, and the heap held a few dozen items. The index held
+ * exclusive. */
+static unsigned page_for_empty_class(struct rkv_table *t, unsigned cls, uint64_t keep)
+{
+    if (rkv_page_reassign(t, cls, -1, RKV_DONOR_SPARE, keep))
+        return cls;
+    unsigned host = rkv_slab_larger_owner(t->slab, cls);
+    if (host == cls)
+        rkv_page_reassign(t, cls, -1, RKV_DONOR_ANY, keep);
+    return host;
+}
+
 /* Class cls has at least its evict-ahead reserve on its way back through
  * the limbo: evicting more for a PUT now would only grow the limbo. */
 static bool limbo_covers_reserve(struct rkv_table *t, unsigned cls)
@@ -441,17 +461,25 @@ rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned *clsp, const struct rkv
             evict_class(t, cls, (unsigned)RKV_MIN(RKV_MIN(t->reserve[cls], cap), EVICT_AHEAD_MAX),
                         keep, true);
         /* No page coming for it, and nothing of its own to evict or on its
-         * way back: take a page from another class. Starved: a larger
-         * class's ready item if one has any, else such a page. */
+         * way back: a page from another class (page_for_empty_class), or
+         * a larger class hosts it. Starved: a larger class's ready item if
+         * one has any, else a page worth less. */
         *off = 0;
+        unsigned host = cls;
         if (rkv_slab_page_wait_ms(t->slab, cls) < 0) {
             if (evicted == 0 && rkv_slab_limbo_wait_ms(t->slab, cls) < 0)
-                rkv_page_reassign(t, cls, -1, false, keep);
+                host = page_for_empty_class(t, cls, keep);
             else if (starved && (*off = borrow_larger(t, clsp)) == 0)
-                rkv_page_reassign(t, cls, -1, true, keep);
+                rkv_page_reassign(t, cls, -1, RKV_DONOR_COLDER, keep);
         }
         rkv_table_index_unlock_all(t, since);
 
+        if (host != cls) { /* its room, else evict there as for one of its own */
+            *clsp = cls = host;
+            if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
+                return RKV_OK;
+            continue;
+        }
         if (*off != 0 || (*off = rkv_slab_alloc(t->slab, cls)) != 0 ||
             (*off = borrow_larger(t, clsp)) != 0)
             return RKV_OK;

@@ -93,24 +93,34 @@ static bool page_holds(const struct rkv_slab_page_info *pi, uint64_t word)
            off - pi->start < (uint64_t)pi->handed * pi->size;
 }
 
+/* Does class c own at least two pages (one to give and one to keep)? */
+static bool class_spares_page(struct rkv_table *t, unsigned c)
+{
+    struct rkv_slab_class_stats cs;
+    rkv_slab_class_stats(t->slab, c, &cs);
+    return cs.pages >= 2;
+}
+
 /* A page a move for class cls may take: another class's (from_cls's when
- * that is >= 0), and not the one holding `keep` (the writing key's own
- * item; 0 for none). */
+ * that is >= 0; with `spare`, a class's that owns two or more), and not the
+ * one holding `keep` (the writing key's own item; 0 for none). */
 static bool page_candidate(struct rkv_table *t, uint64_t page, unsigned cls, int from_cls,
-                           uint64_t keep, struct rkv_slab_page_info *pi)
+                           bool spare, uint64_t keep, struct rkv_slab_page_info *pi)
 {
     int pc = rkv_slab_page_class(t->slab, page);
     return pc >= 0 && (unsigned)pc != cls && (from_cls < 0 || pc == from_cls) &&
+           (!spare || class_spares_page(t, (unsigned)pc)) &&
            rkv_slab_page_info(t->slab, page, pi) && !page_holds(pi, keep);
 }
 
 /* The page a move for class cls takes (from class from_cls when >= 0, else
- * any other): of PAGE_SAMPLES random candidates, the one whose move loses
+ * any other; with `spare`, only a class's that owns two or more): of
+ * PAGE_SAMPLES random candidates, the one whose move loses
  * least (page_cost), the colder on a tie. When PAGE_PROBES random looks find
  * none (the other classes hold few pages), a scan from a random page takes
  * the first. The index held exclusive. */
-static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls, uint64_t keep,
-                             struct rkv_slab_page_info *out, struct page_cost *cost)
+static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls, bool spare,
+                             uint64_t keep, struct rkv_slab_page_info *out, struct page_cost *cost)
 {
     uint64_t pages = rkv_slab_page_count(t->slab);
     unsigned found = 0;
@@ -118,7 +128,7 @@ static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls, ui
     struct page_cost pc;
 
     for (unsigned probe = 0; probe < PAGE_PROBES && found < PAGE_SAMPLES; probe++) {
-        if (!page_candidate(t, rkv_evict_rng(t) % pages, cls, from_cls, keep, &pi))
+        if (!page_candidate(t, rkv_evict_rng(t) % pages, cls, from_cls, spare, keep, &pi))
             continue;
         page_cost(t, &pi, &pc);
         if (found++ == 0 || pc.loss < cost->loss ||
@@ -129,7 +139,7 @@ static bool pick_victim_page(struct rkv_table *t, unsigned cls, int from_cls, ui
     }
     uint64_t start = rkv_evict_rng(t) % pages;
     for (uint64_t i = 0; i < pages && found == 0; i++)
-        if (page_candidate(t, (start + i) % pages, cls, from_cls, keep, out)) {
+        if (page_candidate(t, (start + i) % pages, cls, from_cls, spare, keep, out)) {
             page_cost(t, out, cost);
             found = 1;
         }
@@ -193,17 +203,18 @@ static bool page_worth_less(struct rkv_table *t, unsigned cls, const struct rkv_
     return theirs.pages >= mine.pages + 2;
 }
 
-/* Move a page of another class (from_cls when >= 0) to class cls, never
- * the page holding `keep` (0: none); with `starved`, only one
- * page_worth_less() allows. True when one went to the allocator's pool.
- * The index held exclusive. */
-bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved, uint64_t keep)
+/* Move a page of another class (from_cls when >= 0) that `donor` allows
+ * to class cls (RKV_DONOR_COLDER: one page_worth_less() allows), never the
+ * page holding `keep` (0: none). True when one went to the allocator's
+ * pool. The index held exclusive. */
+bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, enum rkv_page_donor donor,
+                       uint64_t keep)
 {
     for (unsigned tries = 0; tries < MOVE_TRIES; tries++) {
         struct rkv_slab_page_info pi;
         struct page_cost cost;
-        if (!pick_victim_page(t, cls, from_cls, keep, &pi, &cost) ||
-            (starved && !page_worth_less(t, cls, &pi, &cost)))
+        if (!pick_victim_page(t, cls, from_cls, donor == RKV_DONOR_SPARE, keep, &pi, &cost) ||
+            (donor == RKV_DONOR_COLDER && !page_worth_less(t, cls, &pi, &cost)))
             return false;
         if (page_move(t, &pi, (int)cls))
             return true;
@@ -245,6 +256,6 @@ void rkv_page_automove(struct rkv_table *t)
     }
     if (young >= 0 && old >= 0 && young != old && old_age / MOVE_COLDER > young_age &&
         rkv_slab_page_wait_ms(t->slab, (unsigned)young) < 0)
-        rkv_page_reassign(t, (unsigned)young, old, false, 0);
+        rkv_page_reassign(t, (unsigned)young, old, RKV_DONOR_SPARE, 0);
     rkv_table_index_unlock_all(t, since);
 }

@@ -1408,6 +1408,14 @@ unsigned rkv_slab_host_class(struct rkv_slab *s, unsigned cls)
     return cls;
 }
 
+unsigned rkv_slab_larger_owner(struct rkv_slab *s, unsigned cls)
+{
+    for (unsigned c = cls + 1; c < s->class_count; c++)
+        if (__atomic_load_n(&s->classes[c].owned, __ATOMIC_RELAXED) != 0)
+            return c;
+    return cls;
+}
+
 uint64_t rkv_slab_alloc_ready(struct rkv_slab *s, unsigned cls)
 {
     return slab_alloc(s, cls, false);

@@ -156,6 +156,13 @@ void rkv_slab_destroy(struct rkv_slab *s);
  * stale answer costs a failed try or a page move, never an item. */
 unsigned rkv_slab_host_class(struct rkv_slab *s, unsigned cls);
 
+/* The smallest class larger than cls that owns pages, at any size; cls
+ * when none does. For a class with nothing to evict whose items no class
+ * within RKV_SLAB_HOST_SPAN can host, on a heap whose pages each hold some
+ * class's only page (evict.c): rounding costs less than emptying a page of
+ * another class per item. No lock, as rkv_slab_host_class. */
+unsigned rkv_slab_larger_owner(struct rkv_slab *s, unsigned cls);
+
 /* rkv_slab_alloc without taking a page: an item class cls can hand out
  * now, or 0. */
 uint64_t rkv_slab_alloc_ready(struct rkv_slab *s, unsigned cls);

@@ -372,11 +372,18 @@ bool rkv_evict_for_slot(struct rkv_table *t, const struct rkv_key_hash *h, struc
 /* ---- page_move.c: slab pages between size classes, for evict.c and the
  * tick. */
 
-/* Move a page of another class (from_cls when >= 0) to class cls, never
- * the page holding `keep` (0: none); with `starved`, only a page clearly
- * worth less than what cls evicts. True when one went to the allocator's
- * pool. The index held exclusive. */
-bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, bool starved, uint64_t keep);
+/* Which pages of other classes a page move may take. */
+enum rkv_page_donor {
+    RKV_DONOR_SPARE,  /* a page of a class that owns two or more */
+    RKV_DONOR_COLDER, /* a page clearly worth less than what cls evicts (a starved class) */
+    RKV_DONOR_ANY,    /* any, a class's only page included */
+};
+
+/* Move a page of another class (from_cls when >= 0) that `donor` allows
+ * to class cls, never the page holding `keep` (0: none). True when one
+ * went to the allocator's pool. The index held exclusive. */
+bool rkv_page_reassign(struct rkv_table *t, unsigned cls, int from_cls, enum rkv_page_donor donor,
+                       uint64_t keep);
 
 /* Automove (LRU, heap full): at most one page toward the class evicting
  * the youngest items. Once a tick; takes the index exclusive itself. */

@@ -1549,6 +1549,42 @@ static void test_class_hosted_while_pages_scarce(void **state)
     env_free(&e);
 }
 
+/* Every page some class's only one, and a class that owns none with no
+ * class within twice its size to host it: its items go to a larger class
+ * that owns pages (rounding), and no class loses its only page. Before,
+ * each such class emptied another class's only page (every item on it
+ * evicted) and waited out its grace period, the class that lost it did the
+ * same in turn, and a 16 MiB server of 100 B-4 KB values held a few dozen
+ * items. */
+static void test_pageless_class_hosted_not_moving_pages(void **state)
+{
+    (void)state;
+    struct rkv_table_config c = { .evict = RKV_EVICT_LRU };
+    struct env e;
+    env_make(&e, 5 * MiB, &c);
+    /* values three times apart, a page each until none is left */
+    unsigned n = 0;
+    uint32_t len = 40;
+    for (; stats(&e).pages_unassigned > 0; n++, len *= 3) {
+        assert_true(len <= 16384);
+        assert_int_equal(put_big(&e, "y", n, len), RKV_OK);
+    }
+    assert_true(n >= 4);
+    uint64_t moves = stats(&e).slab_reassigns;
+    /* 500-byte values: the nearest classes that own pages are the
+     * 360-byte values' and the 1,080-byte values' */
+    for (unsigned w = 0; w < 20; w++)
+        assert_int_equal(put_big(&e, "w", w, 500), RKV_OK);
+    assert_int_equal(stats(&e).slab_reassigns, moves);
+    len = 40;
+    for (unsigned i = 0; i < n; i++, len *= 3)
+        assert_true(found_big(&e, "y", i, len));
+    for (unsigned w = 0; w < 20; w++)
+        assert_true(found_big(&e, "w", w, 500));
+    assert_int_equal(stats(&e).evictions, 0);
+    env_free(&e);
+}
+
 /* A PUT whose class ran dry on a full heap, with everything it evicted
  * inside its grace period (the test's clock stands still), takes a ready
  * item of a larger class within twice its size instead of waiting: before,
@@ -2780,6 +2816,7 @@ int main(void)
         cmocka_unit_test(test_small_class_hosted_by_larger),
         cmocka_unit_test(test_class_hosted_while_pages_scarce),
         cmocka_unit_test(test_dry_class_borrows_larger_ready),
+        cmocka_unit_test(test_pageless_class_hosted_not_moving_pages),
         cmocka_unit_test(test_page_move_lru),
         cmocka_unit_test(test_page_move_random),
         cmocka_unit_test(test_no_page_move_without_eviction),
