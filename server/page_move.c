@@ -3,7 +3,11 @@
  * Page moves (slab.c, calcification). A page of another class is moved to
  * the class of a PUT that must wait for memory when
  *   - its class has nothing to evict and nothing on its way back (it owns
- *     no pages, or all its items are being built): any page will do; or
+ *     no pages, or all its items are being built): a page of a class that
+ *     owns two or more (RKV_DONOR_SPARE); when none does, a larger class
+ *     that owns pages hosts its items instead (evict.c,
+ *     page_for_empty_class), and only a class larger than every owner
+ *     takes a class's only page (RKV_DONOR_ANY); or
  *   - its class is starved: the PUT has to wait although the class's
  *     evict-ahead reserve (evict.c) is at its cap, i.e. the class's memory
  *     turns over within about grace_ms. Then only a page that is clearly
