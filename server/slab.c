@@ -61,11 +61,14 @@
  *     only when there is none; once no page is free, to such a class
  *     within RKV_SLAB_HOST_SPAN times its size whether or not it has one
  *     ready, and is evicted among its items: some rounding instead of a
- *     page of evictions. The class gets a page of its own by rebalancing
- *     (page_move.c), as any class does. memcached gives every class its
- *     first page even past its memory limit, and refuses a SET of a class
- *     it cannot give one ("out of memory storing object") until its
- *     automover moves a page.
+ *     page of evictions. Beyond that span, a class with nothing to evict
+ *     takes a page only from a class that owns two or more, else goes to
+ *     the smallest larger class that owns pages at any size
+ *     (rkv_slab_larger_owner, from evict.c). The class gets a page of its
+ *     own by rebalancing (page_move.c), as any class does. memcached gives
+ *     every class its first page even past its memory limit, and refuses a
+ *     SET of a class it cannot give one ("out of memory storing object")
+ *     until its automover moves a page.
  *   - draining: pages in the pool inside their grace period
  *     (rkv_slab_stats().draining); at most a page per move under way.
  *   - limbo: write rate x grace_ms x item size is always unusable.
