@@ -25,8 +25,10 @@ with a limit (it starts servers that fill what they are given):
 
 With --sets N the fill is exactly N sets instead (100 at a time, each
 hundred synced), and each row is followed by the seconds each server took
-for them: a fill of mixed sizes may evict from its start, and a server that
-makes a set wait shows there.
+for them, the CPU seconds the server used meanwhile, and how many of rkv's
+PUTs slept for freed memory to pass its grace period (rkv_alloc_waits, and
+rkv_alloc_wait_ms): a fill of mixed sizes may evict from its start, and a
+server that makes a set wait shows there.
 
 Exit status: 0, or 2 on a bad argument or a server that would not start.
 """
@@ -224,17 +226,25 @@ def fill(door, values, count):
     return n
 
 
+def cpu_seconds(pid):
+    """The CPU time process pid has used (user and system), in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(cmd, port, size, settle, count):
     """(items, memory) after the trickle, (items, memory) at the end of the
-    fill, and the fill's seconds."""
+    fill, and the fill's seconds: (wall, server CPU, stats at its end)."""
     proc, door = start(cmd, port)
     try:
-        began = time.time()
+        began, cpu = time.time(), cpu_seconds(proc.pid)
         sent = fill(door, size, count)
-        took = time.time() - began
-        burst = (int(door.stats()["curr_items"]), memory_bytes(proc.pid))
+        took = (time.time() - began, cpu_seconds(proc.pid) - cpu)
+        st = door.stats()
+        burst = (int(st["curr_items"]), memory_bytes(proc.pid))
         trickle(door, size, sent, settle)
-        return (int(door.stats()["curr_items"]), memory_bytes(proc.pid)), burst, took
+        return (int(door.stats()["curr_items"]), memory_bytes(proc.pid)), burst, took + (st,)
     finally:
         proc.terminate()
         proc.wait()
@@ -265,7 +275,11 @@ def main():
             size, mc[0], mc[1] / 2**20, mc[1] / max(mc[0], 1),
             rk[0], rk[1] / 2**20, rk[1] / max(rk[0], 1), ratio, burst), flush=True)
         if a.sets:
-            print("%8s  %d sets took memcached %.1f s, rkv %.1f s" % ("", a.sets, mc_took, rk_took), flush=True)
+            print("%8s  %d sets took memcached %.1f s (%.1f s of its CPU), rkv %.1f s (%.1f s; "
+                  "%s PUTs slept for freed memory, %s ms)"
+                  % ("", a.sets, mc_took[0], mc_took[1], rk_took[0], rk_took[1],
+                     rk_took[2].get("rkv_alloc_waits", "?"), rk_took[2].get("rkv_alloc_wait_ms", "?")),
+                  flush=True)
     print("ratio = rkv's items per byte of memory / memcached's after the trickle (burst: at the fill's end); "
           "lowest %.2fx" % worst)
 

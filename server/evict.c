@@ -67,6 +67,7 @@
 
 #define LRU_SAMPLES     16 /* lru and s3fifo */
 #define RANDOM_SAMPLES  16
+#define LOOKUP_BATCH    4    /* sampled offsets looked up in the index at once */
 #define USE_DECAY_MIN   1024 /* s3fifo: stores per lost use at least */
 #define USE_DECAY_TURNS 4    /* s3fifo: turnovers of the table per lost use */
 #define RESERVE_MIN     8    /* initial evict-ahead reserve per class, in items */
@@ -74,6 +75,7 @@
     (256u << 10) /* the reserve's floor: RESERVE_MIN items, or fewer this many bytes' worth */
 #define EVICT_AHEAD_MAX 32 /* evictions one PUT does ahead of need */
 #define ALLOC_TRIES     3  /* waits for the limbo or a moved page before a PUT gives up */
+_Static_assert(LOOKUP_BATCH <= RKV_LIVE_BATCH_MAX, "a lookup batch fits rkv_table_live_batch");
 
 /* s3fifo's use decay for a table of `items` items: a use lost per
  * USE_DECAY_TURNS turnovers. One turnover decayed a read item to a never-read
@@ -144,17 +146,23 @@ unsigned rkv_evict_item_uses(struct rkv_table *t, uint64_t word)
     return s3_uses(t, w, now);
 }
 
-/* How cold the item of slot word `word` is: the larger, the sooner it goes.
- * lru, its age; s3fifo, first the fewer uses (an item never read since it
- * was stored before any that was), then the age; 0 without access words. */
-static uint64_t coldness(struct rkv_table *t, uint64_t word)
+/* How cold an item with access word w is at access clock `now`: the
+ * larger, the sooner it goes. lru, its age; s3fifo, first the fewer uses
+ * (an item never read since it was stored before any that was), then the
+ * age. */
+static uint64_t coldness_of(struct rkv_table *t, uint32_t w, uint32_t now)
 {
-    uint32_t w, now;
-    if (!access_word(t, word, &w, &now))
-        return 0;
     if (t->cfg.evict != RKV_EVICT_S3FIFO)
         return now - w;
     return (uint64_t)(S3_USES_MAX - s3_uses(t, w, now)) << 34 | s3_age(w, now);
+}
+
+/* How cold the item of slot word `word` is (coldness_of); 0 without access
+ * words. */
+static uint64_t coldness(struct rkv_table *t, uint64_t word)
+{
+    uint32_t w, now;
+    return access_word(t, word, &w, &now) ? coldness_of(t, w, now) : 0;
 }
 
 /* The least evict-ahead reserve of class cls: RESERVE_MIN items, but no more
@@ -206,37 +214,69 @@ void rkv_evict_tick(struct rkv_table *t, uint64_t items)
     }
 }
 
+/* The n sampled offsets of class cls in `order`, coldest first by their
+ * access words (read before anything confirms the offsets hold items: a
+ * freed item keeps its word, and the index decides later). */
+static void rank_samples(struct rkv_table *t, unsigned cls, const uint64_t *offs, unsigned n,
+                         unsigned *order)
+{
+    uint32_t *m[LRU_SAMPLES];
+    uint64_t cold[LRU_SAMPLES];
+    for (unsigned i = 0; i < n; i++)
+        if ((m[i] = rkv_slab_meta(t->slab, offs[i], cls)) != NULL)
+            __builtin_prefetch(m[i]);
+    uint32_t now = __atomic_load_n(&t->access_clock, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < n; i++) {
+        cold[i] = m[i] != NULL ? coldness_of(t, __atomic_load_n(m[i], __ATOMIC_RELAXED), now) : 0;
+        unsigned j = i;
+        for (; j > 0 && cold[order[j - 1]] < cold[i]; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+}
+
 /* Choose a live item of class cls to evict, never the one in `keep` (the
  * item the current PUT just stored). Exact with the index held exclusive;
- * else a candidate that evict_one() confirms. */
+ * else a candidate that evict_one() confirms. random takes the first live
+ * sample. lru and s3fifo take the coldest live one: they rank the samples
+ * by their access words (rank_samples), then look them up in the index a
+ * few at a time, coldest first (rkv_table_live_batch), and stop at the
+ * first live one, which is the same item as looking all of them up and
+ * comparing: most of the time the first few hold it, and a lookup (a
+ * header, a key hashed, two buckets) is what eviction's time goes to. */
 bool rkv_evict_pick_victim(struct rkv_table *t, unsigned cls, uint64_t keep, struct place *victim)
 {
     bool lru = rkv_evict_uses_access(t->cfg.evict);
     unsigned samples = lru ? LRU_SAMPLES : RANDOM_SAMPLES;
-    bool found = false;
-    uint64_t best_cold = 0;
     uint64_t rnd[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)], offs[RKV_MAX(LRU_SAMPLES, RANDOM_SAMPLES)];
 
     for (unsigned i = 0; i < samples; i++)
         rnd[i] = rkv_evict_rng(t);
     if (rkv_slab_sample(t->slab, cls, rnd, samples, offs) < samples)
         return false; /* the class has no pages */
-    for (unsigned i = 0; i < samples; i++) {
-        struct place p;
-        if (!rkv_table_live_at(t, offs[i], cls, &p) || p.word == keep)
-            continue;
-        if (!lru) {
-            *victim = p;
-            return true;
-        }
-        uint64_t cold = coldness(t, p.word);
-        if (!found || cold > best_cold) {
-            *victim = p;
-            best_cold = cold;
-            found = true;
-        }
+    if (!lru) {
+        for (unsigned i = 0; i < samples; i++)
+            if (rkv_table_live_at(t, offs[i], cls, victim) && victim->word != keep)
+                return true;
+        return false;
     }
-    return found;
+    unsigned order[LRU_SAMPLES];
+    rank_samples(t, cls, offs, samples, order);
+    for (unsigned first = 0; first < samples; first += LOOKUP_BATCH) {
+        unsigned n = RKV_MIN(LOOKUP_BATCH, samples - first);
+        uint64_t o[LOOKUP_BATCH];
+        struct place p[LOOKUP_BATCH];
+        bool live[LOOKUP_BATCH];
+        for (unsigned i = 0; i < n; i++)
+            o[i] = offs[order[first + i]];
+        rkv_table_live_batch(t, cls, o, n, p, live);
+        for (unsigned i = 0; i < n; i++)
+            if (live[i] && p[i].word != keep) {
+                *victim = p[i];
+                return true;
+            }
+    }
+    return false;
 }
 
 /* The item of slot word `word` was evicted, with no use left (`unread`) or
@@ -487,6 +527,8 @@ rkv_status rkv_evict_alloc(struct rkv_table *t, unsigned *clsp, const struct rkv
                             rkv_slab_page_wait_ms(t->slab, cls));
         if (wait < 0)
             return RKV_OUT_OF_MEMORY; /* nothing evictable anywhere, nothing on its way back */
+        count(&writer_slot(t)->n.alloc_waits, 1);
+        count(&writer_slot(t)->n.alloc_wait_ms, wait + 1);
         sleep_ms((unsigned)wait + 1);
         if ((*off = rkv_slab_alloc(t->slab, cls)) != 0)
             return RKV_OK;

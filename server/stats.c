@@ -86,6 +86,8 @@ size_t rkv_server_stats_text(struct rkv_server *srv, char *buf, size_t cap)
     line(&t, "insert_failures", ts.insert_failures);
     line(&t, "slab_reassigns", ts.slab_reassigns);
     line(&t, "flushed", ts.flushed);
+    line(&t, "alloc_waits", ts.alloc_waits);
+    line(&t, "alloc_wait_ms", ts.alloc_wait_ms);
     line(&t, "connections", conns);
     line(&t, "connections_parked", parked);
     line(&t, "total_connections", load(&srv->conns_total));

@@ -132,6 +132,10 @@ struct rkv_table_stats {
     uint64_t hints, hints_ignored; /* client hints applied / rejected as invalid */
     uint64_t slab_reassigns; /* slab pages moved from one size class to another (eviction on) */
     uint64_t flushed;        /* items removed by flushes (rkv_table_flush) */
+    /* PUTs on a full heap that slept for freed memory to pass its grace
+     * period (each sleep counted; its worker served nothing meanwhile), and
+     * the milliseconds they slept */
+    uint64_t alloc_waits, alloc_wait_ms;
     /* Lock holds and waits, counted only with rkv_table_config.lock_timing. */
     struct rkv_lock_stats lock_stripes; /* a write's bucket stripes (two, or a displacement path's) */
     struct rkv_lock_stats lock_index;   /* the whole index, exclusive (eviction, page moves, ...) */

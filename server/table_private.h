@@ -28,6 +28,7 @@ struct slot_lock_stats; /* a thread slot's lock timing (table.c) */
  * adds: slots may be shared) and summed by stats (counters_sum). */
 struct table_counters {
     uint64_t evictions, expirations, insert_failures, hints, hints_ignored, flushed;
+    uint64_t alloc_waits, alloc_wait_ms; /* PUTs that slept for the limbo or a page; ms slept */
 };
 
 /* What a writer thread keeps per table, in its thread slot (rkv_thread_slot),
@@ -264,6 +265,12 @@ bool rkv_table_index_find(struct rkv_table *t, const struct rkv_key_hash *h, con
  * Exact with the index held exclusive; with no index lock, a guess that
  * rkv_table_index_remove_if() confirms. */
 bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p);
+
+/* rkv_table_live_at for up to RKV_LIVE_BATCH_MAX offsets of class cls at
+ * once, their cache misses overlapped: live[i] and, if so, p[i]. */
+#define RKV_LIVE_BATCH_MAX 8
+void rkv_table_live_batch(struct rkv_table *t, unsigned cls, const uint64_t *offs, unsigned n,
+                          struct place *p, bool *live);
 
 /* Clear p's slot and retire its item (OBSOLETE, freed into the limbo): an
  * eviction or expiry. The stripe of p's bucket held, or the index exclusive. */

@@ -1200,6 +1200,36 @@ static void test_evict_reserve_of_large_items(void **state)
     env_free(&e);
 }
 
+/* A PUT that finds its class dry, with what it evicted still inside the
+ * grace period and no other class to take from, sleeps: each sleep is
+ * counted in alloc_waits and its milliseconds in alloc_wait_ms. The clock
+ * stands still, so the limbo never comes back and the PUT gives up after
+ * three sleeps of grace_ms + 1 ms each. */
+static void test_alloc_waits_counted(void **state)
+{
+    (void)state;
+    struct rkv_table_config c = { .slab_page_size = 4096,
+                                  .grace_ms = 10,
+                                  .evict = RKV_EVICT_LRU,
+                                  .now_ns = fake_now,
+                                  .item_size_hint = 80 };
+    struct env e;
+    env_make(&e, 128 * 1024, &c);
+    unsigned n = 0;
+    rkv_status st;
+    while ((st = put_n(&e, n)) == RKV_OK)
+        assert_true(++n < 10000);
+    assert_int_equal(st, RKV_OUT_OF_MEMORY);
+    struct rkv_table_stats s = stats(&e);
+    assert_true(s.evictions > 0);
+    assert_int_equal(s.alloc_waits, 3);
+    assert_int_equal(s.alloc_wait_ms, 3 * (10 + 1 + 1));
+    fake_ns += 20 * 1000000ull; /* the limbo comes back: no wait */
+    assert_int_equal(put_n(&e, n), RKV_OK);
+    assert_int_equal(stats(&e).alloc_waits, 3);
+    env_free(&e);
+}
+
 static void test_evict_lru_follows_hints(void **state)
 {
     (void)state;
@@ -2806,6 +2836,7 @@ int main(void)
         cmocka_unit_test(test_page_holds_two_half_page_values),
         cmocka_unit_test(test_mix_shifts_small_large_small),
         cmocka_unit_test(test_evict_reserve_of_large_items),
+        cmocka_unit_test(test_alloc_waits_counted),
         cmocka_unit_test(test_evict_lru_follows_hints),
         cmocka_unit_test(test_s3fifo_scan_keeps_read_keys),
         cmocka_unit_test(test_s3fifo_unread_oldest_first),
