@@ -15,7 +15,10 @@ passes), lru (exact), sieve, s3fifo (the paper's queues: --small share,
 (server/evict.c's s3fifo as a model: 16 sampled items, the fewest uses then
 the oldest, uses to 3 decaying one per --decay turnovers of stores, a
 direct-mapped ghost of --rkv-ghost entries, 0 for none), lfu (rkv's sampling
-ranked by every access the key ever had: perfect history). Item counts, not
+ranked by every access the key ever had: perfect history), lfu-admit (exact
+LFU over perfect history, admitting a missed key only when it has been
+wanted more often than the victim: TinyLFU without a sketch's errors, the
+frequency policies' bound). Item counts, not
 bytes: run it with the items a server holds (its curr_items). A measuring
 tool for developers, not a test; the sampling is seeded (--seed).
 """
@@ -195,11 +198,32 @@ def sim_sampled(trace, n, c, rnd, decay_turns, ghost_size, by_history):
         stores += 1
 
 
+def sim_lfu_admit(trace, n, c):
+    """Exact LFU over every access a key ever had (perfect history: the
+    bound of a frequency sketch), the least-counted held key evicted, the
+    least recently counted first on a tie; a missed key is admitted only
+    when its count passes the victim's (TinyLFU's admission, without the
+    sketch's errors)."""
+    seen, held, heap = collections.Counter(), {}, []  # held: key -> its count when pushed
+    for i, k in enumerate(trace):
+        seen[k] += 1
+        hit = k in held
+        c.add(i, hit)
+        if not hit and len(held) >= n:
+            while heap[0][0] != held.get(heap[0][2]):
+                heapq.heappop(heap)
+            if seen[k] <= heap[0][0]:
+                continue  # not admitted: the victim has been wanted as often
+            del held[heapq.heappop(heap)[2]]
+        held[k] = seen[k]
+        heapq.heappush(heap, (seen[k], i, k))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("prefix", help="the traces' prefix (hitrate.py --trace-out)")
     p.add_argument("--items", type=int, required=True, help="the cache's size in items")
-    p.add_argument("--policy", default="opt,lru,sieve,s3fifo,rkv,lfu")
+    p.add_argument("--policy", default="opt,lru,sieve,s3fifo,rkv,lfu,lfu-admit")
     p.add_argument("--small", type=float, default=0.1, help="s3fifo: small queue's share")
     p.add_argument("--ghost", type=float, default=1.0, help="s3fifo: ghost entries / main's")
     p.add_argument("--decay", type=int, default=4, help="rkv: turnovers per use lost")
@@ -217,10 +241,11 @@ def main():
         "rkv": lambda c: sim_sampled(trace, a.items, c, random.Random(a.seed), a.decay,
                                      a.rkv_ghost, False),
         "lfu": lambda c: sim_sampled(trace, a.items, c, random.Random(a.seed), a.decay, 0, True),
+        "lfu-admit": lambda c: sim_lfu_admit(trace, a.items, c),
     }
     for name in a.policy.split(","):
         if name not in runs:
-            p.error("unknown policy %r (opt, lru, sieve, s3fifo, rkv, lfu)" % name)
+            p.error("unknown policy %r (opt, lru, sieve, s3fifo, rkv, lfu, lfu-admit)" % name)
         c = Counter(warm)
         runs[name](c)
         print("%-7s %d items: hit rate %.2f %% (%d ops after a %d-op warm-up)"
