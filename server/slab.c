@@ -1395,6 +1395,16 @@ static bool pages_scarce(const struct rkv_slab *s)
     return next >= limit || (limit - next) * SCARCE_SHARE < limit;
 }
 
+/* The smallest class above cls whose size is at most `reach` and that
+ * owns pages; cls when none does. No lock (published counts). */
+static unsigned owner_above(const struct rkv_slab *s, unsigned cls, uint64_t reach)
+{
+    for (unsigned c = cls + 1; c < s->class_count && s->size[c] <= reach; c++)
+        if (__atomic_load_n(&s->classes[c].owned, __ATOMIC_RELAXED) != 0)
+            return c;
+    return cls;
+}
+
 unsigned rkv_slab_host_class(struct rkv_slab *s, unsigned cls)
 {
     if (cls >= s->class_count || __atomic_load_n(&s->classes[cls].owned, __ATOMIC_RELAXED) != 0)
@@ -1405,18 +1415,12 @@ unsigned rkv_slab_host_class(struct rkv_slab *s, unsigned cls)
     /* reach: twice the size on a full heap, else 9/8 (little rounding) */
     uint64_t reach = full ? (uint64_t)s->size[cls] * RKV_SLAB_HOST_SPAN
                           : (uint64_t)s->size[cls] * HOST_NEAR_NUM / HOST_NEAR_DEN;
-    for (unsigned c = cls + 1; c < s->class_count && s->size[c] <= reach; c++)
-        if (__atomic_load_n(&s->classes[c].owned, __ATOMIC_RELAXED) != 0)
-            return c;
-    return cls;
+    return owner_above(s, cls, reach);
 }
 
 unsigned rkv_slab_larger_owner(struct rkv_slab *s, unsigned cls)
 {
-    for (unsigned c = cls + 1; c < s->class_count; c++)
-        if (__atomic_load_n(&s->classes[c].owned, __ATOMIC_RELAXED) != 0)
-            return c;
-    return cls;
+    return cls < s->class_count ? owner_above(s, cls, UINT64_MAX) : cls;
 }
 
 uint64_t rkv_slab_alloc_ready(struct rkv_slab *s, unsigned cls)

@@ -582,26 +582,11 @@ static bool slot_at(struct rkv_table *t, const struct rkv_key_hash *h, uint64_t 
     return false;
 }
 
-/* Is the item at `off` of class cls in the index? Its memory may be free or
- * under construction by another thread, so its header is only a guess until
- * an index slot pointing at exactly this offset confirms it. With the index
- * held exclusive the answer is exact; without it, a guess for eviction,
- * which confirms it under the bucket's stripe (rkv_table_index_remove_if). */
-bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
-{
-    const uint8_t *key;
-    uint32_t key_len;
-    if (!key_at(t, off, cls, &key, &key_len))
-        return false;
-    struct rkv_key_hash h;
-    table_hash(t, key, key_len, &h);
-    return slot_at(t, &h, off, cls, p);
-}
-
-/* rkv_table_live_at for n offsets of class cls at once (live[i], p[i]), each
- * step's memory fetched for all of them before the step reads any: the
- * items' headers, then (their keys hashed) both buckets of each key. One at
- * a time, eviction's samples cost three dependent cache misses apiece. */
+/* Which of n offsets of class cls hold items in the index (live[i]), and
+ * where (p[i]), as rkv_table_live_at says for one; each step's memory
+ * fetched for all of them before the step reads any: the items' headers,
+ * then (their keys hashed) both buckets of each key. One at a time,
+ * eviction's samples cost three dependent cache misses apiece. */
 void rkv_table_live_batch(struct rkv_table *t, unsigned cls, const uint64_t *offs, unsigned n,
                           struct place *p, bool *live)
 {
@@ -621,6 +606,18 @@ void rkv_table_live_batch(struct rkv_table *t, unsigned cls, const uint64_t *off
     }
     for (unsigned i = 0; i < n; i++)
         live[i] = live[i] && slot_at(t, &h[i], offs[i], cls, &p[i]);
+}
+
+/* Is the item at `off` of class cls in the index? Its memory may be free or
+ * under construction by another thread, so its header is only a guess until
+ * an index slot pointing at exactly this offset confirms it. With the index
+ * held exclusive the answer is exact; without it, a guess for eviction,
+ * which confirms it under the bucket's stripe (rkv_table_index_remove_if). */
+bool rkv_table_live_at(struct rkv_table *t, uint64_t off, unsigned cls, struct place *p)
+{
+    bool live;
+    rkv_table_live_batch(t, cls, &off, 1, p, &live);
+    return live;
 }
 
 /* ------------------------------------------------------------ cuckoo */
