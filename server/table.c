@@ -1944,7 +1944,7 @@ static rkv_status table_open(void *base, size_t size, const struct rkv_table_con
     t->room_taken = c.room_untaken != 0 && c.take != NULL ? c.room_untaken : UINT64_MAX;
     t->index_word = 0;
     t->seed = seed;
-    t->rng_seed = rng_seed;
+    t->rng_seed = c.rng_seed != 0 ? c.rng_seed : rng_seed;
     t->cfg = c;
     t->now_ns = c.now_ns != NULL ? c.now_ns : rkv_now_ns;
     t->start_ns = t->now_ns();

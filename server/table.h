@@ -98,6 +98,8 @@ struct rkv_table_config {
     enum rkv_evict_policy evict;
     uint64_t (*now_ns)(void); /* the time source of the clock and of the allocator's grace
                                  periods; NULL = rkv_now_ns (tests drive their own) */
+    uint64_t rng_seed;        /* seeds eviction's random samples; 0 = from getrandom() (tests fix
+                                 theirs, so that what is evicted is the same every run) */
     bool lock_timing;         /* time every lock hold and wait: a write's bucket locks, the whole
                                  * index, the allocator's locks (rkv_table_stats.lock_*); costs
                                  * clock reads per hold: perf/table-bench and tests only */

@@ -76,12 +76,21 @@ struct env {
     uint64_t forwards; /* forwards the last get() followed */
 };
 
+/* Eviction samples at random: every table here draws the same samples each
+ * run, so a test's evictions are the same on every run. */
+#define TEST_RNG_SEED 0x5eedULL
+
+/* A table in a fresh region of `size` bytes, configured as c (NULL: the
+ * defaults) but for its sampling seed. */
 static void env_make(struct env *e, uint64_t size, const struct rkv_table_config *c)
 {
     char err[512] = "";
+    struct rkv_table_config cfg = c != NULL ? *c : (struct rkv_table_config){ 0 };
+    if (cfg.rng_seed == 0)
+        cfg.rng_seed = TEST_RNG_SEED;
     memset(e, 0, sizeof(*e));
     assert_int_equal(rkv_region_create(size, &e->region, err, sizeof err), RKV_OK);
-    rkv_status st = rkv_table_create(e->region.base, e->region.size, c, &e->t, err, sizeof err);
+    rkv_status st = rkv_table_create(e->region.base, e->region.size, &cfg, &e->t, err, sizeof err);
     if (st != RKV_OK)
         fail_msg("rkv_table_create: %s", err);
     e->h = rkv_table_header(e->t);
