@@ -97,12 +97,15 @@ static bool page_holds(const struct rkv_slab_page_info *pi, uint64_t word)
            off - pi->start < (uint64_t)pi->handed * pi->size;
 }
 
-/* Does class c own at least two pages (one to give and one to keep)? */
+/* Does class c own at least two pages (one to give and one to keep)? Its
+ * published count, read without its lock: pages leave a class only by a
+ * move, under the index held exclusive as here, so it is never more than
+ * the class owns. */
 static bool class_spares_page(struct rkv_table *t, unsigned c)
 {
-    struct rkv_slab_class_stats cs;
-    rkv_slab_class_stats(t->slab, c, &cs);
-    return cs.pages >= 2;
+    uint64_t owned;
+    (void)rkv_slab_class_spare(t->slab, c, &owned);
+    return owned >= 2 * (uint64_t)rkv_slab_per_page(t->slab, c);
 }
 
 /* A page a move for class cls may take: another class's (from_cls's when
